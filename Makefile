@@ -1,0 +1,52 @@
+# tay developer entry points. Every target starts from the project virtualenv (.venv),
+# which `make venv` creates from pyproject.toml with nothing installed by hand.
+
+PYTHON_BOOT ?= python3
+VENV        := .venv
+PY          := $(VENV)/bin/python
+STAMP       := $(VENV)/.installed
+CLIENT_VENV := .venv-tay-client
+CLIENT_PY   := $(CLIENT_VENV)/bin/python
+NATIVE_SRC  := $(wildcard csrc/*.c csrc/*.h) tay/_native/_build.py
+
+DATA_DIR    ?= var/data
+DURABILITY  ?= sync
+PYTEST_ARGS ?=
+
+.PHONY: venv native client-venv run test bench bench-micro clean
+
+venv: $(STAMP)
+
+$(STAMP): pyproject.toml setup.py $(NATIVE_SRC)
+	test -x $(PY) || $(PYTHON_BOOT) -m venv $(VENV)
+	$(PY) -m pip install --quiet --upgrade pip
+	$(PY) -m pip install --quiet -e '.[dev]'
+	$(PY) -c "import tay._native as n; print('tay native:', n.IMPLEMENTATION, n.CRC32C_IMPLEMENTATION)"
+	touch $(STAMP)
+
+# Rebuild the cffi module in place after editing csrc/ (the venv keeps the editable install).
+native: venv
+	$(PY) setup.py -q build_ext --inplace
+
+# The unmodified tay-client 1.4.0 from PyPI, isolated: it is also a package named `tay`.
+client-venv: $(CLIENT_PY)
+
+$(CLIENT_PY):
+	$(PYTHON_BOOT) -m venv $(CLIENT_VENV)
+	$(CLIENT_PY) -m pip install --quiet 'tay-client[http-pkcs12]==1.4.0'
+
+run: venv
+	$(VENV)/bin/tay serve --data-dir $(DATA_DIR) --init-if-missing \
+		--durability $(DURABILITY) $(if $(filter sync,$(DURABILITY)),--validated-filesystem)
+
+test: venv client-venv
+	TAY_CLIENT_PYTHON=$(abspath $(CLIENT_PY)) $(PY) -m pytest -q $(PYTEST_ARGS)
+
+bench: venv
+	$(VENV)/bin/tay bench reference
+
+bench-micro: venv
+	$(PY) -m pytest benchmarks/micro -q --benchmark-only -p no:timeout
+
+clean:
+	rm -rf $(VENV) $(CLIENT_VENV) build *.egg-info tay/_native/*.so tay/_native/_tay_native.c
