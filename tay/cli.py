@@ -1,0 +1,45 @@
+"""The ``tay`` command: a small dispatcher over subcommand groups.
+
+Each group lives in its own module, which exposes ``register(subparsers)``: it adds one
+sub-parser and sets ``handler`` (a callable taking the parsed namespace and returning the
+exit code) on every leaf command. To add a group, append its module path to ``GROUPS``.
+
+Exit codes: 0 success, 1 the command ran and refused (for example a store refusal),
+2 usage error (argparse's own convention; the message names the flag).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+# group modules, imported lazily so `tay storage ...` never loads the server stack.
+GROUPS: tuple[str, ...] = (
+    "tay.storage.cli",
+)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The top parser with every registered group."""
+    parser = argparse.ArgumentParser(prog="tay", description="tay: durable background jobs")
+    groups = parser.add_subparsers(dest="group", metavar="GROUP")
+    groups.required = True
+    for module_name in GROUPS:
+        importlib.import_module(module_name).register(groups)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Parse ``argv`` (default: ``sys.argv[1:]``), run the chosen command, return its exit code."""
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    handler = getattr(args, "handler", None)
+    if handler is None:
+        parser.error(f"{args.group}: a command is required")
+    return int(handler(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())
