@@ -1,0 +1,67 @@
+"""tay's native core: CRC32C, Record v1 frames, the Value codec, socket framing, file ops.
+
+Two twins implement the same API: ``tay._native.c`` (the cffi module built from ``csrc/``)
+and ``tay._native.pure`` (pure Python). This package re-exports the C one when it is built
+and falls back to the pure one otherwise. ``TAY_NATIVE=python`` forces the pure twin;
+``TAY_NATIVE=c`` insists on the C one (ImportError if it is not built).
+
+API (see docs/native.md for the details and error conventions):
+
+- ``IMPLEMENTATION``: "c" or "python"; ``CRC32C_IMPLEMENTATION``: "sse4.2", "armv8" or
+  "software" (``TAY_CRC32C_SOFTWARE=1`` forces software inside the C module).
+- ``crc32c(data, value=0) -> int``: chainable, ``crc32c(b, crc32c(a)) == crc32c(a + b)``.
+- ``encode_records([(type, schema, sequence, payload), ...]) -> bytes``: Record v1 frames.
+- ``scan_records(buf, start, end, budget, first_sequence) -> (records, stop_offset, stop)``
+  with ``records`` a list of ``(offset, type, schema, sequence, payload_length)`` and
+  ``stop`` in "end" | "not_record" | "bad_record" | "sequence".
+- ``value_encode(obj) -> bytes`` / ``value_decode(buf, max_depth=64, max_nodes=100_000,
+  max_binary=16_777_216)``; errors are ``ValueCodecError(reason, offset)``.
+- ``split_frames(buf, max_frame) -> (frames, consumed, error)``; ``frames`` are
+  ``(start, end)`` payload slices; ``error`` None | "frame_too_large" | "empty_frame".
+- ``write_all_at(fd, data, offset)``, ``fdatasync(fd)``, ``fsync(fd)``, ``fsync_dir(path)``,
+  ``flock_exclusive(fd) -> bool``, ``rename_noreplace(src_dir_fd, src, dst_dir_fd, dst)``,
+  ``filesystem_magic(path) -> int``; failures raise OSError with errno.
+"""
+
+from __future__ import annotations
+
+import os
+
+from tay._native.errors import RESOURCE_REASONS, ValueCodecError
+
+_choice = os.environ.get("TAY_NATIVE", "").strip().lower()
+if _choice not in ("", "c", "python"):
+    raise ImportError(f"TAY_NATIVE must be 'c' or 'python', got {_choice!r}")
+
+if _choice == "python":
+    from tay._native import pure as _active
+else:
+    try:
+        from tay._native import c as _active  # type: ignore[no-redef]
+    except ImportError:
+        if _choice == "c":
+            raise
+        from tay._native import pure as _active  # type: ignore[no-redef]
+
+IMPLEMENTATION: str = _active.IMPLEMENTATION
+CRC32C_IMPLEMENTATION: str = _active.CRC32C_IMPLEMENTATION
+crc32c = _active.crc32c
+encode_records = _active.encode_records
+scan_records = _active.scan_records
+value_encode = _active.value_encode
+value_decode = _active.value_decode
+split_frames = _active.split_frames
+write_all_at = _active.write_all_at
+fdatasync = _active.fdatasync
+fsync = _active.fsync
+fsync_dir = _active.fsync_dir
+flock_exclusive = _active.flock_exclusive
+rename_noreplace = _active.rename_noreplace
+filesystem_magic = _active.filesystem_magic
+
+__all__ = [
+    "IMPLEMENTATION", "CRC32C_IMPLEMENTATION", "ValueCodecError", "RESOURCE_REASONS",
+    "crc32c", "encode_records", "scan_records", "value_encode", "value_decode",
+    "split_frames", "write_all_at", "fdatasync", "fsync", "fsync_dir", "flock_exclusive",
+    "rename_noreplace", "filesystem_magic",
+]

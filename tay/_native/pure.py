@@ -1,0 +1,161 @@
+"""The pure-Python twin of the native core: same functions, same results as ``tay._native.c``.
+
+It is the reference the C module is tested against and the fallback when the C module is
+not built (or ``TAY_NATIVE=python``). Kept straightforward rather than fast.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Any, Sequence
+
+from tay._native._pure_fileops import (
+    fdatasync,
+    filesystem_magic,
+    flock_exclusive,
+    fsync,
+    fsync_dir,
+    rename_noreplace,
+    write_all_at,
+)
+from tay._native._pure_value import value_decode, value_encode
+from tay._native.errors import ValueCodecError
+
+IMPLEMENTATION = "python"
+CRC32C_IMPLEMENTATION = "software"
+
+__all__ = [
+    "IMPLEMENTATION", "CRC32C_IMPLEMENTATION", "ValueCodecError", "crc32c", "encode_records",
+    "scan_records", "value_encode", "value_decode", "split_frames", "write_all_at",
+    "fdatasync", "fsync", "fsync_dir", "flock_exclusive", "rename_noreplace",
+    "filesystem_magic", "RECORD_MAGIC", "MAX_PAYLOAD",
+]
+
+RECORD_MAGIC = b"TAY\x00"
+MAX_PAYLOAD = 16_777_216
+MAX_SEQUENCE = 0xFFFFFFFFFFFFFFFF
+_HEADER = struct.Struct(">4sBBBBQI")  # magic, version, type, flags, schema, sequence, N
+_U32 = struct.Struct(">I")
+
+
+def _make_table() -> tuple[int, ...]:
+    table = []
+    for byte in range(256):
+        crc = byte
+        for _ in range(8):
+            crc = (crc >> 1) ^ (0x82F63B78 if crc & 1 else 0)
+        table.append(crc)
+    return tuple(table)
+
+
+_TABLE = _make_table()
+
+
+def crc32c(data: Any, value: int = 0) -> int:
+    """CRC32C of ``data``, continuing from the finalized CRC ``value`` (zlib-style chaining)."""
+    crc = (value & 0xFFFFFFFF) ^ 0xFFFFFFFF
+    table = _TABLE
+    for byte in memoryview(data).cast("B"):
+        crc = table[(crc ^ byte) & 0xFF] ^ (crc >> 8)
+    return crc ^ 0xFFFFFFFF
+
+
+def check_record_fields(index: int, rtype: Any, schema: Any, sequence: Any, length: int) -> None:
+    """The encoder's domain checks (storage.md §1.3); ValueError names the index and field."""
+    if not isinstance(rtype, int) or not 1 <= rtype <= 254:
+        raise ValueError(f"record {index}: type must be 1..254, got {rtype!r}")
+    if not isinstance(schema, int) or not 1 <= schema <= 255:
+        raise ValueError(f"record {index}: schema must be 1..255, got {schema!r}")
+    if not isinstance(sequence, int) or not 1 <= sequence <= MAX_SEQUENCE:
+        raise ValueError(f"record {index}: sequence must be 1..2^64-1, got {sequence!r}")
+    if length > MAX_PAYLOAD:
+        raise ValueError(f"record {index}: payload length {length} exceeds {MAX_PAYLOAD}")
+
+
+def encode_records(records: Sequence[tuple[int, int, int, Any]]) -> bytes:
+    """Concatenated Record v1 frames for ``(type, schema, sequence, payload)`` tuples."""
+    out = bytearray()
+    for index, (rtype, schema, sequence, payload) in enumerate(records):
+        payload = bytes(payload)
+        check_record_fields(index, rtype, schema, sequence, len(payload))
+        header = _HEADER.pack(RECORD_MAGIC, 1, rtype, 0, schema, sequence, len(payload))
+        header_crc = crc32c(header)
+        out += header + _U32.pack(header_crc) + payload
+        out += _U32.pack(crc32c(payload, header_crc))
+    return bytes(out)
+
+
+def check_scan_bounds(size: int, start: int, end: int, budget: int, first_sequence: int) -> None:
+    """Refuse impossible scan arguments with a ValueError naming the argument."""
+    if not 0 <= start <= end <= size:
+        raise ValueError(f"scan range [{start}:{end}) outside a buffer of {size} bytes")
+    if not 0 <= budget <= MAX_PAYLOAD:
+        raise ValueError(f"budget must be 0..{MAX_PAYLOAD}, got {budget}")
+    if not 1 <= first_sequence <= MAX_SEQUENCE:
+        raise ValueError(f"first_sequence must be 1..2^64-1, got {first_sequence}")
+
+
+def _frame_ok(view: memoryview, offset: int, available: int, budget: int) -> int:
+    """Length of the valid frame at ``offset`` (full §1.2 precedence), or -1."""
+    if available < 24 or view[offset + 4] != 1:
+        return -1
+    header = view[offset : offset + 20]
+    if crc32c(header) != _U32.unpack_from(view, offset + 20)[0]:
+        return -1
+    _, _, rtype, flags, schema, sequence, length = _HEADER.unpack_from(view, offset)
+    if flags or rtype in (0, 255) or schema == 0 or sequence == 0:
+        return -1
+    if length > MAX_PAYLOAD or length > budget or available < 28 + length:
+        return -1
+    record_crc = crc32c(view[offset + 24 : offset + 24 + length], crc32c(header))
+    if record_crc != _U32.unpack_from(view, offset + 24 + length)[0]:
+        return -1
+    return 28 + length
+
+
+def scan_records(
+    buf: Any, start: int, end: int, budget: int, first_sequence: int
+) -> tuple[list[tuple[int, int, int, int, int]], int, str]:
+    """Walk Record v1 frames in ``buf[start:end]``.
+
+    Returns ``(records, stop_offset, stop)``: ``records`` holds one
+    ``(offset, type, schema, sequence, payload_length)`` tuple per valid frame whose sequence
+    is ``first_sequence + index``; ``stop`` is "end", "not_record" (no magic, or < 4 bytes
+    left), "bad_record" (magic but §1.2 fails: re-decode precisely) or "sequence".
+    """
+    view = memoryview(buf).cast("B")
+    check_scan_bounds(len(view), start, end, budget, first_sequence)
+    records: list[tuple[int, int, int, int, int]] = []
+    offset = start
+    while offset < end:
+        available = end - offset
+        if available < 4 or view[offset : offset + 4] != RECORD_MAGIC:
+            return records, offset, "not_record"
+        frame_length = _frame_ok(view, offset, available, budget)
+        if frame_length < 0:
+            return records, offset, "bad_record"
+        _, _, rtype, _, schema, sequence, length = _HEADER.unpack_from(view, offset)
+        if sequence != first_sequence + len(records):
+            return records, offset, "sequence"
+        records.append((offset, rtype, schema, sequence, length))
+        offset += frame_length
+    return records, offset, "end"
+
+
+def split_frames(buf: Any, max_frame: int) -> tuple[list[tuple[int, int]], int, str | None]:
+    """Split length-prefixed frames: ``(payload slices, bytes consumed, error or None)``."""
+    view = memoryview(buf).cast("B")
+    frames: list[tuple[int, int]] = []
+    offset = 0
+    size = len(view)
+    while size - offset >= 4:
+        length = _U32.unpack_from(view, offset)[0]
+        if length == 0:
+            return frames, offset, "empty_frame"
+        if length > max_frame:
+            return frames, offset, "frame_too_large"
+        if size - offset - 4 < length:
+            break
+        frames.append((offset + 4, offset + 4 + length))
+        offset += 4 + length
+    return frames, offset, None
