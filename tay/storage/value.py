@@ -1,0 +1,126 @@
+"""The canonical Value encoding, as the storage layer sees it (docs/storage-format.md, "Value").
+
+Events, manifest bodies and Store-v2 bodies are one canonical Value each. The byte work is
+done by ``tay._native`` (C, or its pure-Python twin); this module adds the decode limits and
+turns codec errors into the storage layer's one error type.
+
+How storage errors work (shared by every storage reader):
+
+* A reader that refuses bytes raises ``tay.failures.RecoveryRefused`` with ``kind`` (one of
+  the fixed recovery error kinds), ``reason`` (the physical or payload class) and ``offset``
+  (within the buffer it was given). Extra facts (``category``, lengths, expected values) sit
+  in ``err.extra`` and appear in ``err.report()``.
+* A layer that knows more (file path, segment id, the record's sequence, the base offset of
+  the buffer) re-raises with :func:`locate`, which keeps kind, reason and extras.
+* Encoders refuse caller mistakes with :class:`EncodeError` (a ``ValueError``): a bug in the
+  caller, never a property of stored bytes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from tay import _native
+from tay.failures import RecoveryRefused, StorageFailure
+
+# Codec reasons that are operational budgets rather than invalid bytes.
+RESOURCE_REASONS = frozenset({"depth_limit", "node_limit", "binary_limit"})
+
+MAX_DECODE_INPUT = 16 * 1024 * 1024
+
+
+@dataclass(frozen=True, slots=True)
+class DecodeLimits:
+    """Operational decode budgets (never validity rules): exceeding one is ``resource_limit``."""
+
+    depth: int = 64
+    nodes: int = 100_000
+    binary: int = 16 * 1024 * 1024
+
+    def __post_init__(self) -> None:
+        for name in ("depth", "nodes", "binary"):
+            value = getattr(self, name)
+            if not isinstance(value, int) or isinstance(value, bool) or value < 0:
+                raise ValueError(f"DecodeLimits.{name} must be an integer >= 0, got {value!r}")
+
+
+DEFAULT_LIMITS = DecodeLimits()
+
+
+class EncodeError(ValueError):
+    """An encoder was handed something the format cannot hold (a caller bug)."""
+
+    def __init__(self, reason: str, detail: str) -> None:
+        super().__init__(f"{reason}: {detail}")
+        self.reason = reason
+        self.detail = detail
+
+
+def locate(
+    err: StorageFailure,
+    *,
+    base_offset: int = 0,
+    path: str | None = None,
+    segment_id: int | None = None,
+    sequence: int | None = None,
+    stage: str | None = None,
+) -> RecoveryRefused:
+    """The same refusal with its location filled in; ``base_offset`` shifts the offset.
+
+    Fields already known on ``err`` are kept unless a new value is given.
+    """
+    offset = None if err.offset is None else err.offset + base_offset
+    return RecoveryRefused(
+        err.kind,
+        err.reason,
+        path=path if path is not None else err.path,
+        offset=offset,
+        sequence=sequence if sequence is not None else err.sequence,
+        segment_id=segment_id if segment_id is not None else err.segment_id,
+        stage=stage if stage is not None else err.stage,
+        **err.extra,
+    )
+
+
+def _codec_error_parts(exc: Exception) -> tuple[str, int | None]:
+    """(reason, offset) of a ``tay._native.ValueCodecError``."""
+    args = exc.args
+    reason = getattr(exc, "reason", args[0] if args else "unknown")
+    offset = getattr(exc, "offset", args[1] if len(args) > 1 else None)
+    return reason, offset
+
+
+def encode(obj: Any) -> bytes:
+    """Canonical bytes of ``obj`` (None/bool/int/float/str/bytes/list/dict; keys are str)."""
+    try:
+        return _native.value_encode(obj)
+    except _native.ValueCodecError as exc:
+        reason, offset = _codec_error_parts(exc)
+        raise EncodeError(reason, f"cannot encode Value (at node {offset})") from None
+
+
+def decode(buf: bytes | bytearray | memoryview, limits: DecodeLimits = DEFAULT_LIMITS) -> Any:
+    """Decode exactly one canonical Value filling all of ``buf``.
+
+    Raises ``RecoveryRefused`` with kind ``resource_limit`` (depth/node/binary budgets) or
+    ``invalid_payload`` (anything else: unknown tag, truncation, trailing bytes, map order,
+    non-text keys, non-canonical integers, NaN/Inf, bad UTF-8). ``offset`` is the byte
+    within ``buf`` where decoding stopped.
+    """
+    if len(buf) > MAX_DECODE_INPUT:
+        raise RecoveryRefused(
+            "resource_limit", "input_limit", offset=0, category="resource_limit",
+            length=len(buf), limit=MAX_DECODE_INPUT,
+        )
+    try:
+        return _native.value_decode(buf, limits.depth, limits.nodes, limits.binary)
+    except _native.ValueCodecError as exc:
+        reason, offset = _codec_error_parts(exc)
+        if reason in RESOURCE_REASONS:
+            raise RecoveryRefused(
+                "resource_limit", reason, offset=offset, category="resource_limit"
+            ) from None
+        raise RecoveryRefused(
+            "invalid_payload", reason, offset=offset, category="corrupt"
+        ) from None
