@@ -1,0 +1,70 @@
+"""Length-prefixed frames: a 4-byte big-endian payload length, then the payload.
+
+``FrameDecoder`` is sans-IO: feed it whatever bytes arrived and take back complete payloads.
+The length is checked before any payload byte is kept for decoding, and the unread buffer
+is capped (``ProtocolLimits.buffer_limit``) so a peer cannot grow server memory at will.
+"""
+
+from __future__ import annotations
+
+import struct
+
+from tay import _native
+from tay.failures import ConnectionFatal
+
+_LENGTH = struct.Struct(">I")
+
+
+class FrameDecoder:
+    """Reassembles frames from a byte stream.
+
+    ``feed`` returns the complete payloads that precede any stream error; the error itself
+    is left in ``fatal`` (the connection must then send it and close).
+    """
+
+    __slots__ = ("_buffer", "_max_frame", "_buffer_limit", "fatal")
+
+    def __init__(self, max_frame: int, buffer_limit: int | None = None) -> None:
+        self._buffer = bytearray()
+        self._max_frame = max_frame
+        self._buffer_limit = 2 * max_frame + 8 if buffer_limit is None else buffer_limit
+        self.fatal: ConnectionFatal | None = None
+
+    @property
+    def buffered(self) -> int:
+        return len(self._buffer)
+
+    def feed(self, data: bytes) -> list[bytes]:
+        """Append ``data`` and return every complete payload (in order) before any error."""
+        if self.fatal is not None:
+            return []
+        buffer = self._buffer
+        buffer += data
+        slices, consumed, error = _native.split_frames(buffer, self._max_frame)
+        frames = [bytes(buffer[start:end]) for start, end in slices]
+        if consumed:
+            del buffer[:consumed]
+        if error is not None:
+            self.fatal = _frame_error(error, buffer, self._max_frame)
+        elif len(buffer) > self._buffer_limit:
+            self.fatal = ConnectionFatal(
+                f"unread buffer of {len(buffer)} bytes exceeds {self._buffer_limit}",
+                code="buffer_limit",
+            )
+        return frames
+
+
+def _frame_error(error: str, rest: bytearray, max_frame: int) -> ConnectionFatal:
+    """Map ``split_frames``' error names to the connection-fatal wire codes."""
+    if error == "frame_too_large":
+        (length,) = _LENGTH.unpack_from(rest)
+        return ConnectionFatal(f"frame length {length} exceeds the limit {max_frame}",
+                               code="frame_too_large")
+    if error == "empty_frame":
+        return ConnectionFatal("zero-length frame", code="invalid_frame")
+    return ConnectionFatal(f"bad frame: {error}", code="invalid_frame")
+
+
+def encode_frame(payload: bytes) -> bytes:
+    """Prefix an already encoded payload with its length."""
+    return _LENGTH.pack(len(payload)) + payload

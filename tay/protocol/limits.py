@@ -1,0 +1,48 @@
+"""Bounds of Executor Protocol v1, grouped in one value so server, tests and CLI agree.
+
+Defaults follow the upstream engine (spec/protocol.md, Appendix B).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from tay.failures import ConfigurationError
+
+DEFAULT_MAX_FRAME_BYTES = 1_048_576
+MAX_FRAME_BYTES_CEILING = 16_777_216
+
+
+@dataclass(frozen=True, slots=True)
+class ProtocolLimits:
+    """Per-listener protocol bounds. ``validate`` names the first bad option."""
+
+    max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES
+    max_depth: int = 32  # counting the envelope object as level 1
+    max_nodes: int = 10_000  # every scalar, array and object of one message
+    max_key_bytes: int = 4_096
+    max_pending_requests: int = 64
+    max_tasks_per_message: int = 256
+    max_connections: int = 128
+    result_bytes: int = 65_536
+    error_bytes: int = 8_192
+    request_timeout_ms: int = 30_000
+
+    @property
+    def buffer_limit(self) -> int:
+        """Unread bytes a connection may hold before ``buffer_limit`` closes it."""
+        return 2 * self.max_frame_bytes + 8
+
+    def validate(self) -> "ProtocolLimits":
+        _bounded("executor_max_frame_bytes", self.max_frame_bytes, 1, MAX_FRAME_BYTES_CEILING)
+        _bounded("executor_max_connections", self.max_connections, 1, 4_096)
+        _bounded("executor_max_tasks_per_connection", self.max_tasks_per_message, 1, 4_096)
+        _bounded("executor_result_bytes", self.result_bytes, 1, self.max_frame_bytes)
+        _bounded("executor_error_bytes", self.error_bytes, 1, self.max_frame_bytes)
+        _bounded("max_pending_requests", self.max_pending_requests, 1, 65_536)
+        return self
+
+
+def _bounded(option: str, value: int, low: int, high: int) -> None:
+    if type(value) is not int or not low <= value <= high:
+        raise ConfigurationError(option, f"must be an integer in {low}..{high}, got {value!r}")

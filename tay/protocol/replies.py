@@ -1,0 +1,28 @@
+"""Engine -> client messages as frames: compact JSON, ``version: 1``, real ``null``."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tay.failures import TayFailure
+
+from .framing import encode_frame
+from .values import encode_json
+
+
+def message_frame(message_type: str, request_id: str | None, fields: dict[str, Any]) -> bytes:
+    """One frame; ``request_id`` is omitted only for uncorrelated errors."""
+    envelope: dict[str, Any] = {"version": 1, "type": message_type}
+    if request_id is not None:
+        envelope["request_id"] = request_id
+    envelope.update(fields)
+    return encode_frame(encode_json(envelope))
+
+
+def reply_frame(message_type: str, request_id: str, **fields: Any) -> bytes:
+    return message_frame(message_type, request_id, fields)
+
+
+def error_frame(failure: TayFailure, request_id: str | None = None) -> bytes:
+    """A correlated error (with ``request_id``) or the uncorrelated connection-fatal one."""
+    return message_frame("error", request_id, {"error": failure.wire_error()})

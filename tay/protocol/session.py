@@ -1,0 +1,105 @@
+"""One Unix-socket connection, sans-IO: bytes in, typed requests and reply frames out.
+
+The session owns everything whose lifetime is the connection: the frame decoder, the
+handshake state and the count of forwarded requests still awaiting an answer. The server
+feeds it bytes and performs what it returns; tests feed it literal bytes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from tay.failures import ConnectionFatal, RequestRefused
+
+from .envelope import check_envelope
+from .framing import FrameDecoder
+from .limits import ProtocolLimits
+from .messages import build_parsers, parse_hello
+from .replies import error_frame, reply_frame
+from .requests import FORWARDED, Hello, RegisterTasks, Request, UnregisterTasks
+from .values import decode_message
+
+Output = Request | bytes  # a request to forward, or a frame to send as is
+
+
+@dataclass(slots=True)
+class Received:
+    """What one ``receive`` call produced, in arrival order, and whether to close after."""
+
+    outputs: list[Output] = field(default_factory=list)
+    close_frame: bytes | None = None
+
+
+class ProtocolSession:
+    """Protocol state of one connection."""
+
+    def __init__(self, limits: ProtocolLimits) -> None:
+        self.limits = limits
+        self.hello: Hello | None = None
+        self.pending = 0  # forwarded requests not yet answered
+        self.failed = False
+        self._decoder = FrameDecoder(limits.max_frame_bytes, limits.buffer_limit)
+        self._parsers = build_parsers(
+            limits.max_tasks_per_message, limits.result_bytes, limits.error_bytes
+        )
+
+    @property
+    def buffered(self) -> int:
+        return self._decoder.buffered
+
+    def receive(self, data: bytes) -> Received:
+        """Process bytes from the peer. After a fatal error nothing more is accepted."""
+        received = Received()
+        if self.failed:
+            return received
+        try:
+            for payload in self._decoder.feed(data):
+                received.outputs.append(self._handle(decode_message(payload, self.limits)))
+            if self._decoder.fatal is not None:
+                raise self._decoder.fatal
+        except ConnectionFatal as fatal:
+            self.failed = True
+            received.close_frame = error_frame(fatal)
+        return received
+
+    def settle(self) -> None:
+        """A forwarded request was answered (or failed): free its pending slot."""
+        self.pending -= 1
+
+    def _handle(self, message: dict[str, Any]) -> Output:
+        message_type, request_id = check_envelope(message)
+        try:
+            return self._dispatch(message_type, request_id, message)
+        except RequestRefused as refused:
+            return error_frame(refused, request_id)
+
+    def _dispatch(self, message_type: str, request_id: str, message: dict[str, Any]) -> Output:
+        if message_type == "hello":
+            if self.hello is not None:
+                raise RequestRefused("hello was already accepted", code="already_hello")
+            self.hello = parse_hello(request_id, message)
+            return self.hello
+        if message_type == "heartbeat":
+            return reply_frame("heartbeat_ok", request_id)
+        if message_type == "pong":
+            return reply_frame("accepted", request_id)
+        if message_type == "ping":
+            return reply_frame("pong", request_id, ping_id=message.get("ping_id", request_id))
+        if self.hello is None:
+            raise RequestRefused("the first request must be hello", code="hello_required")
+        if message_type == "register_schedules":
+            raise RequestRefused("bulk schedule registration is not supported",
+                                 code="bulk_scheduling_unsupported")
+        request = self._parsers[message_type](request_id, message)
+        if isinstance(request, (RegisterTasks, UnregisterTasks)) and self.hello.mode == "client":
+            raise RequestRefused("a client-mode connection cannot execute tasks",
+                                 code="client_cannot_execute")
+        if isinstance(request, FORWARDED):
+            if self.pending >= self.limits.max_pending_requests:
+                raise RequestRefused(
+                    f"more than {self.limits.max_pending_requests} requests pending",
+                    code="too_many_requests",
+                )
+            self.pending += 1
+        return request

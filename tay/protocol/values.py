@@ -1,0 +1,74 @@
+"""JSON payloads: decoding with orjson, then the protocol's value-domain bounds.
+
+orjson already refuses non-UTF-8, lone surrogates, NaN/Infinity and overflowing floats.
+What it cannot know are the protocol bounds: nesting depth (the envelope is level 1), total
+node count of the whole message, and object key size. Violations are connection-fatal
+(``invalid_frame``); unparsable bytes are ``malformed_json``.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from tay.failures import ConnectionFatal
+
+from .limits import ProtocolLimits
+
+# A key of at most this many characters cannot exceed max_key_bytes (4 bytes per char),
+# so the UTF-8 length is only computed for long keys.
+_SAFE_KEY_CHARS_DIVISOR = 4
+
+
+def decode_message(payload: bytes, limits: ProtocolLimits) -> dict[str, Any]:
+    """Decode one frame payload into a JSON object within the protocol value domain."""
+    if not payload:
+        raise ConnectionFatal("empty frame payload", code="invalid_frame")
+    try:
+        message = orjson.loads(payload)
+    except orjson.JSONDecodeError as exc:
+        raise ConnectionFatal(f"payload is not valid JSON: {exc}", code="malformed_json") from None
+    if type(message) is not dict:
+        raise ConnectionFatal(
+            f"payload is a JSON {type(message).__name__}, not an object", code="invalid_frame"
+        )
+    check_value_domain(message, limits)
+    return message
+
+
+def check_value_domain(value: Any, limits: ProtocolLimits) -> None:
+    """Raise ``invalid_frame`` if ``value`` breaks the depth, node or key bounds."""
+    max_depth = limits.max_depth
+    max_key_bytes = limits.max_key_bytes
+    safe_key_chars = max_key_bytes // _SAFE_KEY_CHARS_DIVISOR
+    budget = limits.max_nodes - 1
+    # Iterative walk over containers only; scalars are counted through len(container).
+    stack: list[tuple[Any, int]] = [(value, 1)]
+    while stack:
+        container, depth = stack.pop()
+        if depth > max_depth:
+            raise ConnectionFatal(f"JSON nesting exceeds {max_depth} levels", code="invalid_frame")
+        budget -= len(container)
+        if budget < 0:
+            raise ConnectionFatal(
+                f"message has more than {limits.max_nodes} JSON nodes", code="invalid_frame"
+            )
+        if type(container) is dict:
+            for key in container:
+                if len(key) > safe_key_chars and len(key.encode("utf-8")) > max_key_bytes:
+                    raise ConnectionFatal(
+                        f"object key of {len(key.encode('utf-8'))} bytes exceeds {max_key_bytes}",
+                        code="invalid_frame",
+                    )
+            children = container.values()
+        else:
+            children = container
+        for item in children:
+            if type(item) is dict or type(item) is list:
+                stack.append((item, depth + 1))
+
+
+def encode_json(value: Any) -> bytes:
+    """Compact JSON with real ``null``; refuses non-finite floats."""
+    return orjson.dumps(value)
