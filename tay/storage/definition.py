@@ -1,0 +1,200 @@
+"""The immutable job definition (storage.md §6.2) and the payload refusal type.
+
+A definition is one canonical Value map with exactly eight keys. It is written once, inside
+the ``job_inserted`` event, and never changes; two submissions with the same job ID are the
+same job only when their canonical definition *bytes* are equal.
+
+``PayloadRefused`` (a ``RecoveryRefused``, the storage layer's one error type; see
+``tay.storage.value``) is what every payload validator raises (events, definitions,
+Store-v2 bodies). Its ``kind`` is the recovery class:
+``unsupported_semantics``, ``invalid_payload`` or ``resource_limit``; ``field`` names the
+offending key path (for example ``definition.retry_policy``).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from tay.failures import RecoveryRefused, StorageFailure
+from tay.storage import value
+
+U64_MAX = 2**64 - 1
+TIME_MAX = 2**63 - 1
+ATTEMPT_MAX = 65_535
+TIMEOUT_MAX_MS = 86_400_000
+KEY_MAX_BYTES = 255
+
+RETRY_POLICY_V1: dict[str, int] = {"base_ms": 1000, "cap_ms": 60_000, "jitter_divisor": 4, "version": 1}
+DEFINITION_KEYS = frozenset(
+    {"args", "definition_version", "max_attempts", "queue_key", "retry_policy",
+     "scheduled_at", "timeout_ms", "worker_key"}
+)
+DEFAULT_MAX_ATTEMPTS = 10
+DEFAULT_TIMEOUT_MS = 30_000
+
+
+class PayloadRefused(RecoveryRefused):
+    """A Value payload was refused; ``kind`` is the recovery class, ``field`` the key path."""
+
+    def __init__(self, kind: str, reason: str, *, field: str | None = None, **extra: Any) -> None:
+        if field is not None:
+            extra["field"] = field
+        super().__init__(kind, reason, **extra)
+        self.field = field
+        if field is not None:
+            self.message = f"{self.message} [field {field}]"
+            self.args = (self.message,)
+
+
+def invalid(reason: str, field: str | None = None, **extra: Any) -> PayloadRefused:
+    """Shorthand for an ``invalid_payload`` refusal."""
+    return PayloadRefused("invalid_payload", reason, field=field, **extra)
+
+
+# ---- domain checks shared by every payload schema -------------------------------------
+
+def is_unsigned(obj: Any) -> bool:
+    """A tag-04 integer: a Python int (not bool) in 0..2^64-1."""
+    return type(obj) is int and 0 <= obj <= U64_MAX
+
+
+def check_unsigned(obj: Any, field: str, low: int = 0, high: int = U64_MAX) -> int:
+    if not is_unsigned(obj) or not low <= obj <= high:
+        raise invalid(f"expected an unsigned integer in {low}..{high}, got {obj!r}", field)
+    return obj
+
+
+def check_time(obj: Any, field: str) -> int:
+    return check_unsigned(obj, field, 0, TIME_MAX)
+
+
+def check_seq(obj: Any, field: str) -> int:
+    return check_unsigned(obj, field, 1, U64_MAX)
+
+
+def check_attempt(obj: Any, field: str) -> int:
+    return check_unsigned(obj, field, 1, ATTEMPT_MAX)
+
+
+def check_optional(obj: Any, field: str, check) -> Any:
+    return None if obj is None else check(obj, field)
+
+
+def check_job_id(obj: Any, field: str = "job_id") -> bytes:
+    if type(obj) is not bytes or len(obj) != 16:
+        raise invalid("expected 16 bytes (tag 07)", field)
+    if obj == bytes(16):
+        raise invalid("the all-zero ID is invalid", field)
+    return obj
+
+
+def check_key(obj: Any, field: str) -> str:
+    """A ``Key``: text of 1..255 UTF-8 bytes without U+0000."""
+    if type(obj) is not str:
+        raise invalid("expected text", field)
+    size = len(obj.encode("utf-8", "surrogatepass"))
+    if not 1 <= size <= KEY_MAX_BYTES:
+        raise invalid(f"key must be 1..{KEY_MAX_BYTES} bytes, got {size}", field)
+    if "\x00" in obj:
+        raise invalid("key contains U+0000", field)
+    return obj
+
+
+def check_exact_keys(obj: Any, expected: frozenset[str] | set[str], field: str) -> dict:
+    """A map whose key set is exactly ``expected`` (every key required, none extra)."""
+    if type(obj) is not dict:
+        raise invalid("expected a map", field)
+    keys = set(obj)
+    if keys != expected:
+        missing = sorted(expected - keys)
+        extra = sorted(keys - expected)
+        raise invalid("key_set", field, missing=missing, unexpected=extra)
+    return obj
+
+
+def check_json_value(obj: Any, field: str) -> None:
+    """An args-like value: nil/bool/int/float/text/list/map with text keys; never bytes."""
+    stack = [(obj, field)]
+    while stack:
+        item, where = stack.pop()
+        kind = type(item)
+        if item is None or kind in (bool, int, float, str):
+            continue
+        if kind is list:
+            stack.extend((child, f"{where}[{index}]") for index, child in enumerate(item))
+        elif kind is dict:
+            for key, child in item.items():
+                if type(key) is not str:
+                    raise invalid("map key is not text", where)
+                stack.append((child, f"{where}.{key}"))
+        else:
+            raise invalid(f"{kind.__name__} is not allowed in a JSON-like value", where)
+
+
+def decode_value(payload: bytes | memoryview, limits: value.DecodeLimits | None, field: str) -> Any:
+    """Decode one canonical Value, re-raising the codec's refusal as a ``PayloadRefused``."""
+    try:
+        return value.decode(payload, limits if limits is not None else value.DecodeLimits())
+    except StorageFailure as failure:
+        if isinstance(failure, PayloadRefused):
+            raise
+        kind = "resource_limit" if failure.kind == "resource_limit" else "invalid_payload"
+        raise PayloadRefused(kind, failure.reason, field=field, offset=failure.offset,
+                             **failure.extra) from None
+
+
+# ---- the definition ------------------------------------------------------------------
+
+def validate_definition(obj: Any, field: str = "definition") -> dict:
+    """Check a decoded definition map against §6.2; returns it unchanged."""
+    check_exact_keys(obj, DEFINITION_KEYS, field)
+    args = obj["args"]
+    if type(args) is not dict:
+        raise invalid("args must be a map", f"{field}.args")
+    check_json_value(args, f"{field}.args")
+    if not (is_unsigned(obj["definition_version"]) and obj["definition_version"] == 1):
+        raise invalid("definition_version must be 1", f"{field}.definition_version")
+    check_unsigned(obj["max_attempts"], f"{field}.max_attempts", 1, ATTEMPT_MAX)
+    check_key(obj["queue_key"], f"{field}.queue_key")
+    check_key(obj["worker_key"], f"{field}.worker_key")
+    policy = obj["retry_policy"]
+    if type(policy) is not dict or policy != RETRY_POLICY_V1 or not all(
+        is_unsigned(number) for number in policy.values()
+    ):
+        raise invalid("retry_policy must be exactly the v1 policy", f"{field}.retry_policy")
+    check_optional(obj["scheduled_at"], f"{field}.scheduled_at", check_time)
+    check_unsigned(obj["timeout_ms"], f"{field}.timeout_ms", 1, TIMEOUT_MAX_MS)
+    return obj
+
+
+def build_definition(
+    *,
+    worker_key: str,
+    queue_key: str,
+    args: Mapping[str, Any] | None = None,
+    max_attempts: int = DEFAULT_MAX_ATTEMPTS,
+    scheduled_at: int | None = None,
+    timeout_ms: int = DEFAULT_TIMEOUT_MS,
+) -> dict:
+    """A validated definition map with the builder defaults (10 attempts, 30 s timeout)."""
+    definition = {
+        "args": dict(args) if args is not None else {},
+        "definition_version": 1,
+        "max_attempts": max_attempts,
+        "queue_key": queue_key,
+        "retry_policy": dict(RETRY_POLICY_V1),
+        "scheduled_at": scheduled_at,
+        "timeout_ms": timeout_ms,
+        "worker_key": worker_key,
+    }
+    return validate_definition(definition)
+
+
+def canonical_bytes(definition: Mapping[str, Any]) -> bytes:
+    """The canonical Value encoding of a definition: what same-ID equality compares."""
+    return value.encode(dict(definition))
+
+
+def decode_definition(buf: bytes | memoryview, limits: value.DecodeLimits | None = None) -> dict:
+    """Decode and validate standalone definition bytes."""
+    return validate_definition(decode_value(buf, limits, "definition"))
