@@ -1,0 +1,233 @@
+"""The C-backed twin: thin wrappers that marshal whole batches into ``csrc/`` calls.
+
+Importing this module raises ImportError when the cffi extension is not built. Every
+function has the same signature and results as its twin in ``tay._native.pure``. The
+Value *encoder* stays in Python (C cannot read Python objects without Python.h, and
+flattening objects for C would cost more than writing the bytes); the decoder validates in
+C and builds objects from the C node tape.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any, Sequence
+
+from tay._native._pure_value import check_limits
+from tay._native._pure_value import value_encode as value_encode
+from tay._native._tay_native import ffi, lib  # ImportError when not built
+from tay._native.errors import DECODE_REASONS, ValueCodecError
+from tay._native.pure import check_record_fields, check_scan_bounds
+
+IMPLEMENTATION = "c"
+_CRC_NAMES = {lib.TAY_CRC_SOFTWARE: "software", lib.TAY_CRC_SSE42: "sse4.2",
+              lib.TAY_CRC_ARMV8: "armv8"}
+CRC32C_IMPLEMENTATION = _CRC_NAMES[
+    lib.tay_crc32c_select(1 if os.environ.get("TAY_CRC32C_SOFTWARE", "") not in ("", "0") else 0)
+]
+
+_SCAN_STOPS = {lib.TAY_SCAN_END: "end", lib.TAY_SCAN_NOT_RECORD: "not_record",
+               lib.TAY_SCAN_BAD_RECORD: "bad_record", lib.TAY_SCAN_SEQUENCE: "sequence"}
+_FRAME_ERRORS = {lib.TAY_FRAME_OK: None, lib.TAY_FRAME_TOO_LARGE: "frame_too_large",
+                 lib.TAY_FRAME_EMPTY: "empty_frame"}
+_CHUNK = 65536  # result rows per C call: bounds the scratch arrays, not the scan
+
+
+def crc32c(data: Any, value: int = 0) -> int:
+    """CRC32C of ``data``, continuing from the finalized CRC ``value``."""
+    buf = ffi.from_buffer("uint8_t[]", data)
+    return lib.tay_crc32c(value & 0xFFFFFFFF, buf, len(buf))
+
+
+def encode_records(records: Sequence[tuple[int, int, int, Any]]) -> bytes:
+    """Concatenated Record v1 frames for ``(type, schema, sequence, payload)`` tuples."""
+    if not records:
+        return b""
+    types, schemas, sequences, payloads = zip(*records)
+    lengths = [len(memoryview(payload).cast("B")) for payload in payloads]
+    try:
+        c_types = ffi.new("int64_t[]", types)
+        c_schemas = ffi.new("int64_t[]", schemas)
+        c_sequences = ffi.new("uint64_t[]", sequences)
+    except (OverflowError, TypeError):
+        # A value C cannot even hold: let the Python checks name the record and field.
+        for index, (rtype, schema, sequence, _) in enumerate(records):
+            check_record_fields(index, rtype, schema, sequence, lengths[index])
+        raise
+    blob = b"".join(payloads)
+    total = len(blob) + 28 * len(records)
+    out = ffi.new("uint8_t[]", total)
+    error_index = ffi.new("size_t *")
+    rc = lib.tay_encode_records(len(records), c_types, c_schemas, c_sequences,
+                                ffi.new("uint64_t[]", lengths), ffi.from_buffer("uint8_t[]", blob), out,
+                                total, error_index)
+    if rc != 0:
+        index = error_index[0]
+        rtype, schema, sequence, _ = records[index]
+        check_record_fields(index, rtype, schema, sequence, lengths[index])
+        raise ValueError(f"record {index}: refused by the encoder (code {rc})")
+    return ffi.buffer(out)[:]
+
+
+def scan_records(
+    buf: Any, start: int, end: int, budget: int, first_sequence: int
+) -> tuple[list[tuple[int, int, int, int, int]], int, str]:
+    """Walk Record v1 frames in ``buf[start:end]``; see ``tay._native.pure.scan_records``."""
+    data = ffi.from_buffer("uint8_t[]", buf)
+    check_scan_bounds(len(data), start, end, budget, first_sequence)
+    capacity = min((end - start) // 28 + 1, _CHUNK)
+    offsets, sequences = ffi.new("uint64_t[]", capacity), ffi.new("uint64_t[]", capacity)
+    types, schemas = ffi.new("uint8_t[]", capacity), ffi.new("uint8_t[]", capacity)
+    lengths = ffi.new("uint32_t[]", capacity)
+    count, stop_offset = ffi.new("size_t *"), ffi.new("size_t *")
+    records: list[tuple[int, int, int, int, int]] = []
+    offset = start
+    while True:
+        code = lib.tay_scan_records(data, offset, end, budget, first_sequence + len(records),
+                                    capacity, offsets, types, schemas, sequences, lengths,
+                                    count, stop_offset)
+        found = count[0]
+        records += zip(ffi.unpack(offsets, found), ffi.unpack(types, found),
+                       ffi.unpack(schemas, found), ffi.unpack(sequences, found),
+                       ffi.unpack(lengths, found))
+        offset = stop_offset[0]
+        if code != lib.TAY_SCAN_FULL:
+            return records, offset, _SCAN_STOPS[code]
+        if first_sequence + len(records) > 0xFFFFFFFFFFFFFFFF:
+            return records, offset, "sequence"  # no frame can carry the next sequence
+
+
+def split_frames(buf: Any, max_frame: int) -> tuple[list[tuple[int, int]], int, str | None]:
+    """Split length-prefixed frames: ``(payload slices, bytes consumed, error or None)``."""
+    data = ffi.from_buffer("uint8_t[]", buf)
+    capacity = min(len(data) // 5 + 1, _CHUNK)
+    starts, ends = ffi.new("uint64_t[]", capacity), ffi.new("uint64_t[]", capacity)
+    count, consumed = ffi.new("size_t *"), ffi.new("size_t *")
+    frames: list[tuple[int, int]] = []
+    offset = 0
+    limit = max(0, min(max_frame, 0xFFFFFFFF))
+    while True:
+        view = data + offset
+        code = lib.tay_split_frames(view, len(data) - offset, limit, capacity, starts, ends,
+                                    count, consumed)
+        found = count[0]
+        frames += ((offset + s, offset + e) for s, e in
+                   zip(ffi.unpack(starts, found), ffi.unpack(ends, found)))
+        offset += consumed[0]
+        if code != lib.TAY_FRAME_FULL:
+            return frames, offset, _FRAME_ERRORS[code]
+
+
+def value_decode(
+    buf: Any, max_depth: int = 64, max_nodes: int = 100_000, max_binary: int = 16_777_216
+) -> Any:
+    """Decode exactly one Value filling all of ``buf``; raise ValueCodecError otherwise."""
+    check_limits(max_depth, max_nodes, max_binary)
+    data = buf if isinstance(buf, bytes) else bytes(buf)
+    capacity = max(1, min(len(data), max_nodes))
+    tags, values = ffi.new("uint8_t[]", capacity), ffi.new("uint64_t[]", capacity)
+    offsets, reals = ffi.new("uint32_t[]", capacity), ffi.new("double[]", capacity)
+    node_count, error_offset = ffi.new("size_t *"), ffi.new("size_t *")
+    rc = lib.tay_value_scan(ffi.from_buffer("uint8_t[]", data), len(data), max_depth,
+                            max_nodes, max_binary, capacity, tags, values, offsets, reals,
+                            node_count, error_offset)
+    if rc < 0:
+        if -rc == lib.TAY_V_TAPE_FULL:  # impossible: every node takes at least one byte
+            raise RuntimeError("value tape overflow")
+        raise ValueCodecError(DECODE_REASONS[-rc - 1], error_offset[0])
+    count = node_count[0]
+    return _TapeReader(data, ffi.unpack(tags, count), ffi.unpack(values, count),
+                       ffi.unpack(offsets, count), reals).read()
+
+
+class _TapeReader:
+    """Turns a validated pre-order tape into Python objects (no checks left to do)."""
+
+    __slots__ = ("data", "tags", "values", "offsets", "reals", "next")
+
+    def __init__(self, data: bytes, tags: list, values: list, offsets: list, reals: Any):
+        self.data, self.tags, self.values = data, tags, values
+        self.offsets, self.reals, self.next = offsets, reals, 0
+
+    def read(self) -> Any:
+        index = self.next
+        self.next = index + 1
+        tag = self.tags[index]
+        if tag == 0x06:
+            start = self.offsets[index]
+            return self.data[start : start + self.values[index]].decode("utf-8")
+        if tag == 0x09:
+            read = self.read
+            result = {}
+            for _ in range(self.values[index]):
+                key = read()
+                result[key] = read()
+            return result
+        if tag == 0x04:
+            return self.values[index]
+        if tag <= 0x02:
+            return (None, False, True)[tag]
+        if tag == 0x07:
+            start = self.offsets[index]
+            return self.data[start : start + self.values[index]]
+        if tag == 0x08:
+            read = self.read
+            return [read() for _ in range(self.values[index])]
+        if tag == 0x03:
+            return self.values[index] - (1 << 64)
+        return self.reals[index]
+
+
+def _path_error(rc: int, *paths: str) -> OSError:
+    return OSError(-rc, os.strerror(-rc), *paths)
+
+
+def write_all_at(fd: int, data: Any, offset: int) -> None:
+    """pwrite all of ``data`` at ``offset`` (EINTR and short writes retried in C)."""
+    buf = ffi.from_buffer("uint8_t[]", data)
+    rc = lib.tay_write_all_at(fd, buf, len(buf), offset)
+    if rc:
+        raise _path_error(rc)
+
+
+def fdatasync(fd: int) -> None:
+    rc = lib.tay_fdatasync(fd)
+    if rc:
+        raise _path_error(rc)
+
+
+def fsync(fd: int) -> None:
+    rc = lib.tay_fsync(fd)
+    if rc:
+        raise _path_error(rc)
+
+
+def fsync_dir(path: str) -> None:
+    """fsync the directory at ``path`` so creates and renames in it are durable."""
+    rc = lib.tay_fsync_dir(os.fsencode(path))
+    if rc:
+        raise _path_error(rc, path)
+
+
+def flock_exclusive(fd: int) -> bool:
+    """Take LOCK_EX|LOCK_NB; False when another open file description holds it."""
+    rc = lib.tay_flock_exclusive(fd)
+    if rc < 0:
+        raise _path_error(rc)
+    return rc == 1
+
+
+def rename_noreplace(src_dir_fd: int, src_name: str, dst_dir_fd: int, dst_name: str) -> None:
+    """renameat2(RENAME_NOREPLACE); EEXIST if the target exists. Never a replacing rename."""
+    rc = lib.tay_rename_noreplace(src_dir_fd, os.fsencode(src_name), dst_dir_fd,
+                                  os.fsencode(dst_name))
+    if rc:
+        raise OSError(-rc, os.strerror(-rc), src_name, None, dst_name)
+
+
+def filesystem_magic(path: str) -> int:
+    """statfs(path).f_type: 0xEF53 ext2/3/4, 0x58465342 XFS, 0x9123683E Btrfs, ..."""
+    magic = ffi.new("uint64_t *")
+    rc = lib.tay_filesystem_magic(os.fsencode(path), magic)
+    if rc:
+        raise _path_error(rc, path)
+    return magic[0]
