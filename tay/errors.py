@@ -1,0 +1,73 @@
+"""The SDK's public exceptions: the same names, bases and constructor signatures as
+``tay-client`` 1.4.0, so code that catches them keeps working unchanged.
+
+The engine side has its own hierarchy in ``tay.failures``; nothing here is raised by the
+engine, and nothing there reaches SDK callers except as a ``ServerError`` code.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = [
+    "ConnectionLost",
+    "ModeError",
+    "ProtocolError",
+    "RemoteTaskError",
+    "ResultTooLarge",
+    "ServerError",
+    "TaskNotRegistered",
+    "TaskRegistrationError",
+    "TayError",
+    "ValidationError",
+]
+
+
+class TayError(Exception):
+    """Root of every exception the SDK raises on purpose."""
+
+
+class ValidationError(TayError, ValueError):
+    """An argument was refused before anything was sent; the message names it."""
+
+
+class ProtocolError(TayError):
+    """The server sent something the protocol does not allow (the message says what)."""
+
+
+class ConnectionLost(TayError, ConnectionError):
+    """No reply arrived because the connection closed or the request timed out.
+
+    The outcome of the request is unknown: an ``enqueue`` may have been accepted. Retry it
+    only with the same ``submission_id`` (and the same definition) so the server can
+    reconcile it instead of creating a second job.
+    """
+
+
+class ServerError(TayError):
+    """The server refused a request; ``code`` is the wire code, ``details`` its error object."""
+
+    def __init__(self, message: str, *, code: str | None = None, details: Any = None) -> None:
+        super().__init__(message)
+        self.code = code
+        self.details = details
+
+
+class RemoteTaskError(ServerError):
+    """The job's task failed on its final attempt, so it has no result to return."""
+
+
+class TaskRegistrationError(TayError):
+    """A task name is invalid, unknown here, or already bound to a different callable."""
+
+
+class TaskNotRegistered(TayError):
+    """The server asked this process to run a task it never registered."""
+
+
+class ResultTooLarge(ValidationError):
+    """A task returned a value whose JSON encoding exceeds the result size limit."""
+
+
+class ModeError(TayError):
+    """The call is not available in this client's mode (for example enqueue in worker mode)."""

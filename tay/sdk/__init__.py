@@ -1,0 +1,22 @@
+"""The tay Python SDK: the public API of tay-client 1.4.0 plus Tay 1.8 schedule reads.
+
+``Tay`` speaks Executor Protocol v1 over the local Unix socket; ``TayHTTP`` and
+``TayHTTPWorker`` use the HTTP/JSON API. Import from ``tay`` (``from tay import Tay``).
+"""
+
+from tay.errors import (ConnectionLost, ModeError, ProtocolError, RemoteTaskError, ResultTooLarge, ServerError,
+                        TaskNotRegistered, TaskRegistrationError, TayError, ValidationError)
+from tay.sdk.client import Tay
+from tay.sdk.handles import JobHandle, ScheduleHandle, SchedulePage
+from tay.sdk.http import HTTPJobHandle, TayHTTP
+from tay.sdk.http_worker import TayHTTPWorker
+from tay.sdk.options import Durability
+from tay.sdk.socket_path import resolve_socket_path
+from tay.sdk.task import Task
+
+__all__ = [
+    "ConnectionLost", "Durability", "HTTPJobHandle", "JobHandle", "ModeError", "ProtocolError",
+    "RemoteTaskError", "ResultTooLarge", "ScheduleHandle", "SchedulePage", "ServerError", "Task",
+    "TaskNotRegistered", "TaskRegistrationError", "Tay", "TayError", "TayHTTP", "TayHTTPWorker",
+    "ValidationError", "resolve_socket_path",
+]

@@ -1,0 +1,204 @@
+"""``Task``: a registered callable that runs locally when called and remotely via ``enqueue``.
+
+Arguments travel as one JSON object keyed by parameter name, so a worker can rebuild the
+call from the function's signature: ``*args`` travels as a list and ``**kwargs`` as an
+object under their parameter names.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import json
+from collections.abc import Callable, Mapping
+from functools import update_wrapper
+from typing import TYPE_CHECKING, Any
+
+from tay.errors import ModeError, ValidationError
+from tay.sdk.options import Durability, TaskConfig
+from tay.sdk.wire import normalize_json, validate_task_name
+
+if TYPE_CHECKING:  # pragma: no cover
+    from tay.sdk.client import JobHandle, ScheduleHandle
+    from tay.sdk.http import HTTPJobHandle
+
+__all__ = ["Durability", "Task", "TaskConfig", "default_task_name"]
+
+# Keywords of ``Task.enqueue`` that are submission options, unless the function itself
+# has a parameter of that name (then it is an argument; use options={...} instead).
+ENQUEUE_OPTION_NAMES = frozenset(
+    {"delay", "run_at", "retries", "backoff", "submission_id", "priority", "queue", "timeout", "durability"}
+)
+
+
+def default_task_name(function: Callable[..., Any]) -> str:
+    """``<module>.<name>``: the stable key tay-client 1.4.0 derives for a function."""
+    return f"{function.__module__}.{function.__name__}"
+
+
+class Task:
+    """A registered Python callable with a stable task name."""
+
+    def __init__(self, tay: Any, function: Callable[..., Any], *, name: str, config: TaskConfig) -> None:
+        self.tay = tay
+        self.function = function
+        self.name = validate_task_name(name)
+        self.config = config
+        self.signature: inspect.Signature | None
+        try:
+            self.signature = inspect.signature(function)
+        except (TypeError, ValueError):
+            self.signature = None
+        update_wrapper(self, function)  # keep __name__, __doc__, __wrapped__ like a decorator
+
+    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+        """Run the function here and now; nothing is sent to Tay."""
+        return self.function(*args, **kwargs)
+
+    def __repr__(self) -> str:
+        return f"Task(name={self.name!r}, function={self.function!r})"
+
+    @property
+    def is_async(self) -> bool:
+        return inspect.iscoroutinefunction(self.function)
+
+    # -- producing ---------------------------------------------------------------------
+
+    async def enqueue(self, *args: Any, **kwargs: Any) -> JobHandle | HTTPJobHandle:
+        """Submit one job of this task with these call arguments; returns its handle."""
+        task_kwargs, options = self._split_options(kwargs)
+        options = {**self.config.execution_options(), **options}
+        return await self.tay.enqueue(self.name, self.arguments(args, task_kwargs), options=options)
+
+    def _split_options(self, kwargs: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
+        task_kwargs = dict(kwargs)
+        explicit = task_kwargs.pop("options", None)
+        if explicit is not None and not isinstance(explicit, Mapping):
+            raise ValidationError(f"options must be a mapping, got {type(explicit).__name__}")
+        options = dict(explicit or {})
+        parameters = self.signature.parameters if self.signature is not None else {}
+        for key in [key for key in task_kwargs if key in ENQUEUE_OPTION_NAMES and key not in parameters]:
+            options[key] = task_kwargs.pop(key)
+        return task_kwargs, options
+
+    def arguments(self, args: tuple[Any, ...], kwargs: Mapping[str, Any]) -> dict[str, Any]:
+        """The JSON argument object for a call with ``args``/``kwargs`` (defaults applied)."""
+        if self.signature is None:
+            if args:
+                raise ValidationError(
+                    f"task {self.name!r} has no inspectable signature; pass keyword arguments only"
+                )
+            return normalize_json(dict(kwargs))
+        try:
+            bound = self.signature.bind(*args, **kwargs)
+        except TypeError as exc:
+            raise ValidationError(f"invalid arguments for task {self.name!r}: {exc}") from exc
+        bound.apply_defaults()
+        out: dict[str, Any] = {}
+        for name, value in bound.arguments.items():
+            kind = self.signature.parameters[name].kind
+            if kind is inspect.Parameter.VAR_POSITIONAL:
+                value = list(value)
+            elif kind is inspect.Parameter.VAR_KEYWORD:
+                value = dict(value)
+            out[name] = value
+        return normalize_json(out)
+
+    # -- executing ---------------------------------------------------------------------
+
+    def call_with(self, arguments: Any) -> Any:
+        """Call the function from a received argument object (the inverse of ``arguments``)."""
+        if not isinstance(arguments, Mapping):
+            raise ValidationError(f"task {self.name!r}: execution args must be a JSON object")
+        if self.signature is None:
+            return self.function(**arguments)
+        positional: list[Any] = []
+        keywords: dict[str, Any] = {}
+        for parameter in self.signature.parameters.values():
+            if parameter.name not in arguments:
+                continue
+            value = arguments[parameter.name]
+            if parameter.kind is inspect.Parameter.POSITIONAL_ONLY:
+                positional.append(value)
+            elif parameter.kind is inspect.Parameter.VAR_POSITIONAL:
+                if not isinstance(value, list):
+                    raise ValidationError(f"task {self.name!r}: *{parameter.name} must arrive as a list")
+                positional.extend(value)
+            elif parameter.kind is inspect.Parameter.VAR_KEYWORD:
+                if not isinstance(value, Mapping):
+                    raise ValidationError(f"task {self.name!r}: **{parameter.name} must arrive as an object")
+                keywords.update(value)
+            else:
+                keywords[parameter.name] = value
+        return self.function(*positional, **keywords)
+
+    # Name kept for code written against tay-client's private helper.
+    _call_from_arguments = call_with
+
+    # -- schedules ---------------------------------------------------------------------
+
+    async def schedule(
+        self,
+        *,
+        cron: str,
+        kwargs: Mapping[str, Any] | None = None,
+        timezone: str = "+00",
+        catch_up: str = "latest",
+        overlap: str | None = None,
+        delay: float | None = None,
+        start_at: int | None = None,
+        **options: Any,
+    ) -> ScheduleHandle:
+        """Create or update a cron schedule of this task."""
+        return await self._scheduler("schedule").schedule(
+            self, cron=cron, kwargs=kwargs, timezone=timezone, catch_up=catch_up,
+            overlap=overlap, delay=delay, start_at=start_at, **options,
+        )
+
+    async def every(
+        self,
+        *,
+        seconds: float | None = None,
+        minutes: float | None = None,
+        hours: float | None = None,
+        days: float | None = None,
+        kwargs: Mapping[str, Any] | None = None,
+        catch_up: str = "latest",
+        overlap: str | None = None,
+        delay: float | None = None,
+        start_at: int | None = None,
+        **options: Any,
+    ) -> ScheduleHandle:
+        """Create or update an interval schedule of this task (exactly one unit)."""
+        return await self._scheduler("every").every(
+            self, seconds=seconds, minutes=minutes, hours=hours, days=days, kwargs=kwargs,
+            catch_up=catch_up, overlap=overlap, delay=delay, start_at=start_at, **options,
+        )
+
+    def _scheduler(self, operation: str) -> Any:
+        if not hasattr(self.tay, operation):
+            raise ModeError(f"{type(self.tay).__name__} cannot create schedules")
+        return self.tay
+
+    def static_schedule_declaration(self) -> dict[str, Any] | None:
+        """The schedule declared by ``@tay.task(cron=...|every=...)``, replayed on connect.
+
+        Without an explicit ``declaration_id`` the id is ``python:<task>:<24 hex>``, a
+        SHA-256 of the declaration's canonical JSON, so every process (and tay-client
+        1.4.0) derives the same id for the same declaration.
+        """
+        if not self.config.has_schedule:
+            return None
+        declaration: dict[str, Any] = {"task": self.name, "args": {}, "options": self.config.execution_options()}
+        if self.config.cron is not None:
+            declaration["cron"] = self.config.cron
+        if self.config.every is not None:
+            declaration["every"] = dict(self.config.every)
+        if self.config.overlap is not None:
+            declaration["overlap"] = self.config.overlap
+        declaration_id = self.config.declaration_id
+        if declaration_id is None:
+            canonical = json.dumps(declaration, sort_keys=True, separators=(",", ":"))
+            declaration_id = f"python:{self.name}:{hashlib.sha256(canonical.encode()).hexdigest()[:24]}"
+        declaration["declaration_id"] = declaration_id
+        return normalize_json(declaration)

@@ -1,0 +1,230 @@
+"""Sans-IO pieces of Executor Protocol v1 as the SDK speaks it.
+
+A frame is a 4-byte unsigned big-endian payload length followed by one UTF-8 JSON object.
+Outgoing JSON is compact with sorted keys (orjson); incoming JSON is parsed strictly:
+duplicate keys, NaN/Infinity and non-objects are protocol errors. Values are restricted
+to null, booleans, finite numbers, strings, lists and string-keyed objects, checked
+*before* anything is sent so a bad argument fails at the call site with a clear message.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import struct
+import uuid
+from collections.abc import Iterator, Mapping
+from typing import Any
+
+import orjson
+
+from tay.errors import ProtocolError, RemoteTaskError, ServerError, ValidationError
+
+PROTOCOL_VERSION = 1
+DEFAULT_MAX_FRAME_BYTES = 1_048_576
+MAX_JSON_DEPTH = 32
+MAX_COLLECTION_ITEMS = 10_000
+MAX_TASK_NAME_BYTES = 255
+MAX_REQUEST_ID_BYTES = 128
+MAX_TYPE_BYTES = 64
+_HEADER = struct.Struct(">I")
+
+
+def normalize_json(value: Any, *, _depth: int = 0) -> Any:
+    """Return a detached copy of ``value`` made only of protocol JSON values.
+
+    Tuples, sets, bytes, datetimes and other objects are refused rather than guessed at:
+    pass ids and plain values. Any ``Mapping`` becomes a dict; lists are copied.
+    """
+    if _depth > MAX_JSON_DEPTH:
+        raise ValidationError(f"JSON value nests deeper than {MAX_JSON_DEPTH} levels")
+    kind = type(value)
+    if value is None or kind is bool or kind is str or kind is int:
+        return value
+    if kind is float:
+        if not math.isfinite(value):
+            raise ValidationError(f"JSON numbers must be finite, got {value!r}")
+        return value
+    if kind is list:
+        if len(value) > MAX_COLLECTION_ITEMS:
+            raise ValidationError(f"JSON list has {len(value)} items; limit is {MAX_COLLECTION_ITEMS}")
+        return [normalize_json(item, _depth=_depth + 1) for item in value]
+    if isinstance(value, Mapping):
+        if len(value) > MAX_COLLECTION_ITEMS:
+            raise ValidationError(f"JSON object has {len(value)} keys; limit is {MAX_COLLECTION_ITEMS}")
+        out: dict[str, Any] = {}
+        for key, item in value.items():
+            if type(key) is not str:
+                raise ValidationError(f"JSON object keys must be strings, got {type(key).__name__} {key!r}")
+            out[key] = normalize_json(item, _depth=_depth + 1)
+        return out
+    raise ValidationError(
+        f"{kind.__name__} is not a JSON value; pass ids and plain JSON values "
+        "(None, bool, int, float, str, list, dict) instead"
+    )
+
+
+def json_bytes(value: Any) -> bytes:
+    """Compact, key-sorted UTF-8 JSON of an already normalized value."""
+    try:
+        return orjson.dumps(value, option=orjson.OPT_SORT_KEYS)
+    except (TypeError, orjson.JSONEncodeError) as exc:
+        # orjson refuses integers outside the 64-bit range.
+        raise ValidationError(f"value cannot be encoded as JSON: {exc}") from exc
+
+
+def encoded_json_size(value: Any) -> int:
+    """The encoded byte size of ``value`` after normalization."""
+    return len(json_bytes(normalize_json(value)))
+
+
+def validate_task_name(name: Any, *, what: str = "task name") -> str:
+    """A task or queue key: non-empty UTF-8, at most 255 bytes, no control characters."""
+    if type(name) is not str or not name:
+        raise ValidationError(f"{what} must be a non-empty string, got {name!r}")
+    try:
+        size = len(name.encode("utf-8"))
+    except UnicodeEncodeError as exc:
+        raise ValidationError(f"{what} {name!r} is not valid UTF-8") from exc
+    if size > MAX_TASK_NAME_BYTES:
+        raise ValidationError(f"{what} is {size} UTF-8 bytes; limit is {MAX_TASK_NAME_BYTES}")
+    if any(ord(character) < 0x20 for character in name):
+        raise ValidationError(f"{what} {name!r} contains a control character")
+    return name
+
+
+def new_request_id() -> str:
+    return uuid.uuid4().hex
+
+
+def envelope(message_type: str, request_id: str, fields: Mapping[str, Any]) -> dict[str, Any]:
+    """One outgoing message: the envelope fields plus normalized ``fields``."""
+    message = normalize_json(fields)
+    message.update(version=PROTOCOL_VERSION, type=message_type, request_id=request_id)
+    return message
+
+
+def encode_frame(message: Mapping[str, Any], *, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> bytes:
+    """Length-prefixed frame for one message; refuses a payload over ``max_frame_bytes``."""
+    check_envelope(message)
+    payload = json_bytes(normalize_json(message))
+    if len(payload) > max_frame_bytes:
+        raise ValidationError(
+            f"message {message.get('type')!r} encodes to {len(payload)} bytes; "
+            f"the frame limit is {max_frame_bytes}"
+        )
+    return _HEADER.pack(len(payload)) + payload
+
+
+def check_envelope(message: Mapping[str, Any], *, incoming: bool = False) -> None:
+    """Version 1, a non-empty ``type`` (<= 64 bytes), a request id of 1..128 bytes."""
+    version = message.get("version")
+    if incoming and version is None:
+        version = message.get("v")  # early v1 peers spelled it "v"
+    if version != PROTOCOL_VERSION or type(version) is not int:
+        raise ProtocolError(f"unsupported protocol version {version!r} (expected 1)")
+    message_type = message.get("type")
+    if type(message_type) is not str or not message_type:
+        raise ProtocolError("message has no non-empty string 'type'")
+    if len(message_type.encode("utf-8")) > MAX_TYPE_BYTES:
+        raise ProtocolError(f"message type is longer than {MAX_TYPE_BYTES} bytes")
+    request_id = message.get("request_id")
+    if type(request_id) is not str or not request_id:
+        raise ProtocolError(f"message {message_type!r} has no non-empty string 'request_id'")
+    if len(request_id.encode("utf-8")) > MAX_REQUEST_ID_BYTES:
+        raise ProtocolError(f"request_id of {message_type!r} is longer than {MAX_REQUEST_ID_BYTES} bytes")
+
+
+def _refuse_duplicates(pairs: list[tuple[str, Any]]) -> dict[str, Any]:
+    out = dict(pairs)
+    if len(out) != len(pairs):
+        seen: set[str] = set()
+        for key, _ in pairs:
+            if key in seen:
+                raise ProtocolError(f"JSON object repeats the key {key!r}")
+            seen.add(key)
+    return out
+
+
+def _refuse_constant(name: str) -> None:
+    raise ProtocolError(f"JSON constant {name} is not allowed")
+
+
+def decode_payload(payload: bytes, *, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> dict[str, Any]:
+    """Parse and check one frame payload (the bytes after the length prefix)."""
+    if not payload:
+        raise ProtocolError("empty frame payload")
+    if len(payload) > max_frame_bytes:
+        raise ProtocolError(f"frame payload of {len(payload)} bytes exceeds {max_frame_bytes}")
+    try:
+        text = payload.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ProtocolError(f"frame payload is not UTF-8 (byte offset {exc.start})") from exc
+    try:
+        message = json.loads(text, object_pairs_hook=_refuse_duplicates, parse_constant=_refuse_constant)
+    except json.JSONDecodeError as exc:
+        raise ProtocolError(f"frame payload is not JSON: {exc.msg} at offset {exc.pos}") from exc
+    if not isinstance(message, dict):
+        raise ProtocolError(f"frame payload must be a JSON object, got {type(message).__name__}")
+    check_envelope(message, incoming=True)
+    return message
+
+
+class FrameSplitter:
+    """Accumulates received bytes and yields complete payloads (sans-IO).
+
+    The length is checked as soon as the 4-byte header is present, so an oversized frame
+    is refused before its body is buffered.
+    """
+
+    def __init__(self, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> None:
+        self.max_frame_bytes = max_frame_bytes
+        self._buffer = bytearray()
+
+    def feed(self, data: bytes) -> Iterator[bytes]:
+        self._buffer += data
+        while len(self._buffer) >= 4:
+            (length,) = _HEADER.unpack_from(self._buffer)
+            if length == 0 or length > self.max_frame_bytes:
+                raise ProtocolError(f"frame length {length} is outside 1..{self.max_frame_bytes}")
+            if len(self._buffer) < 4 + length:
+                return
+            payload = bytes(self._buffer[4 : 4 + length])
+            del self._buffer[: 4 + length]
+            yield payload
+
+    @property
+    def pending_bytes(self) -> int:
+        return len(self._buffer)
+
+
+def server_error(payload: Any) -> ServerError:
+    """The exception for a server ``error`` object (``RemoteTaskError`` for task failures)."""
+    if not isinstance(payload, Mapping):
+        return ServerError(f"Tay refused the request: {payload!r}")
+    code = payload.get("code") or payload.get("type")
+    code = str(code) if code else None
+    message = payload.get("message") or payload.get("reason")
+    if not message:
+        message = f"Tay refused the request ({code})" if code else "Tay refused the request"
+    if payload.get("remote_task") or code in {"task_failed", "TaskFailed"}:
+        return RemoteTaskError(str(message), code=code, details=dict(payload))
+    return ServerError(str(message), code=code, details=dict(payload))
+
+
+def reply_identifier(reply: Mapping[str, Any], field: str, nested: str) -> str:
+    """``reply[field]``, else ``reply[nested]["id"]``; a ProtocolError if neither is a string."""
+    identifier = reply.get(field)
+    if identifier is None and isinstance(reply.get(nested), Mapping):
+        identifier = reply[nested].get("id")
+    if type(identifier) is not str or not identifier:
+        raise ProtocolError(f"Tay's {reply.get('type', 'reply')!r} reply has no valid {field}")
+    return identifier
+
+
+def reply_durability(reply: Mapping[str, Any]) -> str | None:
+    """``job.durability`` of an enqueue reply when it is one of the two known modes."""
+    job = reply.get("job")
+    if isinstance(job, Mapping) and job.get("durability") in ("persistent", "volatile"):
+        return job["durability"]
+    return None
