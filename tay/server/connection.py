@@ -1,0 +1,173 @@
+"""One accepted Unix-socket connection: an asyncio protocol around ``ProtocolSession``.
+
+State by lifetime: the listener (``Listener``: limits, driver, live connections) outlives
+connections; the session (protocol state) lives as long as the socket; a forwarded request
+lives until its reply is written. Backpressure: when the transport's write buffer passes
+the high-water mark we stop reading, so a peer that does not read cannot make us queue
+replies without bound (its requests stop arriving, and pending requests are capped).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections import Counter
+from typing import TYPE_CHECKING
+
+from tay.engine import commands as engine_commands
+from tay.engine.effects import Effect, Refuse, Reply
+from tay.failures import RequestRefused
+from tay.protocol import requests as wire
+from tay.protocol.replies import error_frame, message_frame
+from tay.protocol.session import ProtocolSession
+
+if TYPE_CHECKING:
+    from .listener import Listener
+
+log = logging.getLogger("tay.server")
+
+WRITE_HIGH_WATER = 1 << 20
+WRITE_LOW_WATER = 1 << 18
+EXECUTION_REPORTS = (wire.Started, wire.Succeeded, wire.Failed)
+
+
+class Connection(asyncio.Protocol):
+    """Protocol state of one socket; engine commands go through the shared driver."""
+
+    def __init__(self, listener: "Listener") -> None:
+        self.listener = listener
+        self.session = ProtocolSession(listener.limits)
+        self.transport: asyncio.Transport | None = None
+        self.connected_engine = False
+        self._forwarded: Counter[str] = Counter()
+        self._reports: set[str] = set()
+        self._reading_paused_for_writes = False
+
+    # -- asyncio callbacks -------------------------------------------------------------
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.Transport)
+        self.transport = transport
+        if not self.listener.admit(self):
+            transport.close()  # over executor_max_connections: accept, then close
+            return
+        transport.set_write_buffer_limits(high=WRITE_HIGH_WATER, low=WRITE_LOW_WATER)
+        self.listener.driver.attach(self, self.deliver)
+
+    def data_received(self, data: bytes) -> None:
+        received = self.session.receive(data)
+        for output in received.outputs:
+            if isinstance(output, bytes):
+                self._write(output)
+            else:
+                self._forward(output)
+        if received.close_frame is not None:
+            self._write(received.close_frame)
+            self.transport.close()
+
+    def pause_writing(self) -> None:
+        self._reading_paused_for_writes = True
+        self.transport.pause_reading()
+
+    def resume_writing(self) -> None:
+        self._reading_paused_for_writes = False
+        if not self.transport.is_closing():
+            self.transport.resume_reading()
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.listener.release(self)
+        if self.connected_engine:
+            self.listener.driver.submit(engine_commands.Disconnect(self))
+        self.listener.driver.detach(self)
+
+    # -- engine side -------------------------------------------------------------------
+    def deliver(self, effect: Effect) -> None:
+        """Write one released effect; correlated replies free their pending slot."""
+        request_id = getattr(effect, "request_id", None)
+        if isinstance(effect, (Reply, Refuse)) and request_id is not None:
+            if self._forwarded[request_id]:
+                self._forwarded[request_id] -= 1
+                if not self._forwarded[request_id]:
+                    del self._forwarded[request_id]
+                self.session.settle()
+            elif request_id in self._reports:
+                self._reports.discard(request_id)
+                if isinstance(effect, Refuse) and effect.failure.code == "unknown_execution":
+                    # A stale report (after cancel/timeout/disconnect) is harmless; an error
+                    # reply would make the SDK drop its connection (spec §8.1).
+                    self._write(message_frame("accepted", request_id, {}))
+                    return
+        if isinstance(effect, Refuse):
+            self._write(error_frame(effect.failure, request_id))
+            return
+        message = effect.message()
+        self._write(message_frame(message.pop("type"), message.pop("request_id", None), message))
+
+    def _forward(self, request: wire.Request) -> None:
+        if isinstance(request, wire.FORWARDED):
+            self._forwarded[request.request_id] += 1
+        elif isinstance(request, EXECUTION_REPORTS):
+            self._reports.add(request.request_id)
+        command = to_engine_command(self, request)
+        if isinstance(request, wire.Hello):
+            self.connected_engine = True
+        if isinstance(command, UnsupportedRequest):
+            failure = RequestRefused(f"{command.kind} is not supported by this engine",
+                                     code="unsupported_request")
+            self.listener.driver.answer([Refuse(self, command.request_id, failure)])
+            return
+        self.listener.driver.submit(command)
+
+    def _write(self, frame: bytes) -> None:
+        if self.transport is not None and not self.transport.is_closing():
+            self.transport.write(frame)
+
+
+def to_engine_command(conn: object, request: wire.Request) -> object:
+    """Map a typed wire request to the engine command it stands for."""
+    c = engine_commands
+    match request:
+        case wire.Hello():
+            return c.Connect(conn, request.mode, request.runtime_id, request.max_concurrency,
+                             request_id=request.request_id)
+        case wire.RegisterTasks():
+            return c.RegisterTasks(conn, request.tasks, request.request_id)
+        case wire.UnregisterTasks():
+            return c.UnregisterTasks(conn, request.tasks, request.request_id)
+        case wire.Enqueue():
+            return c.Enqueue(conn, request.request_id, request.task, request.args, request.options)
+        case wire.JobRead(kind="status"):
+            return c.Status(conn, request.request_id, request.job_id)
+        case wire.JobRead(kind="result"):
+            return c.Result(conn, request.request_id, request.job_id)
+        case wire.JobRead(kind="cancel"):
+            return c.Cancel(conn, request.request_id, request.job_id)
+        case wire.Started():
+            return c.Started(conn, request.request_id, request.reservation_id, request.execution_id)
+        case wire.Succeeded():
+            return c.Succeeded(conn, request.request_id, request.reservation_id,
+                               request.execution_id, request.result)
+        case wire.Failed():
+            return c.Failed(conn, request.request_id, request.reservation_id,
+                            request.execution_id, request.error)
+        case wire.ScheduleRequest():
+            return schedule_command(conn, request)
+    raise TypeError(f"no engine command for {type(request).__name__}")
+
+
+def schedule_command(conn: object, request: wire.ScheduleRequest) -> object:
+    """Schedule commands come from the schedules work in the engine, when it provides them."""
+    names = {"schedule": "Schedule", "cancel_schedule": "CancelSchedule",
+             "schedules": "ListSchedules", "schedule_status": "ScheduleStatus"}
+    command_class = getattr(engine_commands, names[request.kind], None)
+    if command_class is None:
+        return UnsupportedRequest(conn, request.request_id, request.kind)
+    return command_class(conn, request.request_id, request.body)
+
+
+class UnsupportedRequest:
+    """A request the engine has no command for yet; the listener answers it directly."""
+
+    def __init__(self, conn: object, request_id: str, kind: str) -> None:
+        self.conn = conn
+        self.request_id = request_id
+        self.kind = kind

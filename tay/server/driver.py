@@ -1,0 +1,182 @@
+"""The engine driver: runs the engine on the event-loop thread and releases its effects
+only after the events they depend on are durable.
+
+Every engine step yields an ``Outcome``; its events go to the ``GroupCommitter`` as one
+submission (the writer thread fsyncs, with the GIL released in C) and its effects join an
+ordered release queue. The head of that queue is released once its submission is durable;
+a read (no events) waits behind earlier writes too, so nothing not yet durable is ever
+visible. Transports (the Unix socket, later HTTP) register a sink per connection handle.
+
+If the writer stops, nothing is degraded: effects whose events may or may not have reached
+the disk become ``unknown_outcome``, reads become ``unavailable``, dispatches are dropped,
+and every later command is refused with ``unavailable``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import deque
+from collections.abc import Callable, Hashable
+from concurrent.futures import Future
+from dataclasses import dataclass
+from typing import Any, Protocol
+
+from tay.engine.effects import CancelExecution, Effect, Execute, Outcome, Refuse, Reply
+from tay.failures import RequestRefused, WriterStopped
+from tay.storage.events import encode_event
+
+Sink = Callable[[Effect], None]
+
+
+class EngineLike(Protocol):
+    def handle(self, command: Any, now_ms: int, mono_ms: int) -> Outcome: ...
+    def tick(self, now_ms: int, mono_ms: int) -> Outcome: ...
+    def next_wakeup(self, mono_ms: int) -> int | None: ...
+
+
+class CommitterLike(Protocol):
+    def submit(self, records: list[tuple[int, int, int, bytes]]) -> Future[Any]: ...
+
+
+def wall_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def mono_ms() -> int:
+    return time.monotonic_ns() // 1_000_000
+
+
+@dataclass(slots=True)
+class _Stage:
+    """Effects of one engine step, and the durability future they wait for (None: a read)."""
+
+    effects: list[Effect]
+    durable: "asyncio.Future[Any] | None"
+
+
+class EngineDriver:
+    """Owns the engine and the ordered release of its effects. Loop thread only."""
+
+    def __init__(self, engine: EngineLike, committer: CommitterLike,
+                 loop: asyncio.AbstractEventLoop) -> None:
+        self.engine = engine
+        self.committer = committer
+        self.loop = loop
+        self.stopped: WriterStopped | None = None
+        self._sinks: dict[Hashable, Sink] = {}
+        self._stages: deque[_Stage] = deque()
+        self._wake_handle: asyncio.TimerHandle | None = None
+        self._wake_at: int | None = None
+        self.on_stopped: Callable[[], None] | None = None
+
+    # -- transports --------------------------------------------------------------------
+    def attach(self, conn: Hashable, sink: Sink) -> None:
+        self._sinks[conn] = sink
+
+    def detach(self, conn: Hashable) -> None:
+        self._sinks.pop(conn, None)
+
+    @property
+    def idle(self) -> bool:
+        """No effect is waiting for durability."""
+        return not self._stages
+
+    # -- commands ----------------------------------------------------------------------
+    def submit(self, command: Any) -> None:
+        """Run one command through the engine and queue its effects."""
+        if self.stopped is not None:
+            self._refuse_unavailable(command)
+            return
+        self._apply(self.engine.handle(command, wall_ms(), mono_ms()))
+
+    def answer(self, effects: list[Effect]) -> None:
+        """Queue effects that need no engine step (they still wait behind earlier writes)."""
+        self._apply(Outcome(effects=list(effects)))
+
+    def tick(self) -> None:
+        self._wake_handle = None
+        self._wake_at = None
+        if self.stopped is None:
+            self._apply(self.engine.tick(wall_ms(), mono_ms()))
+
+    def _apply(self, outcome: Outcome) -> None:
+        durable = None
+        if outcome.events:
+            records = [(seq, event.type, event.schema, encode_event(event))
+                       for seq, event in outcome.events]
+            durable = asyncio.wrap_future(self.committer.submit(records), loop=self.loop)
+            durable.add_done_callback(self._on_durable)
+        if outcome.effects or durable is not None:
+            self._stages.append(_Stage(list(outcome.effects), durable))
+        self._release()
+        self._schedule_wakeup()
+
+    def _on_durable(self, future: "asyncio.Future[Any]") -> None:
+        if not future.cancelled() and future.exception() is not None and self.stopped is None:
+            error = future.exception()
+            self.stopped = error if isinstance(error, WriterStopped) else WriterStopped(
+                "io", "writer_failed", error=str(error))
+            if self.on_stopped is not None:
+                self.loop.call_soon(self.on_stopped)
+        self._release()
+
+    # -- ordered release ---------------------------------------------------------------
+    def _release(self) -> None:
+        stages = self._stages
+        while stages:
+            head = stages[0]
+            if head.durable is not None and not head.durable.done():
+                return
+            stages.popleft()
+            durable = _succeeded(head.durable) if head.durable else self.stopped is None
+            if durable:
+                for effect in head.effects:
+                    self._deliver(effect)
+            else:
+                self._fail_stage(head)
+
+    def _fail_stage(self, stage: _Stage) -> None:
+        code = "unknown_outcome" if stage.durable is not None else "unavailable"
+        for effect in stage.effects:
+            if isinstance(effect, (Reply, Refuse)) and effect.request_id is not None:
+                failure = RequestRefused("the journal writer stopped; the outcome is unknown"
+                                         if code == "unknown_outcome"
+                                         else "the journal writer stopped", code=code)
+                self._deliver(Refuse(effect.conn, effect.request_id, failure))
+            # Execute / CancelExecution are dropped: their START may not be durable.
+
+    def _deliver(self, effect: Effect) -> None:
+        sink = self._sinks.get(effect.conn)
+        if sink is not None:
+            sink(effect)
+
+    def _refuse_unavailable(self, command: Any) -> None:
+        request_id = getattr(command, "request_id", None)
+        conn = getattr(command, "conn", None)
+        if request_id is not None and conn is not None:
+            failure = RequestRefused("the journal writer stopped", code="unavailable")
+            self._deliver(Refuse(conn, request_id, failure))
+
+    # -- timers ------------------------------------------------------------------------
+    def _schedule_wakeup(self) -> None:
+        now = mono_ms()
+        wake = self.engine.next_wakeup(now)
+        if wake is None or self.stopped is not None:
+            return
+        if self._wake_at is not None and self._wake_at <= wake:
+            return
+        if self._wake_handle is not None:
+            self._wake_handle.cancel()
+        self._wake_at = wake
+        delay = max(0, wake - now) / 1000.0
+        self._wake_handle = self.loop.call_later(delay, self.tick)
+
+    def close(self) -> None:
+        if self._wake_handle is not None:
+            self._wake_handle.cancel()
+            self._wake_handle = None
+
+
+def _succeeded(future: "asyncio.Future[Any]") -> bool:
+    return not future.cancelled() and future.exception() is None

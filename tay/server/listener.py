@@ -1,0 +1,64 @@
+"""The Unix-socket listener: binds the resolved path, admits connections up to the limit,
+and on close stops accepting, lets released work settle, and unlinks the socket."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from typing import TYPE_CHECKING
+
+from tay.protocol.limits import ProtocolLimits
+
+from .socket_path import SocketPlan, bind_unix_socket, remove_socket
+
+if TYPE_CHECKING:
+    from .connection import Connection
+    from .driver import EngineDriver
+
+log = logging.getLogger("tay.server")
+
+
+class Listener:
+    """Listener-lifetime state shared by its connections."""
+
+    def __init__(self, driver: "EngineDriver", limits: ProtocolLimits) -> None:
+        self.driver = driver
+        self.limits = limits
+        self.connections: set["Connection"] = set()
+        self._server: asyncio.AbstractServer | None = None
+        self._path: str | None = None
+
+    def admit(self, connection: "Connection") -> bool:
+        if len(self.connections) >= self.limits.max_connections:
+            return False
+        self.connections.add(connection)
+        return True
+
+    def release(self, connection: "Connection") -> None:
+        self.connections.discard(connection)
+
+    async def start(self, plan: SocketPlan, mode: int = 0o600) -> str:
+        from .connection import Connection
+
+        sock = bind_unix_socket(plan, mode)
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_unix_server(lambda: Connection(self), sock=sock)
+        self._path = plan.path
+        log.info("tay listening on unix socket %s", plan.path)
+        return plan.path
+
+    async def close(self, settle_timeout_s: float = 5.0) -> None:
+        """Stop accepting, wait for released work to flush, close connections, unlink."""
+        if self._server is not None:
+            self._server.close()
+        deadline = asyncio.get_running_loop().time() + settle_timeout_s
+        while not self.driver.idle and asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(0.01)
+        for connection in list(self.connections):
+            if connection.transport is not None:
+                connection.transport.close()
+        if self._server is not None:
+            await self._server.wait_closed()
+        if self._path is not None:
+            remove_socket(self._path)
+            self._path = None
