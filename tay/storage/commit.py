@@ -1,0 +1,154 @@
+"""Group commit: one writer thread turns queued submissions into fsynced batches.
+
+``GroupCommitter(journal, max_events=1, interval_ms=0)``: ``submit(records)`` queues one
+submission (a list of journal records that must stay together, e.g. finish + result) and
+returns a ``concurrent.futures.Future``. The writer thread takes submissions in order,
+packs them into a batch of at most ``max_events`` records (a single larger submission
+forms a batch of its own; submissions are never split), writes the batch with one
+``append_batch`` and calls ``sync``; only then does it resolve the batch's futures with
+the batch ``Receipt``. With ``interval_ms > 0`` the thread waits up to that long after the
+first queued submission for the batch to fill. The default (1, 0) is one fsync per event.
+
+If a write or sync fails the committer stops for good: the failing batch, every queued
+submission and every later ``submit`` fail with ``WriterStopped``.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections import deque
+from concurrent.futures import Future
+from dataclasses import dataclass
+from typing import Sequence
+
+from tay.failures import RecoveryRefused, StorageFailure, WriterStopped
+from tay.storage.journal import Journal, JournalRecord, Receipt
+
+
+@dataclass
+class CommitStats:
+    """Counters for benchmarks and tests."""
+
+    submissions: int = 0
+    events: int = 0
+    batches: int = 0
+    fsyncs: int = 0
+    largest_batch: int = 0
+
+
+class GroupCommitter:
+    """The journal's writer thread and its submission queue."""
+
+    def __init__(self, journal: Journal, max_events: int = 1, interval_ms: int = 0) -> None:
+        if not isinstance(max_events, int) or max_events < 1:
+            raise RecoveryRefused("argument", "max_events_must_be_positive", value=max_events)
+        if not isinstance(interval_ms, int) or interval_ms < 0:
+            raise RecoveryRefused("argument", "interval_ms_must_not_be_negative", value=interval_ms)
+        self.journal = journal
+        self.max_events = max_events
+        self.interval_s = interval_ms / 1000.0
+        self._queue: deque[tuple[list[JournalRecord], Future[Receipt]]] = deque()
+        self._queued_events = 0
+        self._cond = threading.Condition()
+        self._closing = False
+        self._stopped: WriterStopped | None = None
+        self._stats = CommitStats()
+        self._thread = threading.Thread(target=self._run, name="tay-journal-writer", daemon=True)
+        self._thread.start()
+
+    # -- producer side ------------------------------------------------------------------
+    def submit(self, records: Sequence[JournalRecord]) -> Future[Receipt]:
+        """Queue ``records`` as one atomic submission; the future resolves once durable."""
+        future: Future[Receipt] = Future()
+        records = list(records)
+        with self._cond:
+            if self._stopped is not None:
+                future.set_exception(self._stopped)
+                return future
+            if self._closing:
+                future.set_exception(WriterStopped("io", "committer_closed"))
+                return future
+            if not records:
+                future.set_exception(RecoveryRefused("argument", "empty_submission"))
+                return future
+            self._queue.append((records, future))
+            self._queued_events += len(records)
+            self._stats.submissions += 1
+            self._cond.notify_all()
+        return future
+
+    def stats(self) -> CommitStats:
+        with self._cond:
+            return CommitStats(**vars(self._stats))
+
+    @property
+    def stopped(self) -> WriterStopped | None:
+        return self._stopped
+
+    def close(self) -> None:
+        """Drain everything queued, then stop the thread. Does not close the journal."""
+        with self._cond:
+            self._closing = True
+            self._cond.notify_all()
+        self._thread.join()
+
+    # -- writer thread ------------------------------------------------------------------
+    def _next_batch(self) -> list[tuple[list[JournalRecord], Future[Receipt]]] | None:
+        """Wait for work (and, with an interval, for the batch to fill); None means exit."""
+        with self._cond:
+            while not self._queue:
+                if self._closing:
+                    return None
+                self._cond.wait()
+            if self.interval_s > 0:
+                deadline = time.monotonic() + self.interval_s
+                while self._queued_events < self.max_events and not self._closing:
+                    remaining = deadline - time.monotonic()
+                    if remaining <= 0:
+                        break
+                    self._cond.wait(remaining)
+            batch = [self._queue.popleft()]
+            size = len(batch[0][0])
+            while self._queue and size + len(self._queue[0][0]) <= self.max_events:
+                item = self._queue.popleft()
+                batch.append(item)
+                size += len(item[0])
+            self._queued_events -= size
+            return batch
+
+    def _run(self) -> None:
+        while True:
+            batch = self._next_batch()
+            if batch is None:
+                return
+            records = [record for submission, _ in batch for record in submission]
+            try:
+                receipt = self.journal.append_batch(records)
+                self.journal.sync()
+            except StorageFailure as failure:
+                self._stop(batch, failure)
+                return
+            except Exception as error:  # a bug must not leave futures hanging
+                self._stop(batch, WriterStopped("io", "writer_crashed", error=repr(error)))
+                return
+            with self._cond:
+                self._stats.batches += 1
+                self._stats.events += len(records)
+                self._stats.largest_batch = max(self._stats.largest_batch, len(records))
+                if self.journal.durability == "sync":
+                    self._stats.fsyncs += 1
+            for _, future in batch:
+                future.set_result(receipt)
+
+    def _stop(self, batch: list[tuple[list[JournalRecord], Future[Receipt]]],
+              failure: StorageFailure) -> None:
+        stopped = failure if isinstance(failure, WriterStopped) else WriterStopped(
+            failure.kind, failure.reason, path=failure.path, sequence=failure.sequence)
+        with self._cond:
+            self._stopped = stopped
+            pending = list(self._queue)
+            self._queue.clear()
+            self._queued_events = 0
+        for _, future in [*batch, *pending]:
+            future.set_exception(stopped)

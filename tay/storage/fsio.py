@@ -1,0 +1,237 @@
+"""The I/O seam of the journal: every syscall the writer and recovery make goes through here.
+
+``RealIO`` forwards to ``tay._native`` (either twin) and ``os``; paths are opened with
+``O_NOFOLLOW`` so a symlink swapped in under the store is refused, never followed.
+
+``FaultyIO`` is the test double for power loss, in the style of LevelDB's fault-injection
+test: it performs the real operations on a real directory but remembers what was made
+durable (file bytes up to the last fsync/fdatasync of that file; directory entries up to
+the last fsync of that directory). ``crash()`` then throws away everything else, optionally
+keeping a torn prefix of the last unsynced write. It can also fail the Nth write or the Nth
+sync with ``ENOSPC``/``EIO``.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+from dataclasses import dataclass, field
+from types import ModuleType
+from typing import Any
+
+OPEN_NOFOLLOW = os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def _default_native() -> ModuleType:
+    import tay._native
+
+    return tay._native
+
+
+class RealIO:
+    """Real file operations through one native module (``tay._native`` or a chosen twin)."""
+
+    def __init__(self, native: ModuleType | None = None) -> None:
+        self.native = native if native is not None else _default_native()
+
+    # -- files --------------------------------------------------------------------------
+    def open(self, path: str, flags: int, mode: int = 0o644) -> int:
+        return os.open(path, flags | OPEN_NOFOLLOW, mode)
+
+    def close(self, fd: int) -> None:
+        os.close(fd)
+
+    def write_all_at(self, fd: int, data: bytes | memoryview, offset: int) -> None:
+        self.native.write_all_at(fd, data, offset)
+
+    def read_at(self, fd: int, length: int, offset: int) -> bytes:
+        return os.pread(fd, length, offset)
+
+    def fstat(self, fd: int) -> os.stat_result:
+        return os.fstat(fd)
+
+    def fdatasync(self, fd: int) -> None:
+        self.native.fdatasync(fd)
+
+    def fsync(self, fd: int) -> None:
+        self.native.fsync(fd)
+
+    def flock_exclusive(self, fd: int) -> bool:
+        return bool(self.native.flock_exclusive(fd))
+
+    # -- directories --------------------------------------------------------------------
+    def fsync_dir(self, path: str) -> None:
+        self.native.fsync_dir(path)
+
+    def mkdir(self, path: str, mode: int = 0o755) -> None:
+        os.mkdir(path, mode)
+
+    def listdir(self, path: str) -> list[str]:
+        return os.listdir(path)
+
+    def lstat(self, path: str) -> os.stat_result:
+        return os.lstat(path)
+
+    def rename_noreplace(self, directory: str, source: str, target: str) -> None:
+        """Publish ``directory/source`` as ``directory/target``; EEXIST if the target exists."""
+        dir_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | OPEN_NOFOLLOW)
+        try:
+            self.native.rename_noreplace(dir_fd, source, dir_fd, target)
+        finally:
+            os.close(dir_fd)
+
+    def filesystem_magic(self, path: str) -> int:
+        return int(self.native.filesystem_magic(path))
+
+
+@dataclass
+class _FileTrack:
+    """What FaultyIO knows about one path: its durable size and the last unsynced write."""
+
+    durable_size: int = 0
+    last_write: tuple[int, int] | None = None  # (offset, length) of the newest unsynced write
+
+
+@dataclass
+class _DirTrack:
+    """Entries added to / removed from one directory since its last fsync."""
+
+    added: set[str] = field(default_factory=set)
+    renamed_from: dict[str, str] = field(default_factory=dict)  # target -> source
+
+
+class FaultyIO(RealIO):
+    """RealIO that can simulate power loss and inject write/sync failures (tests only)."""
+
+    def __init__(
+        self,
+        native: ModuleType | None = None,
+        *,
+        fail_write_at: int | None = None,
+        fail_sync_at: int | None = None,
+        fail_errno: int = errno.EIO,
+    ) -> None:
+        super().__init__(native)
+        self.fail_write_at = fail_write_at
+        self.fail_sync_at = fail_sync_at
+        self.fail_errno = fail_errno
+        self.writes = 0
+        self.syncs = 0
+        self._fd_paths: dict[int, str] = {}
+        self._files: dict[str, _FileTrack] = {}
+        self._dirs: dict[str, _DirTrack] = {}
+
+    # -- bookkeeping ----------------------------------------------------------------------
+    def _dir(self, path: str) -> _DirTrack:
+        return self._dirs.setdefault(os.path.abspath(path), _DirTrack())
+
+    def _inject(self, counter: str, limit: int | None) -> None:
+        count = getattr(self, counter) + 1
+        setattr(self, counter, count)
+        if limit is not None and count >= limit:
+            raise OSError(self.fail_errno, os.strerror(self.fail_errno))
+
+    def open(self, path: str, flags: int, mode: int = 0o644) -> int:
+        path = os.path.abspath(path)
+        existed = os.path.lexists(path)
+        fd = super().open(path, flags, mode)
+        self._fd_paths[fd] = path
+        if path not in self._files:
+            # a file that already existed before tracking started is durable as it is
+            self._files[path] = _FileTrack(durable_size=os.fstat(fd).st_size if existed else 0)
+        if not existed:
+            self._dir(os.path.dirname(path)).added.add(os.path.basename(path))
+        return fd
+
+    def close(self, fd: int) -> None:
+        self._fd_paths.pop(fd, None)
+        super().close(fd)
+
+    def write_all_at(self, fd: int, data: bytes | memoryview, offset: int) -> None:
+        self._inject("writes", self.fail_write_at)
+        super().write_all_at(fd, data, offset)
+        self._files[self._fd_paths[fd]].last_write = (offset, len(data))
+
+    def _file_synced(self, fd: int) -> None:
+        self._inject("syncs", self.fail_sync_at)
+        track = self._files[self._fd_paths[fd]]
+        track.durable_size = os.fstat(fd).st_size
+        track.last_write = None
+
+    def fdatasync(self, fd: int) -> None:
+        self._file_synced(fd)
+        super().fdatasync(fd)
+
+    def fsync(self, fd: int) -> None:
+        self._file_synced(fd)
+        super().fsync(fd)
+
+    def fsync_dir(self, path: str) -> None:
+        self._inject("syncs", self.fail_sync_at)
+        super().fsync_dir(path)
+        self._dirs.pop(os.path.abspath(path), None)
+
+    def mkdir(self, path: str, mode: int = 0o755) -> None:
+        super().mkdir(path, mode)
+        path = os.path.abspath(path)
+        self._dir(os.path.dirname(path)).added.add(os.path.basename(path))
+
+    def rename_noreplace(self, directory: str, source: str, target: str) -> None:
+        super().rename_noreplace(directory, source, target)
+        directory = os.path.abspath(directory)
+        track = self._dir(directory)
+        moved = self._files.pop(os.path.join(directory, source), None)
+        if moved is not None:
+            self._files[os.path.join(directory, target)] = moved
+        for fd, path in self._fd_paths.items():
+            if path == os.path.join(directory, source):
+                self._fd_paths[fd] = os.path.join(directory, target)
+        if source in track.added:
+            track.added.discard(source)
+            track.added.add(target)
+        else:
+            track.renamed_from[target] = source
+
+    # -- power loss -----------------------------------------------------------------------
+    def crash(self, torn_bytes: int = 0) -> None:
+        """Lose everything not made durable, as a power cut would.
+
+        Open descriptors are closed (the process died). Unsynced file bytes are cut off,
+        except that the newest unsynced write of each file keeps its first ``torn_bytes``
+        bytes (a torn write). Unsynced directory entries disappear; an unsynced rename of a
+        durable entry is undone.
+        """
+        for fd in list(self._fd_paths):
+            self.close(fd)
+        for directory, track in self._dirs.items():
+            for target, source in track.renamed_from.items():
+                os.rename(os.path.join(directory, target), os.path.join(directory, source))
+                moved = self._files.pop(os.path.join(directory, target), None)
+                if moved is not None:
+                    self._files[os.path.join(directory, source)] = moved
+            for name in track.added:
+                self._remove(os.path.join(directory, name))
+        self._dirs.clear()
+        for path, track in self._files.items():
+            if not os.path.lexists(path):
+                continue
+            keep = track.durable_size
+            if track.last_write is not None and torn_bytes > 0:
+                offset, length = track.last_write
+                if offset >= keep:
+                    keep = max(keep, offset + min(torn_bytes, length))
+            os.truncate(path, min(keep, os.path.getsize(path)))
+            track.last_write = None
+
+    def _remove(self, path: str) -> None:
+        if os.path.isdir(path) and not os.path.islink(path):
+            for name in os.listdir(path):
+                self._remove(os.path.join(path, name))
+            os.rmdir(path)
+        elif os.path.lexists(path):
+            os.unlink(path)
+        self._files.pop(path, None)
+
+    def describe(self) -> dict[str, Any]:
+        """Counters, for test assertions."""
+        return {"writes": self.writes, "syncs": self.syncs}

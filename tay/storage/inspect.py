@@ -1,0 +1,66 @@
+"""``tay storage inspect``: an offline, read-only summary of a store, taken under its lock.
+
+It runs the full recovery pipeline without activation (nothing is written or fsynced) and
+reports the segments, bytes, records, next sequence and per-state job counts. Refusals
+propagate as ``RecoveryRefused`` for the CLI to report.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tay.storage.recovery import RecoveryOptions, TableConsumer, recover
+from tay.storage.fsio import RealIO
+
+DURABILITY_NOTE = (
+    "the durability mode is a runtime setting and is not stored on disk; acknowledgements "
+    "given in 'write' (development) mode carry no power-loss claim"
+)
+
+
+def inspect_store(data_dir: str, *, io: RealIO | None = None,
+                  options: RecoveryOptions | None = None) -> dict[str, Any]:
+    """Recover ``data_dir`` read-only and summarize it as a JSON-safe dict."""
+    consumer = TableConsumer()
+    recovered = recover(data_dir, consumer=consumer, io=io, options=options, activate=False)
+    view = recovered.view
+    highest = view.segments[-1]
+    return {
+        "data_dir": view.inventory.root,
+        "store_id": view.store_id.hex(),
+        "segments": len(view.segments),
+        "sealed_segments": sum(1 for s in view.segments if s.scan.state == "sealed"),
+        "highest_segment_state": highest.scan.state,
+        "bytes": sum(s.size for s in view.segments),
+        "records": view.record_count,
+        "next_sequence": view.next_sequence,
+        "exhausted": view.exhausted,
+        "jobs": len(consumer.table),
+        "job_states": consumer.table.counts(),
+        "other_events": dict(consumer.other_events),
+        "unrelated_files": list(view.inventory.unrelated),
+        "staging_files": list(view.inventory.staging),
+        "durability_note": DURABILITY_NOTE,
+    }
+
+
+def format_summary(summary: dict[str, Any]) -> str:
+    """Human-readable lines for the terminal."""
+    lines = [
+        f"store           {summary['data_dir']}",
+        f"store id        {summary['store_id']}",
+        f"segments        {summary['segments']} ({summary['sealed_segments']} sealed, "
+        f"highest {summary['highest_segment_state']})",
+        f"bytes           {summary['bytes']}",
+        f"records         {summary['records']}",
+        f"next sequence   {summary['next_sequence']}",
+        f"jobs            {summary['jobs']}",
+    ]
+    for state, count in summary["job_states"].items():
+        lines.append(f"  {state:<14}{count}")
+    for name, count in summary["other_events"].items():
+        lines.append(f"event {name:<10}{count}")
+    if summary["exhausted"]:
+        lines.append("exhausted       yes (read-only)")
+    lines.append(f"note            {summary['durability_note']}")
+    return "\n".join(lines) + "\n"

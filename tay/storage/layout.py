@@ -1,0 +1,285 @@
+"""The v1 data directory: names, classification (storage.md §2.1) and the owner lock (§2.9).
+
+``classify(io, data_dir)`` lists the root and ``segments/`` within an entry budget and
+returns an ``Inventory`` or raises ``RecoveryRefused`` (kind ``discovery`` for names and
+file types, ``resource_limit`` for the budget). ``acquire_lock`` walks the absolute path
+with ``O_NOFOLLOW`` and takes ``flock(LOCK_EX|LOCK_NB)`` on ``.tay-owner.lock``.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import re
+import stat
+from dataclasses import dataclass, field
+
+from tay.failures import RecoveryRefused
+from tay.storage.fsio import OPEN_NOFOLLOW, RealIO
+
+LOCK_NAME = ".tay-owner.lock"
+STORE_NAME = "STORE"
+SEGMENTS_DIR = "segments"
+V2_MARKERS = ("STORE-V2", "CURRENT")
+MAX_SEGMENT_ID = 2**64 - 1
+STORE_STAGING_CAP = 28
+SEGMENT_STAGING_CAP = 44
+DEFAULT_MAX_DIRECTORY_ENTRIES = 100_000
+
+CANONICAL_SEGMENT = re.compile(r"\A([0-9]{20})\.tay\Z")
+SEGMENT_STAGING = re.compile(r"\A\.tay-new-([0-9]{20})-([0-9a-f]{32})\.tmp\Z")
+STORE_STAGING = re.compile(r"\A\.tay-store-([0-9a-f]{32})\.tmp\Z")
+
+
+def segment_file_name(segment_id: int) -> str:
+    """The canonical name of segment ``segment_id``: 20 zero-padded digits + ``.tay``."""
+    return f"{segment_id:020d}.tay"
+
+
+def segment_staging_name(segment_id: int, nonce_hex: str) -> str:
+    return f".tay-new-{segment_id:020d}-{nonce_hex}.tmp"
+
+
+def store_staging_name(nonce_hex: str) -> str:
+    return f".tay-store-{nonce_hex}.tmp"
+
+
+@dataclass
+class Inventory:
+    """One classified listing of a data directory."""
+
+    root: str
+    has_store: bool = False
+    has_lock: bool = False
+    has_segments_dir: bool = False
+    segment_ids: list[int] = field(default_factory=list)
+    staging: list[str] = field(default_factory=list)
+    unrelated: list[str] = field(default_factory=list)
+    total_segment_bytes: int = 0
+    # (relative path, inode, size) of every entry: "the re-list must be unchanged"
+    fingerprint: tuple[tuple[str, int, int], ...] = ()
+
+    @property
+    def segments_path(self) -> str:
+        return os.path.join(self.root, SEGMENTS_DIR)
+
+    def segment_path(self, segment_id: int) -> str:
+        return os.path.join(self.root, SEGMENTS_DIR, segment_file_name(segment_id))
+
+
+def _refuse(reason: str, path: str, kind: str = "discovery", **extra: object) -> RecoveryRefused:
+    return RecoveryRefused(kind, reason, path=path, stage="preflight", **extra)
+
+
+def _check_utf8(name: str, path: str) -> None:
+    try:
+        name.encode("utf-8")
+    except UnicodeEncodeError:
+        raise _refuse("invalid_utf8_name", path) from None
+
+
+def _classify_entry(name: str, path: str, info: os.stat_result, in_segments: bool) -> str:
+    """Return the entry's role, or raise the §2.1 refusal for it."""
+    _check_utf8(name, path)
+    if stat.S_ISLNK(info.st_mode):
+        raise _refuse("symlink", path)
+    is_dir = stat.S_ISDIR(info.st_mode)
+    is_reg = stat.S_ISREG(info.st_mode)
+    if not (is_dir or is_reg):
+        raise _refuse("unsupported_file_type", path)
+    if is_reg and info.st_nlink != 1:
+        raise _refuse("hard_link", path, links=info.st_nlink)
+    role = _name_role(name, in_segments)
+    if role == "segments_dir":
+        if not is_dir:
+            raise _refuse("segments_not_directory", path)
+        return role
+    if is_dir:
+        raise _refuse("unexpected_directory", path)
+    if role in ("store", "canonical") and info.st_size == 0:
+        raise _refuse("zero_byte_canonical", path)
+    if role in ("store_staging", "segment_staging"):
+        cap = STORE_STAGING_CAP if role == "store_staging" else SEGMENT_STAGING_CAP
+        if info.st_size > cap:
+            raise _refuse("oversized_staging", path, size=info.st_size, cap=cap)
+    if role == "canonical":
+        segment_id = int(name[:20])
+        if not 1 <= segment_id <= MAX_SEGMENT_ID:
+            raise _refuse("segment_id_out_of_range", path)
+    if role == "malformed":
+        raise _refuse("malformed_segment_name", path)
+    return role
+
+
+def _name_role(name: str, in_segments: bool) -> str:
+    if in_segments:
+        if CANONICAL_SEGMENT.match(name):
+            return "canonical"
+        if SEGMENT_STAGING.match(name):
+            return "segment_staging"
+    else:
+        if name == LOCK_NAME:
+            return "lock"
+        if name == STORE_NAME:
+            return "store"
+        if name == SEGMENTS_DIR:
+            return "segments_dir"
+        if name in V2_MARKERS:
+            return "v2_marker"
+        if STORE_STAGING.match(name):
+            return "store_staging"
+    if ".tay" in name.lower():
+        return "malformed"
+    return "unrelated"
+
+
+def _list(io: RealIO, path: str, budget: list[int]) -> list[str]:
+    try:
+        names = sorted(io.listdir(path))
+    except OSError as error:
+        raise RecoveryRefused("io", error.strerror or "listdir", path=path, stage="preflight") from None
+    budget[0] -= len(names)
+    if budget[0] < 0:
+        raise _refuse("max_directory_entries", path, kind="resource_limit")
+    return names
+
+
+def classify(io: RealIO, data_dir: str, max_entries: int = DEFAULT_MAX_DIRECTORY_ENTRIES) -> Inventory:
+    """List and classify ``data_dir`` (§2.1); IDs must be exactly 1..n."""
+    root = os.path.abspath(data_dir)
+    inventory = Inventory(root=root)
+    budget = [max_entries]
+    prints: list[tuple[str, int, int]] = []
+    root_names = _list(io, root, budget)
+    if any(marker in root_names for marker in V2_MARKERS):
+        raise _refuse("store_v2_root", root, kind="unsupported_physical")
+    for name in root_names:
+        path = os.path.join(root, name)
+        info = io.lstat(path)
+        role = _classify_entry(name, path, info, in_segments=False)
+        prints.append((name, info.st_ino, info.st_size))
+        if role == "lock":
+            inventory.has_lock = True
+        elif role == "store":
+            inventory.has_store = True
+        elif role == "segments_dir":
+            inventory.has_segments_dir = True
+        elif role == "store_staging":
+            inventory.staging.append(name)
+        else:
+            inventory.unrelated.append(name)
+    if inventory.has_segments_dir:
+        _classify_segments(io, inventory, budget, prints)
+    inventory.fingerprint = tuple(prints)
+    return inventory
+
+
+def _classify_segments(
+    io: RealIO, inventory: Inventory, budget: list[int], prints: list[tuple[str, int, int]]
+) -> None:
+    directory = inventory.segments_path
+    for name in _list(io, directory, budget):
+        path = os.path.join(directory, name)
+        info = io.lstat(path)
+        role = _classify_entry(name, path, info, in_segments=True)
+        prints.append((f"{SEGMENTS_DIR}/{name}", info.st_ino, info.st_size))
+        if role == "canonical":
+            inventory.segment_ids.append(int(name[:20]))
+            inventory.total_segment_bytes += info.st_size
+        elif role == "segment_staging":
+            inventory.staging.append(f"{SEGMENTS_DIR}/{name}")
+        else:
+            inventory.unrelated.append(f"{SEGMENTS_DIR}/{name}")
+    inventory.segment_ids.sort()
+    for expected, segment_id in enumerate(inventory.segment_ids, start=1):
+        if segment_id != expected:
+            raise RecoveryRefused(
+                "continuity",
+                "segment_id_gap",
+                path=inventory.segment_path(segment_id),
+                segment_id=segment_id,
+                stage="preflight",
+                expected_segment_id=expected,
+            )
+
+
+@dataclass
+class StoreLock:
+    """The held owner lock; closing the descriptor releases it."""
+
+    io: RealIO
+    fd: int
+    path: str
+    created: bool
+
+    def release(self) -> None:
+        if self.fd >= 0:
+            self.io.close(self.fd)
+            self.fd = -1
+
+
+def walk_no_follow(path: str) -> list[str]:
+    """Open every directory of absolute ``path`` from ``/`` with O_NOFOLLOW; return them.
+
+    Raises ``FileNotFoundError``/``NotADirectoryError``/``OSError(ELOOP)`` as ``openat`` does.
+    """
+    ancestors = ["/"]
+    fd = os.open("/", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+    try:
+        current = "/"
+        for part in [p for p in path.split("/") if p]:
+            try:
+                child = os.open(part, os.O_RDONLY | os.O_DIRECTORY | OPEN_NOFOLLOW, dir_fd=fd)
+            except OSError as error:
+                if os.path.islink(os.path.join(current, part)):
+                    raise OSError(errno.ELOOP, "symlink in path", os.path.join(current, part)) from None
+                raise error
+            os.close(fd)
+            fd = child
+            current = os.path.join(current, part)
+            ancestors.append(current)
+    finally:
+        os.close(fd)
+    return ancestors
+
+
+def acquire_lock(io: RealIO, data_dir: str, *, create: bool, fsync_ancestors: bool) -> StoreLock:
+    """Take the store's owner lock (§2.9). ``create=False`` is recovery's existing-only mode.
+
+    Raises ``RecoveryRefused`` with kind ``ownership_unavailable`` (missing root or lock,
+    symlinked path, unusable lock file) or ``ownership_busy`` (another holder).
+    """
+    root = os.path.abspath(data_dir)
+    lock_path = os.path.join(root, LOCK_NAME)
+    try:
+        ancestors = walk_no_follow(root)
+    except OSError as error:
+        reason = "symlink_in_path" if error.errno == errno.ELOOP else "missing_root"
+        raise RecoveryRefused("ownership_unavailable", reason, path=root, stage="ownership") from None
+    created = False
+    try:
+        if create:
+            try:
+                fd = io.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+                created = True
+            except FileExistsError:
+                fd = io.open(lock_path, os.O_RDWR)
+        else:
+            fd = io.open(lock_path, os.O_RDWR)
+    except OSError as error:
+        reason = "missing_lock" if error.errno == errno.ENOENT else f"lock_open_{errno.errorcode.get(error.errno, error.errno)}"
+        raise RecoveryRefused("ownership_unavailable", reason, path=lock_path, stage="ownership") from None
+    info = io.fstat(fd)
+    if not stat.S_ISREG(info.st_mode) or info.st_nlink != 1:
+        io.close(fd)
+        raise RecoveryRefused("ownership_unavailable", "lock_not_single_link_regular", path=lock_path, stage="ownership")
+    if not io.flock_exclusive(fd):
+        io.close(fd)
+        raise RecoveryRefused("ownership_busy", "store_busy", path=lock_path, stage="ownership")
+    if fsync_ancestors:
+        for directory in ancestors:
+            io.fsync_dir(directory)
+        if created:
+            io.fsync(fd)
+            io.fsync_dir(root)
+    return StoreLock(io=io, fd=fd, path=lock_path, created=created)

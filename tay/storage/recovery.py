@@ -1,0 +1,308 @@
+"""v1 recovery (storage.md §7): validate, lock, preflight, replay, revalidate, activate.
+
+``recover(data_dir, ...)`` never changes a byte on refusal: every refusal is a
+``RecoveryRefused`` with ``kind`` from the fixed set, ``reason`` (the nested physical or
+semantic class), ``stage`` and, when known, ``path``, ``segment_id``, ``offset`` and
+``sequence``. There is no repair, truncation, skip or force.
+
+Pass 1 (preflight) classifies the directory, reads STORE, scans every segment in ID order
+(one ``mmap`` and one native scan per file), checks the topology and re-lists. Pass 2
+(replay) feeds every record, in order, to a consumer ``consumer(sequence, type, schema,
+payload)`` where ``payload`` is a zero-copy ``memoryview`` into the mapping. Revalidation
+repeats pass 1 and requires the same view. Activation returns an open ``Journal`` at the
+tail (or nothing, for read-only use such as ``tay storage inspect``).
+"""
+
+from __future__ import annotations
+
+import mmap
+import os
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Callable, Protocol
+
+from tay import _native
+from tay.failures import RecoveryRefused, StorageFailure
+from tay.storage import events as event_codec
+from tay.storage import layout, segment, store_marker
+from tay.storage.fsio import RealIO
+from tay.storage.journal import (
+    DEFAULT_ROTATION_TARGET,
+    Journal,
+    Tail,
+    check_durability,
+    check_rotation_target,
+)
+from tay.storage.transitions import JobTable
+from tay.storage.value import DecodeLimits, locate
+
+Consumer = Callable[[int, int, int, memoryview], None]
+MAX_PAYLOAD = 16_777_216
+
+
+@dataclass(frozen=True)
+class RecoveryOptions:
+    """Operational budgets (§7 table); None means unbounded."""
+
+    max_decode_payload_bytes: int = MAX_PAYLOAD
+    max_directory_entries: int = layout.DEFAULT_MAX_DIRECTORY_ENTRIES
+    max_total_segment_bytes: int | None = None
+    max_replay_records: int | None = None
+    event_limits: DecodeLimits = field(default_factory=DecodeLimits)
+
+    def validate(self) -> None:
+        if not 0 <= self.max_decode_payload_bytes <= MAX_PAYLOAD:
+            raise _argument("max_decode_payload_bytes_out_of_range")
+        if self.max_directory_entries < 1:
+            raise _argument("max_directory_entries_out_of_range")
+        for name in ("max_total_segment_bytes", "max_replay_records"):
+            value = getattr(self, name)
+            if value is not None and value < 0:
+                raise _argument(f"{name}_out_of_range")
+
+
+def _argument(reason: str, **extra: object) -> RecoveryRefused:
+    return RecoveryRefused("argument", reason, stage="validation", **extra)
+
+
+@dataclass
+class SegmentView:
+    """One scanned segment: its identity, state and record descriptors."""
+
+    segment_id: int
+    path: str
+    inode: int
+    size: int
+    scan: segment.SegmentScan
+    mapping: mmap.mmap | None
+
+
+@dataclass
+class FrozenView:
+    """The result of pass 1: what replay reads and revalidation must find again."""
+
+    inventory: layout.Inventory
+    store_id: bytes
+    segments: list[SegmentView]
+    next_sequence: int
+    record_count: int
+    exhausted: bool
+
+    def key(self) -> tuple:
+        return (self.inventory.fingerprint, self.store_id,
+                tuple((s.segment_id, s.inode, s.size, s.scan.state, s.scan.count)
+                      for s in self.segments), self.next_sequence)
+
+    def close(self) -> None:
+        for view in self.segments:
+            if view.mapping is not None:
+                view.mapping.close()
+                view.mapping = None
+
+    def tail(self) -> Tail:
+        last = self.segments[-1]
+        # the running segment CRC the writer continues: every byte of the active file
+        crc = _native.crc32c(last.mapping if last.mapping is not None else b"")
+        return Tail(store_id=self.store_id, segment_id=last.segment_id,
+                    first_sequence=last.scan.first_sequence,
+                    size=last.size, record_count=last.scan.count,
+                    segment_crc=crc,
+                    sealed=last.scan.state == "sealed", next_sequence=self.next_sequence)
+
+
+def _read_store(io: RealIO, inventory: layout.Inventory) -> bytes:
+    path = os.path.join(inventory.root, layout.STORE_NAME)
+    if not inventory.has_store:
+        if not inventory.segment_ids and not inventory.unrelated:
+            raise RecoveryRefused("initialization_required", "uninitialized", path=inventory.root,
+                                  stage="preflight")
+        if inventory.segment_ids == [1] and not inventory.unrelated:
+            raise RecoveryRefused("initialization_required", "genesis", path=path, stage="preflight")
+        raise RecoveryRefused("discovery", "missing_store_marker", path=path, stage="preflight")
+    with open(path, "rb", opener=lambda p, f: os.open(p, f | os.O_NOFOLLOW)) as handle:
+        data = handle.read(64)
+    try:
+        return store_marker.decode_store_marker(data, path)
+    except StorageFailure as failure:
+        raise locate(failure, path=path, stage="preflight") from None
+
+
+def _scan_one(io: RealIO, inventory: layout.Inventory, segment_id: int, store_id: bytes,
+              highest: bool, options: RecoveryOptions) -> SegmentView:
+    path = inventory.segment_path(segment_id)
+    fd = io.open(path, os.O_RDONLY)
+    try:
+        info = io.fstat(fd)
+        mapping = mmap.mmap(fd, info.st_size, prot=mmap.PROT_READ) if info.st_size else None
+    finally:
+        io.close(fd)
+    try:
+        scan = segment.scan_segment(
+            mapping if mapping is not None else b"", segment_id=segment_id, store_id=store_id,
+            highest=highest, budget=options.max_decode_payload_bytes, path=path)
+    except StorageFailure as failure:
+        if mapping is not None:
+            mapping.close()
+        raise locate(failure, path=path, segment_id=segment_id, stage="preflight") from None
+    return SegmentView(segment_id, path, info.st_ino, info.st_size, scan, mapping)
+
+
+def preflight(io: RealIO, data_dir: str, options: RecoveryOptions) -> FrozenView:
+    """Pass 1: a complete physical validation of the store, read-only."""
+    inventory = layout.classify(io, data_dir, options.max_directory_entries)
+    if options.max_total_segment_bytes is not None and \
+            inventory.total_segment_bytes > options.max_total_segment_bytes:
+        raise RecoveryRefused("resource_limit", "max_total_segment_bytes", path=inventory.root,
+                              stage="preflight", total=inventory.total_segment_bytes)
+    store_id = _read_store(io, inventory)
+    if not inventory.segment_ids:
+        raise RecoveryRefused("discovery", "missing_history", path=inventory.segments_path,
+                              stage="preflight")
+    views: list[SegmentView] = []
+    records = 0
+    try:
+        highest_id = inventory.segment_ids[-1]
+        for segment_id in inventory.segment_ids:
+            view = _scan_one(io, inventory, segment_id, store_id, segment_id == highest_id, options)
+            views.append(view)
+            records += view.scan.count
+            if options.max_replay_records is not None and records > options.max_replay_records:
+                raise RecoveryRefused("resource_limit", "max_replay_records", path=view.path,
+                                      segment_id=segment_id, stage="preflight")
+        try:
+            topology = segment.topology_check([v.scan for v in views], [v.path for v in views])
+        except StorageFailure as failure:
+            raise locate(failure, stage="preflight") from None
+        if layout.classify(io, data_dir, options.max_directory_entries).fingerprint != inventory.fingerprint:
+            raise RecoveryRefused("changed_view", "directory_changed_during_preflight",
+                                  path=inventory.root, stage="preflight")
+    except BaseException:
+        for view in views:
+            if view.mapping is not None:
+                view.mapping.close()
+        raise
+    return FrozenView(inventory, store_id, views, topology.next_sequence, records,
+                      topology.exhausted)
+
+
+def replay(view: FrozenView, consumer: Consumer) -> int:
+    """Pass 2: feed every record, in global sequence order, to ``consumer``."""
+    expected = 1
+    for segment_view in view.segments:
+        buffer = memoryview(segment_view.mapping) if segment_view.mapping is not None else memoryview(b"")
+        try:
+            for offset, rtype, schema, sequence, length in segment_view.scan.records:
+                if sequence != expected:
+                    raise RecoveryRefused("continuity", "global_sequence", path=segment_view.path,
+                                          segment_id=segment_view.segment_id, offset=offset,
+                                          sequence=sequence, stage="replay", expected=expected)
+                payload = buffer[offset + 24: offset + 24 + length]
+                try:
+                    consumer(sequence, rtype, schema, payload)
+                except StorageFailure as failure:
+                    raise locate(failure, path=segment_view.path, segment_id=segment_view.segment_id,
+                                 sequence=sequence, stage="replay", base_offset=0) from None
+                finally:
+                    payload.release()
+                expected += 1
+        finally:
+            buffer.release()
+    return expected - 1
+
+
+class EventSink(Protocol):
+    def __call__(self, sequence: int, event: event_codec.Event) -> None: ...
+
+
+@dataclass
+class TableConsumer:
+    """The default replay consumer: decode each event and apply it to a ``JobTable``."""
+
+    limits: DecodeLimits = field(default_factory=DecodeLimits)
+    table: JobTable = field(default_factory=JobTable)
+    other_events: Counter = field(default_factory=Counter)
+
+    def __call__(self, sequence: int, rtype: int, schema: int, payload: memoryview) -> None:
+        event = event_codec.decode_event(rtype, schema, payload, self.limits)
+        if event.is_job_event:
+            self.table.apply(sequence, event)
+        else:
+            self.other_events[event.name] += 1
+
+
+@dataclass
+class Recovered:
+    """What a successful recovery produced."""
+
+    view: FrozenView
+    records_replayed: int
+    journal: Journal | None
+    consumer: Consumer
+
+
+def recover(
+    data_dir: str,
+    *,
+    consumer: Consumer | None = None,
+    durability: str = "sync",
+    validated_filesystem: bool = False,
+    rotation_target: int = DEFAULT_ROTATION_TARGET,
+    options: RecoveryOptions | None = None,
+    io: RealIO | None = None,
+    activate: bool = True,
+    allow_small_rotation_target_for_tests: bool = False,
+) -> Recovered:
+    """Run the §7 pipeline. With ``activate=False`` the store is only read (lock released)."""
+    io = io or RealIO()
+    options = options or RecoveryOptions()
+    root = os.path.abspath(data_dir)
+    options.validate()
+    check_rotation_target(rotation_target,
+                          allow_below_minimum_for_tests=allow_small_rotation_target_for_tests)
+    if activate:
+        check_durability(io, root, durability, validated_filesystem)
+    if consumer is None:
+        consumer = TableConsumer(limits=options.event_limits)
+    lock = layout.acquire_lock(io, root, create=False, fsync_ancestors=False)
+    view: FrozenView | None = None
+    try:
+        view = preflight(io, root, options)
+        replayed = replay(view, consumer)
+        again = preflight(io, root, options)
+        same = again.key() == view.key()
+        again.close()
+        if not same:
+            raise RecoveryRefused("changed_view", "store_changed_during_recovery", path=root,
+                                  stage="revalidation")
+        if not activate:
+            return Recovered(view, replayed, None, consumer)
+        if view.exhausted:
+            raise RecoveryRefused("resource_limit", "store_exhausted", path=root, stage="activation")
+        journal = _activate(io, root, lock, view, durability, rotation_target)
+        return Recovered(view, replayed, journal, consumer)
+    except BaseException:
+        lock.release()
+        raise
+    finally:
+        if view is not None:
+            view.close()
+        if not activate:
+            lock.release()
+
+
+def _activate(io: RealIO, root: str, lock: layout.StoreLock, view: FrozenView,
+              durability: str, rotation_target: int) -> Journal:
+    try:
+        for directory in layout.walk_no_follow(root):
+            io.fsync_dir(directory)
+        io.fsync(lock.fd)
+    except OSError as error:
+        raise RecoveryRefused("uncertain_activation", "barrier_failed", path=error.filename or root,
+                              stage="activation", mutation="activation_uncertain",
+                              errno=error.errno) from None
+    try:
+        return Journal.open(io, root, lock, view.tail(), durability=durability,
+                            rotation_target=rotation_target)
+    except StorageFailure as failure:
+        raise RecoveryRefused("uncertain_activation", failure.reason, path=failure.path or root,
+                              stage="activation", mutation="activation_uncertain") from None
