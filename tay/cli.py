@@ -18,6 +18,7 @@ from collections.abc import Sequence
 # group modules, imported lazily so `tay storage ...` never loads the server stack.
 GROUPS: tuple[str, ...] = (
     "tay.storage.cli",
+    "tay.server.cli",
 )
 
 
