@@ -1,0 +1,73 @@
+"""Admission control: client permits (requests in flight) and the retained-state budget.
+
+``ClientPermits`` is used by the server before it reads or forwards a producer request:
+each permit covers at most ``client_bytes / client_slots`` request bytes. ``StateBudget``
+charges every retained job ``2 * definition bytes + 64 * definition nodes + 2048`` plus its
+retained result bytes (protocol.md §2.6; the seeds add auxiliary data to the same budget).
+"""
+
+from __future__ import annotations
+
+from tay.engine.config import EngineConfig
+from tay.failures import RecoveryRefused, RequestRefused
+
+JOB_OVERHEAD_BYTES = 2048
+BYTES_PER_NODE = 64
+
+
+def job_charge(definition_bytes: int, definition_nodes: int) -> int:
+    """The state-budget charge of one retained job, before any result."""
+    return 2 * definition_bytes + BYTES_PER_NODE * definition_nodes + JOB_OVERHEAD_BYTES
+
+
+class ClientPermits:
+    """A fixed pool of request permits; one per request in flight, sized by bytes."""
+
+    def __init__(self, config: EngineConfig) -> None:
+        self.slots = config.client_slots
+        self.bytes_per_permit = config.client_bytes // config.client_slots
+        self.in_use = 0
+
+    def acquire(self, request_bytes: int) -> None:
+        """Take a permit for a request of ``request_bytes`` or refuse with ``capacity``."""
+        if request_bytes > self.bytes_per_permit:
+            raise RequestRefused(
+                f"request of {request_bytes} bytes exceeds the {self.bytes_per_permit}-byte permit",
+                code="capacity", reason="client_bytes",
+            )
+        if self.in_use >= self.slots:
+            raise RequestRefused(f"all {self.slots} client permits are in use",
+                                 code="capacity", reason="client_slots")
+        self.in_use += 1
+
+    def release(self) -> None:
+        if self.in_use <= 0:
+            raise RuntimeError("client permit released more often than acquired")
+        self.in_use -= 1
+
+
+class StateBudget:
+    """Charged bytes of all retained jobs against ``max_state_bytes``."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.used = 0
+
+    def admit(self, charge: int) -> None:
+        """Refuse a new job whose charge would exceed the budget (nothing is charged)."""
+        if self.used + charge > self.limit:
+            raise RequestRefused(
+                f"retained state would reach {self.used + charge} of {self.limit} bytes",
+                code="capacity", reason="retained_bytes",
+            )
+
+    def charge(self, amount: int) -> None:
+        self.used += amount
+
+    def check_recovered(self) -> None:
+        """At recovery: refuse a store whose retained state needs more than the budget."""
+        if self.used > self.limit:
+            raise RecoveryRefused(
+                "resource_limit", "max_state_bytes",
+                required=self.used, configured=self.limit,
+            )

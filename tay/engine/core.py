@@ -1,0 +1,128 @@
+"""The engine: a synchronous, I/O-free job state machine driven by commands and time.
+
+``handle(command, now_ms, mono_ms)`` and ``tick(now_ms, mono_ms)`` return an ``Outcome``:
+events to append (in order) and effects to release after those events are durable.
+``replay`` is the recovery consumer and ``finish_recovery`` settles executions that were
+running at shutdown. ``now_ms`` is wall-clock Unix milliseconds (stored in events,
+scheduled times); ``mono_ms`` is a monotonic clock (execution timeouts).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from tay.engine import commands as cmd
+from tay.engine.effects import CancelExecution, Outcome, Refuse
+from tay.engine.ids import random_token
+from tay.engine.jobs import public_job
+from tay.engine.workers import WorkerCommands
+from tay.failures import RecoveryRefused, RequestRefused
+from tay.storage import events as ev
+from tay.storage.transitions import JobState, apply
+
+__all__ = ["Engine"]
+
+
+class Engine(WorkerCommands):
+    """See docs/engine.md for the command/outcome model and the durability contract."""
+
+    def handle(self, command: Any, now_ms: int, mono_ms: int) -> Outcome:
+        """Run one command; a refusal becomes a ``Refuse`` effect and changes nothing."""
+        self._clock_offset = now_ms - mono_ms
+        handler = self._HANDLERS.get(type(command))
+        if handler is None:
+            raise TypeError(f"not an engine command: {type(command).__name__}")
+        out = Outcome()
+        try:
+            handler(self, command, now_ms, mono_ms, out)
+        except RequestRefused as refusal:
+            if out.events:  # a refusal must come before any mutation: an engine bug
+                raise RuntimeError("refusal after a mutation") from refusal
+            out.effects = [Refuse(getattr(command, "conn", None),
+                                  getattr(command, "request_id", None), refusal)]
+        return out
+
+    _HANDLERS: dict[type, Callable] = {
+        cmd.Connect: WorkerCommands._connect,
+        cmd.Disconnect: WorkerCommands._disconnect,
+        cmd.RegisterTasks: WorkerCommands._register,
+        cmd.UnregisterTasks: WorkerCommands._unregister,
+        cmd.Enqueue: WorkerCommands._enqueue,
+        cmd.Status: WorkerCommands._status,
+        cmd.Result: WorkerCommands._result,
+        cmd.Cancel: WorkerCommands._cancel,
+        cmd.Started: WorkerCommands._started,
+        cmd.Succeeded: WorkerCommands._succeeded,
+        cmd.Failed: WorkerCommands._failed,
+    }
+
+    def tick(self, now_ms: int, mono_ms: int) -> Outcome:
+        """Promote due scheduled/retryable jobs, time out executions, then dispatch."""
+        self._clock_offset = now_ms - mono_ms
+        out = Outcome()
+        for _, _, (job_id, _) in self._timers.pop_due(now_ms):
+            entry = self.jobs[job_id]
+            job = entry.state
+            self._commit(entry, ev.job_available(job.id, now_ms, job.revision, job.eligible_at),
+                         entry.volatile, out)
+        for _, _, reservation_id in self._timeouts.pop_due(mono_ms):
+            reservation = self.executors.reservations[reservation_id]
+            entry = self.jobs[reservation.job_id]
+            self._release(reservation)
+            out.effects.append(CancelExecution(reservation.conn, random_token(self.rng),
+                                               reservation.reservation_id, reservation.execution_id))
+            self._finish(entry, ev.TIMEOUT, ev.DIAG_TIMEOUT, now_ms, out)
+        self._dispatch(now_ms, mono_ms, out)
+        return out
+
+    def next_wakeup(self, mono_ms: int) -> int | None:
+        """The monotonic time at which ``tick`` must next run (None: nothing pending).
+
+        Wall-clock due times are mapped with the clock offset seen at the last call.
+        """
+        candidates = []
+        due_wall = self._timers.peek_due()
+        if due_wall is not None:
+            candidates.append(due_wall - self._clock_offset)
+        deadline = self._timeouts.peek_due()
+        if deadline is not None:
+            candidates.append(deadline)
+        return min(candidates) if candidates else None
+
+    # ---- recovery -----------------------------------------------------------------
+
+    def replay(self, sequence: int, event_type: int, schema: int, payload: bytes | memoryview) -> JobState:
+        """Recovery consumer: decode one journal event and apply it like a live one."""
+        if sequence < self.next_sequence:
+            raise RecoveryRefused("consumer_rejected", "sequence_not_increasing", sequence=sequence,
+                                  next_sequence=self.next_sequence)
+        event = ev.decode_event(event_type, schema, payload)
+        if not event.is_job_event:
+            raise RecoveryRefused("unsupported_semantics", "not_a_job_event", sequence=sequence,
+                                  event_type=event_type, schema=schema)
+        entry = self.jobs.get(event.job_id)
+        state = apply(entry.state if entry is not None else None, sequence, event)
+        self.next_sequence = sequence + 1
+        return self._install(entry, state, volatile=False).state
+
+    def finish_recovery(self, now_ms: int, mono_ms: int) -> Outcome:
+        """Check the state budget, then settle jobs left executing as interrupted (diag 7)."""
+        self.budget.check_recovered()
+        self._clock_offset = now_ms - mono_ms
+        out = Outcome()
+        for entry in [e for e in self.jobs.values() if e.state.state == "executing"]:
+            self._finish(entry, ev.INTERRUPTED, ev.DIAG_INTERRUPTED, now_ms, out)
+        return out
+
+    # ---- read helpers for the server and the schedules component ------------------------
+
+    def job(self, job_id: bytes) -> JobState | None:
+        entry = self.jobs.get(job_id)
+        return entry.state if entry is not None else None
+
+    def job_view(self, job_id: bytes) -> dict[str, Any] | None:
+        entry = self.jobs.get(job_id)
+        return public_job(entry) if entry is not None else None
+
+    def state_counts(self) -> dict[str, int]:
+        return {state: count for state, count in self.counts.items() if count}

@@ -1,0 +1,103 @@
+"""What one engine step produces: durable events to append, then effects to release.
+
+The contract (docs/engine.md): the server appends ``Outcome.events`` in order and releases
+``Outcome.effects`` only after those events, and every earlier one, are durable. Effects
+of reads carry no events but are still released in order, so a reply never shows state
+that is not yet durable.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Hashable
+
+from tay.failures import TayFailure
+
+Conn = Hashable
+
+
+@dataclass(frozen=True, slots=True)
+class Reply:
+    """A correlated success reply: ``{"type": type, "request_id": ..., **fields}``."""
+
+    conn: Conn
+    request_id: str | None
+    type: str
+    fields: dict[str, Any]
+
+    def message(self) -> dict[str, Any]:
+        return {"type": self.type, "request_id": self.request_id, **self.fields}
+
+
+@dataclass(frozen=True, slots=True)
+class Refuse:
+    """A correlated refusal; ``failure.wire_error()`` is the wire ``error`` object."""
+
+    conn: Conn
+    request_id: str | None
+    failure: TayFailure
+
+    def message(self) -> dict[str, Any]:
+        return {"type": "error", "request_id": self.request_id, "error": self.failure.wire_error()}
+
+
+@dataclass(frozen=True, slots=True)
+class Execute:
+    """Dispatch one execution to an executor connection (after its START is durable)."""
+
+    conn: Conn
+    reservation_id: str
+    execution_id: str
+    job_id: str
+    task: str
+    args: dict[str, Any]
+    timeout_ms: int
+    queue: str
+
+    def message(self) -> dict[str, Any]:
+        return {
+            "type": "execute",
+            "request_id": self.execution_id,
+            "reservation_id": self.reservation_id,
+            "execution_id": self.execution_id,
+            "job_id": self.job_id,
+            "task": self.task,
+            "args": self.args,
+            "timeout_ms": self.timeout_ms,
+        }
+
+
+@dataclass(frozen=True, slots=True)
+class CancelExecution:
+    """Best-effort cancellation of a running execution (job cancelled or timed out)."""
+
+    conn: Conn
+    request_id: str
+    reservation_id: str
+    execution_id: str
+
+    def message(self) -> dict[str, Any]:
+        return {
+            "type": "cancel_execution",
+            "request_id": self.request_id,
+            "reservation_id": self.reservation_id,
+            "execution_id": self.execution_id,
+        }
+
+
+Effect = Reply | Refuse | Execute | CancelExecution
+
+
+@dataclass(slots=True)
+class Outcome:
+    """``events``: (sequence, Event) pairs in append order; ``effects`` released after them."""
+
+    events: list[tuple[int, Any]] = field(default_factory=list)
+    effects: list[Effect] = field(default_factory=list)
+
+    def extend(self, other: "Outcome") -> None:
+        self.events.extend(other.events)
+        self.effects.extend(other.effects)
+
+    def __bool__(self) -> bool:
+        return bool(self.events or self.effects)

@@ -1,0 +1,111 @@
+"""Executor connections, their task registrations, and live reservations.
+
+All of this is volatile (per connection, per engine run). Selection (protocol.md §6.2):
+among connections that registered the task, have spare declared capacity and (for HTTP
+sessions) serve the job's queue, the one with the fewest reservations wins, ties by
+runtime_id. Settled reservations are remembered (bounded) so that a late report for an
+execution that was cancelled, timed out or already completed is recognised and answered
+``accepted`` instead of an error the SDK would treat as fatal.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Hashable
+
+Conn = Hashable
+
+
+@dataclass(slots=True)
+class Reservation:
+    reservation_id: str
+    execution_id: str
+    conn: Conn
+    job_id: bytes
+    queue: str
+    deadline_mono: int
+
+
+@dataclass(slots=True)
+class Executor:
+    conn: Conn
+    mode: str
+    runtime_id: str
+    capacity: int
+    queue: str | None
+    tasks: set[str] = field(default_factory=set)
+    reservations: dict[str, Reservation] = field(default_factory=dict)
+
+    def has_room(self) -> bool:
+        return len(self.reservations) < self.capacity
+
+
+class ExecutorRegistry:
+    def __init__(self, settled_memory: int) -> None:
+        self.executors: dict[Conn, Executor] = {}
+        self.by_task: dict[str, set[Conn]] = {}
+        self.reservations: dict[str, Reservation] = {}
+        self._settled: OrderedDict[str, tuple[Conn, str]] = OrderedDict()
+        self._settled_memory = settled_memory
+
+    def connect(self, executor: Executor) -> None:
+        self.executors[executor.conn] = executor
+
+    def disconnect(self, conn: Conn) -> Executor | None:
+        executor = self.executors.pop(conn, None)
+        if executor is not None:
+            self.unregister(executor, executor.tasks)
+        return executor
+
+    def register(self, executor: Executor, tasks: tuple[str, ...]) -> None:
+        for task in tasks:
+            executor.tasks.add(task)
+            self.by_task.setdefault(task, set()).add(executor.conn)
+
+    def unregister(self, executor: Executor, tasks) -> None:
+        for task in list(tasks):
+            executor.tasks.discard(task)
+            conns = self.by_task.get(task)
+            if conns is not None:
+                conns.discard(executor.conn)
+                if not conns:
+                    del self.by_task[task]
+
+    def select(self, task: str, queue: str) -> Executor | None:
+        """The eligible executor with the fewest reservations (ties by runtime_id)."""
+        best: Executor | None = None
+        for conn in self.by_task.get(task, ()):
+            executor = self.executors[conn]
+            if not executor.has_room() or (executor.queue is not None and executor.queue != queue):
+                continue
+            if best is None or (len(executor.reservations), executor.runtime_id) < (
+                len(best.reservations), best.runtime_id
+            ):
+                best = executor
+        return best
+
+    def reserve(self, executor: Executor, reservation: Reservation) -> None:
+        executor.reservations[reservation.reservation_id] = reservation
+        self.reservations[reservation.reservation_id] = reservation
+
+    def release(self, reservation: Reservation) -> None:
+        """Forget a live reservation and remember it as settled."""
+        self.reservations.pop(reservation.reservation_id, None)
+        executor = self.executors.get(reservation.conn)
+        if executor is not None:
+            executor.reservations.pop(reservation.reservation_id, None)
+        if self._settled_memory:
+            self._settled[reservation.reservation_id] = (reservation.conn, reservation.execution_id)
+            while len(self._settled) > self._settled_memory:
+                self._settled.popitem(last=False)
+
+    def live(self, conn: Conn, reservation_id: str, execution_id: str) -> Reservation | None:
+        """The in-flight reservation matching both ids on this connection, if any."""
+        reservation = self.reservations.get(reservation_id)
+        if reservation is None or reservation.conn != conn or reservation.execution_id != execution_id:
+            return None
+        return reservation
+
+    def was_settled(self, conn: Conn, reservation_id: str, execution_id: str) -> bool:
+        return self._settled.get(reservation_id) == (conn, execution_id)

@@ -1,0 +1,67 @@
+"""Identifiers: job ids (random or derived from a submission id) and execution ids.
+
+Randomness comes from an injected ``rng`` (anything with ``randbytes(n)``, such as
+``random.Random(seed)`` in tests or ``random.SystemRandom()`` in the server), so runs are
+reproducible where tests need them to be.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import re
+from typing import Any, Protocol
+
+from tay.failures import RequestRefused
+
+SUBMISSION_PREFIX = b"tay-submission-v1:"
+JOB_ID_PATTERN = re.compile(r"[0-9a-f]{32}")
+ZERO_ID = bytes(16)
+
+
+class RandomSource(Protocol):
+    def randbytes(self, n: int) -> bytes: ...
+
+    def randint(self, a: int, b: int) -> int: ...
+
+
+def job_id_from_submission(submission_id: str) -> bytes:
+    """protocol.md §2.4: first 16 bytes of SHA-256(prefix + id); all-zero maps to 0...01."""
+    digest = hashlib.sha256(SUBMISSION_PREFIX + submission_id.encode("utf-8")).digest()[:16]
+    return digest if digest != ZERO_ID else bytes(15) + b"\x01"
+
+
+def random_job_id(rng: RandomSource) -> bytes:
+    """16 random bytes with no zero byte (so the id can never be the all-zero id)."""
+    raw = bytearray(rng.randbytes(16))
+    for index, byte in enumerate(raw):
+        while byte == 0:
+            byte = rng.randbytes(1)[0]
+        raw[index] = byte
+    return bytes(raw)
+
+
+def random_token(rng: RandomSource) -> str:
+    """Reservation, execution and cancel-request ids: 18 random bytes, base64url (24 chars)."""
+    return base64.urlsafe_b64encode(rng.randbytes(18)).decode("ascii")
+
+
+def parse_job_id(text: Any, field: str = "job_id", code: str = "invalid_job_id") -> bytes:
+    """A wire job id: exactly 32 lowercase hex digits, not all zero."""
+    if type(text) is not str or JOB_ID_PATTERN.fullmatch(text) is None:
+        raise RequestRefused(f"{field} must be 32 lowercase hex digits", code=code, field=field)
+    raw = bytes.fromhex(text)
+    if raw == ZERO_ID:
+        raise RequestRefused(f"{field} must not be all zero", code=code, field=field)
+    return raw
+
+
+def is_identifier(text: Any) -> bool:
+    """Wire identifier: a string of 1..128 UTF-8 bytes without NUL."""
+    if type(text) is not str or "\x00" in text:
+        return False
+    try:
+        size = len(text.encode("utf-8"))
+    except UnicodeEncodeError:
+        return False
+    return 1 <= size <= 128

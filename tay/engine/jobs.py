@@ -1,0 +1,55 @@
+"""One retained job as the engine holds it: durable state plus engine-side bookkeeping.
+
+``JobState`` (tay.storage.transitions) is the durable part and only changes through
+``apply``. ``JobEntry`` adds what is not durable: whether the job is volatile, its budget
+charge, and the ready key that orders it inside its queue.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tay.storage.transitions import JobState
+
+
+class JobEntry:
+    __slots__ = ("state", "volatile", "charge", "ready_key", "reservation_id")
+
+    def __init__(self, state: JobState, volatile: bool, charge: int) -> None:
+        self.state = state
+        self.volatile = volatile
+        self.charge = charge
+        self.ready_key: tuple[int, int] | None = None
+        self.reservation_id: str | None = None
+
+    @property
+    def queue(self) -> str:
+        return self.state.definition["queue_key"]
+
+    @property
+    def task(self) -> str:
+        return self.state.definition["worker_key"]
+
+    @property
+    def durability(self) -> str:
+        return "volatile" if self.volatile else "persistent"
+
+
+def public_job(entry: JobEntry) -> dict[str, Any]:
+    """The public job object of protocol.md §1.7 (real JSON nulls, plus ``durability``)."""
+    job = entry.state
+    definition = job.definition
+    waiting = job.state in ("scheduled", "available", "retryable")
+    return {
+        "id": job.id.hex(),
+        "task": definition["worker_key"],
+        "args": definition["args"],
+        "state": job.state,
+        "attempt": job.attempt,
+        "max_attempts": definition["max_attempts"],
+        "queue": definition["queue_key"],
+        "scheduled_at": job.eligible_at if waiting else None,
+        "completed_at": job.completed_at,
+        "errors": [dict(job.diagnostic)] if job.diagnostic is not None else [],
+        "durability": entry.durability,
+    }

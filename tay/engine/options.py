@@ -1,0 +1,207 @@
+"""Enqueue validation: task, args and options -> a job definition ready to insert.
+
+Rules (protocol.md §2.3): exactly the keys of ``OPTION_KEYS``; ``priority`` and anything else
+is refused. Seconds are multiplied by 1000 and positive halfway milliseconds round away from
+zero (never Python's banker's rounding). Bools are never integers.
+
+Decision: a JSON ``null`` option value means "absent" (the SDK passes ``None`` for unset
+keyword options and its own checks treat ``None`` as absent); see docs/engine.md.
+
+Every refusal is ``RequestRefused(code="invalid_enqueue")`` naming the option, except the
+insert size limits, which are ``capacity`` refusals with the limit as ``reason``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+from tay.engine.config import EngineConfig
+from tay.engine.ids import RandomSource, is_identifier, job_id_from_submission, parse_job_id, random_job_id
+from tay.engine.values import UnsupportedValue, measure
+from tay.failures import RequestRefused
+from tay.storage.definition import build_definition, canonical_bytes
+
+OPTION_KEYS = frozenset(
+    {"id", "submission_id", "delay", "delay_ms", "run_at", "retries", "timeout",
+     "timeout_ms", "backoff", "queue", "durability"}
+)
+TIME_MAX = 2**63 - 1
+TIMEOUT_MAX_MS = 86_400_000
+RETRIES_MAX = 65_534
+DURABILITIES = ("persistent", "volatile")
+
+
+@dataclass(frozen=True, slots=True)
+class JobRequest:
+    """A validated enqueue: the id, the definition map and its canonical bytes."""
+
+    job_id: bytes
+    definition: dict[str, Any]
+    definition_bytes: bytes
+    definition_nodes: int
+    durability: str
+
+
+def _invalid(message: str, option: str | None = None) -> RequestRefused:
+    return RequestRefused(message, code="invalid_enqueue", option=option)
+
+
+def _is_int(obj: Any) -> bool:
+    return type(obj) is int
+
+
+def round_half_away(value: float) -> int:
+    """Round a finite nonnegative float to the nearest integer, halves away from zero."""
+    whole = math.floor(value)
+    return whole + 1 if value - whole >= 0.5 else whole
+
+
+def seconds_to_ms(obj: Any, option: str) -> int:
+    """``delay``/``timeout`` seconds (int exact, float rounded) -> milliseconds."""
+    if _is_int(obj):
+        if obj < 0:
+            raise _invalid(f"{option} must be >= 0", option)
+        return obj * 1000
+    if type(obj) is float:
+        if not math.isfinite(obj) or obj < 0:
+            raise _invalid(f"{option} must be a finite number >= 0", option)
+        scaled = obj * 1000.0
+        if not math.isfinite(scaled) or scaled > TIME_MAX:
+            raise _invalid(f"{option} is too large", option)
+        return round_half_away(scaled)
+    raise _invalid(f"{option} must be a number of seconds", option)
+
+
+def _ms_option(obj: Any, option: str, high: int) -> int:
+    if not _is_int(obj) or not 0 <= obj <= high:
+        raise _invalid(f"{option} must be an integer in 0..{high}", option)
+    return obj
+
+
+def _key(obj: Any, option: str, code: str = "invalid_enqueue") -> str:
+    if type(obj) is not str or "\x00" in obj:
+        raise RequestRefused(f"{option} must be a string without NUL", code=code, option=option)
+    try:
+        size = len(obj.encode("utf-8"))
+    except UnicodeEncodeError:
+        raise RequestRefused(f"{option} is not valid UTF-8", code=code, option=option) from None
+    if not 1 <= size <= 255:
+        raise RequestRefused(f"{option} must be 1..255 bytes", code=code, option=option)
+    return obj
+
+
+def _present(options: dict[str, Any]) -> dict[str, Any]:
+    """Drop null-valued options (null means absent) after refusing unknown keys."""
+    if not isinstance(options, dict):
+        raise _invalid("options must be an object", "options")
+    unknown = sorted(set(options) - OPTION_KEYS)
+    if unknown:
+        raise _invalid(f"unsupported option {unknown[0]!r}", unknown[0])
+    return {key: value for key, value in options.items() if value is not None}
+
+
+def _exclusive(options: dict[str, Any], first: str, second: str) -> None:
+    if first in options and second in options:
+        raise _invalid(f"{first} and {second} cannot be combined", second)
+
+
+def _scheduled_at(options: dict[str, Any], now_ms: int) -> int | None:
+    if "run_at" in options:
+        return _ms_option(options["run_at"], "run_at", TIME_MAX)
+    if "delay" in options:
+        delay = seconds_to_ms(options["delay"], "delay")
+    elif "delay_ms" in options:
+        delay = _ms_option(options["delay_ms"], "delay_ms", TIME_MAX)
+    else:
+        return None
+    if now_ms + delay > TIME_MAX:
+        raise _invalid("delay puts the job beyond the largest timestamp", "delay")
+    return now_ms + delay
+
+
+def _timeout_ms(options: dict[str, Any], default: int) -> int:
+    if "timeout" in options:
+        obj = options["timeout"]
+        if _is_int(obj) and not 1 <= obj <= 86_400:
+            raise _invalid("timeout must be 1..86400 seconds", "timeout")
+        timeout = seconds_to_ms(obj, "timeout")
+        if not 1 <= timeout <= TIMEOUT_MAX_MS:
+            raise _invalid("timeout must round to 1..86400000 ms", "timeout")
+        return timeout
+    if "timeout_ms" in options:
+        obj = options["timeout_ms"]
+        if not _is_int(obj) or not 1 <= obj <= TIMEOUT_MAX_MS:
+            raise _invalid("timeout_ms must be an integer in 1..86400000", "timeout_ms")
+        return obj
+    return default
+
+
+def _job_id(options: dict[str, Any], rng: RandomSource) -> bytes:
+    if "id" in options:
+        return parse_job_id(options["id"], field="id", code="invalid_enqueue")
+    if "submission_id" in options:
+        if not is_identifier(options["submission_id"]):
+            raise _invalid("submission_id must be 1..128 bytes without NUL", "submission_id")
+        return job_id_from_submission(options["submission_id"])
+    return random_job_id(rng)
+
+
+def _check_args(args: Any, config: EngineConfig) -> int:
+    """Refuse args that are not an object or exceed the insert limits; returns their nodes."""
+    if not isinstance(args, dict):
+        raise _invalid("args must be a JSON object", "args")
+    try:
+        size = measure(args, "args")
+    except UnsupportedValue as problem:
+        raise RequestRefused(str(problem), code="invalid_enqueue", field=problem.where) from None
+    if size.depth > config.max_depth:
+        raise RequestRefused(f"args nest {size.depth} levels (limit {config.max_depth})",
+                             code="capacity", reason="depth")
+    if size.nodes > config.max_nodes:
+        raise RequestRefused(f"args have {size.nodes} nodes (limit {config.max_nodes})",
+                             code="capacity", reason="output_nodes")
+    if size.encoded_bytes > config.max_args_bytes:
+        raise RequestRefused(f"args encode to {size.encoded_bytes} bytes (limit {config.max_args_bytes})",
+                             code="capacity", reason="encoded_bytes")
+    return size.nodes
+
+
+def parse_enqueue(
+    task: Any, args: Any, options: Any, now_ms: int, config: EngineConfig, rng: RandomSource
+) -> JobRequest:
+    """Validate one enqueue and build its immutable definition (protocol.md §2.3-2.5)."""
+    present = _present({} if options is None else options)
+    _exclusive(present, "id", "submission_id")
+    _exclusive(present, "delay", "delay_ms")
+    _exclusive(present, "timeout", "timeout_ms")
+    _exclusive(present, "delay", "run_at")
+    _exclusive(present, "delay_ms", "run_at")
+    task = _key(task, "task")
+    args_nodes = _check_args(args, config)
+    retries = present.get("retries", 0)
+    if not _is_int(retries) or not 0 <= retries <= RETRIES_MAX:
+        raise _invalid(f"retries must be an integer in 0..{RETRIES_MAX}", "retries")
+    if present.get("backoff", "exponential") != "exponential":
+        raise _invalid("backoff must be 'exponential'", "backoff")
+    durability = present.get("durability", "persistent")
+    if durability not in DURABILITIES:
+        raise _invalid("durability must be 'persistent' or 'volatile'", "durability")
+    queue = _key(present.get("queue", "default"), "queue")
+    definition = build_definition(
+        worker_key=task, queue_key=queue, args=args, max_attempts=retries + 1,
+        scheduled_at=_scheduled_at(present, now_ms),
+        timeout_ms=_timeout_ms(present, config.default_timeout_ms),
+    )
+    encoded = canonical_bytes(definition)
+    if len(encoded) > config.max_payload_bytes:
+        raise RequestRefused(f"definition encodes to {len(encoded)} bytes (limit {config.max_payload_bytes})",
+                             code="capacity", reason="encoded_bytes")
+    # Nodes of the definition map beyond args: 8 keys + 8 values + 4 policy keys/values... counted once.
+    nodes = args_nodes + DEFINITION_FIXED_NODES
+    return JobRequest(_job_id(present, rng), definition, encoded, nodes, durability)
+
+
+# root map (1) + 8 keys + 7 non-args values + retry_policy's 4 keys and 4 values
+DEFINITION_FIXED_NODES = 1 + 8 + 7 + 8

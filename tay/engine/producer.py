@@ -1,0 +1,91 @@
+"""Producer requests: enqueue, status, result and cancel (protocol.md §1.4, §2, §6.7-6.8).
+
+Each handler validates everything before it mutates anything, so a ``RequestRefused``
+raised here leaves the engine untouched (``Engine.handle`` turns it into a ``Refuse``).
+"""
+
+from __future__ import annotations
+
+from tay.engine.admission import job_charge
+from tay.engine.commands import Cancel, Enqueue, Result, Status
+from tay.engine.effects import CancelExecution, Outcome, Reply
+from tay.engine.ids import parse_job_id, random_token
+from tay.engine.jobs import JobEntry, public_job
+from tay.engine.options import parse_enqueue
+from tay.engine.state import EngineState
+from tay.failures import RequestRefused
+from tay.storage import events as ev
+
+RESULT_REFUSALS = {
+    "cancelled": ("task_cancelled", "the job was cancelled"),
+    "discarded": ("task_failed", "the job failed on its last allowed attempt"),
+}
+
+
+class ProducerCommands(EngineState):
+    def _reply(self, out: Outcome, conn, request_id, kind: str, **fields) -> None:
+        if conn is not None or request_id is not None:
+            out.effects.append(Reply(conn, request_id, kind, fields))
+
+    def _lookup(self, raw_job_id) -> JobEntry:
+        job_id = parse_job_id(raw_job_id)
+        entry = self.jobs.get(job_id)
+        if entry is None:
+            raise RequestRefused(f"job {job_id.hex()} not found", code="not_found", job_id=job_id.hex())
+        return entry
+
+    def _enqueue(self, cmd: Enqueue, now_ms: int, mono_ms: int, out: Outcome) -> None:
+        request = parse_enqueue(cmd.task, cmd.args, cmd.options, now_ms, self.config, self.rng)
+        entry = self.jobs.get(request.job_id)
+        if entry is not None:
+            if (entry.state.definition_bytes != request.definition_bytes
+                    or entry.durability != request.durability):
+                raise RequestRefused(
+                    f"job {request.job_id.hex()} already exists with a different definition "
+                    "(conflict)", code="invalid_enqueue", reason="conflict",
+                    job_id=request.job_id.hex(),
+                )
+        else:
+            self.budget.admit(job_charge(len(request.definition_bytes), request.definition_nodes))
+            event = ev.job_inserted(request.job_id, now_ms, request.definition)
+            entry = self._commit(None, event, request.durability == "volatile", out)
+        self._reply(out, cmd.conn, cmd.request_id, "enqueued", job_id=request.job_id.hex(),
+                    job=public_job(entry))
+        self._dispatch(now_ms, mono_ms, out)
+
+    def _status(self, cmd: Status, now_ms: int, mono_ms: int, out: Outcome) -> None:
+        entry = self._lookup(cmd.job_id)
+        self._reply(out, cmd.conn, cmd.request_id, "status", job=public_job(entry),
+                    status=entry.state.state)
+
+    def _result(self, cmd: Result, now_ms: int, mono_ms: int, out: Outcome) -> None:
+        entry = self._lookup(cmd.job_id)
+        job = entry.state
+        if job.state == "completed":
+            if not job.result_present:
+                raise RequestRefused("the completed job has no retained result",
+                                     code="result_missing", job_id=job.id.hex())
+            self._reply(out, cmd.conn, cmd.request_id, "result", result=job.result)
+            return
+        code, message = RESULT_REFUSALS.get(job.state, ("result_not_ready", "the job is not finished"))
+        raise RequestRefused(message, code=code, job_id=job.id.hex(), state=job.state)
+
+    def _cancel(self, cmd: Cancel, now_ms: int, mono_ms: int, out: Outcome) -> None:
+        entry = self._lookup(cmd.job_id)
+        job = entry.state
+        if job.state in ("completed", "discarded"):
+            raise RequestRefused(f"a {job.state} job cannot be cancelled", code="cancel_rejected",
+                                 job_id=job.id.hex(), state=job.state)
+        if job.state != "cancelled":
+            token = job.execution if job.state == "executing" else None
+            reservation = self.executors.reservations.get(entry.reservation_id or "")
+            self._commit(entry, ev.job_cancelled(job.id, now_ms, job.revision, token),
+                         entry.volatile, out)
+            if reservation is not None:
+                self._release(reservation)
+                out.effects.append(CancelExecution(reservation.conn, random_token(self.rng),
+                                                   reservation.reservation_id,
+                                                   reservation.execution_id))
+        self._reply(out, cmd.conn, cmd.request_id, "cancelled", job=public_job(entry),
+                    status=entry.state.state)
+        self._dispatch(now_ms, mono_ms, out)

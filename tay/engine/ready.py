@@ -1,0 +1,85 @@
+"""Indexes of waiting jobs: ready jobs per (queue, task), and due-time / timeout heaps.
+
+Ready jobs are ordered inside their queue by (eligible_at, ready order). Each queue keeps
+one heap per task, so a task nobody can run never blocks other tasks of the same queue,
+and picking the next job costs O(tasks in the queue + log n). Entries are removed lazily:
+an entry is live only while the job is still available with the same ready key.
+Queues with ready jobs are served round-robin.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections import OrderedDict
+from typing import Callable, Iterator
+
+ReadyEntry = tuple[int, int, bytes]  # (eligible_at, ready order, job id)
+
+
+class ReadyIndex:
+    def __init__(self, is_live: Callable[[ReadyEntry], bool]) -> None:
+        self._is_live = is_live
+        self._queues: dict[str, dict[str, list[ReadyEntry]]] = {}
+        # Queues with (possibly) ready jobs, in round-robin order: served ones move to the end.
+        self._rotation: OrderedDict[str, None] = OrderedDict()
+
+    def push(self, queue: str, task: str, entry: ReadyEntry) -> None:
+        heapq.heappush(self._queues.setdefault(queue, {}).setdefault(task, []), entry)
+        if queue not in self._rotation:
+            self._rotation[queue] = None
+
+    def queues(self) -> list[str]:
+        """Queues that may have ready jobs, in round-robin order."""
+        return list(self._rotation)
+
+    def served(self, queue: str) -> None:
+        """Move a queue that just dispatched to the back of the rotation."""
+        if queue in self._rotation:
+            self._rotation.move_to_end(queue)
+
+    def heads(self, queue: str) -> Iterator[tuple[str, ReadyEntry]]:
+        """The live head entry of every task heap of ``queue`` (dropping stale entries)."""
+        tasks = self._queues.get(queue)
+        if not tasks:
+            self._rotation.pop(queue, None)
+            return
+        for task in list(tasks):
+            heap = tasks[task]
+            while heap and not self._is_live(heap[0]):
+                heapq.heappop(heap)
+            if not heap:
+                del tasks[task]
+                continue
+            yield task, heap[0]
+        if not tasks:
+            del self._queues[queue]
+            self._rotation.pop(queue, None)
+
+    def pop(self, queue: str, task: str) -> ReadyEntry:
+        return heapq.heappop(self._queues[queue][task])
+
+
+class DueHeap:
+    """A min-heap of (due time, tiebreak, key) with lazy invalidation by ``is_live``."""
+
+    def __init__(self, is_live: Callable[[tuple], bool]) -> None:
+        self._heap: list[tuple] = []
+        self._is_live = is_live
+        self._counter = 0
+
+    def push(self, due: int, key: object) -> None:
+        self._counter += 1
+        heapq.heappush(self._heap, (due, self._counter, key))
+
+    def peek_due(self) -> int | None:
+        while self._heap and not self._is_live(self._heap[0]):
+            heapq.heappop(self._heap)
+        return self._heap[0][0] if self._heap else None
+
+    def pop_due(self, now: int) -> Iterator[tuple]:
+        """Yield live entries whose due time is <= ``now``, in due order."""
+        while True:
+            due = self.peek_due()
+            if due is None or due > now:
+                return
+            yield heapq.heappop(self._heap)

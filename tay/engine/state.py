@@ -1,0 +1,175 @@
+"""The engine's state and its one mutation path: build event -> ``apply`` -> re-index.
+
+Live commands and recovery replay both end in ``_install`` after
+``tay.storage.transitions.apply``, so the durable state a replay reproduces is, by
+construction, the state the live engine had. Persistent events take the next record
+sequence (``next_sequence``) and go into the Outcome; volatile jobs run through the same
+``apply`` with a private revision counter and never produce events.
+"""
+
+from __future__ import annotations
+
+import random
+from collections import Counter
+from typing import Any
+
+from tay.engine.admission import ClientPermits, StateBudget, job_charge
+from tay.engine.config import EngineConfig
+from tay.engine.effects import Execute, Outcome
+from tay.engine.executors import Executor, ExecutorRegistry, Reservation
+from tay.engine.ids import RandomSource, random_token
+from tay.engine.jobs import JobEntry
+from tay.engine.options import DEFINITION_FIXED_NODES
+from tay.engine.ready import DueHeap, ReadyIndex
+from tay.engine.values import measure
+from tay.storage import events as ev
+from tay.storage.transitions import JobState, apply, expected_finish, retry_due_range
+
+WAITING_FOR_TIME = ("scheduled", "retryable")
+
+
+def definition_nodes(definition: dict[str, Any]) -> int:
+    return measure(definition["args"], "args").nodes + DEFINITION_FIXED_NODES
+
+
+class EngineState:
+    def __init__(self, config: EngineConfig | None = None, rng: RandomSource | None = None) -> None:
+        self.config = config if config is not None else EngineConfig()
+        self.rng: RandomSource = rng if rng is not None else random.SystemRandom()
+        self.next_sequence = 1
+        self._volatile_sequence = 1
+        self.jobs: dict[bytes, JobEntry] = {}
+        self.counts: Counter[str] = Counter()
+        self.executors = ExecutorRegistry(self.config.settled_memory)
+        self.budget = StateBudget(self.config.max_state_bytes)
+        self.permits = ClientPermits(self.config)
+        self._ready = ReadyIndex(self._ready_live)
+        self._timers = DueHeap(self._timer_live)
+        self._timeouts = DueHeap(self._timeout_live)
+        self._executing: Counter[str] = Counter()
+        self._ready_counter = 0
+        self._clock_offset = 0  # last seen now_ms - mono_ms, to map wall due times to mono
+
+    # ---- lazy index validity -------------------------------------------------------
+
+    def _ready_live(self, entry: tuple[int, int, bytes]) -> bool:
+        job = self.jobs.get(entry[2])
+        return job is not None and job.ready_key == (entry[0], entry[1])
+
+    def _timer_live(self, item: tuple) -> bool:
+        job_id, revision = item[2]
+        job = self.jobs.get(job_id)
+        return job is not None and job.state.revision == revision and job.state.state in WAITING_FOR_TIME
+
+    def _timeout_live(self, item: tuple) -> bool:
+        return item[2] in self.executors.reservations
+
+    # ---- the one mutation path -----------------------------------------------------
+
+    def _commit(self, entry: JobEntry | None, event: ev.Event, volatile: bool, out: Outcome) -> JobEntry:
+        """Apply a live event: take its sequence, apply, re-index, and queue it if durable."""
+        sequence = self._volatile_sequence if volatile else self.next_sequence
+        state = apply(entry.state if entry is not None else None, sequence, event)
+        if volatile:
+            self._volatile_sequence += 1
+        else:
+            self.next_sequence += 1
+            out.events.append((sequence, event))
+        return self._install(entry, state, volatile)
+
+    def _install(self, entry: JobEntry | None, state: JobState, volatile: bool) -> JobEntry:
+        """Store a job's new durable state and bring every index and charge in line."""
+        if entry is None:
+            charge = job_charge(len(state.definition_bytes), definition_nodes(state.definition))
+            entry = JobEntry(state, volatile, charge)
+            self.jobs[state.id] = entry
+            self.budget.charge(charge)
+        else:
+            self.counts[entry.state.state] -= 1
+            if state.result_present and not entry.state.result_present:
+                extra = measure(state.result, "result").encoded_bytes
+                entry.charge += extra
+                self.budget.charge(extra)
+            entry.state = state
+        self.counts[state.state] += 1
+        entry.ready_key = None
+        if state.state == "available":
+            self._ready_counter += 1
+            entry.ready_key = (state.eligible_at, self._ready_counter)
+            self._ready.push(entry.queue, entry.task, (state.eligible_at, self._ready_counter, state.id))
+        elif state.state in WAITING_FOR_TIME:
+            self._timers.push(state.eligible_at, (state.id, state.revision))
+        return entry
+
+    # ---- finishing and releasing executions ------------------------------------------
+
+    def _retry_due(self, attempt: int, at: int) -> int:
+        """Draw the retry due time once (it is stored in the event, never re-drawn)."""
+        low, high = retry_due_range(attempt, at)
+        return low if high <= low else low + self.rng.randint(0, high - low)
+
+    def _finish(self, entry: JobEntry, outcome: int, diagnostic: int | None, now_ms: int,
+                out: Outcome) -> None:
+        job = entry.state
+        disposition, next_attempt = expected_finish(outcome, job.attempt, job.max_attempts)
+        due = self._retry_due(job.attempt, now_ms) if disposition == ev.RETRYABLE else None
+        event = ev.job_finished(
+            job.id, now_ms, job.revision, execution_token=job.execution, outcome=outcome,
+            diagnostic_code=diagnostic, disposition=disposition, next_attempt=next_attempt,
+            next_due_at=due,
+        )
+        self._commit(entry, event, entry.volatile, out)
+
+    def _release(self, reservation: Reservation) -> None:
+        self.executors.release(reservation)
+        self._executing[reservation.queue] -= 1
+        entry = self.jobs.get(reservation.job_id)
+        if entry is not None and entry.reservation_id == reservation.reservation_id:
+            entry.reservation_id = None
+
+    # ---- dispatch ----------------------------------------------------------------------
+
+    def _dispatch(self, now_ms: int, mono_ms: int, out: Outcome) -> None:
+        """Start as many ready jobs as credits and executors allow, round-robin over queues."""
+        progress = True
+        while progress:
+            progress = False
+            for queue in self._ready.queues():
+                if self._executing[queue] >= self.config.queue_credits(queue):
+                    continue
+                if self._dispatch_one(queue, now_ms, mono_ms, out):
+                    self._ready.served(queue)
+                    progress = True
+
+    def _dispatch_one(self, queue: str, now_ms: int, mono_ms: int, out: Outcome) -> bool:
+        best: tuple[str, tuple[int, int, bytes], Executor] | None = None
+        for task, head in self._ready.heads(queue):
+            if best is not None and head >= best[1]:
+                continue
+            executor = self.executors.select(task, queue)
+            if executor is not None:
+                best = (task, head, executor)
+        if best is None:
+            return False
+        task, head, executor = best
+        self._ready.pop(queue, task)
+        self._start(self.jobs[head[2]], executor, now_ms, mono_ms, out)
+        return True
+
+    def _start(self, entry: JobEntry, executor: Executor, now_ms: int, mono_ms: int,
+               out: Outcome) -> None:
+        job = entry.state
+        at = max(now_ms, job.eligible_at)
+        event = ev.job_started(job.id, at, job.revision, job.next_attempt, job.cycle)
+        entry = self._commit(entry, event, entry.volatile, out)
+        timeout_ms = job.definition["timeout_ms"]
+        reservation = Reservation(random_token(self.rng), random_token(self.rng), executor.conn,
+                                  job.id, entry.queue, mono_ms + timeout_ms)
+        self.executors.reserve(executor, reservation)
+        entry.reservation_id = reservation.reservation_id
+        self._executing[entry.queue] += 1
+        self._timeouts.push(reservation.deadline_mono, reservation.reservation_id)
+        out.effects.append(Execute(
+            executor.conn, reservation.reservation_id, reservation.execution_id, job.id.hex(),
+            entry.task, job.definition["args"], timeout_ms, entry.queue,
+        ))

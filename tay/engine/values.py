@@ -1,0 +1,81 @@
+"""Measuring JSON-like values against the insert and result limits, without encoding them.
+
+One walk gives the canonical Value encoded size (storage.md §5), the depth (root 1, each
+key and value parent + 1) and the node count (every value and every key counts 1), and
+refuses what the Value codec cannot hold (bytes, non-text keys, integers outside
+-2^63..2^64-1, NaN/infinite floats).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Any
+
+INT_MIN = -(2**63)
+INT_MAX = 2**64 - 1
+
+
+class UnsupportedValue(ValueError):
+    """The value cannot be stored; ``where`` is a path like ``args.items[3]``."""
+
+    def __init__(self, problem: str, where: str) -> None:
+        super().__init__(f"{where}: {problem}")
+        self.problem = problem
+        self.where = where
+
+
+@dataclass(frozen=True, slots=True)
+class Measure:
+    encoded_bytes: int
+    depth: int
+    nodes: int
+
+
+def _text_size(text: str, where: str) -> int:
+    try:
+        return 5 + len(text.encode("utf-8"))
+    except UnicodeEncodeError:
+        raise UnsupportedValue("text is not valid UTF-8 (lone surrogate)", where) from None
+
+
+def measure(obj: Any, where: str) -> Measure:
+    """Size, depth and nodes of ``obj`` as a canonical Value; raises ``UnsupportedValue``."""
+    total = 0
+    deepest = 0
+    nodes = 0
+    stack: list[tuple[Any, int, str]] = [(obj, 1, where)]
+    while stack:
+        item, depth, path = stack.pop()
+        nodes += 1
+        if depth > deepest:
+            deepest = depth
+        kind = type(item)
+        if item is None or kind is bool:
+            total += 1
+        elif kind is int:
+            if not INT_MIN <= item <= INT_MAX:
+                raise UnsupportedValue("integer outside -2^63..2^64-1", path)
+            total += 9
+        elif kind is float:
+            if not math.isfinite(item):
+                raise UnsupportedValue("float must be finite", path)
+            total += 9
+        elif kind is str:
+            total += _text_size(item, path)
+        elif kind is list:
+            total += 5
+            stack.extend((child, depth + 1, f"{path}[{index}]") for index, child in enumerate(item))
+        elif kind is dict:
+            total += 5
+            for key, child in item.items():
+                if type(key) is not str:
+                    raise UnsupportedValue("object keys must be strings", path)
+                nodes += 1
+                total += _text_size(key, path)
+                stack.append((child, depth + 1, f"{path}.{key}"))
+            if item and depth + 1 > deepest:
+                deepest = depth + 1
+        else:
+            raise UnsupportedValue(f"{kind.__name__} is not a JSON value", path)
+    return Measure(total, deepest, nodes)
