@@ -25,7 +25,7 @@ from tay import _native
 from tay.failures import RecoveryRefused, StorageFailure
 
 # Codec reasons that are operational budgets rather than invalid bytes.
-RESOURCE_REASONS = frozenset({"depth_limit", "node_limit", "binary_limit"})
+RESOURCE_REASONS = _native.RESOURCE_REASONS
 
 MAX_DECODE_INPUT = 16 * 1024 * 1024
 
