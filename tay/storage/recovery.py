@@ -116,7 +116,9 @@ def _read_store(io: RealIO, inventory: layout.Inventory) -> bytes:
         if not inventory.segment_ids and not inventory.unrelated:
             raise RecoveryRefused("initialization_required", "uninitialized", path=inventory.root,
                                   stage="preflight")
-        if inventory.segment_ids == [1] and not inventory.unrelated:
+        genesis_size = segment.HEADER_SIZE  # one empty active segment 1 (header only)
+        if inventory.segment_ids == [1] and not inventory.unrelated and \
+                inventory.total_segment_bytes == genesis_size:
             raise RecoveryRefused("initialization_required", "genesis", path=path, stage="preflight")
         raise RecoveryRefused("discovery", "missing_store_marker", path=path, stage="preflight")
     with open(path, "rb", opener=lambda p, f: os.open(p, f | os.O_NOFOLLOW)) as handle:
