@@ -45,8 +45,7 @@ class Connection(asyncio.Protocol):
 
     # -- asyncio callbacks -------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.Transport)
-        self.transport = transport
+        self.transport = transport  # type: ignore[assignment]  # uvloop's is not a subclass
         if not self.listener.admit(self):
             transport.close()  # over executor_max_connections: accept, then close
             return
