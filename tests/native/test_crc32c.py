@@ -39,3 +39,46 @@ def test_buffer_kinds(native):
 def test_refuses_non_buffer(native):
     with pytest.raises(TypeError):
         native.crc32c("123456789")
+
+
+def test_forced_software_path_in_subprocess():
+    """TAY_CRC32C_SOFTWARE=1 selects the portable path, which gives the same results."""
+    import os
+    import subprocess
+    import sys
+
+    pytest.importorskip("tay._native.c")
+    code = (
+        "from tay._native import c\n"
+        "print(c.CRC32C_IMPLEMENTATION)\n"
+        "data = bytes(range(256)) * 41 + b'123'\n"
+        "print(c.crc32c(b'123456789'), c.crc32c(data), c.crc32c(data[7:], c.crc32c(data[:7])))\n"
+    )
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env = dict(os.environ, TAY_CRC32C_SOFTWARE="1", PYTHONPATH=root)
+    out = subprocess.run([sys.executable, "-c", code], env=env, cwd=root, check=True,
+                         capture_output=True, text=True).stdout.split("\n")
+    assert out[0] == "software"
+    from tay._native import pure
+
+    data = bytes(range(256)) * 41 + b"123"
+    expected = pure.crc32c(data)
+    assert out[1].split() == [str(0xE3069283), str(expected), str(expected)]
+
+
+def test_hardware_path_reported():
+    c = pytest.importorskip("tay._native.c")
+    assert c.CRC32C_IMPLEMENTATION in ("sse4.2", "armv8", "software")
+
+
+def test_package_facade_and_forced_python(monkeypatch):
+    import os
+    import subprocess
+    import sys
+
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    env = dict(os.environ, TAY_NATIVE="python", PYTHONPATH=root)
+    out = subprocess.run(
+        [sys.executable, "-c", "import tay._native as n; print(n.IMPLEMENTATION, n.CRC32C_IMPLEMENTATION)"],
+        env=env, cwd=root, check=True, capture_output=True, text=True).stdout.split()
+    assert out == ["python", "software"]
