@@ -300,3 +300,50 @@ def test_written_segments_scan_back(batch, first, seal):
     ]
     assert decoded == batch
     assert [r[3] for r in result.records] == list(range(first, first + len(batch)))
+
+
+def test_encoders_rebuild_sealed_fixture(upstream):
+    header = encode_header(1, 1, upstream.store_id)
+    frames = encode_records([(1, 1, 1, b""), (1, 1, 2, bytes.fromhex("00ff544159007f800a")),
+                             (1, 1, 3, b"")])
+    body = header + frames
+    footer = encode_footer(decode_header(header), 3, _native.crc32c(body))
+    assert body + footer == upstream.segment("s05")
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.sampled_from(["s02", "s03", "s04", "s05"]), st.data())
+def test_any_flipped_byte_is_refused(upstream, name, data):
+    # CRC32C catches every error burst of up to 32 bits, so one damaged byte anywhere in a
+    # header, frame or footer can never scan as a (different) clean segment.
+    buf = bytearray(upstream.segment(name))
+    position = data.draw(st.integers(0, len(buf) - 1))
+    buf[position] ^= data.draw(st.integers(1, 255))
+    with pytest.raises(RecoveryRefused):
+        scan(bytes(buf), upstream)
+
+
+def test_file_over_one_gib_is_refused(upstream, tmp_path):
+    import mmap
+
+    path = tmp_path / "00000000000000000001.tay"
+    with open(path, "wb") as file:  # sparse: only the header is really written
+        file.write(upstream.segment("s01"))
+        file.truncate((1 << 30) + 1)
+    with open(path, "rb") as file, mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ) as buf:
+        err = refusal(buf, upstream)
+    assert (err.kind, err.reason, err.extra["size"]) == (
+        "physical_corruption", "segment_too_large", (1 << 30) + 1)
+
+
+def test_scan_works_on_an_mmap(upstream, tmp_path):
+    import mmap
+
+    path = tmp_path / "00000000000000000001.tay"
+    path.write_bytes(upstream.segment("s05"))
+    with open(path, "rb") as file, mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ) as buf:
+        result = scan(buf, upstream)
+        offset, _, _, _, length = result.records[1]
+        payload = bytes(memoryview(buf)[offset + 24: offset + 24 + length])
+    assert (result.state, result.count, payload) == ("sealed", 3, bytes.fromhex(
+        "00ff544159007f800a"))
