@@ -255,3 +255,60 @@ def test_acquire_lock_refuses_a_symlinked_path(data_dir):
         assert (refused.value.kind, refused.value.reason) == ("ownership_unavailable", "symlink_in_path")
     finally:
         os.unlink(link)
+
+
+# -- group commit ------------------------------------------------------------------------
+from tay.storage.commit import GroupCommitter  # noqa: E402
+
+
+def test_default_group_commit_is_one_fsync_per_event(data_dir):
+    init_store(data_dir, durability="sync", validated_filesystem=True)
+    journal, _ = open_journal(data_dir)
+    committer = GroupCommitter(journal)
+    receipts = [committer.submit(records(seq, 1)).result(timeout=10) for seq in range(1, 6)]
+    pair = committer.submit(records(6, 2)).result(timeout=10)  # finish + result: one batch
+    committer.close()
+    stats = committer.stats()
+    assert [r.last_sequence for r in receipts] == [1, 2, 3, 4, 5]
+    assert (pair.first_sequence, pair.last_sequence) == (6, 7)
+    assert (stats.batches, stats.fsyncs, stats.events, stats.largest_batch) == (6, 6, 7, 2)
+    journal.close()
+
+
+def test_batches_keep_order_and_respect_max_events(data_dir):
+    init_store(data_dir, durability="sync", validated_filesystem=True)
+    journal, _ = open_journal(data_dir, target=MIN_ROTATION_TARGET)
+    committer = GroupCommitter(journal, max_events=4, interval_ms=30)
+    futures = [committer.submit(records(seq, 1)) for seq in range(1, 11)]
+    futures.append(committer.submit(records(11, 6)))  # bigger than max_events: alone, unsplit
+    receipts = [f.result(timeout=10) for f in futures]
+    committer.close()
+    stats = committer.stats()
+    assert stats.events == 16 and stats.batches < 11 and stats.fsyncs == stats.batches
+    assert receipts[-1].count == 6 and receipts[-1].first_sequence == 11
+    for future, receipt in zip(futures[:10], receipts[:10]):
+        assert receipt.count <= 4
+    journal.close()
+    reopened, seen = open_journal(data_dir, target=MIN_ROTATION_TARGET)
+    assert [s for s, *_ in seen.seen] == list(range(1, 17))
+    reopened.close()
+
+
+def test_close_drains_queued_submissions(data_dir):
+    init_store(data_dir, durability="write")
+    journal, _ = open_journal(data_dir, durability="write")
+    committer = GroupCommitter(journal, max_events=8, interval_ms=200)
+    futures = [committer.submit(records(seq, 1)) for seq in range(1, 4)]
+    committer.close()
+    assert all(f.done() and f.exception() is None for f in futures)
+    assert isinstance(committer.submit(records(4, 1)).exception(timeout=1), WriterStopped)
+    journal.close()
+
+
+def test_group_commit_rejects_bad_settings(data_dir):
+    init_store(data_dir, durability="write")
+    journal, _ = open_journal(data_dir, durability="write")
+    for kwargs in ({"max_events": 0}, {"interval_ms": -1}):
+        with pytest.raises(RecoveryRefused):
+            GroupCommitter(journal, **kwargs)
+    journal.close()
