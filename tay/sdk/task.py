@@ -114,17 +114,23 @@ class Task:
             return self.function(**arguments)
         positional: list[Any] = []
         keywords: dict[str, Any] = {}
+        in_order = True  # parameters before *args go positionally while none is missing
         for parameter in self.signature.parameters.values():
+            kind = parameter.kind
             if parameter.name not in arguments:
+                in_order = in_order and kind not in (inspect.Parameter.POSITIONAL_ONLY,
+                                                     inspect.Parameter.POSITIONAL_OR_KEYWORD)
                 continue
             value = arguments[parameter.name]
-            if parameter.kind is inspect.Parameter.POSITIONAL_ONLY:
+            if kind is inspect.Parameter.POSITIONAL_ONLY or (kind is inspect.Parameter.POSITIONAL_OR_KEYWORD and in_order):
                 positional.append(value)
-            elif parameter.kind is inspect.Parameter.VAR_POSITIONAL:
+            elif kind is inspect.Parameter.VAR_POSITIONAL:
                 if not isinstance(value, list):
                     raise ValidationError(f"task {self.name!r}: *{parameter.name} must arrive as a list")
+                if value and not in_order:
+                    raise ValidationError(f"task {self.name!r}: *{parameter.name} given but an earlier argument is missing")
                 positional.extend(value)
-            elif parameter.kind is inspect.Parameter.VAR_KEYWORD:
+            elif kind is inspect.Parameter.VAR_KEYWORD:
                 if not isinstance(value, Mapping):
                     raise ValidationError(f"task {self.name!r}: **{parameter.name} must arrive as an object")
                 keywords.update(value)
