@@ -52,7 +52,7 @@ def _verify_segment(data: bytes, path: str) -> dict[str, Any]:
     scan = segment.scan_segment(data, segment_id=segment_id, store_id=store_id, highest=True,
                                 budget=record.MAX_PAYLOAD, path=path)
     return {"segment_id": segment_id, "state": scan.state, "first_sequence": scan.first_sequence,
-            "records": scan.record_count, "store_id": store_id.hex()}
+            "records": scan.count, "store_id": store_id.hex()}
 
 
 def _verify_store(data: bytes, path: str) -> dict[str, Any]:
