@@ -163,3 +163,15 @@ def test_resource_reasons_match_the_codec():
     from tay import _native
 
     assert value.RESOURCE_REASONS == _native.RESOURCE_REASONS
+
+
+def test_input_over_16_mib_is_a_resource_limit():
+    with pytest.raises(RecoveryRefused) as info:
+        decode(bytes(16 * 1024 * 1024 + 1))
+    assert (info.value.kind, info.value.reason, info.value.extra["length"]) == (
+        "resource_limit", "input_limit", 16 * 1024 * 1024 + 1)
+
+
+def test_decode_accepts_a_memoryview_slice(upstream):
+    frame = upstream.event("E1")
+    assert decode(memoryview(frame)[24:-4]) == decode(e1_payload(upstream))
