@@ -1,0 +1,144 @@
+"""Run ``tay serve`` as a real subprocess and drive it with the REAL tay-client 1.4.0.
+
+The SDK runs in its own interpreter (``TAY_CLIENT_PYTHON``) with ``-I`` and a cwd outside
+the repository, so it imports the installed ``tay-client``, never our package.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import textwrap
+import time
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[2]
+CLIENT_PYTHON = os.environ.get("TAY_CLIENT_PYTHON", str(REPO / ".venv-tay-client/bin/python"))
+SCRATCH = REPO / ".tmp"
+
+WORKER_SCRIPT = r'''
+import asyncio, os, sys, time
+from tay import Tay
+
+async def main():
+    worker = Tay(socket_path=sys.argv[1], mode="worker", capacity=int(sys.argv[2]))
+    state_dir = sys.argv[3]
+
+    @worker.task(name="demo.add.v1")
+    def add(left, right):
+        return {"sum": left + right}
+
+    @worker.task(name="demo.fail.v1")
+    def fail(reason="boom"):
+        raise ValueError(reason)
+
+    @worker.task(name="demo.flaky.v1")
+    def flaky(key, failures):
+        path = os.path.join(state_dir, key)
+        count = int(open(path).read()) if os.path.exists(path) else 0
+        open(path, "w").write(str(count + 1))
+        if count < failures:
+            raise RuntimeError(f"attempt {count + 1} fails")
+        return {"attempts": count + 1}
+
+    @worker.task(name="demo.sleep.v1")
+    async def nap(seconds, key=None):
+        if key:
+            open(os.path.join(state_dir, key), "a").write("started\n")
+        await asyncio.sleep(seconds)
+        return {"slept": seconds}
+
+    await worker.start()
+    print("ready", flush=True)
+    await asyncio.Event().wait()
+
+asyncio.run(main())
+'''
+
+
+class Server:
+    """One ``tay serve`` process on a private data dir and socket."""
+
+    def __init__(self, *extra: str) -> None:
+        SCRATCH.mkdir(exist_ok=True)
+        self.root = Path(tempfile.mkdtemp(prefix="conf-", dir=SCRATCH))
+        self.data_dir = self.root / "data"
+        self.socket = str(self.root / "tay.sock")
+        self.extra = extra
+        self.process: subprocess.Popen[bytes] | None = None
+        self.workers: list[subprocess.Popen[bytes]] = []
+
+    def start(self) -> "Server":
+        log = open(self.root / "server.log", "ab")
+        env = {**os.environ, "PYTHONPATH": str(REPO)}
+        self.process = subprocess.Popen(
+            [sys.executable, "-m", "tay.cli", "serve", "--data-dir", str(self.data_dir),
+             "--socket", self.socket, "--init-if-missing", "--durability", "write", *self.extra],
+            cwd=REPO, stdout=log, stderr=log, env=env)
+        deadline = time.monotonic() + 10
+        while not os.path.exists(self.socket):
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError("tay serve did not start:\n" + self.log())
+            time.sleep(0.02)
+        return self
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            self.process.wait(timeout=10)
+        self.process = None
+
+    def start_worker(self, capacity: int = 4) -> subprocess.Popen[bytes]:
+        worker = subprocess.Popen(
+            [CLIENT_PYTHON, "-I", "-c", WORKER_SCRIPT, self.socket, str(capacity), str(self.root)],
+            cwd=tempfile.gettempdir(), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+        line = worker.stdout.readline()
+        assert line.strip() == b"ready", worker.stderr.read().decode()
+        self.workers.append(worker)
+        return worker
+
+    def kill_worker(self, worker: subprocess.Popen[bytes]) -> None:
+        worker.kill()
+        worker.wait(timeout=5)
+        self.workers.remove(worker)
+
+    def close(self) -> None:
+        for worker in list(self.workers):
+            self.kill_worker(worker)
+        self.stop()
+        shutil.rmtree(self.root, ignore_errors=True)
+
+    def log(self) -> str:
+        return (self.root / "server.log").read_text(errors="replace")
+
+    def client(self, body: str, timeout: float = 30) -> object:
+        """Run ``body`` inside ``async def main(tay)`` with a started client; return its value."""
+        script = (
+            "import asyncio, json, sys\nfrom tay import Tay\nfrom tay.errors import *\n"
+            "async def wait_for(job, states, limit=15.0):\n"
+            "    loop = asyncio.get_running_loop(); end = loop.time() + limit\n"
+            "    while True:\n"
+            "        status = await job.status()\n"
+            "        if status in states or loop.time() > end:\n"
+            "            return status\n"
+            "        await asyncio.sleep(0.02)\n"
+            "async def body(tay):\n" + textwrap.indent(textwrap.dedent(body), "    ") + "\n"
+            "async def main():\n"
+            "    tay = Tay(socket_path=sys.argv[1], mode='client')\n"
+            "    await tay.start()\n"
+            "    try:\n"
+            "        print(json.dumps(await body(tay)))\n"
+            "    finally:\n"
+            "        await tay.close()\n"
+            "asyncio.run(main())\n"
+        )
+        done = subprocess.run([CLIENT_PYTHON, "-I", "-c", script, self.socket],
+                              cwd=tempfile.gettempdir(), capture_output=True, timeout=timeout)
+        if done.returncode != 0:
+            raise AssertionError(done.stderr.decode() + "\n--- server log ---\n" + self.log())
+        return json.loads(done.stdout.decode().strip().splitlines()[-1])
