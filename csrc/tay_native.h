@@ -16,6 +16,7 @@
 #define TAY_CRC_ARMV8 2
 int tay_crc32c_select(int force_software);
 uint32_t tay_crc32c(uint32_t crc, const uint8_t *data, size_t length);
+uint32_t tay_crc32c_chars(uint32_t crc, const char *data, size_t length);
 
 /* ---- Record v1 frames (records.c) ---- */
 #define TAY_RECORD_MAX_PAYLOAD 16777216u

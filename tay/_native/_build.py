@@ -18,6 +18,7 @@ _SOURCES = ["crc32c.c", "records.c", "value.c", "frames.c", "fileops.c"]
 CDEF = """
 int tay_crc32c_select(int force_software);
 uint32_t tay_crc32c(uint32_t crc, const uint8_t *data, size_t length);
+uint32_t tay_crc32c_chars(uint32_t crc, const char *data, size_t length);
 
 int tay_encode_records(size_t count, const int64_t *types, const int64_t *schemas,
                        const uint64_t *sequences, const uint64_t *lengths,

@@ -29,11 +29,14 @@ _SCAN_STOPS = {lib.TAY_SCAN_END: "end", lib.TAY_SCAN_NOT_RECORD: "not_record",
                lib.TAY_SCAN_BAD_RECORD: "bad_record", lib.TAY_SCAN_SEQUENCE: "sequence"}
 _FRAME_ERRORS = {lib.TAY_FRAME_OK: None, lib.TAY_FRAME_TOO_LARGE: "frame_too_large",
                  lib.TAY_FRAME_EMPTY: "empty_frame"}
+_new_uncleared = ffi.new_allocator(should_clear_after_alloc=False)  # C overwrites every byte
 _CHUNK = 65536  # result rows per C call: bounds the scratch arrays, not the scan
 
 
 def crc32c(data: Any, value: int = 0) -> int:
     """CRC32C of ``data``, continuing from the finalized CRC ``value``."""
+    if type(data) is bytes:  # the common case: no buffer object needed
+        return lib.tay_crc32c_chars(value & 0xFFFFFFFF, data, len(data))
     buf = ffi.from_buffer("uint8_t[]", data)
     return lib.tay_crc32c(value & 0xFFFFFFFF, buf, len(buf))
 
@@ -43,7 +46,7 @@ def encode_records(records: Sequence[tuple[int, int, int, Any]]) -> bytes:
     if not records:
         return b""
     types, schemas, sequences, payloads = zip(*records)
-    lengths = [len(memoryview(payload).cast("B")) for payload in payloads]
+    lengths = [len(p) if type(p) is bytes else memoryview(p).nbytes for p in payloads]
     try:
         c_types = ffi.new("int64_t[]", types)
         c_schemas = ffi.new("int64_t[]", schemas)
@@ -55,7 +58,7 @@ def encode_records(records: Sequence[tuple[int, int, int, Any]]) -> bytes:
         raise
     blob = b"".join(payloads)
     total = len(blob) + 28 * len(records)
-    out = ffi.new("uint8_t[]", total)
+    out = _new_uncleared("uint8_t[]", total)
     error_index = ffi.new("size_t *")
     rc = lib.tay_encode_records(len(records), c_types, c_schemas, c_sequences,
                                 ffi.new("uint64_t[]", lengths), ffi.from_buffer("uint8_t[]", blob), out,
