@@ -1,0 +1,71 @@
+"""Start and stop a real ``tay serve`` subprocess for end-to-end SDK tests."""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def require_server() -> None:
+    """Skip (with the reason) only while the engine server package does not exist yet."""
+    try:
+        found = importlib.util.find_spec("tay.server.cli") is not None
+    except ImportError:
+        found = False
+    if not found:
+        pytest.skip("tay.server is not importable yet: end-to-end SDK tests need `tay serve`")
+
+
+class Server:
+    """``tay serve`` in write-durability mode on a private socket and data dir."""
+
+    def __init__(self, data_dir: str, socket_path: str, *extra: str) -> None:
+        self.data_dir = data_dir
+        self.socket_path = socket_path
+        self.extra = extra
+        self.process: subprocess.Popen[bytes] | None = None
+        self.log_path = os.path.join(os.path.dirname(data_dir), "serve.log")
+
+    def start(self) -> Server:
+        command = [sys.executable, "-m", "tay.cli", "serve", "--data-dir", self.data_dir, "--socket",
+                   self.socket_path, "--init-if-missing", "--durability", "write", *self.extra]
+        self._log = open(self.log_path, "ab")
+        env = {**os.environ, "PYTHONPATH": str(REPO)}
+        self.process = subprocess.Popen(command, stdout=self._log, stderr=subprocess.STDOUT, env=env, cwd=str(REPO))
+        deadline = time.monotonic() + 15
+        while not os.path.exists(self.socket_path):
+            if self.process.poll() is not None or time.monotonic() > deadline:
+                raise RuntimeError(f"tay serve did not start: {self.log()}")
+            time.sleep(0.02)
+        return self
+
+    def log(self) -> str:
+        return Path(self.log_path).read_text(errors="replace") if os.path.exists(self.log_path) else ""
+
+    def stop(self, sig: int = signal.SIGTERM) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(sig)
+            try:
+                self.process.wait(10)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait(5)
+        if hasattr(self, "_log"):
+            self._log.close()
+
+
+def scratch_dirs() -> tuple[tempfile.TemporaryDirectory[str], tempfile.TemporaryDirectory[str]]:
+    """A data dir under the repo's .tmp (ext4) and a short socket dir under /tmp."""
+    (REPO / ".tmp").mkdir(exist_ok=True)
+    return (tempfile.TemporaryDirectory(prefix="sdk-e2e-", dir=REPO / ".tmp"),
+            tempfile.TemporaryDirectory(prefix="tsdk-", dir="/tmp"))
