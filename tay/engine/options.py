@@ -19,7 +19,7 @@ from typing import Any
 
 from tay.engine.config import EngineConfig
 from tay.engine.ids import RandomSource, is_identifier, job_id_from_submission, parse_job_id, random_job_id
-from tay.engine.values import UnsupportedValue, measure
+from tay.engine.values import Measure, UnsupportedValue, measure
 from tay.failures import RequestRefused
 from tay.storage.definition import build_definition, canonical_bytes
 
@@ -39,9 +39,13 @@ class JobRequest:
 
     job_id: bytes
     definition: dict[str, Any]
-    definition_bytes: bytes
+    definition_size: int
     definition_nodes: int
     durability: str
+
+    def definition_bytes(self) -> bytes:
+        """Canonical bytes, computed only when needed (same-id comparison)."""
+        return canonical_bytes(self.definition)
 
 
 def _invalid(message: str, option: str | None = None) -> RequestRefused:
@@ -148,8 +152,8 @@ def _job_id(options: dict[str, Any], rng: RandomSource) -> bytes:
     return random_job_id(rng)
 
 
-def _check_args(args: Any, config: EngineConfig) -> int:
-    """Refuse args that are not an object or exceed the insert limits; returns their nodes."""
+def _check_args(args: Any, config: EngineConfig) -> Measure:
+    """Refuse args that are not an object or exceed the insert limits; returns their measure."""
     if not isinstance(args, dict):
         raise _invalid("args must be a JSON object", "args")
     try:
@@ -165,7 +169,7 @@ def _check_args(args: Any, config: EngineConfig) -> int:
     if size.encoded_bytes > config.max_args_bytes:
         raise RequestRefused(f"args encode to {size.encoded_bytes} bytes (limit {config.max_args_bytes})",
                              code="capacity", reason="encoded_bytes")
-    return size.nodes
+    return size
 
 
 def parse_enqueue(
@@ -179,7 +183,7 @@ def parse_enqueue(
     _exclusive(present, "delay", "run_at")
     _exclusive(present, "delay_ms", "run_at")
     task = _key(task, "task")
-    args_nodes = _check_args(args, config)
+    args_size = _check_args(args, config)
     retries = present.get("retries", 0)
     if not _is_int(retries) or not 0 <= retries <= RETRIES_MAX:
         raise _invalid(f"retries must be an integer in 0..{RETRIES_MAX}", "retries")
@@ -194,13 +198,13 @@ def parse_enqueue(
         scheduled_at=_scheduled_at(present, now_ms),
         timeout_ms=_timeout_ms(present, config.default_timeout_ms),
     )
-    encoded = canonical_bytes(definition)
-    if len(encoded) > config.max_payload_bytes:
-        raise RequestRefused(f"definition encodes to {len(encoded)} bytes (limit {config.max_payload_bytes})",
+    # Size without encoding: the rest of the map measured with empty args, plus the args.
+    size = measure({**definition, "args": {}}, "definition").encoded_bytes - 5 + args_size.encoded_bytes
+    if size > config.max_payload_bytes:
+        raise RequestRefused(f"definition encodes to {size} bytes (limit {config.max_payload_bytes})",
                              code="capacity", reason="encoded_bytes")
-    # Nodes of the definition map beyond args: 8 keys + 8 values + 4 policy keys/values... counted once.
-    nodes = args_nodes + DEFINITION_FIXED_NODES
-    return JobRequest(_job_id(present, rng), definition, encoded, nodes, durability)
+    nodes = args_size.nodes + DEFINITION_FIXED_NODES
+    return JobRequest(_job_id(present, rng), definition, size, nodes, durability)
 
 
 # root map (1) + 8 keys + 7 non-args values + retry_policy's 4 keys and 4 values

@@ -38,15 +38,15 @@ class ProducerCommands(EngineState):
         request = parse_enqueue(cmd.task, cmd.args, cmd.options, now_ms, self.config, self.rng)
         entry = self.jobs.get(request.job_id)
         if entry is not None:
-            if (entry.state.definition_bytes != request.definition_bytes
-                    or entry.durability != request.durability):
+            if (entry.durability != request.durability
+                    or entry.state.definition_bytes != request.definition_bytes()):
                 raise RequestRefused(
                     f"job {request.job_id.hex()} already exists with a different definition "
                     "(conflict)", code="invalid_enqueue", reason="conflict",
                     job_id=request.job_id.hex(),
                 )
         else:
-            self.budget.admit(job_charge(len(request.definition_bytes), request.definition_nodes))
+            self.budget.admit(job_charge(request.definition_size, request.definition_nodes))
             event = ev.job_inserted(request.job_id, now_ms, request.definition)
             entry = self._commit(None, event, request.durability == "volatile", out)
         self._reply(out, cmd.conn, cmd.request_id, "enqueued", job_id=request.job_id.hex(),
