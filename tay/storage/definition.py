@@ -24,7 +24,9 @@ ATTEMPT_MAX = 65_535
 TIMEOUT_MAX_MS = 86_400_000
 KEY_MAX_BYTES = 255
 
-RETRY_POLICY_V1: dict[str, int] = {"base_ms": 1000, "cap_ms": 60_000, "jitter_divisor": 4, "version": 1}
+RETRY_POLICY_V1: dict[str, int] = {
+    "base_ms": 1000, "cap_ms": 60_000, "jitter_divisor": 4, "version": 1,
+}
 DEFINITION_KEYS = frozenset(
     {"args", "definition_version", "max_attempts", "queue_key", "retry_policy",
      "scheduled_at", "timeout_ms", "worker_key"}

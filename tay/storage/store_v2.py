@@ -442,7 +442,8 @@ def _check_presence(s: Snapshot, state: str) -> None:
     for key, required in rules.items():
         _require(present[key] == required, f"{state} needs {key} {'set' if required else 'nil'}")
     if state == "completed":
-        _require(b["terminal_at"] == b["completed_at"], "completed needs terminal_at = completed_at")
+        _require(b["terminal_at"] == b["completed_at"],
+                 "completed needs terminal_at = completed_at")
     elif state in ("cancelled", "discarded"):
         _require(b["terminal_at"] is not None, f"{state} needs terminal_at")
     else:

@@ -32,7 +32,9 @@ RETRY_BASE_MS = 1000
 class TransitionRejected(RecoveryRefused):
     """An event does not apply to the job's durable state (class ``consumer_rejected``)."""
 
-    def __init__(self, guard: str, *, job_id: bytes | None, sequence: int, detail: str = "") -> None:
+    def __init__(
+        self, guard: str, *, job_id: bytes | None, sequence: int, detail: str = ""
+    ) -> None:
         super().__init__(
             "consumer_rejected", guard, sequence=sequence,
             job_id=job_id.hex() if job_id is not None else None, detail=detail,
@@ -109,19 +111,20 @@ class _Guard:
     def __init__(self, job_id: bytes | None, sequence: int) -> None:
         self.job_id, self.sequence = job_id, sequence
 
-    def require(self, condition: bool, guard: str, detail: str = "") -> None:
+    def require(self, condition: bool, guard: str, detail: str = "", *values: Any) -> None:
+        """``detail`` is a ``str.format`` template, filled only on failure (replay is hot)."""
         if not condition:
             raise TransitionRejected(guard, job_id=self.job_id, sequence=self.sequence,
-                                     detail=detail)
+                                     detail=detail.format(*values))
 
 
 def apply(previous: JobState | None, sequence: int, event: ev.Event) -> JobState:
     """The next durable state of the job ``event`` names, or ``TransitionRejected``."""
     guard = _Guard(event.job_id, sequence)
-    guard.require(event.is_job_event, "not_a_job_event", f"pair {event.pair}")
+    guard.require(event.is_job_event, "not_a_job_event", "pair {}", event.pair)
     guard.require(type(sequence) is int and 1 <= sequence <= U64_MAX, "invalid_sequence")
     guard.require(event.expected_revision < sequence, "expected_revision_not_below_sequence",
-                  f"expected_revision {event.expected_revision}")
+                  "expected_revision {}", event.expected_revision)
     if event.pair == ev.JOB_INSERTED:
         guard.require(previous is None, "job_already_exists")
         return _inserted(sequence, event)
@@ -129,7 +132,8 @@ def apply(previous: JobState | None, sequence: int, event: ev.Event) -> JobState
     assert previous is not None
     guard.require(previous.id == event.job_id, "job_id_mismatch")
     guard.require(previous.revision == event.expected_revision, "revision_mismatch",
-                  f"expected_revision {event.expected_revision}, job revision {previous.revision}")
+                  "expected_revision {}, job revision {}", event.expected_revision,
+                  previous.revision)
     return _HANDLERS[event.pair](previous, sequence, event, guard)
 
 
@@ -149,7 +153,7 @@ def _available(job: JobState, sequence: int, event: ev.Event, guard: _Guard) -> 
     guard.require(job.state in ("scheduled", "retryable"), "available_from_wrong_state",
                   job.state)
     guard.require(job.eligible_at == event["due_at"], "due_at_mismatch",
-                  f"due_at {event['due_at']}, eligible_at {job.eligible_at}")
+                  "due_at {}, eligible_at {}", event['due_at'], job.eligible_at)
     return replace(job, state="available", revision=sequence, eligible_at=event["due_at"],
                    ready_order=sequence)
 
@@ -157,10 +161,10 @@ def _available(job: JobState, sequence: int, event: ev.Event, guard: _Guard) -> 
 def _started(job: JobState, sequence: int, event: ev.Event, guard: _Guard) -> JobState:
     guard.require(job.state == "available", "start_from_wrong_state", job.state)
     guard.require(event["attempt"] == job.next_attempt, "attempt_mismatch",
-                  f"attempt {event['attempt']}, next_attempt {job.next_attempt}")
+                  "attempt {}, next_attempt {}", event['attempt'], job.next_attempt)
     guard.require(event["attempt"] <= job.max_attempts, "attempt_exceeds_max_attempts")
     guard.require(event["cycle_token"] == job.cycle, "cycle_token_mismatch",
-                  f"cycle_token {event['cycle_token']}, cycle {job.cycle}")
+                  "cycle_token {}, cycle {}", event['cycle_token'], job.cycle)
     guard.require(job.eligible_at is not None and event.at >= job.eligible_at,
                   "started_before_eligible")
     return replace(job, state="executing", revision=sequence, attempt=event["attempt"],
@@ -175,16 +179,16 @@ _DISPOSITION_STATES = {ev.COMPLETED: "completed", ev.RETRYABLE: "retryable",
 def _finished(job: JobState, sequence: int, event: ev.Event, guard: _Guard) -> JobState:
     guard.require(job.state == "executing", "finish_from_wrong_state", job.state)
     guard.require(event["execution_token"] == job.execution, "execution_token_mismatch",
-                  f"execution_token {event['execution_token']}, execution {job.execution}")
+                  "execution_token {}, execution {}", event['execution_token'], job.execution)
     disposition, next_attempt = expected_finish(event["outcome"], job.attempt, job.max_attempts)
     guard.require(event["disposition"] == disposition, "disposition_mismatch",
-                  f"disposition {event['disposition']}, derived {disposition}")
+                  "disposition {}, derived {}", event['disposition'], disposition)
     guard.require(event["next_attempt"] == next_attempt, "next_attempt_mismatch",
-                  f"next_attempt {event['next_attempt']}, derived {next_attempt}")
+                  "next_attempt {}, derived {}", event['next_attempt'], next_attempt)
     if disposition == ev.RETRYABLE:
         low, high = retry_due_range(job.attempt, event.at)
         guard.require(low <= event["next_due_at"] <= high, "retry_due_outside_window",
-                      f"next_due_at {event['next_due_at']} not in {low}..{high}")
+                      "next_due_at {} not in {}..{}", event['next_due_at'], low, high)
     state = _DISPOSITION_STATES[disposition]
     return replace(
         job, state=state, revision=sequence, next_attempt=next_attempt,
@@ -199,7 +203,7 @@ def _cancelled(job: JobState, sequence: int, event: ev.Event, guard: _Guard) -> 
     guard.require(job.state in CANCELLABLE_STATES, "cancel_from_wrong_state", job.state)
     expected_token = job.execution if job.state == "executing" else None
     guard.require(event["execution_token"] == expected_token, "execution_token_mismatch",
-                  f"execution_token {event['execution_token']}, expected {expected_token}")
+                  "execution_token {}, expected {}", event['execution_token'], expected_token)
     return replace(job, state="cancelled", revision=sequence, execution=None,
                    next_attempt=None, eligible_at=None, ready_order=None,
                    terminal_at=event.at)
@@ -209,7 +213,7 @@ def _retried(job: JobState, sequence: int, event: ev.Event, guard: _Guard) -> Jo
     mode = event["mode"]
     allowed = (job.state == "retryable" and mode == ev.MODE_EXPEDITE) or (
         job.state == "discarded" and mode == ev.MODE_NEW_CYCLE)
-    guard.require(allowed, "retry_mode_not_allowed", f"mode {mode} from {job.state}")
+    guard.require(allowed, "retry_mode_not_allowed", "mode {} from {}", mode, job.state)
     if mode == ev.MODE_NEW_CYCLE:
         job = replace(job, attempt=0, next_attempt=1, cycle=sequence, attempted_at=None,
                       completed_at=None)

@@ -141,7 +141,8 @@ def succeeded(job: JobState, at: int = 9) -> ev.Event:
 
 
 def test_insert_twice_is_job_already_exists() -> None:
-    assert rejected(inserted(), 2, ev.job_inserted(JOB, 0, DEFINITION)).guard == "job_already_exists"
+    failure = rejected(inserted(), 2, ev.job_inserted(JOB, 0, DEFINITION))
+    assert failure.guard == "job_already_exists"
 
 
 def test_event_for_missing_job_is_job_absent() -> None:
@@ -157,7 +158,9 @@ def test_stale_expected_revision_is_revision_mismatch() -> None:
     job = executing()
     stale = ev.job_finished(JOB, 9, 1, execution_token=2, outcome=0, diagnostic_code=None,
                             disposition=0)
-    assert rejected(job, 3, stale).guard == "revision_mismatch"
+    failure = rejected(job, 3, stale)
+    assert failure.guard == "revision_mismatch" and failure.job_id == JOB
+    assert "expected_revision 1, job revision 2" in str(failure) and JOB.hex() in str(failure)
 
 
 def test_sequence_not_above_expected_revision_is_refused() -> None:
@@ -285,7 +288,8 @@ def test_cancel_of_executing_job_needs_its_token() -> None:
 
 
 def test_cancel_of_waiting_job_with_a_token_is_refused() -> None:
-    assert rejected(inserted(), 2, ev.job_cancelled(JOB, 1, 1, 1)).guard == "execution_token_mismatch"
+    failure = rejected(inserted(), 2, ev.job_cancelled(JOB, 1, 1, 1))
+    assert failure.guard == "execution_token_mismatch"
 
 
 def test_retry_mode_new_cycle_from_retryable_is_refused() -> None:
