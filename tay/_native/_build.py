@@ -97,11 +97,14 @@ if __name__ == "__main__":
     # Development build that bypasses setuptools' project metadata: compile in a scratch
     # directory (cffi chdirs there) and copy the extension next to this file.
     import shutil
-    import sysconfig
 
     scratch = _ROOT / ".tmp" / "native-build"
     scratch.mkdir(parents=True, exist_ok=True)
     built = make_builder(absolute=True).compile(tmpdir=str(scratch), verbose=True)
-    target = Path(__file__).with_name("_tay_native" + sysconfig.get_config_var("EXT_SUFFIX"))
+    # Remove builds of other flavours (setuptools names it *.abi3.so, cffi's compile the
+    # full ABI tag): the import system would pick one by suffix order, maybe the stale one.
+    for stale in Path(__file__).parent.glob("_tay_native*.so"):
+        stale.unlink()
+    target = Path(__file__).with_name(Path(built).name)
     shutil.copy2(built, target)
     print("installed", target)
