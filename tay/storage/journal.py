@@ -128,6 +128,10 @@ def init_store(
     io = io or RealIO()
     root = os.path.abspath(data_dir)
     check_durability(io, root, durability, validated_filesystem)
+    if os.path.isdir(root) and set(os.listdir(root)) - {layout.LOCK_NAME}:
+        # refuse before even creating the lock: a non-empty directory is left as it was
+        raise RecoveryRefused("argument", "existing_store", path=root, stage="validation",
+                              entries=sorted(os.listdir(root))[:8])
     if not os.path.lexists(root):
         try:
             io.mkdir(root, 0o755)
