@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import EVENT_DIR, RECORD_DIR, SEGMENT_DIR, event_fixture
+from tests.storage.conftest import EVENT_DIR, RECORD_DIR, SEGMENT_DIR, event_fixture
 from tay.storage.journal import init_store
 from tay.storage.record import decode_record
 from tay.storage.recovery import recover

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import event_fixture
+from tests.storage.conftest import event_fixture
 from tay.failures import RecoveryRefused
 from tay.storage import layout
 from tay.storage.fsio import RealIO
