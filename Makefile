@@ -26,7 +26,7 @@ $(STAMP): pyproject.toml setup.py $(NATIVE_SRC)
 
 # Rebuild the cffi module in place after editing csrc/ (the venv keeps the editable install).
 native: venv
-	$(PY) setup.py -q build_ext --inplace
+	$(PY) tay/_native/_build.py
 
 # The unmodified tay-client 1.4.0 from PyPI, isolated: it is also a package named `tay`.
 client-venv: $(CLIENT_PY)
@@ -46,7 +46,7 @@ bench: venv
 	$(VENV)/bin/tay bench reference
 
 bench-micro: venv
-	$(PY) -m pytest benchmarks/micro -q --benchmark-only -p no:timeout
+	$(PY) -m pytest benchmarks/micro -q --benchmark-only --timeout=0
 
 clean:
 	rm -rf $(VENV) $(CLIENT_VENV) build *.egg-info tay/_native/*.so tay/_native/_tay_native.c

@@ -1,0 +1,7 @@
+"""Storage: the Tay byte formats, the journal and recovery (synchronous, no event loop).
+
+Importing the package registers every supported event pair, including the schedule pairs,
+so that any reader that decodes events (recovery, inspect, verify-file) knows all of them.
+"""
+
+from tay.storage import schedule_events as _schedule_events  # noqa: F401  (registers pairs)
