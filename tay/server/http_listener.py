@@ -1,0 +1,494 @@
+"""The HTTP/JSON listener: uvloop transports, httptools parsing, optional mTLS.
+
+HTTP/1.1 with keep-alive and pipelining (responses leave in request order). Bounds: the
+request line plus headers (``max_header_bytes``, ``max_headers``), the body
+(``max_body_bytes``, checked against Content-Length before reading and while streaming),
+the pipeline depth (reading pauses beyond it), and time: a request must arrive whole
+within ``request_timeout_s`` of its first byte, and an idle keep-alive connection closes
+after ``keepalive_timeout_s``. Routing and bodies are sans-IO (``tay.protocol.http_api``);
+worker sessions live in ``http_sessions``. The end of this module holds the listener's
+configuration (flags, ``TAY_HTTP_*``, TLS rules) and the ``tay serve`` entry points.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import ipaddress
+import logging
+import os
+import signal
+import ssl
+from collections.abc import Mapping
+from collections import deque
+from dataclasses import dataclass
+from typing import Any, Callable
+
+import httptools
+
+from tay.engine import commands as engine
+from tay.failures import ConfigurationError, RequestRefused
+from tay.protocol.http_api import (
+    MAX_BODY_BYTES_CEILING, HttpApi, HttpRequest, HttpResponse, ProducerCall, RegisterWorker, WorkerCall,
+    effect_response, error_response,
+)
+
+from .driver import EngineDriver
+from .http_sessions import CLAIM_WAIT_S, SESSION_IDLE_S, EnginePort, SessionRegistry
+
+log = logging.getLogger("tay.server.http")
+
+_REASONS = {200: b"OK", 201: b"Created", 204: b"No Content", 400: b"Bad Request",
+            401: b"Unauthorized", 404: b"Not Found", 405: b"Method Not Allowed",
+            409: b"Conflict", 410: b"Gone", 413: b"Content Too Large",
+            415: b"Unsupported Media Type", 429: b"Too Many Requests",
+            500: b"Internal Server Error", 503: b"Service Unavailable"}
+_PRODUCER_COMMANDS = {"enqueue": engine.Enqueue, "status": engine.Status,
+                      "cancel": engine.Cancel, "result": engine.Result}
+_SCHEDULE_COMMANDS = {"schedule": "Schedule", "cancel_schedule": "CancelSchedule",
+                      "schedules": "ListSchedules", "schedule_status": "ScheduleStatus"}
+
+
+@dataclass(frozen=True, slots=True)
+class HttpLimits:
+    max_body_bytes: int = 1_048_576
+    max_header_bytes: int = 16_384
+    max_headers: int = 100
+    max_pipeline: int = 16
+    request_timeout_s: float = 30.0
+    keepalive_timeout_s: float = 75.0
+    claim_wait_s: float = CLAIM_WAIT_S
+    session_idle_s: float = SESSION_IDLE_S
+
+
+class _Abort(Exception):
+    """Raised inside a parser callback: answer ``response`` and close."""
+
+    def __init__(self, response: HttpResponse) -> None:
+        super().__init__(response.status)
+        self.response = response
+
+
+def encode_response(response: HttpResponse, keep_alive: bool) -> bytes:
+    reason = _REASONS.get(response.status, b"Unknown")
+    lines = [b"HTTP/1.1 %d %s" % (response.status, reason)]
+    lines.extend(name + b": " + value for name, value in response.headers)
+    if response.status != 204:
+        lines.append(b"content-length: %d" % len(response.body))
+    if not keep_alive:
+        lines.append(b"connection: close")
+    return b"\r\n".join(lines) + b"\r\n\r\n" + response.body
+
+
+class HttpServer:
+    """Listener-lifetime state: the API, the producer port, sessions and connections."""
+
+    def __init__(self, driver: EngineDriver, api: HttpApi, limits: HttpLimits,
+                 spare_connections: Callable[[], int] = lambda: 1 << 30) -> None:
+        self.driver = driver
+        self.api = api
+        self.limits = limits
+        self.producer = EnginePort(driver, "h")
+        self.sessions = SessionRegistry(
+            driver, max_sessions=lambda: spare_connections() - len(self.sessions),
+            max_body_bytes=limits.max_body_bytes, claim_wait_s=limits.claim_wait_s,
+            idle_s=limits.session_idle_s)
+        self.connections: set[HttpConnection] = set()
+        self.bound_port: int | None = None
+        self._server: asyncio.AbstractServer | None = None
+
+    async def start(self, host: str, port: int, tls: ssl.SSLContext | None) -> int:
+        loop = asyncio.get_running_loop()
+        self._server = await loop.create_server(
+            lambda: HttpConnection(self), host, port, ssl=tls, reuse_address=True,
+            ssl_handshake_timeout=10.0 if tls is not None else None)
+        bound = self._server.sockets[0].getsockname()[1]
+        log.info("tay listening on %s://%s:%d", "https" if tls else "http", host, bound)
+        return bound
+
+    def handle(self, request: HttpRequest) -> "asyncio.Future[HttpResponse]":
+        """Start answering one request; the future resolves with its response."""
+        loop = self.driver.loop
+        route = self.api.route(request)
+        if isinstance(route, HttpResponse):
+            done: asyncio.Future[HttpResponse] = loop.create_future()
+            done.set_result(route)
+            return done
+        if isinstance(route, ProducerCall):
+            return loop.create_task(self._producer(route))
+        if isinstance(route, RegisterWorker):
+            return loop.create_task(self.sessions.register(route))
+        assert isinstance(route, WorkerCall)
+        return loop.create_task(self.sessions.handle(route))
+
+    async def _producer(self, call: ProducerCall) -> HttpResponse:
+        command = _PRODUCER_COMMANDS.get(call.kind)
+        if command is None:
+            command = getattr(engine, _SCHEDULE_COMMANDS[call.kind], None)
+            if command is None:
+                return error_response(RequestRefused(
+                    "schedules are not available in this engine build", code="unavailable"))
+            reply = await self.producer.request(
+                lambda rid: command(self.producer, rid, call.fields))
+        else:
+            reply = await self.producer.request(
+                lambda rid: command(self.producer, rid, **call.fields))
+        return effect_response(reply, self.limits.max_body_bytes)
+
+    async def close(self) -> None:
+        if self._server is not None:
+            self._server.close()
+        self.sessions.close()
+        for connection in list(self.connections):
+            connection.abort_pending()
+            if connection.transport is not None:
+                connection.transport.close()
+        if self._server is not None:
+            await self._server.wait_closed()
+        self.producer.detach()
+
+
+class HttpConnection(asyncio.Protocol):
+    """One client connection: parser state, the ordered response pipeline and timers."""
+
+    def __init__(self, server: HttpServer) -> None:
+        self.server = server
+        self.limits = server.limits
+        self.transport: Any = None
+        self.parser = httptools.HttpRequestParser(self)
+        self.pipeline: deque[tuple[asyncio.Future[HttpResponse], bool]] = deque()
+        self.closing = False
+        self.paused = False
+        self._timer: asyncio.TimerHandle | None = None
+        self._in_request = False
+        self._reset_message()
+
+    # -- asyncio callbacks -----------------------------------------------------------
+    def connection_made(self, transport: Any) -> None:
+        self.transport = transport
+        self.server.connections.add(self)
+        self._arm(self.limits.keepalive_timeout_s)
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.server.connections.discard(self)
+        self.closing = True
+        self._cancel_timer()
+        self.abort_pending()
+
+    def data_received(self, data: bytes) -> None:
+        if self.closing:
+            return
+        try:
+            self.parser.feed_data(data)
+        except httptools.HttpParserCallbackError as error:
+            cause = error.__context__
+            if not isinstance(cause, _Abort):
+                raise
+            self._fail(cause.response)
+        except httptools.HttpParserUpgrade:
+            self._finish_after_pipeline()  # protocol upgrades are not offered
+        except httptools.HttpParserError as error:
+            self._fail(error_response(RequestRefused(
+                f"malformed HTTP request: {error}", code="invalid_request")))
+
+    # -- httptools callbacks ---------------------------------------------------------
+    def _reset_message(self) -> None:
+        self.url = bytearray()
+        self.headers: list[tuple[bytes, bytes]] = []
+        self.header_bytes = 0
+        self.body = bytearray()
+
+    def on_message_begin(self) -> None:
+        self._reset_message()
+        self._in_request = True
+        self._arm(self.limits.request_timeout_s)
+
+    def on_url(self, url: bytes) -> None:
+        self.url += url
+        self._count_header_bytes(len(url))
+
+    def on_header(self, name: bytes, value: bytes) -> None:
+        self._count_header_bytes(len(name) + len(value) + 4)
+        if len(self.headers) >= self.limits.max_headers:
+            raise _Abort(_too_large(f"more than {self.limits.max_headers} headers"))
+        self.headers.append((name.lower(), value))
+
+    def on_headers_complete(self) -> None:
+        for name, value in self.headers:
+            if name == b"content-length" and value.strip().isdigit() \
+                    and int(value) > self.limits.max_body_bytes:
+                raise _Abort(_too_large(f"body of {int(value)} bytes exceeds "
+                                        f"{self.limits.max_body_bytes}"))
+
+    def on_body(self, chunk: bytes) -> None:
+        self.body += chunk
+        if len(self.body) > self.limits.max_body_bytes:
+            raise _Abort(_too_large(f"body exceeds {self.limits.max_body_bytes} bytes"))
+
+    def on_message_complete(self) -> None:
+        self._in_request = False
+        keep_alive = self.parser.should_keep_alive()
+        request = HttpRequest(self.parser.get_method().decode("ascii", "replace"),
+                              self.url.decode("latin-1"), tuple(self.headers), bytes(self.body))
+        self._reset_message()
+        future = self.server.handle(request)
+        self.pipeline.append((future, keep_alive))
+        future.add_done_callback(lambda _: self._flush())
+        if len(self.pipeline) >= self.limits.max_pipeline and not self.paused:
+            self.paused = True
+            self.transport.pause_reading()
+        self._arm(self.limits.keepalive_timeout_s)
+        if not keep_alive:
+            self._finish_after_pipeline()
+
+    # -- responses -------------------------------------------------------------------
+    def _flush(self) -> None:
+        while self.pipeline and self.pipeline[0][0].done():
+            future, keep_alive = self.pipeline.popleft()
+            if future.cancelled() or self.transport is None or self.transport.is_closing():
+                continue
+            response = _result_or_internal(future)
+            keep_alive = keep_alive and not response.close and not (
+                self.closing and not self.pipeline)
+            self.transport.write(encode_response(response, keep_alive))
+            if not keep_alive:
+                self._close()
+                return
+        if self.paused and len(self.pipeline) < self.limits.max_pipeline and not self.closing:
+            self.paused = False
+            self.transport.resume_reading()
+
+    def _fail(self, response: HttpResponse) -> None:
+        """A broken request: answer after what is already queued, then close."""
+        done: asyncio.Future[HttpResponse] = self.server.driver.loop.create_future()
+        done.set_result(HttpResponse(response.status, response.body, response.headers, True))
+        self.pipeline.append((done, False))
+        self.closing = True
+        self.transport.pause_reading()
+        self._flush()
+
+    def _finish_after_pipeline(self) -> None:
+        self.closing = True
+        self.transport.pause_reading()
+        if not self.pipeline:
+            self._close()
+
+    def _close(self) -> None:
+        self.closing = True
+        self._cancel_timer()
+        self.abort_pending()
+        if self.transport is not None:
+            self.transport.close()
+
+    def abort_pending(self) -> None:
+        for future, _ in self.pipeline:
+            if isinstance(future, asyncio.Task):
+                future.cancel()
+        self.pipeline.clear()
+
+    # -- timers ----------------------------------------------------------------------
+    def _arm(self, seconds: float) -> None:
+        self._cancel_timer()
+        self._timer = self.server.driver.loop.call_later(seconds, self._timed_out)
+
+    def _cancel_timer(self) -> None:
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+
+    def _timed_out(self) -> None:
+        self._timer = None
+        if self.closing:
+            return
+        if self._in_request:  # slow client: the request did not arrive in time
+            self._fail(error_response(RequestRefused(
+                f"request not received within {self.limits.request_timeout_s:g} s",
+                code="request_timeout")))
+        elif self.pipeline:  # we are the slow side (a long poll): keep waiting
+            self._arm(self.limits.keepalive_timeout_s)
+        else:
+            self._close()
+
+    def _count_header_bytes(self, count: int) -> None:
+        self.header_bytes += count
+        if self.header_bytes > self.limits.max_header_bytes:
+            raise _Abort(_too_large(f"request line and headers exceed "
+                                    f"{self.limits.max_header_bytes} bytes"))
+
+
+def _too_large(message: str) -> HttpResponse:
+    return error_response(RequestRefused(message, code="request_too_large"), close=True)
+
+
+def _result_or_internal(future: "asyncio.Future[HttpResponse]") -> HttpResponse:
+    error = future.exception()
+    if error is None:
+        return future.result()
+    log.error("HTTP request handler failed", exc_info=error)
+    return error_response(RequestRefused("internal server error", code="internal"))
+
+
+# -- configuration and ``tay serve`` wiring ------------------------------------------------
+@dataclass(frozen=True, slots=True)
+class HttpConfig:
+    """Where and how to listen; TLS is on when the three files are given."""
+
+    ip: str = "127.0.0.1"
+    port: int = 0
+    certfile: str | None = None
+    keyfile: str | None = None
+    cacertfile: str | None = None
+    limits: HttpLimits = HttpLimits()
+
+    @property
+    def tls(self) -> bool:
+        return self.certfile is not None
+
+
+_TLS_OPTIONS = (("certfile", "--http-tls-certfile", "TAY_HTTP_TLS_CERTFILE"),
+                ("keyfile", "--http-tls-keyfile", "TAY_HTTP_TLS_KEYFILE"),
+                ("cacertfile", "--http-tls-cacertfile", "TAY_HTTP_TLS_CACERTFILE"))
+
+
+def add_http_arguments(parser: argparse.ArgumentParser) -> None:
+    add = parser.add_argument
+    add("--http-port", help="enable the HTTP/JSON API on this TCP port (TAY_HTTP_PORT)")
+    add("--http-ip", help="bind address, default 127.0.0.1 (TAY_HTTP_IP)")
+    for _, flag, variable in _TLS_OPTIONS:
+        add(flag, help=f"absolute PEM path; mTLS needs all three ({variable})")
+    add("--http-max-body-bytes", help="request/response body limit, default 1048576 "
+                                      "(TAY_HTTP_MAX_BODY_BYTES)")
+
+
+def http_config_from(args: argparse.Namespace, env: Mapping[str, str]) -> HttpConfig | None:
+    """The HTTP configuration, or None when no port is set. Flags win over variables."""
+    port_text = getattr(args, "http_port", None) or env.get("TAY_HTTP_PORT")
+    if not port_text:
+        return None
+    port = _integer("--http-port", port_text, 0, 65_535)
+    ip = getattr(args, "http_ip", None) or env.get("TAY_HTTP_IP") or "127.0.0.1"
+    try:
+        address = ipaddress.ip_address(ip)
+    except ValueError:
+        raise ConfigurationError("--http-ip", f"{ip!r} is not an IP address") from None
+    files = {name: getattr(args, flag[2:].replace("-", "_"), None) or env.get(variable)
+             for name, flag, variable in _TLS_OPTIONS}
+    given = [name for name, value in files.items() if value]
+    if given and len(given) != 3:
+        missing = [flag for name, flag, _ in _TLS_OPTIONS if not files[name]]
+        raise ConfigurationError(missing[0], "TLS needs the certificate, key and client CA")
+    if not given and not address.is_loopback:
+        raise ConfigurationError("--http-ip", f"{ip} is not loopback: plain HTTP is only "
+                                 "allowed on loopback; give all three --http-tls-* files")
+    for name, flag, _ in _TLS_OPTIONS:
+        if files[name]:
+            _check_pem_path(flag, files[name])
+    body_text = getattr(args, "http_max_body_bytes", None) or env.get("TAY_HTTP_MAX_BODY_BYTES")
+    limits = HttpLimits()
+    if body_text:
+        limits = HttpLimits(max_body_bytes=_integer("--http-max-body-bytes", body_text, 1,
+                                                    MAX_BODY_BYTES_CEILING))
+    return HttpConfig(str(address), port, files["certfile"], files["keyfile"],
+                      files["cacertfile"], limits)
+
+
+def tls_context(config: HttpConfig) -> ssl.SSLContext:
+    """TLS 1.2+, our certificate, and a client certificate required and verified."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    context.verify_mode = ssl.CERT_REQUIRED
+    try:
+        context.load_cert_chain(config.certfile, config.keyfile)
+    except (OSError, ssl.SSLError) as error:
+        raise ConfigurationError("--http-tls-certfile", f"cannot load certificate/key: {error}")
+    try:
+        context.load_verify_locations(cafile=config.cacertfile)
+    except (OSError, ssl.SSLError) as error:
+        raise ConfigurationError("--http-tls-cacertfile", f"cannot load CA: {error}") from None
+    return context
+
+
+def apply_http(args: argparse.Namespace, env: Mapping[str, str], config: Any) -> tuple[Any, HttpConfig | None]:
+    """Enabling HTTP turns off the implicit socket; an explicit path (flag or
+    ``TAY_SOCKET_PATH``) keeps both, and ``off`` keeps it off."""
+    http = http_config_from(args, env)
+    explicit_socket = getattr(args, "socket", None) or env.get("TAY_SOCKET_PATH")
+    if http is not None and not explicit_socket and config.socket is not None:
+        from dataclasses import replace
+
+        config = replace(config, socket=None)
+    return config, http
+
+
+async def start_http_listener(driver: EngineDriver, config: HttpConfig,
+                              max_body_limits: Any = None,
+                              spare_connections: Callable[[], int] = lambda: 1 << 30) -> HttpServer:
+    """Bind and serve; returns the server (its ``close()`` stops it)."""
+    from tay.protocol.limits import ProtocolLimits
+
+    protocol_limits = max_body_limits or ProtocolLimits()
+    api = HttpApi(config.limits.max_body_bytes, protocol_limits)
+    server = HttpServer(driver, api, config.limits, spare_connections)
+    server.bound_port = await server.start(
+        config.ip, config.port, tls_context(config) if config.tls else None)
+    return server
+
+
+async def serve_with_http(config: Any, http: HttpConfig | None,
+                          ready: asyncio.Event | None = None) -> int:
+    """``tay serve`` with the HTTP listener: the same order as ``app.serve`` (recovery
+    durable before anything listens) with both listeners on one engine driver."""
+    from .app import open_store
+    from .listener import Listener
+    from .socket_path import check_outside_data_dir
+
+    if http is not None and http.tls:
+        tls_context(http)  # refuse bad TLS files before touching the store
+    if config.socket is not None:
+        check_outside_data_dir(config.socket.path, config.data_dir)
+    loop = asyncio.get_running_loop()
+    store = open_store(config)
+    driver = EngineDriver(store.engine, store.committer, loop)
+    listener = Listener(driver, config.limits)
+    http_server: HttpServer | None = None
+    stop = asyncio.Event()
+    try:
+        if config.socket is not None:
+            await listener.start(config.socket, config.socket_mode)
+        if http is not None:
+            http_server = await start_http_listener(
+                driver, http, config.limits,
+                lambda: config.limits.max_connections - len(listener.connections))
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(signum, stop.set)
+        driver.on_stopped = lambda: log.error("journal writer stopped (%s)", driver.stopped)
+        driver.tick()
+        if ready is not None:
+            ready.set()
+        await stop.wait()
+    finally:
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.remove_signal_handler(signum)
+        if http_server is not None:
+            await http_server.close()
+        await listener.close()
+        driver.close()
+        store.close()
+    return 1 if driver.stopped is not None else 0
+
+
+def _check_pem_path(option: str, path: str) -> None:
+    if not os.path.isabs(path):
+        raise ConfigurationError(option, f"{path!r} must be an absolute path")
+    if not os.path.isfile(path):
+        raise ConfigurationError(option, f"{path} is not a regular file")
+
+
+def _integer(option: str, text: Any, low: int, high: int) -> int:
+    try:
+        value = int(str(text), 10)
+    except ValueError:
+        raise ConfigurationError(option, f"{text!r} is not an integer") from None
+    if not low <= value <= high:
+        raise ConfigurationError(option, f"must be {low}..{high}, got {value}")
+    return value
