@@ -64,7 +64,7 @@ def check_durability(io: RealIO, data_dir: str, durability: str, validated_files
     if durability not in DURABILITY_MODES:
         raise _argument("unknown_durability", durability=durability)
     path = os.path.abspath(data_dir)
-    probe = path if os.path.exists(path) else os.path.dirname(path)
+    probe = nearest_existing_ancestor(path)
     if durability == "sync":
         if not sys.platform.startswith("linux"):
             raise _argument("sync_requires_linux", platform=sys.platform)
@@ -82,6 +82,13 @@ def check_durability(io: RealIO, data_dir: str, durability: str, validated_files
     if magic not in allowed:
         raise _argument("unsupported_filesystem", path=probe, durability=durability,
                         filesystem_magic=hex(magic), allowed=sorted(allowed.values()))
+
+
+def nearest_existing_ancestor(path: str) -> str:
+    """``path`` itself if it exists, else its closest existing parent (what init creates under)."""
+    while not os.path.lexists(path) and os.path.dirname(path) != path:
+        path = os.path.dirname(path)
+    return path
 
 
 def new_store_id() -> bytes:
@@ -133,11 +140,18 @@ def init_store(
         raise RecoveryRefused("argument", "existing_store", path=root, stage="validation",
                               entries=sorted(os.listdir(root))[:8])
     if not os.path.lexists(root):
+        # create every missing ancestor too, each made durable in its parent
+        missing = []
+        walk = root
+        while not os.path.lexists(walk):
+            missing.append(walk)
+            walk = os.path.dirname(walk)
         try:
-            io.mkdir(root, 0o755)
-            io.fsync_dir(os.path.dirname(root))
+            for directory in reversed(missing):
+                io.mkdir(directory, 0o755)
+                io.fsync_dir(os.path.dirname(directory))
         except OSError as error:
-            raise _argument("cannot_create_data_dir", path=root, error=error.strerror) from None
+            raise _argument("cannot_create_data_dir", path=directory, error=error.strerror) from None
     lock = layout.acquire_lock(io, root, create=True, fsync_ancestors=True)
     try:
         inventory = layout.classify(io, root)

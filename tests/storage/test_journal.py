@@ -77,6 +77,12 @@ def test_init_creates_the_exact_v1_layout(data_dir):
     assert struct.unpack(">QQ", header[8:24]) == (1, 1) and header[24:40] == store_id
 
 
+def test_init_creates_missing_parent_directories(data_dir):
+    nested = os.path.join(data_dir, "var", "data")
+    init_store(nested, durability="sync", validated_filesystem=True)
+    assert sorted(os.listdir(nested)) == [".tay-owner.lock", "STORE", "segments"]
+
+
 def test_init_refuses_a_directory_with_history_and_changes_nothing(data_dir):
     init_store(data_dir, durability="write")
     before = sorted(os.listdir(data_dir))
