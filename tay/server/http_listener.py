@@ -125,11 +125,15 @@ class HttpServer:
         command = _PRODUCER_COMMANDS.get(call.kind)
         if command is None:
             command = getattr(engine, _SCHEDULE_COMMANDS[call.kind], None)
-            if command is None:
+            try:
+                if command is None:
+                    raise TypeError(call.kind)
+                future = self.producer.request(lambda rid: command(self.producer, rid,
+                                                                   call.fields))
+            except TypeError:  # the engine has no handler for schedule commands yet
                 return error_response(RequestRefused(
                     "schedules are not available in this engine build", code="unavailable"))
-            reply = await self.producer.request(
-                lambda rid: command(self.producer, rid, call.fields))
+            reply = await future
         else:
             reply = await self.producer.request(
                 lambda rid: command(self.producer, rid, **call.fields))

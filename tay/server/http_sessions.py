@@ -71,7 +71,11 @@ class EnginePort:
         request_id = self.next_request_id()
         future: asyncio.Future[Reply | Refuse] = self.driver.loop.create_future()
         self.pending[request_id] = future
-        self.driver.submit(build(request_id))
+        try:
+            self.driver.submit(build(request_id))
+        except BaseException:
+            self.pending.pop(request_id, None)
+            raise
         return future
 
     def deliver(self, effect: Effect) -> None:

@@ -1,0 +1,187 @@
+"""HTTP worker sessions end to end through the connection protocol and a real engine:
+registration, tokens, long-poll claims, reports, cancellation, expiry and recovery."""
+
+from __future__ import annotations
+
+import asyncio
+
+from tay.server.http_listener import HttpLimits
+
+from .conftest import Client, http_stack, request, run
+
+REGISTER = {"runtime_id": "w1", "tasks": ["demo.add"], "capacity": 1}
+
+
+async def register(client: Client, **overrides) -> str:
+    response = await client.call(request("POST", "/workers", {**REGISTER, **overrides}))
+    assert response.status == 201, response.body
+    token = response.json()["worker_token"]
+    assert set(response.json()) == {"worker_token"} and len(token) == 43
+    return token
+
+
+def auth(token: str, body=None, path="/queues/default/claim", method="POST") -> bytes:
+    return request(method, path, body, headers=(b"authorization: Bearer " + token.encode(),))
+
+
+async def enqueue(client: Client, **options) -> str:
+    response = await client.call(request("POST", "/jobs", {"task": "demo.add", "args": {},
+                                                           "options": options}))
+    assert response.status == 201, response.body
+    return response.json()["job_id"]
+
+
+def test_claim_execute_complete_and_read_the_result():
+    async def scenario():
+        async with http_stack() as server:
+            producer, worker = Client(server), Client(server)
+            job_id = await enqueue(producer)
+            token = await register(worker)
+            event = (await worker.call(auth(token))).json()
+            assert event["version"] == 1 and event["type"] == "execute"
+            assert event["job_id"] == job_id and event["request_id"] == event["execution_id"]
+            ids = {k: event[k] for k in ("reservation_id", "execution_id")}
+            started = await worker.call(auth(token, ids, "/workers/started"))
+            assert started.json() == {"type": "accepted"}
+            done = await worker.call(auth(token, {**ids, "outcome": "success",
+                                                  "result": {"sum": 3}}, "/workers/complete"))
+            assert done.json() == {"type": "accepted"}
+            result = await producer.call(request("GET", f"/jobs/{job_id}/result"))
+            assert result.json() == {"type": "result", "result": {"sum": 3}}
+            again = await worker.call(auth(token, {**ids, "outcome": "success", "result": 1},
+                                           "/workers/complete"))
+            assert again.status == 200  # a stale report is accepted, not an error
+            wrong = await worker.call(auth(token, {"reservation_id": "x", "execution_id": "y"},
+                                           "/workers/started"))
+            assert (wrong.status, wrong.code) == (400, "unknown_execution")
+    run(scenario())
+
+
+def test_failure_outcome_makes_result_task_failed():
+    async def scenario():
+        async with http_stack() as server:
+            producer, worker = Client(server), Client(server)
+            job_id = await enqueue(producer)
+            token = await register(worker)
+            event = (await worker.call(auth(token))).json()
+            ids = {k: event[k] for k in ("reservation_id", "execution_id")}
+            await worker.call(auth(token, {**ids, "outcome": "failure",
+                                           "error": {"type": "ValueError", "message": "no"}},
+                                   "/workers/complete"))
+            result = await producer.call(request("GET", f"/jobs/{job_id}/result"))
+            assert (result.status, result.code) == (409, "task_failed")
+    run(scenario())
+
+
+def test_long_poll_returns_204_then_wakes_on_enqueue():
+    async def scenario():
+        async with http_stack(HttpLimits(claim_wait_s=0.05)) as server:
+            producer, worker = Client(server), Client(server)
+            token = await register(worker)
+            empty = await worker.call(auth(token))
+            assert (empty.status, empty.body) == (204, b"")
+            worker.send(auth(token))
+            await asyncio.sleep(0.01)
+            other = Client(server)
+            busy = await other.call(auth(token))
+            assert (busy.status, busy.code) == (400, "claim_in_progress")
+    run(scenario())
+
+
+def test_waiting_claim_is_woken_by_a_dispatch():
+    async def scenario():
+        async with http_stack(HttpLimits(claim_wait_s=5)) as server:
+            producer, worker = Client(server), Client(server)
+            token = await register(worker)
+            worker.send(auth(token))
+            await asyncio.sleep(0.02)
+            job_id = await enqueue(producer)
+            event = (await worker.responses(2))[1]  # after the registration response
+            assert event.json()["job_id"] == job_id
+    run(scenario())
+
+
+def test_tokens_are_checked():
+    async def scenario():
+        async with http_stack() as server:
+            client = Client(server)
+            token = await register(client)
+            other = "B" * 43 if token != "B" * 43 else "C" * 43
+            unknown = await client.call(auth(other))
+            assert (unknown.status, unknown.code) == (401, "unknown_worker")
+            wrong = await client.call(auth(token, path="/queues/other/claim"))
+            assert (wrong.status, wrong.code) == (409, "wrong_queue")
+            closed = await client.call(auth(token, path="/workers", method="DELETE"))
+            assert closed.json() == {"type": "closed"}
+            after = await client.call(auth(token))
+            assert (after.status, after.code) == (401, "unknown_worker")
+    run(scenario())
+
+
+def test_cancelling_a_running_job_delivers_cancel_execution():
+    async def scenario():
+        async with http_stack() as server:
+            producer, worker = Client(server), Client(server)
+            job_id = await enqueue(producer)
+            token = await register(worker)
+            execute = (await worker.call(auth(token))).json()
+            cancelled = await producer.call(request("DELETE", f"/jobs/{job_id}"))
+            assert cancelled.json()["type"] == "cancelled"
+            event = (await worker.call(auth(token))).json()
+            assert event["type"] == "cancel_execution"
+            assert event["execution_id"] == execute["execution_id"]
+    run(scenario())
+
+
+def test_expired_session_releases_capacity_and_its_job_is_redelivered():
+    async def scenario():
+        async with http_stack(HttpLimits(session_idle_s=0.1, claim_wait_s=2)) as server:
+            producer, first, second = Client(server), Client(server), Client(server)
+            job_id = await enqueue(producer)
+            lost = await register(first, runtime_id="lost")
+            assert (await first.call(auth(lost))).json()["job_id"] == job_id
+            survivor = await register(second, runtime_id="survivor")
+            second.send(auth(survivor))  # a waiting claim keeps the survivor alive
+            await asyncio.sleep(0.3)  # the first session stops claiming and expires
+            gone = await first.call(auth(lost))
+            assert gone.code == "unknown_worker"
+            event = (await second.responses(2, timeout=5))[1].json()
+            assert event["job_id"] == job_id and event["type"] == "execute"
+            status = await producer.call(request("GET", f"/jobs/{job_id}"))
+            assert status.json()["job"]["attempt"] >= 1
+    run(scenario())
+
+
+def test_registration_refused_at_the_connection_limit():
+    async def scenario():
+        async with http_stack(spare_connections=lambda: 1) as server:
+            client = Client(server)
+            await register(client)
+            refused = await client.call(request("POST", "/workers", REGISTER))
+            assert (refused.status, refused.code) == (400, "invalid_worker")
+    run(scenario())
+
+
+def test_buffer_overflow_ends_the_session():
+    async def scenario():
+        async with http_stack() as server:
+            client = Client(server)
+            token = await register(client)
+            (session,) = server.sessions.sessions.values()
+            from tay.engine.effects import CancelExecution
+            for index in range(session.buffer_limit + 1):
+                session.deliver(CancelExecution(session, f"r{index}", "res", "exe"))
+            response = await client.call(auth(token))
+            assert response.code == "unknown_worker"
+    run(scenario())
+
+
+def test_schedule_routes_answer_unavailable_without_engine_schedules():
+    async def scenario():
+        async with http_stack() as server:
+            client = Client(server)
+            response = await client.call(request("GET", "/schedules"))
+            assert response.status in (200, 503)
+            if response.status == 503:
+                assert response.code == "unavailable"
+    run(scenario())
