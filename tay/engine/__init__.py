@@ -5,8 +5,8 @@ effects after the returned events are durable (docs/engine.md).
 """
 
 from tay.engine.commands import (
-    Cancel, Connect, Disconnect, Enqueue, Failed, RegisterTasks, Result, Started, Status,
-    Succeeded, UnregisterTasks,
+    Cancel, CancelSchedule, Connect, Disconnect, Enqueue, Failed, ListSchedules, RegisterTasks,
+    Result, Schedule, ScheduleStatus, Started, Status, Succeeded, UnregisterTasks,
 )
 from tay.engine.config import EngineConfig
 from tay.engine.core import Engine
@@ -15,5 +15,6 @@ from tay.engine.effects import CancelExecution, Execute, Outcome, Refuse, Reply
 __all__ = [
     "Engine", "EngineConfig", "Outcome", "Reply", "Refuse", "Execute", "CancelExecution",
     "Connect", "Disconnect", "RegisterTasks", "UnregisterTasks", "Enqueue", "Status", "Result",
-    "Cancel", "Started", "Succeeded", "Failed",
+    "Cancel", "Started", "Succeeded", "Failed", "Schedule", "CancelSchedule", "ListSchedules",
+    "ScheduleStatus",
 ]

@@ -3,7 +3,8 @@
 ``ClientPermits`` is used by the server before it reads or forwards a producer request:
 each permit covers at most ``client_bytes / client_slots`` request bytes. ``StateBudget``
 charges every retained job ``2 * definition bytes + 64 * definition nodes + 2048`` plus its
-retained result bytes (protocol.md §2.6; the seeds add auxiliary data to the same budget).
+retained result bytes (protocol.md §2.6). The seeds add auxiliary data to the same budget:
+each schedule is charged like a job plus ``MEMBER_BYTES`` per occurrence it still tracks.
 """
 
 from __future__ import annotations
@@ -13,11 +14,17 @@ from tay.failures import RecoveryRefused, RequestRefused
 
 JOB_OVERHEAD_BYTES = 2048
 BYTES_PER_NODE = 64
+MEMBER_BYTES = 64  # one retained occurrence job id of a schedule (16 bytes + bookkeeping)
 
 
 def job_charge(definition_bytes: int, definition_nodes: int) -> int:
     """The state-budget charge of one retained job, before any result."""
     return 2 * definition_bytes + BYTES_PER_NODE * definition_nodes + JOB_OVERHEAD_BYTES
+
+
+def schedule_charge(definition_bytes: int, definition_nodes: int, active_jobs: int) -> int:
+    """The state-budget charge of one schedule: like a job's, plus its membership ids."""
+    return job_charge(definition_bytes, definition_nodes) + MEMBER_BYTES * active_jobs
 
 
 class ClientPermits:

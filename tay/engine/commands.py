@@ -108,7 +108,44 @@ class Failed:
     error: Any = None
 
 
+@dataclass(frozen=True, slots=True)
+class Schedule:
+    """Declare (or idempotently redeclare) a schedule; ``body`` is the request minus envelope."""
+
+    conn: Conn
+    request_id: str | None
+    body: Any
+
+
+@dataclass(frozen=True, slots=True)
+class CancelSchedule:
+    """``body``: ``{"schedule_id": ...}``."""
+
+    conn: Conn
+    request_id: str | None
+    body: Any
+
+
+@dataclass(frozen=True, slots=True)
+class ListSchedules:
+    """``body``: optional ``limit`` (1..100) and ``cursor`` (exclusive schedule id)."""
+
+    conn: Conn
+    request_id: str | None
+    body: Any = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class ScheduleStatus:
+    """``body``: ``{"schedule_id": ...}``."""
+
+    conn: Conn
+    request_id: str | None
+    body: Any
+
+
 Command = (
     Connect | Disconnect | RegisterTasks | UnregisterTasks | Enqueue | Status | Result
-    | Cancel | Started | Succeeded | Failed
+    | Cancel | Started | Succeeded | Failed | Schedule | CancelSchedule | ListSchedules
+    | ScheduleStatus
 )

@@ -39,6 +39,8 @@ class EngineConfig:
     default_timeout_ms: int = 30_000
     max_tasks_per_connection: int = 256
     settled_memory: int = 65_536
+    # A reply (schedule pages) must fit the transport's frame/body limit (1 MB default).
+    max_reply_bytes: int = 1_048_576
 
     def __post_init__(self) -> None:
         if not isinstance(self.queues, dict):
@@ -60,6 +62,7 @@ class EngineConfig:
         _check_int("default_timeout_ms", self.default_timeout_ms, 1, 86_400_000)
         _check_int("max_tasks_per_connection", self.max_tasks_per_connection, 1)
         _check_int("settled_memory", self.settled_memory, 0)
+        _check_int("max_reply_bytes", self.max_reply_bytes, 1024)
 
     def queue_credits(self, queue: str) -> int:
         """Maximum executing jobs of ``queue`` (configured, else the default)."""

@@ -15,15 +15,18 @@ from tay.engine import commands as cmd
 from tay.engine.effects import CancelExecution, Outcome, Refuse
 from tay.engine.ids import random_token
 from tay.engine.jobs import public_job
+from tay.engine.schedule_commands import ScheduleCommands
+from tay.engine.schedules import ScheduleState
 from tay.engine.workers import WorkerCommands
 from tay.failures import RecoveryRefused, RequestRefused
 from tay.storage import events as ev
+from tay.storage.schedule_events import SCHEDULE_PAIRS
 from tay.storage.transitions import JobState, apply
 
 __all__ = ["Engine"]
 
 
-class Engine(WorkerCommands):
+class Engine(ScheduleCommands):
     """See docs/engine.md for the command/outcome model and the durability contract."""
 
     def handle(self, command: Any, now_ms: int, mono_ms: int) -> Outcome:
@@ -54,10 +57,11 @@ class Engine(WorkerCommands):
         cmd.Started: WorkerCommands._started,
         cmd.Succeeded: WorkerCommands._succeeded,
         cmd.Failed: WorkerCommands._failed,
+        **ScheduleCommands._SCHEDULE_HANDLERS,
     }
 
     def tick(self, now_ms: int, mono_ms: int) -> Outcome:
-        """Promote due scheduled/retryable jobs, time out executions, then dispatch."""
+        """Promote due jobs, time out executions, deliver due schedule occurrences, dispatch."""
         self._clock_offset = now_ms - mono_ms
         out = Outcome()
         for _, _, (job_id, _) in self._timers.pop_due(now_ms):
@@ -72,6 +76,7 @@ class Engine(WorkerCommands):
             out.effects.append(CancelExecution(reservation.conn, random_token(self.rng),
                                                reservation.reservation_id, reservation.execution_id))
             self._finish(entry, ev.TIMEOUT, ev.DIAG_TIMEOUT, now_ms, out)
+        self._deliver_schedules(now_ms, out)
         self._dispatch(now_ms, mono_ms, out)
         return out
 
@@ -87,16 +92,27 @@ class Engine(WorkerCommands):
         deadline = self._timeouts.peek_due()
         if deadline is not None:
             candidates.append(deadline)
+        schedule_wall = self.schedules.next_wakeup()
+        if schedule_wall is not None:
+            candidates.append(schedule_wall - self._clock_offset)
         return min(candidates) if candidates else None
 
     # ---- recovery -----------------------------------------------------------------
 
-    def replay(self, sequence: int, event_type: int, schema: int, payload: bytes | memoryview) -> JobState:
-        """Recovery consumer: decode one journal event and apply it like a live one."""
+    def replay(self, sequence: int, event_type: int, schema: int,
+               payload: bytes | memoryview) -> JobState | ScheduleState:
+        """Recovery consumer: decode one journal event and apply it like a live one.
+
+        Job events and schedule events share the one sequence counter.
+        """
         if sequence < self.next_sequence:
             raise RecoveryRefused("consumer_rejected", "sequence_not_increasing", sequence=sequence,
                                   next_sequence=self.next_sequence)
         event = ev.decode_event(event_type, schema, payload)
+        if event.pair in SCHEDULE_PAIRS:
+            state = self._apply_schedule(sequence, event)
+            self.next_sequence = sequence + 1
+            return state
         if not event.is_job_event:
             raise RecoveryRefused("unsupported_semantics", "not_a_job_event", sequence=sequence,
                                   event_type=event_type, schema=schema)
@@ -115,6 +131,10 @@ class Engine(WorkerCommands):
         return out
 
     # ---- read helpers for the server and the schedules component ------------------------
+
+    def lookup(self, job_id: bytes) -> str | None:
+        """A job's state name for schedules (busy until its execution is settled here)."""
+        return self.schedule_job_state(job_id)
 
     def job(self, job_id: bytes) -> JobState | None:
         entry = self.jobs.get(job_id)

@@ -25,6 +25,7 @@ occurrence simply falls due again with the same job id.
 from __future__ import annotations
 
 import bisect
+import heapq
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterable, Mapping
 
@@ -93,6 +94,9 @@ class ScheduleTable:
         self._timings: dict[str, Timing] = {}
         self._ids: list[str] = []  # sorted, for exclusive-cursor pages
         self._retry_at: dict[str, int] = {}  # volatile: admission retry / queue polling
+        # (wake, id) with lazy deletion: an entry is live while it equals _wake(id), so
+        # next_wakeup and due_work cost O(log n) per change instead of a scan of all schedules.
+        self._wake_heap: list[tuple[int, str]] = []
         self._options_validator = options_validator
         self._new_id = new_id
 
@@ -127,7 +131,34 @@ class ScheduleTable:
             bisect.insort(self._ids, schedule_id)
         self._states[schedule_id] = state
         self._retry_at.pop(schedule_id, None)
+        self._push_wake(schedule_id)
         return state
+
+    def _wake(self, schedule_id: str) -> int | None:
+        """When ``schedule_id`` may next have due work (None: never)."""
+        state = self._states[schedule_id]
+        if state.cancelled or state.next_at is None:
+            return None
+        return max(state.next_at, self._retry_at.get(schedule_id, 0))
+
+    def _push_wake(self, schedule_id: str) -> None:
+        wake = self._wake(schedule_id)
+        if wake is not None:
+            heapq.heappush(self._wake_heap, (wake, schedule_id))
+        if len(self._wake_heap) > 2 * len(self._states) + 1024:  # drop stale entries
+            live = ((self._wake(key), key) for key in self._states)
+            self._wake_heap = [item for item in live if item[0] is not None]
+            heapq.heapify(self._wake_heap)
+
+    def _pop_due(self, now_ms: int) -> list[str]:
+        """Ids whose live wake entry is at or before ``now_ms``, earliest first, once each."""
+        heap, due, seen = self._wake_heap, [], set()
+        while heap and heap[0][0] <= now_ms:
+            wake, schedule_id = heapq.heappop(heap)
+            if schedule_id not in seen and self._wake(schedule_id) == wake:
+                seen.add(schedule_id)
+                due.append(schedule_id)
+        return due
 
     # ---- live mutations (each returns the event to sequence, append and apply) ---------
 
@@ -184,16 +215,17 @@ class ScheduleTable:
     # ---- delivery --------------------------------------------------------------------
 
     def due_work(self, now_ms: int, lookup: JobLookup) -> list[Occurrence | Event]:
-        """At most one item per due schedule: an ``Occurrence`` to admit or a skip event."""
+        """At most one item per due schedule: an ``Occurrence`` to admit or a skip event.
+
+        A returned item stays due until its event is applied (or ``admission_failed``), so
+        an item the caller drops is offered again by the next call.
+        """
         work: list[Occurrence | Event] = []
-        for schedule_id, state in self._states.items():
-            if state.cancelled or state.next_at is None or state.next_at > now_ms:
-                continue
-            if self._retry_at.get(schedule_id, 0) > now_ms:
-                continue
-            item = self._due_item(state, now_ms, lookup)
+        for schedule_id in self._pop_due(now_ms):
+            item = self._due_item(self._states[schedule_id], now_ms, lookup)
             if item is not None:
                 work.append(item)
+            self._push_wake(schedule_id)
         return work
 
     def _due_item(self, state: ScheduleState, now_ms: int,
@@ -201,7 +233,7 @@ class ScheduleTable:
         overlap = state.definition["overlap"]
         busy = overlap != "allow" and any(is_busy(lookup(job)) for job in state.active)
         if busy and overlap == "queue":
-            self._retry_at[state.schedule_id] = now_ms + RETRY_MS
+            self._retry_at[state.schedule_id] = now_ms + RETRY_MS  # caller pushes the wake
             return None
         if busy:  # skip: advance past now, keeping the busy jobs as the link
             timing = self._timings[state.schedule_id]
@@ -235,16 +267,14 @@ class ScheduleTable:
     def admission_failed(self, schedule_id: str, now_ms: int) -> None:
         """A temporary admission failure: the same occurrence (same job id) again later."""
         self._retry_at[schedule_id] = now_ms + RETRY_MS
+        self._push_wake(schedule_id)
 
     def next_wakeup(self) -> int | None:
         """The earliest instant ``due_work`` may have something (None: nothing scheduled)."""
-        earliest = None
-        for schedule_id, state in self._states.items():
-            if state.cancelled or state.next_at is None:
-                continue
-            wake = max(state.next_at, self._retry_at.get(schedule_id, 0))
-            earliest = wake if earliest is None else min(earliest, wake)
-        return earliest
+        heap = self._wake_heap
+        while heap and self._wake(heap[0][1]) != heap[0][0]:
+            heapq.heappop(heap)
+        return heap[0][0] if heap else None
 
     # ---- reads -----------------------------------------------------------------------
 
