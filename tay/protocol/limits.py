@@ -40,6 +40,7 @@ class ProtocolLimits:
         _bounded("executor_result_bytes", self.result_bytes, 1, self.max_frame_bytes)
         _bounded("executor_error_bytes", self.error_bytes, 1, self.max_frame_bytes)
         _bounded("max_pending_requests", self.max_pending_requests, 1, 65_536)
+        _bounded("request_timeout_ms", self.request_timeout_ms, 1, 3_600_000)
         return self
 
 

@@ -4,10 +4,18 @@ orjson already refuses non-UTF-8, lone surrogates, NaN/Infinity and overflowing 
 What it cannot know are the protocol bounds: nesting depth (the envelope is level 1), total
 node count of the whole message, and object key size. Violations are connection-fatal
 (``invalid_frame``); unparsable bytes are ``malformed_json``.
+
+orjson also turns integer literals outside 64 bits into floats without a word, which would
+silently change a client's value. Such a literal needs at least 19 digits in a row, so a
+C-speed scan for that keeps the common path cheap; only a payload with a long digit run is
+parsed a second time (stdlib ``json``, whose ``parse_int`` sees every integer literal and
+nothing inside strings) to find out whether one is out of range.
 """
 
 from __future__ import annotations
 
+import json
+import re
 from typing import Any
 
 import orjson
@@ -19,6 +27,10 @@ from .limits import ProtocolLimits
 # A key of at most this many characters cannot exceed max_key_bytes (4 bytes per char),
 # so the UTF-8 length is only computed for long keys.
 _SAFE_KEY_CHARS_DIVISOR = 4
+
+INT_MIN = -(2**63)
+INT_MAX = 2**64 - 1
+_LONG_DIGIT_RUN = re.compile(rb"[0-9]{19}")
 
 
 def decode_message(payload: bytes, limits: ProtocolLimits) -> dict[str, Any]:
@@ -33,8 +45,24 @@ def decode_message(payload: bytes, limits: ProtocolLimits) -> dict[str, Any]:
         raise ConnectionFatal(
             f"payload is a JSON {type(message).__name__}, not an object", code="invalid_frame"
         )
+    if _LONG_DIGIT_RUN.search(payload) is not None:
+        check_integer_range(payload)
     check_value_domain(message, limits)
     return message
+
+
+def check_integer_range(payload: bytes) -> None:
+    """Raise ``invalid_frame`` if an integer literal lies outside -2^63..2^64-1."""
+    json.loads(payload, parse_int=_bounded_int)
+
+
+def _bounded_int(literal: str) -> int:
+    value = int(literal)
+    if not INT_MIN <= value <= INT_MAX:
+        shown = literal if len(literal) <= 40 else literal[:20] + "..." + literal[-8:]
+        raise ConnectionFatal(
+            f"integer {shown} is outside the 64-bit range -2^63..2^64-1", code="invalid_frame")
+    return value
 
 
 def check_value_domain(value: Any, limits: ProtocolLimits) -> None:

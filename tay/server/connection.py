@@ -5,13 +5,18 @@ connections; the session (protocol state) lives as long as the socket; a forward
 lives until its reply is written. Backpressure: when the transport's write buffer passes
 the high-water mark we stop reading, so a peer that does not read cannot make us queue
 replies without bound (its requests stop arriving, and pending requests are capped).
+
+Every forwarded request carries a timer (``ProtocolLimits.request_timeout_ms``, 30 s by
+default). On expiry the client gets ``request_timeout`` and its pending slot is freed; the
+real answer, if the engine still produces one, is dropped. Answers and timers for one
+``request_id`` are matched first-in first-out.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections import Counter
+from collections import Counter, deque
 from typing import TYPE_CHECKING
 
 from tay.engine import commands as engine_commands
@@ -39,8 +44,10 @@ class Connection(asyncio.Protocol):
         self.session = ProtocolSession(listener.limits)
         self.transport: asyncio.Transport | None = None
         self.connected_engine = False
-        self._forwarded: Counter[str] = Counter()
+        self._waiting: dict[str, deque[asyncio.TimerHandle]] = {}
+        self._timed_out: Counter[str] = Counter()
         self._reports: set[str] = set()
+        self._timeout_s = listener.limits.request_timeout_ms / 1000.0
         self._reading_paused_for_writes = False
 
     # -- asyncio callbacks -------------------------------------------------------------
@@ -50,6 +57,7 @@ class Connection(asyncio.Protocol):
             transport.close()  # over executor_max_connections: accept, then close
             return
         transport.set_write_buffer_limits(high=WRITE_HIGH_WATER, low=WRITE_LOW_WATER)
+        self._loop = asyncio.get_running_loop()
         self.listener.driver.attach(self, self.deliver)
 
     def data_received(self, data: bytes) -> None:
@@ -73,6 +81,10 @@ class Connection(asyncio.Protocol):
             self.transport.resume_reading()
 
     def connection_lost(self, exc: Exception | None) -> None:
+        for timers in self._waiting.values():
+            for timer in timers:
+                timer.cancel()
+        self._waiting.clear()
         self.listener.release(self)
         if self.connected_engine:
             self.listener.driver.submit(engine_commands.Disconnect(self))
@@ -83,10 +95,14 @@ class Connection(asyncio.Protocol):
         """Write one released effect; correlated replies free their pending slot."""
         request_id = getattr(effect, "request_id", None)
         if isinstance(effect, (Reply, Refuse)) and request_id is not None:
-            if self._forwarded[request_id]:
-                self._forwarded[request_id] -= 1
-                if not self._forwarded[request_id]:
-                    del self._forwarded[request_id]
+            if self._timed_out and self._timed_out[request_id]:
+                self._drop_late_answer(request_id)
+                return
+            timers = self._waiting.get(request_id)
+            if timers:
+                timers.popleft().cancel()
+                if not timers:
+                    del self._waiting[request_id]
                 self.session.settle()
             elif request_id in self._reports:
                 self._reports.discard(request_id)
@@ -101,9 +117,30 @@ class Connection(asyncio.Protocol):
         message = effect.message()
         self._write(message_frame(message.pop("type"), message.pop("request_id", None), message))
 
+    def _drop_late_answer(self, request_id: str) -> None:
+        self._timed_out[request_id] -= 1
+        if not self._timed_out[request_id]:
+            del self._timed_out[request_id]
+
+    def _expire(self, request_id: str) -> None:
+        """The oldest pending request with this id ran out of time: answer it ourselves."""
+        timers = self._waiting.get(request_id)
+        if not timers:
+            return
+        timers.popleft()
+        if not timers:
+            del self._waiting[request_id]
+        self._timed_out[request_id] += 1
+        self.session.settle()
+        failure = RequestRefused(
+            f"no answer within {self.listener.limits.request_timeout_ms} ms; the outcome is "
+            "unknown", code="request_timeout")
+        self._write(error_frame(failure, request_id))
+
     def _forward(self, request: wire.Request) -> None:
         if isinstance(request, wire.FORWARDED):
-            self._forwarded[request.request_id] += 1
+            timer = self._loop.call_later(self._timeout_s, self._expire, request.request_id)
+            self._waiting.setdefault(request.request_id, deque()).append(timer)
         elif isinstance(request, EXECUTION_REPORTS):
             self._reports.add(request.request_id)
         command = to_engine_command(self, request)

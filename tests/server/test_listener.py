@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import socket
+import time
 
 import orjson
+import psutil
 import pytest
 
 from tests.conformance.harness import Server
@@ -79,19 +81,27 @@ def test_connection_limit_accepts_then_closes(server: Server) -> None:
 
 
 def test_slow_reader_is_paused_not_buffered_without_bound(server: Server) -> None:
+    """A peer that sends requests but never reads replies: the server stops reading once its
+    write buffer passes the high-water mark, so its memory stays flat however long we push."""
+    process = psutil.Process(server.process.pid)
+    rss_before = process.memory_info().rss
     sock = connect(server)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 4096)
     beat = frame(b'{"version":1,"type":"heartbeat","request_id":"' + b"r" * 100 + b'"}')
+    chunk = beat * 1000
     sock.setblocking(False)
-    sent = 0
+    sent, deadline = 0, time.monotonic() + 1.5
     try:
-        while sent < 64 * 1024 * 1024:
-            sent += sock.send(beat * 1000)
-    except BlockingIOError:
-        pass  # the server stopped reading: our send buffer filled up
+        while time.monotonic() < deadline and sent < 256 * 1024 * 1024:
+            try:
+                sent += sock.send(chunk)
+            except BlockingIOError:
+                time.sleep(0.01)  # keep pushing: a bounded server never drains us again
+        growth = process.memory_info().rss - rss_before
     finally:
         sock.close()
-    assert sent < 64 * 1024 * 1024
+    assert sent < 32 * 1024 * 1024, f"the server kept reading ({sent} bytes)"
+    assert growth < 24 * 1024 * 1024, f"server RSS grew by {growth} bytes"
     other = connect(server)
     other.sendall(frame(HELLO))
     assert read_frame(other)["type"] == "hello_ok"
