@@ -1,0 +1,91 @@
+"""``tay bench PROFILE``: run a profile in per-event fsync and group-commit modes and write
+a JSON result, a Markdown table and a PNG chart (see docs/benchmarks.md)."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from typing import Any
+
+from tay.failures import ConfigurationError, StorageFailure
+
+DEFAULT_ROOT = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__)))), "var", "bench")
+
+
+def register(groups: Any) -> None:
+    parser = groups.add_parser("bench", help="run a benchmark profile against a real tay serve")
+    add = parser.add_argument
+    add("profile", metavar="PROFILE", help="a name in profiles/ (reference, quick, ...) or a path")
+    add("--dir", default=DEFAULT_ROOT,
+        help="where run directories go; strict sync needs ext4/XFS/Btrfs outside /tmp "
+             "(default: var/bench in the repo)")
+    add("--modes", default="per-event,group-commit",
+        help="comma list of per-event and group-commit (default both)")
+    add("--group-commit-max-events", type=int, default=64)
+    add("--group-commit-interval-ms", type=int, default=0)
+    add("--durability", choices=("sync", "write"), default=None,
+        help="override the profile's durability (write: development runs only)")
+    add("--producer-processes", type=int, default=None)
+    add("--worker-processes", type=int, default=None)
+    add("--jobs", type=int, default=None, help="override the profile's job count")
+    add("--keep-data", action="store_true", help="keep each run's store")
+    add("--no-progress", action="store_true")
+    parser.set_defaults(handler=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from dataclasses import replace
+
+    from .harness import CommitMode, machine_facts, run_mode
+    from .profile import load_profile
+    from .report import markdown_table, write_all
+
+    try:
+        profile = load_profile(args.profile)
+        overrides = {key: value for key, value in (
+            ("producer_processes", args.producer_processes),
+            ("worker_processes", args.worker_processes), ("jobs", args.jobs))
+            if value is not None}
+        if "jobs" in overrides:
+            overrides["expected_events"] = 3 * overrides["jobs"]
+        profile = replace(profile, **overrides)
+        modes = _modes(args, profile)
+        durability = args.durability or profile.durability
+        runs = [run_mode(profile, mode, args.dir, durability=durability,
+                         show_progress=not args.no_progress, keep_data=args.keep_data)
+                for mode in modes]
+    except (ConfigurationError, StorageFailure) as error:
+        print(f"tay bench: {error.message}", file=sys.stderr)
+        return 1
+    document = {"profile": profile.name, "profile_source": profile.source,
+                "started": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                "machine": machine_facts(args.dir), "runs": runs}
+    written = write_all(document, args.dir, f"{profile.name}-{time.strftime('%Y%m%dT%H%M%S')}")
+    sys.stdout.write(markdown_table(runs))
+    for kind, path in written.items():
+        print(f"{kind}: {path}", file=sys.stderr)
+    failed = [run for run in runs if run["completed"] != profile.jobs
+              or run["events"] != profile.expected_events]
+    for run_ in failed:
+        print(f"tay bench: {run_['mode']}: {run_['completed']} of {profile.jobs} completed, "
+              f"{run_['events']} of {profile.expected_events} job events", file=sys.stderr)
+    return 1 if failed else 0
+
+
+def _modes(args: argparse.Namespace, profile: Any) -> list[Any]:
+    from .harness import CommitMode
+
+    known = {
+        "per-event": CommitMode("per-event", profile.group_commit_max_events,
+                                profile.group_commit_interval_ms),
+        "group-commit": CommitMode("group-commit", args.group_commit_max_events,
+                                   args.group_commit_interval_ms),
+    }
+    chosen = [name.strip() for name in args.modes.split(",") if name.strip()]
+    unknown = [name for name in chosen if name not in known]
+    if unknown or not chosen:
+        raise ConfigurationError("--modes", f"{unknown or chosen} not in {sorted(known)}")
+    return [known[name] for name in chosen]

@@ -1,0 +1,146 @@
+"""The ``tay serve`` process under measurement: start, wait for the socket, read its
+resources from /proc (peak RSS is the kernel's ``VmHWM``), stop with SIGTERM."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+
+import psutil
+
+from tay.failures import ConfigurationError
+
+from .serve_with_stats import STATS_ENV
+
+
+@dataclass
+class ServerSettings:
+    data_dir: str
+    socket_path: str
+    queues: dict[str, int]
+    durability: str = "sync"
+    group_commit_max_events: int = 1
+    group_commit_interval_ms: int = 0
+    log_path: str = os.devnull
+    stats_path: str = ""
+
+    def argv(self) -> list[str]:
+        args = [sys.executable, "-m", "tay.bench.serve_with_stats", "serve",
+                "--data-dir", self.data_dir, "--socket", self.socket_path, "--init-if-missing",
+                "--durability", self.durability,
+                "--group-commit-max-events", str(self.group_commit_max_events),
+                "--group-commit-interval-ms", str(self.group_commit_interval_ms),
+                "--log-level", "WARNING"]
+        if self.durability == "sync":
+            args.append("--validated-filesystem")
+        for name, credits in self.queues.items():
+            args += ["--queue", f"{name}={credits}"]
+        return args
+
+
+@dataclass
+class ServerReading:
+    """What one server lifetime cost."""
+
+    ready_s: float
+    peak_rss_bytes: int
+    cpu_user_s: float
+    cpu_system_s: float
+    exit_code: int | None
+    commit_stats: dict | None = None
+    samples: list[tuple[float, int]] = field(default_factory=list)
+
+
+class ServerProcess:
+    """One ``tay serve`` lifetime. ``start()`` returns once the socket accepts connections."""
+
+    def __init__(self, settings: ServerSettings, ready_timeout_s: float = 60.0) -> None:
+        self.settings = settings
+        self.ready_timeout_s = ready_timeout_s
+        self.process: subprocess.Popen[bytes] | None = None
+        self.ready_s = 0.0
+        self.ready_peak_rss = 0
+
+    def start(self) -> float:
+        """Launch and wait for readiness; returns seconds from spawn to an accepted connect."""
+        env = dict(os.environ)
+        if self.settings.stats_path:
+            env[STATS_ENV] = self.settings.stats_path
+        log = open(self.settings.log_path, "ab")
+        started = time.perf_counter()
+        self.process = subprocess.Popen(self.settings.argv(), stdout=log, stderr=log, env=env,
+                                        stdin=subprocess.DEVNULL)
+        log.close()
+        deadline = started + self.ready_timeout_s
+        while not _accepts(self.settings.socket_path):
+            if self.process.poll() is not None:
+                raise ConfigurationError("tay serve", f"exited with {self.process.returncode} "
+                                         f"before listening; see {self.settings.log_path}")
+            if time.perf_counter() > deadline:
+                self.stop()
+                raise ConfigurationError("tay serve", f"socket {self.settings.socket_path} not "
+                                         f"ready after {self.ready_timeout_s} s")
+            time.sleep(0.001)
+        self.ready_s = time.perf_counter() - started
+        self.ready_peak_rss = peak_rss_bytes(self.process.pid)
+        return self.ready_s
+
+    @property
+    def pid(self) -> int:
+        assert self.process is not None
+        return self.process.pid
+
+    def stop(self, timeout_s: float = 30.0) -> ServerReading:
+        """Read peak RSS and CPU, SIGTERM, wait (SIGKILL after ``timeout_s``)."""
+        assert self.process is not None
+        peak = peak_rss_bytes(self.process.pid)
+        try:
+            times = psutil.Process(self.process.pid).cpu_times()
+            user, system = times.user, times.system
+        except psutil.Error:
+            user = system = float("nan")
+        self.process.send_signal(signal.SIGTERM)
+        try:
+            code = self.process.wait(timeout_s)
+        except subprocess.TimeoutExpired:
+            self.process.kill()
+            code = self.process.wait()
+        return ServerReading(self.ready_s, peak, user, system, code,
+                             read_last_stats(self.settings.stats_path))
+
+
+def peak_rss_bytes(pid: int) -> int:
+    """The kernel's high-water mark of resident memory for ``pid`` (0 if unavailable)."""
+    try:
+        with open(f"/proc/{pid}/status", encoding="ascii") as status:
+            for line in status:
+                if line.startswith("VmHWM:"):
+                    return int(line.split()[1]) * 1024
+    except OSError:
+        pass
+    return 0
+
+
+def read_last_stats(path: str) -> dict | None:
+    if not path or not os.path.exists(path):
+        return None
+    with open(path, encoding="utf-8") as handle:
+        lines = [line for line in handle if line.strip()]
+    return json.loads(lines[-1]) if lines else None
+
+
+def _accepts(path: str) -> bool:
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        probe.connect(path)
+        return True
+    except OSError:
+        return False
+    finally:
+        probe.close()
