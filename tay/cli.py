@@ -19,6 +19,7 @@ from collections.abc import Sequence
 GROUPS: tuple[str, ...] = (
     "tay.storage.cli",
     "tay.server.cli",
+    "tay.bench.cli",
 )
 
 
