@@ -1,7 +1,13 @@
-"""Run ``tay serve`` as a real subprocess and drive it with the REAL tay-client 1.4.0.
+"""Run ``tay serve`` as a real subprocess and drive it with either SDK, in subprocesses.
 
-The SDK runs in its own interpreter (``TAY_CLIENT_PYTHON``) with ``-I`` and a cwd outside
-the repository, so it imports the installed ``tay-client``, never our package.
+``tay-client``: the REAL tay-client 1.4.0 in its own interpreter (``TAY_CLIENT_PYTHON``)
+with ``-I`` and a cwd outside the repository, so it imports the installed package, never
+ours. ``ours``: the repository's interpreter with only the repository on ``PYTHONPATH``
+(cwd also outside), so ``from tay import Tay`` is our SDK. Test bodies are the same text.
+
+``durability="sync"`` runs the server in strict mode (``--durability sync
+--validated-filesystem``); its data dir is under the repository's ``.tmp`` because strict
+mode refuses /tmp by design.
 """
 
 from __future__ import annotations
@@ -19,7 +25,19 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[2]
 CLIENT_PYTHON = os.environ.get("TAY_CLIENT_PYTHON", str(REPO / ".venv-tay-client/bin/python"))
+OUR_PYTHON = str(REPO / ".venv/bin/python")
 SCRATCH = REPO / ".tmp"
+SDKS = ("tay-client", "ours")
+
+
+def sdk_command(sdk: str) -> tuple[list[str], dict[str, str]]:
+    """Interpreter argv prefix and environment that make ``import tay`` mean ``sdk``."""
+    if sdk == "tay-client":
+        return [CLIENT_PYTHON, "-I"], dict(os.environ)
+    if sdk == "ours":
+        env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
+        return [OUR_PYTHON, "-s"], {**env, "PYTHONPATH": str(REPO)}
+    raise ValueError(f"unknown SDK {sdk!r}; expected one of {SDKS}")
 
 WORKER_SCRIPT = r'''
 import asyncio, os, sys, time
@@ -64,8 +82,12 @@ asyncio.run(main())
 class Server:
     """One ``tay serve`` process on a private data dir and socket."""
 
-    def __init__(self, *extra: str) -> None:
+    def __init__(self, *extra: str, sdk: str = "tay-client", durability: str = "write") -> None:
         SCRATCH.mkdir(exist_ok=True)
+        self.sdk = sdk
+        self.python, self.sdk_env = sdk_command(sdk)
+        self.durability = ["--durability", "write"] if durability == "write" else [
+            "--durability", "sync", "--validated-filesystem"]
         self.root = Path(tempfile.mkdtemp(prefix="conf-", dir=SCRATCH))
         self.data_dir = self.root / "data"
         self.socket = str(self.root / "tay.sock")
@@ -78,7 +100,7 @@ class Server:
         env = {**os.environ, "PYTHONPATH": str(REPO)}
         self.process = subprocess.Popen(
             [sys.executable, "-m", "tay.cli", "serve", "--data-dir", str(self.data_dir),
-             "--socket", self.socket, "--init-if-missing", "--durability", "write", *self.extra],
+             "--socket", self.socket, "--init-if-missing", *self.durability, *self.extra],
             cwd=REPO, stdout=log, stderr=log, env=env)
         deadline = time.monotonic() + 10
         while not os.path.exists(self.socket):
@@ -95,8 +117,9 @@ class Server:
 
     def start_worker(self, capacity: int = 4) -> subprocess.Popen[bytes]:
         worker = subprocess.Popen(
-            [CLIENT_PYTHON, "-I", "-c", WORKER_SCRIPT, self.socket, str(capacity), str(self.root)],
-            cwd=tempfile.gettempdir(), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            [*self.python, "-c", WORKER_SCRIPT, self.socket, str(capacity), str(self.root)],
+            cwd=tempfile.gettempdir(), env=self.sdk_env, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE)
         line = worker.stdout.readline()
         assert line.strip() == b"ready", worker.stderr.read().decode()
         self.workers.append(worker)
@@ -137,7 +160,7 @@ class Server:
             "        await tay.close()\n"
             "asyncio.run(main())\n"
         )
-        done = subprocess.run([CLIENT_PYTHON, "-I", "-c", script, self.socket],
+        done = subprocess.run([*self.python, "-c", script, self.socket], env=self.sdk_env,
                               cwd=tempfile.gettempdir(), capture_output=True, timeout=timeout)
         if done.returncode != 0:
             raise AssertionError(done.stderr.decode() + "\n--- server log ---\n" + self.log())

@@ -1,20 +1,34 @@
-"""The real tay-client 1.4.0 against `tay serve` (subprocesses on both sides)."""
+"""The socket conformance scenarios against a real `tay serve`, run with BOTH SDKs: the
+real tay-client 1.4.0 and our own `tay` SDK (subprocesses on both sides, same test bodies).
+The basic producer/worker and restart scenarios also run in strict `sync` durability."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
-from .harness import Server
+from .harness import REPO, SDKS, Server
 
 pytestmark = [pytest.mark.conformance, pytest.mark.slow, pytest.mark.timeout(90)]
 
 
+@pytest.fixture(scope="module", params=SDKS)
+def sdk(request: pytest.FixtureRequest) -> str:
+    return request.param
+
+
 @pytest.fixture(scope="module")
-def server():
-    server = Server("--client-slots", "64").start()
+def server(sdk: str):
+    server = Server("--client-slots", "64", sdk=sdk).start()
     server.start_worker(capacity=4)
     yield server
     server.close()
+
+
+def test_each_sdk_imports_the_package_it_claims(server: Server) -> None:
+    location = Path(server.client("import tay as sdk_module\nreturn sdk_module.__file__"))
+    assert location.is_relative_to(REPO / "tay") == (server.sdk == "ours"), location
 
 
 def test_producer_and_worker_in_separate_processes(server: Server) -> None:
@@ -144,8 +158,8 @@ def test_volatile_jobs(server: Server) -> None:
     """) == ["volatile", "completed", {"sum": 10}]
 
 
-def test_capacity_refusal_reason() -> None:
-    server = Server("--max-state-bytes", "0").start()
+def test_capacity_refusal_reason(sdk: str) -> None:
+    server = Server("--max-state-bytes", "0", sdk=sdk).start()
     try:
         assert server.client("""
             try:
@@ -157,8 +171,9 @@ def test_capacity_refusal_reason() -> None:
         server.close()
 
 
-def test_worker_disconnect_and_engine_restart() -> None:
-    server = Server().start()
+@pytest.mark.parametrize("durability", ["write", "sync"])
+def test_worker_disconnect_and_engine_restart(sdk: str, durability: str) -> None:
+    server = Server(sdk=sdk, durability=durability).start()
     try:
         worker = server.start_worker(capacity=1)
         job_id = server.client("""
@@ -194,5 +209,34 @@ def test_worker_disconnect_and_engine_restart() -> None:
             return [kept["result"], lost["status"], lost["job"]["attempt"]]
         """ % (done[0], job_id))
         assert after[0] == {"sum": 42} and after[1] in ("retryable", "available")
+    finally:
+        server.close()
+
+
+def test_strict_sync_producer_worker_and_restart(sdk: str) -> None:
+    server = Server(sdk=sdk, durability="sync").start()
+    try:
+        server.start_worker(capacity=2)
+        first = server.client("""
+            job = await tay.enqueue("demo.add.v1", {"left": 2, "right": 5},
+                                    submission_id="python-interop-submission")
+            volatile = await tay.enqueue("demo.add.v1", {"left": 1, "right": 1},
+                                         durability="volatile")
+            await wait_for(volatile, {"completed"})
+            return [job.id, await wait_for(job, {"completed"}), await job.result(), volatile.id]
+        """)
+        assert first[:3] == ["5c7e3bd82fedaf28aaa0ce9a171bb577", "completed", {"sum": 7}]
+        server.stop()
+        server.start()
+        after = server.client("""
+            kept = await tay._request("result", {"job_id": %r})
+            try:
+                await tay._request("status", {"job_id": %r})
+                volatile = "still there"
+            except ServerError as error:
+                volatile = error.code
+            return [kept["result"], volatile]
+        """ % (first[0], first[3]))
+        assert after == [{"sum": 7}, "not_found"]  # persistent survived, volatile did not
     finally:
         server.close()
