@@ -27,15 +27,23 @@ from tay import _native
 from tay.failures import RecoveryRefused, StorageFailure, WriterStopped
 from tay.storage import layout
 from tay.storage.fsio import RealIO
-from tay.storage.segment import FOOTER_SIZE, HEADER_SIZE, SegmentHeader, encode_footer, encode_header
-from tay.storage.store_marker import encode_store_marker
+from tay.storage.record import MAX_SEQUENCE
+from tay.storage.segment import (
+    FOOTER_SIZE,
+    HEADER_SIZE,
+    MAX_SEGMENT_ID,
+    SegmentHeader,
+    encode_footer,
+    encode_header,
+    segment_file_name,
+    staging_file_name,
+)
+from tay.storage.store_marker import encode_store_marker, store_staging_name
 
 DURABILITY_MODES = ("sync", "write")
 DEFAULT_ROTATION_TARGET = 67_108_864
 MIN_ROTATION_TARGET = 16_777_352  # header + largest frame + footer
 MAX_ROTATION_TARGET = 1_073_741_824
-MAX_SEQUENCE = 2**64 - 1
-MAX_SEGMENT_ID = 2**64 - 1
 
 EXT4_MAGIC, XFS_MAGIC, BTRFS_MAGIC = 0xEF53, 0x58465342, 0x9123683E
 TMPFS_MAGIC, OVERLAY_MAGIC = 0x01021994, 0x794C7630
@@ -102,6 +110,15 @@ def new_store_id() -> bytes:
 def _io_failure(action: str, error: OSError, path: str | None = None) -> WriterStopped:
     code = os.strerror(error.errno) if error.errno else str(error)
     return WriterStopped("io", f"{action}_failed", path=path, errno=error.errno, error=code)
+
+
+def fsync_file(io: RealIO, path: str) -> None:
+    """fsync ``path`` through a read-only descriptor (a published file we do not write)."""
+    fd = io.open(path, os.O_RDONLY)
+    try:
+        io.fsync(fd)
+    finally:
+        io.close(fd)
 
 
 def publish_staged(io: RealIO, directory: str, staging_name: str, final_name: str, data: bytes) -> None:
@@ -174,16 +191,11 @@ def _bootstrap(io: RealIO, root: str, store_id: bytes) -> None:
     segments = os.path.join(root, layout.SEGMENTS_DIR)
     io.mkdir(segments, 0o755)
     io.fsync_dir(root)
-    nonce = os.urandom(16).hex()
-    publish_staged(io, segments, layout.segment_staging_name(1, nonce),
-                   layout.segment_file_name(1), encode_header(1, 1, store_id))
-    fd = io.open(os.path.join(segments, layout.segment_file_name(1)), os.O_RDONLY)
-    try:
-        io.fsync(fd)
-    finally:
-        io.close(fd)
+    publish_staged(io, segments, staging_file_name(1, os.urandom(16)),
+                   segment_file_name(1), encode_header(1, 1, store_id))
+    fsync_file(io, os.path.join(segments, segment_file_name(1)))
     io.fsync_dir(segments)
-    publish_staged(io, root, layout.store_staging_name(os.urandom(16).hex()),
+    publish_staged(io, root, store_staging_name(os.urandom(16)),
                    layout.STORE_NAME, encode_store_marker(store_id))
 
 
@@ -245,11 +257,7 @@ class Journal:
         return journal
 
     def _open_ready(self, sealed: bool) -> None:
-        store_fd = self.io.open(os.path.join(self.root, layout.STORE_NAME), os.O_RDONLY)
-        try:
-            self.io.fsync(store_fd)
-        finally:
-            self.io.close(store_fd)
+        fsync_file(self.io, os.path.join(self.root, layout.STORE_NAME))
         self.io.fsync_dir(self.root)
         self.io.fsync_dir(self.segments_dir)
         if sealed:
@@ -261,7 +269,7 @@ class Journal:
             raise OSError(5, "active segment size changed since recovery")
 
     def _segment_path(self, segment_id: int) -> str:
-        return os.path.join(self.segments_dir, layout.segment_file_name(segment_id))
+        return os.path.join(self.segments_dir, segment_file_name(segment_id))
 
     # -- poisoning --------------------------------------------------------------------
     def _check_running(self) -> None:
@@ -366,16 +374,12 @@ class Journal:
         self._close_fd()
 
     def _create_successor(self) -> None:
-        old_fd = self.io.open(self._segment_path(self.segment_id), os.O_RDONLY)  # R3
-        try:
-            self.io.fsync(old_fd)
-        finally:
-            self.io.close(old_fd)
+        fsync_file(self.io, self._segment_path(self.segment_id))  # R3
         successor = self.segment_id + 1
         header = encode_header(successor, self.next_sequence, self.store_id)
         publish_staged(self.io, self.segments_dir,  # R4, R5
-                       layout.segment_staging_name(successor, os.urandom(16).hex()),
-                       layout.segment_file_name(successor), header)
+                       staging_file_name(successor, os.urandom(16)),
+                       segment_file_name(successor), header)
         path = self._segment_path(successor)
         fd = self.io.open(path, os.O_RDWR)  # R7 (after the R6 check below)
         if self.io.fstat(fd).st_size != HEADER_SIZE or self.io.read_at(fd, HEADER_SIZE, 0) != header:

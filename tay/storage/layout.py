@@ -10,38 +10,28 @@ from __future__ import annotations
 
 import errno
 import os
-import re
 import stat
 from dataclasses import dataclass, field
 
 from tay.failures import RecoveryRefused
 from tay.storage.fsio import OPEN_NOFOLLOW, RealIO
+from tay.storage.segment import (
+    HEADER_SIZE,
+    parse_segment_file_name,
+    parse_staging_file_name,
+    segment_file_name,
+)
+from tay.storage.store_marker import STORE_FILE_NAME, STORE_SIZE, parse_store_staging_name
 
+# The file names themselves are defined once, next to their formats: segment names in
+# ``tay.storage.segment``, STORE names in ``tay.storage.store_marker``.
 LOCK_NAME = ".tay-owner.lock"
-STORE_NAME = "STORE"
+STORE_NAME = STORE_FILE_NAME
 SEGMENTS_DIR = "segments"
 V2_MARKERS = ("STORE-V2", "CURRENT")
-MAX_SEGMENT_ID = 2**64 - 1
-STORE_STAGING_CAP = 28
-SEGMENT_STAGING_CAP = 44
+STORE_STAGING_CAP = STORE_SIZE
+SEGMENT_STAGING_CAP = HEADER_SIZE
 DEFAULT_MAX_DIRECTORY_ENTRIES = 100_000
-
-CANONICAL_SEGMENT = re.compile(r"\A([0-9]{20})\.tay\Z")
-SEGMENT_STAGING = re.compile(r"\A\.tay-new-([0-9]{20})-([0-9a-f]{32})\.tmp\Z")
-STORE_STAGING = re.compile(r"\A\.tay-store-([0-9a-f]{32})\.tmp\Z")
-
-
-def segment_file_name(segment_id: int) -> str:
-    """The canonical name of segment ``segment_id``: 20 zero-padded digits + ``.tay``."""
-    return f"{segment_id:020d}.tay"
-
-
-def segment_staging_name(segment_id: int, nonce_hex: str) -> str:
-    return f".tay-new-{segment_id:020d}-{nonce_hex}.tmp"
-
-
-def store_staging_name(nonce_hex: str) -> str:
-    return f".tay-store-{nonce_hex}.tmp"
 
 
 @dataclass
@@ -102,10 +92,6 @@ def _classify_entry(name: str, path: str, info: os.stat_result, in_segments: boo
         cap = STORE_STAGING_CAP if role == "store_staging" else SEGMENT_STAGING_CAP
         if info.st_size > cap:
             raise _refuse("oversized_staging", path, size=info.st_size, cap=cap)
-    if role == "canonical":
-        segment_id = int(name[:20])
-        if not 1 <= segment_id <= MAX_SEGMENT_ID:
-            raise _refuse("segment_id_out_of_range", path)
     if role == "malformed":
         raise _refuse("malformed_segment_name", path)
     return role
@@ -113,9 +99,9 @@ def _classify_entry(name: str, path: str, info: os.stat_result, in_segments: boo
 
 def _name_role(name: str, in_segments: bool) -> str:
     if in_segments:
-        if CANONICAL_SEGMENT.match(name):
+        if parse_segment_file_name(name) is not None:
             return "canonical"
-        if SEGMENT_STAGING.match(name):
+        if parse_staging_file_name(name) is not None:
             return "segment_staging"
     else:
         if name == LOCK_NAME:
@@ -126,7 +112,7 @@ def _name_role(name: str, in_segments: bool) -> str:
             return "segments_dir"
         if name in V2_MARKERS:
             return "v2_marker"
-        if STORE_STAGING.match(name):
+        if parse_store_staging_name(name) is not None:
             return "store_staging"
     if ".tay" in name.lower():
         return "malformed"
@@ -184,7 +170,7 @@ def _classify_segments(
         role = _classify_entry(name, path, info, in_segments=True)
         prints.append((f"{SEGMENTS_DIR}/{name}", info.st_ino, info.st_size))
         if role == "canonical":
-            inventory.segment_ids.append(int(name[:20]))
+            inventory.segment_ids.append(int(name[:20]))  # a canonical name is its ID
             inventory.total_segment_bytes += info.st_size
         elif role == "segment_staging":
             inventory.staging.append(f"{SEGMENTS_DIR}/{name}")
