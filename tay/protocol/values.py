@@ -6,16 +6,16 @@ node count of the whole message, and object key size. Violations are connection-
 (``invalid_frame``); unparsable bytes are ``malformed_json``.
 
 orjson also turns integer literals outside 64 bits into floats without a word, which would
-silently change a client's value. Such a literal needs at least 19 digits in a row, so a
-C-speed scan for that keeps the common path cheap; only a payload with a long digit run is
-parsed a second time (stdlib ``json``, whose ``parse_int`` sees every integer literal and
-nothing inside strings) to find out whether one is out of range.
+silently change a client's value. Such a literal is a run of at least 19 digits right after
+a ``:``, ``,`` or ``[`` (whitespace and a minus sign aside). A C-speed scan for 19 digits
+in a row keeps the common path cheap; only then are the runs' left neighbours inspected,
+and only a payload with such a token is parsed a second time (stdlib ``json``, whose
+``parse_int`` sees every integer literal and nothing inside strings) to check the range.
 """
 
 from __future__ import annotations
 
 import json
-import re
 from typing import Any
 
 import orjson
@@ -30,7 +30,11 @@ _SAFE_KEY_CHARS_DIVISOR = 4
 
 INT_MIN = -(2**63)
 INT_MAX = 2**64 - 1
-_LONG_DIGIT_RUN = re.compile(rb"[0-9]{19}")
+# translate() + a substring search run at memory speed; a regex scan is ~8x slower.
+_DIGITS_AS_ZERO = bytes.maketrans(b"123456789", b"000000000")
+_NINETEEN_ZEROS = b"0" * 19
+_JSON_SPACE = frozenset(b" \t\r\n")
+_VALUE_OPENERS = frozenset(b":,[")
 
 
 def decode_message(payload: bytes, limits: ProtocolLimits) -> dict[str, Any]:
@@ -45,10 +49,26 @@ def decode_message(payload: bytes, limits: ProtocolLimits) -> dict[str, Any]:
         raise ConnectionFatal(
             f"payload is a JSON {type(message).__name__}, not an object", code="invalid_frame"
         )
-    if _LONG_DIGIT_RUN.search(payload) is not None:
+    digits_as_zero = payload.translate(_DIGITS_AS_ZERO)
+    if _NINETEEN_ZEROS in digits_as_zero and _has_long_integer_token(payload, digits_as_zero):
         check_integer_range(payload)
     check_value_domain(message, limits)
     return message
+
+
+def _has_long_integer_token(payload: bytes, digits_as_zero: bytes) -> bool:
+    """Whether a run of 19+ digits starts a JSON value (not a string's or a float's tail)."""
+    start = digits_as_zero.find(_NINETEEN_ZEROS)
+    while start >= 0:
+        at = start - 1
+        if at >= 0 and payload[at] == 0x2D:  # a minus sign
+            at -= 1
+        while at >= 0 and payload[at] in _JSON_SPACE:
+            at -= 1
+        if at >= 0 and payload[at] in _VALUE_OPENERS:
+            return True
+        start = digits_as_zero.find(_NINETEEN_ZEROS, start + 19)
+    return False
 
 
 def check_integer_range(payload: bytes) -> None:

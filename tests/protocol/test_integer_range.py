@@ -20,12 +20,13 @@ def envelope(args_json: bytes) -> bytes:
 
 
 @pytest.mark.parametrize("literal", [b"18446744073709551616", b"-9223372036854775809",
+                                     b" \n -18446744073709551616",
                                      b"99999999999999999999999", b"-100000000000000000000"])
 def test_out_of_range_integer_is_invalid_frame(literal: bytes) -> None:
     with pytest.raises(ConnectionFatal) as caught:
         decode_message(envelope(b'{"deep":[1,{"n":' + literal + b"}]}"), LIMITS)
     assert caught.value.code == "invalid_frame"
-    assert literal.decode() in caught.value.message
+    assert literal.decode().strip() in caught.value.message
 
 
 @pytest.mark.parametrize("value", [INT_MAX, INT_MIN, 2**63, -(2**63) + 1, 10**18])
@@ -35,6 +36,7 @@ def test_boundary_integers_stay_exact_integers(value: int) -> None:
 
 
 @pytest.mark.parametrize("text", [b'"184467440737095516160000"', b'"-99999999999999999999999"',
+                                  b'":123456789012345678901234"', b'"a,[ -99999999999999999999"',
                                   b"1.8446744073709551616e19", b"123456789012345678901.5"])
 def test_long_digit_runs_in_strings_and_floats_are_not_integers(text: bytes) -> None:
     decoded = decode_message(envelope(text), LIMITS)
