@@ -25,6 +25,7 @@ from .journal_facts import read_store_facts
 from .metrics import latency_summary_ms, rate
 from .profile import Profile
 from .progress import ProgressBar
+from .report import write_json
 from .server import ServerProcess, ServerSettings
 
 MAX_SOCKET_PATH = 100
@@ -53,7 +54,9 @@ def run_mode(profile: Profile, mode: CommitMode, root: str, *, durability: str,
         log_path=os.path.join(run_dir, "server.log"),
         stats_path=os.path.join(run_dir, "commit-stats.jsonl"))
     try:
-        return _measure(profile, mode, settings, show_progress)
+        result = _measure(profile, mode, settings, show_progress)
+        write_json(result, os.path.join(run_dir, "result.json"))  # survives a later failure
+        return result
     finally:
         if socket_dir:
             shutil.rmtree(socket_dir, ignore_errors=True)

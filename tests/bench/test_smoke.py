@@ -1,0 +1,36 @@
+"""`tay bench tiny` end to end: a real tay serve, worker and producer processes, the
+journal read back offline, a cold restart, and the three report files."""
+
+from __future__ import annotations
+
+import json
+import os
+
+from tay.cli import main
+
+
+def test_tay_bench_tiny_profile_end_to_end(tmp_path, capsys):
+    code = main(["bench", "tiny", "--dir", str(tmp_path), "--no-progress"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    assert out.startswith("| Figure | per-event | group-commit |")
+    [result_path] = [p for p in os.listdir(tmp_path) if p.endswith(".json")]
+    document = json.loads((tmp_path / result_path).read_text())
+    assert document["machine"]["nproc"] == os.cpu_count()
+    per_event, grouped = document["runs"]
+    for run in (per_event, grouped):
+        assert run["completed"] == 50
+        assert {s: n for s, n in run["job_states"].items() if n} == {"completed": 50}
+        assert run["events"] == 150
+        assert run["events_by_name"]["job_inserted"] == 50
+        assert run["insert_rtt_ms"]["count"] == 50
+        assert 0 < run["insert_rtt_ms"]["p50"] <= run["insert_rtt_ms"]["max"]
+        assert run["jobs_per_s"] > 0 and run["history_bytes"] > 50 * 1024
+        assert run["engine_max_rss_bytes"] > 1024 * 1024 and run["cold_restart_s"] > 0
+        assert run["commit_stats"]["events"] >= 150
+        assert run["server_exit_code"] == 0
+    assert per_event["commit_stats"]["max_events"] == 1
+    assert grouped["commit_stats"]["max_events"] == 64
+    # write mode never fsyncs, and the run directories hold no store afterwards
+    assert per_event["fsyncs"] == 0
+    assert not any(os.path.exists(tmp_path / d / "data") for d in os.listdir(tmp_path))
