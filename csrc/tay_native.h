@@ -60,6 +60,40 @@ int tay_value_scan(const uint8_t *data, size_t size, uint32_t max_depth, uint64_
                    size_t *error_offset);
 int tay_utf8_valid(const uint8_t *data, size_t length);
 
+/* ---- Event-v1 batch fast path (events.c) ---- */
+#define TAY_EVENT_FAST 0
+#define TAY_EVENT_SLOW 1
+#define TAY_EVENT_ROW 24
+/* row slots; TAY_EF_NIL has bit k set when slot k holds nil */
+#define TAY_EF_STATUS 0
+#define TAY_EF_AT 1
+#define TAY_EF_EXPECTED 2
+#define TAY_EF_JOB_ID 3
+#define TAY_EF_NIL 4
+#define TAY_EF_A 5
+#define TAY_EF_B 6
+#define TAY_EF_C 7
+#define TAY_EF_D 8
+#define TAY_EF_E 9
+#define TAY_EF_F 10
+#define TAY_EF_DEFINITION 11
+#define TAY_EF_DEFINITION_LENGTH 12
+#define TAY_EF_ARGS 13
+#define TAY_EF_ARGS_LENGTH 14
+#define TAY_EF_MAX_ATTEMPTS 15
+#define TAY_EF_QUEUE 16
+#define TAY_EF_QUEUE_LENGTH 17
+#define TAY_EF_WORKER 18
+#define TAY_EF_WORKER_LENGTH 19
+#define TAY_EF_SCHEDULED_AT 20
+#define TAY_EF_TIMEOUT_MS 21
+#define TAY_EF_END 22
+int tay_events_scan(const uint8_t *buf, size_t count, const uint64_t *offsets,
+                    const uint32_t *lengths, const uint8_t *types, const uint8_t *schemas,
+                    uint32_t max_depth, uint64_t max_nodes, uint64_t max_binary,
+                    size_t tape_capacity, uint8_t *tags, uint64_t *values, uint32_t *tape_offsets,
+                    double *reals, uint64_t *rows);
+
 /* ---- Unix-socket framing (frames.c) ---- */
 #define TAY_FRAME_OK 0
 #define TAY_FRAME_TOO_LARGE 1

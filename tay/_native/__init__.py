@@ -16,6 +16,12 @@ API (see docs/native.md for the details and error conventions):
   ``stop`` in "end" | "not_record" | "bad_record" | "sequence".
 - ``value_encode(obj) -> bytes`` / ``value_decode(buf, max_depth=64, max_nodes=100_000,
   max_binary=16_777_216)``; errors are ``ValueCodecError(reason, offset)``.
+- ``events_scan(buf, [(payload_offset, length, type, schema), ...], max_depth, max_nodes,
+  max_binary) -> list[int]``: the Event-v1 batch fast path, ``EVENT_ROW`` (24) ints per
+  record; slot 0 is 0 (fast: fields filled) or 1 (slow: decode it with the exact decoder).
+  Slots (``tay._native._pure_events``): AT, EXPECTED, JOB_ID (offset), NIL (bit k = slot k
+  is nil), A..F (per pair), DEFINITION/ARGS/QUEUE/WORKER offset+length, MAX_ATTEMPTS,
+  SCHEDULED_AT, TIMEOUT_MS; offsets are relative to the payload start.
 - ``split_frames(buf, max_frame) -> (frames, consumed, error)``; ``frames`` are
   ``(start, end)`` payload slices; ``error`` None | "frame_too_large" | "empty_frame".
 - ``write_all_at(fd, data, offset)``, ``fdatasync(fd)``, ``fsync(fd)``, ``fsync_dir(path)``,
@@ -51,6 +57,7 @@ scan_records = _active.scan_records
 value_encode = _active.value_encode
 value_decode = _active.value_decode
 split_frames = _active.split_frames
+events_scan = _active.events_scan
 write_all_at = _active.write_all_at
 fdatasync = _active.fdatasync
 fsync = _active.fsync
@@ -62,6 +69,6 @@ filesystem_magic = _active.filesystem_magic
 __all__ = [
     "IMPLEMENTATION", "CRC32C_IMPLEMENTATION", "ValueCodecError", "RESOURCE_REASONS",
     "crc32c", "encode_records", "scan_records", "value_encode", "value_decode",
-    "split_frames", "write_all_at", "fdatasync", "fsync", "fsync_dir", "flock_exclusive",
+    "split_frames", "events_scan", "write_all_at", "fdatasync", "fsync", "fsync_dir", "flock_exclusive",
     "rename_noreplace", "filesystem_magic",
 ]

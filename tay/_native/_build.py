@@ -13,7 +13,7 @@ from cffi import FFI
 
 _ROOT = Path(__file__).resolve().parents[2]
 _CSRC = _ROOT / "csrc"
-_SOURCES = ["crc32c.c", "records.c", "value.c", "frames.c", "fileops.c"]
+_SOURCES = ["crc32c.c", "records.c", "value.c", "frames.c", "fileops.c", "events.c"]
 
 CDEF = """
 int tay_crc32c_select(int force_software);
@@ -34,6 +34,12 @@ int tay_value_scan(const uint8_t *data, size_t size, uint32_t max_depth, uint64_
                    uint32_t *offsets, double *reals, size_t *node_count,
                    size_t *error_offset);
 int tay_utf8_valid(const uint8_t *data, size_t length);
+
+int tay_events_scan(const uint8_t *buf, size_t count, const uint64_t *offsets,
+                    const uint32_t *lengths, const uint8_t *types, const uint8_t *schemas,
+                    uint32_t max_depth, uint64_t max_nodes, uint64_t max_binary,
+                    size_t tape_capacity, uint8_t *tags, uint64_t *values, uint32_t *tape_offsets,
+                    double *reals, uint64_t *rows);
 
 int tay_split_frames(const uint8_t *buf, size_t size, uint32_t max_frame, size_t capacity,
                      uint64_t *starts, uint64_t *ends, size_t *count, size_t *consumed);
@@ -62,6 +68,9 @@ int tay_filesystem_magic(const char *path, uint64_t *magic);
 #define TAY_SCAN_FULL ...
 #define TAY_V_TAPE_FULL ...
 #define TAY_VALUE_DEPTH_CEILING ...
+#define TAY_EVENT_FAST ...
+#define TAY_EVENT_SLOW ...
+#define TAY_EVENT_ROW ...
 #define TAY_FRAME_OK ...
 #define TAY_FRAME_TOO_LARGE ...
 #define TAY_FRAME_EMPTY ...

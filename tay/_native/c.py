@@ -180,6 +180,44 @@ class _TapeReader:
         return self.reals[index]
 
 
+def events_scan(buf: Any, records: Sequence[tuple[int, int, int, int]], max_depth: int = 64,
+                max_nodes: int = 100_000, max_binary: int = 16_777_216) -> list[int]:
+    """Flat Event-v1 fast-path rows; see ``tay._native._pure_events.events_scan``."""
+    check_limits(max_depth, max_nodes, max_binary)
+    count = len(records)
+    if not count:
+        return []
+    data = ffi.from_buffer("uint8_t[]", buf)
+    offsets_list, lengths_list, types_list, schemas_list = zip(*records)
+    for offset, length in zip(offsets_list, lengths_list):
+        if offset < 0 or length < 0 or offset + length > len(data):
+            raise ValueError(f"payload slice {offset}+{length} outside the buffer")
+    lengths_list = [min(length, 0xFFFFFFFF) for length in lengths_list]
+    small = [t if 0 <= t <= 255 else 0 for t in types_list]
+    schemas = [s if 0 <= s <= 255 else 0 for s in schemas_list]
+    tape = _event_tape()
+    rows = _new_uncleared("uint64_t[]", count * lib.TAY_EVENT_ROW)
+    lib.tay_events_scan(data, count, ffi.new("uint64_t[]", offsets_list),
+                        ffi.new("uint32_t[]", lengths_list), ffi.new("uint8_t[]", small),
+                        ffi.new("uint8_t[]", schemas), max_depth, max_nodes, max_binary,
+                        _EVENT_TAPE, *tape, rows)
+    return ffi.unpack(rows, count * lib.TAY_EVENT_ROW)
+
+
+_EVENT_TAPE = 65536  # payloads longer than this take the slow path
+_tape_cache: list = []
+
+
+def _event_tape() -> tuple:
+    """Scratch node tape for the per-payload Value check (allocated once, reused)."""
+    if not _tape_cache:
+        _tape_cache.extend((_new_uncleared("uint8_t[]", _EVENT_TAPE),
+                            _new_uncleared("uint64_t[]", _EVENT_TAPE),
+                            _new_uncleared("uint32_t[]", _EVENT_TAPE),
+                            _new_uncleared("double[]", _EVENT_TAPE)))
+    return tuple(_tape_cache)
+
+
 def _path_error(rc: int, *paths: str) -> OSError:
     return OSError(-rc, os.strerror(-rc), *paths)
 

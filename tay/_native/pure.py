@@ -18,6 +18,7 @@ from tay._native._pure_fileops import (
     rename_noreplace,
     write_all_at,
 )
+from tay._native._pure_events import events_scan as events_scan
 from tay._native._pure_value import value_decode, value_encode
 from tay._native.errors import ValueCodecError
 

@@ -1,0 +1,301 @@
+/* Batch fast path for Event-v1 payloads (pairs (1..6,1) and (10,2); storage-events.md).
+ *
+ * tay_events_scan() looks at many payloads in one call. For each it first runs the full
+ * canonical Value check (tay_value_scan, with the caller's depth/node/binary budgets), then
+ * checks the pair's schema (exact key set, domains, cross-field rules) directly on the
+ * validated bytes and writes the scalar fields into a flat row of TAY_EVENT_ROW u64s.
+ * A payload that is not a well-formed event of a known pair is only *marked* slow
+ * (row[0] = TAY_EVENT_SLOW): Python re-decodes it with the exact decoder, so refusal
+ * classes and messages come from one place. This file therefore only has to accept
+ * exactly-valid events; rejecting a valid one merely costs speed.
+ * The pure twin is tay/_native/_pure_events.py (same rows for the same input).
+ */
+#include "tay_native.h"
+
+#include <string.h>
+
+#define TIME_MAX 0x7FFFFFFFFFFFFFFFull
+#define ATTEMPT_MAX 65535u
+#define TIMEOUT_MAX_MS 86400000u
+
+typedef struct {
+    const uint8_t *data; /* the payload; every offset below is relative to it */
+    int has_bytes;       /* a tag-07 node was seen by skip() */
+} cursor_ctx;
+
+static uint32_t rd32(const uint8_t *p) {
+    return ((uint32_t)p[0] << 24) | ((uint32_t)p[1] << 16) | ((uint32_t)p[2] << 8) | p[3];
+}
+
+static uint64_t rd64(const uint8_t *p) { return ((uint64_t)rd32(p) << 32) | rd32(p + 4); }
+
+/* End of the (already validated) value at pos; notes any bytes node inside it. */
+static size_t skip(cursor_ctx *c, size_t pos) {
+    const uint8_t *d = c->data;
+    switch (d[pos]) {
+    case 0x00: case 0x01: case 0x02: return pos + 1;
+    case 0x03: case 0x04: case 0x05: return pos + 9;
+    case 0x07: c->has_bytes = 1; /* fall through */
+    case 0x06: return pos + 5 + rd32(d + pos + 1);
+    case 0x08: {
+        uint32_t n = rd32(d + pos + 1);
+        pos += 5;
+        for (uint32_t i = 0; i < n; i++) pos = skip(c, pos);
+        return pos;
+    }
+    default: { /* 0x09: keys are text */
+        uint32_t n = rd32(d + pos + 1);
+        pos += 5;
+        for (uint32_t i = 0; i < n; i++) pos = skip(c, skip(c, pos));
+        return pos;
+    }
+    }
+}
+
+/* A map at pos with exactly `count` entries; returns the position of its first key or 0. */
+static size_t open_map(const uint8_t *d, size_t pos, uint32_t count) {
+    if (d[pos] != 0x09 || rd32(d + pos + 1) != count) return 0;
+    return pos + 5;
+}
+
+/* The key at *pos must be `name`; returns the position of its value (0 when not). */
+static size_t key(const uint8_t *d, size_t *pos, const char *name) {
+    size_t n = strlen(name), at = *pos;
+    if (rd32(d + at + 1) != n || memcmp(d + at + 5, name, n) != 0) return 0;
+    return at + 5 + n;
+}
+
+/* Reads a tag-04 integer in [low, high]; returns 1 on success. */
+static int uint_in(const uint8_t *d, size_t pos, uint64_t low, uint64_t high, uint64_t *out) {
+    if (d[pos] != 0x04) return 0;
+    uint64_t v = rd64(d + pos + 1);
+    if (v < low || v > high) return 0;
+    *out = v;
+    return 1;
+}
+
+/* An optional tag-04 integer: nil sets the row's nil bit instead. */
+static int opt_uint_in(const uint8_t *d, size_t pos, uint64_t low, uint64_t high,
+                       uint64_t *out, uint64_t *nil_mask, int bit) {
+    if (d[pos] == 0x00) { *out = 0; *nil_mask |= 1ull << bit; return 1; }
+    return uint_in(d, pos, low, high, out);
+}
+
+/* Steps through a map's keys in order: value position of the next key `name`, or 0. */
+#define FIELD(name) \
+    do { if (!(v = key(d, &pos, name))) return 0; } while (0)
+#define NEXT() (pos = skip(&c, v))
+
+/* at, expected_revision (0 for an insert, else >= 1), job_id: shared by every pair. */
+static int check_job_id(const uint8_t *d, size_t v, uint64_t *row) {
+    static const uint8_t zero[16] = {0};
+    if (d[v] != 0x07 || rd32(d + v + 1) != 16 || memcmp(d + v + 5, zero, 16) == 0) return 0;
+    row[TAY_EF_JOB_ID] = v + 5;
+    return 1;
+}
+
+static int check_key_text(const uint8_t *d, size_t v, uint64_t *row, int field) {
+    if (d[v] != 0x06) return 0;
+    uint32_t n = rd32(d + v + 1);
+    if (n < 1 || n > 255 || memchr(d + v + 5, 0, n) != NULL) return 0;
+    row[field] = v + 5;
+    row[field + 1] = n;
+    return 1;
+}
+
+static int check_definition(const uint8_t *d, size_t start, uint64_t *row) {
+    cursor_ctx c = {d, 0};
+    size_t pos = open_map(d, start, 8), v;
+    uint64_t scratch;
+    if (!pos) return 0;
+    FIELD("args");
+    if (d[v] != 0x09) return 0;
+    row[TAY_EF_ARGS] = v;
+    NEXT();
+    if (c.has_bytes) return 0;
+    row[TAY_EF_ARGS_LENGTH] = pos - v;
+    FIELD("definition_version");
+    if (!uint_in(d, v, 1, 1, &scratch)) return 0;
+    NEXT();
+    FIELD("max_attempts");
+    if (!uint_in(d, v, 1, ATTEMPT_MAX, &row[TAY_EF_MAX_ATTEMPTS])) return 0;
+    NEXT();
+    FIELD("queue_key");
+    if (!check_key_text(d, v, row, TAY_EF_QUEUE)) return 0;
+    NEXT();
+    FIELD("retry_policy");
+    {
+        static const char *names[4] = {"base_ms", "cap_ms", "jitter_divisor", "version"};
+        static const uint64_t values[4] = {1000, 60000, 4, 1};
+        size_t inner = open_map(d, v, 4), w;
+        if (!inner) return 0;
+        for (int i = 0; i < 4; i++) {
+            if (!(w = key(d, &inner, names[i]))) return 0;
+            if (!uint_in(d, w, values[i], values[i], &scratch)) return 0;
+            inner = w + 9;
+        }
+    }
+    NEXT();
+    FIELD("scheduled_at");
+    if (!opt_uint_in(d, v, 0, TIME_MAX, &row[TAY_EF_SCHEDULED_AT], &row[TAY_EF_NIL],
+                     TAY_EF_SCHEDULED_AT)) return 0;
+    NEXT();
+    FIELD("timeout_ms");
+    if (!uint_in(d, v, 1, TIMEOUT_MAX_MS, &row[TAY_EF_TIMEOUT_MS])) return 0;
+    NEXT();
+    FIELD("worker_key");
+    if (!check_key_text(d, v, row, TAY_EF_WORKER)) return 0;
+    NEXT();
+    row[TAY_EF_DEFINITION] = start;
+    row[TAY_EF_DEFINITION_LENGTH] = pos - start;
+    return 1;
+}
+
+/* The payload-local rules of every supported pair; 1 = well-formed, row filled. */
+static int check_event(const uint8_t *d, int type, int schema, uint64_t *row) {
+    static const uint8_t key_counts[7] = {5, 4, 5, 9, 4, 5, 4};
+    cursor_ctx c = {d, 0};
+    int slot = schema == 2 && type == 10 ? 6 : (schema == 1 && type >= 1 && type <= 6 ? type - 1 : -1);
+    if (slot < 0) return 0;
+    size_t pos = open_map(d, 0, key_counts[slot]), v;
+    uint64_t code, at;
+    if (!pos) return 0;
+    FIELD("at");
+    if (!uint_in(d, v, 0, TIME_MAX, &row[TAY_EF_AT])) return 0;
+    at = row[TAY_EF_AT];
+    NEXT();
+    switch (slot) {
+    case 0: /* job_inserted */
+        FIELD("definition");
+        if (!check_definition(d, v, row)) return 0;
+        pos = row[TAY_EF_DEFINITION] + row[TAY_EF_DEFINITION_LENGTH];
+        FIELD("eligible_at");
+        if (!uint_in(d, v, 0, TIME_MAX, &row[TAY_EF_A])) return 0;
+        if (row[TAY_EF_A] != ((row[TAY_EF_NIL] >> TAY_EF_SCHEDULED_AT) & 1 ? at
+                              : row[TAY_EF_SCHEDULED_AT])) return 0;
+        NEXT();
+        break;
+    case 1: /* job_available */
+        FIELD("due_at");
+        if (!uint_in(d, v, 0, at, &row[TAY_EF_A])) return 0;
+        NEXT();
+        break;
+    case 2: /* job_started */
+        FIELD("attempt");
+        if (!uint_in(d, v, 1, ATTEMPT_MAX, &row[TAY_EF_A])) return 0;
+        NEXT();
+        FIELD("cycle_token");
+        if (!uint_in(d, v, 1, UINT64_MAX, &row[TAY_EF_B])) return 0;
+        NEXT();
+        break;
+    case 3: /* job_finished: outcome decides diagnostic, disposition and the retry fields */
+        FIELD("diagnostic");
+        {
+            size_t diag = v;
+            NEXT();
+            FIELD("disposition");
+            if (!uint_in(d, v, 0, 2, &row[TAY_EF_B])) return 0;
+            NEXT();
+            FIELD("execution_token");
+            if (!uint_in(d, v, 1, UINT64_MAX, &row[TAY_EF_A])) return 0;
+            NEXT();
+            FIELD("expected_revision");
+            size_t revision_value = v;
+            NEXT();
+            FIELD("job_id");
+            if (!check_job_id(d, v, row)) return 0;
+            NEXT();
+            FIELD("next_attempt");
+            size_t next_attempt = v;
+            NEXT();
+            FIELD("next_due_at");
+            size_t next_due = v;
+            NEXT();
+            FIELD("outcome");
+            if (!uint_in(d, v, 0, 3, &row[TAY_EF_C])) return 0;
+            NEXT();
+            if (!uint_in(d, revision_value, 1, UINT64_MAX, &row[TAY_EF_EXPECTED])) return 0;
+            uint64_t outcome = row[TAY_EF_C], disposition = row[TAY_EF_B];
+            if (outcome == 0) {
+                if (d[diag] != 0x00 || disposition != 0) return 0;
+                row[TAY_EF_NIL] |= 1ull << TAY_EF_D;
+            } else {
+                size_t inner = open_map(d, diag, 2), w;
+                if (!inner || !(w = key(d, &inner, "code"))) return 0;
+                if (!uint_in(d, w, 1, 7, &row[TAY_EF_D])) return 0;
+                inner = w + 9;
+                if (!(w = key(d, &inner, "version")) || !uint_in(d, w, 1, 1, &code)) return 0;
+                code = row[TAY_EF_D];
+                if (outcome == 1 && (code == 5 || code == 7)) return 0;
+                if (outcome == 2 && code != 5) return 0;
+                if (outcome == 3 && code != 7) return 0;
+                if (disposition == 0 || (outcome == 3 && disposition != 1)) return 0;
+            }
+            if (disposition == 1) {
+                if (!uint_in(d, next_attempt, 1, ATTEMPT_MAX, &row[TAY_EF_E])) return 0;
+                if (!uint_in(d, next_due, 0, TIME_MAX, &row[TAY_EF_F])) return 0;
+            } else {
+                if (d[next_attempt] != 0x00 || d[next_due] != 0x00) return 0;
+                row[TAY_EF_NIL] |= (1ull << TAY_EF_E) | (1ull << TAY_EF_F);
+            }
+        }
+        return pos == row[TAY_EF_END];
+    case 4: /* job_cancelled */
+        FIELD("execution_token");
+        if (!opt_uint_in(d, v, 1, UINT64_MAX, &row[TAY_EF_A], &row[TAY_EF_NIL], TAY_EF_A))
+            return 0;
+        NEXT();
+        break;
+    }
+    FIELD("expected_revision");
+    if (!uint_in(d, v, slot == 0 ? 0 : 1, slot == 0 ? 0 : UINT64_MAX, &row[TAY_EF_EXPECTED]))
+        return 0;
+    NEXT();
+    FIELD("job_id");
+    if (!check_job_id(d, v, row)) return 0;
+    NEXT();
+    if (slot == 5) { /* job_retried */
+        FIELD("mode");
+        if (!uint_in(d, v, 0, 1, &row[TAY_EF_A])) return 0;
+        NEXT();
+        FIELD("new_due_at");
+        if (!uint_in(d, v, at, at, &row[TAY_EF_B])) return 0;
+        NEXT();
+    } else if (slot == 6) { /* result_recorded: any JSON-like value (no bytes inside) */
+        FIELD("result");
+        c.has_bytes = 0;
+        row[TAY_EF_A] = v;
+        NEXT();
+        if (c.has_bytes) return 0;
+        row[TAY_EF_B] = pos - v;
+    }
+    return pos == row[TAY_EF_END];
+}
+
+int tay_events_scan(const uint8_t *buf, size_t count, const uint64_t *offsets,
+                    const uint32_t *lengths, const uint8_t *types, const uint8_t *schemas,
+                    uint32_t max_depth, uint64_t max_nodes, uint64_t max_binary,
+                    size_t tape_capacity, uint8_t *tags, uint64_t *values, uint32_t *tape_offsets,
+                    double *reals, uint64_t *rows) {
+    size_t fast = 0;
+    for (size_t i = 0; i < count; i++) {
+        uint64_t *row = rows + i * TAY_EVENT_ROW;
+        memset(row, 0, sizeof(uint64_t) * TAY_EVENT_ROW);
+        row[0] = TAY_EVENT_SLOW;
+        const uint8_t *payload = buf + offsets[i];
+        size_t length = lengths[i], nodes, error_offset;
+        if (length == 0 || length > tape_capacity) continue;
+        if (tay_value_scan(payload, length, max_depth, max_nodes, max_binary, tape_capacity,
+                           tags, values, tape_offsets, reals, &nodes, &error_offset) < 0)
+            continue;
+        row[TAY_EF_END] = length;
+        if (!check_event(payload, types[i], schemas[i], row)) {
+            memset(row, 0, sizeof(uint64_t) * TAY_EVENT_ROW);
+            row[0] = TAY_EVENT_SLOW;
+            continue;
+        }
+        row[0] = TAY_EVENT_FAST;
+        fast++;
+    }
+    return (int)(fast > 0x7FFFFFFF ? 0x7FFFFFFF : fast);
+}
