@@ -72,6 +72,18 @@ class RealIO:
     def lstat(self, path: str) -> os.stat_result:
         return os.lstat(path)
 
+    def lstat_at(self, dir_fd: int, name: str) -> os.stat_result:
+        """fstatat(dir_fd, name, AT_SYMLINK_NOFOLLOW): one lookup, no path walk."""
+        return os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+
+    def open_dir(self, path: str) -> int:
+        """A pinned descriptor of directory ``path`` (a symlink is refused, never followed)."""
+        return os.open(path, os.O_RDONLY | os.O_DIRECTORY | OPEN_NOFOLLOW)
+
+    def unlink(self, path: str) -> None:
+        """Remove a file this process just created (only the rename probe does this)."""
+        os.unlink(path)
+
     def rename_noreplace(self, directory: str, source: str, target: str) -> None:
         """Publish ``directory/source`` as ``directory/target``; EEXIST if the target exists."""
         dir_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | OPEN_NOFOLLOW)
@@ -175,6 +187,12 @@ class FaultyIO(RealIO):
         super().mkdir(path, mode)
         path = os.path.abspath(path)
         self._dir(os.path.dirname(path)).added.add(os.path.basename(path))
+
+    def unlink(self, path: str) -> None:
+        super().unlink(path)
+        path = os.path.abspath(path)
+        self._files.pop(path, None)
+        self._dir(os.path.dirname(path)).added.discard(os.path.basename(path))
 
     def rename_noreplace(self, directory: str, source: str, target: str) -> None:
         super().rename_noreplace(directory, source, target)

@@ -244,8 +244,11 @@ class Journal:
         self.segment_crc = tail.segment_crc
         self.next_sequence = tail.next_sequence
         self.fd = -1
+        self.root_fd = -1  # pinned so a swapped root or segments/ is noticed (§4)
+        self.segments_fd = -1
         self.stopped: WriterStopped | None = None
         self.syncs = 0
+        self.history_bytes = 0  # every segment file's size, footers included
 
     # -- opening ----------------------------------------------------------------------
     @classmethod
@@ -253,10 +256,17 @@ class Journal:
              durability: str = "sync", rotation_target: int = DEFAULT_ROTATION_TARGET) -> "Journal":
         """Run the open-ready barriers and position at the tail (activation, §7 step 7)."""
         journal = cls(io, os.path.abspath(root), lock, tail, durability, rotation_target)
+        # the session now mutates: prove no-replace rename before the first publication
+        layout.probe_noreplace_rename(io, journal.root)
         journal._guard(journal._open_ready, tail.sealed)
+        journal._guard(journal.check_paths)
         return journal
 
     def _open_ready(self, sealed: bool) -> None:
+        self.root_fd = self.io.open_dir(self.root)
+        self.segments_fd = self.io.open_dir(self.segments_dir)
+        self.history_bytes = sum(self.io.lstat(self._segment_path(segment_id)).st_size
+                                 for segment_id in range(1, self.segment_id + 1))
         fsync_file(self.io, os.path.join(self.root, layout.STORE_NAME))
         self.io.fsync_dir(self.root)
         self.io.fsync_dir(self.segments_dir)
@@ -337,15 +347,46 @@ class Journal:
         if self.io.read_at(self.fd, len(frames), offset) != frames:
             raise OSError(5, "read-back does not match the written frames", self._segment_path(self.segment_id))
         self.segment_crc = _native.crc32c(frames, self.segment_crc)
+        self.history_bytes += len(frames)
         self.size = offset + len(frames)
         self.record_count += len(chunk)
         self.next_sequence = chunk[-1][0] + 1
 
     def sync(self) -> None:
-        """The durability barrier for everything appended so far (no-op in ``write`` mode)."""
+        """The barrier before any acknowledgement (§2.9 append steps 3-4).
+
+        ``fdatasync`` of the active segment in ``sync`` mode, then in both modes the check
+        that the store's paths still name the inodes this session holds.
+        """
         self._check_running()
         if self.durability == "sync":
             self._guard(self._fdatasync)
+        self._guard(self.check_paths)
+
+    def check_paths(self) -> None:
+        """Poison the journal unless root, ``segments/``, the active segment and the lock
+        still name the inodes held open (§4: fstat of each fd vs fstatat of its name).
+
+        The root is looked up by its full path; the others by one name inside their pinned
+        parent, which is itself checked, so each lookup is a single-component ``fstatat``.
+        """
+        io = self.io
+        held = ((self.root_fd, None, self.root),
+                (self.segments_fd, self.root_fd, layout.SEGMENTS_DIR),
+                (self.fd, self.segments_fd, segment_file_name(self.segment_id)),
+                (self.lock.fd, self.root_fd, layout.LOCK_NAME))
+        for fd, parent_fd, name in held:
+            pinned = io.fstat(fd)
+            try:
+                named = io.lstat(name) if parent_fd is None else io.lstat_at(parent_fd, name)
+            except FileNotFoundError:
+                named = None
+            if named is None or named.st_ino != pinned.st_ino or named.st_dev != pinned.st_dev:
+                raise WriterStopped("changed_view", "path_changed", name=name,
+                                    path=os.path.join(self.root, name), segment_id=self.segment_id)
+        if pinned.st_nlink != 1:  # the lock (checked last): no second name may reach it
+            raise WriterStopped("changed_view", "path_changed", path=self.lock.path,
+                                links=pinned.st_nlink)
 
     def _fdatasync(self) -> None:
         self.io.fdatasync(self.fd)
@@ -371,6 +412,7 @@ class Journal:
         if self.io.fstat(self.fd).st_size != self.size + FOOTER_SIZE:
             raise OSError(5, "size after footer write does not match", path)
         self.io.fsync(self.fd)  # R2
+        self.history_bytes += FOOTER_SIZE
         self._close_fd()
 
     def _create_successor(self) -> None:
@@ -386,6 +428,7 @@ class Journal:
             self.io.close(fd)
             raise OSError(5, "published successor is not the expected empty segment", path)
         self.fd = fd
+        self.history_bytes += HEADER_SIZE
         self.segment_id = successor
         self.first_sequence = self.next_sequence
         self.size = HEADER_SIZE
@@ -402,8 +445,13 @@ class Journal:
             self.fd = -1
 
     def close(self) -> None:
-        """Close the active segment and release the owner lock (no implicit sync)."""
+        """Close the active segment and the pinned directories, release the owner lock
+        (no implicit sync)."""
         self._close_fd()
+        for fd in (self.root_fd, self.segments_fd):
+            if fd >= 0:
+                os.close(fd)
+        self.root_fd = self.segments_fd = -1
         self.lock.release()
         if self.stopped is None:
             self.stopped = WriterStopped("io", "journal_closed", path=self.root)

@@ -21,7 +21,12 @@ from tay.storage.segment import (
     parse_staging_file_name,
     segment_file_name,
 )
-from tay.storage.store_marker import STORE_FILE_NAME, STORE_SIZE, parse_store_staging_name
+from tay.storage.store_marker import (
+    STORE_FILE_NAME,
+    STORE_SIZE,
+    parse_store_staging_name,
+    store_staging_name,
+)
 
 # The file names themselves are defined once, next to their formats: segment names in
 # ``tay.storage.segment``, STORE names in ``tay.storage.store_marker``.
@@ -229,11 +234,47 @@ def walk_no_follow(path: str) -> list[str]:
     return ancestors
 
 
+def probe_noreplace_rename(io: RealIO, directory: str) -> None:
+    """Prove once that ``directory`` supports no-replace rename (§2.9 lock step 4).
+
+    Two empty STORE staging files are created and the first is renamed onto the second:
+    the rename must fail with EEXIST. ENOSYS/EINVAL (no renameat2 here) and a rename that
+    replaced its target are refused before anything is published. Both probe files are
+    removed again; a crash in between leaves empty staging files, which recovery tolerates.
+    """
+    source, target = (store_staging_name(os.urandom(16)) for _ in range(2))
+    created: list[str] = []
+    try:
+        for name in (source, target):
+            io.close(io.open(os.path.join(directory, name), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600))
+            created.append(name)
+        try:
+            io.rename_noreplace(directory, source, target)
+        except OSError as error:
+            if error.errno == errno.EEXIST:
+                return
+            reason = ("rename_noreplace_unsupported" if error.errno in (errno.ENOSYS, errno.EINVAL)
+                      else "rename_noreplace_probe_failed")
+            raise RecoveryRefused("unsupported_physical", reason, path=directory, stage="ownership",
+                                  errno=error.errno, error=os.strerror(error.errno or 0)) from None
+        created.remove(source)  # the source is gone: the rename replaced the target
+        raise RecoveryRefused("unsupported_physical", "rename_noreplace_replaced_target",
+                              path=directory, stage="ownership")
+    finally:
+        for name in created:
+            try:
+                io.unlink(os.path.join(directory, name))
+            except OSError:
+                pass
+
+
 def acquire_lock(io: RealIO, data_dir: str, *, create: bool, fsync_ancestors: bool) -> StoreLock:
     """Take the store's owner lock (§2.9). ``create=False`` is recovery's existing-only mode.
 
     Raises ``RecoveryRefused`` with kind ``ownership_unavailable`` (missing root or lock,
-    symlinked path, unusable lock file) or ``ownership_busy`` (another holder).
+    symlinked path, unusable lock file) or ``ownership_busy`` (another holder). A creating
+    acquisition (bootstrap) also probes no-replace rename; recovery creates nothing here and
+    the journal probes when the session is promoted to writing (``Journal.open``).
     """
     root = os.path.abspath(data_dir)
     lock_path = os.path.join(root, LOCK_NAME)
@@ -262,6 +303,12 @@ def acquire_lock(io: RealIO, data_dir: str, *, create: bool, fsync_ancestors: bo
     if not io.flock_exclusive(fd):
         io.close(fd)
         raise RecoveryRefused("ownership_busy", "store_busy", path=lock_path, stage="ownership")
+    if create:
+        try:
+            probe_noreplace_rename(io, root)
+        except BaseException:
+            io.close(fd)
+            raise
     if fsync_ancestors:
         for directory in ancestors:
             io.fsync_dir(directory)
