@@ -13,7 +13,7 @@ offending key path (for example ``definition.retry_policy``).
 
 from __future__ import annotations
 
-from typing import Any, Mapping
+from typing import Any, Iterator, Mapping
 
 from tay.failures import RecoveryRefused, StorageFailure
 from tay.storage import value
@@ -149,6 +149,8 @@ def decode_value(payload: bytes | memoryview, limits: value.DecodeLimits | None,
 
 def validate_definition(obj: Any, field: str = "definition") -> dict:
     """Check a decoded definition map against §6.2; returns it unchanged."""
+    if type(obj) is LazyDefinition:
+        return obj  # built only from bytes the fast path checked against these same rules
     check_exact_keys(obj, DEFINITION_KEYS, field)
     args = obj["args"]
     if type(args) is not dict:
@@ -194,7 +196,72 @@ def build_definition(
 
 def canonical_bytes(definition: Mapping[str, Any]) -> bytes:
     """The canonical Value encoding of a definition: what same-ID equality compares."""
+    if type(definition) is LazyDefinition:
+        return definition.canonical
     return value.encode(dict(definition))
+
+
+_NOT_DECODED = object()
+# Budgets for re-decoding part of a Value that was already accepted as a whole: the part
+# is within the whole's budgets, so the ceilings only stop nothing.
+CHECKED_LIMITS = value.DecodeLimits(depth=256, nodes=0xFFFFFFFF, binary=0xFFFFFFFF)
+
+
+class LazyDefinition(Mapping[str, Any]):
+    """A validated definition kept as its canonical bytes plus its scalar fields.
+
+    Replay builds these from the native fast path: ``args`` (the only part that can be
+    large) is decoded on first access and cached, so a restored job costs its bytes and a
+    few scalars until something dispatches it or reports it. Reads like the plain dict
+    ``validate_definition`` returns (same keys, same values, equal to it).
+    """
+
+    __slots__ = ("canonical", "_args_span", "_args", "_scalars")
+
+    def __init__(self, canonical: bytes, args_span: tuple[int, int], max_attempts: int,
+                 queue_key: str, scheduled_at: int | None, timeout_ms: int,
+                 worker_key: str) -> None:
+        self.canonical = canonical
+        self._args_span = args_span
+        self._args: Any = _NOT_DECODED
+        self._scalars = (max_attempts, queue_key, scheduled_at, timeout_ms, worker_key)
+
+    @property
+    def args(self) -> dict:
+        if self._args is _NOT_DECODED:
+            start, end = self._args_span
+            # already checked, within the event's budgets, when the event was decoded
+            self._args = value.decode(memoryview(self.canonical)[start:end], CHECKED_LIMITS)
+        return self._args
+
+    def __getitem__(self, key: str) -> Any:
+        index = _LAZY_SLOTS.get(key)
+        if index is not None:
+            return self._scalars[index]
+        if key == "args":
+            return self.args
+        if key == "retry_policy":
+            return dict(RETRY_POLICY_V1)
+        if key == "definition_version":
+            return 1
+        raise KeyError(key)
+
+    def __contains__(self, key: object) -> bool:
+        return key in DEFINITION_KEYS
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(_DEFINITION_ORDER)
+
+    def __len__(self) -> int:
+        return len(_DEFINITION_ORDER)
+
+    def __repr__(self) -> str:
+        return f"LazyDefinition({dict(self)!r})"
+
+
+_LAZY_SLOTS = {"max_attempts": 0, "queue_key": 1, "scheduled_at": 2, "timeout_ms": 3,
+               "worker_key": 4}
+_DEFINITION_ORDER = sorted(DEFINITION_KEYS)
 
 
 def decode_definition(buf: bytes | memoryview, limits: value.DecodeLimits | None = None) -> dict:
