@@ -7,7 +7,9 @@ packs them into a batch of at most ``max_events`` records (a single larger submi
 forms a batch of its own; submissions are never split), writes the batch with one
 ``append_batch`` and calls ``sync``; only then does it resolve the batch's futures with
 the batch ``Receipt``. With ``interval_ms > 0`` the thread waits up to that long after the
-first queued submission for the batch to fill. The default (1, 0) is one fsync per event.
+oldest queued submission *arrived* for the batch to fill, so no submission waits longer than
+``interval_ms`` for its batch to start (time spent behind an earlier batch's fsync counts).
+The default (1, 0) is one fsync per event.
 
 If a write or sync fails the committer stops for good: the failing batch, every queued
 submission and every later ``submit`` fail with ``WriterStopped``.
@@ -20,10 +22,13 @@ import time
 from collections import deque
 from concurrent.futures import Future
 from dataclasses import dataclass
-from typing import Sequence
+from typing import Callable, Sequence
 
 from tay.failures import RecoveryRefused, StorageFailure, WriterStopped
 from tay.storage.journal import Journal, JournalRecord, Receipt
+
+
+Submission = tuple[list[JournalRecord], "Future[Receipt]"]
 
 
 @dataclass
@@ -40,7 +45,8 @@ class CommitStats:
 class GroupCommitter:
     """The journal's writer thread and its submission queue."""
 
-    def __init__(self, journal: Journal, max_events: int = 1, interval_ms: int = 0) -> None:
+    def __init__(self, journal: Journal, max_events: int = 1, interval_ms: int = 0, *,
+                 clock: Callable[[], float] = time.monotonic) -> None:
         if not isinstance(max_events, int) or max_events < 1:
             raise RecoveryRefused("argument", "max_events_must_be_positive", value=max_events)
         if not isinstance(interval_ms, int) or interval_ms < 0:
@@ -48,7 +54,9 @@ class GroupCommitter:
         self.journal = journal
         self.max_events = max_events
         self.interval_s = interval_ms / 1000.0
-        self._queue: deque[tuple[list[JournalRecord], Future[Receipt]]] = deque()
+        self._clock = clock  # seconds; injectable so tests can pin the batching deadline
+        self._queue: deque[Submission] = deque()
+        self._arrivals: deque[float] = deque()  # clock() at submit, parallel to _queue
         self._queued_events = 0
         self._cond = threading.Condition()
         self._closing = False
@@ -73,6 +81,7 @@ class GroupCommitter:
                 future.set_exception(RecoveryRefused("argument", "empty_submission"))
                 return future
             self._queue.append((records, future))
+            self._arrivals.append(self._clock())
             self._queued_events += len(records)
             self._stats.submissions += 1
             self._cond.notify_all()
@@ -94,7 +103,7 @@ class GroupCommitter:
         self._thread.join()
 
     # -- writer thread ------------------------------------------------------------------
-    def _next_batch(self) -> list[tuple[list[JournalRecord], Future[Receipt]]] | None:
+    def _next_batch(self) -> list[Submission] | None:
         """Wait for work (and, with an interval, for the batch to fill); None means exit."""
         with self._cond:
             while not self._queue:
@@ -102,20 +111,23 @@ class GroupCommitter:
                     return None
                 self._cond.wait()
             if self.interval_s > 0:
-                deadline = time.monotonic() + self.interval_s
+                deadline = self._arrivals[0] + self.interval_s
                 while self._queued_events < self.max_events and not self._closing:
-                    remaining = deadline - time.monotonic()
+                    remaining = deadline - self._clock()
                     if remaining <= 0:
                         break
                     self._cond.wait(remaining)
-            batch = [self._queue.popleft()]
+            batch = [self._take()]
             size = len(batch[0][0])
             while self._queue and size + len(self._queue[0][0]) <= self.max_events:
-                item = self._queue.popleft()
-                batch.append(item)
-                size += len(item[0])
+                batch.append(self._take())
+                size += len(batch[-1][0])
             self._queued_events -= size
             return batch
+
+    def _take(self) -> Submission:
+        self._arrivals.popleft()
+        return self._queue.popleft()
 
     def _run(self) -> None:
         while True:
@@ -141,14 +153,14 @@ class GroupCommitter:
             for _, future in batch:
                 future.set_result(receipt)
 
-    def _stop(self, batch: list[tuple[list[JournalRecord], Future[Receipt]]],
-              failure: StorageFailure) -> None:
+    def _stop(self, batch: list[Submission], failure: StorageFailure) -> None:
         stopped = failure if isinstance(failure, WriterStopped) else WriterStopped(
             failure.kind, failure.reason, path=failure.path, sequence=failure.sequence)
         with self._cond:
             self._stopped = stopped
             pending = list(self._queue)
             self._queue.clear()
+            self._arrivals.clear()
             self._queued_events = 0
         for _, future in [*batch, *pending]:
             future.set_exception(stopped)

@@ -1,0 +1,123 @@
+"""GroupCommitter rules not pinned elsewhere: acknowledgement only after the batch's fsync,
+a failed fsync fails the batch and everything queued behind it, and the ``interval_ms``
+deadline counts from a submission's arrival (it waits to fill, never beyond the interval)."""
+
+from __future__ import annotations
+
+import errno
+import threading
+
+import pytest
+
+from tay.failures import WriterStopped
+from tay.storage.commit import GroupCommitter
+from tay.storage.fsio import RealIO
+from tay.storage.journal import init_store
+from tests.storage.test_journal import data_dir, open_journal, records  # noqa: F401 (fixture)
+
+
+class GatedSyncIO(RealIO):
+    """Holds every fdatasync until the test opens the gate; can make the held one fail."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.entered = threading.Event()
+        self.gate = threading.Event()
+        self.fail_with: int | None = None
+
+    def fdatasync(self, fd: int) -> None:
+        self.entered.set()
+        assert self.gate.wait(10), "test never opened the gate"
+        if self.fail_with is not None:
+            raise OSError(self.fail_with, "injected")
+        super().fdatasync(fd)
+
+
+class FakeClock:
+    def __init__(self) -> None:
+        self.now = 0.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def gated(data_dir):  # noqa: F811 (the imported fixture)
+    init_store(data_dir, validated_filesystem=True)
+    io = GatedSyncIO()
+    io.gate.set()
+    journal, _ = open_journal(data_dir, io=io)  # activation fsyncs pass through the open gate
+    io.gate.clear()
+    yield io, journal
+    io.gate.set()
+    journal.close()
+
+
+def test_no_acknowledgement_before_the_batch_fsync_returns(gated):
+    io, journal = gated
+    committer = GroupCommitter(journal)
+    future = committer.submit(records(1, 1))
+    assert io.entered.wait(10)
+    assert not future.done()  # written, but its fsync has not returned
+    io.gate.set()
+    assert future.result(timeout=10).last_sequence == 1
+    committer.close()
+
+
+def test_a_failed_fsync_fails_the_batch_every_queued_ack_and_later_submits(gated):
+    io, journal = gated
+    committer = GroupCommitter(journal)
+    in_flight = committer.submit(records(1, 1))
+    assert io.entered.wait(10)
+    queued = [committer.submit(records(seq, 1)) for seq in (2, 3, 4)]
+    io.fail_with = errno.EIO
+    io.gate.set()
+    with pytest.raises(WriterStopped) as first:
+        in_flight.result(timeout=10)
+    assert first.value.extra["errno"] == errno.EIO
+    for future in queued:
+        assert future.exception(timeout=10) is first.value
+    assert committer.submit(records(5, 1)).exception(timeout=10) is first.value
+    assert committer.stats().batches == 0
+    committer.close()
+
+
+def test_interval_waits_for_the_batch_to_fill_then_writes_it_whole(gated):
+    io, journal = gated
+    io.gate.set()
+    clock = FakeClock()
+    committer = GroupCommitter(journal, max_events=3, interval_ms=60_000, clock=clock)
+    futures = [committer.submit(records(seq, 1)) for seq in (1, 2, 3)]  # fills the batch
+    receipts = [future.result(timeout=10) for future in futures]  # no 60 s wait: it is full
+    assert {receipt.count for receipt in receipts} == {3}
+    assert committer.stats().batches == 1
+    committer.close()
+
+
+def test_a_lone_submission_is_written_once_its_interval_has_passed(gated):
+    io, journal = gated
+    io.gate.set()
+    clock = FakeClock()
+    committer = GroupCommitter(journal, max_events=10, interval_ms=60_000, clock=clock)
+    lone = committer.submit(records(1, 1))
+    assert not lone.done()  # waiting for company
+    clock.now = 60.0
+    late = committer.submit(records(2, 1))  # wakes the writer; the deadline has passed
+    assert lone.result(timeout=10).count == 2 and late.result(timeout=10).count == 2
+    committer.close()
+
+
+def test_time_spent_behind_an_earlier_fsync_counts_toward_the_interval(gated):
+    io, journal = gated
+    clock = FakeClock()
+    committer = GroupCommitter(journal, max_events=1, interval_ms=60_000, clock=clock)
+    first = committer.submit(records(1, 1))  # a full batch: written at once, fsync held
+    assert io.entered.wait(10)
+    committer.max_events = 10  # the next batch could grow: the interval applies to it
+    waiting = committer.submit(records(2, 1))  # arrives at t=0 while the fsync is held
+    clock.now = 61.0
+    io.gate.set()
+    first.result(timeout=10)
+    # its interval ran out behind the fsync: written now, not 60 s after the writer saw it
+    assert waiting.result(timeout=10).count == 1
+    committer.close()
