@@ -48,6 +48,8 @@ def register(groups: Any) -> None:
     add("--client-bytes", type=int, default=64 * 1024 * 1024)
     add("--max-frame-bytes", type=int, default=1_048_576)
     add("--max-connections", type=int, default=128)
+    add("--executor-result-bytes", type=int, default=65_536,
+        help="largest encoded result an executor may report")
     add("--request-timeout-ms", type=int, default=30_000,
         help="per pending socket request, 1..3600000 (answers request_timeout on expiry)")
     add("--log-level", default="INFO")
@@ -105,7 +107,8 @@ def build_config(args: argparse.Namespace, env: Mapping[str, str]) -> "ServeConf
     )
     limits = ProtocolLimits(max_frame_bytes=args.max_frame_bytes,
                             max_connections=args.max_connections,
-                            request_timeout_ms=args.request_timeout_ms).validate()
+                            request_timeout_ms=args.request_timeout_ms,
+                            result_bytes=args.executor_result_bytes).validate()
     return ServeConfig(
         data_dir=data_dir, socket=resolve_socket_path(args.socket, environ=env),
         socket_mode=int(args.socket_mode, 8), init_if_missing=init,

@@ -64,6 +64,11 @@ async def main():
             raise RuntimeError(f"attempt {count + 1} fails")
         return {"attempts": count + 1}
 
+    @worker.task(name="demo.big.v1")
+    def big(key, size):
+        open(os.path.join(state_dir, key), "a").write("run\n")
+        return {"blob": "x" * size}
+
     @worker.task(name="demo.sleep.v1")
     async def nap(seconds, key=None):
         if key:

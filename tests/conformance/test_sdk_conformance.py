@@ -240,3 +240,25 @@ def test_strict_sync_producer_worker_and_restart(sdk: str) -> None:
         assert after == [{"sum": 7}, "not_found"]  # persistent survived, volatile did not
     finally:
         server.close()
+
+
+def test_refused_execution_report_follows_each_sdks_documented_behaviour(sdk: str) -> None:
+    """The server refuses a `succeeded` whose result exceeds its limit (result_too_large).
+    tay-client treats any error reply to its events as a protocol violation: it drops the
+    connection, so the interrupted job is dispatched again and again. Our SDK logs the
+    refusal and keeps the connection (docs/sdk.md), so the job runs once and times out."""
+    server = Server("--executor-result-bytes", "1024", sdk=sdk).start()
+    try:
+        server.start_worker(capacity=1)
+        status = server.client("""
+            job = await tay.enqueue("demo.big.v1", {"key": "big", "size": 4096},
+                                    options={"timeout_ms": 400})
+            return await wait_for(job, {"discarded"}, limit=3.0)
+        """)
+        runs = (server.root / "big").read_text().count("run")
+        if sdk == "tay-client":
+            assert status != "discarded" and runs >= 2, (status, runs)
+        else:
+            assert (status, runs) == ("discarded", 1)
+    finally:
+        server.close()
