@@ -210,7 +210,8 @@ def machine_facts(path: str) -> dict[str, Any]:
         pass
     return {"nproc": os.cpu_count(), "cpu_model": model, "kernel": platform.release(),
             "machine": platform.machine(), "python": platform.python_version(),
-            "filesystem": _filesystem_type(path)}
+            "filesystem": _filesystem_type(path),
+            "load_average_1m": round(os.getloadavg()[0], 2)}  # other work on the box
 
 
 def _filesystem_type(path: str) -> str:

@@ -1,0 +1,1 @@
+"""Peer job queues run with the tay reference workload shape (see docs/benchmarks.md)."""

@@ -1,0 +1,94 @@
+"""tay next to beanstalkd and RQ/Redis on the reference workload shape, in one run.
+
+    .venv/bin/python -m benchmarks.peers.run_peers [--jobs 10000] [--skip-tay]
+
+Runs tay (per-event fsync and group commit, through ``tay.bench``), then each peer with an
+fsync on every write and again without fsync, and writes ``var/bench/peers-<time>.json``
+and ``.md``. Ratios are tay's figure divided by the peer's, from the same invocation.
+A missing peer is reported with its install command and skipped.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import sys
+import time
+from dataclasses import replace
+from typing import Any
+
+from tay.bench.harness import CommitMode, machine_facts, run_mode
+from tay.bench.profile import load_profile
+from tay.bench.report import write_json
+
+from . import beanstalkd_peer, rq_peer
+from .common import MissingPeer, Workload
+
+ROOT = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__)))), "var", "bench")
+
+
+def run_tay(jobs: int, group_max_events: int, group_interval_ms: int) -> list[dict[str, Any]]:
+    profile = replace(load_profile("reference"), jobs=jobs, expected_events=3 * jobs)
+    modes = [CommitMode("per-event", 1, 0),
+             CommitMode("group-commit", group_max_events, group_interval_ms)]
+    runs = [run_mode(profile, mode, ROOT, durability="sync") for mode in modes]
+    return [{"peer": f"tay {run['mode']} (sync)", "fsync": True, "jobs": run["completed"],
+             "jobs_per_s": run["jobs_per_s"], "ack_rtt_ms": run["insert_rtt_ms"]} for run in runs]
+
+
+def run_all_peers(workload: Workload) -> tuple[list[dict[str, Any]], list[str]]:
+    results, skipped = [], []
+    for module in (beanstalkd_peer, rq_peer):
+        for fsync in (True, False):
+            try:
+                results.append(module.run(workload, fsync))
+            except MissingPeer as missing:
+                skipped.append(str(missing))
+                print(f"skipped: {missing}", file=sys.stderr)
+                break
+            print(f"done: {results[-1]['peer']}: {results[-1]['jobs_per_s']} jobs/s",
+                  file=sys.stderr)
+    return results, skipped
+
+
+def markdown(rows: list[dict[str, Any]], reference: dict[str, Any] | None) -> str:
+    lines = ["| System | jobs/s | ack p50 / p99 (ms) | tay jobs/s ÷ this | this p99 ÷ tay p99 |",
+             "|---|---|---|---|---|"]
+    for row in rows:
+        rtt = row["ack_rtt_ms"]
+        speed = p99 = "-"
+        if reference:
+            speed = f"{reference['jobs_per_s'] / row['jobs_per_s']:.2f}"
+            p99 = f"{rtt['p99'] / reference['ack_rtt_ms']['p99']:.2f}"
+        lines.append(f"| {row['peer']} | {row['jobs_per_s']:,.1f} | "
+                     f"{rtt['p50']:.3f} / {rtt['p99']:.3f} | {speed} | {p99} |")
+    return "\n".join(lines) + "\n"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--jobs", type=int, default=10_000)
+    parser.add_argument("--skip-tay", action="store_true")
+    parser.add_argument("--group-commit-max-events", type=int, default=64)
+    parser.add_argument("--group-commit-interval-ms", type=int, default=0)
+    args = parser.parse_args(argv)
+    tay_rows = [] if args.skip_tay else run_tay(args.jobs, args.group_commit_max_events,
+                                                args.group_commit_interval_ms)
+    peer_rows, skipped = run_all_peers(Workload(jobs=args.jobs))
+    rows = tay_rows + peer_rows
+    reference = tay_rows[0] if tay_rows else None
+    stamp = time.strftime("%Y%m%dT%H%M%S")
+    document = {"machine": machine_facts(ROOT), "jobs": args.jobs, "rows": rows,
+                "skipped": skipped, "ratio_reference": reference and reference["peer"]}
+    os.makedirs(ROOT, exist_ok=True)
+    write_json(document, os.path.join(ROOT, f"peers-{stamp}.json"))
+    table = markdown(rows, reference)
+    with open(os.path.join(ROOT, f"peers-{stamp}.md"), "w", encoding="utf-8") as handle:
+        handle.write(table)
+    sys.stdout.write(table)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
