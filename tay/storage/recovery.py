@@ -188,28 +188,55 @@ def preflight(io: RealIO, data_dir: str, options: RecoveryOptions) -> FrozenView
 
 
 def replay(view: FrozenView, consumer: Consumer) -> int:
-    """Pass 2: feed every record, in global sequence order, to ``consumer``."""
+    """Pass 2: feed every record, in global sequence order, to ``consumer``.
+
+    A consumer with a ``consume_event(sequence, event)`` method (and ``limits``) receives
+    decoded events instead: each segment is then checked by one native batch call
+    (``events.decode_events``), and records the fast path cannot vouch for are decoded
+    exactly, in order, so refusals are the same as on the per-record path.
+    """
     expected = 1
+    consume_event = getattr(consumer, "consume_event", None)
     for segment_view in view.segments:
         buffer = memoryview(segment_view.mapping) if segment_view.mapping is not None else memoryview(b"")
+        records = segment_view.scan.records
         try:
-            for offset, rtype, schema, sequence, length in segment_view.scan.records:
-                if sequence != expected:
-                    raise RecoveryRefused("continuity", "global_sequence", path=segment_view.path,
-                                          segment_id=segment_view.segment_id, offset=offset,
-                                          sequence=sequence, stage="replay", expected=expected)
-                payload = buffer[offset + 24: offset + 24 + length]
-                try:
-                    consumer(sequence, rtype, schema, payload)
-                except StorageFailure as failure:
-                    raise locate(failure, path=segment_view.path, segment_id=segment_view.segment_id,
-                                 sequence=sequence, stage="replay", base_offset=0) from None
-                finally:
-                    payload.release()
-                expected += 1
+            for start in range(0, len(records), _EVENT_BATCH):
+                chunk = records[start:start + _EVENT_BATCH]
+                if consume_event is not None:
+                    events = event_codec.decode_events(
+                        buffer, [(offset + 24, length, rtype, schema)
+                                 for offset, rtype, schema, _, length in chunk], consumer.limits)
+                for offset, rtype, schema, sequence, length in chunk:
+                    if sequence != expected:
+                        raise RecoveryRefused("continuity", "global_sequence", path=segment_view.path,
+                                              segment_id=segment_view.segment_id, offset=offset,
+                                              sequence=sequence, stage="replay", expected=expected)
+                    try:
+                        if consume_event is not None:
+                            consume_event(sequence, next(events))
+                        else:
+                            _consume_record(buffer, offset, length, consumer, sequence, rtype, schema)
+                    except StorageFailure as failure:
+                        raise locate(failure, path=segment_view.path,
+                                     segment_id=segment_view.segment_id, sequence=sequence,
+                                     stage="replay", base_offset=0) from None
+                    expected += 1
         finally:
             buffer.release()
     return expected - 1
+
+
+def _consume_record(buffer: memoryview, offset: int, length: int, consumer: Consumer,
+                    sequence: int, rtype: int, schema: int) -> None:
+    payload = buffer[offset + 24: offset + 24 + length]
+    try:
+        consumer(sequence, rtype, schema, payload)
+    finally:
+        payload.release()
+
+
+_EVENT_BATCH = 4096  # records per native call: bounds the row scratch, not the replay
 
 
 class EventSink(Protocol):
@@ -225,7 +252,10 @@ class TableConsumer:
     other_events: Counter = field(default_factory=Counter)
 
     def __call__(self, sequence: int, rtype: int, schema: int, payload: memoryview) -> None:
-        event = event_codec.decode_event(rtype, schema, payload, self.limits)
+        self.consume_event(sequence, event_codec.decode_event(rtype, schema, payload, self.limits))
+
+    def consume_event(self, sequence: int, event: event_codec.Event) -> None:
+        """Apply one decoded event (what ``replay`` calls on its batch path)."""
         if event.is_job_event:
             self.table.apply(sequence, event)
         else:
