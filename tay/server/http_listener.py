@@ -165,6 +165,7 @@ class HttpConnection(asyncio.Protocol):
         self.paused = False
         self._timer: asyncio.TimerHandle | None = None
         self._in_request = False
+        self._write_paused = False
         self._reset_message()
 
     # -- asyncio callbacks -----------------------------------------------------------
@@ -178,6 +179,16 @@ class HttpConnection(asyncio.Protocol):
         self.closing = True
         self._cancel_timer()
         self.abort_pending()
+
+    def pause_writing(self) -> None:
+        """The peer is not reading its responses: stop reading its requests."""
+        self._write_paused = True
+        self.transport.pause_reading()
+
+    def resume_writing(self) -> None:
+        self._write_paused = False
+        if not self.closing and not self.paused:
+            self.transport.resume_reading()
 
     def data_received(self, data: bytes) -> None:
         if self.closing:
@@ -235,7 +246,13 @@ class HttpConnection(asyncio.Protocol):
         request = HttpRequest(self.parser.get_method().decode("ascii", "replace"),
                               self.url.decode("latin-1"), tuple(self.headers), bytes(self.body))
         self._reset_message()
-        future = self.server.handle(request)
+        try:
+            future = self.server.handle(request)
+        except Exception as error:  # a router bug must not take the connection down silently
+            log.error("HTTP router failed", exc_info=error)
+            future = self.server.driver.loop.create_future()
+            future.set_result(error_response(RequestRefused("internal server error",
+                                                            code="internal")))
         self.pipeline.append((future, keep_alive))
         future.add_done_callback(lambda _: self._flush())
         if len(self.pipeline) >= self.limits.max_pipeline and not self.paused:
@@ -260,7 +277,8 @@ class HttpConnection(asyncio.Protocol):
                 return
         if self.paused and len(self.pipeline) < self.limits.max_pipeline and not self.closing:
             self.paused = False
-            self.transport.resume_reading()
+            if not self._write_paused:
+                self.transport.resume_reading()
 
     def _fail(self, response: HttpResponse) -> None:
         """A broken request: answer after what is already queued, then close."""

@@ -185,3 +185,14 @@ def test_schedule_routes_answer_unavailable_without_engine_schedules():
             if response.status == 503:
                 assert response.code == "unavailable"
     run(scenario())
+
+
+def test_job_ids_that_are_not_hex_are_invalid_job_id_and_unknown_ones_not_found():
+    async def scenario():
+        async with http_stack() as server:
+            client = Client(server)
+            bad = await client.call(request("GET", "/jobs/not-hex"))
+            assert (bad.status, bad.code) == (400, "invalid_job_id")
+            missing = await client.call(request("GET", "/jobs/" + "ab" * 16 + "/result"))
+            assert (missing.status, missing.code) == (404, "not_found")
+    run(scenario())
