@@ -234,6 +234,9 @@ class HttpConnection(asyncio.Protocol):
                     and int(value) > self.limits.max_body_bytes:
                 raise _Abort(_too_large(f"body of {int(value)} bytes exceeds "
                                         f"{self.limits.max_body_bytes}"))
+        if (b"expect", b"100-continue") in ((n, v.lower()) for n, v in self.headers) \
+                and not self.pipeline:
+            self.transport.write(b"HTTP/1.1 100 Continue\r\n\r\n")  # curl waits for it
 
     def on_body(self, chunk: bytes) -> None:
         self.body += chunk

@@ -189,3 +189,29 @@ def test_arbitrary_bytes_never_break_the_server(noise):
             fresh = Client(server)  # the server still answers others
             assert (await fresh.call(request("GET", "/nope"))).status == 404
     run(scenario())
+
+
+def test_expect_100_continue_is_acknowledged_before_the_body():
+    async def scenario():
+        async with http_stack() as server:
+            client = Client(server)
+            body = b'{"task":"demo.add","args":{}}'
+            client.send(b"POST /jobs HTTP/1.1\r\ncontent-type: application/json\r\n"
+                        b"expect: 100-continue\r\ncontent-length: %d\r\n\r\n" % len(body))
+            assert client.transport.written == b"HTTP/1.1 100 Continue\r\n\r\n"
+            client.send(body)
+            await asyncio.sleep(0.05)
+            final = client.transport.written.split(b"\r\n\r\n", 1)[1]
+            assert parse_responses(final)[0].status == 201
+    run(scenario())
+
+
+def test_a_peer_that_does_not_read_stops_being_read():
+    async def scenario():
+        async with http_stack() as server:
+            client = Client(server)
+            client.connection.pause_writing()
+            assert not client.transport.reading
+            client.connection.resume_writing()
+            assert client.transport.reading
+    run(scenario())

@@ -196,3 +196,18 @@ def test_job_ids_that_are_not_hex_are_invalid_job_id_and_unknown_ones_not_found(
             missing = await client.call(request("GET", "/jobs/" + "ab" * 16 + "/result"))
             assert (missing.status, missing.code) == (404, "not_found")
     run(scenario())
+
+
+def test_tokens_never_reach_the_logs(caplog):
+    async def scenario():
+        async with http_stack(HttpLimits(session_idle_s=0.05)) as server:
+            client = Client(server)
+            token = await register(client)
+            (session,) = server.sessions.sessions.values()
+            assert token not in repr(session)
+            await asyncio.sleep(0.15)  # expiry logs the session's end
+            return token
+    caplog.set_level("DEBUG")
+    token = run(scenario())
+    assert "session ended" in caplog.text and "registered" in caplog.text
+    assert token not in caplog.text
