@@ -139,9 +139,15 @@ class HttpServer:
                 lambda rid: command(self.producer, rid, **call.fields))
         return effect_response(reply, self.limits.max_body_bytes)
 
-    async def close(self) -> None:
+    async def close(self, settle_timeout_s: float = 5.0) -> None:
+        """Stop accepting, let durable replies already in flight be written, then close."""
         if self._server is not None:
             self._server.close()
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + settle_timeout_s
+        while not self.driver.idle and loop.time() < deadline:
+            await asyncio.sleep(0.01)
+        await asyncio.sleep(0)  # let released replies run their response callbacks
         self.sessions.close()
         for connection in list(self.connections):
             connection.abort_pending()
