@@ -58,6 +58,12 @@ def _argument(reason: str, path: str | None = None, **extra: object) -> Recovery
     return RecoveryRefused("argument", reason, path=path, stage="validation", **extra)
 
 
+def rotation_needed(active_size: int, frame_size: int, rotation_target: int) -> bool:
+    """§2.8: seal before a frame that would leave no room for the footer within the target;
+    an empty active segment (header only) never rotates."""
+    return active_size != HEADER_SIZE and active_size + frame_size + FOOTER_SIZE > rotation_target
+
+
 def check_rotation_target(value: int, *, allow_below_minimum_for_tests: bool = False) -> int:
     """Validate ``rotation_target_bytes`` (§2.8). The test escape hatch lowers only the floor."""
     floor = 44 + 28 + FOOTER_SIZE if allow_below_minimum_for_tests else MIN_ROTATION_TARGET
@@ -323,8 +329,7 @@ class Journal:
         first_location: tuple[int, int] | None = None
         for record in records:
             frame_size = 28 + len(record[3])
-            empty_active = self.size == HEADER_SIZE and not chunk
-            if not empty_active and self.size + chunk_bytes + frame_size + FOOTER_SIZE > self.rotation_target:
+            if rotation_needed(self.size + chunk_bytes, frame_size, self.rotation_target):
                 if chunk:
                     self._write_frames(chunk)
                     chunk, chunk_bytes = [], 0
