@@ -14,7 +14,8 @@ and ``expected_revision < S``. Retry due times are *checked* against the window 
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields
+from operator import attrgetter
 from typing import Any, Iterator, Mapping
 
 from tay.failures import RecoveryRefused
@@ -108,124 +109,176 @@ def expected_finish(outcome: int, attempt: int, max_attempts: int) -> tuple[int,
 class _Guard:
     """Raises ``TransitionRejected`` for one (job, sequence) with a named guard."""
 
+    __slots__ = ("job_id", "sequence")
+
     def __init__(self, job_id: bytes | None, sequence: int) -> None:
         self.job_id, self.sequence = job_id, sequence
 
     def require(self, condition: bool, guard: str, detail: str = "", *values: Any) -> None:
         """``detail`` is a ``str.format`` template, filled only on failure (replay is hot)."""
         if not condition:
-            raise TransitionRejected(guard, job_id=self.job_id, sequence=self.sequence,
-                                     detail=detail.format(*values))
+            self.fail(guard, detail, *values)
+
+    def fail(self, guard: str, detail: str = "", *values: Any) -> None:
+        raise TransitionRejected(guard, job_id=self.job_id, sequence=self.sequence,
+                                 detail=detail.format(*values))
+
+
+_FIELD_NAMES = tuple(f.name for f in fields(JobState))
+_FIELD_INDEX = {name: index for index, name in enumerate(_FIELD_NAMES)}
+_all_fields = attrgetter(*_FIELD_NAMES)
+
+
+def _evolve(job: JobState, **changes: Any) -> JobState:
+    """``dataclasses.replace`` without its per-call introspection (replay is hot)."""
+    values = list(_all_fields(job))
+    for name, new in changes.items():
+        values[_FIELD_INDEX[name]] = new
+    return JobState(*values)
 
 
 def apply(previous: JobState | None, sequence: int, event: ev.Event) -> JobState:
     """The next durable state of the job ``event`` names, or ``TransitionRejected``."""
-    guard = _Guard(event.job_id, sequence)
-    guard.require(event.is_job_event, "not_a_job_event", "pair {}", event.pair)
-    guard.require(type(sequence) is int and 1 <= sequence <= U64_MAX, "invalid_sequence")
-    guard.require(event.expected_revision < sequence, "expected_revision_not_below_sequence",
-                  "expected_revision {}", event.expected_revision)
-    if event.pair == ev.JOB_INSERTED:
-        guard.require(previous is None, "job_already_exists")
+    payload = event.payload
+    guard = _Guard(payload.get("job_id"), sequence)
+    pair = (event.type, event.schema)
+    if pair not in _JOB_PAIRS:
+        guard.fail("not_a_job_event", "pair {}", pair)
+    if type(sequence) is not int or not 1 <= sequence <= U64_MAX:
+        guard.fail("invalid_sequence")
+    expected_revision = payload["expected_revision"]
+    if not expected_revision < sequence:
+        guard.fail("expected_revision_not_below_sequence", "expected_revision {}",
+                   expected_revision)
+    if pair == ev.JOB_INSERTED:
+        if previous is not None:
+            guard.fail("job_already_exists")
         return _inserted(sequence, event)
-    guard.require(previous is not None, "job_absent")
+    if previous is None:
+        guard.fail("job_absent")
     assert previous is not None
-    guard.require(previous.id == event.job_id, "job_id_mismatch")
-    guard.require(previous.revision == event.expected_revision, "revision_mismatch",
-                  "expected_revision {}, job revision {}", event.expected_revision,
-                  previous.revision)
-    return _HANDLERS[event.pair](previous, sequence, event, guard)
+    if previous.id != guard.job_id:
+        guard.fail("job_id_mismatch")
+    if previous.revision != expected_revision:
+        guard.fail("revision_mismatch", "expected_revision {}, job revision {}",
+                   expected_revision, previous.revision)
+    return _HANDLERS[pair](previous, sequence, payload, guard)
 
 
 def _inserted(sequence: int, event: ev.Event) -> JobState:
-    definition = event["definition"]
-    eligible_at = event["eligible_at"]
-    available = eligible_at <= event.at
+    payload = event.payload
+    definition = payload["definition"]
+    eligible_at = payload["eligible_at"]
+    at = payload["at"]
+    available = eligible_at <= at
     return JobState(
-        id=event.job_id, definition=definition, definition_bytes=canonical_bytes(definition),
+        id=payload["job_id"], definition=definition,
+        definition_bytes=canonical_bytes(definition),
         state="available" if available else "scheduled", revision=sequence, attempt=0,
         next_attempt=1, cycle=sequence, execution=None, eligible_at=eligible_at,
-        ready_order=sequence if available else None, inserted_at=event.at,
+        ready_order=sequence if available else None, inserted_at=at,
     )
 
 
-def _available(job: JobState, sequence: int, event: ev.Event, guard: _Guard) -> JobState:
-    guard.require(job.state in ("scheduled", "retryable"), "available_from_wrong_state",
-                  job.state)
-    guard.require(job.eligible_at == event["due_at"], "due_at_mismatch",
-                  "due_at {}, eligible_at {}", event['due_at'], job.eligible_at)
-    return replace(job, state="available", revision=sequence, eligible_at=event["due_at"],
+def _available(job: JobState, sequence: int, event: Mapping[str, Any], guard: _Guard) -> JobState:
+    if job.state not in ("scheduled", "retryable"):
+        guard.fail("available_from_wrong_state", job.state)
+    due_at = event["due_at"]
+    if job.eligible_at != due_at:
+        guard.fail("due_at_mismatch", "due_at {}, eligible_at {}", due_at, job.eligible_at)
+    return _evolve(job, state="available", revision=sequence, eligible_at=due_at,
                    ready_order=sequence)
 
 
-def _started(job: JobState, sequence: int, event: ev.Event, guard: _Guard) -> JobState:
-    guard.require(job.state == "available", "start_from_wrong_state", job.state)
-    guard.require(event["attempt"] == job.next_attempt, "attempt_mismatch",
-                  "attempt {}, next_attempt {}", event['attempt'], job.next_attempt)
-    guard.require(event["attempt"] <= job.max_attempts, "attempt_exceeds_max_attempts")
-    guard.require(event["cycle_token"] == job.cycle, "cycle_token_mismatch",
-                  "cycle_token {}, cycle {}", event['cycle_token'], job.cycle)
-    guard.require(job.eligible_at is not None and event.at >= job.eligible_at,
-                  "started_before_eligible")
-    return replace(job, state="executing", revision=sequence, attempt=event["attempt"],
-                   execution=sequence, attempted_at=event.at, eligible_at=None,
-                   ready_order=None)
+def _started(job: JobState, sequence: int, event: Mapping[str, Any], guard: _Guard) -> JobState:
+    if job.state != "available":
+        guard.fail("start_from_wrong_state", job.state)
+    attempt, at = event["attempt"], event["at"]
+    if attempt != job.next_attempt:
+        guard.fail("attempt_mismatch", "attempt {}, next_attempt {}", attempt, job.next_attempt)
+    if attempt > job.definition["max_attempts"]:
+        guard.fail("attempt_exceeds_max_attempts")
+    if event["cycle_token"] != job.cycle:
+        guard.fail("cycle_token_mismatch", "cycle_token {}, cycle {}", event["cycle_token"],
+                   job.cycle)
+    if job.eligible_at is None or at < job.eligible_at:
+        guard.fail("started_before_eligible")
+    return _evolve(job, state="executing", revision=sequence, attempt=attempt,
+                   execution=sequence, attempted_at=at, eligible_at=None, ready_order=None)
 
 
 _DISPOSITION_STATES = {ev.COMPLETED: "completed", ev.RETRYABLE: "retryable",
                        ev.DISCARDED: "discarded"}
 
 
-def _finished(job: JobState, sequence: int, event: ev.Event, guard: _Guard) -> JobState:
-    guard.require(job.state == "executing", "finish_from_wrong_state", job.state)
-    guard.require(event["execution_token"] == job.execution, "execution_token_mismatch",
-                  "execution_token {}, execution {}", event['execution_token'], job.execution)
-    disposition, next_attempt = expected_finish(event["outcome"], job.attempt, job.max_attempts)
-    guard.require(event["disposition"] == disposition, "disposition_mismatch",
-                  "disposition {}, derived {}", event['disposition'], disposition)
-    guard.require(event["next_attempt"] == next_attempt, "next_attempt_mismatch",
-                  "next_attempt {}, derived {}", event['next_attempt'], next_attempt)
+def _finished(job: JobState, sequence: int, event: Mapping[str, Any], guard: _Guard) -> JobState:
+    if job.state != "executing":
+        guard.fail("finish_from_wrong_state", job.state)
+    token = event["execution_token"]
+    if token != job.execution:
+        guard.fail("execution_token_mismatch", "execution_token {}, execution {}", token,
+                   job.execution)
+    disposition, next_attempt = expected_finish(event["outcome"], job.attempt,
+                                                job.definition["max_attempts"])
+    if event["disposition"] != disposition:
+        guard.fail("disposition_mismatch", "disposition {}, derived {}", event["disposition"],
+                   disposition)
+    if event["next_attempt"] != next_attempt:
+        guard.fail("next_attempt_mismatch", "next_attempt {}, derived {}",
+                   event["next_attempt"], next_attempt)
+    at = event["at"]
     if disposition == ev.RETRYABLE:
-        low, high = retry_due_range(job.attempt, event.at)
-        guard.require(low <= event["next_due_at"] <= high, "retry_due_outside_window",
-                      "next_due_at {} not in {}..{}", event['next_due_at'], low, high)
+        low, high = retry_due_range(job.attempt, at)
+        if not low <= event["next_due_at"] <= high:
+            guard.fail("retry_due_outside_window", "next_due_at {} not in {}..{}",
+                       event["next_due_at"], low, high)
     state = _DISPOSITION_STATES[disposition]
-    return replace(
+    diagnostic = event["diagnostic"]
+    return _evolve(
         job, state=state, revision=sequence, next_attempt=next_attempt,
         eligible_at=event["next_due_at"], execution=None,
-        completed_at=event.at if state == "completed" else job.completed_at,
-        terminal_at=event.at if state in TERMINAL_STATES else None,
-        diagnostic=event["diagnostic"] if event["diagnostic"] is not None else job.diagnostic,
+        completed_at=at if state == "completed" else job.completed_at,
+        terminal_at=at if state in TERMINAL_STATES else None,
+        diagnostic=diagnostic if diagnostic is not None else job.diagnostic,
     )
 
 
-def _cancelled(job: JobState, sequence: int, event: ev.Event, guard: _Guard) -> JobState:
-    guard.require(job.state in CANCELLABLE_STATES, "cancel_from_wrong_state", job.state)
+def _cancelled(job: JobState, sequence: int, event: Mapping[str, Any], guard: _Guard) -> JobState:
+    if job.state not in CANCELLABLE_STATES:
+        guard.fail("cancel_from_wrong_state", job.state)
     expected_token = job.execution if job.state == "executing" else None
-    guard.require(event["execution_token"] == expected_token, "execution_token_mismatch",
-                  "execution_token {}, expected {}", event['execution_token'], expected_token)
-    return replace(job, state="cancelled", revision=sequence, execution=None,
+    if event["execution_token"] != expected_token:
+        guard.fail("execution_token_mismatch", "execution_token {}, expected {}",
+                   event["execution_token"], expected_token)
+    return _evolve(job, state="cancelled", revision=sequence, execution=None,
                    next_attempt=None, eligible_at=None, ready_order=None,
-                   terminal_at=event.at)
+                   terminal_at=event["at"])
 
 
-def _retried(job: JobState, sequence: int, event: ev.Event, guard: _Guard) -> JobState:
+def _retried(job: JobState, sequence: int, event: Mapping[str, Any], guard: _Guard) -> JobState:
     mode = event["mode"]
     allowed = (job.state == "retryable" and mode == ev.MODE_EXPEDITE) or (
         job.state == "discarded" and mode == ev.MODE_NEW_CYCLE)
-    guard.require(allowed, "retry_mode_not_allowed", "mode {} from {}", mode, job.state)
+    if not allowed:
+        guard.fail("retry_mode_not_allowed", "mode {} from {}", mode, job.state)
     if mode == ev.MODE_NEW_CYCLE:
-        job = replace(job, attempt=0, next_attempt=1, cycle=sequence, attempted_at=None,
+        job = _evolve(job, attempt=0, next_attempt=1, cycle=sequence, attempted_at=None,
                       completed_at=None)
-    return replace(job, state="available", revision=sequence, eligible_at=event.at,
+    return _evolve(job, state="available", revision=sequence, eligible_at=event["at"],
                    ready_order=sequence, execution=None, terminal_at=None)
 
 
-def _result_recorded(job: JobState, sequence: int, event: ev.Event, guard: _Guard) -> JobState:
-    guard.require(job.state == "completed", "result_for_uncompleted_job", job.state)
-    guard.require(not job.result_present, "result_already_recorded")
-    return replace(job, revision=sequence, result_present=True, result=event["result"])
+def _result_recorded(job: JobState, sequence: int, event: Mapping[str, Any],
+                     guard: _Guard) -> JobState:
+    if job.state != "completed":
+        guard.fail("result_for_uncompleted_job", job.state)
+    if job.result_present:
+        guard.fail("result_already_recorded")
+    return _evolve(job, revision=sequence, result_present=True, result=event["result"])
 
+
+_JOB_PAIRS = frozenset({ev.JOB_INSERTED, ev.JOB_AVAILABLE, ev.JOB_STARTED, ev.JOB_FINISHED,
+                        ev.JOB_CANCELLED, ev.JOB_RETRIED, ev.RESULT_RECORDED})
 
 _HANDLERS = {
     ev.JOB_AVAILABLE: _available,
@@ -247,10 +300,12 @@ class JobTable:
 
     def apply(self, sequence: int, event: ev.Event) -> JobState:
         """Apply one job event through ``apply`` and store the result."""
-        previous = self._jobs.get(event.job_id) if event.job_id is not None else None
+        job_id = event.payload.get("job_id")
+        previous = self._jobs.get(job_id) if job_id is not None else None
         job = apply(previous, sequence, event)
         self.put(job)
-        self.last_sequence = max(self.last_sequence, sequence)
+        if sequence > self.last_sequence:
+            self.last_sequence = sequence
         return job
 
     def put(self, job: JobState) -> None:

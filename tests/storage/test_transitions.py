@@ -410,7 +410,7 @@ def _random_step(draw, job: JobState, now: int) -> ev.Event | None:
     if job.state == "discarded":
         return ev.job_retried(JOB, now, rev, 1)
     if job.state == "completed" and not job.result_present:
-        return ev.result_recorded(JOB, now, rev, draw(st.none() | st.integers() | st.text()))
+        return ev.result_recorded(JOB, now, rev, draw(st.none() | st.integers(-2**63, 2**64 - 1) | st.text()))
     return None
 
 
