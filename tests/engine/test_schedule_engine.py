@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from tay.engine import EngineConfig
 from tay.engine import commands as c
@@ -270,3 +272,39 @@ def test_next_wakeup_maps_wall_time_to_the_monotonic_clock():
     d = Driver()
     declare(d, every={"minutes": 1}, start_at=T0 + MINUTE)
     assert d.engine.next_wakeup(d.mono) == d.mono + MINUTE
+
+
+OPERATIONS = st.lists(st.one_of(
+    st.tuples(st.just("declare"), st.sampled_from("abc"), st.sampled_from(["allow", "skip", "queue"]),
+              st.sampled_from(["latest", "all"]), st.integers(1, 30)),
+    st.tuples(st.just("cancel"), st.sampled_from("abc")),
+    st.tuples(st.just("advance"), st.integers(0, 45_000)),
+    st.tuples(st.just("finish"), st.integers(0, 3)),
+), max_size=25)
+
+
+@settings(max_examples=60, deadline=None)
+@given(OPERATIONS)
+def test_any_schedule_history_replays_to_the_same_engine(operations):
+    d = Driver()
+    d.worker(tasks=("t",), capacity=2)
+    running: list = []
+    for operation in operations:
+        if operation[0] == "declare":
+            _, name, overlap, catch_up, seconds = operation
+            d.run(c.Schedule("p", d.rid(), {"declaration_id": name, "task": "t", "overlap": overlap,
+                                            "catch_up": catch_up, "every": {"seconds": seconds}}))
+        elif operation[0] == "cancel":
+            d.run(c.CancelSchedule("p", d.rid(), {"schedule_id": operation[1]}))
+        elif operation[0] == "advance":
+            d.advance(operation[1])
+            running.extend(executes(d.tick()))
+        elif running:
+            running.extend(executes(d.succeed(running.pop(operation[1] % len(running)))))
+    fresh = replay(d.journal)
+    assert fresh.engine.schedules.states() == d.engine.schedules.states()
+    assert {k: e.state for k, e in fresh.engine.jobs.items()} == \
+        {k: e.state for k, e in d.engine.jobs.items()}
+    assert fresh.engine.budget.used == d.engine.budget.used
+    for state in d.engine.schedules.states().values():  # membership only holds admitted jobs
+        assert all(job in d.engine.jobs for job in state.active)
