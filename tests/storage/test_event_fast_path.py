@@ -1,0 +1,137 @@
+"""The native Event-v1 fast path (``tay._native.events_scan``) against the exact decoder.
+
+A fast-path event must equal what ``decode_event_exact`` produces, and a payload the fast
+path cannot vouch for must be refused with the exact decoder's class, reason and field.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from tay._native import _pure_events, pure
+from tay.failures import RecoveryRefused
+from tay.storage import events as ev
+from tay.storage import record
+from tay.storage.definition import build_definition
+
+c_native = pytest.importorskip("tay._native.c")
+
+FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
+JOB = bytes(15) + b"\x01"
+
+
+def fixture_frames() -> list[record.Record]:
+    frames = []
+    for folder in (FIXTURES / "upstream" / "events" / "v1", FIXTURES / "tay" / "events" / "v2"):
+        for path in sorted(folder.glob("*.hex")):
+            data = bytes.fromhex("".join(path.read_text(encoding="ascii").split()))
+            try:
+                frames.append(record.decode_record(data))
+            except RecoveryRefused:
+                continue  # physically broken frames are the record decoder's business
+    return frames
+
+
+def outcome(event_type: int, schema: int, payload: bytes, exact: bool):
+    """The decoded event, or the refusal's (class, kind, reason, field, offset)."""
+    decode = ev.decode_event_exact if exact else ev.decode_event
+    try:
+        return decode(event_type, schema, payload)
+    except RecoveryRefused as refused:
+        return (type(refused), refused.kind, refused.reason, getattr(refused, "field", None),
+                refused.offset)
+
+
+def sample_events() -> list[ev.Event]:
+    definition = build_definition(worker_key="w", queue_key="q", args={"a": [1, 2.5, None]},
+                                  scheduled_at=50)
+    return [
+        ev.job_inserted(JOB, 10, definition),
+        ev.job_available(JOB, 60, 1, 50),
+        ev.job_started(JOB, 61, 2, 1, 1),
+        ev.job_finished(JOB, 62, 3, execution_token=3, outcome=ev.WORKER_FAILURE,
+                        diagnostic_code=2, disposition=ev.RETRYABLE, next_attempt=2,
+                        next_due_at=1100),
+        ev.job_finished(JOB, 62, 3, execution_token=3, outcome=ev.SUCCESS,
+                        diagnostic_code=None, disposition=ev.COMPLETED),
+        ev.job_cancelled(JOB, 70, 4, None),
+        ev.job_cancelled(JOB, 70, 4, 9),
+        ev.job_retried(JOB, 80, 5, ev.MODE_NEW_CYCLE),
+        ev.result_recorded(JOB, 90, 6, {"ok": True, "n": -3}),
+    ]
+
+
+SAMPLES = [(e.type, e.schema, ev.encode_event(e)) for e in sample_events()]
+
+
+def test_fixtures_decode_the_same_on_both_paths() -> None:
+    frames = fixture_frames()
+    assert frames
+    for frame in frames:
+        payload = bytes(frame.payload)
+        assert outcome(frame.type, frame.schema, payload, False) == \
+            outcome(frame.type, frame.schema, payload, True)
+
+
+@pytest.mark.parametrize("sample", SAMPLES, ids=lambda s: str(s[:2]))
+def test_every_pair_takes_the_fast_path_and_equals_the_exact_decoder(sample) -> None:
+    event_type, schema, payload = sample
+    rows = c_native.events_scan(payload, [(0, len(payload), event_type, schema)])
+    assert rows[0] == _pure_events.EVENT_FAST
+    fast = ev.decode_event(event_type, schema, payload)
+    exact = ev.decode_event_exact(event_type, schema, payload)
+    assert fast == exact and dict(fast.payload) == dict(exact.payload)
+    assert ev.encode_event(ev.make_event(fast.pair, dict(fast.payload))) == payload
+
+
+def test_lazy_definition_keeps_bytes_and_reads_like_the_dict() -> None:
+    event_type, schema, payload = SAMPLES[0]
+    definition = ev.decode_event(event_type, schema, payload)["definition"]
+    exact = ev.decode_event_exact(event_type, schema, payload)["definition"]
+    assert type(definition).__name__ == "LazyDefinition"
+    assert dict(definition) == exact and definition["args"] == {"a": [1, 2.5, None]}
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.sampled_from(SAMPLES), st.data())
+def test_a_flipped_byte_is_refused_exactly_as_the_slow_path_refuses_it(sample, data) -> None:
+    event_type, schema, payload = sample
+    position = data.draw(st.integers(0, len(payload) - 1))
+    flipped = bytearray(payload)
+    flipped[position] ^= data.draw(st.integers(1, 255))
+    flipped = bytes(flipped)
+    assert outcome(event_type, schema, flipped, False) == outcome(event_type, schema, flipped, True)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(SAMPLES), st.integers(0, 10_000), st.integers(0, 255)),
+                min_size=1, max_size=8))
+def test_c_and_pure_batch_rows_agree_on_mutated_batches(items) -> None:
+    buffer, records = b"", []
+    for (event_type, schema, payload), position, mask in items:
+        mutated = bytearray(payload)
+        mutated[position % len(mutated)] ^= mask
+        records.append((len(buffer), len(mutated), event_type, schema))
+        buffer += bytes(mutated)
+    assert c_native.events_scan(buffer, records) == pure.events_scan(buffer, records)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.binary(max_size=64), st.sampled_from([(1, 1), (2, 1), (4, 1), (10, 2), (7, 1)]))
+def test_c_and_pure_agree_on_arbitrary_bytes(payload, pair) -> None:
+    records = [(0, len(payload), *pair)]
+    assert c_native.events_scan(payload, records) == pure.events_scan(payload, records)
+
+
+def test_batch_decode_yields_the_sequential_results_in_order() -> None:
+    buffer = b"".join(p for _, _, p in SAMPLES)
+    records, offset = [], 0
+    for event_type, schema, payload in SAMPLES:
+        records.append((offset, len(payload), event_type, schema))
+        offset += len(payload)
+    decoded = list(ev.decode_events(buffer, records))
+    assert decoded == [ev.decode_event_exact(t, s, p) for t, s, p in SAMPLES]
