@@ -169,7 +169,10 @@ def _options(request: Mapping[str, Any], task: str, args: dict,
         validator(task, args, options)
     except TayFailure as refusal:
         option = refusal.details.get("option") or refusal.details.get("field")
-        where = f"options.{option}" if option else "options"
+        if refusal.code == "capacity":  # insert size limits: the args make the job too big
+            where = "args"
+        else:
+            where = f"options.{option}" if option else "options"
         raise invalid_schedule(f"{where}: {refusal.message}", where) from None
     return options
 

@@ -206,6 +206,9 @@ def test_bad_requests_are_typed_refusals():
     bad = refusal(d.run(c.Schedule("p", "r", {"task": "t", "every": {"seconds": 1},
                                               "options": {"retries": -1}})))
     assert bad["code"] == "invalid_schedule" and bad["field"] == "options.retries"
+    huge = refusal(d.run(c.Schedule("p", "r", {"task": "t", "every": {"seconds": 1},
+                                               "args": {"pad": "x" * 300_000}})))
+    assert huge["code"] == "invalid_schedule" and huge["field"] == "args"
     assert refusal(d.run(c.ScheduleStatus("p", "r", {"schedule_id": 5})))["code"] == "invalid_schedule_id"
     assert refusal(d.run(c.ScheduleStatus("p", "r", {"schedule_id": "x"})))["code"] == "schedule_not_found"
     assert refusal(d.run(c.CancelSchedule("p", "r", {"schedule_id": "x"})))["code"] == "schedule_not_found"
