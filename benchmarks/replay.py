@@ -13,7 +13,7 @@ Then, each in a fresh subprocess (so imports, caches and RSS are cold), it measu
 
 * ``physical``: the recovery passes only (consumer ignores every record);
 * ``table``: recovery + the storage ``TableConsumer`` (decode + ``transitions.apply``);
-* ``engine``: recovery + ``Engine.replay`` + ``Engine.finish_recovery``.
+* ``engine``: recovery + ``Engine.consume_event`` (batch path) + ``Engine.finish_recovery``.
 
 Each line reports the wall time of recovery (best of ``--repeat`` fresh processes) and the
 peak RSS of that process (``ru_maxrss``, imports included). ``--profile MODE`` prints a
@@ -95,7 +95,7 @@ def run_mode(mode: str, path: str) -> tuple[float, int]:
         from tay.engine import Engine
 
         engine = Engine()
-        done = recover(path, consumer=engine.replay, activate=False)
+        done = recover(path, consumer=engine, activate=False)
         engine.finish_recovery(int(time.time() * 1000), int(time.monotonic() * 1000))
         assert len(engine.jobs) * 3 == done.records_replayed
     return time.perf_counter() - started, done.records_replayed

@@ -21,6 +21,7 @@
 typedef struct {
     const uint8_t *data; /* the payload; every offset below is relative to it */
     int has_bytes;       /* a tag-07 node was seen by skip() */
+    uint64_t nodes;      /* values skip() stepped over (map keys included) */
 } cursor_ctx;
 
 static uint32_t rd32(const uint8_t *p) {
@@ -32,6 +33,7 @@ static uint64_t rd64(const uint8_t *p) { return ((uint64_t)rd32(p) << 32) | rd32
 /* End of the (already validated) value at pos; notes any bytes node inside it. */
 static size_t skip(cursor_ctx *c, size_t pos) {
     const uint8_t *d = c->data;
+    c->nodes++;
     switch (d[pos]) {
     case 0x00: case 0x01: case 0x02: return pos + 1;
     case 0x03: case 0x04: case 0x05: return pos + 9;
@@ -104,16 +106,19 @@ static int check_key_text(const uint8_t *d, size_t v, uint64_t *row, int field) 
 }
 
 static int check_definition(const uint8_t *d, size_t start, uint64_t *row) {
-    cursor_ctx c = {d, 0};
+    cursor_ctx c = {d, 0, 0};
     size_t pos = open_map(d, start, 8), v;
     uint64_t scratch;
     if (!pos) return 0;
     FIELD("args");
     if (d[v] != 0x09) return 0;
     row[TAY_EF_ARGS] = v;
+    c.nodes = 0;
     NEXT();
     if (c.has_bytes) return 0;
     row[TAY_EF_ARGS_LENGTH] = pos - v;
+    /* every value and every map key of args, as the engine's state budget counts them */
+    row[TAY_EF_ARGS_NODES] = c.nodes;
     FIELD("definition_version");
     if (!uint_in(d, v, 1, 1, &scratch)) return 0;
     NEXT();
@@ -154,7 +159,7 @@ static int check_definition(const uint8_t *d, size_t start, uint64_t *row) {
 /* The payload-local rules of every supported pair; 1 = well-formed, row filled. */
 static int check_event(const uint8_t *d, int type, int schema, uint64_t *row) {
     static const uint8_t key_counts[7] = {5, 4, 5, 9, 4, 5, 4};
-    cursor_ctx c = {d, 0};
+    cursor_ctx c = {d, 0, 0};
     int slot = schema == 2 && type == 10 ? 6 : (schema == 1 && type >= 1 && type <= 6 ? type - 1 : -1);
     if (slot < 0) return 0;
     size_t pos = open_map(d, 0, key_counts[slot]), v;

@@ -88,6 +88,7 @@ int tay_utf8_valid(const uint8_t *data, size_t length);
 #define TAY_EF_SCHEDULED_AT 20
 #define TAY_EF_TIMEOUT_MS 21
 #define TAY_EF_END 22
+#define TAY_EF_ARGS_NODES 23
 int tay_events_scan(const uint8_t *buf, size_t count, const uint64_t *offsets,
                     const uint32_t *lengths, const uint8_t *types, const uint8_t *schemas,
                     uint32_t max_depth, uint64_t max_nodes, uint64_t max_binary,

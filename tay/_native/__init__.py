@@ -21,7 +21,8 @@ API (see docs/native.md for the details and error conventions):
   record; slot 0 is 0 (fast: fields filled) or 1 (slow: decode it with the exact decoder).
   Slots (``tay._native._pure_events``): AT, EXPECTED, JOB_ID (offset), NIL (bit k = slot k
   is nil), A..F (per pair), DEFINITION/ARGS/QUEUE/WORKER offset+length, MAX_ATTEMPTS,
-  SCHEDULED_AT, TIMEOUT_MS; offsets are relative to the payload start.
+  SCHEDULED_AT, TIMEOUT_MS, END, ARGS_NODES (every value and map key inside args); offsets
+  are relative to the payload start.
 - ``split_frames(buf, max_frame) -> (frames, consumed, error)``; ``frames`` are
   ``(start, end)`` payload slices; ``error`` None | "frame_too_large" | "empty_frame".
 - ``write_all_at(fd, data, offset)``, ``fdatasync(fd)``, ``fsync(fd)``, ``fsync_dir(path)``,

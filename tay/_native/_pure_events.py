@@ -18,7 +18,7 @@ from tay._native.errors import ValueCodecError
 EVENT_FAST, EVENT_SLOW, EVENT_ROW = 0, 1, 24
 (STATUS, AT, EXPECTED, JOB_ID, NIL, A, B, C, D, E, F, DEFINITION, DEFINITION_LENGTH, ARGS,
  ARGS_LENGTH, MAX_ATTEMPTS, QUEUE, QUEUE_LENGTH, WORKER, WORKER_LENGTH, SCHEDULED_AT,
- TIMEOUT_MS, END) = range(23)
+ TIMEOUT_MS, END, ARGS_NODES) = range(24)
 TAPE_CAPACITY = 65536  # longer payloads always take the slow path (as in C)
 TIME_MAX, U64_MAX, ATTEMPT_MAX, TIMEOUT_MAX_MS = 2**63 - 1, 2**64 - 1, 65535, 86_400_000
 _KEY_COUNTS = (5, 4, 5, 9, 4, 5, 4)
@@ -35,9 +35,10 @@ def _u32(d: bytes, pos: int) -> int:
 
 class _Walker:
     def __init__(self, data: bytes, row: list[int]) -> None:
-        self.d, self.row, self.has_bytes = data, row, False
+        self.d, self.row, self.has_bytes, self.nodes = data, row, False, 0
 
     def skip(self, pos: int) -> int:
+        self.nodes += 1  # values stepped over, map keys included
         tag = self.d[pos]
         if tag <= 0x02:
             return pos + 1
@@ -105,10 +106,11 @@ def _definition(w: _Walker, start: int) -> int:
     args = w.key(pos, "args")
     if w.d[args] != 0x09:
         raise _Slow
+    w.nodes = 0
     pos = w.skip(args)
     if w.has_bytes:
         raise _Slow
-    row[ARGS], row[ARGS_LENGTH] = args, pos - args
+    row[ARGS], row[ARGS_LENGTH], row[ARGS_NODES] = args, pos - args, w.nodes
     (version, attempts, queue, policy, scheduled, timeout, worker), end = w.fields(
         pos, ("definition_version", "max_attempts", "queue_key", "retry_policy",
               "scheduled_at", "timeout_ms", "worker_key"))

@@ -2,7 +2,7 @@
 
 ``handle(command, now_ms, mono_ms)`` and ``tick(now_ms, mono_ms)`` return an ``Outcome``:
 events to append (in order) and effects to release after those events are durable.
-``replay`` is the recovery consumer and ``finish_recovery`` settles executions that were
+``replay`` / ``consume_event`` are the recovery consumer and ``finish_recovery`` settles executions that were
 running at shutdown. ``now_ms`` is wall-clock Unix milliseconds (stored in events,
 scheduled times); ``mono_ms`` is a monotonic clock (execution timeouts).
 """
@@ -22,8 +22,16 @@ from tay.failures import RecoveryRefused, RequestRefused
 from tay.storage import events as ev
 from tay.storage.schedule_events import SCHEDULE_PAIRS
 from tay.storage.transitions import JobState, apply
+from tay.storage.value import DecodeLimits
 
 __all__ = ["Engine"]
+
+_REPLAY_LIMITS = DecodeLimits()
+
+
+def _not_increasing(sequence: int, next_sequence: int) -> RecoveryRefused:
+    return RecoveryRefused("consumer_rejected", "sequence_not_increasing", sequence=sequence,
+                           next_sequence=next_sequence)
 
 
 class Engine(ScheduleCommands):
@@ -99,23 +107,30 @@ class Engine(ScheduleCommands):
 
     # ---- recovery -----------------------------------------------------------------
 
+    limits: DecodeLimits = _REPLAY_LIMITS  # Value budgets for replayed payloads
+
     def replay(self, sequence: int, event_type: int, schema: int,
                payload: bytes | memoryview) -> JobState | ScheduleState:
-        """Recovery consumer: decode one journal event and apply it like a live one.
+        """Recovery consumer, one record at a time: decode, then ``consume_event``."""
+        if sequence < self.next_sequence:  # checked before decoding, as consume_event does
+            raise _not_increasing(sequence, self.next_sequence)
+        return self.consume_event(sequence, ev.decode_event(event_type, schema, payload,
+                                                            self.limits))
+
+    def consume_event(self, sequence: int, event: ev.Event) -> JobState | ScheduleState:
+        """Recovery consumer for decoded events (recovery's batch path): apply like a live one.
 
         Job events and schedule events share the one sequence counter.
         """
         if sequence < self.next_sequence:
-            raise RecoveryRefused("consumer_rejected", "sequence_not_increasing", sequence=sequence,
-                                  next_sequence=self.next_sequence)
-        event = ev.decode_event(event_type, schema, payload)
+            raise _not_increasing(sequence, self.next_sequence)
         if event.pair in SCHEDULE_PAIRS:
             state = self._apply_schedule(sequence, event)
             self.next_sequence = sequence + 1
             return state
         if not event.is_job_event:
             raise RecoveryRefused("unsupported_semantics", "not_a_job_event", sequence=sequence,
-                                  event_type=event_type, schema=schema)
+                                  event_type=event.type, schema=event.schema)
         entry = self.jobs.get(event.job_id)
         state = apply(entry.state if entry is not None else None, sequence, event)
         self.next_sequence = sequence + 1

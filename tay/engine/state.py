@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import random
 from collections import Counter
-from typing import Any
+from typing import Any, Mapping
 
 from tay.engine.admission import ClientPermits, StateBudget, job_charge
 from tay.engine.config import EngineConfig
@@ -23,12 +23,16 @@ from tay.engine.options import DEFINITION_FIXED_NODES
 from tay.engine.ready import DueHeap, ReadyIndex
 from tay.engine.values import measure
 from tay.storage import events as ev
+from tay.storage.definition import LazyDefinition
 from tay.storage.transitions import JobState, apply, expected_finish, retry_due_range
 
 WAITING_FOR_TIME = ("scheduled", "retryable")
 
 
-def definition_nodes(definition: dict[str, Any]) -> int:
+def definition_nodes(definition: Mapping[str, Any]) -> int:
+    """Nodes the state budget charges; a replayed definition knows its args count already."""
+    if type(definition) is LazyDefinition:
+        return definition.args_nodes + DEFINITION_FIXED_NODES
     return measure(definition["args"], "args").nodes + DEFINITION_FIXED_NODES
 
 

@@ -214,14 +214,17 @@ class LazyDefinition(Mapping[str, Any]):
     large) is decoded on first access and cached, so a restored job costs its bytes and a
     few scalars until something dispatches it or reports it. Reads like the plain dict
     ``validate_definition`` returns (same keys, same values, equal to it).
+    ``args_nodes`` (every value and map key inside args, counted by the fast path) lets the
+    engine charge its state budget without decoding args.
     """
 
-    __slots__ = ("canonical", "_args_span", "_args", "_scalars")
+    __slots__ = ("canonical", "args_nodes", "_args_span", "_args", "_scalars")
 
-    def __init__(self, canonical: bytes, args_span: tuple[int, int], max_attempts: int,
-                 queue_key: str, scheduled_at: int | None, timeout_ms: int,
+    def __init__(self, canonical: bytes, args_span: tuple[int, int], args_nodes: int,
+                 max_attempts: int, queue_key: str, scheduled_at: int | None, timeout_ms: int,
                  worker_key: str) -> None:
         self.canonical = canonical
+        self.args_nodes = args_nodes
         self._args_span = args_span
         self._args: Any = _NOT_DECODED
         self._scalars = (max_attempts, queue_key, scheduled_at, timeout_ms, worker_key)

@@ -414,7 +414,8 @@ def _fast_inserted(event_type: int, schema: int, data: bytes, row: list[int], ba
     args = row[base + slots.ARGS] - start
     definition = LazyDefinition(
         data[start:start + row[base + slots.DEFINITION_LENGTH]],
-        (args, args + row[base + slots.ARGS_LENGTH]), row[base + slots.MAX_ATTEMPTS],
+        (args, args + row[base + slots.ARGS_LENGTH]), row[base + slots.ARGS_NODES],
+        row[base + slots.MAX_ATTEMPTS],
         _text(data, row, base, slots.QUEUE),
         None if _nil(row, base, slots.SCHEDULED_AT) else row[base + slots.SCHEDULED_AT],
         row[base + slots.TIMEOUT_MS], _text(data, row, base, slots.WORKER))

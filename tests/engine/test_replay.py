@@ -7,7 +7,7 @@ import pytest
 from tay.engine import EngineConfig
 from tay.engine import commands as c
 from tay.failures import RecoveryRefused
-from tay.storage.events import encode_event
+from tay.storage.events import decode_event, encode_event
 from tay.storage.record import decode_record
 from tests.engine.conftest import Driver, executes, refusal, reply
 
@@ -120,3 +120,39 @@ def test_replay_refuses_a_sequence_that_does_not_increase():
     fresh.engine.replay(second[0], 1, 1, encode_event(second[1]))
     with pytest.raises(RecoveryRefused):
         fresh.engine.replay(first[0], 1, 1, encode_event(first[1]))
+
+
+def test_recovery_batch_path_into_the_engine_equals_record_by_record_replay(tmp_path):
+    from tay.storage.journal import init_store
+    from tay.storage.recovery import recover
+
+    driver = Driver()
+    driver.worker()
+    (execute,) = executes(driver.enqueue(args={"n": [1, {"k": "v"}]}))
+    driver.succeed(execute, {"ok": 1})
+    driver.enqueue(args={"pending": True})
+    driver.job_id(delay_ms=60_000)
+    store = tmp_path / "store"
+    init_store(str(store), durability="write")
+    journal = recover(str(store), consumer=lambda *a: None, durability="write").journal
+    journal.append_batch([(seq, e.type, e.schema, encode_event(e)) for seq, e in driver.journal])
+    journal.close()
+    batched = Driver()
+    assert hasattr(batched.engine, "consume_event") and batched.engine.limits is not None
+    done = recover(str(store), consumer=batched.engine, activate=False)
+    assert done.records_replayed == len(driver.journal)
+    one_by_one = replay_journal(driver.journal)
+    assert durable_state(batched) == durable_state(one_by_one) == durable_state(driver)
+    assert batched.engine.budget.used == one_by_one.engine.budget.used == driver.engine.budget.used
+    assert batched.engine.next_sequence == driver.engine.next_sequence
+
+
+def test_consume_event_refuses_a_sequence_that_does_not_increase():
+    fresh = Driver()
+    first = fixture_record("E1")
+    fresh.engine.replay(first.sequence, first.type, first.schema, first.payload)
+    event = decode_event(first.type, first.schema, first.payload)
+    with pytest.raises(RecoveryRefused) as refused:
+        fresh.engine.consume_event(first.sequence, event)
+    assert (refused.value.kind, refused.value.reason) == ("consumer_rejected",
+                                                          "sequence_not_increasing")

@@ -135,3 +135,24 @@ def test_batch_decode_yields_the_sequential_results_in_order() -> None:
         offset += len(payload)
     decoded = list(ev.decode_events(buffer, records))
     assert decoded == [ev.decode_event_exact(t, s, p) for t, s, p in SAMPLES]
+
+
+JSON_SCALARS = st.none() | st.booleans() | st.integers(-(2**63), 2**64 - 1) | \
+    st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=8)
+JSON_VALUES = st.recursive(JSON_SCALARS, lambda inner: st.lists(inner, max_size=4) |
+                           st.dictionaries(st.text(max_size=6), inner, max_size=4), max_leaves=20)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.dictionaries(st.text(max_size=6), JSON_VALUES, max_size=5))
+def test_args_nodes_from_both_twins_equal_the_engine_measure(args) -> None:
+    from tay.engine.values import measure
+
+    payload = ev.encode_event(ev.job_inserted(JOB, 10, build_definition(
+        worker_key="w", queue_key="q", args=args)))
+    records = [(0, len(payload), 1, 1)]
+    rows = c_native.events_scan(payload, records)
+    assert rows == pure.events_scan(payload, records)
+    assert rows[_pure_events.STATUS] == _pure_events.EVENT_FAST
+    definition = ev.decode_event(1, 1, payload)["definition"]
+    assert definition.args_nodes == rows[_pure_events.ARGS_NODES] == measure(args, "args").nodes
