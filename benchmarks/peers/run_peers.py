@@ -32,7 +32,8 @@ def run_tay(jobs: int, group_max_events: int, group_interval_ms: int) -> list[di
     profile = replace(load_profile("reference"), jobs=jobs, expected_events=3 * jobs)
     modes = [CommitMode("per-event", 1, 0),
              CommitMode("group-commit", group_max_events, group_interval_ms)]
-    runs = [run_mode(profile, mode, ROOT, durability="sync") for mode in modes]
+    runs = [run_mode(profile, mode, ROOT, durability="sync", show_progress=sys.stderr.isatty())
+            for mode in modes]
     return [{"peer": f"tay {run['mode']} (sync)", "fsync": True, "jobs": run["completed"],
              "jobs_per_s": run["jobs_per_s"], "ack_rtt_ms": run["insert_rtt_ms"]} for run in runs]
 

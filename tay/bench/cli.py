@@ -55,7 +55,8 @@ def run(args: argparse.Namespace) -> int:
         modes = _modes(args, profile)
         durability = args.durability or profile.durability
         runs = [run_mode(profile, mode, args.dir, durability=durability,
-                         show_progress=not args.no_progress, keep_data=args.keep_data)
+                         show_progress=not args.no_progress and sys.stderr.isatty(),
+                         keep_data=args.keep_data)
                 for mode in modes]
     except (ConfigurationError, StorageFailure) as error:
         print(f"tay bench: {error.message}", file=sys.stderr)
