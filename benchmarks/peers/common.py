@@ -151,6 +151,7 @@ def run_producers(make_put: PutFactory, workload: Workload,
     for outcome in outcomes:
         round_trips.frombytes(outcome["round_trips"])
     first = min(o["first_send"] for o in outcomes)
-    return {"jobs": workload.jobs, "jobs_per_s": round(rate(workload.jobs, last_completion - first), 2),
+    return {"jobs": workload.jobs,
+            "jobs_per_s": round(rate(workload.jobs, last_completion - first), 2),
             "elapsed_s": round(last_completion - first, 4),
             "ack_rtt_ms": latency_summary_ms(list(round_trips))}

@@ -39,7 +39,7 @@ def register(groups: Any) -> None:
 def run(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
-    from .harness import CommitMode, machine_facts, run_mode
+    from .harness import machine_facts, run_mode
     from .profile import load_profile
     from .report import markdown_table, write_all
 
