@@ -37,6 +37,7 @@ _TOKEN = re.compile(r"^[A-Za-z0-9_-]{43}$")
 _ENQUEUE_KEYS = frozenset({"task", "args", "options"})
 _WORKER_KEYS = frozenset({"runtime_id", "tasks", "capacity", "queue"})
 _JSON_HEADERS = ((b"content-type", b"application/json"),)
+_CREATED = frozenset({"enqueued", "scheduled"})  # POST /jobs and POST /schedules: 201
 
 
 @dataclass(frozen=True, slots=True)
@@ -328,7 +329,7 @@ def effect_response(effect: Reply | Refuse, max_body_bytes: int) -> HttpResponse
     """The response for a released engine reply: ``type`` plus the reply fields."""
     if isinstance(effect, Refuse):
         return error_response(effect.failure)
-    status = 201 if effect.type == "enqueued" else 200
+    status = 201 if effect.type in _CREATED else 200
     return json_response(status, {"type": effect.type, **effect.fields}, max_body_bytes)
 
 

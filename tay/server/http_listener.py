@@ -45,8 +45,8 @@ _REASONS = {200: b"OK", 201: b"Created", 204: b"No Content", 400: b"Bad Request"
             500: b"Internal Server Error", 503: b"Service Unavailable"}
 _PRODUCER_COMMANDS = {"enqueue": engine.Enqueue, "status": engine.Status,
                       "cancel": engine.Cancel, "result": engine.Result}
-_SCHEDULE_COMMANDS = {"schedule": "Schedule", "cancel_schedule": "CancelSchedule",
-                      "schedules": "ListSchedules", "schedule_status": "ScheduleStatus"}
+_SCHEDULE_COMMANDS = {"schedule": engine.Schedule, "cancel_schedule": engine.CancelSchedule,
+                      "schedules": engine.ListSchedules, "schedule_status": engine.ScheduleStatus}
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,21 +122,15 @@ class HttpServer:
         return loop.create_task(self.sessions.handle(route))
 
     async def _producer(self, call: ProducerCall) -> HttpResponse:
+        """Job calls take keyword fields; schedule calls take the body as the socket does."""
         command = _PRODUCER_COMMANDS.get(call.kind)
-        if command is None:
-            command = getattr(engine, _SCHEDULE_COMMANDS[call.kind], None)
-            try:
-                if command is None:
-                    raise TypeError(call.kind)
-                future = self.producer.request(lambda rid: command(self.producer, rid,
-                                                                   call.fields))
-            except TypeError:  # the engine has no handler for schedule commands yet
-                return error_response(RequestRefused(
-                    "schedules are not available in this engine build", code="unavailable"))
-            reply = await future
-        else:
+        if command is not None:
             reply = await self.producer.request(
                 lambda rid: command(self.producer, rid, **call.fields))
+        else:
+            command = _SCHEDULE_COMMANDS[call.kind]
+            reply = await self.producer.request(
+                lambda rid: command(self.producer, rid, call.fields))
         return effect_response(reply, self.limits.max_body_bytes)
 
     async def close(self, settle_timeout_s: float = 5.0) -> None:

@@ -176,14 +176,31 @@ def test_buffer_overflow_ends_the_session():
     run(scenario())
 
 
-def test_schedule_routes_answer_unavailable_without_engine_schedules():
+def test_schedule_routes_reach_the_engine():
     async def scenario():
         async with http_stack() as server:
             client = Client(server)
-            response = await client.call(request("GET", "/schedules"))
-            assert response.status in (200, 503)
-            if response.status == 503:
-                assert response.code == "unavailable"
+            for name in ("s-b", "s-a", "s-c"):
+                created = await client.call(request("POST", "/schedules", {
+                    "declaration_id": name, "task": "demo.add", "every": {"hours": 1}}))
+                assert created.status == 201, created.body
+                assert created.json()["type"] == "scheduled"
+            page = (await client.call(request("GET", "/schedules?limit=2"))).json()
+            assert [s["id"] for s in page["schedules"]] == ["s-a", "s-b"]
+            rest = (await client.call(request("GET", f"/schedules?cursor={page['next_cursor']}")))
+            assert [s["id"] for s in rest.json()["schedules"]] == ["s-c"]
+            assert rest.json()["next_cursor"] is None
+            one = await client.call(request("GET", "/schedules/s-a"))
+            assert one.json()["schedule"]["id"] == "s-a"
+            gone = await client.call(request("DELETE", "/schedules/s-a"))
+            assert gone.json()["type"] == "schedule_cancelled"
+            assert gone.json()["schedule"]["cancelled_at"] is not None
+            missing = await client.call(request("GET", "/schedules/nope"))
+            assert (missing.status, missing.code) == (404, "schedule_not_found")
+            invalid = await client.call(request("POST", "/schedules", {"task": "demo.add"}))
+            assert (invalid.status, invalid.code) == (400, "invalid_schedule")
+            bad_page = await client.call(request("GET", "/schedules?limit=101"))
+            assert bad_page.status == 400
     run(scenario())
 
 
