@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import orjson
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from tay.engine.effects import Refuse, Reply
 from tay.failures import RequestRefused
@@ -202,3 +203,19 @@ def test_replies_carry_type_and_enqueue_is_201():
 def test_response_over_the_limit_is_500_response_too_large():
     response = json_response(200, {"result": "x" * 100}, 50)
     assert error_of(response) == (500, "response_too_large")
+
+
+@settings(max_examples=200, deadline=None)
+@given(method=st.sampled_from(["GET", "POST", "DELETE", "PUT", "PATCH", "HEAD"]),
+       segments=st.lists(st.sampled_from(["jobs", "workers", "queues", "claim", "result",
+                                          "schedules", "started", "complete", "", "%2F", "x"]),
+                         max_size=4),
+       query=st.text(max_size=20), body=st.binary(max_size=64))
+def test_any_request_gets_a_route_or_a_json_error(method, segments, query, body):
+    target = "/" + "/".join(segments) + ("?" + query if query else "")
+    result = API.route(HttpRequest(method, target, bearer(), body))
+    if isinstance(result, HttpResponse):
+        payload = orjson.loads(result.body)
+        assert result.status >= 400 and type(payload["error"]["code"]) is str
+    else:
+        assert isinstance(result, (ProducerCall, RegisterWorker, WorkerCall))
