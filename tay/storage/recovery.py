@@ -11,6 +11,11 @@ Pass 1 (preflight) classifies the directory, reads STORE, scans every segment in
 payload)`` where ``payload`` is a zero-copy ``memoryview`` into the mapping. Revalidation
 repeats pass 1 and requires the same view. Activation returns an open ``Journal`` at the
 tail (or nothing, for read-only use such as ``tay storage inspect``).
+
+Memory: a segment's mapped pages are handed back to the kernel (``MADV_DONTNEED``; they stay
+in the page cache) as soon as a pass has read them, pass 1's mappings are closed before
+revalidation, and revalidation closes each mapping right after its scan, so at most one
+pass's pages are resident at any time.
 """
 
 from __future__ import annotations
@@ -130,7 +135,7 @@ def _read_store(io: RealIO, inventory: layout.Inventory) -> bytes:
 
 
 def _scan_one(io: RealIO, inventory: layout.Inventory, segment_id: int, store_id: bytes,
-              highest: bool, options: RecoveryOptions) -> SegmentView:
+              highest: bool, options: RecoveryOptions, keep_mapping: bool) -> SegmentView:
     path = inventory.segment_path(segment_id)
     fd = io.open(path, os.O_RDONLY)
     try:
@@ -146,11 +151,36 @@ def _scan_one(io: RealIO, inventory: layout.Inventory, segment_id: int, store_id
         if mapping is not None:
             mapping.close()
         raise locate(failure, path=path, segment_id=segment_id, stage="preflight") from None
+    if mapping is not None:
+        if keep_mapping:
+            _drop_pages(mapping, 0, info.st_size)  # replay faults them in again, page by page
+        else:
+            mapping.close()
+            mapping = None
     return SegmentView(segment_id, path, info.st_ino, info.st_size, scan, mapping)
 
 
-def preflight(io: RealIO, data_dir: str, options: RecoveryOptions) -> FrozenView:
-    """Pass 1: a complete physical validation of the store, read-only."""
+_PAGE = mmap.PAGESIZE
+
+
+def _drop_pages(mapping: mmap.mmap, start: int, end: int) -> None:
+    """Release the whole pages of ``[start, end)`` from this process's resident set.
+
+    The mapping is shared and read-only, so the data stays valid: a later access faults
+    the same bytes back in from the page cache.
+    """
+    first = -(-start // _PAGE) * _PAGE
+    last = end // _PAGE * _PAGE if end < len(mapping) else len(mapping)
+    if last > first:
+        mapping.madvise(mmap.MADV_DONTNEED, first, last - first)
+
+
+def preflight(io: RealIO, data_dir: str, options: RecoveryOptions,
+              keep_mappings: bool = True) -> FrozenView:
+    """Pass 1: a complete physical validation of the store, read-only.
+
+    ``keep_mappings=False`` (revalidation) closes each segment's mapping after its scan.
+    """
     inventory = layout.classify(io, data_dir, options.max_directory_entries)
     if options.max_total_segment_bytes is not None and \
             inventory.total_segment_bytes > options.max_total_segment_bytes:
@@ -165,7 +195,8 @@ def preflight(io: RealIO, data_dir: str, options: RecoveryOptions) -> FrozenView
     try:
         highest_id = inventory.segment_ids[-1]
         for segment_id in inventory.segment_ids:
-            view = _scan_one(io, inventory, segment_id, store_id, segment_id == highest_id, options)
+            view = _scan_one(io, inventory, segment_id, store_id, segment_id == highest_id,
+                             options, keep_mappings)
             views.append(view)
             records += view.scan.count
             if options.max_replay_records is not None and records > options.max_replay_records:
@@ -222,6 +253,9 @@ def replay(view: FrozenView, consumer: Consumer) -> int:
                                      segment_id=segment_view.segment_id, sequence=sequence,
                                      stage="replay", base_offset=0) from None
                     expected += 1
+                if segment_view.mapping is not None:
+                    last_offset, _, _, _, last_length = chunk[-1]
+                    _drop_pages(segment_view.mapping, 0, last_offset + 24 + last_length)
         finally:
             buffer.release()
     return expected - 1
@@ -300,17 +334,18 @@ def recover(
     try:
         view = preflight(io, root, options)
         replayed = replay(view, consumer)
-        again = preflight(io, root, options)
-        same = again.key() == view.key()
-        again.close()
-        if not same:
+        tail = view.tail() if activate and not view.exhausted else None
+        view.close()  # revalidation maps the files again: never hold both passes' pages
+        again = preflight(io, root, options, keep_mappings=False)
+        if again.key() != view.key():
             raise RecoveryRefused("changed_view", "store_changed_during_recovery", path=root,
                                   stage="revalidation")
         if not activate:
             return Recovered(view, replayed, None, consumer)
         if view.exhausted:
             raise RecoveryRefused("resource_limit", "store_exhausted", path=root, stage="activation")
-        journal = _activate(io, root, lock, view, durability, rotation_target)
+        assert tail is not None
+        journal = _activate(io, root, lock, tail, durability, rotation_target)
         return Recovered(view, replayed, journal, consumer)
     except BaseException:
         lock.release()
@@ -322,7 +357,7 @@ def recover(
             lock.release()
 
 
-def _activate(io: RealIO, root: str, lock: layout.StoreLock, view: FrozenView,
+def _activate(io: RealIO, root: str, lock: layout.StoreLock, tail: Tail,
               durability: str, rotation_target: int) -> Journal:
     try:
         for directory in layout.walk_no_follow(root):
@@ -333,7 +368,7 @@ def _activate(io: RealIO, root: str, lock: layout.StoreLock, view: FrozenView,
                               stage="activation", mutation="activation_uncertain",
                               errno=error.errno) from None
     try:
-        return Journal.open(io, root, lock, view.tail(), durability=durability,
+        return Journal.open(io, root, lock, tail, durability=durability,
                             rotation_target=rotation_target)
     except StorageFailure as failure:
         raise RecoveryRefused("uncertain_activation", failure.reason, path=failure.path or root,

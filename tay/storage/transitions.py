@@ -14,9 +14,7 @@ and ``expected_revision < S``. Retry due times are *checked* against the window 
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, fields
-from operator import attrgetter
-from typing import Any, Iterator, Mapping
+from typing import Any, Iterator, Mapping, NamedTuple
 
 from tay.failures import RecoveryRefused
 from tay.storage import events as ev
@@ -48,9 +46,12 @@ class TransitionRejected(RecoveryRefused):
         self.args = (self.message,)
 
 
-@dataclass(frozen=True, slots=True)
-class JobState:
-    """The durable state of one job after the event with sequence ``revision``."""
+class JobState(NamedTuple):
+    """The durable state of one job after the event with sequence ``revision``.
+
+    Immutable. A named tuple rather than a frozen dataclass because replay builds one per
+    event, and a tuple is built in one step instead of one guarded ``setattr`` per field.
+    """
 
     id: bytes
     definition: Mapping[str, Any]
@@ -124,17 +125,16 @@ class _Guard:
                                  detail=detail.format(*values))
 
 
-_FIELD_NAMES = tuple(f.name for f in fields(JobState))
-_FIELD_INDEX = {name: index for index, name in enumerate(_FIELD_NAMES)}
-_all_fields = attrgetter(*_FIELD_NAMES)
+_FIELD_INDEX = {name: index for index, name in enumerate(JobState._fields)}
+_new_tuple = tuple.__new__
 
 
 def _evolve(job: JobState, **changes: Any) -> JobState:
-    """``dataclasses.replace`` without its per-call introspection (replay is hot)."""
-    values = list(_all_fields(job))
+    """``job._replace(**changes)`` without its per-call checks (replay is hot)."""
+    values = list(job)
     for name, new in changes.items():
         values[_FIELD_INDEX[name]] = new
-    return JobState(*values)
+    return _new_tuple(JobState, values)
 
 
 def apply(previous: JobState | None, sequence: int, event: ev.Event) -> JobState:

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import itertools
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -203,7 +202,7 @@ def test_start_with_wrong_attempt_is_attempt_mismatch() -> None:
 
 
 def test_start_beyond_max_attempts_is_refused() -> None:
-    job = replace(inserted(), next_attempt=3)  # max_attempts is 2
+    job = inserted()._replace(next_attempt=3)  # max_attempts is 2
     failure = rejected(job, 2, ev.job_started(JOB, 5, 1, 3, 1))
     assert failure.guard == "attempt_exceeds_max_attempts"
 
