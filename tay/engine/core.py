@@ -21,6 +21,7 @@ from tay.engine.workers import WorkerCommands
 from tay.failures import RecoveryRefused, RequestRefused
 from tay.storage import events as ev
 from tay.storage.schedule_events import SCHEDULE_PAIRS
+from tay.storage.transitions import JOB_PAIRS
 from tay.storage.transitions import JobState, apply
 from tay.storage.value import DecodeLimits
 
@@ -124,14 +125,16 @@ class Engine(ScheduleCommands):
         """
         if sequence < self.next_sequence:
             raise _not_increasing(sequence, self.next_sequence)
-        if event.pair in SCHEDULE_PAIRS:
-            state = self._apply_schedule(sequence, event)
+        pair = (event.type, event.schema)
+        if pair not in JOB_PAIRS:
+            if pair not in SCHEDULE_PAIRS:
+                raise RecoveryRefused("unsupported_semantics", "not_a_job_event",
+                                      sequence=sequence, event_type=event.type,
+                                      schema=event.schema)
+            schedule = self._apply_schedule(sequence, event)
             self.next_sequence = sequence + 1
-            return state
-        if not event.is_job_event:
-            raise RecoveryRefused("unsupported_semantics", "not_a_job_event", sequence=sequence,
-                                  event_type=event.type, schema=event.schema)
-        entry = self.jobs.get(event.job_id)
+            return schedule
+        entry = self.jobs.get(event.payload["job_id"])
         state = apply(entry.state if entry is not None else None, sequence, event)
         self.next_sequence = sequence + 1
         return self._install(entry, state, volatile=False).state

@@ -25,8 +25,6 @@ import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
-from croniter import croniter
-from croniter.croniter import CroniterBadDateError
 
 from tay.failures import RequestRefused
 
@@ -171,6 +169,11 @@ def next_after(spec: CronSpec, offset_minutes: int, instant_ms: int) -> int | No
 
     None when there is none within ``SEARCH_LIMIT_MS`` (for example ``0 0 30 2 *``).
     """
+    # imported here: croniter (with dateutil) is a fifth of the engine's import time, and
+    # a restart replays schedules without computing any cron time
+    from croniter import croniter
+    from croniter.croniter import CroniterBadDateError
+
     zone = timezone(timedelta(minutes=offset_minutes))
     minute_start = instant_ms - instant_ms % MINUTE_MS
     base = datetime.fromtimestamp(minute_start // 1000, tz=timezone.utc).astimezone(zone)

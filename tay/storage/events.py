@@ -179,14 +179,21 @@ def decode_events(
     """
     limits = limits if limits is not None else _DEFAULT_LIMITS
     rows = _native.events_scan(buffer, records, limits.depth, limits.nodes, limits.binary)
-    width = slots.EVENT_ROW
-    for index, (offset, length, event_type, schema) in enumerate(records):
-        base = index * width
-        data = bytes(buffer[offset:offset + length])
-        if rows[base] == slots.EVENT_FAST:
-            yield _FAST_BUILDERS[event_type](event_type, schema, data, rows, base)
+    if not records:
+        return
+    # one copy of the batch's span, then cheap bytes slices (no memoryview per record)
+    low = min(offset for offset, _, _, _ in records)
+    high = max(offset + length for offset, length, _, _ in records)
+    block = bytes(buffer[low:high])
+    width, fast, builders = slots.EVENT_ROW, slots.EVENT_FAST, _FAST_BUILDERS
+    base = 0
+    for offset, length, event_type, schema in records:
+        data = block[offset - low:offset - low + length]
+        if rows[base] == fast:
+            yield builders[event_type](event_type, schema, data, rows, base)
         else:
             yield decode_event_exact(event_type, schema, data, limits)
+        base += width
 
 
 def decode_event_exact(

@@ -277,8 +277,9 @@ def _result_recorded(job: JobState, sequence: int, event: Mapping[str, Any],
     return _evolve(job, revision=sequence, result_present=True, result=event["result"])
 
 
-_JOB_PAIRS = frozenset({ev.JOB_INSERTED, ev.JOB_AVAILABLE, ev.JOB_STARTED, ev.JOB_FINISHED,
-                        ev.JOB_CANCELLED, ev.JOB_RETRIED, ev.RESULT_RECORDED})
+JOB_PAIRS = _JOB_PAIRS = frozenset({ev.JOB_INSERTED, ev.JOB_AVAILABLE, ev.JOB_STARTED,
+                                    ev.JOB_FINISHED, ev.JOB_CANCELLED, ev.JOB_RETRIED,
+                                    ev.RESULT_RECORDED})
 
 _HANDLERS = {
     ev.JOB_AVAILABLE: _available,
