@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from tay.failures import ConfigurationError
+from tay.storage.history_budget import HistoryCaps
 
 KEY_MAX_BYTES = 255
 
@@ -41,6 +42,9 @@ class EngineConfig:
     settled_memory: int = 65_536
     # A reply (schedule pages) must fit the transport's frame/body limit (1 MB default).
     max_reply_bytes: int = 1_048_576
+    # History caps (None: unlimited); enforced once the server attaches a HistoryBudget.
+    max_history_bytes: int | None = None
+    max_segments: int | None = None
 
     def __post_init__(self) -> None:
         if not isinstance(self.queues, dict):
@@ -63,6 +67,13 @@ class EngineConfig:
         _check_int("max_tasks_per_connection", self.max_tasks_per_connection, 1)
         _check_int("settled_memory", self.settled_memory, 0)
         _check_int("max_reply_bytes", self.max_reply_bytes, 1024)
+        self.history_caps  # validates both caps, naming the option
+
+    @property
+    def history_caps(self) -> HistoryCaps:
+        """The two history caps, for ``HistoryBudget.for_journal(journal, caps)``."""
+        return HistoryCaps(max_history_bytes=self.max_history_bytes,
+                           max_segments=self.max_segments)
 
     def queue_credits(self, queue: str) -> int:
         """Maximum executing jobs of ``queue`` (configured, else the default)."""

@@ -20,6 +20,7 @@ from tay.engine.schedules import ScheduleState
 from tay.engine.workers import WorkerCommands
 from tay.failures import RecoveryRefused, RequestRefused
 from tay.storage import events as ev
+from tay.storage.history_budget import HistoryBudget
 from tay.storage.schedule_events import SCHEDULE_PAIRS
 from tay.storage.transitions import JOB_PAIRS
 from tay.storage.transitions import JobState, apply
@@ -138,6 +139,15 @@ class Engine(ScheduleCommands):
         state = apply(entry.state if entry is not None else None, sequence, event)
         self.next_sequence = sequence + 1
         return self._install(entry, state, volatile=False).state
+
+    def attach_history(self, budget: HistoryBudget) -> None:
+        """Enforce the history caps from now on (the server, right after recovery).
+
+        ``budget`` is ``HistoryBudget.for_journal(journal, config.history_caps)``, built at
+        the journal's tail before ``finish_recovery``, so every event emitted afterwards is
+        admitted (inserts, starts) or accounted (everything else).
+        """
+        self.history = budget
 
     def finish_recovery(self, now_ms: int, mono_ms: int) -> Outcome:
         """Check the state budget, then settle jobs left executing as interrupted (diag 7)."""

@@ -97,6 +97,7 @@ class ScheduleCommands(WorkerCommands):
 
     def _commit_schedule(self, event: Event, out: Outcome) -> ScheduleState:
         sequence = self.next_sequence
+        event = self._charge_history(event)  # accounted, never refused
         state = self._apply_schedule(sequence, event)
         self.next_sequence += 1
         out.events.append((sequence, event))
@@ -187,13 +188,14 @@ class ScheduleCommands(WorkerCommands):
                 request = parse_enqueue(occurrence.task, dict(occurrence.args), options, now_ms,
                                         self.config, self.rng)
                 self.budget.admit(job_charge(request.definition_size, request.definition_nodes))
+                inserted = ev.job_inserted(request.job_id, now_ms, request.definition)
+                self._commit(None, inserted, request.durability == "volatile", out)
             except RequestRefused:
-                # Capacity (or a relative option now past the largest time): the same
-                # occurrence, with the same job id, is tried again in a second.
+                # Capacity (state budget or history caps; the insert changed nothing) or a
+                # relative option now past the largest time: the same occurrence, with the
+                # same job id, is tried again in a second.
                 self.schedules.admission_failed(occurrence.schedule_id, now_ms)
                 return
-            inserted = ev.job_inserted(request.job_id, now_ms, request.definition)
-            self._commit(None, inserted, request.durability == "volatile", out)
         event = self.schedules.delivered(occurrence, now_ms, self.schedule_job_state)
         self._commit_schedule(event, out)
 

@@ -22,11 +22,14 @@ from tay.engine.jobs import JobEntry
 from tay.engine.options import DEFINITION_FIXED_NODES
 from tay.engine.ready import DueHeap, ReadyIndex
 from tay.engine.values import measure
+from tay.failures import RequestRefused
 from tay.storage import events as ev
 from tay.storage.definition import LazyDefinition
+from tay.storage.history_budget import HistoryBudget, frame_size
 from tay.storage.transitions import JobState, apply, expected_finish, retry_due_range
 
 WAITING_FOR_TIME = ("scheduled", "retryable")
+ADMISSIONS = frozenset({ev.JOB_INSERTED, ev.JOB_STARTED})  # what the history caps may refuse
 
 
 def definition_nodes(definition: Mapping[str, Any]) -> int:
@@ -53,6 +56,8 @@ class EngineState:
         self._executing: Counter[str] = Counter()
         self._ready_counter = 0
         self._clock_offset = 0  # last seen now_ms - mono_ms, to map wall due times to mono
+        self.history: HistoryBudget | None = None  # attached by the server after recovery
+        self.durable_executing = 0  # persistent jobs executing: each holds a history reserve
 
     # ---- lazy index validity -------------------------------------------------------
 
@@ -71,15 +76,39 @@ class EngineState:
     # ---- the one mutation path -----------------------------------------------------
 
     def _commit(self, entry: JobEntry | None, event: ev.Event, volatile: bool, out: Outcome) -> JobEntry:
-        """Apply a live event: take its sequence, apply, re-index, and queue it if durable."""
+        """Apply a live event: take its sequence, apply, re-index, and queue it if durable.
+
+        A persistent insert or start may be refused by the history caps (``RequestRefused``
+        capacity); ``apply`` is pure, so nothing has changed when that happens.
+        """
         sequence = self._volatile_sequence if volatile else self.next_sequence
         state = apply(entry.state if entry is not None else None, sequence, event)
         if volatile:
             self._volatile_sequence += 1
         else:
+            event = self._charge_history(event)
             self.next_sequence += 1
             out.events.append((sequence, event))
         return self._install(entry, state, volatile)
+
+    def _charge_history(self, event: ev.Event) -> ev.Event:
+        """Admit (insert, start) or account (anything else) the event's frame.
+
+        Returns the event carrying its encoded payload, so the journal does not encode it
+        a second time.
+        """
+        history = self.history
+        if history is None:
+            return event
+        raw = ev.encode_event(event)
+        sizes = (frame_size(len(raw)),)
+        pair = (event.type, event.schema)
+        if pair in ADMISSIONS:
+            starting = 1 if pair == ev.JOB_STARTED else 0
+            history.admit(sizes, self.durable_executing + starting)
+        else:
+            history.account(sizes)
+        return ev.Event(event.type, event.schema, event.name, event.payload, raw)
 
     def _install(self, entry: JobEntry | None, state: JobState, volatile: bool) -> JobEntry:
         """Store a job's new durable state and bring every index and charge in line."""
@@ -89,6 +118,8 @@ class EngineState:
             self.jobs[state.id] = entry
             self.budget.charge(charge)
         else:
+            if entry.state.state == "executing" and not volatile:
+                self.durable_executing -= 1
             self.counts[entry.state.state] -= 1
             if state.result_present and not entry.state.result_present:
                 extra = measure(state.result, "result").encoded_bytes
@@ -96,6 +127,8 @@ class EngineState:
                 self.budget.charge(extra)
             entry.state = state
         self.counts[state.state] += 1
+        if state.state == "executing" and not volatile:
+            self.durable_executing += 1
         entry.ready_key = None
         if state.state == "available":
             self._ready_counter += 1
@@ -141,7 +174,11 @@ class EngineState:
             for queue in self._ready.queues():
                 if self._executing[queue] >= self.config.queue_credits(queue):
                     continue
-                if self._dispatch_one(queue, now_ms, mono_ms, out):
+                try:
+                    started = self._dispatch_one(queue, now_ms, mono_ms, out)
+                except RequestRefused:
+                    return  # history caps: no START fits now; later dispatches try again
+                if started:
                     self._ready.served(queue)
                     progress = True
 
@@ -157,7 +194,12 @@ class EngineState:
             return False
         task, head, executor = best
         self._ready.pop(queue, task)
-        self._start(self.jobs[head[2]], executor, now_ms, mono_ms, out)
+        try:
+            self._start(self.jobs[head[2]], executor, now_ms, mono_ms, out)
+        except RequestRefused:
+            # refused before any change: the job stays available with no attempt used
+            self._ready.push(queue, task, head)
+            raise
         return True
 
     def _start(self, entry: JobEntry, executor: Executor, now_ms: int, mono_ms: int,
