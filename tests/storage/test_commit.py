@@ -34,10 +34,20 @@ class GatedSyncIO(RealIO):
 
 
 class FakeClock:
+    """A settable clock that also tells when the writer thread has read it.
+
+    The writer reads the clock under the committer's lock right before waiting for a
+    batch deadline, so once ``read_by_writer`` is set the writer is (or is about to be)
+    waiting with the time it saw: moving ``now`` after that cannot race its decision.
+    """
+
     def __init__(self) -> None:
         self.now = 0.0
+        self.read_by_writer = threading.Event()
 
     def __call__(self) -> float:
+        if threading.current_thread() is not threading.main_thread():
+            self.read_by_writer.set()
         return self.now
 
 
@@ -100,6 +110,9 @@ def test_a_lone_submission_is_written_once_its_interval_has_passed(gated):
     clock = FakeClock()
     committer = GroupCommitter(journal, max_events=10, interval_ms=60_000, clock=clock)
     lone = committer.submit(records(1, 1))
+    # the writer must have seen t=0 before time moves: otherwise it could take t=60 as
+    # lone's deadline and write it alone (the race that made this test flaky under load)
+    assert clock.read_by_writer.wait(10)
     assert not lone.done()  # waiting for company
     clock.now = 60.0
     late = committer.submit(records(2, 1))  # wakes the writer; the deadline has passed
