@@ -69,7 +69,7 @@ class _Abort(Exception):
         self.response = response
 
 
-def encode_response(response: HttpResponse, keep_alive: bool) -> bytes:
+def encode_response(response: HttpResponse, keep_alive: bool, head_only: bool = False) -> bytes:
     reason = _REASONS.get(response.status, b"Unknown")
     lines = [b"HTTP/1.1 %d %s" % (response.status, reason)]
     lines.extend(name + b": " + value for name, value in response.headers)
@@ -77,7 +77,7 @@ def encode_response(response: HttpResponse, keep_alive: bool) -> bytes:
         lines.append(b"content-length: %d" % len(response.body))
     if not keep_alive:
         lines.append(b"connection: close")
-    return b"\r\n".join(lines) + b"\r\n\r\n" + response.body
+    return b"\r\n".join(lines) + b"\r\n\r\n" + (b"" if head_only else response.body)
 
 
 class HttpServer:
@@ -160,7 +160,8 @@ class HttpConnection(asyncio.Protocol):
         self.limits = server.limits
         self.transport: Any = None
         self.parser = httptools.HttpRequestParser(self)
-        self.pipeline: deque[tuple[asyncio.Future[HttpResponse], bool]] = deque()
+        # (response future, keep-alive, HEAD: headers only)
+        self.pipeline: deque[tuple[asyncio.Future[HttpResponse], bool, bool]] = deque()
         self.closing = False
         self.paused = False
         self._timer: asyncio.TimerHandle | None = None
@@ -256,7 +257,7 @@ class HttpConnection(asyncio.Protocol):
             future = self.server.driver.loop.create_future()
             future.set_result(error_response(RequestRefused("internal server error",
                                                             code="internal")))
-        self.pipeline.append((future, keep_alive))
+        self.pipeline.append((future, keep_alive, request.method == "HEAD"))
         future.add_done_callback(lambda _: self._flush())
         if len(self.pipeline) >= self.limits.max_pipeline and not self.paused:
             self.paused = True
@@ -268,13 +269,13 @@ class HttpConnection(asyncio.Protocol):
     # -- responses -------------------------------------------------------------------
     def _flush(self) -> None:
         while self.pipeline and self.pipeline[0][0].done():
-            future, keep_alive = self.pipeline.popleft()
+            future, keep_alive, head_only = self.pipeline.popleft()
             if future.cancelled() or self.transport is None or self.transport.is_closing():
                 continue
             response = _result_or_internal(future)
             keep_alive = keep_alive and not response.close and not (
                 self.closing and not self.pipeline)
-            self.transport.write(encode_response(response, keep_alive))
+            self.transport.write(encode_response(response, keep_alive, head_only))
             if not keep_alive:
                 self._close()
                 return
@@ -287,7 +288,7 @@ class HttpConnection(asyncio.Protocol):
         """A broken request: answer after what is already queued, then close."""
         done: asyncio.Future[HttpResponse] = self.server.driver.loop.create_future()
         done.set_result(HttpResponse(response.status, response.body, response.headers, True))
-        self.pipeline.append((done, False))
+        self.pipeline.append((done, False, False))
         self.closing = True
         self.transport.pause_reading()
         self._flush()
@@ -306,7 +307,7 @@ class HttpConnection(asyncio.Protocol):
             self.transport.close()
 
     def abort_pending(self) -> None:
-        for future, _ in self.pipeline:
+        for future, _, _ in self.pipeline:
             if isinstance(future, asyncio.Task):
                 future.cancel()
         self.pipeline.clear()

@@ -166,6 +166,8 @@ class SessionRegistry:
             if isinstance(reply, Refuse):
                 self.end(session, "registration refused")
                 failure = reply.failure
+                if failure.code in ("unavailable", "unknown_outcome"):
+                    return error_response(failure)  # the engine cannot serve: 503, not 400
                 return error_response(RequestRefused(failure.message, code="invalid_worker",
                                                      reason=failure.code))
         self.sessions[session.digest] = session

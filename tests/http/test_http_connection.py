@@ -215,3 +215,16 @@ def test_a_peer_that_does_not_read_stops_being_read():
             client.connection.resume_writing()
             assert client.transport.reading
     run(scenario())
+
+
+def test_head_responses_carry_headers_only_and_keep_the_stream_in_sync():
+    async def scenario():
+        async with http_stack() as server:
+            client = Client(server)
+            client.send(b"HEAD /jobs HTTP/1.1\r\nhost: t\r\n\r\n")
+            await asyncio.sleep(0.02)
+            head, _, rest = bytes(client.transport.written).partition(b"\r\n\r\n")
+            assert head.startswith(b"HTTP/1.1 405") and rest == b""
+            assert int(head.split(b"content-length: ")[1].split(b"\r\n")[0]) > 0
+            assert not client.transport.closed
+    run(scenario())
