@@ -28,7 +28,6 @@ from tay.protocol.requests import Failed, Succeeded
 from tay.protocol.values import check_value_domain
 
 DEFAULT_MAX_BODY_BYTES = 1_048_576
-MAX_BODY_BYTES_CEILING = 16 * 1_048_576
 MAX_WORKER_CAPACITY = 256
 TOKEN_LENGTH = 43
 SCHEDULE_PAGE_DEFAULT = 50

@@ -6,35 +6,32 @@ request line plus headers (``max_header_bytes``, ``max_headers``), the body
 the pipeline depth (reading pauses beyond it), and time: a request must arrive whole
 within ``request_timeout_s`` of its first byte, and an idle keep-alive connection closes
 after ``keepalive_timeout_s``. Routing and bodies are sans-IO (``tay.protocol.http_api``);
-worker sessions live in ``http_sessions``. The end of this module holds the listener's
-configuration (flags, ``TAY_HTTP_*``, TLS rules) and the ``tay serve`` entry points.
+worker sessions live in ``http_sessions`` and configuration in ``http_config``. The end of
+this module holds the ``tay serve`` entry points.
 """
 
 from __future__ import annotations
 
-import argparse
 import asyncio
-import ipaddress
 import logging
-import os
 import signal
 import ssl
-from collections.abc import Mapping
 from collections import deque
-from dataclasses import dataclass
 from typing import Any, Callable
 
 import httptools
 
 from tay.engine import commands as engine
-from tay.failures import ConfigurationError, RequestRefused
+from tay.failures import RequestRefused
 from tay.protocol.http_api import (
-    MAX_BODY_BYTES_CEILING, HttpApi, HttpRequest, HttpResponse, ProducerCall, RegisterWorker, WorkerCall,
+    HttpApi, HttpRequest, HttpResponse, ProducerCall, RegisterWorker, WorkerCall,
     effect_response, error_response,
 )
+from tay.protocol.limits import ProtocolLimits
 
 from .driver import EngineDriver
-from .http_sessions import CLAIM_WAIT_S, SESSION_IDLE_S, EnginePort, SessionRegistry
+from .http_config import HttpConfig, HttpLimits, tls_context
+from .http_sessions import EnginePort, SessionRegistry
 
 log = logging.getLogger("tay.server.http")
 
@@ -47,18 +44,6 @@ _PRODUCER_COMMANDS = {"enqueue": engine.Enqueue, "status": engine.Status,
                       "cancel": engine.Cancel, "result": engine.Result}
 _SCHEDULE_COMMANDS = {"schedule": engine.Schedule, "cancel_schedule": engine.CancelSchedule,
                       "schedules": engine.ListSchedules, "schedule_status": engine.ScheduleStatus}
-
-
-@dataclass(frozen=True, slots=True)
-class HttpLimits:
-    max_body_bytes: int = 1_048_576
-    max_header_bytes: int = 16_384
-    max_headers: int = 100
-    max_pipeline: int = 16
-    request_timeout_s: float = 30.0
-    keepalive_timeout_s: float = 75.0
-    claim_wait_s: float = CLAIM_WAIT_S
-    session_idle_s: float = SESSION_IDLE_S
 
 
 class _Abort(Exception):
@@ -354,106 +339,16 @@ def _result_or_internal(future: "asyncio.Future[HttpResponse]") -> HttpResponse:
     return error_response(RequestRefused("internal server error", code="internal"))
 
 
-# -- configuration and ``tay serve`` wiring ------------------------------------------------
-@dataclass(frozen=True, slots=True)
-class HttpConfig:
-    """Where and how to listen; TLS is on when the three files are given."""
-
-    ip: str = "127.0.0.1"
-    port: int = 0
-    certfile: str | None = None
-    keyfile: str | None = None
-    cacertfile: str | None = None
-    limits: HttpLimits = HttpLimits()
-
-    @property
-    def tls(self) -> bool:
-        return self.certfile is not None
-
-
-_TLS_OPTIONS = (("certfile", "--http-tls-certfile", "TAY_HTTP_TLS_CERTFILE"),
-                ("keyfile", "--http-tls-keyfile", "TAY_HTTP_TLS_KEYFILE"),
-                ("cacertfile", "--http-tls-cacertfile", "TAY_HTTP_TLS_CACERTFILE"))
-
-
-def add_http_arguments(parser: argparse.ArgumentParser) -> None:
-    add = parser.add_argument
-    add("--http-port", help="enable the HTTP/JSON API on this TCP port (TAY_HTTP_PORT)")
-    add("--http-ip", help="bind address, default 127.0.0.1 (TAY_HTTP_IP)")
-    for _, flag, variable in _TLS_OPTIONS:
-        add(flag, help=f"absolute PEM path; mTLS needs all three ({variable})")
-    add("--http-max-body-bytes", help="request/response body limit, default 1048576 "
-                                      "(TAY_HTTP_MAX_BODY_BYTES)")
-
-
-def http_config_from(args: argparse.Namespace, env: Mapping[str, str]) -> HttpConfig | None:
-    """The HTTP configuration, or None when no port is set. Flags win over variables."""
-    port_text = getattr(args, "http_port", None) or env.get("TAY_HTTP_PORT")
-    if not port_text:
-        return None
-    port = _integer("--http-port", port_text, 0, 65_535)
-    ip = getattr(args, "http_ip", None) or env.get("TAY_HTTP_IP") or "127.0.0.1"
-    try:
-        address = ipaddress.ip_address(ip)
-    except ValueError:
-        raise ConfigurationError("--http-ip", f"{ip!r} is not an IP address") from None
-    files = {name: getattr(args, flag[2:].replace("-", "_"), None) or env.get(variable)
-             for name, flag, variable in _TLS_OPTIONS}
-    given = [name for name, value in files.items() if value]
-    if given and len(given) != 3:
-        missing = [flag for name, flag, _ in _TLS_OPTIONS if not files[name]]
-        raise ConfigurationError(missing[0], "TLS needs the certificate, key and client CA")
-    if not given and not address.is_loopback:
-        raise ConfigurationError("--http-ip", f"{ip} is not loopback: plain HTTP is only "
-                                 "allowed on loopback; give all three --http-tls-* files")
-    for name, flag, _ in _TLS_OPTIONS:
-        if files[name]:
-            _check_pem_path(flag, files[name])
-    body_text = getattr(args, "http_max_body_bytes", None) or env.get("TAY_HTTP_MAX_BODY_BYTES")
-    limits = HttpLimits()
-    if body_text:
-        limits = HttpLimits(max_body_bytes=_integer("--http-max-body-bytes", body_text, 1,
-                                                    MAX_BODY_BYTES_CEILING))
-    return HttpConfig(str(address), port, files["certfile"], files["keyfile"],
-                      files["cacertfile"], limits)
-
-
-def tls_context(config: HttpConfig) -> ssl.SSLContext:
-    """TLS 1.2+, our certificate, and a client certificate required and verified."""
-    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
-    context.minimum_version = ssl.TLSVersion.TLSv1_2
-    context.verify_mode = ssl.CERT_REQUIRED
-    try:
-        context.load_cert_chain(config.certfile, config.keyfile)
-    except (OSError, ssl.SSLError) as error:
-        raise ConfigurationError("--http-tls-certfile", f"cannot load certificate/key: {error}")
-    try:
-        context.load_verify_locations(cafile=config.cacertfile)
-    except (OSError, ssl.SSLError) as error:
-        raise ConfigurationError("--http-tls-cacertfile", f"cannot load CA: {error}") from None
-    return context
-
-
-def apply_http(args: argparse.Namespace, env: Mapping[str, str], config: Any) -> tuple[Any, HttpConfig | None]:
-    """Enabling HTTP turns off the implicit socket; an explicit path (flag or
-    ``TAY_SOCKET_PATH``) keeps both, and ``off`` keeps it off."""
-    http = http_config_from(args, env)
-    explicit_socket = getattr(args, "socket", None) or env.get("TAY_SOCKET_PATH")
-    if http is not None and not explicit_socket and config.socket is not None:
-        from dataclasses import replace
-
-        config = replace(config, socket=None)
-    return config, http
-
-
 async def start_http_listener(driver: EngineDriver, config: HttpConfig,
-                              max_body_limits: Any = None,
+                              protocol_limits: ProtocolLimits | None = None,
                               spare_connections: Callable[[], int] = lambda: 1 << 30) -> HttpServer:
-    """Bind and serve; returns the server (its ``close()`` stops it)."""
-    from tay.protocol.limits import ProtocolLimits
+    """Bind and serve on ``driver``; returns the server (``close()`` stops it).
 
-    protocol_limits = max_body_limits or ProtocolLimits()
-    api = HttpApi(config.limits.max_body_bytes, protocol_limits)
+    ``protocol_limits`` are the socket's value-domain and result/error bounds, shared so
+    both transports refuse the same bodies; ``spare_connections`` says how many more
+    executor connections the shared limit allows (worker sessions count against it).
+    """
+    api = HttpApi(config.limits.max_body_bytes, protocol_limits or ProtocolLimits())
     server = HttpServer(driver, api, config.limits, spare_connections)
     server.bound_port = await server.start(
         config.ip, config.port, tls_context(config) if config.tls else None)
@@ -501,20 +396,3 @@ async def serve_with_http(config: Any, http: HttpConfig | None,
         driver.close()
         store.close()
     return 1 if driver.stopped is not None else 0
-
-
-def _check_pem_path(option: str, path: str) -> None:
-    if not os.path.isabs(path):
-        raise ConfigurationError(option, f"{path!r} must be an absolute path")
-    if not os.path.isfile(path):
-        raise ConfigurationError(option, f"{path} is not a regular file")
-
-
-def _integer(option: str, text: Any, low: int, high: int) -> int:
-    try:
-        value = int(str(text), 10)
-    except ValueError:
-        raise ConfigurationError(option, f"{text!r} is not an integer") from None
-    if not low <= value <= high:
-        raise ConfigurationError(option, f"must be {low}..{high}, got {value}")
-    return value

@@ -34,11 +34,10 @@ from tay.protocol.http_api import (
 from tay.protocol.requests import Failed, Succeeded
 
 from .driver import EngineDriver
+from .http_config import CLAIM_WAIT_S, SESSION_IDLE_S
 
 log = logging.getLogger("tay.server.http")
 
-CLAIM_WAIT_S = 20.0
-SESSION_IDLE_S = 60.0
 _request_ids = itertools.count(1)
 
 

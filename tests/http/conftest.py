@@ -17,7 +17,8 @@ import orjson
 from tay.protocol.http_api import HttpApi
 from tay.server.app import ServeConfig, open_store
 from tay.server.driver import EngineDriver
-from tay.server.http_listener import HttpConnection, HttpLimits, HttpServer
+from tay.server.http_config import HttpLimits
+from tay.server.http_listener import HttpConnection, HttpServer
 
 SCRATCH = Path(__file__).resolve().parents[2] / ".tmp"
 

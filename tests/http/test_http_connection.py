@@ -7,7 +7,7 @@ import asyncio
 
 from hypothesis import HealthCheck, given, settings, strategies as st
 
-from tay.server.http_listener import HttpLimits
+from tay.server.http_config import HttpLimits
 
 from .conftest import Client, http_stack, parse_responses, request, run
 

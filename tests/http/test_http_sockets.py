@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tay.server.http_listener import HttpLimits, tls_context, HttpConfig
+from tay.server.http_config import HttpConfig, HttpLimits, tls_context
 
 from .certs import make_pki
 from .conftest import SCRATCH, http_stack, parse_responses, request, run

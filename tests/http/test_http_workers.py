@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
-from tay.server.http_listener import HttpLimits
+from tay.server.http_config import HttpLimits
 
 from .conftest import Client, http_stack, request, run
 

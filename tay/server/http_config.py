@@ -1,0 +1,140 @@
+"""Configuration of the HTTP listener: ``tay serve`` flags, ``TAY_HTTP_*`` variables, the
+loopback/TLS rules and the server TLS context.
+
+Kept apart from the listener so ``tay`` can register its flags without importing the
+server stack (httptools, the engine, storage).
+"""
+
+from __future__ import annotations
+
+import argparse
+import ipaddress
+import os
+import ssl
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any
+
+from tay.failures import ConfigurationError
+
+MAX_BODY_BYTES_CEILING = 16 * 1_048_576
+CLAIM_WAIT_S = 20.0
+SESSION_IDLE_S = 60.0
+
+
+@dataclass(frozen=True, slots=True)
+class HttpLimits:
+    max_body_bytes: int = 1_048_576
+    max_header_bytes: int = 16_384
+    max_headers: int = 100
+    max_pipeline: int = 16
+    request_timeout_s: float = 30.0
+    keepalive_timeout_s: float = 75.0
+    claim_wait_s: float = CLAIM_WAIT_S
+    session_idle_s: float = SESSION_IDLE_S
+
+
+@dataclass(frozen=True, slots=True)
+class HttpConfig:
+    """Where and how to listen; TLS is on when the three files are given."""
+
+    ip: str = "127.0.0.1"
+    port: int = 0
+    certfile: str | None = None
+    keyfile: str | None = None
+    cacertfile: str | None = None
+    limits: HttpLimits = HttpLimits()
+
+    @property
+    def tls(self) -> bool:
+        return self.certfile is not None
+
+
+_TLS_OPTIONS = (("certfile", "--http-tls-certfile", "TAY_HTTP_TLS_CERTFILE"),
+                ("keyfile", "--http-tls-keyfile", "TAY_HTTP_TLS_KEYFILE"),
+                ("cacertfile", "--http-tls-cacertfile", "TAY_HTTP_TLS_CACERTFILE"))
+
+
+def add_http_arguments(parser: argparse.ArgumentParser) -> None:
+    add = parser.add_argument
+    add("--http-port", help="enable the HTTP/JSON API on this TCP port (TAY_HTTP_PORT)")
+    add("--http-ip", help="bind address, default 127.0.0.1 (TAY_HTTP_IP)")
+    for _, flag, variable in _TLS_OPTIONS:
+        add(flag, help=f"absolute PEM path; mTLS needs all three ({variable})")
+    add("--http-max-body-bytes", help="request/response body limit, default 1048576 "
+                                      "(TAY_HTTP_MAX_BODY_BYTES)")
+
+
+def http_config_from(args: argparse.Namespace, env: Mapping[str, str]) -> HttpConfig | None:
+    """The HTTP configuration, or None when no port is set. Flags win over variables."""
+    port_text = getattr(args, "http_port", None) or env.get("TAY_HTTP_PORT")
+    if not port_text:
+        return None
+    port = _integer("--http-port", port_text, 0, 65_535)
+    ip = getattr(args, "http_ip", None) or env.get("TAY_HTTP_IP") or "127.0.0.1"
+    try:
+        address = ipaddress.ip_address(ip)
+    except ValueError:
+        raise ConfigurationError("--http-ip", f"{ip!r} is not an IP address") from None
+    files = {name: getattr(args, flag[2:].replace("-", "_"), None) or env.get(variable)
+             for name, flag, variable in _TLS_OPTIONS}
+    given = [name for name, value in files.items() if value]
+    if given and len(given) != 3:
+        missing = [flag for name, flag, _ in _TLS_OPTIONS if not files[name]]
+        raise ConfigurationError(missing[0], "TLS needs the certificate, key and client CA")
+    if not given and not address.is_loopback:
+        raise ConfigurationError("--http-ip", f"{ip} is not loopback: plain HTTP is only "
+                                 "allowed on loopback; give all three --http-tls-* files")
+    for name, flag, _ in _TLS_OPTIONS:
+        if files[name]:
+            _check_pem_path(flag, files[name])
+    body_text = getattr(args, "http_max_body_bytes", None) or env.get("TAY_HTTP_MAX_BODY_BYTES")
+    limits = HttpLimits()
+    if body_text:
+        limits = HttpLimits(max_body_bytes=_integer("--http-max-body-bytes", body_text, 1,
+                                                    MAX_BODY_BYTES_CEILING))
+    return HttpConfig(str(address), port, files["certfile"], files["keyfile"],
+                      files["cacertfile"], limits)
+
+
+def tls_context(config: HttpConfig) -> ssl.SSLContext:
+    """TLS 1.2+, our certificate, and a client certificate required and verified."""
+    context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
+    context.minimum_version = ssl.TLSVersion.TLSv1_2
+    context.verify_mode = ssl.CERT_REQUIRED
+    try:
+        context.load_cert_chain(config.certfile, config.keyfile)
+    except (OSError, ssl.SSLError) as error:
+        raise ConfigurationError("--http-tls-certfile", f"cannot load certificate/key: {error}")
+    try:
+        context.load_verify_locations(cafile=config.cacertfile)
+    except (OSError, ssl.SSLError) as error:
+        raise ConfigurationError("--http-tls-cacertfile", f"cannot load CA: {error}") from None
+    return context
+
+
+def apply_http(args: argparse.Namespace, env: Mapping[str, str], config: Any) -> tuple[Any, HttpConfig | None]:
+    """Enabling HTTP turns off the implicit socket; an explicit path (flag or
+    ``TAY_SOCKET_PATH``) keeps both, and ``off`` keeps it off."""
+    http = http_config_from(args, env)
+    explicit_socket = getattr(args, "socket", None) or env.get("TAY_SOCKET_PATH")
+    if http is not None and not explicit_socket and config.socket is not None:
+        config = replace(config, socket=None)
+    return config, http
+
+
+def _check_pem_path(option: str, path: str) -> None:
+    if not os.path.isabs(path):
+        raise ConfigurationError(option, f"{path!r} must be an absolute path")
+    if not os.path.isfile(path):
+        raise ConfigurationError(option, f"{path} is not a regular file")
+
+
+def _integer(option: str, text: Any, low: int, high: int) -> int:
+    try:
+        value = int(str(text), 10)
+    except ValueError:
+        raise ConfigurationError(option, f"{text!r} is not an integer") from None
+    if not low <= value <= high:
+        raise ConfigurationError(option, f"must be {low}..{high}, got {value}")
+    return value
