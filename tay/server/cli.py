@@ -53,6 +53,9 @@ def register(groups: Any) -> None:
     add("--request-timeout-ms", type=int, default=30_000,
         help="per pending socket request, 1..3600000 (answers request_timeout on expiry)")
     add("--log-level", default="INFO")
+    from .http_config import add_http_arguments
+
+    add_http_arguments(parser)
     parser.set_defaults(handler=run)
 
 
@@ -60,7 +63,10 @@ def run(args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> i
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
-        config = build_config(args, os.environ if environ is None else environ)
+        from .http_config import apply_http
+
+        env = os.environ if environ is None else environ
+        config, http = apply_http(args, env, build_config(args, env))
     except ConfigurationError as error:
         print(f"tay serve: {error.message}", file=sys.stderr)
         return 2
@@ -69,7 +75,9 @@ def run(args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> i
 
         from .app import serve
 
-        return uvloop.run(serve(config))
+        from .http_listener import serve_with_http
+
+        return uvloop.run(serve_with_http(config, http) if http else serve(config))
     except ConfigurationError as error:
         print(f"tay serve: {error.message}", file=sys.stderr)
         return 2
