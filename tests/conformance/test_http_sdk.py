@@ -63,18 +63,19 @@ def python_path() -> str:
 class HttpServer:
     """``tay serve`` with only the HTTP listener (the implicit socket is off)."""
 
-    def __init__(self, tls: dict[str, str] | None = None) -> None:
+    def __init__(self, tls: dict[str, str] | None = None, *extra: str) -> None:
         SCRATCH.mkdir(exist_ok=True)
         self.root = Path(tempfile.mkdtemp(prefix="conf-http-", dir=SCRATCH))
         self.tls = tls
+        self.extra = list(extra)
         self.process: subprocess.Popen[bytes] | None = None
         self.workers: list[subprocess.Popen[bytes]] = []
         self.port = 0
 
     def start(self, port: int = 0) -> "HttpServer":
-        extra: list[str] = []
+        extra = list(self.extra)
         if self.tls:
-            extra = ["--http-tls-certfile", self.tls["server_cert"], "--http-tls-keyfile",
+            extra += ["--http-tls-certfile", self.tls["server_cert"], "--http-tls-keyfile",
                      self.tls["server_key"], "--http-tls-cacertfile", self.tls["ca"]]
         log = open(self.root / "server.log", "ab")
         env = {k: v for k, v in os.environ.items() if not k.startswith("TAY_")}
@@ -280,3 +281,18 @@ def test_non_loopback_without_tls_is_refused_at_start(tmp_path):
     assert done.returncode == 2
     assert b"--http-ip" in done.stderr
     assert not (tmp_path / "data").exists()
+
+
+def test_an_explicit_socket_keeps_both_listeners():
+    SCRATCH.mkdir(exist_ok=True)
+    socket_dir = Path(tempfile.mkdtemp(prefix="sock-", dir=SCRATCH))
+    server = HttpServer(None, "--socket", str(socket_dir / "tay.sock")).start()
+    try:
+        assert (socket_dir / "tay.sock").exists()
+        assert server.producer('''
+        job = await tay.enqueue("demo.add.v1", {"left": 1, "right": 2})
+        return await job.status()
+        ''') == "available"
+    finally:
+        server.close()
+        shutil.rmtree(socket_dir, ignore_errors=True)
