@@ -1,6 +1,8 @@
-"""The REAL tay-client 1.4.0 ``TayHTTP`` / ``TayHTTPWorker`` against ``tay serve --http-port``
-as a subprocess: over plain loopback HTTP and over mTLS with certificates made here, with
-clients lacking a certificate or holding one from another CA refused."""
+"""``TayHTTP`` / ``TayHTTPWorker`` of BOTH SDKs (the real tay-client 1.4.0 and ours, same
+script text, subprocesses) against ``tay serve --http-port`` as a subprocess: over plain
+loopback HTTP and over mTLS with certificates made here, a worker re-registering after a
+restart lost its session, and clients lacking a certificate or holding one from another CA
+refused."""
 
 from __future__ import annotations
 
@@ -22,10 +24,11 @@ import pytest
 
 from tests.http.certs import make_pki
 
-from .harness import CLIENT_PYTHON, REPO, SCRATCH
+from .harness import CLIENT_PYTHON, REPO, SCRATCH, SDKS, sdk_command
 
-pytestmark = pytest.mark.skipif(not os.path.exists(CLIENT_PYTHON),
-                                reason="the tay-client interpreter is not installed")
+pytestmark = [pytest.mark.conformance, pytest.mark.timeout(120),
+              pytest.mark.skipif(not os.path.exists(CLIENT_PYTHON),
+                                 reason="the tay-client interpreter is not installed")]
 
 WORKER = r'''
 import asyncio, json, sys
@@ -63,8 +66,10 @@ def python_path() -> str:
 class HttpServer:
     """``tay serve`` with only the HTTP listener (the implicit socket is off)."""
 
-    def __init__(self, tls: dict[str, str] | None = None, *extra: str) -> None:
+    def __init__(self, tls: dict[str, str] | None = None, *extra: str, sdk: str = "tay-client") -> None:
         SCRATCH.mkdir(exist_ok=True)
+        self.sdk = sdk
+        self.python, self.sdk_env = sdk_command(sdk)
         self.root = Path(tempfile.mkdtemp(prefix="conf-http-", dir=SCRATCH))
         self.tls = tls
         self.extra = list(extra)
@@ -111,14 +116,15 @@ class HttpServer:
 
     def start_worker(self) -> None:
         worker = subprocess.Popen(
-            [CLIENT_PYTHON, "-I", "-c", WORKER, self.url, json.dumps(self.client_options())],
-            cwd=tempfile.gettempdir(), stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            [*self.python, "-c", WORKER, self.url, json.dumps(self.client_options())],
+            cwd=tempfile.gettempdir(), env=self.sdk_env, stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE)
         line = worker.stdout.readline()
         assert line.strip() == b"ready", worker.stderr.read().decode() + self.log()
         self.workers.append(worker)
 
     def producer(self, body: str, cert: str = "client", timeout: float = 60) -> object:
-        """Run ``body`` inside ``async def body(tay)`` with a real ``TayHTTP``."""
+        """Run ``body`` inside ``async def body(tay)`` with this SDK's ``TayHTTP``."""
         script = (
             "import asyncio, json, sys\nfrom tay import TayHTTP\nfrom tay.errors import *\n"
             "async def wait_for(job, states, limit=20.0):\n"
@@ -134,8 +140,8 @@ class HttpServer:
             "        print(json.dumps(await body(tay)))\n"
             "asyncio.run(main())\n")
         done = subprocess.run(
-            [CLIENT_PYTHON, "-I", "-c", script, self.url, json.dumps(self.client_options(cert))],
-            cwd=tempfile.gettempdir(), capture_output=True, timeout=timeout)
+            [*self.python, "-c", script, self.url, json.dumps(self.client_options(cert))],
+            cwd=tempfile.gettempdir(), env=self.sdk_env, capture_output=True, timeout=timeout)
         if done.returncode != 0:
             raise AssertionError(done.stderr.decode() + "\n--- server log ---\n" + self.log())
         return json.loads(done.stdout.decode().strip().splitlines()[-1])
@@ -198,9 +204,14 @@ def check_scenario(result: dict) -> None:
     assert result["missing"] == "not_found"
 
 
+@pytest.fixture(params=SDKS)
+def sdk(request: pytest.FixtureRequest) -> str:
+    return request.param
+
+
 @pytest.fixture
-def plain_server():
-    server = HttpServer().start()
+def plain_server(sdk: str):
+    server = HttpServer(sdk=sdk).start()
     yield server
     server.close()
 
@@ -236,8 +247,13 @@ def test_worker_reregisters_after_its_session_is_closed(plain_server):
     assert again == ["completed", {"sum": 7}]
 
 
-def test_producer_and_worker_over_mtls(pki):
-    server = HttpServer(tls=pki).start()
+def test_each_sdk_imports_the_package_it_claims(plain_server):
+    location = Path(plain_server.producer("import tay as sdk_module\nreturn sdk_module.__file__"))
+    assert location.is_relative_to(REPO / "tay") == (plain_server.sdk == "ours"), location
+
+
+def test_producer_and_worker_over_mtls(pki, sdk):
+    server = HttpServer(tls=pki, sdk=sdk).start()
     try:
         server.start_worker()
         check_scenario(server.producer(SCENARIO))
@@ -245,8 +261,8 @@ def test_producer_and_worker_over_mtls(pki):
         server.close()
 
 
-def test_mtls_refuses_clients_without_a_trusted_certificate(pki):
-    server = HttpServer(tls=pki).start()
+def test_mtls_refuses_clients_without_a_trusted_certificate(pki, sdk):
+    server = HttpServer(tls=pki, sdk=sdk).start()
     try:
         # the SDK refuses to run without a client certificate, so that client is plain ssl
         context = ssl.create_default_context(cafile=pki["ca"])
@@ -283,10 +299,10 @@ def test_non_loopback_without_tls_is_refused_at_start(tmp_path):
     assert not (tmp_path / "data").exists()
 
 
-def test_an_explicit_socket_keeps_both_listeners():
+def test_an_explicit_socket_keeps_both_listeners(sdk):
     SCRATCH.mkdir(exist_ok=True)
     socket_dir = Path(tempfile.mkdtemp(prefix="sock-", dir=SCRATCH))
-    server = HttpServer(None, "--socket", str(socket_dir / "tay.sock")).start()
+    server = HttpServer(None, "--socket", str(socket_dir / "tay.sock"), sdk=sdk).start()
     try:
         assert (socket_dir / "tay.sock").exists()
         assert server.producer('''
