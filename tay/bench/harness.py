@@ -51,8 +51,7 @@ def run_mode(profile: Profile, mode: CommitMode, root: str, *, durability: str,
         data_dir=os.path.join(run_dir, "data"), socket_path=socket_path,
         queues=profile.queues, durability=durability,
         group_commit_max_events=mode.max_events, group_commit_interval_ms=mode.interval_ms,
-        log_path=os.path.join(run_dir, "server.log"),
-        stats_path=os.path.join(run_dir, "commit-stats.jsonl"))
+        log_path=os.path.join(run_dir, "server.log"))
     try:
         result = _measure(profile, mode, settings, show_progress)
         write_json(result, os.path.join(run_dir, "result.json"))  # survives a later failure
@@ -73,7 +72,6 @@ def _measure(profile: Profile, mode: CommitMode, settings: ServerSettings,
     finally:
         reading = server.stop()
     facts = read_store_facts(settings.data_dir)
-    settings.stats_path = ""
     restart = ServerProcess(settings)
     restart_s = restart.start()
     restart_peak = restart.ready_peak_rss

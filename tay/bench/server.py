@@ -16,7 +16,9 @@ import psutil
 
 from tay.failures import ConfigurationError
 
-from .serve_with_stats import STATS_ENV
+# `tay serve` logs its committer's counters at shutdown as "commit_stats {json}"
+# (tay.server.app.COMMIT_STATS_MARKER; not imported, to keep the bench free of the server stack).
+COMMIT_STATS_MARKER = " commit_stats "
 
 
 @dataclass
@@ -28,15 +30,14 @@ class ServerSettings:
     group_commit_max_events: int = 1
     group_commit_interval_ms: int = 0
     log_path: str = os.devnull
-    stats_path: str = ""
 
     def argv(self) -> list[str]:
-        args = [sys.executable, "-m", "tay.bench.serve_with_stats", "serve",
+        args = [sys.executable, "-m", "tay.cli", "serve",
                 "--data-dir", self.data_dir, "--socket", self.socket_path, "--init-if-missing",
                 "--durability", self.durability,
                 "--group-commit-max-events", str(self.group_commit_max_events),
                 "--group-commit-interval-ms", str(self.group_commit_interval_ms),
-                "--log-level", "WARNING"]
+                "--log-level", "INFO"]  # INFO: the shutdown counters line
         if self.durability == "sync":
             args.append("--validated-filesystem")
         for name, credits in self.queues.items():
@@ -66,13 +67,13 @@ class ServerProcess:
         self.process: subprocess.Popen[bytes] | None = None
         self.ready_s = 0.0
         self.ready_peak_rss = 0
+        self._log_start = 0
 
     def start(self) -> float:
         """Launch and wait for readiness; returns seconds from spawn to an accepted connect."""
         env = dict(os.environ)
-        if self.settings.stats_path:
-            env[STATS_ENV] = self.settings.stats_path
         log = open(self.settings.log_path, "ab")
+        self._log_start = log.tell()
         started = time.perf_counter()
         self.process = subprocess.Popen(self.settings.argv(), stdout=log, stderr=log, env=env,
                                         stdin=subprocess.DEVNULL)
@@ -112,7 +113,7 @@ class ServerProcess:
             self.process.kill()
             code = self.process.wait()
         return ServerReading(self.ready_s, peak, user, system, code,
-                             read_last_stats(self.settings.stats_path))
+                             read_commit_stats(self.settings.log_path, self._log_start))
 
 
 def peak_rss_bytes(pid: int) -> int:
@@ -127,12 +128,19 @@ def peak_rss_bytes(pid: int) -> int:
     return 0
 
 
-def read_last_stats(path: str) -> dict | None:
-    if not path or not os.path.exists(path):
+def read_commit_stats(log_path: str, start: int = 0) -> dict | None:
+    """The last committer-counters line the server logged after byte ``start`` of its log."""
+    if not os.path.isfile(log_path):
         return None
-    with open(path, encoding="utf-8") as handle:
-        lines = [line for line in handle if line.strip()]
-    return json.loads(lines[-1]) if lines else None
+    with open(log_path, "rb") as handle:
+        handle.seek(start)
+        text = handle.read().decode("utf-8", "replace")
+    found = None
+    for line in text.splitlines():
+        marker = line.find(COMMIT_STATS_MARKER)
+        if marker >= 0:
+            found = json.loads(line[marker + len(COMMIT_STATS_MARKER):])
+    return found
 
 
 def _accepts(path: str) -> bool:

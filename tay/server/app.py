@@ -8,9 +8,12 @@ client can observe a state that a crash right now would lose.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import os
 import signal
+import sys
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -18,6 +21,7 @@ from tay.engine.config import EngineConfig
 from tay.protocol.limits import ProtocolLimits
 from tay.storage.commit import GroupCommitter
 from tay.storage.events import encode_event
+from tay.storage.history_budget import HistoryBudget
 from tay.storage.journal import Journal, init_store
 from tay.storage.recovery import recover
 
@@ -26,6 +30,14 @@ from .listener import Listener
 from .socket_path import SocketPlan, check_outside_data_dir
 
 log = logging.getLogger("tay.server")
+
+COMMIT_STATS_MARKER = "commit_stats "
+# The journal writer thread must re-take the GIL after every fdatasync; with the default
+# 5 ms switch interval it waits behind the event loop (see docs/benchmarks.md).
+SWITCH_INTERVAL_S = 0.0002
+
+# An extra listener: started on the driver once recovery is durable; returns its closer.
+ExtraListener = Callable[[EngineDriver, Listener], Awaitable[Callable[[], Awaitable[None]]]]
 
 
 @dataclass(frozen=True)
@@ -52,7 +64,15 @@ class OpenStore:
 
     def close(self) -> None:
         self.committer.close()
+        log.info("%s%s", COMMIT_STATS_MARKER, json.dumps(self.commit_stats()))
         self.journal.close()
+
+    def commit_stats(self) -> dict[str, int]:
+        """The committer's counters plus its batching settings (one shutdown log line)."""
+        stats = vars(self.committer.stats())
+        stats["max_events"] = self.committer.max_events
+        stats["interval_ms"] = round(self.committer.interval_s * 1000)
+        return stats
 
 
 def open_store(config: ServeConfig) -> OpenStore:
@@ -63,9 +83,11 @@ def open_store(config: ServeConfig) -> OpenStore:
         init_store(config.data_dir, config.durability, config.validated_filesystem)
         log.info("initialized a new store in %s", config.data_dir)
     engine = Engine(config.engine)
-    recovered = recover(config.data_dir, consumer=engine.replay, durability=config.durability,
+    recovered = recover(config.data_dir, consumer=engine, durability=config.durability,
                         validated_filesystem=config.validated_filesystem)
     assert recovered.journal is not None
+    engine.attach_history(HistoryBudget.for_journal(recovered.journal,
+                                                    config.engine.history_caps))
     committer = GroupCommitter(recovered.journal, config.group_commit_max_events,
                                config.group_commit_interval_ms)
     store = OpenStore(engine, recovered.journal, committer)
@@ -85,19 +107,29 @@ def _store_missing(data_dir: str) -> bool:
     return not os.path.exists(data_dir) or (os.path.isdir(data_dir) and not os.listdir(data_dir))
 
 
-async def serve(config: ServeConfig, ready: asyncio.Event | None = None) -> int:
+async def serve(config: ServeConfig, ready: asyncio.Event | None = None,
+                extra_listeners: tuple[ExtraListener, ...] = ()) -> int:
     """Run until SIGTERM/SIGINT. Exit 1 if the journal writer stopped meanwhile (the server
-    kept answering ``unavailable`` rather than degrading), else 0."""
+    kept answering ``unavailable`` rather than degrading), else 0.
+
+    ``extra_listeners`` (the HTTP listener) start after the socket, on the same driver,
+    and close before it.
+    """
     if config.socket is not None:
         check_outside_data_dir(config.socket.path, config.data_dir)
     loop = asyncio.get_running_loop()
     store = open_store(config)
+    previous_interval = sys.getswitchinterval()
+    sys.setswitchinterval(SWITCH_INTERVAL_S)
     driver = EngineDriver(store.engine, store.committer, loop)
     stop = asyncio.Event()
     listener = Listener(driver, config.limits)
+    closers: list[Callable[[], Awaitable[None]]] = []
     try:
         if config.socket is not None:
             await listener.start(config.socket, config.socket_mode)
+        for start_extra in extra_listeners:
+            closers.append(await start_extra(driver, listener))
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(signum, stop.set)
         driver.on_stopped = lambda: log.error(
@@ -109,9 +141,12 @@ async def serve(config: ServeConfig, ready: asyncio.Event | None = None) -> int:
     finally:
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(signum)
+        for close in reversed(closers):
+            await close()
         await listener.close()
         driver.close()
         store.close()
+        sys.setswitchinterval(previous_interval)
     if driver.stopped is not None:
         log.error("journal writer stopped: %s", driver.stopped)
         return 1

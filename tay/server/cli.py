@@ -13,6 +13,7 @@ import os
 import re
 import sys
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
 from tay.failures import ConfigurationError, StorageFailure
@@ -29,7 +30,7 @@ _TRUE, _FALSE = ("true", "TRUE", "1"), ("false", "FALSE", "0")
 
 
 def register(groups: Any) -> None:
-    parser = groups.add_parser("serve", help="run the engine and its Unix-socket listener")
+    parser = groups.add_parser("serve", help="run the engine with its Unix-socket and HTTP listeners")
     add = parser.add_argument
     add("--data-dir", help="store directory (TAY_DATA_DIR)")
     add("--socket", metavar="PATH|off", help="socket path or off (TAY_SOCKET_PATH)")
@@ -44,6 +45,9 @@ def register(groups: Any) -> None:
         help="queue concurrency, repeatable (TAY_QUEUES=alpha=2,beta=2)")
     add("--default-queue-concurrency", help="1..65536 (TAY_DEFAULT_QUEUE_CONCURRENCY)")
     add("--max-state-bytes", help="bytes, KB/MB/GB/KiB/MiB/GiB allowed (TAY_MAX_STATE_BYTES)")
+    add("--max-history-bytes", help="cap on all segment bytes, size suffixes allowed; "
+                                     "unset: unlimited (TAY_MAX_HISTORY_BYTES)")
+    add("--max-segments", help="cap on segment files; unset: unlimited (TAY_MAX_SEGMENTS)")
     add("--client-slots", type=int, default=64)
     add("--client-bytes", type=int, default=64 * 1024 * 1024)
     add("--max-frame-bytes", type=int, default=1_048_576)
@@ -67,17 +71,16 @@ def run(args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> i
 
         env = os.environ if environ is None else environ
         config, http = apply_http(args, env, build_config(args, env))
+        config = fit_replies(config, http)
     except ConfigurationError as error:
         print(f"tay serve: {error.message}", file=sys.stderr)
         return 2
     try:
         import uvloop
 
-        from .app import serve
-
         from .http_listener import serve_with_http
 
-        return uvloop.run(serve_with_http(config, http) if http else serve(config))
+        return uvloop.run(serve_with_http(config, http))
     except ConfigurationError as error:
         print(f"tay serve: {error.message}", file=sys.stderr)
         return 2
@@ -108,15 +111,19 @@ def build_config(args: argparse.Namespace, env: Mapping[str, str]) -> "ServeConf
                            or env.get("TAY_DEFAULT_QUEUE_CONCURRENCY", "10"), 1, 65_536)
     state_bytes = parse_size("--max-state-bytes",
                              args.max_state_bytes or env.get("TAY_MAX_STATE_BYTES", "268435456"))
-    engine = EngineConfig(
-        queues=queues or {"default": default_credits}, default_queue_concurrency=default_credits,
-        client_slots=args.client_slots, client_bytes=args.client_bytes,
-        max_state_bytes=state_bytes,
-    )
+    history_text = getattr(args, "max_history_bytes", None) or env.get("TAY_MAX_HISTORY_BYTES")
+    segments_text = getattr(args, "max_segments", None) or env.get("TAY_MAX_SEGMENTS")
     limits = ProtocolLimits(max_frame_bytes=args.max_frame_bytes,
                             max_connections=args.max_connections,
                             request_timeout_ms=args.request_timeout_ms,
                             result_bytes=args.executor_result_bytes).validate()
+    engine = EngineConfig(
+        queues=queues or {"default": default_credits}, default_queue_concurrency=default_credits,
+        client_slots=args.client_slots, client_bytes=args.client_bytes,
+        max_state_bytes=state_bytes, max_reply_bytes=_reply_bytes(limits.max_frame_bytes),
+        max_history_bytes=_positive_size("--max-history-bytes", history_text),
+        max_segments=_optional_int("--max-segments", segments_text),
+    )
     return ServeConfig(
         data_dir=data_dir, socket=resolve_socket_path(args.socket, environ=env),
         socket_mode=int(args.socket_mode, 8), init_if_missing=init,
@@ -124,6 +131,34 @@ def build_config(args: argparse.Namespace, env: Mapping[str, str]) -> "ServeConf
         group_commit_max_events=args.group_commit_max_events,
         group_commit_interval_ms=interval, engine=engine, limits=limits,
     )
+
+
+def fit_replies(config: "ServeConfig", http: Any) -> "ServeConfig":
+    """A reply (a schedule page) must fit both the socket frame and the HTTP body limit."""
+    if http is None:
+        return config
+    limit = _reply_bytes(min(config.limits.max_frame_bytes, http.limits.max_body_bytes))
+    return replace(config, engine=replace(config.engine, max_reply_bytes=limit))
+
+
+def _reply_bytes(transport_limit: int) -> int:
+    # The engine needs room for at least one page entry; frames below 1 KiB are a test setup.
+    return max(1024, transport_limit)
+
+
+def _positive_size(option: str, text: str | None) -> int | None:
+    if text is None or text == "":
+        return None
+    value = parse_size(option, text)
+    if value < 1:
+        raise ConfigurationError(option, f"must be positive, got {value}")
+    return value
+
+
+def _optional_int(option: str, text: str | None) -> int | None:
+    if text is None or text == "":
+        return None
+    return _int(option, text, 1, 1 << 62)
 
 
 def parse_queues(flags: list[str], env_value: str | None) -> dict[str, int]:

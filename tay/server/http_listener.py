@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import signal
 import ssl
 from collections import deque
 from typing import Any, Callable
@@ -357,42 +356,19 @@ async def start_http_listener(driver: EngineDriver, config: HttpConfig,
 
 async def serve_with_http(config: Any, http: HttpConfig | None,
                           ready: asyncio.Event | None = None) -> int:
-    """``tay serve`` with the HTTP listener: the same order as ``app.serve`` (recovery
-    durable before anything listens) with both listeners on one engine driver."""
-    from .app import open_store
-    from .listener import Listener
-    from .socket_path import check_outside_data_dir
+    """``tay serve`` with the HTTP listener: ``app.serve`` (its one start-up order, recovery
+    durable before anything listens) with HTTP as an extra listener on the same driver."""
+    from .app import serve
 
-    if http is not None and http.tls:
+    if http is None:
+        return await serve(config, ready)
+    if http.tls:
         tls_context(http)  # refuse bad TLS files before touching the store
-    if config.socket is not None:
-        check_outside_data_dir(config.socket.path, config.data_dir)
-    loop = asyncio.get_running_loop()
-    store = open_store(config)
-    driver = EngineDriver(store.engine, store.committer, loop)
-    listener = Listener(driver, config.limits)
-    http_server: HttpServer | None = None
-    stop = asyncio.Event()
-    try:
-        if config.socket is not None:
-            await listener.start(config.socket, config.socket_mode)
-        if http is not None:
-            http_server = await start_http_listener(
-                driver, http, config.limits,
-                lambda: config.limits.max_connections - len(listener.connections))
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(signum, stop.set)
-        driver.on_stopped = lambda: log.error("journal writer stopped (%s)", driver.stopped)
-        driver.tick()
-        if ready is not None:
-            ready.set()
-        await stop.wait()
-    finally:
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            loop.remove_signal_handler(signum)
-        if http_server is not None:
-            await http_server.close()
-        await listener.close()
-        driver.close()
-        store.close()
-    return 1 if driver.stopped is not None else 0
+
+    async def start_http(driver: EngineDriver, listener: Any) -> Callable[[], Any]:
+        server = await start_http_listener(
+            driver, http, config.limits,
+            lambda: config.limits.max_connections - len(listener.connections))
+        return server.close
+
+    return await serve(config, ready, extra_listeners=(start_http,))

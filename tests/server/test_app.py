@@ -1,0 +1,144 @@
+"""``app.serve`` in process: one start-up path for every listener, history caps attached
+after recovery, recovery through the engine's batch consumer, and the committer's counters
+logged as one line at shutdown."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import os
+import shutil
+import signal
+import sys
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from tay.engine.config import EngineConfig
+from tay.server import app
+from tay.server.app import COMMIT_STATS_MARKER, ServeConfig, open_store
+from tay.engine import commands
+from tay.server.driver import mono_ms, wall_ms
+from tay.storage.events import encode_event
+
+SCRATCH = Path(__file__).resolve().parents[2] / ".tmp"
+
+
+@pytest.fixture
+def data_dir():
+    SCRATCH.mkdir(exist_ok=True)
+    root = tempfile.mkdtemp(prefix="app-", dir=SCRATCH)
+    yield f"{root}/data"
+    shutil.rmtree(root, ignore_errors=True)
+
+
+def config(data_dir: str, **engine: object) -> ServeConfig:
+    return ServeConfig(data_dir=data_dir, socket=None, init_if_missing=True,
+                       durability="write", engine=EngineConfig(**engine))
+
+
+def stats_lines(records: list[logging.LogRecord]) -> list[dict]:
+    return [json.loads(r.getMessage()[len(COMMIT_STATS_MARKER):]) for r in records
+            if r.getMessage().startswith(COMMIT_STATS_MARKER)]
+
+
+def test_store_close_logs_commit_stats_once(data_dir: str, caplog) -> None:
+    caplog.set_level(logging.INFO, logger="tay.server")
+    enqueue_jobs(data_dir, 2)
+    [stats] = stats_lines(caplog.records)
+    assert set(stats) == {"submissions", "events", "batches", "fsyncs", "largest_batch",
+                          "max_events", "interval_ms"}
+    assert stats["submissions"] == 2 and stats["events"] == 2 and stats["batches"] == 2
+    assert stats["fsyncs"] == 0  # durability "write" never fsyncs
+    assert stats["max_events"] == 1 and stats["interval_ms"] == 0
+
+
+def enqueue_jobs(data_dir: str, count: int) -> None:
+    """Write ``count`` inserted jobs through a real store, then close it."""
+    store = open_store(config(data_dir))
+    for n in range(count):
+        outcome = store.engine.handle(commands.Enqueue("p", f"r{n}", "t.v1", {"n": n}, {}),
+                                      wall_ms(), mono_ms())
+        store.committer.submit([(seq, e.type, e.schema, encode_event(e))
+                                for seq, e in outcome.events]).result()
+    store.close()
+
+
+def test_history_caps_are_attached_at_the_journal_tail(data_dir: str) -> None:
+    enqueue_jobs(data_dir, 3)
+    store = open_store(config(data_dir, max_segments=3))
+    try:
+        budget = store.engine.history
+        assert budget.caps.max_segments == 3
+        assert budget.layout.segments == 1
+        # the budget starts where the writer is: the active segment's bytes so far
+        assert budget.layout.active_size == store.journal.size > 3 * 24
+        assert budget.history_bytes == store.journal.history_bytes
+    finally:
+        store.close()
+
+
+def test_history_caps_refuse_inserts_once_reached(data_dir: str) -> None:
+    enqueue_jobs(data_dir, 1)
+    store = open_store(config(data_dir, max_history_bytes=1))
+    try:
+        outcome = store.engine.handle(commands.Enqueue("p", "r", "t.v1", {}, {}),
+                                      wall_ms(), mono_ms())
+        assert not outcome.events
+        [refusal] = outcome.effects
+        assert refusal.failure.code == "capacity"
+        assert "max_history_bytes" in str(refusal.failure.details) + refusal.failure.message
+    finally:
+        store.close()
+
+
+def test_recovery_feeds_the_engine_batch_consumer(data_dir: str, monkeypatch) -> None:
+    enqueue_jobs(data_dir, 5)
+    from tay.engine import Engine
+
+    seen: list[int] = []
+    original = Engine.consume_event
+
+    def spy(self, sequence, event):
+        seen.append(sequence)
+        return original(self, sequence, event)
+
+    monkeypatch.setattr(Engine, "consume_event", spy)
+    monkeypatch.setattr(Engine, "replay", lambda *a: pytest.fail("per-record path used"))
+    store = open_store(config(data_dir))
+    try:
+        assert len(seen) >= 5 and seen == sorted(seen)
+        assert store.engine.state_counts().get("available") == 5
+    finally:
+        store.close()
+
+
+def test_serve_starts_extra_listeners_on_the_driver_and_closes_them(data_dir: str,
+                                                                    caplog) -> None:
+    caplog.set_level(logging.INFO, logger="tay.server")
+    calls: list[str] = []
+    before = sys.getswitchinterval()
+
+    async def extra(driver, listener):
+        calls.append(f"start:{driver.engine is not None}:{len(listener.connections)}")
+        assert sys.getswitchinterval() == pytest.approx(app.SWITCH_INTERVAL_S)
+
+        async def close() -> None:
+            calls.append("close")
+        return close
+
+    async def main() -> int:
+        ready = asyncio.Event()
+        task = asyncio.create_task(app.serve(config(data_dir), ready, extra_listeners=(extra,)))
+        await asyncio.wait({task, asyncio.create_task(ready.wait())}, timeout=10,
+                           return_when=asyncio.FIRST_COMPLETED)
+        assert ready.is_set(), task.exception() if task.done() else "not ready"
+        os.kill(os.getpid(), signal.SIGTERM)
+        return await asyncio.wait_for(task, 10)
+
+    assert asyncio.run(main()) == 0
+    assert calls == ["start:True:0", "close"]
+    assert sys.getswitchinterval() == before
+    assert len(stats_lines(caplog.records)) == 1

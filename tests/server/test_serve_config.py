@@ -1,0 +1,76 @@
+"""``tay serve`` configuration: history caps and the reply limit reach ``EngineConfig``."""
+
+from __future__ import annotations
+
+import pytest
+
+from tay.cli import build_parser
+from tay.failures import ConfigurationError
+from tay.server.cli import build_config, fit_replies, run
+from tay.server.http_config import apply_http
+
+
+def parse(*flags: str):
+    return build_parser().parse_args(["serve", "--data-dir", "/work/x", "--socket", "off", *flags])
+
+
+def config_of(*flags: str, env: dict[str, str] | None = None):
+    args = parse(*flags)
+    env = env or {}
+    config, http = apply_http(args, env, build_config(args, env))
+    return fit_replies(config, http)
+
+
+def test_history_caps_default_to_unlimited() -> None:
+    engine = config_of().engine
+    assert engine.max_history_bytes is None and engine.max_segments is None
+
+
+def test_history_caps_from_flags_with_size_suffixes() -> None:
+    engine = config_of("--max-history-bytes", "2MiB", "--max-segments", "7").engine
+    assert engine.max_history_bytes == 2 * 1_048_576
+    assert engine.max_segments == 7
+    assert engine.history_caps.max_segments == 7
+
+
+def test_history_caps_from_environment_and_flags_win() -> None:
+    env = {"TAY_MAX_HISTORY_BYTES": "3 KB", "TAY_MAX_SEGMENTS": "4"}
+    assert config_of(env=env).engine.max_history_bytes == 3_000
+    assert config_of(env=env).engine.max_segments == 4
+    assert config_of("--max-segments", "9", env=env).engine.max_segments == 9
+
+
+@pytest.mark.parametrize(("flags", "option"), [
+    (("--max-history-bytes", "0"), "--max-history-bytes"),
+    (("--max-history-bytes", "12 parsecs"), "--max-history-bytes"),
+    (("--max-segments", "0"), "--max-segments"),
+    (("--max-segments", "many"), "--max-segments"),
+])
+def test_bad_history_caps_name_the_option(flags: tuple[str, ...], option: str) -> None:
+    with pytest.raises(ConfigurationError) as refused:
+        config_of(*flags)
+    assert refused.value.option == option
+
+
+def test_bad_cap_exits_2_with_the_option_named(capsys: pytest.CaptureFixture[str]) -> None:
+    assert run(parse("--max-segments", "-1"), environ={}) == 2
+    assert "--max-segments" in capsys.readouterr().err
+
+
+def test_reply_limit_is_the_smaller_transport_limit() -> None:
+    assert config_of().engine.max_reply_bytes == 1_048_576
+    assert config_of("--max-frame-bytes", "65536").engine.max_reply_bytes == 65_536
+    with_http = config_of("--max-frame-bytes", "65536", "--http-port", "0",
+                          "--http-max-body-bytes", "4096")
+    assert with_http.engine.max_reply_bytes == 4_096
+    larger_body = config_of("--max-frame-bytes", "65536", "--http-port", "0",
+                            "--http-max-body-bytes", "200000")
+    assert larger_body.engine.max_reply_bytes == 65_536
+
+
+def test_serve_help_names_both_listeners() -> None:
+    help_text = build_parser()._subparsers._group_actions[0].choices  # type: ignore[union-attr]
+    assert "--http-port" in help_text["serve"].format_help()
+    [serve_choice] = [a for a in build_parser()._subparsers._group_actions[0]._choices_actions
+                      if a.dest == "serve"]
+    assert "HTTP" in serve_choice.help and "Unix-socket" in serve_choice.help
