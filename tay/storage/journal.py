@@ -42,6 +42,7 @@ from tay.storage.store_marker import encode_store_marker, store_staging_name
 
 DURABILITY_MODES = ("sync", "write")
 DEFAULT_ROTATION_TARGET = 67_108_864
+_SEAL_READ = 1 << 20  # bytes per read when the seal re-checks the file's CRC
 MIN_ROTATION_TARGET = 16_777_352  # header + largest frame + footer
 MAX_ROTATION_TARGET = 1_073_741_824
 
@@ -409,7 +410,7 @@ class Journal:
         # R0: the file must still be exactly what we believe we wrote
         if self.io.fstat(self.fd).st_size != self.size:
             raise OSError(5, "segment size changed before seal", path)
-        if _native.crc32c(self.io.read_at(self.fd, self.size, 0)) != self.segment_crc:
+        if self._file_crc() != self.segment_crc:
             raise OSError(5, "segment bytes changed before seal", path)
         header = SegmentHeader(self.segment_id, self.first_sequence, self.store_id)
         footer = encode_footer(header, self.record_count, self.segment_crc)
@@ -419,6 +420,18 @@ class Journal:
         self.io.fsync(self.fd)  # R2
         self.history_bytes += FOOTER_SIZE
         self._close_fd()
+
+    def _file_crc(self) -> int:
+        """CRC32C of the active file's ``size`` bytes, read in bounded pieces (a segment
+        may be up to 1 GiB; the writer never holds more than one piece)."""
+        crc, offset = 0, 0
+        while offset < self.size:
+            piece = self.io.read_at(self.fd, min(_SEAL_READ, self.size - offset), offset)
+            if not piece:
+                raise OSError(5, "segment shorter than its recorded size")
+            crc = _native.crc32c(piece, crc)
+            offset += len(piece)
+        return crc
 
     def _create_successor(self) -> None:
         fsync_file(self.io, self._segment_path(self.segment_id))  # R3

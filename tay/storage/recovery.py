@@ -12,10 +12,11 @@ payload)`` where ``payload`` is a zero-copy ``memoryview`` into the mapping. Rev
 repeats pass 1 and requires the same view. Activation returns an open ``Journal`` at the
 tail (or nothing, for read-only use such as ``tay storage inspect``).
 
-Memory: a segment's mapped pages are handed back to the kernel (``MADV_DONTNEED``; they stay
-in the page cache) as soon as a pass has read them, pass 1's mappings are closed before
-revalidation, and revalidation closes each mapping right after its scan, so at most one
-pass's pages are resident at any time.
+Memory: both scans walk a segment in windows (``segment.SCAN_WINDOW``) and hand each
+window's mapped pages back to the kernel (``MADV_DONTNEED``; they stay in the page cache)
+once walked, and replay does the same per batch, so only a window or a batch of the
+segment is resident at any time. The scan also accumulates the segment CRC as it goes:
+the footer check and the writer's running CRC need no further pass over the file.
 """
 
 from __future__ import annotations
@@ -26,7 +27,6 @@ from collections import Counter
 from dataclasses import dataclass, field
 from typing import Callable, Protocol
 
-from tay import _native
 from tay.failures import RecoveryRefused, StorageFailure
 from tay.storage import events as event_codec
 from tay.storage import layout, segment, store_marker
@@ -106,8 +106,10 @@ class FrozenView:
 
     def tail(self) -> Tail:
         last = self.segments[-1]
-        # the running segment CRC the writer continues: every byte of the active file
-        crc = _native.crc32c(last.mapping if last.mapping is not None else b"")
+        # the running segment CRC the writer continues: every byte of the active file,
+        # taken in by the windowed scan (no second pass over the file)
+        crc = last.scan.segment_crc
+        assert crc is not None
         return Tail(store_id=self.store_id, segment_id=last.segment_id,
                     first_sequence=last.scan.first_sequence,
                     size=last.size, record_count=last.scan.count,
@@ -146,15 +148,15 @@ def _scan_one(io: RealIO, inventory: layout.Inventory, segment_id: int, store_id
     try:
         scan = segment.scan_segment(
             mapping if mapping is not None else b"", segment_id=segment_id, store_id=store_id,
-            highest=highest, budget=options.max_decode_payload_bytes, path=path)
+            highest=highest, budget=options.max_decode_payload_bytes, path=path,
+            release=_PageDropper(mapping) if mapping is not None else None)
     except StorageFailure as failure:
         if mapping is not None:
             mapping.close()
         raise locate(failure, path=path, segment_id=segment_id, stage="preflight") from None
     if mapping is not None:
-        if keep_mapping:
-            _drop_pages(mapping, 0, info.st_size)  # replay faults them in again, page by page
-        else:
+        _drop_pages(mapping, 0, info.st_size)  # the footer's tail page; replay faults pages back
+        if not keep_mapping:
             mapping.close()
             mapping = None
     return SegmentView(segment_id, path, info.st_ino, info.st_size, scan, mapping)
@@ -173,6 +175,22 @@ def _drop_pages(mapping: mmap.mmap, start: int, end: int) -> None:
     last = end // _PAGE * _PAGE if end < len(mapping) else len(mapping)
     if last > first:
         mapping.madvise(mmap.MADV_DONTNEED, first, last - first)
+
+
+class _PageDropper:
+    """``release`` for a windowed scan: drops the whole pages of a mapping once walked."""
+
+    __slots__ = ("mapping", "dropped")
+
+    def __init__(self, mapping: mmap.mmap) -> None:
+        self.mapping = mapping
+        self.dropped = 0  # every page below this offset is already handed back
+
+    def __call__(self, start: int, end: int) -> None:
+        last = end // _PAGE * _PAGE
+        if last > self.dropped:
+            self.mapping.madvise(mmap.MADV_DONTNEED, self.dropped, last - self.dropped)
+            self.dropped = last
 
 
 def preflight(io: RealIO, data_dir: str, options: RecoveryOptions,

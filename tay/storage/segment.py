@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 import struct
 from dataclasses import dataclass
+from typing import Callable
 
 from tay import _native
 from tay.failures import RecoveryRefused
@@ -63,6 +64,7 @@ class SegmentScan:
     records: list[RecordRef]
     end: int
     size: int
+    segment_crc: int | None = None  # CRC32C of bytes [0:end) (None: built by hand)
 
     @property
     def count(self) -> int:
@@ -239,6 +241,10 @@ class _Where:
         )
 
 
+SCAN_WINDOW = 2 << 20  # bytes per native scan call: bounds what one call keeps resident
+Release = Callable[[int, int], None]
+
+
 def scan_segment(
     buf: Buffer,
     *,
@@ -247,12 +253,20 @@ def scan_segment(
     highest: bool,
     path: str | None = None,
     budget: int = MAX_PAYLOAD,
+    release: Release | None = None,
+    window: int | None = None,
 ) -> SegmentScan:
     """Scan a whole segment file held in ``buf`` (bytes or an mmap).
 
     ``segment_id`` comes from the file name; ``store_id`` from the STORE marker (None only
     while classifying an uninitialized root); ``highest`` says whether this is the newest
     segment, the only one allowed to be active. ``budget`` is the record payload limit.
+
+    The frames are walked in windows of about ``window`` bytes; after each window the
+    running segment CRC takes in that window's bytes and ``release(start, end)`` is told
+    that ``buf[start:end]`` will not be read again by the walk (a caller holding an mmap
+    drops those pages), so a scan never needs the whole file resident. ``window`` defaults
+    to ``SCAN_WINDOW``; the outcome never depends on it.
     """
     where = _Where(path, segment_id, highest)
     header = _scan_header(buf, where, store_id)
@@ -260,9 +274,9 @@ def scan_segment(
     if size > MAX_SEGMENT_BYTES:
         raise where.refuse("physical_corruption", "segment_too_large", 0, size=size,
                            limit=MAX_SEGMENT_BYTES, category="corrupt")
-    records, stop_offset, stop = _native.scan_records(
-        buf, HEADER_SIZE, size, budget, header.first_sequence
-    )
+    window = max(window or SCAN_WINDOW, FOOTER_SIZE)
+    records, stop_offset, stop, crc = _walk_frames(buf, header.first_sequence, budget,
+                                                   release, window)
     if len(records) > MAX_RECORDS:
         raise where.refuse("physical_corruption", "record_count_limit", stop_offset,
                            count=len(records), limit=MAX_RECORDS, category="corrupt")
@@ -271,11 +285,59 @@ def scan_segment(
     elif stop == "sequence":
         raise _sequence_error(buf, where, stop_offset, header.first_sequence + len(records))
     else:
-        state = _tail(buf, where, header, records, stop_offset, budget)
+        state = _tail(buf, where, header, records, stop_offset, budget, crc)
     return SegmentScan(
         header.segment_id, header.first_sequence, header.store_id, state, records, stop_offset,
-        size,
+        size, crc,
     )
+
+
+def _walk_frames(
+    buf: Buffer, first_sequence: int, budget: int, release: Release | None, window: int
+) -> tuple[list[RecordRef], int, str, int]:
+    """``(records, stop_offset, stop, crc of [0:stop_offset))`` of the frames after the header.
+
+    Each native call covers ``[offset, end)`` with ``end`` at least one window past
+    ``offset`` and past the whole frame that starts there (by its declared length), or
+    the file end. A frame refused at ``offset`` itself was therefore judged with every
+    byte it can claim, exactly as in one whole-file call; a refusal further in may only
+    be a frame crossing ``end``, so the next call starts there and judges it again.
+    """
+    size = len(buf)
+    view = memoryview(buf)
+    try:
+        crc = _native.crc32c(view[:HEADER_SIZE])
+        records: list[RecordRef] = []
+        offset = HEADER_SIZE
+        while True:
+            end = min(size, max(offset + window, offset + _declared_frame(view, offset)))
+            found, stop_offset, stop = _native.scan_records(
+                buf, offset, end, budget, first_sequence + len(records))
+            records += found
+            crc = _native.crc32c(view[offset:stop_offset], crc)
+            if release is not None:
+                release(offset, stop_offset)
+            if end == size or stop == "sequence" or (stop != "end" and stop_offset == offset):
+                return records, stop_offset, stop, crc
+            if first_sequence + len(records) > MAX_SEQUENCE:  # no sequence left for a frame
+                return records, stop_offset, _past_last_sequence(buf, stop_offset, budget), crc
+            offset = stop_offset
+    finally:
+        view.release()
+
+
+def _past_last_sequence(buf: Buffer, offset: int, budget: int) -> str:
+    """The stop at ``offset`` after sequence 2^64-1: any valid frame is out of sequence."""
+    end = min(len(buf), offset + max(FOOTER_SIZE, _declared_frame(memoryview(buf), offset)))
+    found, _, stop = _native.scan_records(buf, offset, end, budget, 1)
+    return "sequence" if found or stop == "sequence" else stop
+
+
+def _declared_frame(view: memoryview, offset: int) -> int:
+    """28 + the payload length a frame at ``offset`` declares (0 when the field is cut off)."""
+    if len(view) - offset < 20:
+        return 0
+    return 28 + int.from_bytes(view[offset + 16:offset + 20], "big")
 
 
 def _scan_header(buf: Buffer, where: _Where, store_id: bytes | None) -> SegmentHeader:
@@ -306,7 +368,7 @@ def _sequence_error(buf: Buffer, where: _Where, offset: int, expected: int) -> R
 
 def _tail(
     buf: Buffer, where: _Where, header: SegmentHeader, records: list[RecordRef], offset: int,
-    budget: int,
+    budget: int, segment_crc: int,
 ) -> str:
     """Classify what stopped the record walk at boundary ``offset``: a footer or a refusal."""
     remaining = len(buf) - offset
@@ -324,7 +386,6 @@ def _tail(
     if remaining > FOOTER_SIZE:
         raise where.refuse("physical_corruption", "trailing_bytes", offset, category="corrupt",
                            object="footer", length=remaining)
-    segment_crc = _native.crc32c(memoryview(buf)[:offset])
     try:
         decode_footer(buf[offset:], header, len(records), segment_crc, offset)
     except RecoveryRefused as err:

@@ -135,3 +135,30 @@ def test_unchanged_paths_pass_the_check_across_rotations(data_dir):
         journal.sync()
     assert journal.segment_id > 2  # the check followed the new active segment each time
     journal.close()
+
+
+def test_seal_refuses_a_segment_whose_bytes_changed(data_dir):
+    init_store(data_dir, durability="write")
+    journal, _ = open_journal(data_dir, durability="write", target=16_777_352)
+    journal.append_batch(records(1, 40, size=40_000))  # > 1 MiB: the CRC re-check reads pieces
+    active = Path(data_dir, "segments", f"{1:020d}.tay")
+    with open(active, "r+b") as handle:  # same size, one payload byte different
+        handle.seek(1_500_000)
+        byte = handle.read(1)
+        handle.seek(1_500_000)
+        handle.write(bytes([byte[0] ^ 1]))
+    with pytest.raises(WriterStopped) as caught:
+        journal._guard(journal._rotate)
+    assert caught.value.extra.get("errno") == errno.EIO
+    assert not active.read_bytes()[-64:].startswith(b"TAYF")  # no footer written
+    journal.close()
+
+
+def test_seal_accepts_an_unchanged_multi_piece_segment(data_dir):
+    init_store(data_dir, durability="write")
+    journal, _ = open_journal(data_dir, durability="write", target=16_777_352)
+    journal.append_batch(records(1, 40, size=40_000))
+    journal._guard(journal._rotate)
+    journal.close()
+    first = Path(data_dir, "segments", f"{1:020d}.tay").read_bytes()
+    assert first[-64:].startswith(b"TAYF")
