@@ -14,6 +14,9 @@ API (see docs/native.md for the details and error conventions):
 - ``scan_records(buf, start, end, budget, first_sequence) -> (records, stop_offset, stop)``
   with ``records`` a list of ``(offset, type, schema, sequence, payload_length)`` and
   ``stop`` in "end" | "not_record" | "bad_record" | "sequence".
+- ``scan_record_columns(buf, start, end, budget, first_sequence) -> (offsets, types,
+  schemas, lengths, stop_offset, stop)``: the same walk as columns (``array('Q')``, bytes,
+  bytes, ``array('I')``; sequences are ``first_sequence + index``), ~14 bytes per record.
 - ``value_encode(obj) -> bytes`` / ``value_decode(buf, max_depth=64, max_nodes=100_000,
   max_binary=16_777_216)``; errors are ``ValueCodecError(reason, offset)``.
 - ``events_scan(buf, [(payload_offset, length, type, schema), ...], max_depth, max_nodes,
@@ -55,6 +58,7 @@ CRC32C_IMPLEMENTATION: str = _active.CRC32C_IMPLEMENTATION
 crc32c = _active.crc32c
 encode_records = _active.encode_records
 scan_records = _active.scan_records
+scan_record_columns = _active.scan_record_columns
 value_encode = _active.value_encode
 value_decode = _active.value_decode
 split_frames = _active.split_frames
@@ -69,7 +73,8 @@ filesystem_magic = _active.filesystem_magic
 
 __all__ = [
     "IMPLEMENTATION", "CRC32C_IMPLEMENTATION", "ValueCodecError", "RESOURCE_REASONS",
-    "crc32c", "encode_records", "scan_records", "value_encode", "value_decode",
+    "crc32c", "encode_records", "scan_records", "scan_record_columns", "value_encode",
+    "value_decode",
     "split_frames", "events_scan", "write_all_at", "fdatasync", "fsync", "fsync_dir", "flock_exclusive",
     "rename_noreplace", "filesystem_magic",
 ]

@@ -10,6 +10,7 @@ C and builds objects from the C node tape.
 from __future__ import annotations
 
 import os
+from array import array
 from typing import Any, Sequence
 
 from tay._native._pure_value import check_limits
@@ -97,6 +98,47 @@ def scan_records(
             return records, offset, _SCAN_STOPS[code]
         if first_sequence + len(records) > 0xFFFFFFFFFFFFFFFF:
             return records, offset, "sequence"  # no frame can carry the next sequence
+
+
+def scan_record_columns(
+    buf: Any, start: int, end: int, budget: int, first_sequence: int
+) -> tuple[array, bytes, bytes, array, int, str]:
+    """``scan_records`` as columns; see ``tay._native.pure.scan_record_columns``."""
+    data = ffi.from_buffer("uint8_t[]", buf)
+    check_scan_bounds(len(data), start, end, budget, first_sequence)
+    offsets, sequences, types, schemas, lengths = _scan_scratch()
+    count, stop_offset = ffi.new("size_t *"), ffi.new("size_t *")
+    out_offsets, out_lengths = array("Q"), array("I")
+    out_types, out_schemas = bytearray(), bytearray()
+    offset = start
+    while True:
+        code = lib.tay_scan_records(data, offset, end, budget,
+                                    first_sequence + len(out_offsets), _CHUNK, offsets, types,
+                                    schemas, sequences, lengths, count, stop_offset)
+        found = count[0]
+        out_offsets.frombytes(ffi.buffer(offsets, 8 * found))
+        out_lengths.frombytes(ffi.buffer(lengths, 4 * found))
+        out_types += ffi.buffer(types, found)
+        out_schemas += ffi.buffer(schemas, found)
+        offset = stop_offset[0]
+        if code != lib.TAY_SCAN_FULL:
+            stop = _SCAN_STOPS[code]
+            break
+        if first_sequence + len(out_offsets) > 0xFFFFFFFFFFFFFFFF:
+            stop = "sequence"  # no frame can carry the next sequence
+            break
+    return out_offsets, bytes(out_types), bytes(out_schemas), out_lengths, offset, stop
+
+
+_scan_cache: list = []
+
+
+def _scan_scratch() -> tuple:
+    """The five result columns of one ``tay_scan_records`` call (allocated once, reused)."""
+    if not _scan_cache:
+        _scan_cache.extend(_new_uncleared(kind, _CHUNK) for kind in (
+            "uint64_t[]", "uint64_t[]", "uint8_t[]", "uint8_t[]", "uint32_t[]"))
+    return tuple(_scan_cache)
 
 
 def split_frames(buf: Any, max_frame: int) -> tuple[list[tuple[int, int]], int, str | None]:

@@ -7,6 +7,7 @@ not built (or ``TAY_NATIVE=python``). Kept straightforward rather than fast.
 from __future__ import annotations
 
 import struct
+from array import array
 from typing import Any, Sequence
 
 from tay._native._pure_fileops import (
@@ -27,7 +28,8 @@ CRC32C_IMPLEMENTATION = "software"
 
 __all__ = [
     "IMPLEMENTATION", "CRC32C_IMPLEMENTATION", "ValueCodecError", "crc32c", "encode_records",
-    "scan_records", "value_encode", "value_decode", "split_frames", "write_all_at",
+    "scan_records", "scan_record_columns", "value_encode", "value_decode", "split_frames",
+    "write_all_at",
     "fdatasync", "fsync", "fsync_dir", "flock_exclusive", "rename_noreplace",
     "filesystem_magic", "RECORD_MAGIC", "MAX_PAYLOAD",
 ]
@@ -141,6 +143,21 @@ def scan_records(
         records.append((offset, rtype, schema, sequence, length))
         offset += frame_length
     return records, offset, "end"
+
+
+def scan_record_columns(
+    buf: Any, start: int, end: int, budget: int, first_sequence: int
+) -> tuple[array, bytes, bytes, array, int, str]:
+    """``scan_records`` as columns: ``(offsets, types, schemas, lengths, stop_offset, stop)``.
+
+    ``offsets`` is an ``array('Q')``, ``lengths`` an ``array('I')``, ``types`` and
+    ``schemas`` one byte per record; record ``i`` carries sequence ``first_sequence + i``.
+    A scan of a whole segment keeps ~14 bytes per record instead of a 5-tuple of ints.
+    """
+    records, stop_offset, stop = scan_records(buf, start, end, budget, first_sequence)
+    return (array("Q", [r[0] for r in records]), bytes(r[1] for r in records),
+            bytes(r[2] for r in records), array("I", [r[4] for r in records]), stop_offset,
+            stop)
 
 
 def split_frames(buf: Any, max_frame: int) -> tuple[list[tuple[int, int]], int, str | None]:

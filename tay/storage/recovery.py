@@ -251,7 +251,7 @@ def replay(view: FrozenView, consumer: Consumer) -> int:
         records = segment_view.scan.records
         try:
             for start in range(0, len(records), _EVENT_BATCH):
-                chunk = records[start:start + _EVENT_BATCH]
+                chunk = list(records.batch(start, start + _EVENT_BATCH))
                 if consume_event is not None:
                     events = event_codec.decode_events(
                         buffer, [(offset + 24, length, rtype, schema)

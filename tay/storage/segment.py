@@ -22,6 +22,7 @@ from tay import _native
 from tay.failures import RecoveryRefused
 from tay.storage.record import MAGIC as RECORD_MAGIC
 from tay.storage.record import MAX_PAYLOAD, MAX_SEQUENCE, decode_record
+from tay.storage.record_table import RecordRef, RecordTable
 from tay.storage.store_marker import check_fixed_object, check_store_id, refuse_object
 from tay.storage.value import locate
 
@@ -40,9 +41,8 @@ _SEGMENT_NAME = re.compile(r"([0-9]{20})\.tay")
 _STAGING_NAME = re.compile(r"\.tay-new-([0-9]{20})-([0-9a-f]{32})\.tmp")
 
 # One scanned record: (offset, type, schema, sequence, payload_length). The payload is
-# buf[offset + 24 : offset + 24 + payload_length]; tuples are kept as the native scanner
-# returns them so a million-record replay does not build a million objects.
-RecordRef = tuple[int, int, int, int, int]
+# buf[offset + 24 : offset + 24 + payload_length]. A scan keeps them as a ``RecordTable``
+# (columns), so a million-record replay does not hold a million tuples.
 Buffer = bytes | bytearray | memoryview
 
 
@@ -61,7 +61,7 @@ class SegmentScan:
     first_sequence: int
     store_id: bytes
     state: str  # "active" | "sealed"
-    records: list[RecordRef]
+    records: RecordTable | list[RecordRef]
     end: int
     size: int
     segment_crc: int | None = None  # CRC32C of bytes [0:end) (None: built by hand)
@@ -241,7 +241,7 @@ class _Where:
         )
 
 
-SCAN_WINDOW = 2 << 20  # bytes per native scan call: bounds what one call keeps resident
+SCAN_WINDOW = 1 << 20  # bytes per native scan call: bounds what one call keeps resident
 Release = Callable[[int, int], None]
 
 
@@ -294,7 +294,7 @@ def scan_segment(
 
 def _walk_frames(
     buf: Buffer, first_sequence: int, budget: int, release: Release | None, window: int
-) -> tuple[list[RecordRef], int, str, int]:
+) -> tuple[RecordTable, int, str, int]:
     """``(records, stop_offset, stop, crc of [0:stop_offset))`` of the frames after the header.
 
     Each native call covers ``[offset, end)`` with ``end`` at least one window past
@@ -307,13 +307,13 @@ def _walk_frames(
     view = memoryview(buf)
     try:
         crc = _native.crc32c(view[:HEADER_SIZE])
-        records: list[RecordRef] = []
+        records = RecordTable(first_sequence)
         offset = HEADER_SIZE
         while True:
             end = min(size, max(offset + window, offset + _declared_frame(view, offset)))
-            found, stop_offset, stop = _native.scan_records(
+            *columns, stop_offset, stop = _native.scan_record_columns(
                 buf, offset, end, budget, first_sequence + len(records))
-            records += found
+            records.extend(*columns)
             crc = _native.crc32c(view[offset:stop_offset], crc)
             if release is not None:
                 release(offset, stop_offset)
@@ -367,7 +367,7 @@ def _sequence_error(buf: Buffer, where: _Where, offset: int, expected: int) -> R
 
 
 def _tail(
-    buf: Buffer, where: _Where, header: SegmentHeader, records: list[RecordRef], offset: int,
+    buf: Buffer, where: _Where, header: SegmentHeader, records: RecordTable, offset: int,
     budget: int, segment_crc: int,
 ) -> str:
     """Classify what stopped the record walk at boundary ``offset``: a footer or a refusal."""
