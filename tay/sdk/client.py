@@ -24,7 +24,8 @@ from tay.errors import ConnectionLost, ModeError, ServerError, TaskRegistrationE
 from tay.sdk import options as opts
 from tay.sdk.connection import Link
 from tay.sdk.executor import Executor
-from tay.sdk.handles import JobHandle, ScheduleHandle, SchedulePage, schedule_page_from_reply
+from tay.sdk.handles import (JobHandle, ScheduleHandle, SchedulePage, check_page_request, collect_schedules,
+                             schedule_page_from_reply)
 from tay.sdk.options import Durability
 from tay.sdk.socket_path import resolve_socket_path
 from tay.sdk.task import Task, default_task_name
@@ -426,10 +427,7 @@ class Tay:
 
     async def schedule_page(self, *, limit: int = 50, cursor: str | None = None) -> SchedulePage:
         """One bounded page of schedules (``limit`` 1..100); pass ``next_cursor`` on."""
-        if type(limit) is not int or not 1 <= limit <= 100:
-            raise ValidationError(f"limit must be an integer in 1..100, got {limit!r}")
-        if cursor is not None and (type(cursor) is not str or not cursor):
-            raise ValidationError(f"cursor must be a non-empty string from next_cursor, got {cursor!r}")
+        check_page_request(limit, cursor)
         fields: dict[str, Any] = {"limit": limit}
         if cursor is not None:
             fields["cursor"] = cursor
@@ -437,14 +435,7 @@ class Tay:
 
     async def schedules(self, *, page_size: int = 50) -> list[dict[str, Any]]:
         """Every schedule, fetching pages until ``next_cursor`` is null."""
-        found: list[dict[str, Any]] = []
-        cursor: str | None = None
-        while True:
-            page = await self.schedule_page(limit=page_size, cursor=cursor)
-            found.extend(page.schedules)
-            if page.next_cursor is None or page.next_cursor == cursor:
-                return found
-            cursor = page.next_cursor
+        return await collect_schedules(self.schedule_page, page_size)
 
     async def get_schedule(self, schedule_id: str) -> dict[str, Any]:
         """The stored schedule object; ``ServerError`` code ``schedule_not_found`` if absent."""

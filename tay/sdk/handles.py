@@ -5,11 +5,11 @@ Every method asks the server; the server stays authoritative about the job or sc
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from tay.errors import ProtocolError
+from tay.errors import ProtocolError, ValidationError
 from tay.sdk.options import Durability
 from tay.sdk.wire import server_error
 
@@ -90,3 +90,23 @@ def schedule_page_from_reply(reply: Mapping[str, Any]) -> SchedulePage:
     if cursor is not None and (type(cursor) is not str or not cursor):
         raise ProtocolError(f"Tay's schedules reply has an invalid next_cursor {cursor!r}")
     return SchedulePage(schedules, cursor)
+
+
+def check_page_request(limit: Any, cursor: Any) -> None:
+    """The bounds of one schedules page request, shared by the socket and HTTP clients."""
+    if type(limit) is not int or not 1 <= limit <= 100:
+        raise ValidationError(f"limit must be an integer in 1..100, got {limit!r}")
+    if cursor is not None and (type(cursor) is not str or not cursor):
+        raise ValidationError(f"cursor must be a non-empty string from next_cursor, got {cursor!r}")
+
+
+async def collect_schedules(fetch_page: Callable[..., Awaitable[SchedulePage]], page_size: int) -> list[dict[str, Any]]:
+    """Every schedule, following ``next_cursor`` until the last page (or a cursor that repeats)."""
+    found: list[dict[str, Any]] = []
+    cursor: str | None = None
+    while True:
+        page = await fetch_page(limit=page_size, cursor=cursor)
+        found.extend(page.schedules)
+        if page.next_cursor is None or page.next_cursor == cursor:
+            return found
+        cursor = page.next_cursor

@@ -20,8 +20,8 @@ import orjson
 from tay.errors import ProtocolError, ValidationError
 from tay.sdk import options as opts
 from tay.sdk.client import schedule_payload
-from tay.sdk.handles import (ScheduleHandle, SchedulePage, result_from_reply, schedule_page_from_reply,
-                             status_from_reply)
+from tay.sdk.handles import (ScheduleHandle, SchedulePage, check_page_request, collect_schedules, result_from_reply,
+                             schedule_page_from_reply, status_from_reply)
 from tay.sdk.http_transport import HTTPTransport
 from tay.sdk.options import Durability
 from tay.sdk.task import Task
@@ -192,25 +192,15 @@ class TayHTTP:
 
     async def schedule_page(self, *, limit: int = 50, cursor: str | None = None) -> SchedulePage:
         """One bounded page (``GET /schedules?limit=&cursor=``)."""
-        if type(limit) is not int or not 1 <= limit <= 100:
-            raise ValidationError(f"limit must be an integer in 1..100, got {limit!r}")
+        check_page_request(limit, cursor)
         query = {"limit": str(limit)}
         if cursor is not None:
-            if type(cursor) is not str or not cursor:
-                raise ValidationError(f"cursor must be a non-empty string from next_cursor, got {cursor!r}")
             query["cursor"] = cursor
         return schedule_page_from_reply(await self._request("GET", "/schedules?" + urllib.parse.urlencode(query)))
 
     async def schedules(self, *, page_size: int = 50) -> list[dict[str, Any]]:
         """Every schedule, following ``next_cursor`` until the last page."""
-        found: list[dict[str, Any]] = []
-        cursor: str | None = None
-        while True:
-            page = await self.schedule_page(limit=page_size, cursor=cursor)
-            found.extend(page.schedules)
-            if page.next_cursor is None or page.next_cursor == cursor:
-                return found
-            cursor = page.next_cursor
+        return await collect_schedules(self.schedule_page, page_size)
 
     async def get_schedule(self, schedule_id: str) -> dict[str, Any]:
         """The stored schedule object (``GET /schedules/:id``)."""
