@@ -1,12 +1,11 @@
 """Where the Unix socket lives, and claiming that path safely.
 
-Discovery order (seeds, protocol.md "Socket discovery"): explicit path, ``TAY_SOCKET_PATH``
-(``off`` disables), ``/run/tay/tay.sock`` when ``/run/tay`` exists, a usable
-``$XDG_RUNTIME_DIR/tay/tay.sock``, a usable ``$TMPDIR/tay-<uid>/tay.sock``, then
-``/tmp/tay-<uid>/tay.sock``. Automatic final directories other than the shared ``/run/tay``
-are made private (0700). An existing socket is replaced only after a connect probe is
-refused; a live socket or any other file is never touched. Every access failure names the
-path and the OS error instead of falling back to another candidate.
+The discovery order (seeds, protocol.md "Socket discovery") is ``tay.socket_discovery``,
+shared with the SDK; here ``off`` (flag or ``TAY_SOCKET_PATH``) disables the socket.
+Automatic final directories other than the shared ``/run/tay`` are made private (0700).
+An existing socket is replaced only after a connect probe is refused; a live socket or any
+other file is never touched. Every access failure names the path and the OS error instead
+of falling back to another candidate.
 """
 
 from __future__ import annotations
@@ -19,9 +18,9 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from tay.failures import ConfigurationError
+from tay.socket_discovery import (FROM_TMP_FALLBACK, SHARED_RUN_DIR, SocketPathError, discover_socket,
+                                  usable_directory_default)
 
-MAX_SOCKET_PATH_BYTES = 100
-SHARED_RUN_DIR = "/run/tay"
 ALLOWED_SOCKET_MODES = (0o600, 0o660)
 PROBE_TIMEOUT_S = 0.1
 
@@ -44,30 +43,17 @@ def resolve_socket_path(
 ) -> SocketPlan | None:
     """Resolve the listening path; ``None`` means the socket is disabled (``off``)."""
     env = os.environ if environ is None else environ
-    usable = _usable_directory if usable_directory is None else usable_directory
-    if explicit is not None:
-        return None if explicit == "off" else SocketPlan(_validated("--socket", explicit))
-    configured = env.get("TAY_SOCKET_PATH")
-    if configured:
-        if configured == "off":
-            return None
-        return SocketPlan(_validated("TAY_SOCKET_PATH", configured))
-    if os.path.isdir(shared_run_dir):
-        return SocketPlan(_validated("socket", os.path.join(shared_run_dir, "tay.sock")))
-    user = os.getuid() if uid is None else uid
-    if type(user) is not int or user < 0:
-        raise ConfigurationError("socket", f"a non-negative Unix uid is required, got {user!r}")
-    for variable, directory in (("XDG_RUNTIME_DIR", "tay"), ("TMPDIR", f"tay-{user}")):
-        base = env.get(variable)
-        if base and usable(base):
-            private_dir = os.path.abspath(os.path.join(base, directory))
-            candidate = os.path.join(private_dir, "tay.sock")
-            if _valid(candidate):
-                return SocketPlan(candidate, private_dir)
-    if not usable("/tmp"):
+    usable = usable_directory_default if usable_directory is None else usable_directory
+    if explicit == "off" or (explicit is None and env.get("TAY_SOCKET_PATH") == "off"):
+        return None
+    try:
+        found = discover_socket(explicit, explicit_option="--socket", environ=env, uid=uid,
+                                usable_directory=usable, shared_run_dir=shared_run_dir)
+    except SocketPathError as exc:
+        raise ConfigurationError(exc.option, exc.problem) from None
+    if found.source == FROM_TMP_FALLBACK and not usable("/tmp"):
         raise ConfigurationError("socket", "/tmp is not a usable directory for the socket")
-    private_dir = f"/tmp/tay-{user}"
-    return SocketPlan(_validated("socket", f"{private_dir}/tay.sock"), private_dir)
+    return SocketPlan(found.path, found.private_dir)
 
 
 def check_outside_data_dir(path: str, data_dir: str) -> None:
@@ -147,26 +133,3 @@ def _clear_stale(path: str) -> None:
 def _access_error(path: str, exc: OSError) -> ConfigurationError:
     name = errno.errorcode.get(exc.errno or 0, "OSError")
     return ConfigurationError("socket", f"{path}: {name}: {exc.strerror or exc}")
-
-
-def _validated(option: str, path: str) -> str:
-    if not _valid(path):
-        raise ConfigurationError(option, f"{path!r} must be an absolute UTF-8 path of at most "
-                                         f"{MAX_SOCKET_PATH_BYTES} bytes without NUL")
-    normalized = os.path.abspath(path)
-    if not _valid(normalized):
-        raise ConfigurationError(option, f"{normalized!r} exceeds {MAX_SOCKET_PATH_BYTES} bytes")
-    return normalized
-
-
-def _valid(path: str) -> bool:
-    if type(path) is not str or not path or not os.path.isabs(path) or "\x00" in path:
-        return False
-    try:
-        return len(path.encode("utf-8")) <= MAX_SOCKET_PATH_BYTES
-    except UnicodeEncodeError:
-        return False
-
-
-def _usable_directory(path: str) -> bool:
-    return os.path.isdir(path) and os.access(path, os.W_OK | os.X_OK)
