@@ -9,7 +9,6 @@ sequence (``next_sequence``) and go into the Outcome; volatile jobs run through 
 
 from __future__ import annotations
 
-import random
 from collections import Counter
 from typing import Any, Mapping
 
@@ -17,7 +16,7 @@ from tay.engine.admission import ClientPermits, StateBudget, job_charge
 from tay.engine.config import EngineConfig
 from tay.engine.effects import Execute, Outcome
 from tay.engine.executors import Executor, ExecutorRegistry, Reservation
-from tay.engine.ids import RandomSource, random_token
+from tay.engine.ids import BufferedSystemRandom, RandomSource, random_token
 from tay.engine.jobs import JobEntry
 from tay.engine.options import DEFINITION_FIXED_NODES
 from tay.engine.ready import DueHeap, ReadyIndex
@@ -42,7 +41,7 @@ def definition_nodes(definition: Mapping[str, Any]) -> int:
 class EngineState:
     def __init__(self, config: EngineConfig | None = None, rng: RandomSource | None = None) -> None:
         self.config = config if config is not None else EngineConfig()
-        self.rng: RandomSource = rng if rng is not None else random.SystemRandom()
+        self.rng: RandomSource = rng if rng is not None else BufferedSystemRandom()
         self.next_sequence = 1
         self._volatile_sequence = 1
         self.jobs: dict[bytes, JobEntry] = {}

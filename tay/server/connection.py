@@ -49,15 +49,16 @@ class Connection(asyncio.Protocol):
         self._reports: set[str] = set()
         self._timeout_s = listener.limits.request_timeout_ms / 1000.0
         self._reading_paused_for_writes = False
+        self._outgoing: list[bytes] = []  # frames of this loop turn, written in one call
 
     # -- asyncio callbacks -------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]  # uvloop's is not a subclass
+        self._loop = asyncio.get_running_loop()
         if not self.listener.admit(self):
             transport.close()  # over executor_max_connections: accept, then close
             return
         transport.set_write_buffer_limits(high=WRITE_HIGH_WATER, low=WRITE_LOW_WATER)
-        self._loop = asyncio.get_running_loop()
         self.listener.driver.attach(self, self.deliver)
 
     def data_received(self, data: bytes) -> None:
@@ -69,6 +70,7 @@ class Connection(asyncio.Protocol):
                 self._forward(output)
         if received.close_frame is not None:
             self._write(received.close_frame)
+            self.flush()
             self.transport.close()
 
     def pause_writing(self) -> None:
@@ -81,6 +83,7 @@ class Connection(asyncio.Protocol):
             self.transport.resume_reading()
 
     def connection_lost(self, exc: Exception | None) -> None:
+        self._outgoing.clear()
         for timers in self._waiting.values():
             for timer in timers:
                 timer.cancel()
@@ -154,8 +157,20 @@ class Connection(asyncio.Protocol):
         self.listener.driver.submit(command)
 
     def _write(self, frame: bytes) -> None:
+        """Queue ``frame``; everything queued in this loop turn leaves in one write."""
+        if not self._outgoing:
+            self._loop.call_soon(self.flush)
+        self._outgoing.append(frame)
+
+    def flush(self) -> None:
+        """Hand the frames queued so far to the transport (also before closing it)."""
+        outgoing = self._outgoing
+        if not outgoing:
+            return
+        data = outgoing[0] if len(outgoing) == 1 else b"".join(outgoing)
+        outgoing.clear()
         if self.transport is not None and not self.transport.is_closing():
-            self.transport.write(frame)
+            self.transport.write(data)
 
 
 def to_engine_command(conn: object, request: wire.Request) -> object:

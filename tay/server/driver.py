@@ -52,7 +52,7 @@ class _Stage:
     """Effects of one engine step, and the durability future they wait for (None: a read)."""
 
     effects: list[Effect]
-    durable: "asyncio.Future[Any] | None"
+    durable: "Future[Any] | None"  # the committer's (thread-safe) future
 
 
 class EngineDriver:
@@ -67,6 +67,7 @@ class EngineDriver:
         self._sinks: dict[Hashable, Sink] = {}
         self._stages: deque[_Stage] = deque()
         self._wake_handle: asyncio.TimerHandle | None = None
+        self._durable_signalled = False  # a release is already scheduled from the writer
         self._wake_at: int | None = None
         self.on_stopped: Callable[[], None] | None = None
 
@@ -105,20 +106,27 @@ class EngineDriver:
         if outcome.events:
             records = [(seq, event.type, event.schema, encode_event(event))
                        for seq, event in outcome.events]
-            durable = asyncio.wrap_future(self.committer.submit(records), loop=self.loop)
-            durable.add_done_callback(self._on_durable)
+            durable = self.committer.submit(records)
+            durable.add_done_callback(self._signal_durable)
         if outcome.effects or durable is not None:
-            self._stages.append(_Stage(list(outcome.effects), durable))
+            self._stages.append(_Stage(outcome.effects, durable))
         self._release()
         self._schedule_wakeup()
 
-    def _on_durable(self, future: "asyncio.Future[Any]") -> None:
-        if not future.cancelled() and future.exception() is not None and self.stopped is None:
-            error = future.exception()
-            self.stopped = error if isinstance(error, WriterStopped) else WriterStopped(
-                "io", "writer_failed", error=str(error))
-            if self.on_stopped is not None:
-                self.loop.call_soon(self.on_stopped)
+    def _signal_durable(self, _future: Future[Any]) -> None:
+        """Writer thread: wake the loop once per burst of resolved submissions.
+
+        The flag is cleared on the loop *before* it looks at the futures, and a future is
+        done before its callback runs, so no completion can be missed.
+        """
+        if self._durable_signalled:
+            return
+        self._durable_signalled = True
+        if not self.loop.is_closed():
+            self.loop.call_soon_threadsafe(self._on_durable)
+
+    def _on_durable(self) -> None:
+        self._durable_signalled = False
         self._release()
 
     # -- ordered release ---------------------------------------------------------------
@@ -129,12 +137,26 @@ class EngineDriver:
             if head.durable is not None and not head.durable.done():
                 return
             stages.popleft()
-            durable = _succeeded(head.durable) if head.durable else self.stopped is None
+            if head.durable is not None:
+                durable = self._succeeded(head.durable)
+            else:
+                durable = self.stopped is None
             if durable:
                 for effect in head.effects:
                     self._deliver(effect)
             else:
                 self._fail_stage(head)
+
+    def _succeeded(self, future: Future[Any]) -> bool:
+        error = future.exception()
+        if error is None:
+            return True
+        if self.stopped is None:
+            self.stopped = error if isinstance(error, WriterStopped) else WriterStopped(
+                "io", "writer_failed", error=str(error))
+            if self.on_stopped is not None:
+                self.loop.call_soon(self.on_stopped)
+        return False
 
     def _fail_stage(self, stage: _Stage) -> None:
         code = "unknown_outcome" if stage.durable is not None else "unavailable"
@@ -177,6 +199,3 @@ class EngineDriver:
             self._wake_handle.cancel()
             self._wake_handle = None
 
-
-def _succeeded(future: "asyncio.Future[Any]") -> bool:
-    return not future.cancelled() and future.exception() is None

@@ -56,6 +56,7 @@ class Listener:
             await asyncio.sleep(0.01)
         for connection in list(self.connections):
             if connection.transport is not None:
+                connection.flush()  # replies released this turn are still queued
                 connection.transport.close()
         if self._server is not None:
             await self._server.wait_closed()

@@ -1,0 +1,73 @@
+"""Identifiers: the buffered CSPRNG hands out kernel bytes once each, draws stay unbiased,
+and random job ids never contain a zero byte."""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+
+import pytest
+
+from tay.engine import ids
+from tay.engine.ids import BufferedSystemRandom, random_job_id, random_token
+
+
+def test_bytes_come_from_the_kernel_in_bulk_and_are_never_reused(monkeypatch) -> None:
+    pulls: list[int] = []
+    counter = iter(range(1 << 30))
+
+    def fake_urandom(n: int) -> bytes:  # distinct bytes, so any reuse would show
+        pulls.append(n)
+        return bytes(next(counter) % 251 + 1 for _ in range(n))
+
+    monkeypatch.setattr(ids.os, "urandom", fake_urandom)
+    rng = BufferedSystemRandom()
+    drawn = b"".join(rng.randbytes(16) for _ in range(600))
+    assert pulls == [4096, 4096, 4096]  # 9,600 bytes: three refills, not 600 syscalls
+    expected = bytes(i % 251 + 1 for i in range(3 * 4096))
+    # 4096 is a multiple of 16, so every pool is used exactly, in order, once
+    assert drawn == expected[:9600]
+
+
+def test_large_draws_bypass_the_pool() -> None:
+    rng = BufferedSystemRandom()
+    assert len(rng.randbytes(10_000)) == 10_000
+    assert len(rng.randbytes(0)) == 0
+
+
+@pytest.mark.parametrize("k", [0, 1, 7, 8, 9, 63, 64, 65])
+def test_getrandbits_stays_within_k_bits(k: int) -> None:
+    rng = BufferedSystemRandom()
+    values = [rng.getrandbits(k) for _ in range(200)]
+    assert all(0 <= v < (1 << k) for v in values)
+    if k >= 16:
+        assert len(set(values)) > 150
+
+
+def test_randint_covers_the_range_evenly() -> None:
+    rng = BufferedSystemRandom()
+    counts = Counter(rng.randint(0, 4) for _ in range(5_000))
+    assert set(counts) == {0, 1, 2, 3, 4}
+    assert all(800 < c < 1_200 for c in counts.values())
+    assert all(0.0 <= rng.random() < 1.0 for _ in range(1_000))
+
+
+def test_random_job_ids_have_no_zero_byte_even_when_the_source_gives_zeros() -> None:
+    class Zeros:
+        def __init__(self) -> None:
+            self.stream = iter([bytes(16)] + [b"\x00", b"\x07"] * 16)
+
+        def randbytes(self, n: int) -> bytes:
+            return next(self.stream)
+
+    job_id = random_job_id(Zeros())
+    assert job_id == b"\x07" * 16
+    rng = BufferedSystemRandom()
+    many = {random_job_id(rng) for _ in range(2_000)}
+    assert len(many) == 2_000 and all(0 not in job_id for job_id in many)
+    assert len(random_token(rng)) == 24
+
+
+def test_two_generators_draw_different_bytes() -> None:
+    assert BufferedSystemRandom().randbytes(32) != BufferedSystemRandom().randbytes(32)
+    assert os.urandom is ids.os.urandom
