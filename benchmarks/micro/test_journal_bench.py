@@ -63,3 +63,20 @@ def test_replay_megabytes_per_second(benchmark, store):
 
     benchmark.pedantic(replay, rounds=3, iterations=1)
     benchmark.extra_info["replay_mb_per_second"] = total / 1e6 / benchmark.stats.stats.mean
+
+
+def _finished_event():
+    from tay.storage import events as ev
+
+    return ev.job_finished(b"\x01" * 16, 1_700_000_000_000, 5, execution_token=4,
+                           outcome=ev.SUCCESS, diagnostic_code=None, disposition=ev.COMPLETED)
+
+
+@pytest.mark.parametrize("encoder", ["encode_map", "generic"])
+def test_encode_finished_event(benchmark, encoder):
+    """The live path encodes each event once: the flat-map encoder against the generic walk."""
+    from tay.storage import value
+
+    payload = _finished_event().payload
+    encode = value.encode_map if encoder == "encode_map" else (lambda p: value.encode(dict(p)))
+    assert benchmark(encode, payload) == value.encode(dict(payload))

@@ -17,7 +17,7 @@ from tay._native._pure_value import check_limits
 from tay._native._pure_value import value_encode as value_encode
 from tay._native._tay_native import ffi, lib  # ImportError when not built
 from tay._native.errors import DECODE_REASONS, ValueCodecError
-from tay._native.pure import check_record_fields, check_scan_bounds
+from tay._native.checks import check_record_fields, check_scan_bounds
 
 IMPLEMENTATION = "c"
 _CRC_NAMES = {lib.TAY_CRC_SOFTWARE: "software", lib.TAY_CRC_SSE42: "sse4.2",

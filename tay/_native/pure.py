@@ -21,6 +21,12 @@ from tay._native._pure_fileops import (
 )
 from tay._native._pure_events import events_scan as events_scan
 from tay._native._pure_value import value_decode, value_encode
+from tay._native.checks import (
+    MAX_PAYLOAD,
+    MAX_SEQUENCE,
+    check_record_fields,
+    check_scan_bounds,
+)
 from tay._native.errors import ValueCodecError
 
 IMPLEMENTATION = "python"
@@ -35,8 +41,6 @@ __all__ = [
 ]
 
 RECORD_MAGIC = b"TAY\x00"
-MAX_PAYLOAD = 16_777_216
-MAX_SEQUENCE = 0xFFFFFFFFFFFFFFFF
 _HEADER = struct.Struct(">4sBBBBQI")  # magic, version, type, flags, schema, sequence, N
 _U32 = struct.Struct(">I")
 
@@ -63,18 +67,6 @@ def crc32c(data: Any, value: int = 0) -> int:
     return crc ^ 0xFFFFFFFF
 
 
-def check_record_fields(index: int, rtype: Any, schema: Any, sequence: Any, length: int) -> None:
-    """The encoder's domain checks (storage.md §1.3); ValueError names the index and field."""
-    if not isinstance(rtype, int) or not 1 <= rtype <= 254:
-        raise ValueError(f"record {index}: type must be 1..254, got {rtype!r}")
-    if not isinstance(schema, int) or not 1 <= schema <= 255:
-        raise ValueError(f"record {index}: schema must be 1..255, got {schema!r}")
-    if not isinstance(sequence, int) or not 1 <= sequence <= MAX_SEQUENCE:
-        raise ValueError(f"record {index}: sequence must be 1..2^64-1, got {sequence!r}")
-    if length > MAX_PAYLOAD:
-        raise ValueError(f"record {index}: payload length {length} exceeds {MAX_PAYLOAD}")
-
-
 def encode_records(records: Sequence[tuple[int, int, int, Any]]) -> bytes:
     """Concatenated Record v1 frames for ``(type, schema, sequence, payload)`` tuples."""
     out = bytearray()
@@ -86,16 +78,6 @@ def encode_records(records: Sequence[tuple[int, int, int, Any]]) -> bytes:
         out += header + _U32.pack(header_crc) + payload
         out += _U32.pack(crc32c(payload, header_crc))
     return bytes(out)
-
-
-def check_scan_bounds(size: int, start: int, end: int, budget: int, first_sequence: int) -> None:
-    """Refuse impossible scan arguments with a ValueError naming the argument."""
-    if not 0 <= start <= end <= size:
-        raise ValueError(f"scan range [{start}:{end}) outside a buffer of {size} bytes")
-    if not 0 <= budget <= MAX_PAYLOAD:
-        raise ValueError(f"budget must be 0..{MAX_PAYLOAD}, got {budget}")
-    if not 1 <= first_sequence <= MAX_SEQUENCE:
-        raise ValueError(f"first_sequence must be 1..2^64-1, got {first_sequence}")
 
 
 def _frame_ok(view: memoryview, offset: int, available: int, budget: int) -> int:

@@ -222,7 +222,7 @@ def encode_event(event: Event) -> bytes:
     """The canonical payload bytes of an event."""
     if event.raw is not None:
         return event.raw
-    return value.encode(dict(event.payload))
+    return value.encode_map(event.payload)
 
 
 # ---- payload validators ----------------------------------------------------------------

@@ -18,8 +18,9 @@ How storage errors work (shared by every storage reader):
 
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Mapping
 
 from tay import _native
 from tay.failures import RecoveryRefused, StorageFailure
@@ -98,6 +99,50 @@ def encode(obj: Any) -> bytes:
     except _native.ValueCodecError as exc:
         reason, offset = _codec_error_parts(exc)
         raise EncodeError(reason, f"cannot encode Value (at node {offset})") from None
+
+
+_U64_TAGGED = struct.Struct(">BQ")
+_KEY_ORDERS: dict[tuple, list[tuple[str, bytes]]] = {}
+
+
+def encode_map(mapping: Mapping[str, Any]) -> bytes:
+    """``encode(dict(mapping))`` for the flat maps events are, without the generic walk.
+
+    The live path encodes every event once: top-level keys are ordered once per key set
+    (cached with their encoded form), unsigned ints, nil and bytes are written in place,
+    and any other value is spliced as ``encode(value)`` (canonical forms compose).
+    """
+    names = tuple(mapping)
+    order = _KEY_ORDERS.get(names)
+    if order is None:
+        order = _key_order(names)
+    parts = [b"\x09", len(order).to_bytes(4, "big")]
+    append = parts.append
+    for name, key in order:
+        item = mapping[name]
+        append(key)
+        kind = type(item)
+        if kind is int and 0 <= item <= 0xFFFFFFFFFFFFFFFF:
+            append(_U64_TAGGED.pack(4, item))
+        elif item is None:
+            append(b"\x00")
+        elif kind is bytes:
+            append(b"\x07" + len(item).to_bytes(4, "big"))
+            append(item)
+        else:
+            append(encode(item))
+    return b"".join(parts)
+
+
+def _key_order(names: tuple) -> list[tuple[str, bytes]]:
+    """The keys in canonical order (by UTF-8 bytes) with their encoded text form."""
+    for name in names:
+        if type(name) is not str:
+            raise EncodeError("unsupported_type", f"map key {type(name).__name__}")
+    order = [(name, encode(name)) for name in sorted(names, key=lambda n: n.encode("utf-8"))]
+    if len(_KEY_ORDERS) < 256:  # event key sets are few; never grow without bound
+        _KEY_ORDERS[names] = order
+    return order
 
 
 def decode(buf: bytes | bytearray | memoryview, limits: DecodeLimits = DEFAULT_LIMITS) -> Any:
