@@ -48,7 +48,8 @@ class ProducerCommands(EngineState):
         else:
             self.budget.admit(job_charge(request.definition_size, request.definition_nodes))
             event = ev.job_inserted(request.job_id, now_ms, request.definition)
-            entry = self._commit(None, event, request.durability == "volatile", out)
+            entry = self._commit(None, event, request.durability == "volatile", out,
+                                 nodes=request.definition_nodes)
         self._reply(out, cmd.conn, cmd.request_id, "enqueued", job_id=request.job_id.hex(),
                     job=public_job(entry))
         self._dispatch(now_ms, mono_ms, out)

@@ -189,7 +189,8 @@ class ScheduleCommands(WorkerCommands):
                                         self.config, self.rng)
                 self.budget.admit(job_charge(request.definition_size, request.definition_nodes))
                 inserted = ev.job_inserted(request.job_id, now_ms, request.definition)
-                self._commit(None, inserted, request.durability == "volatile", out)
+                self._commit(None, inserted, request.durability == "volatile", out,
+                             nodes=request.definition_nodes)
             except RequestRefused:
                 # Capacity (state budget or history caps; the insert changed nothing) or a
                 # relative option now past the largest time: the same occurrence, with the

@@ -74,7 +74,8 @@ class EngineState:
 
     # ---- the one mutation path -----------------------------------------------------
 
-    def _commit(self, entry: JobEntry | None, event: ev.Event, volatile: bool, out: Outcome) -> JobEntry:
+    def _commit(self, entry: JobEntry | None, event: ev.Event, volatile: bool, out: Outcome,
+                nodes: int | None = None) -> JobEntry:
         """Apply a live event: take its sequence, apply, re-index, and queue it if durable.
 
         A persistent insert or start may be refused by the history caps (``RequestRefused``
@@ -88,7 +89,7 @@ class EngineState:
             event = self._charge_history(event)
             self.next_sequence += 1
             out.events.append((sequence, event))
-        return self._install(entry, state, volatile)
+        return self._install(entry, state, volatile, nodes)
 
     def _charge_history(self, event: ev.Event) -> ev.Event:
         """Admit (insert, start) or account (anything else) the event's frame.
@@ -109,10 +110,17 @@ class EngineState:
             history.account(sizes)
         return ev.Event(event.type, event.schema, event.name, event.payload, raw)
 
-    def _install(self, entry: JobEntry | None, state: JobState, volatile: bool) -> JobEntry:
-        """Store a job's new durable state and bring every index and charge in line."""
+    def _install(self, entry: JobEntry | None, state: JobState, volatile: bool,
+                 nodes: int | None = None) -> JobEntry:
+        """Store a job's new durable state and bring every index and charge in line.
+
+        ``nodes``: the definition's node count when the caller measured it already (a live
+        insert), so the args are not walked a second time.
+        """
         if entry is None:
-            charge = job_charge(len(state.definition_bytes), definition_nodes(state.definition))
+            if nodes is None:
+                nodes = definition_nodes(state.definition)
+            charge = job_charge(len(state.definition_bytes), nodes)
             entry = JobEntry(state, volatile, charge)
             self.jobs[state.id] = entry
             self.budget.charge(charge)

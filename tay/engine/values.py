@@ -39,8 +39,75 @@ def _text_size(text: str, where: str) -> int:
         raise UnsupportedValue("text is not valid UTF-8 (lone surrogate)", where) from None
 
 
+class _Unsupported(Exception):
+    """Internal: the fast walk met something it cannot size; the located walk names it."""
+
+
 def measure(obj: Any, where: str) -> Measure:
-    """Size, depth and nodes of ``obj`` as a canonical Value; raises ``UnsupportedValue``."""
+    """Size, depth and nodes of ``obj`` as a canonical Value; raises ``UnsupportedValue``.
+
+    The common case (a valid value) walks without building paths; only a refusal walks
+    again with paths, to name where the problem is.
+    """
+    try:
+        return _measure_fast(obj)
+    except _Unsupported:
+        return _measure_located(obj, where)
+
+
+def _measure_fast(obj: Any) -> Measure:
+    total = 0
+    deepest = 0
+    nodes = 0
+    stack: list[tuple[Any, int]] = [(obj, 1)]
+    pop, push = stack.pop, stack.append
+    while stack:
+        item, depth = pop()
+        nodes += 1
+        if depth > deepest:
+            deepest = depth
+        kind = type(item)
+        if kind is str:
+            total += 5 + len(item) if item.isascii() else _fast_text(item)
+        elif kind is dict:
+            total += 5
+            child_depth = depth + 1
+            for key, child in item.items():
+                if type(key) is not str:
+                    raise _Unsupported
+                nodes += 1
+                total += 5 + len(key) if key.isascii() else _fast_text(key)
+                push((child, child_depth))
+            if item and child_depth > deepest:
+                deepest = child_depth
+        elif kind is int:
+            if not INT_MIN <= item <= INT_MAX:
+                raise _Unsupported
+            total += 9
+        elif item is None or kind is bool:
+            total += 1
+        elif kind is float:
+            if not math.isfinite(item):
+                raise _Unsupported
+            total += 9
+        elif kind is list:
+            total += 5
+            child_depth = depth + 1
+            stack.extend([(child, child_depth) for child in item])
+        else:
+            raise _Unsupported
+    return Measure(total, deepest, nodes)
+
+
+def _fast_text(text: str) -> int:
+    try:
+        return 5 + len(text.encode("utf-8"))
+    except UnicodeEncodeError:
+        raise _Unsupported from None
+
+
+def _measure_located(obj: Any, where: str) -> Measure:
+    """The same walk with a path per item, so a refusal names where it is."""
     total = 0
     deepest = 0
     nodes = 0
