@@ -78,6 +78,10 @@ def run(args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> i
     try:
         import uvloop
 
+        if http is None:  # the HTTP stack (httptools, ssl) is not imported at all
+            from .app import serve
+
+            return uvloop.run(serve(config))
         from .http_listener import serve_with_http
 
         return uvloop.run(serve_with_http(config, http))

@@ -10,10 +10,12 @@ from __future__ import annotations
 import argparse
 import ipaddress
 import os
-import ssl
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import ssl
 
 from tay.failures import ConfigurationError
 
@@ -97,8 +99,10 @@ def http_config_from(args: argparse.Namespace, env: Mapping[str, str]) -> HttpCo
                       files["cacertfile"], limits)
 
 
-def tls_context(config: HttpConfig) -> ssl.SSLContext:
+def tls_context(config: HttpConfig) -> "ssl.SSLContext":
     """TLS 1.2+, our certificate, and a client certificate required and verified."""
+    import ssl  # only when TLS is configured: keeps ``tay serve`` start-up light
+
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.minimum_version = ssl.TLSVersion.TLSv1_2
     context.verify_mode = ssl.CERT_REQUIRED
