@@ -38,36 +38,13 @@ from tay.storage.journal import (
     check_durability,
     check_rotation_target,
 )
+from tay.storage.recovery_limits import (
+    Clock, RecoveryOptions, RecoveryTimer, monotonic_ms,
+)
 from tay.storage.transitions import JobTable
 from tay.storage.value import DecodeLimits, locate
 
 Consumer = Callable[[int, int, int, memoryview], None]
-MAX_PAYLOAD = 16_777_216
-
-
-@dataclass(frozen=True)
-class RecoveryOptions:
-    """Operational budgets (§7 table); None means unbounded."""
-
-    max_decode_payload_bytes: int = MAX_PAYLOAD
-    max_directory_entries: int = layout.DEFAULT_MAX_DIRECTORY_ENTRIES
-    max_total_segment_bytes: int | None = None
-    max_replay_records: int | None = None
-    event_limits: DecodeLimits = field(default_factory=DecodeLimits)
-
-    def validate(self) -> None:
-        if not 0 <= self.max_decode_payload_bytes <= MAX_PAYLOAD:
-            raise _argument("max_decode_payload_bytes_out_of_range")
-        if self.max_directory_entries < 1:
-            raise _argument("max_directory_entries_out_of_range")
-        for name in ("max_total_segment_bytes", "max_replay_records"):
-            value = getattr(self, name)
-            if value is not None and value < 0:
-                raise _argument(f"{name}_out_of_range")
-
-
-def _argument(reason: str, **extra: object) -> RecoveryRefused:
-    return RecoveryRefused("argument", reason, stage="validation", **extra)
 
 
 @dataclass
@@ -117,27 +94,37 @@ class FrozenView:
                     sealed=last.scan.state == "sealed", next_sequence=self.next_sequence)
 
 
-def _read_store(io: RealIO, inventory: layout.Inventory) -> bytes:
+def _read_store(io: RealIO, inventory: layout.Inventory, stage: str) -> bytes:
     path = os.path.join(inventory.root, layout.STORE_NAME)
     if not inventory.has_store:
         if not inventory.segment_ids and not inventory.unrelated:
             raise RecoveryRefused("initialization_required", "uninitialized", path=inventory.root,
-                                  stage="preflight")
+                                  stage=stage)
         genesis_size = segment.HEADER_SIZE  # one empty active segment 1 (header only)
         if inventory.segment_ids == [1] and not inventory.unrelated and \
                 inventory.total_segment_bytes == genesis_size:
-            raise RecoveryRefused("initialization_required", "genesis", path=path, stage="preflight")
-        raise RecoveryRefused("discovery", "missing_store_marker", path=path, stage="preflight")
+            raise RecoveryRefused("initialization_required", "genesis", path=path, stage=stage)
+        raise RecoveryRefused("discovery", "missing_store_marker", path=path, stage=stage)
     with open(path, "rb", opener=lambda p, f: os.open(p, f | os.O_NOFOLLOW)) as handle:
         data = handle.read(64)
     try:
         return store_marker.decode_store_marker(data, path)
     except StorageFailure as failure:
-        raise locate(failure, path=path, stage="preflight") from None
+        raise locate(failure, path=path, stage=stage) from None
+
+
+@dataclass
+class _Pass:
+    """What one physical pass needs besides the store: limits, clock, stage, mappings."""
+
+    options: RecoveryOptions
+    timer: RecoveryTimer
+    stage: str  # "preflight" or "revalidation"
+    keep_mappings: bool
 
 
 def _scan_one(io: RealIO, inventory: layout.Inventory, segment_id: int, store_id: bytes,
-              highest: bool, options: RecoveryOptions, keep_mapping: bool) -> SegmentView:
+              highest: bool, run: _Pass) -> SegmentView:
     path = inventory.segment_path(segment_id)
     fd = io.open(path, os.O_RDONLY)
     try:
@@ -146,17 +133,18 @@ def _scan_one(io: RealIO, inventory: layout.Inventory, segment_id: int, store_id
     finally:
         io.close(fd)
     try:
+        run.timer.check(run.stage, path=path, segment_id=segment_id, offset=0)
         scan = segment.scan_segment(
             mapping if mapping is not None else b"", segment_id=segment_id, store_id=store_id,
-            highest=highest, budget=options.max_decode_payload_bytes, path=path,
-            release=_PageDropper(mapping) if mapping is not None else None)
+            highest=highest, budget=run.options.max_decode_payload_bytes, path=path,
+            release=_WindowDone(mapping, run, path, segment_id))
     except StorageFailure as failure:
         if mapping is not None:
             mapping.close()
-        raise locate(failure, path=path, segment_id=segment_id, stage="preflight") from None
+        raise locate(failure, path=path, segment_id=segment_id, stage=run.stage) from None
     if mapping is not None:
         _drop_pages(mapping, 0, info.st_size)  # the footer's tail page; replay faults pages back
-        if not keep_mapping:
+        if not run.keep_mappings:
             mapping.close()
             mapping = None
     return SegmentView(segment_id, path, info.st_ino, info.st_size, scan, mapping)
@@ -177,56 +165,67 @@ def _drop_pages(mapping: mmap.mmap, start: int, end: int) -> None:
         mapping.madvise(mmap.MADV_DONTNEED, first, last - first)
 
 
-class _PageDropper:
-    """``release`` for a windowed scan: drops the whole pages of a mapping once walked."""
+class _WindowDone:
+    """``release`` for a windowed scan: drops the whole pages of a mapping once walked,
+    then checks the time limits (a scan window is one I/O step)."""
 
-    __slots__ = ("mapping", "dropped")
+    __slots__ = ("mapping", "dropped", "run", "path", "segment_id")
 
-    def __init__(self, mapping: mmap.mmap) -> None:
+    def __init__(self, mapping: mmap.mmap | None, run: _Pass, path: str,
+                 segment_id: int) -> None:
         self.mapping = mapping
         self.dropped = 0  # every page below this offset is already handed back
+        self.run, self.path, self.segment_id = run, path, segment_id
 
     def __call__(self, start: int, end: int) -> None:
         last = end // _PAGE * _PAGE
-        if last > self.dropped:
+        if self.mapping is not None and last > self.dropped:
             self.mapping.madvise(mmap.MADV_DONTNEED, self.dropped, last - self.dropped)
             self.dropped = last
+        self.run.timer.check(self.run.stage, path=self.path, segment_id=self.segment_id,
+                             offset=end)
 
 
 def preflight(io: RealIO, data_dir: str, options: RecoveryOptions,
-              keep_mappings: bool = True) -> FrozenView:
+              keep_mappings: bool = True, timer: RecoveryTimer | None = None,
+              stage: str = "preflight") -> FrozenView:
     """Pass 1: a complete physical validation of the store, read-only.
 
     ``keep_mappings=False`` (revalidation) closes each segment's mapping after its scan.
+    ``timer`` (a fresh one by default) is checked after every I/O step.
     """
+    run = _Pass(options, timer or RecoveryTimer(options), stage, keep_mappings)
     inventory = layout.classify(io, data_dir, options.max_directory_entries)
+    run.timer.check(stage, path=inventory.root)
     if options.max_total_segment_bytes is not None and \
             inventory.total_segment_bytes > options.max_total_segment_bytes:
         raise RecoveryRefused("resource_limit", "max_total_segment_bytes", path=inventory.root,
-                              stage="preflight", total=inventory.total_segment_bytes)
-    store_id = _read_store(io, inventory)
+                              stage=stage, total=inventory.total_segment_bytes)
+    store_id = _read_store(io, inventory, stage)
+    run.timer.check(stage, path=os.path.join(inventory.root, layout.STORE_NAME))
     if not inventory.segment_ids:
         raise RecoveryRefused("discovery", "missing_history", path=inventory.segments_path,
-                              stage="preflight")
+                              stage=stage)
     views: list[SegmentView] = []
     records = 0
     try:
         highest_id = inventory.segment_ids[-1]
         for segment_id in inventory.segment_ids:
             view = _scan_one(io, inventory, segment_id, store_id, segment_id == highest_id,
-                             options, keep_mappings)
+                             run)
             views.append(view)
             records += view.scan.count
             if options.max_replay_records is not None and records > options.max_replay_records:
                 raise RecoveryRefused("resource_limit", "max_replay_records", path=view.path,
-                                      segment_id=segment_id, stage="preflight")
+                                      segment_id=segment_id, stage=stage)
         try:
             topology = segment.topology_check([v.scan for v in views], [v.path for v in views])
         except StorageFailure as failure:
-            raise locate(failure, stage="preflight") from None
+            raise locate(failure, stage=stage) from None
         if layout.classify(io, data_dir, options.max_directory_entries).fingerprint != inventory.fingerprint:
             raise RecoveryRefused("changed_view", "directory_changed_during_preflight",
-                                  path=inventory.root, stage="preflight")
+                                  path=inventory.root, stage=stage)
+        run.timer.check(stage, path=inventory.root)
     except BaseException:
         for view in views:
             if view.mapping is not None:
@@ -236,13 +235,14 @@ def preflight(io: RealIO, data_dir: str, options: RecoveryOptions,
                       topology.exhausted)
 
 
-def replay(view: FrozenView, consumer: Consumer) -> int:
+def replay(view: FrozenView, consumer: Consumer, timer: RecoveryTimer | None = None) -> int:
     """Pass 2: feed every record, in global sequence order, to ``consumer``.
 
     A consumer with a ``consume_event(sequence, event)`` method (and ``limits``) receives
     decoded events instead: each segment is then checked by one native batch call
     (``events.decode_events``), and records the fast path cannot vouch for are decoded
     exactly, in order, so refusals are the same as on the per-record path.
+    ``timer`` is checked after every batch of ``_EVENT_BATCH`` records.
     """
     expected = 1
     consume_event = getattr(consumer, "consume_event", None)
@@ -274,6 +274,9 @@ def replay(view: FrozenView, consumer: Consumer) -> int:
                 if segment_view.mapping is not None:
                     last_offset, _, _, _, last_length = chunk[-1]
                     _drop_pages(segment_view.mapping, 0, last_offset + 24 + last_length)
+                if timer is not None:
+                    timer.check("replay", path=segment_view.path, sequence=expected - 1,
+                                segment_id=segment_view.segment_id, offset=chunk[-1][0])
         finally:
             buffer.release()
     return expected - 1
@@ -335,12 +338,17 @@ def recover(
     io: RealIO | None = None,
     activate: bool = True,
     allow_small_rotation_target_for_tests: bool = False,
+    clock: Clock = monotonic_ms,
 ) -> Recovered:
-    """Run the §7 pipeline. With ``activate=False`` the store is only read (lock released)."""
+    """Run the §7 pipeline. With ``activate=False`` the store is only read (lock released).
+
+    ``clock`` (monotonic milliseconds) times the deadlines of ``options``.
+    """
     io = io or RealIO()
     options = options or RecoveryOptions()
     root = os.path.abspath(data_dir)
     options.validate()
+    timer = RecoveryTimer(options, clock)
     check_rotation_target(rotation_target,
                           allow_below_minimum_for_tests=allow_small_rotation_target_for_tests)
     if activate:
@@ -350,11 +358,15 @@ def recover(
     lock = layout.acquire_lock(io, root, create=False, fsync_ancestors=False)
     view: FrozenView | None = None
     try:
-        view = preflight(io, root, options)
-        replayed = replay(view, consumer)
+        timer.check("ownership", path=root)
+        view = preflight(io, root, options, timer=timer)
+        replayed = replay(view, consumer, timer)
+        if activate:
+            timer.open_window()  # the candidate is held from here until activation
         tail = view.tail() if activate and not view.exhausted else None
         view.close()  # revalidation maps the files again: never hold both passes' pages
-        again = preflight(io, root, options, keep_mappings=False)
+        again = preflight(io, root, options, keep_mappings=False, timer=timer,
+                          stage="revalidation")
         if again.key() != view.key():
             raise RecoveryRefused("changed_view", "store_changed_during_recovery", path=root,
                                   stage="revalidation")
@@ -363,7 +375,7 @@ def recover(
         if view.exhausted:
             raise RecoveryRefused("resource_limit", "store_exhausted", path=root, stage="activation")
         assert tail is not None
-        journal = _activate(io, root, lock, tail, durability, rotation_target)
+        journal = _activate(io, root, lock, tail, durability, rotation_target, timer)
         return Recovered(view, replayed, journal, consumer)
     except BaseException:
         lock.release()
@@ -376,11 +388,14 @@ def recover(
 
 
 def _activate(io: RealIO, root: str, lock: layout.StoreLock, tail: Tail,
-              durability: str, rotation_target: int) -> Journal:
+              durability: str, rotation_target: int, timer: RecoveryTimer) -> Journal:
+    timer.start_activation()
     try:
         for directory in layout.walk_no_follow(root):
             io.fsync_dir(directory)
+            timer.check("activation", path=directory)
         io.fsync(lock.fd)
+        timer.check("activation", path=lock.path)
     except OSError as error:
         raise RecoveryRefused("uncertain_activation", "barrier_failed", path=error.filename or root,
                               stage="activation", mutation="activation_uncertain",

@@ -6,6 +6,8 @@ whitespace and decode the hex. Nothing here builds bytes with our own encoders.
 
 from __future__ import annotations
 
+import shutil
+import uuid
 from pathlib import Path
 
 import pytest
@@ -14,6 +16,9 @@ UPSTREAM = Path(__file__).resolve().parents[2] / "fixtures" / "upstream"
 RECORD_DIR = UPSTREAM / "storage" / "record" / "v1"
 SEGMENT_DIR = UPSTREAM / "storage" / "segment" / "v1"
 EVENT_DIR = UPSTREAM / "events" / "v1"
+
+# stores live under the repo's git-ignored .tmp/: strict sync durability refuses /tmp
+SCRATCH = Path(__file__).resolve().parents[2] / ".tmp"
 
 FIXTURE_STORE_ID = bytes.fromhex("00112233445566778899aabbccddeeff")
 
@@ -52,3 +57,17 @@ class Upstream:
 def upstream() -> Upstream:
     """Access to the upstream byte fixtures (conftest modules are not importable by name)."""
     return Upstream()
+
+
+def scratch_path(prefix: str) -> Path:
+    """A fresh, not yet existing directory name under ``SCRATCH``."""
+    SCRATCH.mkdir(exist_ok=True)
+    return SCRATCH / f"{prefix}-{uuid.uuid4().hex}"
+
+
+@pytest.fixture
+def data_dir(request):
+    """A fresh store directory (not created), removed after the test."""
+    path = scratch_path(request.module.__name__.rsplit(".", 1)[-1])
+    yield path
+    shutil.rmtree(path, ignore_errors=True)

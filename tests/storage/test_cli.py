@@ -3,10 +3,8 @@
 from __future__ import annotations
 
 import json
-import shutil
 import subprocess
 import sys
-import uuid
 from pathlib import Path
 
 import pytest
@@ -17,20 +15,11 @@ from tay.storage.record import decode_record
 from tay.storage.recovery import recover
 
 REPO = Path(__file__).resolve().parents[2]
-SCRATCH = REPO / ".tmp"
 
 
 def tay(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "tay.cli", *args], cwd=REPO,
                           capture_output=True, text=True, timeout=60)
-
-
-@pytest.fixture
-def data_dir():
-    SCRATCH.mkdir(exist_ok=True)
-    path = SCRATCH / f"cli-{uuid.uuid4().hex}"
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
 
 
 def test_init_then_inspect_json(data_dir):

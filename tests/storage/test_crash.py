@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import errno
 import shutil
-import uuid
 from concurrent.futures import wait
 from pathlib import Path
 
@@ -18,6 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.storage.conftest import scratch_path
 from tay._native import pure
 from tay.failures import RecoveryRefused, WriterStopped
 from tay.storage.commit import GroupCommitter
@@ -25,7 +25,6 @@ from tay.storage.fsio import FaultyIO, RealIO
 from tay.storage.journal import init_store
 from tay.storage.recovery import recover
 
-SCRATCH = Path(__file__).resolve().parents[2] / ".tmp"
 TARGET = 400  # test-only rotation target so crashes also hit seals and successors
 
 
@@ -46,19 +45,18 @@ def native(request):
     return request.param
 
 
-def fresh_dir() -> Path:
-    SCRATCH.mkdir(exist_ok=True)
-    return SCRATCH / f"crash-{uuid.uuid4().hex}"
-
-
 def payload(seq: int, size: int) -> bytes:
     return (seq.to_bytes(8, "big") * (size // 8 + 1))[:size]
 
 
-def open_faulty(root: Path, io: RealIO):
-    return recover(str(root), consumer=lambda *a: None, io=io, durability="sync",
-                   validated_filesystem=True, rotation_target=TARGET,
-                   allow_small_rotation_target_for_tests=True).journal
+def faulty_store(root: Path, native, **faults):
+    """A new sync store at ``root`` and its journal writing through a ``FaultyIO``."""
+    init_store(str(root), durability="sync", validated_filesystem=True, io=RealIO(native))
+    io = FaultyIO(native, **faults)
+    journal = recover(str(root), consumer=lambda *a: None, io=io, durability="sync",
+                      validated_filesystem=True, rotation_target=TARGET,
+                      allow_small_rotation_target_for_tests=True).journal
+    return io, journal
 
 
 def replay_all(root: Path, native) -> list[tuple[int, bytes]]:
@@ -80,11 +78,9 @@ operations = st.lists(
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(ops=operations, torn=st.integers(0, 120))
 def test_crash_keeps_every_acknowledged_record(native, ops, torn):
-    root = fresh_dir()
+    root = scratch_path("crash")
     try:
-        init_store(str(root), durability="sync", validated_filesystem=True, io=RealIO(native))
-        io = FaultyIO(native)
-        journal = open_faulty(root, io)
+        io, journal = faulty_store(root, native)
         written: list[tuple[int, bytes]] = []
         acknowledged = 0
         for kind, sizes in ops:
@@ -109,66 +105,51 @@ def test_crash_keeps_every_acknowledged_record(native, ops, torn):
         shutil.rmtree(root, ignore_errors=True)
 
 
-def test_a_torn_unsynced_frame_is_refused_not_repaired(native):
-    root = fresh_dir()
-    try:
-        init_store(str(root), durability="sync", validated_filesystem=True, io=RealIO(native))
-        io = FaultyIO(native)
-        journal = open_faulty(root, io)
-        journal.append_batch([(1, 1, 1, b"a" * 20)])
-        journal.sync()
-        journal.append_batch([(2, 1, 1, b"b" * 20)])  # never synced
-        io.crash(torn_bytes=30)
-        segment = root / "segments" / f"{1:020d}.tay"
-        before = segment.read_bytes()
-        with pytest.raises(RecoveryRefused) as refused:
-            replay_all(root, native)
-        assert (refused.value.kind, refused.value.reason) == ("incomplete_tail", "incomplete_record")
-        assert refused.value.offset == 44 + 48
-        assert segment.read_bytes() == before
-        io.crash()  # without the torn prefix the unsynced record is simply gone
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
+def test_a_torn_unsynced_frame_is_refused_not_repaired(native, data_dir):
+    root = data_dir
+    io, journal = faulty_store(root, native)
+    journal.append_batch([(1, 1, 1, b"a" * 20)])
+    journal.sync()
+    journal.append_batch([(2, 1, 1, b"b" * 20)])  # never synced
+    io.crash(torn_bytes=30)
+    segment = root / "segments" / f"{1:020d}.tay"
+    before = segment.read_bytes()
+    with pytest.raises(RecoveryRefused) as refused:
+        replay_all(root, native)
+    assert (refused.value.kind, refused.value.reason) == ("incomplete_tail", "incomplete_record")
+    assert refused.value.offset == 44 + 48
+    assert segment.read_bytes() == before
+    io.crash()  # without the torn prefix the unsynced record is simply gone
 
 
-def test_unsynced_successor_directory_entry_is_lost_cleanly(native):
-    root = fresh_dir()
-    try:
-        init_store(str(root), durability="sync", validated_filesystem=True, io=RealIO(native))
-        io = FaultyIO(native)
-        journal = open_faulty(root, io)
-        batch = [(s, 1, 1, b"c" * 60) for s in range(1, 8)]  # crosses several rotations
-        journal.append_batch(batch)
-        journal.sync()
-        io.crash()
-        assert [s for s, _ in replay_all(root, native)] == list(range(1, 8))
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
+def test_unsynced_successor_directory_entry_is_lost_cleanly(native, data_dir):
+    root = data_dir
+    io, journal = faulty_store(root, native)
+    batch = [(s, 1, 1, b"c" * 60) for s in range(1, 8)]  # crosses several rotations
+    journal.append_batch(batch)
+    journal.sync()
+    io.crash()
+    assert [s for s, _ in replay_all(root, native)] == list(range(1, 8))
 
 
 @pytest.mark.parametrize("fault", ["write", "sync"])
 @pytest.mark.parametrize("code", [errno.ENOSPC, errno.EIO])
-def test_fault_fails_every_pending_and_later_submission(native, fault, code):
-    root = fresh_dir()
-    try:
-        init_store(str(root), durability="sync", validated_filesystem=True, io=RealIO(native))
-        io = FaultyIO(native, fail_errno=code)
-        journal = open_faulty(root, io)
-        committer = GroupCommitter(journal, max_events=2, interval_ms=20)
-        assert committer.submit([(1, 1, 1, b"ok")]).result(timeout=10).last_sequence == 1
-        if fault == "write":
-            io.fail_write_at = io.writes + 1
-        else:
-            io.fail_sync_at = io.syncs + 1
-        futures = [committer.submit([(seq, 1, 1, b"x")]) for seq in range(2, 7)]
-        wait(futures, timeout=10)
-        for future in futures:
-            error = future.exception(timeout=0)
-            assert isinstance(error, WriterStopped) and error.extra["errno"] == code
-        later = committer.submit([(7, 1, 1, b"y")])
-        assert isinstance(later.exception(timeout=1), WriterStopped)
-        committer.close()
-        journal.close()
-        assert [s for s, _ in replay_all(root, native)][:1] == [1]
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
+def test_fault_fails_every_pending_and_later_submission(native, fault, code, data_dir):
+    root = data_dir
+    io, journal = faulty_store(root, native, fail_errno=code)
+    committer = GroupCommitter(journal, max_events=2, interval_ms=20)
+    assert committer.submit([(1, 1, 1, b"ok")]).result(timeout=10).last_sequence == 1
+    if fault == "write":
+        io.fail_write_at = io.writes + 1
+    else:
+        io.fail_sync_at = io.syncs + 1
+    futures = [committer.submit([(seq, 1, 1, b"x")]) for seq in range(2, 7)]
+    wait(futures, timeout=10)
+    for future in futures:
+        error = future.exception(timeout=0)
+        assert isinstance(error, WriterStopped) and error.extra["errno"] == code
+    later = committer.submit([(7, 1, 1, b"y")])
+    assert isinstance(later.exception(timeout=1), WriterStopped)
+    committer.close()
+    journal.close()
+    assert [s for s, _ in replay_all(root, native)][:1] == [1]

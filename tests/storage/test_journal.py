@@ -4,9 +4,7 @@ from __future__ import annotations
 
 import errno
 import os
-import shutil
 import struct
-import uuid
 from pathlib import Path
 
 import pytest
@@ -25,16 +23,13 @@ from tay.storage.record import decode_stream
 from tay.storage.segment import FOOTER_SIZE, HEADER_SIZE
 from tay.storage.store_marker import decode_store_marker
 
-SCRATCH = Path(__file__).resolve().parents[2] / ".tmp"
 SMALL_TARGET = 600  # test-only rotation target (below the spec minimum, explicitly allowed)
 
 
 @pytest.fixture
-def data_dir():
-    SCRATCH.mkdir(exist_ok=True)
-    path = SCRATCH / f"journal-{uuid.uuid4().hex}"
-    yield str(path)
-    shutil.rmtree(path, ignore_errors=True)
+def data_dir(data_dir):
+    """The shared scratch store directory, as the ``str`` the journal API takes."""
+    return str(data_dir)
 
 
 def records(first: int, count: int, size: int = 20) -> list[tuple[int, int, int, bytes]]:

@@ -9,10 +9,8 @@ from __future__ import annotations
 
 import hashlib
 import os
-import shutil
 import stat
 import struct
-import uuid
 from pathlib import Path
 
 import pytest
@@ -26,16 +24,7 @@ from tay.storage.record import decode_record
 from tay.storage.recovery import RecoveryOptions, TableConsumer, recover
 from tay.storage.store_marker import encode_store_marker
 
-SCRATCH = Path(__file__).resolve().parents[2] / ".tmp"
 REPLAY_ORDER = ("E1", "E2", "E3", "E4", "E6", "E5")  # the fixtures' sequence order 1..6
-
-
-@pytest.fixture
-def data_dir():
-    SCRATCH.mkdir(exist_ok=True)
-    path = SCRATCH / f"recovery-{uuid.uuid4().hex}"
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
 
 
 def tree_hash(root: Path) -> str:

@@ -8,8 +8,6 @@ with frames crossing window edges, damaged bytes, torn tails and trailing garbag
 
 from __future__ import annotations
 
-import shutil
-import uuid
 from pathlib import Path
 
 import pytest
@@ -29,7 +27,7 @@ from tay.storage.segment import (
     scan_segment,
 )
 from tay.storage.recovery import recover
-from tests.storage.test_recovery import SCRATCH, build_store, opaque
+from tests.storage.test_recovery import build_store, opaque
 
 STORE_ID = bytes(range(1, 17))
 WHOLE = 1 << 31  # larger than any test file: one native call
@@ -124,20 +122,16 @@ def test_sequence_ceiling_across_windows():
         assert garbage[:3] == ("refused", "physical_corruption", "invalid_magic")
 
 
-def test_recovery_in_small_windows_hands_the_writer_the_file_crc(monkeypatch):
+def test_recovery_in_small_windows_hands_the_writer_the_file_crc(monkeypatch, data_dir):
     monkeypatch.setattr(segment_module, "SCAN_WINDOW", 256)
-    SCRATCH.mkdir(exist_ok=True)
-    root = SCRATCH / f"windows-{uuid.uuid4().hex}"
-    try:
-        build_store(root, [opaque(1, 150), opaque(151, 50)])
-        active = Path(root, "segments", f"{1:020d}.tay")
-        journal = recover(str(root), consumer=lambda *a: None, durability="write").journal
-        assert journal.segment_crc == _native.crc32c(active.read_bytes())
-        journal._rotate()  # the seal re-reads the file and checks that CRC before the footer
-        journal.append_batch(opaque(201, 3))
-        journal.close()
-        replayed = recover(str(root), consumer=lambda *a: None, activate=False)
-        assert [v.scan.state for v in replayed.view.segments] == ["sealed", "active"]
-        assert replayed.records_replayed == 203
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
+    root = data_dir
+    build_store(root, [opaque(1, 150), opaque(151, 50)])
+    active = Path(root, "segments", f"{1:020d}.tay")
+    journal = recover(str(root), consumer=lambda *a: None, durability="write").journal
+    assert journal.segment_crc == _native.crc32c(active.read_bytes())
+    journal._rotate()  # the seal re-reads the file and checks that CRC before the footer
+    journal.append_batch(opaque(201, 3))
+    journal.close()
+    replayed = recover(str(root), consumer=lambda *a: None, activate=False)
+    assert [v.scan.state for v in replayed.view.segments] == ["sealed", "active"]
+    assert replayed.records_replayed == 203

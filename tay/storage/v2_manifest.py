@@ -1,0 +1,232 @@
+"""The Store-v2 MANIFEST (storage.md §3.3-3.4): its ten-key body, terminal retention, and
+the selection check that binds STORE, STORE-V2, CURRENT and MANIFEST together.
+
+A framing fault is ``physical_corruption``; a body fault is ``invalid_payload`` whose
+``reason`` names the manifest key (for example ``terminal_retention``).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import struct
+from dataclasses import dataclass
+from typing import Any
+
+from tay.failures import RecoveryRefused
+from tay.storage import value
+from tay.storage.definition import (
+    TIME_MAX, U64_MAX, check_exact_keys, decode_value, invalid, is_unsigned,
+)
+from tay.storage.v2_markers import check_crc, corrupt, decode_current, decode_store_v2, seal
+
+MANIFEST_MAX = 16 * 1024 * 1024
+MANIFEST_BODY_MAX = MANIFEST_MAX - 16
+HOURS_MAX = (2**63 - 1) // 3_600_000
+MINUTES_MAX = (2**63 - 1) // 60_000
+ONE_HOUR_MS = 3_600_000
+SEGMENT_BYTES_MIN, SEGMENT_BYTES_MAX = 64, 1 << 30
+
+
+# ---- terminal retention (§3.4 as widened by the seeds) ------------------------------------
+
+@dataclass(frozen=True, slots=True)
+class Retention:
+    """``unit`` is "infinity", "hours" or "minutes"; ``count`` is None for infinity."""
+
+    unit: str
+    count: int | None = None
+
+    @property
+    def duration_ms(self) -> int | None:
+        """The durable duration (0 is the full-purge marker); None keeps jobs forever."""
+        if self.unit == "infinity":
+            return None
+        return self.count * (ONE_HOUR_MS if self.unit == "hours" else 60_000)
+
+    @property
+    def runtime_ms(self) -> int | None:
+        """The policy to run with: a zero marker is normalized to the one-hour minimum."""
+        duration = self.duration_ms
+        return None if duration is None else max(duration, ONE_HOUR_MS)
+
+    def expires(self, terminal_at: int, captured_at: int) -> bool:
+        """Whether a terminal job expires at ``captured_at`` (equality included)."""
+        duration = self.duration_ms
+        return duration is not None and captured_at >= duration and (
+            terminal_at <= captured_at - duration)
+
+    def to_value(self) -> Any:
+        return "infinity" if self.unit == "infinity" else {self.unit: self.count}
+
+
+INFINITY = Retention("infinity")
+
+
+def decode_retention(obj: Any) -> Retention:
+    """A retention Value: "infinity", {"hours": 0..HOURS_MAX} or {"minutes": 0..MINUTES_MAX}."""
+    if obj == "infinity" and type(obj) is str:
+        return INFINITY
+    if type(obj) is dict and len(obj) == 1:
+        ((unit, count),) = obj.items()
+        limit = {"hours": HOURS_MAX, "minutes": MINUTES_MAX}.get(unit)
+        if limit is not None and is_unsigned(count) and count <= limit:
+            return Retention(unit, count)
+    raise invalid("terminal_retention", "terminal_retention", value=repr(obj))
+
+
+# ---- MANIFEST ----------------------------------------------------------------------
+
+MANIFEST_KEYS = frozenset({
+    "base_segments", "captured_at", "epoch_id", "source_epoch_id", "source_frontier",
+    "source_segments", "store_id", "tail_first_sequence", "tail_segment_id",
+    "terminal_retention",
+})
+BASE_KEYS = frozenset({"bytes", "digest", "first_sequence", "id", "last_sequence"})
+SOURCE_KEYS = frozenset({"digest", "id"})
+
+
+@dataclass(frozen=True, slots=True)
+class BaseSegment:
+    id: int
+    first_sequence: int
+    last_sequence: int
+    bytes: int
+    digest: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class Manifest:
+    store_id: bytes
+    epoch_id: bytes
+    captured_at: int
+    base_segments: tuple[BaseSegment, ...]
+    source_epoch_id: bytes | None
+    source_frontier: int
+    source_segments: tuple[tuple[int, bytes], ...]   # (id, digest)
+    tail_first_sequence: int
+    tail_segment_id: int
+    terminal_retention: Retention
+
+    def body(self) -> dict:
+        return {
+            "base_segments": [{"bytes": b.bytes, "digest": b.digest,
+                               "first_sequence": b.first_sequence, "id": b.id,
+                               "last_sequence": b.last_sequence} for b in self.base_segments],
+            "captured_at": self.captured_at, "epoch_id": self.epoch_id,
+            "source_epoch_id": self.source_epoch_id, "source_frontier": self.source_frontier,
+            "source_segments": [{"digest": d, "id": i} for i, d in self.source_segments],
+            "store_id": self.store_id, "tail_first_sequence": self.tail_first_sequence,
+            "tail_segment_id": self.tail_segment_id,
+            "terminal_retention": self.terminal_retention.to_value(),
+        }
+
+
+def _manifest_field(condition: bool, key: str, detail: str) -> None:
+    if not condition:
+        raise invalid(key, key, detail=detail)
+
+
+def _id_field(obj: Any, key: str, nullable: bool = False) -> bytes | None:
+    if obj is None and nullable:
+        return None
+    _manifest_field(type(obj) is bytes and len(obj) == 16 and obj != bytes(16), key,
+                    "expected 16 nonzero bytes")
+    return obj
+
+
+def _digest(obj: Any, key: str) -> bytes:
+    _manifest_field(type(obj) is bytes and len(obj) == 32, key, "expected a 32-byte digest")
+    return obj
+
+
+def _base_segments(obj: Any) -> tuple[BaseSegment, ...]:
+    key = "base_segments"
+    _manifest_field(type(obj) is list, key, "expected a list")
+    segments, next_first = [], 1
+    for index, entry in enumerate(obj, start=1):
+        check_exact_keys(entry, BASE_KEYS, f"{key}[{index}]")
+        segment = BaseSegment(entry["id"], entry["first_sequence"], entry["last_sequence"],
+                              entry["bytes"], _digest(entry["digest"], key))
+        _manifest_field(is_unsigned(segment.id) and segment.id == index, key, "ids 1..k")
+        _manifest_field(is_unsigned(segment.first_sequence)
+                        and segment.first_sequence == next_first, key, "first_sequence chain")
+        _manifest_field(is_unsigned(segment.last_sequence)
+                        and segment.last_sequence >= segment.first_sequence, key,
+                        "last_sequence >= first_sequence")
+        _manifest_field(is_unsigned(segment.bytes)
+                        and SEGMENT_BYTES_MIN <= segment.bytes <= SEGMENT_BYTES_MAX, key,
+                        "bytes 64..1 GiB")
+        segments.append(segment)
+        next_first = segment.last_sequence + 1
+    return tuple(segments)
+
+
+def _source_segments(obj: Any) -> tuple[tuple[int, bytes], ...]:
+    key = "source_segments"
+    _manifest_field(type(obj) is list, key, "expected a list")
+    out = []
+    for index, entry in enumerate(obj, start=1):
+        check_exact_keys(entry, SOURCE_KEYS, f"{key}[{index}]")
+        _manifest_field(is_unsigned(entry["id"]) and entry["id"] == index, key, "ids 1..m")
+        out.append((index, _digest(entry["digest"], key)))
+    return tuple(out)
+
+
+def manifest_from_body(body: Any) -> Manifest:
+    """Validate a decoded MANIFEST body (exactly the 10 keys and their domains)."""
+    check_exact_keys(body, MANIFEST_KEYS, "manifest")
+    base = _base_segments(body["base_segments"])
+    tail_first = base[-1].last_sequence + 1 if base else 1
+    _manifest_field(is_unsigned(body["captured_at"]) and body["captured_at"] <= TIME_MAX,
+                    "captured_at", "expected a Time")
+    _manifest_field(is_unsigned(body["source_frontier"]), "source_frontier", "expected U")
+    _manifest_field(body["tail_first_sequence"] == tail_first and tail_first <= U64_MAX
+                    and is_unsigned(body["tail_first_sequence"]), "tail_first_sequence",
+                    f"expected {tail_first}")
+    _manifest_field(is_unsigned(body["tail_segment_id"])
+                    and body["tail_segment_id"] == len(base) + 1, "tail_segment_id",
+                    f"expected {len(base) + 1}")
+    return Manifest(
+        store_id=_id_field(body["store_id"], "store_id"),
+        epoch_id=_id_field(body["epoch_id"], "epoch_id"),
+        captured_at=body["captured_at"], base_segments=base,
+        source_epoch_id=_id_field(body["source_epoch_id"], "source_epoch_id", nullable=True),
+        source_frontier=body["source_frontier"],
+        source_segments=_source_segments(body["source_segments"]),
+        tail_first_sequence=tail_first, tail_segment_id=len(base) + 1,
+        terminal_retention=decode_retention(body["terminal_retention"]),
+    )
+
+
+def decode_manifest(buf: bytes, limits: value.DecodeLimits | None = None) -> Manifest:
+    """Decode a whole MANIFEST file: size, CRC, header, L, then the body."""
+    if not 16 <= len(buf) <= MANIFEST_MAX:
+        raise corrupt("length", "MANIFEST", actual=len(buf))
+    check_crc(buf, "MANIFEST")
+    if buf[:4] != b"TAYM" or buf[4] != 1 or buf[5:8] != b"\x00\x00\x00":
+        raise corrupt("header", "MANIFEST")
+    (length,) = struct.unpack_from(">I", buf, 8)
+    if length != len(buf) - 16 or length > MANIFEST_BODY_MAX:
+        raise corrupt("body_length", "MANIFEST", declared=length, actual=len(buf) - 16)
+    return manifest_from_body(decode_value(memoryview(buf)[12:-4], limits, "manifest"))
+
+
+def encode_manifest(manifest: Manifest) -> bytes:
+    body = value.encode(manifest.body())
+    manifest_from_body(value.decode(body))  # never write what we would refuse to read
+    return seal(b"TAYM\x01\x00\x00\x00" + struct.pack(">I", len(body)) + body)
+
+
+def verify_selection(store_id: bytes, marker: bytes, current: bytes,
+                     manifest_file: bytes) -> Manifest:
+    """§3.3: the v1 STORE id, STORE-V2, CURRENT and MANIFEST agree and the digest binds."""
+    marker_id = decode_store_v2(marker)
+    pointer = decode_current(current)
+    manifest = decode_manifest(manifest_file)
+    if not store_id == marker_id == pointer.store_id == manifest.store_id:
+        raise RecoveryRefused("discovery", "store_id_mismatch", object="CURRENT")
+    if manifest.epoch_id != pointer.epoch_id:
+        raise RecoveryRefused("discovery", "epoch_id_mismatch", object="MANIFEST")
+    if hashlib.sha256(manifest_file).digest() != pointer.manifest_digest:
+        raise RecoveryRefused("discovery", "manifest_digest_mismatch", object="MANIFEST")
+    return manifest
