@@ -21,7 +21,7 @@ from typing import Callable
 from tay import _native
 from tay.failures import RecoveryRefused
 from tay.storage.record import MAGIC as RECORD_MAGIC
-from tay.storage.record import MAX_PAYLOAD, MAX_SEQUENCE, decode_record
+from tay.storage.record import MAX_PAYLOAD, MAX_SEQUENCE, Buffer, decode_record
 from tay.storage.record_table import RecordRef, RecordTable
 from tay.storage.store_marker import check_fixed_object, check_store_id, refuse_object
 from tay.storage.value import locate
@@ -43,7 +43,6 @@ _STAGING_NAME = re.compile(r"\.tay-new-([0-9]{20})-([0-9a-f]{32})\.tmp")
 # One scanned record: (offset, type, schema, sequence, payload_length). The payload is
 # buf[offset + 24 : offset + 24 + payload_length]. A scan keeps them as a ``RecordTable``
 # (columns), so a million-record replay does not hold a million tuples.
-Buffer = bytes | bytearray | memoryview
 
 
 @dataclass(frozen=True, slots=True)
