@@ -21,7 +21,8 @@ from tay.engine.config import EngineConfig
 from tay.engine.ids import RandomSource, is_identifier, job_id_from_submission, parse_job_id, random_job_id
 from tay.engine.values import Measure, UnsupportedValue, measure
 from tay.failures import RequestRefused
-from tay.storage.definition import build_definition, canonical_bytes
+from tay.storage import value
+from tay.storage.definition import LazyDefinition, build_definition
 
 OPTION_KEYS = frozenset(
     {"id", "submission_id", "delay", "delay_ms", "run_at", "retries", "timeout",
@@ -35,17 +36,17 @@ DURABILITIES = ("persistent", "volatile")
 
 @dataclass(frozen=True, slots=True)
 class JobRequest:
-    """A validated enqueue: the id, the definition map and its canonical bytes."""
+    """A validated enqueue: the id and the definition (a ``LazyDefinition``: canonical bytes)."""
 
     job_id: bytes
-    definition: dict[str, Any]
+    definition: LazyDefinition
     definition_size: int
     definition_nodes: int
     durability: str
 
     def definition_bytes(self) -> bytes:
-        """Canonical bytes, computed only when needed (same-id comparison)."""
-        return canonical_bytes(self.definition)
+        """Canonical bytes (same-id comparison)."""
+        return self.definition.canonical
 
 
 def _invalid(message: str, option: str | None = None) -> RequestRefused:
@@ -198,13 +199,15 @@ def parse_enqueue(
         scheduled_at=_scheduled_at(present, now_ms),
         timeout_ms=_timeout_ms(present, config.default_timeout_ms),
     )
-    # Size without encoding: the rest of the map measured with empty args, plus the args.
-    size = measure({**definition, "args": {}}, "definition").encoded_bytes - 5 + args_size.encoded_bytes
+    # The one encoding of this definition: the job keeps these bytes, the event splices them.
+    canonical = value.encode(definition)
+    size = len(canonical)
     if size > config.max_payload_bytes:
         raise RequestRefused(f"definition encodes to {size} bytes (limit {config.max_payload_bytes})",
                              code="capacity", reason="encoded_bytes")
     nodes = args_size.nodes + DEFINITION_FIXED_NODES
-    return JobRequest(_job_id(present, rng), definition, size, nodes, durability)
+    live = LazyDefinition.from_live(definition, canonical, args_size.encoded_bytes, args_size.nodes)
+    return JobRequest(_job_id(present, rng), live, size, nodes, durability)
 
 
 # root map (1) + 8 keys + 7 non-args values + retry_policy's 4 keys and 4 values

@@ -210,9 +210,11 @@ CHECKED_LIMITS = value.DecodeLimits(depth=256, nodes=0xFFFFFFFF, binary=0xFFFFFF
 class LazyDefinition(Mapping[str, Any]):
     """A validated definition kept as its canonical bytes plus its scalar fields.
 
-    Replay builds these from the native fast path: ``args`` (the only part that can be
-    large) is decoded on first access and cached, so a restored job costs its bytes and a
-    few scalars until something dispatches it or reports it. Reads like the plain dict
+    Replay builds these from the native fast path and the engine from a live insert
+    (``from_live``): ``args`` (the only part that can be large) is decoded on access and
+    not kept (``definition["args"]``, ``read_args``; the ``args`` property caches), so a
+    job costs its bytes and a few scalars. ``value.encode_map`` splices ``canonical``
+    as is, so an insert event never encodes its definition a second time. Reads like the plain dict
     ``validate_definition`` returns (same keys, same values, equal to it).
     ``args_nodes`` (every value and map key inside args, counted by the fast path) lets the
     engine charge its state budget without decoding args.
@@ -229,12 +231,37 @@ class LazyDefinition(Mapping[str, Any]):
         self._args: Any = _NOT_DECODED
         self._scalars = (max_attempts, queue_key, scheduled_at, timeout_ms, worker_key)
 
+    @classmethod
+    def from_live(cls, definition: Mapping[str, Any], canonical: bytes, args_bytes: int,
+                  args_nodes: int) -> "LazyDefinition":
+        """Keep a live, already validated definition as its canonical bytes only.
+
+        ``canonical`` must be ``value.encode(definition)`` and ``args_bytes`` the encoded
+        size of its args (the engine's measure gives both without a second encoding); the
+        args dict itself is dropped, which halves what a live job holds.
+        """
+        start = _ARGS_START
+        end = start + args_bytes
+        if canonical[:start] != _ARGS_PREFIX or end > len(canonical):
+            raise ValueError("canonical does not start with the args of a definition map")
+        return cls(canonical, (start, end), args_nodes, definition["max_attempts"],
+                   definition["queue_key"], definition["scheduled_at"],
+                   definition["timeout_ms"], definition["worker_key"])
+
+    def read_args(self) -> dict:
+        """A fresh decode of args that is not kept: reading never grows the job."""
+        args = self._args
+        if args is not _NOT_DECODED:
+            return args
+        start, end = self._args_span
+        # already checked, within the event's budgets, when the bytes were accepted
+        return value.decode(memoryview(self.canonical)[start:end], CHECKED_LIMITS)
+
     @property
     def args(self) -> dict:
+        """Args decoded once and cached (for callers that read them repeatedly)."""
         if self._args is _NOT_DECODED:
-            start, end = self._args_span
-            # already checked, within the event's budgets, when the event was decoded
-            self._args = value.decode(memoryview(self.canonical)[start:end], CHECKED_LIMITS)
+            self._args = self.read_args()
         return self._args
 
     def __getitem__(self, key: str) -> Any:
@@ -242,7 +269,7 @@ class LazyDefinition(Mapping[str, Any]):
         if index is not None:
             return self._scalars[index]
         if key == "args":
-            return self.args
+            return self.read_args()
         if key == "retry_policy":
             return dict(RETRY_POLICY_V1)
         if key == "definition_version":
@@ -265,6 +292,10 @@ class LazyDefinition(Mapping[str, Any]):
 _LAZY_SLOTS = {"max_attempts": 0, "queue_key": 1, "scheduled_at": 2, "timeout_ms": 3,
                "worker_key": 4}
 _DEFINITION_ORDER = sorted(DEFINITION_KEYS)
+# "args" sorts first among the keys, so its value always starts right after map header + key
+_ARGS_PREFIX = b"\x09" + len(DEFINITION_KEYS).to_bytes(4, "big") + value.encode("args")
+_ARGS_START = len(_ARGS_PREFIX)
+value.PRECODED_TYPES[LazyDefinition] = "canonical"
 
 
 def decode_definition(buf: bytes | memoryview, limits: value.DecodeLimits | None = None) -> dict:

@@ -211,9 +211,7 @@ def decode_event_exact(
 def make_event(pair: Pair, payload: dict) -> Event:
     """Build an event of a registered pair, checked by the same validator as decoding."""
     spec = _spec_for(pair)
-    payload = dict(payload)
-    if type(payload.get("definition")) is LazyDefinition:  # taken from a decoded event
-        payload["definition"] = dict(payload["definition"])
+    payload = dict(payload)  # a LazyDefinition stays one: encode_map splices its bytes
     spec.validate(payload)
     return Event(pair[0], pair[1], spec.name, MappingProxyType(payload))
 
@@ -350,7 +348,9 @@ def diagnostic(code: int) -> dict[str, int]:
 def job_inserted(job_id: bytes, at: int, definition: Mapping[str, Any]) -> Event:
     scheduled_at = definition.get("scheduled_at")
     eligible_at = at if scheduled_at is None else scheduled_at
-    return make_event(JOB_INSERTED, {"at": at, "definition": dict(definition),
+    if type(definition) is not LazyDefinition:
+        definition = dict(definition)
+    return make_event(JOB_INSERTED, {"at": at, "definition": definition,
                                      "eligible_at": eligible_at, "expected_revision": 0,
                                      "job_id": job_id})
 

@@ -234,4 +234,4 @@ def encode_mutation(mutation: Mutation) -> bytes:
                         mutation.new_revision, mutation.at, body)
     prefix = _MUTATION_PREFIX.pack(mutation.job_id, mutation.kind, mutation.expected_revision,
                                    mutation.new_revision, mutation.at)
-    return prefix + value.encode(body)
+    return prefix + value.encode_map(body)  # a live definition splices its stored bytes

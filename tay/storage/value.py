@@ -103,6 +103,9 @@ def encode(obj: Any) -> bytes:
 
 _U64_TAGGED = struct.Struct(">BQ")
 _KEY_ORDERS: dict[tuple, list[tuple[str, bytes]]] = {}
+# Types that carry their own canonical encoding, and the attribute holding it: encode_map
+# splices those bytes instead of walking the object (a live definition is encoded once).
+PRECODED_TYPES: dict[type, str] = {}
 
 
 def encode_map(mapping: Mapping[str, Any]) -> bytes:
@@ -110,7 +113,8 @@ def encode_map(mapping: Mapping[str, Any]) -> bytes:
 
     The live path encodes every event once: top-level keys are ordered once per key set
     (cached with their encoded form), unsigned ints, nil and bytes are written in place,
-    and any other value is spliced as ``encode(value)`` (canonical forms compose).
+    a ``PRECODED_TYPES`` value contributes its stored canonical bytes, and any other value
+    is spliced as ``encode(value)`` (canonical forms compose).
     """
     names = tuple(mapping)
     order = _KEY_ORDERS.get(names)
@@ -129,6 +133,8 @@ def encode_map(mapping: Mapping[str, Any]) -> bytes:
         elif kind is bytes:
             append(b"\x07" + len(item).to_bytes(4, "big"))
             append(item)
+        elif kind in PRECODED_TYPES:
+            append(getattr(item, PRECODED_TYPES[kind]))
         else:
             append(encode(item))
     return b"".join(parts)

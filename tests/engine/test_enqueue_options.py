@@ -142,3 +142,22 @@ def test_public_job_object_has_real_nulls_and_durability():
                         "scheduled_at", "completed_at", "errors", "durability"}
     assert job["completed_at"] is None and job["durability"] == "volatile"
     assert job["attempt"] == 0 and job["errors"] == []
+
+
+def test_live_job_keeps_only_canonical_definition_bytes():
+    from tay.engine import Execute
+    from tay.storage import events as ev
+    from tay.storage.definition import LazyDefinition
+
+    driver = Driver()
+    args = {"payload": "x" * 64, "n": [1, 2]}
+    job_id = driver.job_id(args=args, queue="alpha")
+    stored = definition(driver, job_id)
+    assert type(stored) is LazyDefinition and stored["args"] == args
+    sequence, event = driver.journal[-1]
+    assert event["definition"] is stored  # the insert event carries the same object
+    assert ev.decode_event(1, 1, ev.encode_event(event))["definition"] == stored
+    driver.status(job_id)
+    execute = [e for e in driver.worker().effects if isinstance(e, Execute)][0]
+    assert execute.args == args
+    assert stored._args is not args and not isinstance(stored._args, dict)  # nothing cached
