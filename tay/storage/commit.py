@@ -60,6 +60,10 @@ class GroupCommitter:
         self._queued_events = 0
         self._cond = threading.Condition()
         self._closing = False
+        # what the writer is blocked on, so submit() notifies only when it can matter:
+        # "idle" (empty queue) or "filling" (an interval batch waiting for max_events or
+        # its deadline; the timed wait ends by itself, a notify only brings it forward)
+        self._writer_wait: str | None = None
         self._stopped: WriterStopped | None = None
         self._stats = CommitStats()
         self._thread = threading.Thread(target=self._run, name="tay-journal-writer", daemon=True)
@@ -80,11 +84,16 @@ class GroupCommitter:
             if not records:
                 future.set_exception(RecoveryRefused("argument", "empty_submission"))
                 return future
+            now = self._clock()
             self._queue.append((records, future))
-            self._arrivals.append(self._clock())
+            self._arrivals.append(now)
             self._queued_events += len(records)
             self._stats.submissions += 1
-            self._cond.notify_all()
+            waiting = self._writer_wait
+            if waiting == "idle" or (waiting == "filling" and (
+                    self._queued_events >= self.max_events
+                    or now >= self._arrivals[0] + self.interval_s)):
+                self._cond.notify()
         return future
 
     def stats(self) -> CommitStats:
@@ -109,14 +118,18 @@ class GroupCommitter:
             while not self._queue:
                 if self._closing:
                     return None
+                self._writer_wait = "idle"
                 self._cond.wait()
+                self._writer_wait = None
             if self.interval_s > 0:
                 deadline = self._arrivals[0] + self.interval_s
                 while self._queued_events < self.max_events and not self._closing:
                     remaining = deadline - self._clock()
                     if remaining <= 0:
                         break
+                    self._writer_wait = "filling"
                     self._cond.wait(remaining)
+                    self._writer_wait = None
             batch = [self._take()]
             size = len(batch[0][0])
             while self._queue and size + len(self._queue[0][0]) <= self.max_events:

@@ -114,6 +114,10 @@ def new_store_id() -> bytes:
             return value
 
 
+def _identity(stat: os.stat_result) -> tuple[int, int]:
+    return (stat.st_ino, stat.st_dev)
+
+
 def _io_failure(action: str, error: OSError, path: str | None = None) -> WriterStopped:
     code = os.strerror(error.errno) if error.errno else str(error)
     return WriterStopped("io", f"{action}_failed", path=path, errno=error.errno, error=code)
@@ -253,6 +257,8 @@ class Journal:
         self.fd = -1
         self.root_fd = -1  # pinned so a swapped root or segments/ is noticed (§4)
         self.segments_fd = -1
+        self._pinned: list[tuple[int, int]] = []  # (st_ino, st_dev) of the held descriptors
+        self._pinned_for: tuple[int, ...] | None = None  # the descriptors they belong to
         self.stopped: WriterStopped | None = None
         self.syncs = 0
         self.history_bytes = 0  # every segment file's size, footers included
@@ -371,28 +377,33 @@ class Journal:
 
     def check_paths(self) -> None:
         """Poison the journal unless root, ``segments/``, the active segment and the lock
-        still name the inodes held open (§4: fstat of each fd vs fstatat of its name).
+        still name the inodes held open (§4: the held inode vs fstatat of its name).
 
         The root is looked up by its full path; the others by one name inside their pinned
         parent, which is itself checked, so each lookup is a single-component ``fstatat``.
+        An open descriptor's inode never changes, so the held identities are fstat'ed once
+        per set of descriptors (again after a rotation), not after every batch; the lock's
+        link count comes from the name's stat, which is the same inode once it matched.
         """
         io = self.io
-        held = ((self.root_fd, None, self.root),
-                (self.segments_fd, self.root_fd, layout.SEGMENTS_DIR),
-                (self.fd, self.segments_fd, segment_file_name(self.segment_id)),
-                (self.lock.fd, self.root_fd, layout.LOCK_NAME))
-        for fd, parent_fd, name in held:
-            pinned = io.fstat(fd)
+        held_fds = (self.root_fd, self.segments_fd, self.fd, self.lock.fd, self.segment_id)
+        if self._pinned_for != held_fds:
+            self._pinned = [_identity(io.fstat(fd)) for fd in held_fds[:4]]
+            self._pinned_for = held_fds
+        names = ((None, self.root), (self.root_fd, layout.SEGMENTS_DIR),
+                 (self.segments_fd, segment_file_name(self.segment_id)),
+                 (self.root_fd, layout.LOCK_NAME))
+        for pinned, (parent_fd, name) in zip(self._pinned, names):
             try:
                 named = io.lstat(name) if parent_fd is None else io.lstat_at(parent_fd, name)
             except FileNotFoundError:
                 named = None
-            if named is None or named.st_ino != pinned.st_ino or named.st_dev != pinned.st_dev:
+            if named is None or _identity(named) != pinned:
                 raise WriterStopped("changed_view", "path_changed", name=name,
                                     path=os.path.join(self.root, name), segment_id=self.segment_id)
-        if pinned.st_nlink != 1:  # the lock (checked last): no second name may reach it
+        if named.st_nlink != 1:  # the lock (checked last): no second name may reach it
             raise WriterStopped("changed_view", "path_changed", path=self.lock.path,
-                                links=pinned.st_nlink)
+                                links=named.st_nlink)
 
     def _fdatasync(self) -> None:
         self.io.fdatasync(self.fd)

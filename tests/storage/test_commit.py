@@ -134,3 +134,19 @@ def test_time_spent_behind_an_earlier_fsync_counts_toward_the_interval(gated):
     # its interval ran out behind the fsync: written now, not 60 s after the writer saw it
     assert waiting.result(timeout=10).count == 1
     committer.close()
+
+
+def test_submissions_during_an_fsync_do_not_wake_the_busy_writer_and_all_land(gated):
+    io, journal = gated
+    committer = GroupCommitter(journal, max_events=64)
+    first = committer.submit(records(1, 1))
+    assert io.entered.wait(10)  # the writer is inside fdatasync, not waiting on the lock
+    notified = []
+    real_notify = committer._cond.notify
+    committer._cond.notify = lambda n=1: (notified.append(n), real_notify(n))
+    queued = [committer.submit(records(2 + index, 1)) for index in range(5)]
+    assert notified == [] and not any(future.done() for future in queued)
+    io.gate.set()
+    assert first.result(timeout=10).count == 1
+    assert {future.result(timeout=10).count for future in queued} == {5}  # one batch
+    committer.close()
