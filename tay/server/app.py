@@ -2,20 +2,21 @@
 commit the recovery events, then listen until SIGTERM/SIGINT or a stopped writer.
 
 Startup order matters: nothing listens before recovery's own events are durable, so no
-client can observe a state that a crash right now would lose.
+client can observe a state that a crash right now would lose. ``run_serve`` recovers
+*before* importing the event-loop stack (asyncio, uvloop, the listeners): recovery needs
+none of it, so the imports no longer delay it. This module imports none of them itself.
 """
 
 from __future__ import annotations
 
-import asyncio
 import json
 import logging
 import os
-import signal
 import sys
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tay.engine.config import EngineConfig
 from tay.protocol.limits import ProtocolLimits
@@ -25,9 +26,13 @@ from tay.storage.history_budget import HistoryBudget
 from tay.storage.journal import Journal, init_store
 from tay.storage.recovery import recover
 
-from .driver import EngineDriver, mono_ms, wall_ms
-from .listener import Listener
 from .socket_path import SocketPlan, check_outside_data_dir
+
+if TYPE_CHECKING:
+    import asyncio
+
+    from .driver import EngineDriver
+    from .listener import Listener
 
 log = logging.getLogger("tay.server")
 
@@ -37,7 +42,7 @@ COMMIT_STATS_MARKER = "commit_stats "
 SWITCH_INTERVAL_S = 0.0002
 
 # An extra listener: started on the driver once recovery is durable; returns its closer.
-ExtraListener = Callable[[EngineDriver, Listener], Awaitable[Callable[[], Awaitable[None]]]]
+ExtraListener = Callable[["EngineDriver", "Listener"], Awaitable[Callable[[], Awaitable[None]]]]
 
 
 @dataclass(frozen=True)
@@ -92,7 +97,9 @@ def open_store(config: ServeConfig) -> OpenStore:
                                config.group_commit_interval_ms)
     store = OpenStore(engine, recovered.journal, committer)
     try:
-        outcome = engine.finish_recovery(wall_ms(), mono_ms())
+        # the driver's clocks (driver.wall_ms / mono_ms), without importing its asyncio
+        outcome = engine.finish_recovery(time.time_ns() // 1_000_000,
+                                         time.monotonic_ns() // 1_000_000)
         if outcome.events:
             records = [(seq, ev.type, ev.schema, encode_event(ev)) for seq, ev in outcome.events]
             committer.submit(records).result()
@@ -107,18 +114,50 @@ def _store_missing(data_dir: str) -> bool:
     return not os.path.exists(data_dir) or (os.path.isdir(data_dir) and not os.listdir(data_dir))
 
 
-async def serve(config: ServeConfig, ready: asyncio.Event | None = None,
-                extra_listeners: tuple[ExtraListener, ...] = ()) -> int:
+def run_serve(config: ServeConfig, http: Any = None) -> int:
+    """``tay serve``: recover and commit recovery first, then start the loop and listen.
+
+    With HTTP on, the HTTP stack's own start (``serve_with_http``) opens the store inside
+    ``serve`` instead, after its TLS files were checked.
+    """
+    if http is not None:
+        import uvloop
+
+        from .http_listener import serve_with_http
+
+        return uvloop.run(serve_with_http(config, http))
+    if config.socket is not None:
+        check_outside_data_dir(config.socket.path, config.data_dir)
+    store = open_store(config)
+    try:
+        import uvloop  # only now: the loop stack is not needed to recover
+    except BaseException:
+        store.close()
+        raise
+    return uvloop.run(serve(config, store=store))
+
+
+async def serve(config: ServeConfig, ready: "asyncio.Event | None" = None,
+                extra_listeners: tuple[ExtraListener, ...] = (),
+                store: OpenStore | None = None) -> int:
     """Run until SIGTERM/SIGINT. Exit 1 if the journal writer stopped meanwhile (the server
     kept answering ``unavailable`` rather than degrading), else 0.
 
+    ``store``: already opened by ``run_serve`` (recovery durable); None opens it here.
     ``extra_listeners`` (the HTTP listener) start after the socket, on the same driver,
     and close before it.
     """
-    if config.socket is not None:
-        check_outside_data_dir(config.socket.path, config.data_dir)
+    import asyncio
+    import signal
+
+    from .driver import EngineDriver
+    from .listener import Listener
+
+    if store is None:
+        if config.socket is not None:
+            check_outside_data_dir(config.socket.path, config.data_dir)
+        store = open_store(config)
     loop = asyncio.get_running_loop()
-    store = open_store(config)
     previous_interval = sys.getswitchinterval()
     sys.setswitchinterval(SWITCH_INTERVAL_S)
     driver = EngineDriver(store.engine, store.committer, loop)

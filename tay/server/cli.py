@@ -7,7 +7,6 @@ Environment variables apply when the flag is absent; flags win.
 from __future__ import annotations
 
 import argparse
-import asyncio
 import logging
 import os
 import re
@@ -76,15 +75,9 @@ def run(args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> i
         print(f"tay serve: {error.message}", file=sys.stderr)
         return 2
     try:
-        import uvloop
+        from .app import run_serve  # HTTP off: httptools and ssl are not imported at all
 
-        if http is None:  # the HTTP stack (httptools, ssl) is not imported at all
-            from .app import serve
-
-            return uvloop.run(serve(config))
-        from .http_listener import serve_with_http
-
-        return uvloop.run(serve_with_http(config, http))
+        return run_serve(config, http)
     except ConfigurationError as error:
         print(f"tay serve: {error.message}", file=sys.stderr)
         return 2

@@ -142,3 +142,37 @@ def test_serve_starts_extra_listeners_on_the_driver_and_closes_them(data_dir: st
     assert calls == ["start:True:0", "close"]
     assert sys.getswitchinterval() == before
     assert len(stats_lines(caplog.records)) == 1
+
+
+RECOVER_FIRST = """
+import sys
+from tay.server import app
+from tay.server.app import ServeConfig
+
+loaded_at_open = None
+real_open = app.open_store
+
+def spy(config):
+    global loaded_at_open
+    loaded_at_open = sorted(m for m in ("asyncio", "uvloop", "httptools") if m in sys.modules)
+    real_open(config).close()
+    raise RuntimeError("recovered")
+
+app.open_store = spy
+try:
+    app.run_serve(ServeConfig(data_dir=sys.argv[1], socket=None, init_if_missing=True,
+                              durability="write"))
+except RuntimeError:
+    pass
+print(loaded_at_open)
+"""
+
+
+def test_run_serve_recovers_before_importing_the_event_loop_stack(data_dir):
+    import subprocess
+
+    done = subprocess.run([sys.executable, "-c", RECOVER_FIRST, data_dir], capture_output=True,
+                          text=True, timeout=60, cwd=Path(__file__).resolve().parents[2])
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]"
+    assert os.path.isdir(data_dir)  # the store really was opened (initialized) then
