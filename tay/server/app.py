@@ -115,26 +115,28 @@ def _store_missing(data_dir: str) -> bool:
 
 
 def run_serve(config: ServeConfig, http: Any = None) -> int:
-    """``tay serve``: recover and commit recovery first, then start the loop and listen.
-
-    With HTTP on, the HTTP stack's own start (``serve_with_http``) opens the store inside
-    ``serve`` instead, after its TLS files were checked.
-    """
-    if http is not None:
-        import uvloop
-
-        from .http_listener import serve_with_http
-
-        return uvloop.run(serve_with_http(config, http))
+    """``tay serve``: check the socket path (and TLS files), recover and commit recovery,
+    and only then import the loop stack (uvloop, the listeners, httptools) and listen."""
     if config.socket is not None:
         check_outside_data_dir(config.socket.path, config.data_dir)
+    if http is not None and http.tls:
+        from .http_config import tls_context
+
+        tls_context(http)  # refuse bad TLS files before touching the store
     store = open_store(config)
     try:
         import uvloop  # only now: the loop stack is not needed to recover
+
+        if http is None:
+            main = serve(config, store=store)
+        else:
+            from .http_listener import serve_with_http
+
+            main = serve_with_http(config, http, store=store)
     except BaseException:
         store.close()
         raise
-    return uvloop.run(serve(config, store=store))
+    return uvloop.run(main)
 
 
 async def serve(config: ServeConfig, ready: "asyncio.Event | None" = None,

@@ -355,14 +355,18 @@ async def start_http_listener(driver: EngineDriver, config: HttpConfig,
 
 
 async def serve_with_http(config: Any, http: HttpConfig | None,
-                          ready: asyncio.Event | None = None) -> int:
+                          ready: asyncio.Event | None = None, store: Any = None) -> int:
     """``tay serve`` with the HTTP listener: ``app.serve`` (its one start-up order, recovery
-    durable before anything listens) with HTTP as an extra listener on the same driver."""
+    durable before anything listens) with HTTP as an extra listener on the same driver.
+
+    ``store``: an ``OpenStore`` already recovered by ``run_serve`` (which checked the TLS
+    files before opening it); None checks TLS here, then ``serve`` opens the store.
+    """
     from .app import serve
 
     if http is None:
-        return await serve(config, ready)
-    if http.tls:
+        return await serve(config, ready, store=store)
+    if http.tls and store is None:
         tls_context(http)  # refuse bad TLS files before touching the store
 
     async def start_http(driver: EngineDriver, listener: Any) -> Callable[[], Any]:
@@ -371,4 +375,4 @@ async def serve_with_http(config: Any, http: HttpConfig | None,
             lambda: config.limits.max_connections - len(listener.connections))
         return server.close
 
-    return await serve(config, ready, extra_listeners=(start_http,))
+    return await serve(config, ready, extra_listeners=(start_http,), store=store)

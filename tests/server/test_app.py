@@ -148,6 +148,7 @@ RECOVER_FIRST = """
 import sys
 from tay.server import app
 from tay.server.app import ServeConfig
+from tay.server.http_config import HttpConfig
 
 loaded_at_open = None
 real_open = app.open_store
@@ -159,20 +160,62 @@ def spy(config):
     raise RuntimeError("recovered")
 
 app.open_store = spy
+http = HttpConfig(port=0) if sys.argv[2] == "http" else None
 try:
     app.run_serve(ServeConfig(data_dir=sys.argv[1], socket=None, init_if_missing=True,
-                              durability="write"))
+                              durability="write"), http)
 except RuntimeError:
     pass
 print(loaded_at_open)
 """
 
 
-def test_run_serve_recovers_before_importing_the_event_loop_stack(data_dir):
+@pytest.mark.parametrize("listeners", ["socket", "http"])
+def test_run_serve_recovers_before_importing_the_event_loop_stack(data_dir, listeners):
     import subprocess
 
-    done = subprocess.run([sys.executable, "-c", RECOVER_FIRST, data_dir], capture_output=True,
-                          text=True, timeout=60, cwd=Path(__file__).resolve().parents[2])
+    done = subprocess.run([sys.executable, "-c", RECOVER_FIRST, data_dir, listeners],
+                          capture_output=True, text=True, timeout=60,
+                          cwd=Path(__file__).resolve().parents[2])
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]"
     assert os.path.isdir(data_dir)  # the store really was opened (initialized) then
+
+
+def test_run_serve_refuses_bad_tls_files_before_touching_the_store(data_dir, tmp_path):
+    from tay.failures import ConfigurationError
+    from tay.server.http_config import HttpConfig
+
+    missing = str(tmp_path / "missing.pem")
+    http = HttpConfig(port=0, certfile=missing, keyfile=missing, cacertfile=missing)
+    with pytest.raises(ConfigurationError) as refused:
+        app.run_serve(config(data_dir), http)
+    assert refused.value.option == "--http-tls-certfile"
+    assert not os.path.exists(data_dir)
+
+
+def test_run_serve_with_http_serves_on_the_recovered_store(data_dir, monkeypatch):
+    """The store ``run_serve`` opened is the one HTTP serves (no second open)."""
+    from tay.server import http_listener
+    from tay.server.http_config import HttpConfig
+
+    opened: list[object] = []
+    real_open = app.open_store
+
+    def counting_open(serve_config):
+        opened.append(serve_config.data_dir)
+        return real_open(serve_config)
+
+    async def stop_when_ready(serve_config, http, ready=None, store=None):
+        assert store is not None
+        ready = asyncio.Event()
+        task = asyncio.ensure_future(real_serve_with_http(serve_config, http, ready, store))
+        await ready.wait()
+        os.kill(os.getpid(), signal.SIGTERM)
+        return await task
+
+    real_serve_with_http = http_listener.serve_with_http
+    monkeypatch.setattr(app, "open_store", counting_open)
+    monkeypatch.setattr(http_listener, "serve_with_http", stop_when_ready)
+    assert app.run_serve(config(data_dir), HttpConfig(port=0)) == 0
+    assert opened == [data_dir]
