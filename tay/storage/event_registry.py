@@ -1,0 +1,136 @@
+"""The Event type and the registry of supported (record type, schema) pairs.
+
+Every event pair has exactly one owner module that registers its validator here
+(``tay.storage.event_v1`` for the job lifecycle, ``tay.storage.schedule_events`` for
+schedules). Decoding an unknown pair is refused as ``unsupported_semantics``; building or
+decoding a known one runs the same validator, so the engine cannot build what replay refuses.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Callable, Mapping
+
+from tay.storage import value
+from tay.storage.definition import PayloadRefused, decode_value
+
+Pair = tuple[int, int]
+Validator = Callable[[dict], None]
+
+JOB_INSERTED: Pair = (1, 1)
+JOB_AVAILABLE: Pair = (2, 1)
+JOB_STARTED: Pair = (3, 1)
+JOB_FINISHED: Pair = (4, 1)
+JOB_CANCELLED: Pair = (5, 1)
+JOB_RETRIED: Pair = (6, 1)
+RESULT_RECORDED: Pair = (10, 2)
+UNDOCUMENTED_PAIRS: frozenset[Pair] = frozenset({(12, 2)})
+JOB_PAIRS: frozenset[Pair] = frozenset(
+    {JOB_INSERTED, JOB_AVAILABLE, JOB_STARTED, JOB_FINISHED, JOB_CANCELLED, JOB_RETRIED,
+     RESULT_RECORDED}
+)
+
+@dataclass(frozen=True, slots=True)
+class Event:
+    """One decoded or built event. ``payload`` is read-only; ``raw`` caches its bytes."""
+
+    type: int
+    schema: int
+    name: str
+    payload: Mapping[str, Any]
+    raw: bytes | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def pair(self) -> Pair:
+        return (self.type, self.schema)
+
+    def __getitem__(self, key: str) -> Any:
+        return self.payload[key]
+
+    def get(self, key: str, default: Any = None) -> Any:
+        return self.payload.get(key, default)
+
+    # typed accessors for the fields every job event has
+    @property
+    def job_id(self) -> bytes | None:
+        return self.payload.get("job_id")
+
+    @property
+    def at(self) -> int:
+        return self.payload["at"]
+
+    @property
+    def expected_revision(self) -> int:
+        return self.payload["expected_revision"]
+
+    @property
+    def is_job_event(self) -> bool:
+        return self.pair in JOB_PAIRS
+
+
+@dataclass(frozen=True, slots=True)
+class _PairSpec:
+    name: str
+    validate: Validator
+
+
+_REGISTRY: dict[Pair, _PairSpec] = {}
+
+
+def register_pair(pair: Pair, name: str, validator: Validator) -> None:
+    """Make ``pair`` a supported event. ``validator(payload)`` raises ``PayloadRefused``.
+
+    Registering a pair twice is a programming error (one owner per pair).
+    """
+    if pair in _REGISTRY:
+        raise ValueError(f"event pair {pair} is already registered as {_REGISTRY[pair].name}")
+    _REGISTRY[pair] = _PairSpec(name, validator)
+
+
+def registered_pairs() -> dict[Pair, str]:
+    return {pair: spec.name for pair, spec in sorted(_REGISTRY.items())}
+
+
+def spec_for(pair: Pair) -> _PairSpec:
+    """The registered spec, or the ``unsupported_semantics`` refusal for the pair."""
+    spec = _REGISTRY.get(pair)
+    if spec is not None:
+        return spec
+    event_type, schema = pair
+    if pair in UNDOCUMENTED_PAIRS:
+        raise PayloadRefused(
+            "unsupported_semantics", "undocumented_payload_layout",
+            event_type=event_type, schema=schema,
+        )
+    known_type = any(registered_type == event_type for registered_type, _ in _REGISTRY)
+    reason = "unsupported_payload_schema" if known_type else "unknown_event_type"
+    raise PayloadRefused("unsupported_semantics", reason, event_type=event_type, schema=schema)
+
+def decode_event_exact(
+    event_type: int, schema: int, payload: bytes | memoryview,
+    limits: value.DecodeLimits | None = None,
+) -> Event:
+    """The reference decoder: Value decode, then the pair's validator (every refusal)."""
+    pair = (event_type, schema)
+    spec = spec_for(pair)
+    obj = decode_value(payload, limits, spec.name)
+    spec.validate(obj)
+    return Event(event_type, schema, spec.name, MappingProxyType(obj), bytes(payload))
+
+
+def make_event(pair: Pair, payload: dict) -> Event:
+    """Build an event of a registered pair, checked by the same validator as decoding."""
+    spec = spec_for(pair)
+    payload = dict(payload)  # a LazyDefinition stays one: encode_map splices its bytes
+    spec.validate(payload)
+    return Event(pair[0], pair[1], spec.name, MappingProxyType(payload))
+
+
+def encode_event(event: Event) -> bytes:
+    """The canonical payload bytes of an event."""
+    if event.raw is not None:
+        return event.raw
+    return value.encode_map(event.payload)
+
+

@@ -1,0 +1,217 @@
+"""Event-v1: the job lifecycle pairs (1..6, schema 1) and result_recorded (10,2).
+
+Payload validators (registered with ``tay.storage.event_registry`` on import) and the
+builders the engine uses to create these events; both check with the same rules.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Mapping
+
+from tay.storage.definition import (
+    LazyDefinition,
+    check_attempt,
+    check_exact_keys,
+    check_job_id,
+    check_json_value,
+    check_optional,
+    check_seq,
+    check_time,
+    check_unsigned,
+    invalid,
+    is_unsigned,
+    validate_definition,
+)
+from tay.storage.event_registry import (
+    JOB_AVAILABLE,
+    JOB_CANCELLED,
+    JOB_FINISHED,
+    JOB_INSERTED,
+    JOB_RETRIED,
+    JOB_STARTED,
+    RESULT_RECORDED,
+    Event,
+    make_event,
+    register_pair,
+)
+
+# outcome codes, dispositions, retry modes and diagnostic codes (§6.1)
+SUCCESS, WORKER_FAILURE, TIMEOUT, INTERRUPTED = 0, 1, 2, 3
+COMPLETED, RETRYABLE, DISCARDED = 0, 1, 2
+MODE_EXPEDITE, MODE_NEW_CYCLE = 0, 1
+DIAG_ERROR_RETURN, DIAG_RAISE, DIAG_THROW, DIAG_WORKER_EXIT = 1, 2, 3, 4
+DIAG_TIMEOUT, DIAG_BAD_RETURN, DIAG_INTERRUPTED = 5, 6, 7
+
+# outcome -> (allowed diagnostic codes (None: diagnostic must be nil), allowed dispositions)
+OUTCOME_RULES: dict[int, tuple[frozenset[int] | None, frozenset[int]]] = {
+    SUCCESS: (None, frozenset({COMPLETED})),
+    WORKER_FAILURE: (frozenset({1, 2, 3, 4, 6}), frozenset({RETRYABLE, DISCARDED})),
+    TIMEOUT: (frozenset({5}), frozenset({RETRYABLE, DISCARDED})),
+    INTERRUPTED: (frozenset({7}), frozenset({RETRYABLE})),
+}
+
+
+# ---- payload validators ----------------------------------------------------------------
+
+def _common(payload: Any, keys: frozenset[str], name: str, *, insert: bool = False) -> dict:
+    check_exact_keys(payload, keys, name)
+    check_time(payload["at"], f"{name}.at")
+    check_job_id(payload["job_id"], f"{name}.job_id")
+    if insert:
+        if not (is_unsigned(payload["expected_revision"]) and payload["expected_revision"] == 0):
+            raise invalid("expected_revision must be 0 for an insert", f"{name}.expected_revision")
+    else:
+        check_seq(payload["expected_revision"], f"{name}.expected_revision")
+    return payload
+
+
+_COMMON_KEYS = frozenset({"at", "expected_revision", "job_id"})
+
+
+def _keys(*names: str) -> frozenset[str]:
+    return _COMMON_KEYS | frozenset(names)
+
+
+def _validate_inserted(payload: Any) -> None:
+    _common(payload, _keys("definition", "eligible_at"), "job_inserted", insert=True)
+    definition = validate_definition(payload["definition"], "job_inserted.definition")
+    check_time(payload["eligible_at"], "job_inserted.eligible_at")
+    scheduled_at = definition["scheduled_at"]
+    expected = payload["at"] if scheduled_at is None else scheduled_at
+    if payload["eligible_at"] != expected:
+        raise invalid("eligible_at must equal scheduled_at (or at when unscheduled)",
+                      "job_inserted.eligible_at")
+
+
+def _validate_available(payload: Any) -> None:
+    _common(payload, _keys("due_at"), "job_available")
+    check_time(payload["due_at"], "job_available.due_at")
+    if payload["due_at"] > payload["at"]:
+        raise invalid("due_at must not be after at", "job_available.due_at")
+
+
+def _validate_started(payload: Any) -> None:
+    _common(payload, _keys("attempt", "cycle_token"), "job_started")
+    check_attempt(payload["attempt"], "job_started.attempt")
+    check_seq(payload["cycle_token"], "job_started.cycle_token")
+
+
+def check_diagnostic(obj: Any, field: str) -> int:
+    """Diagnostic v1: exactly ``{"code": U, "version": 1}``; returns the code."""
+    check_exact_keys(obj, frozenset({"code", "version"}), field)
+    if not (is_unsigned(obj["version"]) and obj["version"] == 1):
+        raise invalid("diagnostic version must be 1", f"{field}.version")
+    return check_unsigned(obj["code"], f"{field}.code", 1, 7)
+
+
+def _validate_finished(payload: Any) -> None:
+    name = "job_finished"
+    _common(payload, _keys("diagnostic", "disposition", "execution_token", "next_attempt",
+                           "next_due_at", "outcome"), name)
+    check_seq(payload["execution_token"], f"{name}.execution_token")
+    outcome = check_unsigned(payload["outcome"], f"{name}.outcome", 0, 3)
+    codes, dispositions = OUTCOME_RULES[outcome]
+    if codes is None:
+        if payload["diagnostic"] is not None:
+            raise invalid("a successful outcome has no diagnostic", f"{name}.diagnostic")
+    elif payload["diagnostic"] is None or check_diagnostic(
+        payload["diagnostic"], f"{name}.diagnostic"
+    ) not in codes:
+        raise invalid(f"outcome {outcome} needs a diagnostic code in {sorted(codes)}",
+                      f"{name}.diagnostic")
+    disposition = check_unsigned(payload["disposition"], f"{name}.disposition", 0, 2)
+    if disposition not in dispositions:
+        raise invalid(f"outcome {outcome} allows dispositions {sorted(dispositions)}",
+                      f"{name}.disposition")
+    if disposition == RETRYABLE:
+        check_attempt(payload["next_attempt"], f"{name}.next_attempt")
+        check_time(payload["next_due_at"], f"{name}.next_due_at")
+    else:
+        for key in ("next_attempt", "next_due_at"):
+            if payload[key] is not None:
+                raise invalid("must be nil unless the disposition is retryable", f"{name}.{key}")
+
+
+def _validate_cancelled(payload: Any) -> None:
+    _common(payload, _keys("execution_token"), "job_cancelled")
+    check_optional(payload["execution_token"], "job_cancelled.execution_token", check_seq)
+
+
+def _validate_retried(payload: Any) -> None:
+    _common(payload, _keys("mode", "new_due_at"), "job_retried")
+    check_unsigned(payload["mode"], "job_retried.mode", 0, 1)
+    check_time(payload["new_due_at"], "job_retried.new_due_at")
+    if payload["new_due_at"] != payload["at"]:
+        raise invalid("new_due_at must equal at", "job_retried.new_due_at")
+
+
+def _validate_result_recorded(payload: Any) -> None:
+    _common(payload, _keys("result"), "result_recorded")
+    check_json_value(payload["result"], "result_recorded.result")
+
+
+for _pair, _name, _validator in (
+    (JOB_INSERTED, "job_inserted", _validate_inserted),
+    (JOB_AVAILABLE, "job_available", _validate_available),
+    (JOB_STARTED, "job_started", _validate_started),
+    (JOB_FINISHED, "job_finished", _validate_finished),
+    (JOB_CANCELLED, "job_cancelled", _validate_cancelled),
+    (JOB_RETRIED, "job_retried", _validate_retried),
+    (RESULT_RECORDED, "result_recorded", _validate_result_recorded),
+):
+    register_pair(_pair, _name, _validator)
+
+
+# ---- builders (the engine creates events only through these) ---------------------------
+
+def diagnostic(code: int) -> dict[str, int]:
+    return {"code": code, "version": 1}
+
+
+def job_inserted(job_id: bytes, at: int, definition: Mapping[str, Any]) -> Event:
+    scheduled_at = definition.get("scheduled_at")
+    eligible_at = at if scheduled_at is None else scheduled_at
+    if type(definition) is not LazyDefinition:
+        definition = dict(definition)
+    return make_event(JOB_INSERTED, {"at": at, "definition": definition,
+                                     "eligible_at": eligible_at, "expected_revision": 0,
+                                     "job_id": job_id})
+
+
+def job_available(job_id: bytes, at: int, expected_revision: int, due_at: int) -> Event:
+    return make_event(JOB_AVAILABLE, {"at": at, "due_at": due_at,
+                                      "expected_revision": expected_revision, "job_id": job_id})
+
+
+def job_started(job_id: bytes, at: int, expected_revision: int, attempt: int,
+                cycle_token: int) -> Event:
+    return make_event(JOB_STARTED, {"at": at, "attempt": attempt, "cycle_token": cycle_token,
+                                    "expected_revision": expected_revision, "job_id": job_id})
+
+
+def job_finished(job_id: bytes, at: int, expected_revision: int, *, execution_token: int,
+                 outcome: int, diagnostic_code: int | None, disposition: int,
+                 next_attempt: int | None = None, next_due_at: int | None = None) -> Event:
+    return make_event(JOB_FINISHED, {
+        "at": at,
+        "diagnostic": None if diagnostic_code is None else diagnostic(diagnostic_code),
+        "disposition": disposition, "execution_token": execution_token,
+        "expected_revision": expected_revision, "job_id": job_id,
+        "next_attempt": next_attempt, "next_due_at": next_due_at, "outcome": outcome,
+    })
+
+
+def job_cancelled(job_id: bytes, at: int, expected_revision: int,
+                  execution_token: int | None) -> Event:
+    return make_event(JOB_CANCELLED, {"at": at, "execution_token": execution_token,
+                                      "expected_revision": expected_revision, "job_id": job_id})
+
+
+def job_retried(job_id: bytes, at: int, expected_revision: int, mode: int) -> Event:
+    return make_event(JOB_RETRIED, {"at": at, "expected_revision": expected_revision,
+                                    "job_id": job_id, "mode": mode, "new_due_at": at})
+
+
+def result_recorded(job_id: bytes, at: int, expected_revision: int, result: Any) -> Event:
+    return make_event(RESULT_RECORDED, {"at": at, "expected_revision": expected_revision,
+                                        "job_id": job_id, "result": result})
