@@ -4,6 +4,9 @@ with the ``spawn`` start method, so each is a fresh interpreter like a real depl
 Producers: caller ``c`` submits every job ``i`` with ``i % callers == c``, one at a time,
 timing each insert round trip (send to durable acknowledgement). Workers: our SDK with a
 no-op async handler; each bumps a shared counter per execution for the progress bar.
+
+Both run the SDK on uvloop (as the server does): on a 2-core box the clients' CPU per job
+is part of the measured system, and the stdlib loop roughly doubles their loop overhead.
 """
 
 from __future__ import annotations
@@ -13,6 +16,8 @@ import time
 from array import array
 from dataclasses import dataclass
 from typing import Any
+
+import uvloop
 
 from .profile import Profile
 
@@ -27,7 +32,7 @@ class ProducerPlan:
 def producer_main(plan: ProducerPlan, ready: Any, go: Any, submitted: Any, results: Any) -> None:
     """Connect, signal ready, wait for ``go``, run the callers, send back the timings."""
     try:
-        outcome = asyncio.run(_produce(plan, ready, go, submitted))
+        outcome = uvloop.run(_produce(plan, ready, go, submitted))
     except BaseException as error:  # the harness must hear about it, not hang
         outcome = {"error": f"{type(error).__name__}: {error}"}
     results.put(outcome)
@@ -64,7 +69,7 @@ async def _produce(plan: ProducerPlan, ready: Any, go: Any, submitted: Any) -> d
 
 def worker_main(socket_path: str, task_name: str, capacity: int, ready: Any, stop: Any,
                 executed: Any) -> None:
-    asyncio.run(_work(socket_path, task_name, capacity, ready, stop, executed))
+    uvloop.run(_work(socket_path, task_name, capacity, ready, stop, executed))
 
 
 async def _work(socket_path: str, task_name: str, capacity: int, ready: Any, stop: Any,

@@ -52,10 +52,12 @@ class Link:
 
     # -- sending -----------------------------------------------------------------------
 
-    def _write(self, message: Mapping[str, Any]) -> None:
+    def _write(self, message: dict[str, Any]) -> None:
+        """``message`` is an ``envelope`` result (normalized already)."""
         if self.closed.is_set() or self._writer.is_closing():
             raise ConnectionLost("the connection to Tay is closed; the message was not sent")
-        self._writer.write(encode_frame(message, max_frame_bytes=self.max_frame_bytes))
+        self._writer.write(encode_frame(message, max_frame_bytes=self.max_frame_bytes,
+                                        normalized=True))
 
     async def _drain(self) -> None:
         try:

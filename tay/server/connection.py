@@ -117,6 +117,9 @@ class Connection(asyncio.Protocol):
         if isinstance(effect, Refuse):
             self._write(error_frame(effect.failure, request_id))
             return
+        if type(effect) is Reply:  # the common case: no intermediate message dict
+            self._write(message_frame(effect.type, request_id, effect.fields))
+            return
         message = effect.message()
         self._write(message_frame(message.pop("type"), message.pop("request_id", None), message))
 
