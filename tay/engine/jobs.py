@@ -35,15 +35,19 @@ class JobEntry:
         return "volatile" if self.volatile else "persistent"
 
 
-def public_job(entry: JobEntry) -> dict[str, Any]:
-    """The public job object of protocol.md §1.7 (real JSON nulls, plus ``durability``)."""
+def public_job(entry: JobEntry, args: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The public job object of protocol.md §1.7 (real JSON nulls, plus ``durability``).
+
+    ``args``: a dict equal to the stored args *and* in their canonical key order (see
+    ``canonical_order``), so the stored bytes need not be decoded again; None decodes them.
+    """
     job = entry.state
     definition = job.definition
     waiting = job.state in ("scheduled", "available", "retryable")
     return {
         "id": job.id.hex(),
         "task": definition["worker_key"],
-        "args": definition["args"],
+        "args": definition["args"] if args is None else args,
         "state": job.state,
         "attempt": job.attempt,
         "max_attempts": definition["max_attempts"],
@@ -53,3 +57,25 @@ def public_job(entry: JobEntry) -> dict[str, Any]:
         "errors": [dict(job.diagnostic)] if job.diagnostic is not None else [],
         "durability": entry.durability,
     }
+
+
+def canonical_order(value: Any) -> bool:
+    """Whether every object inside ``value`` already lists its keys in canonical Value order.
+
+    Canonical maps sort keys by code point (= UTF-8 byte order), so such a value, once
+    stored, decodes to an equal dict with the same key order: replies may show it directly.
+    """
+    kind = type(value)
+    if kind is dict:
+        previous = None
+        for key, item in value.items():
+            if previous is not None and not previous < key:
+                return False
+            previous = key
+            if (type(item) is dict or type(item) is list) and not canonical_order(item):
+                return False
+        return True
+    if kind is list:
+        return all(canonical_order(item) for item in value
+                   if type(item) is dict or type(item) is list)
+    return True

@@ -10,7 +10,7 @@ from tay.engine.admission import job_charge
 from tay.engine.commands import Cancel, Enqueue, Result, Status
 from tay.engine.effects import CancelExecution, Outcome, Reply
 from tay.engine.ids import parse_job_id, random_token
-from tay.engine.jobs import JobEntry, public_job
+from tay.engine.jobs import JobEntry, canonical_order, public_job
 from tay.engine.options import parse_enqueue
 from tay.engine.state import EngineState
 from tay.failures import RequestRefused
@@ -37,6 +37,7 @@ class ProducerCommands(EngineState):
     def _enqueue(self, cmd: Enqueue, now_ms: int, mono_ms: int, out: Outcome) -> None:
         request = parse_enqueue(cmd.task, cmd.args, cmd.options, now_ms, self.config, self.rng)
         entry = self.jobs.get(request.job_id)
+        reply_args = None  # the stored args are decoded for the reply unless reusable
         if entry is not None:
             if (entry.durability != request.durability
                     or entry.state.definition_bytes != request.definition_bytes()):
@@ -50,8 +51,10 @@ class ProducerCommands(EngineState):
             event = ev.job_inserted(request.job_id, now_ms, request.definition)
             entry = self._commit(None, event, request.durability == "volatile", out,
                                  nodes=request.definition_nodes)
+            if canonical_order(cmd.args):  # the bytes just stored encode exactly these args
+                reply_args = cmd.args
         self._reply(out, cmd.conn, cmd.request_id, "enqueued", job_id=request.job_id.hex(),
-                    job=public_job(entry))
+                    job=public_job(entry, reply_args))
         self._dispatch(now_ms, mono_ms, out)
 
     def _status(self, cmd: Status, now_ms: int, mono_ms: int, out: Outcome) -> None:

@@ -8,6 +8,8 @@ import pytest
 
 from tay.engine import commands as c
 
+from .conftest import reply
+
 
 def test_equality_is_per_class_and_field_wise():
     assert c.Enqueue("p", "r", "t", {"a": 1}) == c.Enqueue("p", "r", "t", {"a": 1}, {})
@@ -48,3 +50,42 @@ def test_repr_and_match_positional_patterns():
         case _:
             pytest.fail("positional pattern did not match")
     assert c.UnregisterTasks.__match_args__ == ("conn", "tasks", "request_id")
+
+
+# -- the enqueue reply's args: reused from the request only when they are canonical ------
+
+from hypothesis import given, settings, strategies as st  # noqa: E402
+
+from tay.engine.jobs import canonical_order  # noqa: E402
+from tay.storage import value  # noqa: E402
+
+_json = st.recursive(
+    st.none() | st.booleans() | st.integers(-(2**63), 2**64 - 1)
+    | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=5),
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=4), inner,
+                                                                max_size=4),
+    max_leaves=12)
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.dictionaries(st.text(max_size=4), _json, max_size=5))
+def test_canonical_order_means_the_stored_args_decode_identically(args):
+    decoded = value.decode(value.encode(args))
+    if canonical_order(args):
+        assert repr(decoded) == repr(args)  # same values, types and key order
+    assert canonical_order(decoded)
+
+
+def test_canonical_order_refuses_unsorted_keys_at_any_depth():
+    assert canonical_order({"a": 1, "b": [{"x": 1, "y": 2}]})
+    assert not canonical_order({"b": 1, "a": 1})
+    assert not canonical_order({"a": [{"y": 1, "x": 2}]})
+    assert not canonical_order({"a": {"b": {"d": 1, "c": 1}}})
+
+
+@pytest.mark.parametrize("args", [{"b": 1, "a": {"d": 2, "c": 3}}, {"a": 1, "b": [2.0, {"c": None}]}])
+def test_enqueue_reply_shows_args_in_canonical_order(driver, args):
+    job = reply(driver.enqueue(args=args)).fields["job"]
+    assert job["args"] == args
+    assert repr(job["args"]) == repr(value.decode(value.encode(args)))
+    assert job == driver.status(job["id"])  # a later read shows the very same job object
