@@ -48,6 +48,13 @@ def connect(server: Server) -> socket.socket:
     (frame(b'{"version":1,"type":"heartbeat","request_id":"r","d":' + b"[" * 40 + b"]" * 40 + b"}"),
      "invalid_frame"),
     (frame(b'{"version":1,"type":"heartbeat","request_id":"\xff"}'), "malformed_json"),
+    (frame(b'{"version":2,"type":"heartbeat","request_id":"r"}'), "unsupported_version"),
+    (frame(b'{"type":"heartbeat","request_id":"r"}'), "unsupported_version"),
+    (b"\x00\x00\x00\x00", "invalid_frame"),
+    (frame(b'{"version":1,"type":"heartbeat"}'), "invalid_frame"),
+    (frame(b'{"version":1,"type":"heartbeat","request_id":""}'), "invalid_frame"),
+    (frame(b'{"version":1,"v":2,"type":"heartbeat","request_id":"r"}'), "invalid_frame"),
+    (frame(b'[1,2]'), "invalid_frame"),
 ])
 def test_bad_frame_closes_only_that_connection(server: Server, data: bytes, code: str) -> None:
     good, bad = connect(server), connect(server)
