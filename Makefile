@@ -13,7 +13,7 @@ DATA_DIR    ?= var/data
 DURABILITY  ?= sync
 PYTEST_ARGS ?=
 
-.PHONY: venv native client-venv run test bench bench-micro clean
+.PHONY: venv native client-venv run test bench bench-peers bench-deps bench-micro clean
 
 venv: $(STAMP)
 
@@ -43,7 +43,17 @@ test: venv client-venv
 	TAY_CLIENT_PYTHON=$(abspath $(CLIENT_PY)) $(PY) -m pytest -q $(PYTEST_ARGS)
 
 bench: venv
+	$(PY) -m pip install --quiet -e '.[dev,bench]'
 	$(VENV)/bin/tay bench reference
+
+# The peers need Debian's beanstalkd and redis-server (root, as on the project's machines).
+bench-deps:
+	command -v beanstalkd >/dev/null && command -v redis-server >/dev/null || \
+		{ apt-get update -qq && apt-get install -y -qq beanstalkd redis-server; }
+
+bench-peers: venv bench-deps
+	$(PY) -m pip install --quiet -e '.[dev,bench]'
+	$(PY) -m benchmarks.peers.run_peers --jobs 10000
 
 bench-micro: venv
 	$(PY) -m pytest benchmarks/micro -q --benchmark-only --timeout=0
