@@ -60,6 +60,26 @@ int tay_value_scan(const uint8_t *data, size_t size, uint32_t max_depth, uint64_
                    size_t *error_offset);
 int tay_utf8_valid(const uint8_t *data, size_t length);
 
+/* ---- JSON <-> canonical Value transcoding (json_value.c, value_json.c) ----
+ * Return 0 or -code: the TAY_V_* codes above where the reason is shared with the Value
+ * codec (invalid_utf8, non_finite_float, depth_limit, and every decode reason for
+ * value_to_json), or one of these. */
+#define TAY_J_MALFORMED 13
+#define TAY_J_DUPLICATE_KEY 14
+#define TAY_J_INTEGER_RANGE 15
+#define TAY_J_UNSUPPORTED_TYPE 16
+#define TAY_J_OUTPUT_FULL 17
+#define TAY_J_NO_MEMORY 18
+#define TAY_J_INPUT_SIZE 19
+int tay_json_to_value(const uint8_t *json, size_t size, uint8_t *out, size_t out_capacity,
+                      size_t *out_length, size_t *error_offset);
+int tay_value_to_json(const uint8_t *data, size_t size, uint32_t max_depth, uint64_t max_nodes,
+                      uint64_t max_binary, size_t tape_capacity, uint8_t *tags, uint64_t *values,
+                      uint32_t *offsets, double *reals, uint8_t *out, size_t out_capacity,
+                      size_t *out_length, size_t *error_offset);
+/* strtod in the "C" locale whatever LC_NUMERIC says (used by both directions) */
+double tay_strtod_c(const char *text, char **end);
+
 /* ---- Event-v1 batch fast path (events.c) ---- */
 #define TAY_EVENT_FAST 0
 #define TAY_EVENT_SLOW 1

@@ -19,6 +19,12 @@ API (see docs/native.md for the details and error conventions):
   bytes, ``array('I')``; sequences are ``first_sequence + index``), ~14 bytes per record.
 - ``value_encode(obj) -> bytes`` / ``value_decode(buf, max_depth=64, max_nodes=100_000,
   max_binary=16_777_216)``; errors are ``ValueCodecError(reason, offset)``.
+- ``json_to_value(json) -> bytes``: canonical Value bytes straight from JSON text (keys
+  sorted by UTF-8 bytes, duplicates refused); ``value_to_json(buf, max_depth, max_nodes,
+  max_binary) -> bytes``: the compact JSON orjson writes for the decoded Value. Errors are
+  ``ValueCodecError`` (JSON reasons: ``malformed_json``, ``duplicate_key``,
+  ``integer_out_of_range``, ``invalid_utf8``, ``non_finite_float``, ``depth_limit`` at input
+  offsets; ``unsupported_type`` for bytes in value_to_json).
 - ``events_scan(buf, [(payload_offset, length, type, schema), ...], max_depth, max_nodes,
   max_binary) -> list[int]``: the Event-v1 batch fast path, ``EVENT_ROW`` (24) ints per
   record; slot 0 is 0 (fast: fields filled) or 1 (slow: decode it with the exact decoder).
@@ -61,6 +67,8 @@ scan_records = _active.scan_records
 scan_record_columns = _active.scan_record_columns
 value_encode = _active.value_encode
 value_decode = _active.value_decode
+json_to_value = _active.json_to_value
+value_to_json = _active.value_to_json
 split_frames = _active.split_frames
 events_scan = _active.events_scan
 write_all_at = _active.write_all_at
@@ -74,7 +82,7 @@ filesystem_magic = _active.filesystem_magic
 __all__ = [
     "IMPLEMENTATION", "CRC32C_IMPLEMENTATION", "ValueCodecError", "RESOURCE_REASONS",
     "crc32c", "encode_records", "scan_records", "scan_record_columns", "value_encode",
-    "value_decode",
+    "value_decode", "json_to_value", "value_to_json",
     "split_frames", "events_scan", "write_all_at", "fdatasync", "fsync", "fsync_dir", "flock_exclusive",
     "rename_noreplace", "filesystem_magic",
 ]

@@ -22,6 +22,9 @@ DECODE_REASONS = (
 )
 RESOURCE_REASONS = frozenset({"depth_limit", "node_limit", "binary_limit"})
 ENCODE_REASONS = ("unsupported_type", "integer_out_of_range", "invalid_utf8", "non_finite_float")
+# json_to_value adds these (plus invalid_utf8, non_finite_float, depth_limit, at input
+# offsets); value_to_json adds unsupported_type (bytes) to the decode reasons.
+JSON_REASONS = ("malformed_json", "duplicate_key", "integer_out_of_range", "unsupported_type")
 
 
 class ValueCodecError(ValueError):

@@ -20,6 +20,7 @@ from tay._native._pure_fileops import (
     write_all_at,
 )
 from tay._native._pure_events import events_scan as events_scan
+from tay._native._pure_json import json_to_value, value_to_json
 from tay._native._pure_value import value_decode, value_encode
 from tay._native.checks import (
     MAX_PAYLOAD,
@@ -35,6 +36,7 @@ CRC32C_IMPLEMENTATION = "software"
 __all__ = [
     "IMPLEMENTATION", "CRC32C_IMPLEMENTATION", "ValueCodecError", "crc32c", "encode_records",
     "scan_records", "scan_record_columns", "value_encode", "value_decode", "split_frames",
+    "json_to_value", "value_to_json",
     "write_all_at",
     "fdatasync", "fsync", "fsync_dir", "flock_exclusive", "rename_noreplace",
     "filesystem_magic", "RECORD_MAGIC", "MAX_PAYLOAD",
