@@ -187,7 +187,8 @@ static int write_node(json_writer *w) {
     }
 }
 
-int tay_value_to_json(const uint8_t *data, size_t size, uint32_t max_depth, uint64_t max_nodes,
+/* Checks the Value (tay_value_scan), refuses bytes, then writes the JSON from the tape. */
+static int write_json(const uint8_t *data, size_t size, uint32_t max_depth, uint64_t max_nodes,
                       uint64_t max_binary, size_t tape_capacity, uint8_t *tags, uint64_t *values,
                       uint32_t *offsets, double *reals, uint8_t *out, size_t out_capacity,
                       size_t *out_length, size_t *error_offset) {
@@ -208,4 +209,35 @@ int tay_value_to_json(const uint8_t *data, size_t size, uint32_t max_depth, uint
     }
     *out_length = w.length;
     return 0;
+}
+
+/* The tape lives on the stack for small values and in one malloc'd block otherwise. */
+#define SMALL_TAPE 128
+
+int tay_value_to_json(const uint8_t *data, size_t size, uint32_t max_depth, uint64_t max_nodes,
+                      uint64_t max_binary, uint8_t *out, size_t out_capacity,
+                      size_t *out_length, size_t *error_offset) {
+    uint8_t small_tags[SMALL_TAPE];
+    uint64_t small_values[SMALL_TAPE];
+    uint32_t small_offsets[SMALL_TAPE];
+    double small_reals[SMALL_TAPE];
+    uint8_t *tags = small_tags;
+    uint64_t *values = small_values;
+    uint32_t *offsets = small_offsets;
+    double *reals = small_reals;
+    void *block = NULL;
+    size_t capacity = size < max_nodes ? size : (size_t)max_nodes;  /* a node takes >= 1 byte */
+    if (capacity < 1) capacity = 1;
+    if (capacity > SMALL_TAPE) {
+        block = malloc(capacity * (sizeof *values + sizeof *reals + sizeof *offsets + 1));
+        if (!block) { *error_offset = 0; *out_length = 0; return -TAY_J_NO_MEMORY; }
+        values = block;
+        reals = (double *)(values + capacity);
+        offsets = (uint32_t *)(reals + capacity);
+        tags = (uint8_t *)(offsets + capacity);
+    }
+    int rc = write_json(data, size, max_depth, max_nodes, max_binary, capacity, tags, values,
+                        offsets, reals, out, out_capacity, out_length, error_offset);
+    free(block);
+    return rc;
 }

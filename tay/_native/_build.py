@@ -45,8 +45,7 @@ int tay_events_scan(const uint8_t *buf, size_t count, const uint64_t *offsets,
 int tay_json_to_value(const uint8_t *json, size_t size, uint8_t *out, size_t out_capacity,
                       size_t *out_length, size_t *error_offset);
 int tay_value_to_json(const uint8_t *data, size_t size, uint32_t max_depth, uint64_t max_nodes,
-                      uint64_t max_binary, size_t tape_capacity, uint8_t *tags, uint64_t *values,
-                      uint32_t *offsets, double *reals, uint8_t *out, size_t out_capacity,
+                      uint64_t max_binary, uint8_t *out, size_t out_capacity,
                       size_t *out_length, size_t *error_offset);
 
 int tay_split_frames(const uint8_t *buf, size_t size, uint32_t max_frame, size_t capacity,

@@ -340,37 +340,34 @@ def json_to_value(json: Any) -> bytes:
     size = len(data)
     if size > 0xFFFFFFFF:
         raise ValueError(f"JSON input of {size} bytes exceeds 4 GiB")
-    out_length, error_offset = ffi.new("size_t *"), ffi.new("size_t *")
+    results = ffi.new("size_t[2]")  # output length, error offset
     # 2x covers text-heavy documents; 9x (a 1-byte number -> 9 bytes) always suffices
     for capacity in (2 * size + 64, 9 * size + 16):
         out = _new_uncleared("uint8_t[]", capacity)
-        rc = lib.tay_json_to_value(data, size, out, capacity, out_length, error_offset)
+        rc = lib.tay_json_to_value(data, size, out, capacity, results, results + 1)
         if rc != -lib.TAY_J_OUTPUT_FULL:
             break
     if rc < 0:
-        raise _transcode_error(rc, error_offset[0])
-    return ffi.buffer(out, out_length[0])[:]
+        raise _transcode_error(rc, results[1])
+    return ffi.unpack(ffi.cast("char *", out), results[0])
 
 
 def value_to_json(
     buf: Any, max_depth: int = 64, max_nodes: int = 100_000, max_binary: int = 16_777_216
 ) -> bytes:
     """Compact JSON (orjson's bytes) of the Value in ``buf``; ValueCodecError if refused."""
-    check_limits(max_depth, max_nodes, max_binary)
-    source = ffi.from_buffer("uint8_t[]", buf)
+    if not (0 <= max_depth <= 256 and 0 <= max_nodes <= 0xFFFFFFFF and 0 <= max_binary <= 0xFFFFFFFF):
+        check_limits(max_depth, max_nodes, max_binary)  # raises, naming the parameter
+    source = buf if type(buf) is bytes else ffi.from_buffer("uint8_t[]", buf)
     size = len(source)
-    capacity = max(1, min(size, max_nodes))  # every node takes at least one byte
-    tags, values = _new_uncleared("uint8_t[]", capacity), _new_uncleared("uint64_t[]", capacity)
-    offsets, reals = _new_uncleared("uint32_t[]", capacity), _new_uncleared("double[]", capacity)
-    out_length, error_offset = ffi.new("size_t *"), ffi.new("size_t *")
+    results = ffi.new("size_t[2]")  # output length, error offset
     # 2x covers most values; 6x (a 1-byte nil in a list -> "false," worst case) always does
-    for out_capacity in (2 * size + 64, 6 * size + 64):
-        out = _new_uncleared("uint8_t[]", out_capacity)
-        rc = lib.tay_value_to_json(source, size, max_depth, max_nodes, max_binary, capacity,
-                                   tags, values, offsets, reals, out, out_capacity, out_length,
-                                   error_offset)
+    for capacity in (2 * size + 64, 6 * size + 64):
+        out = _new_uncleared("uint8_t[]", capacity)
+        rc = lib.tay_value_to_json(source, size, max_depth, max_nodes, max_binary, out,
+                                   capacity, results, results + 1)
         if rc != -lib.TAY_J_OUTPUT_FULL:
             break
     if rc < 0:
-        raise _transcode_error(rc, error_offset[0])
-    return ffi.buffer(out, out_length[0])[:]
+        raise _transcode_error(rc, results[1])
+    return ffi.unpack(ffi.cast("char *", out), results[0])

@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any, Hashable
 
+import orjson
+
 from tay.failures import TayFailure
 
 Conn = Hashable
@@ -43,16 +45,25 @@ class Refuse:
 
 @dataclass(frozen=True, slots=True)
 class Execute:
-    """Dispatch one execution to an executor connection (after its START is durable)."""
+    """Dispatch one execution to an executor connection (after its START is durable).
+
+    ``args_json`` is the args as compact JSON, transcoded from the job's stored bytes; the
+    frame splices it (``orjson.Fragment``) instead of decoding and re-encoding a dict.
+    """
 
     conn: Conn
     reservation_id: str
     execution_id: str
     job_id: str
     task: str
-    args: dict[str, Any]
+    args_json: bytes
     timeout_ms: int
     queue: str
+
+    @property
+    def args(self) -> dict[str, Any]:
+        """The args as objects (for in-process readers; frames use ``args_json``)."""
+        return orjson.loads(self.args_json)
 
     def message(self) -> dict[str, Any]:
         return {
@@ -62,7 +73,7 @@ class Execute:
             "execution_id": self.execution_id,
             "job_id": self.job_id,
             "task": self.task,
-            "args": self.args,
+            "args": orjson.Fragment(self.args_json),
             "timeout_ms": self.timeout_ms,
         }
 

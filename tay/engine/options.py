@@ -17,6 +17,8 @@ import math
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
+
 from tay.engine.config import EngineConfig
 from tay.engine.ids import RandomSource, is_identifier, job_id_from_submission, parse_job_id, random_job_id
 from tay.engine.values import Measure, UnsupportedValue, measure
@@ -194,20 +196,37 @@ def parse_enqueue(
     if durability not in DURABILITIES:
         raise _invalid("durability must be 'persistent' or 'volatile'", "durability")
     queue = _key(present.get("queue", "default"), "queue")
-    definition = build_definition(
-        worker_key=task, queue_key=queue, args=args, max_attempts=retries + 1,
-        scheduled_at=_scheduled_at(present, now_ms),
-        timeout_ms=_timeout_ms(present, config.default_timeout_ms),
-    )
-    # The one encoding of this definition: the job keeps these bytes, the event splices them.
-    canonical = value.encode(definition)
-    size = len(canonical)
+    scheduled_at = _scheduled_at(present, now_ms)
+    timeout_ms = _timeout_ms(present, config.default_timeout_ms)
+    live = _live_definition(task, args, queue, retries + 1, scheduled_at, timeout_ms, args_size)
+    size = len(live.canonical)
     if size > config.max_payload_bytes:
         raise RequestRefused(f"definition encodes to {size} bytes (limit {config.max_payload_bytes})",
                              code="capacity", reason="encoded_bytes")
     nodes = args_size.nodes + DEFINITION_FIXED_NODES
-    live = LazyDefinition.from_live(definition, canonical, args_size.encoded_bytes, args_size.nodes)
     return JobRequest(_job_id(present, rng), live, size, nodes, durability)
+
+
+def _live_definition(task: str, args: dict, queue: str, max_attempts: int,
+                     scheduled_at: int | None, timeout_ms: int, args_size: Measure) -> LazyDefinition:
+    """The one encoding of this definition: the job keeps these bytes, the event splices them.
+
+    Args that passed ``measure`` hold only exact JSON types, so orjson writes them exactly
+    and the native transcoder turns that text into canonical bytes (~4x faster than the
+    object encoder). orjson stops at 254 levels of nesting: deeper args (allowed only with
+    a raised ``max_depth``) take the object encoder.
+    """
+    try:
+        args_json = orjson.dumps(args, option=orjson.OPT_SORT_KEYS)
+    except orjson.JSONEncodeError:
+        definition = build_definition(worker_key=task, queue_key=queue, args=args,
+                                      max_attempts=max_attempts, scheduled_at=scheduled_at,
+                                      timeout_ms=timeout_ms)
+        return LazyDefinition.from_live(definition, value.encode(definition),
+                                        args_size.encoded_bytes, args_size.nodes)
+    return LazyDefinition.from_args_json(args_json, args_size.nodes, worker_key=task,
+                                         queue_key=queue, max_attempts=max_attempts,
+                                         scheduled_at=scheduled_at, timeout_ms=timeout_ms)
 
 
 # root map (1) + 8 keys + 7 non-args values + retry_policy's 4 keys and 4 values

@@ -23,7 +23,7 @@ from tay.engine.ready import DueHeap, ReadyIndex
 from tay.engine.values import measure
 from tay.failures import RequestRefused
 from tay.storage import events as ev
-from tay.storage.definition import LazyDefinition
+from tay.storage.definition import LazyDefinition, args_json
 from tay.storage.history_budget import HistoryBudget, frame_size
 from tay.storage.transitions import JobState, apply, expected_finish, retry_due_range
 
@@ -224,5 +224,5 @@ class EngineState:
         self._timeouts.push(reservation.deadline_mono, reservation.reservation_id)
         out.effects.append(Execute(
             executor.conn, reservation.reservation_id, reservation.execution_id, job.id.hex(),
-            entry.task, job.definition["args"], timeout_ms, entry.queue,
+            entry.task, args_json(job.definition), timeout_ms, entry.queue,
         ))

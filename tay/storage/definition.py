@@ -248,6 +248,38 @@ class LazyDefinition(Mapping[str, Any]):
                    definition["queue_key"], definition["scheduled_at"],
                    definition["timeout_ms"], definition["worker_key"])
 
+    @classmethod
+    def from_args_json(cls, args_json: bytes, args_nodes: int, *, worker_key: str,
+                       queue_key: str, max_attempts: int, scheduled_at: int | None,
+                       timeout_ms: int) -> "LazyDefinition":
+        """A live definition whose args arrive as JSON text (an object).
+
+        The args are transcoded to canonical bytes in one native call and the definition is
+        written around them, so no Python object is encoded. The scalars are checked as
+        ``validate_definition`` checks them; ``args_nodes`` is the caller's count of every
+        value and key inside args (the state budget charge).
+        """
+        args_value = value.encode_json(args_json)
+        if args_value[:1] != b"\x09":
+            raise invalid("args must be a map", "definition.args")
+        scalars = {
+            "args": {}, "definition_version": 1, "max_attempts": max_attempts,
+            "queue_key": queue_key, "retry_policy": RETRY_POLICY_V1,
+            "scheduled_at": scheduled_at, "timeout_ms": timeout_ms, "worker_key": worker_key,
+        }
+        validate_definition(scalars)
+        scalars["args"] = value.Precoded(args_value)
+        scalars["retry_policy"] = _RETRY_POLICY_PRECODED
+        canonical = value.encode_map(scalars)
+        start = _ARGS_START
+        return cls(canonical, (start, start + len(args_value)), args_nodes, max_attempts,
+                   queue_key, scheduled_at, timeout_ms, worker_key)
+
+    def args_json(self) -> bytes:
+        """The args as the compact JSON orjson writes for them, straight from the bytes."""
+        start, end = self._args_span
+        return value.to_json(memoryview(self.canonical)[start:end], CHECKED_LIMITS)
+
     def read_args(self) -> dict:
         """A fresh decode of args that is not kept: reading never grows the job."""
         args = self._args
@@ -296,6 +328,14 @@ _DEFINITION_ORDER = sorted(DEFINITION_KEYS)
 _ARGS_PREFIX = b"\x09" + len(DEFINITION_KEYS).to_bytes(4, "big") + value.encode("args")
 _ARGS_START = len(_ARGS_PREFIX)
 value.PRECODED_TYPES[LazyDefinition] = "canonical"
+_RETRY_POLICY_PRECODED = value.Precoded(value.encode(RETRY_POLICY_V1))
+
+
+def args_json(definition: Mapping[str, Any]) -> bytes:
+    """A definition's args as compact JSON (what an ``execute`` frame carries)."""
+    if type(definition) is LazyDefinition:
+        return definition.args_json()
+    return value.to_json(value.encode(definition["args"]), CHECKED_LIMITS)
 
 
 def decode_definition(buf: bytes | memoryview, limits: value.DecodeLimits | None = None) -> dict:

@@ -140,6 +140,54 @@ def encode_map(mapping: Mapping[str, Any]) -> bytes:
     return b"".join(parts)
 
 
+class Precoded:
+    """A value already in canonical form: ``encode_map`` splices ``canonical`` unchanged."""
+
+    __slots__ = ("canonical",)
+
+    def __init__(self, canonical: bytes) -> None:
+        self.canonical = canonical
+
+
+PRECODED_TYPES[Precoded] = "canonical"
+
+
+def encode_json(json_text: bytes) -> bytes:
+    """Canonical bytes of one JSON document, transcoded without building Python objects.
+
+    Object keys are sorted by UTF-8 bytes; duplicate keys, lone surrogates, integers outside
+    -2^63..2^64-1, numbers overflowing binary64, nesting of 256 containers and malformed
+    JSON raise ``EncodeError`` (the offset is in ``json_text``).
+    """
+    try:
+        return _native.json_to_value(json_text)
+    except _native.ValueCodecError as exc:
+        reason, offset = _codec_error_parts(exc)
+        raise EncodeError(reason, f"cannot transcode JSON (at input offset {offset})") from None
+
+
+def to_json(buf: bytes | bytearray | memoryview, limits: DecodeLimits = DEFAULT_LIMITS) -> bytes:
+    """The compact JSON orjson would write for ``decode(buf, limits)``, without the objects.
+
+    Refuses what ``decode`` refuses, with the same ``RecoveryRefused``; a Value holding
+    bytes (no JSON form) raises ``EncodeError("unsupported_type", ...)``.
+    """
+    if len(buf) > MAX_DECODE_INPUT:
+        raise RecoveryRefused(
+            "resource_limit", "input_limit", offset=0, category="resource_limit",
+            length=len(buf), limit=MAX_DECODE_INPUT,
+        )
+    try:
+        return _native.value_to_json(buf, limits.depth, limits.nodes, limits.binary)
+    except _native.ValueCodecError as exc:
+        reason, offset = _codec_error_parts(exc)
+        if reason == "unsupported_type":
+            raise EncodeError(reason, f"bytes at offset {offset} have no JSON form") from None
+        kind, category = (("resource_limit", "resource_limit") if reason in RESOURCE_REASONS
+                          else ("invalid_payload", "corrupt"))
+        raise RecoveryRefused(kind, reason, offset=offset, category=category) from None
+
+
 def _key_order(names: tuple) -> list[tuple[str, bytes]]:
     """The keys in canonical order (by UTF-8 bytes) with their encoded text form."""
     for name in names:

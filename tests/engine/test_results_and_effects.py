@@ -1,5 +1,7 @@
 """Result replies per job state (seeds), effect wire shapes, and volatile accounting."""
 
+import orjson
+
 from tay.engine import CancelExecution
 from tay.engine import commands as c
 from tay.storage.events import encode_event
@@ -33,7 +35,8 @@ def test_effect_messages_have_wire_shapes():
     driver = Driver()
     driver.worker()
     (execute,) = executes(driver.enqueue(args={"x": 1}, timeout_ms=50))
-    assert execute.message() == {
+    # the frame splices the args' JSON (orjson.Fragment); what goes on the wire is this
+    assert orjson.loads(orjson.dumps(execute.message())) == {
         "type": "execute", "request_id": execute.execution_id,
         "reservation_id": execute.reservation_id, "execution_id": execute.execution_id,
         "job_id": execute.job_id, "task": "t", "args": {"x": 1}, "timeout_ms": 50,

@@ -1,0 +1,71 @@
+"""parse_enqueue encodes args through orjson + the native transcoder: same bytes as before."""
+
+from __future__ import annotations
+
+import random
+
+import orjson
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tay.engine import EngineConfig
+from tay.engine.options import parse_enqueue
+from tay.engine.values import measure
+from tay.storage import value
+from tay.storage.definition import build_definition
+from tests.engine.conftest import Driver, executes
+
+SETTINGS = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+scalars = (st.none() | st.booleans() | st.integers(-(2**63), 2**64 - 1)
+           | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=20))
+json_values = st.recursive(
+    scalars, lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=5), inner, max_size=4),
+    max_leaves=20)
+NOW = 1_700_000_000_000
+
+
+def object_encoder_bytes(args, config, **options):
+    return value.encode(build_definition(
+        worker_key="t", queue_key=options.get("queue", "default"), args=args,
+        max_attempts=1, scheduled_at=None, timeout_ms=config.default_timeout_ms))
+
+
+@SETTINGS
+@given(st.dictionaries(st.text(max_size=8), json_values, max_size=5))
+def test_enqueue_bytes_equal_the_object_encoder(args):
+    config = EngineConfig()
+    request = parse_enqueue("t", args, {}, NOW, config, random.Random(1))
+    assert request.definition.canonical == object_encoder_bytes(args, config)
+    assert request.definition_size == len(request.definition.canonical)
+    assert request.definition.args_nodes == measure(args, "args").nodes
+    assert request.definition["args"] == args
+
+
+def nested_args(levels: int) -> dict:
+    nested: list = []
+    for _ in range(levels):
+        nested = [nested]
+    return {"deep": nested}
+
+
+def test_deepest_args_agree_and_deeper_ones_fail_as_before():
+    config = EngineConfig(max_depth=300)
+    deepest = nested_args(252)
+    request = parse_enqueue("t", deepest, {}, NOW, config, random.Random(1))
+    assert request.definition.canonical == object_encoder_bytes(deepest, config)
+    # one more level: orjson refuses it, and so does the object encoder it falls back to
+    with pytest.raises(orjson.JSONEncodeError):
+        orjson.dumps(nested_args(253))
+    with pytest.raises(value.EncodeError) as info:
+        parse_enqueue("t", nested_args(253), {}, NOW, config, random.Random(1))
+    assert info.value.reason == "depth_limit"
+
+
+def test_execute_carries_the_args_json_of_the_stored_bytes():
+    driver = Driver()
+    driver.worker()
+    args = {"z": [1, 2.5, None, True], "a": {"é": "x" * 10}, "n": -(2**63)}
+    (execute,) = executes(driver.enqueue(args=args))
+    assert execute.args_json == orjson.dumps(args, option=orjson.OPT_SORT_KEYS)
+    assert execute.args == args

@@ -1,0 +1,57 @@
+"""Definitions built from args JSON, and args read back as JSON (the native transcoders)."""
+
+from __future__ import annotations
+
+import orjson
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tay.failures import RecoveryRefused
+from tay.storage import value
+from tay.storage.definition import LazyDefinition, PayloadRefused, args_json, build_definition
+
+SETTINGS = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+scalars = (st.none() | st.booleans() | st.integers(-(2**63), 2**64 - 1)
+           | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=20))
+json_values = st.recursive(
+    scalars, lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=5), inner, max_size=4),
+    max_leaves=20)
+args_maps = st.dictionaries(st.text(max_size=8), json_values, max_size=5)
+FIELDS = dict(worker_key="bench.task", queue_key="alpha", max_attempts=3, scheduled_at=None,
+              timeout_ms=30_000)
+
+
+@SETTINGS
+@given(args_maps, st.none() | st.integers(0, 2**63 - 1))
+def test_from_args_json_writes_the_object_encoders_bytes(args, scheduled_at):
+    fields = {**FIELDS, "scheduled_at": scheduled_at}
+    plain = build_definition(args=args, **fields)
+    lazy = LazyDefinition.from_args_json(orjson.dumps(args), 7, **fields)
+    assert lazy.canonical == value.encode(plain)
+    assert dict(lazy) == plain and lazy.args_nodes == 7
+    assert lazy.args_json() == args_json(plain) == orjson.dumps(value.decode(value.encode(args)))
+
+
+def test_from_args_json_checks_the_scalars_and_the_args():
+    with pytest.raises(PayloadRefused, match="queue_key"):
+        LazyDefinition.from_args_json(b"{}", 1, **{**FIELDS, "queue_key": ""})
+    with pytest.raises(PayloadRefused, match="args must be a map"):
+        LazyDefinition.from_args_json(b"[1]", 2, **FIELDS)
+    with pytest.raises(value.EncodeError) as info:
+        LazyDefinition.from_args_json(b'{"a":1,"a":2}', 3, **FIELDS)
+    assert info.value.reason == "duplicate_key" and "offset 7" in str(info.value)
+
+
+def test_to_json_refuses_like_decode():
+    with pytest.raises(value.EncodeError) as info:
+        value.to_json(value.encode({"raw": b"\x01"}))
+    assert info.value.reason == "unsupported_type"
+    with pytest.raises(RecoveryRefused) as refused:
+        value.to_json(value.encode([1]) + b"\x00")
+    assert (refused.value.kind, refused.value.reason, refused.value.offset) == (
+        "invalid_payload", "trailing_bytes", 14)
+    with pytest.raises(RecoveryRefused) as refused:
+        value.to_json(value.encode([[[1]]]), value.DecodeLimits(depth=3))
+    assert refused.value.kind == "resource_limit" and refused.value.reason == "depth_limit"
+    assert value.to_json(value.encode({"b": [1.5, None], "a": "é"})) == '{"a":"é","b":[1.5,null]}'.encode()
