@@ -1,4 +1,4 @@
-/* tay native core: the C side of tay._native (plain C11, no CPython headers; cffi API mode calls it).
+/* tay native core: the C side of tay._native (plain C11, no interpreter includes; cffi API mode calls it).
  *
  * Conventions: functions return int; 0 (or a documented nonnegative code) is success and a
  * negative value is an error (-errno for system calls, a negative TAY_* code otherwise).
