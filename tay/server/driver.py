@@ -70,6 +70,7 @@ class EngineDriver:
         self._durable_signalled = False  # a release is already scheduled from the writer
         self._wake_at: int | None = None
         self.on_stopped: Callable[[], None] | None = None
+        self._stop_listeners: list[Callable[[], None]] = []
 
     # -- transports --------------------------------------------------------------------
     def attach(self, conn: Hashable, sink: Sink) -> None:
@@ -77,6 +78,11 @@ class EngineDriver:
 
     def detach(self, conn: Hashable) -> None:
         self._sinks.pop(conn, None)
+
+    def add_stop_listener(self, listener: Callable[[], None]) -> None:
+        """Call ``listener`` on the loop once the writer stops (state kept outside the
+        engine, such as waiting HTTP claims, must stop serving too)."""
+        self._stop_listeners.append(listener)
 
     @property
     def idle(self) -> bool:
@@ -156,6 +162,8 @@ class EngineDriver:
                 "io", "writer_failed", error=str(error))
             if self.on_stopped is not None:
                 self.loop.call_soon(self.on_stopped)
+            for listener in self._stop_listeners:
+                self.loop.call_soon(listener)
         return False
 
     def _fail_stage(self, stage: _Stage) -> None:

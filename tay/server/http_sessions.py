@@ -145,6 +145,7 @@ class SessionRegistry:
         self.claim_wait_s = claim_wait_s
         self.idle_s = idle_s
         self.sessions: dict[bytes, WorkerSession] = {}
+        driver.add_stop_listener(self._wake_claims)
 
     def __len__(self) -> int:
         return len(self.sessions)
@@ -200,6 +201,7 @@ class SessionRegistry:
         if session.waiter is not None:
             raise RequestRefused("another claim is waiting on this session",
                                  code="claim_in_progress")
+        self._refuse_if_writer_stopped()
         self._touch(session)
         if not session.buffer:
             session.waiter = self.driver.loop.create_future()
@@ -212,6 +214,7 @@ class SessionRegistry:
                 self._touch(session)
         if session.ended:
             raise RequestRefused("the worker session ended", code="unknown_worker")
+        self._refuse_if_writer_stopped()
         return event_response(session.buffer.popleft(), self.max_body_bytes)
 
     async def _report(self, session: WorkerSession, call: WorkerCall) -> HttpResponse:
@@ -228,6 +231,17 @@ class SessionRegistry:
             reply = await session.request(lambda rid: engine.Failed(
                 session, rid, report.reservation_id, report.execution_id, report.error))
         return effect_response(reply, self.max_body_bytes)
+
+    def _refuse_if_writer_stopped(self) -> None:
+        """A stopped writer refuses claims too: the worker could not report the outcome,
+        and buffered work is settled as interrupted by recovery after a restart."""
+        if self.driver.stopped is not None:
+            raise RequestRefused("the journal writer stopped", code="unavailable")
+
+    def _wake_claims(self) -> None:
+        for session in self.sessions.values():
+            if session.waiter is not None and not session.waiter.done():
+                session.waiter.set_result(None)
 
     def _touch(self, session: WorkerSession) -> None:
         """Renew the idle timer: a session lives ``idle_s`` after its last claim."""

@@ -1,0 +1,107 @@
+"""The engine driver's release order on a real store whose fdatasync the test holds.
+
+A volatile job writes nothing, yet its reply (like a read's) must wait behind every
+earlier persistent write; when that write's fsync fails, the pending write becomes
+``unknown_outcome``, the waiting read and volatile replies ``unavailable``, and later
+commands are refused without touching the engine.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import errno
+import shutil
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from tay.engine import commands
+from tay.engine.effects import Refuse, Reply
+from tay.server.app import ServeConfig, open_store
+from tay.server.driver import EngineDriver
+from tests.storage.test_commit import GatedSyncIO
+
+SCRATCH = Path(__file__).resolve().parents[2] / ".tmp"
+VOLATILE = {"durability": "volatile"}
+
+
+@pytest.fixture
+def gated_store():
+    SCRATCH.mkdir(exist_ok=True)
+    root = tempfile.mkdtemp(prefix="driver-", dir=SCRATCH)
+    store = open_store(ServeConfig(data_dir=f"{root}/data", socket=None, init_if_missing=True,
+                                   durability="sync", validated_filesystem=True))
+    io = GatedSyncIO()
+    store.journal.io = io  # from here on every batch fsync waits for the test's gate
+    yield store, io
+    io.gate.set()
+    store.close()
+    shutil.rmtree(root, ignore_errors=True)
+
+
+def run_driver(store, scenario) -> list:
+    """Run ``scenario(driver, delivered)`` on a loop; returns what reached the sink."""
+    async def main() -> list:
+        driver = EngineDriver(store.engine, store.committer, asyncio.get_running_loop())
+        delivered: list = []
+        driver.attach("c", delivered.append)
+        try:
+            await scenario(driver, delivered)
+        finally:
+            driver.close()
+        return delivered
+    return asyncio.run(main())
+
+
+async def settle(driver: EngineDriver) -> None:
+    for _ in range(500):
+        if driver.idle:
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("effects still waiting for durability")
+
+
+def test_volatile_and_read_replies_wait_behind_an_earlier_persistent_write(gated_store):
+    store, io = gated_store
+
+    async def scenario(driver: EngineDriver, delivered: list) -> None:
+        driver.submit(commands.Enqueue("c", "persistent", "t.v1", {}, {}))
+        assert await asyncio.to_thread(io.entered.wait, 10)
+        driver.submit(commands.Enqueue("c", "volatile", "t.v1", {}, VOLATILE))
+        driver.submit(commands.Status("c", "read", "00" * 16))
+        await asyncio.sleep(0.05)
+        assert delivered == []  # nothing leaves before the first fsync returns
+        io.gate.set()
+        await settle(driver)
+
+    delivered = run_driver(store, scenario)
+    assert [effect.request_id for effect in delivered] == ["persistent", "volatile", "read"]
+    assert [type(effect) for effect in delivered[:2]] == [Reply, Reply]
+    assert store.committer.stats().events == 1  # the volatile job was never written
+
+
+def test_a_failed_fsync_fails_what_waits_and_refuses_what_follows(gated_store):
+    store, io = gated_store
+    stopped: list[str] = []
+
+    async def scenario(driver: EngineDriver, delivered: list) -> None:
+        driver.add_stop_listener(lambda: stopped.append("stopped"))
+        driver.submit(commands.Enqueue("c", "persistent", "t.v1", {}, {}))
+        assert await asyncio.to_thread(io.entered.wait, 10)
+        driver.submit(commands.Enqueue("c", "volatile", "t.v1", {}, VOLATILE))
+        driver.submit(commands.Status("c", "read", "00" * 16))
+        io.fail_with = errno.EIO
+        io.gate.set()
+        await settle(driver)
+        await asyncio.sleep(0)  # stop listeners run on the next loop turn
+        before = store.engine.next_sequence
+        driver.submit(commands.Enqueue("c", "later", "t.v1", {}, {}))
+        assert store.engine.next_sequence == before  # refused before the engine saw it
+
+    delivered = run_driver(store, scenario)
+    assert all(isinstance(effect, Refuse) for effect in delivered)
+    assert [(e.request_id, e.failure.code) for e in delivered] == [
+        ("persistent", "unknown_outcome"), ("volatile", "unavailable"),
+        ("read", "unavailable"), ("later", "unavailable")]
+    assert stopped == ["stopped"]
