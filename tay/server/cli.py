@@ -11,7 +11,8 @@ import logging
 import os
 import re
 import sys
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
@@ -55,7 +56,8 @@ def register(groups: Any) -> None:
         help="largest encoded result an executor may report")
     add("--request-timeout-ms", type=int, default=30_000,
         help="per pending socket request, 1..3600000 (answers request_timeout on expiry)")
-    add("--log-level", default="INFO")
+    add("--log-level", default="INFO", type=str.upper,
+        choices=("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"))
     from .http_config import add_http_arguments
 
     add_http_arguments(parser)
@@ -110,17 +112,19 @@ def build_config(args: argparse.Namespace, env: Mapping[str, str]) -> "ServeConf
                              args.max_state_bytes or env.get("TAY_MAX_STATE_BYTES", "268435456"))
     history_text = getattr(args, "max_history_bytes", None) or env.get("TAY_MAX_HISTORY_BYTES")
     segments_text = getattr(args, "max_segments", None) or env.get("TAY_MAX_SEGMENTS")
-    limits = ProtocolLimits(max_frame_bytes=args.max_frame_bytes,
-                            max_connections=args.max_connections,
-                            request_timeout_ms=args.request_timeout_ms,
-                            result_bytes=args.executor_result_bytes).validate()
-    engine = EngineConfig(
-        queues=queues or {"default": default_credits}, default_queue_concurrency=default_credits,
-        client_slots=args.client_slots, client_bytes=args.client_bytes,
-        max_state_bytes=state_bytes, max_reply_bytes=_reply_bytes(limits.max_frame_bytes),
-        max_history_bytes=_positive_size("--max-history-bytes", history_text),
-        max_segments=_optional_int("--max-segments", segments_text),
-    )
+    with _named_by_flag():
+        limits = ProtocolLimits(max_frame_bytes=args.max_frame_bytes,
+                                max_connections=args.max_connections,
+                                request_timeout_ms=args.request_timeout_ms,
+                                result_bytes=args.executor_result_bytes).validate()
+        engine = EngineConfig(
+            queues=queues or {"default": default_credits},
+            default_queue_concurrency=default_credits,
+            client_slots=args.client_slots, client_bytes=args.client_bytes,
+            max_state_bytes=state_bytes, max_reply_bytes=_reply_bytes(limits.max_frame_bytes),
+            max_history_bytes=_positive_size("--max-history-bytes", history_text),
+            max_segments=_optional_int("--max-segments", segments_text),
+        )
     return ServeConfig(
         data_dir=data_dir, socket=resolve_socket_path(args.socket, environ=env),
         socket_mode=int(args.socket_mode, 8), init_if_missing=init,
@@ -128,6 +132,31 @@ def build_config(args: argparse.Namespace, env: Mapping[str, str]) -> "ServeConf
         group_commit_max_events=args.group_commit_max_events,
         group_commit_interval_ms=interval, engine=engine, limits=limits,
     )
+
+
+# Config fields whose checks live in ProtocolLimits / EngineConfig, by the flag that sets them.
+_FLAG_OF_FIELD = {
+    "executor_max_frame_bytes": "--max-frame-bytes",
+    "executor_max_connections": "--max-connections",
+    "executor_result_bytes": "--executor-result-bytes",
+    "request_timeout_ms": "--request-timeout-ms",
+    "client_slots": "--client-slots",
+    "client_bytes": "--client-bytes",
+    "max_state_bytes": "--max-state-bytes",
+}
+
+
+@contextmanager
+def _named_by_flag() -> Iterator[None]:
+    """Re-raise a config field's refusal under the flag the user typed."""
+    try:
+        yield
+    except ConfigurationError as error:
+        flag = _FLAG_OF_FIELD.get(error.option)
+        if flag is None:
+            raise
+        problem = error.message.split(": ", 1)[-1]
+        raise ConfigurationError(flag, problem) from None
 
 
 def fit_replies(config: "ServeConfig", http: Any) -> "ServeConfig":

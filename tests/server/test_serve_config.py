@@ -74,3 +74,27 @@ def test_serve_help_names_both_listeners() -> None:
     [serve_choice] = [a for a in build_parser()._subparsers._group_actions[0]._choices_actions
                       if a.dest == "serve"]
     assert "HTTP" in serve_choice.help and "Unix-socket" in serve_choice.help
+
+
+@pytest.mark.parametrize(("flags", "option"), [
+    (("--max-frame-bytes", "0"), "--max-frame-bytes"),
+    (("--max-connections", "0"), "--max-connections"),
+    (("--request-timeout-ms", "0"), "--request-timeout-ms"),
+    (("--executor-result-bytes", "-1"), "--executor-result-bytes"),
+    (("--client-slots", "0"), "--client-slots"),
+    (("--client-bytes", "1"), "--client-bytes"),
+])
+def test_limits_checked_by_the_config_objects_name_the_flag(flags: tuple[str, ...],
+                                                            option: str) -> None:
+    with pytest.raises(ConfigurationError) as refused:
+        config_of(*flags)
+    assert refused.value.option == option
+    assert refused.value.message.startswith(f"{option}: must be")
+
+
+def test_an_unknown_log_level_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exited:
+        parse("--log-level", "loud")
+    assert exited.value.code == 2
+    assert "--log-level" in capsys.readouterr().err
+    assert parse("--log-level", "debug").log_level == "DEBUG"
