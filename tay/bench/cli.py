@@ -44,6 +44,7 @@ def run(args: argparse.Namespace) -> int:
     from .report import markdown_table, write_all
 
     try:
+        _check_flags(args)
         profile = load_profile(args.profile)
         overrides = {key: value for key, value in (
             ("producer_processes", args.producer_processes),
@@ -58,7 +59,10 @@ def run(args: argparse.Namespace) -> int:
                          show_progress=not args.no_progress and sys.stderr.isatty(),
                          keep_data=args.keep_data)
                 for mode in modes]
-    except (ConfigurationError, StorageFailure) as error:
+    except ConfigurationError as error:  # a bad flag or profile: a usage error
+        print(f"tay bench: {error.message}", file=sys.stderr)
+        return 2
+    except StorageFailure as error:
         print(f"tay bench: {error.message}", file=sys.stderr)
         return 1
     document = {"profile": profile.name, "profile_source": profile.source,
@@ -74,6 +78,21 @@ def run(args: argparse.Namespace) -> int:
         print(f"tay bench: {run_['mode']}: {run_['completed']} of {profile.jobs} completed, "
               f"{run_['events']} of {profile.expected_events} job events", file=sys.stderr)
     return 1 if failed else 0
+
+
+# Flag bounds checked before any run starts (the serve-side ones match ``tay serve``).
+_FLAG_BOUNDS = (("jobs", "--jobs", 1, 100_000_000),
+                ("producer_processes", "--producer-processes", 1, 1_024),
+                ("worker_processes", "--worker-processes", 1, 1_024),
+                ("group_commit_max_events", "--group-commit-max-events", 1, 1_000_000),
+                ("group_commit_interval_ms", "--group-commit-interval-ms", 0, 1_000))
+
+
+def _check_flags(args: argparse.Namespace) -> None:
+    for attribute, flag, low, high in _FLAG_BOUNDS:
+        value = getattr(args, attribute)
+        if value is not None and not low <= value <= high:
+            raise ConfigurationError(flag, f"must be {low}..{high}, got {value}")
 
 
 def _modes(args: argparse.Namespace, profile: Any) -> list[Any]:
