@@ -21,6 +21,7 @@ $(STAMP): pyproject.toml setup.py $(NATIVE_SRC)
 	test -x $(PY) || $(PYTHON_BOOT) -m venv $(VENV)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[dev]'
+	$(PY) tay/_native/_build.py >/dev/null  # one fresh in-place build, whatever built before
 	$(PY) -c "import tay._native as n; print('tay native:', n.IMPLEMENTATION, n.CRC32C_IMPLEMENTATION)"
 	touch $(STAMP)
 
