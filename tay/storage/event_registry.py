@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Any, Callable, Mapping
+from typing import Any, Callable, Mapping, Sequence
 
 from tay.storage import value
 from tay.storage.definition import PayloadRefused, decode_value
@@ -88,6 +88,12 @@ def register_pair(pair: Pair, name: str, validator: Validator) -> None:
     _REGISTRY[pair] = _PairSpec(name, validator)
 
 
+def register_pairs(table: tuple[tuple[Pair, str, Validator], ...]) -> None:
+    """``register_pair`` for each (pair, name, validator) row of an owner module's table."""
+    for pair, name, validator in table:
+        register_pair(pair, name, validator)
+
+
 def registered_pairs() -> dict[Pair, str]:
     return {pair: spec.name for pair, spec in sorted(_REGISTRY.items())}
 
@@ -134,3 +140,13 @@ def encode_event(event: Event) -> bytes:
     return value.encode_map(event.payload)
 
 
+
+
+def journal_records(sequenced: Sequence[tuple[int, Event]]) -> list[tuple[int, int, int, bytes]]:
+    """(sequence, type, schema, payload) journal records for sequenced events.
+
+    An event the engine already charged to the history budget carries its bytes in ``raw``,
+    so nothing is encoded twice on the way to the journal.
+    """
+    return [(sequence, event.type, event.schema, encode_event(event))
+            for sequence, event in sequenced]

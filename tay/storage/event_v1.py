@@ -32,7 +32,7 @@ from tay.storage.event_registry import (
     RESULT_RECORDED,
     Event,
     make_event,
-    register_pair,
+    register_pairs,
 )
 
 # outcome codes, dispositions, retry modes and diagnostic codes (§6.1)
@@ -150,7 +150,7 @@ def _validate_result_recorded(payload: Any) -> None:
     check_json_value(payload["result"], "result_recorded.result")
 
 
-for _pair, _name, _validator in (
+register_pairs((
     (JOB_INSERTED, "job_inserted", _validate_inserted),
     (JOB_AVAILABLE, "job_available", _validate_available),
     (JOB_STARTED, "job_started", _validate_started),
@@ -158,8 +158,7 @@ for _pair, _name, _validator in (
     (JOB_CANCELLED, "job_cancelled", _validate_cancelled),
     (JOB_RETRIED, "job_retried", _validate_retried),
     (RESULT_RECORDED, "result_recorded", _validate_result_recorded),
-):
-    register_pair(_pair, _name, _validator)
+))
 
 
 # ---- builders (the engine creates events only through these) ---------------------------

@@ -38,7 +38,8 @@ from tay.storage.definition import (
     invalid,
     is_unsigned,
 )
-from tay.storage.events import Event, make_event, register_pair
+from tay.storage.event_registry import register_pairs
+from tay.storage.events import Event, make_event
 
 SCHEDULE_REGISTERED = (7, 2)
 SCHEDULE_ADVANCED = (8, 2)
@@ -220,14 +221,13 @@ def _validate_state(payload: Any) -> None:
         raise invalid(f"{action} leaves cancelled_at nil", f"{name}.cancelled_at")
 
 
-for _pair, _name, _validator in (
+register_pairs((
     (SCHEDULE_REGISTERED, "schedule_registered", _validate_registered),
     (SCHEDULE_ADVANCED, "schedule_advanced", _validate_advanced),
     (SCHEDULE_CANCELLED, "schedule_cancelled", _validate_cancelled),
     (SCHEDULE_DELIVERED, "schedule_delivered", _validate_delivered),
     (SCHEDULE_STATE, "schedule_state", _validate_state),
-):
-    register_pair(_pair, _name, _validator)
+))
 
 
 # ---- builders -------------------------------------------------------------------------
