@@ -166,17 +166,22 @@ def encode_json(json_text: bytes) -> bytes:
         raise EncodeError(reason, f"cannot transcode JSON (at input offset {offset})") from None
 
 
+def _refuse_oversized_input(buf: bytes | bytearray | memoryview) -> None:
+    """Both readers refuse more than ``MAX_DECODE_INPUT`` bytes before the native walk."""
+    if len(buf) > MAX_DECODE_INPUT:
+        raise RecoveryRefused(
+            "resource_limit", "input_limit", offset=0, category="resource_limit",
+            length=len(buf), limit=MAX_DECODE_INPUT,
+        )
+
+
 def to_json(buf: bytes | bytearray | memoryview, limits: DecodeLimits = DEFAULT_LIMITS) -> bytes:
     """The compact JSON orjson would write for ``decode(buf, limits)``, without the objects.
 
     Refuses what ``decode`` refuses, with the same ``RecoveryRefused``; a Value holding
     bytes (no JSON form) raises ``EncodeError("unsupported_type", ...)``.
     """
-    if len(buf) > MAX_DECODE_INPUT:
-        raise RecoveryRefused(
-            "resource_limit", "input_limit", offset=0, category="resource_limit",
-            length=len(buf), limit=MAX_DECODE_INPUT,
-        )
+    _refuse_oversized_input(buf)
     try:
         return _native.value_to_json(buf, limits.depth, limits.nodes, limits.binary)
     except _native.ValueCodecError as exc:
@@ -207,11 +212,7 @@ def decode(buf: bytes | bytearray | memoryview, limits: DecodeLimits = DEFAULT_L
     non-text keys, non-canonical integers, NaN/Inf, bad UTF-8). ``offset`` is the byte
     within ``buf`` where decoding stopped.
     """
-    if len(buf) > MAX_DECODE_INPUT:
-        raise RecoveryRefused(
-            "resource_limit", "input_limit", offset=0, category="resource_limit",
-            length=len(buf), limit=MAX_DECODE_INPUT,
-        )
+    _refuse_oversized_input(buf)
     try:
         return _native.value_decode(buf, limits.depth, limits.nodes, limits.binary)
     except _native.ValueCodecError as exc:
