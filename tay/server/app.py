@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from tay.engine.config import EngineConfig
 from tay.protocol.limits import ProtocolLimits
 from tay.storage.commit import GroupCommitter
-from tay.storage.events import encode_event
+from tay.storage.events import journal_records
 from tay.storage.history_budget import HistoryBudget
 from tay.storage.journal import Journal, init_store
 from tay.storage.recovery import recover
@@ -101,8 +101,7 @@ def open_store(config: ServeConfig) -> OpenStore:
         outcome = engine.finish_recovery(time.time_ns() // 1_000_000,
                                          time.monotonic_ns() // 1_000_000)
         if outcome.events:
-            records = [(seq, ev.type, ev.schema, encode_event(ev)) for seq, ev in outcome.events]
-            committer.submit(records).result()
+            committer.submit(journal_records(outcome.events)).result()
     except BaseException:
         store.close()
         raise

@@ -24,7 +24,7 @@ from typing import Any, Protocol
 
 from tay.engine.effects import CancelExecution, Effect, Execute, Outcome, Refuse, Reply
 from tay.failures import RequestRefused, WriterStopped
-from tay.storage.events import encode_event
+from tay.storage.events import journal_records
 
 Sink = Callable[[Effect], None]
 
@@ -110,9 +110,7 @@ class EngineDriver:
     def _apply(self, outcome: Outcome) -> None:
         durable = None
         if outcome.events:
-            records = [(seq, event.type, event.schema, encode_event(event))
-                       for seq, event in outcome.events]
-            durable = self.committer.submit(records)
+            durable = self.committer.submit(journal_records(outcome.events))
             durable.add_done_callback(self._signal_durable)
         if outcome.effects or durable is not None:
             self._stages.append(_Stage(outcome.effects, durable))

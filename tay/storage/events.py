@@ -31,6 +31,7 @@ from tay.storage.event_registry import (
     Validator,
     decode_event_exact,
     encode_event,
+    journal_records,
     make_event,
     register_pair,
     registered_pairs,
@@ -65,7 +66,7 @@ from tay.storage.event_v1 import (
 )
 
 __all__ = [
-    "Event", "PayloadRefused", "decode_event", "decode_events", "encode_event", "make_event", "register_pair",
+    "Event", "PayloadRefused", "decode_event", "decode_events", "encode_event", "journal_records", "make_event", "register_pair",
     "registered_pairs", "job_inserted", "job_available", "job_started", "job_finished",
     "job_cancelled", "job_retried", "result_recorded", "diagnostic",
     "decode_event_exact", "check_diagnostic", "Pair", "Validator", "JOB_PAIRS", "UNDOCUMENTED_PAIRS",
