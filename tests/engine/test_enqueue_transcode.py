@@ -6,7 +6,7 @@ import random
 
 import orjson
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from tay.engine import EngineConfig
@@ -15,13 +15,8 @@ from tay.engine.values import measure
 from tay.storage import value
 from tay.storage.definition import build_definition
 from tests.engine.conftest import Driver, executes
+from tests.storage.json_strategies import SETTINGS, json_values
 
-SETTINGS = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-scalars = (st.none() | st.booleans() | st.integers(-(2**63), 2**64 - 1)
-           | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=20))
-json_values = st.recursive(
-    scalars, lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=5), inner, max_size=4),
-    max_leaves=20)
 NOW = 1_700_000_000_000
 
 

@@ -36,6 +36,13 @@ def replay(journal, config=None) -> Driver:
     return fresh
 
 
+def restart_after(d: Driver, downtime_ms: int) -> Driver:
+    """A fresh engine replayed from ``d``'s journal, its wall clock ``downtime_ms`` later."""
+    fresh = replay(d.journal)
+    fresh.now, fresh.mono = d.now + downtime_ms, d.mono
+    return fresh
+
+
 def job_ids(d: Driver) -> set[str]:
     return {job_id.hex() for job_id in d.engine.jobs}
 
@@ -140,8 +147,7 @@ def test_catch_up_latest_coalesces_time_the_engine_was_down():
     d = Driver()
     declare(d, every={"minutes": 1}, catch_up="latest", overlap="allow")
     d.tick()
-    fresh = replay(d.journal)
-    fresh.now, fresh.mono = d.now + 10 * MINUTE + 5 * SECOND, d.mono
+    fresh = restart_after(d, 10 * MINUTE + 5 * SECOND)
     fresh.engine.finish_recovery(fresh.now, fresh.mono)
     out = fresh.tick()
     assert names(out) == ["job_inserted", "schedule_delivered"]
@@ -153,8 +159,7 @@ def test_catch_up_all_delivers_every_missed_occurrence_serially():
     d = Driver()
     declare(d, every={"minutes": 1}, catch_up="all", overlap="allow")
     d.tick()
-    fresh = replay(d.journal)
-    fresh.now, fresh.mono = d.now + 10 * MINUTE + 5 * SECOND, d.mono
+    fresh = restart_after(d, 10 * MINUTE + 5 * SECOND)
     out = fresh.tick()
     assert names(out) == ["job_inserted", "schedule_delivered"] * 10
     assert all(fresh.engine.job(occurrence_job_id("s", T0 + k * MINUTE)) for k in range(11))

@@ -4,19 +4,14 @@ from __future__ import annotations
 
 import orjson
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import given
 from hypothesis import strategies as st
 
 from tay.failures import RecoveryRefused
 from tay.storage import value
 from tay.storage.definition import LazyDefinition, PayloadRefused, args_json, build_definition
+from tests.storage.json_strategies import SETTINGS, json_values
 
-SETTINGS = settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-scalars = (st.none() | st.booleans() | st.integers(-(2**63), 2**64 - 1)
-           | st.floats(allow_nan=False, allow_infinity=False) | st.text(max_size=20))
-json_values = st.recursive(
-    scalars, lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=5), inner, max_size=4),
-    max_leaves=20)
 args_maps = st.dictionaries(st.text(max_size=8), json_values, max_size=5)
 FIELDS = dict(worker_key="bench.task", queue_key="alpha", max_attempts=3, scheduled_at=None,
               timeout_ms=30_000)
