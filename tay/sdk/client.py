@@ -28,7 +28,7 @@ from tay.sdk.handles import (JobHandle, ScheduleHandle, SchedulePage, check_page
                              schedule_page_from_reply)
 from tay.sdk.options import Durability
 from tay.sdk.socket_path import resolve_socket_path
-from tay.sdk.task import Task, default_task_name
+from tay.sdk.task import Task, register_task
 from tay.sdk.wire import DEFAULT_MAX_FRAME_BYTES, normalize_json, reply_durability, reply_identifier, validate_task_name
 
 log = logging.getLogger("tay.sdk")
@@ -148,20 +148,9 @@ class Tay:
                                   every=every, overlap=overlap, declaration_id=declaration_id)
 
         def register(candidate: Callable[..., Any]) -> Task:
-            if not callable(candidate):
-                raise TaskRegistrationError(f"only callables can be tasks, got {type(candidate).__name__}")
-            task_name = validate_task_name(name or default_task_name(candidate))
-            existing = self._tasks.get(task_name)
-            if existing is not None:
-                if existing.function is candidate:
-                    return existing
-                raise TaskRegistrationError(
-                    f"task name {task_name!r} is already registered to {existing.function!r}; "
-                    "pass name=... to register this function under another name"
-                )
-            task = Task(self, candidate, name=task_name, config=config)
-            self._tasks[task_name] = task
-            self._advertised.add(task_name)
+            task, created = register_task(self, self._tasks, candidate, name=name, config=config)
+            if created:
+                self._advertised.add(task.name)
             return task
 
         return register if function is None else register(function)

@@ -17,10 +17,10 @@ from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
-from tay.errors import ConnectionLost, ProtocolError, ServerError, TaskRegistrationError, ValidationError
+from tay.errors import ConnectionLost, ProtocolError, ServerError, ValidationError
 from tay.sdk.http import TayHTTP
 from tay.sdk.options import DURABILITY_MODES, Durability, TaskConfig, check_backoff, check_durability, check_retries
-from tay.sdk.task import Task, default_task_name
+from tay.sdk.task import Task, register_task
 from tay.sdk.wire import encoded_json_size, normalize_json, validate_task_name
 
 log = logging.getLogger("tay.sdk")
@@ -70,16 +70,7 @@ class TayHTTPWorker(TayHTTP):
         config = TaskConfig(retries=retries, backoff=backoff, durability=durability)
 
         def register(candidate: Callable[..., Any]) -> Task:
-            if not callable(candidate):
-                raise TaskRegistrationError(f"only callables can be tasks, got {type(candidate).__name__}")
-            key = validate_task_name(name or default_task_name(candidate))
-            existing = self._tasks.get(key)
-            if existing is not None:
-                if existing.function is candidate:
-                    return existing
-                raise TaskRegistrationError(f"task name {key!r} is already registered to {existing.function!r}")
-            self._tasks[key] = Task(self, candidate, name=key, config=config)
-            return self._tasks[key]
+            return register_task(self, self._tasks, candidate, name=name, config=config)[0]
 
         return register if function is None else register(function)
 

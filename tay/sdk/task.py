@@ -14,7 +14,7 @@ from collections.abc import Callable, Mapping
 from functools import update_wrapper
 from typing import TYPE_CHECKING, Any
 
-from tay.errors import ModeError, ValidationError
+from tay.errors import ModeError, TaskRegistrationError, ValidationError
 from tay.sdk.options import Durability, TaskConfig
 from tay.sdk.wire import normalize_json, validate_task_name
 
@@ -22,7 +22,7 @@ if TYPE_CHECKING:  # pragma: no cover
     from tay.sdk.client import JobHandle, ScheduleHandle
     from tay.sdk.http import HTTPJobHandle
 
-__all__ = ["Durability", "Task", "TaskConfig", "default_task_name"]
+__all__ = ["Durability", "Task", "TaskConfig", "default_task_name", "register_task"]
 
 # Keywords of ``Task.enqueue`` that are submission options, unless the function itself
 # has a parameter of that name (then it is an argument; use options={...} instead).
@@ -34,6 +34,28 @@ ENQUEUE_OPTION_NAMES = frozenset(
 def default_task_name(function: Callable[..., Any]) -> str:
     """``<module>.<name>``: the stable key tay-client 1.4.0 derives for a function."""
     return f"{function.__module__}.{function.__name__}"
+
+
+def register_task(owner: Any, registry: dict[str, Task], candidate: Callable[..., Any], *,
+                  name: str | None, config: TaskConfig) -> tuple[Task, bool]:
+    """Add ``candidate`` to ``registry``; returns the task and whether it is new.
+
+    Registering the same function again under its name is a no-op (module reloads,
+    repeated decorators); another function under a taken name is refused.
+    """
+    if not callable(candidate):
+        raise TaskRegistrationError(f"only callables can be tasks, got {type(candidate).__name__}")
+    task_name = validate_task_name(name or default_task_name(candidate))
+    existing = registry.get(task_name)
+    if existing is not None:
+        if existing.function is candidate:
+            return existing, False
+        raise TaskRegistrationError(
+            f"task name {task_name!r} is already registered to {existing.function!r}; "
+            "pass name=... to register this function under another name"
+        )
+    task = registry[task_name] = Task(owner, candidate, name=task_name, config=config)
+    return task, True
 
 
 class Task:
