@@ -101,12 +101,12 @@ def build_config(args: argparse.Namespace, env: Mapping[str, str]) -> "ServeConf
     data_dir = os.path.abspath(data_dir)
     init = args.init_if_missing or _flag("TAY_INITIALIZE_IF_MISSING",
                                          env.get("TAY_INITIALIZE_IF_MISSING", "false"))
-    interval = _int("--group-commit-interval-ms",
+    interval = parse_int("--group-commit-interval-ms",
                     args.group_commit_interval_ms or env.get("TAY_GROUP_COMMIT_INTERVAL_MS", "0"),
                     0, 1_000)
-    _int("--group-commit-max-events", args.group_commit_max_events, 1, 1_000_000)
+    parse_int("--group-commit-max-events", args.group_commit_max_events, 1, 1_000_000)
     queues = parse_queues(args.queue, env.get("TAY_QUEUES"))
-    default_credits = _int("--default-queue-concurrency", args.default_queue_concurrency
+    default_credits = parse_int("--default-queue-concurrency", args.default_queue_concurrency
                            or env.get("TAY_DEFAULT_QUEUE_CONCURRENCY", "10"), 1, 65_536)
     state_bytes = parse_size("--max-state-bytes",
                              args.max_state_bytes or env.get("TAY_MAX_STATE_BYTES", "268435456"))
@@ -184,7 +184,7 @@ def _positive_size(option: str, text: str | None) -> int | None:
 def _optional_int(option: str, text: str | None) -> int | None:
     if text is None or text == "":
         return None
-    return _int(option, text, 1, 1 << 62)
+    return parse_int(option, text, 1, 1 << 62)
 
 
 def parse_queues(flags: list[str], env_value: str | None) -> dict[str, int]:
@@ -199,7 +199,7 @@ def parse_queues(flags: list[str], env_value: str | None) -> dict[str, int]:
             raise ConfigurationError(option, f"{item!r} must be NAME=CREDITS")
         if name in queues:
             raise ConfigurationError(option, f"queue {name!r} given twice")
-        queues[name] = _int(option, credits, 1, 65_536)
+        queues[name] = parse_int(option, credits, 1, 65_536)
     return queues
 
 
@@ -211,7 +211,8 @@ def parse_size(option: str, text: str) -> int:
     return int(match.group(1)) * _UNITS[match.group(2)]
 
 
-def _int(option: str, text: Any, low: int, high: int) -> int:
+def parse_int(option: str, text: Any, low: int, high: int) -> int:
+    """``text`` as a base-10 integer within ``low..high``, refused under ``option``'s name."""
     try:
         value = int(str(text), 10)
     except ValueError:

@@ -19,6 +19,8 @@ if TYPE_CHECKING:
 
 from tay.failures import ConfigurationError
 
+from .cli import parse_int
+
 MAX_BODY_BYTES_CEILING = 16 * 1_048_576
 CLAIM_WAIT_S = 20.0
 SESSION_IDLE_S = 60.0
@@ -72,7 +74,7 @@ def http_config_from(args: argparse.Namespace, env: Mapping[str, str]) -> HttpCo
     port_text = getattr(args, "http_port", None) or env.get("TAY_HTTP_PORT")
     if not port_text:
         return None
-    port = _integer("--http-port", port_text, 0, 65_535)
+    port = parse_int("--http-port", port_text, 0, 65_535)
     ip = getattr(args, "http_ip", None) or env.get("TAY_HTTP_IP") or "127.0.0.1"
     try:
         address = ipaddress.ip_address(ip)
@@ -93,7 +95,7 @@ def http_config_from(args: argparse.Namespace, env: Mapping[str, str]) -> HttpCo
     body_text = getattr(args, "http_max_body_bytes", None) or env.get("TAY_HTTP_MAX_BODY_BYTES")
     limits = HttpLimits()
     if body_text:
-        limits = HttpLimits(max_body_bytes=_integer("--http-max-body-bytes", body_text, 1,
+        limits = HttpLimits(max_body_bytes=parse_int("--http-max-body-bytes", body_text, 1,
                                                     MAX_BODY_BYTES_CEILING))
     return HttpConfig(str(address), port, files["certfile"], files["keyfile"],
                       files["cacertfile"], limits)
@@ -132,13 +134,3 @@ def _check_pem_path(option: str, path: str) -> None:
         raise ConfigurationError(option, f"{path!r} must be an absolute path")
     if not os.path.isfile(path):
         raise ConfigurationError(option, f"{path} is not a regular file")
-
-
-def _integer(option: str, text: Any, low: int, high: int) -> int:
-    try:
-        value = int(str(text), 10)
-    except ValueError:
-        raise ConfigurationError(option, f"{text!r} is not an integer") from None
-    if not low <= value <= high:
-        raise ConfigurationError(option, f"must be {low}..{high}, got {value}")
-    return value
