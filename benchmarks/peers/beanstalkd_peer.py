@@ -11,8 +11,8 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from .common import (MissingPeer, Workload, free_port, require_binary, run_producers,
-                     start_daemon, stop_daemon)
+from .common import (MissingPeer, Workload, data_root, free_port, reap_processes, require_binary,
+                     run_producers, start_daemon, stop_daemon)
 
 
 def _client_module() -> Any:
@@ -63,7 +63,7 @@ def consumer(port: int, tube: str, done: Any, last_done: Any, stop: Any, ready: 
 def run(workload: Workload, fsync_every_write: bool) -> dict[str, Any]:
     binary = require_binary("beanstalkd", "beanstalkd")
     _client_module()
-    with tempfile.TemporaryDirectory(prefix="peer-beanstalkd-", dir=_data_root()) as directory:
+    with tempfile.TemporaryDirectory(prefix="peer-beanstalkd-", dir=data_root()) as directory:
         port = free_port()
         binlog = os.path.join(directory, "binlog")
         os.mkdir(binlog)
@@ -94,19 +94,9 @@ def run(workload: Workload, fsync_every_write: bool) -> dict[str, Any]:
             result = run_producers(BeanstalkPut(port, workload), workload, wait_done)
         finally:
             stop.set()
-            for process in consumers:
-                process.join(5)
-                if process.is_alive():
-                    process.kill()
+            reap_processes(consumers, 5)
             stop_daemon(daemon)
     label = "beanstalkd -b -f 0 (fsync every write)" if fsync_every_write \
         else "beanstalkd -b -F (binlog, no fsync)"
     return {"peer": label, "fsync": fsync_every_write, **result}
 
-
-def _data_root() -> str:
-    """Same filesystem as tay's runs (var/bench), so the fsync cost is comparable."""
-    root = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
-        os.path.abspath(__file__)))), "var", "bench")
-    os.makedirs(root, exist_ok=True)
-    return root

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import multiprocessing
+import os
 import shutil
 import socket
 import subprocess
@@ -35,6 +36,25 @@ class Workload:
 
 class MissingPeer(RuntimeError):
     """A peer's server binary or Python client is not installed; the message says how."""
+
+
+# var/bench: peers write to the same filesystem as tay's runs, so fsync costs compare.
+BENCH_ROOT = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
+    os.path.abspath(__file__)))), "var", "bench")
+
+
+def data_root() -> str:
+    """``BENCH_ROOT``, created if missing."""
+    os.makedirs(BENCH_ROOT, exist_ok=True)
+    return BENCH_ROOT
+
+
+def reap_processes(processes: list[Any], timeout_s: float) -> None:
+    """Join each child process, killing any still alive after ``timeout_s``."""
+    for process in processes:
+        process.join(timeout_s)
+        if process.is_alive():
+            process.kill()
 
 
 def require_binary(name: str, debian_package: str) -> str:
@@ -143,10 +163,7 @@ def run_producers(make_put: PutFactory, workload: Workload,
             raise RuntimeError(errors[0])
         last_completion = wait_done(deadline)
     finally:
-        for process, _ in processes:
-            process.join(10)
-            if process.is_alive():
-                process.kill()
+        reap_processes([process for process, _ in processes], 10)
     round_trips = array("d")
     for outcome in outcomes:
         round_trips.frombytes(outcome["round_trips"])

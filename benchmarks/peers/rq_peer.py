@@ -14,9 +14,8 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from .beanstalkd_peer import _data_root
-from .common import (MissingPeer, Workload, free_port, require_binary, run_producers,
-                     start_daemon, stop_daemon)
+from .common import (MissingPeer, Workload, data_root, free_port, reap_processes, require_binary,
+                     run_producers, start_daemon, stop_daemon)
 
 
 def _modules() -> tuple[Any, Any]:
@@ -66,7 +65,7 @@ def _wait_for_workers(rq: Any, connection: Any, expected: int, timeout_s: float 
 def run(workload: Workload, fsync_always: bool) -> dict[str, Any]:
     binary = require_binary("redis-server", "redis-server")
     redis, rq = _modules()
-    with tempfile.TemporaryDirectory(prefix="peer-redis-", dir=_data_root()) as directory:
+    with tempfile.TemporaryDirectory(prefix="peer-redis-", dir=data_root()) as directory:
         port = free_port()
         daemon = start_daemon([
             binary, "--bind", "127.0.0.1", "--port", str(port), "--dir", directory,
@@ -94,9 +93,7 @@ def run(workload: Workload, fsync_always: bool) -> dict[str, Any]:
         finally:
             for process in workers:
                 process.terminate()
-                process.join(5)
-                if process.is_alive():
-                    process.kill()
+            reap_processes(workers, 5)
             stop_daemon(daemon)
     label = "RQ on Redis, appendfsync always" if fsync_always \
         else "RQ on Redis, appendfsync no"

@@ -22,10 +22,9 @@ from tay.bench.profile import load_profile
 from tay.bench.report import write_json
 
 from . import beanstalkd_peer, rq_peer
-from .common import MissingPeer, Workload
+from .common import BENCH_ROOT, MissingPeer, Workload
 
-ROOT = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__)))), "var", "bench")
+ROOT = BENCH_ROOT
 
 
 def run_tay(jobs: int, group_max_events: int, group_interval_ms: int) -> list[dict[str, Any]]:
