@@ -79,7 +79,7 @@ class ServerProcess:
                                         stdin=subprocess.DEVNULL)
         log.close()
         deadline = started + self.ready_timeout_s
-        while not _accepts(self.settings.socket_path):
+        while not socket_accepts(self.settings.socket_path):
             if self.process.poll() is not None:
                 raise ConfigurationError("tay serve", f"exited with {self.process.returncode} "
                                          f"before listening; see {self.settings.log_path}")
@@ -143,7 +143,8 @@ def read_commit_stats(log_path: str, start: int = 0) -> dict | None:
     return found
 
 
-def _accepts(path: str) -> bool:
+def socket_accepts(path: str) -> bool:
+    """True once a server listens on the Unix socket ``path`` (a stale socket file refuses)."""
     probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
     try:
         probe.connect(path)

@@ -15,6 +15,8 @@ import sys
 import time
 from pathlib import Path
 
+from tay.bench.server import socket_accepts
+
 REPO = Path(__file__).resolve().parents[2]
 SCRATCH = REPO / ".tmp"
 STRICT = ("--durability", "sync", "--validated-filesystem")
@@ -45,7 +47,7 @@ class ServerProcess:
     def start(self, timeout: float = 15.0) -> "ServerProcess":
         process = self.spawn()
         deadline = time.monotonic() + timeout
-        while not accepts(self.socket_path):
+        while not socket_accepts(self.socket_path):
             if process.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError("tay serve did not start:\n" + self.log())
             time.sleep(0.02)
@@ -65,20 +67,6 @@ class ServerProcess:
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
-
-
-def accepts(socket_path: str) -> bool:
-    """True once a server listens on ``socket_path`` (a stale socket file refuses)."""
-    import socket
-
-    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-    try:
-        probe.connect(socket_path)
-        return True
-    except OSError:
-        return False
-    finally:
-        probe.close()
 
 
 def inspect_store(data_dir: Path) -> dict:

@@ -14,7 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from tests.crash.cluster import REPO, SCRATCH, ServerProcess, accepts, serve_command, tree_digest
+from tay.bench.server import socket_accepts
+from tests.crash.cluster import REPO, SCRATCH, ServerProcess, serve_command, tree_digest
 from tests.crash.ledger import Ledger, produce
 from tests.crash.wire import WireClient
 
@@ -48,7 +49,7 @@ def wait_for_one(contenders: list[tuple[subprocess.Popen, str]], timeout: float 
     """Until some contender listens and every other one has exited."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        listening = [sock for process, sock in contenders if accepts(sock)]
+        listening = [sock for process, sock in contenders if socket_accepts(sock)]
         exited = [process for process, _ in contenders if process.poll() is not None]
         if listening and len(listening) + len(exited) == len(contenders):
             return
@@ -69,7 +70,7 @@ def test_two_servers_after_kill9_exactly_one_wins(crashed_store):
                   for i in range(2)]
     try:
         wait_for_one(contenders)
-        winners = [(p, s) for p, s in contenders if p.poll() is None and accepts(s)]
+        winners = [(p, s) for p, s in contenders if p.poll() is None and socket_accepts(s)]
         losers = [p for p, _ in contenders if p.poll() is not None]
         assert len(winners) == 1 and len(losers) == 1, [p.poll() for p, _ in contenders]
         loser_error = losers[0].stderr.read().decode()
