@@ -22,7 +22,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.http.certs import make_pki
+from tests.http.certs import scratch_pki
 
 from .harness import CLIENT_PYTHON, REPO, SCRATCH, SDKS, sdk_command
 
@@ -218,10 +218,8 @@ def plain_server(sdk: str):
 
 @pytest.fixture(scope="module")
 def pki():
-    SCRATCH.mkdir(exist_ok=True)
-    directory = Path(tempfile.mkdtemp(prefix="pki-", dir=SCRATCH))
-    yield make_pki(directory)
-    shutil.rmtree(directory, ignore_errors=True)
+    with scratch_pki(SCRATCH) as paths:
+        yield paths
 
 
 def test_producer_and_worker_over_plain_loopback(plain_server):

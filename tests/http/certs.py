@@ -5,6 +5,10 @@ from __future__ import annotations
 
 import datetime
 import ipaddress
+import shutil
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 from cryptography import x509
@@ -69,3 +73,14 @@ def make_pki(directory: Path) -> dict[str, str]:
     paths["client_cert"], paths["client_key"] = ca.write(directory, "client", server=False)
     paths["rogue_cert"], paths["rogue_key"] = rogue.write(directory, "rogue", server=False)
     return paths
+
+
+@contextmanager
+def scratch_pki(scratch: Path) -> Iterator[dict[str, str]]:
+    """``make_pki`` in a fresh directory under ``scratch``, removed afterwards."""
+    scratch.mkdir(exist_ok=True)
+    directory = Path(tempfile.mkdtemp(prefix="pki-", dir=scratch))
+    try:
+        yield make_pki(directory)
+    finally:
+        shutil.rmtree(directory, ignore_errors=True)

@@ -4,16 +4,13 @@ verified against the CA, TLS 1.2+)."""
 from __future__ import annotations
 
 import asyncio
-import shutil
 import ssl
-import tempfile
-from pathlib import Path
 
 import pytest
 
 from tay.server.http_config import HttpConfig, HttpLimits, tls_context
 
-from .certs import make_pki
+from .certs import scratch_pki
 from .conftest import SCRATCH, http_stack, parse_responses, request, run
 
 ENQUEUE = request("POST", "/jobs", {"task": "demo.add", "args": {}})
@@ -21,10 +18,8 @@ ENQUEUE = request("POST", "/jobs", {"task": "demo.add", "args": {}})
 
 @pytest.fixture(scope="module")
 def pki():
-    SCRATCH.mkdir(exist_ok=True)
-    directory = Path(tempfile.mkdtemp(prefix="pki-", dir=SCRATCH))
-    yield make_pki(directory)
-    shutil.rmtree(directory, ignore_errors=True)
+    with scratch_pki(SCRATCH) as paths:
+        yield paths
 
 
 async def read_responses(reader: asyncio.StreamReader, count: int) -> list:
