@@ -49,7 +49,7 @@ def job_id(index: int) -> bytes:
 def job_events(index: int, at: int) -> list:
     """The three events of one completed reference job (sequences 3i+1 .. 3i+3)."""
     from tay.storage import events as ev
-    from tay.storage.definition import build_definition
+    from tay.storage.events.definition import build_definition
 
     first = 3 * index + 1
     ident = job_id(index)
@@ -66,8 +66,8 @@ def job_events(index: int, at: int) -> list:
 def build_store(path: Path, jobs: int) -> None:
     """Write the reference store through ``init_store`` + ``recover`` + ``append_batch``."""
     from tay.storage import events as ev
-    from tay.storage.journal import init_store
-    from tay.storage.recovery import recover
+    from tay.storage.journal.writer import init_store
+    from tay.storage.recovery.recover import recover
 
     init_store(str(path), durability="write")
     journal = recover(str(path), consumer=lambda *a: None, durability="write").journal
@@ -83,7 +83,7 @@ def build_store(path: Path, jobs: int) -> None:
 
 def run_mode(mode: str, path: str) -> tuple[float, int]:
     """One recovery of ``path`` in ``mode``: (seconds, records replayed)."""
-    from tay.storage.recovery import TableConsumer, recover
+    from tay.storage.recovery.recover import TableConsumer, recover
 
     started = time.perf_counter()
     if mode == "physical":

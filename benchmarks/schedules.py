@@ -118,8 +118,8 @@ async def measure_phase(socket: str, schedules: int, seconds: float, loaders: in
 def delivery_lags(data_dir: Path) -> dict[str, list[float]]:
     """Per phase tag: ``at - due_at`` of every (11,2) delivery in the stopped store."""
     from tay.storage.events import decode_event
-    from tay.storage.recovery import recover
-    from tay.storage.schedule_events import SCHEDULE_DELIVERED
+    from tay.storage.recovery.recover import recover
+    from tay.storage.events.schedules import SCHEDULE_DELIVERED
 
     lags: dict[str, list[float]] = {}
 
@@ -162,7 +162,7 @@ def run_lag(args: argparse.Namespace) -> None:
 
 def build_schedule_journal(events: int) -> list:
     from tay.engine import Engine, commands as c
-    from tay.storage.schedule_events import SCHEDULE_PAIRS
+    from tay.storage.events.schedules import SCHEDULE_PAIRS
 
     engine = Engine(rng=random.Random(1))
     now, mono, kept, request = 1_767_225_600_000, 0, [], 0

@@ -12,8 +12,8 @@ from pathlib import Path
 
 import pytest
 
-from tay.storage.journal import init_store
-from tay.storage.recovery import recover
+from tay.storage.journal.writer import init_store
+from tay.storage.recovery.recover import recover
 
 SCRATCH = Path(__file__).resolve().parents[2] / ".tmp"
 RECORD_BYTES = 650  # whole frame: 28 bytes of framing + 622 bytes of payload
@@ -75,7 +75,7 @@ def _finished_event():
 @pytest.mark.parametrize("encoder", ["encode_map", "generic"])
 def test_encode_finished_event(benchmark, encoder):
     """The live path encodes each event once: the flat-map encoder against the generic walk."""
-    from tay.storage import value
+    from tay.storage.formats import value
 
     payload = _finished_event().payload
     encode = value.encode_map if encoder == "encode_map" else (lambda p: value.encode(dict(p)))

@@ -14,8 +14,8 @@ import random
 
 from tay.engine import Engine
 from tay.storage import events as ev
-from tay.storage.definition import build_definition
-from tay.storage.value import DecodeLimits
+from tay.storage.events.definition import build_definition
+from tay.storage.formats.value import DecodeLimits
 
 ARGS = {"account_key": "benchmark-account", "payload": "x" * 1024, "version": 1}
 NOW = 1_700_000_000_000

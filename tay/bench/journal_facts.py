@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tay.storage.events import decode_event
-from tay.storage.recovery import TableConsumer, recover
+from tay.storage.recovery.recover import TableConsumer, recover
 
 
 @dataclass

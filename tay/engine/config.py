@@ -9,7 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from tay.failures import ConfigurationError
-from tay.storage.history_budget import HistoryCaps
+from tay.storage.journal.history_budget import HistoryCaps
 
 KEY_MAX_BYTES = 255
 

@@ -20,11 +20,11 @@ from tay.engine.schedules import ScheduleState
 from tay.engine.workers import WorkerCommands
 from tay.failures import RecoveryRefused, RequestRefused
 from tay.storage import events as ev
-from tay.storage.history_budget import HistoryBudget
-from tay.storage.schedule_events import SCHEDULE_PAIRS
-from tay.storage.transitions import JOB_PAIRS
-from tay.storage.transitions import JobState, apply
-from tay.storage.value import DecodeLimits
+from tay.storage.journal.history_budget import HistoryBudget
+from tay.storage.events.schedules import SCHEDULE_PAIRS
+from tay.storage.events.transitions import JOB_PAIRS
+from tay.storage.events.transitions import JobState, apply
+from tay.storage.formats.value import DecodeLimits
 
 __all__ = ["Engine"]
 

@@ -1,6 +1,6 @@
 """One retained job as the engine holds it: durable state plus engine-side bookkeeping.
 
-``JobState`` (tay.storage.transitions) is the durable part and only changes through
+``JobState`` (tay.storage.events.transitions) is the durable part and only changes through
 ``apply``. ``JobEntry`` adds what is not durable: whether the job is volatile, its budget
 charge, and the ready key that orders it inside its queue.
 """
@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tay.storage.transitions import JobState
+from tay.storage.events.transitions import JobState
 
 
 class JobEntry:

@@ -23,8 +23,8 @@ from tay.engine.config import EngineConfig
 from tay.engine.ids import RandomSource, is_identifier, job_id_from_submission, parse_job_id, random_job_id
 from tay.engine.values import Measure, UnsupportedValue, measure
 from tay.failures import RequestRefused
-from tay.storage import value
-from tay.storage.definition import LazyDefinition, build_definition
+from tay.storage.formats import value
+from tay.storage.events.definition import LazyDefinition, build_definition
 
 OPTION_KEYS = frozenset(
     {"id", "submission_id", "delay", "delay_ms", "run_at", "retries", "timeout",

@@ -25,7 +25,7 @@ from tay.engine.values import measure
 from tay.engine.workers import WorkerCommands
 from tay.failures import RequestRefused
 from tay.storage import events as ev
-from tay.storage import value
+from tay.storage.formats import value
 from tay.storage.events import Event
 
 # Occurrences delivered per tick at most: a long catch_up=all backlog is worked off over

@@ -8,7 +8,7 @@ enqueue options). JSON ``null`` means absent, as for enqueue options. Unknown fi
 refused. Every refusal is ``invalid_schedule`` naming the field.
 
 The *definition* (what redeclaration compares) is the storage map of
-``tay.storage.schedule_events``: args, catch_up, expression (cron text or interval ms),
+``tay.storage.events.schedules``: args, catch_up, expression (cron text or interval ms),
 kind, options, overlap, task, timezone. ``delay``/``start_at`` only place the first
 occurrence and are not part of it, so the SDK's reconnect replay stays idempotent.
 """
@@ -22,8 +22,8 @@ from typing import Any, Callable, Mapping
 
 from tay.engine.cron import DEFAULT_TIMEZONE, parse_cron, parse_timezone
 from tay.failures import RequestRefused, TayFailure
-from tay.storage.definition import PayloadRefused, check_json_value
-from tay.storage.schedule_events import (
+from tay.storage.events.definition import PayloadRefused, check_json_value
+from tay.storage.events.schedules import (
     CATCH_UPS,
     EXPRESSION_MAX_BYTES,
     OVERLAPS,

@@ -2,7 +2,7 @@
 
 The table is synchronous and pure: time is passed in, job states come from a lookup the
 engine supplies (``JobLookup``: job id -> state string, or None when the job is unknown),
-and every durable change is an ``Event`` (tay.storage.schedule_events) that the engine
+and every durable change is an ``Event`` (tay.storage.events.schedules) that the engine
 sequences, appends, and then feeds back through :meth:`ScheduleTable.apply` -- the same
 function recovery calls for each replayed schedule event. Live methods never mutate durable
 state themselves; they only *propose* events.
@@ -32,8 +32,8 @@ from typing import Any, Callable, Iterable, Mapping
 from tay.engine.schedule_declaration import OptionsValidator, parse_declaration, structural_options_check
 from tay.engine.schedule_timing import Timing, occurrence_job_id
 from tay.failures import RecoveryRefused, RequestRefused, TayFailure
-from tay.storage import schedule_events as se
-from tay.storage import value
+from tay.storage.events import schedules as se
+from tay.storage.formats import value
 from tay.storage.events import Event
 
 JobLookup = Callable[[bytes], "str | None"]

@@ -1,7 +1,7 @@
 """The engine's state and its one mutation path: build event -> ``apply`` -> re-index.
 
 Live commands and recovery replay both end in ``_install`` after
-``tay.storage.transitions.apply``, so the durable state a replay reproduces is, by
+``tay.storage.events.transitions.apply``, so the durable state a replay reproduces is, by
 construction, the state the live engine had. Persistent events take the next record
 sequence (``next_sequence``) and go into the Outcome; volatile jobs run through the same
 ``apply`` with a private revision counter and never produce events.
@@ -23,9 +23,9 @@ from tay.engine.ready import DueHeap, ReadyIndex
 from tay.engine.values import measure
 from tay.failures import RequestRefused
 from tay.storage import events as ev
-from tay.storage.definition import LazyDefinition, args_json
-from tay.storage.history_budget import HistoryBudget, frame_size
-from tay.storage.transitions import JobState, apply, expected_finish, retry_due_range
+from tay.storage.events.definition import LazyDefinition, args_json
+from tay.storage.journal.history_budget import HistoryBudget, frame_size
+from tay.storage.events.transitions import JobState, apply, expected_finish, retry_due_range
 
 WAITING_FOR_TIME = ("scheduled", "retryable")
 ADMISSIONS = frozenset({ev.JOB_INSERTED, ev.JOB_STARTED})  # what the history caps may refuse

@@ -20,11 +20,11 @@ from typing import TYPE_CHECKING, Any
 
 from tay.engine.config import EngineConfig
 from tay.protocol.limits import ProtocolLimits
-from tay.storage.commit import GroupCommitter
+from tay.storage.journal.commit import GroupCommitter
 from tay.storage.events import journal_records
-from tay.storage.history_budget import HistoryBudget
-from tay.storage.journal import Journal, init_store
-from tay.storage.recovery import recover
+from tay.storage.journal.history_budget import HistoryBudget
+from tay.storage.journal.writer import Journal, init_store
+from tay.storage.recovery.recover import recover
 
 from .socket_path import SocketPlan, check_outside_data_dir
 

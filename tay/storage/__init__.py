@@ -4,4 +4,4 @@ Importing the package registers every supported event pair, including the schedu
 so that any reader that decodes events (recovery, inspect, verify-file) knows all of them.
 """
 
-from tay.storage import schedule_events as _schedule_events  # noqa: F401  (registers pairs)
+from tay.storage.events import schedules as _schedule_events  # noqa: F401  (registers pairs)

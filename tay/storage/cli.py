@@ -49,7 +49,7 @@ def _print_json(document: dict[str, Any]) -> None:
 
 
 def run_init(args: argparse.Namespace) -> int:
-    from tay.storage.journal import init_store
+    from tay.storage.journal.writer import init_store
 
     try:
         init_store(
@@ -66,7 +66,7 @@ def run_init(args: argparse.Namespace) -> int:
 
 
 def run_inspect(args: argparse.Namespace) -> int:
-    from tay.storage.inspect import format_summary, inspect_store
+    from tay.storage.recovery.inspect import format_summary, inspect_store
 
     try:
         summary = inspect_store(args.data_dir)
@@ -85,7 +85,7 @@ def run_inspect(args: argparse.Namespace) -> int:
 
 
 def run_verify_file(args: argparse.Namespace) -> int:
-    from tay.storage.verify import read_input, verify_bytes
+    from tay.storage.recovery.verify import read_input, verify_bytes
 
     try:
         data = read_input(args.file)

@@ -15,13 +15,13 @@ from dataclasses import dataclass, field
 
 from tay.failures import RecoveryRefused
 from tay.storage.fsio import OPEN_NOFOLLOW, RealIO
-from tay.storage.segment import (
+from tay.storage.formats.segment import (
     HEADER_SIZE,
     parse_segment_file_name,
     parse_staging_file_name,
     segment_file_name,
 )
-from tay.storage.store_marker import (
+from tay.storage.formats.store_marker import (
     STORE_FILE_NAME,
     STORE_SIZE,
     parse_store_staging_name,
@@ -29,7 +29,7 @@ from tay.storage.store_marker import (
 )
 
 # The file names themselves are defined once, next to their formats: segment names in
-# ``tay.storage.segment``, STORE names in ``tay.storage.store_marker``.
+# ``tay.storage.formats.segment``, STORE names in ``tay.storage.formats.store_marker``.
 LOCK_NAME = ".tay-owner.lock"
 STORE_NAME = STORE_FILE_NAME
 SEGMENTS_DIR = "segments"

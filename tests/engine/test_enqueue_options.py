@@ -147,7 +147,7 @@ def test_public_job_object_has_real_nulls_and_durability():
 def test_live_job_keeps_only_canonical_definition_bytes():
     from tay.engine import Execute
     from tay.storage import events as ev
-    from tay.storage.definition import LazyDefinition
+    from tay.storage.events.definition import LazyDefinition
 
     driver = Driver()
     args = {"payload": "x" * 64, "n": [1, 2]}

@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 from tay.engine import EngineConfig
 from tay.engine.options import parse_enqueue
 from tay.engine.values import measure
-from tay.storage import value
-from tay.storage.definition import build_definition
+from tay.storage.formats import value
+from tay.storage.events.definition import build_definition
 from tests.engine.conftest import Driver, executes
 from tests.storage.json_strategies import SETTINGS, json_values
 

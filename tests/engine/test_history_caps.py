@@ -11,9 +11,9 @@ import pytest
 from tay.engine import EngineConfig
 from tay.failures import ConfigurationError
 from tay.storage.events import encode_event
-from tay.storage.history_budget import RESERVE_BYTES_PER_EXECUTION, HistoryBudget, HistoryCaps
-from tay.storage.journal import init_store
-from tay.storage.recovery import recover
+from tay.storage.journal.history_budget import RESERVE_BYTES_PER_EXECUTION, HistoryBudget, HistoryCaps
+from tay.storage.journal.writer import init_store
+from tay.storage.recovery.recover import recover
 from tests.engine.conftest import Driver, executes, refusal, reply
 
 HEADER = 44  # an empty active segment
@@ -29,7 +29,7 @@ def capped(**caps) -> Driver:
 
 
 def _frame(event) -> int:
-    from tay.storage.history_budget import frame_size
+    from tay.storage.journal.history_budget import frame_size
     return frame_size(len(encode_event(event)))
 
 

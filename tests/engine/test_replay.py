@@ -8,7 +8,7 @@ from tay.engine import EngineConfig
 from tay.engine import commands as c
 from tay.failures import RecoveryRefused
 from tay.storage.events import decode_event, encode_event
-from tay.storage.record import decode_record
+from tay.storage.formats.record import decode_record
 from tests.engine.conftest import Driver, executes, refusal, reply
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "upstream" / "events" / "v1"
@@ -123,8 +123,8 @@ def test_replay_refuses_a_sequence_that_does_not_increase():
 
 
 def test_recovery_batch_path_into_the_engine_equals_record_by_record_replay(tmp_path):
-    from tay.storage.journal import init_store
-    from tay.storage.recovery import recover
+    from tay.storage.journal.writer import init_store
+    from tay.storage.recovery.recover import recover
 
     driver = Driver()
     driver.worker()

@@ -16,7 +16,7 @@ from hypothesis import strategies as st
 from tay.engine.schedule_timing import Timing, occurrence_job_id
 from tay.engine.schedules import Occurrence, ScheduleTable
 from tay.failures import RecoveryRefused, RequestRefused
-from tay.storage import schedule_events as se
+from tay.storage.events import schedules as se
 from tay.storage.events import Event, decode_event, encode_event
 
 T0 = 1_767_225_600_000  # 2026-01-01T00:00:00Z

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from tay.engine.values import UnsupportedValue, _measure_located, measure
-from tay.storage import value
+from tay.storage.formats import value
 
 INT = st.integers(min_value=-(2**63), max_value=2**64 - 1)
 SCALARS = st.none() | st.booleans() | INT | st.floats(allow_nan=False, allow_infinity=False) \

@@ -10,9 +10,9 @@ from pathlib import Path
 import pytest
 
 from tests.storage.conftest import EVENT_DIR, RECORD_DIR, SEGMENT_DIR, event_fixture
-from tay.storage.journal import init_store
-from tay.storage.record import decode_record
-from tay.storage.recovery import recover
+from tay.storage.journal.writer import init_store
+from tay.storage.formats.record import decode_record
+from tay.storage.recovery.recover import recover
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -10,9 +10,9 @@ import threading
 import pytest
 
 from tay.failures import WriterStopped
-from tay.storage.commit import GroupCommitter
+from tay.storage.journal.commit import GroupCommitter
 from tay.storage.fsio import RealIO
-from tay.storage.journal import init_store
+from tay.storage.journal.writer import init_store
 from tests.storage.test_journal import data_dir, open_journal, records  # noqa: F401 (fixture)
 
 

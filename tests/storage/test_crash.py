@@ -20,10 +20,10 @@ from hypothesis import strategies as st
 from tests.storage.conftest import scratch_path
 from tay._native import pure
 from tay.failures import RecoveryRefused, WriterStopped
-from tay.storage.commit import GroupCommitter
+from tay.storage.journal.commit import GroupCommitter
 from tay.storage.fsio import FaultyIO, RealIO
-from tay.storage.journal import init_store
-from tay.storage.recovery import recover
+from tay.storage.journal.writer import init_store
+from tay.storage.recovery.recover import recover
 
 TARGET = 400  # test-only rotation target so crashes also hit seals and successors
 

@@ -8,8 +8,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tay.failures import RecoveryRefused
-from tay.storage import value
-from tay.storage.definition import LazyDefinition, PayloadRefused, args_json, build_definition
+from tay.storage.formats import value
+from tay.storage.events.definition import LazyDefinition, PayloadRefused, args_json, build_definition
 from tests.storage.json_strategies import SETTINGS, json_values
 
 args_maps = st.dictionaries(st.text(max_size=8), json_values, max_size=5)

@@ -15,8 +15,8 @@ from hypothesis import strategies as st
 from tay._native import _pure_events, pure
 from tay.failures import RecoveryRefused
 from tay.storage import events as ev
-from tay.storage import record
-from tay.storage.definition import build_definition
+from tay.storage.formats import record
+from tay.storage.events.definition import build_definition
 
 c_native = pytest.importorskip("tay._native.c")
 

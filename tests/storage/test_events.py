@@ -9,8 +9,8 @@ import pytest
 
 from tay.failures import RecoveryRefused
 from tay.storage import events as ev
-from tay.storage import record, value
-from tay.storage.definition import PayloadRefused, build_definition, canonical_bytes
+from tay.storage.formats import record, value
+from tay.storage.events.definition import PayloadRefused, build_definition, canonical_bytes
 
 ROOT = Path(__file__).resolve().parents[2] / "fixtures"
 EVENT_V1 = ROOT / "upstream" / "events" / "v1"

@@ -9,13 +9,13 @@ from pathlib import Path
 import pytest
 
 from tay.failures import ConfigurationError, RequestRefused
-from tay.storage.history_budget import (
+from tay.storage.journal.history_budget import (
     RESERVE_BYTES_PER_EXECUTION,
     HistoryBudget,
     HistoryCaps,
     frame_size,
 )
-from tay.storage.journal import init_store
+from tay.storage.journal.writer import init_store
 from tests.storage.test_journal import data_dir, open_journal  # noqa: F401 (fixture)
 
 MAX_FINISH_FRAME = 1_024  # what the 1,132-byte reserve holds besides a rotation

@@ -13,15 +13,15 @@ from tay import _native
 from tay.failures import RecoveryRefused, WriterStopped
 from tay.storage import layout
 from tay.storage.fsio import FaultyIO, RealIO
-from tay.storage.journal import (
+from tay.storage.journal.writer import (
     MIN_ROTATION_TARGET,
     check_rotation_target,
     init_store,
 )
-from tay.storage.recovery import recover
-from tay.storage.record import decode_stream
-from tay.storage.segment import FOOTER_SIZE, HEADER_SIZE
-from tay.storage.store_marker import decode_store_marker
+from tay.storage.recovery.recover import recover
+from tay.storage.formats.record import decode_stream
+from tay.storage.formats.segment import FOOTER_SIZE, HEADER_SIZE
+from tay.storage.formats.store_marker import decode_store_marker
 
 SMALL_TARGET = 600  # test-only rotation target (below the spec minimum, explicitly allowed)
 
@@ -258,7 +258,7 @@ def test_acquire_lock_refuses_a_symlinked_path(data_dir):
 
 
 # -- group commit ------------------------------------------------------------------------
-from tay.storage.commit import GroupCommitter  # noqa: E402
+from tay.storage.journal.commit import GroupCommitter  # noqa: E402
 
 
 def test_default_group_commit_is_one_fsync_per_event(data_dir):

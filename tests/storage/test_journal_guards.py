@@ -12,10 +12,10 @@ import pytest
 
 from tay.failures import RecoveryRefused, WriterStopped
 from tay.storage import layout
-from tay.storage.commit import GroupCommitter
+from tay.storage.journal.commit import GroupCommitter
 from tay.storage.fsio import RealIO
-from tay.storage.journal import init_store
-from tay.storage.recovery import recover
+from tay.storage.journal.writer import init_store
+from tay.storage.recovery.recover import recover
 from tests.storage.test_journal import data_dir, open_journal, records  # noqa: F401 (fixture)
 
 

@@ -5,9 +5,9 @@ from __future__ import annotations
 import pytest
 
 from tay.storage import events as ev
-from tay.storage import value
-from tay.storage.definition import LazyDefinition, build_definition, canonical_bytes
-from tay.storage.store_v2 import decode_mutation, encode_mutation, mutation_from_parts
+from tay.storage.formats import value
+from tay.storage.events.definition import LazyDefinition, build_definition, canonical_bytes
+from tay.storage.v2 import decode_mutation, encode_mutation, mutation_from_parts
 
 JOB = bytes(15) + b"\x07"
 ARGS = {"account_key": "benchmark-account", "payload": "x" * 1024, "version": 1,

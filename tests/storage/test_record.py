@@ -10,7 +10,7 @@ from hypothesis import strategies as st
 
 from tay import _native
 from tay.failures import RecoveryRefused
-from tay.storage.record import (
+from tay.storage.formats.record import (
     MAX_PAYLOAD,
     MAX_SEQUENCE,
     decode_record,
@@ -18,7 +18,7 @@ from tay.storage.record import (
     encode_record,
     encode_records,
 )
-from tay.storage.value import EncodeError
+from tay.storage.formats.value import EncodeError
 
 VALID = {
     "f01": (1, 1, 1, b""),

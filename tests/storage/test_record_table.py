@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tay.storage.record_table import RecordTable
+from tay.storage.formats.record_table import RecordTable
 
 rows = st.lists(st.tuples(st.integers(0, 2**40), st.integers(1, 254), st.integers(1, 255),
                           st.integers(0, 16_777_216)), max_size=30)

@@ -19,10 +19,10 @@ from tests.storage.conftest import event_fixture
 from tay.failures import RecoveryRefused
 from tay.storage import layout
 from tay.storage.fsio import RealIO
-from tay.storage.journal import init_store
-from tay.storage.record import decode_record
-from tay.storage.recovery import RecoveryOptions, TableConsumer, recover
-from tay.storage.store_marker import encode_store_marker
+from tay.storage.journal.writer import init_store
+from tay.storage.formats.record import decode_record
+from tay.storage.recovery.recover import RecoveryOptions, TableConsumer, recover
+from tay.storage.formats.store_marker import encode_store_marker
 
 REPLAY_ORDER = ("E1", "E2", "E3", "E4", "E6", "E5")  # the fixtures' sequence order 1..6
 

@@ -9,10 +9,10 @@ import pytest
 
 from tests.storage.test_recovery import build_store, opaque, refuse
 from tay.failures import RecoveryRefused
-from tay.storage import segment as segment_module
+from tay.storage.formats import segment as segment_module
 from tay.storage.fsio import RealIO
-from tay.storage.recovery import RecoveryOptions, recover
-from tay.storage.recovery_limits import TIME_LIMITS
+from tay.storage.recovery.recover import RecoveryOptions, recover
+from tay.storage.recovery.limits import TIME_LIMITS
 
 SMALL = 300  # rotation target: two 68-byte frames per segment
 

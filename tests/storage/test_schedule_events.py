@@ -10,11 +10,11 @@ import pytest
 
 from tay.engine.schedule_timing import occurrence_job_id
 from tay.engine.schedules import ScheduleTable
-from tay.storage import schedule_events as se
-from tay.storage import value
-from tay.storage.definition import PayloadRefused
+from tay.storage.events import schedules as se
+from tay.storage.formats import value
+from tay.storage.events.definition import PayloadRefused
 from tay.storage.events import decode_event, encode_event
-from tay.storage.record import decode_stream
+from tay.storage.formats.record import decode_stream
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "tay" / "events" / "schedules"
 T0 = 1_767_225_600_000

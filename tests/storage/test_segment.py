@@ -8,8 +8,8 @@ from hypothesis import strategies as st
 
 from tay import _native
 from tay.failures import RecoveryRefused
-from tay.storage.record import MAX_SEQUENCE, encode_records
-from tay.storage.segment import (
+from tay.storage.formats.record import MAX_SEQUENCE, encode_records
+from tay.storage.formats.segment import (
     MAX_SEGMENT_ID,
     SegmentHeader,
     SegmentScan,

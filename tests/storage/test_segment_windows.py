@@ -16,9 +16,9 @@ from hypothesis import strategies as st
 
 from tay import _native
 from tay.failures import RecoveryRefused
-from tay.storage import segment as segment_module
-from tay.storage.record import MAX_SEQUENCE, encode_records
-from tay.storage.segment import (
+from tay.storage.formats import segment as segment_module
+from tay.storage.formats.record import MAX_SEQUENCE, encode_records
+from tay.storage.formats.segment import (
     FOOTER_SIZE,
     HEADER_SIZE,
     decode_header,
@@ -26,7 +26,7 @@ from tay.storage.segment import (
     encode_header,
     scan_segment,
 )
-from tay.storage.recovery import recover
+from tay.storage.recovery.recover import recover
 from tests.storage.test_recovery import build_store, opaque
 
 STORE_ID = bytes(range(1, 17))

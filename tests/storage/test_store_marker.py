@@ -8,7 +8,7 @@ import pytest
 
 from tay import _native
 from tay.failures import RecoveryRefused
-from tay.storage.store_marker import (
+from tay.storage.formats.store_marker import (
     decode_store_marker,
     encode_store_marker,
     parse_store_staging_name,

@@ -11,9 +11,10 @@ import pytest
 
 from tay import _native
 from tay.failures import RecoveryRefused
-from tay.storage import record, store_v2, value
-from tay.storage.definition import PayloadRefused
-from tay.storage.transitions import apply
+from tay.storage.formats import record, value
+from tay.storage import v2 as store_v2
+from tay.storage.events.definition import PayloadRefused
+from tay.storage.events.transitions import apply
 
 V2 = Path(__file__).resolve().parents[2] / "fixtures" / "upstream" / "storage" / "v2"
 ONE = bytes(15) + b"\x01"

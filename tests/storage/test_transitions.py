@@ -10,9 +10,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tay.storage import events as ev
-from tay.storage import record
-from tay.storage.definition import PayloadRefused, build_definition
-from tay.storage.transitions import (
+from tay.storage.formats import record
+from tay.storage.events.definition import PayloadRefused, build_definition
+from tay.storage.events.transitions import (
     JobState, JobTable, TransitionRejected, apply, expected_finish, retry_due_range,
     retry_window,
 )

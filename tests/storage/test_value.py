@@ -9,8 +9,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tay.failures import RecoveryRefused, StorageFailure
-from tay.storage import value
-from tay.storage.value import DecodeLimits, EncodeError, decode, encode, locate
+from tay.storage.formats import value
+from tay.storage.formats.value import DecodeLimits, EncodeError, decode, encode, locate
 
 EXPECTED_V = {
     "V00": None, "V01": False, "V02": True, "V03": -(2**63), "V04": -1, "V05": 0,

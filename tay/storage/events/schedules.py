@@ -26,7 +26,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping, Sequence
 
-from tay.storage.definition import (
+from tay.storage.events.definition import (
     check_exact_keys,
     check_job_id,
     check_json_value,
@@ -38,7 +38,7 @@ from tay.storage.definition import (
     invalid,
     is_unsigned,
 )
-from tay.storage.event_registry import register_pairs
+from tay.storage.events.registry import register_pairs
 from tay.storage.events import Event, make_event
 
 SCHEDULE_REGISTERED = (7, 2)

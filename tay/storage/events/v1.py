@@ -1,6 +1,6 @@
 """Event-v1: the job lifecycle pairs (1..6, schema 1) and result_recorded (10,2).
 
-Payload validators (registered with ``tay.storage.event_registry`` on import) and the
+Payload validators (registered with ``tay.storage.events.registry`` on import) and the
 builders the engine uses to create these events; both check with the same rules.
 """
 
@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from typing import Any, Mapping
 
-from tay.storage.definition import (
+from tay.storage.events.definition import (
     LazyDefinition,
     check_attempt,
     check_exact_keys,
@@ -22,7 +22,7 @@ from tay.storage.definition import (
     is_unsigned,
     validate_definition,
 )
-from tay.storage.event_registry import (
+from tay.storage.events.registry import (
     JOB_AVAILABLE,
     JOB_CANCELLED,
     JOB_FINISHED,

@@ -23,9 +23,9 @@ from dataclasses import dataclass
 from typing import Iterable
 
 from tay.failures import ConfigurationError, RequestRefused
-from tay.storage.journal import Journal, rotation_needed
-from tay.storage.record import FIXED_SIZE as RECORD_OVERHEAD
-from tay.storage.segment import FOOTER_SIZE, HEADER_SIZE
+from tay.storage.journal.writer import Journal, rotation_needed
+from tay.storage.formats.record import FIXED_SIZE as RECORD_OVERHEAD
+from tay.storage.formats.segment import FOOTER_SIZE, HEADER_SIZE
 
 RESERVE_BYTES_PER_EXECUTION = 1_132
 

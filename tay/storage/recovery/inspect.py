@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from tay.storage.recovery import RecoveryOptions, TableConsumer, recover
+from tay.storage.recovery.recover import RecoveryOptions, TableConsumer, recover
 from tay.storage.fsio import RealIO
 
 DURABILITY_NOTE = (

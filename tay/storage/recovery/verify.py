@@ -17,7 +17,8 @@ import re
 from typing import Any, Callable
 
 from tay.failures import StorageFailure
-from tay.storage import events, record, segment, store_marker, value
+from tay.storage import events
+from tay.storage.formats import record, segment, store_marker, value
 
 _CANONICAL_IN_NAME = re.compile(r"([0-9]{20})\.tay")
 

@@ -13,11 +13,11 @@ from dataclasses import dataclass
 from typing import Any
 
 from tay.failures import RecoveryRefused
-from tay.storage import value
-from tay.storage.definition import (
+from tay.storage.formats import value
+from tay.storage.events.definition import (
     TIME_MAX, U64_MAX, check_exact_keys, decode_value, invalid, is_unsigned,
 )
-from tay.storage.v2_markers import check_crc, corrupt, decode_current, decode_store_v2, seal
+from tay.storage.v2.markers import check_crc, corrupt, decode_current, decode_store_v2, seal
 
 MANIFEST_MAX = 16 * 1024 * 1024
 MANIFEST_BODY_MAX = MANIFEST_MAX - 16

@@ -7,8 +7,8 @@ and every segment header and footer must carry the same one.
 
 :func:`check_fixed_object` is the one implementation of the fixed-object decode order
 (magic, version, length, CRC, flags, reserved bytes) used here and by the segment header
-and footer in ``tay.storage.segment``. Field domains are checked by each object after it.
-Refusals are ``RecoveryRefused`` (conventions in ``tay.storage.value``) whose
+and footer in ``tay.storage.formats.segment``. Field domains are checked by each object after it.
+Refusals are ``RecoveryRefused`` (conventions in ``tay.storage.formats.value``) whose
 ``extra["object"]`` names the object.
 """
 

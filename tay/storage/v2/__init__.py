@@ -8,16 +8,16 @@ define them:
 
 from __future__ import annotations
 
-from tay.storage.definition import PayloadRefused
-from tay.storage.v2_manifest import (
+from tay.storage.events.definition import PayloadRefused
+from tay.storage.v2.manifest import (
     INFINITY, BaseSegment, Manifest, Retention, decode_manifest, decode_retention,
     encode_manifest, manifest_from_body, verify_selection,
 )
-from tay.storage.v2_markers import (
+from tay.storage.v2.markers import (
     CURRENT_SIZE, MARKER_SIZE, Current, decode_adoption, decode_current, decode_store_v2,
     encode_adoption, encode_current, encode_store_v2,
 )
-from tay.storage.v2_records import (
+from tay.storage.v2.records import (
     MUTATION_PAIR, SNAPSHOT_PAIR, Mutation, Snapshot, decode_mutation, decode_snapshot,
     encode_mutation, encode_snapshot, mutation_from_parts, validate_snapshot,
 )

@@ -18,7 +18,7 @@ from typing import Any, Iterator, Mapping, NamedTuple
 
 from tay.failures import RecoveryRefused
 from tay.storage import events as ev
-from tay.storage.definition import TIME_MAX, U64_MAX, canonical_bytes
+from tay.storage.events.definition import TIME_MAX, U64_MAX, canonical_bytes
 
 STATES = ("scheduled", "available", "executing", "retryable", "completed", "cancelled",
           "discarded")

@@ -2,7 +2,7 @@
 credibility rules, and JOB_MUTATION_V2 (8,1).
 
 A mutation is checked locally and then rebuilt as the Event-v1 event it stands for, so the
-one transition function (``tay.storage.transitions.apply`` with S = new_revision) replays it.
+one transition function (``tay.storage.events.transitions.apply`` with S = new_revision) replays it.
 """
 
 from __future__ import annotations
@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from tay.storage import events as ev
-from tay.storage import value
-from tay.storage.definition import (
+from tay.storage.formats import value
+from tay.storage.events.definition import (
     PayloadRefused, U64_MAX, check_exact_keys, check_optional, check_time, check_unsigned,
     decode_value, invalid, is_unsigned, validate_definition,
 )

@@ -8,7 +8,7 @@ record CRC covers bytes 0..19 and the payload (not the header CRC).
 :func:`decode_record` follows the normative precedence exactly: the first failing step
 wins, nothing taken from the header (the length included) is trusted before the header CRC
 passes, and a failure never skips ahead looking for the next magic. Failures raise
-``RecoveryRefused`` (see ``tay.storage.value`` for the storage error conventions) with
+``RecoveryRefused`` (see ``tay.storage.formats.value`` for the storage error conventions) with
 ``extra["category"]`` one of ``corrupt``, ``unsupported``, ``incomplete``,
 ``resource_limit`` and the facts of the spec's error term as named fields.
 """
@@ -21,7 +21,7 @@ from typing import Sequence
 
 from tay import _native
 from tay.failures import RecoveryRefused
-from tay.storage.value import EncodeError
+from tay.storage.formats.value import EncodeError
 
 MAGIC = b"TAY\x00"
 VERSION = 1

@@ -13,8 +13,8 @@ import sys
 from tay.failures import RecoveryRefused, WriterStopped
 from tay.storage import layout
 from tay.storage.fsio import RealIO
-from tay.storage.segment import encode_header, segment_file_name, staging_file_name
-from tay.storage.store_marker import encode_store_marker, store_staging_name
+from tay.storage.formats.segment import encode_header, segment_file_name, staging_file_name
+from tay.storage.formats.store_marker import encode_store_marker, store_staging_name
 
 DURABILITY_MODES = ("sync", "write")
 

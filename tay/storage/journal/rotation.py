@@ -11,8 +11,8 @@ import os
 
 from tay import _native
 from tay.storage.fsio import RealIO
-from tay.storage.journal_setup import argument_refusal, fsync_file, publish_staged
-from tay.storage.segment import (
+from tay.storage.journal.setup import argument_refusal, fsync_file, publish_staged
+from tay.storage.formats.segment import (
     FOOTER_SIZE,
     HEADER_SIZE,
     SegmentHeader,

@@ -20,7 +20,7 @@ from typing import Callable
 
 from tay.failures import RecoveryRefused
 from tay.storage import layout
-from tay.storage.value import DecodeLimits
+from tay.storage.formats.value import DecodeLimits
 
 Clock = Callable[[], int]  # monotonic milliseconds
 MAX_PAYLOAD = 16_777_216

@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from typing import Callable, Sequence
 
 from tay.failures import RecoveryRefused, StorageFailure, WriterStopped
-from tay.storage.journal import Journal, JournalRecord, Receipt
+from tay.storage.journal.writer import Journal, JournalRecord, Receipt
 
 
 Submission = tuple[list[JournalRecord], "Future[Receipt]"]

@@ -5,7 +5,7 @@ the ``job_inserted`` event, and never changes; two submissions with the same job
 same job only when their canonical definition *bytes* are equal.
 
 ``PayloadRefused`` (a ``RecoveryRefused``, the storage layer's one error type; see
-``tay.storage.value``) is what every payload validator raises (events, definitions,
+``tay.storage.formats.value``) is what every payload validator raises (events, definitions,
 Store-v2 bodies). Its ``kind`` is the recovery class:
 ``unsupported_semantics``, ``invalid_payload`` or ``resource_limit``; ``field`` names the
 offending key path (for example ``definition.retry_policy``).
@@ -16,7 +16,7 @@ from __future__ import annotations
 from typing import Any, Iterator, Mapping
 
 from tay.failures import RecoveryRefused, StorageFailure
-from tay.storage import value
+from tay.storage.formats import value
 
 U64_MAX = 2**64 - 1
 TIME_MAX = 2**63 - 1

@@ -12,10 +12,10 @@ from typing import Any, Callable, Iterator, Mapping
 
 from tay import _native
 from tay._native import _pure_events as slots
-from tay.storage import value
-from tay.storage.definition import CHECKED_LIMITS, LazyDefinition
-from tay.storage.event_registry import JOB_PAIRS, Event, decode_event_exact
-from tay.storage.event_v1 import diagnostic
+from tay.storage.formats import value
+from tay.storage.events.definition import CHECKED_LIMITS, LazyDefinition
+from tay.storage.events.registry import JOB_PAIRS, Event, decode_event_exact
+from tay.storage.events.v1 import diagnostic
 
 _DEFAULT_LIMITS = value.DecodeLimits()
 _FAST_PAIRS = frozenset(JOB_PAIRS)

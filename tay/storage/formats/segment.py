@@ -4,7 +4,7 @@ See docs/storage-format.md for the byte layout. This module holds the header and
 codecs, the file names, the scan of one whole file (:func:`scan_segment`) and the checks
 across all segments of a store (:func:`topology_check`).
 
-Refusals are ``RecoveryRefused`` (conventions in ``tay.storage.value``) carrying ``kind``
+Refusals are ``RecoveryRefused`` (conventions in ``tay.storage.formats.value``) carrying ``kind``
 (physical_corruption, unsupported_physical, continuity, incomplete_tail, resource_limit),
 ``reason``, ``path``, ``segment_id``, the absolute file ``offset`` and, when known, the
 record ``sequence``. A segment is either **active** (header and records, no footer; only
@@ -20,11 +20,11 @@ from typing import Callable
 
 from tay import _native
 from tay.failures import RecoveryRefused
-from tay.storage.record import MAGIC as RECORD_MAGIC
-from tay.storage.record import MAX_PAYLOAD, MAX_SEQUENCE, Buffer, decode_record
-from tay.storage.record_table import RecordRef, RecordTable
-from tay.storage.store_marker import check_fixed_object, check_store_id, refuse_object
-from tay.storage.value import locate
+from tay.storage.formats.record import MAGIC as RECORD_MAGIC
+from tay.storage.formats.record import MAX_PAYLOAD, MAX_SEQUENCE, Buffer, decode_record
+from tay.storage.formats.record_table import RecordRef, RecordTable
+from tay.storage.formats.store_marker import check_fixed_object, check_store_id, refuse_object
+from tay.storage.formats.value import locate
 
 HEADER_MAGIC = b"TAYS"
 FOOTER_MAGIC = b"TAYF"

@@ -1,7 +1,7 @@
 """The Event type and the registry of supported (record type, schema) pairs.
 
 Every event pair has exactly one owner module that registers its validator here
-(``tay.storage.event_v1`` for the job lifecycle, ``tay.storage.schedule_events`` for
+(``tay.storage.events.v1`` for the job lifecycle, ``tay.storage.events.schedules`` for
 schedules). Decoding an unknown pair is refused as ``unsupported_semantics``; building or
 decoding a known one runs the same validator, so the engine cannot build what replay refuses.
 """
@@ -12,8 +12,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Callable, Mapping, Sequence
 
-from tay.storage import value
-from tay.storage.definition import PayloadRefused, decode_value
+from tay.storage.formats import value
+from tay.storage.events.definition import PayloadRefused, decode_value
 
 Pair = tuple[int, int]
 Validator = Callable[[dict], None]

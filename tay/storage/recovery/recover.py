@@ -29,20 +29,21 @@ from typing import Callable, Protocol
 
 from tay.failures import RecoveryRefused, StorageFailure
 from tay.storage import events as event_codec
-from tay.storage import layout, segment, store_marker
+from tay.storage import layout
+from tay.storage.formats import segment, store_marker
 from tay.storage.fsio import RealIO
-from tay.storage.journal import (
+from tay.storage.journal.writer import (
     DEFAULT_ROTATION_TARGET,
     Journal,
     Tail,
     check_durability,
     check_rotation_target,
 )
-from tay.storage.recovery_limits import (
+from tay.storage.recovery.limits import (
     Clock, RecoveryOptions, RecoveryTimer, monotonic_ms,
 )
-from tay.storage.transitions import JobTable
-from tay.storage.value import DecodeLimits, locate
+from tay.storage.events.transitions import JobTable
+from tay.storage.formats.value import DecodeLimits, locate
 
 Consumer = Callable[[int, int, int, memoryview], None]
 

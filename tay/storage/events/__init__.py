@@ -5,7 +5,7 @@ An event is a record type, a payload schema and one canonical Value map with an 
 set (docs/storage-events.md). ``decode_event`` checks, in this order: the pair is known
 (``unsupported_semantics``), the Value decodes within budget (``invalid_payload`` /
 ``resource_limit``), then the pair's payload-local rules (``invalid_payload``). Transition
-rules that need the job's previous state live in ``tay.storage.transitions``.
+rules that need the job's previous state live in ``tay.storage.events.transitions``.
 
 The code lives by idea in ``event_registry`` (Event, pairs, registry, exact decode),
 ``event_v1`` (validators and builders) and ``event_fast`` (native fast path, batch decode);
@@ -14,9 +14,9 @@ this module re-exports their public names so callers import one place.
 
 from __future__ import annotations
 
-from tay.storage.definition import PayloadRefused
-from tay.storage.event_fast import decode_event, decode_events
-from tay.storage.event_registry import (
+from tay.storage.events.definition import PayloadRefused
+from tay.storage.events.fast import decode_event, decode_events
+from tay.storage.events.registry import (
     JOB_AVAILABLE,
     JOB_CANCELLED,
     JOB_FINISHED,
@@ -36,7 +36,7 @@ from tay.storage.event_registry import (
     register_pair,
     registered_pairs,
 )
-from tay.storage.event_v1 import (
+from tay.storage.events.v1 import (
     COMPLETED,
     DIAG_BAD_RETURN,
     DIAG_ERROR_RETURN,

@@ -2,12 +2,12 @@
 
 Write protocol (docs/journal.md has the full picture):
 
-- ``init_store`` (``tay.storage.journal_setup``) creates a new store.
+- ``init_store`` (``tay.storage.journal.setup``) creates a new store.
 - ``Journal.open`` (called by recovery's activation with the validated tail) runs the
   open-ready barriers and opens the active segment writable at its validated EOF, or creates
   the successor of a sealed highest segment.
 - ``append_batch`` writes a whole batch of frames with one ``pwrite`` per segment touched,
-  verifies size and read-back, and rotates (seal + successor, ``tay.storage.journal_rotation``)
+  verifies size and read-back, and rotates (seal + successor, ``tay.storage.journal.rotation``)
   *before* a frame that would cross the rotation target. ``sync`` is the per-batch barrier
   (fdatasync in ``sync`` mode).
 
@@ -25,7 +25,7 @@ from tay import _native
 from tay.failures import StorageFailure, WriterStopped
 from tay.storage import layout
 from tay.storage.fsio import RealIO
-from tay.storage.journal_rotation import (
+from tay.storage.journal.rotation import (
     DEFAULT_ROTATION_TARGET,
     MAX_ROTATION_TARGET,
     MIN_ROTATION_TARGET,
@@ -34,7 +34,7 @@ from tay.storage.journal_rotation import (
     rotation_needed,
     seal_segment,
 )
-from tay.storage.journal_setup import (
+from tay.storage.journal.setup import (
     DURABILITY_MODES,
     SYNC_FILESYSTEMS,
     VOLATILE_PREFIXES,
@@ -48,8 +48,8 @@ from tay.storage.journal_setup import (
     new_store_id,
     publish_staged,
 )
-from tay.storage.record import MAX_SEQUENCE
-from tay.storage.segment import FOOTER_SIZE, HEADER_SIZE, MAX_SEGMENT_ID, SegmentHeader, segment_file_name
+from tay.storage.formats.record import MAX_SEQUENCE
+from tay.storage.formats.segment import FOOTER_SIZE, HEADER_SIZE, MAX_SEGMENT_ID, SegmentHeader, segment_file_name
 
 __all__ = [
     "Journal", "JournalRecord", "Receipt", "Tail", "init_store", "check_durability",
@@ -265,7 +265,7 @@ class Journal:
         self.io.fdatasync(self.fd)
         self.syncs += 1
 
-    # -- seal and successor (R0-R7, tay.storage.journal_rotation) ------------------------
+    # -- seal and successor (R0-R7, tay.storage.journal.rotation) ------------------------
     def _rotate(self) -> None:
         if self.segment_id >= MAX_SEGMENT_ID or self.next_sequence > MAX_SEQUENCE:
             raise WriterStopped("resource_limit", "store_exhausted", segment_id=self.segment_id)
