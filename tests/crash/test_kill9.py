@@ -85,8 +85,12 @@ async def check_restart(client: WireClient, ledger: Ledger) -> dict[str, dict]:
             assert job["state"] == "completed", job
             result = await client.request("result", job_id=job["id"])
             assert result["result"] == ledger.completed[job["id"]], (job, result)
-        elif job["id"] in ledger.executed:  # interrupted: retryable at the same attempt
-            assert job["state"] in ("retryable", "completed") and job["attempt"] == 1, job
+        elif job["id"] in ledger.executed:
+            # Interrupted: it comes back at the same attempt, not lost. Whether it still reads
+            # "retryable" or already "available" depends on the clock (its due time passes
+            # about a second after recovery), so the state is not part of the contract.
+            assert job["state"] in ("retryable", "available", "completed"), job
+            assert job["attempt"] == 1, job
         found[job["id"]] = job
     return found
 
@@ -118,8 +122,12 @@ async def check_inspect_agrees(client: WireClient, ledger: Ledger, at_kill: dict
     new_jobs = len(ledger.job_ids()) - at_kill["jobs"]
     assert at_kill["ok"] and new_jobs >= 0, (at_kill, counts)
     assert counts.get("completed", 0) == disk["completed"], (disk, counts)
-    assert counts.get("retryable", 0) == disk["retryable"] + disk["executing"], (disk, counts)
-    assert counts.get("available", 0) == disk["available"] + new_jobs, (disk, counts)
+    # Retryable jobs (including the interrupted executions) turn available once their due
+    # time passes, which can happen before this count: only the sum is the contract.
+    waiting = counts.get("retryable", 0) + counts.get("available", 0)
+    assert waiting == disk["retryable"] + disk["executing"] + disk["available"] + new_jobs, (
+        disk, counts)
+    assert counts.get("available", 0) >= disk["available"] + new_jobs, (disk, counts)
     assert sum(counts.values()) == len(ledger.job_ids())
 
 
