@@ -8,7 +8,8 @@ test: it performs the real operations on a real directory but remembers what was
 durable (file bytes up to the last fsync/fdatasync of that file; directory entries up to
 the last fsync of that directory). ``crash()`` then throws away everything else, optionally
 keeping a torn prefix of the last unsynced write. It can also fail the Nth write or the Nth
-sync with ``ENOSPC``/``EIO``.
+sync with ``ENOSPC``/``EIO``; a failing write may first really write a prefix of its data
+(``short_write_bytes``), as a disk that fills up in the middle of a ``pwrite`` does.
 """
 
 from __future__ import annotations
@@ -43,6 +44,11 @@ class RealIO:
 
     def write_all_at(self, fd: int, data: bytes | memoryview, offset: int) -> None:
         self.native.write_all_at(fd, data, offset)
+
+    def truncate(self, fd: int, length: int) -> None:
+        """ftruncate: only the writer's cut-back after a failed write and ``tay storage
+        repair`` shorten a file, and never below what was acknowledged."""
+        os.ftruncate(fd, length)
 
     def read_at(self, fd: int, length: int, offset: int) -> bytes:
         return os.pread(fd, length, offset)
@@ -122,11 +128,14 @@ class FaultyIO(RealIO):
         fail_write_at: int | None = None,
         fail_sync_at: int | None = None,
         fail_errno: int = errno.EIO,
+        short_write_bytes: int = 0,
     ) -> None:
         super().__init__(native)
         self.fail_write_at = fail_write_at
         self.fail_sync_at = fail_sync_at
         self.fail_errno = fail_errno
+        # a failing write first writes this many bytes of its data for real (a short write)
+        self.short_write_bytes = short_write_bytes
         self.writes = 0
         self.syncs = 0
         self._fd_paths: dict[int, str] = {}
@@ -160,7 +169,14 @@ class FaultyIO(RealIO):
         super().close(fd)
 
     def write_all_at(self, fd: int, data: bytes | memoryview, offset: int) -> None:
-        self._inject("writes", self.fail_write_at)
+        try:
+            self._inject("writes", self.fail_write_at)
+        except OSError:
+            prefix = memoryview(data)[: self.short_write_bytes]
+            if len(prefix):
+                super().write_all_at(fd, prefix, offset)  # really on disk, then the failure
+                self._files[self._fd_paths[fd]].last_write = (offset, len(prefix))
+            raise
         super().write_all_at(fd, data, offset)
         self._files[self._fd_paths[fd]].last_write = (offset, len(data))
 

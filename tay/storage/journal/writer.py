@@ -12,7 +12,11 @@ Write protocol (docs/journal.md has the full picture):
   (fdatasync in ``sync`` mode).
 
 Any failed or short write, or failed sync, poisons the journal: it raises ``WriterStopped``
-then and on every later call. Nothing is ever retried, truncated or overwritten.
+then and on every later call. Nothing is ever retried or overwritten. Before it stops, the
+writer cuts the active segment back to its size at the last barrier (``committed_size``:
+open, successor, or the last ``sync``) and fsyncs it, so a disk that fills up in the middle
+of a ``pwrite`` leaves no torn record: every byte it removes belongs to a batch that was
+never acknowledged.
 """
 
 from __future__ import annotations
@@ -110,6 +114,9 @@ class Journal:
         self.record_count = tail.record_count
         self.segment_crc = tail.segment_crc
         self.next_sequence = tail.next_sequence
+        # the active segment's size at the last barrier (open, successor, sync): every byte
+        # before it may have been acknowledged, no byte after it ever was
+        self.committed_size = tail.size
         self.fd = -1
         self.root_fd = -1  # pinned so a swapped root or segments/ is noticed (§4)
         self.segments_fd = -1
@@ -146,6 +153,7 @@ class Journal:
         self.io.fsync(self.fd)
         if self.io.fstat(self.fd).st_size != self.size:
             raise OSError(5, "active segment size changed since recovery")
+        self.committed_size = self.size
 
     def _segment_path(self, segment_id: int) -> str:
         return os.path.join(self.segments_dir, segment_file_name(segment_id))
@@ -155,14 +163,20 @@ class Journal:
         if self.stopped is not None:
             raise self.stopped
 
-    def _guard(self, operation, *args):  # type: ignore[no-untyped-def]
-        """Run one I/O step; any OSError poisons the journal for good."""
+    def _guard(self, operation, *args, writes: bool = False):  # type: ignore[no-untyped-def]
+        """Run one I/O step; any OSError poisons the journal for good.
+
+        ``writes``: the step writes or syncs the active segment, so a failure may have left
+        bytes past ``committed_size``; they are cut back before the journal stops.
+        """
         self._check_running()
         try:
             return operation(*args)
         except OSError as error:
             self.stopped = io_failure(operation.__name__.strip("_"), error,
                                        error.filename or self._segment_path(self.segment_id))
+            if writes:
+                self.stopped.extra.update(self._cut_back())
             self._close_fd()
             raise self.stopped from None
         except StorageFailure as failure:
@@ -184,7 +198,7 @@ class Journal:
             if sequence != self.next_sequence + index:
                 raise argument_refusal("sequence_discontinuity", sequence=sequence,
                                 expected=self.next_sequence + index, index=index)
-        return self._guard(self._append, records)
+        return self._guard(self._append, records, writes=True)
 
     def _append(self, records: Sequence[JournalRecord]) -> Receipt:
         chunk: list[JournalRecord] = []
@@ -228,8 +242,9 @@ class Journal:
         """
         self._check_running()
         if self.durability == "sync":
-            self._guard(self._fdatasync)
+            self._guard(self._fdatasync, writes=True)
         self._guard(self.check_paths)
+        self.committed_size = self.size
 
     def check_paths(self) -> None:
         """Poison the journal unless root, ``segments/``, the active segment and the lock
@@ -265,6 +280,27 @@ class Journal:
         self.io.fdatasync(self.fd)
         self.syncs += 1
 
+    def _cut_back(self) -> dict[str, int | str]:
+        """After a failed write or sync: truncate the active segment to ``committed_size``
+        and fsync it, so no torn (never acknowledged) frame is left for recovery to refuse.
+
+        Returns facts for the ``WriterStopped`` report: ``cut_back_bytes`` removed, or
+        ``cut_back_failed`` with its errno (the journal stops either way; recovery then
+        refuses the torn tail and ``tay storage repair`` removes it).
+        """
+        if self.fd < 0:
+            return {}
+        try:
+            size = self.io.fstat(self.fd).st_size
+            if size <= self.committed_size:
+                return {}
+            self.io.truncate(self.fd, self.committed_size)
+            self.io.fsync(self.fd)
+        except OSError as error:
+            return {"cut_back_failed": os.strerror(error.errno) if error.errno else str(error),
+                    "cut_back_errno": error.errno or 0}
+        return {"cut_back_to": self.committed_size, "cut_back_bytes": size - self.committed_size}
+
     # -- seal and successor (R0-R7, tay.storage.journal.rotation) ------------------------
     def _rotate(self) -> None:
         if self.segment_id >= MAX_SEGMENT_ID or self.next_sequence > MAX_SEQUENCE:
@@ -285,7 +321,7 @@ class Journal:
         self.history_bytes += HEADER_SIZE
         self.segment_id += 1
         self.first_sequence = self.next_sequence
-        self.size = HEADER_SIZE
+        self.size = self.committed_size = HEADER_SIZE  # published and fsynced (R4-R5)
         self.record_count = 0
         self.segment_crc = _native.crc32c(header)
 

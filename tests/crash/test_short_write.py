@@ -1,0 +1,129 @@
+"""A real short write under a real ``tay serve``: the file-size limit (RLIMIT_FSIZE) makes
+the kernel write only part of a frame, as a full disk does in the middle of a multi-page
+``pwrite``; the next ``pwrite`` fails with EFBIG (Python ignores SIGXFSZ).
+
+The writer must cut the segment back to its last barrier before it stops, so the restart
+succeeds and keeps every acknowledged job (on a writer without the cut-back the restart is
+refused with ``incomplete_tail``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import resource
+import shutil
+import signal
+import subprocess
+import tempfile
+from pathlib import Path
+
+import pytest
+
+from tests.crash.cluster import REPO, SCRATCH, ServerProcess, inspect_store, serve_command
+from tests.crash.wire import ConnectionLost, WireClient
+from tay.bench.server import socket_accepts
+
+FILE_LIMIT = 96 * 1024  # bytes any file of the limited server may reach
+PAD = 5_000  # argument bytes per job: a frame of ~5 KB crosses the limit part-way
+
+
+@pytest.fixture
+def root():
+    SCRATCH.mkdir(exist_ok=True)
+    path = Path(tempfile.mkdtemp(prefix="short-write-", dir=SCRATCH))
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+def limited_server(data_dir: Path, socket_path: str, log_path: Path,
+                   die_on_limit: bool) -> subprocess.Popen:
+    """``tay serve`` whose files may not grow past FILE_LIMIT.
+
+    ``die_on_limit``: restore SIGXFSZ's default action, so the process is killed by the
+    signal at the ``pwrite`` after the short one (nothing runs after it, as with kill -9).
+    """
+    command = serve_command(data_dir, socket_path)
+    if die_on_limit:
+        # Python ignores SIGXFSZ at start-up: restore the default inside the server process
+        command = [command[0], "-c",
+                   "import signal, sys; signal.signal(signal.SIGXFSZ, signal.SIG_DFL); "
+                   "from tay.cli import main; sys.exit(main(sys.argv[1:]))", *command[3:]]
+
+    def limit() -> None:
+        resource.setrlimit(resource.RLIMIT_FSIZE, (FILE_LIMIT, FILE_LIMIT))
+
+    with open(log_path, "ab") as log:
+        return subprocess.Popen(command, cwd=REPO, stdout=log, stderr=log, preexec_fn=limit,
+                                env={**os.environ, "PYTHONPATH": str(REPO)})
+
+
+async def enqueue_until_refused(socket_path: str) -> tuple[dict[str, dict], dict | None]:
+    """Enqueue padded jobs one by one until a reply is not ``enqueued``; return the acked
+    jobs by submission id and the first other reply (None if the connection dropped)."""
+    client = await WireClient.connect(socket_path)
+    acked: dict[str, dict] = {}
+    try:
+        for index in range(10 * FILE_LIMIT // PAD):
+            submission = f"sw-{index}"
+            try:
+                reply = await client.request("enqueue", task="sw.job",
+                                             args={"n": index, "pad": "p" * PAD},
+                                             options={"submission_id": submission})
+            except ConnectionLost:
+                return acked, None
+            if reply["type"] != "enqueued":
+                return acked, reply
+            acked[submission] = reply["job"]
+    finally:
+        await client.close()
+    raise AssertionError("the file-size limit was never reached")
+
+
+def wait_listening(process: subprocess.Popen, socket_path: str, log: Path) -> None:
+    for _ in range(750):
+        if socket_accepts(socket_path):
+            return
+        if process.poll() is not None:
+            break
+        asyncio.run(asyncio.sleep(0.02))
+    raise AssertionError("server did not start:\n" + log.read_text(errors="replace"))
+
+
+async def statuses(socket_path: str, acked: dict[str, dict]) -> None:
+    client = await WireClient.connect(socket_path)
+    try:
+        for job in acked.values():
+            reply = await client.request("status", job_id=job["id"])
+            assert reply["type"] == "status" and reply["job"]["args"] == job["args"], reply
+    finally:
+        await client.close()
+
+
+def test_short_write_at_the_limit_is_cut_back_and_restart_keeps_every_ack(root):
+    data_dir, log = root / "data", root / "limited.log"
+    socket_path = str(root / "limited.sock")
+    server = limited_server(data_dir, socket_path, log, die_on_limit=False)
+    try:
+        wait_listening(server, socket_path, log)
+        acked, refusal = asyncio.run(enqueue_until_refused(socket_path))
+        # the request whose write failed: its outcome is unknown to the server itself
+        assert refusal is not None and refusal["error"]["code"] == "unknown_outcome", refusal
+        assert len(acked) >= 5
+        server.send_signal(signal.SIGTERM)
+        assert server.wait(timeout=20) == 1  # the writer stopped: exit 1, never degraded
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait()
+    assert "append_failed" in log.read_text(errors="replace")  # EFBIG stopped the writer
+    active = sorted((data_dir / "segments").iterdir())[-1]
+    assert active.stat().st_size < FILE_LIMIT  # the partial frame is gone
+    summary = inspect_store(data_dir)
+    assert summary["jobs"] == len(acked), summary
+
+    restarted = ServerProcess(data_dir, str(root / "again.sock"), root / "again.log").start()
+    try:
+        asyncio.run(statuses(restarted.socket_path, acked))
+    finally:
+        restarted.stop()
