@@ -20,12 +20,16 @@ GROUPS: tuple[str, ...] = (
     "tay.storage.cli",
     "tay.server.cli",
     "tay.bench.cli",
+    "tay.admin.cli",
 )
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The top parser with every registered group."""
+    from tay import __version__
+
     parser = argparse.ArgumentParser(prog="tay", description="tay: durable background jobs")
+    parser.add_argument("--version", action="version", version=f"tay {__version__}")
     groups = parser.add_subparsers(dest="group", metavar="GROUP")
     groups.required = True
     for module_name in GROUPS:

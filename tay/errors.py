@@ -54,7 +54,29 @@ class ServerError(TayError):
 
 
 class RemoteTaskError(ServerError):
-    """The job's task failed on its final attempt, so it has no result to return."""
+    """The job's task failed on its final attempt, so it has no result to return.
+
+    ``failure`` is what the worker reported for that attempt (``type``, ``message`` and
+    ``traceback``, each when sent), also in ``details["failure"]``; None when the job timed
+    out or the engine kept no details.
+    """
+
+    @property
+    def failure(self) -> dict[str, str] | None:
+        failure = self.details.get("failure") if isinstance(self.details, dict) else None
+        return dict(failure) if isinstance(failure, dict) else None
+
+    @property
+    def remote_type(self) -> str | None:
+        return (self.failure or {}).get("type")
+
+    @property
+    def remote_message(self) -> str | None:
+        return (self.failure or {}).get("message")
+
+    @property
+    def remote_traceback(self) -> str | None:
+        return (self.failure or {}).get("traceback")
 
 
 class TaskRegistrationError(TayError):

@@ -43,6 +43,9 @@ WIRE_CODES: dict[str, int | None] = {
     "result_missing": 410,
     "task_failed": 409,
     "task_cancelled": 409,
+    # operations (docs/admin.md)
+    "retry_rejected": 409,
+    "compaction_unavailable": 503,
     # schedules
     "invalid_schedule": 400,
     "schedule_not_found": 404,

@@ -206,8 +206,21 @@ class ScheduleStatus(_ScheduleCommand):
     __slots__ = ()
 
 
+class Admin(_Command):
+    """An operations request (docs/admin.md): ``op`` names it (``jobs``, ``pause_queue``,
+    ...), ``body`` holds its parameters as the transports received them."""
+
+    __slots__ = ("conn", "request_id", "op", "body")
+
+    def __init__(self, conn: Conn, request_id: str | None, op: str, body: Any = _NEW_DICT) -> None:
+        _set(self, "conn", conn)
+        _set(self, "request_id", request_id)
+        _set(self, "op", op)
+        _set(self, "body", {} if body is _NEW_DICT else body)
+
+
 Command = (
     Connect | Disconnect | RegisterTasks | UnregisterTasks | Enqueue | Status | Result
     | Cancel | Started | Succeeded | Failed | Schedule | CancelSchedule | ListSchedules
-    | ScheduleStatus
+    | ScheduleStatus | Admin
 )

@@ -15,12 +15,14 @@ from tay.engine import commands as cmd
 from tay.engine.effects import CancelExecution, Outcome, Refuse
 from tay.engine.ids import random_token
 from tay.engine.jobs import public_job
-from tay.engine.schedule_commands import ScheduleCommands
+from tay.engine.state import finish_outcome
+from tay.engine.admin import AdminCommands
 from tay.engine.schedules import ScheduleState
 from tay.engine.workers import WorkerCommands
 from tay.failures import RecoveryRefused, RequestRefused
 from tay.storage import events as ev
 from tay.storage.journal.history_budget import HistoryBudget
+from tay.storage.events.operations import QUEUE_PAIRS
 from tay.storage.events.schedules import SCHEDULE_PAIRS
 from tay.storage.events.transitions import JOB_PAIRS
 from tay.storage.events.transitions import JobState, apply
@@ -36,7 +38,7 @@ def _not_increasing(sequence: int, next_sequence: int) -> RecoveryRefused:
                            next_sequence=next_sequence)
 
 
-class Engine(ScheduleCommands):
+class Engine(AdminCommands):
     """See docs/engine.md for the command/outcome model and the durability contract."""
 
     def handle(self, command: Any, now_ms: int, mono_ms: int) -> Outcome:
@@ -67,7 +69,8 @@ class Engine(ScheduleCommands):
         cmd.Started: WorkerCommands._started,
         cmd.Succeeded: WorkerCommands._succeeded,
         cmd.Failed: WorkerCommands._failed,
-        **ScheduleCommands._SCHEDULE_HANDLERS,
+        **AdminCommands._SCHEDULE_HANDLERS,
+        cmd.Admin: AdminCommands._admin,
     }
 
     def tick(self, now_ms: int, mono_ms: int) -> Outcome:
@@ -86,6 +89,9 @@ class Engine(ScheduleCommands):
             out.effects.append(CancelExecution(reservation.conn, random_token(self.rng),
                                                reservation.reservation_id, reservation.execution_id))
             self._finish(entry, ev.TIMEOUT, ev.DIAG_TIMEOUT, now_ms, out)
+            job = entry.state
+            self.activity.failure(now_ms, job.id, entry.queue, entry.task, job.attempt,
+                                  finish_outcome(job), None)
         self._deliver_schedules(now_ms, out)
         self._dispatch(now_ms, mono_ms, out)
         return out
@@ -112,22 +118,26 @@ class Engine(ScheduleCommands):
     limits: DecodeLimits = _REPLAY_LIMITS  # Value budgets for replayed payloads
 
     def replay(self, sequence: int, event_type: int, schema: int,
-               payload: bytes | memoryview) -> JobState | ScheduleState:
+               payload: bytes | memoryview) -> JobState | ScheduleState | None:
         """Recovery consumer, one record at a time: decode, then ``consume_event``."""
         if sequence < self.next_sequence:  # checked before decoding, as consume_event does
             raise _not_increasing(sequence, self.next_sequence)
         return self.consume_event(sequence, ev.decode_event(event_type, schema, payload,
                                                             self.limits))
 
-    def consume_event(self, sequence: int, event: ev.Event) -> JobState | ScheduleState:
+    def consume_event(self, sequence: int, event: ev.Event) -> JobState | ScheduleState | None:
         """Recovery consumer for decoded events (recovery's batch path): apply like a live one.
 
-        Job events and schedule events share the one sequence counter.
+        Job, schedule and queue-control events share the one sequence counter.
         """
         if sequence < self.next_sequence:
             raise _not_increasing(sequence, self.next_sequence)
         pair = (event.type, event.schema)
         if pair not in JOB_PAIRS:
+            if pair in QUEUE_PAIRS:
+                self._apply_queue_control(event)
+                self.next_sequence = sequence + 1
+                return None
             if pair not in SCHEDULE_PAIRS:
                 raise RecoveryRefused("unsupported_semantics", "not_a_job_event",
                                       sequence=sequence, event_type=event.type,
@@ -138,7 +148,7 @@ class Engine(ScheduleCommands):
         entry = self.jobs.get(event.payload["job_id"])
         state = apply(entry.state if entry is not None else None, sequence, event)
         self.next_sequence = sequence + 1
-        return self._install(entry, state, volatile=False).state
+        return self._install(entry, state, False, None, event.payload["at"]).state
 
     def attach_history(self, budget: HistoryBudget) -> None:
         """Enforce the history caps from now on (the server, right after recovery).

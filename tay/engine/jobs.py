@@ -13,7 +13,13 @@ from tay.storage.events.transitions import JobState
 
 
 class JobEntry:
-    __slots__ = ("state", "volatile", "charge", "ready_key", "reservation_id")
+    """``stamp``: the admin index stamp of the job's last transition (tay.engine.job_index);
+    ``attempts``: the attempt timeline (tuples of attempt, started_at, finished_at, outcome)
+    kept since the job was replayed or inserted; ``schedule_id``: the schedule that admitted
+    it, when known."""
+
+    __slots__ = ("state", "volatile", "charge", "ready_key", "reservation_id", "queue", "task",
+                 "stamp", "attempts", "schedule_id")
 
     def __init__(self, state: JobState, volatile: bool, charge: int) -> None:
         self.state = state
@@ -21,14 +27,12 @@ class JobEntry:
         self.charge = charge
         self.ready_key: tuple[int, int] | None = None
         self.reservation_id: str | None = None
-
-    @property
-    def queue(self) -> str:
-        return self.state.definition["queue_key"]
-
-    @property
-    def task(self) -> str:
-        return self.state.definition["worker_key"]
+        definition = state.definition
+        self.queue: str = definition["queue_key"]
+        self.task: str = definition["worker_key"]
+        self.stamp = 0
+        self.attempts: list[tuple[int, int, int | None, str | None]] | None = None
+        self.schedule_id: str | None = None
 
     @property
     def durability(self) -> str:

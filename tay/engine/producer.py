@@ -72,7 +72,11 @@ class ProducerCommands(EngineState):
             self._reply(out, cmd.conn, cmd.request_id, "result", result=job.result)
             return
         code, message = RESULT_REFUSALS.get(job.state, ("result_not_ready", "the job is not finished"))
-        raise RequestRefused(message, code=code, job_id=job.id.hex(), state=job.state)
+        details = {}
+        if job.state == "discarded":  # what failed, for RemoteTaskError (docs/admin.md)
+            details = {"failure": dict(job.failure) if job.failure is not None else None,
+                       "diagnostic": dict(job.diagnostic) if job.diagnostic else None}
+        raise RequestRefused(message, code=code, job_id=job.id.hex(), state=job.state, **details)
 
     def _cancel(self, cmd: Cancel, now_ms: int, mono_ms: int, out: Outcome) -> None:
         entry = self._lookup(cmd.job_id)
@@ -81,15 +85,20 @@ class ProducerCommands(EngineState):
             raise RequestRefused(f"a {job.state} job cannot be cancelled", code="cancel_rejected",
                                  job_id=job.id.hex(), state=job.state)
         if job.state != "cancelled":
-            token = job.execution if job.state == "executing" else None
-            reservation = self.executors.reservations.get(entry.reservation_id or "")
-            self._commit(entry, ev.job_cancelled(job.id, now_ms, job.revision, token),
-                         entry.volatile, out)
-            if reservation is not None:
-                self._release(reservation)
-                out.effects.append(CancelExecution(reservation.conn, random_token(self.rng),
-                                                   reservation.reservation_id,
-                                                   reservation.execution_id))
+            self._cancel_job(entry, now_ms, out)
         self._reply(out, cmd.conn, cmd.request_id, "cancelled", job=public_job(entry),
                     status=entry.state.state)
         self._dispatch(now_ms, mono_ms, out)
+
+    def _cancel_job(self, entry: JobEntry, now_ms: int, out: Outcome) -> None:
+        """Cancel a cancellable job durably; a running execution is told to stop after."""
+        job = entry.state
+        token = job.execution if job.state == "executing" else None
+        reservation = self.executors.reservations.get(entry.reservation_id or "")
+        self._commit(entry, ev.job_cancelled(job.id, now_ms, job.revision, token),
+                     entry.volatile, out)
+        if reservation is not None:
+            self._release(reservation)
+            out.effects.append(CancelExecution(reservation.conn, random_token(self.rng),
+                                               reservation.reservation_id,
+                                               reservation.execution_id))

@@ -27,6 +27,7 @@ from tay.failures import RequestRefused
 from tay.storage import events as ev
 from tay.storage.formats import value
 from tay.storage.events import Event
+from tay.storage.events import schedules as se_pairs
 
 # Occurrences delivered per tick at most: a long catch_up=all backlog is worked off over
 # several ticks (next_wakeup stays due) so other work is never starved.
@@ -85,6 +86,10 @@ class ScheduleCommands(WorkerCommands):
     def _apply_schedule(self, sequence: int, event: Event) -> ScheduleState:
         """Apply one schedule event (live or replay) and bring its budget charge in line."""
         state = self.schedules.apply(sequence, event)
+        if event.pair == se_pairs.SCHEDULE_DELIVERED:  # the admin job view names its schedule
+            admitted = self.jobs.get(event["job_id"])
+            if admitted is not None:
+                admitted.schedule_id = state.schedule_id
         previous = self._schedule_charges.get(state.schedule_id)
         if previous is not None and previous[0] == state.definition_bytes:
             nodes = previous[1]  # measuring is most of a replayed event's cost: reuse it

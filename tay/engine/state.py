@@ -12,11 +12,13 @@ from __future__ import annotations
 from collections import Counter
 from typing import Any, Mapping
 
+from tay.engine.activity import Activity
 from tay.engine.admission import ClientPermits, StateBudget, job_charge
 from tay.engine.config import EngineConfig
 from tay.engine.effects import Execute, Outcome
 from tay.engine.executors import Executor, ExecutorRegistry, Reservation
 from tay.engine.ids import BufferedSystemRandom, RandomSource, random_token
+from tay.engine.job_index import JobIndex
 from tay.engine.jobs import JobEntry
 from tay.engine.options import DEFINITION_FIXED_NODES
 from tay.engine.ready import DueHeap, ReadyIndex
@@ -28,6 +30,7 @@ from tay.storage.journal.history_budget import HistoryBudget, frame_size
 from tay.storage.events.transitions import JobState, apply, expected_finish, retry_due_range
 
 WAITING_FOR_TIME = ("scheduled", "retryable")
+MAX_TIMELINE = 25  # attempts kept per job for the admin timeline (the latest ones)
 ADMISSIONS = frozenset({ev.JOB_INSERTED, ev.JOB_STARTED})  # what the history caps may refuse
 
 
@@ -57,6 +60,17 @@ class EngineState:
         self._clock_offset = 0  # last seen now_ms - mono_ms, to map wall due times to mono
         self.history: HistoryBudget | None = None  # attached by the server after recovery
         self.durable_executing = 0  # persistent jobs executing: each holds a history reserve
+        # operations (docs/admin.md): paused queues (durable), the admin job index, job
+        # counts per (queue, state), and what happened since start (volatile)
+        self.paused: set[str] = set()
+        self._stamp = 0
+        self.job_index = JobIndex(self._stamp_of)
+        self.queue_counts: Counter[tuple[str, str]] = Counter()
+        self.activity = Activity()
+
+    def _stamp_of(self, job_id: bytes) -> int | None:
+        entry = self.jobs.get(job_id)
+        return entry.stamp if entry is not None else None
 
     # ---- lazy index validity -------------------------------------------------------
 
@@ -89,7 +103,12 @@ class EngineState:
             event = self._charge_history(event)
             self.next_sequence += 1
             out.events.append((sequence, event))
-        return self._install(entry, state, volatile, nodes)
+        at = event.payload["at"]
+        entry = self._install(entry, state, volatile, nodes, at)
+        outcome = _live_outcome(event, state)
+        if outcome is not None:
+            self.activity.count(outcome, entry.queue, entry.task, at)
+        return entry
 
     def _charge_history(self, event: ev.Event) -> ev.Event:
         """Admit (insert, start) or account (anything else) the event's frame.
@@ -111,11 +130,12 @@ class EngineState:
         return ev.Event(event.type, event.schema, event.name, event.payload, raw)
 
     def _install(self, entry: JobEntry | None, state: JobState, volatile: bool,
-                 nodes: int | None = None) -> JobEntry:
+                 nodes: int | None = None, at: int = 0) -> JobEntry:
         """Store a job's new durable state and bring every index and charge in line.
 
         ``nodes``: the definition's node count when the caller measured it already (a live
-        insert), so the args are not walked a second time.
+        insert), so the args are not walked a second time. ``at``: the event's time (the
+        attempt timeline).
         """
         if entry is None:
             if nodes is None:
@@ -124,16 +144,33 @@ class EngineState:
             entry = JobEntry(state, volatile, charge)
             self.jobs[state.id] = entry
             self.budget.charge(charge)
+            previous = None
         else:
-            if entry.state.state == "executing" and not volatile:
+            old = entry.state
+            previous = old.state
+            if previous == "executing" and not volatile:
                 self.durable_executing -= 1
-            self.counts[entry.state.state] -= 1
-            if state.result_present and not entry.state.result_present:
+            self.counts[previous] -= 1
+            self.queue_counts[(entry.queue, previous)] -= 1
+            if state.result_present and not old.result_present:
                 extra = measure(state.result, "result").encoded_bytes
                 entry.charge += extra
                 self.budget.charge(extra)
+            if state.failure is not old.failure and state.failure is not None:
+                extra = failure_bytes(state.failure)
+                entry.charge += extra
+                self.budget.charge(extra)
             entry.state = state
+            if previous == "executing" and state.state != "executing":
+                _finish_attempt(entry, state, at)
+        if state.state == "executing":
+            _start_attempt(entry, state)
         self.counts[state.state] += 1
+        self.queue_counts[(entry.queue, state.state)] += 1
+        self._stamp += 1
+        entry.stamp = self._stamp
+        self.job_index.touch(self._stamp, state.id, state.state, entry.queue, entry.task,
+                             previous)
         if state.state == "executing" and not volatile:
             self.durable_executing += 1
         entry.ready_key = None
@@ -179,7 +216,8 @@ class EngineState:
         while progress:
             progress = False
             for queue in self._ready.queues():
-                if self._executing[queue] >= self.config.queue_credits(queue):
+                if self._executing[queue] >= self.config.queue_credits(queue) \
+                        or queue in self.paused:
                     continue
                 try:
                     started = self._dispatch_one(queue, now_ms, mono_ms, out)
@@ -226,3 +264,55 @@ class EngineState:
             executor.conn, reservation.reservation_id, reservation.execution_id, job.id.hex(),
             entry.task, args_json(job.definition), timeout_ms, entry.queue,
         ))
+
+
+# ---- operations bookkeeping (docs/admin.md) --------------------------------------------
+
+def failure_bytes(failure: Mapping[str, str]) -> int:
+    """State-budget charge of a kept failure object (its text, UTF-8)."""
+    return sum(len(text.encode("utf-8", "surrogatepass")) for text in failure.values()) + 64
+
+
+def finish_outcome(state: JobState) -> str:
+    """The timeline / metrics label of a finish that led to ``state``."""
+    if state.state == "completed":
+        return "completed"
+    if state.state == "cancelled":
+        return "cancelled"
+    code = state.diagnostic["code"] if state.diagnostic is not None else None
+    if state.state == "retryable" and code == ev.DIAG_INTERRUPTED:
+        return "interrupted"
+    if state.state == "discarded":
+        return "discarded"
+    return "timed_out" if code == ev.DIAG_TIMEOUT else "failed"
+
+
+def _start_attempt(entry: JobEntry, state: JobState) -> None:
+    attempts = entry.attempts
+    if attempts is None:
+        attempts = entry.attempts = []
+    elif len(attempts) >= MAX_TIMELINE:
+        del attempts[0]
+    attempts.append((state.attempt, state.attempted_at, None, None))
+
+
+def _finish_attempt(entry: JobEntry, state: JobState, at: int) -> None:
+    attempts = entry.attempts
+    if attempts and attempts[-1][2] is None:
+        attempt, started, _, _ = attempts[-1]
+        attempts[-1] = (attempt, started, at, finish_outcome(state))
+
+
+_RETRIES = frozenset({ev.JOB_RETRIED, ev.JOB_REQUEUED})
+
+
+def _live_outcome(event: ev.Event, state: JobState) -> str | None:
+    """The activity label of a live job event (None: not counted)."""
+    pair = (event.type, event.schema)
+    if pair == ev.JOB_INSERTED:
+        return "enqueued"
+    if pair == ev.JOB_FINISHED or pair == ev.JOB_CANCELLED:
+        return finish_outcome(state)
+    if pair in _RETRIES:
+        return "retried"
+    return None

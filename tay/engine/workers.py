@@ -17,7 +17,9 @@ from tay.engine.executors import Executor, Reservation
 from tay.engine.ids import is_identifier
 from tay.engine.producer import ProducerCommands
 from tay.failures import RequestRefused
+from tay.engine.state import finish_outcome
 from tay.storage import events as ev
+from tay.storage.events.operations import failure_recorded
 
 MAX_CAPACITY = 65_535
 
@@ -122,9 +124,14 @@ class WorkerCommands(ProducerCommands):
     def _failed(self, cmd: Failed, now_ms: int, mono_ms: int, out: Outcome) -> None:
         reservation = self._paired(cmd)
         if reservation is not None:
-            check_failure(cmd.error, self.config.error_bytes)
+            error = check_failure(cmd.error, self.config.error_bytes)
             entry = self.jobs[reservation.job_id]
             self._release(reservation)
             self._finish(entry, ev.WORKER_FAILURE, ev.DIAG_ERROR_RETURN, now_ms, out)
+            job = entry.state
+            self._commit(entry, failure_recorded(job.id, now_ms, job.revision, error),
+                         entry.volatile, out)
+            self.activity.failure(now_ms, job.id, entry.queue, entry.task, job.attempt,
+                                  finish_outcome(job), error)
         self._reply(out, cmd.conn, cmd.request_id, "accepted")
         self._dispatch(now_ms, mono_ms, out)

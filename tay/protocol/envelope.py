@@ -6,6 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from tay.failures import ConnectionFatal
+from tay.protocol.admin_api import SOCKET_TYPES
 
 MAX_IDENTIFIER_BYTES = 128
 
@@ -13,7 +14,7 @@ KNOWN_TYPES = frozenset({
     "hello", "register_tasks", "unregister_tasks", "enqueue", "status", "result", "cancel",
     "started", "succeeded", "failed", "heartbeat", "schedule", "cancel_schedule",
     "register_schedules", "schedules", "schedule_status", "pong", "ping",
-})
+}) | frozenset(SOCKET_TYPES)  # the operations API (docs/admin.md)
 
 
 def is_identifier(value: Any) -> bool:

@@ -19,6 +19,7 @@ import orjson
 
 from tay.engine.effects import Refuse, Reply
 from tay.failures import ConnectionFatal, RequestRefused, TayFailure
+from tay.protocol.admin_api import AdminRequest, route_admin
 from tay.protocol.envelope import is_identifier
 from tay.protocol.limits import ProtocolLimits
 from tay.protocol.messages import (
@@ -91,7 +92,7 @@ class WorkerCall:
     report: Any = None
 
 
-Route = ProducerCall | RegisterWorker | WorkerCall | HttpResponse
+Route = ProducerCall | RegisterWorker | WorkerCall | AdminRequest | HttpResponse
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,6 +122,14 @@ class HttpApi:
             return self._schedules(request, method, rest, query)
         if head == "workers":
             return self._workers(request, method, rest)
+        if head == "admin":
+            admin = route_admin(method, rest, query)
+            if admin is None:
+                raise RequestRefused(f"no admin route for {path[:128]!r}", code="not_found")
+            if request.body:
+                raise RequestRefused("admin requests take no body; options go in the query",
+                                     code="invalid_request")
+            return admin
         if head == "queues" and len(rest) == 2 and rest[1] == "claim":
             _allow(method, ("POST",))
             return WorkerCall("claim", bearer_token(request), queue=rest[0])

@@ -8,6 +8,7 @@ from typing import Any
 
 from tay.failures import RequestRefused
 
+from .admin_api import SOCKET_TYPES, socket_request
 from .envelope import is_identifier
 from .requests import (
     CLIENT_MODES, Enqueue, Failed, Hello, JobRead, RegisterTasks, Request, ScheduleRequest,
@@ -164,4 +165,6 @@ def build_parsers(max_tasks: int, result_bytes: int, error_bytes: int) -> dict[s
         parsers[kind] = lambda rid, msg, kind=kind: parse_job_read(kind, rid, msg)
     for kind in ("schedule", "cancel_schedule", "schedules", "schedule_status"):
         parsers[kind] = lambda rid, msg, kind=kind: ScheduleRequest(rid, kind, schedule_body(msg))
+    for kind in SOCKET_TYPES:
+        parsers[kind] = lambda rid, msg, kind=kind: socket_request(kind, rid, msg)
     return parsers

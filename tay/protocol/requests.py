@@ -11,6 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any
 
+from tay.protocol.admin_api import AdminRequest  # the operations API's one request type
+
 CLIENT_MODES = ("client", "embedded", "worker")
 
 
@@ -87,7 +89,8 @@ class ScheduleRequest:
 ExecutionReport = Started | Succeeded | Failed
 Request = (
     Hello | RegisterTasks | UnregisterTasks | Enqueue | JobRead | ExecutionReport | ScheduleRequest
+    | AdminRequest
 )
 
 # Requests answered by the engine after durability: they count against the pending limit.
-FORWARDED = (Enqueue, JobRead, ScheduleRequest)
+FORWARDED = (Enqueue, JobRead, ScheduleRequest, AdminRequest)

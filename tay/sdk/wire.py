@@ -219,6 +219,10 @@ def server_error(payload: Any) -> ServerError:
     if not message:
         message = f"Tay refused the request ({code})" if code else "Tay refused the request"
     if payload.get("remote_task") or code in {"task_failed", "TaskFailed"}:
+        failure = payload.get("failure")
+        if isinstance(failure, Mapping) and (failure.get("type") or failure.get("message")):
+            remote = ": ".join(str(failure[k]) for k in ("type", "message") if failure.get(k))
+            message = f"{message} ({remote})"
         return RemoteTaskError(str(message), code=code, details=dict(payload))
     return ServerError(str(message), code=code, details=dict(payload))
 

@@ -164,6 +164,12 @@ async def serve(config: ServeConfig, ready: "asyncio.Event | None" = None,
     driver = EngineDriver(store.engine, store.committer, loop)
     stop = asyncio.Event()
     listener = Listener(driver, config.limits)
+    from .admin import AdminService
+
+    listener.admin = admin = AdminService(driver, store, config)
+    admin.facts["socket"] = lambda: None if config.socket is None else {
+        "path": config.socket.path, "connections": len(listener.connections)}
+    admin.facts["http"] = lambda: None  # the HTTP listener replaces it once it listens
     closers: list[Callable[[], Awaitable[None]]] = []
     try:
         if config.socket is not None:
@@ -184,6 +190,7 @@ async def serve(config: ServeConfig, ready: "asyncio.Event | None" = None,
         for close in reversed(closers):
             await close()
         await listener.close()
+        admin.close()
         driver.close()
         store.close()
         sys.setswitchinterval(previous_interval)

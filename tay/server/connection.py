@@ -149,6 +149,9 @@ class Connection(asyncio.Protocol):
             self._waiting.setdefault(request.request_id, deque()).append(timer)
         elif isinstance(request, EXECUTION_REPORTS):
             self._reports.add(request.request_id)
+        if isinstance(request, wire.AdminRequest):
+            self._admin(request)
+            return
         command = to_engine_command(self, request)
         if isinstance(request, wire.Hello):
             self.connected_engine = True
@@ -158,6 +161,26 @@ class Connection(asyncio.Protocol):
             self.listener.driver.answer([Refuse(self, command.request_id, failure)])
             return
         self.listener.driver.submit(command)
+
+    def _admin(self, request: wire.AdminRequest) -> None:
+        """Operations requests go through the admin service; its answer comes back here."""
+        admin = self.listener.admin
+        if admin is None:
+            failure = RequestRefused("the operations API is not running", code="unavailable")
+            self.listener.driver.answer([Refuse(self, request.request_id, failure)])
+            return
+        task = self._loop.create_task(admin.call(request.op, request.body))
+
+        def answered(done: "asyncio.Task[Reply | Refuse]") -> None:
+            if done.cancelled() or self.transport is None or self.transport.is_closing():
+                return
+            effect = done.result()
+            if isinstance(effect, Reply):
+                self.deliver(Reply(self, request.request_id, effect.type, effect.fields))
+            else:
+                self.deliver(Refuse(self, request.request_id, effect.failure))
+
+        task.add_done_callback(answered)
 
     def _write(self, frame: bytes) -> None:
         """Queue ``frame``; everything queued in this loop turn leaves in one write."""

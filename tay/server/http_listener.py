@@ -22,6 +22,7 @@ import httptools
 
 from tay.engine import commands as engine
 from tay.failures import RequestRefused
+from tay.protocol.admin_api import AdminRequest
 from tay.protocol.http_api import (
     HttpApi, HttpRequest, HttpResponse, ProducerCall, RegisterWorker, WorkerCall,
     effect_response, error_response,
@@ -79,6 +80,7 @@ class HttpServer:
             idle_s=limits.session_idle_s)
         self.connections: set[HttpConnection] = set()
         self.bound_port: int | None = None
+        self.admin: Any = None  # the AdminService (docs/admin.md)
         self._server: asyncio.AbstractServer | None = None
 
     async def start(self, host: str, port: int, tls: ssl.SSLContext | None) -> int:
@@ -100,6 +102,8 @@ class HttpServer:
             return done
         if isinstance(route, ProducerCall):
             return loop.create_task(self._producer(route))
+        if isinstance(route, AdminRequest):
+            return loop.create_task(self._admin(route))
         if isinstance(route, RegisterWorker):
             return loop.create_task(self.sessions.register(route))
         assert isinstance(route, WorkerCall)
@@ -115,6 +119,13 @@ class HttpServer:
             command = _SCHEDULE_COMMANDS[call.kind]
             reply = await self.producer.request(
                 lambda rid: command(self.producer, rid, call.fields))
+        return effect_response(reply, self.limits.max_body_bytes)
+
+    async def _admin(self, request: AdminRequest) -> HttpResponse:
+        if self.admin is None:
+            return error_response(RequestRefused("the operations API is not running",
+                                                 code="unavailable"))
+        reply = await self.admin.call(request.op, request.body)
         return effect_response(reply, self.limits.max_body_bytes)
 
     async def close(self, settle_timeout_s: float = 5.0) -> None:
@@ -373,6 +384,12 @@ async def serve_with_http(config: Any, http: HttpConfig | None,
         server = await start_http_listener(
             driver, http, config.limits,
             lambda: config.limits.max_connections - len(listener.connections))
+        server.admin = listener.admin
+        if server.admin is not None:
+            scheme = "https" if http.tls else "http"
+            server.admin.facts["http"] = lambda: {
+                "address": f"{scheme}://{http.ip}:{server.bound_port}",
+                "connections": len(server.connections), "worker_sessions": len(server.sessions)}
         return server.close
 
     return await serve(config, ready, extra_listeners=(start_http,), store=store)

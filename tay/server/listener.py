@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from tay.protocol.limits import ProtocolLimits
 
@@ -27,6 +27,7 @@ class Listener:
         self.connections: set["Connection"] = set()
         self._server: asyncio.AbstractServer | None = None
         self._path: str | None = None
+        self.admin: Any = None  # the AdminService, set by app.serve (docs/admin.md)
 
     def admit(self, connection: "Connection") -> bool:
         if len(self.connections) >= self.limits.max_connections:

@@ -33,8 +33,9 @@ def test_failure_with_retries_becomes_retryable_then_runs_attempt_two(driver):
     driver.worker()
     (execute,) = executes(driver.enqueue(retries=1))
     out = driver.fail(execute)
-    (_, finished), = out.events
+    (_, finished), (_, failure) = out.events
     assert finished["disposition"] == 1 and finished["next_attempt"] == 2
+    assert failure.name == "failure_recorded" and failure["job_id"] == finished["job_id"]
     assert driver.now + 1000 <= finished["next_due_at"] <= driver.now + 1250
     job = driver.status(execute.job_id)
     assert job["state"] == "retryable" and job["errors"] == [{"code": 1, "version": 1}]

@@ -15,6 +15,7 @@ import httptools
 import orjson
 
 from tay.protocol.http_api import HttpApi
+from tay.server.admin import AdminService
 from tay.server.app import ServeConfig, open_store
 from tay.server.driver import EngineDriver
 from tay.server.http_config import HttpLimits
@@ -29,11 +30,13 @@ async def http_stack(limits: HttpLimits | None = None,
     """An ``HttpServer`` on a fresh store (durability ``write``), closed afterwards."""
     SCRATCH.mkdir(exist_ok=True)
     root = tempfile.mkdtemp(prefix="http-", dir=SCRATCH)
-    store = open_store(ServeConfig(data_dir=f"{root}/data", socket=None,
-                                   init_if_missing=True, durability="write"))
+    config = ServeConfig(data_dir=f"{root}/data", socket=None, init_if_missing=True,
+                         durability="write")
+    store = open_store(config)
     driver = EngineDriver(store.engine, store.committer, asyncio.get_running_loop())
     limits = limits or HttpLimits()
     server = HttpServer(driver, HttpApi(limits.max_body_bytes), limits, spare_connections)
+    server.admin = AdminService(driver, store, config)
     try:
         yield server
     finally:

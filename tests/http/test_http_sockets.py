@@ -109,3 +109,23 @@ def test_tls_context_requires_client_certificates_and_tls_1_2(pki):
     context = tls_context(tls_server_config(pki))
     assert context.verify_mode == ssl.CERT_REQUIRED
     assert context.minimum_version == ssl.TLSVersion.TLSv1_2
+
+
+def test_admin_routes_follow_the_same_mtls_rules(pki):
+    async def scenario():
+        async with http_stack() as server:
+            port = await server.start("127.0.0.1", 0, tls_context(tls_server_config(pki)))
+            context = client_context(pki, pki["client_cert"], pki["client_key"])
+            reader, writer = await asyncio.open_connection("127.0.0.1", port, ssl=context)
+            writer.write(b"GET /admin/status HTTP/1.1\r\nhost: x\r\n\r\n")
+            (response,) = await read_responses(reader, 1)
+            assert response.status == 200 and response.json()["type"] == "admin_status"
+            writer.close()
+            with pytest.raises((ssl.SSLError, ConnectionError, asyncio.IncompleteReadError)):
+                reader, writer = await asyncio.open_connection("127.0.0.1", port,
+                                                               ssl=client_context(pki))
+                writer.write(b"GET /admin/status HTTP/1.1\r\nhost: x\r\n\r\n")
+                await writer.drain()
+                assert not await asyncio.wait_for(reader.read(), 5)
+                raise ConnectionError("closed without an answer")
+    run(scenario())

@@ -17,8 +17,13 @@ from __future__ import annotations
 from tay.storage.events.definition import PayloadRefused
 from tay.storage.events.fast import decode_event, decode_events
 from tay.storage.events.registry import (
+    ALL_JOB_PAIRS,
+    FAILURE_RECORDED,
     JOB_AVAILABLE,
     JOB_CANCELLED,
+    JOB_REQUEUED,
+    QUEUE_PAUSED,
+    QUEUE_RESUMED,
     JOB_FINISHED,
     JOB_INSERTED,
     JOB_PAIRS,
@@ -71,7 +76,8 @@ __all__ = [
     "job_cancelled", "job_retried", "result_recorded", "diagnostic",
     "decode_event_exact", "check_diagnostic", "Pair", "Validator", "JOB_PAIRS", "UNDOCUMENTED_PAIRS",
     "JOB_INSERTED", "JOB_AVAILABLE", "JOB_STARTED", "JOB_FINISHED", "JOB_CANCELLED",
-    "JOB_RETRIED", "RESULT_RECORDED", "OUTCOME_RULES",
+    "JOB_RETRIED", "RESULT_RECORDED", "OUTCOME_RULES", "ALL_JOB_PAIRS", "FAILURE_RECORDED",
+    "JOB_REQUEUED", "QUEUE_PAUSED", "QUEUE_RESUMED",
     "SUCCESS", "WORKER_FAILURE", "TIMEOUT", "INTERRUPTED", "COMPLETED", "RETRYABLE", "DISCARDED",
     "MODE_EXPEDITE", "MODE_NEW_CYCLE", "DIAG_ERROR_RETURN", "DIAG_RAISE", "DIAG_THROW",
     "DIAG_WORKER_EXIT", "DIAG_TIMEOUT", "DIAG_BAD_RETURN", "DIAG_INTERRUPTED",

@@ -25,11 +25,19 @@ JOB_FINISHED: Pair = (4, 1)
 JOB_CANCELLED: Pair = (5, 1)
 JOB_RETRIED: Pair = (6, 1)
 RESULT_RECORDED: Pair = (10, 2)
+# operations (docs/storage-events.md): queue control and job events of the admin API
+QUEUE_PAUSED: Pair = (20, 2)
+QUEUE_RESUMED: Pair = (21, 2)
+FAILURE_RECORDED: Pair = (22, 2)
+JOB_REQUEUED: Pair = (23, 2)
 UNDOCUMENTED_PAIRS: frozenset[Pair] = frozenset({(12, 2)})
 JOB_PAIRS: frozenset[Pair] = frozenset(
     {JOB_INSERTED, JOB_AVAILABLE, JOB_STARTED, JOB_FINISHED, JOB_CANCELLED, JOB_RETRIED,
      RESULT_RECORDED}
 )
+# every pair that names one job and goes through the transition function (JOB_PAIRS are
+# the ones the native fast path decodes)
+ALL_JOB_PAIRS: frozenset[Pair] = JOB_PAIRS | {FAILURE_RECORDED, JOB_REQUEUED}
 
 @dataclass(frozen=True, slots=True)
 class Event:
@@ -66,7 +74,7 @@ class Event:
 
     @property
     def is_job_event(self) -> bool:
-        return self.pair in JOB_PAIRS
+        return self.pair in ALL_JOB_PAIRS
 
 
 @dataclass(frozen=True, slots=True)

@@ -71,6 +71,7 @@ class JobState(NamedTuple):
     diagnostic: Mapping[str, int] | None = None
     result_present: bool = False
     result: Any = None
+    failure: Mapping[str, str] | None = None  # the last worker failure's details (22,2)
 
     @property
     def max_attempts(self) -> int:
@@ -277,9 +278,28 @@ def _result_recorded(job: JobState, sequence: int, event: Mapping[str, Any],
     return _evolve(job, revision=sequence, result_present=True, result=event["result"])
 
 
+def _failure_recorded(job: JobState, sequence: int, event: Mapping[str, Any],
+                      guard: _Guard) -> JobState:
+    """The details of the worker failure that just finished the job (same Outcome)."""
+    if job.state not in ("retryable", "discarded") or job.diagnostic is None \
+            or job.diagnostic["code"] == ev.DIAG_INTERRUPTED:
+        guard.fail("failure_for_job_without_failure", job.state)
+    return _evolve(job, revision=sequence, failure=event["error"])
+
+
+def _requeued(job: JobState, sequence: int, event: Mapping[str, Any], guard: _Guard) -> JobState:
+    """A cancelled job starts a new cycle (attempts reset), available at ``at``."""
+    if job.state != "cancelled":
+        guard.fail("requeue_from_wrong_state", job.state)
+    return _evolve(job, state="available", revision=sequence, attempt=0, next_attempt=1,
+                   cycle=sequence, attempted_at=None, completed_at=None, terminal_at=None,
+                   eligible_at=event["at"], ready_order=sequence, execution=None)
+
+
 JOB_PAIRS = _JOB_PAIRS = frozenset({ev.JOB_INSERTED, ev.JOB_AVAILABLE, ev.JOB_STARTED,
                                     ev.JOB_FINISHED, ev.JOB_CANCELLED, ev.JOB_RETRIED,
-                                    ev.RESULT_RECORDED})
+                                    ev.RESULT_RECORDED, ev.FAILURE_RECORDED,
+                                    ev.JOB_REQUEUED})
 
 _HANDLERS = {
     ev.JOB_AVAILABLE: _available,
@@ -288,6 +308,8 @@ _HANDLERS = {
     ev.JOB_CANCELLED: _cancelled,
     ev.JOB_RETRIED: _retried,
     ev.RESULT_RECORDED: _result_recorded,
+    ev.FAILURE_RECORDED: _failure_recorded,
+    ev.JOB_REQUEUED: _requeued,
 }
 
 

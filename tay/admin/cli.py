@@ -1,0 +1,186 @@
+"""``tay status|jobs|job|retry|cancel|queues|pause|resume|purge|compact``: see and steer a
+running engine through the operations API (docs/admin.md).
+
+Each command talks to the engine over the Unix socket (discovered like the SDK, or
+``--socket``) or over HTTP(S) (``--url`` plus the TLS files for mTLS). ``--json`` prints the
+engine's reply as one JSON document; otherwise a readable table. Exit codes: 0 done,
+1 refused or unreachable (the message says which), 2 usage.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Callable, Mapping
+from typing import Any
+
+from .render import render_job, render_jobs, render_queues, render_status
+
+STATES = ("scheduled", "available", "executing", "retryable", "completed", "cancelled",
+          "discarded")
+PURGE_BATCH = 10_000
+
+
+def _connection_options(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_argument_group("where the engine is")
+    group.add_argument("--socket", metavar="PATH",
+                       help="Unix socket of the engine; default: the SDK's discovery "
+                            "(TAY_SOCKET_PATH, /run/tay/tay.sock, ...)")
+    group.add_argument("--url", metavar="URL",
+                       help="HTTP(S) base URL of a remote engine instead of the socket "
+                            "(TAY_ADMIN_URL)")
+    group.add_argument("--tls-ca", metavar="FILE", help="CA file for https (TAY_ADMIN_TLS_CA)")
+    group.add_argument("--tls-cert", metavar="FILE",
+                       help="client certificate for mTLS (TAY_ADMIN_TLS_CERT)")
+    group.add_argument("--tls-key", metavar="FILE", help="its private key (TAY_ADMIN_TLS_KEY)")
+    parser.add_argument("--json", action="store_true", help="print the reply as JSON")
+
+
+def _positive(text: str) -> int:
+    try:
+        value = int(text, 10)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an integer") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def register(groups: Any) -> None:
+    """Add the operations commands as top-level ``tay`` commands."""
+    def command(name: str, help_text: str, run: Callable[..., int]) -> argparse.ArgumentParser:
+        parser = groups.add_parser(name, help=help_text, description=help_text)
+        _connection_options(parser)
+        parser.set_defaults(handler=lambda args: _run(args, run))
+        return parser
+
+    command("status", "engine status: version, durability, jobs, storage, workers", _status)
+    jobs = command("jobs", "list jobs, most recently changed first", _jobs)
+    jobs.add_argument("--state", choices=STATES, help="only jobs in this state")
+    jobs.add_argument("--queue", help="only jobs of this queue")
+    jobs.add_argument("--task", help="only jobs of this task")
+    jobs.add_argument("--limit", type=_positive, default=50, help="jobs per page, 1..100 (default 50)")
+    jobs.add_argument("--cursor", help="continue after a previous page (its next_cursor)")
+    command("job", "one job in full: definition, args, attempts, failure, result",
+            _job).add_argument("job_id", metavar="ID")
+    command("retry", "retry a retryable, discarded or cancelled job", _retry).add_argument(
+        "job_id", metavar="ID")
+    command("cancel", "cancel a waiting or running job", _cancel).add_argument("job_id", metavar="ID")
+    command("queues", "queues: depth by state, credits, executing, paused", _queues)
+    command("pause", "pause a queue (durable; running jobs finish)", _pause).add_argument("queue")
+    command("resume", "resume a paused queue", _resume).add_argument("queue")
+    purge = command("purge", "cancel every waiting job of a queue", _purge)
+    purge.add_argument("queue")
+    purge.add_argument("--limit", type=_positive, help="cancel at most this many (default: all)")
+    command("compact", "compact the store now (Store v2 compaction)", _compact)
+
+
+def client_for(args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> Any:
+    from .client import HttpAdmin, SocketAdmin
+
+    env = os.environ if environ is None else environ
+    url = args.url or env.get("TAY_ADMIN_URL")
+    if url:
+        return HttpAdmin(url, args.tls_ca or env.get("TAY_ADMIN_TLS_CA"),
+                         args.tls_cert or env.get("TAY_ADMIN_TLS_CERT"),
+                         args.tls_key or env.get("TAY_ADMIN_TLS_KEY"))
+    return SocketAdmin(args.socket)
+
+
+def _run(args: argparse.Namespace, run: Callable[..., int]) -> int:
+    from .client import AdminRefused, AdminUnreachable
+
+    client = None
+    try:
+        client = client_for(args)
+        return run(client, args)
+    except AdminRefused as refused:
+        if args.json:
+            _print_json({"error": refused.error})
+        else:
+            print(f"tay {args.group}: refused ({refused.code}): {refused}", file=sys.stderr)
+        return 1
+    except AdminUnreachable as error:
+        print(f"tay {args.group}: no engine reachable: {error}", file=sys.stderr)
+        return 1
+    finally:
+        if client is not None:
+            client.close()
+
+
+def _print_json(document: Any) -> None:
+    sys.stdout.write(json.dumps(document, indent=2, sort_keys=False) + "\n")
+
+
+def _show(args: argparse.Namespace, reply: dict[str, Any], render: Callable[[dict], str]) -> int:
+    if args.json:
+        _print_json(reply)
+    else:
+        sys.stdout.write(render(reply))
+    return 0
+
+
+def _status(client: Any, args: argparse.Namespace) -> int:
+    return _show(args, client.call("status", {}), render_status)
+
+
+def _jobs(client: Any, args: argparse.Namespace) -> int:
+    if args.limit > 100:
+        print("tay jobs: --limit must be 1..100", file=sys.stderr)
+        return 2
+    body = {"state": args.state, "queue": args.queue, "task": args.task, "limit": args.limit,
+            "cursor": args.cursor}
+    return _show(args, client.call("jobs", {k: v for k, v in body.items() if v is not None}),
+                 render_jobs)
+
+
+def _job(client: Any, args: argparse.Namespace) -> int:
+    return _show(args, client.call("job", {"job_id": args.job_id}), render_job)
+
+
+def _retry(client: Any, args: argparse.Namespace) -> int:
+    reply = client.call("retry_job", {"job_id": args.job_id})
+    return _show(args, reply, lambda r: f"retried {r['job']['id']}: now {r['job']['state']}\n")
+
+
+def _cancel(client: Any, args: argparse.Namespace) -> int:
+    reply = client.call("cancel_job", {"job_id": args.job_id})
+    return _show(args, reply, lambda r: f"cancelled {r['job']['id']}: now {r['job']['state']}\n")
+
+
+def _queues(client: Any, args: argparse.Namespace) -> int:
+    return _show(args, client.call("queues", {}), render_queues)
+
+
+def _pause(client: Any, args: argparse.Namespace) -> int:
+    reply = client.call("pause_queue", {"queue": args.queue})
+    return _show(args, reply, lambda r: f"queue {r['queue']['name']} paused "
+                                        f"({r['queue']['waiting']} waiting)\n")
+
+
+def _resume(client: Any, args: argparse.Namespace) -> int:
+    reply = client.call("resume_queue", {"queue": args.queue})
+    return _show(args, reply, lambda r: f"queue {r['queue']['name']} resumed "
+                                        f"({r['queue']['waiting']} waiting)\n")
+
+
+def _purge(client: Any, args: argparse.Namespace) -> int:
+    """Cancel waiting jobs in batches until none remain (or ``--limit`` are done)."""
+    wanted = args.limit
+    purged = 0
+    reply: dict[str, Any] = {}
+    while wanted is None or purged < wanted:
+        batch = PURGE_BATCH if wanted is None else min(PURGE_BATCH, wanted - purged)
+        reply = client.call("purge_queue", {"queue": args.queue, "limit": batch})
+        purged += reply["purged"]
+        if reply["purged"] == 0 or reply["remaining"] == 0:
+            break
+    summary = {**reply, "purged": purged}
+    return _show(args, summary, lambda r: f"queue {args.queue}: {r['purged']} waiting job(s) "
+                                          f"cancelled, {r['remaining']} still waiting\n")
+
+
+def _compact(client: Any, args: argparse.Namespace) -> int:
+    return _show(args, client.call("compact", {}), lambda r: json.dumps(r) + "\n")

@@ -1,0 +1,341 @@
+"""The engine side of the operations API (docs/admin.md): bounded reads and admin actions.
+
+Every op is one ``Admin(conn, request_id, op, body)`` command. Reads build their reply from
+the engine's indexes (``job_index``, ``queue_counts``, the executor registry, the schedule
+table, ``activity``) and never scan all jobs. Actions write durable events through the
+one mutation path, so their replies leave only once those events are durable:
+
+* ``retry_job``: retryable -> (6,1) mode 0 (run now, same attempt); discarded -> (6,1)
+  mode 1 (new cycle); cancelled -> (23,2) ``job_requeued`` (new cycle);
+* ``cancel_job``: (5,1), like a producer cancel;
+* ``pause_queue`` / ``resume_queue``: (20,2) / (21,2); a paused queue dispatches nothing
+  (running executions finish) and stays paused across restarts;
+* ``purge_queue``: cancels waiting (scheduled, available, retryable) jobs of a queue with
+  (5,1) events, at most ``limit`` per request; the reply says how many remain.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from tay.engine.commands import Admin
+from tay.engine.effects import Outcome
+from tay.engine.ids import parse_job_id
+from tay.engine.jobs import JobEntry
+from tay.engine.schedule_commands import ScheduleCommands
+from tay.engine.schedule_timing import Timing, occurrence_job_id
+from tay.failures import RequestRefused
+from tay.storage import events as ev
+from tay.storage.events.definition import KEY_MAX_BYTES
+from tay.storage.events.operations import job_requeued, queue_paused, queue_resumed
+from tay.storage.events.transitions import STATES
+
+PAGE_DEFAULT, PAGE_MAX = 50, 100
+SCAN_LIMIT = 20_000  # index entries one jobs page may examine (docs/admin.md)
+PURGE_DEFAULT, PURGE_MAX = 1_000, 10_000
+WAITING = frozenset({"scheduled", "available", "retryable"})
+NEXT_OCCURRENCES = 5
+FAILURE_WINDOW_MS = 3_600_000
+FAILURES_MAX = 100
+
+
+def _fields(body: Any, allowed: frozenset[str], op: str) -> dict[str, Any]:
+    if not isinstance(body, dict):
+        raise RequestRefused(f"{op} needs an object body", code="invalid_request")
+    unknown = sorted(set(body) - allowed)
+    if unknown:
+        raise RequestRefused(f"unknown {op} field {unknown[0]!r}", code="invalid_request",
+                             field=unknown[0])
+    return body
+
+
+def _limit(body: dict[str, Any], default: int, high: int) -> int:
+    limit = body.get("limit", default)
+    if limit is None:
+        return default
+    if type(limit) is not int or not 1 <= limit <= high:
+        raise RequestRefused(f"limit must be an integer in 1..{high}", code="invalid_request",
+                             field="limit")
+    return limit
+
+
+def _key(body: dict[str, Any], name: str) -> str:
+    value = body.get(name)
+    if type(value) is not str or not value or "\x00" in value \
+            or len(value.encode("utf-8", "surrogatepass")) > KEY_MAX_BYTES:
+        raise RequestRefused(f"{name} must be 1..255 UTF-8 bytes without NUL",
+                             code="invalid_request", field=name)
+    return value
+
+
+def _optional_key(body: dict[str, Any], name: str) -> str | None:
+    return None if body.get(name) is None else _key(body, name)
+
+
+def _stamp_cursor(body: dict[str, Any]) -> int | None:
+    cursor = body.get("cursor")
+    if cursor is None:
+        return None
+    if type(cursor) is not str or not cursor.isdigit() or len(cursor) > 20:
+        raise RequestRefused("cursor must be a next_cursor value from a jobs page",
+                             code="invalid_request", field="cursor")
+    return int(cursor)
+
+
+def job_summary(entry: JobEntry) -> dict[str, Any]:
+    """One row of a jobs page: identity, state and times, never the args."""
+    job = entry.state
+    waiting = job.state in WAITING
+    return {
+        "id": job.id.hex(), "task": entry.task, "queue": entry.queue, "state": job.state,
+        "attempt": job.attempt, "max_attempts": job.definition["max_attempts"],
+        "durability": entry.durability, "inserted_at": job.inserted_at,
+        "scheduled_at": job.eligible_at if waiting else None,
+        "attempted_at": job.attempted_at, "completed_at": job.completed_at,
+        "finished_at": job.terminal_at,
+        "error_type": job.failure.get("type") if job.failure is not None else None,
+        "schedule_id": entry.schedule_id,
+    }
+
+
+class AdminCommands(ScheduleCommands):
+    def _admin(self, cmd: Admin, now_ms: int, mono_ms: int, out: Outcome) -> None:
+        handler = _OPS.get(cmd.op)
+        if handler is None:
+            raise RequestRefused(f"unknown admin operation {str(cmd.op)[:64]!r}",
+                                 code="invalid_request", field="op")
+        fields = handler(self, cmd.body, now_ms, out)
+        self._reply(out, cmd.conn, cmd.request_id, f"admin_{cmd.op}", **fields)
+        if cmd.op in _DISPATCHING:
+            self._dispatch(now_ms, mono_ms, out)
+
+    # ---- reads --------------------------------------------------------------------------
+
+    def _admin_overview(self, body: Any, now_ms: int, out: Outcome) -> dict[str, Any]:
+        _fields(body, frozenset(), "overview")
+        history = self.history
+        executors = self.executors.executors.values()
+        return {
+            "jobs": {"total": len(self.jobs), "by_state": {s: self.counts[s] for s in STATES}},
+            "state_bytes": {"used": self.budget.used, "limit": self.budget.limit},
+            "history": None if history is None else {
+                "bytes": history.history_bytes, "limit": history.caps.max_history_bytes,
+                "segments": history.segments, "segment_limit": history.caps.max_segments,
+            },
+            "admission": {"permits_in_use": self.permits.in_use, "permits": self.permits.slots,
+                          "bytes_per_permit": self.permits.bytes_per_permit},
+            "executing": sum(self._executing.values()),
+            "paused_queues": sorted(self.paused),
+            "connections": len(self.executors.executors),
+            "executors": sum(1 for e in executors if e.mode != "client"),
+            "capacity": sum(e.capacity for e in executors),
+            "schedules": len(self.schedules),
+            "next_sequence": self.next_sequence,
+        }
+
+    def _admin_jobs(self, body: Any, now_ms: int, out: Outcome) -> dict[str, Any]:
+        body = _fields(body, frozenset({"state", "queue", "task", "limit", "cursor"}), "jobs")
+        state = body.get("state")
+        if state is not None and state not in STATES:
+            raise RequestRefused(f"state must be one of {', '.join(STATES)}",
+                                 code="invalid_request", field="state")
+        queue, task = _optional_key(body, "queue"), _optional_key(body, "task")
+        limit = _limit(body, PAGE_DEFAULT, PAGE_MAX)
+        before = _stamp_cursor(body)
+        keys = [key for key in (("state", state), ("queue", queue), ("task", task))
+                if key[1] is not None]
+        index = self.job_index
+        key = min(keys, key=index.size) if keys else ("all", "")
+        jobs = self.jobs
+
+        def accept(job_id: bytes) -> bool:
+            entry = jobs[job_id]
+            return ((state is None or entry.state.state == state)
+                    and (queue is None or entry.queue == queue)
+                    and (task is None or entry.task == task))
+
+        found, cursor = index.page(key, before, limit, accept, SCAN_LIMIT)
+        return {"jobs": [job_summary(jobs[job_id]) for job_id in found],
+                "next_cursor": None if cursor is None else str(cursor)}
+
+    def _admin_job(self, body: Any, now_ms: int, out: Outcome) -> dict[str, Any]:
+        body = _fields(body, frozenset({"job_id"}), "job")
+        entry = self._lookup(body.get("job_id"))
+        job = entry.state
+        definition = job.definition
+        reservation = self.executors.reservations.get(entry.reservation_id or "")
+        executor = (self.executors.executors.get(reservation.conn)
+                    if reservation is not None else None)
+        return {"job": {
+            **job_summary(entry),
+            "args": definition["args"],
+            "timeout_ms": definition["timeout_ms"],
+            "requested_at": definition["scheduled_at"],
+            "revision": job.revision,
+            "diagnostic": dict(job.diagnostic) if job.diagnostic is not None else None,
+            "failure": dict(job.failure) if job.failure is not None else None,
+            "result_present": job.result_present,
+            "result": job.result if job.result_present else None,
+            "attempts": [{"attempt": attempt, "started_at": started, "finished_at": finished,
+                          "outcome": outcome}
+                         for attempt, started, finished, outcome in entry.attempts or ()],
+            "running_on": None if executor is None else executor.runtime_id,
+        }}
+
+    def _admin_queues(self, body: Any, now_ms: int, out: Outcome) -> dict[str, Any]:
+        _fields(body, frozenset(), "queues")
+        names = set(self.config.queues) | self.paused | {
+            queue for (queue, _), count in self.queue_counts.items() if count}
+        return {"queues": [self._queue_view(name) for name in sorted(names)]}
+
+    def _queue_view(self, name: str) -> dict[str, Any]:
+        counts = {state: self.queue_counts[(name, state)] for state in STATES}
+        return {"name": name, "paused": name in self.paused,
+                "credits": self.config.queue_credits(name), "executing": self._executing[name],
+                "waiting": sum(counts[s] for s in WAITING), "by_state": counts}
+
+    def _admin_workers(self, body: Any, now_ms: int, out: Outcome) -> dict[str, Any]:
+        _fields(body, frozenset(), "workers")
+        workers = [{
+            "runtime_id": e.runtime_id, "mode": e.mode,
+            "transport": "http" if e.queue is not None else "socket",
+            "queue": e.queue, "capacity": e.capacity, "in_flight": len(e.reservations),
+            "tasks": sorted(e.tasks),
+        } for e in self.executors.executors.values()]
+        workers.sort(key=lambda w: (w["transport"], w["runtime_id"]))
+        return {"workers": workers, "unserved": self.unserved_tasks()}
+
+    def unserved_tasks(self) -> list[dict[str, Any]]:
+        """Ready jobs whose task no connected executor has registered (per queue)."""
+        found = []
+        for queue in self._ready.queues():
+            for task, head in self._ready.heads(queue):
+                if task not in self.executors.by_task:
+                    found.append({"queue": queue, "task": task, "oldest_ready_at": head[0]})
+        return found
+
+    def _admin_schedules(self, body: Any, now_ms: int, out: Outcome) -> dict[str, Any]:
+        body = _fields(body, frozenset({"limit", "cursor"}), "schedules")
+        objects, next_cursor = self.schedules.page(body.get("limit"), body.get("cursor"),
+                                                   self.schedule_job_state)
+        for obj in objects:
+            state = self.schedules.get(obj["id"])
+            obj["next_occurrences"] = _next_occurrences(state.definition, obj["next_at"])
+            last_job = self.jobs.get(_occurrence_id(obj["id"], state.last_at))
+            obj["last_job"] = None if last_job is None else {
+                "id": last_job.state.id.hex(), "state": last_job.state.state}
+        objects, next_cursor = self._fit_page(objects, next_cursor, None)
+        return {"schedules": objects, "next_cursor": next_cursor}
+
+    def _admin_activity(self, body: Any, now_ms: int, out: Outcome) -> dict[str, Any]:
+        body = _fields(body, frozenset({"limit"}), "activity")
+        limit = _limit(body, FAILURES_MAX, FAILURES_MAX)
+        return {"per_minute": self.activity.per_minute(now_ms),
+                "failures": self.activity.recent_failures(now_ms - FAILURE_WINDOW_MS, limit)}
+
+    # ---- actions ------------------------------------------------------------------------
+
+    def _admin_retry_job(self, body: Any, now_ms: int, out: Outcome) -> dict[str, Any]:
+        body = _fields(body, frozenset({"job_id"}), "retry_job")
+        entry = self._lookup(body.get("job_id"))
+        job = entry.state
+        if job.state == "retryable":
+            event = ev.job_retried(job.id, now_ms, job.revision, ev.MODE_EXPEDITE)
+        elif job.state == "discarded":
+            event = ev.job_retried(job.id, now_ms, job.revision, ev.MODE_NEW_CYCLE)
+        elif job.state == "cancelled":
+            event = job_requeued(job.id, now_ms, job.revision)
+        else:
+            raise RequestRefused(f"a {job.state} job cannot be retried (only retryable, "
+                                 "discarded or cancelled ones)", code="retry_rejected",
+                                 job_id=job.id.hex(), state=job.state)
+        self._commit(entry, event, entry.volatile, out)
+        return {"job": job_summary(entry)}
+
+    def _admin_cancel_job(self, body: Any, now_ms: int, out: Outcome) -> dict[str, Any]:
+        body = _fields(body, frozenset({"job_id"}), "cancel_job")
+        entry = self._lookup(body.get("job_id"))
+        job = entry.state
+        if job.state in ("completed", "discarded"):
+            raise RequestRefused(f"a {job.state} job cannot be cancelled", code="cancel_rejected",
+                                 job_id=job.id.hex(), state=job.state)
+        if job.state != "cancelled":
+            self._cancel_job(entry, now_ms, out)
+        return {"job": job_summary(entry)}
+
+    def _admin_pause_queue(self, body: Any, now_ms: int, out: Outcome) -> dict[str, Any]:
+        queue = _key(_fields(body, frozenset({"queue"}), "pause_queue"), "queue")
+        if queue not in self.paused:
+            self._commit_queue(queue_paused(queue, now_ms), out)
+        return {"queue": self._queue_view(queue)}
+
+    def _admin_resume_queue(self, body: Any, now_ms: int, out: Outcome) -> dict[str, Any]:
+        queue = _key(_fields(body, frozenset({"queue"}), "resume_queue"), "queue")
+        if queue in self.paused:
+            self._commit_queue(queue_resumed(queue, now_ms), out)
+        return {"queue": self._queue_view(queue)}
+
+    def _admin_purge_queue(self, body: Any, now_ms: int, out: Outcome) -> dict[str, Any]:
+        body = _fields(body, frozenset({"queue", "limit"}), "purge_queue")
+        queue = _key(body, "queue")
+        limit = _limit(body, PURGE_DEFAULT, PURGE_MAX)
+        jobs = self.jobs
+        found, _ = self.job_index.page(("queue", queue), None, limit,
+                                       lambda job_id: jobs[job_id].state.state in WAITING,
+                                       len(jobs) + 1)
+        for job_id in found:
+            self._cancel_job(jobs[job_id], now_ms, out)
+        purged = len(found)
+        view = self._queue_view(queue)
+        return {"queue": view, "purged": purged, "remaining": view["waiting"]}
+
+    # ---- queue control (live and replay) --------------------------------------------------
+
+    def _commit_queue(self, event: ev.Event, out: Outcome) -> None:
+        sequence = self.next_sequence
+        event = self._charge_history(event)  # accounted, never refused
+        self._apply_queue_control(event)
+        self.next_sequence += 1
+        out.events.append((sequence, event))
+
+    def _apply_queue_control(self, event: ev.Event) -> None:
+        if event.pair == ev.QUEUE_PAUSED:
+            self.paused.add(event["queue"])
+        else:
+            self.paused.discard(event["queue"])
+
+
+def _next_occurrences(definition: Any, next_at: int | None) -> list[int]:
+    """The next few due times of a schedule, starting at its stored next one."""
+    if next_at is None:
+        return []
+    timing = Timing.of(definition)
+    times = [next_at]
+    while len(times) < NEXT_OCCURRENCES:
+        following = timing.following(times[-1])
+        if following is None:
+            break
+        times.append(following)
+    return times
+
+
+def _occurrence_id(schedule_id: str, due_at: int | None) -> bytes:
+    return b"" if due_at is None else occurrence_job_id(schedule_id, due_at)
+
+
+_OPS: dict[str, Callable[..., dict[str, Any]]] = {
+    "overview": AdminCommands._admin_overview,
+    "jobs": AdminCommands._admin_jobs,
+    "job": AdminCommands._admin_job,
+    "queues": AdminCommands._admin_queues,
+    "workers": AdminCommands._admin_workers,
+    "schedules": AdminCommands._admin_schedules,
+    "activity": AdminCommands._admin_activity,
+    "retry_job": AdminCommands._admin_retry_job,
+    "cancel_job": AdminCommands._admin_cancel_job,
+    "pause_queue": AdminCommands._admin_pause_queue,
+    "resume_queue": AdminCommands._admin_resume_queue,
+    "purge_queue": AdminCommands._admin_purge_queue,
+}
+ADMIN_OPS = frozenset(_OPS)
+_DISPATCHING = frozenset({"retry_job", "cancel_job", "resume_queue", "purge_queue"})

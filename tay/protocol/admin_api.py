@@ -1,0 +1,100 @@
+"""The operations API on the wire (docs/admin.md), sans-IO: one op table for both transports.
+
+On the Unix socket an op is the message type ``admin_<op>`` (after ``hello``); its fields
+besides the envelope are the op's body, and the reply type is the same ``admin_<op>``. Over
+HTTP each op has one route under ``/admin``; path segments and query parameters become the
+same body (``limit`` as an integer), so both transports reach the same engine command.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import parse_qsl
+
+from tay.failures import RequestRefused
+
+# op -> (HTTP method, path pattern); {id} / {name} are path parameters
+ROUTES: dict[str, tuple[str, str]] = {
+    "status": ("GET", "/admin/status"),
+    "jobs": ("GET", "/admin/jobs"),
+    "job": ("GET", "/admin/jobs/{id}"),
+    "retry_job": ("POST", "/admin/jobs/{id}/retry"),
+    "cancel_job": ("POST", "/admin/jobs/{id}/cancel"),
+    "queues": ("GET", "/admin/queues"),
+    "pause_queue": ("POST", "/admin/queues/{name}/pause"),
+    "resume_queue": ("POST", "/admin/queues/{name}/resume"),
+    "purge_queue": ("POST", "/admin/queues/{name}/purge"),
+    "workers": ("GET", "/admin/workers"),
+    "schedules": ("GET", "/admin/schedules"),
+    "activity": ("GET", "/admin/activity"),
+    "compact": ("POST", "/admin/compact"),
+}
+OPS = frozenset(ROUTES)
+SOCKET_TYPES = {f"admin_{op}": op for op in ROUTES}
+QUERY_FIELDS: dict[str, frozenset[str]] = {
+    "jobs": frozenset({"state", "queue", "task", "limit", "cursor"}),
+    "schedules": frozenset({"limit", "cursor"}),
+    "activity": frozenset({"limit"}),
+    "purge_queue": frozenset({"limit"}),
+}
+_PATH_FIELD = {"{id}": "job_id", "{name}": "queue"}
+
+
+@dataclass(frozen=True, slots=True)
+class AdminRequest:
+    """One admin request from either transport."""
+
+    request_id: str
+    op: str
+    body: dict[str, Any]
+
+
+def socket_request(message_type: str, request_id: str, message: dict[str, Any]) -> AdminRequest:
+    body = {key: value for key, value in message.items()
+            if key not in ("version", "v", "type", "request_id")}
+    return AdminRequest(request_id, SOCKET_TYPES[message_type], body)
+
+
+def route_admin(method: str, parts: list[str], query: str) -> AdminRequest | None:
+    """The admin request for ``/admin/...`` path ``parts`` (after ``admin``), or None when
+    no route matches. A wrong method is ``method_not_allowed`` naming the right one."""
+    for op, (route_method, pattern) in ROUTES.items():
+        segments = pattern.split("/")[2:]
+        if len(segments) != len(parts):
+            continue
+        body: dict[str, Any] = {}
+        for segment, part in zip(segments, parts):
+            if segment in _PATH_FIELD:
+                if not part:
+                    break
+                body[_PATH_FIELD[segment]] = part
+            elif segment != part:
+                break
+        else:
+            if method != route_method and not (method == "HEAD" and route_method == "GET"):
+                raise RequestRefused(f"method {method[:16]} not allowed; use {route_method}",
+                                     code="method_not_allowed", allow=route_method)
+            body.update(_query(op, query))
+            return AdminRequest("", op, body)
+    return None
+
+
+def _query(op: str, query: str) -> dict[str, Any]:
+    allowed = QUERY_FIELDS.get(op, frozenset())
+    params: dict[str, Any] = {}
+    for key, text in parse_qsl(query, keep_blank_values=True):
+        if key not in allowed:
+            raise RequestRefused(f"unknown query parameter {key[:64]!r}", code="invalid_request",
+                                 field=key[:64])
+        if key in params:
+            raise RequestRefused(f"query parameter {key!r} given twice", code="invalid_request",
+                                 field=key)
+        if key == "limit":
+            if not text.isdigit() or len(text) > 6:
+                raise RequestRefused("limit must be a positive integer", code="invalid_request",
+                                     field="limit")
+            params[key] = int(text)
+        elif text != "":
+            params[key] = text
+    return params

@@ -1,0 +1,127 @@
+"""The operations API behind both transports (docs/admin.md).
+
+``AdminService.call(op, body)`` answers one admin request with a ``Reply`` or ``Refuse``
+effect. Engine ops go through the driver on the service's own engine handle, so a read is
+released only after every earlier write is durable and an action only once its own events
+are. ``status`` adds what only the server knows (version, uptime, durability, commit and
+fsync figures, disk and store bytes, listeners) to the engine's overview, and still answers
+after the journal writer stopped (that is when an operator needs it most).
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import shutil
+import time
+from collections.abc import Callable
+from typing import Any
+
+from tay import __version__
+from tay.engine.admin import ADMIN_OPS
+from tay.engine.commands import Admin
+from tay.engine.effects import Refuse, Reply
+from tay.failures import RequestRefused
+
+from .driver import EngineDriver
+from .http_sessions import EnginePort
+
+log = logging.getLogger("tay.server")
+
+# The ops of the wire API: the engine's (minus its internal overview), plus server ones.
+SERVER_OPS = frozenset({"status", "compact"})
+OPS = (ADMIN_OPS - {"overview"}) | SERVER_OPS
+
+
+class AdminService:
+    """Admin requests of every transport, answered on the driver's loop."""
+
+    def __init__(self, driver: EngineDriver, store: Any, config: Any) -> None:
+        self.driver = driver
+        self.store = store
+        self.config = config
+        self.port = EnginePort(driver, "a")
+        self.started_wall_ms = time.time_ns() // 1_000_000
+        self._started_mono = time.monotonic()
+        # name -> callable giving a JSON-safe fact (listeners add theirs: socket, http)
+        self.facts: dict[str, Callable[[], Any]] = {}
+
+    async def call(self, op: str, body: Any) -> Reply | Refuse:
+        """One admin request; never raises (a refusal or a bug is the returned effect)."""
+        try:
+            return await self._call(op, body)
+        except Exception as error:  # a bug must not leave the caller without an answer
+            log.error("admin %s failed", op, exc_info=error)
+            return _refuse(RequestRefused("internal error", code="internal"))
+
+    async def _call(self, op: str, body: Any) -> Reply | Refuse:
+        if op not in OPS:
+            return _refuse(RequestRefused(f"unknown admin operation {str(op)[:64]!r}",
+                                          code="invalid_request", field="op"))
+        if op == "status":
+            return await self._status(body)
+        if op == "compact":
+            return _refuse(RequestRefused(
+                "online compaction is not available in this build; the store is kept as "
+                "written (docs/operations.md)", code="compaction_unavailable"))
+        return await self.port.request(lambda rid: Admin(self.port, rid, op, body))
+
+    async def _status(self, body: Any) -> Reply | Refuse:
+        if body:
+            return _refuse(RequestRefused("status takes no fields", code="invalid_request"))
+        engine: Any = None
+        if self.driver.stopped is None:
+            overview = await self.port.request(lambda rid: Admin(self.port, rid, "overview", {}))
+            if isinstance(overview, Refuse):
+                if overview.failure.code not in ("unavailable", "unknown_outcome"):
+                    return overview
+            else:
+                engine = overview.fields
+        return Reply(None, None, "admin_status", {**self.server_facts(), "engine": engine})
+
+    def server_facts(self) -> dict[str, Any]:
+        config = self.config
+        stopped = self.driver.stopped
+        committer = self.store.committer
+        facts: dict[str, Any] = {
+            "tay_version": __version__,
+            "started_at": self.started_wall_ms,
+            "uptime_s": round(time.monotonic() - self._started_mono, 3),
+            "durability": config.durability,
+            "data_dir": config.data_dir,
+            "writer": {"running": stopped is None,
+                       "error": None if stopped is None else stopped.message},
+            "commit": {**vars(committer.stats()), "max_events": committer.max_events,
+                       "interval_ms": round(committer.interval_s * 1000)},
+            "storage": storage_facts(config.data_dir),
+        }
+        for name, fact in self.facts.items():
+            facts[name] = fact()
+        return facts
+
+    def close(self) -> None:
+        self.port.detach()
+
+
+def storage_facts(data_dir: str) -> dict[str, Any]:
+    """Bytes of the store's files and of the free disk under it (a few stat calls)."""
+    store_bytes = 0
+    files = 0
+    for root, _, names in os.walk(data_dir):
+        for name in names:
+            try:
+                store_bytes += os.stat(os.path.join(root, name)).st_size
+                files += 1
+            except OSError:
+                continue  # a file replaced while we looked
+    try:
+        usage = shutil.disk_usage(data_dir)
+        disk = {"free_bytes": usage.free, "total_bytes": usage.total}
+    except OSError:
+        disk = {"free_bytes": None, "total_bytes": None}
+    return {"format": "v1", "store_bytes": store_bytes, "files": files, **disk,
+            "epoch": None, "retention": None, "last_compaction": None}
+
+
+def _refuse(failure: RequestRefused) -> Refuse:
+    return Refuse(None, None, failure)

@@ -1,0 +1,102 @@
+"""Event pairs of the operations API (schema 2, types 20..23): queue pause and resume, a
+worker failure's details, and the manual retry of a cancelled job.
+
+Layouts (docs/storage-events.md, literal fixtures in fixtures/tay/events/operations/):
+
+* (20,2) ``queue_paused``       at, queue
+* (21,2) ``queue_resumed``      at, queue
+* (22,2) ``failure_recorded``   at, error, expected_revision, job_id
+* (23,2) ``job_requeued``       at, expected_revision, job_id
+
+``error`` is a map with one to three of ``type`` (text of at most 128 UTF-8 bytes),
+``message`` and ``traceback`` (text), nothing else. Its size is bounded by the engine's
+error limit when written; a reader accepts any size within the Value budgets.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from tay.storage.events.definition import (
+    check_exact_keys, check_job_id, check_key, check_seq, check_time, invalid,
+)
+from tay.storage.events.registry import (
+    FAILURE_RECORDED, JOB_REQUEUED, QUEUE_PAUSED, QUEUE_RESUMED, Event, make_event,
+    register_pairs,
+)
+
+QUEUE_PAIRS = frozenset({QUEUE_PAUSED, QUEUE_RESUMED})
+ERROR_KEYS = ("type", "message", "traceback")
+ERROR_TYPE_MAX_BYTES = 128
+_QUEUE_KEYS = frozenset({"at", "queue"})
+_FAILURE_KEYS = frozenset({"at", "error", "expected_revision", "job_id"})
+_REQUEUE_KEYS = frozenset({"at", "expected_revision", "job_id"})
+
+
+def _validate_queue(name: str):
+    def validate(payload: Any) -> None:
+        check_exact_keys(payload, _QUEUE_KEYS, name)
+        check_time(payload["at"], f"{name}.at")
+        check_key(payload["queue"], f"{name}.queue")
+    return validate
+
+
+def check_error(error: Any, field: str) -> dict[str, str]:
+    """A failure object: a map of 1..3 of type/message/traceback, each text."""
+    if type(error) is not dict or not error:
+        raise invalid("expected a non-empty map", field)
+    for key, text in error.items():
+        if key not in ERROR_KEYS:
+            raise invalid(f"unexpected key {key!r}", field)
+        if type(text) is not str:
+            raise invalid("expected text", f"{field}.{key}")
+    if len(error.get("type", "").encode("utf-8", "surrogatepass")) > ERROR_TYPE_MAX_BYTES:
+        raise invalid(f"type exceeds {ERROR_TYPE_MAX_BYTES} bytes", f"{field}.type")
+    return error
+
+
+def _validate_failure(payload: Any) -> None:
+    name = "failure_recorded"
+    check_exact_keys(payload, _FAILURE_KEYS, name)
+    check_time(payload["at"], f"{name}.at")
+    check_seq(payload["expected_revision"], f"{name}.expected_revision")
+    check_job_id(payload["job_id"], f"{name}.job_id")
+    check_error(payload["error"], f"{name}.error")
+
+
+def _validate_requeued(payload: Any) -> None:
+    name = "job_requeued"
+    check_exact_keys(payload, _REQUEUE_KEYS, name)
+    check_time(payload["at"], f"{name}.at")
+    check_seq(payload["expected_revision"], f"{name}.expected_revision")
+    check_job_id(payload["job_id"], f"{name}.job_id")
+
+
+register_pairs((
+    (QUEUE_PAUSED, "queue_paused", _validate_queue("queue_paused")),
+    (QUEUE_RESUMED, "queue_resumed", _validate_queue("queue_resumed")),
+    (FAILURE_RECORDED, "failure_recorded", _validate_failure),
+    (JOB_REQUEUED, "job_requeued", _validate_requeued),
+))
+
+
+# ---- builders -------------------------------------------------------------------------
+
+def queue_paused(queue: str, at: int) -> Event:
+    return make_event(QUEUE_PAUSED, {"at": at, "queue": queue})
+
+
+def queue_resumed(queue: str, at: int) -> Event:
+    return make_event(QUEUE_RESUMED, {"at": at, "queue": queue})
+
+
+def failure_recorded(job_id: bytes, at: int, expected_revision: int,
+                     error: dict[str, str]) -> Event:
+    return make_event(FAILURE_RECORDED, {"at": at, "error": dict(error),
+                                         "expected_revision": expected_revision,
+                                         "job_id": job_id})
+
+
+def job_requeued(job_id: bytes, at: int, expected_revision: int) -> Event:
+    return make_event(JOB_REQUEUED, {"at": at, "expected_revision": expected_revision,
+                                     "job_id": job_id})

@@ -1,0 +1,167 @@
+"""Engine side of the operations API: pages and indexes, actions, replay of the new pairs."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from tay.engine import Engine, EngineConfig, Execute
+from tay.engine import commands as c
+from tay.engine import admin as admin_ops
+from tay.engine.job_index import COMPACT_FLOOR
+
+from .conftest import Driver, refusal, reply
+
+
+def admin(driver: Driver, op: str, **body) -> dict:
+    return reply(driver.run(c.Admin("p", driver.rid(), op, body))).fields
+
+
+def refused(driver: Driver, op: str, **body) -> str:
+    return refusal(driver.run(c.Admin("p", driver.rid(), op, body)))["code"]
+
+
+def executes(out):
+    return [e for e in out.effects if isinstance(e, Execute)]
+
+
+def replayed(driver: Driver) -> Engine:
+    fresh = Engine(EngineConfig(), random.Random(1))
+    for sequence, event in driver.journal:
+        fresh.consume_event(sequence, event)
+    return fresh
+
+
+def test_pages_filter_and_follow_cursors_newest_change_first():
+    driver = Driver()
+    ids = {queue: [driver.job_id(queue=queue) for _ in range(5)] for queue in ("a", "b")}
+    driver.advance(1)
+    cancelled = admin(driver, "cancel_job", job_id=ids["a"][0])["job"]
+    assert cancelled["state"] == "cancelled"
+    rows = admin(driver, "jobs", limit=100)["jobs"]
+    assert rows[0]["id"] == ids["a"][0]  # the last change is first
+    seen, cursor = [], None
+    while True:
+        page = admin(driver, "jobs", queue="a", state="available", limit=2,
+                     **({"cursor": cursor} if cursor else {}))
+        seen += [row["id"] for row in page["jobs"]]
+        if (cursor := page["next_cursor"]) is None:
+            break
+    assert seen == list(reversed(ids["a"][1:]))
+    assert [r["id"] for r in admin(driver, "jobs", task="t", queue="b")["jobs"]] == \
+        list(reversed(ids["b"]))
+    assert admin(driver, "jobs", state="discarded")["jobs"] == []
+
+
+def test_index_lists_stay_bounded_under_churn():
+    driver = Driver()
+    job_id = driver.job_id(queue="q")
+    for _ in range(3 * COMPACT_FLOOR):
+        admin(driver, "cancel_job", job_id=job_id)
+        admin(driver, "retry_job", job_id=job_id)
+    lists = driver.engine.job_index._lists
+    assert all(len(entries) <= 2 * 1 + COMPACT_FLOOR + 1 for entries in lists.values())
+    assert [r["id"] for r in admin(driver, "jobs")["jobs"]] == [job_id]
+
+
+def test_a_page_stops_after_the_scan_limit_with_a_cursor(monkeypatch):
+    monkeypatch.setattr(admin_ops, "SCAN_LIMIT", 10)
+    driver = Driver()
+    wanted = driver.job_id(queue="rare")
+    for _ in range(25):
+        driver.job_id(queue="common")
+    page = admin(driver, "jobs", task="t", queue="rare")  # both filters: the smaller list
+    assert [r["id"] for r in page["jobs"]] == [wanted]
+    page = admin(driver, "jobs", task="t", state="available", limit=100)
+    assert len(page["jobs"]) == 10 and page["next_cursor"] is not None
+    rest = admin(driver, "jobs", task="t", state="available", limit=100, cursor=page["next_cursor"])
+    assert len(rest["jobs"]) == 10
+
+
+def test_pause_stops_dispatch_survives_replay_and_resume_dispatches():
+    driver = Driver()
+    driver.worker()
+    admin(driver, "pause_queue", queue="default")
+    assert not executes(driver.enqueue())
+    assert admin(driver, "pause_queue", queue="default")["queue"]["paused"]  # idempotent
+    assert [e.name for _, e in driver.journal].count("queue_paused") == 1
+    assert replayed(driver).paused == {"default"}
+    out = driver.run(c.Admin("p", driver.rid(), "resume_queue", {"queue": "default"}))
+    assert len(executes(out)) == 1
+    assert replayed(driver).paused == set()
+
+
+def test_retry_discarded_requeue_cancelled_and_refusals():
+    driver = Driver()
+    driver.worker()
+    (execute,) = executes(driver.enqueue())
+    out = driver.fail(execute, {"type": "KeyError", "message": "'x'", "traceback": "tb"})
+    job = admin(driver, "job", job_id=execute.job_id)["job"]
+    assert job["state"] == "discarded" and job["failure"] == {"type": "KeyError",
+                                                              "message": "'x'", "traceback": "tb"}
+    assert [a["outcome"] for a in job["attempts"]] == ["discarded"]
+    assert refusal(driver.run(c.Result("p", "x", execute.job_id)))["failure"]["type"] == "KeyError"
+    out = driver.run(c.Admin("p", driver.rid(), "retry_job", {"job_id": execute.job_id}))
+    (again,) = executes(out)
+    assert refused(driver, "retry_job", job_id=execute.job_id) == "retry_rejected"  # executing
+    driver.succeed(again, {"ok": 1})
+    assert refused(driver, "retry_job", job_id=execute.job_id) == "retry_rejected"  # completed
+    assert refused(driver, "cancel_job", job_id=execute.job_id) == "cancel_rejected"
+    admin(driver, "pause_queue", queue="default")
+    waiting = driver.job_id()
+    admin(driver, "cancel_job", job_id=waiting)
+    assert admin(driver, "retry_job", job_id=waiting)["job"]["state"] == "available"
+    fresh = replayed(driver)
+    assert fresh.job(bytes.fromhex(waiting)).state == "available"
+    assert fresh.job(bytes.fromhex(execute.job_id)).failure["type"] == "KeyError"
+    assert refused(driver, "job", job_id="0" * 31 + "9") == "not_found"
+    assert refused(driver, "job", job_id="zz") == "invalid_job_id"
+
+
+def test_volatile_failure_details_are_kept_in_memory_only():
+    driver = Driver()
+    driver.worker()
+    (execute,) = executes(driver.enqueue(durability="volatile"))
+    out = driver.fail(execute)
+    assert out.events == []
+    assert admin(driver, "job", job_id=execute.job_id)["job"]["failure"]["message"] == "boom"
+
+
+def test_purge_cancels_waiting_jobs_in_batches():
+    driver = Driver()
+    admin(driver, "pause_queue", queue="q")
+    ids = [driver.job_id(queue="q") for _ in range(5)]
+    other = driver.job_id(queue="r")
+    first = admin(driver, "purge_queue", queue="q", limit=2)
+    assert (first["purged"], first["remaining"]) == (2, 3)
+    assert admin(driver, "purge_queue", queue="q")["remaining"] == 0
+    assert {driver.status(job_id)["state"] for job_id in ids} == {"cancelled"}
+    assert driver.status(other)["state"] == "available"
+    assert refused(driver, "purge_queue", queue="q", limit=0) == "invalid_request"
+
+
+def test_workers_unserved_tasks_queues_and_activity():
+    driver = Driver()
+    driver.worker(tasks=("t",), capacity=3)
+    driver.run(c.Connect("h1", "worker", "http-1", 2, "default", driver.rid()))
+    driver.enqueue(task="nobody")
+    workers = admin(driver, "workers")
+    assert {(w["runtime_id"], w["transport"]) for w in workers["workers"]} == {
+        ("rt-w1", "socket"), ("http-1", "http")}
+    assert [(u["queue"], u["task"]) for u in workers["unserved"]] == [("default", "nobody")]
+    (execute,) = executes(driver.enqueue())
+    driver.succeed(execute)
+    (queue,) = admin(driver, "queues")["queues"]
+    assert queue["by_state"]["completed"] == 1 and queue["waiting"] == 1
+    minute = admin(driver, "activity")["per_minute"][-1]
+    assert (minute["enqueued"], minute["completed"], minute["failed"]) == (2, 1, 0)
+    assert driver.engine.activity.jobs[("completed", "default", "t")] == 1
+
+
+@pytest.mark.parametrize("op, body", [("nope", {}), ("jobs", {"state": "x"}),
+                                      ("jobs", {"limit": 101}), ("pause_queue", {"queue": ""}),
+                                      ("queues", {"x": 1})])
+def test_bad_admin_requests_are_refused(op, body):
+    driver = Driver()
+    assert refused(driver, op, **body) == "invalid_request"

@@ -1,0 +1,236 @@
+"""The operations API through a real ``tay serve`` (socket and HTTP), the CLI, and a restart.
+
+One server per module; every read and action is driven over both transports with the
+CLI's own clients (``SocketAdmin``, ``HttpAdmin``), and the CLI commands themselves run as
+subprocesses. Work is done by our SDK's embedded worker.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tay import Tay
+from tay.admin.client import AdminRefused, HttpAdmin, SocketAdmin
+from tay.errors import RemoteTaskError
+from tests.sdk.server import REPO, Server, scratch_dirs
+
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module")
+def engine():
+    data, sockets = scratch_dirs()
+    with data, sockets:
+        socket_path = os.path.join(sockets.name, "tay.sock")
+        server = Server(os.path.join(data.name, "data"), socket_path, "--http-port", "0").start()
+        try:
+            yield server
+        finally:
+            server.stop()
+
+
+def clients(server: Server) -> dict[str, object]:
+    via_socket = SocketAdmin(server.socket_path)
+    address = wait_for(lambda: via_socket.call("status", {})["http"])["address"]
+    return {"socket": via_socket, "http": HttpAdmin(address)}
+
+
+def wait_for(check, timeout=10.0):
+    deadline = time.monotonic() + timeout
+    while not (value := check()):
+        assert time.monotonic() < deadline, "condition not reached"
+        time.sleep(0.02)
+    return value
+
+
+def cli(server: Server, *args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(REPO), "TAY_SOCKET_PATH": server.socket_path}
+    return subprocess.run([sys.executable, "-m", "tay.cli", *args], capture_output=True,
+                          text=True, env=env, cwd=str(REPO), timeout=30)
+
+
+def run_with_worker(server: Server, body):
+    """Run ``body(tay)`` with an embedded worker for ops.ok / ops.boom connected."""
+    async def scenario():
+        tay = Tay(socket_path=server.socket_path, capacity=4)
+
+        @tay.task(name="ops.ok")
+        def ok(n: int = 0) -> dict:
+            return {"n": n}
+
+        @tay.task(name="ops.boom")
+        def boom() -> None:
+            raise ValueError("bad input 42")
+
+        async with tay:
+            return await body(tay)
+    return asyncio.run(asyncio.wait_for(scenario(), 60))
+
+
+async def until(check, timeout=10.0):
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not (value := check()):
+        assert asyncio.get_running_loop().time() < deadline, "condition not reached"
+        await asyncio.sleep(0.02)
+    return value
+
+
+@pytest.mark.parametrize("transport", ["socket", "http"])
+def test_failure_details_timeline_retry_and_activity(engine, transport):
+    admin = clients(engine)[transport]
+
+    async def body(tay):
+        handle = await tay.enqueue("ops.boom", {}, queue=f"fail-{transport}")
+        await until(lambda: admin.call("job", {"job_id": handle.id})["job"]["state"] == "discarded")
+        job = admin.call("job", {"job_id": handle.id})["job"]
+        assert job["failure"]["type"] == "ValueError"
+        assert job["failure"]["message"] == "bad input 42"
+        assert "bad input 42" in job["failure"]["traceback"]
+        assert [a["outcome"] for a in job["attempts"]] == ["discarded"]
+        assert job["error_type"] == "ValueError" and job["diagnostic"] == {"code": 1, "version": 1}
+        with pytest.raises(RemoteTaskError) as raised:
+            await handle.result()
+        assert raised.value.remote_type == "ValueError"
+        assert "bad input 42" in raised.value.remote_traceback and "ValueError" in str(raised.value)
+        rows = admin.call("jobs", {"state": "discarded", "queue": f"fail-{transport}"})["jobs"]
+        assert [row["id"] for row in rows] == [handle.id], rows
+        activity = admin.call("activity", {})
+        assert any(f["job_id"] == handle.id and f["error_type"] == "ValueError"
+                   for f in activity["failures"])
+        assert len(activity["per_minute"]) == 60 and activity["per_minute"][-1]["failed"] >= 1
+        # a discarded job starts a new cycle and fails again: two attempts on the timeline
+        retried = admin.call("retry_job", {"job_id": handle.id})["job"]
+        assert retried["state"] in ("available", "executing", "discarded")
+        await until(lambda: len(admin.call("job", {"job_id": handle.id})["job"]["attempts"]) == 2
+                    and admin.call("job", {"job_id": handle.id})["job"]["state"] == "discarded")
+        with pytest.raises(AdminRefused) as refused:
+            admin.call("retry_job", {"job_id": "0" * 31 + "1"})
+        assert refused.value.code == "not_found"
+
+    run_with_worker(engine, body)
+
+
+@pytest.mark.parametrize("transport", ["socket", "http"])
+def test_pause_cancel_requeue_resume_and_purge(engine, transport):
+    admin = clients(engine)[transport]
+    queue = f"steer-{transport}"
+
+    async def body(tay):
+        paused = admin.call("pause_queue", {"queue": queue})["queue"]
+        assert paused["paused"] and paused["name"] == queue
+        first = await tay.enqueue("ops.ok", {"n": 1}, queue=queue)
+        second = await tay.enqueue("ops.ok", {"n": 2}, queue=queue)
+        await asyncio.sleep(0.2)  # a paused queue dispatches nothing
+        assert await first.status() == "available" and await second.status() == "available"
+        view = {q["name"]: q for q in admin.call("queues", {})["queues"]}[queue]
+        assert view["paused"] and view["waiting"] == 2
+        assert admin.call("cancel_job", {"job_id": first.id})["job"]["state"] == "cancelled"
+        assert admin.call("retry_job", {"job_id": first.id})["job"]["state"] == "available"
+        with pytest.raises(AdminRefused) as refused:
+            admin.call("retry_job", {"job_id": second.id})
+        assert refused.value.code == "retry_rejected"
+        workers = admin.call("workers", {})["workers"]
+        assert any(w["transport"] == "socket" and "ops.ok" in w["tasks"] and w["capacity"] == 4
+                   for w in workers)
+        assert not admin.call("resume_queue", {"queue": queue})["queue"]["paused"]
+        await until(lambda: admin.call("queues", {})["queues"] and all(
+            q["by_state"]["completed"] == 2 for q in admin.call("queues", {})["queues"]
+            if q["name"] == queue))
+        assert await first.result() == {"n": 1}
+        # purge: waiting jobs of a paused queue become cancelled, in batches
+        admin.call("pause_queue", {"queue": queue})
+        handles = [await tay.enqueue("ops.ok", {"n": n}, queue=queue) for n in range(5)]
+        purged = admin.call("purge_queue", {"queue": queue, "limit": 3})
+        assert (purged["purged"], purged["remaining"]) == (3, 2)
+        assert admin.call("purge_queue", {"queue": queue})["remaining"] == 0
+        assert {await h.status() for h in handles} == {"cancelled"}
+        admin.call("resume_queue", {"queue": queue})
+
+    run_with_worker(engine, body)
+
+
+@pytest.mark.parametrize("transport", ["socket", "http"])
+def test_job_pages_follow_cursors_with_filters(engine, transport):
+    admin = clients(engine)[transport]
+    queue = f"pages-{transport}"
+    admin.call("pause_queue", {"queue": queue})
+
+    async def body(tay):
+        return [(await tay.enqueue("ops.ok", {"n": n}, queue=queue)).id for n in range(7)]
+
+    ids = run_with_worker(engine, body)
+    seen, cursor = [], None
+    while True:
+        page = admin.call("jobs", {"queue": queue, "state": "available", "limit": 3,
+                                   **({"cursor": cursor} if cursor else {})})
+        seen += [row["id"] for row in page["jobs"]]
+        cursor = page["next_cursor"]
+        if cursor is None:
+            break
+    assert seen == list(reversed(ids))  # most recent change first, each once
+    assert admin.call("jobs", {"queue": queue, "task": "nope"})["jobs"] == []
+    for bad in ({"state": "nope"}, {"limit": 0}, {"cursor": "x"}, {"extra": 1}):
+        with pytest.raises(AdminRefused) as refused:
+            admin.call("jobs", bad)
+        assert refused.value.code == "invalid_request"
+    admin.call("purge_queue", {"queue": queue})
+
+
+def test_status_reads_on_both_transports(engine):
+    for admin in clients(engine).values():
+        status = admin.call("status", {})
+        assert status["tay_version"] and status["writer"] == {"running": True, "error": None}
+        assert status["durability"] == "write" and status["storage"]["free_bytes"] > 0
+        assert status["engine"]["jobs"]["total"] == sum(status["engine"]["jobs"]["by_state"].values())
+        assert status["socket"]["path"] == engine.socket_path
+        assert admin.call("schedules", {})["schedules"] == []
+        with pytest.raises(AdminRefused) as refused:
+            admin.call("compact", {})
+        assert refused.value.code == "compaction_unavailable"
+
+
+def test_cli_commands_exit_codes_and_json(engine):
+    status = cli(engine, "status", "--json")
+    assert status.returncode == 0, status.stderr
+    assert json.loads(status.stdout)["type"] == "admin_status"
+    assert cli(engine, "pause", "cli-q").returncode == 0
+    queues = cli(engine, "queues")
+    assert queues.returncode == 0 and "cli-q" in queues.stdout and "paused" in queues.stdout
+    assert cli(engine, "resume", "cli-q", "--json").returncode == 0
+    missing = cli(engine, "job", "0" * 31 + "2")
+    assert missing.returncode == 1 and "not_found" in missing.stderr
+    assert cli(engine, "jobs", "--state", "nope").returncode == 2
+    assert cli(engine, "jobs", "--limit", "0").returncode == 2
+    listing = cli(engine, "jobs", "--limit", "2")
+    assert listing.returncode == 0 and listing.stdout.startswith("ID")
+    unreachable = cli(engine, "status", "--socket", "/tmp/tay-no-such-dir/none.sock")
+    assert unreachable.returncode == 1 and "no engine reachable" in unreachable.stderr
+    version = cli(engine, "--version")
+    assert version.returncode == 0 and version.stdout.startswith("tay ")
+
+
+def test_paused_queue_and_failure_details_survive_a_restart(engine):
+    admin = clients(engine)["socket"]
+    admin.call("pause_queue", {"queue": "durable-q"})
+
+    async def body(tay):
+        handle = await tay.enqueue("ops.boom", {}, queue="durable-fail")
+        await until(lambda: admin.call("job", {"job_id": handle.id})["job"]["state"] == "discarded")
+        return handle.id
+
+    failed = run_with_worker(engine, body)
+    admin.close()
+    engine.stop()
+    engine.start()
+    admin = clients(engine)["socket"]
+    assert "durable-q" in admin.call("status", {})["engine"]["paused_queues"]
+    job = admin.call("job", {"job_id": failed})["job"]
+    assert job["failure"]["type"] == "ValueError" and job["attempts"][-1]["outcome"] == "discarded"
+    admin.call("resume_queue", {"queue": "durable-q"})

@@ -1,0 +1,99 @@
+"""Our literal fixtures for the operations pairs (20..23, schema 2): decode, re-encode byte
+exact, replay through the one transition function, and the refusals."""
+
+from __future__ import annotations
+
+import hashlib
+from pathlib import Path
+
+import pytest
+
+from tay.engine import Engine, EngineConfig
+from tay.storage import events as ev
+from tay.storage.events import operations as op
+from tay.storage.events.definition import PayloadRefused
+from tay.storage.events.transitions import JobTable, TransitionRejected
+from tay.storage.formats import record
+
+FOLDER = Path(__file__).resolve().parents[2] / "fixtures" / "tay" / "events" / "operations"
+ERROR = {"message": "bad input", "traceback": "Traceback ...\nValueError: bad input\n",
+         "type": "ValueError"}
+
+
+def frames(name: str) -> list[record.Record]:
+    return record.decode_stream(bytes.fromhex("".join((FOLDER / name).read_text().split())))
+
+
+def events(name: str) -> list[tuple[int, ev.Event]]:
+    return [(f.sequence, ev.decode_event(f.type, f.schema, f.payload)) for f in frames(name)]
+
+
+def test_sha256sums_match_every_line() -> None:
+    lines = (FOLDER / "SHA256SUMS").read_text().splitlines()
+    assert len(lines) == 4
+    for line in lines:
+        digest, name = line.split("  ")
+        data = bytes.fromhex("".join((FOLDER / name).read_text().split()))
+        assert hashlib.sha256(data).hexdigest() == digest, name
+
+
+@pytest.mark.parametrize("name", ["queue_control.hex", "failure_recorded.hex", "job_requeued.hex"])
+def test_fixtures_reencode_byte_exact(name: str) -> None:
+    for f in frames(name):
+        event = ev.decode_event(f.type, f.schema, f.payload)
+        assert ev.encode_event(ev.make_event(event.pair, dict(event.payload))) == f.payload
+
+
+def test_queue_control_fixture_pauses_then_resumes() -> None:
+    (_, paused), (_, resumed) = events("queue_control.hex")
+    assert paused.name == "queue_paused" and paused["queue"] == "q" and paused.at == 100
+    assert resumed.name == "queue_resumed" and resumed.at == 101
+    engine = Engine(EngineConfig())
+    engine.consume_event(1, paused)
+    assert engine.paused == {"q"}
+    engine.consume_event(2, resumed)
+    assert engine.paused == set() and engine.next_sequence == 3
+
+
+def test_failure_fixture_replays_to_a_discarded_job_with_its_error() -> None:
+    table = JobTable()
+    for sequence, event in events("failure_recorded.hex"):
+        job = table.apply(sequence, event)
+    assert job.state == "discarded" and job.revision == 4 and job.failure == ERROR
+    assert ev.encode_event(op.failure_recorded(job.id, 102, 3, ERROR)) == frames(
+        "failure_recorded.hex")[-1].payload
+
+
+def test_requeue_fixture_replays_to_a_new_cycle() -> None:
+    table = JobTable()
+    for sequence, event in events("job_requeued.hex"):
+        job = table.apply(sequence, event)
+    assert (job.state, job.attempt, job.next_attempt, job.cycle, job.eligible_at, job.revision) \
+        == ("available", 0, 1, 3, 102, 3)
+
+
+def test_unknown_error_key_fixture_is_refused() -> None:
+    (only,) = frames("failure_unknown_key_refused.hex")
+    with pytest.raises(PayloadRefused) as refused:
+        ev.decode_event(only.type, only.schema, only.payload)
+    assert refused.value.kind == "invalid_payload"
+    assert refused.value.field == "failure_recorded.error"
+
+
+@pytest.mark.parametrize("error", [{}, {"type": 1}, {"type": "x" * 129}, {"other": "x"}])
+def test_failure_payload_rules(error) -> None:
+    with pytest.raises(PayloadRefused):
+        op.failure_recorded(bytes(15) + b"\x04", 1, 1, error)
+
+
+def test_transitions_refuse_failure_and_requeue_from_wrong_states() -> None:
+    table = JobTable()
+    inserted = events("job_requeued.hex")[0][1]
+    table.apply(1, inserted)
+    job_id = inserted.job_id
+    with pytest.raises(TransitionRejected) as refused:
+        table.apply(2, op.job_requeued(job_id, 101, 1))
+    assert refused.value.guard == "requeue_from_wrong_state"
+    with pytest.raises(TransitionRejected) as refused:
+        table.apply(2, op.failure_recorded(job_id, 101, 1, ERROR))
+    assert refused.value.guard == "failure_for_job_without_failure"
