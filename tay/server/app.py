@@ -57,6 +57,7 @@ class ServeConfig:
     validated_filesystem: bool = False
     group_commit_max_events: int = 1
     group_commit_interval_ms: int = 0
+    group_commit_linger: bool = False
     engine: EngineConfig = field(default_factory=EngineConfig)
     limits: ProtocolLimits = field(default_factory=ProtocolLimits)
 
@@ -77,6 +78,7 @@ class OpenStore:
         stats = vars(self.committer.stats())
         stats["max_events"] = self.committer.max_events
         stats["interval_ms"] = round(self.committer.interval_s * 1000)
+        stats["linger"] = self.committer.linger
         return stats
 
 
@@ -94,7 +96,7 @@ def open_store(config: ServeConfig) -> OpenStore:
     engine.attach_history(HistoryBudget.for_journal(recovered.journal,
                                                     config.engine.history_caps))
     committer = GroupCommitter(recovered.journal, config.group_commit_max_events,
-                               config.group_commit_interval_ms)
+                               config.group_commit_interval_ms, linger=config.group_commit_linger)
     store = OpenStore(engine, recovered.journal, committer)
     try:
         # the driver's clocks (driver.wall_ms / mono_ms), without importing its asyncio

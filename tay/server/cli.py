@@ -40,7 +40,13 @@ def register(groups: Any) -> None:
     add("--durability", choices=("sync", "write"), default="sync")
     add("--validated-filesystem", action="store_true")
     add("--group-commit-max-events", type=int, default=1)
-    add("--group-commit-interval-ms", help="0..1000 (TAY_GROUP_COMMIT_INTERVAL_MS)")
+    add("--group-commit-interval-ms",
+        help="0..1000, default 0: the longest a group-commit batch waits to fill; batches are "
+             "written as soon as no input is ready (TAY_GROUP_COMMIT_INTERVAL_MS)")
+    add("--group-commit-linger", action="store_true", default=None,
+        help="wait the whole interval for a batch to fill instead of writing once no input "
+             "is ready: fewer fsyncs, more latency; needs max events > 1 and interval > 0 "
+             "(default off; TAY_GROUP_COMMIT_LINGER)")
     add("--queue", action="append", default=[], metavar="NAME=CREDITS",
         help="queue concurrency, repeatable (TAY_QUEUES=alpha=2,beta=2)")
     add("--default-queue-concurrency", help="1..65536 (TAY_DEFAULT_QUEUE_CONCURRENCY)")
@@ -105,6 +111,12 @@ def build_config(args: argparse.Namespace, env: Mapping[str, str]) -> "ServeConf
                     args.group_commit_interval_ms or env.get("TAY_GROUP_COMMIT_INTERVAL_MS", "0"),
                     0, 1_000)
     parse_int("--group-commit-max-events", args.group_commit_max_events, 1, 1_000_000)
+    linger = bool(getattr(args, "group_commit_linger", None) or _flag(
+        "TAY_GROUP_COMMIT_LINGER", env.get("TAY_GROUP_COMMIT_LINGER", "false")))
+    if linger and (args.group_commit_max_events < 2 or interval < 1):
+        raise ConfigurationError("--group-commit-linger",
+                                 "needs --group-commit-max-events > 1 and "
+                                 "--group-commit-interval-ms > 0")
     queues = parse_queues(args.queue, env.get("TAY_QUEUES"))
     default_credits = parse_int("--default-queue-concurrency", args.default_queue_concurrency
                            or env.get("TAY_DEFAULT_QUEUE_CONCURRENCY", "10"), 1, 65_536)
@@ -130,7 +142,8 @@ def build_config(args: argparse.Namespace, env: Mapping[str, str]) -> "ServeConf
         socket_mode=int(args.socket_mode, 8), init_if_missing=init,
         durability=args.durability, validated_filesystem=args.validated_filesystem,
         group_commit_max_events=args.group_commit_max_events,
-        group_commit_interval_ms=interval, engine=engine, limits=limits,
+        group_commit_interval_ms=interval, group_commit_linger=linger,
+        engine=engine, limits=limits,
     )
 
 

@@ -1,11 +1,15 @@
 """The engine driver: runs the engine on the event-loop thread and releases its effects
 only after the events they depend on are durable.
 
-Every engine step yields an ``Outcome``; its events go to the ``GroupCommitter`` as one
-submission (the writer thread fsyncs, with the GIL released in C) and its effects join an
-ordered release queue. The head of that queue is released once its submission is durable;
-a read (no events) waits behind earlier writes too, so nothing not yet durable is ever
-visible. Transports (the Unix socket, later HTTP) register a sink per connection handle.
+Every engine step yields an ``Outcome``; its events go to the committer as one submission
+(``append`` returns a ticket; the writer thread fsyncs) and its effects join an ordered
+release queue. The head of that queue is released once the committer's ``durable`` ticket
+covers it; a read (no events) waits behind earlier writes too, so nothing not yet durable
+is ever visible. The loop learns of durable batches by watching the committer's
+``completion_fd``: no future or cross-thread callback per submission. With group commit the
+driver holds submissions and flushes them once per loop turn, when every ready input has
+been handled (natural batching). Transports (the Unix socket, HTTP) register a sink per
+connection handle.
 
 If the writer stops, nothing is degraded: effects whose events may or may not have reached
 the disk become ``unknown_outcome``, reads become ``unavailable``, dispatches are dropped,
@@ -18,7 +22,6 @@ import asyncio
 import time
 from collections import deque
 from collections.abc import Callable, Hashable
-from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import Any, Protocol
 
@@ -36,7 +39,18 @@ class EngineLike(Protocol):
 
 
 class CommitterLike(Protocol):
-    def submit(self, records: list[tuple[int, int, int, bytes]]) -> Future[Any]: ...
+    """``GroupCommitter`` or its C twin (``tay.storage.journal.native_commit``)."""
+
+    durable: int
+    completion_fd: int
+    holds: bool
+    linger: bool
+
+    def append(self, records: list[tuple[int, int, int, bytes]], hold: bool = False) -> int: ...
+    def flush(self) -> None: ...
+    def drain_completions(self) -> None: ...
+    @property
+    def stopped(self) -> WriterStopped | None: ...
 
 
 def wall_ms() -> int:
@@ -49,10 +63,10 @@ def mono_ms() -> int:
 
 @dataclass(slots=True)
 class _Stage:
-    """Effects of one engine step, and the durability future they wait for (None: a read)."""
+    """Effects of one engine step, and the committer ticket they wait for (0: a read)."""
 
     effects: list[Effect]
-    durable: "Future[Any] | None"  # the committer's (thread-safe) future
+    ticket: int
 
 
 class EngineDriver:
@@ -67,8 +81,11 @@ class EngineDriver:
         self._sinks: dict[Hashable, Sink] = {}
         self._stages: deque[_Stage] = deque()
         self._wake_handle: asyncio.TimerHandle | None = None
-        self._durable_signalled = False  # a release is already scheduled from the writer
         self._wake_at: int | None = None
+        self._hold = committer.holds  # group commit: flush once per loop turn
+        self._flush_each_turn = committer.holds and not committer.linger
+        self._flush_scheduled = False
+        loop.add_reader(committer.completion_fd, self._on_durable)
         self.on_stopped: Callable[[], None] | None = None
         self._stop_listeners: list[Callable[[], None]] = []
 
@@ -108,64 +125,64 @@ class EngineDriver:
             self._apply(self.engine.tick(wall_ms(), mono_ms()))
 
     def _apply(self, outcome: Outcome) -> None:
-        durable = None
+        ticket = 0
         if outcome.events:
-            durable = self.committer.submit(journal_records(outcome.events))
-            durable.add_done_callback(self._signal_durable)
-        if outcome.effects or durable is not None:
-            self._stages.append(_Stage(outcome.effects, durable))
+            ticket = self.committer.append(journal_records(outcome.events), self._hold)
+            if self._flush_each_turn and not self._flush_scheduled:
+                self._flush_scheduled = True
+                self.loop.call_soon(self._flush)
+        if outcome.effects or ticket:
+            self._stages.append(_Stage(outcome.effects, ticket))
         self._release()
         self._schedule_wakeup()
 
-    def _signal_durable(self, _future: Future[Any]) -> None:
-        """Writer thread: wake the loop once per burst of resolved submissions.
-
-        The flag is cleared on the loop *before* it looks at the futures, and a future is
-        done before its callback runs, so no completion can be missed.
-        """
-        if self._durable_signalled:
-            return
-        self._durable_signalled = True
-        if not self.loop.is_closed():
-            self.loop.call_soon_threadsafe(self._on_durable)
+    def _flush(self) -> None:
+        """Every input ready in this loop turn has been handled: write what it produced."""
+        self._flush_scheduled = False
+        self.committer.flush()
 
     def _on_durable(self) -> None:
-        self._durable_signalled = False
+        """The committer's completion fd is readable: a batch became durable (or it stopped)."""
+        self.committer.drain_completions()
         self._release()
+        stopped = self.committer.stopped
+        if stopped is not None:
+            self._writer_stopped(stopped)
 
     # -- ordered release ---------------------------------------------------------------
     def _release(self) -> None:
         stages = self._stages
+        durable = self.committer.durable
         while stages:
             head = stages[0]
-            if head.durable is not None and not head.durable.done():
-                return
+            if head.ticket > durable:
+                stopped = self.committer.stopped
+                if stopped is None:
+                    return
+                durable = self.committer.durable  # final once stopped is set
+                if head.ticket > durable:
+                    self._writer_stopped(stopped)
+                    stages.popleft()
+                    self._fail_stage(head)
+                continue
             stages.popleft()
-            if head.durable is not None:
-                durable = self._succeeded(head.durable)
-            else:
-                durable = self.stopped is None
-            if durable:
+            if head.ticket or self.stopped is None:
                 for effect in head.effects:
                     self._deliver(effect)
             else:
                 self._fail_stage(head)
 
-    def _succeeded(self, future: Future[Any]) -> bool:
-        error = future.exception()
-        if error is None:
-            return True
-        if self.stopped is None:
-            self.stopped = error if isinstance(error, WriterStopped) else WriterStopped(
-                "io", "writer_failed", error=str(error))
-            if self.on_stopped is not None:
-                self.loop.call_soon(self.on_stopped)
-            for listener in self._stop_listeners:
-                self.loop.call_soon(listener)
-        return False
+    def _writer_stopped(self, error: WriterStopped) -> None:
+        if self.stopped is not None:
+            return
+        self.stopped = error
+        if self.on_stopped is not None:
+            self.loop.call_soon(self.on_stopped)
+        for listener in self._stop_listeners:
+            self.loop.call_soon(listener)
 
     def _fail_stage(self, stage: _Stage) -> None:
-        code = "unknown_outcome" if stage.durable is not None else "unavailable"
+        code = "unknown_outcome" if stage.ticket else "unavailable"
         for effect in stage.effects:
             if isinstance(effect, (Reply, Refuse)) and effect.request_id is not None:
                 failure = RequestRefused("the journal writer stopped; the outcome is unknown"
@@ -201,6 +218,8 @@ class EngineDriver:
         self._wake_handle = self.loop.call_later(delay, self.tick)
 
     def close(self) -> None:
+        if self.committer.completion_fd >= 0:
+            self.loop.remove_reader(self.committer.completion_fd)
         if self._wake_handle is not None:
             self._wake_handle.cancel()
             self._wake_handle = None

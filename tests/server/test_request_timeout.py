@@ -20,9 +20,9 @@ ENQUEUE = (b'{"version":1,"type":"enqueue","request_id":"%s","task":"t.v1","args
 
 @pytest.fixture(scope="module")
 def slow_commit_server():
-    # Every write waits ~1 s for its group to fill; the request timer is 150 ms.
+    # Every write lingers ~1 s for its group to fill; the request timer is 150 ms.
     server = Server("--group-commit-max-events", "100000", "--group-commit-interval-ms", "1000",
-                    "--request-timeout-ms", "150").start()
+                    "--group-commit-linger", "--request-timeout-ms", "150").start()
     yield server
     server.close()
 

@@ -98,3 +98,20 @@ def test_an_unknown_log_level_is_a_usage_error(capsys: pytest.CaptureFixture[str
     assert exited.value.code == 2
     assert "--log-level" in capsys.readouterr().err
     assert parse("--log-level", "debug").log_level == "DEBUG"
+
+
+def test_group_commit_linger_from_flag_or_environment() -> None:
+    assert config_of().group_commit_linger is False
+    flags = ("--group-commit-max-events", "64", "--group-commit-interval-ms", "5")
+    assert config_of(*flags, "--group-commit-linger").group_commit_linger is True
+    assert config_of(*flags, env={"TAY_GROUP_COMMIT_LINGER": "1"}).group_commit_linger is True
+
+
+@pytest.mark.parametrize("flags", [
+    ("--group-commit-linger",),  # per-event commit has nothing to linger for
+    ("--group-commit-linger", "--group-commit-max-events", "64"),  # no interval: no bound
+])
+def test_group_commit_linger_needs_batches_and_an_interval(flags: tuple[str, ...]) -> None:
+    with pytest.raises(ConfigurationError) as refused:
+        config_of(*flags)
+    assert refused.value.option == "--group-commit-linger"

@@ -1,6 +1,7 @@
 """GroupCommitter rules not pinned elsewhere: acknowledgement only after the batch's fsync,
-a failed fsync fails the batch and everything queued behind it, and the ``interval_ms``
-deadline counts from a submission's arrival (it waits to fill, never beyond the interval)."""
+a failed fsync fails the batch and everything queued behind it, natural batching (held
+submissions wait for ``flush``, a full batch or their interval) and the ``interval_ms``
+deadline counting from a submission's arrival."""
 
 from __future__ import annotations
 
@@ -97,7 +98,7 @@ def test_interval_waits_for_the_batch_to_fill_then_writes_it_whole(gated):
     io.gate.set()
     clock = FakeClock()
     committer = GroupCommitter(journal, max_events=3, interval_ms=60_000, clock=clock)
-    futures = [committer.submit(records(seq, 1)) for seq in (1, 2, 3)]  # fills the batch
+    futures = [committer.submit(records(seq, 1), hold=True) for seq in (1, 2, 3)]  # full
     receipts = [future.result(timeout=10) for future in futures]  # no 60 s wait: it is full
     assert {receipt.count for receipt in receipts} == {3}
     assert committer.stats().batches == 1
@@ -109,13 +110,13 @@ def test_a_lone_submission_is_written_once_its_interval_has_passed(gated):
     io.gate.set()
     clock = FakeClock()
     committer = GroupCommitter(journal, max_events=10, interval_ms=60_000, clock=clock)
-    lone = committer.submit(records(1, 1))
+    lone = committer.submit(records(1, 1), hold=True)
     # the writer must have seen t=0 before time moves: otherwise it could take t=60 as
     # lone's deadline and write it alone (the race that made this test flaky under load)
     assert clock.read_by_writer.wait(10)
     assert not lone.done()  # waiting for company
     clock.now = 60.0
-    late = committer.submit(records(2, 1))  # wakes the writer; the deadline has passed
+    late = committer.submit(records(2, 1), hold=True)  # wakes the writer: deadline passed
     assert lone.result(timeout=10).count == 2 and late.result(timeout=10).count == 2
     committer.close()
 
@@ -127,7 +128,7 @@ def test_time_spent_behind_an_earlier_fsync_counts_toward_the_interval(gated):
     first = committer.submit(records(1, 1))  # a full batch: written at once, fsync held
     assert io.entered.wait(10)
     committer.max_events = 10  # the next batch could grow: the interval applies to it
-    waiting = committer.submit(records(2, 1))  # arrives at t=0 while the fsync is held
+    waiting = committer.submit(records(2, 1), hold=True)  # arrives at t=0, fsync held
     clock.now = 61.0
     io.gate.set()
     first.result(timeout=10)
@@ -149,4 +150,65 @@ def test_submissions_during_an_fsync_do_not_wake_the_busy_writer_and_all_land(ga
     io.gate.set()
     assert first.result(timeout=10).count == 1
     assert {future.result(timeout=10).count for future in queued} == {5}  # one batch
+    committer.close()
+
+
+def test_held_submissions_wait_for_flush_then_go_as_one_batch(gated):
+    io, journal = gated
+    io.gate.set()
+    committer = GroupCommitter(journal, max_events=64)  # no interval: only flush releases
+    tickets = [committer.append(records(seq, 1), hold=True) for seq in (1, 2, 3)]
+    assert tickets == [1, 2, 3]
+    threading.Event().wait(0.2)  # time enough for a writer that wrongly went ahead
+    assert committer.durable == 0 and committer.stats().batches == 0
+    committer.flush()
+    committer.wait(3, timeout=10)
+    assert committer.durable == 3
+    assert (committer.stats().batches, committer.stats().largest_batch) == (1, 3)
+    committer.close()
+
+
+def test_a_full_batch_of_held_submissions_is_written_without_flush(gated):
+    io, journal = gated
+    io.gate.set()
+    committer = GroupCommitter(journal, max_events=2)
+    committer.append(records(1, 1), hold=True)
+    ticket = committer.append(records(2, 1), hold=True)  # the batch is full now
+    committer.wait(ticket, timeout=10)  # wait() flushes too, but the writer was woken first
+    assert committer.stats().largest_batch == 2
+    committer.close()
+
+
+def test_per_event_commit_never_holds(gated):
+    io, journal = gated
+    io.gate.set()
+    committer = GroupCommitter(journal)  # max_events=1
+    assert not committer.holds
+    future = committer.submit(records(1, 1), hold=True)
+    assert future.result(timeout=10).count == 1  # no flush needed
+    committer.close()
+
+
+def test_completion_fd_wakes_once_a_batch_is_durable_and_when_the_writer_stops(gated):
+    import select
+
+    io, journal = gated
+    committer = GroupCommitter(journal)
+    ticket = committer.append(records(1, 1))
+    assert io.entered.wait(10)
+    assert select.select([committer.completion_fd], [], [], 0.05)[0] == []  # not durable yet
+    io.gate.set()
+    assert select.select([committer.completion_fd], [], [], 10)[0]
+    committer.drain_completions()
+    assert committer.durable == ticket and committer.stopped is None
+    io.gate.clear()
+    io.entered.clear()
+    io.fail_with = errno.EIO
+    failed = committer.append(records(2, 1))
+    assert io.entered.wait(10)
+    io.gate.set()
+    assert select.select([committer.completion_fd], [], [], 10)[0]
+    assert committer.stopped is not None and committer.durable == ticket < failed
+    with pytest.raises(WriterStopped):
+        committer.wait(failed, timeout=10)
     committer.close()

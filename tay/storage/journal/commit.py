@@ -1,22 +1,39 @@
 """Group commit: one writer thread turns queued submissions into fsynced batches.
 
-``GroupCommitter(journal, max_events=1, interval_ms=0)``: ``submit(records)`` queues one
-submission (a list of journal records that must stay together, e.g. finish + result) and
-returns a ``concurrent.futures.Future``. The writer thread takes submissions in order,
-packs them into a batch of at most ``max_events`` records (a single larger submission
-forms a batch of its own; submissions are never split), writes the batch with one
-``append_batch`` and calls ``sync``; only then does it resolve the batch's futures with
-the batch ``Receipt``. With ``interval_ms > 0`` the thread waits up to that long after the
-oldest queued submission *arrived* for the batch to fill, so no submission waits longer than
-``interval_ms`` for its batch to start (time spent behind an earlier batch's fsync counts).
-The default (1, 0) is one fsync per event.
+``GroupCommitter(journal, max_events=1, interval_ms=0)`` is the pure-Python committer
+(``tay.storage.journal.native_commit`` is its C twin, with the same interface).
+
+Two ways to submit one submission (a list of journal records that must stay together,
+e.g. finish + result):
+
+- ``append(records, hold=False) -> ticket``: the lean path of the event loop. Tickets count
+  submissions from 1; ``durable`` is the highest ticket whose batch is fsynced (every lower
+  one is too). ``completion_fd`` (an eventfd, or a pipe where there is none) becomes readable
+  after every durable batch and when the writer stops: the loop watches it, calls
+  ``drain_completions()`` and releases what ``durable`` now covers. No object is created per
+  submission.
+- ``submit(records, hold=False) -> Future`` (resolved with the batch ``Receipt``) and
+  ``wait(ticket)``: blocking callers (recovery's own events, tests).
+
+Batching (natural batching): the writer packs queued submissions in order into a batch of at
+most ``max_events`` records (a larger submission forms a batch alone; submissions are never
+split), writes it with one ``append_batch`` and one ``sync``, and only then makes it
+durable. With ``max_events == 1`` every submission is written at once (the default: one
+fsync per event). With ``max_events > 1`` a *held* submission (``hold=True``) waits until
+the submitter calls ``flush()`` (the event loop does once it has no more ready input), the
+batch is full, or ``interval_ms`` (if > 0) has passed since the oldest queued submission
+arrived: ``interval_ms`` only caps the wait. A submission that is not held is a flush.
+``linger=True`` (needs ``max_events > 1`` and ``interval_ms > 0``) ignores ``flush``: held
+submissions wait for a full batch or their interval (fewer, larger fsyncs for up to
+``interval_ms`` more latency).
 
 If a write or sync fails the committer stops for good: the failing batch, every queued
-submission and every later ``submit`` fail with ``WriterStopped``.
+submission and every later one fail with ``WriterStopped``; ``durable`` never moves again.
 """
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from collections import deque
@@ -27,8 +44,8 @@ from typing import Callable, Sequence
 from tay.failures import RecoveryRefused, StorageFailure, WriterStopped
 from tay.storage.journal.writer import Journal, JournalRecord, Receipt
 
-
-Submission = tuple[list[JournalRecord], "Future[Receipt]"]
+# (records, ticket, future or None, arrival time)
+Submission = tuple[list[JournalRecord], int, "Future[Receipt] | None", float]
 
 
 @dataclass
@@ -42,59 +59,162 @@ class CommitStats:
     largest_batch: int = 0
 
 
+def check_batching(max_events: int, interval_ms: int, linger: bool = False) -> None:
+    """The committer settings both twins accept."""
+    if type(max_events) is not int or max_events < 1:
+        raise RecoveryRefused("argument", "max_events_must_be_positive", value=max_events)
+    if type(interval_ms) is not int or interval_ms < 0:
+        raise RecoveryRefused("argument", "interval_ms_must_not_be_negative", value=interval_ms)
+    if linger and (max_events < 2 or interval_ms < 1):
+        raise RecoveryRefused("argument", "linger_needs_max_events_and_interval",
+                              max_events=max_events, interval_ms=interval_ms)
+
+
+class CompletionSignal:
+    """The fd a loop watches: an eventfd on Linux, a pipe elsewhere. Writes never block."""
+
+    def __init__(self) -> None:
+        if hasattr(os, "eventfd"):
+            self.fd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
+            self._write_fd = self.fd
+        else:  # pragma: no cover - non-Linux development hosts
+            self.fd, self._write_fd = os.pipe()
+            os.set_blocking(self.fd, False)
+            os.set_blocking(self._write_fd, False)
+
+    def notify(self) -> None:
+        try:
+            os.write(self._write_fd, (1).to_bytes(8, "little"))
+        except BlockingIOError:  # the counter (or pipe) is full: the reader is awake anyway
+            pass
+
+    def drain(self) -> None:
+        try:
+            os.read(self.fd, 4096)
+        except BlockingIOError:
+            pass
+
+    def close(self) -> None:
+        os.close(self.fd)
+        if self._write_fd != self.fd:
+            os.close(self._write_fd)
+
+
 class GroupCommitter:
-    """The journal's writer thread and its submission queue."""
+    """The journal's writer thread and its submission queue (pure Python)."""
+
+    implementation = "python"
 
     def __init__(self, journal: Journal, max_events: int = 1, interval_ms: int = 0, *,
-                 clock: Callable[[], float] = time.monotonic) -> None:
-        if not isinstance(max_events, int) or max_events < 1:
-            raise RecoveryRefused("argument", "max_events_must_be_positive", value=max_events)
-        if not isinstance(interval_ms, int) or interval_ms < 0:
-            raise RecoveryRefused("argument", "interval_ms_must_not_be_negative", value=interval_ms)
+                 linger: bool = False, clock: Callable[[], float] = time.monotonic) -> None:
+        check_batching(max_events, interval_ms, linger)
         self.journal = journal
         self.max_events = max_events
         self.interval_s = interval_ms / 1000.0
+        self.linger = linger
         self._clock = clock  # seconds; injectable so tests can pin the batching deadline
         self._queue: deque[Submission] = deque()
-        self._arrivals: deque[float] = deque()  # clock() at submit, parallel to _queue
         self._queued_events = 0
+        self._tickets = 0  # the last ticket handed out
+        self._flushed = 0  # every ticket up to this one may be written now
+        self.durable = 0  # every ticket up to this one is durable
         self._cond = threading.Condition()
         self._closing = False
-        # what the writer is blocked on, so submit() notifies only when it can matter:
-        # "idle" (empty queue) or "filling" (an interval batch waiting for max_events or
-        # its deadline; the timed wait ends by itself, a notify only brings it forward)
+        self._exited = False  # the thread has drained the queue after close()
+        # what the writer is blocked on, so a submitter notifies only when it can matter:
+        # "idle" (empty queue) or "holding" (held submissions waiting for a flush, a full
+        # batch or their deadline; a timed wait ends by itself, a notify brings it forward)
         self._writer_wait: str | None = None
         self._stopped: WriterStopped | None = None
         self._stats = CommitStats()
+        self._signal = CompletionSignal()
+        self.completion_fd = self._signal.fd
         self._thread = threading.Thread(target=self._run, name="tay-journal-writer", daemon=True)
         self._thread.start()
 
     # -- producer side ------------------------------------------------------------------
-    def submit(self, records: Sequence[JournalRecord]) -> Future[Receipt]:
+    @property
+    def holds(self) -> bool:
+        """Whether held submissions wait for ``flush`` (only batches of several can)."""
+        return self.max_events > 1
+
+    def append(self, records: Sequence[JournalRecord], hold: bool = False) -> int:
+        """Queue ``records`` as one atomic submission and return its ticket."""
+        return self._enqueue(records, hold, None)
+
+    def submit(self, records: Sequence[JournalRecord], hold: bool = False) -> Future[Receipt]:
         """Queue ``records`` as one atomic submission; the future resolves once durable."""
         future: Future[Receipt] = Future()
+        self._enqueue(records, hold, future)
+        return future
+
+    def _enqueue(self, records: Sequence[JournalRecord], hold: bool,
+                 future: Future[Receipt] | None) -> int:
         records = list(records)
         with self._cond:
-            if self._stopped is not None:
-                future.set_exception(self._stopped)
-                return future
-            if self._closing:
-                future.set_exception(WriterStopped("io", "committer_closed"))
-                return future
-            if not records:
-                future.set_exception(RecoveryRefused("argument", "empty_submission"))
-                return future
+            refusal = self._refusal(records)
+            if refusal is not None and future is None and not isinstance(refusal, WriterStopped):
+                raise refusal  # an empty submission: a caller's bug, not a state
+            self._tickets += 1
+            ticket = self._tickets
+            if refusal is not None:  # never durable: the caller sees ``stopped``
+                if future is not None:
+                    future.set_exception(refusal)
+                return ticket
             now = self._clock()
-            self._queue.append((records, future))
-            self._arrivals.append(now)
+            self._queue.append((records, ticket, future, now))
             self._queued_events += len(records)
             self._stats.submissions += 1
+            if not hold or self.max_events == 1:
+                self._flushed = ticket
             waiting = self._writer_wait
-            if waiting == "idle" or (waiting == "filling" and (
-                    self._queued_events >= self.max_events
-                    or now >= self._arrivals[0] + self.interval_s)):
+            if waiting is not None and (
+                    self._flushed >= self._queue[0][1]
+                    or self._queued_events >= self.max_events
+                    or (self.interval_s > 0 and (
+                        waiting == "idle" or now >= self._queue[0][3] + self.interval_s))):
                 self._cond.notify()
-        return future
+        return ticket
+
+    def _refusal(self, records: list[JournalRecord]) -> StorageFailure | None:
+        if self._stopped is not None:
+            return self._stopped
+        if self._closing:
+            return WriterStopped("io", "committer_closed")
+        if not records:
+            return RecoveryRefused("argument", "empty_submission")
+        return None
+
+    def flush(self) -> None:
+        """The submitter has no more ready input: everything queued may be written now."""
+        if self.linger:
+            return
+        with self._cond:
+            if self._flushed == self._tickets:
+                return
+            self._flushed = self._tickets
+            if self._writer_wait is not None:
+                self._cond.notify()
+
+    def drain_completions(self) -> None:
+        """Consume the wake-ups of ``completion_fd`` (then read ``durable`` / ``stopped``)."""
+        self._signal.drain()
+
+    def wait(self, ticket: int, timeout: float | None = None) -> None:
+        """Block until ``ticket`` is durable; raise ``WriterStopped`` if it never will be."""
+        deadline = None if timeout is None else time.monotonic() + timeout
+        with self._cond:
+            self._flushed = max(self._flushed, min(ticket, self._tickets))
+            self._cond.notify_all()
+            while self.durable < ticket:
+                if self._stopped is not None:
+                    raise self._stopped
+                if self._exited:
+                    raise WriterStopped("io", "committer_closed")
+                remaining = None if deadline is None else deadline - time.monotonic()
+                if remaining is not None and remaining <= 0:
+                    raise TimeoutError(f"ticket {ticket} not durable after {timeout} s")
+                self._cond.wait(remaining)
 
     def stats(self) -> CommitStats:
         with self._cond:
@@ -110,61 +230,78 @@ class GroupCommitter:
             self._closing = True
             self._cond.notify_all()
         self._thread.join()
+        if self.completion_fd >= 0:
+            self._signal.close()
+            self.completion_fd = -1
 
     # -- writer thread ------------------------------------------------------------------
+    def _ready(self) -> bool:
+        """Whether the head of the queue may be written now (the lock is held)."""
+        return (self._flushed >= self._queue[0][1] or self._queued_events >= self.max_events
+                or self._closing)
+
     def _next_batch(self) -> list[Submission] | None:
-        """Wait for work (and, with an interval, for the batch to fill); None means exit."""
+        """Wait for work that may be written (see the module doc); None means exit."""
         with self._cond:
-            while not self._queue:
-                if self._closing:
-                    return None
-                self._writer_wait = "idle"
-                self._cond.wait()
+            while True:
+                if not self._queue:
+                    if self._closing:
+                        self._exited = True
+                        self._cond.notify_all()
+                        return None
+                    self._writer_wait = "idle"
+                    self._cond.wait()
+                elif self._ready():
+                    break
+                else:
+                    self._writer_wait = "holding"
+                    if self.interval_s > 0:
+                        remaining = self._queue[0][3] + self.interval_s - self._clock()
+                        if remaining <= 0:
+                            self._writer_wait = None
+                            break
+                        self._cond.wait(remaining)
+                    else:
+                        self._cond.wait()
                 self._writer_wait = None
-            if self.interval_s > 0:
-                deadline = self._arrivals[0] + self.interval_s
-                while self._queued_events < self.max_events and not self._closing:
-                    remaining = deadline - self._clock()
-                    if remaining <= 0:
-                        break
-                    self._writer_wait = "filling"
-                    self._cond.wait(remaining)
-                    self._writer_wait = None
-            batch = [self._take()]
+            self._writer_wait = None
+            batch = [self._queue.popleft()]
             size = len(batch[0][0])
             while self._queue and size + len(self._queue[0][0]) <= self.max_events:
-                batch.append(self._take())
+                batch.append(self._queue.popleft())
                 size += len(batch[-1][0])
             self._queued_events -= size
             return batch
-
-    def _take(self) -> Submission:
-        self._arrivals.popleft()
-        return self._queue.popleft()
 
     def _run(self) -> None:
         while True:
             batch = self._next_batch()
             if batch is None:
                 return
-            records = [record for submission, _ in batch for record in submission]
+            records = [record for submission in batch for record in submission[0]]
             try:
                 receipt = self.journal.append_batch(records)
                 self.journal.sync()
             except StorageFailure as failure:
                 self._stop(batch, failure)
                 return
-            except Exception as error:  # a bug must not leave futures hanging
+            except Exception as error:  # a bug must not leave submitters waiting
                 self._stop(batch, WriterStopped("io", "writer_crashed", error=repr(error)))
                 return
             with self._cond:
-                self._stats.batches += 1
-                self._stats.events += len(records)
-                self._stats.largest_batch = max(self._stats.largest_batch, len(records))
+                stats = self._stats
+                stats.batches += 1
+                stats.events += len(records)
+                if len(records) > stats.largest_batch:
+                    stats.largest_batch = len(records)
                 if self.journal.durability == "sync":
-                    self._stats.fsyncs += 1
-            for _, future in batch:
-                future.set_result(receipt)
+                    stats.fsyncs += 1
+                self.durable = batch[-1][1]
+                self._cond.notify_all()  # wait() callers
+            for _, _, future, _ in batch:
+                if future is not None:
+                    future.set_result(receipt)
+            self._signal.notify()
 
     def _stop(self, batch: list[Submission], failure: StorageFailure) -> None:
         stopped = failure if isinstance(failure, WriterStopped) else WriterStopped(
@@ -173,7 +310,9 @@ class GroupCommitter:
             self._stopped = stopped
             pending = list(self._queue)
             self._queue.clear()
-            self._arrivals.clear()
             self._queued_events = 0
-        for _, future in [*batch, *pending]:
-            future.set_exception(stopped)
+            self._cond.notify_all()
+        for _, _, future, _ in [*batch, *pending]:
+            if future is not None:
+                future.set_exception(stopped)
+        self._signal.notify()
