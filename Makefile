@@ -9,7 +9,8 @@ CLIENT_VENV := .venv-tay-client
 CLIENT_PY   := $(CLIENT_VENV)/bin/python
 NATIVE_SRC  := $(wildcard csrc/*.c csrc/*.h) tay/_native/_build.py
 
-DATA_DIR    ?= var/data
+# XDG data home, so the default is valid from any checkout (strict sync refuses /tmp).
+DATA_DIR    ?= $(or $(XDG_DATA_HOME),$(HOME)/.local/share)/tay/data
 DURABILITY  ?= sync
 PYTEST_ARGS ?=
 
@@ -37,7 +38,7 @@ $(CLIENT_PY):
 	$(CLIENT_PY) -m pip install --quiet 'tay-client[http-pkcs12]==1.4.0'
 
 run: venv
-	$(VENV)/bin/tay serve --data-dir $(DATA_DIR) --init-if-missing \
+	$(VENV)/bin/tay serve --data-dir "$(DATA_DIR)" --init-if-missing \
 		--durability $(DURABILITY) $(if $(filter sync,$(DURABILITY)),--validated-filesystem)
 
 test: venv client-venv

@@ -115,6 +115,16 @@ def _store_missing(data_dir: str) -> bool:
     return not os.path.exists(data_dir) or (os.path.isdir(data_dir) and not os.listdir(data_dir))
 
 
+def describe_durability(config: ServeConfig) -> str:
+    """``sync (validated filesystem, group commit 32 events / 2 ms)`` and the like."""
+    if config.durability != "sync":
+        return f"{config.durability} (no power-loss claim)"
+    batching = ("one fsync per event" if config.group_commit_max_events == 1 else
+                f"group commit {config.group_commit_max_events} events / "
+                f"{config.group_commit_interval_ms} ms")
+    return f"sync (validated filesystem, {batching})"
+
+
 def run_serve(config: ServeConfig, http: Any = None) -> int:
     """``tay serve``: check the socket path (and TLS files), recover and commit recovery,
     and only then import the loop stack (uvloop, the listeners, httptools) and listen."""
@@ -183,6 +193,8 @@ async def serve(config: ServeConfig, ready: "asyncio.Event | None" = None,
         driver.on_stopped = lambda: log.error(
             "journal writer stopped (%s); refusing every request with unavailable", driver.stopped)
         driver.tick()  # dispatch recovered work and arm the wake-up timer
+        log.info("tay serving: data dir %s, durability %s, socket %s", config.data_dir,
+                 describe_durability(config), config.socket.path if config.socket else "off")
         if ready is not None:
             ready.set()
         await stop.wait()

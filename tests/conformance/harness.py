@@ -6,8 +6,8 @@ ours. ``ours``: the repository's interpreter with only the repository on ``PYTHO
 (cwd also outside), so ``from tay import Tay`` is our SDK. Test bodies are the same text.
 
 ``durability="sync"`` runs the server in strict mode (``--durability sync
---validated-filesystem``); its data dir is under the repository's ``.tmp`` because strict
-mode refuses /tmp by design.
+--validated-filesystem``); its data dir is under ``tests.scratch`` because strict mode
+refuses /tmp by design.
 """
 
 from __future__ import annotations
@@ -22,11 +22,12 @@ import tempfile
 import textwrap
 import time
 from pathlib import Path
+from tests.scratch import scratch_root
 
 REPO = Path(__file__).resolve().parents[2]
 CLIENT_PYTHON = os.environ.get("TAY_CLIENT_PYTHON", str(REPO / ".venv-tay-client/bin/python"))
 OUR_PYTHON = str(REPO / ".venv/bin/python")
-SCRATCH = REPO / ".tmp"
+SCRATCH = scratch_root()  # strict sync accepts it wherever the checkout is
 SDKS = ("tay-client", "ours")
 
 

@@ -1,7 +1,7 @@
 """``tay serve`` as a real subprocess for crash tests: start on a data dir, kill -9,
 restart, and read the store offline (``tay storage inspect --json``, a content digest).
 
-Data dirs live under the repository's ``.tmp`` because strict ``sync`` mode refuses /tmp.
+Data dirs live under ``tests.scratch`` because strict ``sync`` mode refuses /tmp.
 """
 
 from __future__ import annotations
@@ -16,9 +16,10 @@ import time
 from pathlib import Path
 
 from tay.bench.server import socket_accepts
+from tests.scratch import scratch_root
 
 REPO = Path(__file__).resolve().parents[2]
-SCRATCH = REPO / ".tmp"
+SCRATCH = scratch_root()  # strict sync accepts it wherever the checkout is
 STRICT = ("--durability", "sync", "--validated-filesystem")
 
 

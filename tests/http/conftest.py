@@ -20,8 +20,9 @@ from tay.server.app import ServeConfig, open_store
 from tay.server.driver import EngineDriver
 from tay.server.http_config import HttpLimits
 from tay.server.http_listener import HttpConnection, HttpServer
+from tests.scratch import scratch_root
 
-SCRATCH = Path(__file__).resolve().parents[2] / ".tmp"
+SCRATCH = scratch_root()  # strict sync accepts it wherever the checkout is
 
 
 @contextlib.asynccontextmanager

@@ -1,4 +1,4 @@
-"""File operations on a real directory (ext4 under /work/main/.tmp)."""
+"""File operations on a real directory (the strict-sync scratch root, ext4/XFS/Btrfs)."""
 
 from __future__ import annotations
 
@@ -6,16 +6,16 @@ import errno
 import os
 import shutil
 import uuid
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[2]
+from tests.scratch import scratch_root
+
 
 
 @pytest.fixture
 def workdir():
-    path = ROOT / ".tmp" / f"native-{uuid.uuid4().hex}"
+    path = scratch_root() / f"native-{uuid.uuid4().hex}"
     path.mkdir(parents=True)
     yield path
     shutil.rmtree(path)

@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.scratch import scratch_root
+
 REPO = Path(__file__).resolve().parents[2]
 
 
@@ -65,7 +67,6 @@ class Server:
 
 
 def scratch_dirs() -> tuple[tempfile.TemporaryDirectory[str], tempfile.TemporaryDirectory[str]]:
-    """A data dir under the repo's .tmp (ext4) and a short socket dir under /tmp."""
-    (REPO / ".tmp").mkdir(exist_ok=True)
-    return (tempfile.TemporaryDirectory(prefix="sdk-e2e-", dir=REPO / ".tmp"),
+    """A data dir strict sync accepts (``tests.scratch``) and a short socket dir under /tmp."""
+    return (tempfile.TemporaryDirectory(prefix="sdk-e2e-", dir=scratch_root()),
             tempfile.TemporaryDirectory(prefix="tsdk-", dir="/tmp"))

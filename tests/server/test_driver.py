@@ -21,8 +21,9 @@ from tay.engine.effects import Refuse, Reply
 from tay.server.app import ServeConfig, open_store
 from tay.server.driver import EngineDriver
 from tests.storage.test_commit import GatedSyncIO
+from tests.scratch import scratch_root
 
-SCRATCH = Path(__file__).resolve().parents[2] / ".tmp"
+SCRATCH = scratch_root()  # strict sync accepts it wherever the checkout is
 VOLATILE = {"durability": "volatile"}
 
 

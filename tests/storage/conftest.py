@@ -12,13 +12,14 @@ from pathlib import Path
 
 import pytest
 
+from tests.scratch import scratch_root
+
 UPSTREAM = Path(__file__).resolve().parents[2] / "fixtures" / "upstream"
 RECORD_DIR = UPSTREAM / "storage" / "record" / "v1"
 SEGMENT_DIR = UPSTREAM / "storage" / "segment" / "v1"
 EVENT_DIR = UPSTREAM / "events" / "v1"
 
-# stores live under the repo's git-ignored .tmp/: strict sync durability refuses /tmp
-SCRATCH = Path(__file__).resolve().parents[2] / ".tmp"
+SCRATCH = scratch_root()  # strict sync accepts it wherever the checkout is
 
 FIXTURE_STORE_ID = bytes.fromhex("00112233445566778899aabbccddeeff")
 
