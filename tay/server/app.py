@@ -126,14 +126,12 @@ def describe_durability(config: ServeConfig) -> str:
 
 
 def run_serve(config: ServeConfig, http: Any = None) -> int:
-    """``tay serve``: check the socket path (and TLS files), recover and commit recovery,
-    and only then import the loop stack (uvloop, the listeners, httptools) and listen."""
-    if config.socket is not None:
-        check_outside_data_dir(config.socket.path, config.data_dir)
-    if http is not None and http.tls:
-        from .http_config import tls_context
+    """``tay serve``: run the start-up checks (data dir, lock, socket, TLS files, port)
+    before creating anything, recover and commit recovery, and only then import the loop
+    stack (uvloop, the listeners, httptools) and listen."""
+    from .preflight import preflight
 
-        tls_context(http)  # refuse bad TLS files before touching the store
+    preflight(config, http)
     store = open_store(config)
     try:
         import uvloop  # only now: the loop stack is not needed to recover

@@ -90,7 +90,9 @@ def run(args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> i
         print(f"tay serve: {error.message}", file=sys.stderr)
         return 2
     except StorageFailure as failure:
-        print(f"tay serve: store refused: {failure.message}", file=sys.stderr)
+        from .preflight import explain
+
+        print(f"tay serve: {explain(failure, config.data_dir)}", file=sys.stderr)
         return 1
 
 

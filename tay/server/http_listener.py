@@ -85,9 +85,14 @@ class HttpServer:
 
     async def start(self, host: str, port: int, tls: ssl.SSLContext | None) -> int:
         loop = asyncio.get_running_loop()
-        self._server = await loop.create_server(
-            lambda: HttpConnection(self), host, port, ssl=tls, reuse_address=True,
-            ssl_handshake_timeout=10.0 if tls is not None else None)
+        try:
+            self._server = await loop.create_server(
+                lambda: HttpConnection(self), host, port, ssl=tls, reuse_address=True,
+                ssl_handshake_timeout=10.0 if tls is not None else None)
+        except OSError as error:  # taken since the pre-flight probe: still a sentence
+            from .preflight import StartupRefused, port_sentence
+
+            raise StartupRefused("--http-port", port_sentence(host, port, error)) from None
         bound = self._server.sockets[0].getsockname()[1]
         log.info("tay listening on %s://%s:%d", "https" if tls else "http", host, bound)
         return bound

@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from tay.failures import ConfigurationError
-from tay.socket_discovery import (FROM_TMP_FALLBACK, SHARED_RUN_DIR, SocketPathError, discover_socket,
+from tay.socket_discovery import (FROM_ENVIRONMENT, FROM_EXPLICIT, FROM_TMP_FALLBACK, SHARED_RUN_DIR, SocketPathError, discover_socket,
                                   usable_directory_default)
 
 ALLOWED_SOCKET_MODES = (0o600, 0o660)
@@ -27,10 +27,12 @@ PROBE_TIMEOUT_S = 0.1
 
 @dataclass(frozen=True, slots=True)
 class SocketPlan:
-    """A resolved path; ``private_dir`` is the automatic directory to create with 0700."""
+    """A resolved path; ``private_dir`` is the automatic directory to create with 0700.
+    ``automatic``: found by discovery, not given by ``--socket`` or ``TAY_SOCKET_PATH``."""
 
     path: str
     private_dir: str | None = None
+    automatic: bool = False
 
 
 def resolve_socket_path(
@@ -53,7 +55,8 @@ def resolve_socket_path(
         raise ConfigurationError(exc.option, exc.problem) from None
     if found.source == FROM_TMP_FALLBACK and not usable("/tmp"):
         raise ConfigurationError("socket", "/tmp is not a usable directory for the socket")
-    return SocketPlan(found.path, found.private_dir)
+    return SocketPlan(found.path, found.private_dir,
+                      automatic=found.source not in (FROM_EXPLICIT, FROM_ENVIRONMENT))
 
 
 def check_outside_data_dir(path: str, data_dir: str) -> None:
@@ -61,7 +64,26 @@ def check_outside_data_dir(path: str, data_dir: str) -> None:
     data = os.path.realpath(data_dir)
     parent = os.path.realpath(os.path.dirname(path))
     if parent == data or parent.startswith(data.rstrip("/") + "/"):
-        raise ConfigurationError("socket", f"{path} is inside the data directory {data_dir}")
+        raise ConfigurationError("socket", f"{path} is inside the data directory {data_dir}; the "
+                                           "socket is ephemeral: pass a --socket PATH outside it")
+
+
+def live_listener(path: str) -> bool:
+    """Whether something accepts connections on ``path`` right now (a read-only probe)."""
+    try:
+        if not stat.S_ISSOCK(os.lstat(path).st_mode):
+            return False
+    except OSError:
+        return False
+    probe = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    probe.settimeout(PROBE_TIMEOUT_S)
+    try:
+        probe.connect(path)
+    except OSError:
+        return False
+    finally:
+        probe.close()
+    return True
 
 
 def bind_unix_socket(plan: SocketPlan, mode: int = 0o600, backlog: int = 512) -> socket.socket:

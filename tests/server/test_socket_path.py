@@ -30,12 +30,13 @@ def test_discovery_order(tmp_path) -> None:
     del env["TAY_SOCKET_PATH"]
     run_dir = tmp_path / "run-tay"
     run_dir.mkdir()
-    assert resolve(env, run_dir=str(run_dir)) == SocketPlan(f"{run_dir}/tay.sock")
-    assert resolve(env) == SocketPlan("/run/user/1000/tay/tay.sock", "/run/user/1000/tay")
+    # discovered (automatic) paths are shared by default: start-up says so when one is taken
+    assert resolve(env, run_dir=str(run_dir)) == SocketPlan(f"{run_dir}/tay.sock", automatic=True)
+    assert resolve(env) == SocketPlan("/run/user/1000/tay/tay.sock", "/run/user/1000/tay", automatic=True)
     assert resolve(env, usable=lambda p: p != "/run/user/1000") == SocketPlan(
-        "/var/t/tay-1000/tay.sock", "/var/t/tay-1000")
+        "/var/t/tay-1000/tay.sock", "/var/t/tay-1000", automatic=True)
     assert resolve(env, usable=lambda p: p == "/tmp") == SocketPlan(
-        "/tmp/tay-1000/tay.sock", "/tmp/tay-1000")
+        "/tmp/tay-1000/tay.sock", "/tmp/tay-1000", automatic=True)
     with pytest.raises(ConfigurationError, match="/tmp"):
         resolve(env, usable=NEVER)
 
