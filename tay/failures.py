@@ -168,6 +168,8 @@ class StorageFailure(TayFailure):
             if value is not None
         )
         message = f"{kind}: {reason}" + (f" ({where})" if where else "")
+        if extra.get("remedy"):  # what the operator can do about it, e.g. a command to run
+            message += f"; {extra['remedy']}"
         super().__init__(message, kind=kind, reason=reason)
         self.kind = kind
         self.reason = reason

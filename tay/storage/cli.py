@@ -1,7 +1,8 @@
-"""The ``tay storage`` command group: init, inspect and verify-file (all offline).
+"""The ``tay storage`` command group: init, inspect, repair and verify-file (all offline).
 
 ``init`` bootstraps a new store; ``inspect`` recovers a store read-only under its lock and
-summarizes it; ``verify-file`` decodes one file of a given kind. Refusals exit 1 with the
+summarizes it; ``repair`` removes an incomplete final record of the highest segment (and
+nothing else); ``verify-file`` decodes one file of a given kind. Refusals exit 1 with the
 refusal's class, reason and location; usage errors exit 2 naming the flag.
 """
 
@@ -19,7 +20,8 @@ VERIFY_KINDS = ("record", "segment", "store", "value", "event")
 
 def register(groups: Any) -> None:
     """Add the ``storage`` group to the top-level sub-parsers."""
-    storage = groups.add_parser("storage", help="offline store tools: init, inspect, verify-file")
+    storage = groups.add_parser("storage",
+                                help="offline store tools: init, inspect, repair, verify-file")
     commands = storage.add_subparsers(dest="storage_command", metavar="COMMAND")
     commands.required = True
 
@@ -37,6 +39,14 @@ def register(groups: Any) -> None:
     inspect.add_argument("--data-dir", required=True, help="the store directory")
     inspect.add_argument("--json", action="store_true", help="print one JSON object")
     inspect.set_defaults(handler=run_inspect)
+
+    repair = commands.add_parser(
+        "repair", help="remove an incomplete final record of the highest segment, which was "
+                       "never acknowledged (its bytes are kept in a side file); refuse anything "
+                       "else unchanged. Exit 0 repaired or nothing to do, 1 refused, 2 usage")
+    repair.add_argument("--data-dir", required=True, help="the store directory")
+    repair.add_argument("--json", action="store_true", help="print one JSON object")
+    repair.set_defaults(handler=run_repair)
 
     verify = commands.add_parser("verify-file", help="decode one file of a given kind")
     verify.add_argument("--kind", required=True, choices=VERIFY_KINDS)
@@ -82,6 +92,45 @@ def run_inspect(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(format_summary(summary))
     return 0
+
+
+def run_repair(args: argparse.Namespace) -> int:
+    from tay.storage.recovery.repair import repair_store
+
+    try:
+        outcome = repair_store(args.data_dir)
+    except StorageFailure as failure:
+        report = {"ok": False, "repaired": False, **failure.report()}
+        if args.json:
+            _print_json(report)
+        else:
+            finding = failure.extra.get("finding") or {}
+            sys.stdout.write(f"refused: {failure.reason}; nothing was changed\n")
+            if finding:
+                sys.stdout.write(f"store: {_describe(finding)}\n")
+        return 1
+    report = outcome.report()
+    if args.json:
+        _print_json(report)
+    elif not outcome.repaired:
+        sys.stdout.write(f"nothing to repair: {report['data_dir']} passes the physical "
+                         f"checks (next sequence {report['next_sequence']})\n")
+    else:
+        sys.stdout.write(
+            f"repaired: removed {outcome.removed_bytes} bytes at offset {outcome.offset} of "
+            f"{outcome.segment_path} ({_describe(outcome.finding, where=False)})\n"
+            f"the removed bytes are in {outcome.side_file}; they were never acknowledged\n"
+            f"next sequence {outcome.next_sequence}\n")
+    return 0
+
+
+def _describe(finding: dict[str, Any], where: bool = True) -> str:
+    """``class: reason / detail (path P, offset O)`` of a refusal report."""
+    place = ", ".join(f"{key} {finding[key]}" for key in ("path", "offset")
+                      if where and key in finding)
+    detail = finding.get("record_reason")
+    text = f"{finding.get('class')}: {finding.get('reason')}" + (f" / {detail}" if detail else "")
+    return text + (f" ({place})" if place else "")
 
 
 def run_verify_file(args: argparse.Namespace) -> int:

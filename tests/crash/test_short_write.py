@@ -4,17 +4,20 @@ the kernel write only part of a frame, as a full disk does in the middle of a mu
 
 The writer must cut the segment back to its last barrier before it stops, so the restart
 succeeds and keeps every acknowledged job (on a writer without the cut-back the restart is
-refused with ``incomplete_tail``).
+refused with ``incomplete_tail``). A process that dies at that moment (SIGXFSZ's default
+action, like kill -9) leaves the torn record, which ``tay storage repair`` removes.
 """
 
 from __future__ import annotations
 
 import asyncio
+import json
 import os
 import resource
 import shutil
 import signal
 import subprocess
+import sys
 import tempfile
 from pathlib import Path
 
@@ -122,6 +125,53 @@ def test_short_write_at_the_limit_is_cut_back_and_restart_keeps_every_ack(root):
     summary = inspect_store(data_dir)
     assert summary["jobs"] == len(acked), summary
 
+    restarted = ServerProcess(data_dir, str(root / "again.sock"), root / "again.log").start()
+    try:
+        asyncio.run(statuses(restarted.socket_path, acked))
+    finally:
+        restarted.stop()
+
+
+def test_process_killed_mid_write_leaves_a_torn_tail_that_repair_removes(root):
+    """SIGXFSZ with its default action kills the server at the ``pwrite`` after the short
+    one: no cut-back runs, exactly as with kill -9 in the middle of a multi-page write. The
+    restart refuses and names ``tay storage repair``; the repair removes only the torn
+    record; the restart then keeps every acknowledged job."""
+    data_dir, log = root / "data", root / "killed.log"
+    socket_path = str(root / "killed.sock")
+    server = limited_server(data_dir, socket_path, log, die_on_limit=True)
+    try:
+        wait_listening(server, socket_path, log)
+        acked, refusal = asyncio.run(enqueue_until_refused(socket_path))
+        assert refusal is None  # the connection dropped: the process died
+        assert server.wait(timeout=20) == -signal.SIGXFSZ
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait()
+    active = sorted((data_dir / "segments").iterdir())[-1]
+    assert active.stat().st_size == FILE_LIMIT  # the kernel wrote up to the limit
+
+    refused = subprocess.run(serve_command(data_dir, str(root / "refused.sock")), cwd=REPO,
+                             capture_output=True, text=True, timeout=30)
+    assert refused.returncode == 1
+    assert "incomplete_tail" in refused.stderr, refused.stderr
+    assert f"tay storage repair --data-dir {data_dir}" in refused.stderr
+
+    done = subprocess.run([sys.executable, "-m", "tay.cli", "storage", "repair", "--data-dir",
+                           str(data_dir), "--json"], cwd=REPO, capture_output=True, text=True,
+                          timeout=30)
+    assert done.returncode == 0, done.stdout + done.stderr
+    report = json.loads(done.stdout)
+    assert report["repaired"] and report["path"] == str(active)
+    assert report["offset"] + report["removed_bytes"] == FILE_LIMIT
+    torn = Path(report["side_file"]).read_bytes()
+    assert len(torn) == report["removed_bytes"] and torn[:4] == b"TAY\0"
+    frame_size = 28 + int.from_bytes(torn[16:20], "big")  # the declared payload length
+    assert PAD < len(torn) < frame_size  # one frame, cut short
+
+    summary = inspect_store(data_dir)
+    assert summary["jobs"] == len(acked), summary
     restarted = ServerProcess(data_dir, str(root / "again.sock"), root / "again.log").start()
     try:
         asyncio.run(statuses(restarted.socket_path, acked))

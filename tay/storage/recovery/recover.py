@@ -25,7 +25,7 @@ import mmap
 import os
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Callable, Protocol
+from typing import Any, Callable, Protocol
 
 from tay.failures import RecoveryRefused, StorageFailure
 from tay.storage import events as event_codec
@@ -46,6 +46,21 @@ from tay.storage.events.transitions import JobTable
 from tay.storage.formats.value import DecodeLimits, locate
 
 Consumer = Callable[[int, int, int, memoryview], None]
+
+# Incomplete final objects of the highest segment that ``tay storage repair`` may remove: a
+# torn record (or 1-3 bytes of a magic) or a torn footer. Never acknowledged by construction:
+# the writer acknowledges a batch only after all of it is written and synced.
+TORN_TAIL_REASONS = frozenset({"incomplete_record", "ambiguous_short_tail", "incomplete_footer"})
+
+
+def is_torn_tail(failure: StorageFailure) -> bool:
+    """A refusal ``tay storage repair`` is built for (it still checks the rest first)."""
+    return failure.kind == "incomplete_tail" and failure.reason in TORN_TAIL_REASONS
+
+
+def repair_remedy(root: str) -> str:
+    return (f"the incomplete final record was never acknowledged: `tay storage repair "
+            f"--data-dir {root}` removes it (keeping its bytes in a side file)")
 
 
 @dataclass
@@ -125,7 +140,9 @@ class _Pass:
 
 
 def _scan_one(io: RealIO, inventory: layout.Inventory, segment_id: int, store_id: bytes,
-              highest: bool, run: _Pass) -> SegmentView:
+              highest: bool, run: _Pass, length: int | None = None) -> SegmentView:
+    """Map and scan one segment; ``length`` scans only its first bytes (``tay storage
+    repair`` judging the store as it would be without a torn tail; nothing is changed)."""
     path = inventory.segment_path(segment_id)
     fd = io.open(path, os.O_RDONLY)
     try:
@@ -133,22 +150,37 @@ def _scan_one(io: RealIO, inventory: layout.Inventory, segment_id: int, store_id
         mapping = mmap.mmap(fd, info.st_size, prot=mmap.PROT_READ) if info.st_size else None
     finally:
         io.close(fd)
+    size = info.st_size if length is None else min(length, info.st_size)
+    buffer: Any = mapping if mapping is not None else b""
+    if length is not None and mapping is not None:
+        buffer = memoryview(mapping)[:size]
     try:
         run.timer.check(run.stage, path=path, segment_id=segment_id, offset=0)
         scan = segment.scan_segment(
-            mapping if mapping is not None else b"", segment_id=segment_id, store_id=store_id,
+            buffer, segment_id=segment_id, store_id=store_id,
             highest=highest, budget=run.options.max_decode_payload_bytes, path=path,
             release=_WindowDone(mapping, run, path, segment_id))
     except StorageFailure as failure:
-        if mapping is not None:
-            mapping.close()
+        _close_mapping(mapping, buffer)
         raise locate(failure, path=path, segment_id=segment_id, stage=run.stage) from None
+    if isinstance(buffer, memoryview):
+        buffer.release()
     if mapping is not None:
         _drop_pages(mapping, 0, info.st_size)  # the footer's tail page; replay faults pages back
         if not run.keep_mappings:
             mapping.close()
             mapping = None
-    return SegmentView(segment_id, path, info.st_ino, info.st_size, scan, mapping)
+    return SegmentView(segment_id, path, info.st_ino, size, scan, mapping)
+
+
+def _close_mapping(mapping: mmap.mmap | None, buffer: Any) -> None:
+    if isinstance(buffer, memoryview):
+        buffer.release()
+    if mapping is not None:
+        try:
+            mapping.close()
+        except BufferError:  # a cut view's slice still held by the refusal: the GC closes it
+            pass
 
 
 _PAGE = mmap.PAGESIZE
@@ -189,11 +221,13 @@ class _WindowDone:
 
 def preflight(io: RealIO, data_dir: str, options: RecoveryOptions,
               keep_mappings: bool = True, timer: RecoveryTimer | None = None,
-              stage: str = "preflight") -> FrozenView:
+              stage: str = "preflight", highest_length: int | None = None) -> FrozenView:
     """Pass 1: a complete physical validation of the store, read-only.
 
     ``keep_mappings=False`` (revalidation) closes each segment's mapping after its scan.
     ``timer`` (a fresh one by default) is checked after every I/O step.
+    ``highest_length``: judge the highest segment as if it ended there (repair's check of
+    the store it would leave; the file is not touched).
     """
     run = _Pass(options, timer or RecoveryTimer(options), stage, keep_mappings)
     inventory = layout.classify(io, data_dir, options.max_directory_entries)
@@ -212,8 +246,9 @@ def preflight(io: RealIO, data_dir: str, options: RecoveryOptions,
     try:
         highest_id = inventory.segment_ids[-1]
         for segment_id in inventory.segment_ids:
-            view = _scan_one(io, inventory, segment_id, store_id, segment_id == highest_id,
-                             run)
+            highest = segment_id == highest_id
+            view = _scan_one(io, inventory, segment_id, store_id, highest, run,
+                             highest_length if highest else None)
             views.append(view)
             records += view.scan.count
             if options.max_replay_records is not None and records > options.max_replay_records:
@@ -360,7 +395,15 @@ def recover(
     view: FrozenView | None = None
     try:
         timer.check("ownership", path=root)
-        view = preflight(io, root, options, timer=timer)
+        try:
+            view = preflight(io, root, options, timer=timer)
+        except RecoveryRefused as refusal:
+            if not is_torn_tail(refusal):
+                raise
+            raise RecoveryRefused(refusal.kind, refusal.reason, path=refusal.path,
+                                  offset=refusal.offset, sequence=refusal.sequence,
+                                  segment_id=refusal.segment_id, stage=refusal.stage,
+                                  **{**refusal.extra, "remedy": repair_remedy(root)}) from None
         replayed = replay(view, consumer, timer)
         if activate:
             timer.open_window()  # the candidate is held from here until activation
