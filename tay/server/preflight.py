@@ -216,6 +216,10 @@ def explain(failure: StorageFailure, data_dir: str) -> str:
         return _busy_sentence(data_dir, pid)
     template = _FIXES.get(failure.reason)
     values = {"path": data_dir, **failure.extra}
+    remedy = failure.extra.get("remedy")
+    if template is None and remedy:  # the refusal names its own fix (e.g. tay storage repair)
+        return (f"the store in {data_dir} was refused and left unchanged: {remedy}. "
+                f"[{failure.message.replace('; ' + remedy, '')}]")
     if template is None:
         return (f"the store in {data_dir} was refused and left unchanged. "
                 f"`tay storage inspect --data-dir {data_dir}` shows the details. [{failure.message}]")
