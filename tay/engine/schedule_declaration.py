@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
 from tay.engine.cron import DEFAULT_TIMEZONE, parse_cron, parse_timezone
+from tay.engine.options import round_half_away
 from tay.failures import RequestRefused, TayFailure
 from tay.storage.events.definition import PayloadRefused, check_json_value
 from tay.storage.events.schedules import (
@@ -64,9 +65,20 @@ def _is_number(obj: Any) -> bool:
     return type(obj) in (int, float) and math.isfinite(obj)
 
 
-def _round_half_away(value: float) -> int:
-    whole = math.floor(value)
-    return whole + 1 if value - whole >= 0.5 else whole
+def _scaled_ms(amount: int | float, unit_ms: int, field: str, what: str) -> int:
+    """``amount`` units in ms: ints exactly, floats rounded half away from zero; a product
+    past the largest timestamp (or an overflow to infinity, as ``1e308`` seconds gives)
+    is refused before any rounding could raise."""
+    if type(amount) is int:
+        total = amount * unit_ms
+    else:
+        scaled = amount * unit_ms
+        if not math.isfinite(scaled) or scaled > TIME_MAX:
+            raise invalid_schedule(f"{what} reaches past the largest timestamp", field)
+        total = round_half_away(scaled)
+    if total > TIME_MAX:
+        raise invalid_schedule(f"{what} reaches past the largest timestamp", field)
+    return total
 
 
 def _identifier(obj: Any, field: str) -> str:
@@ -109,10 +121,7 @@ def interval_ms(every: Any) -> int:
     ((unit, amount),) = given.items()
     if not _is_number(amount) or amount <= 0:
         raise invalid_schedule(f"every.{unit} must be a positive number", f"every.{unit}")
-    total = amount * UNIT_MS[unit] if type(amount) is int else _round_half_away(amount * UNIT_MS[unit])
-    if total > TIME_MAX:
-        raise invalid_schedule(f"every.{unit} is too large", f"every.{unit}")
-    return max(1, total)
+    return max(1, _scaled_ms(amount, UNIT_MS[unit], f"every.{unit}", f"every.{unit}"))
 
 
 def _timing(request: Mapping[str, Any]) -> tuple[str, Any, str | None]:
@@ -144,7 +153,7 @@ def _start(request: Mapping[str, Any], now_ms: int) -> int:
     if delay is not None:
         if not _is_number(delay) or delay < 0:
             raise invalid_schedule("delay must be a finite number of seconds >= 0", "delay")
-        delay_ms = delay * 1000 if type(delay) is int else _round_half_away(delay * 1000)
+        delay_ms = _scaled_ms(delay, 1000, "delay", "delay")
         if now_ms + delay_ms > TIME_MAX:
             raise invalid_schedule("delay reaches past the largest timestamp", "delay")
         return now_ms + delay_ms

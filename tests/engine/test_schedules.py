@@ -150,6 +150,12 @@ def test_different_definition_replaces_with_a_new_revision():
         ({"every": {"seconds": 1}, "overlap": "never"}, "overlap"),
         ({"every": {"seconds": 1}, "delay": 1, "start_at": 5}, "delay"),
         ({"every": {"seconds": 1}, "delay": -1}, "delay"),
+        # overflowing products are refused, not OverflowError (issue 17 item 8)
+        ({"every": {"seconds": 1}, "delay": 1e308}, "delay"),
+        ({"every": {"seconds": 1}, "delay": 2**63}, "delay"),
+        ({"every": {"seconds": 1e308}}, "every.seconds"),
+        ({"every": {"days": 1e300}}, "every.days"),
+        ({"every": {"seconds": 10**30}}, "every.seconds"),
         ({"every": {"seconds": 1}, "start_at": 1.5}, "start_at"),
         ({"every": {"seconds": 1}, "args": []}, "args"),
         ({"every": {"seconds": 1}, "options": {"id": "ab"}}, "options.id"),

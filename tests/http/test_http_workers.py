@@ -199,6 +199,9 @@ def test_schedule_routes_reach_the_engine():
             assert (missing.status, missing.code) == (404, "schedule_not_found")
             invalid = await client.call(request("POST", "/schedules", {"task": "demo.add"}))
             assert (invalid.status, invalid.code) == (400, "invalid_schedule")
+            huge = await client.call(request("POST", "/schedules", {
+                "task": "demo.add", "every": {"hours": 1}, "delay": 1e308}))
+            assert (huge.status, huge.code) == (400, "invalid_schedule")  # was a 500
             bad_page = await client.call(request("GET", "/schedules?limit=101"))
             assert bad_page.status == 400
     run(scenario())
