@@ -33,7 +33,6 @@ log = logging.getLogger("tay.server")
 
 WRITE_HIGH_WATER = 1 << 20
 WRITE_LOW_WATER = 1 << 18
-EXECUTION_REPORTS = (wire.Started, wire.Succeeded, wire.Failed)
 
 
 class Connection(asyncio.Protocol):
@@ -46,7 +45,6 @@ class Connection(asyncio.Protocol):
         self.connected_engine = False
         self._waiting: dict[str, deque[asyncio.TimerHandle]] = {}
         self._timed_out: Counter[str] = Counter()
-        self._reports: set[str] = set()
         self._timeout_s = listener.limits.request_timeout_ms / 1000.0
         self._reading_paused_for_writes = False
         self._outgoing: list[bytes] = []  # frames of this loop turn, written in one call
@@ -95,7 +93,11 @@ class Connection(asyncio.Protocol):
 
     # -- engine side -------------------------------------------------------------------
     def deliver(self, effect: Effect) -> None:
-        """Write one released effect; correlated replies free their pending slot."""
+        """Write one released effect; correlated replies free their pending slot.
+
+        Execution reports are answered as the engine decided: ``accepted`` for a late
+        report of an execution this connection really ran (settled since), and
+        ``unknown_execution`` for ids it was never given."""
         request_id = getattr(effect, "request_id", None)
         if isinstance(effect, (Reply, Refuse)) and request_id is not None:
             if self._timed_out and self._timed_out[request_id]:
@@ -107,13 +109,6 @@ class Connection(asyncio.Protocol):
                 if not timers:
                     del self._waiting[request_id]
                 self.session.settle()
-            elif request_id in self._reports:
-                self._reports.discard(request_id)
-                if isinstance(effect, Refuse) and effect.failure.code == "unknown_execution":
-                    # A stale report (after cancel/timeout/disconnect) is harmless; an error
-                    # reply would make the SDK drop its connection (spec §8.1).
-                    self._write(message_frame("accepted", request_id, {}))
-                    return
         if isinstance(effect, Refuse):
             self._write(error_frame(effect.failure, request_id))
             return
@@ -147,8 +142,6 @@ class Connection(asyncio.Protocol):
         if isinstance(request, wire.FORWARDED):
             timer = self._loop.call_later(self._timeout_s, self._expire, request.request_id)
             self._waiting.setdefault(request.request_id, deque()).append(timer)
-        elif isinstance(request, EXECUTION_REPORTS):
-            self._reports.add(request.request_id)
         if isinstance(request, wire.AdminRequest):
             self._admin(request)
             return
