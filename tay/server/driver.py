@@ -78,6 +78,7 @@ class EngineDriver:
         self.committer = committer
         self.loop = loop
         self.stopped: WriterStopped | None = None
+        self.closed = False
         self._sinks: dict[Hashable, Sink] = {}
         self._stages: deque[_Stage] = deque()
         self._wake_handle: asyncio.TimerHandle | None = None
@@ -109,7 +110,7 @@ class EngineDriver:
     # -- commands ----------------------------------------------------------------------
     def submit(self, command: Any) -> None:
         """Run one command through the engine and queue its effects."""
-        if self.stopped is not None:
+        if self.stopped is not None or self.closed:
             self._refuse_unavailable(command)
             return
         self._apply(self.engine.handle(command, wall_ms(), mono_ms()))
@@ -121,7 +122,7 @@ class EngineDriver:
     def tick(self) -> None:
         self._wake_handle = None
         self._wake_at = None
-        if self.stopped is None:
+        if self.stopped is None and not self.closed:
             self._apply(self.engine.tick(wall_ms(), mono_ms()))
 
     def _apply(self, outcome: Outcome) -> None:
@@ -218,6 +219,9 @@ class EngineDriver:
         self._wake_handle = self.loop.call_later(delay, self.tick)
 
     def close(self) -> None:
+        """The listeners are closed: nothing more reaches the engine (the journal closes
+        next, and a command submitted now would fail as a stopped writer)."""
+        self.closed = True
         if self.committer.completion_fd >= 0:
             self.loop.remove_reader(self.committer.completion_fd)
         if self._wake_handle is not None:

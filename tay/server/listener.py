@@ -38,6 +38,10 @@ class Listener:
     def release(self, connection: "Connection") -> None:
         self.connections.discard(connection)
 
+    async def _settle(self, deadline: float) -> None:
+        while not self.driver.idle and asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(0.01)
+
     async def start(self, plan: SocketPlan, mode: int = 0o600) -> str:
         from .connection import Connection
 
@@ -49,16 +53,28 @@ class Listener:
         return plan.path
 
     async def close(self, settle_timeout_s: float = 5.0) -> None:
-        """Stop accepting, wait for released work to flush, close connections, unlink."""
+        """Stop accepting, wait for released work to flush, close connections, unlink.
+
+        Closed connections disconnect from the engine (their in-flight executions become
+        interrupted events), so the driver is waited for once more afterwards: those
+        events are committed while the journal is still open, and a clean stop logs no
+        error."""
         if self._server is not None:
             self._server.close()
-        deadline = asyncio.get_running_loop().time() + settle_timeout_s
-        while not self.driver.idle and asyncio.get_running_loop().time() < deadline:
-            await asyncio.sleep(0.01)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + settle_timeout_s
+        await self._settle(deadline)
         for connection in list(self.connections):
             if connection.transport is not None:
                 connection.flush()  # replies released this turn are still queued
                 connection.transport.close()
+        await asyncio.sleep(0)  # connection_lost runs on a later loop turn
+        while self.connections and loop.time() < deadline:
+            await asyncio.sleep(0.01)  # a peer that does not read delays its close
+        for connection in list(self.connections):
+            connection.transport.abort()
+        await asyncio.sleep(0)
+        await self._settle(deadline)
         if self._server is not None:
             await self._server.wait_closed()
         if self._path is not None:

@@ -66,6 +66,9 @@ class FakeTransport:
             if self.protocol is not None:
                 asyncio.get_running_loop().call_soon(self.protocol.connection_lost, None)
 
+    def abort(self) -> None:
+        self.close()
+
     def is_closing(self) -> bool:
         return self.closed
 

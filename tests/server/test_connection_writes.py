@@ -58,6 +58,7 @@ def open_connection() -> tuple[Connection, CountingTransport]:
     listener = Listener(DriverSink(), ProtocolLimits())  # type: ignore[arg-type]
     connection = Connection(listener)
     transport = CountingTransport()
+    transport.protocol = connection  # close() reports connection_lost, as real transports do
     connection.connection_made(transport)
     return connection, transport
 

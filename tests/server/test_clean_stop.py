@@ -1,0 +1,83 @@
+"""SIGTERM with open connections is a clean stop: exit 0 and no ERROR in the log, on both
+transports, even with an execution in flight (its interruption is recorded, not lost)."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+
+import pytest
+
+from tests.conformance.harness import Server
+
+from .raw import RawClient
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(60)]
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+def test_sigterm_with_open_connections_and_work_in_flight_logs_no_error() -> None:
+    port = free_port()
+    server = Server("--http-port", str(port), durability="sync").start()
+    clients: list[RawClient] = []
+    http = None
+    try:
+        worker = RawClient(server.socket)
+        clients.append(worker)
+        worker.hello("worker", 2, runtime_id="busy")
+        worker.request("register_tasks", tasks=["slow.task"])
+        producer = RawClient(server.socket)
+        clients.append(producer)
+        producer.hello()
+        job = producer.request("enqueue", task="slow.task", args={}, options={})
+        worker.next_pushed("execute")  # in flight when the signal arrives
+        idle = RawClient(server.socket)  # connected, never says hello
+        clients.append(idle)
+        http = socket.create_connection(("127.0.0.1", port), timeout=5)
+        http.sendall(b"GET /jobs/" + job["job_id"].encode() + b" HTTP/1.1\r\nhost: t\r\n\r\n")
+        assert http.recv(65536).startswith(b"HTTP/1.1 200")  # a keep-alive connection stays
+        assert server.process is not None
+        server.process.terminate()
+        assert server.process.wait(timeout=15) == 0
+        server.process = None
+        log = server.log()
+        assert " ERROR " not in log, log
+        assert "tay stopped cleanly" in log
+        restarted = Server(durability="sync")
+        restarted.root, restarted.data_dir = server.root, server.data_dir
+        restarted.socket = server.socket
+        restarted.start()
+        try:
+            status = RawClient(restarted.socket)
+            status.hello()
+            job_state = status.request("status", job_id=job["job_id"])
+            # the execution was interrupted (recorded before the journal closed) and waits to
+            # run again at the same attempt
+            assert job_state["status"] in ("retryable", "available"), job_state
+            assert job_state["job"]["attempt"] == 1
+            status.close()
+        finally:
+            restarted.stop()
+    finally:
+        for client in clients:
+            client.close()
+        if http is not None:
+            http.close()
+        server.close()
+
+
+def test_sigterm_on_an_idle_server_exits_zero() -> None:
+    server = Server().start()
+    try:
+        assert server.process is not None
+        server.process.terminate()
+        assert server.process.wait(timeout=15) == 0
+        server.process = None
+        assert " ERROR " not in server.log()
+    finally:
+        server.close()
