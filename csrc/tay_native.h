@@ -122,6 +122,9 @@ int tay_events_scan(const uint8_t *buf, size_t count, const uint64_t *offsets,
 int tay_split_frames(const uint8_t *buf, size_t size, uint32_t max_frame, size_t capacity,
                      uint64_t *starts, uint64_t *ends, size_t *count, size_t *consumed);
 
+/* ---- JSON object members: colons outside strings (json_keys.c) ---- */
+size_t tay_json_member_count(const uint8_t *json, size_t size);
+
 /* ---- file operations (fileops.c) ---- */
 int tay_write_all_at(int fd, const uint8_t *data, size_t length, int64_t offset);
 int tay_fdatasync(int fd);

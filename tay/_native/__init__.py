@@ -34,6 +34,9 @@ API (see docs/native.md for the details and error conventions):
   are relative to the payload start.
 - ``split_frames(buf, max_frame) -> (frames, consumed, error)``; ``frames`` are
   ``(start, end)`` payload slices; ``error`` None | "frame_too_large" | "empty_frame".
+- ``json_member_count(json) -> int``: colons outside strings of a valid JSON text, i.e. the
+  members of all its objects (the protocol decoder compares it with the decoded objects'
+  sizes to refuse duplicate keys, which orjson keeps silently).
 - ``write_all_at(fd, data, offset)``, ``fdatasync(fd)``, ``fsync(fd)``, ``fsync_dir(path)``,
   ``flock_exclusive(fd) -> bool``, ``rename_noreplace(src_dir_fd, src, dst_dir_fd, dst)``,
   ``filesystem_magic(path) -> int``; failures raise OSError with errno.
@@ -70,6 +73,7 @@ value_decode = _active.value_decode
 json_to_value = _active.json_to_value
 value_to_json = _active.value_to_json
 split_frames = _active.split_frames
+json_member_count = _active.json_member_count
 events_scan = _active.events_scan
 write_all_at = _active.write_all_at
 fdatasync = _active.fdatasync

@@ -14,7 +14,7 @@ from cffi import FFI
 _ROOT = Path(__file__).resolve().parents[2]
 _CSRC = _ROOT / "csrc"
 _SOURCES = ["crc32c.c", "records.c", "value.c", "frames.c", "fileops.c", "events.c",
-            "json_value.c", "value_json.c"]
+            "json_value.c", "value_json.c", "json_keys.c"]
 
 CDEF = """
 int tay_crc32c_select(int force_software);
@@ -50,6 +50,8 @@ int tay_value_to_json(const uint8_t *data, size_t size, uint32_t max_depth, uint
 
 int tay_split_frames(const uint8_t *buf, size_t size, uint32_t max_frame, size_t capacity,
                      uint64_t *starts, uint64_t *ends, size_t *count, size_t *consumed);
+
+size_t tay_json_member_count(const uint8_t *json, size_t size);
 
 int tay_write_all_at(int fd, const uint8_t *data, size_t length, int64_t offset);
 int tay_fdatasync(int fd);

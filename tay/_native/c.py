@@ -162,6 +162,11 @@ def split_frames(buf: Any, max_frame: int) -> tuple[list[tuple[int, int]], int, 
             return frames, offset, _FRAME_ERRORS[code]
 
 
+def json_member_count(json: Any) -> int:
+    """Colons outside strings of a valid JSON text: the members of all its objects."""
+    return lib.tay_json_member_count(ffi.from_buffer("uint8_t[]", json), len(json))
+
+
 def value_decode(
     buf: Any, max_depth: int = 64, max_nodes: int = 100_000, max_binary: int = 16_777_216
 ) -> Any:

@@ -6,6 +6,7 @@ not built (or ``TAY_NATIVE=python``). Kept straightforward rather than fast.
 
 from __future__ import annotations
 
+import re
 import struct
 from array import array
 from typing import Any, Sequence
@@ -36,6 +37,7 @@ CRC32C_IMPLEMENTATION = "software"
 __all__ = [
     "IMPLEMENTATION", "CRC32C_IMPLEMENTATION", "ValueCodecError", "crc32c", "encode_records",
     "scan_records", "scan_record_columns", "value_encode", "value_decode", "split_frames",
+    "json_member_count",
     "json_to_value", "value_to_json",
     "write_all_at",
     "fdatasync", "fsync", "fsync_dir", "flock_exclusive", "rename_noreplace",
@@ -142,6 +144,15 @@ def scan_record_columns(
     return (array("Q", [r[0] for r in records]), bytes(r[1] for r in records),
             bytes(r[2] for r in records), array("I", [r[4] for r in records]), stop_offset,
             stop)
+
+
+# a string, or an unterminated one up to the end (as the C scanner reads it)
+_JSON_STRING = re.compile(rb'"(?:[^"\\]|\\.|\\\Z)*(?:"|\Z)', re.DOTALL)
+
+
+def json_member_count(json: Any) -> int:
+    """Colons outside strings of a valid JSON text: the members of all its objects."""
+    return _JSON_STRING.sub(b"", bytes(json)).count(b":")
 
 
 def split_frames(buf: Any, max_frame: int) -> tuple[list[tuple[int, int]], int, str | None]:

@@ -26,7 +26,7 @@ from tay.protocol.messages import (
     execution_ids, is_key, parse_failed, parse_succeeded, parse_tasks,
 )
 from tay.protocol.requests import Failed, Succeeded
-from tay.protocol.values import check_value_domain
+from tay.protocol.values import decode_message
 
 DEFAULT_MAX_BODY_BYTES = 1_048_576
 MAX_WORKER_CAPACITY = 256
@@ -48,6 +48,7 @@ class HttpRequest:
     target: str
     headers: tuple[tuple[bytes, bytes], ...] = ()
     body: bytes = b""
+    version: str = "1.1"  # "1.0", "1.1" or "2"
 
     def header_values(self, name: bytes) -> list[bytes]:
         return [value for key, value in self.headers if key == name]
@@ -110,7 +111,7 @@ class HttpApi:
             return error_response(failure)
 
     def _route(self, request: HttpRequest) -> Route:
-        path, _, query = request.target.partition("?")
+        path, _, query = origin_target(request).partition("?")
         parts = [unquote(p) for p in path.split("/")[1:]] if path.startswith("/") else None
         if not parts or parts == [""]:
             raise RequestRefused(f"no route for {path[:128]!r}", code="not_found")
@@ -191,19 +192,14 @@ class HttpApi:
         if len(request.body) > self.max_body_bytes:
             raise RequestRefused(f"body of {len(request.body)} bytes exceeds "
                                  f"{self.max_body_bytes}", code="request_too_large")
-        try:
-            body = orjson.loads(request.body)
-        except orjson.JSONDecodeError as error:
-            raise RequestRefused(f"{where}: body is not valid JSON ({error})",
-                                 code="invalid_json_object") from None
-        if type(body) is not dict:
-            raise RequestRefused(f"{where}: body must be a JSON object",
+        if not request.body:
+            raise RequestRefused(f"{where}: the body is empty; send a JSON object",
                                  code="invalid_json_object")
         try:
-            check_value_domain(body, self.limits)
+            # the socket's decoder: JSON object, 64-bit integers, value domain, unique keys
+            return decode_message(request.body, self.limits)
         except ConnectionFatal as fatal:
             raise RequestRefused(f"{where}: {fatal.message}", code="invalid_json_object") from None
-        return body
 
     def parse_completion(self, body: dict[str, Any]) -> Succeeded | Failed:
         """``outcome: success`` with ``result`` or ``outcome: failure`` with ``error``."""
@@ -223,6 +219,28 @@ class HttpApi:
 
 
 # -- helpers shared with the server ------------------------------------------------------
+def origin_target(request: HttpRequest) -> str:
+    """The path and query a request names, after the framing rules of RFC 9112 §3.2.
+
+    HTTP/1.1 needs exactly one Host header. An absolute-form target
+    (``http://host:port/jobs``, as proxies send) is served like its path; any other form
+    (``*``, ``host:port``) names no resource here."""
+    if request.version == "1.1" and len(request.header_values(b"host")) != 1:
+        raise RequestRefused("an HTTP/1.1 request needs exactly one Host header",
+                             code="invalid_request", field="host")
+    target = request.target
+    if target.startswith("/"):
+        return target
+    scheme, sep, rest = target.partition("://")
+    if sep and scheme.lower() in ("http", "https") and rest and not rest.startswith("/"):
+        slash, query = rest.find("/"), rest.find("?")
+        if slash < 0 or (0 <= query < slash):
+            return "/" + rest[query:] if query >= 0 else "/"
+        return rest[slash:]
+    raise RequestRefused(f"request target {target[:64]!r} is neither a path nor an "
+                         "absolute http(s) URL", code="invalid_request", field="target")
+
+
 def is_json_media_type(value: bytes) -> bool:
     media_type = value.split(b";", 1)[0].strip().lower()
     return media_type == b"application/json"

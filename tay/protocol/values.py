@@ -3,7 +3,9 @@
 orjson already refuses non-UTF-8, lone surrogates, NaN/Infinity and overflowing floats.
 What it cannot know are the protocol bounds: nesting depth (the envelope is level 1), total
 node count of the whole message, and object key size. Violations are connection-fatal
-(``invalid_frame``); unparsable bytes are ``malformed_json``.
+(``invalid_frame``); unparsable bytes are ``malformed_json``. orjson also keeps the last
+of repeated object keys; a repeated key is refused too (``invalid_frame``), found by
+comparing the payload's colons with the decoded objects' members.
 
 orjson also turns integer literals outside 64 bits into floats without a word, which would
 silently change a client's value. Such a literal is a run of at least 19 digits right after
@@ -20,6 +22,7 @@ from typing import Any
 
 import orjson
 
+from tay import _native
 from tay.failures import ConnectionFatal
 
 from .limits import ProtocolLimits
@@ -52,8 +55,29 @@ def decode_message(payload: bytes, limits: ProtocolLimits) -> dict[str, Any]:
     digits_as_zero = payload.translate(_DIGITS_AS_ZERO)
     if _NINETEEN_ZEROS in digits_as_zero and _has_long_integer_token(payload, digits_as_zero):
         check_integer_range(payload)
-    check_value_domain(message, limits)
+    members = check_value_domain(message, limits)
+    # Every member has one colon; more colons than members means a repeated key, unless
+    # some colons are inside strings, which the native scanner tells apart.
+    if payload.count(b":") != members and _native.json_member_count(payload) != members:
+        raise ConnectionFatal(f"duplicate object key {_first_duplicate(payload)!r}",
+                              code="invalid_frame")
     return message
+
+
+def _first_duplicate(payload: bytes) -> str:
+    """The first repeated key (the error path only: stdlib json sees every pair)."""
+    found: list[str] = []
+
+    def pairs(items: list[tuple[str, Any]]) -> dict[str, Any]:
+        seen: set[str] = set()
+        for key, _ in items:
+            if key in seen and not found:
+                found.append(key)
+            seen.add(key)
+        return {}
+
+    json.loads(payload, object_pairs_hook=pairs)
+    return found[0][:64] if found else "?"
 
 
 def _has_long_integer_token(payload: bytes, digits_as_zero: bytes) -> bool:
@@ -85,12 +109,14 @@ def _bounded_int(literal: str) -> int:
     return value
 
 
-def check_value_domain(value: Any, limits: ProtocolLimits) -> None:
-    """Raise ``invalid_frame`` if ``value`` breaks the depth, node or key bounds."""
+def check_value_domain(value: Any, limits: ProtocolLimits) -> int:
+    """Raise ``invalid_frame`` if ``value`` breaks the depth, node or key bounds; return the
+    number of object members (for the duplicate-key check)."""
     max_depth = limits.max_depth
     max_key_bytes = limits.max_key_bytes
     safe_key_chars = max_key_bytes // _SAFE_KEY_CHARS_DIVISOR
     budget = limits.max_nodes - 1
+    members = 0
     # Iterative walk over containers only; scalars are counted through len(container).
     stack: list[tuple[Any, int]] = [(value, 1)]
     while stack:
@@ -103,6 +129,7 @@ def check_value_domain(value: Any, limits: ProtocolLimits) -> None:
                 f"message has more than {limits.max_nodes} JSON nodes", code="invalid_frame"
             )
         if type(container) is dict:
+            members += len(container)
             for key in container:
                 if len(key) > safe_key_chars and len(key.encode("utf-8")) > max_key_bytes:
                     raise ConnectionFatal(
@@ -115,6 +142,7 @@ def check_value_domain(value: Any, limits: ProtocolLimits) -> None:
         for item in children:
             if type(item) is dict or type(item) is list:
                 stack.append((item, depth + 1))
+    return members
 
 
 def encode_json(value: Any) -> bytes:

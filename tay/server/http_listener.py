@@ -248,7 +248,8 @@ class HttpConnection(asyncio.Protocol):
         self._in_request = False
         keep_alive = self.parser.should_keep_alive()
         request = HttpRequest(self.parser.get_method().decode("ascii", "replace"),
-                              self.url.decode("latin-1"), tuple(self.headers), bytes(self.body))
+                              self.url.decode("latin-1"), tuple(self.headers), bytes(self.body),
+                              self.parser.get_http_version())
         self._reset_message()
         try:
             future = self.server.handle(request)

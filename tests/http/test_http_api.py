@@ -15,13 +15,14 @@ from tay.protocol.http_api import (
 from tay.protocol.requests import Failed, Succeeded
 
 API = HttpApi()
+HOST = ((b"host", b"t"),)
 JSON = ((b"content-type", b"application/json"),)
 TOKEN = "A" * 43
 
 
 def route(method, target, body=None, headers=JSON):
     raw = orjson.dumps(body) if isinstance(body, (dict, list)) else (body or b"")
-    return API.route(HttpRequest(method, target, headers, raw))
+    return API.route(HttpRequest(method, target, HOST + headers, raw))
 
 
 def error_of(result) -> tuple[int, str]:
@@ -82,7 +83,7 @@ def test_body_outside_the_value_domain_is_invalid_json_object():
 
 def test_body_over_the_limit_is_413():
     api = HttpApi(max_body_bytes=10)
-    result = api.route(HttpRequest("POST", "/jobs", JSON, b'{"task":"a","args":{}}'))
+    result = api.route(HttpRequest("POST", "/jobs", HOST + JSON, b'{"task":"a","args":{}}'))
     assert error_of(result) == (413, "request_too_large")
 
 
@@ -104,9 +105,59 @@ def test_wrong_method_is_405_with_allow(method, target, allow):
     assert (b"allow", allow) in result.headers
 
 
-@pytest.mark.parametrize("target", ["/", "/nope", "relative", "/queues/q", "/workers/x/y"])
+@pytest.mark.parametrize("target", ["/", "/nope", "/queues/q", "/workers/x/y",
+                                    "http://h/nope", "http://h"])
 def test_unknown_routes_are_404(target):
     assert error_of(route("GET", target)) == (404, "not_found")
+
+
+@pytest.mark.parametrize("target", ["relative", "*", "127.0.0.1:80", "ftp://h/jobs/abc",
+                                    "http:///jobs/abc"])
+def test_targets_that_are_neither_paths_nor_absolute_urls_are_400(target):
+    assert error_of(route("GET", target)) == (400, "invalid_request")
+
+
+@pytest.mark.parametrize("target", ["http://127.0.0.1:8080/jobs/abc",
+                                    "HTTPS://tay.example/jobs/abc?x=1"])
+def test_absolute_form_targets_are_served_like_their_path(target):
+    assert route("GET", target) == ProducerCall("status", {"job_id": "abc"})
+
+
+def test_absolute_form_keeps_the_query():
+    assert route("GET", "http://h:1/schedules?limit=2") == route("GET", "/schedules?limit=2")
+    assert error_of(route("GET", "http://h?limit=2")) == (404, "not_found")
+
+
+@pytest.mark.parametrize("hosts", [(), ((b"host", b"a"), (b"host", b"b"))])
+def test_http_1_1_needs_exactly_one_host(hosts):
+    result = API.route(HttpRequest("GET", "/jobs/abc", hosts, b""))
+    assert error_of(result) == (400, "invalid_request")
+    assert orjson.loads(result.body)["error"]["field"] == "host"
+
+
+def test_http_1_0_and_2_need_no_host_header():
+    for version in ("1.0", "2"):
+        assert API.route(HttpRequest("GET", "/jobs/abc", (), b"", version)) == ProducerCall(
+            "status", {"job_id": "abc"})
+
+
+@pytest.mark.parametrize("raw", [
+    b'{"task":"a","task":"b","args":{}}',
+    b'{"task":"a","args":{"x":1,"x":2}}',
+    b'{"task":"a:b","args":{"u":"http://x","k":{"y":"\\":","y":0}}}',
+    b'{"task" : "a" , "task" : "a"}',
+])
+def test_duplicate_keys_are_invalid_json_object(raw):
+    result = route("POST", "/jobs", raw)
+    assert error_of(result) == (400, "invalid_json_object")
+    assert "duplicate object key" in orjson.loads(result.body)["error"]["message"]
+
+
+def test_colons_inside_strings_are_not_duplicates():
+    body = b'{"task":"a:b","args":{"u":"http://x:1/\\":y","t":"12:00"},"options":{}}'
+    assert route("POST", "/jobs", body) == ProducerCall(
+        "enqueue", {"task": "a:b", "args": {"u": 'http://x:1/":y', "t": "12:00"},
+                    "options": {}})
 
 
 def test_schedule_routes_and_page_bounds():
@@ -213,7 +264,7 @@ def test_response_over_the_limit_is_500_response_too_large():
        query=st.text(max_size=20), body=st.binary(max_size=64))
 def test_any_request_gets_a_route_or_a_json_error(method, segments, query, body):
     target = "/" + "/".join(segments) + ("?" + query if query else "")
-    result = API.route(HttpRequest(method, target, bearer(), body))
+    result = API.route(HttpRequest(method, target, HOST + bearer(), body))
     if isinstance(result, HttpResponse):
         payload = orjson.loads(result.body)
         assert result.status >= 400 and type(payload["error"]["code"]) is str

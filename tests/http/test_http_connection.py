@@ -80,7 +80,7 @@ def test_content_length_over_the_limit_is_refused_before_the_body():
     async def scenario():
         async with http_stack(HttpLimits(max_body_bytes=100)) as server:
             client = Client(server)
-            client.send(b"POST /jobs HTTP/1.1\r\ncontent-type: application/json\r\n"
+            client.send(b"POST /jobs HTTP/1.1\r\nhost: t\r\ncontent-type: application/json\r\n"
                         b"content-length: 101\r\n\r\n")
             (response,) = await client.responses(1)
             assert (response.status, response.code) == (413, "request_too_large")
@@ -91,7 +91,7 @@ def test_chunked_body_over_the_limit_is_refused():
     async def scenario():
         async with http_stack(HttpLimits(max_body_bytes=100)) as server:
             client = Client(server)
-            client.send(b"POST /jobs HTTP/1.1\r\ncontent-type: application/json\r\n"
+            client.send(b"POST /jobs HTTP/1.1\r\nhost: t\r\ncontent-type: application/json\r\n"
                         b"transfer-encoding: chunked\r\n\r\n"
                         + b"40\r\n" + b"a" * 64 + b"\r\n" + b"40\r\n" + b"a" * 64 + b"\r\n")
             (response,) = await client.responses(1)
@@ -196,7 +196,7 @@ def test_expect_100_continue_is_acknowledged_before_the_body():
         async with http_stack() as server:
             client = Client(server)
             body = b'{"task":"demo.add","args":{}}'
-            client.send(b"POST /jobs HTTP/1.1\r\ncontent-type: application/json\r\n"
+            client.send(b"POST /jobs HTTP/1.1\r\nhost: t\r\ncontent-type: application/json\r\n"
                         b"expect: 100-continue\r\ncontent-length: %d\r\n\r\n" % len(body))
             assert client.transport.written == b"HTTP/1.1 100 Continue\r\n\r\n"
             client.send(body)

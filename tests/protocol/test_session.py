@@ -284,3 +284,27 @@ def test_schedule_requests_pass_their_body_through() -> None:
     payload = b'{"version":1,"type":"schedules","request_id":"l","limit":5}'
     assert session.receive(frame(payload)).outputs == [ScheduleRequest("l", "schedules", {"limit": 5})]
     assert session.pending == 1
+
+
+@pytest.mark.parametrize("payload", [
+    b'{"version":1,"type":"heartbeat","request_id":"a","request_id":"b"}',
+    b'{"version":1,"type":"enqueue","request_id":"r","task":"a","task":"b","args":{}}',
+    b'{"version":1,"type":"heartbeat","request_id":"r","x":[{"k":1,"k":1}]}',
+    b'{"version":1,"type":"heartbeat","request_id":"r:1","x":{"u":"a:b","u" :"c"}}',
+])
+def test_duplicate_keys_are_connection_fatal(payload: bytes) -> None:
+    session = ProtocolSession(ProtocolLimits())
+    received = session.receive(frame(payload))
+    assert received.outputs == []
+    message = decode(received.close_frame)
+    assert message["error"]["code"] == "invalid_frame"
+    assert "duplicate object key" in message["error"]["message"]
+
+
+def test_colons_inside_strings_are_not_duplicate_keys() -> None:
+    session = hello_session(HELLO_CLIENT)
+    payload = (b'{"version":1,"type":"enqueue","request_id":"r:1","task":"a:b","args":'
+               b'{"url":"http://h:1/\\":","at":"12:00"},"options":{"submission_id":"o:1"}}')
+    [enqueue] = session.receive(frame(payload)).outputs
+    assert isinstance(enqueue, Enqueue) and enqueue.args == {"url": 'http://h:1/":',
+                                                             "at": "12:00"}
