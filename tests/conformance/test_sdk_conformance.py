@@ -208,7 +208,11 @@ def test_worker_disconnect_and_engine_restart(sdk: str, durability: str) -> None
             lost = await tay._request("status", {"job_id": %r})
             return [kept["result"], lost["status"], lost["job"]["attempt"]]
         """ % (done[0], job_id))
-        assert after[0] == {"sum": 42} and after[1] in ("retryable", "available")
+        # The stop recorded the interruption (its disconnect is committed before the journal
+        # closes), so the job may already run again on the reconnected worker: what holds is
+        # that no attempt was consumed.
+        assert after[0] == {"sum": 42} and after[1] in ("retryable", "available", "executing")
+        assert after[2] == 1
     finally:
         server.close()
 
