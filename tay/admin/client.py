@@ -17,7 +17,7 @@ import struct
 from typing import Any
 from urllib.parse import quote, urlencode, urlsplit
 
-from tay.protocol.admin_api import ROUTES
+from tay.protocol.admin_api import PATH_FIELDS, ROUTES
 from tay.socket_discovery import SocketPathError, discover_socket
 
 MAX_FRAME_BYTES = 16 * 1024 * 1024
@@ -124,7 +124,7 @@ class HttpAdmin:
         method, pattern = ROUTES[op]
         body = dict(body)
         path = pattern
-        for placeholder, field in (("{id}", "job_id"), ("{name}", "queue")):
+        for placeholder, field in PATH_FIELDS.items():
             if placeholder in path:
                 path = path.replace(placeholder, quote(str(body.pop(field, "")), safe=""))
         query = {k: v for k, v in body.items() if v is not None}

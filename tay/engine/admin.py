@@ -11,7 +11,8 @@ one mutation path, so their replies leave only once those events are durable:
 * ``pause_queue`` / ``resume_queue``: (20,2) / (21,2); a paused queue dispatches nothing
   (running executions finish) and stays paused across restarts;
 * ``purge_queue``: cancels waiting (scheduled, available, retryable) jobs of a queue with
-  (5,1) events, at most ``limit`` per request; the reply says how many remain.
+  (5,1) events, at most ``limit`` per request; the reply says how many remain;
+* ``cancel_schedule``: (13,2) ``cancelled``, like a producer ``cancel_schedule``.
 """
 
 from __future__ import annotations
@@ -218,14 +219,23 @@ class AdminCommands(ScheduleCommands):
         body = _fields(body, frozenset({"limit", "cursor"}), "schedules")
         objects, next_cursor = self.schedules.page(body.get("limit"), body.get("cursor"),
                                                    self.schedule_job_state)
-        for obj in objects:
-            state = self.schedules.get(obj["id"])
-            obj["next_occurrences"] = _next_occurrences(state.definition, obj["next_at"])
-            last_job = self.jobs.get(_occurrence_id(obj["id"], state.last_at))
-            obj["last_job"] = None if last_job is None else {
-                "id": last_job.state.id.hex(), "state": last_job.state.state}
+        objects = [self._schedule_view(obj) for obj in objects]
         objects, next_cursor = self._fit_page(objects, next_cursor, None)
         return {"schedules": objects, "next_cursor": next_cursor}
+
+    def _admin_schedule(self, body: Any, now_ms: int, out: Outcome) -> dict[str, Any]:
+        body = _fields(body, frozenset({"schedule_id"}), "schedule")
+        return {"schedule": self._schedule_view(
+            self.schedules.status(body.get("schedule_id"), self.schedule_job_state))}
+
+    def _schedule_view(self, obj: dict[str, Any]) -> dict[str, Any]:
+        """A public schedule object plus its next due times and the job of its last one."""
+        state = self.schedules.get(obj["id"])
+        obj["next_occurrences"] = _next_occurrences(state.definition, obj["next_at"])
+        last_job = self.jobs.get(_occurrence_id(obj["id"], state.last_at))
+        obj["last_job"] = None if last_job is None else {
+            "id": last_job.state.id.hex(), "state": last_job.state.state}
+        return obj
 
     def _admin_activity(self, body: Any, now_ms: int, out: Outcome) -> dict[str, Any]:
         body = _fields(body, frozenset({"limit"}), "activity")
@@ -289,6 +299,15 @@ class AdminCommands(ScheduleCommands):
         view = self._queue_view(queue)
         return {"queue": view, "purged": purged, "remaining": view["waiting"]}
 
+    def _admin_cancel_schedule(self, body: Any, now_ms: int, out: Outcome) -> dict[str, Any]:
+        body = _fields(body, frozenset({"schedule_id"}), "cancel_schedule")
+        schedule_id = body.get("schedule_id")
+        event = self.schedules.cancel(schedule_id, now_ms)  # None: already cancelled
+        if event is not None:
+            self._commit_schedule(event, out)
+        return {"schedule": self._schedule_view(
+            self.schedules.status(schedule_id, self.schedule_job_state))}
+
     # ---- queue control (live and replay) --------------------------------------------------
 
     def _commit_queue(self, event: ev.Event, out: Outcome) -> None:
@@ -330,12 +349,14 @@ _OPS: dict[str, Callable[..., dict[str, Any]]] = {
     "queues": AdminCommands._admin_queues,
     "workers": AdminCommands._admin_workers,
     "schedules": AdminCommands._admin_schedules,
+    "schedule": AdminCommands._admin_schedule,
     "activity": AdminCommands._admin_activity,
     "retry_job": AdminCommands._admin_retry_job,
     "cancel_job": AdminCommands._admin_cancel_job,
     "pause_queue": AdminCommands._admin_pause_queue,
     "resume_queue": AdminCommands._admin_resume_queue,
     "purge_queue": AdminCommands._admin_purge_queue,
+    "cancel_schedule": AdminCommands._admin_cancel_schedule,
 }
 ADMIN_OPS = frozenset(_OPS)
 _DISPATCHING = frozenset({"retry_job", "cancel_job", "resume_queue", "purge_queue"})

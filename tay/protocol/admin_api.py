@@ -27,6 +27,8 @@ ROUTES: dict[str, tuple[str, str]] = {
     "purge_queue": ("POST", "/admin/queues/{name}/purge"),
     "workers": ("GET", "/admin/workers"),
     "schedules": ("GET", "/admin/schedules"),
+    "schedule": ("GET", "/admin/schedules/{schedule}"),
+    "cancel_schedule": ("POST", "/admin/schedules/{schedule}/cancel"),
     "activity": ("GET", "/admin/activity"),
     "compact": ("POST", "/admin/compact"),
 }
@@ -38,7 +40,7 @@ QUERY_FIELDS: dict[str, frozenset[str]] = {
     "activity": frozenset({"limit"}),
     "purge_queue": frozenset({"limit"}),
 }
-_PATH_FIELD = {"{id}": "job_id", "{name}": "queue"}
+PATH_FIELDS = {"{id}": "job_id", "{name}": "queue", "{schedule}": "schedule_id"}
 
 
 @dataclass(frozen=True, slots=True)
@@ -65,10 +67,10 @@ def route_admin(method: str, parts: list[str], query: str) -> AdminRequest | Non
             continue
         body: dict[str, Any] = {}
         for segment, part in zip(segments, parts):
-            if segment in _PATH_FIELD:
+            if segment in PATH_FIELDS:
                 if not part:
                     break
-                body[_PATH_FIELD[segment]] = part
+                body[PATH_FIELDS[segment]] = part
             elif segment != part:
                 break
         else:

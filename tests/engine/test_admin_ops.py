@@ -165,3 +165,29 @@ def test_workers_unserved_tasks_queues_and_activity():
 def test_bad_admin_requests_are_refused(op, body):
     driver = Driver()
     assert refused(driver, op, **body) == "invalid_request"
+
+
+def test_one_schedule_and_its_cancellation_through_the_admin_ops():
+    driver = Driver()
+    driver.worker(tasks=("t",))
+    driver.run(c.Schedule("p", driver.rid(), {"declaration_id": "nightly", "task": "t",
+                                              "every": {"minutes": 1}}))
+    (delivered,) = executes(driver.tick())
+    one = admin(driver, "schedule", schedule_id="nightly")["schedule"]
+    assert one["id"] == "nightly" and one["last_job"] == {"id": delivered.job_id,
+                                                          "state": "executing"}
+    assert one["next_occurrences"] == [one["next_at"] + k * 60_000 for k in range(5)]
+    assert admin(driver, "schedules")["schedules"] == [one]
+    out = driver.run(c.Admin("p", driver.rid(), "cancel_schedule", {"schedule_id": "nightly"}))
+    assert [event.name for _, event in out.events] == ["schedule_state"]
+    cancelled = reply(out).fields["schedule"]
+    assert cancelled["cancelled_at"] == driver.now and cancelled["next_at"] is None
+    assert cancelled["next_occurrences"] == []
+    again = driver.run(c.Admin("p", driver.rid(), "cancel_schedule", {"schedule_id": "nightly"}))
+    assert again.events == [] and reply(again).fields["schedule"] == cancelled
+    driver.advance(3_600_000)
+    assert executes(driver.tick()) == []
+    assert replayed(driver).schedules.get("nightly").cancelled
+    assert refused(driver, "schedule", schedule_id="nope") == "schedule_not_found"
+    assert refused(driver, "cancel_schedule", schedule_id=7) == "invalid_schedule_id"
+    assert refused(driver, "cancel_schedule", schedule_id="nightly", x=1) == "invalid_request"

@@ -183,6 +183,29 @@ def test_job_pages_follow_cursors_with_filters(engine, transport):
     admin.call("purge_queue", {"queue": queue})
 
 
+@pytest.mark.parametrize("transport", ["socket", "http"])
+def test_one_schedule_and_its_cancellation(engine, transport):
+    admin = clients(engine)[transport]
+    schedule_id = f"admin-every-{transport}"
+
+    async def body(tay):
+        await tay.every("ops.ok", minutes=1, kwargs={"n": 3}, declaration_id=schedule_id)
+        delivered = await until(lambda: admin.call("schedule", {"schedule_id": schedule_id})
+                                ["schedule"]["last_job"])
+        one = admin.call("schedule", {"schedule_id": schedule_id})["schedule"]
+        assert one["every_ms"] == 60_000 and len(one["next_occurrences"]) == 5
+        job = admin.call("job", {"job_id": delivered["id"]})["job"]
+        assert job["schedule_id"] == schedule_id and job["args"] == {"n": 3}
+        cancelled = admin.call("cancel_schedule", {"schedule_id": schedule_id})["schedule"]
+        assert cancelled["cancelled_at"] is not None and cancelled["next_occurrences"] == []
+        assert (await tay.get_schedule(schedule_id))["cancelled_at"] == cancelled["cancelled_at"]
+        with pytest.raises(AdminRefused) as refused:
+            admin.call("cancel_schedule", {"schedule_id": "no-such-schedule"})
+        assert refused.value.code == "schedule_not_found"
+
+    run_with_worker(engine, body)
+
+
 def test_status_reads_on_both_transports(engine):
     for admin in clients(engine).values():
         status = admin.call("status", {})
@@ -190,7 +213,8 @@ def test_status_reads_on_both_transports(engine):
         assert status["durability"] == "write" and status["storage"]["free_bytes"] > 0
         assert status["engine"]["jobs"]["total"] == sum(status["engine"]["jobs"]["by_state"].values())
         assert status["socket"]["path"] == engine.socket_path
-        assert admin.call("schedules", {})["schedules"] == []
+        assert all(s["id"].startswith("admin-every-")
+                   for s in admin.call("schedules", {})["schedules"])
         with pytest.raises(AdminRefused) as refused:
             admin.call("compact", {})
         assert refused.value.code == "compaction_unavailable"
