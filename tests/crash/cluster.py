@@ -45,7 +45,7 @@ class ServerProcess:
                 stdout=log, stderr=log, env={**os.environ, "PYTHONPATH": str(REPO)})
         return self.process
 
-    def start(self, timeout: float = 15.0) -> "ServerProcess":
+    def start(self, timeout: float = 30.0) -> "ServerProcess":
         process = self.spawn()
         deadline = time.monotonic() + timeout
         while not socket_accepts(self.socket_path):

@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import random
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from tests.crash.wire import ConnectionLost, WireClient
 
@@ -25,9 +25,27 @@ class Ledger:
     unknown: dict[str, dict[str, Any]] = field(default_factory=dict)  # submission_id -> args
     executed: dict[str, int] = field(default_factory=dict)  # job_id -> life that got execute
     completed: dict[str, Any] = field(default_factory=dict)  # job_id -> acknowledged result
+    progress: asyncio.Event = field(default_factory=asyncio.Event)  # set on every entry
 
     def job_ids(self) -> set[str]:
         return {job["id"] for job in self.acked.values()}
+
+    def note(self) -> None:
+        self.progress.set()
+
+    async def reached(self, what: str, predicate: Callable[["Ledger"], bool],
+                      timeout: float) -> None:
+        """Wait until ``predicate(self)`` holds, woken by each new entry (never a fixed sleep);
+        fails naming ``what`` if the clients make no such progress within ``timeout``."""
+        try:
+            async with asyncio.timeout(timeout):
+                while not predicate(self):
+                    self.progress.clear()
+                    await self.progress.wait()
+        except TimeoutError:
+            raise AssertionError(
+                f"not reached in {timeout}s: {what} (acked={len(self.acked)} "
+                f"executed={len(self.executed)} completed={len(self.completed)})") from None
 
 
 def expected_result(args: dict[str, Any], life: int) -> dict[str, Any]:
@@ -55,6 +73,7 @@ async def produce(socket_path: str, ledger: Ledger, producer: int, count: int,
         if reply["type"] == "enqueued":
             del ledger.unknown[submission]
             ledger.acked[submission] = reply["job"]
+            ledger.note()
         # an error reply leaves the submission unknown: the restart resubmits it
 
     try:
@@ -83,6 +102,7 @@ async def work(socket_path: str, ledger: Ledger, life: int, capacity: int,
             return
         if reply["type"] == "accepted":
             ledger.completed[frame["job_id"]] = result
+            ledger.note()
 
     try:
         while not stop.is_set():
@@ -100,6 +120,7 @@ async def work(socket_path: str, ledger: Ledger, life: int, capacity: int,
                 continue
             received.append(frame["job_id"])
             ledger.executed.setdefault(frame["job_id"], life)
+            ledger.note()
             task = asyncio.ensure_future(execute(frame))
             running.add(task)
             task.add_done_callback(running.discard)

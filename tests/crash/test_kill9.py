@@ -48,26 +48,37 @@ def make_server(root: Path, *extra: str) -> ServerProcess:
     return ServerProcess(root / "data", str(root / "tay.sock"), root / "server.log", *extra)
 
 
-async def first_life(server: ServerProcess, ledger: Ledger, phase: str, rng: random.Random) -> float:
-    """Run ``phase`` against ``server`` and kill -9 it at a seeded moment; returns the delay."""
+async def first_life(server: ServerProcess, ledger: Ledger, phase: str, rng: random.Random) -> str:
+    """Run ``phase`` against ``server`` and kill -9 it at a seeded moment; returns that moment.
+
+    The moment is a seeded amount of acknowledged work (then a seeded sub-20 ms pause), not
+    a wall-clock delay: on a loaded machine a delay could pass before anything was
+    acknowledged and leave the round checking nothing.
+    """
     sock = server.socket_path
     stop = asyncio.Event()
     tasks: list[asyncio.Future] = []
+    acked = completed = 0
     if phase == "completions":  # a backlog first, then kill while completions stream in
         await asyncio.gather(*(produce(sock, ledger, p, 100, rng, "c") for p in range(3)))
         tasks.append(asyncio.ensure_future(work(sock, ledger, 0, rng.randint(4, 32), stop)))
-        delay = rng.uniform(0.01, 0.12)
+        completed = rng.randint(5, 150)
     else:
         tasks += [asyncio.ensure_future(produce(sock, ledger, p, 150, rng, phase[0]))
                   for p in range(4)]
+        acked = rng.randint(20, 400)
         if phase == "group_commit":
             tasks.append(asyncio.ensure_future(work(sock, ledger, 0, rng.randint(4, 32), stop)))
-        delay = rng.uniform(0.05, 0.5)
-    await asyncio.sleep(delay)
+            completed = rng.randint(5, 80)
+    pause = rng.uniform(0, 0.02)
+    moment = f"acked>={acked} completed>={completed} +{pause * 1000:.0f}ms"
+    await ledger.reached(moment, lambda l: len(l.acked) >= acked and len(l.completed) >= completed,
+                         timeout=30)
+    await asyncio.sleep(pause)
     server.kill9()
     stop.set()
-    await asyncio.wait_for(asyncio.gather(*tasks, return_exceptions=True), timeout=10)
-    return delay
+    await asyncio.wait_for(asyncio.gather(*tasks, return_exceptions=True), timeout=30)
+    return moment
 
 
 async def check_restart(client: WireClient, ledger: Ledger) -> dict[str, dict]:
@@ -136,20 +147,22 @@ async def drain(server: ServerProcess, ledger: Ledger, completed_at_restart: dic
     client = await WireClient.connect(server.socket_path)
     stop = asyncio.Event()
     worker = asyncio.ensure_future(work(server.socket_path, ledger, 1, 32, stop))
-    pending = ledger.job_ids()
-    deadline = asyncio.get_running_loop().time() + 20
-    while pending and asyncio.get_running_loop().time() < deadline:
-        for job_id in list(pending):
-            reply = await client.request("status", job_id=job_id)
-            if reply["status"] == "completed":
-                pending.discard(job_id)
-        await asyncio.sleep(0.02)
-    stop.set()
-    received = await worker
-    assert not pending, f"{len(pending)} jobs never completed after the restart"
+    job_ids = ledger.job_ids()
+
+    def all_done(l: Ledger) -> bool:  # each job completed before the kill or by this worker
+        return all(i in completed_at_restart or l.completed.get(i, {}).get("life") == 1
+                   for i in job_ids)
+
+    try:
+        await ledger.reached("every job completed after the restart", all_done, timeout=60)
+    finally:
+        stop.set()
+        received = await worker
     assert not set(received) & set(completed_at_restart), "a completed job was executed again"
     args_of = {job["id"]: job["args"] for job in ledger.acked.values()}
-    for job_id in ledger.job_ids():
+    for job_id in job_ids:
+        reply = await client.request("status", job_id=job_id)
+        assert reply["status"] == "completed", reply
         result = (await client.request("result", job_id=job_id))["result"]
         life = 0 if job_id in completed_at_restart else 1
         assert result == expected_result(args_of[job_id], life), (job_id, result)
@@ -164,8 +177,8 @@ def test_kill9_then_restart_keeps_every_acknowledgement(scratch, phase, seed, ex
 
     async def scenario() -> None:
         server.start()
-        delay = await first_life(server, ledger, phase, rng)
-        print(f"phase={phase} seed={seed} kill_after={delay:.3f}s acked={len(ledger.acked)} "
+        moment = await first_life(server, ledger, phase, rng)
+        print(f"phase={phase} seed={seed} kill at {moment}: acked={len(ledger.acked)} "
               f"unknown={len(ledger.unknown)} executed={len(ledger.executed)} "
               f"completed={len(ledger.completed)}")
         at_kill = inspect_store(server.data_dir)  # offline, between the kill and the restart
@@ -179,7 +192,7 @@ def test_kill9_then_restart_keeps_every_acknowledgement(scratch, phase, seed, ex
         await drain(server, ledger, completed_at_restart)
 
     try:
-        asyncio.run(asyncio.wait_for(scenario(), timeout=50))
+        asyncio.run(asyncio.wait_for(scenario(), timeout=100))
         server.stop()
         report = inspect_store(server.data_dir)
         assert report["ok"] and report["jobs"] == len(ledger.job_ids())

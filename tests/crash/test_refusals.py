@@ -35,7 +35,8 @@ def crashed_store():
         rng = random.Random(7)
         producers = [asyncio.ensure_future(produce(server.socket_path, ledger, p, 200, rng, "t"))
                      for p in range(3)]
-        await asyncio.sleep(0.2)
+        # kill after some acknowledged work, however slow the machine (not after a delay)
+        await ledger.reached("100 acknowledged enqueues", lambda l: len(l.acked) >= 100, timeout=30)
         server.kill9()
         await asyncio.gather(*producers)
 
@@ -45,8 +46,8 @@ def crashed_store():
     shutil.rmtree(root, ignore_errors=True)
 
 
-def wait_for_one(contenders: list[tuple[subprocess.Popen, str]], timeout: float = 15) -> None:
-    """Until some contender listens and every other one has exited."""
+def wait_for_one(contenders: list[tuple[subprocess.Popen, str]], timeout: float = 30) -> None:
+    """Until some contender listens and every other one has exited (or all have exited)."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
         listening = [sock for process, sock in contenders if socket_accepts(sock)]
@@ -56,6 +57,8 @@ def wait_for_one(contenders: list[tuple[subprocess.Popen, str]], timeout: float 
         if len(exited) == len(contenders):
             return
         time.sleep(0.02)
+    raise AssertionError(f"no outcome of the lock race in {timeout}s: "
+                         f"{[(p.poll(), socket_accepts(s)) for p, s in contenders]}")
 
 
 def spawn(data_dir: Path, socket_path: str) -> subprocess.Popen:
