@@ -1,11 +1,11 @@
 """kill -9 of a real ``tay serve`` in strict sync mode, then restart on the same data dir.
 
-Each round (seeded; the seed and kill delay are printed and show in a failure) runs
-producers and/or a worker against the server, kills it at a random moment, restarts it and
-checks that nothing acknowledged was lost or rewritten: every acknowledged enqueue exists
-with the same definition, every acknowledged completion keeps its result (and never runs
-again), interrupted executions come back retryable at the same attempt and complete once a
-worker reconnects, unacknowledged submission ids resubmit idempotently, and
+Each round (seeded; the seed and kill moment are printed and show in a failure) runs
+producers and/or a worker against the server, kills it once a seeded amount of work was
+acknowledged, restarts it and checks that nothing acknowledged was lost or rewritten: every
+acknowledged enqueue exists with the same definition, every acknowledged completion keeps
+its result (and never runs again), interrupted executions come back at the same attempt
+(not lost) and complete once a worker reconnects, unacknowledged submission ids resubmit idempotently, and
 ``tay storage inspect --json`` agrees with what the server reported.
 """
 
