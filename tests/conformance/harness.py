@@ -24,6 +24,8 @@ import time
 from pathlib import Path
 from tests.scratch import scratch_root
 
+import pytest
+
 REPO = Path(__file__).resolve().parents[2]
 CLIENT_PYTHON = os.environ.get("TAY_CLIENT_PYTHON", str(REPO / ".venv-tay-client/bin/python"))
 OUR_PYTHON = str(REPO / ".venv/bin/python")
@@ -31,10 +33,19 @@ SCRATCH = scratch_root()  # strict sync accepts it wherever the checkout is
 SDKS = ("tay-client", "ours")
 
 
+def require_client() -> str:
+    """The real tay-client's interpreter; a failure (not a skip) when it is missing, since
+    without it nothing here would test compatibility at all."""
+    if not os.path.exists(CLIENT_PYTHON):
+        pytest.fail(f"the reference tay-client interpreter {CLIENT_PYTHON} is missing: run "
+                    f"`make client-venv` (make test does) or set TAY_CLIENT_PYTHON", pytrace=False)
+    return CLIENT_PYTHON
+
+
 def sdk_command(sdk: str) -> tuple[list[str], dict[str, str]]:
     """Interpreter argv prefix and environment that make ``import tay`` mean ``sdk``."""
     if sdk == "tay-client":
-        return [CLIENT_PYTHON, "-I"], dict(os.environ)
+        return [require_client(), "-I"], dict(os.environ)
     if sdk == "ours":
         env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
         return [OUR_PYTHON, "-s"], {**env, "PYTHONPATH": str(REPO)}

@@ -24,11 +24,9 @@ import pytest
 
 from tests.http.certs import scratch_pki
 
-from .harness import CLIENT_PYTHON, REPO, SCRATCH, SDKS, sdk_command
+from .harness import REPO, SCRATCH, SDKS, sdk_command
 
-pytestmark = [pytest.mark.conformance, pytest.mark.timeout(120),
-              pytest.mark.skipif(not os.path.exists(CLIENT_PYTHON),
-                                 reason="the tay-client interpreter is not installed")]
+pytestmark = [pytest.mark.conformance, pytest.mark.timeout(120)]
 
 WORKER = r'''
 import asyncio, json, sys

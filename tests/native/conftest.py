@@ -7,6 +7,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.build_guard import c_twin
+
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures" / "upstream"
 
 
@@ -18,12 +20,10 @@ def _twins() -> list:
 
 @pytest.fixture(params=_twins())
 def native(request):
-    """The twin under test: ``tay._native.pure`` or ``tay._native.c`` (skipped if not built)."""
+    """The twin under test: ``tay._native.pure`` or ``tay._native.c`` (a failure if the C
+    twin is not built, unless TAY_NATIVE=python asks for the pure twin on purpose)."""
     if request.param == "c":
-        try:
-            return importlib.import_module("tay._native.c")
-        except ImportError as exc:
-            pytest.skip(f"C twin not built: {exc}")
+        return c_twin()
     return importlib.import_module("tay._native.pure")
 
 

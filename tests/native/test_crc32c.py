@@ -6,6 +6,8 @@ import mmap
 
 import pytest
 
+from tests.build_guard import c_twin, hardware_crc32c, read_cpuinfo, software_crc_forced
+
 VECTORS = [
     (b"123456789", 0xE3069283),
     (b"", 0),
@@ -47,7 +49,7 @@ def test_forced_software_path_in_subprocess():
     import subprocess
     import sys
 
-    pytest.importorskip("tay._native.c")
+    c_twin()
     code = (
         "from tay._native import c\n"
         "print(c.CRC32C_IMPLEMENTATION)\n"
@@ -66,9 +68,10 @@ def test_forced_software_path_in_subprocess():
     assert out[1].split() == [str(0xE3069283), str(expected), str(expected)]
 
 
-def test_hardware_path_reported():
-    c = pytest.importorskip("tay._native.c")
-    assert c.CRC32C_IMPLEMENTATION in ("sse4.2", "armv8", "software")
+def test_the_c_module_uses_the_cpus_hardware_path():
+    hardware = hardware_crc32c(read_cpuinfo())
+    expected = "software" if hardware is None or software_crc_forced() else hardware
+    assert c_twin().CRC32C_IMPLEMENTATION == expected
 
 
 def test_package_facade_and_forced_python(monkeypatch):

@@ -13,8 +13,9 @@ from hypothesis import strategies as st
 from tay._native import pure
 from tay._native._pure_value import value_decode, value_encode
 from tay._native.errors import ValueCodecError
+from tests.build_guard import c_twin
 
-c = pytest.importorskip("tay._native.c")
+c = c_twin()
 
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

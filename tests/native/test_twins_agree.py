@@ -2,14 +2,14 @@
 
 from __future__ import annotations
 
-import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tay._native import pure
 from tay._native.errors import ValueCodecError
+from tests.build_guard import c_twin
 
-c = pytest.importorskip("tay._native.c")
+c = c_twin()
 
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

@@ -32,10 +32,9 @@ __all__ = ["Peer"]
 
 @pytest.fixture
 def tay_server():
-    """A running ``tay serve`` (skipped only while tay.server does not exist)."""
-    from .server import Server, require_server, scratch_dirs
+    """A running ``tay serve``."""
+    from .server import Server, scratch_dirs
 
-    require_server()
     data, sockets = scratch_dirs()
     with data, sockets:
         server = Server(os.path.join(data.name, "data"), os.path.join(sockets.name, "tay.sock")).start()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import importlib.util
 import os
 import signal
 import subprocess
@@ -11,21 +10,10 @@ import tempfile
 import time
 from pathlib import Path
 
-import pytest
 
 from tests.scratch import scratch_root
 
 REPO = Path(__file__).resolve().parents[2]
-
-
-def require_server() -> None:
-    """Skip (with the reason) only while the engine server package does not exist yet."""
-    try:
-        found = importlib.util.find_spec("tay.server.cli") is not None
-    except ImportError:
-        found = False
-    if not found:
-        pytest.skip("tay.server is not importable yet: end-to-end SDK tests need `tay serve`")
 
 
 class Server:

@@ -12,8 +12,9 @@ from pathlib import Path
 
 import pytest
 
+from tests.conformance.harness import require_client
+
 HERE = Path(__file__).parent
-CLIENT_PYTHON = os.environ.get("TAY_CLIENT_PYTHON", str(HERE.parents[1] / ".venv-tay-client" / "bin" / "python"))
 REPO = HERE.parents[1]
 
 
@@ -26,9 +27,7 @@ def dump(python, *, isolated):
 
 @pytest.fixture(scope="module")
 def apis():
-    if not os.path.exists(CLIENT_PYTHON):
-        pytest.skip(f"the reference tay-client interpreter {CLIENT_PYTHON} is not installed (make client-venv)")
-    return dump(CLIENT_PYTHON, isolated=True), dump(sys.executable, isolated=False)
+    return dump(require_client(), isolated=True), dump(sys.executable, isolated=False)
 
 
 def compatible(theirs, ours):

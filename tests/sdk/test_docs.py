@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from .server import REPO, Server, require_server, scratch_dirs
+from .server import REPO, Server, scratch_dirs
 
 pytestmark = pytest.mark.slow
 
@@ -24,7 +24,6 @@ EXAMPLES = dict(EXAMPLE.findall(DOCS))
 
 @pytest.fixture(scope="module")
 def served():
-    require_server()
     data, sockets = scratch_dirs()
     with data, sockets:
         server = Server(os.path.join(data.name, "data"), os.path.join(sockets.name, "tay.sock"),

@@ -124,12 +124,7 @@ def test_schedules_round_trip(run, tay_server):
         tay = Tay(socket_path=tay_server.socket_path)
         tay.task(name="demo.tick")(lambda: "tick")
         async with tay:
-            try:
-                schedule = await tay.every("demo.tick", seconds=0.05, declaration_id="e2e-tick")
-            except ServerError as exc:
-                if exc.code == "unsupported_request":
-                    pytest.skip("this tay serve does not route `schedule` yet (unsupported_request)")
-                raise
+            schedule = await tay.every("demo.tick", seconds=0.05, declaration_id="e2e-tick")
             assert schedule.id == "e2e-tick"
             assert (await schedule.status())["id"] == "e2e-tick"
             assert "e2e-tick" in [item["id"] for item in await tay.schedules()]

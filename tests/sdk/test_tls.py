@@ -7,7 +7,7 @@ import pytest
 from tay import TayHTTP
 from tay.errors import ValidationError
 
-crypto = pytest.importorskip("cryptography", reason="PKCS#12 support is the optional cryptography extra")
+# cryptography is in the dev extra (and the SDK's http-pkcs12 extra): a plain import, no skip.
 from cryptography import x509  # noqa: E402
 from cryptography.hazmat.primitives import hashes, serialization  # noqa: E402
 from cryptography.hazmat.primitives.asymmetric import ec  # noqa: E402

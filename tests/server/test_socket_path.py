@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import os
+import shutil
 import socket
 import stat
+import tempfile
+from pathlib import Path
 
 import pytest
 
@@ -109,10 +112,68 @@ def test_stale_socket_is_reclaimed_live_one_and_file_are_not(tmp_path) -> None:
     assert open(path).read() == "keep me"
 
 
-def test_access_failure_names_path_and_os_error(tmp_path) -> None:
-    locked = tmp_path / "locked"
-    locked.mkdir(mode=0o500)
-    if os.geteuid() == 0:
-        pytest.skip("root ignores directory permissions")
-    with pytest.raises(ConfigurationError, match=r"locked.*EACCES"):
-        bind_unix_socket(SocketPlan(str(locked / "tay.sock")))
+NOBODY = 65534  # the conventional unprivileged uid/gid
+
+
+def unprivileged(action) -> str:
+    """Run ``action()`` in a forked child without privileges and return what it reported.
+
+    Root bypasses directory permissions (CI runs as root), so as root the child drops to
+    ``nobody`` first; as anyone else it runs as that user. The child reports through a
+    pipe and leaves with ``os._exit``, so nothing of pytest runs twice.
+    """
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:  # the child
+        os.close(read_end)
+        try:
+            if os.geteuid() == 0:
+                os.setgroups([])
+                os.setgid(NOBODY)
+                os.setuid(NOBODY)
+            outcome = f"ok: {action()}"
+        except BaseException as exc:  # noqa: BLE001 - every outcome is reported
+            outcome = f"{type(exc).__name__}: {exc}"
+        os.write(write_end, outcome.encode())
+        os._exit(0)
+    os.close(write_end)
+    with os.fdopen(read_end, "rb") as reader:
+        outcome = reader.read().decode()
+    _, status = os.waitpid(pid, 0)
+    assert os.waitstatus_to_exitcode(status) == 0, outcome
+    return outcome
+
+
+@pytest.fixture
+def unprivileged_dirs():
+    """``locked`` (0500) and ``open`` (0700), both owned by the user the child runs as, in
+    a fresh 0755 directory of our own (pytest's temp root is 0700: nobody could not reach it)."""
+    base = Path(tempfile.mkdtemp(prefix="tay-perm-"))
+    base.chmod(0o755)
+    owner = NOBODY if os.geteuid() == 0 else os.geteuid()
+    locked, open_dir = base / "locked", base / "open"
+    for directory, mode in ((locked, 0o500), (open_dir, 0o700)):
+        directory.mkdir()
+        if owner != os.geteuid():
+            os.chown(directory, owner, owner)
+        directory.chmod(mode)
+    yield locked, open_dir
+    locked.chmod(0o700)
+    shutil.rmtree(base)
+
+
+def test_access_failure_names_path_and_os_error(unprivileged_dirs) -> None:
+    locked, open_dir = unprivileged_dirs
+
+    def bind_in(directory):
+        def action() -> str:
+            sock = bind_unix_socket(SocketPlan(str(directory / "tay.sock")))
+            sock.close()
+            return "bound"
+        return action
+
+    assert unprivileged(bind_in(open_dir)) == "ok: bound"  # the control: this user can bind
+    outcome = unprivileged(bind_in(locked))
+    assert outcome.startswith("ConfigurationError") and "EACCES" in outcome, outcome
+    assert str(locked) in outcome, outcome
+    assert not (locked / "tay.sock").exists()

@@ -17,6 +17,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
+from tests.build_guard import c_twin
 from tests.storage.conftest import scratch_path
 from tay._native import pure
 from tay.failures import RecoveryRefused, WriterStopped
@@ -28,21 +29,9 @@ from tay.storage.recovery.recover import recover
 TARGET = 400  # test-only rotation target so crashes also hit seals and successors
 
 
-def _twins():
-    twins = [pytest.param(pure, id="python")]
-    try:
-        from tay._native import c as c_twin
-
-        c_twin.write_all_at  # noqa: B018 - the C module must be complete
-        twins.append(pytest.param(c_twin, id="c"))
-    except (ImportError, AttributeError):
-        twins.append(pytest.param(None, id="c", marks=pytest.mark.skip("C twin not built")))
-    return twins
-
-
-@pytest.fixture(params=_twins())
+@pytest.fixture(params=["python", "c"])
 def native(request):
-    return request.param
+    return pure if request.param == "python" else c_twin()
 
 
 def payload(seq: int, size: int) -> bytes:

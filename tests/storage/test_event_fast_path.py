@@ -17,8 +17,9 @@ from tay.failures import RecoveryRefused
 from tay.storage import events as ev
 from tay.storage.formats import record
 from tay.storage.events.definition import build_definition
+from tests.build_guard import c_twin
 
-c_native = pytest.importorskip("tay._native.c")
+c_native = c_twin()
 
 FIXTURES = Path(__file__).resolve().parents[2] / "fixtures"
 JOB = bytes(15) + b"\x01"
