@@ -31,6 +31,7 @@ from tay.storage.formats.value import DecodeLimits
 __all__ = ["Engine"]
 
 _REPLAY_LIMITS = DecodeLimits()
+HISTORY_RETRY_MS = 1_000  # a due job the history caps hold back is looked at again after this
 
 
 def _not_increasing(sequence: int, next_sequence: int) -> RecoveryRefused:
@@ -77,11 +78,14 @@ class Engine(AdminCommands):
         """Promote due jobs, time out executions, deliver due schedule occurrences, dispatch."""
         self._clock_offset = now_ms - mono_ms
         out = Outcome()
-        for _, _, (job_id, _) in self._timers.pop_due(now_ms):
-            entry = self.jobs[job_id]
+        for _, _, key in self._timers.pop_due(now_ms):
+            entry = self.jobs[key[0]]
             job = entry.state
-            self._commit(entry, ev.job_available(job.id, now_ms, job.revision, job.eligible_at),
-                         entry.volatile, out)
+            try:
+                self._commit(entry, ev.job_available(job.id, now_ms, job.revision, job.eligible_at),
+                             entry.volatile, out)
+            except RequestRefused:  # history caps: it stays waiting; look again later
+                self._timers.push(now_ms + HISTORY_RETRY_MS, key)
         for _, _, reservation_id in self._timeouts.pop_due(mono_ms):
             reservation = self.executors.reservations[reservation_id]
             entry = self.jobs[reservation.job_id]

@@ -102,7 +102,7 @@ class ScheduleCommands(WorkerCommands):
 
     def _commit_schedule(self, event: Event, out: Outcome) -> ScheduleState:
         sequence = self.next_sequence
-        event = self._charge_history(event)  # accounted, never refused
+        event = self._charge_history(event)  # an admission: may refuse, changing nothing
         state = self._apply_schedule(sequence, event)
         self.next_sequence += 1
         out.events.append((sequence, event))
@@ -181,29 +181,38 @@ class ScheduleCommands(WorkerCommands):
             for item in work[:DELIVERIES_PER_TICK - delivered]:
                 if isinstance(item, Occurrence):
                     self._deliver_occurrence(item, now_ms, out)
-                else:
+                    continue
+                try:
                     self._commit_schedule(item, out)
+                except RequestRefused:  # history caps: the skip advance waits a second
+                    self.schedules.admission_failed(item["schedule_id"], now_ms)
             delivered += len(work)
 
     def _deliver_occurrence(self, occurrence: Occurrence, now_ms: int, out: Outcome) -> None:
         """Insert the occurrence's job (unless it exists), then record the delivery."""
-        if occurrence.job_id not in self.jobs:
-            options = {**occurrence.options, "id": occurrence.job_id.hex()}
-            try:
+        try:
+            inserted = request = None
+            if occurrence.job_id not in self.jobs:
+                options = {**occurrence.options, "id": occurrence.job_id.hex()}
                 request = parse_enqueue(occurrence.task, dict(occurrence.args), options, now_ms,
                                         self.config, self.rng)
                 self.budget.admit(job_charge(request.definition_size, request.definition_nodes))
                 inserted = ev.job_inserted(request.job_id, now_ms, request.definition)
-                self._commit(None, inserted, request.durability == "volatile", out,
-                             nodes=request.definition_nodes)
-            except RequestRefused:
-                # Capacity (state budget or history caps; the insert changed nothing) or a
-                # relative option now past the largest time: the same occurrence, with the
-                # same job id, is tried again in a second.
-                self.schedules.admission_failed(occurrence.schedule_id, now_ms)
-                return
-        event = self.schedules.delivered(occurrence, now_ms, self.schedule_job_state)
-        self._commit_schedule(event, out)
+            # The delivery names the occurrence's job whatever its state, so it can be built
+            # first: the insert and the delivery pass the history caps together or not at all.
+            delivery = self.schedules.delivered(occurrence, now_ms, self.schedule_job_state)
+            durable = inserted is not None and request.durability != "volatile"
+            self._history_check([inserted, delivery] if durable else [delivery])
+        except RequestRefused:
+            # Capacity (state budget or history caps; nothing changed) or a relative option
+            # now past the largest time: the same occurrence, with the same job id, is tried
+            # again in a second.
+            self.schedules.admission_failed(occurrence.schedule_id, now_ms)
+            return
+        if inserted is not None:
+            self._commit(None, inserted, request.durability == "volatile", out,
+                         nodes=request.definition_nodes)
+        self._commit_schedule(delivery, out)
 
     _SCHEDULE_HANDLERS = {
         Schedule: _schedule,

@@ -31,7 +31,9 @@ from tay.storage.events.transitions import JobState, apply, expected_finish, ret
 
 WAITING_FOR_TIME = ("scheduled", "retryable")
 MAX_TIMELINE = 25  # attempts kept per job for the admin timeline (the latest ones)
-ADMISSIONS = frozenset({ev.JOB_INSERTED, ev.JOB_STARTED})  # what the history caps may refuse
+# The records that end an execution: written against its finishing reserve, never refused
+# by the history caps (a job can always finish). Every other record is an admission.
+FINISHING = frozenset({ev.JOB_FINISHED, ev.RESULT_RECORDED})
 
 
 def definition_nodes(definition: Mapping[str, Any]) -> int:
@@ -111,7 +113,7 @@ class EngineState:
         return entry
 
     def _charge_history(self, event: ev.Event) -> ev.Event:
-        """Admit (insert, start) or account (anything else) the event's frame.
+        """Account (the end of an execution) or admit (anything else) the event's frame.
 
         Returns the event carrying its encoded payload, so the journal does not encode it
         a second time.
@@ -122,12 +124,20 @@ class EngineState:
         raw = ev.encode_event(event)
         sizes = (frame_size(len(raw)),)
         pair = (event.type, event.schema)
-        if pair in ADMISSIONS:
+        if pair in FINISHING or (pair == ev.JOB_CANCELLED
+                                 and event.payload["execution_token"] is not None):
+            history.account(sizes)
+        else:
             starting = 1 if pair == ev.JOB_STARTED else 0
             history.admit(sizes, self.durable_executing + starting)
-        else:
-            history.account(sizes)
         return ev.Event(event.type, event.schema, event.name, event.payload, raw)
+
+    def _history_check(self, events: list[ev.Event]) -> None:
+        """Refuse (capacity) unless all of ``events`` fit the history caps together; accounts
+        nothing, so a caller can commit them one by one knowing none will be refused."""
+        if self.history is not None and events:
+            sizes = [frame_size(len(ev.encode_event(event))) for event in events]
+            self.history.check(sizes, self.durable_executing)
 
     def _install(self, entry: JobEntry | None, state: JobState, volatile: bool,
                  nodes: int | None = None, at: int = 0) -> JobEntry:

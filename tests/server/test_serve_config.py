@@ -33,6 +33,12 @@ def test_history_caps_from_flags_with_size_suffixes() -> None:
     assert engine.history_caps.max_segments == 7
 
 
+def test_the_executor_result_limit_reaches_the_engine_and_the_caps_reserve() -> None:
+    engine = config_of("--executor-result-bytes", "1000").engine
+    assert engine.result_bytes == 1000 and engine.history_caps.result_bytes == 1000
+    assert config_of().engine.result_bytes == 65_536
+
+
 def test_history_caps_from_environment_and_flags_win() -> None:
     env = {"TAY_MAX_HISTORY_BYTES": "3 KB", "TAY_MAX_SEGMENTS": "4"}
     assert config_of(env=env).engine.max_history_bytes == 3_000

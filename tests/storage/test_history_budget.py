@@ -1,24 +1,42 @@
 """History caps: the budget mirrors the journal's real layout, admissions that would eat the
-finishing reserve are refused, and finishing records always fit under the caps."""
+finishing reserve are refused, and the end of every execution (its finish and its result at
+the executor result limit) always fits under the caps."""
 
 from __future__ import annotations
 
+import json
 import random
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from tay.failures import ConfigurationError, RequestRefused
+from tay.storage import events as ev
 from tay.storage.journal.history_budget import (
-    RESERVE_BYTES_PER_EXECUTION,
+    FINISH_FRAME_BYTES,
     HistoryBudget,
     HistoryCaps,
     frame_size,
+    result_frame_bytes,
+    result_value_bytes,
 )
 from tay.storage.journal.writer import init_store
+from tests.storage.json_strategies import json_values
 from tests.storage.test_journal import data_dir, open_journal  # noqa: F401 (fixture)
 
-MAX_FINISH_FRAME = 1_024  # what the 1,132-byte reserve holds besides a rotation
+JOB = bytes(15) + b"\x01"
+LARGEST = 2**63 - 1  # integers are fixed-width in a Value: any value gives the same size
+
+
+def json_bytes(value) -> int:
+    """The size the engine's result limit measures (tay.engine.completion)."""
+    return len(json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode())
+
+
+def result_frame(value) -> int:
+    return frame_size(len(ev.encode_event(ev.result_recorded(JOB, LARGEST, LARGEST, value))))
 
 
 def on_disk(data_dir: str) -> tuple[int, int]:
@@ -46,12 +64,58 @@ def test_the_budget_mirrors_the_journal_across_rotations(data_dir):
     reopened.close()
 
 
-def fresh(caps: HistoryCaps, target: int = 10_000) -> HistoryBudget:
+def fresh(caps: HistoryCaps, target: int = 64 * 1024 * 1024) -> HistoryBudget:
     return HistoryBudget(caps, target, history_bytes=44, segments=1, active_size=44)
 
 
+def largest_finishing_frames() -> list[int]:
+    finish = ev.job_finished(JOB, LARGEST, LARGEST, execution_token=LARGEST,
+                             outcome=ev.WORKER_FAILURE, diagnostic_code=ev.DIAG_ERROR_RETURN,
+                             disposition=ev.RETRYABLE, next_attempt=65_535, next_due_at=LARGEST)
+    cancel = ev.job_cancelled(JOB, LARGEST, LARGEST, LARGEST)
+    return [frame_size(len(ev.encode_event(event))) for event in (finish, cancel)]
+
+
+def test_the_finish_frame_bound_holds():
+    assert max(largest_finishing_frames()) <= FINISH_FRAME_BYTES
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(json_values)
+def test_the_result_bound_covers_any_json_result(value):
+    size = json_bytes(value)
+    assert result_frame(value) <= result_frame_bytes(size)
+    assert len(ev.encode_event(ev.result_recorded(JOB, 1, 1, value))) - 95 <= result_value_bytes(size)
+
+
+@pytest.mark.parametrize("limit", [1, 2, 3, 100, 65_536])
+def test_the_result_bound_is_tight_for_a_list_of_digits(limit):
+    """``[0,0,...]`` is the worst case: 2 JSON bytes, 9 Value bytes per element."""
+    count = max(0, (limit - 1) // 2)
+    worst = [0] * count if limit >= 2 else 0
+    assert json_bytes(worst) <= limit
+    assert result_frame_bytes(limit) - result_frame(worst) <= 9 + 4
+
+
+def test_the_default_reserve_is_the_one_docs_journal_md_states():
+    budget = fresh(HistoryCaps())
+    assert (result_frame_bytes(65_536), budget.reserve_bytes, budget.reserve_segments) == (
+        295_039, 296_171, 1)
+
+
+def test_the_reserve_holds_the_finish_the_result_and_a_rotation():
+    budget = fresh(HistoryCaps(result_bytes=1_000))
+    assert budget.reserve_bytes == FINISH_FRAME_BYTES + result_frame_bytes(1_000) + 44 + 64
+    assert budget.reserve_segments == 1
+    # a rotation target smaller than a fresh segment holding both frames: two rotations
+    small = fresh(HistoryCaps(result_bytes=1_000), target=2_000)
+    assert small.reserve_segments == 2
+    assert small.reserve_bytes == FINISH_FRAME_BYTES + result_frame_bytes(1_000) + 2 * (44 + 64)
+
+
 def test_a_start_that_would_eat_the_reserve_is_refused_and_not_accounted():
-    cap = 44 + 100 + RESERVE_BYTES_PER_EXECUTION
+    reserve = fresh(HistoryCaps()).reserve_bytes
+    cap = 44 + 100 + reserve
     budget = fresh(HistoryCaps(max_history_bytes=cap))
     budget.admit([100], active_executions=1)  # exactly fills history + one reserve
     with pytest.raises(RequestRefused) as refused:
@@ -60,37 +124,52 @@ def test_a_start_that_would_eat_the_reserve_is_refused_and_not_accounted():
     assert budget.history_bytes == 44 + 100
     with pytest.raises(RequestRefused):
         budget.admit([], active_executions=2)  # a second execution needs its own reserve
+    with pytest.raises(RequestRefused):
+        budget.check([28], active_executions=1)  # check refuses as admit does...
+    budget.check([], active_executions=1)
+    assert budget.history_bytes == 44 + 100  # ...and accounts nothing
 
 
 def test_segment_cap_reserves_one_coordinate_per_active_execution():
-    budget = fresh(HistoryCaps(max_segments=3))
+    budget = fresh(HistoryCaps(max_segments=3, result_bytes=1_000), target=10_000)
     budget.admit([50], active_executions=2)
     with pytest.raises(RequestRefused) as refused:
         budget.admit([50], active_executions=3)
     assert refused.value.details["reason"] == "max_segments"
-    budget.account([9_000] * 4)  # non-admissions are never refused, even past the cap
+    budget.account([9_000] * 4)  # account never refuses (the reserve is the caller's promise)
     assert budget.segments == 4
 
 
 @pytest.mark.parametrize("seed", range(30))
 def test_every_active_execution_can_always_finish_under_the_caps(seed):
+    """Admissions (inserts, starts, any other record) interleave with the end of executions
+    (a finish at its largest, plus the largest result when it succeeds): the history never
+    passes a cap, whatever the order."""
     rng = random.Random(seed)
-    target = rng.choice([1_200, 2_000, 5_000])
-    caps = HistoryCaps(max_history_bytes=rng.randrange(3_000, 30_000),
-                       max_segments=rng.randrange(2, 12))
+    result_bytes = rng.choice([1, 200, 2_000, 65_536])
+    target = rng.choice([1_200, 5_000, 20_000, 64 * 1024 * 1024])
+    caps = HistoryCaps(max_history_bytes=rng.randrange(3_000, 1_500_000),
+                       max_segments=rng.randrange(2, 40), result_bytes=result_bytes)
     budget = fresh(caps, target)
+    finish, result = FINISH_FRAME_BYTES, result_frame_bytes(result_bytes)
     active = 0
-    for _ in range(200):  # admit inserts and starts until the caps push back
+    for _ in range(400):
+        roll = rng.random()
         try:
-            if rng.random() < 0.5:
-                budget.admit([rng.randrange(28, 600)], active)
-            else:
-                budget.admit([rng.randrange(28, 300)], active + 1)
+            if roll < 0.35:
+                budget.admit([rng.randrange(28, 600)], active)  # insert, cancel, schedule ...
+            elif roll < 0.7:
+                budget.admit([rng.randrange(28, 300)], active + 1)  # a start
                 active += 1
+            elif active:  # an execution ends: fails (finish) or succeeds (finish + result)
+                budget.account([finish, result] if rng.random() < 0.7 else [finish])
+                active -= 1
         except RequestRefused:
             pass
-    for _ in range(active):  # every finish, at its largest, still fits
-        budget.account([rng.choice([28, MAX_FINISH_FRAME])])
+        assert budget.history_bytes <= caps.max_history_bytes
+        assert budget.segments <= caps.max_segments
+    for _ in range(active):  # every running execution still ends at its largest
+        budget.account([finish, result])
         assert budget.history_bytes <= caps.max_history_bytes
         assert budget.segments <= caps.max_segments
 

@@ -1,20 +1,25 @@
 """History caps with a finishing reserve (upstream-features §1.3 "History caps", style.md 7).
 
 ``max_history_bytes`` caps the bytes of all segment files (headers, frames, footers) and
-``max_segments`` the number of segment files; both default to unlimited. Every active
-execution holds a reserve of ``RESERVE_BYTES_PER_EXECUTION`` (1,132 = a 1,024-byte finishing
-frame + one segment's header and footer) and one segment coordinate, so that its finishing
-record can always be written. Only *admissions* (inserts and starts) are checked against
-the caps, before any I/O; every other record (finish, cancel, retry, ...) is accounted but
-never refused, so a job can always finish even when the caps are reached.
+``max_segments`` the number of segment files; both default to unlimited. The caps are hard:
+the segments never pass them.
+
+Every active execution holds a reserve so that it can always finish: its finishing frame
+(at most ``FINISH_FRAME_BYTES``), the (10,2) frame of its result at the executor result
+limit (``result_frame_bytes``; upstream keeps results in memory and reserves 1,132 bytes,
+tay stores them), and the header and footer of the segment a rotation may open, one
+coordinate per rotation. Only the records that end an execution (finish, result, the
+cancel of a running job) are *accounted* against that reserve and never refused; every
+other record (inserts, starts, cancels of waiting jobs, availability, schedule events) is
+an *admission*, checked against the caps plus every active reserve before any I/O.
 
 ``HistoryBudget`` mirrors the journal's layout exactly: it applies the journal's own
 rotation rule (``journal.rotation_needed``) to every frame the engine emits, so its view
 of bytes and segments equals what the writer will produce. The engine owns one budget:
 
     budget = HistoryBudget.for_journal(journal, HistoryCaps(max_history_bytes=...))
-    budget.admit(frame_sizes, active_executions_after)   # insert/start: may refuse
-    budget.account(frame_sizes)                          # any other event: never refuses
+    budget.admit(frame_sizes, active_executions_after)   # an admission: may refuse
+    budget.account(frame_sizes)                          # the end of an execution: never refuses
 """
 
 from __future__ import annotations
@@ -25,14 +30,36 @@ from typing import Iterable
 from tay.failures import ConfigurationError, RequestRefused
 from tay.storage.journal.writer import Journal, rotation_needed
 from tay.storage.formats.record import FIXED_SIZE as RECORD_OVERHEAD
+from tay.storage.formats.record import MAX_PAYLOAD
 from tay.storage.formats.segment import FOOTER_SIZE, HEADER_SIZE
 
-RESERVE_BYTES_PER_EXECUTION = 1_132
+FINISH_FRAME_BYTES = 1_024  # the largest job_finished / job_cancelled frame (about 300 today)
+# A (10,2) payload is a 4-key map (at, expected_revision, job_id, result) around the result
+# Value: 95 bytes with a 16-byte job id and fixed-width integers.
+RESULT_PAYLOAD_OVERHEAD = 95
+DEFAULT_RESULT_BYTES = 65_536  # executor_result_bytes (protocol.md Appendix B)
 
 
 def frame_size(payload_length: int) -> int:
     """Bytes a record with a payload of ``payload_length`` bytes occupies on disk."""
     return RECORD_OVERHEAD + payload_length
+
+
+def result_value_bytes(result_bytes: int) -> int:
+    """The largest canonical Value of a result whose compact JSON is ``result_bytes`` long.
+
+    Per value, Value bytes <= 4.5 x (JSON bytes + 1), by induction: a scalar is at most 9
+    Value bytes for at least 1 JSON byte; a string adds 3 bytes (5-byte header for 2
+    quotes); a list or map adds 5 header bytes where JSON adds brackets and one comma per
+    element, and a map key adds 5 where JSON adds quotes and a colon. The worst case is a
+    list of one-digit integers, ``[0,0,...]``: 2 JSON bytes and 9 Value bytes per element.
+    """
+    return 9 * (result_bytes + 1) // 2
+
+
+def result_frame_bytes(result_bytes: int) -> int:
+    """The largest result_recorded frame for a result within the executor result limit."""
+    return frame_size(min(RESULT_PAYLOAD_OVERHEAD + result_value_bytes(result_bytes), MAX_PAYLOAD))
 
 
 @dataclass(frozen=True)
@@ -41,9 +68,10 @@ class HistoryCaps:
 
     max_history_bytes: int | None = None
     max_segments: int | None = None
+    result_bytes: int = DEFAULT_RESULT_BYTES  # the executor result limit the reserve covers
 
     def __post_init__(self) -> None:
-        for option in ("max_history_bytes", "max_segments"):
+        for option in ("max_history_bytes", "max_segments", "result_bytes"):
             value = getattr(self, option)
             if value is not None and (type(value) is not int or value < 1):
                 raise ConfigurationError(option, f"must be a positive integer or unset, got {value!r}")
@@ -74,6 +102,12 @@ class HistoryBudget:
         self.caps = caps
         self.rotation_target = rotation_target
         self.layout = _Layout(history_bytes, segments, active_size)
+        finishing = FINISH_FRAME_BYTES + result_frame_bytes(caps.result_bytes)
+        # Each of the two frames rotates at most once; both fit one fresh segment unless
+        # the rotation target is smaller than that (then two rotations are possible).
+        fresh = HEADER_SIZE + finishing + FOOTER_SIZE
+        self.reserve_segments = 1 if fresh <= rotation_target else 2
+        self.reserve_bytes = finishing + self.reserve_segments * (HEADER_SIZE + FOOTER_SIZE)
 
     @classmethod
     def for_journal(cls, journal: Journal, caps: HistoryCaps) -> "HistoryBudget":
@@ -95,26 +129,36 @@ class HistoryBudget:
             self.layout.add(size, self.rotation_target)
 
     def admit(self, frame_sizes: Iterable[int], active_executions: int) -> None:
-        """Check then account the frames of an insert or start.
+        """Check then account frames that are not the end of an execution.
 
         ``active_executions`` is the number of executions running once these frames are
         applied (a start counts itself). Refuses with ``RequestRefused`` code ``capacity``
         and reason ``max_history_bytes`` or ``max_segments`` when the frames plus the
         reserve of every active execution would pass a cap; nothing is accounted then.
         """
+        self.layout = self._projected(frame_sizes, active_executions)
+
+    def check(self, frame_sizes: Iterable[int], active_executions: int) -> None:
+        """Refuse as ``admit`` would, accounting nothing (frames admitted one by one later,
+        all or none)."""
+        self._projected(frame_sizes, active_executions)
+
+    def _projected(self, frame_sizes: Iterable[int], active_executions: int) -> _Layout:
         projected = _Layout(**vars(self.layout))
         for size in frame_sizes:
             projected.add(size, self.rotation_target)
-        reserve_bytes = active_executions * RESERVE_BYTES_PER_EXECUTION
+        reserve_bytes = active_executions * self.reserve_bytes
+        reserve_segments = active_executions * self.reserve_segments
         caps = self.caps
         if caps.max_history_bytes is not None and projected.history_bytes + reserve_bytes > caps.max_history_bytes:
             raise RequestRefused(
                 f"history would reach {projected.history_bytes} bytes plus a {reserve_bytes}-byte "
-                f"finishing reserve, over max_history_bytes {caps.max_history_bytes}",
+                f"finishing reserve for {active_executions} running executions, over "
+                f"max_history_bytes {caps.max_history_bytes}",
                 code="capacity", reason="max_history_bytes")
-        if caps.max_segments is not None and projected.segments + active_executions > caps.max_segments:
+        if caps.max_segments is not None and projected.segments + reserve_segments > caps.max_segments:
             raise RequestRefused(
-                f"history would reach {projected.segments} segments plus {active_executions} "
+                f"history would reach {projected.segments} segments plus {reserve_segments} "
                 f"reserved, over max_segments {caps.max_segments}",
                 code="capacity", reason="max_segments")
-        self.layout = projected
+        return projected
