@@ -293,6 +293,9 @@ class AdminCommands(ScheduleCommands):
         found, _ = self.job_index.page(("queue", queue), None, limit,
                                        lambda job_id: jobs[job_id].state.state in WAITING,
                                        len(jobs) + 1)
+        # all the cancels pass the history caps together, or the purge is refused whole
+        self._history_check([ev.job_cancelled(job_id, now_ms, jobs[job_id].state.revision, None)
+                             for job_id in found if not jobs[job_id].volatile])
         for job_id in found:
             self._cancel_job(jobs[job_id], now_ms, out)
         purged = len(found)
@@ -312,7 +315,7 @@ class AdminCommands(ScheduleCommands):
 
     def _commit_queue(self, event: ev.Event, out: Outcome) -> None:
         sequence = self.next_sequence
-        event = self._charge_history(event)  # accounted, never refused
+        event = self._charge_history(event)  # an admission: may refuse, changing nothing
         self._apply_queue_control(event)
         self.next_sequence += 1
         out.events.append((sequence, event))

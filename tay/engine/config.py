@@ -73,7 +73,8 @@ class EngineConfig:
     def history_caps(self) -> HistoryCaps:
         """The two history caps, for ``HistoryBudget.for_journal(journal, caps)``."""
         return HistoryCaps(max_history_bytes=self.max_history_bytes,
-                           max_segments=self.max_segments, result_bytes=self.result_bytes)
+                           max_segments=self.max_segments, result_bytes=self.result_bytes,
+                           error_bytes=self.error_bytes)
 
     def queue_credits(self, queue: str) -> int:
         """Maximum executing jobs of ``queue`` (configured, else the default)."""

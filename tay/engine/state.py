@@ -33,7 +33,7 @@ WAITING_FOR_TIME = ("scheduled", "retryable")
 MAX_TIMELINE = 25  # attempts kept per job for the admin timeline (the latest ones)
 # The records that end an execution: written against its finishing reserve, never refused
 # by the history caps (a job can always finish). Every other record is an admission.
-FINISHING = frozenset({ev.JOB_FINISHED, ev.RESULT_RECORDED})
+FINISHING = frozenset({ev.JOB_FINISHED, ev.RESULT_RECORDED, ev.FAILURE_RECORDED})
 
 
 def definition_nodes(definition: Mapping[str, Any]) -> int:

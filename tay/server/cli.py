@@ -136,7 +136,8 @@ def build_config(args: argparse.Namespace, env: Mapping[str, str]) -> "ServeConf
             default_queue_concurrency=default_credits,
             client_slots=args.client_slots, client_bytes=args.client_bytes,
             max_state_bytes=state_bytes, max_reply_bytes=_reply_bytes(limits.max_frame_bytes),
-            result_bytes=limits.result_bytes,  # what the engine checks and the caps reserve
+            # what the engine checks and the history caps reserve for
+            result_bytes=limits.result_bytes, error_bytes=limits.error_bytes,
             max_history_bytes=_positive_size("--max-history-bytes", history_text),
             max_segments=_optional_int("--max-segments", segments_text),
         )

@@ -33,7 +33,7 @@ def capped(**caps) -> Driver:
 
 
 def reserve_for(result_bytes: int) -> int:
-    return capped(result_bytes=result_bytes).engine.history.reserve_bytes
+    return capped(result_bytes=result_bytes, error_bytes=100).engine.history.reserve_bytes
 
 
 def worst_result(result_bytes: int) -> list[int]:
@@ -163,11 +163,11 @@ def test_a_result_at_the_limit_cannot_pass_a_small_cap():
 
 
 def test_the_largest_result_fits_the_reserve_its_start_held():
-    probe = Driver(EngineConfig(result_bytes=1_000))
+    probe = Driver(EngineConfig(result_bytes=1_000, error_bytes=100))
     probe.worker()
     insert_size, start_size = (_frame(event) for _, event in probe.enqueue().events)
     cap = HEADER + insert_size + start_size + reserve_for(1_000)
-    driver = capped(max_history_bytes=cap, result_bytes=1_000)
+    driver = capped(max_history_bytes=cap, result_bytes=1_000, error_bytes=100)
     driver.worker()
     (execute,) = executes(driver.enqueue())
     done = driver.succeed(execute, worst_result(1_000))
@@ -241,6 +241,36 @@ def test_a_skip_advance_the_cap_holds_back_is_retried_not_lost():
     assert driver.engine.next_wakeup(driver.mono) == driver.mono + 1_000
 
 
+def test_failure_details_fit_the_reserve_its_start_held():
+    probe = Driver(EngineConfig(result_bytes=10, error_bytes=2_000))
+    probe.worker()
+    insert_size, start_size = (_frame(event) for _, event in probe.enqueue().events)
+    driver = capped(result_bytes=10, error_bytes=2_000)
+    cap = HEADER + insert_size + start_size + driver.engine.history.reserve_bytes
+    driver = capped(max_history_bytes=cap, result_bytes=10, error_bytes=2_000)
+    driver.worker()
+    (execute,) = executes(driver.enqueue())
+    error = {"type": "E", "message": "m" * 900, "traceback": "t" * 1_000}
+    done = driver.fail(execute, error)
+    assert [event.name for _, event in done.events] == ["job_finished", "failure_recorded"]
+    assert driver.engine.history.history_bytes <= cap
+
+
+def test_a_purge_passes_the_caps_whole_or_is_refused_whole():
+    from tests.engine.test_admin_ops import admin, refused
+
+    probe = Driver()
+    insert_size = _frame(probe.enqueue(queue="q").events[0][1])
+    cancel_size = _frame(cancel(probe, reply(probe.enqueue(queue="q")).fields["job_id"]).events[0][1])
+    # three waiting jobs, room for two of their cancels only
+    driver = capped(max_history_bytes=HEADER + 3 * insert_size + 2 * cancel_size)
+    for _ in range(3):
+        driver.enqueue(queue="q")
+    assert refused(driver, "purge_queue", queue="q") == "capacity"
+    assert {entry.state.state for entry in driver.engine.jobs.values()} == {"available"}
+    assert admin(driver, "purge_queue", queue="q", limit=2)["purged"] == 2
+
+
 @pytest.mark.parametrize("seed", range(6))
 def test_a_capped_engine_never_writes_past_its_caps(tmp_path: Path, seed: int):
     """A random workload (enqueues, some delayed; results up to the limit, the worst Value
@@ -266,7 +296,8 @@ def test_a_capped_engine_never_writes_past_its_caps(tmp_path: Path, seed: int):
         elif roll < 0.75 and running:
             execute = running.pop(rng.randrange(len(running)))
             result = rng.choice([worst_result(2_000), "x" * 1_990, {"n": 1}, None])
-            out = driver.succeed(execute, result) if rng.random() < 0.8 else driver.fail(execute)
+            error = {"type": "E", "message": "m" * rng.randrange(0, 4_000)}
+            out = driver.succeed(execute, result) if rng.random() < 0.7 else driver.fail(execute, error)
         elif roll < 0.85 and driver.engine.jobs:
             out = cancel(driver, rng.choice(list(driver.engine.jobs)).hex())
         else:

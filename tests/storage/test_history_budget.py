@@ -20,8 +20,10 @@ from tay.storage.journal.history_budget import (
     HistoryCaps,
     frame_size,
     result_frame_bytes,
-    result_value_bytes,
+    failure_frame_bytes,
+    json_value_bytes,
 )
+from tay.storage.events.operations import failure_recorded
 from tay.storage.journal.writer import init_store
 from tests.storage.json_strategies import json_values
 from tests.storage.test_journal import data_dir, open_journal  # noqa: F401 (fixture)
@@ -85,7 +87,15 @@ def test_the_finish_frame_bound_holds():
 def test_the_result_bound_covers_any_json_result(value):
     size = json_bytes(value)
     assert result_frame(value) <= result_frame_bytes(size)
-    assert len(ev.encode_event(ev.result_recorded(JOB, 1, 1, value))) - 95 <= result_value_bytes(size)
+    assert len(ev.encode_event(ev.result_recorded(JOB, 1, 1, value))) - 95 <= json_value_bytes(size)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.dictionaries(st.sampled_from(["type", "message", "traceback"]), st.text(max_size=300),
+                       min_size=1))
+def test_the_failure_bound_covers_any_error_object(error):
+    frame = frame_size(len(ev.encode_event(failure_recorded(JOB, LARGEST, LARGEST, error))))
+    assert frame <= failure_frame_bytes(json_bytes(error))
 
 
 @pytest.mark.parametrize("limit", [1, 2, 3, 100, 65_536])
@@ -103,12 +113,14 @@ def test_the_default_reserve_is_the_one_docs_journal_md_states():
         295_039, 296_171, 1)
 
 
-def test_the_reserve_holds_the_finish_the_result_and_a_rotation():
-    budget = fresh(HistoryCaps(result_bytes=1_000))
+def test_the_reserve_holds_the_finish_the_larger_details_and_a_rotation():
+    budget = fresh(HistoryCaps(result_bytes=1_000, error_bytes=100))
     assert budget.reserve_bytes == FINISH_FRAME_BYTES + result_frame_bytes(1_000) + 44 + 64
+    failing = fresh(HistoryCaps(result_bytes=10, error_bytes=1_000))  # the error is larger
+    assert failing.reserve_bytes == FINISH_FRAME_BYTES + failure_frame_bytes(1_000) + 44 + 64
     assert budget.reserve_segments == 1
     # a rotation target smaller than a fresh segment holding both frames: two rotations
-    small = fresh(HistoryCaps(result_bytes=1_000), target=2_000)
+    small = fresh(HistoryCaps(result_bytes=1_000, error_bytes=100), target=2_000)
     assert small.reserve_segments == 2
     assert small.reserve_bytes == FINISH_FRAME_BYTES + result_frame_bytes(1_000) + 2 * (44 + 64)
 
@@ -131,7 +143,7 @@ def test_a_start_that_would_eat_the_reserve_is_refused_and_not_accounted():
 
 
 def test_segment_cap_reserves_one_coordinate_per_active_execution():
-    budget = fresh(HistoryCaps(max_segments=3, result_bytes=1_000), target=10_000)
+    budget = fresh(HistoryCaps(max_segments=3, result_bytes=1_000, error_bytes=100), target=10_000)
     budget.admit([50], active_executions=2)
     with pytest.raises(RequestRefused) as refused:
         budget.admit([50], active_executions=3)
@@ -152,6 +164,7 @@ def test_every_active_execution_can_always_finish_under_the_caps(seed):
                        max_segments=rng.randrange(2, 40), result_bytes=result_bytes)
     budget = fresh(caps, target)
     finish, result = FINISH_FRAME_BYTES, result_frame_bytes(result_bytes)
+    failure = failure_frame_bytes(caps.error_bytes)
     active = 0
     for _ in range(400):
         roll = rng.random()
@@ -161,15 +174,15 @@ def test_every_active_execution_can_always_finish_under_the_caps(seed):
             elif roll < 0.7:
                 budget.admit([rng.randrange(28, 300)], active + 1)  # a start
                 active += 1
-            elif active:  # an execution ends: fails (finish) or succeeds (finish + result)
-                budget.account([finish, result] if rng.random() < 0.7 else [finish])
+            elif active:  # an execution ends: succeeds, fails with details, or times out
+                budget.account(rng.choice([[finish, result], [finish, failure], [finish]]))
                 active -= 1
         except RequestRefused:
             pass
         assert budget.history_bytes <= caps.max_history_bytes
         assert budget.segments <= caps.max_segments
     for _ in range(active):  # every running execution still ends at its largest
-        budget.account([finish, result])
+        budget.account([finish, max(result, failure)])
         assert budget.history_bytes <= caps.max_history_bytes
         assert budget.segments <= caps.max_segments
 

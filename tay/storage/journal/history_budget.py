@@ -5,13 +5,15 @@
 the segments never pass them.
 
 Every active execution holds a reserve so that it can always finish: its finishing frame
-(at most ``FINISH_FRAME_BYTES``), the (10,2) frame of its result at the executor result
-limit (``result_frame_bytes``; upstream keeps results in memory and reserves 1,132 bytes,
-tay stores them), and the header and footer of the segment a rotation may open, one
-coordinate per rotation. Only the records that end an execution (finish, result, the
-cancel of a running job) are *accounted* against that reserve and never refused; every
-other record (inserts, starts, cancels of waiting jobs, availability, schedule events) is
-an *admission*, checked against the caps plus every active reserve before any I/O.
+(at most ``FINISH_FRAME_BYTES``), then the larger of the (10,2) frame of its result at the
+executor result limit (``result_frame_bytes``) and the (22,2) frame of its failure details
+at the error limit (``failure_frame_bytes``) (upstream keeps neither and reserves 1,132
+bytes; tay stores both), and the header and footer of the segment a rotation may open,
+one coordinate per rotation. Only the records that end an execution (finish, result or
+failure details, the cancel of a running job) are *accounted* against that reserve and
+never refused; every other record (inserts, starts, cancels of waiting jobs, availability,
+retries, queue pauses, schedule events) is an *admission*, checked against the caps plus
+every active reserve before any I/O.
 
 ``HistoryBudget`` mirrors the journal's layout exactly: it applies the journal's own
 rotation rule (``journal.rotation_needed``) to every frame the engine emits, so its view
@@ -35,9 +37,12 @@ from tay.storage.formats.segment import FOOTER_SIZE, HEADER_SIZE
 
 FINISH_FRAME_BYTES = 1_024  # the largest job_finished / job_cancelled frame (about 300 today)
 # A (10,2) payload is a 4-key map (at, expected_revision, job_id, result) around the result
-# Value: 95 bytes with a 16-byte job id and fixed-width integers.
+# Value, (22,2) the same around the error map: with a 16-byte job id and fixed-width
+# integers, this many bytes besides that Value.
 RESULT_PAYLOAD_OVERHEAD = 95
+FAILURE_PAYLOAD_OVERHEAD = 94
 DEFAULT_RESULT_BYTES = 65_536  # executor_result_bytes (protocol.md Appendix B)
+DEFAULT_ERROR_BYTES = 8_192  # executor_error_bytes
 
 
 def frame_size(payload_length: int) -> int:
@@ -45,8 +50,8 @@ def frame_size(payload_length: int) -> int:
     return RECORD_OVERHEAD + payload_length
 
 
-def result_value_bytes(result_bytes: int) -> int:
-    """The largest canonical Value of a result whose compact JSON is ``result_bytes`` long.
+def json_value_bytes(json_bytes: int) -> int:
+    """The largest canonical Value of a JSON value whose compact JSON is ``json_bytes`` long.
 
     Per value, Value bytes <= 4.5 x (JSON bytes + 1), by induction: a scalar is at most 9
     Value bytes for at least 1 JSON byte; a string adds 3 bytes (5-byte header for 2
@@ -54,12 +59,17 @@ def result_value_bytes(result_bytes: int) -> int:
     element, and a map key adds 5 where JSON adds quotes and a colon. The worst case is a
     list of one-digit integers, ``[0,0,...]``: 2 JSON bytes and 9 Value bytes per element.
     """
-    return 9 * (result_bytes + 1) // 2
+    return 9 * (json_bytes + 1) // 2
 
 
 def result_frame_bytes(result_bytes: int) -> int:
     """The largest result_recorded frame for a result within the executor result limit."""
-    return frame_size(min(RESULT_PAYLOAD_OVERHEAD + result_value_bytes(result_bytes), MAX_PAYLOAD))
+    return frame_size(min(RESULT_PAYLOAD_OVERHEAD + json_value_bytes(result_bytes), MAX_PAYLOAD))
+
+
+def failure_frame_bytes(error_bytes: int) -> int:
+    """The largest failure_recorded frame for an error object within the error limit."""
+    return frame_size(min(FAILURE_PAYLOAD_OVERHEAD + json_value_bytes(error_bytes), MAX_PAYLOAD))
 
 
 @dataclass(frozen=True)
@@ -68,10 +78,11 @@ class HistoryCaps:
 
     max_history_bytes: int | None = None
     max_segments: int | None = None
-    result_bytes: int = DEFAULT_RESULT_BYTES  # the executor result limit the reserve covers
+    result_bytes: int = DEFAULT_RESULT_BYTES  # the executor limits the reserve covers
+    error_bytes: int = DEFAULT_ERROR_BYTES
 
     def __post_init__(self) -> None:
-        for option in ("max_history_bytes", "max_segments", "result_bytes"):
+        for option in ("max_history_bytes", "max_segments", "result_bytes", "error_bytes"):
             value = getattr(self, option)
             if value is not None and (type(value) is not int or value < 1):
                 raise ConfigurationError(option, f"must be a positive integer or unset, got {value!r}")
@@ -102,7 +113,8 @@ class HistoryBudget:
         self.caps = caps
         self.rotation_target = rotation_target
         self.layout = _Layout(history_bytes, segments, active_size)
-        finishing = FINISH_FRAME_BYTES + result_frame_bytes(caps.result_bytes)
+        finishing = FINISH_FRAME_BYTES + max(result_frame_bytes(caps.result_bytes),
+                                             failure_frame_bytes(caps.error_bytes))
         # Each of the two frames rotates at most once; both fit one fresh segment unless
         # the rotation target is smaller than that (then two rotations are possible).
         fresh = HEADER_SIZE + finishing + FOOTER_SIZE
