@@ -15,7 +15,8 @@ from typing import Any
 
 from tay.failures import StorageFailure
 
-VERIFY_KINDS = ("record", "segment", "store", "value", "event")
+VERIFY_KINDS = ("record", "segment", "store", "value", "event", "manifest", "current",
+                "store-v2", "adoption", "v2-record")
 
 
 def register(groups: Any) -> None:
@@ -50,6 +51,8 @@ def register(groups: Any) -> None:
 
     verify = commands.add_parser("verify-file", help="decode one file of a given kind")
     verify.add_argument("--kind", required=True, choices=VERIFY_KINDS)
+    verify.add_argument("--label", help="the entry of a labelled .hex file (label:hex or "
+                                        "label hex per line) to check")
     verify.add_argument("file", help="raw bytes, or a .hex text file")
     verify.set_defaults(handler=run_verify_file)
 
@@ -137,7 +140,7 @@ def run_verify_file(args: argparse.Namespace) -> int:
     from tay.storage.recovery.verify import read_input, verify_bytes
 
     try:
-        data = read_input(args.file)
+        data = read_input(args.file, args.label)
     except OSError as error:
         sys.stderr.write(f"tay storage verify-file: FILE {args.file}: {error.strerror}\n")
         return 2

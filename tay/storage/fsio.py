@@ -87,16 +87,39 @@ class RealIO:
         return os.open(path, os.O_RDONLY | os.O_DIRECTORY | OPEN_NOFOLLOW)
 
     def unlink(self, path: str) -> None:
-        """Remove a file this process just created (only the rename probe does this)."""
+        """Remove a file: the rename probe's own files, an adoption rollback's unpublished
+        markers and a compaction's reclaim of what no CURRENT names (never history)."""
         os.unlink(path)
 
     def rename_noreplace(self, directory: str, source: str, target: str) -> None:
         """Publish ``directory/source`` as ``directory/target``; EEXIST if the target exists."""
+        self.move_noreplace(directory, source, directory, target)
+
+    def move_noreplace(self, source_dir: str, source: str, target_dir: str, target: str) -> None:
+        """``renameat2(RENAME_NOREPLACE)`` across two directories (adoption moves
+        ``segments/`` to ``epochs/legacy-<nonce>`` and a rollback moves it back)."""
+        src_fd = os.open(source_dir, os.O_RDONLY | os.O_DIRECTORY | OPEN_NOFOLLOW)
+        try:
+            dst_fd = os.open(target_dir, os.O_RDONLY | os.O_DIRECTORY | OPEN_NOFOLLOW)
+            try:
+                self.native.rename_noreplace(src_fd, source, dst_fd, target)
+            finally:
+                os.close(dst_fd)
+        finally:
+            os.close(src_fd)
+
+    def rename_replace(self, directory: str, source: str, target: str) -> None:
+        """Plain ``renameat`` replacing ``target``: only a later CURRENT switch does this
+        (§3.8 step 9), after checking the old file's identity."""
         dir_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | OPEN_NOFOLLOW)
         try:
-            self.native.rename_noreplace(dir_fd, source, dir_fd, target)
+            os.rename(source, target, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
         finally:
             os.close(dir_fd)
+
+    def rmdir(self, path: str) -> None:
+        """Remove an empty directory (reclaim of a predecessor epoch only)."""
+        os.rmdir(path)
 
     def filesystem_magic(self, path: str) -> int:
         return int(self.native.filesystem_magic(path))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import errno
 import os
+import re
 import stat
 from dataclasses import dataclass, field
 
@@ -33,10 +34,14 @@ from tay.storage.formats.store_marker import (
 LOCK_NAME = ".tay-owner.lock"
 STORE_NAME = STORE_FILE_NAME
 SEGMENTS_DIR = "segments"
+# a rolled-back or interrupted first adoption leaves ``epochs/`` (published or candidate
+# epochs that no CURRENT names): a v1 root tolerates it and never reads inside it
+EPOCHS_DIR = "epochs"
 V2_MARKERS = ("STORE-V2", "CURRENT")
 STORE_STAGING_CAP = STORE_SIZE
 SEGMENT_STAGING_CAP = HEADER_SIZE
 DEFAULT_MAX_DIRECTORY_ENTRIES = 100_000
+_ADOPTION_STAGING = re.compile(r"\.tay-(v2-marker|adoption|current)-[0-9a-f]{32}\.tmp")
 
 
 @dataclass
@@ -53,13 +58,16 @@ class Inventory:
     total_segment_bytes: int = 0
     # (relative path, inode, size) of every entry: "the re-list must be unchanged"
     fingerprint: tuple[tuple[str, int, int], ...] = ()
+    # where the segment files are: ``segments`` (None), or ``epochs/legacy-<nonce>`` when
+    # an interrupted first adoption is read without rolling it back (inspect)
+    segments_dir: str | None = None
 
     @property
     def segments_path(self) -> str:
-        return os.path.join(self.root, SEGMENTS_DIR)
+        return os.path.join(self.root, self.segments_dir or SEGMENTS_DIR)
 
     def segment_path(self, segment_id: int) -> str:
-        return os.path.join(self.root, SEGMENTS_DIR, segment_file_name(segment_id))
+        return os.path.join(self.segments_path, segment_file_name(segment_id))
 
 
 def _refuse(reason: str, path: str, kind: str = "discovery", **extra: object) -> RecoveryRefused:
@@ -85,6 +93,8 @@ def _classify_entry(name: str, path: str, info: os.stat_result, in_segments: boo
     if is_reg and info.st_nlink != 1:
         raise _refuse("hard_link", path, links=info.st_nlink)
     role = _name_role(name, in_segments)
+    if role == "epochs_dir" and is_dir:
+        return role
     if role == "segments_dir":
         if not is_dir:
             raise _refuse("segments_not_directory", path)
@@ -115,6 +125,8 @@ def _name_role(name: str, in_segments: bool) -> str:
             return "store"
         if name == SEGMENTS_DIR:
             return "segments_dir"
+        if name == EPOCHS_DIR:
+            return "epochs_dir"
         if name in V2_MARKERS:
             return "v2_marker"
         if parse_store_staging_name(name) is not None:
@@ -135,15 +147,29 @@ def _list(io: RealIO, path: str, budget: list[int]) -> list[str]:
     return names
 
 
-def classify(io: RealIO, data_dir: str, max_entries: int = DEFAULT_MAX_DIRECTORY_ENTRIES) -> Inventory:
-    """List and classify ``data_dir`` (§2.1); IDs must be exactly 1..n."""
+def classify(io: RealIO, data_dir: str, max_entries: int = DEFAULT_MAX_DIRECTORY_ENTRIES,
+             *, legacy: str | None = None) -> Inventory:
+    """List and classify ``data_dir`` (§2.1); IDs must be exactly 1..n.
+
+    ``legacy`` (``epochs/legacy-<nonce>``): read an interrupted first adoption as the v1
+    store its rollback gives back, without moving anything: the segments are listed there
+    and the adoption's own root files (ADOPTION, STORE-V2, their staging) are allowed.
+    """
     root = os.path.abspath(data_dir)
     inventory = Inventory(root=root)
     budget = [max_entries]
     prints: list[tuple[str, int, int]] = []
     root_names = _list(io, root, budget)
-    if any(marker in root_names for marker in V2_MARKERS):
+    if legacy is None and any(marker in root_names for marker in V2_MARKERS):
         raise _refuse("store_v2_root", root, kind="unsupported_physical")
+    if legacy is not None:
+        if "CURRENT" in root_names or "ADOPTION" not in root_names:
+            raise _refuse("adoption_state_changed", root, kind="changed_view")
+        if SEGMENTS_DIR not in root_names:  # moved aside already: read them there
+            inventory.segments_dir = legacy
+            inventory.has_segments_dir = True
+        root_names = [n for n in root_names if n not in ("ADOPTION", "STORE-V2")
+                      and not _ADOPTION_STAGING.fullmatch(n)]
     for name in root_names:
         path = os.path.join(root, name)
         info = io.lstat(path)
@@ -155,6 +181,8 @@ def classify(io: RealIO, data_dir: str, max_entries: int = DEFAULT_MAX_DIRECTORY
             inventory.has_store = True
         elif role == "segments_dir":
             inventory.has_segments_dir = True
+        elif role == "epochs_dir":
+            pass  # v2 leftovers, never read by a v1 recovery
         elif role == "store_staging":
             inventory.staging.append(name)
         else:
@@ -169,18 +197,19 @@ def _classify_segments(
     io: RealIO, inventory: Inventory, budget: list[int], prints: list[tuple[str, int, int]]
 ) -> None:
     directory = inventory.segments_path
+    prefix = inventory.segments_dir or SEGMENTS_DIR
     for name in _list(io, directory, budget):
         path = os.path.join(directory, name)
         info = io.lstat(path)
         role = _classify_entry(name, path, info, in_segments=True)
-        prints.append((f"{SEGMENTS_DIR}/{name}", info.st_ino, info.st_size))
+        prints.append((f"{prefix}/{name}", info.st_ino, info.st_size))
         if role == "canonical":
             inventory.segment_ids.append(int(name[:20]))  # a canonical name is its ID
             inventory.total_segment_bytes += info.st_size
         elif role == "segment_staging":
-            inventory.staging.append(f"{SEGMENTS_DIR}/{name}")
+            inventory.staging.append(f"{prefix}/{name}")
         else:
-            inventory.unrelated.append(f"{SEGMENTS_DIR}/{name}")
+            inventory.unrelated.append(f"{prefix}/{name}")
     inventory.segment_ids.sort()
     for expected, segment_id in enumerate(inventory.segment_ids, start=1):
         if segment_id != expected:

@@ -108,3 +108,14 @@ def test_usage_errors_exit_2_naming_the_flag(args, flag):
     done = tay(*args)
     assert done.returncode == 2
     assert flag in done.stderr
+
+
+def test_verify_file_labelled_store_v2_fixtures():
+    manifests = REPO / "fixtures" / "upstream" / "storage" / "v2" / "phase_c" / "manifests.hex"
+    done = tay("storage", "verify-file", "--kind", "manifest", "--label", "zero", str(manifests))
+    assert done.returncode == 0, done.stderr
+    assert json.loads(done.stdout)["runtime_retention_ms"] == 3_600_000
+    done = tay("storage", "verify-file", "--kind", "manifest", "--label", "nil", str(manifests))
+    assert done.returncode == 1 and json.loads(done.stdout)["reason"] == "terminal_retention"
+    done = tay("storage", "verify-file", "--kind", "manifest", str(manifests))
+    assert done.returncode == 2 and "--label" in done.stderr and "infinity" in done.stderr

@@ -31,6 +31,9 @@ QUEUE_RESUMED: Pair = (21, 2)
 FAILURE_RECORDED: Pair = (22, 2)
 JOB_REQUEUED: Pair = (23, 2)
 UNDOCUMENTED_PAIRS: frozenset[Pair] = frozenset({(12, 2)})
+LIFECYCLE_PAIRS: frozenset[Pair] = frozenset(
+    {JOB_INSERTED, JOB_AVAILABLE, JOB_STARTED, JOB_FINISHED, JOB_CANCELLED, JOB_RETRIED}
+)
 JOB_PAIRS: frozenset[Pair] = frozenset(
     {JOB_INSERTED, JOB_AVAILABLE, JOB_STARTED, JOB_FINISHED, JOB_CANCELLED, JOB_RETRIED,
      RESULT_RECORDED}
@@ -100,6 +103,56 @@ def register_pairs(table: tuple[tuple[Pair, str, Validator], ...]) -> None:
     """``register_pair`` for each (pair, name, validator) row of an owner module's table."""
     for pair, name, validator in table:
         register_pair(pair, name, validator)
+
+
+# ---- pairs carried inside a Store-v2 epoch (docs/storage-format.md, "Epoch events") -----
+
+Entity = Callable[[Mapping[str, Any]], tuple]
+
+
+def job_entity(payload: Mapping[str, Any]) -> tuple:
+    """The entity of a job-scoped pair: ``("job", job_id)``."""
+    return ("job", payload["job_id"])
+
+
+@dataclass(frozen=True, slots=True)
+class EpochCarry:
+    """How a registered non-lifecycle pair lives in a Store-v2 epoch.
+
+    ``entity(payload)`` names what the event changes (``("job", id)`` for job-scoped pairs,
+    e.g. ``("schedule", id)`` otherwise): the logical revision chain it belongs to.
+    ``attachment``: a job-scoped pair whose state a base carries as a (31,2) attachment.
+    """
+
+    entity: Entity
+    attachment: bool = False
+
+    @property
+    def job_scoped(self) -> bool:
+        return self.entity is job_entity
+
+
+_EPOCH: dict[Pair, EpochCarry] = {}
+
+
+def carry_in_epochs(pair: Pair, entity: Entity, *, attachment: bool = False) -> None:
+    """Let a registered pair travel inside Store-v2 epochs, wrapped in (30,2) / (31,2).
+
+    Only the pair's owner calls this, once, next to its ``register_pair``. Lifecycle pairs
+    (1..6,1) never do: inside an epoch they are (8,1) mutations.
+    """
+    if pair not in _REGISTRY:
+        raise ValueError(f"event pair {pair} is not registered")
+    if pair in _EPOCH or pair in LIFECYCLE_PAIRS:
+        raise ValueError(f"event pair {pair} cannot be carried in epochs twice or at all")
+    if attachment and entity is not job_entity:
+        raise ValueError("only job-scoped pairs can be job attachments")
+    _EPOCH[pair] = EpochCarry(entity, attachment)
+
+
+def epoch_carry(pair: Pair) -> EpochCarry | None:
+    """How ``pair`` is carried in epochs, or None when it cannot appear inside one."""
+    return _EPOCH.get(pair)
 
 
 def registered_pairs() -> dict[Pair, str]:

@@ -38,7 +38,7 @@ from tay.storage.events.definition import (
     invalid,
     is_unsigned,
 )
-from tay.storage.events.registry import register_pairs
+from tay.storage.events.registry import carry_in_epochs, register_pairs
 from tay.storage.events import Event, make_event
 
 SCHEDULE_REGISTERED = (7, 2)
@@ -228,6 +228,16 @@ register_pairs((
     (SCHEDULE_DELIVERED, "schedule_delivered", _validate_delivered),
     (SCHEDULE_STATE, "schedule_state", _validate_state),
 ))
+
+
+def schedule_entity(payload: Mapping[str, Any]) -> tuple:
+    return ("schedule", payload["schedule_id"])
+
+
+# Tay 1.8's pairs travel inside Store-v2 epochs; the legacy ones are only read from v1
+# history (compaction turns their state into a (13,2) checkpoint).
+carry_in_epochs(SCHEDULE_DELIVERED, schedule_entity)
+carry_in_epochs(SCHEDULE_STATE, schedule_entity)
 
 
 # ---- builders -------------------------------------------------------------------------

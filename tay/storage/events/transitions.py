@@ -313,6 +313,54 @@ _HANDLERS = {
 }
 
 
+# ---- job attachments: state a (7,1) snapshot cannot hold (Store-v2 bases) ----------------
+#
+# A base writes each retained job as its (7,1) snapshot followed by one (31,2) attachment per
+# piece of state the snapshot has no field for, expressed as the payload of the pair that
+# owns that state with ``expected_revision`` equal to the snapshot's revision. ``attach``
+# loads one onto the snapshot's job (the revision does not move); ``attachments`` writes
+# them. A pair whose state must survive compaction adds a row to ``_ATTACHMENTS``.
+
+def _attach_result(job: JobState, payload: Mapping[str, Any], guard: _Guard) -> JobState:
+    if job.state != "completed":
+        guard.fail("result_for_uncompleted_job", job.state)
+    if job.result_present:
+        guard.fail("result_already_recorded")
+    return _evolve(job, result_present=True, result=payload["result"])
+
+
+def _result_attachments(job: JobState) -> list[ev.Event]:
+    if not job.result_present:
+        return []
+    # the result's own time is not retained; it was recorded with the completion
+    return [ev.result_recorded(job.id, job.completed_at, job.revision, job.result)]
+
+
+_ATTACHMENTS = {ev.RESULT_RECORDED: (_attach_result, _result_attachments)}
+
+
+def attach(job: JobState, event: ev.Event) -> JobState:
+    """Load one base attachment onto the job its snapshot just produced."""
+    guard = _Guard(job.id, job.revision)
+    loader = _ATTACHMENTS.get(event.pair)
+    if loader is None:
+        guard.fail("not_a_job_attachment", "pair {}", event.pair)
+    if event.payload["job_id"] != job.id:
+        guard.fail("attachment_job_mismatch")
+    if event.payload["expected_revision"] != job.revision:
+        guard.fail("attachment_revision_mismatch", "expected_revision {}, snapshot revision {}",
+                   event.payload["expected_revision"], job.revision)
+    return loader[0](job, event.payload, guard)
+
+
+def attachments(job: JobState) -> list[ev.Event]:
+    """The attachment events a base writes after this job's snapshot, in pair order."""
+    out: list[ev.Event] = []
+    for pair in sorted(_ATTACHMENTS):
+        out.extend(_ATTACHMENTS[pair][1](job))
+    return out
+
+
 class JobTable:
     """Every job by ID with per-state counts; what replay builds and ``inspect`` reports."""
 

@@ -31,6 +31,8 @@ from tay.storage.events.registry import (
     JOB_STARTED,
     RESULT_RECORDED,
     Event,
+    carry_in_epochs,
+    job_entity,
     make_event,
     register_pairs,
 )
@@ -159,6 +161,9 @@ register_pairs((
     (JOB_RETRIED, "job_retried", _validate_retried),
     (RESULT_RECORDED, "result_recorded", _validate_result_recorded),
 ))
+# inside a Store-v2 epoch a result is a job-scoped epoch event, and a base keeps it as an
+# attachment of its completed job
+carry_in_epochs(RESULT_RECORDED, job_entity, attachment=True)
 
 
 # ---- builders (the engine creates events only through these) ---------------------------

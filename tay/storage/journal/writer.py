@@ -100,10 +100,16 @@ class Journal:
     """The single writer of one open store. Not thread-safe: one caller (the committer)."""
 
     def __init__(self, io: RealIO, root: str, lock: layout.StoreLock, tail: Tail,
-                 durability: str, rotation_target: int) -> None:
+                 durability: str, rotation_target: int, segments_dir: str | None = None) -> None:
         self.io = io
         self.root = root
-        self.segments_dir = os.path.join(root, layout.SEGMENTS_DIR)
+        # the directory of segment files this journal appends to: ``segments/`` of a v1
+        # store, ``epochs/e-<id>/segments`` of a Store-v2 epoch (Store v2 decides which)
+        self.segments_dir = segments_dir or os.path.join(root, layout.SEGMENTS_DIR)
+        relative = os.path.relpath(self.segments_dir, root)
+        if relative.startswith(".."):
+            raise ValueError("the segments directory must be inside the store root")
+        self._dir_chain = relative.split(os.sep)  # directories from root down to segments
         self.lock = lock
         self.store_id = tail.store_id
         self.durability = durability
@@ -119,7 +125,8 @@ class Journal:
         self.committed_size = tail.size
         self.fd = -1
         self.root_fd = -1  # pinned so a swapped root or segments/ is noticed (§4)
-        self.segments_fd = -1
+        self.dir_fds: list[int] = []  # each directory of _dir_chain, pinned
+        self.segments_fd = -1  # the last of dir_fds
         self._pinned: list[tuple[int, int]] = []  # (st_ino, st_dev) of the held descriptors
         self._pinned_for: tuple[int, ...] | None = None  # the descriptors they belong to
         self.stopped: WriterStopped | None = None
@@ -129,9 +136,11 @@ class Journal:
     # -- opening ----------------------------------------------------------------------
     @classmethod
     def open(cls, io: RealIO, root: str, lock: layout.StoreLock, tail: Tail, *,
-             durability: str = "sync", rotation_target: int = DEFAULT_ROTATION_TARGET) -> "Journal":
+             durability: str = "sync", rotation_target: int = DEFAULT_ROTATION_TARGET,
+             segments_dir: str | None = None) -> "Journal":
         """Run the open-ready barriers and position at the tail (activation, §7 step 7)."""
-        journal = cls(io, os.path.abspath(root), lock, tail, durability, rotation_target)
+        journal = cls(io, os.path.abspath(root), lock, tail, durability, rotation_target,
+                      segments_dir)
         # the session now mutates: prove no-replace rename before the first publication
         layout.probe_noreplace_rename(io, journal.root)
         journal._guard(journal._open_ready, tail.sealed)
@@ -140,7 +149,11 @@ class Journal:
 
     def _open_ready(self, sealed: bool) -> None:
         self.root_fd = self.io.open_dir(self.root)
-        self.segments_fd = self.io.open_dir(self.segments_dir)
+        path = self.root
+        for name in self._dir_chain:
+            path = os.path.join(path, name)
+            self.dir_fds.append(self.io.open_dir(path))
+        self.segments_fd = self.dir_fds[-1]
         self.history_bytes = sum(self.io.lstat(self._segment_path(segment_id)).st_size
                                  for segment_id in range(1, self.segment_id + 1))
         fsync_file(self.io, os.path.join(self.root, layout.STORE_NAME))
@@ -257,11 +270,12 @@ class Journal:
         link count comes from the name's stat, which is the same inode once it matched.
         """
         io = self.io
-        held_fds = (self.root_fd, self.segments_fd, self.fd, self.lock.fd, self.segment_id)
+        held_fds = (self.root_fd, *self.dir_fds, self.fd, self.lock.fd, self.segment_id)
         if self._pinned_for != held_fds:
-            self._pinned = [_identity(io.fstat(fd)) for fd in held_fds[:4]]
+            self._pinned = [_identity(io.fstat(fd)) for fd in held_fds[:-1]]
             self._pinned_for = held_fds
-        names = ((None, self.root), (self.root_fd, layout.SEGMENTS_DIR),
+        parents = (self.root_fd, *self.dir_fds[:-1])
+        names = ((None, self.root), *zip(parents, self._dir_chain),
                  (self.segments_fd, segment_file_name(self.segment_id)),
                  (self.root_fd, layout.LOCK_NAME))
         for pinned, (parent_fd, name) in zip(self._pinned, names):
@@ -302,6 +316,15 @@ class Journal:
         return {"cut_back_to": self.committed_size, "cut_back_bytes": size - self.committed_size}
 
     # -- seal and successor (R0-R7, tay.storage.journal.rotation) ------------------------
+    def rotate(self) -> bool:
+        """Seal a non-empty active segment and publish its empty successor (a compaction
+        freezing its source, §3.8). An empty active segment is left as it is: False."""
+        self._check_running()
+        if self.size == HEADER_SIZE:
+            return False
+        self._guard(self._rotate)
+        return True
+
     def _rotate(self) -> None:
         if self.segment_id >= MAX_SEGMENT_ID or self.next_sequence > MAX_SEQUENCE:
             raise WriterStopped("resource_limit", "store_exhausted", segment_id=self.segment_id)
@@ -334,14 +357,17 @@ class Journal:
                 pass
             self.fd = -1
 
-    def close(self) -> None:
-        """Close the active segment and the pinned directories, release the owner lock
-        (no implicit sync)."""
+    def close(self, *, release_lock: bool = True) -> None:
+        """Close the active segment and the pinned directories and release the owner lock
+        (no implicit sync). ``release_lock=False`` keeps the lock for the same owner's next
+        journal (a compaction switching epochs)."""
         self._close_fd()
-        for fd in (self.root_fd, self.segments_fd):
+        for fd in (self.root_fd, *self.dir_fds):
             if fd >= 0:
                 os.close(fd)
         self.root_fd = self.segments_fd = -1
-        self.lock.release()
+        self.dir_fds = []
+        if release_lock:
+            self.lock.release()
         if self.stopped is None:
             self.stopped = WriterStopped("io", "journal_closed", path=self.root)

@@ -7,6 +7,7 @@ propagate as ``RecoveryRefused`` for the CLI to report.
 
 from __future__ import annotations
 
+import os
 from typing import Any
 
 from tay.storage.recovery.recover import RecoveryOptions, TableConsumer, recover
@@ -25,8 +26,9 @@ def inspect_store(data_dir: str, *, io: RealIO | None = None,
     recovered = recover(data_dir, consumer=consumer, io=io, options=options, activate=False)
     view = recovered.view
     highest = view.segments[-1]
-    return {
-        "data_dir": view.inventory.root,
+    summary = {
+        "data_dir": os.path.abspath(data_dir),
+        "store_version": recovered.store_version,
         "store_id": view.store_id.hex(),
         "segments": len(view.segments),
         "sealed_segments": sum(1 for s in view.segments if s.scan.state == "sealed"),
@@ -38,9 +40,38 @@ def inspect_store(data_dir: str, *, io: RealIO | None = None,
         "jobs": len(consumer.table),
         "job_states": consumer.table.counts(),
         "other_events": dict(consumer.other_events),
-        "unrelated_files": list(view.inventory.unrelated),
-        "staging_files": list(view.inventory.staging),
         "durability_note": DURABILITY_NOTE,
+    }
+    if recovered.store_version == 2:
+        summary.update(_epoch_facts(view))
+    else:
+        summary["unrelated_files"] = list(view.inventory.unrelated)
+        summary["staging_files"] = list(view.inventory.staging)
+    return summary
+
+
+def _epoch_facts(view: Any) -> dict[str, Any]:
+    """The Store-v2 selection: the epoch CURRENT names, its base/tail and its retention."""
+    manifest = view.manifest
+    retention = manifest.terminal_retention
+    root = view.root
+    return {
+        "epoch_id": manifest.epoch_id.hex(),
+        "captured_at": manifest.captured_at,
+        "terminal_retention": retention.to_value(),
+        "runtime_retention_ms": retention.runtime_ms,
+        "base_segments": view.base_count,
+        "base_bytes": view.base_bytes,
+        "tail_segments": len(view.segments) - view.base_count,
+        "tail_bytes": view.tail_bytes,
+        "source_epoch_id": (manifest.source_epoch_id.hex()
+                            if manifest.source_epoch_id is not None else None),
+        "other_epochs": [e.hex() for e in root.epochs if e != manifest.epoch_id],
+        "leaked_candidates": [c.hex() for c in root.candidates],
+        "legacy_directories": [n.hex() for n in root.legacy],
+        "adoption_intent": "ADOPTION" in root.names,
+        "unrelated_files": list(root.unrelated),
+        "staging_files": [*root.staging, *view.epoch.staging],
     }
 
 
@@ -48,6 +79,7 @@ def format_summary(summary: dict[str, Any]) -> str:
     """Human-readable lines for the terminal."""
     lines = [
         f"store           {summary['data_dir']}",
+        f"store version   {summary['store_version']}",
         f"store id        {summary['store_id']}",
         f"segments        {summary['segments']} ({summary['sealed_segments']} sealed, "
         f"highest {summary['highest_segment_state']})",
@@ -56,6 +88,11 @@ def format_summary(summary: dict[str, Any]) -> str:
         f"next sequence   {summary['next_sequence']}",
         f"jobs            {summary['jobs']}",
     ]
+    if summary["store_version"] == 2:
+        lines.insert(3, f"epoch           {summary['epoch_id']} (base {summary['base_bytes']} "
+                        f"bytes in {summary['base_segments']} segments, tail "
+                        f"{summary['tail_bytes']} bytes)")
+        lines.insert(4, f"retention       {summary['terminal_retention']}")
     for state, count in summary["job_states"].items():
         lines.append(f"  {state:<14}{count}")
     for name, count in summary["other_events"].items():

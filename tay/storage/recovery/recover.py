@@ -39,10 +39,11 @@ from tay.storage.journal.writer import (
     check_durability,
     check_rotation_target,
 )
+from tay.storage.recovery import adoption
 from tay.storage.recovery.limits import (
     Clock, RecoveryOptions, RecoveryTimer, monotonic_ms,
 )
-from tay.storage.events.transitions import JobTable
+from tay.storage.events.transitions import JobState, JobTable
 from tay.storage.formats.value import DecodeLimits, locate
 
 Consumer = Callable[[int, int, int, memoryview], None]
@@ -75,21 +76,17 @@ class SegmentView:
     mapping: mmap.mmap | None
 
 
-@dataclass
-class FrozenView:
-    """The result of pass 1: what replay reads and revalidation must find again."""
+class HeldSegments:
+    """What a pass-1 view of any store shape holds: scanned segments (with their mappings),
+    the store id and the next sequence. Subclasses are dataclasses with those fields."""
 
-    inventory: layout.Inventory
-    store_id: bytes
     segments: list[SegmentView]
+    store_id: bytes
     next_sequence: int
-    record_count: int
-    exhausted: bool
 
-    def key(self) -> tuple:
-        return (self.inventory.fingerprint, self.store_id,
-                tuple((s.segment_id, s.inode, s.size, s.scan.state, s.scan.count)
-                      for s in self.segments), self.next_sequence)
+    def segments_key(self) -> tuple:
+        return tuple((s.segment_id, s.inode, s.size, s.scan.state, s.scan.count)
+                     for s in self.segments)
 
     def close(self) -> None:
         for view in self.segments:
@@ -108,6 +105,22 @@ class FrozenView:
                     size=last.size, record_count=last.scan.count,
                     segment_crc=crc,
                     sealed=last.scan.state == "sealed", next_sequence=self.next_sequence)
+
+
+@dataclass
+class FrozenView(HeldSegments):
+    """The result of pass 1: what replay reads and revalidation must find again."""
+
+    inventory: layout.Inventory
+    store_id: bytes
+    segments: list[SegmentView]
+    next_sequence: int
+    record_count: int
+    exhausted: bool
+
+    def key(self) -> tuple:
+        return (self.inventory.fingerprint, self.store_id, self.segments_key(),
+                self.next_sequence)
 
 
 def _read_store(io: RealIO, inventory: layout.Inventory, stage: str) -> bytes:
@@ -139,11 +152,10 @@ class _Pass:
     keep_mappings: bool
 
 
-def _scan_one(io: RealIO, inventory: layout.Inventory, segment_id: int, store_id: bytes,
+def _scan_one(io: RealIO, path: str, segment_id: int, store_id: bytes,
               highest: bool, run: _Pass, length: int | None = None) -> SegmentView:
     """Map and scan one segment; ``length`` scans only its first bytes (``tay storage
     repair`` judging the store as it would be without a torn tail; nothing is changed)."""
-    path = inventory.segment_path(segment_id)
     fd = io.open(path, os.O_RDONLY)
     try:
         info = io.fstat(fd)
@@ -221,16 +233,18 @@ class _WindowDone:
 
 def preflight(io: RealIO, data_dir: str, options: RecoveryOptions,
               keep_mappings: bool = True, timer: RecoveryTimer | None = None,
-              stage: str = "preflight", highest_length: int | None = None) -> FrozenView:
+              stage: str = "preflight", highest_length: int | None = None,
+              legacy: str | None = None) -> FrozenView:
     """Pass 1: a complete physical validation of the store, read-only.
 
     ``keep_mappings=False`` (revalidation) closes each segment's mapping after its scan.
     ``timer`` (a fresh one by default) is checked after every I/O step.
     ``highest_length``: judge the highest segment as if it ended there (repair's check of
-    the store it would leave; the file is not touched).
+    the store it would leave; the file is not touched). ``legacy`` reads an interrupted
+    first adoption's v1 segments where the adoption moved them.
     """
     run = _Pass(options, timer or RecoveryTimer(options), stage, keep_mappings)
-    inventory = layout.classify(io, data_dir, options.max_directory_entries)
+    inventory = layout.classify(io, data_dir, options.max_directory_entries, legacy=legacy)
     run.timer.check(stage, path=inventory.root)
     if options.max_total_segment_bytes is not None and \
             inventory.total_segment_bytes > options.max_total_segment_bytes:
@@ -247,8 +261,8 @@ def preflight(io: RealIO, data_dir: str, options: RecoveryOptions,
         highest_id = inventory.segment_ids[-1]
         for segment_id in inventory.segment_ids:
             highest = segment_id == highest_id
-            view = _scan_one(io, inventory, segment_id, store_id, highest, run,
-                             highest_length if highest else None)
+            view = _scan_one(io, inventory.segment_path(segment_id), segment_id, store_id,
+                             highest, run, highest_length if highest else None)
             views.append(view)
             records += view.scan.count
             if options.max_replay_records is not None and records > options.max_replay_records:
@@ -258,7 +272,8 @@ def preflight(io: RealIO, data_dir: str, options: RecoveryOptions,
             topology = segment.topology_check([v.scan for v in views], [v.path for v in views])
         except StorageFailure as failure:
             raise locate(failure, stage=stage) from None
-        if layout.classify(io, data_dir, options.max_directory_entries).fingerprint != inventory.fingerprint:
+        again = layout.classify(io, data_dir, options.max_directory_entries, legacy=legacy)
+        if again.fingerprint != inventory.fingerprint:
             raise RecoveryRefused("changed_view", "directory_changed_during_preflight",
                                   path=inventory.root, stage=stage)
         run.timer.check(stage, path=inventory.root)
@@ -352,15 +367,43 @@ class TableConsumer:
         else:
             self.other_events[event.name] += 1
 
+    # the Store-v2 reducer's side (tay.storage.recovery.store_v2)
+    def epoch_job(self, job_id: bytes) -> JobState | None:
+        return self.table.get(job_id)
+
+    def epoch_install(self, job: JobState) -> None:
+        self.table.put(job)
+
+    def epoch_entity(self, revision: int, event: event_codec.Event) -> None:
+        self.other_events[event.name] += 1
+
+    # what a compaction reads from the replayed state (tay.storage.compaction)
+    def retained_jobs(self) -> list[JobState]:
+        return list(self.table)
+
+    def checkpoints(self, captured_at: int) -> list:
+        """A table keeps jobs only: it cannot carry other state through a compaction."""
+        if self.other_events:
+            raise RecoveryRefused("argument", "state_not_carried", stage="compaction",
+                                  events=dict(self.other_events))
+        return []
+
 
 @dataclass
 class Recovered:
-    """What a successful recovery produced."""
+    """What a successful recovery produced.
 
-    view: FrozenView
+    ``view`` is a ``FrozenView`` (v1) or an ``EpochView`` (Store v2, ``store_version`` 2);
+    ``reducer`` is the v2 reducer after the epoch (its allocator and entity revisions), if
+    the consumer took part in the reduction.
+    """
+
+    view: Any
     records_replayed: int
     journal: Journal | None
     consumer: Consumer
+    store_version: int = 1
+    reducer: Any = None
 
 
 def recover(
@@ -375,10 +418,14 @@ def recover(
     activate: bool = True,
     allow_small_rotation_target_for_tests: bool = False,
     clock: Clock = monotonic_ms,
+    lock: layout.StoreLock | None = None,
 ) -> Recovered:
-    """Run the §7 pipeline. With ``activate=False`` the store is only read (lock released).
+    """Run the §7 pipeline (§3.7 for a Store-v2 root). With ``activate=False`` the store is
+    only read (lock released).
 
-    ``clock`` (monotonic milliseconds) times the deadlines of ``options``.
+    ``clock`` (monotonic milliseconds) times the deadlines of ``options``. ``lock``: the
+    owner lock this process already holds (a compaction verifying what it published): it
+    is used and never released here, and only read-only recovery is allowed with it.
     """
     io = io or RealIO()
     options = options or RecoveryOptions()
@@ -391,12 +438,28 @@ def recover(
         check_durability(io, root, durability, validated_filesystem)
     if consumer is None:
         consumer = TableConsumer(limits=options.event_limits)
-    lock = layout.acquire_lock(io, root, create=False, fsync_ancestors=False)
+    held = lock is not None
+    if held and activate:
+        raise ValueError("a held lock is only for read-only recovery")
+    if lock is None:
+        lock = layout.acquire_lock(io, root, create=False, fsync_ancestors=False)
     view: FrozenView | None = None
     try:
         timer.check("ownership", path=root)
+        legacy = None
+        shape = adoption.root_shape(io, root)
+        if shape == "adoption":
+            if activate:  # roll the interrupted first adoption back, then read v1 (§3.7)
+                adoption.roll_back(io, root)
+            else:  # read-only: read the v1 store the rollback would give back
+                legacy = adoption.legacy_dir(io, root)
+        elif shape == "v2":
+            from tay.storage.recovery.epoch_recover import recover_epoch
+
+            return recover_epoch(io, root, lock, consumer, options, timer, durability,
+                                 rotation_target, activate)
         try:
-            view = preflight(io, root, options, timer=timer)
+            view = preflight(io, root, options, timer=timer, legacy=legacy)
         except RecoveryRefused as refusal:
             if not is_torn_tail(refusal):
                 raise
@@ -410,7 +473,7 @@ def recover(
         tail = view.tail() if activate and not view.exhausted else None
         view.close()  # revalidation maps the files again: never hold both passes' pages
         again = preflight(io, root, options, keep_mappings=False, timer=timer,
-                          stage="revalidation")
+                          stage="revalidation", legacy=legacy)
         if again.key() != view.key():
             raise RecoveryRefused("changed_view", "store_changed_during_recovery", path=root,
                                   stage="revalidation")
@@ -422,12 +485,13 @@ def recover(
         journal = _activate(io, root, lock, tail, durability, rotation_target, timer)
         return Recovered(view, replayed, journal, consumer)
     except BaseException:
-        lock.release()
+        if not held:
+            lock.release()
         raise
     finally:
         if view is not None:
             view.close()
-        if not activate:
+        if not activate and not held:
             lock.release()
 
 

@@ -82,7 +82,7 @@ def encode_snapshot(snapshot: Snapshot) -> bytes:
     prefix = _PREFIX.pack(snapshot.job_id, snapshot.revision, snapshot.cycle,
                           0 if snapshot.execution is None else 1)
     token = b"" if snapshot.execution is None else _TOKEN.pack(snapshot.execution)
-    return prefix + token + value.encode(snapshot.body)
+    return prefix + token + value.encode_map(snapshot.body)  # a lazy definition is spliced
 
 
 def _require(condition: bool, rule: str) -> None:

@@ -1,0 +1,364 @@
+"""Store-v2 recovery (storage.md §3.7): select the epoch CURRENT names, check it, replay it.
+
+Pass 1 (``preflight_v2``) classifies the root (§3.1), reads STORE, STORE-V2 and CURRENT,
+binds them to the MANIFEST (``verify_selection``), lists the epoch, checks every base file's
+size and SHA-256 against the MANIFEST *before* scanning it, scans every segment and checks
+the base summaries and the topology. Pass 2 (``replay_v2``) checks the record profile
+(base: (7,1) snapshots, their (31,2) attachments, then (30,2) checkpoints; tail: (8,1)
+mutations and (30,2) events) and feeds each record to the ``EpochReducer``. Revalidation
+repeats pass 1; the root and the three markers must be byte-identical. A refusal changes no
+byte. An epoch is never chosen by mtime, never merged with another, and candidates, old
+epochs and legacy directories are ignored.
+
+A consumer takes part in the reduction through three methods: ``epoch_job(job_id)``,
+``epoch_install(job_state)`` and ``epoch_entity(revision, event)`` (the engine and
+``TableConsumer`` have them). A plain ``consumer(sequence, type, schema, payload)`` is fed
+the physical records instead (profile checks only).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from dataclasses import dataclass
+from typing import Any
+
+from tay.failures import RecoveryRefused, StorageFailure
+from tay.storage.formats import segment, store_marker
+from tay.storage.formats.value import DecodeLimits, locate
+from tay.storage.fsio import RealIO
+from tay.storage.recovery.limits import RecoveryOptions, RecoveryTimer
+from tay.storage.recovery.recover import (
+    HeldSegments, SegmentView, _drop_pages, _Pass, _scan_one,
+)
+from tay.storage.v2 import layout as v2_layout
+from tay.storage.v2.epoch_records import (
+    EPOCH_EVENT_PAIR, JOB_ATTACHMENT_PAIR, decode_epoch_event, decode_job_attachment,
+)
+from tay.storage.v2.manifest import Manifest, verify_selection
+from tay.storage.v2.markers import CURRENT_SIZE, MARKER_SIZE, decode_current
+from tay.storage.v2.records import MUTATION_PAIR, SNAPSHOT_PAIR, decode_mutation, decode_snapshot
+from tay.storage.v2.reducer import EpochReducer
+
+_HASH_CHUNK = 1 << 20
+BASE_PAIRS = frozenset({SNAPSHOT_PAIR, JOB_ATTACHMENT_PAIR, EPOCH_EVENT_PAIR})
+TAIL_PAIRS = frozenset({MUTATION_PAIR, EPOCH_EVENT_PAIR})
+
+
+def read_small(io: RealIO, path: str, limit: int, stage: str) -> bytes:
+    """A small published object (at most ``limit`` + 1 bytes are read), no symlinks."""
+    try:
+        fd = io.open(path, os.O_RDONLY)
+    except FileNotFoundError:
+        raise RecoveryRefused("discovery", "missing_object", path=path, stage=stage) from None
+    try:
+        data = io.read_at(fd, limit + 1, 0)
+    finally:
+        io.close(fd)
+    return data
+
+
+@dataclass
+class EpochView(HeldSegments):
+    """Pass 1 of a Store-v2 recovery: what replay reads and revalidation must find again."""
+
+    root: v2_layout.RootInventory | None  # None: an epoch read on its own (a candidate)
+    store_id: bytes
+    markers: tuple[bytes, bytes, bytes]  # STORE, STORE-V2, CURRENT as read
+    manifest_bytes: bytes
+    manifest: Manifest
+    epoch: v2_layout.EpochInventory
+    segments: list[SegmentView]
+    next_sequence: int
+    record_count: int
+    exhausted: bool
+
+    @property
+    def epoch_id(self) -> bytes:
+        return self.manifest.epoch_id
+
+    @property
+    def base_count(self) -> int:
+        return len(self.manifest.base_segments)
+
+    @property
+    def base_bytes(self) -> int:
+        return sum(s.size for s in self.segments[:self.base_count])
+
+    @property
+    def tail_bytes(self) -> int:
+        return sum(s.size for s in self.segments[self.base_count:])
+
+    def key(self) -> tuple:
+        return (self.root.fingerprint if self.root is not None else None,
+                self.epoch.fingerprint, self.markers, self.manifest_bytes,
+                self.segments_key(), self.next_sequence)
+
+
+def _markers(io: RealIO, root: v2_layout.RootInventory, stage: str) -> tuple[bytes, bytes, bytes]:
+    for name in (store_marker.STORE_FILE_NAME, v2_layout.STORE_V2_NAME, v2_layout.CURRENT_NAME):
+        if name not in root.names:
+            raise RecoveryRefused("discovery", f"missing_{name.lower().replace('-', '_')}",
+                                  path=root.path(name), stage=stage)
+    return (read_small(io, root.path(store_marker.STORE_FILE_NAME), MARKER_SIZE, stage),
+            read_small(io, root.path(v2_layout.STORE_V2_NAME), MARKER_SIZE, stage),
+            read_small(io, root.path(v2_layout.CURRENT_NAME), CURRENT_SIZE, stage))
+
+
+def file_sha256(io: RealIO, path: str, size: int) -> bytes:
+    digest = hashlib.sha256()
+    fd = io.open(path, os.O_RDONLY)
+    try:
+        offset = 0
+        while offset < size:
+            piece = io.read_at(fd, min(_HASH_CHUNK, size - offset), offset)
+            if not piece:
+                break
+            digest.update(piece)
+            offset += len(piece)
+    finally:
+        io.close(fd)
+    return digest.digest()
+
+
+def preflight_v2(io: RealIO, root_path: str, options: RecoveryOptions,
+                 keep_mappings: bool = True, timer: RecoveryTimer | None = None,
+                 stage: str = "preflight") -> EpochView:
+    """Pass 1 of §3.7: a complete physical validation of the selected epoch, read-only."""
+    run = _Pass(options, timer or RecoveryTimer(options), stage, keep_mappings)
+    root = v2_layout.classify_root(io, root_path, options.max_directory_entries)
+    run.timer.check(stage, path=root_path)
+    markers = _markers(io, root, stage)
+    try:
+        store_id = store_marker.decode_store_marker(markers[0], root.path("STORE"))
+        current = decode_current(markers[2])
+    except StorageFailure as failure:
+        raise locate(failure, stage=stage) from None
+    epoch_name = v2_layout.epoch_dir_name(current.epoch_id)
+    if current.epoch_id not in root.epochs:
+        raise RecoveryRefused("discovery", "current_epoch_missing", stage=stage,
+                              path=os.path.join(root.epochs_path, epoch_name))
+    epoch = v2_layout.classify_epoch(io, os.path.join(root.epochs_path, epoch_name),
+                                     options.max_directory_entries)
+    manifest_path = os.path.join(epoch.path, v2_layout.MANIFEST_NAME)
+    manifest_bytes = read_small(io, manifest_path, v2_layout.MANIFEST_MAX, stage)
+    try:
+        manifest = verify_selection(store_id, markers[1], markers[2], manifest_bytes)
+    except StorageFailure as failure:
+        raise locate(failure, path=failure.path or manifest_path, stage=stage) from None
+    run.timer.check(stage, path=manifest_path)
+    view = _read_epoch(io, epoch, manifest_bytes, manifest, store_id, run)
+    view.root, view.markers = root, markers
+    try:
+        again = v2_layout.classify_root(io, root_path, options.max_directory_entries)
+        if again.fingerprint != root.fingerprint:
+            raise RecoveryRefused("changed_view", "directory_changed_during_preflight",
+                                  path=root_path, stage=stage)
+    except BaseException:
+        view.close()
+        raise
+    return view
+
+
+def read_epoch_dir(io: RealIO, epoch_path: str, store_id: bytes, options: RecoveryOptions,
+                   keep_mappings: bool = True) -> EpochView:
+    """Pass 1 over one epoch directory on its own (a candidate before publication): the
+    same checks as a selected epoch, minus the root and CURRENT."""
+    from tay.storage.v2.manifest import decode_manifest
+
+    run = _Pass(options, RecoveryTimer(options), "verification", keep_mappings)
+    epoch = v2_layout.classify_epoch(io, epoch_path, options.max_directory_entries)
+    manifest_path = os.path.join(epoch_path, v2_layout.MANIFEST_NAME)
+    manifest_bytes = read_small(io, manifest_path, v2_layout.MANIFEST_MAX, run.stage)
+    try:
+        manifest = decode_manifest(manifest_bytes)
+    except StorageFailure as failure:
+        raise locate(failure, path=manifest_path, stage=run.stage) from None
+    if manifest.store_id != store_id:
+        raise RecoveryRefused("discovery", "store_id_mismatch", path=manifest_path,
+                              stage=run.stage)
+    return _read_epoch(io, epoch, manifest_bytes, manifest, store_id, run)
+
+
+def _read_epoch(io: RealIO, epoch: v2_layout.EpochInventory, manifest_bytes: bytes,
+                manifest: Manifest, store_id: bytes, run: _Pass) -> EpochView:
+    views = _scan_epoch(io, epoch, manifest, store_id, run)
+    try:
+        next_sequence, exhausted = _check_topology(views, manifest, epoch, run.stage)
+        again = v2_layout.classify_epoch(io, epoch.path, run.options.max_directory_entries)
+        if again.fingerprint != epoch.fingerprint:
+            raise RecoveryRefused("changed_view", "directory_changed_during_preflight",
+                                  path=epoch.path, stage=run.stage)
+    except BaseException:
+        for view in views:
+            if view.mapping is not None:
+                view.mapping.close()
+        raise
+    return EpochView(None, store_id, (b"", b"", b""), manifest_bytes, manifest, epoch, views,
+                     next_sequence, sum(v.scan.count for v in views), exhausted)
+
+
+def _scan_epoch(io: RealIO, epoch: v2_layout.EpochInventory, manifest: Manifest,
+                store_id: bytes, run: _Pass) -> list[SegmentView]:
+    base = manifest.base_segments
+    if len(epoch.segment_ids) < len(base) + 1:
+        raise RecoveryRefused("discovery", "missing_tail", path=epoch.segments_path,
+                              stage=run.stage, base_segments=len(base),
+                              found=len(epoch.segment_ids))
+    views: list[SegmentView] = []
+    try:
+        highest = epoch.segment_ids[-1]
+        records = 0
+        for segment_id in epoch.segment_ids:
+            path = epoch.segment_path(segment_id)
+            if segment_id <= len(base):
+                _check_base_file(io, path, base[segment_id - 1], epoch, run.stage)
+            view = _scan_one(io, path, segment_id, store_id, segment_id == highest, run)
+            views.append(view)
+            records += view.scan.count
+            if run.options.max_replay_records is not None and \
+                    records > run.options.max_replay_records:
+                raise RecoveryRefused("resource_limit", "max_replay_records", path=path,
+                                      segment_id=segment_id, stage=run.stage)
+        total = sum(v.size for v in views)
+        limit = run.options.max_total_segment_bytes
+        if limit is not None and total > limit:
+            raise RecoveryRefused("resource_limit", "max_total_segment_bytes",
+                                  path=epoch.segments_path, stage=run.stage, total=total)
+    except BaseException:
+        for view in views:
+            if view.mapping is not None:
+                view.mapping.close()
+        raise
+    return views
+
+
+def _check_base_file(io: RealIO, path: str, entry: Any, epoch: v2_layout.EpochInventory,
+                     stage: str) -> None:
+    """§3.7 step 6: size and SHA-256 against the MANIFEST before the file is scanned."""
+    size = epoch.segment_sizes[entry.id]
+    if size != entry.bytes:
+        raise RecoveryRefused("physical_corruption", "base_segment_size", path=path,
+                              segment_id=entry.id, stage=stage, expected=entry.bytes, found=size)
+    if file_sha256(io, path, size) != entry.digest:
+        raise RecoveryRefused("physical_corruption", "base_segment_digest", path=path,
+                              segment_id=entry.id, stage=stage)
+
+
+def _check_topology(views: list[SegmentView], manifest: Manifest,
+                    epoch: v2_layout.EpochInventory, stage: str) -> tuple[int, bool]:
+    for view, entry in zip(views, manifest.base_segments):
+        scan = view.scan
+        if scan.state != "sealed" or scan.first_sequence != entry.first_sequence or \
+                scan.last_sequence != entry.last_sequence:
+            raise RecoveryRefused("physical_corruption", "base_segment_summary", path=view.path,
+                                  segment_id=view.segment_id, stage=stage,
+                                  state=scan.state, first=scan.first_sequence,
+                                  last=scan.last_sequence, expected_first=entry.first_sequence,
+                                  expected_last=entry.last_sequence)
+    try:
+        topology = segment.topology_check([v.scan for v in views], [v.path for v in views])
+    except StorageFailure as failure:
+        raise locate(failure, stage=stage) from None
+    tail = views[len(manifest.base_segments)]
+    if tail.scan.first_sequence != manifest.tail_first_sequence:
+        raise RecoveryRefused("continuity", "tail_first_sequence", path=tail.path,
+                              segment_id=tail.segment_id, stage=stage,
+                              expected=manifest.tail_first_sequence,
+                              found=tail.scan.first_sequence)
+    return topology.next_sequence, topology.exhausted
+
+
+# ---- pass 2: the record profile and the reducer ------------------------------------------
+
+class _Dispatch:
+    """Decode one epoch record of the right region and hand it to the reducer."""
+
+    def __init__(self, reducer: EpochReducer, limits: DecodeLimits) -> None:
+        self.reducer = reducer
+        self.limits = limits
+
+    def base(self, pair: tuple[int, int], payload: memoryview) -> None:
+        if pair == SNAPSHOT_PAIR:
+            self.reducer.snapshot(decode_snapshot(payload, self.limits))
+        elif pair == JOB_ATTACHMENT_PAIR:
+            self.reducer.attachment(decode_job_attachment(payload, self.limits))
+        else:
+            self.reducer.checkpoint(decode_epoch_event(payload, self.limits))
+
+    def tail(self, pair: tuple[int, int], payload: memoryview) -> None:
+        if pair == MUTATION_PAIR:
+            self.reducer.mutation(decode_mutation(payload, self.limits))
+        else:
+            self.reducer.event(decode_epoch_event(payload, self.limits))
+
+
+def profile_refusal(pair: tuple[int, int], region: str) -> RecoveryRefused:
+    reason = "record_profile" if pair in BASE_PAIRS | TAIL_PAIRS else "payload_schema"
+    return RecoveryRefused("unsupported_semantics", reason, region=region,
+                           event_type=pair[0], schema=pair[1])
+
+
+def _at_record(failure: StorageFailure, offset: int, where: dict) -> RecoveryRefused:
+    """The refusal located in its file: a payload offset becomes a file offset, and a
+    refusal with no offset of its own points at the record."""
+    if failure.offset is None:
+        return RecoveryRefused(failure.kind, failure.reason, offset=offset, **where,
+                               **failure.extra)
+    return locate(failure, base_offset=offset + 24, **where)
+
+
+def replay_v2(view: EpochView, consumer: Any, limits: DecodeLimits,
+              timer: RecoveryTimer | None = None) -> tuple[int, EpochReducer | None]:
+    """Pass 2: every record in sequence order, profile-checked, through the reducer."""
+    reducer = None
+    dispatch = None
+    if hasattr(consumer, "epoch_install"):
+        reducer = EpochReducer(consumer.epoch_job, consumer.epoch_install,
+                               consumer.epoch_entity)
+        dispatch = _Dispatch(reducer, limits)
+    elif not callable(consumer):
+        raise RecoveryRefused("unsupported_physical", "consumer_cannot_read_store_v2",
+                              stage="replay", consumer=type(consumer).__name__)
+    base_count = view.base_count
+    expected = 1
+    for index, segment_view in enumerate(view.segments):
+        in_base = index < base_count
+        if not in_base and reducer is not None and reducer.in_base:
+            reducer.end_base()
+        allowed = BASE_PAIRS if in_base else TAIL_PAIRS
+        buffer = memoryview(segment_view.mapping) if segment_view.mapping is not None \
+            else memoryview(b"")
+        try:
+            for offset, rtype, schema, sequence, length in segment_view.scan.records:
+                where = dict(path=segment_view.path, segment_id=segment_view.segment_id,
+                             sequence=sequence, stage="replay")
+                if sequence != expected:
+                    raise RecoveryRefused("continuity", "global_sequence", offset=offset,
+                                          expected=expected, **where)
+                pair = (rtype, schema)
+                if pair not in allowed:
+                    raise _at_record(profile_refusal(pair, "base" if in_base else "tail"),
+                                     offset, where)
+                payload = buffer[offset + 24: offset + 24 + length]
+                try:
+                    if dispatch is None:
+                        consumer(sequence, rtype, schema, payload)
+                    elif in_base:
+                        dispatch.base(pair, payload)
+                    else:
+                        dispatch.tail(pair, payload)
+                except StorageFailure as failure:
+                    raise _at_record(failure, offset, where) from None
+                finally:
+                    payload.release()
+                expected += 1
+                if timer is not None and expected % 4096 == 0:
+                    timer.check("replay", **where)
+            if segment_view.mapping is not None and segment_view.size:
+                _drop_pages(segment_view.mapping, 0, segment_view.size)
+        finally:
+            buffer.release()
+    if reducer is not None and reducer.in_base:
+        reducer.end_base()
+    return expected - 1, reducer

@@ -1,0 +1,172 @@
+"""The Store-v2 logical reducer (storage.md §3.6), generalized to tay's epoch events.
+
+One ``EpochReducer`` turns the records of one epoch, in order, into durable state:
+
+* base: (7,1) snapshots in strictly ascending job id, each followed by its (31,2)
+  attachments, then (30,2) checkpoints of the other entities (schedules, ...);
+* tail: (8,1) mutations and (30,2) epoch events.
+
+Revisions are logical per entity: a job's S is its mutation's ``new_revision`` (one more than
+its current revision), and every (30,2) event continues its entity's chain the same way. The
+job transition function is the one ``transitions.apply`` (live and replay share it); the
+reducer adds the availability allocator and the chain checks.
+
+The reducer owns no job table. It reads a job's previous state through ``lookup`` and hands
+every new state to ``install``; other entities go to ``apply_entity(S, event)``. The
+engine's live Store-v2 path and recovery drive the same methods.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from tay.failures import RecoveryRefused
+from tay.storage import events as ev
+from tay.storage.events.transitions import JobState, _evolve, apply, attach
+from tay.storage.v2.epoch_records import EpochEvent
+from tay.storage.v2.jobs import job_of
+from tay.storage.v2.records import Mutation, Snapshot
+
+Lookup = Callable[[bytes], "JobState | None"]
+Install = Callable[[JobState], None]
+ApplyEntity = Callable[[int, ev.Event], None]
+
+
+def rejected(reason: str, **extra: object) -> RecoveryRefused:
+    return RecoveryRefused("consumer_rejected", reason, **extra)
+
+
+class EpochReducer:
+    """Logical revisions, the availability allocator and the entity chains of one epoch."""
+
+    def __init__(self, lookup: Lookup, install: Install, apply_entity: ApplyEntity) -> None:
+        self.lookup = lookup
+        self.install = install
+        self.apply_entity = apply_entity
+        self.next_order = 1
+        self.entities: dict[tuple, int] = {}  # entity -> its logical revision
+        self.in_base = True
+        self._pending: JobState | None = None  # the snapshot whose attachments may follow
+        self._last_job_id: bytes | None = None
+        self._checkpoints_started = False
+        self._base_orders: set[int] = set()
+
+    # ---- base -----------------------------------------------------------------------
+
+    def snapshot(self, snapshot: Snapshot) -> None:
+        self._require_base("snapshot")
+        if self._checkpoints_started:
+            raise rejected("snapshot_after_checkpoint", job_id=snapshot.job_id.hex())
+        if self._last_job_id is not None and not snapshot.job_id > self._last_job_id:
+            raise rejected("base_not_ascending", job_id=snapshot.job_id.hex())
+        order = snapshot.body["availability_order"]
+        if order is not None:
+            if order in self._base_orders:
+                raise rejected("availability_order_reused", job_id=snapshot.job_id.hex(),
+                               order=order)
+            self._base_orders.add(order)
+            self.next_order = max(self.next_order, order + 1)
+        self._flush()
+        self._last_job_id = snapshot.job_id
+        self._pending = job_of(snapshot)
+
+    def attachment(self, event: ev.Event) -> None:
+        self._require_base("attachment")
+        if self._pending is None:
+            raise rejected("attachment_without_snapshot", pair=list(event.pair))
+        self._pending = attach(self._pending, event)
+
+    def checkpoint(self, record: EpochEvent) -> None:
+        self._require_base("checkpoint")
+        if record.carry.job_scoped:
+            raise rejected("job_event_in_base", pair=list(record.event.pair))
+        if record.event["expected_revision"] != 0:
+            raise rejected("checkpoint_not_creating", pair=list(record.event.pair))
+        entity = record.entity
+        if entity in self.entities:
+            raise rejected("checkpoint_twice", entity=repr(entity))
+        self._flush()
+        self._checkpoints_started = True
+        self.apply_entity(record.revision, record.event)
+        self.entities[entity] = record.revision
+
+    def end_base(self) -> None:
+        """The base is complete: install the last job and start the allocator (§3.6)."""
+        self._flush()
+        self.in_base = False
+        self._base_orders = set()
+
+    def _flush(self) -> None:
+        if self._pending is not None:
+            self.install(self._pending)
+            self._pending = None
+
+    def _require_base(self, what: str) -> None:
+        if not self.in_base:
+            raise RecoveryRefused("unsupported_semantics", "record_profile", record=what,
+                                  region="tail")
+
+    # ---- tail -----------------------------------------------------------------------
+
+    def mutation(self, mutation: Mutation) -> JobState:
+        """Apply one (8,1) mutation: S = new_revision, the allocator checks its order."""
+        self._require_tail("mutation")
+        state = apply(self.lookup(mutation.job_id), mutation.new_revision, mutation.event)
+        order = mutation.availability_order
+        if order is not None:
+            if order != self.next_order:
+                raise rejected("availability_order_mismatch", job_id=mutation.job_id.hex(),
+                               order=order, expected=self.next_order)
+            self.next_order = order + 1
+        if state.ready_order != order:
+            state = _evolve(state, ready_order=order)
+        self.install(state)
+        return state
+
+    def event(self, record: EpochEvent) -> JobState | None:
+        """Apply one (30,2) tail event; returns the job's new state for job-scoped pairs."""
+        self._require_tail("epoch_event")
+        event, revision = record.event, record.revision
+        if revision != event["expected_revision"] + 1:
+            raise rejected("revision_not_consecutive", pair=list(event.pair),
+                           revision=revision, expected_revision=event["expected_revision"])
+        if record.carry.job_scoped:
+            previous = self.lookup(event["job_id"])
+            state = apply(previous, revision, event)
+            order = None
+            if state.state == "available":
+                if previous is not None and previous.state == "available":
+                    order = previous.ready_order
+                else:
+                    order = self.next_order
+                    self.next_order += 1
+            if state.ready_order != order:
+                state = _evolve(state, ready_order=order)
+            self.install(state)
+            return state
+        entity = record.entity
+        current = self.entities.get(entity, 0)
+        if event["expected_revision"] != current:
+            raise rejected("entity_revision_mismatch", entity=repr(entity),
+                           expected_revision=event["expected_revision"], current=current)
+        self.apply_entity(revision, event)
+        self.entities[entity] = revision
+        return None
+
+    def _require_tail(self, what: str) -> None:
+        if self.in_base:
+            raise RecoveryRefused("unsupported_semantics", "record_profile", record=what,
+                                  region="base")
+
+    # ---- what the live writer needs ---------------------------------------------------
+
+    def order_for(self, previous: JobState | None, state: JobState) -> int | None:
+        """The order a live change that leaves ``state`` must carry (None: none)."""
+        if state.state != "available":
+            return None
+        if previous is not None and previous.state == "available":
+            return previous.ready_order
+        return self.next_order
+
+    def entity_revision(self, entity: tuple) -> int:
+        return self.entities.get(entity, 0)
