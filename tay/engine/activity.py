@@ -28,6 +28,7 @@ class Activity:
         self._minutes: dict[int, list[int]] = {}
         self.jobs: Counter[tuple[str, str, str]] = Counter()  # (outcome, queue, task) -> n
         self.failures: deque[dict[str, Any]] = deque(maxlen=RECENT_FAILURES)
+        self.unlogged: list[dict[str, Any]] = []  # failures the server has not logged yet
 
     def count(self, outcome: str, queue: str, task: str, at: int) -> None:
         self.jobs[(outcome, queue, task)] += 1
@@ -47,11 +48,18 @@ class Activity:
                 outcome: str, error: dict[str, str] | None) -> None:
         """Remember one failure (the error text is cut to a preview)."""
         message = (error or {}).get("message")
-        self.failures.append({
+        item = {
             "at": at, "job_id": job_id.hex(), "queue": queue, "task": task, "attempt": attempt,
             "outcome": outcome, "error_type": (error or {}).get("type"),
             "message": message[:MESSAGE_PREVIEW_CHARS] if message is not None else None,
-        })
+        }
+        self.failures.append(item)
+        if len(self.unlogged) < RECENT_FAILURES:  # bounded if nobody takes them
+            self.unlogged.append(item)
+
+    def take_unlogged(self) -> list[dict[str, Any]]:
+        taken, self.unlogged = self.unlogged, []
+        return taken
 
     def per_minute(self, now_ms: int) -> list[dict[str, int]]:
         """The last RING_MINUTES whole and current minutes, oldest first (zeros included)."""

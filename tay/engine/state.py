@@ -65,6 +65,7 @@ class EngineState:
         # operations (docs/admin.md): paused queues (durable), the admin job index, job
         # counts per (queue, state), and what happened since start (volatile)
         self.paused: set[str] = set()
+        self.dispatching = True  # False while the server drains for shutdown (volatile)
         self._stamp = 0
         self.job_index = JobIndex(self._stamp_of)
         self.queue_counts: Counter[tuple[str, str]] = Counter()
@@ -220,8 +221,14 @@ class EngineState:
 
     # ---- dispatch ----------------------------------------------------------------------
 
+    def stop_dispatching(self) -> None:
+        """Start nothing new from now on (shutdown drain); reports still settle executions."""
+        self.dispatching = False
+
     def _dispatch(self, now_ms: int, mono_ms: int, out: Outcome) -> None:
         """Start as many ready jobs as credits and executors allow, round-robin over queues."""
+        if not self.dispatching:
+            return
         progress = True
         while progress:
             progress = False

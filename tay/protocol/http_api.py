@@ -93,7 +93,16 @@ class WorkerCall:
     report: Any = None
 
 
-Route = ProducerCall | RegisterWorker | WorkerCall | AdminRequest | HttpResponse
+@dataclass(frozen=True, slots=True)
+class OpsEndpoint:
+    """``GET /metrics``, ``/healthz`` or ``/readyz`` (docs/operations.md)."""
+
+    name: str
+
+
+OPS_ENDPOINTS = frozenset({"metrics", "healthz", "readyz"})
+
+Route = ProducerCall | RegisterWorker | WorkerCall | AdminRequest | OpsEndpoint | HttpResponse
 
 
 @dataclass(frozen=True, slots=True)
@@ -102,6 +111,7 @@ class HttpApi:
 
     max_body_bytes: int = DEFAULT_MAX_BODY_BYTES
     limits: ProtocolLimits = field(default_factory=ProtocolLimits)
+    ops_only: bool = False  # the --metrics-port listener: only /metrics, /healthz, /readyz
 
     def route(self, request: HttpRequest) -> Route:
         """Map a request to what the server must do; refusals become error responses."""
@@ -117,6 +127,12 @@ class HttpApi:
             raise RequestRefused(f"no route for {path[:128]!r}", code="not_found")
         method = request.method
         head, rest = parts[0], parts[1:]
+        if head in OPS_ENDPOINTS and not rest:
+            _allow(method, ("GET",))
+            return OpsEndpoint(head)
+        if self.ops_only:
+            raise RequestRefused(f"no route for {path[:128]!r} (this listener serves /metrics, "
+                                 "/healthz, /readyz)", code="not_found")
         if head == "jobs":
             return self._jobs(request, method, rest)
         if head == "schedules":

@@ -25,6 +25,7 @@ from tay.failures import RequestRefused
 
 from .driver import EngineDriver
 from .http_sessions import EnginePort
+from .metrics import ServerMetrics, collector, readiness, render
 
 log = logging.getLogger("tay.server")
 
@@ -45,6 +46,17 @@ class AdminService:
         self._started_mono = time.monotonic()
         # name -> callable giving a JSON-safe fact (listeners add theirs: socket, http)
         self.facts: dict[str, Callable[[], Any]] = {}
+        self.metrics = ServerMetrics()
+        self._collect = collector(store.engine, driver, store, self.metrics,
+                                  lambda: storage_facts(config.data_dir), self._started_mono)
+
+    # -- /metrics, /healthz, /readyz (plain endpoints, not admin ops) ------------------------
+    def metrics_text(self) -> bytes:
+        return render(self._collect)
+
+    def readiness(self) -> tuple[bool, dict[str, Any]]:
+        ready, problems = readiness(self.driver, storage_facts(self.config.data_dir)["free_bytes"])
+        return ready, {"status": "ready" if ready else "not_ready", "problems": problems}
 
     async def call(self, op: str, body: Any) -> Reply | Refuse:
         """One admin request; never raises (a refusal or a bug is the returned effect)."""

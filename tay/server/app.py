@@ -60,6 +60,8 @@ class ServeConfig:
     group_commit_linger: bool = False
     engine: EngineConfig = field(default_factory=EngineConfig)
     limits: ProtocolLimits = field(default_factory=ProtocolLimits)
+    drain_timeout_s: float = 30.0  # SIGTERM waits this long for running executions
+    metrics_port: int | None = None  # a loopback /metrics, /healthz, /readyz listener
 
 
 @dataclass
@@ -151,8 +153,9 @@ def run_serve(config: ServeConfig, http: Any = None) -> int:
 async def serve(config: ServeConfig, ready: "asyncio.Event | None" = None,
                 extra_listeners: tuple[ExtraListener, ...] = (),
                 store: OpenStore | None = None) -> int:
-    """Run until SIGTERM/SIGINT. Exit 1 if the journal writer stopped meanwhile (the server
-    kept answering ``unavailable`` rather than degrading), else 0.
+    """Run until SIGTERM/SIGINT (the first drains, see ``lifecycle``). Exit 1 if the journal
+    writer stopped meanwhile (the server answered ``unavailable`` rather than degrading, and
+    stops on its own ``WRITER_STOP_EXIT_S`` later), else 0.
 
     ``store``: already opened by ``run_serve`` (recovery durable); None opens it here.
     ``extra_listeners`` (the HTTP listener) start after the socket, on the same driver,
@@ -161,7 +164,9 @@ async def serve(config: ServeConfig, ready: "asyncio.Event | None" = None,
     import asyncio
     import signal
 
+    from .admin import AdminService
     from .driver import EngineDriver
+    from .lifecycle import Lifecycle
     from .listener import Listener
 
     if store is None:
@@ -172,36 +177,42 @@ async def serve(config: ServeConfig, ready: "asyncio.Event | None" = None,
     previous_interval = sys.getswitchinterval()
     sys.setswitchinterval(SWITCH_INTERVAL_S)
     driver = EngineDriver(store.engine, store.committer, loop)
-    stop = asyncio.Event()
+    lifecycle = Lifecycle(driver, store.engine, config.drain_timeout_s)
     listener = Listener(driver, config.limits)
-    from .admin import AdminService
-
     listener.admin = admin = AdminService(driver, store, config)
     admin.facts["socket"] = lambda: None if config.socket is None else {
         "path": config.socket.path, "connections": len(listener.connections)}
     admin.facts["http"] = lambda: None  # the HTTP listener replaces it once it listens
+    driver.metrics = admin.metrics
+    store.committer.observer = admin.metrics.observe_commit
     closers: list[Callable[[], Awaitable[None]]] = []
     try:
         if config.socket is not None:
             await listener.start(config.socket, config.socket_mode)
         for start_extra in extra_listeners:
             closers.append(await start_extra(driver, listener))
+        if config.metrics_port is not None:
+            from .http_listener import start_ops_listener
+
+            closers.append(await start_ops_listener(driver, admin, config.metrics_port))
         for signum in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(signum, stop.set)
-        driver.on_stopped = lambda: log.error(
-            "journal writer stopped (%s); refusing every request with unavailable", driver.stopped)
+            loop.add_signal_handler(signum, lifecycle.on_signal)
+        driver.on_stopped = lifecycle.on_writer_stopped
+        lifecycle.start()
         driver.tick()  # dispatch recovered work and arm the wake-up timer
         log.info("tay serving: data dir %s, durability %s, socket %s", config.data_dir,
                  describe_durability(config), config.socket.path if config.socket else "off")
         if ready is not None:
             ready.set()
-        await stop.wait()
+        await lifecycle.stop.wait()
     finally:
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(signum)
+        lifecycle.close()
         for close in reversed(closers):
             await close()
         await listener.close()
+        store.committer.observer = None
         admin.close()
         driver.close()
         store.close()

@@ -7,7 +7,6 @@ Environment variables apply when the flag is absent; flags win.
 from __future__ import annotations
 
 import argparse
-import logging
 import os
 import re
 import sys
@@ -30,16 +29,26 @@ _TRUE, _FALSE = ("true", "TRUE", "1"), ("false", "FALSE", "0")
 
 
 def register(groups: Any) -> None:
-    parser = groups.add_parser("serve", help="run the engine with its Unix-socket and HTTP listeners")
+    parser = groups.add_parser(
+        "serve", help="run the engine with its Unix-socket and HTTP listeners",
+        description="Run the engine. Every option can also be set by the environment "
+                    "variable named in its help; a flag wins over its variable.")
     add = parser.add_argument
-    add("--data-dir", help="store directory (TAY_DATA_DIR)")
-    add("--socket", metavar="PATH|off", help="socket path or off (TAY_SOCKET_PATH)")
-    add("--socket-mode", choices=("0600", "0660"), default="0600")
+    add("--data-dir", help="store directory; required (TAY_DATA_DIR)")
+    add("--socket", metavar="PATH|off",
+        help="socket path or off; default: discovery, off when HTTP is on (TAY_SOCKET_PATH)")
+    add("--socket-mode", choices=("0600", "0660"), help="socket file mode; default 0600 "
+                                                        "(TAY_SOCKET_MODE)")
     add("--init-if-missing", action="store_true", default=None,
-        help="create an empty store if none exists (TAY_INITIALIZE_IF_MISSING)")
-    add("--durability", choices=("sync", "write"), default="sync")
-    add("--validated-filesystem", action="store_true")
-    add("--group-commit-max-events", type=int, default=1)
+        help="create an empty store if none exists; default false (TAY_INITIALIZE_IF_MISSING)")
+    add("--durability", choices=("sync", "write"),
+        help="sync: fsync before every acknowledgement; write: development only; default sync "
+             "(TAY_DURABILITY)")
+    add("--validated-filesystem", action="store_true", default=None,
+        help="attest that the store's filesystem honours fsync; required for sync; default "
+             "false (TAY_VALIDATED_FILESYSTEM)")
+    add("--group-commit-max-events", help="events per fsync batch, 1..1000000; default 1 "
+                                          "(TAY_GROUP_COMMIT_MAX_EVENTS)")
     add("--group-commit-interval-ms",
         help="0..1000, default 0: the longest a group-commit batch waits to fill; batches are "
              "written as soon as no input is ready (TAY_GROUP_COMMIT_INTERVAL_MS)")
@@ -48,35 +57,65 @@ def register(groups: Any) -> None:
              "is ready: fewer fsyncs, more latency; needs max events > 1 and interval > 0 "
              "(default off; TAY_GROUP_COMMIT_LINGER)")
     add("--queue", action="append", default=[], metavar="NAME=CREDITS",
-        help="queue concurrency, repeatable (TAY_QUEUES=alpha=2,beta=2)")
-    add("--default-queue-concurrency", help="1..65536 (TAY_DEFAULT_QUEUE_CONCURRENCY)")
-    add("--max-state-bytes", help="bytes, KB/MB/GB/KiB/MiB/GiB allowed (TAY_MAX_STATE_BYTES)")
+        help="queue concurrency, repeatable; default default=10 (TAY_QUEUES=alpha=2,beta=2)")
+    add("--default-queue-concurrency", help="credits of queues not listed, 1..65536; default 10 "
+                                            "(TAY_DEFAULT_QUEUE_CONCURRENCY)")
+    add("--max-state-bytes", help="retained-state budget, KB/MB/GB/KiB/MiB/GiB allowed; default "
+                                  "268435456 (TAY_MAX_STATE_BYTES)")
     add("--max-history-bytes", help="cap on all segment bytes, size suffixes allowed; "
-                                     "unset: unlimited (TAY_MAX_HISTORY_BYTES)")
-    add("--max-segments", help="cap on segment files; unset: unlimited (TAY_MAX_SEGMENTS)")
-    add("--client-slots", type=int, default=64)
-    add("--client-bytes", type=int, default=64 * 1024 * 1024)
-    add("--max-frame-bytes", type=int, default=1_048_576)
-    add("--max-connections", type=int, default=128)
-    add("--executor-result-bytes", type=int, default=65_536,
-        help="largest encoded result an executor may report")
-    add("--request-timeout-ms", type=int, default=30_000,
-        help="per pending socket request, 1..3600000 (answers request_timeout on expiry)")
-    add("--log-level", default="INFO", type=str.upper,
-        choices=("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"))
+                                     "default unlimited (TAY_MAX_HISTORY_BYTES)")
+    add("--max-segments", help="cap on segment files; default unlimited (TAY_MAX_SEGMENTS)")
+    add("--client-slots", help="producer requests in flight, >= 1; default 64 "
+                               "(TAY_CLIENT_SLOTS)")
+    add("--client-bytes", help="bytes shared by the client slots; default 67108864 "
+                               "(TAY_CLIENT_BYTES)")
+    add("--max-frame-bytes", help="largest socket frame, up to 16 MiB; default 1048576 "
+                                  "(TAY_MAX_FRAME_BYTES)")
+    add("--max-connections", help="socket connections plus HTTP worker sessions; default 128 "
+                                  "(TAY_MAX_CONNECTIONS)")
+    add("--executor-result-bytes", help="largest encoded result an executor may report; "
+                                        "default 65536 (TAY_EXECUTOR_RESULT_BYTES)")
+    add("--request-timeout-ms", help="per pending socket request, 1..3600000 (answers "
+                                     "request_timeout on expiry); default 30000 "
+                                     "(TAY_REQUEST_TIMEOUT_MS)")
+    add("--drain-timeout", help="seconds SIGTERM waits for running executions before stopping; "
+                                "0 stops at once; default 30 (TAY_DRAIN_TIMEOUT)")
+    add("--metrics-port", help="serve /metrics, /healthz, /readyz on this loopback port too; "
+                               "default off (TAY_METRICS_PORT)")
+    add("--log-level", type=str.upper, choices=("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"),
+        help="default INFO (TAY_LOG_LEVEL)")
+    add("--log-format", choices=("text", "json"), help="default text (TAY_LOG_FORMAT)")
     from .http_config import add_http_arguments
 
     add_http_arguments(parser)
     parser.set_defaults(handler=run)
 
 
+def setting(args: argparse.Namespace, name: str, env: Mapping[str, str], variable: str,
+            default: Any) -> Any:
+    """The flag's value, else the variable's, else ``default`` (flags win)."""
+    value = getattr(args, name, None)
+    if value is not None and value != []:
+        return value
+    return env.get(variable, default)
+
+
 def run(args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> int:
-    logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
-                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    from .logs import configure_logging
+
+    env = os.environ if environ is None else environ
+    level = str(setting(args, "log_level", env, "TAY_LOG_LEVEL", "INFO")).upper()
+    log_format = setting(args, "log_format", env, "TAY_LOG_FORMAT", "text")
+    if level not in ("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"):
+        print(f"tay serve: TAY_LOG_LEVEL: {level!r} is not a log level", file=sys.stderr)
+        return 2
+    if log_format not in ("text", "json"):
+        print(f"tay serve: TAY_LOG_FORMAT: {log_format!r} must be text or json", file=sys.stderr)
+        return 2
+    configure_logging(level, log_format)
     try:
         from .http_config import apply_http
 
-        env = os.environ if environ is None else environ
         config, http = apply_http(args, env, build_config(args, env))
         config = fit_replies(config, http)
     except ConfigurationError as error:
@@ -109,32 +148,45 @@ def build_config(args: argparse.Namespace, env: Mapping[str, str]) -> "ServeConf
     data_dir = os.path.abspath(data_dir)
     init = args.init_if_missing or _flag("TAY_INITIALIZE_IF_MISSING",
                                          env.get("TAY_INITIALIZE_IF_MISSING", "false"))
-    interval = parse_int("--group-commit-interval-ms",
-                    args.group_commit_interval_ms or env.get("TAY_GROUP_COMMIT_INTERVAL_MS", "0"),
-                    0, 1_000)
-    parse_int("--group-commit-max-events", args.group_commit_max_events, 1, 1_000_000)
+    validated = args.validated_filesystem or _flag(
+        "TAY_VALIDATED_FILESYSTEM", env.get("TAY_VALIDATED_FILESYSTEM", "false"))
+    durability = _choice("--durability", setting(args, "durability", env, "TAY_DURABILITY",
+                                                 "sync"), ("sync", "write"))
+    socket_mode = _choice("--socket-mode", setting(args, "socket_mode", env, "TAY_SOCKET_MODE",
+                                                   "0600"), ("0600", "0660"))
+    interval = parse_int("--group-commit-interval-ms", setting(
+        args, "group_commit_interval_ms", env, "TAY_GROUP_COMMIT_INTERVAL_MS", "0"), 0, 1_000)
+    max_events = parse_int("--group-commit-max-events", setting(
+        args, "group_commit_max_events", env, "TAY_GROUP_COMMIT_MAX_EVENTS", "1"), 1, 1_000_000)
     linger = bool(getattr(args, "group_commit_linger", None) or _flag(
         "TAY_GROUP_COMMIT_LINGER", env.get("TAY_GROUP_COMMIT_LINGER", "false")))
-    if linger and (args.group_commit_max_events < 2 or interval < 1):
+    if linger and (max_events < 2 or interval < 1):
         raise ConfigurationError("--group-commit-linger",
                                  "needs --group-commit-max-events > 1 and "
                                  "--group-commit-interval-ms > 0")
     queues = parse_queues(args.queue, env.get("TAY_QUEUES"))
-    default_credits = parse_int("--default-queue-concurrency", args.default_queue_concurrency
-                           or env.get("TAY_DEFAULT_QUEUE_CONCURRENCY", "10"), 1, 65_536)
-    state_bytes = parse_size("--max-state-bytes",
-                             args.max_state_bytes or env.get("TAY_MAX_STATE_BYTES", "268435456"))
+    default_credits = parse_int("--default-queue-concurrency", setting(
+        args, "default_queue_concurrency", env, "TAY_DEFAULT_QUEUE_CONCURRENCY", "10"), 1, 65_536)
+    state_bytes = parse_size("--max-state-bytes", setting(
+        args, "max_state_bytes", env, "TAY_MAX_STATE_BYTES", "268435456"))
     history_text = getattr(args, "max_history_bytes", None) or env.get("TAY_MAX_HISTORY_BYTES")
     segments_text = getattr(args, "max_segments", None) or env.get("TAY_MAX_SEGMENTS")
+    numbers = {flag: parse_int(flag, setting(args, name, env, variable, default), 1, 1 << 62)
+               for flag, name, variable, default in _NUMBERS}
+    drain = parse_int("--drain-timeout", setting(args, "drain_timeout", env, "TAY_DRAIN_TIMEOUT",
+                                                 "30"), 0, 86_400)
+    metrics_text = setting(args, "metrics_port", env, "TAY_METRICS_PORT", None)
+    metrics_port = None if metrics_text in (None, "") else parse_int("--metrics-port",
+                                                                     metrics_text, 0, 65_535)
     with _named_by_flag():
-        limits = ProtocolLimits(max_frame_bytes=args.max_frame_bytes,
-                                max_connections=args.max_connections,
-                                request_timeout_ms=args.request_timeout_ms,
-                                result_bytes=args.executor_result_bytes).validate()
+        limits = ProtocolLimits(max_frame_bytes=numbers["--max-frame-bytes"],
+                                max_connections=numbers["--max-connections"],
+                                request_timeout_ms=numbers["--request-timeout-ms"],
+                                result_bytes=numbers["--executor-result-bytes"]).validate()
         engine = EngineConfig(
             queues=queues or {"default": default_credits},
             default_queue_concurrency=default_credits,
-            client_slots=args.client_slots, client_bytes=args.client_bytes,
+            client_slots=numbers["--client-slots"], client_bytes=numbers["--client-bytes"],
             max_state_bytes=state_bytes, max_reply_bytes=_reply_bytes(limits.max_frame_bytes),
             # what the engine checks and the history caps reserve for
             result_bytes=limits.result_bytes, error_bytes=limits.error_bytes,
@@ -143,12 +195,30 @@ def build_config(args: argparse.Namespace, env: Mapping[str, str]) -> "ServeConf
         )
     return ServeConfig(
         data_dir=data_dir, socket=resolve_socket_path(args.socket, environ=env),
-        socket_mode=int(args.socket_mode, 8), init_if_missing=init,
-        durability=args.durability, validated_filesystem=args.validated_filesystem,
-        group_commit_max_events=args.group_commit_max_events,
+        socket_mode=int(socket_mode, 8), init_if_missing=init,
+        durability=durability, validated_filesystem=validated,
+        group_commit_max_events=max_events,
         group_commit_interval_ms=interval, group_commit_linger=linger,
         engine=engine, limits=limits,
+        drain_timeout_s=float(drain), metrics_port=metrics_port,
     )
+
+
+# integer options: (flag, attribute, variable, default)
+_NUMBERS = (
+    ("--client-slots", "client_slots", "TAY_CLIENT_SLOTS", "64"),
+    ("--client-bytes", "client_bytes", "TAY_CLIENT_BYTES", str(64 * 1024 * 1024)),
+    ("--max-frame-bytes", "max_frame_bytes", "TAY_MAX_FRAME_BYTES", "1048576"),
+    ("--max-connections", "max_connections", "TAY_MAX_CONNECTIONS", "128"),
+    ("--executor-result-bytes", "executor_result_bytes", "TAY_EXECUTOR_RESULT_BYTES", "65536"),
+    ("--request-timeout-ms", "request_timeout_ms", "TAY_REQUEST_TIMEOUT_MS", "30000"),
+)
+
+
+def _choice(option: str, value: Any, choices: tuple[str, ...]) -> str:
+    if value not in choices:
+        raise ConfigurationError(option, f"{value!r} must be one of {', '.join(choices)}")
+    return value
 
 
 # Config fields whose checks live in ProtocolLimits / EngineConfig, by the flag that sets them.

@@ -19,6 +19,7 @@ and every later command is refused with ``unavailable``.
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections import deque
 from collections.abc import Callable, Hashable
@@ -30,6 +31,19 @@ from tay.failures import RequestRefused, WriterStopped
 from tay.storage.events import journal_records
 
 Sink = Callable[[Effect], None]
+log = logging.getLogger("tay.server")
+
+
+def log_failures(failures: list[dict[str, Any]]) -> None:
+    """One INFO line per failed, timed-out or discarded job: ids, task and error type only
+    (messages and tracebacks may hold application data; they are in the admin API)."""
+    for failure in failures:
+        log.info("job %s %s: task=%s queue=%s attempt=%d error_type=%s", failure["job_id"],
+                 failure["outcome"], failure["task"], failure["queue"], failure["attempt"],
+                 failure["error_type"] or "-",
+                 extra={"job_id": failure["job_id"], "task": failure["task"],
+                        "queue": failure["queue"], "outcome": failure["outcome"],
+                        "error_type": failure["error_type"]})
 
 
 class EngineLike(Protocol):
@@ -63,10 +77,16 @@ def mono_ms() -> int:
 
 @dataclass(slots=True)
 class _Stage:
-    """Effects of one engine step, and the committer ticket they wait for (0: a read)."""
+    """Effects of one engine step, and the committer ticket they wait for (0: a read).
+
+    ``created``: perf_counter() when the step ran (the enqueue-ack latency); ``logs``:
+    failures to log once the step is durable (never before: a crash could take them back).
+    """
 
     effects: list[Effect]
     ticket: int
+    created: float = 0.0
+    logs: list[dict[str, Any]] | None = None
 
 
 class EngineDriver:
@@ -89,6 +109,9 @@ class EngineDriver:
         loop.add_reader(committer.completion_fd, self._on_durable)
         self.on_stopped: Callable[[], None] | None = None
         self._stop_listeners: list[Callable[[], None]] = []
+        self.metrics: Any = None  # ServerMetrics: enqueue-ack latency (tay.server.metrics)
+        self.draining = False  # SIGTERM: no new dispatch, running executions may report
+        self._activity = getattr(engine, "activity", None)
 
     # -- transports --------------------------------------------------------------------
     def attach(self, conn: Hashable, sink: Sink) -> None:
@@ -132,8 +155,11 @@ class EngineDriver:
             if self._flush_each_turn and not self._flush_scheduled:
                 self._flush_scheduled = True
                 self.loop.call_soon(self._flush)
-        if outcome.effects or ticket:
-            self._stages.append(_Stage(outcome.effects, ticket))
+        logs = None
+        if self._activity is not None and self._activity.unlogged:
+            logs = self._activity.take_unlogged()
+        if outcome.effects or ticket or logs:
+            self._stages.append(_Stage(outcome.effects, ticket, time.perf_counter(), logs))
         self._release()
         self._schedule_wakeup()
 
@@ -141,6 +167,13 @@ class EngineDriver:
         """Every input ready in this loop turn has been handled: write what it produced."""
         self._flush_scheduled = False
         self.committer.flush()
+
+    def stop_dispatching(self) -> None:
+        """Drain: the engine starts nothing new; reports of running executions still count."""
+        self.draining = True
+        stop = getattr(self.engine, "stop_dispatching", None)
+        if stop is not None:
+            stop()
 
     def _on_durable(self) -> None:
         """The committer's completion fd is readable: a batch became durable (or it stopped)."""
@@ -170,6 +203,10 @@ class EngineDriver:
             if head.ticket or self.stopped is None:
                 for effect in head.effects:
                     self._deliver(effect)
+                if self.metrics is not None:
+                    self._observe(head)
+                if head.logs:
+                    log_failures(head.logs)
             else:
                 self._fail_stage(head)
 
@@ -181,6 +218,14 @@ class EngineDriver:
             self.loop.call_soon(self.on_stopped)
         for listener in self._stop_listeners:
             self.loop.call_soon(listener)
+
+    def _observe(self, stage: _Stage) -> None:
+        elapsed = None
+        for effect in stage.effects:
+            if type(effect) is Reply and effect.type == "enqueued":
+                if elapsed is None:
+                    elapsed = time.perf_counter() - stage.created
+                self.metrics.enqueue_ack.observe(elapsed)
 
     def _fail_stage(self, stage: _Stage) -> None:
         code = "unknown_outcome" if stage.ticket else "unavailable"

@@ -61,10 +61,11 @@ _TLS_OPTIONS = (("certfile", "--http-tls-certfile", "TAY_HTTP_TLS_CERTFILE"),
 
 def add_http_arguments(parser: argparse.ArgumentParser) -> None:
     add = parser.add_argument
-    add("--http-port", help="enable the HTTP/JSON API on this TCP port (TAY_HTTP_PORT)")
+    add("--http-port", help="enable the HTTP/JSON API on this TCP port (0: any free port); "
+                            "default off (TAY_HTTP_PORT)")
     add("--http-ip", help="bind address, default 127.0.0.1 (TAY_HTTP_IP)")
     for _, flag, variable in _TLS_OPTIONS:
-        add(flag, help=f"absolute PEM path; mTLS needs all three ({variable})")
+        add(flag, help=f"absolute PEM path; mTLS needs all three; default none ({variable})")
     add("--http-max-body-bytes", help="request/response body limit, default 1048576 "
                                       "(TAY_HTTP_MAX_BODY_BYTES)")
 

@@ -19,12 +19,13 @@ from collections import deque
 from typing import Any, Callable
 
 import httptools
+import orjson
 
 from tay.engine import commands as engine
 from tay.failures import RequestRefused
 from tay.protocol.admin_api import AdminRequest
 from tay.protocol.http_api import (
-    HttpApi, HttpRequest, HttpResponse, ProducerCall, RegisterWorker, WorkerCall,
+    HttpApi, HttpRequest, HttpResponse, OpsEndpoint, ProducerCall, RegisterWorker, WorkerCall,
     effect_response, error_response,
 )
 from tay.protocol.limits import ProtocolLimits
@@ -109,6 +110,10 @@ class HttpServer:
             return loop.create_task(self._producer(route))
         if isinstance(route, AdminRequest):
             return loop.create_task(self._admin(route))
+        if isinstance(route, OpsEndpoint):
+            done = loop.create_future()
+            done.set_result(self._ops(route.name))
+            return done
         if isinstance(route, RegisterWorker):
             return loop.create_task(self.sessions.register(route))
         assert isinstance(route, WorkerCall)
@@ -125,6 +130,18 @@ class HttpServer:
             reply = await self.producer.request(
                 lambda rid: command(self.producer, rid, call.fields))
         return effect_response(reply, self.limits.max_body_bytes)
+
+    def _ops(self, name: str) -> HttpResponse:
+        if name == "healthz":  # alive: the loop answers
+            return HttpResponse(200, b'{"status":"alive"}')
+        if self.admin is None:
+            return error_response(RequestRefused("the operations API is not running",
+                                                 code="unavailable"))
+        if name == "metrics":
+            return HttpResponse(200, self.admin.metrics_text(), headers=(
+                (b"content-type", b"text/plain; version=0.0.4; charset=utf-8"),))
+        ready, body = self.admin.readiness()
+        return HttpResponse(200 if ready else 503, orjson.dumps(body))
 
     async def _admin(self, request: AdminRequest) -> HttpResponse:
         if self.admin is None:
@@ -369,6 +386,18 @@ async def start_http_listener(driver: EngineDriver, config: HttpConfig,
     server.bound_port = await server.start(
         config.ip, config.port, tls_context(config) if config.tls else None)
     return server
+
+
+async def start_ops_listener(driver: EngineDriver, admin: Any, port: int,
+                             ip: str = "127.0.0.1") -> Callable[[], Any]:
+    """``--metrics-port``: a plain loopback listener for /metrics, /healthz and /readyz only
+    (for setups with the socket alone, or to keep scrapes off the API listener)."""
+    limits = HttpLimits(max_body_bytes=65_536)
+    server = HttpServer(driver, HttpApi(limits.max_body_bytes, ops_only=True), limits)
+    server.admin = admin
+    server.bound_port = await server.start(ip, port, None)
+    admin.facts["metrics"] = lambda: {"address": f"http://{ip}:{server.bound_port}"}
+    return server.close
 
 
 async def serve_with_http(config: Any, http: HttpConfig | None,

@@ -23,6 +23,7 @@ import textwrap
 import time
 from pathlib import Path
 from tests.scratch import scratch_root
+from tests.sdk.server import stop_now
 
 import pytest
 
@@ -128,8 +129,7 @@ class Server:
 
     def stop(self) -> None:
         if self.process is not None and self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            self.process.wait(timeout=10)
+            stop_now(self.process)
         self.process = None
 
     def start_worker(self, capacity: int = 4) -> subprocess.Popen[bytes]:

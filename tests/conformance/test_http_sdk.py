@@ -23,6 +23,7 @@ from pathlib import Path
 import pytest
 
 from tests.http.certs import scratch_pki
+from tests.sdk.server import stop_now
 
 from .harness import REPO, SCRATCH, SDKS, sdk_command
 
@@ -146,8 +147,7 @@ class HttpServer:
 
     def stop(self) -> None:
         if self.process is not None and self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            self.process.wait(timeout=10)
+            stop_now(self.process)
 
     def restart(self) -> None:
         """Same store and port; every worker session is gone."""

@@ -17,6 +17,7 @@ from pathlib import Path
 
 from tay.bench.server import socket_accepts
 from tests.scratch import scratch_root
+from tests.sdk.server import stop_now
 
 REPO = Path(__file__).resolve().parents[2]
 SCRATCH = scratch_root()  # strict sync accepts it wherever the checkout is
@@ -62,8 +63,7 @@ class ServerProcess:
 
     def stop(self) -> None:
         if self.process is not None and self.process.poll() is None:
-            self.process.send_signal(signal.SIGTERM)
-            self.process.wait(timeout=15)
+            stop_now(self.process)
         self.process = None
 
     def log(self) -> str:

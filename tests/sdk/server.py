@@ -46,6 +46,10 @@ class Server:
         if self.process is not None and self.process.poll() is None:
             self.process.send_signal(sig)
             try:
+                self.process.wait(2)
+            except subprocess.TimeoutExpired:  # draining running executions: stop now
+                self.process.send_signal(sig)
+            try:
                 self.process.wait(10)
             except subprocess.TimeoutExpired:
                 self.process.kill()
@@ -58,3 +62,13 @@ def scratch_dirs() -> tuple[tempfile.TemporaryDirectory[str], tempfile.Temporary
     """A data dir strict sync accepts (``tests.scratch``) and a short socket dir under /tmp."""
     return (tempfile.TemporaryDirectory(prefix="sdk-e2e-", dir=scratch_root()),
             tempfile.TemporaryDirectory(prefix="tsdk-", dir="/tmp"))
+
+
+def stop_now(process) -> None:
+    """SIGTERM drains running executions (up to --drain-timeout); a second one stops now."""
+    process.send_signal(signal.SIGTERM)
+    try:
+        process.wait(timeout=2)
+    except subprocess.TimeoutExpired:
+        process.send_signal(signal.SIGTERM)
+        process.wait(timeout=15)

@@ -129,6 +129,8 @@ class GroupCommitter:
         self._stats = CommitStats()
         self._signal = CompletionSignal()
         self.completion_fd = self._signal.fd
+        # called on the writer thread after each durable batch: (events, write_s, sync_s)
+        self.observer: Callable[[int, float, float], None] | None = None
         self._thread = threading.Thread(target=self._run, name="tay-journal-writer", daemon=True)
         self._thread.start()
 
@@ -280,8 +282,11 @@ class GroupCommitter:
                 return
             records = [record for submission in batch for record in submission[0]]
             try:
+                started = time.perf_counter()
                 receipt = self.journal.append_batch(records)
+                written = time.perf_counter()
                 self.journal.sync()
+                synced = time.perf_counter()
             except StorageFailure as failure:
                 self._stop(batch, failure)
                 return
@@ -302,6 +307,8 @@ class GroupCommitter:
                 if future is not None:
                     future.set_result(receipt)
             self._signal.notify()
+            if self.observer is not None:
+                self.observer(len(records), written - started, synced - written)
 
     def _stop(self, batch: list[Submission], failure: StorageFailure) -> None:
         stopped = failure if isinstance(failure, WriterStopped) else WriterStopped(

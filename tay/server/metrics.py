@@ -1,0 +1,176 @@
+"""Prometheus metrics, ``/healthz`` and ``/readyz`` (docs/operations.md "What to monitor").
+
+Nothing here runs per job except two histogram observations: the enqueue-ack latency (in
+the driver, when an ``enqueued`` reply is released) and the commit figures (in the journal
+writer thread, once per batch). Everything else is read from the engine, the committer and
+the disk when Prometheus scrapes, by a collector on the event-loop thread, and rendered
+with ``prometheus_client``'s text format. Every name starts with ``tay_``.
+"""
+
+from __future__ import annotations
+
+import time
+from bisect import bisect_left
+from collections.abc import Callable, Iterator
+from typing import Any
+
+# seconds; fsync and ack latencies of a local disk span ~50 us .. seconds
+LATENCY_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
+                   0.25, 0.5, 1.0, 2.5, 5.0)
+BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
+READY_MIN_FREE_BYTES = 64 * 1024 * 1024  # /readyz fails below this much free disk
+
+
+class Histogram:
+    """Fixed buckets, one writer at a time (a thread or the loop); read without a lock."""
+
+    __slots__ = ("bounds", "counts", "total", "count")
+
+    def __init__(self, bounds: tuple[float, ...]) -> None:
+        self.bounds = bounds
+        self.counts = [0] * (len(bounds) + 1)
+        self.total = 0.0
+        self.count = 0
+
+    def observe(self, value: float) -> None:
+        self.counts[bisect_left(self.bounds, value)] += 1
+        self.total += value
+        self.count += 1
+
+    def buckets(self) -> list[tuple[str, int]]:
+        """Cumulative ``(le, count)`` pairs ending with ``+Inf``."""
+        out, running = [], 0
+        for bound, count in zip((*map(str, self.bounds), "+Inf"), self.counts):
+            running += count
+            out.append((bound, running))
+        return out
+
+
+class ServerMetrics:
+    """The histograms the server feeds; the rest is read at scrape time."""
+
+    def __init__(self) -> None:
+        self.enqueue_ack = Histogram(LATENCY_BUCKETS)
+        self.fsync = Histogram(LATENCY_BUCKETS)
+        self.commit_write = Histogram(LATENCY_BUCKETS)
+        self.batch_events = Histogram(BATCH_BUCKETS)
+
+    def observe_commit(self, events: int, write_s: float, sync_s: float) -> None:
+        """Writer thread, once per durable batch."""
+        self.batch_events.observe(events)
+        self.commit_write.observe(write_s)
+        self.fsync.observe(sync_s)
+
+
+def render(collect: Callable[[], Iterator[Any]]) -> bytes:
+    """The Prometheus text exposition of one collector function."""
+    from prometheus_client import CollectorRegistry, generate_latest
+
+    class _Collector:
+        def collect(self) -> Iterator[Any]:
+            return collect()
+
+    registry = CollectorRegistry(auto_describe=False)
+    registry.register(_Collector())
+    return generate_latest(registry)
+
+
+def collector(engine: Any, driver: Any, store: Any, metrics: ServerMetrics,
+              facts: Callable[[], dict[str, Any]], started: float) -> Callable[[], Iterator[Any]]:
+    """A function yielding every metric family from the live objects (loop thread)."""
+    from prometheus_client.core import (
+        CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, InfoMetricFamily,
+    )
+    from tay import __version__
+    from tay.storage.events.transitions import STATES
+
+    def histogram(name: str, doc: str, source: Histogram) -> HistogramMetricFamily:
+        return HistogramMetricFamily(name, doc, buckets=source.buckets(), sum_value=source.total)
+
+    def collect() -> Iterator[Any]:
+        yield InfoMetricFamily("tay_build", "tay version", value={"version": __version__})
+        yield GaugeMetricFamily("tay_uptime_seconds", "seconds since this process started",
+                                value=time.monotonic() - started)
+        yield GaugeMetricFamily("tay_writer_running", "1 while the journal writer runs",
+                                value=1 if driver.stopped is None else 0)
+        jobs = CounterMetricFamily("tay_jobs", "job events since start by outcome, queue "
+                                   "and task", labels=("outcome", "queue", "task"))
+        for (outcome, queue, task), count in sorted(engine.activity.jobs.items()):
+            jobs.add_metric((outcome, queue, task), count)
+        yield jobs
+        depth = GaugeMetricFamily("tay_queue_jobs", "retained jobs per queue and state",
+                                  labels=("queue", "state"))
+        for (queue, state), count in sorted(engine.queue_counts.items()):
+            if count:
+                depth.add_metric((queue, state), count)
+        yield depth
+        states = GaugeMetricFamily("tay_jobs_by_state", "retained jobs per state",
+                                   labels=("state",))
+        for state in STATES:
+            states.add_metric((state,), engine.counts[state])
+        yield states
+        executing = GaugeMetricFamily("tay_queue_executing", "executions running per queue",
+                                      labels=("queue",))
+        for queue, count in sorted(engine._executing.items()):
+            executing.add_metric((queue,), count)
+        yield executing
+        paused = GaugeMetricFamily("tay_queue_paused", "1 for a paused queue", labels=("queue",))
+        for queue in sorted(engine.paused):
+            paused.add_metric((queue,), 1)
+        yield paused
+        executors = list(engine.executors.executors.values())
+        workers = GaugeMetricFamily("tay_executors", "connected executors by transport",
+                                    labels=("transport",))
+        capacity = GaugeMetricFamily("tay_executor_capacity", "declared capacity by transport",
+                                     labels=("transport",))
+        for transport in ("socket", "http"):
+            chosen = [e for e in executors if e.mode != "client"
+                      and (e.queue is not None) == (transport == "http")]
+            workers.add_metric((transport,), len(chosen))
+            capacity.add_metric((transport,), sum(e.capacity for e in chosen))
+        yield workers
+        yield capacity
+        yield GaugeMetricFamily("tay_admission_permits_in_use", "client permits in use",
+                                value=engine.permits.in_use)
+        yield GaugeMetricFamily("tay_state_bytes", "charged retained-state bytes",
+                                value=engine.budget.used)
+        yield GaugeMetricFamily("tay_state_bytes_limit", "--max-state-bytes",
+                                value=engine.budget.limit)
+        if engine.history is not None:
+            yield GaugeMetricFamily("tay_history_bytes", "journal bytes",
+                                    value=engine.history.history_bytes)
+            yield GaugeMetricFamily("tay_history_segments", "journal segment files",
+                                    value=engine.history.segments)
+        storage = facts()
+        if storage["free_bytes"] is not None:
+            yield GaugeMetricFamily("tay_disk_free_bytes", "free bytes of the store's filesystem",
+                                    value=storage["free_bytes"])
+        yield GaugeMetricFamily("tay_store_bytes", "bytes of every file in the data dir",
+                                value=storage["store_bytes"])
+        stats = store.committer.stats()
+        yield CounterMetricFamily("tay_commit_batches", "durable journal batches",
+                                  value=stats.batches)
+        yield CounterMetricFamily("tay_commit_events", "durable journal events",
+                                  value=stats.events)
+        yield CounterMetricFamily("tay_fsyncs", "journal fsyncs", value=stats.fsyncs)
+        yield histogram("tay_enqueue_ack_seconds", "enqueue request to durable reply",
+                        metrics.enqueue_ack)
+        yield histogram("tay_fsync_seconds", "journal fsync duration per batch", metrics.fsync)
+        yield histogram("tay_commit_write_seconds", "journal write duration per batch",
+                        metrics.commit_write)
+        yield histogram("tay_commit_batch_events", "events per durable batch",
+                        metrics.batch_events)
+
+    return collect
+
+
+def readiness(driver: Any, free_bytes: int | None) -> tuple[bool, list[str]]:
+    """Ready: recovered (we are listening), writer running, disk not full."""
+    problems = []
+    if driver.stopped is not None:
+        problems.append(f"journal writer stopped: {driver.stopped.message}")
+    if free_bytes is not None and free_bytes < READY_MIN_FREE_BYTES:
+        problems.append(f"free disk {free_bytes} bytes is below {READY_MIN_FREE_BYTES}")
+    if getattr(driver, "draining", False):
+        problems.append("draining for shutdown")
+    return not problems, problems

@@ -1,0 +1,244 @@
+"""Metrics, health, logs and the graceful drain of a real ``tay serve`` process."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import threading
+import time
+import urllib.error
+import urllib.request
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from tay import Tay
+from tay.admin.client import SocketAdmin
+from tests.sdk.server import REPO, Server, scratch_dirs
+
+pytestmark = pytest.mark.slow
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return probe.getsockname()[1]
+
+
+@pytest.fixture
+def dirs():
+    data, sockets = scratch_dirs()
+    with data, sockets:
+        yield os.path.join(data.name, "data"), os.path.join(sockets.name, "tay.sock")
+
+
+def get(url: str) -> tuple[int, bytes]:
+    deadline = time.monotonic() + 10
+    while True:  # the metrics listener starts right after the socket
+        try:
+            return _get(url)
+        except urllib.error.URLError:
+            if time.monotonic() > deadline:
+                raise
+            time.sleep(0.05)
+
+
+def _get(url: str) -> tuple[int, bytes]:
+    try:
+        with urllib.request.urlopen(url, timeout=10) as response:
+            return response.status, response.read()
+    except urllib.error.HTTPError as error:
+        return error.code, error.read()
+
+
+def samples(text: str) -> dict[tuple[str, tuple], float]:
+    found = {}
+    for family in text_string_to_metric_families(text):
+        for sample in family.samples:
+            found[(sample.name, tuple(sorted(sample.labels.items())))] = sample.value
+    return found
+
+
+def run_worker(socket_path: str, body, capacity: int = 2, timeout: float = 60):
+    async def scenario():
+        tay = Tay(socket_path=socket_path, capacity=capacity)
+
+        @tay.task(name="ops.ok")
+        def ok() -> str:
+            return "ok"
+
+        @tay.task(name="ops.boom")
+        def boom() -> None:
+            raise KeyError("missing")
+
+        @tay.task(name="ops.sleep")
+        async def sleep(seconds: float) -> str:
+            await asyncio.sleep(seconds)
+            return "slept"
+
+        async with tay:
+            return await body(tay)
+    return asyncio.run(asyncio.wait_for(scenario(), timeout))
+
+
+async def until(check, timeout=10.0):
+    deadline = asyncio.get_running_loop().time() + timeout
+    while not (value := check()):
+        assert asyncio.get_running_loop().time() < deadline, "condition not reached"
+        await asyncio.sleep(0.02)
+    return value
+
+
+def test_metrics_health_and_logs_on_a_socket_only_engine(dirs):
+    data_dir, socket_path = dirs
+    port = free_port()
+    server = Server(data_dir, socket_path, "--metrics-port", str(port), "--log-format", "json")
+    server.start()
+    try:
+        base = f"http://127.0.0.1:{port}"
+        assert get(f"{base}/healthz") == (200, b'{"status":"alive"}')
+        status, body = get(f"{base}/readyz")
+        assert status == 200 and json.loads(body)["status"] == "ready"
+        before = samples(get(f"{base}/metrics")[1].decode())
+        assert before[("tay_writer_running", ())] == 1
+
+        async def body_(tay):
+            for _ in range(3):
+                await tay.enqueue("ops.ok", {})
+            failed = await tay.enqueue("ops.boom", {})
+            await tay.enqueue("nobody.v1", {}, queue="orphans")
+            while await failed.status() != "discarded":
+                await asyncio.sleep(0.02)
+            return failed.id
+
+        failed_id = run_worker(socket_path, body_)
+        deadline = time.monotonic() + 10
+        while True:
+            after = samples(get(f"{base}/metrics")[1].decode())
+            done = after.get(("tay_jobs_total", (("outcome", "completed"), ("queue", "default"),
+                                                 ("task", "ops.ok"))), 0)
+            if done == 3 or time.monotonic() > deadline:
+                break
+            time.sleep(0.05)
+        assert done == 3
+        assert after[("tay_jobs_total", (("outcome", "enqueued"), ("queue", "default"),
+                                         ("task", "ops.ok")))] == 3
+        assert after[("tay_jobs_total", (("outcome", "discarded"), ("queue", "default"),
+                                         ("task", "ops.boom")))] == 1
+        assert after[("tay_queue_jobs", (("queue", "orphans"), ("state", "available")))] == 1
+        assert after[("tay_enqueue_ack_seconds_count", ())] >= 5
+        assert after[("tay_commit_batch_events_count", ())] > before.get(
+            ("tay_commit_batch_events_count", ()), 0)
+        assert after[("tay_fsync_seconds_count", ())] >= 1
+        assert after[("tay_disk_free_bytes", ())] > 0 and after[("tay_state_bytes", ())] > 0
+        assert get(f"{base}/jobs")[0] == 404  # the metrics port serves nothing else
+        deadline = time.monotonic() + 15
+        while "no connected executor" not in server.log() and time.monotonic() < deadline:
+            time.sleep(0.1)
+    finally:
+        server.stop()
+    lines = [json.loads(line) for line in server.log().splitlines() if line.startswith("{")]
+    failures = [line for line in lines if line.get("job_id") == failed_id]
+    assert failures and failures[0]["level"] == "INFO" and failures[0]["error_type"] == "KeyError"
+    assert failures[0]["outcome"] == "discarded" and "missing" not in failures[0]["message"]
+    assert not any(line.get("outcome") == "completed" for line in lines)  # no per-job success
+    unserved = [line for line in lines if line["level"] == "WARNING"
+                and line.get("task") == "nobody.v1"]
+    assert unserved and unserved[0]["queue"] == "orphans"
+
+
+def test_drain_lets_a_running_job_finish_before_exit(dirs):
+    data_dir, socket_path = dirs
+    server = Server(data_dir, socket_path, "--drain-timeout", "20").start()
+    exit_codes: list[int] = []
+
+    async def body(tay):
+        job = await tay.enqueue("ops.sleep", {"seconds": 1.0})
+        while await job.status() != "executing":
+            await asyncio.sleep(0.02)
+        server.process.send_signal(signal.SIGTERM)
+        stopped = threading.Thread(target=lambda: exit_codes.append(server.process.wait(30)))
+        stopped.start()
+        await asyncio.sleep(0.3)
+        assert not exit_codes  # still draining while the job runs
+        while not exit_codes:
+            await asyncio.sleep(0.05)
+        return job.id
+
+    try:
+        job_id = run_worker(socket_path, body)
+    finally:
+        server.stop()
+    assert exit_codes == [0]
+    assert "drained: no execution is running" in server.log()
+    server.start()
+    try:
+        job = SocketAdmin(socket_path).call("job", {"job_id": job_id})["job"]
+        assert job["state"] == "completed" and job["result"] == "slept"
+    finally:
+        server.stop()
+
+
+def test_a_second_sigterm_stops_at_once(dirs):
+    data_dir, socket_path = dirs
+    server = Server(data_dir, socket_path, "--drain-timeout", "60").start()
+
+    async def body(tay):
+        job = await tay.enqueue("ops.sleep", {"seconds": 30})
+        while await job.status() != "executing":
+            await asyncio.sleep(0.02)
+        server.process.send_signal(signal.SIGTERM)
+        await asyncio.sleep(0.3)
+        assert server.process.poll() is None
+        started = time.monotonic()
+        server.process.send_signal(signal.SIGTERM)
+        code = await asyncio.get_running_loop().run_in_executor(None, server.process.wait, 15)
+        assert code == 0 and time.monotonic() - started < 10
+        return job.id
+
+    try:
+        job_id = run_worker(socket_path, body)
+    finally:
+        server.stop()
+    server.start()
+    try:
+        job = SocketAdmin(socket_path).call("job", {"job_id": job_id})["job"]
+        assert job["state"] in ("retryable", "available") and job["attempt"] == 1
+        assert job["diagnostic"] == {"code": 7, "version": 1}  # interrupted: same attempt
+    finally:
+        server.stop()
+
+
+def test_every_serve_option_documents_its_default_and_variable():
+    import argparse
+
+    from tay.cli import build_parser
+
+    groups = next(a for a in build_parser()._actions if isinstance(a, argparse._SubParsersAction))
+    serve = groups.choices["serve"]
+    options = [a for a in serve._actions if a.option_strings and a.dest != "help"]
+    assert len(options) > 20
+    for action in options:
+        text = action.help or ""
+        assert "TAY_" in text, action.option_strings
+        assert any(word in text for word in ("default", "required", "all three")), \
+            action.option_strings
+
+
+def test_serve_refuses_bad_log_format_and_drain_timeout(dirs):
+    data_dir, _ = dirs
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    for extra, wanted in ((["--log-format", "xml"], "invalid choice"),
+                          (["--drain-timeout", "-1"], "--drain-timeout")):
+        done = subprocess.run([sys.executable, "-m", "tay.cli", "serve", "--data-dir", data_dir,
+                               *extra], capture_output=True, text=True, env=env, timeout=30)
+        assert done.returncode == 2 and wanted in done.stderr
+    done = subprocess.run([sys.executable, "-m", "tay.cli", "serve", "--data-dir", data_dir],
+                          capture_output=True, text=True, timeout=30,
+                          env={**env, "TAY_LOG_FORMAT": "xml"})
+    assert done.returncode == 2 and "TAY_LOG_FORMAT" in done.stderr
