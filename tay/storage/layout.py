@@ -22,6 +22,7 @@ from tay.storage.formats.segment import (
     parse_staging_file_name,
     segment_file_name,
 )
+from tay.storage.formats.segment_ledger import LEDGER_FILE_NAME
 from tay.storage.formats.store_marker import (
     STORE_FILE_NAME,
     STORE_SIZE,
@@ -33,6 +34,7 @@ from tay.storage.formats.store_marker import (
 # ``tay.storage.formats.segment``, STORE names in ``tay.storage.formats.store_marker``.
 LOCK_NAME = ".tay-owner.lock"
 STORE_NAME = STORE_FILE_NAME
+LEDGER_NAME = LEDGER_FILE_NAME
 SEGMENTS_DIR = "segments"
 # a rolled-back or interrupted first adoption leaves ``epochs/`` (published or candidate
 # epochs that no CURRENT names): a v1 root tolerates it and never reads inside it
@@ -52,6 +54,7 @@ class Inventory:
     has_store: bool = False
     has_lock: bool = False
     has_segments_dir: bool = False
+    has_ledger: bool = False  # SEGMENT-LEDGER (tay's own; upstream sees an unrelated file)
     segment_ids: list[int] = field(default_factory=list)
     staging: list[str] = field(default_factory=list)
     unrelated: list[str] = field(default_factory=list)
@@ -123,6 +126,8 @@ def _name_role(name: str, in_segments: bool) -> str:
             return "lock"
         if name == STORE_NAME:
             return "store"
+        if name == LEDGER_NAME:
+            return "ledger"
         if name == SEGMENTS_DIR:
             return "segments_dir"
         if name == EPOCHS_DIR:
@@ -183,6 +188,8 @@ def classify(io: RealIO, data_dir: str, max_entries: int = DEFAULT_MAX_DIRECTORY
             inventory.has_segments_dir = True
         elif role == "epochs_dir":
             pass  # v2 leftovers, never read by a v1 recovery
+        elif role == "ledger":
+            inventory.has_ledger = True
         elif role == "store_staging":
             inventory.staging.append(name)
         else:

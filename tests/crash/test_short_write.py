@@ -93,6 +93,17 @@ def wait_listening(process: subprocess.Popen, socket_path: str, log: Path) -> No
     raise AssertionError("server did not start:\n" + log.read_text(errors="replace"))
 
 
+def restart_keeps_every_ack(root: Path, data_dir: Path, acked: dict[str, dict]) -> None:
+    """``inspect`` counts every acknowledged job; a restarted server has each of them."""
+    summary = inspect_store(data_dir)
+    assert summary["jobs"] == len(acked), summary
+    restarted = ServerProcess(data_dir, str(root / "again.sock"), root / "again.log").start()
+    try:
+        asyncio.run(statuses(restarted.socket_path, acked))
+    finally:
+        restarted.stop()
+
+
 async def statuses(socket_path: str, acked: dict[str, dict]) -> None:
     client = await WireClient.connect(socket_path)
     try:
@@ -122,14 +133,7 @@ def test_short_write_at_the_limit_is_cut_back_and_restart_keeps_every_ack(root):
     assert "append_failed" in log.read_text(errors="replace")  # EFBIG stopped the writer
     active = sorted((data_dir / "segments").iterdir())[-1]
     assert active.stat().st_size < FILE_LIMIT  # the partial frame is gone
-    summary = inspect_store(data_dir)
-    assert summary["jobs"] == len(acked), summary
-
-    restarted = ServerProcess(data_dir, str(root / "again.sock"), root / "again.log").start()
-    try:
-        asyncio.run(statuses(restarted.socket_path, acked))
-    finally:
-        restarted.stop()
+    restart_keeps_every_ack(root, data_dir, acked)
 
 
 def test_process_killed_mid_write_leaves_a_torn_tail_that_repair_removes(root):
@@ -170,10 +174,4 @@ def test_process_killed_mid_write_leaves_a_torn_tail_that_repair_removes(root):
     frame_size = 28 + int.from_bytes(torn[16:20], "big")  # the declared payload length
     assert PAD < len(torn) < frame_size  # one frame, cut short
 
-    summary = inspect_store(data_dir)
-    assert summary["jobs"] == len(acked), summary
-    restarted = ServerProcess(data_dir, str(root / "again.sock"), root / "again.log").start()
-    try:
-        asyncio.run(statuses(restarted.socket_path, acked))
-    finally:
-        restarted.stop()
+    restart_keeps_every_ack(root, data_dir, acked)

@@ -161,9 +161,17 @@ def test_missing_store_after_history(data_dir):
 
 def test_bare_genesis_requires_initialization(data_dir):
     build_store(data_dir, [])
-    (data_dir / "STORE").unlink()
+    (data_dir / "STORE").unlink()  # a bootstrap that crashed before STORE (and the ledger)
+    (data_dir / "SEGMENT-LEDGER").unlink()
     refused = refuse(data_dir)
     assert (refused.kind, refused.reason) == ("initialization_required", "genesis")
+
+
+def test_a_ledger_without_store_is_a_missing_store_not_a_genesis(data_dir):
+    build_store(data_dir, [])
+    (data_dir / "STORE").unlink()  # the ledger is written after STORE: STORE was lost
+    refused = refuse(data_dir)
+    assert (refused.kind, refused.reason) == ("discovery", "missing_store_marker")
 
 
 def test_uninitialized_root(data_dir):

@@ -13,6 +13,7 @@ import sys
 from tay.failures import RecoveryRefused, WriterStopped
 from tay.storage import layout
 from tay.storage.fsio import RealIO
+from tay.storage.journal.ledger import LedgerWriter
 from tay.storage.formats.segment import encode_header, segment_file_name, staging_file_name
 from tay.storage.formats.store_marker import encode_store_marker, store_staging_name
 
@@ -160,3 +161,8 @@ def _bootstrap(io: RealIO, root: str, store_id: bytes) -> None:
     io.fsync_dir(segments)
     publish_staged(io, root, store_staging_name(os.urandom(16)),
                    layout.STORE_NAME, encode_store_marker(store_id))
+    ledger = LedgerWriter.open(io, root, store_id)  # only once STORE exists (upstream rule)
+    try:
+        ledger.record(1, 1)
+    finally:
+        ledger.close()

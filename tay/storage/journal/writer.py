@@ -29,6 +29,7 @@ from tay import _native
 from tay.failures import StorageFailure, WriterStopped
 from tay.storage import layout
 from tay.storage.fsio import RealIO
+from tay.storage.journal.ledger import LedgerWriter
 from tay.storage.journal.rotation import (
     DEFAULT_ROTATION_TARGET,
     MAX_ROTATION_TARGET,
@@ -124,6 +125,7 @@ class Journal:
         # before it may have been acknowledged, no byte after it ever was
         self.committed_size = tail.size
         self.fd = -1
+        self.ledger: LedgerWriter | None = None  # SEGMENT-LEDGER: every segment created
         self.root_fd = -1  # pinned so a swapped root or segments/ is noticed (§4)
         self.dir_fds: list[int] = []  # each directory of _dir_chain, pinned
         self.segments_fd = -1  # the last of dir_fds
@@ -159,6 +161,10 @@ class Journal:
         fsync_file(self.io, os.path.join(self.root, layout.STORE_NAME))
         self.io.fsync_dir(self.root)
         self.io.fsync_dir(self.segments_dir)
+        # a ledger that lags (a store from upstream or an older tay, a crash between STORE
+        # and the ledger) records the current highest before anything is appended
+        self.ledger = LedgerWriter.open(self.io, self.root, self.store_id)
+        self.ledger.record(self.segment_id, self.first_sequence)
         if sealed:
             self._create_successor()
             return
@@ -347,6 +353,9 @@ class Journal:
         self.size = self.committed_size = HEADER_SIZE  # published and fsynced (R4-R5)
         self.record_count = 0
         self.segment_crc = _native.crc32c(header)
+        # durably on disk now (rename + directory fsync); recorded before any record goes in
+        assert self.ledger is not None
+        self.ledger.record(self.segment_id, self.first_sequence)
 
     # -- closing ----------------------------------------------------------------------
     def _close_fd(self) -> None:
@@ -362,6 +371,8 @@ class Journal:
         (no implicit sync). ``release_lock=False`` keeps the lock for the same owner's next
         journal (a compaction switching epochs)."""
         self._close_fd()
+        if self.ledger is not None:
+            self.ledger.close()
         for fd in (self.root_fd, *self.dir_fds):
             if fd >= 0:
                 os.close(fd)

@@ -40,6 +40,9 @@ def inspect_store(data_dir: str, *, io: RealIO | None = None,
         "jobs": len(consumer.table),
         "job_states": consumer.table.counts(),
         "other_events": dict(consumer.other_events),
+        "segment_ledger": None if view.ledger is None else {
+            "entries": len(view.ledger.entries),
+            "highest_segment": getattr(view.ledger.highest(), "segment_id", None)},
         "durability_note": DURABILITY_NOTE,
     }
     if recovered.store_version == 2:

@@ -30,7 +30,7 @@ from typing import Any, Callable, Protocol
 from tay.failures import RecoveryRefused, StorageFailure
 from tay.storage import events as event_codec
 from tay.storage import layout
-from tay.storage.formats import segment, store_marker
+from tay.storage.formats import segment, segment_ledger, store_marker
 from tay.storage.fsio import RealIO
 from tay.storage.journal.writer import (
     DEFAULT_ROTATION_TARGET,
@@ -117,6 +117,7 @@ class FrozenView(HeldSegments):
     next_sequence: int
     record_count: int
     exhausted: bool
+    ledger: segment_ledger.Ledger | None = None  # None: the store has no SEGMENT-LEDGER
 
     def key(self) -> tuple:
         return (self.inventory.fingerprint, self.store_id, self.segments_key(),
@@ -126,11 +127,12 @@ class FrozenView(HeldSegments):
 def _read_store(io: RealIO, inventory: layout.Inventory, stage: str) -> bytes:
     path = os.path.join(inventory.root, layout.STORE_NAME)
     if not inventory.has_store:
-        if not inventory.segment_ids and not inventory.unrelated:
+        others = inventory.unrelated or inventory.has_ledger  # the ledger comes after STORE
+        if not inventory.segment_ids and not others:
             raise RecoveryRefused("initialization_required", "uninitialized", path=inventory.root,
                                   stage=stage)
         genesis_size = segment.HEADER_SIZE  # one empty active segment 1 (header only)
-        if inventory.segment_ids == [1] and not inventory.unrelated and \
+        if inventory.segment_ids == [1] and not others and \
                 inventory.total_segment_bytes == genesis_size:
             raise RecoveryRefused("initialization_required", "genesis", path=path, stage=stage)
         raise RecoveryRefused("discovery", "missing_store_marker", path=path, stage=stage)
@@ -272,6 +274,7 @@ def preflight(io: RealIO, data_dir: str, options: RecoveryOptions,
             topology = segment.topology_check([v.scan for v in views], [v.path for v in views])
         except StorageFailure as failure:
             raise locate(failure, stage=stage) from None
+        ledger = _check_ledger(io, inventory, store_id, views, stage)
         again = layout.classify(io, data_dir, options.max_directory_entries, legacy=legacy)
         if again.fingerprint != inventory.fingerprint:
             raise RecoveryRefused("changed_view", "directory_changed_during_preflight",
@@ -283,7 +286,36 @@ def preflight(io: RealIO, data_dir: str, options: RecoveryOptions,
                 view.mapping.close()
         raise
     return FrozenView(inventory, store_id, views, topology.next_sequence, records,
-                      topology.exhausted)
+                      topology.exhausted, ledger)
+
+
+MAX_LEDGER_BYTES = 64 << 20  # a million segments' entries
+
+
+def _check_ledger(io: RealIO, inventory: layout.Inventory, store_id: bytes,
+                  views: list[SegmentView], stage: str) -> segment_ledger.Ledger | None:
+    """Refuse a store missing (or holding a replaced) segment its ledger recorded."""
+    if not inventory.has_ledger:
+        return None
+    path = os.path.join(inventory.root, layout.LEDGER_NAME)
+    fd = io.open(path, os.O_RDONLY)
+    try:
+        size = io.fstat(fd).st_size
+        if size > MAX_LEDGER_BYTES:
+            raise RecoveryRefused("resource_limit", "ledger_too_large", path=path, stage=stage,
+                                  size=size, limit=MAX_LEDGER_BYTES)
+        data = io.read_at(fd, size, 0) if size else b""
+    finally:
+        io.close(fd)
+    try:
+        ledger = segment_ledger.decode_ledger(data, path)
+        segment_ledger.check_segments(
+            ledger, store_id, segment_ledger.V1_EPOCH,
+            {view.segment_id: view.scan.first_sequence for view in views},
+            ledger_path=path, segment_path=inventory.segment_path)
+    except StorageFailure as failure:
+        raise locate(failure, stage=stage) from None
+    return ledger
 
 
 def replay(view: FrozenView, consumer: Consumer, timer: RecoveryTimer | None = None) -> int:
