@@ -63,8 +63,8 @@ def test_first_adoption_translates_revisions_and_renormalizes_orders(data_dir):
                              retention=Retention("infinity"), now_ms=lambda: 1_000)
     assert (result.source_version, result.adopted, result.reclaimed) == (1, True, True)
     assert (result.retained_jobs, result.expired_jobs) == (6, 0)
-    assert sorted(os.listdir(data_dir)) == [".tay-owner.lock", "CURRENT", "STORE", "STORE-V2",
-                                            "epochs"]
+    assert sorted(os.listdir(data_dir)) == [".tay-owner.lock", "CURRENT", "SEGMENT-LEDGER",
+                                            "STORE", "STORE-V2", "epochs"]
     jobs = replayed(data_dir)
     # logical: insert 1, start 2, finish 3, result 4; cycle 1; execution cleared
     assert [(j.revision, j.cycle, j.execution) for j in map(jobs.get, map(job, (1, 2, 3)))] == \

@@ -216,3 +216,27 @@ def test_cli_usage_errors_exit_2():
     assert done.returncode == 2 and "--data-dir" in done.stderr
     done = tay("storage", "repair", "--data-dir", "x", "--force")
     assert done.returncode == 2 and "--force" in done.stderr
+
+
+def test_a_torn_record_in_a_store_v2_epoch_tail_is_removed(data_dir):
+    from tests.storage.test_segment_ledger import v2_store_with_tail_segments
+
+    _, tail = v2_store_with_tail_segments(data_dir)
+    highest = tail[-1]
+    sound = highest.read_bytes()
+    highest.write_bytes(sound + sound[HEADER_SIZE:HEADER_SIZE + 57])
+    with pytest.raises(RecoveryRefused) as refused:
+        recover(str(data_dir), activate=False, consumer=lambda *a: None)
+    assert refused.value.reason == "incomplete_record" and refused.value.path == str(highest)
+    assert "tay storage repair --data-dir" in refused.value.message
+
+    outcome = repair_store(str(data_dir))
+    assert (outcome.repaired, outcome.segment_path, outcome.removed_bytes) == (
+        True, str(highest), 57)
+    assert highest.read_bytes() == sound
+    [side] = side_files(data_dir)  # in the root, which tolerates unrelated regular files
+    assert side.parent == data_dir and side.read_bytes() == sound[HEADER_SIZE:HEADER_SIZE + 57]
+    from tay.storage.recovery.store_v2 import preflight_v2
+
+    assert preflight_v2(RealIO(), str(data_dir), RecoveryOptions(),
+                        keep_mappings=False).segments[-1].path == str(highest)

@@ -192,3 +192,45 @@ def test_a_torn_ledger_append_is_dropped_at_activation(data_dir):
     journal._rotate()
     journal.close()
     assert [e.segment_id for e in decode_ledger(ledger.read_bytes()).entries] == [1, 2, 3, 4]
+
+
+# -- Store v2: the epoch tail's segments --------------------------------------------------
+
+def v2_store_with_tail_segments(root: Path) -> tuple[bytes, list[Path]]:
+    """A compacted (Store-v2) store whose epoch tail grew to three segments; returns the
+    epoch id and the tail segment paths."""
+    from tay.storage.compaction.offline import compact_offline
+    from tay.storage.recovery.recover import TableConsumer
+    from tay.storage.v2 import Retention
+
+    lifecycle_store(root)
+    compact_offline(str(root), consumer=TableConsumer(), durability="write",
+                    retention=Retention("infinity"), now_ms=lambda: 1_000)
+    recovered = recover(str(root), durability="write", rotation_target=300,
+                        allow_small_rotation_target_for_tests=True)
+    journal = recovered.journal
+    epoch_id = recovered.view.epoch_id
+    assert journal.epoch_id == epoch_id != V1
+    first = journal.next_sequence
+    # framed records only: the ledger is checked in pass 1, before the record profile
+    journal.append_batch([(seq, 8, 1, b"m" * 100) for seq in range(first, first + 4)])
+    journal.sync()
+    journal.close()
+    segments = sorted(Path(journal.segments_dir).iterdir())
+    base = recovered.view.base_count
+    assert len(segments) >= base + 3, segments
+    return epoch_id, segments[base:]
+
+
+def test_a_deleted_epoch_tail_segment_is_refused(data_dir):
+    epoch_id, tail = v2_store_with_tail_segments(data_dir)
+    entries = decode_ledger((data_dir / "SEGMENT-LEDGER").read_bytes()).entries
+    recorded = [e.segment_id for e in entries if e.epoch_id == epoch_id]
+    assert recorded[-1] == int(tail[-1].name[:20])  # the newest tail segment is recorded
+    tail[-1].unlink()
+    before = tree_digest(data_dir)
+    with pytest.raises(RecoveryRefused) as refused:
+        recover(str(data_dir), activate=False)
+    assert (refused.value.reason, refused.value.path) == ("missing_segment", str(tail[-1]))
+    assert tree_digest(data_dir) == before
+

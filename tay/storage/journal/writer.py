@@ -29,6 +29,7 @@ from tay import _native
 from tay.failures import StorageFailure, WriterStopped
 from tay.storage import layout
 from tay.storage.fsio import RealIO
+from tay.storage.formats.segment_ledger import V1_EPOCH
 from tay.storage.journal.ledger import LedgerWriter
 from tay.storage.journal.rotation import (
     DEFAULT_ROTATION_TARGET,
@@ -101,7 +102,8 @@ class Journal:
     """The single writer of one open store. Not thread-safe: one caller (the committer)."""
 
     def __init__(self, io: RealIO, root: str, lock: layout.StoreLock, tail: Tail,
-                 durability: str, rotation_target: int, segments_dir: str | None = None) -> None:
+                 durability: str, rotation_target: int, segments_dir: str | None = None,
+                 epoch_id: bytes = V1_EPOCH) -> None:
         self.io = io
         self.root = root
         # the directory of segment files this journal appends to: ``segments/`` of a v1
@@ -111,6 +113,7 @@ class Journal:
         if relative.startswith(".."):
             raise ValueError("the segments directory must be inside the store root")
         self._dir_chain = relative.split(os.sep)  # directories from root down to segments
+        self.epoch_id = epoch_id  # whose segments/ it is, for SEGMENT-LEDGER (zero: v1)
         self.lock = lock
         self.store_id = tail.store_id
         self.durability = durability
@@ -139,10 +142,12 @@ class Journal:
     @classmethod
     def open(cls, io: RealIO, root: str, lock: layout.StoreLock, tail: Tail, *,
              durability: str = "sync", rotation_target: int = DEFAULT_ROTATION_TARGET,
-             segments_dir: str | None = None) -> "Journal":
-        """Run the open-ready barriers and position at the tail (activation, §7 step 7)."""
+             segments_dir: str | None = None, epoch_id: bytes = V1_EPOCH) -> "Journal":
+        """Run the open-ready barriers and position at the tail (activation, §7 step 7).
+
+        ``segments_dir`` / ``epoch_id``: a Store-v2 epoch's tail instead of ``segments/``."""
         journal = cls(io, os.path.abspath(root), lock, tail, durability, rotation_target,
-                      segments_dir)
+                      segments_dir, epoch_id)
         # the session now mutates: prove no-replace rename before the first publication
         layout.probe_noreplace_rename(io, journal.root)
         journal._guard(journal._open_ready, tail.sealed)
@@ -163,7 +168,7 @@ class Journal:
         self.io.fsync_dir(self.segments_dir)
         # a ledger that lags (a store from upstream or an older tay, a crash between STORE
         # and the ledger) records the current highest before anything is appended
-        self.ledger = LedgerWriter.open(self.io, self.root, self.store_id)
+        self.ledger = LedgerWriter.open(self.io, self.root, self.store_id, self.epoch_id)
         self.ledger.record(self.segment_id, self.first_sequence)
         if sealed:
             self._create_successor()

@@ -23,11 +23,14 @@ from tay.storage.v2 import layout as v2_layout
 def recover_epoch(io: RealIO, root: str, lock: layout.StoreLock, consumer: Any,
                   options: RecoveryOptions, timer: RecoveryTimer, durability: str,
                   rotation_target: int, activate: bool) -> Any:
-    from tay.storage.recovery.recover import Recovered
+    from tay.storage.recovery.recover import Recovered, naming_repair
 
     view: EpochView | None = None
     try:
-        view = preflight_v2(io, root, options, timer=timer)
+        try:
+            view = preflight_v2(io, root, options, timer=timer)
+        except RecoveryRefused as refusal:
+            raise naming_repair(refusal, root) from None
         limits = getattr(consumer, "limits", options.event_limits)
         replayed, reducer = replay_v2(view, consumer, limits, timer)
         if activate:
@@ -81,7 +84,7 @@ def activate_epoch(io: RealIO, root: str, lock: layout.StoreLock, view: EpochVie
     try:
         return Journal.open(io, root, lock, tail, durability=durability,
                             rotation_target=rotation_target,
-                            segments_dir=view.epoch.segments_path)
+                            segments_dir=view.epoch.segments_path, epoch_id=view.epoch_id)
     except StorageFailure as failure:
         raise RecoveryRefused("uncertain_activation", failure.reason,
                               path=failure.path or root, stage="activation",

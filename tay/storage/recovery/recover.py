@@ -64,6 +64,16 @@ def repair_remedy(root: str) -> str:
             f"--data-dir {root}` removes it (keeping its bytes in a side file)")
 
 
+def naming_repair(refusal: RecoveryRefused, root: str) -> RecoveryRefused:
+    """A pass-1 refusal, with ``remedy`` naming ``tay storage repair`` if it is a torn tail."""
+    if not is_torn_tail(refusal):
+        return refusal
+    return RecoveryRefused(refusal.kind, refusal.reason, path=refusal.path,
+                           offset=refusal.offset, sequence=refusal.sequence,
+                           segment_id=refusal.segment_id, stage=refusal.stage,
+                           **{**refusal.extra, "remedy": repair_remedy(root)})
+
+
 @dataclass
 class SegmentView:
     """One scanned segment: its identity, state and record descriptors."""
@@ -274,7 +284,8 @@ def preflight(io: RealIO, data_dir: str, options: RecoveryOptions,
             topology = segment.topology_check([v.scan for v in views], [v.path for v in views])
         except StorageFailure as failure:
             raise locate(failure, stage=stage) from None
-        ledger = _check_ledger(io, inventory, store_id, views, stage)
+        ledger = check_ledger(io, inventory.root, store_id, segment_ledger.V1_EPOCH, views,
+                              inventory.segment_path, stage) if inventory.has_ledger else None
         again = layout.classify(io, data_dir, options.max_directory_entries, legacy=legacy)
         if again.fingerprint != inventory.fingerprint:
             raise RecoveryRefused("changed_view", "directory_changed_during_preflight",
@@ -292,12 +303,12 @@ def preflight(io: RealIO, data_dir: str, options: RecoveryOptions,
 MAX_LEDGER_BYTES = 64 << 20  # a million segments' entries
 
 
-def _check_ledger(io: RealIO, inventory: layout.Inventory, store_id: bytes,
-                  views: list[SegmentView], stage: str) -> segment_ledger.Ledger | None:
-    """Refuse a store missing (or holding a replaced) segment its ledger recorded."""
-    if not inventory.has_ledger:
-        return None
-    path = os.path.join(inventory.root, layout.LEDGER_NAME)
+def check_ledger(io: RealIO, root: str, store_id: bytes, epoch_id: bytes,
+                 views: list[SegmentView], segment_path: Callable[[int], str],
+                 stage: str) -> segment_ledger.Ledger:
+    """Refuse a store missing (or holding a replaced) segment its ``SEGMENT-LEDGER``
+    recorded for the segments directory ``epoch_id`` (all zero: the v1 ``segments/``)."""
+    path = os.path.join(root, layout.LEDGER_NAME)
     fd = io.open(path, os.O_RDONLY)
     try:
         size = io.fstat(fd).st_size
@@ -310,9 +321,9 @@ def _check_ledger(io: RealIO, inventory: layout.Inventory, store_id: bytes,
     try:
         ledger = segment_ledger.decode_ledger(data, path)
         segment_ledger.check_segments(
-            ledger, store_id, segment_ledger.V1_EPOCH,
+            ledger, store_id, epoch_id,
             {view.segment_id: view.scan.first_sequence for view in views},
-            ledger_path=path, segment_path=inventory.segment_path)
+            ledger_path=path, segment_path=segment_path)
     except StorageFailure as failure:
         raise locate(failure, stage=stage) from None
     return ledger
@@ -493,12 +504,7 @@ def recover(
         try:
             view = preflight(io, root, options, timer=timer, legacy=legacy)
         except RecoveryRefused as refusal:
-            if not is_torn_tail(refusal):
-                raise
-            raise RecoveryRefused(refusal.kind, refusal.reason, path=refusal.path,
-                                  offset=refusal.offset, sequence=refusal.sequence,
-                                  segment_id=refusal.segment_id, stage=refusal.stage,
-                                  **{**refusal.extra, "remedy": repair_remedy(root)}) from None
+            raise naming_repair(refusal, root) from None
         replayed = replay(view, consumer, timer)
         if activate:
             timer.open_window()  # the candidate is held from here until activation

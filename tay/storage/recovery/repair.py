@@ -5,9 +5,9 @@ The seeds forbid automatic torn-tail repair, so recovery only refuses a torn tai
 the explicit, offline step an operator runs after reading that refusal. It changes bytes
 only when all of this holds, checked under the owner lock before anything is written:
 
-1. the store's physical pass (recovery's preflight) refuses with an incomplete final object
-   of the highest segment (``recover.TORN_TAIL_REASONS``: a torn record, 1-3 bytes of a
-   magic, or a torn footer);
+1. the store's physical pass (recovery's preflight; for a Store-v2 root, of the epoch
+   CURRENT names) refuses with an incomplete final object of the highest segment
+   (``recover.TORN_TAIL_REASONS``: a torn record, 1-3 bytes of a magic, or a torn footer);
 2. the same pass over the store *as it would be without those bytes* succeeds: every
    earlier segment, the topology and the segment ledger are sound;
 3. the segment file is still the inode and size that pass scanned.
@@ -26,11 +26,12 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 from tay.failures import RecoveryRefused, StorageFailure
 from tay.storage import layout
 from tay.storage.fsio import RealIO
+from tay.storage.recovery import adoption
 from tay.storage.recovery.limits import RecoveryOptions
 from tay.storage.recovery.recover import is_torn_tail, preflight
 
@@ -75,48 +76,69 @@ def side_file_name(segment_id: int, offset: int, now: float) -> str:
 def repair_store(data_dir: str, *, io: RealIO | None = None,
                  options: RecoveryOptions | None = None) -> RepairOutcome:
     """Repair ``data_dir`` as the module docstring says, or raise ``RecoveryRefused``
-    (kind ``repair_refused`` with the store's ``finding``, or an ownership refusal)."""
+    (kind ``repair_refused`` with the store's ``finding``, or an ownership refusal).
+
+    A v1 store's highest segment and a Store-v2 store's selected epoch tail are handled
+    alike; an interrupted first adoption is refused (starting the store rolls it back)."""
     io = io or RealIO()
     options = options or RecoveryOptions()
     options.validate()
     root = os.path.abspath(data_dir)
     lock = layout.acquire_lock(io, root, create=False, fsync_ancestors=False)
     try:
+        shape = adoption.root_shape(io, root)
+        if shape == "adoption":
+            raise refused("interrupted_adoption", None, root,
+                          remedy="start the store once (tay serve rolls the adoption back "
+                                 "before it reads the store), then repair what it refuses")
+        physical = _physical_pass(shape)
         try:
-            view = preflight(io, root, options, keep_mappings=False)
+            view = physical(io, root, options, keep_mappings=False)
         except RecoveryRefused as finding:
-            return _repair_torn_tail(io, root, options, finding)
+            return _repair_torn_tail(io, root, options, finding, physical)
         return RepairOutcome(root, repaired=False, next_sequence=view.next_sequence)
     finally:
         lock.release()
 
 
+def _physical_pass(shape: str) -> Callable[..., Any]:
+    """Recovery's pass 1 for this root: ``preflight`` (v1) or ``preflight_v2`` (Store v2)."""
+    if shape == "v2":
+        from tay.storage.recovery.store_v2 import preflight_v2
+
+        return preflight_v2
+    return preflight
+
+
 def _repair_torn_tail(io: RealIO, root: str, options: RecoveryOptions,
-                      finding: RecoveryRefused) -> RepairOutcome:
+                      finding: RecoveryRefused, physical: Callable[..., Any]) -> RepairOutcome:
     if finding.kind == "continuity" and finding.reason == "sealed_history_error":
         raise refused("sealed_segment", finding, root)
-    if not is_torn_tail(finding):
+    if not is_torn_tail(finding) or finding.path is None or finding.offset is None:
         raise refused("not_a_torn_tail", finding, root)
-    inventory = layout.classify(io, root, options.max_directory_entries)
-    highest = inventory.segment_ids[-1]
-    path, offset = inventory.segment_path(highest), finding.offset
-    if finding.path != path or offset is None:
-        raise refused("not_the_highest_segment", finding, root)
+    path, offset = finding.path, finding.offset
+    try:
+        seen = io.lstat(path)
+    except OSError:
+        raise refused("store_changed", finding, root) from None
     try:  # the store as it would be without the torn bytes must pass the physical checks
-        cut_view = preflight(io, root, options, keep_mappings=False, highest_length=offset)
+        cut_view = physical(io, root, options, keep_mappings=False, highest_length=offset)
     except RecoveryRefused as remainder:
         raise refused("damage_beyond_the_tail", remainder, root, tail=finding.report()) from None
-    name = f"{layout.SEGMENTS_DIR}/{os.path.basename(path)}"
-    seen = {entry[0]: entry[1:] for entry in cut_view.inventory.fingerprint}[name]
+    highest = cut_view.segments[-1]
+    if highest.path != path:
+        raise refused("not_the_highest_segment", finding, root)
     side: str | None = None
     try:
         fd = io.open(path, os.O_RDWR)
         try:
             info = io.fstat(fd)
-            if (info.st_ino, info.st_size) != seen or info.st_size <= offset:
+            if (info.st_ino, info.st_size) != (seen.st_ino, seen.st_size) or \
+                    info.st_size <= offset:
                 raise refused("store_changed", finding, root)
             torn = io.read_at(fd, info.st_size - offset, offset)
-            side = _save_side_file(io, root, side_file_name(highest, offset, time.time()), torn)
+            name = side_file_name(highest.segment_id, offset, time.time())
+            side = _save_side_file(io, root, name, torn)
             io.truncate(fd, offset)
             io.fsync(fd)
         finally:
@@ -125,7 +147,7 @@ def _repair_torn_tail(io: RealIO, root: str, options: RecoveryOptions,
         raise RecoveryRefused("io", "repair_failed", path=error.filename or path, stage="repair",
                               errno=error.errno, error=os.strerror(error.errno or 0),
                               side_file=side, finding=finding.report()) from None
-    after = preflight(io, root, options, keep_mappings=False)
+    after = physical(io, root, options, keep_mappings=False)
     return RepairOutcome(root, repaired=True, finding=finding.report(), segment_path=path,
                          offset=offset, removed_bytes=len(torn), side_file=side,
                          next_sequence=after.next_sequence)

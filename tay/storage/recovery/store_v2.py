@@ -28,8 +28,9 @@ from tay.storage.formats import segment, store_marker
 from tay.storage.formats.value import DecodeLimits, locate
 from tay.storage.fsio import RealIO
 from tay.storage.recovery.limits import RecoveryOptions, RecoveryTimer
+from tay.storage.formats.segment_ledger import LEDGER_FILE_NAME
 from tay.storage.recovery.recover import (
-    HeldSegments, SegmentView, _drop_pages, _Pass, _scan_one,
+    HeldSegments, SegmentView, _drop_pages, _Pass, _scan_one, check_ledger,
 )
 from tay.storage.v2 import layout as v2_layout
 from tay.storage.v2.epoch_records import (
@@ -72,6 +73,7 @@ class EpochView(HeldSegments):
     next_sequence: int
     record_count: int
     exhausted: bool
+    ledger: Any = None  # the root's SEGMENT-LEDGER (a segment_ledger.Ledger), if any
 
     @property
     def epoch_id(self) -> bytes:
@@ -123,8 +125,11 @@ def file_sha256(io: RealIO, path: str, size: int) -> bytes:
 
 def preflight_v2(io: RealIO, root_path: str, options: RecoveryOptions,
                  keep_mappings: bool = True, timer: RecoveryTimer | None = None,
-                 stage: str = "preflight") -> EpochView:
-    """Pass 1 of §3.7: a complete physical validation of the selected epoch, read-only."""
+                 stage: str = "preflight", highest_length: int | None = None) -> EpochView:
+    """Pass 1 of §3.7: a complete physical validation of the selected epoch, read-only.
+
+    ``highest_length``: judge the epoch's highest (tail) segment as if it ended there
+    (``tay storage repair``; nothing is changed)."""
     run = _Pass(options, timer or RecoveryTimer(options), stage, keep_mappings)
     root = v2_layout.classify_root(io, root_path, options.max_directory_entries)
     run.timer.check(stage, path=root_path)
@@ -147,9 +152,12 @@ def preflight_v2(io: RealIO, root_path: str, options: RecoveryOptions,
     except StorageFailure as failure:
         raise locate(failure, path=failure.path or manifest_path, stage=stage) from None
     run.timer.check(stage, path=manifest_path)
-    view = _read_epoch(io, epoch, manifest_bytes, manifest, store_id, run)
+    view = _read_epoch(io, epoch, manifest_bytes, manifest, store_id, run, highest_length)
     view.root, view.markers = root, markers
     try:
+        if LEDGER_FILE_NAME in root.names:  # tail segments beyond the first are listed only there
+            view.ledger = check_ledger(io, root_path, store_id, manifest.epoch_id,
+                                       view.segments, epoch.segment_path, stage)
         again = v2_layout.classify_root(io, root_path, options.max_directory_entries)
         if again.fingerprint != root.fingerprint:
             raise RecoveryRefused("changed_view", "directory_changed_during_preflight",
@@ -181,8 +189,9 @@ def read_epoch_dir(io: RealIO, epoch_path: str, store_id: bytes, options: Recove
 
 
 def _read_epoch(io: RealIO, epoch: v2_layout.EpochInventory, manifest_bytes: bytes,
-                manifest: Manifest, store_id: bytes, run: _Pass) -> EpochView:
-    views = _scan_epoch(io, epoch, manifest, store_id, run)
+                manifest: Manifest, store_id: bytes, run: _Pass,
+                highest_length: int | None = None) -> EpochView:
+    views = _scan_epoch(io, epoch, manifest, store_id, run, highest_length)
     try:
         next_sequence, exhausted = _check_topology(views, manifest, epoch, run.stage)
         again = v2_layout.classify_epoch(io, epoch.path, run.options.max_directory_entries)
@@ -199,7 +208,8 @@ def _read_epoch(io: RealIO, epoch: v2_layout.EpochInventory, manifest_bytes: byt
 
 
 def _scan_epoch(io: RealIO, epoch: v2_layout.EpochInventory, manifest: Manifest,
-                store_id: bytes, run: _Pass) -> list[SegmentView]:
+                store_id: bytes, run: _Pass,
+                highest_length: int | None = None) -> list[SegmentView]:
     base = manifest.base_segments
     if len(epoch.segment_ids) < len(base) + 1:
         raise RecoveryRefused("discovery", "missing_tail", path=epoch.segments_path,
@@ -213,7 +223,9 @@ def _scan_epoch(io: RealIO, epoch: v2_layout.EpochInventory, manifest: Manifest,
             path = epoch.segment_path(segment_id)
             if segment_id <= len(base):
                 _check_base_file(io, path, base[segment_id - 1], epoch, run.stage)
-            view = _scan_one(io, path, segment_id, store_id, segment_id == highest, run)
+            last = segment_id == highest
+            view = _scan_one(io, path, segment_id, store_id, last, run,
+                             highest_length if last else None)
             views.append(view)
             records += view.scan.count
             if run.options.max_replay_records is not None and \

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 
 from tay.failures import RecoveryRefused
 from tay.storage.formats.segment import parse_segment_file_name, parse_staging_file_name
+from tay.storage.formats.segment_ledger import LEDGER_FILE_NAME
 from tay.storage.formats.store_marker import STORE_FILE_NAME, parse_store_staging_name
 from tay.storage.fsio import RealIO
 
@@ -158,7 +159,7 @@ def classify_root(io: RealIO, root: str, max_entries: int) -> RootInventory:
             if info.st_size > cap:
                 raise _refuse("oversized_staging", path, size=info.st_size, cap=cap)
             inventory.staging.append(name)
-        elif name in (LOCK_NAME, STORE_FILE_NAME, *V2_ROOT_NAMES):
+        elif name in (LOCK_NAME, STORE_FILE_NAME, LEDGER_FILE_NAME, *V2_ROOT_NAMES):
             continue
         else:
             inventory.unrelated.append(name)
