@@ -1,7 +1,8 @@
 """Admission control: client permits (requests in flight) and the retained-state budget.
 
-``ClientPermits`` is used by the server before it reads or forwards a producer request:
-each permit covers at most ``client_bytes / client_slots`` request bytes. ``StateBudget``
+``ClientPermits`` is used by the server's driver: every enqueue (both transports) takes one
+before the engine sees it and holds it until its reply is released; each permit covers at
+most ``client_bytes / client_slots`` request bytes. ``StateBudget``
 charges every retained job ``2 * definition bytes + 64 * definition nodes + 2048`` plus its
 retained result bytes (protocol.md §2.6). The seeds add auxiliary data to the same budget:
 each schedule is charged like a job plus ``MEMBER_BYTES`` per occurrence it still tracks.

@@ -72,6 +72,8 @@ class ProducerCall:
 
     kind: str
     fields: dict[str, Any]
+    # enqueue: the body bytes, for client admission (--client-bytes); not part of equality
+    size: int = field(default=0, compare=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -160,7 +162,7 @@ class HttpApi:
             if unknown:
                 raise RequestRefused(f"unknown field {unknown[0]!r}; allowed: task, args, options",
                                      code="invalid_enqueue", field=unknown[0])
-            return ProducerCall("enqueue", _enqueue_fields(body))
+            return ProducerCall("enqueue", _enqueue_fields(body), len(request.body))
         job_id = _path_identifier(rest[0], "job id")
         if len(rest) == 1:
             _allow(method, ("GET", "DELETE"))

@@ -42,6 +42,7 @@ class Enqueue:
     task: str
     args: dict[str, Any]
     options: dict[str, Any]
+    size: int = 0  # encoded request bytes, for client admission (--client-bytes)
 
 
 @dataclass(frozen=True, slots=True)

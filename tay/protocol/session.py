@@ -15,7 +15,7 @@ from tay.failures import ConnectionFatal, RequestRefused
 from .envelope import check_envelope
 from .framing import FrameDecoder
 from .limits import ProtocolLimits
-from .messages import build_parsers, parse_hello
+from .messages import build_parsers, parse_enqueue, parse_hello
 from .replies import error_frame, reply_frame
 from .requests import FORWARDED, Hello, RegisterTasks, Request, UnregisterTasks
 from .values import decode_message
@@ -55,7 +55,8 @@ class ProtocolSession:
             return received
         try:
             for payload in self._decoder.feed(data):
-                received.outputs.append(self._handle(decode_message(payload, self.limits)))
+                received.outputs.append(
+                    self._handle(decode_message(payload, self.limits), len(payload)))
             if self._decoder.fatal is not None:
                 raise self._decoder.fatal
         except ConnectionFatal as fatal:
@@ -67,14 +68,15 @@ class ProtocolSession:
         """A forwarded request was answered (or failed): free its pending slot."""
         self.pending -= 1
 
-    def _handle(self, message: dict[str, Any]) -> Output:
+    def _handle(self, message: dict[str, Any], size: int) -> Output:
         message_type, request_id = check_envelope(message)
         try:
-            return self._dispatch(message_type, request_id, message)
+            return self._dispatch(message_type, request_id, message, size)
         except RequestRefused as refused:
             return error_frame(refused, request_id)
 
-    def _dispatch(self, message_type: str, request_id: str, message: dict[str, Any]) -> Output:
+    def _dispatch(self, message_type: str, request_id: str, message: dict[str, Any],
+                  size: int) -> Output:
         if message_type == "hello":
             if self.hello is not None:
                 raise RequestRefused("hello was already accepted", code="already_hello")
@@ -91,7 +93,10 @@ class ProtocolSession:
         if message_type == "register_schedules":
             raise RequestRefused("bulk schedule registration is not supported",
                                  code="bulk_scheduling_unsupported")
-        request = self._parsers[message_type](request_id, message)
+        if message_type == "enqueue":
+            request = parse_enqueue(request_id, message, size)
+        else:
+            request = self._parsers[message_type](request_id, message)
         if isinstance(request, (RegisterTasks, UnregisterTasks)) and self.hello.mode == "client":
             raise RequestRefused("a client-mode connection cannot execute tasks",
                                  code="client_cannot_execute")

@@ -65,10 +65,12 @@ def register(groups: Any) -> None:
     add("--max-history-bytes", help="cap on all segment bytes, size suffixes allowed; "
                                      "default unlimited (TAY_MAX_HISTORY_BYTES)")
     add("--max-segments", help="cap on segment files; default unlimited (TAY_MAX_SEGMENTS)")
-    add("--client-slots", help="producer requests in flight, >= 1; default 64 "
-                               "(TAY_CLIENT_SLOTS)")
-    add("--client-bytes", help="bytes shared by the client slots; default 67108864 "
-                               "(TAY_CLIENT_BYTES)")
+    add("--client-slots", help="enqueues in flight at once, on both transports; each holds a "
+        "permit until its reply is sent, beyond it: capacity/client_slots; default 64 "
+        "(TAY_CLIENT_SLOTS)")
+    add("--client-bytes", help="request bytes all permits may hold; one enqueue may be at most "
+        "client-bytes / client-slots, beyond it: capacity/client_bytes; default 67108864 "
+        "(TAY_CLIENT_BYTES)")
     add("--max-frame-bytes", help="largest socket frame, up to 16 MiB; default 1048576 "
                                   "(TAY_MAX_FRAME_BYTES)")
     add("--max-connections", help="socket connections plus HTTP worker sessions; default 128 "

@@ -153,6 +153,9 @@ class Connection(asyncio.Protocol):
                                      code="unsupported_request")
             self.listener.driver.answer([Refuse(self, command.request_id, failure)])
             return
+        if type(request) is wire.Enqueue:  # client admission: a permit per enqueue in flight
+            self.listener.driver.submit(command, request.size)
+            return
         self.listener.driver.submit(command)
 
     def _admin(self, request: wire.AdminRequest) -> None:

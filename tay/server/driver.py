@@ -11,6 +11,12 @@ driver holds submissions and flushes them once per loop turn, when every ready i
 been handled (natural batching). Transports (the Unix socket, HTTP) register a sink per
 connection handle.
 
+Client admission (``--client-slots`` / ``--client-bytes``) is enforced here, once for both
+transports: a producer request submitted with ``admit_bytes`` takes one of the engine's
+``ClientPermits`` (refused with ``capacity`` / ``client_slots`` or ``client_bytes``) and
+holds it until its stage is released (its reply is out, or failed), so the permits bound
+the requests in flight and the bytes they keep in memory.
+
 If the writer stops, nothing is degraded: effects whose events may or may not have reached
 the disk become ``unknown_outcome``, reads become ``unavailable``, dispatches are dropped,
 and every later command is refused with ``unavailable``.
@@ -26,6 +32,7 @@ from collections.abc import Callable, Hashable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
+from tay.engine.admission import ClientPermits
 from tay.engine.effects import CancelExecution, Effect, Execute, Outcome, Refuse, Reply
 from tay.failures import RequestRefused, WriterStopped
 from tay.storage.events import journal_records
@@ -47,6 +54,8 @@ def log_failures(failures: list[dict[str, Any]]) -> None:
 
 
 class EngineLike(Protocol):
+    permits: ClientPermits
+
     def handle(self, command: Any, now_ms: int, mono_ms: int) -> Outcome: ...
     def tick(self, now_ms: int, mono_ms: int) -> Outcome: ...
     def next_wakeup(self, mono_ms: int) -> int | None: ...
@@ -80,13 +89,15 @@ class _Stage:
     """Effects of one engine step, and the committer ticket they wait for (0: a read).
 
     ``created``: perf_counter() when the step ran (the enqueue-ack latency); ``logs``:
-    failures to log once the step is durable (never before: a crash could take them back).
+    failures to log once the step is durable (never before: a crash could take them back);
+    ``permit``: the step holds a client permit until it is released.
     """
 
     effects: list[Effect]
     ticket: int
     created: float = 0.0
     logs: list[dict[str, Any]] | None = None
+    permit: bool = False
 
 
 class EngineDriver:
@@ -95,6 +106,7 @@ class EngineDriver:
     def __init__(self, engine: EngineLike, committer: CommitterLike,
                  loop: asyncio.AbstractEventLoop) -> None:
         self.engine = engine
+        self.permits = engine.permits
         self.committer = committer
         self.loop = loop
         self.stopped: WriterStopped | None = None
@@ -131,12 +143,21 @@ class EngineDriver:
         return not self._stages
 
     # -- commands ----------------------------------------------------------------------
-    def submit(self, command: Any) -> None:
-        """Run one command through the engine and queue its effects."""
+    def submit(self, command: Any, admit_bytes: int | None = None) -> None:
+        """Run one command through the engine and queue its effects. ``admit_bytes``: a
+        producer request of that many bytes, which needs a client permit first."""
         if self.stopped is not None or self.closed:
             self._refuse_unavailable(command)
             return
-        self._apply(self.engine.handle(command, wall_ms(), mono_ms()))
+        if admit_bytes is None:
+            self._apply(self.engine.handle(command, wall_ms(), mono_ms()))
+            return
+        try:
+            self.permits.acquire(admit_bytes)
+        except RequestRefused as refusal:
+            self._apply(Outcome(effects=[Refuse(command.conn, command.request_id, refusal)]))
+            return
+        self._apply(self.engine.handle(command, wall_ms(), mono_ms()), permit=True)
 
     def answer(self, effects: list[Effect]) -> None:
         """Queue effects that need no engine step (they still wait behind earlier writes)."""
@@ -148,7 +169,7 @@ class EngineDriver:
         if self.stopped is None and not self.closed:
             self._apply(self.engine.tick(wall_ms(), mono_ms()))
 
-    def _apply(self, outcome: Outcome) -> None:
+    def _apply(self, outcome: Outcome, permit: bool = False) -> None:
         ticket = 0
         if outcome.events:
             ticket = self.committer.append(journal_records(outcome.events), self._hold)
@@ -159,7 +180,10 @@ class EngineDriver:
         if self._activity is not None and self._activity.unlogged:
             logs = self._activity.take_unlogged()
         if outcome.effects or ticket or logs:
-            self._stages.append(_Stage(outcome.effects, ticket, time.perf_counter(), logs))
+            self._stages.append(_Stage(outcome.effects, ticket, time.perf_counter(), logs,
+                                       permit))
+        elif permit:
+            self.permits.release()
         self._release()
         self._schedule_wakeup()
 
@@ -201,6 +225,8 @@ class EngineDriver:
                 continue
             stages.popleft()
             if head.ticket or self.stopped is None:
+                if head.permit:
+                    self.permits.release()
                 for effect in head.effects:
                     self._deliver(effect)
                 if self.metrics is not None:
@@ -228,6 +254,8 @@ class EngineDriver:
                 self.metrics.enqueue_ack.observe(elapsed)
 
     def _fail_stage(self, stage: _Stage) -> None:
+        if stage.permit:
+            self.permits.release()
         code = "unknown_outcome" if stage.ticket else "unavailable"
         for effect in stage.effects:
             if isinstance(effect, (Reply, Refuse)) and effect.request_id is not None:

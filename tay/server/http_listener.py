@@ -124,7 +124,8 @@ class HttpServer:
         command = _PRODUCER_COMMANDS.get(call.kind)
         if command is not None:
             reply = await self.producer.request(
-                lambda rid: command(self.producer, rid, **call.fields))
+                lambda rid: command(self.producer, rid, **call.fields),
+                call.size if call.kind == "enqueue" else None)
         else:
             command = _SCHEDULE_COMMANDS[call.kind]
             reply = await self.producer.request(

@@ -65,13 +65,15 @@ class EnginePort:
     def next_request_id(self) -> str:
         return f"{self.prefix}{next(_request_ids)}"
 
-    def request(self, build: Callable[[str], Any]) -> "asyncio.Future[Reply | Refuse]":
-        """Submit ``build(request_id)``; the future resolves with the released reply."""
+    def request(self, build: Callable[[str], Any],
+                admit_bytes: int | None = None) -> "asyncio.Future[Reply | Refuse]":
+        """Submit ``build(request_id)``; the future resolves with the released reply.
+        ``admit_bytes``: a producer request that needs a client permit (``driver.submit``)."""
         request_id = self.next_request_id()
         future: asyncio.Future[Reply | Refuse] = self.driver.loop.create_future()
         self.pending[request_id] = future
         try:
-            self.driver.submit(build(request_id))
+            self.driver.submit(build(request_id), admit_bytes)
         except BaseException:
             self.pending.pop(request_id, None)
             raise

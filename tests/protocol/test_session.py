@@ -212,7 +212,8 @@ def test_register_tasks_rules() -> None:
 def test_enqueue_shape() -> None:
     session = hello_session(HELLO_CLIENT)
     good = b'{"version":1,"type":"enqueue","request_id":"e","task":"t","args":{"a":null},"options":{"retries":2}}'
-    assert session.receive(frame(good)).outputs == [Enqueue("e", "t", {"a": None}, {"retries": 2})]
+    assert session.receive(frame(good)).outputs == [
+        Enqueue("e", "t", {"a": None}, {"retries": 2}, size=len(good))]  # size: for admission
     for body in (b'"task":"t"', b'"task":"t","args":[]', b'"task":1,"args":{}',
                  b'"task":"t","args":{},"options":[]'):
         payload = b'{"version":1,"type":"enqueue","request_id":"e",' + body + b"}"

@@ -106,3 +106,59 @@ def test_a_failed_fsync_fails_what_waits_and_refuses_what_follows(gated_store):
         ("persistent", "unknown_outcome"), ("volatile", "unavailable"),
         ("read", "unavailable"), ("later", "unavailable")]
     assert stopped == ["stopped"]
+
+
+def test_a_client_permit_is_held_until_the_reply_is_released(gated_store):
+    store, io = gated_store
+    permits = store.engine.permits
+
+    async def scenario(driver: EngineDriver, delivered: list) -> None:
+        driver.submit(commands.Enqueue("c", "first", "t.v1", {}, {}), admit_bytes=100)
+        assert await asyncio.to_thread(io.entered.wait, 10)
+        assert permits.in_use == 1
+        for n in range(permits.slots - 1):
+            driver.submit(commands.Enqueue("c", f"more{n}", "t.v1", {}, VOLATILE), 10)
+        driver.submit(commands.Enqueue("c", "refused", "t.v1", {}, VOLATILE), admit_bytes=10)
+        driver.submit(commands.Status("c", "read", "00" * 16))  # reads need no permit
+        assert permits.in_use == permits.slots
+        io.gate.set()
+        await settle(driver)
+        assert permits.in_use == 0
+
+    delivered = run_driver(store, scenario)
+    refused = [e for e in delivered if isinstance(e, Refuse) and e.failure.code == "capacity"]
+    assert [(e.request_id, e.failure.details["reason"]) for e in refused] == [
+        ("refused", "client_slots")]
+    assert delivered[-1].request_id == "read"  # answered, not refused for capacity
+
+
+def test_permits_of_failed_stages_come_back_when_the_writer_stops(gated_store):
+    store, io = gated_store
+
+    async def scenario(driver: EngineDriver, delivered: list) -> None:
+        driver.submit(commands.Enqueue("c", "persistent", "t.v1", {}, {}), admit_bytes=10)
+        assert await asyncio.to_thread(io.entered.wait, 10)
+        driver.submit(commands.Enqueue("c", "volatile", "t.v1", {}, VOLATILE), admit_bytes=10)
+        assert store.engine.permits.in_use == 2
+        io.fail_with = errno.EIO
+        io.gate.set()
+        await settle(driver)
+
+    delivered = run_driver(store, scenario)
+    assert [(e.request_id, e.failure.code) for e in delivered] == [
+        ("persistent", "unknown_outcome"), ("volatile", "unavailable")]
+    assert store.engine.permits.in_use == 0
+
+
+def test_an_enqueue_over_one_permits_bytes_is_client_bytes_and_holds_nothing(gated_store):
+    store, _ = gated_store
+    per_permit = store.engine.permits.bytes_per_permit
+
+    async def scenario(driver: EngineDriver, delivered: list) -> None:
+        driver.submit(commands.Enqueue("c", "big", "t.v1", {}, {}), admit_bytes=per_permit + 1)
+        await settle(driver)
+
+    [refusal] = run_driver(store, scenario)
+    assert (refusal.failure.code, refusal.failure.details["reason"]) == ("capacity",
+                                                                          "client_bytes")
+    assert store.engine.permits.in_use == 0 and store.engine.next_sequence == 1
