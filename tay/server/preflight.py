@@ -2,8 +2,9 @@
 the sentences an operator reads when one of them (or the store) refuses.
 
 ``preflight`` looks at the data directory (a file, a foreign directory, a missing store,
-the durability rules, a live owner), the socket (inside the data dir, a live listener),
-the TLS files and the HTTP port, in that order, and creates nothing: the store, the
+the durability rules, a live owner), the socket (inside the data dir, a directory another
+user could replace it in, a live listener), the TLS files and the HTTP port, in that
+order, and creates nothing: the store, the
 socket file and the listening port only appear once every check passed. ``explain`` turns
 a store refusal into what is wrong, where, and the flag or command that resolves it; the
 internal kind and reason follow in brackets for logs and searches.
@@ -22,7 +23,8 @@ from tay.storage import layout
 from tay.storage.fsio import RealIO
 from tay.storage.journal.setup import check_durability
 
-from .socket_path import SocketPlan, check_outside_data_dir, live_listener
+from .socket_path import (SocketPlan, check_outside_data_dir, live_listener,
+                          socket_directory_problem)
 
 if TYPE_CHECKING:
     from .app import ServeConfig
@@ -44,6 +46,9 @@ def preflight(config: "ServeConfig", http: Any = None) -> None:
     check_data_dir(config)
     if config.socket is not None:
         check_outside_data_dir(config.socket.path, config.data_dir)
+        problem = socket_directory_problem(config.socket)
+        if problem is not None:
+            raise StartupRefused("--socket", problem)
         check_socket_free(config.socket)
     if http is not None:
         if http.tls:

@@ -11,12 +11,15 @@ of falling back to another candidate.
 from __future__ import annotations
 
 import errno
+import grp
 import os
+import pwd
 import socket
 import stat
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from tay import _native
 from tay.failures import ConfigurationError
 from tay.socket_discovery import (FROM_ENVIRONMENT, FROM_EXPLICIT, FROM_TMP_FALLBACK, SHARED_RUN_DIR, SocketPathError, discover_socket,
                                   usable_directory_default)
@@ -87,21 +90,103 @@ def live_listener(path: str) -> bool:
 
 
 def bind_unix_socket(plan: SocketPlan, mode: int = 0o600, backlog: int = 512) -> socket.socket:
-    """Prepare directories, clear a verified stale socket, bind, chmod and listen."""
+    """Check and prepare directories, clear a verified stale socket, then bind, chmod and
+    listen under a temporary name and move it to the path without replacing anything: the
+    path appears only once it accepts connections (a client never meets a bound socket that
+    refuses), with its final mode."""
     if mode not in ALLOWED_SOCKET_MODES:
         raise ConfigurationError("socket_mode", f"must be 0600 or 0660, got {mode:#o}")
+    problem = socket_directory_problem(plan)
+    if problem is not None:
+        raise ConfigurationError("--socket", problem)
     _prepare_directory(plan)
     _clear_stale(plan.path)
+    directory, name = os.path.split(plan.path)
+    staging = f".tay-{os.getpid()}.sock"
     sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    dir_fd = -1
     try:
-        sock.bind(plan.path)
-        os.chmod(plan.path, mode)
+        dir_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        remove_socket(os.path.join(directory, staging))  # left by a killed server of this PID
+        sock.bind(os.path.join(directory, staging))
+        os.chmod(staging, mode, dir_fd=dir_fd)
         sock.listen(backlog)
+        _native.rename_noreplace(dir_fd, staging, dir_fd, name)
     except OSError as exc:
         sock.close()
+        remove_socket(os.path.join(directory, staging))
+        if exc.errno == errno.EEXIST:
+            raise ConfigurationError("socket", f"{plan.path} appeared while this server started "
+                                     "(another server?); refusing to replace it") from None
         raise _access_error(plan.path, exc) from None
+    finally:
+        if dir_fd >= 0:
+            os.close(dir_fd)
     sock.setblocking(False)
     return sock
+
+
+def socket_directory_problem(plan: SocketPlan) -> str | None:
+    """Why another local user could replace the socket (and so read every producer's frames),
+    as a sentence with the fix; None when its directories are safe.
+
+    Every existing directory from the socket's parent up to ``/`` (along the path as given
+    and along its resolved form) must belong to this user or root, and must not be writable
+    by group or others unless it has the sticky bit (as ``/tmp``). A missing parent is
+    created 0700 later. An automatic private directory is checked by ``_prepare_directory``.
+    """
+    start = os.path.dirname(plan.private_dir or plan.path)
+    me = os.geteuid()
+    for directory in _ancestors(start):
+        try:
+            info = os.lstat(directory)
+        except OSError:
+            continue  # missing: created later (0700); unreadable: the bind names the error
+        if stat.S_ISLNK(info.st_mode):
+            continue  # the link's own directory is checked; its target via the resolved path
+        if info.st_uid not in (me, 0):
+            return (f"the socket directory {directory} belongs to {_user(info.st_uid)}, not to "
+                    f"this server's user ({_user(me)}) or root, so that user could replace the "
+                    f"socket and read every producer's frames. Use a --socket PATH in a "
+                    f"directory owned by {_user(me)} or root (TAY_SOCKET_PATH).")
+        writable = info.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+        if writable and not info.st_mode & stat.S_ISVTX:
+            who = "every local user" if info.st_mode & stat.S_IWOTH else \
+                f"group {_group(info.st_gid)}"
+            return (f"the socket directory {directory} is writable by {who} without the "
+                    f"sticky bit, so they could replace the socket and read every producer's "
+                    f"frames. Run `chmod go-w {directory}` (or `chmod +t {directory}`), or use a "
+                    f"--socket PATH in a private directory (TAY_SOCKET_PATH).")
+    return None
+
+
+def _ancestors(directory: str) -> list[str]:
+    """``directory`` and its parents up to ``/``, as written and as resolved (no repeats)."""
+    seen: list[str] = []
+    for start in (os.path.abspath(directory), os.path.realpath(directory)):
+        current = start
+        while True:
+            if current not in seen:
+                seen.append(current)
+            parent = os.path.dirname(current)
+            if parent == current:
+                break
+            current = parent
+    return seen
+
+
+def _user(uid: int) -> str:
+    try:
+        return f"{pwd.getpwuid(uid).pw_name} (uid {uid})"
+    except KeyError:
+        return f"uid {uid}"
+
+
+def _group(gid: int) -> str:
+    try:
+        return f"{grp.getgrgid(gid).gr_name} (gid {gid})"
+    except KeyError:
+        return f"gid {gid}"
 
 
 def remove_socket(path: str) -> None:
