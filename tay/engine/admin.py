@@ -186,11 +186,12 @@ class AdminCommands(ScheduleCommands):
     def _admin_queues(self, body: Any, now_ms: int, out: Outcome) -> dict[str, Any]:
         _fields(body, frozenset(), "queues")
         names = set(self.config.queues) | self.paused | {
-            queue for (queue, _), count in self.queue_counts.items() if count}
+            queue for queue, row in self.queue_counts.items() if any(row)}
         return {"queues": [self._queue_view(name) for name in sorted(names)]}
 
     def _queue_view(self, name: str) -> dict[str, Any]:
-        counts = {state: self.queue_counts[(name, state)] for state in STATES}
+        row = self.queue_counts.get(name) or [0] * len(STATES)
+        counts = dict(zip(STATES, row))
         return {"name": name, "paused": name in self.paused,
                 "credits": self.config.queue_credits(name), "executing": self._executing[name],
                 "waiting": sum(counts[s] for s in WAITING), "by_state": counts}

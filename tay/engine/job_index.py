@@ -16,7 +16,6 @@ make a page slow (docs/admin.md).
 from __future__ import annotations
 
 from bisect import bisect_left
-from collections import Counter
 from typing import Callable
 
 Entry = tuple[int, bytes]  # (stamp, job id)
@@ -26,36 +25,48 @@ COMPACT_FLOOR = 1024
 ALL = ("all", "")
 
 
+STATE_KEYS = {state: ("state", state) for state in (
+    "scheduled", "available", "executing", "retryable", "completed", "cancelled", "discarded")}
+
+
 class JobIndex:
     def __init__(self, stamp_of: StampOf) -> None:
         self._stamp_of = stamp_of
         self._lists: dict[tuple[str, str], list[Entry]] = {ALL: []}
-        self.live: Counter[tuple[str, str]] = Counter()  # live entries per list
+        self.live: dict[tuple[str, str], int] = {ALL: 0}  # live entries per list
 
-    def touch(self, stamp: int, job_id: bytes, state: str, queue: str, task: str,
-              previous: str | None) -> None:
-        """Record a transition of ``job_id`` to ``state`` (``previous``: its last state, None
-        for a new job)."""
-        keys = (ALL, ("state", state), ("queue", queue), ("task", task))
+    @staticmethod
+    def job_keys(queue: str, task: str) -> tuple[tuple[str, str], tuple[str, str]]:
+        """The queue and task list keys of a job (made once per job, not per transition)."""
+        return ("queue", queue), ("task", task)
+
+    def touch(self, stamp: int, job_id: bytes, state: str,
+              job_keys: tuple[tuple[str, str], tuple[str, str]], previous: str | None) -> None:
+        """Record a transition of ``job_id`` into ``state`` (``previous``: its last state,
+        None for a new job); ``job_keys`` from ``job_keys``."""
+        live = self.live
+        state_key = STATE_KEYS[state]
+        queue_key, task_key = job_keys
         if previous is None:
-            self.live[ALL] += 1
-            self.live[keys[2]] += 1
-            self.live[keys[3]] += 1
-        self.live[keys[1]] += 1
-        if previous is not None:
-            self.live[("state", previous)] -= 1
+            live[ALL] += 1
+            live[queue_key] = live.get(queue_key, 0) + 1
+            live[task_key] = live.get(task_key, 0) + 1
+        else:
+            live[STATE_KEYS[previous]] -= 1
+        live[state_key] = live.get(state_key, 0) + 1
+        item = (stamp, job_id)
         lists = self._lists
-        for key in keys:
+        for key in (ALL, state_key, queue_key, task_key):
             entries = lists.get(key)
             if entries is None:
                 entries = lists[key] = []
-            entries.append((stamp, job_id))
-            if len(entries) > 2 * self.live[key] + COMPACT_FLOOR:
+            entries.append(item)
+            if len(entries) > 2 * live[key] + COMPACT_FLOOR:
                 self._compact(key)
 
-    def forget(self, state: str, queue: str, task: str) -> None:
+    def forget(self, state: str, job_keys: tuple[tuple[str, str], tuple[str, str]]) -> None:
         """A job left the engine (its entries are stale from now on)."""
-        for key in (ALL, ("state", state), ("queue", queue), ("task", task)):
+        for key in (ALL, STATE_KEYS[state], *job_keys):
             self.live[key] -= 1
 
     def _compact(self, key: tuple[str, str]) -> None:
@@ -88,4 +99,4 @@ class JobIndex:
 
     def size(self, key: tuple[str, str]) -> int:
         """Live entries of one list (what a filter on that key can match at most)."""
-        return self.live[key]
+        return self.live.get(key, 0)

@@ -19,7 +19,7 @@ class JobEntry:
     it, when known."""
 
     __slots__ = ("state", "volatile", "charge", "ready_key", "reservation_id", "queue", "task",
-                 "stamp", "attempts", "schedule_id")
+                 "stamp", "attempts", "schedule_id", "index_keys", "queue_row")
 
     def __init__(self, state: JobState, volatile: bool, charge: int) -> None:
         self.state = state
@@ -33,6 +33,8 @@ class JobEntry:
         self.stamp = 0
         self.attempts: list[tuple[int, int, int | None, str | None]] | None = None
         self.schedule_id: str | None = None
+        self.index_keys = (("queue", self.queue), ("task", self.task))  # job_index lists
+        self.queue_row: list[int] = []  # its queue's counts by state (EngineState.queue_counts)
 
     @property
     def durability(self) -> str:

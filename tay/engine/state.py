@@ -27,9 +27,12 @@ from tay.failures import RequestRefused
 from tay.storage import events as ev
 from tay.storage.events.definition import LazyDefinition, args_json
 from tay.storage.journal.history_budget import HistoryBudget, frame_size
-from tay.storage.events.transitions import JobState, apply, expected_finish, retry_due_range
+from tay.storage.events.transitions import (
+    STATES, JobState, apply, expected_finish, retry_due_range,
+)
 
 WAITING_FOR_TIME = ("scheduled", "retryable")
+STATE_INDEX = {state: index for index, state in enumerate(STATES)}
 MAX_TIMELINE = 25  # attempts kept per job for the admin timeline (the latest ones)
 # The records that end an execution: written against its finishing reserve, never refused
 # by the history caps (a job can always finish). Every other record is an admission.
@@ -68,7 +71,7 @@ class EngineState:
         self.dispatching = True  # False while the server drains for shutdown (volatile)
         self._stamp = 0
         self.job_index = JobIndex(self._stamp_of)
-        self.queue_counts: Counter[tuple[str, str]] = Counter()
+        self.queue_counts: dict[str, list[int]] = {}  # queue -> job counts in STATES order
         self.activity = Activity()
 
     def _stamp_of(self, job_id: bytes) -> int | None:
@@ -162,7 +165,6 @@ class EngineState:
             if previous == "executing" and not volatile:
                 self.durable_executing -= 1
             self.counts[previous] -= 1
-            self.queue_counts[(entry.queue, previous)] -= 1
             if state.result_present and not old.result_present:
                 extra = measure(state.result, "result").encoded_bytes
                 entry.charge += extra
@@ -174,14 +176,20 @@ class EngineState:
             entry.state = state
             if previous == "executing" and state.state != "executing":
                 _finish_attempt(entry, state, at)
-        if state.state == "executing":
-            _start_attempt(entry, state)
         self.counts[state.state] += 1
-        self.queue_counts[(entry.queue, state.state)] += 1
-        self._stamp += 1
-        entry.stamp = self._stamp
-        self.job_index.touch(self._stamp, state.id, state.state, entry.queue, entry.task,
-                             previous)
+        if previous != state.state:  # a result or failure record keeps the job in place
+            if state.state == "executing":
+                _start_attempt(entry, state)
+            row = entry.queue_row
+            if previous is None:
+                row = entry.queue_row = self.queue_counts.get(entry.queue) \
+                    or self.queue_counts.setdefault(entry.queue, [0] * len(STATES))
+            else:
+                row[STATE_INDEX[previous]] -= 1
+            row[STATE_INDEX[state.state]] += 1
+            self._stamp += 1
+            entry.stamp = self._stamp
+            self.job_index.touch(self._stamp, state.id, state.state, entry.index_keys, previous)
         if state.state == "executing" and not volatile:
             self.durable_executing += 1
         entry.ready_key = None
@@ -320,16 +328,14 @@ def _finish_attempt(entry: JobEntry, state: JobState, at: int) -> None:
         attempts[-1] = (attempt, started, at, finish_outcome(state))
 
 
-_RETRIES = frozenset({ev.JOB_RETRIED, ev.JOB_REQUEUED})
+# record type -> how a live event of it counts (types are unique across the registry)
+_COUNTED = {ev.JOB_INSERTED[0]: "enqueued", ev.JOB_FINISHED[0]: None,
+            ev.JOB_CANCELLED[0]: None, ev.JOB_RETRIED[0]: "retried",
+            ev.JOB_REQUEUED[0]: "retried"}
 
 
 def _live_outcome(event: ev.Event, state: JobState) -> str | None:
     """The activity label of a live job event (None: not counted)."""
-    pair = (event.type, event.schema)
-    if pair == ev.JOB_INSERTED:
-        return "enqueued"
-    if pair == ev.JOB_FINISHED or pair == ev.JOB_CANCELLED:
-        return finish_outcome(state)
-    if pair in _RETRIES:
-        return "retried"
-    return None
+    if event.type not in _COUNTED:
+        return None
+    return _COUNTED[event.type] or finish_outcome(state)

@@ -100,9 +100,10 @@ def collector(engine: Any, driver: Any, store: Any, metrics: ServerMetrics,
         yield jobs
         depth = GaugeMetricFamily("tay_queue_jobs", "retained jobs per queue and state",
                                   labels=("queue", "state"))
-        for (queue, state), count in sorted(engine.queue_counts.items()):
-            if count:
-                depth.add_metric((queue, state), count)
+        for queue, row in sorted(engine.queue_counts.items()):
+            for state, count in zip(STATES, row):
+                if count:
+                    depth.add_metric((queue, state), count)
         yield depth
         states = GaugeMetricFamily("tay_jobs_by_state", "retained jobs per state",
                                    labels=("state",))

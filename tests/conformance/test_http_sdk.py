@@ -175,6 +175,7 @@ try:
     await fail.result()
 except RemoteTaskError as error:
     out["remote"] = error.code
+    out["remote_failure"] = [(error.details.get("failure") or {}).get(k) for k in ("type", "message")]
 await wait_for(slow, {"executing"})
 out["cancel"] = await slow.cancel()
 try:
@@ -196,6 +197,7 @@ return out
 def check_scenario(result: dict) -> None:
     assert result["add"] == "completed" and result["sum"] == {"sum": 7}
     assert result["fail"] == "discarded" and result["remote"] == "task_failed"
+    assert result["remote_failure"] == ["ValueError", "nope"]  # both SDKs see the details
     assert result["cancel"] == "cancelled"
     assert result["cancelled_result"] in ("task_cancelled", "result_not_ready")
     assert result["bad_option"] == "invalid_enqueue"

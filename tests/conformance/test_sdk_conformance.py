@@ -127,10 +127,13 @@ def test_failures_retries_and_discard(server: Server) -> None:
             await doomed.result()
         except RemoteTaskError as error:
             out["doomed_result"] = error.code
+            # the worker's failure details travel in the error object (docs/admin.md)
+            out["doomed_failure"] = (error.details.get("failure") or {}).get("type")
         return out
     """)
     assert result == {"flaky": "completed", "flaky_result": {"attempts": 2},
-                      "doomed": "discarded", "doomed_result": "task_failed"}
+                      "doomed": "discarded", "doomed_result": "task_failed",
+                      "doomed_failure": "ValueError"}
 
 
 def test_timeout_and_cancelling_running_work(server: Server) -> None:

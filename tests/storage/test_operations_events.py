@@ -97,3 +97,52 @@ def test_transitions_refuse_failure_and_requeue_from_wrong_states() -> None:
     with pytest.raises(TransitionRejected) as refused:
         table.apply(2, op.failure_recorded(job_id, 101, 1, ERROR))
     assert refused.value.guard == "failure_for_job_without_failure"
+
+
+# ---- through Store-v2 compaction ---------------------------------------------------------
+
+def test_failure_details_and_a_requeue_survive_offline_compaction(data_dir) -> None:
+    from tay.storage.compaction.offline import compact_offline
+    from tay.storage.journal.writer import init_store
+    from tay.storage.recovery.recover import TableConsumer, recover
+
+    init_store(str(data_dir), durability="write")
+    journal = recover(str(data_dir), durability="write").journal
+    history = [(s, e) for s, e in events("failure_recorded.hex")]
+    requeue = events("job_requeued.hex")
+    history += [(s + 4, e if e.pair != op.JOB_REQUEUED else
+                 op.job_requeued(e.job_id, e.at, e.expected_revision + 4))
+                for s, e in requeue[:2]]
+    history.append((7, op.job_requeued(requeue[0][1].job_id, 102, 6)))
+    # job 0..05's cancel names its insert (seq 5) as the expected revision
+    history[5] = (6, ev.job_cancelled(requeue[0][1].job_id, 101, 5, None))
+    journal.append_batch(ev.journal_records(history))
+    journal.sync()
+    journal.close()
+    from tay.storage.v2 import Retention
+
+    compact_offline(str(data_dir), consumer=TableConsumer(), durability="write",
+                    retention=Retention("infinity"), now_ms=lambda: 1_000)
+    table = TableConsumer()
+    assert recover(str(data_dir), consumer=table, activate=False).store_version == 2
+    jobs = {job.id: job for job in table.table}
+    failed = jobs[bytes(15) + b"\x04"]
+    assert failed.state == "discarded" and failed.failure == ERROR
+    requeued = jobs[bytes(15) + b"\x05"]
+    assert (requeued.state, requeued.attempt, requeued.next_attempt) == ("available", 0, 1)
+
+
+def test_a_store_with_queue_control_is_refused_by_compaction_not_emptied(data_dir) -> None:
+    from tay.failures import RecoveryRefused
+    from tay.storage.compaction.offline import compact_offline
+    from tay.storage.journal.writer import init_store
+    from tay.storage.recovery.recover import TableConsumer, recover
+
+    init_store(str(data_dir), durability="write")
+    journal = recover(str(data_dir), durability="write").journal
+    journal.append_batch(ev.journal_records(events("queue_control.hex")))
+    journal.sync()
+    journal.close()
+    with pytest.raises(RecoveryRefused) as refused:
+        compact_offline(str(data_dir), consumer=TableConsumer(), durability="write")
+    assert refused.value.reason == "state_not_carried"

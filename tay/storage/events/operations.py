@@ -21,8 +21,8 @@ from tay.storage.events.definition import (
     check_exact_keys, check_job_id, check_key, check_seq, check_time, invalid,
 )
 from tay.storage.events.registry import (
-    FAILURE_RECORDED, JOB_REQUEUED, QUEUE_PAUSED, QUEUE_RESUMED, Event, make_event,
-    register_pairs,
+    FAILURE_RECORDED, JOB_REQUEUED, QUEUE_PAUSED, QUEUE_RESUMED, Event, carry_in_epochs,
+    job_entity, make_event, register_pairs,
 )
 
 QUEUE_PAIRS = frozenset({QUEUE_PAUSED, QUEUE_RESUMED})
@@ -78,6 +78,13 @@ register_pairs((
     (FAILURE_RECORDED, "failure_recorded", _validate_failure),
     (JOB_REQUEUED, "job_requeued", _validate_requeued),
 ))
+# Through Store-v2 compaction (docs/storage-format.md "Epoch events"): a failure rides a
+# base as a (31,2) attachment of its job and a tail as a (30,2) event; a requeue is a
+# lifecycle step of its job, so a base holds the job's (7,1) snapshot and a tail a (30,2).
+# Queue pause/resume payloads carry no entity revision, so they cannot ride an epoch:
+# compacting a store that holds them is refused (state_not_carried), never lossy.
+carry_in_epochs(FAILURE_RECORDED, job_entity, attachment=True)
+carry_in_epochs(JOB_REQUEUED, job_entity)
 
 
 # ---- builders -------------------------------------------------------------------------

@@ -336,7 +336,25 @@ def _result_attachments(job: JobState) -> list[ev.Event]:
     return [ev.result_recorded(job.id, job.completed_at, job.revision, job.result)]
 
 
-_ATTACHMENTS = {ev.RESULT_RECORDED: (_attach_result, _result_attachments)}
+def _attach_failure(job: JobState, payload: Mapping[str, Any], guard: _Guard) -> JobState:
+    if job.failure is not None:
+        guard.fail("failure_already_attached")
+    return _evolve(job, failure=payload["error"])
+
+
+def _failure_attachments(job: JobState) -> list[ev.Event]:
+    if job.failure is None:
+        return []
+    from tay.storage.events.operations import failure_recorded  # owner of (22,2)
+
+    # the failure's own time is not retained; the job's last finish or start stands for it
+    at = job.terminal_at if job.terminal_at is not None else (
+        job.attempted_at if job.attempted_at is not None else job.inserted_at)
+    return [failure_recorded(job.id, at, job.revision, dict(job.failure))]
+
+
+_ATTACHMENTS = {ev.RESULT_RECORDED: (_attach_result, _result_attachments),
+                ev.FAILURE_RECORDED: (_attach_failure, _failure_attachments)}
 
 
 def attach(job: JobState, event: ev.Event) -> JobState:
