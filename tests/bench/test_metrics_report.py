@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import json
+import struct
+import sys
 
 import pytest
 from hypothesis import given, settings
@@ -91,15 +93,30 @@ def test_markdown_table_has_one_column_per_run():
     assert all(line.count("|") == 4 for line in lines)
 
 
-def test_write_all_writes_json_markdown_and_chart_or_a_note(tmp_path):
-    document = {"profile": "tiny", "machine": {"nproc": 2, "cpu_model": "cpu", "kernel": "6",
-                                               "python": "3.11", "filesystem": "ext4"},
-                "runs": [_run("per-event", 10.0, 30)]}
-    written = write_all(document, str(tmp_path), "tiny-x")
-    assert json.loads(open(written["json"]).read()) == document
+DOCUMENT = {"profile": "tiny", "machine": {"nproc": 2, "cpu_model": "cpu", "kernel": "6",
+                                          "python": "3.11", "filesystem": "ext4"},
+            "runs": [_run("per-event", 10.0, 30), _run("group-commit", 20.0, 12)]}
+
+
+def test_write_all_writes_json_markdown_and_a_png_chart(tmp_path):
+    """matplotlib is in the dev extra, so the chart branch always runs here."""
+    written = write_all(DOCUMENT, str(tmp_path), "tiny-x")
+    assert json.loads(open(written["json"]).read()) == DOCUMENT
     assert "2 CPUs, cpu, ext4" in open(written["markdown"]).read()
-    assert ("chart" in written and open(written["chart"], "rb").read(8) == b"\x89PNG\r\n\x1a\n") \
-        or written["chart_note"].startswith("chart skipped")
+    assert "chart_note" not in written
+    png = open(written["chart"], "rb").read()
+    assert png[:8] == b"\x89PNG\r\n\x1a\n" and png[12:16] == b"IHDR"
+    width, height = struct.unpack(">II", png[16:24])
+    assert (width, height) == (990, 396)  # 9 x 3.6 inches at 110 dpi
+
+
+def test_without_matplotlib_the_report_says_how_to_get_the_chart(tmp_path, monkeypatch):
+    monkeypatch.setitem(sys.modules, "matplotlib", None)  # `import matplotlib` now fails
+    written = write_all(DOCUMENT, str(tmp_path), "tiny-y")
+    assert "chart" not in written and not (tmp_path / "tiny-y.png").exists()
+    assert written["chart_note"] == ("chart skipped: matplotlib is not installed "
+                                     "(pip install 'tay[bench]')")
+    assert json.loads(open(written["json"]).read()) == DOCUMENT
 
 
 def test_progress_bar_renders_counts(tmp_path):

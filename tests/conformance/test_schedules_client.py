@@ -49,9 +49,24 @@ def test_every_fires_and_cancel_returns_the_cancelled_object(server: Server) -> 
     assert cancelled["id"] == "conformance-every" and cancelled["cancelled_at"] is not None
     assert cancelled["kind"] == "every" and cancelled["every_ms"] == 200
     assert cancelled["last_at"] is not None and cancelled["next_at"] is None
+    # No more firings, judged by the scheduler's own progress rather than a sleep: a second
+    # schedule ("tock", same period) must fire twice (an occurrence the cancelled one had
+    # already admitted starts meanwhile), then twice more with no new "tick" line.
+    server.client("""
+        return (await tay.every("demo.sleep.v1", seconds=0.2, kwargs={"seconds": 0, "key": "tock"},
+                                declaration_id="conformance-tock")).id
+    """)
+    tock = server.root / "tock"
+    assert wait_for_lines(tock, 2) >= 2
     fired = len((server.root / "tick").read_text().splitlines())
-    time.sleep(0.6)
-    assert len((server.root / "tick").read_text().splitlines()) == fired  # no more firings
+    seen = len(tock.read_text().splitlines())
+    assert wait_for_lines(tock, seen + 2) >= seen + 2
+    assert len((server.root / "tick").read_text().splitlines()) == fired
+    server.client("""
+        handle = await tay.every("demo.sleep.v1", seconds=0.2, kwargs={"seconds": 0, "key": "tock"},
+                                 declaration_id="conformance-tock")
+        return await handle.cancel()
+    """)
 
 
 def test_cron_schedule_declare_redeclare_cancel_and_refusals(server: Server) -> None:

@@ -47,6 +47,21 @@ async def http_stack(limits: HttpLimits | None = None,
         shutil.rmtree(root, ignore_errors=True)
 
 
+async def until(condition, what: str, timeout: float = 5.0) -> None:
+    """Wait for ``condition()`` to hold (checked every loop turn), never a fixed sleep."""
+    loop = asyncio.get_running_loop()
+    end = loop.time() + timeout
+    while not condition():
+        if loop.time() > end:
+            raise AssertionError(f"not reached in {timeout} s: {what}")
+        await asyncio.sleep(0.001)
+
+
+def claim_waiting(server: HttpServer) -> bool:
+    """Some worker session has a long-polling claim parked on the server."""
+    return any(session.waiter is not None for session in server.sessions.sessions.values())
+
+
 class FakeTransport:
     """Collects written bytes; records close and reading pauses (like uvicorn's tests)."""
 

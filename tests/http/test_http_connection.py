@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings, strategies as st
 
 from tay.server.http_config import HttpLimits
 
-from .conftest import Client, http_stack, parse_responses, request, run
+from .conftest import Client, http_stack, parse_responses, request, run, until
 
 ENQUEUE = request("POST", "/jobs", {"task": "demo.add", "args": {"x": 1}})
 
@@ -48,8 +48,7 @@ def test_malformed_request_gets_400_json_and_close():
             (response,) = await client.responses(1)
             assert (response.status, response.code) == (400, "invalid_request")
             assert response.headers[b"connection"] == b"close"
-            await asyncio.sleep(0.01)
-            assert client.transport.closed
+            await until(lambda: client.transport.closed, "the connection is closed")
     run(scenario())
 
 
@@ -60,8 +59,7 @@ def test_oversized_headers_are_refused_and_closed():
             client.send(b"GET /jobs/a HTTP/1.1\r\nx-big: " + b"a" * 600 + b"\r\n\r\n")
             (response,) = await client.responses(1)
             assert (response.status, response.code) == (413, "request_too_large")
-            await asyncio.sleep(0.01)
-            assert client.transport.closed
+            await until(lambda: client.transport.closed, "the connection is closed")
     run(scenario())
 
 
@@ -117,14 +115,12 @@ def test_connection_close_and_http_1_0_close_after_the_response():
             client.send(request("GET", "/nope", headers=(b"connection: close",)))
             (response,) = await client.responses(1)
             assert response.headers[b"connection"] == b"close"
-            await asyncio.sleep(0.01)
-            assert client.transport.closed
+            await until(lambda: client.transport.closed, "the connection is closed")
             old = Client(server)
             old.send(b"GET /nope HTTP/1.0\r\n\r\n")
             (response,) = await old.responses(1)
             assert response.status == 404
-            await asyncio.sleep(0.01)
-            assert old.transport.closed
+            await until(lambda: old.transport.closed, "the HTTP/1.0 connection is closed")
     run(scenario())
 
 
@@ -135,8 +131,7 @@ def test_slow_client_gets_request_timeout_and_close():
             client.send(b"POST /jobs HTTP/1.1\r\ncontent-le")
             (response,) = await client.responses(1, timeout=2)
             assert response.code == "request_timeout"
-            await asyncio.sleep(0.01)
-            assert client.transport.closed
+            await until(lambda: client.transport.closed, "the connection is closed")
     run(scenario())
 
 
@@ -145,8 +140,7 @@ def test_idle_keep_alive_connection_is_closed_silently():
         async with http_stack(HttpLimits(keepalive_timeout_s=0.05)) as server:
             client = Client(server)
             assert (await client.call(ENQUEUE)).status == 201
-            await asyncio.sleep(0.2)
-            assert client.transport.closed
+            await until(lambda: client.transport.closed, "the idle connection is closed")
             assert len(parse_responses(client.transport.written)) == 1
     run(scenario())
 
@@ -170,8 +164,7 @@ def test_upgrade_requests_are_answered_then_closed():
                                                           b"upgrade: h2c")))
             (response,) = await client.responses(1)
             assert response.status == 404
-            await asyncio.sleep(0.01)
-            assert client.transport.closed
+            await until(lambda: client.transport.closed, "the connection is closed")
     run(scenario())
 
 
@@ -200,9 +193,13 @@ def test_expect_100_continue_is_acknowledged_before_the_body():
                         b"expect: 100-continue\r\ncontent-length: %d\r\n\r\n" % len(body))
             assert client.transport.written == b"HTTP/1.1 100 Continue\r\n\r\n"
             client.send(body)
-            await asyncio.sleep(0.05)
-            final = client.transport.written.split(b"\r\n\r\n", 1)[1]
-            assert parse_responses(final)[0].status == 201
+
+            def final() -> list:
+                rest = bytes(client.transport.written).split(b"\r\n\r\n", 1)[1]
+                return [r for r in parse_responses(rest) if r.status]
+
+            await until(lambda: final(), "the final response after 100 Continue")
+            assert final()[0].status == 201
     run(scenario())
 
 
@@ -222,7 +219,7 @@ def test_head_responses_carry_headers_only_and_keep_the_stream_in_sync():
         async with http_stack() as server:
             client = Client(server)
             client.send(b"HEAD /jobs HTTP/1.1\r\nhost: t\r\n\r\n")
-            await asyncio.sleep(0.02)
+            await until(lambda: b"\r\n\r\n" in client.transport.written, "the HEAD response")
             head, _, rest = bytes(client.transport.written).partition(b"\r\n\r\n")
             assert head.startswith(b"HTTP/1.1 405") and rest == b""
             assert int(head.split(b"content-length: ")[1].split(b"\r\n")[0]) > 0

@@ -3,11 +3,13 @@ registration, tokens, long-poll claims, reports, cancellation, expiry and recove
 
 from __future__ import annotations
 
-import asyncio
+import os
+from pathlib import Path
 
 from tay.server.http_config import HttpLimits
+from tay.storage.layout import LOCK_NAME
 
-from .conftest import Client, http_stack, request, run
+from .conftest import Client, claim_waiting, http_stack, request, run, until
 
 REGISTER = {"runtime_id": "w1", "tasks": ["demo.add"], "capacity": 1}
 
@@ -73,15 +75,16 @@ def test_failure_outcome_makes_result_task_failed():
     run(scenario())
 
 
-def test_long_poll_returns_204_then_wakes_on_enqueue():
+def test_long_poll_returns_204_and_one_claim_waits_per_session():
     async def scenario():
         async with http_stack(HttpLimits(claim_wait_s=0.05)) as server:
-            producer, worker = Client(server), Client(server)
+            worker = Client(server)
             token = await register(worker)
             empty = await worker.call(auth(token))
             assert (empty.status, empty.body) == (204, b"")
+            server.sessions.claim_wait_s = 5  # the next claim waits long enough to be seen
             worker.send(auth(token))
-            await asyncio.sleep(0.01)
+            await until(lambda: claim_waiting(server), "the claim is parked")
             other = Client(server)
             busy = await other.call(auth(token))
             assert (busy.status, busy.code) == (400, "claim_in_progress")
@@ -94,10 +97,28 @@ def test_waiting_claim_is_woken_by_a_dispatch():
             producer, worker = Client(server), Client(server)
             token = await register(worker)
             worker.send(auth(token))
-            await asyncio.sleep(0.02)
-            job_id = await enqueue(producer)
+            await until(lambda: claim_waiting(server), "the claim is parked")
+            job_id = await enqueue(producer)  # the enqueue's dispatch wakes the parked claim
             event = (await worker.responses(2))[1]  # after the registration response
             assert event.json()["job_id"] == job_id
+    run(scenario())
+
+
+def test_a_parked_claim_is_woken_by_a_writer_stop():
+    """A real journal failure (a second name for the owner lock fails the post-write path
+    check) stops the writer; a claim parked on an empty queue answers 503 at once."""
+    async def scenario():
+        async with http_stack(HttpLimits(claim_wait_s=20)) as server:
+            producer, worker = Client(server), Client(server)
+            token = await register(worker)
+            worker.send(auth(token))
+            await until(lambda: claim_waiting(server), "the claim is parked")
+            data_dir = Path(server.admin.config.data_dir)
+            os.link(data_dir / LOCK_NAME, data_dir.parent / "second-name.lock")
+            failed = await producer.call(request("POST", "/jobs", {"task": "demo.add", "args": {}}))
+            assert (failed.status, failed.code) == (503, "unknown_outcome")
+            claim = (await worker.responses(2, timeout=5))[1]  # not the 20 s timeout
+            assert (claim.status, claim.code) == (503, "unavailable")
     run(scenario())
 
 
@@ -142,7 +163,8 @@ def test_expired_session_releases_capacity_and_its_job_is_redelivered():
             assert (await first.call(auth(lost))).json()["job_id"] == job_id
             survivor = await register(second, runtime_id="survivor")
             second.send(auth(survivor))  # a waiting claim keeps the survivor alive
-            await asyncio.sleep(0.3)  # the first session stops claiming and expires
+            # the first session stops claiming and expires after 0.1 s idle
+            await until(lambda: len(server.sessions) == 1, "the idle session expired")
             gone = await first.call(auth(lost))
             assert gone.code == "unknown_worker"
             event = (await second.responses(2, timeout=5))[1].json()
@@ -225,8 +247,8 @@ def test_tokens_never_reach_the_logs(caplog):
             token = await register(client)
             (session,) = server.sessions.sessions.values()
             assert token not in repr(session)
-            await asyncio.sleep(0.15)  # expiry logs the session's end
-            return token
+            await until(lambda: len(server.sessions) == 0, "the idle session expired")
+            return token  # (its expiry logged the session's end)
     caplog.set_level("DEBUG")
     token = run(scenario())
     assert "session ended" in caplog.text and "registered" in caplog.text

@@ -72,3 +72,15 @@ def stop_now(process) -> None:
     except subprocess.TimeoutExpired:
         process.send_signal(signal.SIGTERM)
         process.wait(timeout=15)
+
+
+def http_url(server: Server, timeout: float = 15.0) -> str:
+    """The ``http://127.0.0.1:PORT`` a server started with ``--http-port 0`` listens on."""
+    import re
+
+    deadline = time.monotonic() + timeout
+    while not (found := re.search(r"listening on (http://127\.0\.0\.1:\d+)", server.log())):
+        if time.monotonic() > deadline:
+            raise RuntimeError("no HTTP listening line:\n" + server.log())
+        time.sleep(0.02)
+    return found.group(1)

@@ -13,7 +13,7 @@ import time
 
 import pytest
 
-from .server import REPO, Server, scratch_dirs
+from .server import REPO, Server, http_url, scratch_dirs
 
 pytestmark = pytest.mark.slow
 
@@ -29,11 +29,7 @@ def served():
         server = Server(os.path.join(data.name, "data"), os.path.join(sockets.name, "tay.sock"),
                         "--http-port", "0").start()
         try:
-            deadline = time.monotonic() + 15
-            while not (found := re.search(r"listening on (http://127\.0\.0\.1:\d+)", server.log())):
-                assert time.monotonic() < deadline, server.log()
-                time.sleep(0.02)
-            server.http_url = found.group(1)
+            server.http_url = http_url(server)
             yield server
         finally:
             server.stop()

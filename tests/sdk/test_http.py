@@ -2,6 +2,7 @@
 
 import asyncio
 import json
+import socket
 import threading
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
@@ -21,7 +22,7 @@ class Script:
         self.expire_once = False
 
 
-def make_server(script):
+def make_server(script, host="127.0.0.1"):
     class Handler(BaseHTTPRequestHandler):
         protocol_version = "HTTP/1.1"
 
@@ -79,7 +80,8 @@ def make_server(script):
         def do_DELETE(self):
             self._route("DELETE")
 
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    server = type("Server", (ThreadingHTTPServer,), {"address_family": family})((host, 0), Handler)
     threading.Thread(target=server.serve_forever, daemon=True).start()
     return server
 
@@ -153,9 +155,23 @@ def test_url_and_tls_rules(url, kwargs, fragment):
         TayHTTP(url, **kwargs)
 
 
-def test_plain_http_to_loopback_names_is_allowed():
-    for url in ("http://localhost:1", "http://[::1]:1", "http://127.0.0.5"):
-        TayHTTP(url)
+@pytest.mark.parametrize("name, bind", [("localhost", "127.0.0.1"), ("127.0.0.5", "127.0.0.5"),
+                                        ("[::1]", "::1")])
+def test_plain_http_to_loopback_names_is_allowed(name, bind):
+    """Each loopback spelling is accepted without TLS and really reaches a plain-HTTP peer."""
+    script = Script()
+    server = make_server(script, bind)
+
+    async def scenario():
+        async with TayHTTP(f"http://{name}:{server.server_address[1]}") as tay:
+            return await tay.enqueue("demo.add", {"left": 1})
+
+    try:
+        assert asyncio.run(scenario()).id == "a" * 32
+        assert [(method, path) for method, path, _, _ in script.requests] == [("POST", "/jobs")]
+    finally:
+        server.shutdown()
+        server.server_close()
 
 
 def test_worker_needs_long_timeout_and_bounded_capacity():

@@ -83,7 +83,18 @@ E1_BUDGET = {"depth": 4, "nodes": 35, "binary": 185}
 
 
 def test_e1_decodes_at_its_exact_budget() -> None:
-    ev.decode_event(1, 1, frame("E1").payload, value.DecodeLimits(**E1_BUDGET))
+    """At exactly its depth, node and binary counts E1 decodes, to the same event as with
+    the default budgets: the job the fixture README describes."""
+    payload = frame("E1").payload
+    event = ev.decode_event(1, 1, payload, value.DecodeLimits(**E1_BUDGET))
+    assert event == ev.decode_event(1, 1, payload)
+    assert (event.name, event.job_id, event["at"], event["expected_revision"]) == (
+        "job_inserted", JOB, 0, 0)
+    assert event["eligible_at"] == 10  # scheduled at 10
+    definition = event["definition"]
+    assert (definition["worker_key"], definition["queue_key"], definition["args"]) == ("w", "q", {})
+    assert (definition["max_attempts"], definition["scheduled_at"], definition["timeout_ms"]) == (
+        2, 10, 30_000)
 
 
 @pytest.mark.parametrize("budget", sorted(E1_BUDGET))

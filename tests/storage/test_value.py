@@ -61,7 +61,11 @@ def test_float_one_is_not_integer_one():
 
 def test_e1_payload_fits_its_exact_counters(upstream):
     payload = e1_payload(upstream)
-    assert isinstance(decode(payload, DecodeLimits(depth=4, nodes=35, binary=185)), dict)
+    exact = decode(payload, DecodeLimits(depth=4, nodes=35, binary=185))
+    assert exact == decode(payload)  # the same value as with the default limits
+    assert sorted(exact) == ["at", "definition", "eligible_at", "expected_revision", "job_id"]
+    assert exact["job_id"] == bytes(15) + b"\x01" and exact["at"] == 0
+    assert encode(exact) == payload  # and it is canonical: re-encodes to the same bytes
 
 
 @pytest.mark.parametrize(
