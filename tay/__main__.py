@@ -65,12 +65,17 @@ async def serve(instance: Any, *, grace: float) -> None:
         await instance.close()
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="tay-worker", description="Run a dedicated Tay worker process.")
     parser.add_argument("application", help="module or module:attribute of a Tay(mode='worker') instance")
     parser.add_argument("--grace", type=float, default=30.0,
                         help="seconds running executions get to finish after SIGTERM (default 30)")
     parser.add_argument("--log-level", default="INFO", help="logging level (default INFO)")
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
     arguments = parser.parse_args(argv)
     logging.basicConfig(level=arguments.log_level.upper(), format="%(asctime)s %(name)s %(levelname)s %(message)s")
     if "" not in sys.path:

@@ -66,13 +66,17 @@ def markdown(rows: list[dict[str, Any]], reference: dict[str, Any] | None) -> st
     return "\n".join(lines) + "\n"
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=10_000)
     parser.add_argument("--skip-tay", action="store_true")
     parser.add_argument("--group-commit-max-events", type=int, default=64)
     parser.add_argument("--group-commit-interval-ms", type=int, default=0)
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     tay_rows = [] if args.skip_tay else run_tay(args.jobs, args.group_commit_max_events,
                                                 args.group_commit_interval_ms)
     peer_rows, skipped = run_all_peers(Workload(jobs=args.jobs))

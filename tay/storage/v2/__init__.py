@@ -1,9 +1,9 @@
 """Store-v2 objects (storage.md §3.2-3.5), one import point for the three modules that
 define them:
 
-- ``v2_markers``: the STORE-V2, ADOPTION and CURRENT fixed markers;
-- ``v2_manifest``: the MANIFEST, its terminal retention and the selection check;
-- ``v2_records``: the JOB_SNAPSHOT_V2 (7,1) and JOB_MUTATION_V2 (8,1) payloads.
+- ``markers``: the STORE-V2, ADOPTION and CURRENT fixed markers;
+- ``manifest``: the MANIFEST, its terminal retention and the selection check;
+- ``records``: the JOB_SNAPSHOT_V2 (7,1) and JOB_MUTATION_V2 (8,1) payloads.
 """
 
 from __future__ import annotations
