@@ -24,6 +24,24 @@ static uint64_t get_u64(const uint8_t *p) {
     return ((uint64_t)get_u32(p) << 32) | get_u32(p + 4);
 }
 
+/* Writes one frame whose fields are already checked (type 1..254, schema 1..255, sequence
+ * nonzero, n <= TAY_RECORD_MAX_PAYLOAD) at out. Returns its length, 28 + n. */
+size_t tay_encode_frame(uint8_t *out, uint8_t type, uint8_t schema, uint64_t sequence,
+                        const uint8_t *payload, size_t n) {
+    memcpy(out, "TAY\0", 4);
+    out[4] = 1;
+    out[5] = type;
+    out[6] = 0;
+    out[7] = schema;
+    put_u64(out + 8, sequence);
+    put_u32(out + 16, (uint32_t)n);
+    uint32_t header_crc = tay_crc32c(0, out, 20);
+    put_u32(out + 20, header_crc);
+    memcpy(out + 24, payload, n);
+    put_u32(out + 24 + n, tay_crc32c(header_crc, payload, n));
+    return 28 + n;
+}
+
 /* Encodes count frames into out. payloads is every payload concatenated in order;
  * lengths[i] is record i's payload length. out_length must equal the sum of 28 + lengths[i].
  * Returns 0, or TAY_E_RECORD_{TYPE,SCHEMA,SEQUENCE,LENGTH} with *error_index set to the first
@@ -45,19 +63,9 @@ int tay_encode_records(size_t count, const int64_t *types, const int64_t *schema
     if (needed != out_length) return TAY_E_OUTPUT_SIZE;
     for (size_t i = 0; i < count; i++) {
         size_t n = (size_t)lengths[i];
-        memcpy(out, "TAY\0", 4);
-        out[4] = 1;
-        out[5] = (uint8_t)types[i];
-        out[6] = 0;
-        out[7] = (uint8_t)schemas[i];
-        put_u64(out + 8, sequences[i]);
-        put_u32(out + 16, (uint32_t)n);
-        uint32_t header_crc = tay_crc32c(0, out, 20);
-        put_u32(out + 20, header_crc);
-        memcpy(out + 24, payloads, n);
-        put_u32(out + 24 + n, tay_crc32c(header_crc, payloads, n));
+        out += tay_encode_frame(out, (uint8_t)types[i], (uint8_t)schemas[i], sequences[i],
+                                payloads, n);
         payloads += n;
-        out += 28 + n;
     }
     return 0;
 }

@@ -30,6 +30,9 @@ int tay_encode_records(size_t count, const int64_t *types, const int64_t *schema
                        const uint8_t *payloads, uint8_t *out, size_t out_length,
                        size_t *error_index);
 
+size_t tay_encode_frame(uint8_t *out, uint8_t type, uint8_t schema, uint64_t sequence,
+                        const uint8_t *payload, size_t n);
+
 #define TAY_SCAN_END 0
 #define TAY_SCAN_NOT_RECORD 1
 #define TAY_SCAN_BAD_RECORD 2
@@ -134,5 +137,96 @@ int tay_flock_exclusive(int fd);
 int tay_rename_noreplace(int src_dir_fd, const char *src_name, int dst_dir_fd,
                          const char *dst_name);
 int tay_filesystem_magic(const char *path, uint64_t *magic);
+
+/* ---- the journal writer thread (writer.c, writer_io.c) ----
+ * A native thread that owns the active segment of an open store: it takes queued
+ * submissions (Record v1 frames encoded at submission), writes each batch with one pwrite
+ * per segment, verifies size and read-back, fdatasyncs (sync mode), re-checks the pinned
+ * paths, rotates (seal + successor), and only then advances `durable` and signals an
+ * eventfd. It never calls into the interpreter. */
+#define TAY_WRITER_MAX_DIRS 8
+typedef struct tay_writer tay_writer;
+
+typedef struct {
+    int dir_fds[TAY_WRITER_MAX_DIRS];          /* pinned directories, root first */
+    const char *dir_names[TAY_WRITER_MAX_DIRS]; /* [0]: the root's absolute path; then each
+                                                   name inside the one before; the last
+                                                   directory holds the segments */
+    int dir_count;
+    int lock_fd;
+    const char *lock_name;                     /* inside the root */
+    int segment_fd;                            /* the active segment, open read-write */
+    uint8_t store_id[16];
+    uint64_t segment_id, first_sequence, size, record_count, next_sequence, history_bytes;
+    uint32_t segment_crc;
+    int sync_mode;                             /* 1: fdatasync before `durable` moves */
+    uint64_t rotation_target;
+    uint32_t max_events;
+    int64_t interval_ns;                       /* 0: no cap on how long a held batch waits */
+    int linger;                                /* 1: flush is ignored (wait to fill) */
+} tay_writer_config;
+
+typedef struct {                               /* where the writer stands (after close) */
+    int segment_fd;
+    uint64_t segment_id, first_sequence, size, committed_size, record_count, next_sequence,
+        history_bytes;
+    uint32_t segment_crc;
+} tay_writer_tail;
+
+typedef struct {
+    uint64_t submissions, events, batches, fsyncs, largest_batch, writes, syncs;
+} tay_writer_stats;
+
+typedef struct {                               /* one durable batch */
+    uint64_t first_ticket, last_ticket, segment_id, offset, first_sequence, last_sequence, count;
+} tay_writer_receipt;
+
+#define TAY_WK_IO 1
+#define TAY_WK_CHANGED_VIEW 2
+#define TAY_WK_RESOURCE_LIMIT 3
+#define TAY_WR_APPEND_FAILED 1
+#define TAY_WR_FDATASYNC_FAILED 2
+#define TAY_WR_CHECK_PATHS_FAILED 3
+#define TAY_WR_PATH_CHANGED 4
+#define TAY_WR_LOCK_LINKS 5
+#define TAY_WR_STORE_EXHAUSTED 6
+#define TAY_WR_NO_MEMORY 7
+typedef struct {                               /* why the writer stopped (set once) */
+    int kind, reason, error_number;
+    int cut_back;                              /* 0 nothing to cut, 1 cut, 2 cut failed */
+    int cut_back_errno;
+    uint64_t cut_back_to, cut_back_bytes, segment_id, links;
+    char path[4096];
+    char name[256];
+    char detail[128];
+} tay_writer_failure;
+
+#define TAY_WRITER_ARGUMENT (-2001)            /* a bad config or submission */
+#define TAY_WRITER_SEQUENCE (-2002)            /* sequences do not continue the journal */
+#define TAY_WRITER_STOPPED (-2003)
+#define TAY_WRITER_CLOSED (-2004)
+#define TAY_WRITER_TIMEOUT (-2005)
+#define TAY_WRITER_NO_MEMORY (-2006)
+int tay_writer_start(const tay_writer_config *config, tay_writer **out);
+int64_t tay_writer_submit(tay_writer *w, size_t count, const uint64_t *meta,
+                          const char *payloads, size_t payload_bytes, int hold,
+                          size_t *error_index);
+void tay_writer_flush(tay_writer *w);
+uint64_t tay_writer_durable(tay_writer *w);
+int tay_writer_stopped(tay_writer *w);
+int tay_writer_event_fd(tay_writer *w);
+int tay_writer_wait(tay_writer *w, uint64_t ticket, int64_t timeout_ns);
+int tay_writer_receipts(tay_writer *w, uint64_t after_batch, tay_writer_receipt *out,
+                        size_t capacity, uint64_t *next_batch);
+void tay_writer_failure_of(tay_writer *w, tay_writer_failure *out);
+void tay_writer_stats_of(tay_writer *w, tay_writer_stats *out);
+int tay_writer_close(tay_writer *w, tay_writer_tail *tail);
+void tay_writer_free(tay_writer *w);
+/* test seams: fail the Nth write / sync (counted like FaultyIO: every later one fails too),
+ * optionally writing a prefix first; hold data fdatasyncs until the gate opens. */
+void tay_writer_test_faults(tay_writer *w, uint64_t fail_write_at, uint64_t fail_sync_at,
+                            int fail_errno, size_t short_write_bytes);
+void tay_writer_test_gate(tay_writer *w, int closed);
+int tay_writer_test_gate_entered(tay_writer *w);
 
 #endif

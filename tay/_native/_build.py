@@ -14,7 +14,7 @@ from cffi import FFI
 _ROOT = Path(__file__).resolve().parents[2]
 _CSRC = _ROOT / "csrc"
 _SOURCES = ["crc32c.c", "records.c", "value.c", "frames.c", "fileops.c", "events.c",
-            "json_value.c", "value_json.c", "json_keys.c"]
+            "json_value.c", "value_json.c", "json_keys.c", "writer.c", "writer_io.c"]
 
 CDEF = """
 int tay_crc32c_select(int force_software);
@@ -61,6 +61,82 @@ int tay_flock_exclusive(int fd);
 int tay_rename_noreplace(int src_dir_fd, const char *src_name, int dst_dir_fd,
                          const char *dst_name);
 int tay_filesystem_magic(const char *path, uint64_t *magic);
+
+typedef struct tay_writer tay_writer;
+typedef struct {
+    int dir_fds[8];
+    const char *dir_names[8];
+    int dir_count;
+    int lock_fd;
+    const char *lock_name;
+    int segment_fd;
+    uint8_t store_id[16];
+    uint64_t segment_id, first_sequence, size, record_count, next_sequence, history_bytes;
+    uint32_t segment_crc;
+    int sync_mode;
+    uint64_t rotation_target;
+    uint32_t max_events;
+    int64_t interval_ns;
+    int linger;
+} tay_writer_config;
+typedef struct {
+    int segment_fd;
+    uint64_t segment_id, first_sequence, size, committed_size, record_count, next_sequence,
+        history_bytes;
+    uint32_t segment_crc;
+} tay_writer_tail;
+typedef struct {
+    uint64_t submissions, events, batches, fsyncs, largest_batch, writes, syncs;
+} tay_writer_stats;
+typedef struct {
+    uint64_t first_ticket, last_ticket, segment_id, offset, first_sequence, last_sequence, count;
+} tay_writer_receipt;
+typedef struct {
+    int kind, reason, error_number;
+    int cut_back;
+    int cut_back_errno;
+    uint64_t cut_back_to, cut_back_bytes, segment_id, links;
+    char path[4096];
+    char name[256];
+    char detail[128];
+} tay_writer_failure;
+int tay_writer_start(const tay_writer_config *config, tay_writer **out);
+int64_t tay_writer_submit(tay_writer *w, size_t count, const uint64_t *meta,
+                          const char *payloads, size_t payload_bytes, int hold,
+                          size_t *error_index);
+void tay_writer_flush(tay_writer *w);
+uint64_t tay_writer_durable(tay_writer *w);
+int tay_writer_stopped(tay_writer *w);
+int tay_writer_event_fd(tay_writer *w);
+int tay_writer_wait(tay_writer *w, uint64_t ticket, int64_t timeout_ns);
+int tay_writer_receipts(tay_writer *w, uint64_t after_batch, tay_writer_receipt *out,
+                        size_t capacity, uint64_t *next_batch);
+void tay_writer_failure_of(tay_writer *w, tay_writer_failure *out);
+void tay_writer_stats_of(tay_writer *w, tay_writer_stats *out);
+int tay_writer_close(tay_writer *w, tay_writer_tail *tail);
+void tay_writer_free(tay_writer *w);
+void tay_writer_test_faults(tay_writer *w, uint64_t fail_write_at, uint64_t fail_sync_at,
+                            int fail_errno, size_t short_write_bytes);
+void tay_writer_test_gate(tay_writer *w, int closed);
+int tay_writer_test_gate_entered(tay_writer *w);
+
+#define TAY_WRITER_MAX_DIRS ...
+#define TAY_WK_IO ...
+#define TAY_WK_CHANGED_VIEW ...
+#define TAY_WK_RESOURCE_LIMIT ...
+#define TAY_WR_APPEND_FAILED ...
+#define TAY_WR_FDATASYNC_FAILED ...
+#define TAY_WR_CHECK_PATHS_FAILED ...
+#define TAY_WR_PATH_CHANGED ...
+#define TAY_WR_LOCK_LINKS ...
+#define TAY_WR_STORE_EXHAUSTED ...
+#define TAY_WR_NO_MEMORY ...
+#define TAY_WRITER_ARGUMENT ...
+#define TAY_WRITER_SEQUENCE ...
+#define TAY_WRITER_STOPPED ...
+#define TAY_WRITER_CLOSED ...
+#define TAY_WRITER_TIMEOUT ...
+#define TAY_WRITER_NO_MEMORY ...
 
 #define TAY_CRC_SOFTWARE ...
 #define TAY_CRC_SSE42 ...
@@ -111,7 +187,8 @@ def make_builder(absolute: bool = False) -> FFI:
         '#include "tay_native.h"',
         sources=[_build_path(_CSRC / name, absolute) for name in _SOURCES],
         include_dirs=[_build_path(_CSRC, absolute)],
-        extra_compile_args=["-std=c11", "-O2", "-Wall", "-Wextra"],
+        extra_compile_args=["-std=c11", "-O2", "-Wall", "-Wextra", "-pthread"],
+        extra_link_args=["-pthread"],  # the journal writer thread (writer.c)
     )
     return builder
 

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 from tay.engine.config import EngineConfig
 from tay.protocol.limits import ProtocolLimits
 from tay.storage.journal.commit import GroupCommitter
+from tay.storage.journal.native_commit import NativeCommitter, make_committer
 from tay.storage.events import journal_records
 from tay.storage.journal.history_budget import HistoryBudget
 from tay.storage.journal.writer import Journal, init_store
@@ -58,6 +59,7 @@ class ServeConfig:
     group_commit_max_events: int = 1
     group_commit_interval_ms: int = 0
     group_commit_linger: bool = False
+    journal_writer: str = "auto"  # "c", "python" or "auto" (C when built)
     engine: EngineConfig = field(default_factory=EngineConfig)
     limits: ProtocolLimits = field(default_factory=ProtocolLimits)
     drain_timeout_s: float = 30.0  # SIGTERM waits this long for running executions
@@ -68,7 +70,7 @@ class ServeConfig:
 class OpenStore:
     engine: Any
     journal: Journal
-    committer: GroupCommitter
+    committer: GroupCommitter | NativeCommitter
 
     def close(self) -> None:
         self.committer.close()
@@ -81,6 +83,7 @@ class OpenStore:
         stats["max_events"] = self.committer.max_events
         stats["interval_ms"] = round(self.committer.interval_s * 1000)
         stats["linger"] = self.committer.linger
+        stats["writer"] = self.committer.implementation
         return stats
 
 
@@ -97,8 +100,9 @@ def open_store(config: ServeConfig) -> OpenStore:
     assert recovered.journal is not None
     engine.attach_history(HistoryBudget.for_journal(recovered.journal,
                                                     config.engine.history_caps))
-    committer = GroupCommitter(recovered.journal, config.group_commit_max_events,
-                               config.group_commit_interval_ms, linger=config.group_commit_linger)
+    committer = make_committer(recovered.journal, config.group_commit_max_events,
+                               config.group_commit_interval_ms, linger=config.group_commit_linger,
+                               writer=config.journal_writer)
     store = OpenStore(engine, recovered.journal, committer)
     try:
         # the driver's clocks (driver.wall_ms / mono_ms), without importing its asyncio

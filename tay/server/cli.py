@@ -56,6 +56,9 @@ def register(groups: Any) -> None:
         help="wait the whole interval for a batch to fill instead of writing once no input "
              "is ready: fewer fsyncs, more latency; needs max events > 1 and interval > 0 "
              "(default off; TAY_GROUP_COMMIT_LINGER)")
+    add("--journal-writer", choices=("auto", "c", "python"), default=None,
+        help="the journal writer thread: c (native, never takes the GIL), python (the twin), "
+             "auto: c when the native module is built (default auto; TAY_JOURNAL_WRITER)")
     add("--queue", action="append", default=[], metavar="NAME=CREDITS",
         help="queue concurrency, repeatable; default default=10 (TAY_QUEUES=alpha=2,beta=2)")
     add("--default-queue-concurrency", help="credits of queues not listed, 1..65536; default 10 "
@@ -166,6 +169,15 @@ def build_config(args: argparse.Namespace, env: Mapping[str, str]) -> "ServeConf
         raise ConfigurationError("--group-commit-linger",
                                  "needs --group-commit-max-events > 1 and "
                                  "--group-commit-interval-ms > 0")
+    writer = setting(args, "journal_writer", env, "TAY_JOURNAL_WRITER", "auto")
+    if writer not in ("auto", "c", "python"):
+        raise ConfigurationError("--journal-writer", f"{writer!r} is not auto, c or python")
+    if writer == "c":
+        from tay.storage.journal.native_commit import native_writer_available
+
+        if not native_writer_available():
+            raise ConfigurationError("--journal-writer", "c needs the native module "
+                                     "(build it with `make native`)")
     queues = parse_queues(args.queue, env.get("TAY_QUEUES"))
     default_credits = parse_int("--default-queue-concurrency", setting(
         args, "default_queue_concurrency", env, "TAY_DEFAULT_QUEUE_CONCURRENCY", "10"), 1, 65_536)
@@ -200,7 +212,7 @@ def build_config(args: argparse.Namespace, env: Mapping[str, str]) -> "ServeConf
         socket_mode=int(socket_mode, 8), init_if_missing=init,
         durability=durability, validated_filesystem=validated,
         group_commit_max_events=max_events,
-        group_commit_interval_ms=interval, group_commit_linger=linger,
+        group_commit_interval_ms=interval, group_commit_linger=linger, journal_writer=writer,
         engine=engine, limits=limits,
         drain_timeout_s=float(drain), metrics_port=metrics_port,
     )

@@ -20,23 +20,24 @@ from tay.engine import commands
 from tay.engine.effects import Refuse, Reply
 from tay.server.app import ServeConfig, open_store
 from tay.server.driver import EngineDriver
-from tests.storage.test_commit import GatedSyncIO
 from tests.scratch import scratch_root
+from tests.storage.sync_gates import SyncGate
 
 SCRATCH = scratch_root()  # strict sync accepts it wherever the checkout is
 VOLATILE = {"durability": "volatile"}
 
 
-@pytest.fixture
-def gated_store():
+@pytest.fixture(params=["c", "python"])
+def gated_store(request):
+    """A real store on either journal writer; every batch fsync waits for the test's gate."""
     SCRATCH.mkdir(exist_ok=True)
     root = tempfile.mkdtemp(prefix="driver-", dir=SCRATCH)
     store = open_store(ServeConfig(data_dir=f"{root}/data", socket=None, init_if_missing=True,
-                                   durability="sync", validated_filesystem=True))
-    io = GatedSyncIO()
-    store.journal.io = io  # from here on every batch fsync waits for the test's gate
-    yield store, io
-    io.gate.set()
+                                   durability="sync", validated_filesystem=True,
+                                   journal_writer=request.param))
+    gate = SyncGate(store.committer, store.journal)
+    yield store, gate
+    gate.release()
     store.close()
     shutil.rmtree(root, ignore_errors=True)
 
@@ -64,16 +65,16 @@ async def settle(driver: EngineDriver) -> None:
 
 
 def test_volatile_and_read_replies_wait_behind_an_earlier_persistent_write(gated_store):
-    store, io = gated_store
+    store, gate = gated_store
 
     async def scenario(driver: EngineDriver, delivered: list) -> None:
         driver.submit(commands.Enqueue("c", "persistent", "t.v1", {}, {}))
-        assert await asyncio.to_thread(io.entered.wait, 10)
+        assert await asyncio.to_thread(gate.entered)
         driver.submit(commands.Enqueue("c", "volatile", "t.v1", {}, VOLATILE))
         driver.submit(commands.Status("c", "read", "00" * 16))
         await asyncio.sleep(0.05)
         assert delivered == []  # nothing leaves before the first fsync returns
-        io.gate.set()
+        gate.release()
         await settle(driver)
 
     delivered = run_driver(store, scenario)
@@ -83,17 +84,17 @@ def test_volatile_and_read_replies_wait_behind_an_earlier_persistent_write(gated
 
 
 def test_a_failed_fsync_fails_what_waits_and_refuses_what_follows(gated_store):
-    store, io = gated_store
+    store, gate = gated_store
     stopped: list[str] = []
 
     async def scenario(driver: EngineDriver, delivered: list) -> None:
         driver.add_stop_listener(lambda: stopped.append("stopped"))
         driver.submit(commands.Enqueue("c", "persistent", "t.v1", {}, {}))
-        assert await asyncio.to_thread(io.entered.wait, 10)
+        assert await asyncio.to_thread(gate.entered)
         driver.submit(commands.Enqueue("c", "volatile", "t.v1", {}, VOLATILE))
         driver.submit(commands.Status("c", "read", "00" * 16))
-        io.fail_with = errno.EIO
-        io.gate.set()
+        gate.fail_held_sync(errno.EIO)
+        gate.release()
         await settle(driver)
         await asyncio.sleep(0)  # stop listeners run on the next loop turn
         before = store.engine.next_sequence

@@ -116,6 +116,7 @@ class GroupCommitter:
         self._queue: deque[Submission] = deque()
         self._queued_events = 0
         self._tickets = 0  # the last ticket handed out
+        self._submit_next = journal.next_sequence  # what the next submission must start at
         self._flushed = 0  # every ticket up to this one may be written now
         self.durable = 0  # every ticket up to this one is durable
         self._cond = threading.Condition()
@@ -156,7 +157,7 @@ class GroupCommitter:
         with self._cond:
             refusal = self._refusal(records)
             if refusal is not None and future is None and not isinstance(refusal, WriterStopped):
-                raise refusal  # an empty submission: a caller's bug, not a state
+                raise refusal  # an empty or discontinuous submission: a caller's bug
             self._tickets += 1
             ticket = self._tickets
             if refusal is not None:  # never durable: the caller sees ``stopped``
@@ -164,6 +165,7 @@ class GroupCommitter:
                     future.set_exception(refusal)
                 return ticket
             now = self._clock()
+            self._submit_next += len(records)
             self._queue.append((records, ticket, future, now))
             self._queued_events += len(records)
             self._stats.submissions += 1
@@ -185,6 +187,10 @@ class GroupCommitter:
             return WriterStopped("io", "committer_closed")
         if not records:
             return RecoveryRefused("argument", "empty_submission")
+        for index, record in enumerate(records):
+            if record[0] != self._submit_next + index:
+                return RecoveryRefused("argument", "sequence_discontinuity", sequence=record[0],
+                                       expected=self._submit_next + index, index=index)
         return None
 
     def flush(self) -> None:

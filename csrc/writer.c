@@ -1,0 +1,458 @@
+/* The journal writer thread and its submission queue (docs/journal.md, "Group commit").
+ *
+ * Submitters (the event loop, through cffi) encode each submission's frames straight into
+ * the queue under the mutex and get a ticket (1, 2, ...). The thread takes submissions in
+ * order into a batch of at most max_events records (a larger submission goes alone, none is
+ * split), copies them out, and writes and syncs the batch without the mutex
+ * (writer_io.c). Only after the sync and the path checks does `durable` move to the
+ * batch's last ticket; then the eventfd is signalled. A held submission waits for
+ * tay_writer_flush, a full batch or interval_ns after the oldest queued one arrived. Any
+ * failure stops the writer for good: `stopped` is set after the failure report, `durable`
+ * never moves again and everything queued is dropped. The thread blocks every signal and
+ * never calls into the interpreter. */
+#define _GNU_SOURCE
+#include "writer_internal.h"
+
+#include <errno.h>
+#include <signal.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/eventfd.h>
+#include <time.h>
+#include <unistd.h>
+
+enum { BUSY = 0, IDLE = 1, HOLDING = 2 };
+
+static int64_t now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
+}
+
+static void signal_loop(tay_writer *w) {
+    uint64_t one = 1;
+    ssize_t ignored = write(w->event_fd, &one, sizeof one);  /* EAGAIN: already readable */
+    (void)ignored;
+}
+
+/* Makes room for `more` items of `size` bytes after the live ones (compacting first).
+ * Returns 0 or -1 (no memory). */
+static int reserve(void **items, size_t *head, size_t *length, size_t *capacity, size_t more,
+                   size_t size) {
+    if (*length + more <= *capacity) return 0;
+    if (*head) {
+        memmove(*items, (char *)*items + *head * size, (*length - *head) * size);
+        *length -= *head;
+        *head = 0;
+        if (*length + more <= *capacity) return 0;
+    }
+    size_t grown = *capacity ? *capacity : 64;
+    while (grown < *length + more) grown *= 2;
+    void *bigger = realloc(*items, grown * size);
+    if (!bigger) return -1;
+    *items = bigger;
+    *capacity = grown;
+    return 0;
+}
+
+static void *writer_main(void *arg);
+
+/* Starts the thread for an open journal described by config (the caller keeps its
+ * descriptors open, and gets the active one back from tay_writer_close). Returns 0 with
+ * *out set, TAY_WRITER_ARGUMENT, TAY_WRITER_NO_MEMORY, or -errno. */
+int tay_writer_start(const tay_writer_config *c, tay_writer **out) {
+    if (c->dir_count < 1 || c->dir_count > TAY_WRITER_MAX_DIRS || c->max_events < 1 ||
+        c->interval_ns < 0 || c->segment_fd < 0 || c->lock_fd < 0 || !c->lock_name ||
+        c->segment_id == 0 || c->next_sequence == 0 || (c->linger && !c->interval_ns))
+        return TAY_WRITER_ARGUMENT;
+    for (int i = 0; i < c->dir_count; i++)
+        if (c->dir_fds[i] < 0 || !c->dir_names[i]) return TAY_WRITER_ARGUMENT;
+    tay_writer *w = calloc(1, sizeof *w);
+    if (!w) return TAY_WRITER_NO_MEMORY;
+    if (tay_journal_init(&w->j, c)) {
+        tay_journal_release(&w->j);
+        free(w);
+        return TAY_WRITER_NO_MEMORY;
+    }
+    w->max_events = c->max_events;
+    w->interval_ns = c->interval_ns;
+    w->linger = c->linger;
+    w->submit_next_sequence = c->next_sequence;
+    w->event_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
+    if (w->event_fd < 0) {
+        int error_number = errno;
+        tay_journal_release(&w->j);
+        free(w);
+        return -error_number;
+    }
+    pthread_condattr_t monotonic;
+    pthread_condattr_init(&monotonic);
+    pthread_condattr_setclock(&monotonic, CLOCK_MONOTONIC);
+    pthread_mutex_init(&w->mu, NULL);
+    pthread_cond_init(&w->wake, &monotonic);
+    pthread_cond_init(&w->done, &monotonic);
+    pthread_condattr_destroy(&monotonic);
+    sigset_t all, previous;
+    sigfillset(&all);
+    pthread_sigmask(SIG_BLOCK, &all, &previous);  /* the new thread inherits the mask */
+    int rc = pthread_create(&w->thread, NULL, writer_main, w);
+    pthread_sigmask(SIG_SETMASK, &previous, NULL);
+    if (rc) {
+        close(w->event_fd);
+        tay_journal_release(&w->j);
+        free(w);
+        return -rc;
+    }
+    *out = w;
+    return 0;
+}
+
+static int flushed_head(const tay_writer *w) {
+    const tay_submission *head = &w->q_subs[w->q_subs_head];
+    return w->flushed >= head->ticket || w->queued_events >= w->max_events || w->closing;
+}
+
+/* Queues one submission of `count` records, meta[4*i..] = (type, schema, sequence, payload
+ * length), payloads concatenated. Returns its ticket (> 0; a ticket handed out after a stop
+ * never becomes durable), or TAY_WRITER_ARGUMENT (*error_index: the first bad record),
+ * TAY_WRITER_SEQUENCE (sequences do not continue the journal), TAY_WRITER_CLOSED,
+ * TAY_WRITER_NO_MEMORY. */
+int64_t tay_writer_submit(tay_writer *w, size_t count, const uint64_t *meta,
+                          const char *payloads, size_t payload_bytes, int hold,
+                          size_t *error_index) {
+    size_t bytes = 0, lengths = 0;
+    for (size_t i = 0; i < count; i++) {
+        const uint64_t *m = meta + 4 * i;
+        *error_index = i;
+        if (m[0] < 1 || m[0] > 254 || m[1] < 1 || m[1] > 255 || m[2] == 0 ||
+            m[3] > TAY_RECORD_MAX_PAYLOAD)
+            return TAY_WRITER_ARGUMENT;
+        lengths += (size_t)m[3];
+        bytes += 28 + (size_t)m[3];
+    }
+    if (count == 0 || lengths != payload_bytes) return TAY_WRITER_ARGUMENT;
+    pthread_mutex_lock(&w->mu);
+    int64_t result;
+    if (atomic_load(&w->stopped)) {
+        result = (int64_t)++w->tickets;
+        goto out;
+    }
+    if (w->closing) { result = TAY_WRITER_CLOSED; goto out; }
+    for (size_t i = 0; i < count; i++) {
+        if (meta[4 * i + 2] != w->submit_next_sequence + i) {
+            *error_index = i;
+            result = TAY_WRITER_SEQUENCE;
+            goto out;
+        }
+    }
+    if (reserve((void **)&w->q_bytes, &w->q_bytes_head, &w->q_bytes_len, &w->q_bytes_cap, bytes, 1) ||
+        reserve((void **)&w->q_frames, &w->q_frames_head, &w->q_frames_len, &w->q_frames_cap,
+                count, sizeof *w->q_frames) ||
+        reserve((void **)&w->q_subs, &w->q_subs_head, &w->q_subs_len, &w->q_subs_cap, 1,
+                sizeof *w->q_subs)) {
+        result = TAY_WRITER_NO_MEMORY;
+        goto out;
+    }
+    for (size_t i = 0; i < count; i++) {
+        const uint64_t *m = meta + 4 * i;
+        size_t frame = tay_encode_frame(w->q_bytes + w->q_bytes_len, (uint8_t)m[0], (uint8_t)m[1],
+                                        m[2], (const uint8_t *)payloads, (size_t)m[3]);
+        payloads += m[3];
+        w->q_bytes_len += frame;
+        w->q_frames[w->q_frames_len++] = (uint32_t)frame;
+    }
+    int64_t arrival = now_ns();
+    tay_submission *sub = &w->q_subs[w->q_subs_len++];
+    sub->ticket = ++w->tickets;
+    sub->records = (uint32_t)count;
+    sub->bytes = bytes;
+    sub->arrival_ns = arrival;
+    w->queued_events += count;
+    w->submit_next_sequence += count;
+    w->stats.submissions++;
+    if (!hold || w->max_events == 1) w->flushed = sub->ticket;
+    if (w->waiting != BUSY) {
+        const tay_submission *head = &w->q_subs[w->q_subs_head];
+        if (flushed_head(w) || (w->interval_ns > 0 &&
+                                (w->waiting == IDLE || arrival >= head->arrival_ns + w->interval_ns)))
+            pthread_cond_signal(&w->wake);
+    }
+    result = (int64_t)sub->ticket;
+out:
+    pthread_mutex_unlock(&w->mu);
+    return result;
+}
+
+/* The submitter has no more ready input: everything queued may be written now (ignored
+ * when lingering). */
+void tay_writer_flush(tay_writer *w) {
+    if (w->linger) return;
+    pthread_mutex_lock(&w->mu);
+    if (w->flushed != w->tickets) {
+        w->flushed = w->tickets;
+        if (w->waiting != BUSY) pthread_cond_signal(&w->wake);
+    }
+    pthread_mutex_unlock(&w->mu);
+}
+
+uint64_t tay_writer_durable(tay_writer *w) { return atomic_load(&w->durable); }
+int tay_writer_stopped(tay_writer *w) { return atomic_load(&w->stopped); }
+int tay_writer_event_fd(tay_writer *w) { return w->event_fd; }
+
+static void deadline_after(struct timespec *ts, int64_t ns) {
+    int64_t at = now_ns() + ns;
+    ts->tv_sec = (time_t)(at / 1000000000);
+    ts->tv_nsec = (long)(at % 1000000000);
+}
+
+/* Blocks until `ticket` is durable (flushing it first). Returns 0, TAY_WRITER_STOPPED,
+ * TAY_WRITER_CLOSED, or TAY_WRITER_TIMEOUT after timeout_ns (< 0: no limit). */
+int tay_writer_wait(tay_writer *w, uint64_t ticket, int64_t timeout_ns) {
+    struct timespec deadline;
+    if (timeout_ns >= 0) deadline_after(&deadline, timeout_ns);
+    pthread_mutex_lock(&w->mu);
+    uint64_t covered = ticket < w->tickets ? ticket : w->tickets;
+    if (w->flushed < covered) w->flushed = covered;
+    pthread_cond_signal(&w->wake);
+    int rc = 0;
+    while (atomic_load(&w->durable) < ticket) {
+        if (atomic_load(&w->stopped)) { rc = TAY_WRITER_STOPPED; break; }
+        if (w->exited) { rc = TAY_WRITER_CLOSED; break; }
+        if (timeout_ns < 0) pthread_cond_wait(&w->done, &w->mu);
+        else if (pthread_cond_timedwait(&w->done, &w->mu, &deadline) == ETIMEDOUT &&
+                 atomic_load(&w->durable) < ticket) {
+            rc = TAY_WRITER_TIMEOUT;
+            break;
+        }
+    }
+    pthread_mutex_unlock(&w->mu);
+    return rc;
+}
+
+/* Copies the receipts of durable batches from number `after_batch` on (0 is the first
+ * batch; ones already overwritten in the ring are skipped) to out. Returns how many;
+ * *next_batch is the number to ask for next. */
+int tay_writer_receipts(tay_writer *w, uint64_t after_batch, tay_writer_receipt *out,
+                        size_t capacity, uint64_t *next_batch) {
+    pthread_mutex_lock(&w->mu);
+    uint64_t done = w->batches_done, batch = after_batch;
+    if (done > TAY_WRITER_RECEIPT_RING && batch < done - TAY_WRITER_RECEIPT_RING)
+        batch = done - TAY_WRITER_RECEIPT_RING;
+    size_t copied = 0;
+    for (; batch < done && copied < capacity; batch++)
+        out[copied++] = w->receipts[batch % TAY_WRITER_RECEIPT_RING];
+    *next_batch = batch;
+    pthread_mutex_unlock(&w->mu);
+    return (int)copied;
+}
+
+void tay_writer_failure_of(tay_writer *w, tay_writer_failure *out) {
+    pthread_mutex_lock(&w->mu);
+    *out = w->failure;
+    pthread_mutex_unlock(&w->mu);
+}
+
+void tay_writer_stats_of(tay_writer *w, tay_writer_stats *out) {
+    pthread_mutex_lock(&w->mu);
+    *out = w->stats;
+    out->writes = atomic_load(&w->writes);
+    out->syncs = atomic_load(&w->syncs);
+    pthread_mutex_unlock(&w->mu);
+}
+
+/* Waits (mu held) until a batch may be taken; returns 0 to take one, 1 to exit. */
+static int await_batch(tay_writer *w) {
+    for (;;) {
+        if (w->q_subs_head == w->q_subs_len) {
+            if (w->closing) return 1;
+            w->waiting = IDLE;
+            pthread_cond_wait(&w->wake, &w->mu);
+        } else if (flushed_head(w)) {
+            break;
+        } else if (w->interval_ns > 0) {
+            int64_t due = w->q_subs[w->q_subs_head].arrival_ns + w->interval_ns;
+            if (now_ns() >= due) break;
+            struct timespec at = {(time_t)(due / 1000000000), (long)(due % 1000000000)};
+            w->waiting = HOLDING;
+            pthread_cond_timedwait(&w->wake, &w->mu, &at);
+        } else {
+            w->waiting = HOLDING;
+            pthread_cond_wait(&w->wake, &w->mu);
+        }
+        w->waiting = BUSY;
+    }
+    w->waiting = BUSY;
+    return 0;
+}
+
+/* Moves the next batch (mu held) into the thread's own buffers. Returns its record count,
+ * or 0 when out of memory. */
+static size_t take_batch(tay_writer *w, uint64_t *first_ticket, uint64_t *last_ticket,
+                         size_t *bytes) {
+    size_t subs = 0, records = 0, size = 0, head = w->q_subs_head;
+    while (head + subs < w->q_subs_len) {
+        const tay_submission *sub = &w->q_subs[head + subs];
+        if (subs && records + sub->records > w->max_events) break;
+        records += sub->records;
+        size += sub->bytes;
+        subs++;
+    }
+    if (size > w->w_bytes_cap) {
+        uint8_t *grown = realloc(w->w_bytes, size);
+        if (!grown) return 0;
+        w->w_bytes = grown;
+        w->w_bytes_cap = size;
+    }
+    if (records > w->w_frames_cap) {
+        uint32_t *grown = realloc(w->w_frames, records * sizeof *grown);
+        if (!grown) return 0;
+        w->w_frames = grown;
+        w->w_frames_cap = records;
+    }
+    memcpy(w->w_bytes, w->q_bytes + w->q_bytes_head, size);
+    memcpy(w->w_frames, w->q_frames + w->q_frames_head, records * sizeof *w->w_frames);
+    *first_ticket = w->q_subs[head].ticket;
+    *last_ticket = w->q_subs[head + subs - 1].ticket;
+    *bytes = size;
+    w->q_bytes_head += size;
+    w->q_frames_head += records;
+    w->q_subs_head += subs;
+    w->queued_events -= records;
+    return records;
+}
+
+/* Stops for good (mu held): the failure is recorded; queued submissions are dropped. */
+static void stop(tay_writer *w) {
+    w->q_subs_head = w->q_subs_len;
+    w->q_bytes_head = w->q_bytes_len;
+    w->q_frames_head = w->q_frames_len;
+    w->queued_events = 0;
+    atomic_store(&w->stopped, 1);
+    pthread_cond_broadcast(&w->done);
+}
+
+static void *writer_main(void *arg) {
+    tay_writer *w = arg;
+    pthread_mutex_lock(&w->mu);
+    for (;;) {
+        if (await_batch(w)) break;
+        uint64_t first_ticket, last_ticket;
+        size_t bytes, records = take_batch(w, &first_ticket, &last_ticket, &bytes);
+        if (!records) {
+            tay_journal_fail(w, TAY_WK_IO, TAY_WR_NO_MEMORY, ENOMEM, w->j.segments_path,
+                             "no memory for a batch");
+            stop(w);
+            break;
+        }
+        pthread_mutex_unlock(&w->mu);
+        tay_writer_receipt receipt = {first_ticket, last_ticket, 0, 0,
+                                      w->j.next_sequence, w->j.next_sequence + records - 1, records};
+        int failed = tay_journal_append(w, w->w_bytes, w->w_frames, records, &receipt) ||
+                     tay_journal_sync(w);
+        if (failed) {
+            int reason = w->failure.reason;
+            if (reason == TAY_WR_APPEND_FAILED || reason == TAY_WR_FDATASYNC_FAILED)
+                tay_journal_cut_back(w);
+            if (w->j.fd >= 0) {
+                close(w->j.fd);
+                w->j.fd = -1;
+            }
+        }
+        pthread_mutex_lock(&w->mu);
+        if (failed) {
+            stop(w);
+            break;
+        }
+        tay_writer_stats *stats = &w->stats;
+        stats->batches++;
+        stats->events += records;
+        if (records > stats->largest_batch) stats->largest_batch = records;
+        if (w->j.sync_mode) stats->fsyncs++;
+        w->receipts[w->batches_done++ % TAY_WRITER_RECEIPT_RING] = receipt;
+        atomic_store(&w->durable, last_ticket);
+        pthread_cond_broadcast(&w->done);
+        pthread_mutex_unlock(&w->mu);
+        signal_loop(w);
+        pthread_mutex_lock(&w->mu);
+    }
+    w->exited = 1;
+    pthread_cond_broadcast(&w->done);
+    pthread_mutex_unlock(&w->mu);
+    signal_loop(w);
+    return NULL;
+}
+
+/* Drains what is queued, stops the thread and reports where the journal stands (the
+ * active descriptor, -1 if the writer stopped, goes back to the caller). Returns 0. */
+int tay_writer_close(tay_writer *w, tay_writer_tail *tail) {
+    pthread_mutex_lock(&w->mu);
+    int joined = w->exited && w->closing;
+    w->closing = 1;
+    w->gate_closed = 0;
+    pthread_cond_broadcast(&w->wake);
+    pthread_cond_broadcast(&w->done);
+    pthread_mutex_unlock(&w->mu);
+    if (!joined) pthread_join(w->thread, NULL);
+    tay_journal *j = &w->j;
+    tail->segment_fd = j->fd;
+    tail->segment_id = j->segment_id;
+    tail->first_sequence = j->first_sequence;
+    tail->size = j->size;
+    tail->committed_size = j->committed_size;
+    tail->record_count = j->record_count;
+    tail->next_sequence = j->next_sequence;
+    tail->history_bytes = j->history_bytes;
+    tail->segment_crc = j->segment_crc;
+    return 0;
+}
+
+/* Frees a closed writer (after tay_writer_close). */
+void tay_writer_free(tay_writer *w) {
+    if (!w) return;
+    close(w->event_fd);
+    pthread_mutex_destroy(&w->mu);
+    pthread_cond_destroy(&w->wake);
+    pthread_cond_destroy(&w->done);
+    tay_journal_release(&w->j);
+    free(w->q_bytes);
+    free(w->q_frames);
+    free(w->q_subs);
+    free(w->w_bytes);
+    free(w->w_frames);
+    free(w);
+}
+
+void tay_writer_test_faults(tay_writer *w, uint64_t fail_write_at, uint64_t fail_sync_at,
+                            int fail_errno, size_t short_write_bytes) {
+    pthread_mutex_lock(&w->mu);
+    w->fail_write_at = fail_write_at;
+    w->fail_sync_at = fail_sync_at;
+    w->fail_errno = fail_errno;
+    w->short_write_bytes = short_write_bytes;
+    pthread_mutex_unlock(&w->mu);
+}
+
+void tay_writer_test_gate(tay_writer *w, int closed) {
+    pthread_mutex_lock(&w->mu);
+    w->gate_closed = closed;
+    if (!closed) w->gate_entered = 0;
+    pthread_cond_broadcast(&w->done);
+    pthread_mutex_unlock(&w->mu);
+}
+
+int tay_writer_test_gate_entered(tay_writer *w) {
+    pthread_mutex_lock(&w->mu);
+    int entered = w->gate_entered;
+    pthread_mutex_unlock(&w->mu);
+    return entered;
+}
+
+/* Writer thread, before a data fdatasync: hold while a test keeps the gate closed. */
+void tay_writer_gate_wait(tay_writer *w) {
+    pthread_mutex_lock(&w->mu);
+    while (w->gate_closed) {
+        w->gate_entered = 1;
+        pthread_cond_wait(&w->done, &w->mu);
+    }
+    pthread_mutex_unlock(&w->mu);
+}

@@ -1,0 +1,208 @@
+"""The C journal writer thread (``csrc/writer.c``, ``csrc/writer_io.c``): C only.
+
+Its pure-Python twin is ``tay.storage.journal.commit.GroupCommitter`` (a Python thread over
+``Journal``, which needs the I/O seam of ``tay.storage.fsio``); the storage layer wraps this
+handle in ``tay.storage.journal.native_commit.NativeCommitter`` with the same interface.
+Importing this module raises ImportError when the cffi extension is not built.
+
+``NativeWriter`` owns one ``tay_writer``: ``submit`` encodes a submission's frames in C
+(one call, no object per record on the C side) and returns its ticket; ``durable``,
+``stopped`` and ``event_fd`` are read without any lock; ``failure()`` and ``stats()`` copy
+the C structs into dicts. Errors: ``ValueError`` for bad records (naming index and field),
+``WriterArgument`` for a sequence that does not continue the journal, ``WriterClosed``.
+"""
+
+from __future__ import annotations
+
+from array import array
+from typing import Any, Sequence
+
+from tay._native._tay_native import ffi, lib  # ImportError when not built
+from tay._native.checks import check_record_fields
+
+MAX_DIRS = lib.TAY_WRITER_MAX_DIRS
+KINDS = {lib.TAY_WK_IO: "io", lib.TAY_WK_CHANGED_VIEW: "changed_view",
+         lib.TAY_WK_RESOURCE_LIMIT: "resource_limit"}
+REASONS = {lib.TAY_WR_APPEND_FAILED: "append_failed",
+           lib.TAY_WR_FDATASYNC_FAILED: "fdatasync_failed",
+           lib.TAY_WR_CHECK_PATHS_FAILED: "check_paths_failed",
+           lib.TAY_WR_PATH_CHANGED: "path_changed",
+           lib.TAY_WR_LOCK_LINKS: "path_changed",
+           lib.TAY_WR_STORE_EXHAUSTED: "store_exhausted",
+           lib.TAY_WR_NO_MEMORY: "writer_crashed"}
+_RECEIPT_CHUNK = 256
+
+
+class WriterSequenceError(ValueError):
+    """A submission's sequences do not continue the journal (nothing was queued)."""
+
+
+class WriterClosed(RuntimeError):
+    """The writer is closing or closed."""
+
+
+class NativeWriter:
+    """One running C writer thread over an open journal's descriptors."""
+
+    def __init__(self, *, dir_fds: Sequence[int], dir_names: Sequence[str], lock_fd: int,
+                 lock_name: str, segment_fd: int, store_id: bytes, segment_id: int,
+                 first_sequence: int, size: int, record_count: int, next_sequence: int,
+                 history_bytes: int, segment_crc: int, sync: bool, rotation_target: int,
+                 max_events: int, interval_ms: int, linger: bool) -> None:
+        if not 1 <= len(dir_fds) == len(dir_names) <= MAX_DIRS:
+            raise ValueError(f"1..{MAX_DIRS} pinned directories, root first")
+        config = ffi.new("tay_writer_config *")
+        self._names = [ffi.new("char[]", name.encode("utf-8", "surrogateescape"))
+                       for name in (*dir_names, lock_name)]  # kept alive with the writer
+        for index, fd in enumerate(dir_fds):
+            config.dir_fds[index] = fd
+            config.dir_names[index] = self._names[index]
+        config.dir_count = len(dir_fds)
+        config.lock_fd = lock_fd
+        config.lock_name = self._names[-1]
+        config.segment_fd = segment_fd
+        config.store_id = store_id
+        config.segment_id = segment_id
+        config.first_sequence = first_sequence
+        config.size = size
+        config.record_count = record_count
+        config.next_sequence = next_sequence
+        config.history_bytes = history_bytes
+        config.segment_crc = segment_crc
+        config.sync_mode = 1 if sync else 0
+        config.rotation_target = rotation_target
+        config.max_events = max_events
+        config.interval_ns = interval_ms * 1_000_000
+        config.linger = 1 if linger else 0
+        handle = ffi.new("tay_writer **")
+        rc = lib.tay_writer_start(config, handle)
+        if rc == lib.TAY_WRITER_ARGUMENT:
+            raise ValueError("writer configuration refused (descriptors, ids or batching)")
+        if rc != 0:
+            raise OSError(-rc if rc < 0 and rc > -4096 else 12, "cannot start the writer thread")
+        self._w = handle[0]
+        self.event_fd = lib.tay_writer_event_fd(self._w)
+        self._error_index = ffi.new("size_t *")
+        self._batches_seen = 0
+        self._closed = False
+
+    # -- the hot path ------------------------------------------------------------------
+    def submit(self, records: Sequence[tuple[int, int, int, Any]], hold: bool) -> int:
+        """Queue ``(sequence, type, schema, payload)`` records as one submission; its ticket."""
+        meta = array("Q")
+        try:
+            for sequence, rtype, schema, payload in records:
+                meta.extend((rtype, schema, sequence, len(payload)))
+        except (OverflowError, TypeError):
+            self._refuse_fields(records)
+            raise
+        if len(records) == 1:
+            blob = records[0][3]
+            if type(blob) is not bytes:
+                blob = bytes(blob)
+        else:
+            blob = b"".join(record[3] for record in records)
+        ticket = lib.tay_writer_submit(self._w, len(records), ffi.from_buffer("uint64_t[]", meta),
+                                       blob, len(blob), 1 if hold else 0, self._error_index)
+        if ticket > 0:
+            return ticket
+        if ticket == lib.TAY_WRITER_ARGUMENT:
+            self._refuse_fields(records)
+            raise ValueError(f"record {self._error_index[0]}: refused by the writer")
+        if ticket == lib.TAY_WRITER_SEQUENCE:
+            raise WriterSequenceError(f"record {self._error_index[0]}: sequence "
+                                      f"{records[self._error_index[0]][0]} does not continue the journal")
+        if ticket == lib.TAY_WRITER_CLOSED:
+            raise WriterClosed("the writer is closed")
+        raise MemoryError("no memory to queue a submission")
+
+    @staticmethod
+    def _refuse_fields(records: Sequence[tuple[int, int, int, Any]]) -> None:
+        for index, (sequence, rtype, schema, payload) in enumerate(records):
+            check_record_fields(index, rtype, schema, sequence, len(payload))
+
+    def flush(self) -> None:
+        lib.tay_writer_flush(self._w)
+
+    @property
+    def durable(self) -> int:
+        return lib.tay_writer_durable(self._w)
+
+    @property
+    def stopped(self) -> bool:
+        return bool(lib.tay_writer_stopped(self._w))
+
+    # -- blocking callers and reports ---------------------------------------------------
+    def wait(self, ticket: int, timeout: float | None) -> str | None:
+        """None once durable, else "stopped", "closed" or "timeout"."""
+        timeout_ns = -1 if timeout is None else max(0, int(timeout * 1e9))
+        rc = lib.tay_writer_wait(self._w, ticket, timeout_ns)
+        return {0: None, lib.TAY_WRITER_STOPPED: "stopped", lib.TAY_WRITER_CLOSED: "closed",
+                lib.TAY_WRITER_TIMEOUT: "timeout"}[rc]
+
+    def new_receipts(self) -> list[dict[str, int]]:
+        """Receipts of the batches made durable since the last call, oldest first (the C
+        ring keeps the last 4,096: older ones not asked for in time are skipped)."""
+        out = ffi.new("tay_writer_receipt[]", _RECEIPT_CHUNK)
+        next_batch = ffi.new("uint64_t *")
+        receipts: list[dict[str, int]] = []
+        while True:
+            count = lib.tay_writer_receipts(self._w, self._batches_seen, out, _RECEIPT_CHUNK,
+                                            next_batch)
+            self._batches_seen = next_batch[0]
+            for index in range(count):
+                item = out[index]
+                receipts.append({name: getattr(item, name) for name in (
+                    "first_ticket", "last_ticket", "segment_id", "offset", "first_sequence",
+                    "last_sequence", "count")})
+            if count < _RECEIPT_CHUNK:
+                return receipts
+
+    def failure(self) -> dict[str, Any]:
+        """Why the writer stopped: kind, reason, errno, path, ... (see csrc/tay_native.h)."""
+        out = ffi.new("tay_writer_failure *")
+        lib.tay_writer_failure_of(self._w, out)
+        report: dict[str, Any] = {
+            "kind": KINDS.get(out.kind, "io"), "reason": REASONS.get(out.reason, "writer_failed"),
+            "errno": out.error_number, "path": ffi.string(out.path).decode("utf-8", "replace"),
+            "name": ffi.string(out.name).decode("utf-8", "replace"),
+            "detail": ffi.string(out.detail).decode("utf-8", "replace"),
+            "segment_id": out.segment_id, "links": out.links, "cut_back": out.cut_back,
+            "cut_back_errno": out.cut_back_errno, "cut_back_to": out.cut_back_to,
+            "cut_back_bytes": out.cut_back_bytes,
+        }
+        return report
+
+    def stats(self) -> dict[str, int]:
+        out = ffi.new("tay_writer_stats *")
+        lib.tay_writer_stats_of(self._w, out)
+        return {name: getattr(out, name) for name in (
+            "submissions", "events", "batches", "fsyncs", "largest_batch", "writes", "syncs")}
+
+    def close(self) -> dict[str, int]:
+        """Drain, stop the thread and return where the journal stands (``segment_fd`` is
+        the caller's again; -1 if the writer stopped)."""
+        tail = ffi.new("tay_writer_tail *")
+        lib.tay_writer_close(self._w, tail)
+        self._closed = True
+        return {name: getattr(tail, name) for name in (
+            "segment_fd", "segment_id", "first_sequence", "size", "committed_size",
+            "record_count", "next_sequence", "history_bytes", "segment_crc")}
+
+    def free(self) -> None:
+        if self._w is not None and self._closed:
+            lib.tay_writer_free(self._w)
+            self._w = None
+            self.event_fd = -1
+
+    # -- test seams -------------------------------------------------------------------
+    def test_faults(self, fail_write_at: int = 0, fail_sync_at: int = 0, fail_errno: int = 5,
+                    short_write_bytes: int = 0) -> None:
+        lib.tay_writer_test_faults(self._w, fail_write_at, fail_sync_at, fail_errno,
+                                   short_write_bytes)
+
+    def test_gate(self, closed: bool) -> None:
+        lib.tay_writer_test_gate(self._w, 1 if closed else 0)
+
+    def test_gate_entered(self) -> bool:
+        return bool(lib.tay_writer_test_gate_entered(self._w))

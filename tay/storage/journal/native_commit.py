@@ -1,0 +1,245 @@
+"""Group commit on the C writer thread: ``NativeCommitter``, the twin of ``GroupCommitter``.
+
+Same interface and rules as ``tay.storage.journal.commit`` (tickets, natural batching,
+``completion_fd``, ``submit`` futures, ``wait``, stop for good), but the batch's ``pwrite``,
+read-back, CRC, ``fdatasync``, path re-checks, rotation and cut-back all run on a native
+thread (``csrc/writer.c``) that never takes the GIL. The journal is handed over on start (its
+descriptors and tail) and handed back, updated, by ``close``; in between only the writer
+touches it.
+
+``make_committer`` picks the twin: the C one when the native module is built and the
+journal uses the real I/O seam, else the Python one (a test's fault-injecting ``FaultyIO``
+or ``TAY_NATIVE=python`` keep the Python writer).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+from collections import deque
+from concurrent.futures import Future
+from typing import Any, Sequence
+
+from tay.failures import RecoveryRefused, WriterStopped
+from tay.storage import layout
+from tay.storage.fsio import RealIO
+from tay.storage.journal.commit import CommitStats, GroupCommitter, check_batching
+from tay.storage.journal.writer import Journal, JournalRecord, Receipt
+
+WRITERS = ("auto", "c", "python")
+_KEPT_RECEIPTS = 4096
+
+
+def native_writer_available() -> bool:
+    try:
+        import tay._native.writer  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def make_committer(journal: Journal, max_events: int = 1, interval_ms: int = 0, *,
+                   linger: bool = False, writer: str = "auto") -> "GroupCommitter | NativeCommitter":
+    """The committer for ``journal``: ``writer`` "c", "python" or "auto" (C when it can)."""
+    if writer not in WRITERS:
+        raise RecoveryRefused("argument", "unknown_journal_writer", value=writer)
+    native_io = type(journal.io) is RealIO and journal.io.native.IMPLEMENTATION == "c"
+    if writer == "c" or (writer == "auto" and native_io and native_writer_available()):
+        return NativeCommitter(journal, max_events, interval_ms, linger=linger)
+    return GroupCommitter(journal, max_events, interval_ms, linger=linger)
+
+
+class NativeCommitter:
+    """The journal's C writer thread behind the committer interface."""
+
+    implementation = "c"
+
+    def __init__(self, journal: Journal, max_events: int = 1, interval_ms: int = 0, *,
+                 linger: bool = False) -> None:
+        from tay._native.writer import NativeWriter
+
+        check_batching(max_events, interval_ms, linger)
+        if journal.stopped is not None:
+            raise journal.stopped
+        self.journal = journal
+        self.max_events = max_events
+        self.interval_s = interval_ms / 1000.0
+        self.linger = linger
+        self._writer = NativeWriter(
+            dir_fds=[journal.root_fd, journal.segments_fd],
+            dir_names=[journal.root, layout.SEGMENTS_DIR],
+            lock_fd=journal.lock.fd, lock_name=layout.LOCK_NAME, segment_fd=journal.fd,
+            store_id=journal.store_id, segment_id=journal.segment_id,
+            first_sequence=journal.first_sequence, size=journal.size,
+            record_count=journal.record_count, next_sequence=journal.next_sequence,
+            history_bytes=journal.history_bytes, segment_crc=journal.segment_crc,
+            sync=journal.durability == "sync", rotation_target=journal.rotation_target,
+            max_events=max_events, interval_ms=interval_ms, linger=linger)
+        self.completion_fd = self._writer.event_fd
+        self._stopped: WriterStopped | None = None
+        self._closed = False
+        self._lock = threading.Condition()
+        self._pending: deque[tuple[int, Future[Receipt]]] = deque()  # submit() futures
+        self._receipts: deque[dict[str, int]] = deque(maxlen=_KEPT_RECEIPTS)
+        self._resolver: threading.Thread | None = None
+        self._final: dict[str, int] | None = None  # counters and durable once freed
+
+    # -- producer side ------------------------------------------------------------------
+    @property
+    def holds(self) -> bool:
+        return self.max_events > 1
+
+    def append(self, records: Sequence[JournalRecord], hold: bool = False) -> int:
+        """Queue ``records`` as one atomic submission and return its ticket."""
+        from tay._native.writer import WriterClosed, WriterSequenceError
+
+        if not records:
+            raise RecoveryRefused("argument", "empty_submission")
+        try:
+            return self._writer.submit(records, hold)
+        except WriterSequenceError as error:
+            raise RecoveryRefused("argument", "sequence_discontinuity", path=self.journal.root,
+                                  sequence=records[0][0], error=str(error)) from None
+        except WriterClosed:
+            raise WriterStopped("io", "committer_closed") from None
+
+    def submit(self, records: Sequence[JournalRecord], hold: bool = False) -> Future[Receipt]:
+        """Queue ``records``; the future resolves with the batch ``Receipt`` once durable."""
+        future: Future[Receipt] = Future()
+        try:
+            ticket = self.append(records, hold)
+        except (RecoveryRefused, WriterStopped) as refusal:
+            future.set_exception(refusal)
+            return future
+        with self._lock:
+            self._pending.append((ticket, future))
+            if self._resolver is None:
+                self._resolver = threading.Thread(target=self._resolve, daemon=True,
+                                                  name="tay-journal-futures")
+                self._resolver.start()
+            self._lock.notify()
+        return future
+
+    def flush(self) -> None:
+        self._writer.flush()
+
+    @property
+    def durable(self) -> int:
+        if self._final is not None:
+            return self._final["durable"]
+        return self._writer.durable
+
+    def drain_completions(self) -> None:
+        try:
+            os.read(self.completion_fd, 8)
+        except BlockingIOError:
+            pass
+
+    def wait(self, ticket: int, timeout: float | None = None) -> None:
+        """Block until ``ticket`` is durable; raise ``WriterStopped`` if it never will be."""
+        outcome = self._writer.wait(ticket, timeout)
+        if outcome == "stopped":
+            raise self.stopped  # type: ignore[misc]
+        if outcome == "closed":
+            raise WriterStopped("io", "committer_closed")
+        if outcome == "timeout":
+            raise TimeoutError(f"ticket {ticket} not durable after {timeout} s")
+
+    @property
+    def stopped(self) -> WriterStopped | None:
+        if self._stopped is None and self._final is None and self._writer.stopped:
+            self._stopped = self._failure()
+        return self._stopped
+
+    def _failure(self) -> WriterStopped:
+        report = self._writer.failure()
+        kind, reason = report["kind"], report["reason"]
+        extra: dict[str, Any] = {}
+        if kind == "io":
+            code = report["errno"]
+            extra = {"errno": code, "error": os.strerror(code) if code else report["detail"]}
+        elif reason == "path_changed":
+            extra = {"name": report["name"]} if report["name"] else {}
+            if report["links"]:
+                extra = {"links": report["links"]}
+        if report["detail"]:
+            extra["detail"] = report["detail"]
+        if report["cut_back"] == 1:
+            extra.update(cut_back_to=report["cut_back_to"], cut_back_bytes=report["cut_back_bytes"])
+        elif report["cut_back"] == 2:
+            code = report["cut_back_errno"]
+            extra.update(cut_back_failed=os.strerror(code) if code else "failed",
+                         cut_back_errno=code)
+        return WriterStopped(kind, reason, path=report["path"] or None,
+                             segment_id=report["segment_id"] or None, **extra)
+
+    def stats(self) -> CommitStats:
+        counters = self._final if self._final is not None else self._writer.stats()
+        return CommitStats(submissions=counters["submissions"], events=counters["events"],
+                           batches=counters["batches"], fsyncs=counters["fsyncs"],
+                           largest_batch=counters["largest_batch"])
+
+    def io_counts(self) -> dict[str, int]:
+        """Writes and syncs issued so far (what the fault seam counts)."""
+        counters = self._final if self._final is not None else self._writer.stats()
+        return {"writes": counters["writes"], "syncs": counters["syncs"]}
+
+    def close(self) -> None:
+        """Drain everything queued, stop the thread and hand the journal back, updated."""
+        if self._closed:
+            return
+        self._closed = True
+        stopped = self.stopped
+        tail = self._writer.close()
+        with self._lock:
+            self._lock.notify_all()
+        if self._resolver is not None:
+            self._resolver.join()
+        journal = self.journal
+        journal.fd = tail["segment_fd"]
+        for name in ("segment_id", "first_sequence", "size", "record_count", "next_sequence",
+                     "history_bytes", "segment_crc"):
+            setattr(journal, name, tail[name])
+        if hasattr(journal, "committed_size"):
+            journal.committed_size = tail["committed_size"]
+        stopped = stopped or self.stopped
+        if stopped is not None:
+            journal.stopped = stopped
+        self._final = {**self._writer.stats(), "durable": self._writer.durable}
+        self._writer.free()
+        self.completion_fd = -1
+
+    # -- futures of submit() --------------------------------------------------------------
+    def _resolve(self) -> None:
+        """Resolve ``submit`` futures in ticket order; blocks in C (no GIL) meanwhile."""
+        while True:
+            with self._lock:
+                while not self._pending and not self._closed:
+                    self._lock.wait()
+                if not self._pending:
+                    return
+                ticket = self._pending[0][0]
+            outcome = self._writer.wait(ticket, None)
+            self._receipts.extend(self._writer.new_receipts())
+            durable = self._writer.durable
+            failure: WriterStopped | None = None
+            if outcome == "stopped":
+                failure = self.stopped
+            elif outcome == "closed":
+                failure = WriterStopped("io", "committer_closed")
+            with self._lock:
+                while self._pending and (self._pending[0][0] <= durable or failure is not None):
+                    pending_ticket, future = self._pending.popleft()
+                    if pending_ticket <= durable:
+                        future.set_result(self._receipt_of(pending_ticket))
+                    else:
+                        future.set_exception(failure)  # type: ignore[arg-type]
+
+    def _receipt_of(self, ticket: int) -> Receipt:
+        durability = self.journal.durability
+        for receipt in reversed(self._receipts):
+            if receipt["first_ticket"] <= ticket <= receipt["last_ticket"]:
+                return Receipt(receipt["segment_id"], receipt["offset"],
+                               receipt["first_sequence"], receipt["last_sequence"],
+                               receipt["count"], durability)
+        raise RuntimeError(f"no receipt kept for durable ticket {ticket}")

@@ -1,0 +1,258 @@
+"""Both committers, the C writer thread (``NativeCommitter``) and the Python one
+(``GroupCommitter``), against the same rules: byte-identical segments for the same
+submissions (rotations included), durable tickets in order, no acknowledgement before the
+batch's fsync, a failed write or fsync stops for good after cutting the segment back, a
+changed path stops it, and the journal handed back on close reopens cleanly."""
+
+from __future__ import annotations
+
+import errno
+import os
+import shutil
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tests.storage.conftest import FIXTURE_STORE_ID, scratch_path
+from tests.storage.sync_gates import SyncGate
+from tay.failures import RecoveryRefused, WriterStopped
+from tay.storage import layout
+from tay.storage.fsio import FaultyIO
+from tay.storage.journal.native_commit import (
+    NativeCommitter,
+    make_committer,
+    native_writer_available,
+)
+from tay.storage.journal.writer import init_store
+from tay.storage.recovery.recover import recover
+
+TARGET = 400  # test-only rotation target: a few frames per segment
+WRITERS = [pytest.param("python", id="python"),
+           pytest.param("c", id="c", marks=pytest.mark.skipif(
+               not native_writer_available(), reason="C writer not built"))]
+
+
+def payload(seq: int, size: int) -> bytes:
+    return (seq.to_bytes(8, "big") * (size // 8 + 1))[:size]
+
+
+def open_store(root: Path, writer: str, *, max_events=1, interval_ms=0, target=TARGET,
+               durability="sync"):
+    """A fresh store (fixed STORE_ID) at ``root`` and a committer of kind ``writer``."""
+    if not root.exists():
+        init_store(str(root), durability=durability, validated_filesystem=True,
+                   store_id=FIXTURE_STORE_ID)
+    io = FaultyIO() if writer == "python" else None  # the Python writer's fault seam
+    journal = recover(str(root), consumer=lambda *a: None, io=io, durability=durability,
+                      validated_filesystem=True, rotation_target=target,
+                      allow_small_rotation_target_for_tests=True).journal
+    committer = make_committer(journal, max_events, interval_ms, writer=writer)
+    assert committer.implementation == writer
+    return journal, committer
+
+
+def replay(root: Path) -> list[tuple[int, bytes]]:
+    seen: list[tuple[int, bytes]] = []
+    journal = recover(str(root), consumer=lambda seq, t, s, p: seen.append((seq, bytes(p))),
+                      durability="sync", validated_filesystem=True, rotation_target=TARGET,
+                      allow_small_rotation_target_for_tests=True).journal
+    journal.close()
+    return seen
+
+
+def segment_bytes(root: Path) -> list[bytes]:
+    return [path.read_bytes() for path in sorted((root / "segments").glob("*.tay"))]
+
+
+@pytest.fixture
+def root():
+    path = scratch_path("committers")
+    yield path
+    shutil.rmtree(path, ignore_errors=True)
+
+
+@pytest.fixture(params=WRITERS)
+def writer(request):
+    return request.param
+
+
+# -- the same bytes ----------------------------------------------------------------------
+submissions = st.lists(st.tuples(st.integers(1, 3), st.integers(0, 150), st.booleans()),
+                       min_size=1, max_size=25)
+
+
+@pytest.mark.skipif(not native_writer_available(), reason="C writer not built")
+@settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(plan=submissions, max_events=st.sampled_from([1, 2, 4, 64]))
+def test_both_writers_produce_identical_segments(plan, max_events):
+    roots = {kind: scratch_path(f"twin-{kind}") for kind in ("python", "c")}
+    try:
+        for kind, root in roots.items():
+            journal, committer = open_store(root, kind, max_events=max_events)
+            sequence, last = 1, 0
+            for count, size, hold in plan:
+                records = [(seq, 1 + seq % 3, 1, payload(seq, size))
+                           for seq in range(sequence, sequence + count)]
+                last = committer.append(records, hold)
+                sequence += count
+                if not hold:
+                    committer.flush()
+            committer.wait(last, timeout=30)
+            assert committer.durable == last
+            committer.close()
+            assert journal.next_sequence == sequence
+            journal.close()
+        python_bytes, c_bytes = (segment_bytes(roots[kind]) for kind in ("python", "c"))
+        assert len(python_bytes) > 0 and python_bytes == c_bytes
+    finally:
+        for root in roots.values():
+            shutil.rmtree(root, ignore_errors=True)
+
+
+def test_tickets_become_durable_in_order_with_receipts(writer, root):
+    journal, committer = open_store(root, writer, max_events=4)
+    futures = [committer.submit([(seq, 1, 1, payload(seq, 60))]) for seq in range(1, 21)]
+    receipts = [future.result(timeout=30) for future in futures]
+    assert committer.durable == 20
+    assert [r.first_sequence <= seq <= r.last_sequence for seq, r in
+            zip(range(1, 21), receipts)] == [True] * 20
+    assert all(r.count <= 4 and r.durability == "sync" for r in receipts)
+    assert len({r.segment_id for r in receipts}) > 1  # the batches crossed rotations
+    committer.close()
+    journal.close()
+    assert [seq for seq, _ in replay(root)] == list(range(1, 21))
+
+
+def test_discontinuous_sequences_are_refused_without_queuing(writer, root):
+    journal, committer = open_store(root, writer)
+    with pytest.raises(RecoveryRefused) as refused:
+        committer.append([(5, 1, 1, b"x")])
+    assert refused.value.reason == "sequence_discontinuity"
+    committer.wait(committer.append([(1, 1, 1, b"ok")]), timeout=10)
+    committer.close()
+    journal.close()
+    assert replay(root) == [(1, b"ok")]
+
+
+def test_no_acknowledgement_before_the_fsync_returns(writer, root):
+    journal, committer = open_store(root, writer)
+    gate = SyncGate(committer, journal)
+    ticket = committer.append([(1, 1, 1, b"held")])
+    assert gate.entered()
+    assert committer.durable == 0  # written, not synced: not durable
+    with pytest.raises(TimeoutError):
+        committer.wait(ticket, timeout=0.05)
+    gate.release()
+    committer.wait(ticket, timeout=10)
+    committer.close()
+    journal.close()
+
+
+@pytest.mark.parametrize("fault", ["write", "sync"])
+@pytest.mark.parametrize("code", [errno.ENOSPC, errno.EIO])
+def test_a_fault_stops_the_writer_for_good(writer, fault, code, root):
+    journal, committer = open_store(root, writer, max_events=2)
+    acked = [committer.submit([(1, 1, 1, payload(1, 30))]).result(timeout=10)]
+    faults = {"fail_write_at" if fault == "write" else "fail_sync_at":
+              io_count(committer, journal, fault + "s") + 1, "fail_errno": code}
+    inject(committer, journal, **faults)
+    futures = [committer.submit([(seq, 1, 1, payload(seq, 30))]) for seq in range(2, 7)]
+    for future in futures:
+        error = future.exception(timeout=10)
+        assert isinstance(error, WriterStopped) and error.extra["errno"] == code
+        assert error.reason == ("append_failed" if fault == "write" else "fdatasync_failed")
+    assert committer.stopped is not None
+    later = committer.submit([(7, 1, 1, b"later")])
+    assert isinstance(later.exception(timeout=10), WriterStopped)
+    committer.close()
+    journal.close()
+    assert [seq for seq, _ in replay(root)][:1] == [r.first_sequence for r in acked]
+
+
+@pytest.mark.parametrize("short", [1, 27, 61])
+def test_a_short_write_is_cut_back_and_the_store_reopens(writer, short, root):
+    journal, committer = open_store(root, writer, target=1 << 20)
+    committer.wait(committer.append([(seq, 1, 1, payload(seq, 20)) for seq in (1, 2, 3)]), 10)
+    committed = (root / "segments" / "00000000000000000001.tay").stat().st_size
+    inject(committer, journal, fail_write_at=io_count(committer, journal, "writes") + 1,
+           fail_errno=errno.ENOSPC, short_write_bytes=short)
+    ticket = committer.append([(4, 1, 1, payload(4, 40))])
+    with pytest.raises(WriterStopped) as stopped:
+        committer.wait(ticket, timeout=10)
+    report = stopped.value.report()
+    assert report["reason"] == "append_failed" and report["errno"] == errno.ENOSPC
+    assert (report["cut_back_to"], report["cut_back_bytes"]) == (committed, short)
+    committer.close()
+    journal.close()
+    assert (root / "segments" / "00000000000000000001.tay").stat().st_size == committed
+    assert [seq for seq, _ in replay(root)] == [1, 2, 3]
+
+
+def test_a_second_link_to_the_lock_stops_the_writer(writer, root):
+    journal, committer = open_store(root, writer)
+    committer.wait(committer.append([(1, 1, 1, b"one")]), timeout=10)
+    extra = root / "second-lock-link"
+    os.link(root / layout.LOCK_NAME, extra)
+    try:
+        ticket = committer.append([(2, 1, 1, b"two")])
+        with pytest.raises(WriterStopped) as stopped:
+            committer.wait(ticket, timeout=10)
+        assert (stopped.value.kind, stopped.value.reason) == ("changed_view", "path_changed")
+        assert stopped.value.extra["links"] == 2
+    finally:
+        committer.close()
+        journal.close()
+        extra.unlink()
+
+
+def test_close_hands_the_journal_back_for_direct_appends(writer, root):
+    journal, committer = open_store(root, writer)
+    for seq in range(1, 30):
+        committer.append([(seq, 1, 1, payload(seq, 50))])
+    committer.close()  # drains what is queued
+    assert committer.durable == 29 and journal.next_sequence == 30
+    journal.append_batch([(30, 1, 1, b"direct")])
+    journal.sync()
+    journal.close()
+    assert [seq for seq, _ in replay(root)] == list(range(1, 31))
+
+
+def test_held_submissions_wait_for_flush(writer, root):
+    journal, committer = open_store(root, writer, max_events=64)
+    tickets = [committer.append([(seq, 1, 1, b"h")], hold=True) for seq in (1, 2, 3)]
+    with pytest.raises(TimeoutError):  # wait() would flush; poll durable instead
+        deadline_poll(lambda: committer.durable >= 3, 0.2)
+    committer.flush()
+    deadline_poll(lambda: committer.durable == tickets[-1], 10)
+    assert committer.stats().batches == 1
+    committer.close()
+    journal.close()
+
+
+# -- helpers -------------------------------------------------------------------------------
+def deadline_poll(done, seconds: float) -> None:
+    import time
+
+    deadline = time.monotonic() + seconds
+    while not done():
+        if time.monotonic() > deadline:
+            raise TimeoutError
+        time.sleep(0.005)
+
+
+def io_count(committer, journal, counter: str) -> int:
+    """Writes or syncs issued so far by either writer (the fault seams count the same)."""
+    if isinstance(committer, NativeCommitter):
+        return committer.io_counts()[counter]
+    return getattr(journal.io, counter)
+
+
+def inject(committer, journal, **faults) -> None:
+    """Fail from the given write/sync on, in the C seam or through a FaultyIO."""
+    if isinstance(committer, NativeCommitter):
+        committer._writer.test_faults(**faults)
+        return
+    for name, value in faults.items():
+        setattr(journal.io, name, value)
