@@ -191,6 +191,9 @@ async def serve(config: ServeConfig, ready: "asyncio.Event | None" = None,
     store.committer.observer = admin.metrics.observe_commit
     closers: list[Callable[[], Awaitable[None]]] = []
     try:
+        # before anything listens: a SIGTERM right after the socket accepts is a clean stop
+        for signum in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(signum, lifecycle.on_signal)
         if config.socket is not None:
             await listener.start(config.socket, config.socket_mode)
         for start_extra in extra_listeners:
@@ -199,8 +202,6 @@ async def serve(config: ServeConfig, ready: "asyncio.Event | None" = None,
             from .http_listener import start_ops_listener
 
             closers.append(await start_ops_listener(driver, admin, config.metrics_port))
-        for signum in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(signum, lifecycle.on_signal)
         driver.on_stopped = lifecycle.on_writer_stopped
         lifecycle.start()
         driver.tick()  # dispatch recovered work and arm the wake-up timer
