@@ -8,8 +8,8 @@
  * batch's last ticket; then the eventfd is signalled. A held submission waits for
  * tay_writer_flush, a full batch or interval_ns after the oldest queued one arrived. Any
  * failure stops the writer for good: `stopped` is set after the failure report, `durable`
- * never moves again and everything queued is dropped. The thread blocks every signal and
- * never calls into the interpreter. */
+ * never moves again and everything queued is dropped. The thread blocks every asynchronous
+ * signal and never calls into the interpreter. */
 #define _GNU_SOURCE
 #include "writer_internal.h"
 
@@ -92,9 +92,15 @@ int tay_writer_start(const tay_writer_config *c, tay_writer **out) {
     pthread_cond_init(&w->wake, &monotonic);
     pthread_cond_init(&w->done, &monotonic);
     pthread_condattr_destroy(&monotonic);
+    /* The thread inherits this mask: asynchronous signals go to the interpreter's threads;
+     * the synchronous ones its own syscalls or faults raise stay deliverable (SIGXFSZ at the
+     * file-size limit acts as the process set it: ignored -> EFBIG, default -> killed). */
     sigset_t all, previous;
     sigfillset(&all);
-    pthread_sigmask(SIG_BLOCK, &all, &previous);  /* the new thread inherits the mask */
+    int synchronous[] = {SIGXFSZ, SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGTRAP, SIGSYS};
+    for (size_t i = 0; i < sizeof synchronous / sizeof *synchronous; i++)
+        sigdelset(&all, synchronous[i]);
+    pthread_sigmask(SIG_BLOCK, &all, &previous);
     int rc = pthread_create(&w->thread, NULL, writer_main, w);
     pthread_sigmask(SIG_SETMASK, &previous, NULL);
     if (rc) {
