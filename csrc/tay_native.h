@@ -218,6 +218,17 @@ int tay_writer_event_fd(tay_writer *w);
 int tay_writer_wait(tay_writer *w, uint64_t ticket, int64_t timeout_ns);
 int tay_writer_receipts(tay_writer *w, uint64_t after_batch, tay_writer_receipt *out,
                         size_t capacity, uint64_t *next_batch);
+#define TAY_WRITER_BUCKETS 32
+typedef struct {            /* cumulative per-batch histograms (counts[i]: value <= bound i,
+                               counts[n]: above every bound), as Prometheus wants them */
+    uint64_t batches;
+    uint64_t events_counts[TAY_WRITER_BUCKETS + 1], write_counts[TAY_WRITER_BUCKETS + 1],
+        sync_counts[TAY_WRITER_BUCKETS + 1];
+    uint64_t events_total, write_ns_total, sync_ns_total;
+} tay_writer_observations;
+int tay_writer_observe(tay_writer *w, const uint64_t *latency_bounds_ns, size_t latency_count,
+                       const uint64_t *batch_bounds, size_t batch_count);
+void tay_writer_observations_of(tay_writer *w, tay_writer_observations *out);
 void tay_writer_failure_of(tay_writer *w, tay_writer_failure *out);
 void tay_writer_stats_of(tay_writer *w, tay_writer_stats *out);
 int tay_writer_close(tay_writer *w, tay_writer_tail *tail);

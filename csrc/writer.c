@@ -252,6 +252,47 @@ int tay_writer_receipts(tay_writer *w, uint64_t after_batch, tay_writer_receipt 
     return (int)copied;
 }
 
+/* Starts the per-batch histograms (events per batch; write and sync time in ns) with the
+ * given ascending bounds (at most TAY_WRITER_BUCKETS each). Returns 0 or ARGUMENT. */
+int tay_writer_observe(tay_writer *w, const uint64_t *latency_bounds_ns, size_t latency_count,
+                       const uint64_t *batch_bounds, size_t batch_count) {
+    if (latency_count > TAY_WRITER_BUCKETS || batch_count > TAY_WRITER_BUCKETS)
+        return TAY_WRITER_ARGUMENT;
+    pthread_mutex_lock(&w->mu);
+    memcpy(w->latency_bounds, latency_bounds_ns, latency_count * sizeof *latency_bounds_ns);
+    memcpy(w->batch_bounds, batch_bounds, batch_count * sizeof *batch_bounds);
+    w->latency_count = latency_count;
+    w->batch_count = batch_count;
+    memset(&w->observed, 0, sizeof w->observed);
+    pthread_mutex_unlock(&w->mu);
+    return 0;
+}
+
+void tay_writer_observations_of(tay_writer *w, tay_writer_observations *out) {
+    pthread_mutex_lock(&w->mu);
+    *out = w->observed;
+    pthread_mutex_unlock(&w->mu);
+}
+
+/* The bucket of `value`: the first bound >= value, else the overflow bucket. */
+static size_t bucket(const uint64_t *bounds, size_t count, uint64_t value) {
+    size_t i = 0;
+    while (i < count && value > bounds[i]) i++;
+    return i;
+}
+
+static void observe_batch(tay_writer *w, uint64_t records, int64_t write_ns, int64_t sync_ns) {
+    tay_writer_observations *o = &w->observed;
+    if (!w->latency_count && !w->batch_count) return;
+    o->batches++;
+    o->events_counts[bucket(w->batch_bounds, w->batch_count, records)]++;
+    o->write_counts[bucket(w->latency_bounds, w->latency_count, (uint64_t)write_ns)]++;
+    o->sync_counts[bucket(w->latency_bounds, w->latency_count, (uint64_t)sync_ns)]++;
+    o->events_total += records;
+    o->write_ns_total += (uint64_t)write_ns;
+    o->sync_ns_total += (uint64_t)sync_ns;
+}
+
 void tay_writer_failure_of(tay_writer *w, tay_writer_failure *out) {
     pthread_mutex_lock(&w->mu);
     *out = w->failure;
@@ -353,8 +394,11 @@ static void *writer_main(void *arg) {
         pthread_mutex_unlock(&w->mu);
         tay_writer_receipt receipt = {first_ticket, last_ticket, 0, 0,
                                       w->j.next_sequence, w->j.next_sequence + records - 1, records};
-        int failed = tay_journal_append(w, w->w_bytes, w->w_frames, records, &receipt) ||
-                     tay_journal_sync(w);
+        int64_t started = now_ns();
+        int failed = tay_journal_append(w, w->w_bytes, w->w_frames, records, &receipt);
+        int64_t written = now_ns();
+        failed = failed || tay_journal_sync(w);
+        int64_t synced = now_ns();
         if (failed) {
             int reason = w->failure.reason;
             if (reason == TAY_WR_APPEND_FAILED || reason == TAY_WR_FDATASYNC_FAILED)
@@ -375,6 +419,7 @@ static void *writer_main(void *arg) {
         if (records > stats->largest_batch) stats->largest_batch = records;
         if (w->j.sync_mode) stats->fsyncs++;
         w->receipts[w->batches_done++ % TAY_WRITER_RECEIPT_RING] = receipt;
+        observe_batch(w, records, written - started, synced - written);
         atomic_store(&w->durable, last_ticket);
         pthread_cond_broadcast(&w->done);
         pthread_mutex_unlock(&w->mu);

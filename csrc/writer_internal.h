@@ -63,6 +63,9 @@ struct tay_writer {
     _Atomic int stopped;
     tay_writer_failure failure;     /* written before `stopped` is set, then never */
     tay_writer_stats stats;         /* under mu */
+    tay_writer_observations observed;  /* under mu, once tay_writer_observe set bounds */
+    uint64_t latency_bounds[TAY_WRITER_BUCKETS], batch_bounds[TAY_WRITER_BUCKETS];
+    size_t latency_count, batch_count;
     tay_writer_receipt receipts[TAY_WRITER_RECEIPT_RING];
     uint64_t batches_done;          /* under mu */
     int event_fd;

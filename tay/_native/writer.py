@@ -173,6 +173,27 @@ class NativeWriter:
         }
         return report
 
+    def observe(self, latency_bounds_s: Sequence[float], batch_bounds: Sequence[int]) -> None:
+        """Start C-side histograms of each batch's events, write and sync time."""
+        latency = array("Q", [round(bound * 1e9) for bound in latency_bounds_s])
+        batches = array("Q", [int(bound) for bound in batch_bounds])
+        if lib.tay_writer_observe(self._w, ffi.from_buffer("uint64_t[]", latency), len(latency),
+                                  ffi.from_buffer("uint64_t[]", batches), len(batches)) != 0:
+            raise ValueError(f"at most {lib.TAY_WRITER_BUCKETS} bounds per histogram")
+        self._bucket_counts = (len(batches), len(latency))
+
+    def observations(self) -> dict[str, Any]:
+        """The histograms so far: per-bucket counts (last: above every bound) and sums."""
+        out = ffi.new("tay_writer_observations *")
+        lib.tay_writer_observations_of(self._w, out)
+        batch_n, latency_n = getattr(self, "_bucket_counts", (0, 0))
+        return {
+            "batches": out.batches,
+            "events": (list(out.events_counts[0:batch_n + 1]), out.events_total),
+            "write": (list(out.write_counts[0:latency_n + 1]), out.write_ns_total / 1e9),
+            "sync": (list(out.sync_counts[0:latency_n + 1]), out.sync_ns_total / 1e9),
+        }
+
     def stats(self) -> dict[str, int]:
         out = ffi.new("tay_writer_stats *")
         lib.tay_writer_stats_of(self._w, out)

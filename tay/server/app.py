@@ -188,7 +188,7 @@ async def serve(config: ServeConfig, ready: "asyncio.Event | None" = None,
         "path": config.socket.path, "connections": len(listener.connections)}
     admin.facts["http"] = lambda: None  # the HTTP listener replaces it once it listens
     driver.metrics = admin.metrics
-    store.committer.observer = admin.metrics.observe_commit
+    admin.metrics.attach_commit(store.committer)
     closers: list[Callable[[], Awaitable[None]]] = []
     try:
         # before anything listens: a SIGTERM right after the socket accepts is a clean stop
@@ -217,7 +217,7 @@ async def serve(config: ServeConfig, ready: "asyncio.Event | None" = None,
         for close in reversed(closers):
             await close()
         await listener.close()
-        store.committer.observer = None
+        admin.metrics.detach_commit()
         admin.close()
         driver.close()
         store.close()

@@ -61,6 +61,35 @@ class ServerMetrics:
         self.commit_write.observe(write_s)
         self.fsync.observe(sync_s)
 
+    def attach_commit(self, committer: Any) -> None:
+        """Feed the commit histograms: the Python writer calls ``observe_commit`` per batch;
+        the C writer counts into the same buckets in C, read at each scrape (``refresh``)."""
+        self._committer = committer
+        if getattr(committer, "implementation", "python") == "c":
+            committer.observe(LATENCY_BUCKETS, BATCH_BUCKETS)
+        else:
+            committer.observer = self.observe_commit
+
+    def detach_commit(self) -> None:
+        committer, self._committer = getattr(self, "_committer", None), None
+        if committer is not None and getattr(committer, "implementation", "python") != "c":
+            committer.observer = None
+
+    def refresh(self) -> None:
+        """Scrape time: copy the C writer's histograms (nothing to do for the Python one)."""
+        committer = getattr(self, "_committer", None)
+        if committer is None or getattr(committer, "implementation", "python") != "c":
+            return
+        observed = committer.observations()
+        if observed is None:
+            return
+        for histogram, key in ((self.batch_events, "events"), (self.commit_write, "write"),
+                               (self.fsync, "sync")):
+            counts, total = observed[key]
+            histogram.counts = list(counts)
+            histogram.total = total
+            histogram.count = observed["batches"]
+
 
 def render(collect: Callable[[], Iterator[Any]]) -> bytes:
     """The Prometheus text exposition of one collector function."""
@@ -88,6 +117,7 @@ def collector(engine: Any, driver: Any, store: Any, metrics: ServerMetrics,
         return HistogramMetricFamily(name, doc, buckets=source.buckets(), sum_value=source.total)
 
     def collect() -> Iterator[Any]:
+        metrics.refresh()
         yield InfoMetricFamily("tay_build", "tay version", value={"version": __version__})
         yield GaugeMetricFamily("tay_uptime_seconds", "seconds since this process started",
                                 value=time.monotonic() - started)

@@ -256,3 +256,21 @@ def inject(committer, journal, **faults) -> None:
         return
     for name, value in faults.items():
         setattr(journal.io, name, value)
+
+
+@pytest.mark.skipif(not native_writer_available(), reason="C writer not built")
+def test_the_c_writer_counts_batch_histograms_in_the_given_buckets(root):
+    journal, committer = open_store(root, "c", max_events=4)
+    committer.observe((0.000001, 10.0), (1, 2, 4))
+    for seq in range(1, 11):
+        committer.append([(seq, 1, 1, payload(seq, 20))], hold=True)
+    committer.wait(10, timeout=10)
+    observed = committer.observations()
+    batches = committer.stats().batches
+    assert observed["batches"] == batches and sum(observed["events"][0]) == batches
+    assert observed["events"][1] == 10  # the sum of events per batch
+    assert observed["events"][0][3] == 0  # no batch above max_events
+    assert sum(observed["sync"][0]) == batches and observed["sync"][0][2] == 0  # all < 10 s
+    assert observed["sync"][1] > 0 and observed["write"][1] > 0
+    committer.close()
+    journal.close()

@@ -179,6 +179,15 @@ class NativeCommitter:
                            batches=counters["batches"], fsyncs=counters["fsyncs"],
                            largest_batch=counters["largest_batch"])
 
+    def observe(self, latency_bounds_s: Sequence[float], batch_bounds: Sequence[int]) -> None:
+        """Keep per-batch histograms in C (the Python twin calls ``observer`` per batch on
+        its thread instead; this thread cannot call Python)."""
+        self._writer.observe(latency_bounds_s, batch_bounds)
+
+    def observations(self) -> dict[str, Any] | None:
+        """The C histograms (``NativeWriter.observations``); None once closed."""
+        return None if self._final is not None else self._writer.observations()
+
     def io_counts(self) -> dict[str, int]:
         """Writes and syncs issued so far (what the fault seam counts)."""
         counters = self._final if self._final is not None else self._writer.stats()
