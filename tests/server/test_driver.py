@@ -110,19 +110,19 @@ def test_a_failed_fsync_fails_what_waits_and_refuses_what_follows(gated_store):
 
 
 def test_a_client_permit_is_held_until_the_reply_is_released(gated_store):
-    store, io = gated_store
+    store, gate = gated_store
     permits = store.engine.permits
 
     async def scenario(driver: EngineDriver, delivered: list) -> None:
         driver.submit(commands.Enqueue("c", "first", "t.v1", {}, {}), admit_bytes=100)
-        assert await asyncio.to_thread(io.entered.wait, 10)
+        assert await asyncio.to_thread(gate.entered)
         assert permits.in_use == 1
         for n in range(permits.slots - 1):
             driver.submit(commands.Enqueue("c", f"more{n}", "t.v1", {}, VOLATILE), 10)
         driver.submit(commands.Enqueue("c", "refused", "t.v1", {}, VOLATILE), admit_bytes=10)
         driver.submit(commands.Status("c", "read", "00" * 16))  # reads need no permit
         assert permits.in_use == permits.slots
-        io.gate.set()
+        gate.release()
         await settle(driver)
         assert permits.in_use == 0
 
@@ -134,15 +134,15 @@ def test_a_client_permit_is_held_until_the_reply_is_released(gated_store):
 
 
 def test_permits_of_failed_stages_come_back_when_the_writer_stops(gated_store):
-    store, io = gated_store
+    store, gate = gated_store
 
     async def scenario(driver: EngineDriver, delivered: list) -> None:
         driver.submit(commands.Enqueue("c", "persistent", "t.v1", {}, {}), admit_bytes=10)
-        assert await asyncio.to_thread(io.entered.wait, 10)
+        assert await asyncio.to_thread(gate.entered)
         driver.submit(commands.Enqueue("c", "volatile", "t.v1", {}, VOLATILE), admit_bytes=10)
         assert store.engine.permits.in_use == 2
-        io.fail_with = errno.EIO
-        io.gate.set()
+        gate.fail_held_sync(errno.EIO)
+        gate.release()
         await settle(driver)
 
     delivered = run_driver(store, scenario)
