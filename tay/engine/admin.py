@@ -23,7 +23,7 @@ from tay.engine.commands import Admin
 from tay.engine.effects import Outcome
 from tay.engine.ids import parse_job_id
 from tay.engine.jobs import JobEntry
-from tay.engine.schedule_commands import ScheduleCommands
+from tay.engine.schedule_commands import ScheduleCommands, request_fields
 from tay.engine.schedule_timing import Timing, occurrence_job_id
 from tay.failures import RequestRefused
 from tay.storage import events as ev
@@ -32,22 +32,12 @@ from tay.storage.events.operations import job_requeued, queue_paused, queue_resu
 from tay.storage.events.transitions import STATES
 
 PAGE_DEFAULT, PAGE_MAX = 50, 100
-SCAN_LIMIT = 20_000  # index entries one jobs page may examine (docs/admin.md)
+SCAN_LIMIT = 10_000  # index entries one jobs page may examine (docs/admin.md)
 PURGE_DEFAULT, PURGE_MAX = 1_000, 10_000
 WAITING = frozenset({"scheduled", "available", "retryable"})
 NEXT_OCCURRENCES = 5
 FAILURE_WINDOW_MS = 3_600_000
 FAILURES_MAX = 100
-
-
-def _fields(body: Any, allowed: frozenset[str], op: str) -> dict[str, Any]:
-    if not isinstance(body, dict):
-        raise RequestRefused(f"{op} needs an object body", code="invalid_request")
-    unknown = sorted(set(body) - allowed)
-    if unknown:
-        raise RequestRefused(f"unknown {op} field {unknown[0]!r}", code="invalid_request",
-                             field=unknown[0])
-    return body
 
 
 def _limit(body: dict[str, Any], default: int, high: int) -> int:
@@ -113,7 +103,7 @@ class AdminCommands(ScheduleCommands):
     # ---- reads --------------------------------------------------------------------------
 
     def _admin_overview(self, body: Any, now_ms: int, out: Outcome) -> dict[str, Any]:
-        _fields(body, frozenset(), "overview")
+        request_fields(body, frozenset(), "overview")
         history = self.history
         executors = self.executors.executors.values()
         return {
@@ -135,7 +125,8 @@ class AdminCommands(ScheduleCommands):
         }
 
     def _admin_jobs(self, body: Any, now_ms: int, out: Outcome) -> dict[str, Any]:
-        body = _fields(body, frozenset({"state", "queue", "task", "limit", "cursor"}), "jobs")
+        body = request_fields(body, frozenset({"state", "queue", "task", "limit", "cursor"}),
+                              "jobs")
         state = body.get("state")
         if state is not None and state not in STATES:
             raise RequestRefused(f"state must be one of {', '.join(STATES)}",
@@ -160,7 +151,7 @@ class AdminCommands(ScheduleCommands):
                 "next_cursor": None if cursor is None else str(cursor)}
 
     def _admin_job(self, body: Any, now_ms: int, out: Outcome) -> dict[str, Any]:
-        body = _fields(body, frozenset({"job_id"}), "job")
+        body = request_fields(body, frozenset({"job_id"}), "job")
         entry = self._lookup(body.get("job_id"))
         job = entry.state
         definition = job.definition
@@ -184,7 +175,7 @@ class AdminCommands(ScheduleCommands):
         }}
 
     def _admin_queues(self, body: Any, now_ms: int, out: Outcome) -> dict[str, Any]:
-        _fields(body, frozenset(), "queues")
+        request_fields(body, frozenset(), "queues")
         names = set(self.config.queues) | self.paused | {
             queue for queue, row in self.queue_counts.items() if any(row)}
         return {"queues": [self._queue_view(name) for name in sorted(names)]}
@@ -197,7 +188,7 @@ class AdminCommands(ScheduleCommands):
                 "waiting": sum(counts[s] for s in WAITING), "by_state": counts}
 
     def _admin_workers(self, body: Any, now_ms: int, out: Outcome) -> dict[str, Any]:
-        _fields(body, frozenset(), "workers")
+        request_fields(body, frozenset(), "workers")
         workers = [{
             "runtime_id": e.runtime_id, "mode": e.mode,
             "transport": "http" if e.queue is not None else "socket",
@@ -217,7 +208,7 @@ class AdminCommands(ScheduleCommands):
         return found
 
     def _admin_schedules(self, body: Any, now_ms: int, out: Outcome) -> dict[str, Any]:
-        body = _fields(body, frozenset({"limit", "cursor"}), "schedules")
+        body = request_fields(body, frozenset({"limit", "cursor"}), "schedules")
         objects, next_cursor = self.schedules.page(body.get("limit"), body.get("cursor"),
                                                    self.schedule_job_state)
         objects = [self._schedule_view(obj) for obj in objects]
@@ -225,7 +216,7 @@ class AdminCommands(ScheduleCommands):
         return {"schedules": objects, "next_cursor": next_cursor}
 
     def _admin_schedule(self, body: Any, now_ms: int, out: Outcome) -> dict[str, Any]:
-        body = _fields(body, frozenset({"schedule_id"}), "schedule")
+        body = request_fields(body, frozenset({"schedule_id"}), "schedule")
         return {"schedule": self._schedule_view(
             self.schedules.status(body.get("schedule_id"), self.schedule_job_state))}
 
@@ -239,7 +230,7 @@ class AdminCommands(ScheduleCommands):
         return obj
 
     def _admin_activity(self, body: Any, now_ms: int, out: Outcome) -> dict[str, Any]:
-        body = _fields(body, frozenset({"limit"}), "activity")
+        body = request_fields(body, frozenset({"limit"}), "activity")
         limit = _limit(body, FAILURES_MAX, FAILURES_MAX)
         return {"per_minute": self.activity.per_minute(now_ms),
                 "failures": self.activity.recent_failures(now_ms - FAILURE_WINDOW_MS, limit)}
@@ -247,7 +238,7 @@ class AdminCommands(ScheduleCommands):
     # ---- actions ------------------------------------------------------------------------
 
     def _admin_retry_job(self, body: Any, now_ms: int, out: Outcome) -> dict[str, Any]:
-        body = _fields(body, frozenset({"job_id"}), "retry_job")
+        body = request_fields(body, frozenset({"job_id"}), "retry_job")
         entry = self._lookup(body.get("job_id"))
         job = entry.state
         if job.state == "retryable":
@@ -264,30 +255,25 @@ class AdminCommands(ScheduleCommands):
         return {"job": job_summary(entry)}
 
     def _admin_cancel_job(self, body: Any, now_ms: int, out: Outcome) -> dict[str, Any]:
-        body = _fields(body, frozenset({"job_id"}), "cancel_job")
+        body = request_fields(body, frozenset({"job_id"}), "cancel_job")
         entry = self._lookup(body.get("job_id"))
-        job = entry.state
-        if job.state in ("completed", "discarded"):
-            raise RequestRefused(f"a {job.state} job cannot be cancelled", code="cancel_rejected",
-                                 job_id=job.id.hex(), state=job.state)
-        if job.state != "cancelled":
-            self._cancel_job(entry, now_ms, out)
+        self._cancel_unless_cancelled(entry, now_ms, out)
         return {"job": job_summary(entry)}
 
     def _admin_pause_queue(self, body: Any, now_ms: int, out: Outcome) -> dict[str, Any]:
-        queue = _key(_fields(body, frozenset({"queue"}), "pause_queue"), "queue")
+        queue = _key(request_fields(body, frozenset({"queue"}), "pause_queue"), "queue")
         if queue not in self.paused:
             self._commit_queue(queue_paused(queue, now_ms), out)
         return {"queue": self._queue_view(queue)}
 
     def _admin_resume_queue(self, body: Any, now_ms: int, out: Outcome) -> dict[str, Any]:
-        queue = _key(_fields(body, frozenset({"queue"}), "resume_queue"), "queue")
+        queue = _key(request_fields(body, frozenset({"queue"}), "resume_queue"), "queue")
         if queue in self.paused:
             self._commit_queue(queue_resumed(queue, now_ms), out)
         return {"queue": self._queue_view(queue)}
 
     def _admin_purge_queue(self, body: Any, now_ms: int, out: Outcome) -> dict[str, Any]:
-        body = _fields(body, frozenset({"queue", "limit"}), "purge_queue")
+        body = request_fields(body, frozenset({"queue", "limit"}), "purge_queue")
         queue = _key(body, "queue")
         limit = _limit(body, PURGE_DEFAULT, PURGE_MAX)
         jobs = self.jobs
@@ -304,7 +290,7 @@ class AdminCommands(ScheduleCommands):
         return {"queue": view, "purged": purged, "remaining": view["waiting"]}
 
     def _admin_cancel_schedule(self, body: Any, now_ms: int, out: Outcome) -> dict[str, Any]:
-        body = _fields(body, frozenset({"schedule_id"}), "cancel_schedule")
+        body = request_fields(body, frozenset({"schedule_id"}), "cancel_schedule")
         schedule_id = body.get("schedule_id")
         event = self.schedules.cancel(schedule_id, now_ms)  # None: already cancelled
         if event is not None:

@@ -80,15 +80,19 @@ class ProducerCommands(EngineState):
 
     def _cancel(self, cmd: Cancel, now_ms: int, mono_ms: int, out: Outcome) -> None:
         entry = self._lookup(cmd.job_id)
+        self._cancel_unless_cancelled(entry, now_ms, out)
+        self._reply(out, cmd.conn, cmd.request_id, "cancelled", job=public_job(entry),
+                    status=entry.state.state)
+        self._dispatch(now_ms, mono_ms, out)
+
+    def _cancel_unless_cancelled(self, entry: JobEntry, now_ms: int, out: Outcome) -> None:
+        """Cancel a job (a cancelled one stays as it is); finished ones are refused."""
         job = entry.state
         if job.state in ("completed", "discarded"):
             raise RequestRefused(f"a {job.state} job cannot be cancelled", code="cancel_rejected",
                                  job_id=job.id.hex(), state=job.state)
         if job.state != "cancelled":
             self._cancel_job(entry, now_ms, out)
-        self._reply(out, cmd.conn, cmd.request_id, "cancelled", job=public_job(entry),
-                    status=entry.state.state)
-        self._dispatch(now_ms, mono_ms, out)
 
     def _cancel_job(self, entry: JobEntry, now_ms: int, out: Outcome) -> None:
         """Cancel a cancellable job durably; a running execution is told to stop after."""

@@ -51,7 +51,8 @@ def _json_size(obj: Any) -> int:
     return len(json.dumps(obj, separators=(",", ":"), ensure_ascii=False).encode("utf-8"))
 
 
-def _fields(body: Any, allowed: frozenset[str], request: str) -> dict[str, Any]:
+def request_fields(body: Any, allowed: frozenset[str], request: str) -> dict[str, Any]:
+    """A request body that is an object with no field outside ``allowed``."""
     if not isinstance(body, dict):
         raise RequestRefused(f"{request} needs an object body", code="invalid_request")
     unknown = sorted(set(body) - allowed)
@@ -131,7 +132,7 @@ class ScheduleCommands(WorkerCommands):
 
     def _cancel_schedule(self, cmd: CancelSchedule, now_ms: int, mono_ms: int,
                          out: Outcome) -> None:
-        body = _fields(cmd.body, frozenset({"schedule_id"}), "cancel_schedule")
+        body = request_fields(cmd.body, frozenset({"schedule_id"}), "cancel_schedule")
         schedule_id = body.get("schedule_id")
         event = self.schedules.cancel(schedule_id, now_ms)
         if event is not None:
@@ -141,13 +142,13 @@ class ScheduleCommands(WorkerCommands):
 
     def _schedule_status(self, cmd: ScheduleStatus, now_ms: int, mono_ms: int,
                          out: Outcome) -> None:
-        body = _fields(cmd.body, frozenset({"schedule_id"}), "schedule_status")
+        body = request_fields(cmd.body, frozenset({"schedule_id"}), "schedule_status")
         schedule = self.schedules.status(body.get("schedule_id"), self.schedule_job_state)
         self._reply(out, cmd.conn, cmd.request_id, "schedule_status", schedule=schedule)
 
     def _list_schedules(self, cmd: ListSchedules, now_ms: int, mono_ms: int,
                         out: Outcome) -> None:
-        body = _fields(cmd.body, frozenset({"limit", "cursor"}), "schedules")
+        body = request_fields(cmd.body, frozenset({"limit", "cursor"}), "schedules")
         objects, next_cursor = self.schedules.page(body.get("limit"), body.get("cursor"),
                                                    self.schedule_job_state)
         objects, next_cursor = self._fit_page(objects, next_cursor, cmd.request_id)

@@ -86,14 +86,6 @@ def run_worker(socket_path: str, body, capacity: int = 2, timeout: float = 60):
     return asyncio.run(asyncio.wait_for(scenario(), timeout))
 
 
-async def until(check, timeout=10.0):
-    deadline = asyncio.get_running_loop().time() + timeout
-    while not (value := check()):
-        assert asyncio.get_running_loop().time() < deadline, "condition not reached"
-        await asyncio.sleep(0.02)
-    return value
-
-
 def test_metrics_health_and_logs_on_a_socket_only_engine(dirs):
     data_dir, socket_path = dirs
     port = free_port()
