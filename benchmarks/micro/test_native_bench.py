@@ -1,6 +1,6 @@
 """Micro-benchmarks of the native hot paths, C twin vs pure twin (pytest-benchmark).
 
-Run: .venv/bin/python -m pytest benchmarks/micro/test_native_bench.py --benchmark-only -p no:timeout
+Run: make bench-micro, or .venv/bin/python -m pytest benchmarks/micro/test_native_bench.py --benchmark-only --timeout=0
 """
 
 from __future__ import annotations
@@ -75,3 +75,20 @@ def test_value_decode_job(benchmark, twin):
 def test_split_frames(benchmark, twin):
     frames, consumed, error = benchmark(twin.split_frames, FRAMES, 1 << 20)
     assert len(frames) == 64 and error is None
+
+
+# value_to_json: what docs/native.md quotes per float and per byte of text.
+FLOATS = [float(f"{i * 1.37e-3:.9g}") * 10 ** (i % 30 - 15) for i in range(1, 1001)]
+FLOAT_VALUES = [c.value_encode(f) for f in FLOATS]
+TEXT_1MB = c.value_encode("x" * 1_000_000)
+
+
+def test_value_to_json_1000_floats(benchmark):
+    benchmark.extra_info["values"] = len(FLOAT_VALUES)
+    out = benchmark(lambda: [c.value_to_json(v, 64, 100_000, 16_777_216) for v in FLOAT_VALUES])
+    assert [float(text) for text in out] == FLOATS
+
+
+def test_value_to_json_text_1mb(benchmark):
+    benchmark.extra_info["bytes"] = 1_000_000
+    assert len(benchmark(c.value_to_json, TEXT_1MB, 64, 100_000, 16_777_216)) == 1_000_002
