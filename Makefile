@@ -14,7 +14,8 @@ DATA_DIR    ?= $(or $(XDG_DATA_HOME),$(HOME)/.local/share)/tay/data
 DURABILITY  ?= sync
 PYTEST_ARGS ?=
 
-.PHONY: venv native client-venv run test bench bench-peers bench-deps bench-micro clean
+.PHONY: venv native client-venv run test browser-deps bench bench-peers bench-deps bench-micro \
+	bench-dashboard dashboard-screenshots clean
 
 venv: $(STAMP)
 
@@ -41,8 +42,19 @@ run: venv
 	$(VENV)/bin/tay serve --data-dir "$(DATA_DIR)" --init-if-missing \
 		--durability $(DURABILITY) $(if $(filter sync,$(DURABILITY)),--validated-filesystem)
 
-test: venv client-venv
+test: venv client-venv browser-deps
 	TAY_CLIENT_PYTHON=$(abspath $(CLIENT_PY)) $(PY) -m pytest -q $(PYTEST_ARGS)
+
+# The dashboard's browser tests drive Debian's Chromium through Playwright (its own browser
+# download is never used). Installed when running as root; otherwise the tests are skipped
+# and the run ends with a loud "BROWSER TESTS NOT RUN" section.
+browser-deps:
+	@command -v chromium >/dev/null || { \
+		if [ "$$(id -u)" = 0 ]; then \
+			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
+		else \
+			echo "WARNING: chromium is missing and this is not root: the dashboard's browser tests will be skipped" >&2; \
+		fi; }
 
 bench: venv
 	$(PY) -m pip install --quiet -e '.[dev,bench]'
@@ -56,6 +68,14 @@ bench-deps:
 bench-peers: venv bench-deps
 	$(PY) -m pip install --quiet -e '.[dev,bench]'
 	$(PY) -m benchmarks.peers.run_peers --jobs 10000
+
+# Server time of dashboard pages with 100,000 retained jobs (docs/dashboard.md).
+bench-dashboard: venv
+	$(PY) -m benchmarks.dashboard_render --jobs 100000
+
+# The screenshots in docs/dashboard.md (needs Chromium: see browser-deps).
+dashboard-screenshots: venv browser-deps
+	$(PY) -m tests.dashboard.screenshots docs/images
 
 bench-micro: venv
 	$(PY) -m pytest benchmarks/micro -q --benchmark-only --timeout=0

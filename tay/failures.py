@@ -73,6 +73,8 @@ WIRE_CODES: dict[str, int | None] = {
     "wrong_queue": 409,
     "invalid_worker": 400,
     "claim_in_progress": 400,
+    # the dashboard (docs/dashboard.md)
+    "csrf_rejected": 403,
     # connection-fatal (Unix socket, uncorrelated)
     "frame_too_large": None,
     "malformed_json": None,

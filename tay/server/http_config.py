@@ -48,6 +48,7 @@ class HttpConfig:
     keyfile: str | None = None
     cacertfile: str | None = None
     limits: HttpLimits = HttpLimits()
+    dashboard: bool = True  # the web UI under /ui/ (docs/dashboard.md)
 
     @property
     def tls(self) -> bool:
@@ -68,6 +69,9 @@ def add_http_arguments(parser: argparse.ArgumentParser) -> None:
         add(flag, help=f"absolute PEM path; mTLS needs all three; default none ({variable})")
     add("--http-max-body-bytes", help="request/response body limit, default 1048576 "
                                       "(TAY_HTTP_MAX_BODY_BYTES)")
+    add("--dashboard", choices=("on", "off"),
+        help="serve the web dashboard under /ui/ on the HTTP listener, default on "
+             "(TAY_DASHBOARD)")
 
 
 def http_config_from(args: argparse.Namespace, env: Mapping[str, str]) -> HttpConfig | None:
@@ -98,8 +102,11 @@ def http_config_from(args: argparse.Namespace, env: Mapping[str, str]) -> HttpCo
     if body_text:
         limits = HttpLimits(max_body_bytes=parse_int("--http-max-body-bytes", body_text, 1,
                                                     MAX_BODY_BYTES_CEILING))
+    dashboard = getattr(args, "dashboard", None) or env.get("TAY_DASHBOARD") or "on"
+    if dashboard not in ("on", "off"):
+        raise ConfigurationError("--dashboard", f"must be on or off, got {dashboard[:32]!r}")
     return HttpConfig(str(address), port, files["certfile"], files["keyfile"],
-                      files["cacertfile"], limits)
+                      files["cacertfile"], limits, dashboard == "on")
 
 
 def tls_context(config: HttpConfig) -> "ssl.SSLContext":

@@ -36,8 +36,9 @@ from .http_sessions import EnginePort, SessionRegistry
 
 log = logging.getLogger("tay.server.http")
 
-_REASONS = {200: b"OK", 201: b"Created", 204: b"No Content", 400: b"Bad Request",
-            401: b"Unauthorized", 404: b"Not Found", 405: b"Method Not Allowed",
+_REASONS = {200: b"OK", 201: b"Created", 204: b"No Content", 303: b"See Other",
+            400: b"Bad Request", 401: b"Unauthorized", 403: b"Forbidden", 404: b"Not Found",
+            405: b"Method Not Allowed",
             409: b"Conflict", 410: b"Gone", 413: b"Content Too Large",
             415: b"Unsupported Media Type", 429: b"Too Many Requests",
             500: b"Internal Server Error", 503: b"Service Unavailable"}
@@ -82,6 +83,7 @@ class HttpServer:
         self.connections: set[HttpConnection] = set()
         self.bound_port: int | None = None
         self.admin: Any = None  # the AdminService (docs/admin.md)
+        self.ui: Any = None  # the Dashboard mounted under /ui (docs/dashboard.md)
         self._server: asyncio.AbstractServer | None = None
 
     async def start(self, host: str, port: int, tls: ssl.SSLContext | None) -> int:
@@ -101,6 +103,8 @@ class HttpServer:
     def handle(self, request: HttpRequest) -> "asyncio.Future[HttpResponse]":
         """Start answering one request; the future resolves with its response."""
         loop = self.driver.loop
+        if self.ui is not None and _is_ui(request.target):
+            return loop.create_task(self.ui.handle(request))
         route = self.api.route(request)
         if isinstance(route, HttpResponse):
             done: asyncio.Future[HttpResponse] = loop.create_future()
@@ -361,6 +365,11 @@ class HttpConnection(asyncio.Protocol):
                                     f"{self.limits.max_header_bytes} bytes"))
 
 
+def _is_ui(target: str) -> bool:
+    path = target.partition("?")[0]
+    return path == "/ui" or path.startswith("/ui/")
+
+
 def _too_large(message: str) -> HttpResponse:
     return error_response(RequestRefused(message, code="request_too_large"), close=True)
 
@@ -421,6 +430,10 @@ async def serve_with_http(config: Any, http: HttpConfig | None,
             driver, http, config.limits,
             lambda: config.limits.max_connections - len(listener.connections))
         server.admin = listener.admin
+        if server.admin is not None and http.dashboard:
+            from tay.dashboard import Dashboard  # the UI layer; it imports no tay.server
+
+            server.ui = Dashboard(server.admin.call)
         if server.admin is not None:
             scheme = "https" if http.tls else "http"
             server.admin.facts["http"] = lambda: {

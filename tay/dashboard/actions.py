@@ -1,0 +1,64 @@
+"""The dashboard's actions (POST, CSRF-checked in ``app``): one admin op each, then a 303
+back to the page that shows the result, so a reload never repeats the action. A refusal
+(for example retrying a completed job) renders the engine's reason with the op's status."""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING
+from urllib.parse import quote, urlencode
+
+from .view import redirect
+
+if TYPE_CHECKING:
+    from tay.protocol.http_api import HttpResponse
+
+    from .view import View
+
+
+def _job_url(job_id: str) -> str:
+    return f"/ui/jobs/{quote(job_id, safe='')}"
+
+
+async def retry_job(view: View, job_id: str) -> HttpResponse:
+    view.back = _job_url(job_id)
+    await view.admin("retry_job", job_id=job_id)
+    return redirect(f"{_job_url(job_id)}?done=retried")
+
+
+async def cancel_job(view: View, job_id: str) -> HttpResponse:
+    view.back = _job_url(job_id)
+    await view.admin("cancel_job", job_id=job_id)
+    return redirect(f"{_job_url(job_id)}?done=cancelled")
+
+
+async def pause_queue(view: View, queue: str) -> HttpResponse:
+    view.back = "/ui/queues"
+    await view.admin("pause_queue", queue=queue)
+    return redirect("/ui/queues?done=paused")
+
+
+async def resume_queue(view: View, queue: str) -> HttpResponse:
+    view.back = "/ui/queues"
+    await view.admin("resume_queue", queue=queue)
+    return redirect("/ui/queues?done=resumed")
+
+
+async def purge_queue(view: View, queue: str) -> HttpResponse:
+    """Cancels up to 10,000 waiting jobs per confirmation (the op's largest batch)."""
+    view.back = "/ui/queues"
+    reply = await view.admin("purge_queue", queue=queue, limit=10_000)
+    query = urlencode({"done": "purged", "n": reply["purged"], "left": reply["remaining"]})
+    return redirect(f"/ui/queues?{query}")
+
+
+async def cancel_schedule(view: View, schedule_id: str) -> HttpResponse:
+    url = f"/ui/schedules/{quote(schedule_id, safe='')}"
+    view.back = url
+    await view.admin("cancel_schedule", schedule_id=schedule_id)
+    return redirect(f"{url}?done=schedule_cancelled")
+
+
+async def compact(view: View) -> HttpResponse:
+    view.back = "/ui/storage"
+    await view.admin("compact")
+    return redirect("/ui/storage?done=compacted")

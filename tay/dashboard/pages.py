@@ -1,0 +1,206 @@
+"""The dashboard's pages (GET): each gathers what it shows from the operations API, then
+names a template. Ops of one page run concurrently; none scans all jobs (docs/admin.md)."""
+
+from __future__ import annotations
+
+import asyncio
+import re
+from types import SimpleNamespace
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote, urlencode
+
+from .charts import throughput
+from .view import AdminFailed, redirect
+
+if TYPE_CHECKING:
+    from .view import Page, View
+
+STATES = ("scheduled", "available", "executing", "retryable", "completed", "cancelled",
+          "discarded")
+TERMINAL = frozenset({"completed", "cancelled", "discarded"})
+CAN_RETRY = frozenset({"retryable", "discarded", "cancelled"})
+CAN_CANCEL = frozenset({"scheduled", "available", "retryable", "executing"})
+PAGE_SIZE = 50
+TRAIL_MAX = 30  # "newer" links remembered while paging (older ones fall back to the first page)
+_CURSOR = re.compile(r"^[0-9]{1,20}$")
+_JOB_ID = re.compile(r"^[0-9a-fA-F]{1,128}$")
+
+# job diagnostics (docs/storage-events.md, the outcome table)
+DIAGNOSTICS = {1: "the task reported an error", 2: "the task raised an exception",
+               3: "the task threw", 4: "the worker process exited", 5: "the attempt timed out",
+               6: "the task returned a value that cannot be stored",
+               7: "the run was interrupted (worker disconnected or engine restarted)"}
+
+NOTICES = {
+    "retried": "Retry requested: the job waits to run again.",
+    "cancelled": "The job is cancelled.",
+    "paused": "Queue paused: nothing new is dispatched from it; running jobs finish.",
+    "resumed": "Queue resumed: dispatch continues.",
+    "schedule_cancelled": "Schedule cancelled: no further occurrences are admitted.",
+    "compacted": "Compaction finished.",
+}
+
+
+def notice(view: View) -> str | None:
+    done = view.query.get("done")
+    if done == "purged":
+        purged, left = view.query.get("n", "?"), view.query.get("left", "?")
+        return f"Purged {purged} waiting job(s); {left} still waiting."
+    return NOTICES.get(done or "")
+
+
+async def _gather(view: View, *calls: tuple[str, dict[str, Any]]) -> list[dict[str, Any]]:
+    """``status`` (for the page header) and the page's ops, concurrently."""
+    return list(await asyncio.gather(view.admin("status"),
+                                     *(view.admin(op, **body) for op, body in calls)))
+
+
+def _page(view: View, template: str, section: str, status: dict[str, Any],
+          http_status: int = 200, **context: Any) -> Page:
+    return view.page(template, http_status, section=section, status=status,
+                     notice=notice(view), self_url=view.request.target, **context)
+
+
+# ---- overview ---------------------------------------------------------------------------
+
+async def overview(view: View) -> Page:
+    status = await view.admin("status")
+    if status["engine"] is None:  # the writer stopped: status is all that still answers
+        return _page(view, "overview.html", "overview", status, engine=None)
+    activity, queues, workers = await asyncio.gather(
+        view.admin("activity", limit=10), view.admin("queues"), view.admin("workers"))
+    rows = activity["per_minute"]
+    hour = {name: sum(row[name] for row in rows) for name in ("enqueued", "completed", "failed")}
+    busiest = sorted(queues["queues"], key=lambda q: (-q["waiting"] - q["executing"], q["name"]))
+    engine = status["engine"]
+    return _page(view, "overview.html", "overview", status, engine=engine, hour=hour,
+                 chart=throughput(rows), minutes=[row for row in rows if any(
+                     row[name] for name in ("enqueued", "completed", "failed"))],
+                 failures=activity["failures"], queues=busiest[:10],
+                 queue_count=len(busiest), workers=workers["workers"],
+                 unserved=workers["unserved"],
+                 waiting=sum(engine["jobs"]["by_state"][s]
+                             for s in ("scheduled", "available", "retryable")))
+
+
+# ---- jobs -------------------------------------------------------------------------------
+
+def _trail(text: str | None) -> list[str]:
+    parts = [] if not text else text.split(",")
+    return [p for p in parts if p == "-" or _CURSOR.match(p)][-TRAIL_MAX:]
+
+
+def jobs_url(filters: dict[str, str | None], cursor: str | None = None,
+             trail: list[str] | None = None) -> str:
+    params = {k: v for k, v in filters.items() if v}
+    if cursor:
+        params["cursor"] = cursor
+    if trail:
+        params["trail"] = ",".join(trail)
+    return "/ui/jobs" + ("?" + urlencode(params) if params else "")
+
+
+async def jobs(view: View) -> Page:
+    query = view.query
+    filters = {key: query.get(key) or None for key in ("state", "queue", "task")}
+    cursor = query.get("cursor") or None
+    trail = _trail(query.get("trail"))
+    error = None
+    status_call = asyncio.ensure_future(view.admin("status"))
+    try:
+        page = await view.admin("jobs", limit=PAGE_SIZE, cursor=cursor, **filters)
+    except AdminFailed as failed:
+        if failed.failure.code != "invalid_request":
+            status_call.cancel()
+            raise
+        error, page = failed.failure.message, {"jobs": [], "next_cursor": None}
+    status = await status_call
+    older = newer = None
+    if page["next_cursor"] is not None:
+        older = jobs_url(filters, page["next_cursor"], trail + [cursor or "-"])
+    if cursor is not None:
+        back = trail[-1] if trail else "-"
+        newer = jobs_url(filters, None if back == "-" else back, trail[:-1])
+    # attribute access on a namespace is the fast path of Jinja's lookup (a dict key is tried
+    # only after getattr fails); this page renders 50 rows of ten fields
+    rows = [SimpleNamespace(**row) for row in page["jobs"]]
+    return _page(view, "jobs.html", "jobs", status, rows=rows, filters=filters,
+                 states=STATES, error=error, older=older, newer=newer,
+                 first=jobs_url(filters) if cursor is not None else None,
+                 page_number=len(trail) + 1 if cursor is not None else 1,
+                 by_state=(status["engine"] or {}).get("jobs", {}).get("by_state", {}),
+                 state_url=lambda state: jobs_url({**filters, "state": state}),
+                 search="", live=cursor is None, http_status=400 if error else 200)
+
+
+async def find(view: View) -> Any:
+    wanted = view.query.get("id", "").strip()
+    if _JOB_ID.match(wanted):
+        return redirect(f"/ui/jobs/{wanted.lower()}")
+    status = await view.admin("status")
+    return _page(view, "jobs.html", "jobs", status, 400, rows=[],
+                 filters={"state": None, "queue": None, "task": None}, states=STATES,
+                 error="A job ID is 32 hexadecimal characters (0-9, a-f).",
+                 older=None, newer=None, first=None, page_number=1,
+                 by_state=(status["engine"] or {}).get("jobs", {}).get("by_state", {}),
+                 state_url=lambda state: jobs_url({"state": state}), search=wanted,
+                 live=False)
+
+
+async def job(view: View, job_id: str) -> Page:
+    status, reply = await _gather(view, ("job", {"job_id": job_id}))
+    found = reply["job"]
+    attempts = [{**attempt, "took": None if attempt["finished_at"] is None
+                 or attempt["started_at"] is None
+                 else attempt["finished_at"] - attempt["started_at"]}
+                for attempt in reversed(found["attempts"])]
+    code = (found["diagnostic"] or {}).get("code")
+    return _page(view, "job.html", "jobs", status, job=found, attempts=attempts,
+                 diagnostic_label=DIAGNOSTICS.get(code, "unknown outcome"),
+                 can_retry=found["state"] in CAN_RETRY, can_cancel=found["state"] in CAN_CANCEL,
+                 live=found["state"] not in TERMINAL, quote=quote)
+
+
+# ---- queues -----------------------------------------------------------------------------
+
+async def queues(view: View) -> Page:
+    status, reply, workers = await _gather(view, ("queues", {}), ("workers", {}))
+    return _page(view, "queues.html", "queues", status, queues=reply["queues"], states=STATES,
+                 unserved=workers["unserved"])
+
+
+async def purge_confirm(view: View, queue: str) -> Page:
+    status, reply = await _gather(view, ("queues", {}))
+    found = next((q for q in reply["queues"] if q["name"] == queue), None)
+    return _page(view, "purge.html", "queues", status, queue=queue,
+                 waiting=0 if found is None else found["waiting"],
+                 by_state=None if found is None else found["by_state"])
+
+
+# ---- schedules, workers, storage ----------------------------------------------------------
+
+async def schedules(view: View) -> Page:
+    cursor = view.query.get("cursor") or None
+    status, reply = await _gather(view, ("schedules", {"limit": PAGE_SIZE, "cursor": cursor}))
+    return _page(view, "schedules.html", "schedules", status, schedules=reply["schedules"],
+                 next_url=None if reply["next_cursor"] is None else
+                 "/ui/schedules?" + urlencode({"cursor": reply["next_cursor"]}),
+                 first_url="/ui/schedules" if cursor else None)
+
+
+async def schedule(view: View, schedule_id: str) -> Page:
+    status, reply = await _gather(view, ("schedule", {"schedule_id": schedule_id}))
+    return _page(view, "schedule.html", "schedules", status, schedule=reply["schedule"])
+
+
+async def workers(view: View) -> Page:
+    status, reply = await _gather(view, ("workers", {}))
+    executors = [w for w in reply["workers"] if w["mode"] != "client"]
+    clients = [w for w in reply["workers"] if w["mode"] == "client"]
+    return _page(view, "workers.html", "workers", status, executors=executors,
+                 clients=clients, unserved=reply["unserved"])
+
+
+async def storage(view: View) -> Page:
+    status = await view.admin("status")
+    return _page(view, "storage.html", "storage", status, engine=status["engine"])

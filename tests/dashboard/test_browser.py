@@ -1,0 +1,153 @@
+"""The dashboard in a real browser (Debian's Chromium through Playwright) against a real
+``tay serve`` and a real SDK worker process: live refresh, failures and retries, queue
+control, purge with confirmation, schedule cancellation, CSRF from another origin, and the
+whole thing with JavaScript turned off."""
+
+from __future__ import annotations
+
+import os
+import re
+import time
+import uuid
+
+import pytest
+
+pytestmark = pytest.mark.slow
+
+expect = pytest.importorskip("playwright.sync_api", reason="BROWSER TESTS NOT RUN: the "
+                             "playwright package is missing").expect
+expect.set_options(timeout=10_000)  # live refresh runs every 2-3 s
+
+
+@pytest.fixture
+def watched(page):
+    """The page, failing the test on a script error or a Content-Security-Policy violation."""
+    problems: list[str] = []
+    page.on("pageerror", lambda error: problems.append(f"page error: {error}"))
+    page.on("console", lambda message: problems.append(message.text)
+            if "Content Security Policy" in message.text else None)
+    yield page
+    assert problems == []
+
+
+def row(page, text: str):
+    return page.locator("tbody tr", has_text=text)
+
+
+def test_enqueued_jobs_appear_without_a_reload(watched, ui_engine):
+    watched.goto("/ui/jobs?queue=ui-live")
+    expect(watched.get_by_text("No jobs match these filters")).to_be_visible()
+    watched.evaluate("window.__sameDocument = true")
+    ids = [ui_engine.enqueue("ui.ok", {"n": n}, queue="ui-live") for n in range(3)]
+    for job_id in ids:
+        expect(watched.locator(f'a[href="/ui/jobs/{job_id}"]')).to_be_visible()
+    expect(row(watched, ids[0][:12]).locator(".badge")).to_have_text("completed")
+    assert watched.evaluate("window.__sameDocument") is True  # htmx swapped, no reload
+
+
+def test_a_failed_job_shows_its_traceback_and_a_retry_completes_it(watched, ui_engine):
+    gate = os.path.join(ui_engine.scratch, f"gate-{uuid.uuid4().hex}")
+    job_id = ui_engine.enqueue("ui.flaky", {"gate": gate, "note": "A-42"}, queue="ui-pay")
+    watched.goto("/ui/")
+    failures = watched.locator("section", has=watched.get_by_role("heading",
+                                                                     name="Recent failures"))
+    failures.get_by_role("link", name=job_id[:12]).click()
+    expect(watched).to_have_url(re.compile(f"/ui/jobs/{job_id}$"))
+    expect(watched.locator("h1 .badge")).to_have_text("discarded")
+    expect(watched.locator(".error-type").first).to_have_text("PaymentDeclined")
+    traceback = watched.get_by_label("Traceback")
+    expect(traceback).to_contain_text("raise PaymentDeclined")
+    expect(traceback).to_contain_text("card declined for order A-42")
+    open(gate, "w").close()
+    watched.get_by_role("button", name="Retry").click()
+    expect(watched.get_by_role("status")).to_contain_text("Retry requested")
+    expect(watched.locator("h1 .badge")).to_have_text("completed")  # by live refresh
+    expect(watched.get_by_role("region", name="Result").locator("pre")).to_have_text('"paid"')
+    expect(watched.locator(".timeline li")).to_have_count(2)
+
+
+def test_pausing_a_queue_stops_dispatch_until_it_is_resumed(watched, ui_engine):
+    queue = "ui-steer"
+    ui_engine.wait_state(ui_engine.enqueue("ui.ok", {"n": 1}, queue=queue), "completed")
+    watched.goto("/ui/queues")
+    row(watched, queue).get_by_role("button", name="Pause").click()
+    expect(watched.get_by_role("status")).to_contain_text("Queue paused")
+    expect(row(watched, queue).locator(".badge")).to_have_text("paused")
+    held = [ui_engine.enqueue("ui.ok", {"n": n}, queue=queue) for n in (2, 3)]
+    expect(row(watched, queue).locator("td").nth(2)).to_have_text("2")  # waiting, live
+    time.sleep(0.3)
+    assert [ui_engine.job(job_id)["state"] for job_id in held] == ["available"] * 2
+    row(watched, queue).get_by_role("button", name="Resume").click()
+    expect(watched.get_by_role("status")).to_contain_text("Queue resumed")
+    for job_id in held:
+        ui_engine.wait_state(job_id, "completed")
+    expect(row(watched, queue).get_by_label(f"3 completed in {queue}")).to_be_visible()
+
+
+def test_purge_asks_for_confirmation_then_cancels_waiting_jobs(watched, ui_engine):
+    queue = "ui-purge"
+    ui_engine.admin.call("pause_queue", {"queue": queue})
+    ids = [ui_engine.enqueue("ui.ok", {"n": n}, queue=queue) for n in range(3)]
+    watched.goto("/ui/queues")
+    row(watched, queue).get_by_role("link", name="Purge…").click()
+    expect(watched.get_by_role("heading", level=1)).to_contain_text("Purge queue")
+    expect(watched.locator(".confirm")).to_contain_text("3 jobs wait now")
+    assert {ui_engine.job(job_id)["state"] for job_id in ids} == {"available"}
+    watched.get_by_role("button", name="Cancel 3 waiting jobs").click()
+    expect(watched.get_by_role("status")).to_contain_text("Purged 3 waiting job(s); 0 still")
+    assert {ui_engine.job(job_id)["state"] for job_id in ids} == {"cancelled"}
+    ui_engine.admin.call("resume_queue", {"queue": queue})
+
+
+def test_cancelling_a_schedule(watched, ui_engine):
+    async def declare(tay):
+        await tay.every("ui.ok", minutes=1, kwargs={"n": 5}, declaration_id="ui-every-minute")
+    ui_engine.produce(declare)
+    watched.goto("/ui/schedules")
+    line = row(watched, "ui-every-minute")
+    expect(line).to_contain_text("every 1 min")
+    expect(line.locator("ul.times li")).to_have_count(3)
+    line.get_by_role("button", name="Cancel").click()
+    expect(watched).to_have_url(re.compile(r"/ui/schedules/ui-every-minute\?done="))
+    expect(watched.get_by_role("status")).to_contain_text("Schedule cancelled")
+    expect(watched.locator("h1 .badge")).to_have_text("cancelled")
+    assert ui_engine.admin.call("schedule", {"schedule_id": "ui-every-minute"})[
+        "schedule"]["cancelled_at"] is not None
+
+
+def test_a_form_on_another_origin_cannot_act(watched, ui_engine):
+    token = ui_engine.get("/ui/queues").csrf()  # even a leaked token does not help
+    target = f"{ui_engine.url}/ui/queues/ui-forged/pause"
+    forged = (f'<form method="post" action="{target}"><input type="hidden" name="csrf" '
+              f'value="{token}"><button>Win a prize</button></form>')
+    watched.route("http://attacker.test/**", lambda route: route.fulfill(
+        body=forged, content_type="text/html"))
+    watched.goto("http://attacker.test/")
+    with watched.expect_response(target) as answer:
+        watched.get_by_role("button", name="Win a prize").click()
+    assert answer.value.status == 403
+    expect(watched.get_by_role("alert")).to_contain_text("cross-site request refused")
+    assert "ui-forged" not in ui_engine.admin.call("status", {})["engine"]["paused_queues"]
+
+
+def test_everything_reads_and_acts_without_javascript(browser, ui_engine):
+    job_id = ui_engine.enqueue("ui.ok", {"n": 12}, queue="ui-nojs")
+    ui_engine.wait_state(job_id, "completed")
+    context = browser.new_context(base_url=ui_engine.url, java_script_enabled=False)
+    try:
+        page = context.new_page()
+        page.goto("/ui/jobs")
+        page.get_by_label("State", exact=True).select_option("completed")
+        page.get_by_label("Queue", exact=True).fill("ui-nojs")
+        page.get_by_role("button", name="Filter").click()
+        expect(page).to_have_url(re.compile(r"state=completed&queue=ui-nojs"))
+        page.get_by_label("Job ID").fill(job_id)
+        page.get_by_role("button", name="Open").click()
+        expect(page.get_by_role("region", name="Arguments").locator("pre")).to_contain_text('"n": 12')
+        page.goto("/ui/queues")
+        row(page, "ui-nojs").get_by_role("button", name="Pause").click()
+        expect(page.get_by_role("status")).to_contain_text("Queue paused")
+        row(page, "ui-nojs").get_by_role("button", name="Resume").click()
+        expect(page.get_by_role("status")).to_contain_text("Queue resumed")
+    finally:
+        context.close()

@@ -1,0 +1,149 @@
+"""The dashboard over plain HTTP against a real ``tay serve`` with a real worker: pages read
+without JavaScript, untrusted text renders inert, actions need a valid CSRF token from a
+same-origin page, and the response headers keep pages fresh and framed."""
+
+from __future__ import annotations
+
+import html
+import os
+import re
+
+import pytest
+from markupsafe import escape
+
+from tay.dashboard.csrf import CsrfGuard
+
+pytestmark = pytest.mark.slow
+
+XSS_ARG = '<script>window.__xss=1</script><img src=x onerror="window.__xss=2">'
+XSS_QUEUE = 'q"><svg onload=alert(1)>'
+
+
+def rows(text: str) -> list[str]:
+    return re.findall(r'href="/ui/jobs/([0-9a-f]{32})"', text)
+
+
+def test_pages_read_without_javascript(ui_engine):
+    job_id = ui_engine.enqueue("ui.ok", {"n": 6}, queue="nojs")
+    ui_engine.wait_state(job_id, "completed")
+    listing = ui_engine.get("/ui/jobs?queue=nojs")
+    assert listing.status == 200 and rows(listing.text) == [job_id]
+    assert "ui.ok" in listing.text and "completed" in listing.text
+    detail = ui_engine.get(f"/ui/jobs/{job_id}")
+    assert detail.status == 200
+    assert "&#34;square&#34;: 36" in detail.text or '"square": 36' in html.unescape(detail.text)
+    overview = ui_engine.get("/ui/")
+    assert overview.status == 200 and "Throughput per minute" in overview.text
+    assert "<svg" in overview.text and "nojs" in overview.text
+    for path in ("/ui/queues", "/ui/schedules", "/ui/workers", "/ui/storage"):
+        page = ui_engine.get(path)
+        assert page.status == 200, (path, page.text[:500])
+    assert "ui.flaky" in ui_engine.get("/ui/workers").text  # the worker's registered tasks
+
+
+def test_headers_keep_pages_fresh_and_unframed(ui_engine):
+    page = ui_engine.get("/ui/")
+    assert page.headers["cache-control"] == "no-store"
+    assert page.headers["content-type"] == "text/html; charset=utf-8"
+    assert "frame-ancestors 'none'" in page.headers["content-security-policy"]
+    assert "script-src 'self'" in page.headers["content-security-policy"]
+    assert page.headers["x-frame-options"] == "DENY"
+    assert re.fullmatch(r"admin;dur=[0-9.]+, render;dur=[0-9.]+", page.headers["server-timing"])
+    css_url = re.search(r'href="(/ui/static/tay\.css\?v=[0-9a-f]+)"', page.text).group(1)
+    css = ui_engine.get(css_url)
+    assert css.status == 200 and "immutable" in css.headers["cache-control"]
+    assert css.headers["content-type"].startswith("text/css")
+    htmx = ui_engine.get("/ui/static/htmx.min.js")
+    assert htmx.status == 200 and htmx.headers["cache-control"] == "no-cache"
+    assert htmx.body.startswith(b"var htmx=function()")
+    assert ui_engine.get("/ui").status == 303
+    assert ui_engine.get("/ui/static/../../etc/passwd").status == 404
+    missing = ui_engine.get("/ui/nope")
+    assert missing.status == 404 and "no such dashboard page" in missing.text
+    wrong = ui_engine.request("POST", "/ui/jobs", b"", {})
+    assert wrong.status == 405 and wrong.headers["allow"] == "GET"
+    assert ui_engine.request("HEAD", "/ui/queues").status == 200
+    assert ui_engine.get("/admin/status").headers["content-type"] == "application/json"
+
+
+def test_untrusted_args_traceback_and_names_render_inert(ui_engine):
+    gate = os.path.join(ui_engine.scratch, "never-created")
+    job_id = ui_engine.enqueue("ui.flaky", {"gate": gate, "note": XSS_ARG}, queue=XSS_QUEUE)
+    job = ui_engine.wait_state(job_id, "discarded")
+    assert XSS_ARG in job["failure"]["traceback"] and XSS_ARG in job["failure"]["message"]
+    pages = [ui_engine.get(f"/ui/jobs/{job_id}"), ui_engine.get("/ui/"),
+             ui_engine.get("/ui/queues"), ui_engine.get("/ui/jobs?state=discarded")]
+    for page in pages:
+        assert page.status == 200
+        for raw in ("<script>window.__xss", "<img src=x", "<svg onload"):
+            assert raw not in page.text
+    detail = pages[0].text
+    assert "&lt;script&gt;window.__xss=1&lt;/script&gt;" in detail  # shown, as text
+    assert "card declined for order &lt;script&gt;" in detail
+    assert str(escape(XSS_QUEUE)) in pages[2].text  # &#34; for the quote
+    assert "q%22%3E%3Csvg%20onload%3Dalert%281%29%3E" in pages[2].text  # in URLs, encoded
+
+
+def test_actions_need_a_token_from_this_process(ui_engine):
+    queue = "csrf-guarded"
+    token = ui_engine.get("/ui/queues").csrf()
+    path = f"/ui/queues/{queue}/pause"
+    foreign = CsrfGuard().issue()  # well formed, signed by another secret
+    for form, headers in [({}, {}), ({"csrf": "nonsense"}, {}), ({"csrf": foreign}, {}),
+                          ({"csrf": token[:-2] + "AA"}, {}),
+                          ({"csrf": token}, {"Origin": "http://evil.example"}),
+                          ({"csrf": token}, {"Sec-Fetch-Site": "cross-site"}),
+                          ({"csrf": token}, {"Origin": "null"})]:
+        refused = ui_engine.post(path, form, headers)
+        assert refused.status == 403, (form, headers)
+        assert "csrf_rejected" in refused.text
+    assert queue not in ui_engine.admin.call("status", {})["engine"]["paused_queues"]
+    host = ui_engine.url.split("://", 1)[1]
+    done = ui_engine.post(path, {"csrf": token}, {"Origin": f"http://{host}",
+                                                  "Sec-Fetch-Site": "same-origin"})
+    assert done.status == 303 and done.headers["location"] == "/ui/queues?done=paused"
+    assert queue in ui_engine.admin.call("status", {})["engine"]["paused_queues"]
+    notice = ui_engine.get(done.headers["location"])
+    assert "Queue paused" in notice.text and "no-store" == notice.headers["cache-control"]
+    resumed = ui_engine.post(f"/ui/queues/{queue}/resume", {"csrf": token})
+    assert resumed.status == 303
+    assert queue not in ui_engine.admin.call("status", {})["engine"]["paused_queues"]
+
+
+def test_refusals_render_the_engine_reason(ui_engine):
+    job_id = ui_engine.enqueue("ui.ok", {"n": 1}, queue="refusals")
+    ui_engine.wait_state(job_id, "completed")
+    assert "Retry</button>" not in ui_engine.get(f"/ui/jobs/{job_id}").text
+    token = ui_engine.get("/ui/storage").csrf()  # as if an older page still offered it
+    again = ui_engine.post(f"/ui/jobs/{job_id}/retry", {"csrf": token})
+    assert again.status == 409 and "a completed job cannot be retried" in again.text
+    assert f'href="/ui/jobs/{job_id}"' in again.text
+    missing = ui_engine.get("/ui/jobs/" + "0" * 31 + "7")
+    assert missing.status == 404 and "not_found" in missing.text
+    assert ui_engine.get("/ui/find?id=" + job_id.upper()).headers["location"] == \
+        f"/ui/jobs/{job_id}"
+    bad_search = ui_engine.get("/ui/find?id=not-an-id")
+    assert bad_search.status == 400 and "32 hexadecimal characters" in bad_search.text
+    bad_filter = ui_engine.get("/ui/jobs?state=bogus")
+    assert bad_filter.status == 400 and "state must be one of" in bad_filter.text
+    compact = ui_engine.post("/ui/storage/compact", {"csrf": token})
+    assert compact.status == 503 and "compaction_unavailable" in compact.text
+    assert ui_engine.get("/ui/schedules/no-such").status == 404
+    form = ui_engine.request("POST", f"/ui/jobs/{job_id}/retry", b"{}",
+                             {"Content-Type": "application/json"})
+    assert form.status == 415
+
+
+def test_jobs_pages_follow_cursors_newer_and_older(ui_engine):
+    queue = "paging"
+    ui_engine.admin.call("pause_queue", {"queue": queue})
+    ids = [ui_engine.enqueue("ui.ok", {"n": n}, queue=queue) for n in range(55)]
+    first = ui_engine.get(f"/ui/jobs?queue={queue}")
+    assert rows(first.text) == list(reversed(ids))[:50] and "Newer" not in first.text
+    older = html.unescape(re.search(r'href="([^"]+)" rel="next"', first.text).group(1))
+    second = ui_engine.get(older)
+    assert rows(second.text) == list(reversed(ids))[50:] and "Page 2" in second.text
+    newer = html.unescape(re.search(r'href="([^"]+)" rel="prev"', second.text).group(1))
+    assert rows(ui_engine.get(newer).text) == rows(first.text)
+    ui_engine.admin.call("purge_queue", {"queue": queue})
+    ui_engine.admin.call("resume_queue", {"queue": queue})

@@ -1,0 +1,107 @@
+"""The dashboard's pure parts: CSRF tokens and origin checks, formatting, chart geometry,
+route matching and the ``--dashboard`` option."""
+
+from __future__ import annotations
+
+import argparse
+
+import pytest
+
+from tay.dashboard import app, charts, format as fmt
+from tay.dashboard.csrf import CsrfGuard
+from tay.failures import ConfigurationError, RequestRefused
+from tay.protocol.http_api import HttpRequest
+from tay.server.http_config import add_http_arguments, http_config_from
+
+
+def post(*headers: tuple[bytes, bytes]) -> HttpRequest:
+    return HttpRequest("POST", "/ui/queues/q/pause", ((b"host", b"127.0.0.1:8080"), *headers))
+
+
+def refused(guard: CsrfGuard, request: HttpRequest, token: str | None) -> str:
+    with pytest.raises(RequestRefused) as raised:
+        guard.check(request, token)
+    assert raised.value.code == "csrf_rejected" and raised.value.http_status == 403
+    return raised.value.message
+
+
+def test_csrf_tokens_are_signed_by_this_process_and_expire():
+    now = [1_700_000_000.0]
+    guard = CsrfGuard(b"k" * 32, max_age_s=3600, clock=lambda: now[0])
+    token = guard.issue()
+    guard.check(post(), token)
+    guard.check(post((b"origin", b"http://127.0.0.1:8080"),
+                     (b"sec-fetch-site", b"same-origin")), token)
+    assert "not issued by this server" in refused(CsrfGuard(b"x" * 32), post(), token)
+    assert "no CSRF token" in refused(guard, post(), None)
+    assert "malformed" in refused(guard, post(), "zz.abc")
+    assert "malformed" in refused(guard, post(), "no-dot")
+    issued, mac = token.split(".")
+    assert "not issued" in refused(guard, post(), f"{int(issued, 16) + 1:x}.{mac}")
+    now[0] += 3601
+    assert "too old" in refused(guard, post(), token)
+
+
+@pytest.mark.parametrize("headers", [
+    ((b"origin", b"http://evil.example"),),
+    ((b"origin", b"null"),),
+    ((b"origin", b"http://127.0.0.1:9999"),),
+    ((b"sec-fetch-site", b"cross-site"),),
+    ((b"sec-fetch-site", b"same-site"),),
+    ((b"origin", b"http://127.0.0.1:8080"), (b"origin", b"http://evil.example")),
+])
+def test_cross_origin_requests_are_refused_before_the_token(headers):
+    guard = CsrfGuard()
+    refused(guard, post(*headers), guard.issue())
+
+
+def test_formatting():
+    assert fmt.duration(850) == "850 ms" and fmt.duration(12_400) == "12.4 s"
+    assert fmt.duration(300_000) == "5 min" and fmt.duration(200_000) == "3 min 20 s"
+    assert fmt.duration(7_200_000) == "2 h" and fmt.duration(3 * 86_400_000) == "3 d"
+    assert fmt.size(512) == "512 B" and fmt.size(1536) == "1.5 KiB"
+    assert fmt.size(256 * 1024 ** 2) == "256.0 MiB"
+    assert fmt.utc(0) == "1970-01-01 00:00:00" and fmt.iso(1) == "1970-01-01T00:00:00.001Z"
+    assert fmt.utc(None) == "–" and fmt.utc(10 ** 30) == f"{10 ** 30} ms"
+    assert fmt.relative(1_000, 61_000) == "1 min ago" and fmt.relative(5_000, 0) == "in 5.0 s"
+    assert fmt.pretty_json({"b": [1, "<x>"], "a": None}) == \
+        '{\n  "b": [\n    1,\n    "<x>"\n  ],\n  "a": null\n}'
+    assert fmt.number(1234567) == "1,234,567" and fmt.percent(1, 4) == "25 %"
+
+
+def test_chart_scale_and_series():
+    rows = [{"minute": m, "enqueued": 0, "completed": 0, "failed": 0} for m in range(60)]
+    rows[-1] = {"minute": 59, "enqueued": 21, "completed": 13, "failed": 4}
+    chart = charts.throughput(rows)
+    assert chart.peak == 40 and [value for _, value in chart.grid] == [0, 10, 20, 30, 40]
+    assert chart.totals == {"enqueued": 21, "completed": 13, "failed": 4}
+    points = chart.lines["enqueued"].split()
+    assert len(points) == 60 and points[0] == f"{charts.LEFT}.0,{chart.plot[3]}.0"
+    assert [charts.throughput([{**rows[0], "enqueued": n}]).peak for n in (0, 4, 5, 9, 801)] \
+        == [4, 4, 8, 20, 2000]
+
+
+def test_routes_match_methods_and_segments():
+    handler, params = app._match("GET", ["jobs", "abc"])
+    assert params == ["abc"]
+    assert app._match("HEAD", ["queues"])[1] == []
+    with pytest.raises(RequestRefused) as wrong:
+        app._match("GET", ["jobs", "abc", "retry"])
+    assert wrong.value.code == "method_not_allowed" and wrong.value.details["allow"] == "POST"
+    for parts in (["jobs", ""], ["nope"], ["jobs", "a", "b", "c"]):
+        with pytest.raises(RequestRefused) as missing:
+            app._match("GET", parts)
+        assert missing.value.code == "not_found"
+
+
+def test_dashboard_option():
+    parser = argparse.ArgumentParser()
+    add_http_arguments(parser)
+    assert http_config_from(parser.parse_args(["--http-port", "0"]), {}).dashboard is True
+    off = http_config_from(parser.parse_args(["--http-port", "0"]), {"TAY_DASHBOARD": "off"})
+    assert off.dashboard is False
+    flag_wins = parser.parse_args(["--http-port", "0", "--dashboard", "on"])
+    assert http_config_from(flag_wins, {"TAY_DASHBOARD": "off"}).dashboard is True
+    with pytest.raises(ConfigurationError) as bad:
+        http_config_from(parser.parse_args(["--http-port", "0"]), {"TAY_DASHBOARD": "yes"})
+    assert bad.value.option == "--dashboard" and "'yes'" in bad.value.message
