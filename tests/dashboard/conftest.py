@@ -1,6 +1,8 @@
 """Fixtures of the dashboard tests: one real ``tay serve`` (HTTP on, dashboard on) with one
-real SDK worker process for the whole session, a producer for the SDK calls, and one
-headless Debian Chromium driven by Playwright.
+real SDK worker process, and one headless Debian Chromium driven by Playwright, both for
+this package only. (Playwright's sync API keeps its event loop marked as running in this
+thread while it is open, which would break ``asyncio.run`` in the tests that follow; the
+package scope closes it after the last dashboard test.)
 
 Without /usr/bin/chromium (or the playwright package) the browser tests are skipped, and
 the run ends with a loud summary saying so: ``make test`` installs Chromium when it runs
@@ -23,13 +25,13 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic"
 _browser_missing: list[str] = []
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def ui_engine():
     with started_engine() as engine:
         yield engine
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="package")
 def browser():
     reason = None
     if not os.access(CHROMIUM, os.X_OK):
