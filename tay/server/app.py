@@ -13,7 +13,6 @@ import json
 import logging
 import os
 import sys
-import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -23,10 +22,9 @@ from tay.protocol.limits import ProtocolLimits
 from tay.storage.journal.commit import GroupCommitter
 from tay.storage.journal.native_commit import NativeCommitter, make_committer
 from tay.storage.events import journal_records
-from tay.storage.journal.history_budget import HistoryBudget
 from tay.storage.journal.writer import Journal, init_store
-from tay.storage.recovery.recover import recover
 
+from .recovery import recover_engine
 from .socket_path import SocketPlan, check_outside_data_dir
 
 if TYPE_CHECKING:
@@ -88,32 +86,27 @@ class OpenStore:
 
 
 def open_store(config: ServeConfig) -> OpenStore:
-    """Initialize if asked and missing, recover into a fresh engine, commit recovery events."""
-    from tay.engine import Engine  # the engine package exposes its facade lazily
-
+    """Initialize if asked and missing, recover into a fresh engine (``recover_engine``, the
+    path ``tay storage inspect`` takes too), commit what recovery settles."""
     if config.init_if_missing and _store_missing(config.data_dir):
         init_store(config.data_dir, config.durability, config.validated_filesystem)
         log.info("initialized a new store in %s", config.data_dir)
-    engine = Engine(config.engine)
-    recovered = recover(config.data_dir, consumer=engine, durability=config.durability,
-                        validated_filesystem=config.validated_filesystem)
-    assert recovered.journal is not None
-    engine.attach_history(HistoryBudget.for_journal(recovered.journal,
-                                                    config.engine.history_caps))
-    committer = make_committer(recovered.journal, config.group_commit_max_events,
+    done = recover_engine(config.data_dir, config.engine, activate=True,
+                          durability=config.durability,
+                          validated_filesystem=config.validated_filesystem)
+    journal = done.recovered.journal
+    assert journal is not None
+    committer = make_committer(journal, config.group_commit_max_events,
                                config.group_commit_interval_ms, linger=config.group_commit_linger,
                                writer=config.journal_writer)
-    store = OpenStore(engine, recovered.journal, committer)
+    store = OpenStore(done.engine, journal, committer)
     try:
-        # the driver's clocks (driver.wall_ms / mono_ms), without importing its asyncio
-        outcome = engine.finish_recovery(time.time_ns() // 1_000_000,
-                                         time.monotonic_ns() // 1_000_000)
-        if outcome.events:
-            committer.submit(journal_records(outcome.events)).result()
+        if done.settle.events:
+            committer.submit(journal_records(done.settle.events)).result()
     except BaseException:
         store.close()
         raise
-    log.info("recovered %d records from %s", recovered.records_replayed, config.data_dir)
+    log.info("recovered %d records from %s", done.recovered.records_replayed, config.data_dir)
     return store
 
 

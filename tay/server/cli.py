@@ -63,11 +63,7 @@ def register(groups: Any) -> None:
         help="queue concurrency, repeatable; default default=10 (TAY_QUEUES=alpha=2,beta=2)")
     add("--default-queue-concurrency", help="credits of queues not listed, 1..65536; default 10 "
                                             "(TAY_DEFAULT_QUEUE_CONCURRENCY)")
-    add("--max-state-bytes", help="retained-state budget, KB/MB/GB/KiB/MiB/GiB allowed; default "
-                                  "268435456 (TAY_MAX_STATE_BYTES)")
-    add("--max-history-bytes", help="cap on all segment bytes, size suffixes allowed; "
-                                     "default unlimited (TAY_MAX_HISTORY_BYTES)")
-    add("--max-segments", help="cap on segment files; default unlimited (TAY_MAX_SEGMENTS)")
+    add_budget_arguments(add)
     add("--client-slots", help="enqueues in flight at once, on both transports; each holds a "
         "permit until its reply is sent, beyond it: capacity/client_slots; default 64 "
         "(TAY_CLIENT_SLOTS)")
@@ -103,6 +99,37 @@ def setting(args: argparse.Namespace, name: str, env: Mapping[str, str], variabl
     if value is not None and value != []:
         return value
     return env.get(variable, default)
+
+
+def add_budget_arguments(add: Any) -> None:
+    """The budgets recovery checks a store against. ``tay storage inspect`` takes the same
+    flags and variables, so it refuses exactly what ``tay serve`` would refuse."""
+    add("--max-state-bytes", help="retained-state budget, KB/MB/GB/KiB/MiB/GiB allowed; default "
+                                  "268435456 (TAY_MAX_STATE_BYTES)")
+    add("--max-history-bytes", help="cap on all segment bytes, size suffixes allowed; "
+                                     "default unlimited (TAY_MAX_HISTORY_BYTES)")
+    add("--max-segments", help="cap on segment files; default unlimited (TAY_MAX_SEGMENTS)")
+
+
+def budget_settings(args: argparse.Namespace, env: Mapping[str, str]) -> dict[str, Any]:
+    """``EngineConfig`` fields of ``add_budget_arguments`` (flag, else variable, else default)."""
+    history_text = getattr(args, "max_history_bytes", None) or env.get("TAY_MAX_HISTORY_BYTES")
+    segments_text = getattr(args, "max_segments", None) or env.get("TAY_MAX_SEGMENTS")
+    return {
+        "max_state_bytes": parse_size("--max-state-bytes", setting(
+            args, "max_state_bytes", env, "TAY_MAX_STATE_BYTES", "268435456")),
+        "max_history_bytes": _positive_size("--max-history-bytes", history_text),
+        "max_segments": _optional_int("--max-segments", segments_text),
+    }
+
+
+def budget_engine_config(args: argparse.Namespace, env: Mapping[str, str]) -> Any:
+    """The ``EngineConfig`` ``tay storage inspect`` recovers with: serve's budgets, the
+    defaults for everything that does not decide what recovery accepts."""
+    from tay.engine.config import EngineConfig
+
+    with _named_by_flag():
+        return EngineConfig(**budget_settings(args, env))
 
 
 def run(args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> int:
@@ -181,10 +208,7 @@ def build_config(args: argparse.Namespace, env: Mapping[str, str]) -> "ServeConf
     queues = parse_queues(args.queue, env.get("TAY_QUEUES"))
     default_credits = parse_int("--default-queue-concurrency", setting(
         args, "default_queue_concurrency", env, "TAY_DEFAULT_QUEUE_CONCURRENCY", "10"), 1, 65_536)
-    state_bytes = parse_size("--max-state-bytes", setting(
-        args, "max_state_bytes", env, "TAY_MAX_STATE_BYTES", "268435456"))
-    history_text = getattr(args, "max_history_bytes", None) or env.get("TAY_MAX_HISTORY_BYTES")
-    segments_text = getattr(args, "max_segments", None) or env.get("TAY_MAX_SEGMENTS")
+    budgets = budget_settings(args, env)
     numbers = {flag: parse_int(flag, setting(args, name, env, variable, default), 1, 1 << 62)
                for flag, name, variable, default in _NUMBERS}
     drain = parse_int("--drain-timeout", setting(args, "drain_timeout", env, "TAY_DRAIN_TIMEOUT",
@@ -201,11 +225,10 @@ def build_config(args: argparse.Namespace, env: Mapping[str, str]) -> "ServeConf
             queues=queues or {"default": default_credits},
             default_queue_concurrency=default_credits,
             client_slots=numbers["--client-slots"], client_bytes=numbers["--client-bytes"],
-            max_state_bytes=state_bytes, max_reply_bytes=_reply_bytes(limits.max_frame_bytes),
+            max_reply_bytes=_reply_bytes(limits.max_frame_bytes),
             # what the engine checks and the history caps reserve for
             result_bytes=limits.result_bytes, error_bytes=limits.error_bytes,
-            max_history_bytes=_positive_size("--max-history-bytes", history_text),
-            max_segments=_optional_int("--max-segments", segments_text),
+            **budgets,
         )
     return ServeConfig(
         data_dir=data_dir, socket=resolve_socket_path(args.socket, environ=env),

@@ -4,16 +4,21 @@
 summarizes it; ``repair`` removes an incomplete final record of the highest segment (and
 nothing else); ``verify-file`` decodes one file of a given kind. Refusals exit 1 with the
 refusal's class, reason and location; usage errors exit 2 naming the flag.
+
+This module is the command line of the storage tools (the CLI layer, like ``tay serve``'s):
+``inspect`` recovers through the server's ``tay.server.recovery`` and takes serve's budget
+flags, so it refuses what ``serve`` refuses.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import sys
 from typing import Any
 
-from tay.failures import StorageFailure
+from tay.failures import ConfigurationError, StorageFailure
 
 VERIFY_KINDS = ("record", "segment", "store", "value", "event", "manifest", "current",
                 "store-v2", "adoption", "v2-record")
@@ -36,9 +41,15 @@ def register(groups: Any) -> None:
     )
     init.set_defaults(handler=run_init)
 
-    inspect = commands.add_parser("inspect", help="recover read-only and summarize a store")
+    inspect = commands.add_parser(
+        "inspect", help="recover read-only exactly as tay serve does (the engine replays every "
+                        "event; the same budgets) and summarize the store; exit 1 if serve "
+                        "would refuse it")
     inspect.add_argument("--data-dir", required=True, help="the store directory")
     inspect.add_argument("--json", action="store_true", help="print one JSON object")
+    from tay.server.cli import add_budget_arguments  # serve's own flags (CLI layer)
+
+    add_budget_arguments(inspect.add_argument)
     inspect.set_defaults(handler=run_inspect)
 
     repair = commands.add_parser(
@@ -79,10 +90,17 @@ def run_init(args: argparse.Namespace) -> int:
 
 
 def run_inspect(args: argparse.Namespace) -> int:
-    from tay.storage.recovery.inspect import format_summary, inspect_store
+    from tay.server.cli import budget_engine_config
+    from tay.server.recovery import inspect_store
+    from tay.storage.recovery.inspect import format_summary
 
     try:
-        summary = inspect_store(args.data_dir)
+        config = budget_engine_config(args, os.environ)
+    except ConfigurationError as error:
+        sys.stderr.write(f"tay storage inspect: {error.message}\n")
+        return 2
+    try:
+        summary = inspect_store(args.data_dir, config)
     except StorageFailure as failure:
         report = {"ok": False, **failure.report()}
         if args.json:

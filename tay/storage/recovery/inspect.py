@@ -1,13 +1,13 @@
-"""``tay storage inspect``: an offline, read-only summary of a store, taken under its lock.
+"""An offline, read-only summary of a store, taken under its lock.
 
 It runs the full recovery pipeline without activation (nothing is written or fsynced) and
 reports the segments, bytes, records, next sequence and per-state job counts. Refusals
-propagate as ``RecoveryRefused`` for the CLI to report.
+propagate as ``RecoveryRefused`` for the CLI to report. ``tay storage inspect`` replays
+into the engine (``tay.server.recovery``) and uses ``summarize`` and ``format_summary``.
 """
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 from tay.storage.recovery.recover import RecoveryOptions, TableConsumer, recover
@@ -21,13 +21,23 @@ DURABILITY_NOTE = (
 
 def inspect_store(data_dir: str, *, io: RealIO | None = None,
                   options: RecoveryOptions | None = None) -> dict[str, Any]:
-    """Recover ``data_dir`` read-only and summarize it as a JSON-safe dict."""
+    """Recover ``data_dir`` read-only through the storage layer's own ``TableConsumer`` (the
+    job transitions only) and summarize it as a JSON-safe dict. ``tay storage inspect``
+    recovers through the engine instead (``tay.server.recovery.inspect_store``), as serve."""
     consumer = TableConsumer()
     recovered = recover(data_dir, consumer=consumer, io=io, options=options, activate=False)
+    return summarize(recovered, jobs=len(consumer.table), job_states=consumer.table.counts(),
+                     other_events=dict(consumer.other_events))
+
+
+def summarize(recovered: Any, *, jobs: int, job_states: dict[str, int],
+              other_events: dict[str, int]) -> dict[str, Any]:
+    """The JSON-safe summary of a read-only recovery and the consumer's counts."""
     view = recovered.view
     highest = view.segments[-1]
+    root = view.inventory.root if recovered.store_version == 1 else view.root.root
     summary = {
-        "data_dir": os.path.abspath(data_dir),
+        "data_dir": root,
         "store_version": recovered.store_version,
         "store_id": view.store_id.hex(),
         "segments": len(view.segments),
@@ -37,9 +47,9 @@ def inspect_store(data_dir: str, *, io: RealIO | None = None,
         "records": view.record_count,
         "next_sequence": view.next_sequence,
         "exhausted": view.exhausted,
-        "jobs": len(consumer.table),
-        "job_states": consumer.table.counts(),
-        "other_events": dict(consumer.other_events),
+        "jobs": jobs,
+        "job_states": job_states,
+        "other_events": other_events,
         "segment_ledger": None if view.ledger is None else {
             "entries": len(view.ledger.entries),
             "highest_segment": getattr(view.ledger.highest(), "segment_id", None)},

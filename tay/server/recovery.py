@@ -1,0 +1,108 @@
+"""Recovering a store into an engine, exactly as ``tay serve`` does, for ``serve`` and for
+``tay storage inspect``: one path, so ``inspect`` refuses what ``serve`` refuses.
+
+The engine is the replay consumer: every event goes through its one ``apply`` (jobs,
+schedules, operations), so a (9,2) cancellation of a schedule that was never registered is
+refused here, not counted. ``finish_recovery`` then checks the state budget
+(``--max-state-bytes``) and settles executions left running. ``serve`` activates the
+journal and commits what ``finish_recovery`` emits; ``inspect`` recovers read-only
+(nothing is created, written or fsynced) and discards it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import Any
+
+from tay.engine.config import EngineConfig
+from tay.engine.effects import Outcome
+from tay.storage import events as ev
+from tay.storage.events.transitions import STATES
+from tay.storage.journal.history_budget import HistoryBudget
+from tay.storage.recovery.inspect import summarize
+from tay.storage.recovery.recover import Recovered, recover
+
+
+@dataclass
+class _CountingConsumer:
+    """The engine as replay consumer, counting the events that are not job events.
+
+    Everything else (the Store-v2 reducer's ``epoch_*`` side, once the engine has it) is the
+    engine's own: a consumer the engine could not be is refused here as it is by ``serve``.
+    """
+
+    engine: Any
+    other_events: Counter = field(default_factory=Counter)
+
+    @property
+    def limits(self) -> Any:
+        return self.engine.limits
+
+    def consume_event(self, sequence: int, event: ev.Event) -> Any:
+        if not event.is_job_event:
+            self.other_events[event.name] += 1
+        return self.engine.consume_event(sequence, event)
+
+    def epoch_entity(self, revision: int, event: ev.Event) -> Any:
+        self.other_events[event.name] += 1
+        return self.engine.epoch_entity(revision, event)
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.engine, name)
+
+
+@dataclass
+class RecoveredEngine:
+    """A store replayed into a fresh engine and checked as ``serve`` checks it."""
+
+    engine: Any
+    recovered: Recovered
+    settle: Outcome  # what finish_recovery emits (serve commits it; inspect does not)
+    job_states: dict[str, int]  # as on disk, before executions left running are settled
+    other_events: Counter  # replayed events that are not job events, by name
+
+
+def recover_engine(data_dir: str, engine_config: EngineConfig, *, activate: bool,
+                   durability: str = "sync", validated_filesystem: bool = False,
+                   io: Any = None) -> RecoveredEngine:
+    """Recover ``data_dir`` into ``Engine(engine_config)`` and run ``finish_recovery``.
+
+    With ``activate`` the journal is open for writing (``recovered.journal``) and the
+    engine's history caps are attached at its tail; the caller owns the journal and must
+    close it. Raises ``RecoveryRefused`` (storage untouched) on any refusal.
+    """
+    from tay.engine import Engine  # the engine package exposes its facade lazily
+
+    engine = Engine(engine_config)
+    consumer = _CountingConsumer(engine)
+    recovered = recover(data_dir, consumer=consumer, durability=durability,
+                        validated_filesystem=validated_filesystem, activate=activate, io=io)
+    try:
+        if recovered.journal is not None:
+            engine.attach_history(HistoryBudget.for_journal(recovered.journal,
+                                                            engine_config.history_caps))
+        job_states = {state: engine.counts[state] for state in STATES}
+        settle = engine.finish_recovery(time.time_ns() // 1_000_000,
+                                        time.monotonic_ns() // 1_000_000)
+    except BaseException:
+        if recovered.journal is not None:
+            recovered.journal.close()
+        raise
+    return RecoveredEngine(engine, recovered, settle, job_states, consumer.other_events)
+
+
+def inspect_store(data_dir: str, engine_config: EngineConfig, *, io: Any = None) -> dict[str, Any]:
+    """``tay storage inspect``: recover read-only exactly as ``serve`` does, and summarize.
+
+    Job counts are as on disk (before executions left running would be settled); the state
+    budget line says how much of ``--max-state-bytes`` the retained jobs take.
+    """
+    done = recover_engine(data_dir, engine_config, activate=False, io=io)
+    engine = done.engine
+    summary = summarize(done.recovered, jobs=len(engine.jobs), job_states=done.job_states,
+                        other_events=dict(done.other_events))
+    summary["state_bytes"] = {"used": engine.budget.used, "limit": engine.budget.limit}
+    summary["interrupted_executions"] = done.job_states["executing"]
+    return summary
