@@ -164,6 +164,10 @@ typedef struct {
     uint32_t max_events;
     int64_t interval_ns;                       /* 0: no cap on how long a held batch waits */
     int linger;                                /* 1: flush is ignored (wait to fill) */
+    int ledger_fd;                             /* SEGMENT-LEDGER in the root, open read-write;
+                                                  each successor's entry is appended to it */
+    uint8_t epoch_id[16];                      /* whose segments: all zero for v1 segments/ */
+    uint64_t ledger_size, ledger_highest;      /* its append offset and newest segment id */
 } tay_writer_config;
 
 typedef struct {                               /* where the writer stands (after close) */
@@ -171,6 +175,7 @@ typedef struct {                               /* where the writer stands (after
     uint64_t segment_id, first_sequence, size, committed_size, record_count, next_sequence,
         history_bytes;
     uint32_t segment_crc;
+    uint64_t ledger_size, ledger_highest;
 } tay_writer_tail;
 
 typedef struct {

@@ -454,6 +454,8 @@ int tay_writer_close(tay_writer *w, tay_writer_tail *tail) {
     tail->next_sequence = j->next_sequence;
     tail->history_bytes = j->history_bytes;
     tail->segment_crc = j->segment_crc;
+    tail->ledger_size = j->ledger_size;
+    tail->ledger_highest = j->ledger_highest;
     return 0;
 }
 

@@ -70,6 +70,14 @@ int tay_journal_init(tay_journal *j, const tay_writer_config *c) {
     j->sync_mode = c->sync_mode;
     j->rotation_target = c->rotation_target;
     j->pinned_fd = -1;
+    j->ledger_fd = c->ledger_fd;
+    memcpy(j->epoch_id, c->epoch_id, 16);
+    j->ledger_size = c->ledger_size;
+    j->ledger_highest = c->ledger_highest;
+    j->ledger_path = malloc(strlen(j->dir_names[0]) + sizeof "/SEGMENT-LEDGER");
+    if (!j->ledger_path) return -1;
+    strcpy(j->ledger_path, j->dir_names[0]);
+    strcat(j->ledger_path, "/SEGMENT-LEDGER");
     return 0;
 }
 
@@ -77,6 +85,7 @@ void tay_journal_release(tay_journal *j) {
     for (int i = 0; i < j->dir_count; i++) free(j->dir_names[i]);
     free(j->segments_path);
     free(j->lock_name);
+    free(j->ledger_path);
     free(j->readback);
     memset(j, 0, sizeof *j);
 }
@@ -232,6 +241,29 @@ static int seal(tay_writer *w) {
     return 0;
 }
 
+/* R8 (tay's own): append the new segment's 64-byte SEGMENT-LEDGER entry and fsync it, after
+ * its publication and before any record goes in (tay/storage/journal/ledger.py is the
+ * twin; the layout is tay/storage/formats/segment_ledger.py). */
+static int record_segment(tay_writer *w) {
+    tay_journal *j = &w->j;
+    if (j->ledger_fd < 0 || j->segment_id <= j->ledger_highest) return 0;
+    uint8_t entry[64];
+    memcpy(entry, "TAYL", 4);
+    entry[4] = 1; entry[5] = 0; entry[6] = 0; entry[7] = 0;
+    memcpy(entry + 8, j->store_id, 16);
+    memcpy(entry + 24, j->epoch_id, 16);
+    put_u64(entry + 40, j->segment_id);
+    put_u64(entry + 48, j->first_sequence);
+    put_u32(entry + 56, 0);
+    put_u32(entry + 60, tay_crc32c(0, entry, 60));
+    int rc = counted_write(w, j->ledger_fd, entry, sizeof entry, j->ledger_size);
+    if (!rc) rc = counted_sync(w, j->ledger_fd, 0);
+    if (rc) return append_failed(w, -rc, j->ledger_path, "segment ledger append failed");
+    j->ledger_size += sizeof entry;
+    j->ledger_highest = j->segment_id;
+    return 0;
+}
+
 /* R3-R7: fsync the sealed file, stage the successor's header O_EXCL, fsync, publish with a
  * no-replace rename, fsync the directory, re-read the published file, open it writable. */
 static int successor(tay_writer *w) {
@@ -281,7 +313,7 @@ static int successor(tay_writer *w) {
     j->size = j->committed_size = HEADER_SIZE;
     j->record_count = 0;
     j->segment_crc = tay_crc32c(0, header, HEADER_SIZE);
-    return 0;
+    return record_segment(w);
 }
 
 static int rotate(tay_writer *w) {

@@ -78,12 +78,16 @@ typedef struct {
     uint32_t max_events;
     int64_t interval_ns;
     int linger;
+    int ledger_fd;
+    uint8_t epoch_id[16];
+    uint64_t ledger_size, ledger_highest;
 } tay_writer_config;
 typedef struct {
     int segment_fd;
     uint64_t segment_id, first_sequence, size, committed_size, record_count, next_sequence,
         history_bytes;
     uint32_t segment_crc;
+    uint64_t ledger_size, ledger_highest;
 } tay_writer_tail;
 typedef struct {
     uint64_t submissions, events, batches, fsyncs, largest_batch, writes, syncs;

@@ -48,7 +48,9 @@ class NativeWriter:
                  lock_name: str, segment_fd: int, store_id: bytes, segment_id: int,
                  first_sequence: int, size: int, record_count: int, next_sequence: int,
                  history_bytes: int, segment_crc: int, sync: bool, rotation_target: int,
-                 max_events: int, interval_ms: int, linger: bool) -> None:
+                 max_events: int, interval_ms: int, linger: bool, ledger_fd: int = -1,
+                 epoch_id: bytes = bytes(16), ledger_size: int = 0,
+                 ledger_highest: int = 0) -> None:
         if not 1 <= len(dir_fds) == len(dir_names) <= MAX_DIRS:
             raise ValueError(f"1..{MAX_DIRS} pinned directories, root first")
         config = ffi.new("tay_writer_config *")
@@ -74,6 +76,11 @@ class NativeWriter:
         config.max_events = max_events
         config.interval_ns = interval_ms * 1_000_000
         config.linger = 1 if linger else 0
+        # SEGMENT-LEDGER: each successor's entry is appended at ledger_size (-1: no ledger)
+        config.ledger_fd = ledger_fd
+        config.epoch_id = epoch_id
+        config.ledger_size = ledger_size
+        config.ledger_highest = ledger_highest
         handle = ffi.new("tay_writer **")
         rc = lib.tay_writer_start(config, handle)
         if rc == lib.TAY_WRITER_ARGUMENT:
@@ -208,7 +215,8 @@ class NativeWriter:
         self._closed = True
         return {name: getattr(tail, name) for name in (
             "segment_fd", "segment_id", "first_sequence", "size", "committed_size",
-            "record_count", "next_sequence", "history_bytes", "segment_crc")}
+            "record_count", "next_sequence", "history_bytes", "segment_crc", "ledger_size",
+            "ledger_highest")}
 
     def free(self) -> None:
         if self._w is not None and self._closed:

@@ -19,6 +19,7 @@ from tests.storage.conftest import FIXTURE_STORE_ID, scratch_path
 from tests.storage.sync_gates import SyncGate
 from tay.failures import RecoveryRefused, WriterStopped
 from tay.storage import layout
+from tay.storage.formats.segment_ledger import decode_ledger
 from tay.storage.fsio import FaultyIO
 from tay.storage.journal.native_commit import (
     NativeCommitter,
@@ -106,9 +107,28 @@ def test_both_writers_produce_identical_segments(plan, max_events):
             journal.close()
         python_bytes, c_bytes = (segment_bytes(roots[kind]) for kind in ("python", "c"))
         assert len(python_bytes) > 0 and python_bytes == c_bytes
+        ledgers = [(roots[kind] / "SEGMENT-LEDGER").read_bytes() for kind in ("python", "c")]
+        assert len(ledgers[0]) == 64 * len(python_bytes) and ledgers[0] == ledgers[1]
     finally:
         for root in roots.values():
             shutil.rmtree(root, ignore_errors=True)
+
+
+def test_every_segment_a_rotation_creates_is_in_the_ledger(writer, root):
+    """Item 2 of issue 17 holds on both writers: a deleted newest segment is refused."""
+    journal, committer = open_store(root, writer, max_events=4)
+    committer.wait(committer.append([(seq, 1, 1, payload(seq, 100)) for seq in range(1, 13)]),
+                   timeout=30)
+    committer.close()
+    journal.close()
+    segments = sorted((root / "segments").glob("*.tay"))
+    ledger = decode_ledger((root / "SEGMENT-LEDGER").read_bytes())
+    assert [e.segment_id for e in ledger.entries] == list(range(1, len(segments) + 1))
+    assert len(segments) > 2
+    segments[-1].unlink()
+    with pytest.raises(RecoveryRefused) as refused:
+        recover(str(root), consumer=lambda *a: None, activate=False)
+    assert (refused.value.reason, refused.value.path) == ("missing_segment", str(segments[-1]))
 
 
 def test_tickets_become_durable_in_order_with_receipts(writer, root):

@@ -49,6 +49,16 @@ def make_committer(journal: Journal, max_events: int = 1, interval_ms: int = 0, 
     return GroupCommitter(journal, max_events, interval_ms, linger=linger)
 
 
+def _ledger_config(journal: Journal) -> dict[str, Any]:
+    """The journal's SEGMENT-LEDGER for the C writer, which appends each successor's entry
+    to it exactly as ``LedgerWriter.record`` does."""
+    ledger = journal.ledger
+    if ledger is None:
+        return {}
+    return {"ledger_fd": ledger.fd, "epoch_id": ledger.epoch_id, "ledger_size": ledger.size,
+            "ledger_highest": ledger.highest_id}
+
+
 class NativeCommitter:
     """The journal's C writer thread behind the committer interface."""
 
@@ -74,7 +84,8 @@ class NativeCommitter:
             record_count=journal.record_count, next_sequence=journal.next_sequence,
             history_bytes=journal.history_bytes, segment_crc=journal.segment_crc,
             sync=journal.durability == "sync", rotation_target=journal.rotation_target,
-            max_events=max_events, interval_ms=interval_ms, linger=linger)
+            max_events=max_events, interval_ms=interval_ms, linger=linger,
+            **_ledger_config(journal))
         self.completion_fd = self._writer.event_fd
         self._stopped: WriterStopped | None = None
         self._closed = False
@@ -211,6 +222,9 @@ class NativeCommitter:
             setattr(journal, name, tail[name])
         if hasattr(journal, "committed_size"):
             journal.committed_size = tail["committed_size"]
+        if journal.ledger is not None:
+            journal.ledger.size = tail["ledger_size"]
+            journal.ledger.highest_id = tail["ledger_highest"]
         stopped = stopped or self.stopped
         if stopped is not None:
             journal.stopped = stopped
