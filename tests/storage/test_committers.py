@@ -294,3 +294,29 @@ def test_the_c_writer_counts_batch_histograms_in_the_given_buckets(root):
     assert observed["sync"][1] > 0 and observed["write"][1] > 0
     committer.close()
     journal.close()
+
+
+def test_both_writers_append_to_a_store_v2_epoch_tail_and_record_it(writer, root):
+    """The journal of an epoch: the C writer pins epochs/e-<id>/segments (not a v1
+    segments/) and records its successors under the epoch's id."""
+    from tay.storage.compaction.offline import compact_offline
+    from tay.storage.recovery.recover import TableConsumer
+    from tay.storage.v2 import Retention
+
+    init_store(str(root), durability="write", store_id=FIXTURE_STORE_ID)
+    compact_offline(str(root), consumer=TableConsumer(), durability="write",
+                    retention=Retention("infinity"), now_ms=lambda: 1_000)
+    recovered = recover(str(root), consumer=TableConsumer(), durability="write",
+                        rotation_target=TARGET, allow_small_rotation_target_for_tests=True)
+    journal, epoch_id = recovered.journal, recovered.view.epoch_id
+    committer = make_committer(journal, 4, 0, writer=writer)
+    assert committer.implementation == writer
+    first = journal.next_sequence
+    committer.wait(committer.append([(seq, 8, 1, payload(seq, 100))
+                                     for seq in range(first, first + 8)]), timeout=30)
+    assert committer.stopped is None
+    committer.close()
+    journal.close()
+    tail = sorted(Path(journal.segments_dir).glob("*.tay"))
+    ledger = decode_ledger((root / "SEGMENT-LEDGER").read_bytes())
+    assert ledger.highest(epoch_id).segment_id == int(tail[-1].name[:20]) > 2

@@ -76,8 +76,10 @@ class NativeCommitter:
         self.interval_s = interval_ms / 1000.0
         self.linger = linger
         self._writer = NativeWriter(
-            dir_fds=[journal.root_fd, journal.segments_fd],
-            dir_names=[journal.root, layout.SEGMENTS_DIR],
+            # the root, then each directory down to the segments (a Store-v2 epoch's tail
+            # is epochs/e-<id>/segments)
+            dir_fds=[journal.root_fd, *journal.dir_fds],
+            dir_names=[journal.root, *journal.dir_chain],
             lock_fd=journal.lock.fd, lock_name=layout.LOCK_NAME, segment_fd=journal.fd,
             store_id=journal.store_id, segment_id=journal.segment_id,
             first_sequence=journal.first_sequence, size=journal.size,

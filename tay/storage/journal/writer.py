@@ -112,7 +112,7 @@ class Journal:
         relative = os.path.relpath(self.segments_dir, root)
         if relative.startswith(".."):
             raise ValueError("the segments directory must be inside the store root")
-        self._dir_chain = relative.split(os.sep)  # directories from root down to segments
+        self.dir_chain = relative.split(os.sep)  # directories from root down to segments
         self.epoch_id = epoch_id  # whose segments/ it is, for SEGMENT-LEDGER (zero: v1)
         self.lock = lock
         self.store_id = tail.store_id
@@ -130,7 +130,7 @@ class Journal:
         self.fd = -1
         self.ledger: LedgerWriter | None = None  # SEGMENT-LEDGER: every segment created
         self.root_fd = -1  # pinned so a swapped root or segments/ is noticed (§4)
-        self.dir_fds: list[int] = []  # each directory of _dir_chain, pinned
+        self.dir_fds: list[int] = []  # each directory of dir_chain, pinned
         self.segments_fd = -1  # the last of dir_fds
         self._pinned: list[tuple[int, int]] = []  # (st_ino, st_dev) of the held descriptors
         self._pinned_for: tuple[int, ...] | None = None  # the descriptors they belong to
@@ -157,7 +157,7 @@ class Journal:
     def _open_ready(self, sealed: bool) -> None:
         self.root_fd = self.io.open_dir(self.root)
         path = self.root
-        for name in self._dir_chain:
+        for name in self.dir_chain:
             path = os.path.join(path, name)
             self.dir_fds.append(self.io.open_dir(path))
         self.segments_fd = self.dir_fds[-1]
@@ -286,7 +286,7 @@ class Journal:
             self._pinned = [_identity(io.fstat(fd)) for fd in held_fds[:-1]]
             self._pinned_for = held_fds
         parents = (self.root_fd, *self.dir_fds[:-1])
-        names = ((None, self.root), *zip(parents, self._dir_chain),
+        names = ((None, self.root), *zip(parents, self.dir_chain),
                  (self.segments_fd, segment_file_name(self.segment_id)),
                  (self.root_fd, layout.LOCK_NAME))
         for pinned, (parent_fd, name) in zip(self._pinned, names):
