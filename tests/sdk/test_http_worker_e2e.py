@@ -175,3 +175,34 @@ def test_the_worker_rejects_events_it_does_not_understand(base_url):
                     {"type": "cancel_execution"}, {"type": "surprise"}):
         with pytest.raises(ProtocolError):
             worker._handle(orjson.loads(orjson.dumps(message)))
+
+
+def test_session_rules_and_the_deprecated_entry_points(base_url):
+    from tay.errors import ConnectionLost, ValidationError
+
+    async def main() -> None:
+        empty = TayHTTPWorker(base_url)
+        with pytest.raises(ValidationError, match="register at least one task"):
+            await empty.register()
+        with pytest.raises(ConnectionLost, match="no session"):
+            await empty._worker_request("POST", "/queues/default/claim")
+        await empty.close()
+
+        worker = TayHTTPWorker(base_url, queue=f"q{os.urandom(4).hex()}")
+        worker.task(name="e2e.noop")(lambda: None)
+        assert list(worker.tasks) == ["e2e.noop"]
+        with pytest.warns(DeprecationWarning, match="only registers"):
+            await worker.start()
+        token = worker._token
+        await worker.register()  # registering twice keeps the one session
+        assert worker._token == token and len(token) == 43
+        await worker.close()
+        with pytest.warns(DeprecationWarning, match="serve_forever"):
+            running = asyncio.ensure_future(worker.run())
+            await until(lambda: _true(worker._token is not None), "run() registered")
+        running.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await running
+        assert worker._token is None  # serve_forever always closes its session
+
+    asyncio.run(asyncio.wait_for(main(), 30))
