@@ -1,4 +1,5 @@
-"""The suite tests the build it claims to test: the C extension, on the CPU's CRC32C path.
+"""The suite tests the build it claims to test: the C extension (its journal writer
+included), on the CPU's CRC32C path.
 
 Without the cffi module ``tay._native`` quietly falls back to the pure-Python twin, every
 C-only test would skip and the suite would still pass. So a missing C build is a usage
@@ -56,6 +57,9 @@ def build_problem(implementation: str, crc_implementation: str, cpuinfo: str,
     if implementation != "c":
         return (f"tay._native runs the {implementation} twin because the C extension does not "
                 f"import ({c_import_error()}); {FIX}, or set TAY_NATIVE=python on purpose")
+    writer_error = import_error("tay._native.writer")
+    if writer_error is not None:
+        return f"the C journal writer does not import ({writer_error}); {FIX}"
     hardware = hardware_crc32c(cpuinfo)
     if hardware and not software_crc_forced(environ) and crc_implementation != hardware:
         return (f"this CPU offers the {hardware} CRC32C instructions but the C module uses "
@@ -63,12 +67,16 @@ def build_problem(implementation: str, crc_implementation: str, cpuinfo: str,
     return None
 
 
-def c_import_error() -> str:
+def import_error(module: str) -> str | None:
     try:
-        importlib.import_module("tay._native.c")
+        importlib.import_module(module)
     except ImportError as exc:
         return f"{type(exc).__name__}: {exc}"
-    return "it imports now"
+    return None
+
+
+def c_import_error() -> str:
+    return import_error("tay._native.c") or "it imports now"
 
 
 def c_twin() -> ModuleType:

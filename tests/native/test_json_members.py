@@ -10,9 +10,10 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tay._native import pure
+from tests.build_guard import c_twin
 from tests.storage.json_strategies import SETTINGS, json_values
 
-c = pytest.importorskip("tay._native.c")
+c = c_twin()
 
 # keys and strings full of the characters the scanner must see through
 tricky_text = st.text(alphabet=st.sampled_from(':"\\{}[],x \u2028\u00e9\U0001f600'), max_size=8)
