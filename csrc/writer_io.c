@@ -286,7 +286,7 @@ static int successor(tay_writer *w) {
     snprintf(staging + used, sizeof staging - (size_t)used, ".tmp");
     snprintf(path, sizeof path, "%s/%s", j->segments_path, staging);
     encode_header(header, j->segment_id + 1, j->next_sequence, j->store_id);
-    fd = openat(dir, staging, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);  /* R4 */
+    fd = openat(dir, staging, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0600);  /* R4 */
     if (fd < 0) return append_failed(w, errno, path, "staging create failed");
     rc = counted_write(w, fd, header, HEADER_SIZE, 0);
     if (!rc && !file_size_is(fd, HEADER_SIZE, &error_number)) rc = -error_number;

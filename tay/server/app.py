@@ -23,6 +23,7 @@ from tay.storage.journal.commit import GroupCommitter
 from tay.storage.journal.native_commit import NativeCommitter, make_committer
 from tay.storage.events import journal_records
 from tay.storage.journal.writer import Journal, init_store
+from tay.storage.modes import describe_loose, loose_modes
 
 from .recovery import recover_engine
 from .socket_path import SocketPlan, check_outside_data_dir
@@ -107,6 +108,9 @@ def open_store(config: ServeConfig) -> OpenStore:
         store.close()
         raise
     log.info("recovered %d records from %s", done.recovered.records_replayed, config.data_dir)
+    loose = loose_modes(config.data_dir)
+    if loose:  # reported, never changed: the operator decides (the command is in the line)
+        log.warning("%s", describe_loose(config.data_dir, loose))
     return store
 
 

@@ -21,6 +21,10 @@ from types import ModuleType
 from typing import Any
 
 OPEN_NOFOLLOW = os.O_NOFOLLOW | os.O_CLOEXEC
+# Everything tay creates in a data directory is private to its owner, whatever the umask
+# (which can only narrow these): job arguments and results are in the segments.
+FILE_MODE = 0o600
+DIR_MODE = 0o700
 
 
 def _default_native() -> ModuleType:
@@ -36,7 +40,7 @@ class RealIO:
         self.native = native if native is not None else _default_native()
 
     # -- files --------------------------------------------------------------------------
-    def open(self, path: str, flags: int, mode: int = 0o644) -> int:
+    def open(self, path: str, flags: int, mode: int = FILE_MODE) -> int:
         return os.open(path, flags | OPEN_NOFOLLOW, mode)
 
     def close(self, fd: int) -> None:
@@ -69,7 +73,7 @@ class RealIO:
     def fsync_dir(self, path: str) -> None:
         self.native.fsync_dir(path)
 
-    def mkdir(self, path: str, mode: int = 0o755) -> None:
+    def mkdir(self, path: str, mode: int = DIR_MODE) -> None:
         os.mkdir(path, mode)
 
     def listdir(self, path: str) -> list[str]:
@@ -175,7 +179,7 @@ class FaultyIO(RealIO):
         if limit is not None and count >= limit:
             raise OSError(self.fail_errno, os.strerror(self.fail_errno))
 
-    def open(self, path: str, flags: int, mode: int = 0o644) -> int:
+    def open(self, path: str, flags: int, mode: int = FILE_MODE) -> int:
         path = os.path.abspath(path)
         existed = os.path.lexists(path)
         fd = super().open(path, flags, mode)
@@ -222,7 +226,7 @@ class FaultyIO(RealIO):
         super().fsync_dir(path)
         self._dirs.pop(os.path.abspath(path), None)
 
-    def mkdir(self, path: str, mode: int = 0o755) -> None:
+    def mkdir(self, path: str, mode: int = DIR_MODE) -> None:
         super().mkdir(path, mode)
         path = os.path.abspath(path)
         self._dir(os.path.dirname(path)).added.add(os.path.basename(path))

@@ -24,13 +24,11 @@ from tay.storage.formats.record import frame_size
 from tay.storage.formats.segment import (
     FOOTER_SIZE, HEADER_SIZE, SegmentHeader, encode_footer, encode_header, segment_file_name,
 )
-from tay.storage.fsio import RealIO
+from tay.storage.fsio import DIR_MODE, FILE_MODE, RealIO
 from tay.storage.journal.rotation import rotation_needed
 from tay.storage.v2 import layout as v2_layout
 from tay.storage.v2.manifest import BaseSegment, Manifest, Retention, encode_manifest
 
-DIR_MODE = 0o755
-FILE_MODE = 0o644
 _WRITE_CHUNK = 1 << 20  # frames are written in pieces of about this size
 
 

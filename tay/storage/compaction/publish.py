@@ -20,7 +20,7 @@ import os
 
 from tay.failures import RecoveryRefused
 from tay.storage.formats.segment import parse_segment_file_name, parse_staging_file_name
-from tay.storage.fsio import RealIO
+from tay.storage.fsio import FILE_MODE, RealIO
 from tay.storage.journal.setup import publish_staged
 from tay.storage.v2 import layout as v2_layout
 from tay.storage.v2.markers import CURRENT_SIZE, decode_current, encode_adoption, encode_store_v2
@@ -74,7 +74,7 @@ def switch_current(io: RealIO, root: str, new: bytes, previous: bytes | None) ->
         if read_current(io, root) != previous:
             raise RecoveryRefused("changed_view", "authority_changed", path=path,
                                   stage="publication")
-        fd = io.open(os.path.join(root, staging), os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+        fd = io.open(os.path.join(root, staging), os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
         try:
             io.write_all_at(fd, new, 0)
             if io.fstat(fd).st_size != len(new):

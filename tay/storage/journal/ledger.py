@@ -22,7 +22,7 @@ from tay.storage.formats.segment_ledger import (
     decode_ledger,
     encode_entry,
 )
-from tay.storage.fsio import RealIO
+from tay.storage.fsio import FILE_MODE, RealIO
 
 
 class LedgerWriter:
@@ -50,7 +50,7 @@ class LedgerWriter:
         try:
             fd = io.open(path, os.O_RDWR)
         except FileNotFoundError:
-            fd = io.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, 0o600)
+            fd = io.open(path, os.O_RDWR | os.O_CREAT | os.O_EXCL, FILE_MODE)
             created = True
         try:
             size = io.fstat(fd).st_size

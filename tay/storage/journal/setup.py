@@ -12,7 +12,7 @@ import sys
 
 from tay.failures import RecoveryRefused, WriterStopped
 from tay.storage import layout
-from tay.storage.fsio import RealIO
+from tay.storage.fsio import DIR_MODE, FILE_MODE, RealIO
 from tay.storage.journal.ledger import LedgerWriter
 from tay.storage.formats.segment import encode_header, segment_file_name, staging_file_name
 from tay.storage.formats.store_marker import encode_store_marker, store_staging_name
@@ -88,7 +88,7 @@ def fsync_file(io: RealIO, path: str) -> None:
 def publish_staged(io: RealIO, directory: str, staging_name: str, final_name: str, data: bytes) -> None:
     """Stage ``data`` O_EXCL, fsync, close, no-replace rename, fsync the directory (§2.9)."""
     staging = os.path.join(directory, staging_name)
-    fd = io.open(staging, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o644)
+    fd = io.open(staging, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
     try:
         io.write_all_at(fd, data, 0)
         if io.fstat(fd).st_size != len(data):
@@ -129,7 +129,7 @@ def init_store(
             walk = os.path.dirname(walk)
         try:
             for directory in reversed(missing):
-                io.mkdir(directory, 0o755)
+                io.mkdir(directory, DIR_MODE)
                 io.fsync_dir(os.path.dirname(directory))
         except OSError as error:
             raise argument_refusal("cannot_create_data_dir", path=directory, error=error.strerror) from None
@@ -153,7 +153,7 @@ def init_store(
 
 def _bootstrap(io: RealIO, root: str, store_id: bytes) -> None:
     segments = os.path.join(root, layout.SEGMENTS_DIR)
-    io.mkdir(segments, 0o755)
+    io.mkdir(segments, DIR_MODE)
     io.fsync_dir(root)
     publish_staged(io, segments, staging_file_name(1, os.urandom(16)),
                    segment_file_name(1), encode_header(1, 1, store_id))

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from tay.storage.modes import loose_modes
 from tay.storage.recovery.recover import RecoveryOptions, TableConsumer, recover
 from tay.storage.fsio import RealIO
 
@@ -53,6 +54,8 @@ def summarize(recovered: Any, *, jobs: int, job_states: dict[str, int],
         "segment_ledger": None if view.ledger is None else {
             "entries": len(view.ledger.entries),
             "highest_segment": getattr(view.ledger.highest(), "segment_id", None)},
+        "loose_modes": [{"path": path, "mode": f"{mode:04o}"}
+                        for path, mode in loose_modes(root)],
         "durability_note": DURABILITY_NOTE,
     }
     if recovered.store_version == 2:
@@ -112,5 +115,9 @@ def format_summary(summary: dict[str, Any]) -> str:
         lines.append(f"event {name:<10}{count}")
     if summary["exhausted"]:
         lines.append("exhausted       yes (read-only)")
+    if summary["loose_modes"]:
+        shown = ", ".join(f"{e['path']} {e['mode']}" for e in summary["loose_modes"][:5])
+        lines.append(f"modes           open to other users: {shown} "
+                     f"(chmod -R go-rwx {summary['data_dir']})")
     lines.append(f"note            {summary['durability_note']}")
     return "\n".join(lines) + "\n"

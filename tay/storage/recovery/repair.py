@@ -30,7 +30,7 @@ from typing import Any, Callable
 
 from tay.failures import RecoveryRefused, StorageFailure
 from tay.storage import layout
-from tay.storage.fsio import RealIO
+from tay.storage.fsio import FILE_MODE, RealIO
 from tay.storage.recovery import adoption
 from tay.storage.recovery.limits import RecoveryOptions
 from tay.storage.recovery.recover import is_torn_tail, preflight
@@ -156,7 +156,7 @@ def _repair_torn_tail(io: RealIO, root: str, options: RecoveryOptions,
 def _save_side_file(io: RealIO, root: str, name: str, data: bytes) -> str:
     """Create ``root/name`` (O_EXCL, 0600) holding ``data``, durable before any cut."""
     path = os.path.join(root, name)
-    fd = io.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    fd = io.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
     try:
         io.write_all_at(fd, data, 0)
         io.fsync(fd)
