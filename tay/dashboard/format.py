@@ -94,6 +94,17 @@ def pretty_json(value: Any) -> str:
         return repr(value)
 
 
+def retention(value: Any) -> str:
+    """A terminal retention as the store reports it: "infinity", {"hours": N}, {"minutes": N}."""
+    if value == "infinity":
+        return "forever (finished jobs never expire)"
+    if isinstance(value, dict) and len(value) == 1:
+        (unit, amount), = value.items()
+        if unit in ("hours", "minutes") and type(amount) is int:
+            return duration(amount * (3_600_000 if unit == "hours" else 60_000))
+    return pretty_json(value)
+
+
 def short_id(job_id: str | None) -> str:
     return "–" if not job_id else job_id[:12]
 
@@ -139,4 +150,5 @@ def at(ms: int | None, now_ms: int) -> Markup:
 
 HELPERS = {"badge": badge, "when": when, "at": at, "relative": relative}
 FILTERS = {"utc": utc, "iso": iso, "duration": duration, "size": size, "number": number,
-           "percent": percent, "pretty_json": pretty_json, "short_id": short_id}
+           "percent": percent, "pretty_json": pretty_json, "short_id": short_id,
+           "retention": retention}

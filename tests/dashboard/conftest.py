@@ -1,8 +1,8 @@
 """Fixtures of the dashboard tests: one real ``tay serve`` (HTTP on, dashboard on) with one
-real SDK worker process, and one headless Debian Chromium driven by Playwright, both for
-this package only. (Playwright's sync API keeps its event loop marked as running in this
-thread while it is open, which would break ``asyncio.run`` in the tests that follow; the
-package scope closes it after the last dashboard test.)
+real SDK worker process for this package, and one headless Debian Chromium driven by
+Playwright for the browser module. (Playwright's sync API keeps its event loop marked as
+running in this thread while it is open, which breaks ``asyncio.run`` in any test after
+it; the module scope closes it when the browser tests end.)
 
 Without /usr/bin/chromium (or the playwright package) the browser tests are skipped, and
 the run ends with a loud summary saying so: ``make test`` installs Chromium when it runs
@@ -31,7 +31,7 @@ def ui_engine():
         yield engine
 
 
-@pytest.fixture(scope="package")
+@pytest.fixture(scope="module")
 def browser():
     reason = None
     if not os.access(CHROMIUM, os.X_OK):

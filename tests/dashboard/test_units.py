@@ -67,6 +67,9 @@ def test_formatting():
     assert fmt.pretty_json({"b": [1, "<x>"], "a": None}) == \
         '{\n  "b": [\n    1,\n    "<x>"\n  ],\n  "a": null\n}'
     assert fmt.number(1234567) == "1,234,567" and fmt.percent(1, 4) == "25 %"
+    assert fmt.retention({"hours": 72}) == "3 d" and fmt.retention({"minutes": 90}) == "1 h 30 min"
+    assert fmt.retention("infinity").startswith("forever") and fmt.retention({"x": 1}) == \
+        '{\n  "x": 1\n}'
 
 
 def test_chart_scale_and_series():
