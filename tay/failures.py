@@ -82,6 +82,9 @@ WIRE_CODES: dict[str, int | None] = {
     "unknown_message": None,
     "invalid_frame": None,
     "buffer_limit": None,
+    "hello_timeout": None,  # no hello within --hello-timeout-ms of connecting
+    "frame_timeout": None,  # a frame not completed within --frame-timeout-ms
+    "connection_limit": None,  # closed to make room: no hello yet when the limit was reached
 }
 
 

@@ -27,6 +27,8 @@ class ProtocolLimits:
     result_bytes: int = 65_536
     error_bytes: int = 8_192
     request_timeout_ms: int = 30_000
+    hello_timeout_ms: int = 10_000  # from connect to a parsed hello
+    frame_timeout_ms: int = 30_000  # from a frame's first byte to its last
 
     @property
     def buffer_limit(self) -> int:
@@ -41,6 +43,8 @@ class ProtocolLimits:
         _bounded("executor_error_bytes", self.error_bytes, 1, self.max_frame_bytes)
         _bounded("max_pending_requests", self.max_pending_requests, 1, 65_536)
         _bounded("request_timeout_ms", self.request_timeout_ms, 1, 3_600_000)
+        _bounded("hello_timeout_ms", self.hello_timeout_ms, 1, 3_600_000)
+        _bounded("frame_timeout_ms", self.frame_timeout_ms, 1, 3_600_000)
         return self
 
 

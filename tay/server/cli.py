@@ -79,6 +79,11 @@ def register(groups: Any) -> None:
     add("--request-timeout-ms", help="per pending socket request, 1..3600000 (answers "
                                      "request_timeout on expiry); default 30000 "
                                      "(TAY_REQUEST_TIMEOUT_MS)")
+    add("--hello-timeout-ms", help="a socket connection must say hello within this, else "
+        "hello_timeout and close, 1..3600000; default 10000 (TAY_HELLO_TIMEOUT_MS)")
+    add("--frame-timeout-ms", help="a socket frame must arrive whole within this of its first "
+        "byte, else frame_timeout and close, 1..3600000; default 30000 "
+        "(TAY_FRAME_TIMEOUT_MS)")
     add("--drain-timeout", help="seconds SIGTERM waits for running executions before stopping; "
                                 "0 stops at once; default 30 (TAY_DRAIN_TIMEOUT)")
     add("--metrics-port", help="serve /metrics, /healthz, /readyz on this loopback port too; "
@@ -220,6 +225,8 @@ def build_config(args: argparse.Namespace, env: Mapping[str, str]) -> "ServeConf
         limits = ProtocolLimits(max_frame_bytes=numbers["--max-frame-bytes"],
                                 max_connections=numbers["--max-connections"],
                                 request_timeout_ms=numbers["--request-timeout-ms"],
+                                hello_timeout_ms=numbers["--hello-timeout-ms"],
+                                frame_timeout_ms=numbers["--frame-timeout-ms"],
                                 result_bytes=numbers["--executor-result-bytes"]).validate()
         engine = EngineConfig(
             queues=queues or {"default": default_credits},
@@ -249,6 +256,8 @@ _NUMBERS = (
     ("--max-connections", "max_connections", "TAY_MAX_CONNECTIONS", "128"),
     ("--executor-result-bytes", "executor_result_bytes", "TAY_EXECUTOR_RESULT_BYTES", "65536"),
     ("--request-timeout-ms", "request_timeout_ms", "TAY_REQUEST_TIMEOUT_MS", "30000"),
+    ("--hello-timeout-ms", "hello_timeout_ms", "TAY_HELLO_TIMEOUT_MS", "10000"),
+    ("--frame-timeout-ms", "frame_timeout_ms", "TAY_FRAME_TIMEOUT_MS", "30000"),
 )
 
 
@@ -264,6 +273,8 @@ _FLAG_OF_FIELD = {
     "executor_max_connections": "--max-connections",
     "executor_result_bytes": "--executor-result-bytes",
     "request_timeout_ms": "--request-timeout-ms",
+    "hello_timeout_ms": "--hello-timeout-ms",
+    "frame_timeout_ms": "--frame-timeout-ms",
     "client_slots": "--client-slots",
     "client_bytes": "--client-bytes",
     "max_state_bytes": "--max-state-bytes",

@@ -6,6 +6,12 @@ lives until its reply is written. Backpressure: when the transport's write buffe
 the high-water mark we stop reading, so a peer that does not read cannot make us queue
 replies without bound (its requests stop arriving, and pending requests are capped).
 
+Two deadlines keep idle sockets from holding connection slots: ``hello`` must arrive within
+``hello_timeout_ms`` of connecting, and a frame must complete within ``frame_timeout_ms`` of
+its first byte (not counting time the server itself stopped reading). Either closes the
+connection with an uncorrelated ``hello_timeout`` / ``frame_timeout``. The frame clock
+costs a look at the decoder's buffer per read and a timer only while a frame is partial.
+
 Every forwarded request carries a timer (``ProtocolLimits.request_timeout_ms``, 30 s by
 default). On expiry the client gets ``request_timeout`` and its pending slot is freed; the
 real answer, if the engine still produces one, is dropped. Answers and timers for one
@@ -21,7 +27,7 @@ from typing import TYPE_CHECKING
 
 from tay.engine import commands as engine_commands
 from tay.engine.effects import Effect, Refuse, Reply
-from tay.failures import RequestRefused
+from tay.failures import ConnectionFatal, RequestRefused
 from tay.protocol import requests as wire
 from tay.protocol.replies import error_frame, message_frame
 from tay.protocol.session import ProtocolSession
@@ -48,6 +54,9 @@ class Connection(asyncio.Protocol):
         self._timeout_s = listener.limits.request_timeout_ms / 1000.0
         self._reading_paused_for_writes = False
         self._outgoing: list[bytes] = []  # frames of this loop turn, written in one call
+        self._hello_timer: asyncio.TimerHandle | None = None
+        self._frame_timer: asyncio.TimerHandle | None = None
+        self._partial_since: float | None = None  # loop time the unfinished frame began
 
     # -- asyncio callbacks -------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -58,6 +67,8 @@ class Connection(asyncio.Protocol):
             return
         transport.set_write_buffer_limits(high=WRITE_HIGH_WATER, low=WRITE_LOW_WATER)
         self.listener.driver.attach(self, self.deliver)
+        self._hello_timer = self._loop.call_later(
+            self.listener.limits.hello_timeout_ms / 1000.0, self._hello_overdue)
 
     def data_received(self, data: bytes) -> None:
         received = self.session.receive(data)
@@ -70,6 +81,15 @@ class Connection(asyncio.Protocol):
             self._write(received.close_frame)
             self.flush()
             self.transport.close()
+            return
+        if self.session.buffered:  # a frame is partial: its clock runs from its first byte
+            if received.outputs or self._partial_since is None:
+                self._partial_since = self._loop.time()
+                if self._frame_timer is None:
+                    self._frame_timer = self._loop.call_later(
+                        self.listener.limits.frame_timeout_ms / 1000.0, self._frame_overdue)
+        else:
+            self._partial_since = None
 
     def pause_writing(self) -> None:
         self._reading_paused_for_writes = True
@@ -77,11 +97,16 @@ class Connection(asyncio.Protocol):
 
     def resume_writing(self) -> None:
         self._reading_paused_for_writes = False
+        if self._partial_since is not None:
+            self._partial_since = self._loop.time()  # the pause was ours, not the peer's
         if not self.transport.is_closing():
             self.transport.resume_reading()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._outgoing.clear()
+        for timer in (self._hello_timer, self._frame_timer):
+            if timer is not None:
+                timer.cancel()
         for timers in self._waiting.values():
             for timer in timers:
                 timer.cancel()
@@ -118,6 +143,39 @@ class Connection(asyncio.Protocol):
         message = effect.message()
         self._write(message_frame(message.pop("type"), message.pop("request_id", None), message))
 
+    # -- deadlines -----------------------------------------------------------------------
+    def close_fatal(self, message: str, code: str) -> None:
+        """Send one uncorrelated error, then close (no more input is processed)."""
+        self.session.failed = True
+        if self.transport is None or self.transport.is_closing():
+            return
+        self._write(error_frame(ConnectionFatal(message, code=code)))
+        self.flush()
+        self.transport.close()
+
+    def _hello_overdue(self) -> None:
+        self._hello_timer = None
+        if self.session.hello is None:
+            self.close_fatal(f"no hello within {self.listener.limits.hello_timeout_ms} ms of "
+                             "connecting", "hello_timeout")
+
+    def _frame_overdue(self) -> None:
+        self._frame_timer = None
+        since = self._partial_since
+        if since is None or self.session.failed:
+            return
+        timeout_s = self.listener.limits.frame_timeout_ms / 1000.0
+        now = self._loop.time()
+        if self._reading_paused_for_writes:  # we are not reading: not the peer's delay
+            self._partial_since = since = now
+        if now - since < timeout_s:
+            self._frame_timer = self._loop.call_later(since + timeout_s - now,
+                                                      self._frame_overdue)
+            return
+        self.close_fatal(f"a frame was not completed within "
+                         f"{self.listener.limits.frame_timeout_ms} ms of its first byte",
+                         "frame_timeout")
+
     def _drop_late_answer(self, request_id: str) -> None:
         self._timed_out[request_id] -= 1
         if not self._timed_out[request_id]:
@@ -148,6 +206,10 @@ class Connection(asyncio.Protocol):
         command = to_engine_command(self, request)
         if isinstance(request, wire.Hello):
             self.connected_engine = True
+            self.listener.greeted(self)
+            if self._hello_timer is not None:
+                self._hello_timer.cancel()
+                self._hello_timer = None
         if isinstance(command, UnsupportedRequest):
             failure = RequestRefused(f"{command.kind} is not supported by this engine",
                                      code="unsupported_request")

@@ -25,18 +25,37 @@ class Listener:
         self.driver = driver
         self.limits = limits
         self.connections: set["Connection"] = set()
+        # connected but no hello yet, oldest first: what the limit makes room from
+        self._unnamed: dict["Connection", None] = {}
         self._server: asyncio.AbstractServer | None = None
         self._path: str | None = None
         self.admin: Any = None  # the AdminService, set by app.serve (docs/admin.md)
 
     def admit(self, connection: "Connection") -> bool:
+        """Take ``connection`` unless the limit is reached. At the limit, the oldest
+        connection that has not said hello yet makes room (it gets ``connection_limit``):
+        idle or half-open sockets cannot lock out clients that are ready to talk, and a
+        client that says hello at once is never the one displaced. Only when every
+        connection said hello is the newcomer refused (accepted, then closed)."""
         if len(self.connections) >= self.limits.max_connections:
-            return False
+            if not self._unnamed:
+                return False
+            oldest = next(iter(self._unnamed))
+            self.release(oldest)
+            oldest.close_fatal(f"the {self.limits.max_connections}-connection limit was "
+                               "reached and this connection had not said hello",
+                               "connection_limit")
         self.connections.add(connection)
+        self._unnamed[connection] = None
         return True
+
+    def greeted(self, connection: "Connection") -> None:
+        """``connection`` said hello: it no longer makes room for newcomers."""
+        self._unnamed.pop(connection, None)
 
     def release(self, connection: "Connection") -> None:
         self.connections.discard(connection)
+        self._unnamed.pop(connection, None)
 
     async def _settle(self, deadline: float) -> None:
         while not self.driver.idle and asyncio.get_running_loop().time() < deadline:
