@@ -34,6 +34,10 @@ class HttpLimits:
     max_pipeline: int = 16
     request_timeout_s: float = 30.0
     keepalive_timeout_s: float = 75.0
+    # after a 413: how long and how much of the abandoned request is read and discarded
+    # (after a half-close) so the client can finish sending and read the status
+    linger_s: float = 5.0
+    linger_bytes: int = 16 * 1024 * 1024
     claim_wait_s: float = CLAIM_WAIT_S
     session_idle_s: float = SESSION_IDLE_S
 

@@ -189,6 +189,8 @@ class HttpConnection(asyncio.Protocol):
         self._timer: asyncio.TimerHandle | None = None
         self._in_request = False
         self._write_paused = False
+        self._linger = False  # the peer may still be sending a request we refused
+        self._drain_left: int | None = None  # lingering: bytes still to read and discard
         self._reset_message()
 
     # -- asyncio callbacks -----------------------------------------------------------
@@ -214,6 +216,9 @@ class HttpConnection(asyncio.Protocol):
             self.transport.resume_reading()
 
     def data_received(self, data: bytes) -> None:
+        if self._drain_left is not None:
+            self._drain(len(data))
+            return
         if self.closing:
             return
         try:
@@ -228,6 +233,10 @@ class HttpConnection(asyncio.Protocol):
         except httptools.HttpParserError as error:
             self._fail(error_response(RequestRefused(
                 f"malformed HTTP request: {error}", code="invalid_request")))
+
+    def eof_received(self) -> None:
+        """The peer finished sending: a lingering close is over (the transport closes)."""
+        self._drain_left = None
 
     # -- httptools callbacks ---------------------------------------------------------
     def _reset_message(self) -> None:
@@ -312,6 +321,7 @@ class HttpConnection(asyncio.Protocol):
         done: asyncio.Future[HttpResponse] = self.server.driver.loop.create_future()
         done.set_result(HttpResponse(response.status, response.body, response.headers, True))
         self.pipeline.append((done, False, False))
+        self._linger = response.status == 413  # the rest of the request is still on its way
         self.closing = True
         self.transport.pause_reading()
         self._flush()
@@ -326,6 +336,34 @@ class HttpConnection(asyncio.Protocol):
         self.closing = True
         self._cancel_timer()
         self.abort_pending()
+        if self.transport is None or self.transport.is_closing():
+            return
+        if self._linger:
+            self._start_linger()
+            return
+        self.transport.close()
+
+    def _start_linger(self) -> None:
+        """Closing now, with the refused request's body still arriving, would make the
+        kernel reset the connection, and the client would see that instead of the 413.
+        So (as nginx's lingering close) half-close our side after the response and read
+        and discard what still comes, for at most ``linger_s`` and ``linger_bytes``."""
+        self._linger = False
+        self._drain_left = self.limits.linger_bytes
+        if self.transport.can_write_eof():  # TLS cannot half-close: draining alone helps
+            self.transport.write_eof()
+        self.transport.resume_reading()
+        self._timer = self.server.driver.loop.call_later(self.limits.linger_s,
+                                                         self._end_linger)
+
+    def _drain(self, size: int) -> None:
+        self._drain_left -= size
+        if self._drain_left <= 0:
+            self._end_linger()
+
+    def _end_linger(self) -> None:
+        self._timer = None
+        self._drain_left = None
         if self.transport is not None:
             self.transport.close()
 

@@ -68,6 +68,7 @@ class FakeTransport:
     def __init__(self) -> None:
         self.written = bytearray()
         self.closed = False
+        self.eof_written = False
         self.reading = True
         self.protocol: HttpConnection | None = None
 
@@ -83,6 +84,12 @@ class FakeTransport:
 
     def abort(self) -> None:
         self.close()
+
+    def can_write_eof(self) -> bool:
+        return True
+
+    def write_eof(self) -> None:
+        self.eof_written = True
 
     def is_closing(self) -> bool:
         return self.closed

@@ -54,11 +54,14 @@ def test_malformed_request_gets_400_json_and_close():
 
 def test_oversized_headers_are_refused_and_closed():
     async def scenario():
-        async with http_stack(HttpLimits(max_header_bytes=512)) as server:
+        async with http_stack(HttpLimits(max_header_bytes=512, linger_s=0.05)) as server:
             client = Client(server)
             client.send(b"GET /jobs/a HTTP/1.1\r\nx-big: " + b"a" * 600 + b"\r\n\r\n")
             (response,) = await client.responses(1)
             assert (response.status, response.code) == (413, "request_too_large")
+            assert client.transport.eof_written and not client.transport.closed  # lingering
+            client.send(b"a" * 1000)  # the rest of the refused request is read and dropped
+            assert parse_responses(client.transport.written) == [response]
             await until(lambda: client.transport.closed, "the connection is closed")
     run(scenario())
 
