@@ -14,8 +14,8 @@ DATA_DIR    ?= $(or $(XDG_DATA_HOME),$(HOME)/.local/share)/tay/data
 DURABILITY  ?= sync
 PYTEST_ARGS ?=
 
-.PHONY: venv native client-venv run test browser-deps bench bench-peers bench-deps bench-micro \
-	bench-dashboard dashboard-screenshots clean
+.PHONY: venv native client-venv run test test-deps browser-deps bench bench-peers bench-deps \
+	bench-micro bench-dashboard dashboard-screenshots clean
 
 venv: $(STAMP)
 
@@ -42,7 +42,11 @@ run: venv
 	$(VENV)/bin/tay serve --data-dir "$(DATA_DIR)" --init-if-missing \
 		--durability $(DURABILITY) $(if $(filter sync,$(DURABILITY)),--validated-filesystem)
 
-test: venv client-venv browser-deps
+# curl with HTTP/2 drives the HTTP/2 tests; Debian's curl has it (CI runs as root).
+test-deps:
+	command -v curl >/dev/null || { apt-get update -qq && apt-get install -y -qq curl; }
+
+test: venv client-venv browser-deps test-deps
 	TAY_CLIENT_PYTHON=$(abspath $(CLIENT_PY)) $(PY) -m pytest -q $(PYTEST_ARGS)
 
 # The dashboard's browser tests drive Debian's Chromium through Playwright (its own browser

@@ -38,6 +38,7 @@ class HttpLimits:
     # (after a half-close) so the client can finish sending and read the status
     linger_s: float = 5.0
     linger_bytes: int = 16 * 1024 * 1024
+    h2_max_streams: int = 100  # HTTP/2 streams open at once on one connection
     claim_wait_s: float = CLAIM_WAIT_S
     session_idle_s: float = SESSION_IDLE_S
 
@@ -120,6 +121,7 @@ def tls_context(config: HttpConfig) -> "ssl.SSLContext":
     context = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
     context.minimum_version = ssl.TLSVersion.TLSv1_2
     context.verify_mode = ssl.CERT_REQUIRED
+    context.set_alpn_protocols(["h2", "http/1.1"])  # HTTP/2 when the client offers it
     try:
         context.load_cert_chain(config.certfile, config.keyfile)
     except (OSError, ssl.SSLError) as error:

@@ -34,6 +34,8 @@ from .driver import EngineDriver
 from .http_config import HttpConfig, HttpLimits, tls_context
 from .http_sessions import EnginePort, SessionRegistry
 
+PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"  # what a prior-knowledge h2c client sends first
+
 log = logging.getLogger("tay.server.http")
 
 _REASONS = {200: b"OK", 201: b"Created", 204: b"No Content", 303: b"See Other",
@@ -166,9 +168,7 @@ class HttpServer:
         await asyncio.sleep(0)  # let released replies run their response callbacks
         self.sessions.close()
         for connection in list(self.connections):
-            connection.abort_pending()
-            if connection.transport is not None:
-                connection.transport.close()
+            connection.shutdown()
         if self._server is not None:
             await self._server.wait_closed()
         self.producer.detach()
@@ -190,6 +190,8 @@ class HttpConnection(asyncio.Protocol):
         self._in_request = False
         self._write_paused = False
         self._linger = False  # the peer may still be sending a request we refused
+        self._sniffing = False  # plain TCP: the first bytes may be the HTTP/2 preface
+        self._sniffed = b""
         self._drain_left: int | None = None  # lingering: bytes still to read and discard
         self._reset_message()
 
@@ -198,6 +200,11 @@ class HttpConnection(asyncio.Protocol):
         self.transport = transport
         self.server.connections.add(self)
         self._arm(self.limits.keepalive_timeout_s)
+        tls = transport.get_extra_info("ssl_object")
+        if tls is None:
+            self._sniffing = True
+        elif tls.selected_alpn_protocol() == "h2":
+            self._become_http2(b"")
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.server.connections.discard(self)
@@ -221,6 +228,10 @@ class HttpConnection(asyncio.Protocol):
             return
         if self.closing:
             return
+        if self._sniffing:
+            data = self._sniff(data)
+            if not data:
+                return
         try:
             self.parser.feed_data(data)
         except httptools.HttpParserCallbackError as error:
@@ -233,6 +244,42 @@ class HttpConnection(asyncio.Protocol):
         except httptools.HttpParserError as error:
             self._fail(error_response(RequestRefused(
                 f"malformed HTTP request: {error}", code="invalid_request")))
+
+    def _sniff(self, data: bytes) -> bytes:
+        """Prior-knowledge h2c starts with the HTTP/2 preface: hand the connection over.
+        Returns the bytes to parse as HTTP/1.1 (none while a preface prefix is pending)."""
+        data = self._sniffed + data
+        if PREFACE.startswith(data):  # a partial preface (or all of it, and nothing else)
+            if len(data) < len(PREFACE):
+                self._sniffed = data
+                return b""
+        elif not data.startswith(PREFACE):
+            self._sniffing = False
+            self._sniffed = b""
+            return data
+        self._become_http2(data)
+        return b""
+
+    def _become_http2(self, received: bytes) -> None:
+        """Hand the transport to an ``Http2Connection`` (same server, same routes)."""
+        from .http2 import Http2Connection
+
+        self._sniffing = False
+        self.closing = True  # this object is done; the transport now feeds the new one
+        self._cancel_timer()
+        self.server.connections.discard(self)
+        successor = Http2Connection(self.server)
+        transport, self.transport = self.transport, None
+        transport.set_protocol(successor)
+        successor.connection_made(transport)
+        if received:
+            successor.data_received(received)
+
+    def shutdown(self) -> None:
+        """Server shutdown: abandon requests in flight and close."""
+        self.abort_pending()
+        if self.transport is not None:
+            self.transport.close()
 
     def eof_received(self) -> None:
         """The peer finished sending: a lingering close is over (the transport closes)."""

@@ -106,3 +106,26 @@ def test_http_pipelined_enqueues_beyond_the_slots_are_429_client_slots(server: S
     statuses = sorted(int(part[:3]) for part in data.split(b"HTTP/1.1 ")[1:])
     assert statuses == [201] + [429] * (BURST - 1)
     assert data.count(b'"reason":"client_slots"') == BURST - 1
+
+
+def test_http2_streams_share_the_same_permits(server: Server) -> None:
+    import asyncio
+
+    import httpx
+
+    async def burst() -> list[httpx.Response]:
+        async with httpx.AsyncClient(http1=False, http2=True,
+                                     base_url=f"http://127.0.0.1:{server.http_port}") as client:
+            return await asyncio.gather(*(client.post("/jobs", json={"task": "admission.t"})
+                                          for _ in range(BURST)))
+
+    replies = asyncio.run(burst())
+    assert {r.http_version for r in replies} == {"HTTP/2"}
+    assert sorted(r.status_code for r in replies) == [201] + [429] * (BURST - 1)
+    assert all(r.json()["error"]["reason"] == "client_slots" for r in replies
+               if r.status_code == 429)
+    big = orjson.dumps({"task": "admission.t", "args": {"blob": "x" * 5000}})
+    with httpx.Client(http1=False, http2=True,
+                      base_url=f"http://127.0.0.1:{server.http_port}") as client:
+        refused = client.post("/jobs", content=big, headers={"content-type": "application/json"})
+    assert (refused.status_code, refused.json()["error"]["reason"]) == (429, "client_bytes")
