@@ -14,8 +14,8 @@ DATA_DIR    ?= $(or $(XDG_DATA_HOME),$(HOME)/.local/share)/tay/data
 DURABILITY  ?= sync
 PYTEST_ARGS ?=
 
-.PHONY: venv native client-venv run test test-deps browser-deps bench bench-peers bench-deps \
-	bench-micro bench-dashboard dashboard-screenshots clean
+.PHONY: venv native client-venv run test test-deps fuzz browser-deps bench bench-peers \
+	bench-deps bench-micro bench-dashboard dashboard-screenshots clean
 
 venv: $(STAMP)
 
@@ -59,6 +59,14 @@ browser-deps:
 		else \
 			echo "WARNING: chromium is missing and this is not root: the dashboard's browser tests will be skipped" >&2; \
 		fi; }
+
+# The long fuzz run: every fuzzer of tests/fuzz with FUZZ_EXAMPLES examples (make test runs
+# a short pass); what went in is printed and written to .tmp/fuzz-report.json.
+FUZZ_EXAMPLES ?= 20000
+fuzz: venv
+	mkdir -p .tmp
+	TAY_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) TAY_FUZZ_REPORT=$(abspath .tmp/fuzz-report.json) \
+		$(PY) -m pytest -q -s --timeout=0 -p no:cacheprovider tests/fuzz
 
 bench: venv
 	$(PY) -m pip install --quiet -e '.[dev,bench]'
