@@ -10,7 +10,9 @@ enforced by h2), the header list (``max_header_bytes``, ``max_headers``), the bo
 (``max_body_bytes``: 413, then the rest of that body is read and dropped, at most
 ``linger_bytes`` / ``linger_s``, before the stream is reset with NO_ERROR as RFC 9113 §8.1
 allows: clients such as httpx send the whole body before they read the response),
-a stream must arrive whole within ``request_timeout_s`` of its headers, and a connection
+request bodies held at once per connection (twice ``max_body_bytes``: beyond it the
+flow-control window is not reopened, so the peer waits), a stream must arrive whole within
+``request_timeout_s`` of its headers, and a connection
 without streams closes (GOAWAY) after ``keepalive_timeout_s``. Response bodies respect the
 peer's flow-control windows; a peer that does not read stops being read.
 """
@@ -42,12 +44,13 @@ _SETTINGS = h2.settings.SettingCodes
 class _Stream:
     """A request being received: its headers, body so far and arrival deadline."""
 
-    __slots__ = ("headers", "body", "timer")
+    __slots__ = ("headers", "body", "timer", "unacknowledged")
 
     def __init__(self, headers: list[tuple[bytes, bytes]], timer: asyncio.TimerHandle) -> None:
         self.headers = headers
         self.body = bytearray()
         self.timer = timer
+        self.unacknowledged = 0  # flow-controlled bytes whose window is not reopened yet
 
 
 class Http2Connection(asyncio.Protocol):
@@ -72,6 +75,8 @@ class Http2Connection(asyncio.Protocol):
         self.discarding: dict[int, list] = {}  # refused bodies still arriving: [left, timer]
         self._idle: asyncio.TimerHandle | None = None
         self._write_paused = False
+        self.buffered = 0  # request body bytes held by ``receiving``
+        self.buffer_budget = 2 * self.limits.max_body_bytes
 
     # -- asyncio callbacks -----------------------------------------------------------
     def connection_made(self, transport: Any) -> None:
@@ -134,11 +139,11 @@ class Http2Connection(asyncio.Protocol):
 
     def _on_data(self, event: h2.events.DataReceived) -> None:
         stream_id = event.stream_id
-        try:  # the connection window is ours to reopen, whatever becomes of the stream
-            self.h2.acknowledge_received_data(event.flow_controlled_length, stream_id)
-        except h2.exceptions.StreamClosedError:
-            pass
         stream = self.receiving.get(stream_id)
+        if stream is not None and self.buffered + len(event.data) > self.buffer_budget:
+            stream.unacknowledged += event.flow_controlled_length  # the peer waits
+        else:
+            self._acknowledge(stream_id, event.flow_controlled_length)
         if stream is None:
             discard = self.discarding.get(stream_id)
             if discard is not None:
@@ -147,6 +152,7 @@ class Http2Connection(asyncio.Protocol):
                     self._stop_discarding(stream_id)
             return
         stream.body += event.data
+        self.buffered += len(event.data)
         if len(stream.body) > self.limits.max_body_bytes:
             self._refuse(stream_id, f"body exceeds {self.limits.max_body_bytes} bytes",
                          "request_too_large")
@@ -155,11 +161,9 @@ class Http2Connection(asyncio.Protocol):
         discard = self.discarding.pop(event.stream_id, None)
         if discard is not None:
             discard[1].cancel()
-        stream = self.receiving.pop(event.stream_id, None)
-        if stream is None:
-            return
-        stream.timer.cancel()
-        self._dispatch(event.stream_id, stream)
+        stream = self._release(event.stream_id)
+        if stream is not None:
+            self._dispatch(event.stream_id, stream)
 
     def _on_reset(self, event: h2.events.StreamReset) -> None:
         self._forget(event.stream_id)
@@ -233,13 +237,31 @@ class Http2Connection(asyncio.Protocol):
         except h2.exceptions.ProtocolError:  # reset or closed meanwhile
             self.unsent.pop(stream_id, None)
 
+    def _acknowledge(self, stream_id: int, size: int) -> None:
+        """Reopen the flow-control windows for ``size`` bytes the peer sent on the stream."""
+        if size > 0:  # h2 reopens the connection window even when the stream is gone
+            self.h2.acknowledge_received_data(size, stream_id)
+
+    def _release(self, stream_id: int) -> _Stream | None:
+        """Stop receiving ``stream_id``: its body no longer counts against the budget, and
+        streams the budget held back get their windows reopened."""
+        stream = self.receiving.pop(stream_id, None)
+        if stream is None:
+            return None
+        stream.timer.cancel()
+        self.buffered -= len(stream.body)
+        self._acknowledge(stream_id, stream.unacknowledged)
+        for waiting_id, waiting in self.receiving.items():
+            if waiting.unacknowledged and self.buffered < self.buffer_budget:
+                self._acknowledge(waiting_id, waiting.unacknowledged)
+                waiting.unacknowledged = 0
+        return stream
+
     def _refuse(self, stream_id: int, message: str, code: str) -> None:
         """Answer a request that cannot be served (too large, too slow) before it is
         complete. A too-large body may still be on its way: it is read and dropped within
         the linger bounds, then the stream is reset; a too-slow one is reset at once."""
-        stream = self.receiving.pop(stream_id, None)
-        if stream is not None:
-            stream.timer.cancel()
+        self._release(stream_id)
         self._send_response(stream_id, error_response(RequestRefused(message, code=code)),
                             False)
         if code == "request_too_large" and self.h2.streams.get(stream_id) is not None \
@@ -274,9 +296,7 @@ class Http2Connection(asyncio.Protocol):
             self._check_idle()
 
     def _forget(self, stream_id: int) -> None:
-        stream = self.receiving.pop(stream_id, None)
-        if stream is not None:
-            stream.timer.cancel()
+        self._release(stream_id)
         discard = self.discarding.pop(stream_id, None)
         if discard is not None:
             discard[1].cancel()

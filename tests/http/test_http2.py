@@ -254,3 +254,53 @@ def test_garbage_after_the_preface_is_a_goaway_not_a_crash():
             async with h2_client(port) as client:
                 assert (await client.get("/nope")).status_code == 404
     run(scenario())
+
+
+def test_request_bodies_held_per_connection_are_bounded_by_flow_control():
+    """Many streams sending large bodies slowly: once twice the body limit is held, the
+    server stops reopening the window and the peer has to wait; finishing one stream
+    lets the others go on."""
+    async def scenario():
+        limits = HttpLimits(max_body_bytes=100_000)
+        async with http_stack(limits) as server:
+            port = await server.start("127.0.0.1", 0, None)
+            raw = await RawH2.open(port)
+            await raw.events()
+            streams = [1 + 2 * n for n in range(8)]
+            for stream_id in streams:
+                raw.h2.send_headers(stream_id, request_headers(
+                    "POST", "/jobs", **{"content-type": "application/json"}))
+            chunk = b" " * 4096  # JSON whitespace: a valid prefix of any body
+            open_streams = set(streams)
+
+            async def push() -> int:
+                sent = 0
+                while True:
+                    moved = False
+                    for stream_id in streams:
+                        window = min(raw.h2.local_flow_control_window(stream_id),
+                                     raw.h2.max_outbound_frame_size)
+                        if window >= len(chunk) and stream_id in open_streams:
+                            raw.h2.send_data(stream_id, chunk)
+                            sent += len(chunk)
+                            moved = True
+                    raw.flush()
+                    if not moved:
+                        try:
+                            await raw.events(0.3)
+                        except asyncio.TimeoutError:
+                            return sent
+            sent = await push()
+            (connection,) = server.connections
+            assert sent >= 2 * limits.max_body_bytes  # the budget was reached ...
+            assert connection.buffered <= 2 * limits.max_body_bytes + 65_535  # ... and held
+            for stream_id in streams[:5]:  # finish most of them: their bodies are let go
+                raw.h2.send_data(stream_id, b'{"task":"a"}', end_stream=True)
+                open_streams.discard(stream_id)
+            raw.flush()
+            events = await raw.until(h2.events.ResponseReceived)
+            status = [e for e in events if isinstance(e, h2.events.ResponseReceived)]
+            assert dict(status[0].headers)[b":status"] in (b"201", b"400", b"413")
+            assert await push() > 0  # the others may send again
+            raw.writer.close()
+    run(scenario())
