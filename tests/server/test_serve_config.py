@@ -86,6 +86,8 @@ def test_serve_help_names_both_listeners() -> None:
     (("--max-frame-bytes", "0"), "--max-frame-bytes"),
     (("--max-connections", "0"), "--max-connections"),
     (("--request-timeout-ms", "0"), "--request-timeout-ms"),
+    (("--hello-timeout-ms", "0"), "--hello-timeout-ms"),
+    (("--frame-timeout-ms", "3600001"), "--frame-timeout-ms"),
     (("--executor-result-bytes", "-1"), "--executor-result-bytes"),
     (("--client-slots", "0"), "--client-slots"),
     (("--client-bytes", "1"), "--client-bytes"),
