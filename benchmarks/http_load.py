@@ -8,6 +8,10 @@ It starts ``tay serve --http-port`` as a subprocess on a fresh store under .tmp/
     .venv/bin/python benchmarks/http_load.py --tls --group-commit-max-events 64 \
         --group-commit-interval-ms 2
     .venv/bin/python benchmarks/http_load.py --workers 4 --jobs 2000
+    .venv/bin/python benchmarks/http_load.py --http2 --connections 16   # 16 streams, 1 conn
+
+``server_cpu_us_per_request`` is the server process's user+sys CPU over the run divided by
+the requests (the least noisy figure on a shared machine).
 """
 
 from __future__ import annotations
@@ -88,12 +92,70 @@ async def producer(port: int, tls: ssl.SSLContext | None, until: float,
     writer.close()
 
 
+class Http2Client:
+    """One HTTP/2 connection (sans-IO ``h2``) whose streams are awaited concurrently."""
+
+    def __init__(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        import h2.config
+        import h2.connection
+
+        self.reader, self.writer = reader, writer
+        self.h2 = h2.connection.H2Connection(h2.config.H2Configuration(client_side=True))
+        self.h2.initiate_connection()
+        self.writer.write(self.h2.data_to_send())
+        self.waiting: dict[int, asyncio.Future[int]] = {}
+        self.reading = asyncio.ensure_future(self._read())
+
+    async def _read(self) -> None:
+        import h2.events
+
+        while data := await self.reader.read(65536):
+            for event in self.h2.receive_data(data):
+                if isinstance(event, h2.events.ResponseReceived):
+                    self.waiting[event.stream_id].status = int(dict(event.headers)[b":status"])
+                elif isinstance(event, h2.events.DataReceived):
+                    self.h2.acknowledge_received_data(event.flow_controlled_length,
+                                                      event.stream_id)
+                elif isinstance(event, h2.events.StreamEnded):
+                    future = self.waiting.pop(event.stream_id)
+                    future.set_result(future.status)
+            self.writer.write(self.h2.data_to_send())
+
+    async def post(self, path: str, body: bytes) -> int:
+        stream_id = self.h2.get_next_available_stream_id()
+        future = asyncio.get_running_loop().create_future()
+        self.waiting[stream_id] = future
+        self.h2.send_headers(stream_id, [(":method", "POST"), (":path", path),
+                                         (":scheme", "http"), (":authority", "bench"),
+                                         ("content-type", "application/json")])
+        self.h2.send_data(stream_id, body, end_stream=True)
+        self.writer.write(self.h2.data_to_send())
+        return await future
+
+
+async def http2_stream(client: Http2Client, until: float, latencies: list[float]) -> None:
+    body = json.dumps({"task": "bench.noop", "args": {"n": 1}}).encode()
+    while time.perf_counter() < until:
+        started = time.perf_counter()
+        status = await client.post("/jobs", body)
+        assert status == 201, status
+        latencies.append(time.perf_counter() - started)
+
+
 async def enqueue_load(args, port: int, tls) -> dict:
     latencies: list[float] = []
     until = time.perf_counter() + args.seconds
     begin = time.perf_counter()
-    await asyncio.gather(*(producer(port, tls, until, latencies)
-                           for _ in range(args.connections)))
+    if args.http2:  # --connections streams on one prior-knowledge (or ALPN h2) connection
+        if tls is not None:
+            tls.set_alpn_protocols(["h2"])
+        client = Http2Client(*await asyncio.open_connection("127.0.0.1", port, ssl=tls))
+        await asyncio.gather(*(http2_stream(client, until, latencies)
+                               for _ in range(args.connections)))
+        client.writer.close()
+    else:
+        await asyncio.gather(*(producer(port, tls, until, latencies)
+                               for _ in range(args.connections)))
     elapsed = time.perf_counter() - begin
     latencies.sort()
     return {"requests": len(latencies), "per_second": round(len(latencies) / elapsed),
@@ -159,6 +221,8 @@ def main() -> None:
     parser.add_argument("--tls", action="store_true")
     parser.add_argument("--workers", type=int, default=0, help="HTTP-worker run instead")
     parser.add_argument("--jobs", type=int, default=1000)
+    parser.add_argument("--http2", action="store_true",
+                        help="POST /jobs as --connections streams of one HTTP/2 connection")
     args = parser.parse_args()
     SCRATCH.mkdir(exist_ok=True)
     root = Path(tempfile.mkdtemp(prefix="http-bench-", dir=SCRATCH))
@@ -169,10 +233,18 @@ def main() -> None:
         pki = make_pki(root)
     process, port = start_server(args, root, pki)
     try:
+        import psutil
+
         tls = client_tls(pki) if pki else None
         run = worker_load if args.workers else enqueue_load
+        server = psutil.Process(process.pid)
+        cpu_before = server.cpu_times()
         result = asyncio.run(run(args, port, tls))
-        print(json.dumps({"tls": args.tls, "durability": args.durability,
+        cpu_after = server.cpu_times()
+        cpu_s = (cpu_after.user - cpu_before.user) + (cpu_after.system - cpu_before.system)
+        done = result.get("requests") or result.get("jobs") or 1
+        result["server_cpu_us_per_request"] = round(cpu_s / done * 1e6, 1)
+        print(json.dumps({"tls": args.tls, "http2": args.http2, "durability": args.durability,
                           "group_commit": [args.group_commit_max_events,
                                            args.group_commit_interval_ms], **result}))
     finally:

@@ -63,7 +63,8 @@ class Http2Connection(asyncio.Protocol):
         self.transport: Any = None
         self.closing = False
         self.h2 = h2.connection.H2Connection(h2.config.H2Configuration(
-            client_side=False, header_encoding=None, validate_inbound_headers=True))
+            client_side=False, header_encoding=None, validate_inbound_headers=True,
+            validate_outbound_headers=False, normalize_outbound_headers=False))
         self.h2.local_settings = h2.settings.Settings(client=False, initial_values={
             _SETTINGS.MAX_CONCURRENT_STREAMS: self.limits.h2_max_streams,
             _SETTINGS.MAX_HEADER_LIST_SIZE: self.limits.max_header_bytes,
