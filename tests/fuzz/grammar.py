@@ -64,10 +64,16 @@ def some_of(fields: dict[str, st.SearchStrategy],
 
 
 small_numbers = st.integers(0, 5) | st.floats(0, 5) | st.sampled_from(EDGE_NUMBERS)
+# durations and instants at the edges of milliseconds, seconds and signed 64 bits: scaled by
+# 1000 (or a unit), rounded, added to now
+TIME_EDGES = [0, 0.0004, 0.0005, 1, 59.9995, 86_400, 86_400.0005, 9_223_372_036_854_775,
+              9.2e15, 1e16, 2**53, 2**63 - 1, 2**63, 10**19, 1e300, 1e306, 5e307, 1e308,
+              1.7976931348623157e308, -1, -0.0, 0.5]
+times = st.sampled_from(TIME_EDGES) | small_numbers
 OPTION_VALUES: dict[str, st.SearchStrategy] = {
     "id": st.sampled_from(["ab" * 16, "0" * 32, "AB" * 16, "1"]), "submission_id": identifiers,
-    "delay": small_numbers, "delay_ms": small_numbers, "run_at": small_numbers,
-    "retries": small_numbers, "timeout": small_numbers, "timeout_ms": small_numbers,
+    "delay": times, "delay_ms": times, "run_at": times,
+    "retries": small_numbers, "timeout": times, "timeout_ms": times,
     "backoff": st.sampled_from(["exponential", "linear", ""]), "queue": keys,
     "durability": st.sampled_from(["persistent", "volatile", "x"]),
 }
@@ -77,13 +83,31 @@ _SCHEDULE_VALUES = {
     "declaration_id": identifiers, "task": keys, "options": options,
     "args": st.dictionaries(st.text(max_size=4), json_values, max_size=3),
     "cron": st.sampled_from(EDGE_STRINGS), "timezone": st.sampled_from(EDGE_STRINGS),
-    "every": st.dictionaries(st.sampled_from(UNITS), scalars, max_size=2),
-    "catch_up": st.sampled_from(EDGE_STRINGS), "overlap": st.sampled_from(EDGE_STRINGS),
-    "cursor": identifiers, "schedule_id": identifiers,
+    "every": st.dictionaries(st.sampled_from(UNITS), times | scalars, max_size=2),
+    "catch_up": st.sampled_from(["latest", "all"]) | st.sampled_from(EDGE_STRINGS),
+    "overlap": st.sampled_from(["allow", "skip", "queue"]) | st.sampled_from(EDGE_STRINGS),
+    "delay": times, "start_at": times, "cursor": identifiers, "schedule_id": identifiers,
 }
 # every field the engine's declaration reads, plus the page and id fields of the reads
 schedule_fields = some_of({name: _SCHEDULE_VALUES.get(name, scalars)
                            for name in REQUEST_FIELDS | {"limit", "cursor", "schedule_id"}})
+
+@st.composite
+def declarations(draw: st.DrawFn) -> dict[str, Any]:
+    """A schedule that passes the first checks (task, exactly one timing), so the rest of
+    its fields, drawn at their edges, reach the deeper checks (start, options, overlap)."""
+    base: dict[str, Any] = {"task": "t"}
+    if draw(st.booleans()):
+        base["every"] = {draw(st.sampled_from(UNITS[:4])): draw(times)}
+    else:
+        base["cron"] = draw(st.sampled_from(["* * * * *", "*/5 * * * *", "0 9 * * 1-5"])
+                            | st.sampled_from(EDGE_STRINGS))
+    extra = draw(st.lists(st.sampled_from(sorted(REQUEST_FIELDS - {"task", "every", "cron"})),
+                          unique=True, max_size=4))
+    for name in extra:
+        base[name] = draw(_SCHEDULE_VALUES.get(name, scalars))
+    return base
+
 
 BODIES: dict[str, st.SearchStrategy[dict[str, Any]]] = {
     "hello": some_of({"mode": st.sampled_from(["client", "embedded", "worker", "x"]),
@@ -96,7 +120,8 @@ BODIES: dict[str, st.SearchStrategy[dict[str, Any]]] = {
     "status": some_of({"job_id": st.sampled_from(EDGE_STRINGS)}),
     "result": some_of({"job_id": st.sampled_from(EDGE_STRINGS)}),
     "cancel": some_of({"job_id": st.sampled_from(EDGE_STRINGS)}),
-    "schedule": schedule_fields, "cancel_schedule": schedule_fields,
+    "schedule": st.one_of(declarations(), declarations(), declarations(), schedule_fields),
+    "cancel_schedule": schedule_fields,
     "schedules": schedule_fields, "schedule_status": schedule_fields,
     "started": some_of({"reservation_id": identifiers, "execution_id": identifiers,
                         "job_id": identifiers}),
