@@ -31,6 +31,9 @@ from tay.failures import RequestRefused
 MINUTE_MS = 60_000
 # The search for a next occurrence gives up after this span: such an expression is invalid.
 SEARCH_LIMIT_MS = 5 * 366 * 86_400_000
+# The last minute whose wall-clock fields Python's datetime (and so croniter) can compute,
+# a day short of 9999-12-31 so that no time zone offset carries it past the end.
+LAST_COMPUTABLE_MS = 253_402_128_000_000  # 9999-12-30T00:00:00Z
 
 _FIELDS = (  # (name, low, high)
     ("minute", 0, 59),
@@ -174,6 +177,8 @@ def next_after(spec: CronSpec, offset_minutes: int, instant_ms: int) -> int | No
     from croniter import croniter
     from croniter.croniter import CroniterBadDateError
 
+    if instant_ms >= LAST_COMPUTABLE_MS:
+        return None  # past the calendar datetime can compute: the sequence ends here
     zone = timezone(timedelta(minutes=offset_minutes))
     minute_start = instant_ms - instant_ms % MINUTE_MS
     base = datetime.fromtimestamp(minute_start // 1000, tz=timezone.utc).astimezone(zone)
@@ -181,7 +186,7 @@ def next_after(spec: CronSpec, offset_minutes: int, instant_ms: int) -> int | No
         found = croniter(
             spec.croniter_expression(), base, max_years_between_matches=6
         ).get_next(datetime)
-    except CroniterBadDateError:
+    except (CroniterBadDateError, ValueError, OverflowError):  # no match before year 9999
         return None
     found_ms = int(found.timestamp()) * 1000
     if found_ms - instant_ms > SEARCH_LIMIT_MS:

@@ -29,6 +29,7 @@ import heapq
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterable, Mapping
 
+from tay.engine.cron import LAST_COMPUTABLE_MS
 from tay.engine.schedule_declaration import OptionsValidator, parse_declaration, structural_options_check
 from tay.engine.schedule_timing import Timing, occurrence_job_id
 from tay.failures import RecoveryRefused, RequestRefused, TayFailure
@@ -185,6 +186,11 @@ class ScheduleTable:
                 code="schedule_conflict", schedule_id=schedule_id,
             )
         first_due = Timing.of(declaration.definition).first_due(declaration.start_ms)
+        if first_due is None and declaration.start_ms >= LAST_COMPUTABLE_MS:
+            field = "start_at" if request.get("start_at") is not None else "delay"
+            raise RequestRefused(f"{field} puts the first cron occurrence past 9999-12-30, "
+                                 "the last date cron times are computed for",
+                                 code="invalid_schedule", field=field)
         if first_due is None:
             raise RequestRefused("cron expression has no occurrence within 5 x 366 days",
                                  code="invalid_schedule", field="cron")

@@ -155,6 +155,9 @@ def test_different_definition_replaces_with_a_new_revision():
         ({"every": {"seconds": 1}, "delay": 2**63}, "delay"),
         ({"every": {"seconds": 1e308}}, "every.seconds"),
         ({"every": {"days": 1e300}}, "every.days"),
+        # a cron start past the datetime calendar (found by tests/fuzz): invalid, no ValueError
+        ({"cron": "* * * * *", "start_at": 2**62}, "start_at"),
+        ({"cron": "* * * * *", "delay": 9e12}, "delay"),
         ({"every": {"seconds": 10**30}}, "every.seconds"),
         ({"every": {"seconds": 1}, "start_at": 1.5}, "start_at"),
         ({"every": {"seconds": 1}, "args": []}, "args"),
@@ -503,3 +506,13 @@ def test_random_histories_replay_to_the_same_table(steps):
         elif step[0] == "cancel" and h.table.get(step[1]) is not None:
             h.commit(h.table.cancel(step[1], now))
     assert h.replayed().states() == h.table.states()
+
+
+def test_cron_sequences_end_at_the_last_computable_date():
+    from tay.engine.cron import LAST_COMPUTABLE_MS, next_after, parse_cron
+
+    assert next_after(parse_cron("* * * * *"), 0, LAST_COMPUTABLE_MS) is None
+    late = LAST_COMPUTABLE_MS - 300 * 86_400_000  # the next 1 January is in year 10000
+    assert next_after(parse_cron("0 0 1 1 *"), 0, late) is None
+    assert next_after(parse_cron("0 0 1 1 *"), 14 * 60, late) is None
+    assert next_after(parse_cron("* * * * *"), -14 * 60, late) == late - late % MINUTE + MINUTE
