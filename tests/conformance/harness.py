@@ -16,6 +16,7 @@ import json
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -125,6 +126,17 @@ class Server:
             if self.process.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError("tay serve did not start:\n" + self.log())
             time.sleep(0.02)
+        if "--http-port" in self.extra:  # the HTTP listener may open after the socket
+            port = int(self.extra[self.extra.index("--http-port") + 1])
+            while True:
+                try:
+                    socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                    break
+                except OSError:
+                    if self.process.poll() is not None or time.monotonic() > deadline:
+                        raise RuntimeError("tay serve's HTTP listener did not open:\n"
+                                           + self.log()) from None
+                    time.sleep(0.02)
         return self
 
     def stop(self) -> None:

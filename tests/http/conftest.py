@@ -103,6 +103,12 @@ class FakeTransport:
     def get_extra_info(self, name: str, default=None):
         return default
 
+    def set_protocol(self, protocol) -> None:  # the h2c preface hands the connection over
+        self.protocol = protocol
+
+    def get_protocol(self):
+        return self.protocol
+
 
 @dataclass
 class Response:
@@ -149,7 +155,7 @@ class Client:
         self.connection.connection_made(self.transport)
 
     def send(self, data: bytes) -> None:
-        self.connection.data_received(data)
+        self.transport.protocol.data_received(data)  # the protocol in charge now (h1 or h2)
 
     async def responses(self, count: int, timeout: float = 5.0) -> list[Response]:
         """Wait until ``count`` complete responses were written (or the transport closed)."""
