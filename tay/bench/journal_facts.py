@@ -23,6 +23,23 @@ class _CountingConsumer:
 
     def __call__(self, sequence: int, rtype: int, schema: int, payload: memoryview) -> None:
         event = decode_event(rtype, schema, payload)
+        self._count(event)
+        if event.is_job_event:
+            self.table.table.apply(sequence, event)
+
+    # a Store-v2 store: the reducer hands over each job's new state with the event it carried
+    def epoch_job(self, job_id: bytes) -> Any:
+        return self.table.table.get(job_id)
+
+    def epoch_install(self, state: Any, event: Any) -> None:
+        self.table.table.put(state)
+        if event is not None:
+            self._count(event)
+
+    def epoch_entity(self, revision: int, event: Any) -> None:
+        self._count(event)
+
+    def _count(self, event: Any) -> None:
         self.events[event.name] += 1
         at = event.payload.get("at")
         if event.name == "job_inserted" and isinstance(at, int):
@@ -31,8 +48,6 @@ class _CountingConsumer:
         elif event.name == "job_finished" and isinstance(at, int):
             if self.last_finished_ms is None or at > self.last_finished_ms:
                 self.last_finished_ms = at
-        if event.is_job_event:
-            self.table.table.apply(sequence, event)
 
 
 def read_store_facts(data_dir: str) -> dict[str, Any]:

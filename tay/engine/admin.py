@@ -301,6 +301,9 @@ class AdminCommands(ScheduleCommands):
     # ---- queue control (live and replay) --------------------------------------------------
 
     def _commit_queue(self, event: ev.Event, out: Outcome) -> None:
+        if self.epoch is not None:  # Store v2: a (30,2) record on the queue's chain
+            self._commit_entity(event, out)
+            return
         sequence = self.next_sequence
         event = self._charge_history(event)  # an admission: may refuse, changing nothing
         self._apply_queue_control(event)

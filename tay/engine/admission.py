@@ -55,27 +55,55 @@ class ClientPermits:
 
 
 class StateBudget:
-    """Charged bytes of all retained jobs against ``max_state_bytes``."""
+    """Charged bytes of all retained jobs and schedules against ``max_state_bytes``.
+
+    ``admitted`` is the part that admission checked (job and schedule definitions);
+    everything a running job or schedule adds later (a result, a failure's details, an
+    occurrence in a membership) is charged against the margin above it and may take
+    ``used`` past the limit: a job can always finish. New work is refused while ``used``
+    is at the limit; recovery refuses only a store whose *admitted* state does not fit, so
+    a store is never locked by what the same configuration produced while running.
+    """
 
     def __init__(self, limit: int) -> None:
         self.limit = limit
         self.used = 0
+        self.admitted = 0
 
     def admit(self, charge: int) -> None:
         """Refuse a new job whose charge would exceed the budget (nothing is charged)."""
         if self.used + charge > self.limit:
             raise RequestRefused(
-                f"retained state would reach {self.used + charge} of {self.limit} bytes",
-                code="capacity", reason="retained_bytes",
+                f"retained state would reach {self.used + charge} of {self.limit} bytes "
+                "(max_state_bytes); terminal jobs release their share when they expire under "
+                "the terminal retention, or raise --max-state-bytes",
+                code="capacity", reason="retained_bytes", required=self.used + charge,
+                configured=self.limit,
             )
 
-    def charge(self, amount: int) -> None:
+    def charge(self, amount: int, admitted: bool = False) -> None:
         self.used += amount
+        if admitted:
+            self.admitted += amount
+
+    def release(self, amount: int, admitted_part: int) -> None:
+        """An expired job gives its whole charge back."""
+        self.used -= amount
+        self.admitted -= admitted_part
+
+    @property
+    def over_limit(self) -> bool:
+        return self.used > self.limit
 
     def check_recovered(self) -> None:
-        """At recovery: refuse a store whose retained state needs more than the budget."""
-        if self.used > self.limit:
+        """At recovery: refuse only a store whose admitted state needs more than the budget
+        (the same configuration can never have admitted it)."""
+        if self.admitted > self.limit:
             raise RecoveryRefused(
                 "resource_limit", "max_state_bytes",
-                required=self.used, configured=self.limit,
+                required=self.admitted, configured=self.limit,
+                remedy=(f"its retained state needs {self.admitted} bytes but max_state_bytes "
+                        f"is {self.limit}: start with --max-state-bytes {self.admitted} or "
+                        "more (TAY_MAX_STATE_BYTES), or compact the store with a shorter "
+                        "--terminal-retention (tay storage compact)"),
             )

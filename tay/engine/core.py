@@ -17,6 +17,7 @@ from tay.engine.ids import random_token
 from tay.engine.jobs import public_job
 from tay.engine.state import finish_outcome
 from tay.engine.admin import AdminCommands
+from tay.engine.epoch import EpochEngine
 from tay.engine.schedules import ScheduleState
 from tay.engine.workers import WorkerCommands
 from tay.failures import RecoveryRefused, RequestRefused
@@ -39,7 +40,7 @@ def _not_increasing(sequence: int, next_sequence: int) -> RecoveryRefused:
                            next_sequence=next_sequence)
 
 
-class Engine(AdminCommands):
+class Engine(EpochEngine):
     """See docs/engine.md for the command/outcome model and the durability contract."""
 
     def handle(self, command: Any, now_ms: int, mono_ms: int) -> Outcome:

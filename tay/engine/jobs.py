@@ -18,13 +18,14 @@ class JobEntry:
     kept since the job was replayed or inserted; ``schedule_id``: the schedule that admitted
     it, when known."""
 
-    __slots__ = ("state", "volatile", "charge", "ready_key", "reservation_id", "queue", "task",
-                 "stamp", "attempts", "schedule_id", "index_keys", "queue_row")
+    __slots__ = ("state", "volatile", "charge", "margin", "ready_key", "reservation_id",
+                 "queue", "task", "stamp", "attempts", "schedule_id", "index_keys", "queue_row")
 
     def __init__(self, state: JobState, volatile: bool, charge: int) -> None:
         self.state = state
         self.volatile = volatile
-        self.charge = charge
+        self.charge = charge  # state-budget bytes in all
+        self.margin = 0  # of which charged after admission (result, failure details)
         self.ready_key: tuple[int, int] | None = None
         self.reservation_id: str | None = None
         definition = state.definition

@@ -67,8 +67,8 @@ class ScheduleCommands(WorkerCommands):
         super().__init__(config, rng)
         self.schedules = ScheduleTable(options_validator=self._check_occurrence_options,
                                        new_id=lambda: random_token(self.rng))
-        # schedule id -> (definition bytes, definition nodes, charged bytes)
-        self._schedule_charges: dict[str, tuple[bytes, int, int]] = {}
+        # schedule id -> (definition bytes, definition nodes, charged bytes, of which admitted)
+        self._schedule_charges: dict[str, tuple[bytes, int, int, int]] = {}
         self._declaring_at = 0  # now_ms of the declaration being validated
 
     # ---- the engine side of the table contract --------------------------------------
@@ -97,11 +97,18 @@ class ScheduleCommands(WorkerCommands):
         else:
             nodes = measure(dict(state.definition), "definition").nodes
         charge = schedule_charge(len(state.definition_bytes), nodes, len(state.active))
-        self.budget.charge(charge - (previous[2] if previous is not None else 0))
-        self._schedule_charges[state.schedule_id] = (state.definition_bytes, nodes, charge)
+        admitted = job_charge(len(state.definition_bytes), nodes)  # the membership is margin
+        old_charge, old_admitted = (previous[2], previous[3]) if previous is not None else (0, 0)
+        self.budget.charge(charge - old_charge)
+        self.budget.admitted += admitted - old_admitted
+        self._schedule_charges[state.schedule_id] = (state.definition_bytes, nodes, charge,
+                                                     admitted)
         return state
 
     def _commit_schedule(self, event: Event, out: Outcome) -> ScheduleState:
+        if self.epoch is not None:  # Store v2: a (30,2) record on the schedule's chain
+            self._commit_entity(event, out)
+            return self.schedules.get(event["schedule_id"])
         sequence = self.next_sequence
         event = self._charge_history(event)  # an admission: may refuse, changing nothing
         state = self._apply_schedule(sequence, event)

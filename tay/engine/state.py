@@ -73,6 +73,9 @@ class EngineState:
         self.job_index = JobIndex(self._stamp_of)
         self.queue_counts: dict[str, list[int]] = {}  # queue -> job counts in STATES order
         self.activity = Activity()
+        # Store v2 (tay.engine.epoch): the epoch's reducer once the store is v2, else None
+        self.epoch: Any = None
+        self._pending_nodes: int | None = None  # a live insert's measured nodes
 
     def _stamp_of(self, job_id: bytes) -> int | None:
         entry = self.jobs.get(job_id)
@@ -101,16 +104,20 @@ class EngineState:
         A persistent insert or start may be refused by the history caps (``RequestRefused``
         capacity); ``apply`` is pure, so nothing has changed when that happens.
         """
-        sequence = self._volatile_sequence if volatile else self.next_sequence
-        state = apply(entry.state if entry is not None else None, sequence, event)
-        if volatile:
-            self._volatile_sequence += 1
-        else:
-            event = self._charge_history(event)
-            self.next_sequence += 1
-            out.events.append((sequence, event))
         at = event.payload["at"]
-        entry = self._install(entry, state, volatile, nodes, at)
+        if not volatile and self.epoch is not None:  # Store v2: the logical domain
+            state = self._commit_in_epoch(entry, event, out, nodes)
+            entry = self.jobs[state.id]
+        else:
+            sequence = self._volatile_sequence if volatile else self.next_sequence
+            state = apply(entry.state if entry is not None else None, sequence, event)
+            if volatile:
+                self._volatile_sequence += 1
+            else:
+                event = self._charge_history(event)
+                self.next_sequence += 1
+                out.events.append((sequence, event))
+            entry = self._install(entry, state, volatile, nodes, at)
         outcome = _live_outcome(event, state)
         if outcome is not None:
             self.activity.count(outcome, entry.queue, entry.task, at)
@@ -122,11 +129,18 @@ class EngineState:
         Returns the event carrying its encoded payload, so the journal does not encode it
         a second time.
         """
-        history = self.history
-        if history is None:
+        if self.history is None:
             return event
         raw = ev.encode_event(event)
-        sizes = (frame_size(len(raw)),)
+        self._charge_frame(event, len(raw))
+        return ev.Event(event.type, event.schema, event.name, event.payload, raw)
+
+    def _charge_frame(self, event: ev.Event, payload_length: int) -> None:
+        """The history-caps side of ``event`` written as a frame of ``payload_length``."""
+        history = self.history
+        if history is None:
+            return
+        sizes = (frame_size(payload_length),)
         pair = (event.type, event.schema)
         if pair in FINISHING or (pair == ev.JOB_CANCELLED
                                  and event.payload["execution_token"] is not None):
@@ -134,7 +148,6 @@ class EngineState:
         else:
             starting = 1 if pair == ev.JOB_STARTED else 0
             history.admit(sizes, self.durable_executing + starting)
-        return ev.Event(event.type, event.schema, event.name, event.payload, raw)
 
     def _history_check(self, events: list[ev.Event]) -> None:
         """Refuse (capacity) unless all of ``events`` fit the history caps together; accounts
@@ -157,25 +170,19 @@ class EngineState:
             charge = job_charge(len(state.definition_bytes), nodes)
             entry = JobEntry(state, volatile, charge)
             self.jobs[state.id] = entry
-            self.budget.charge(charge)
+            self.budget.charge(charge, admitted=True)
             previous = None
+            old = None
         else:
             old = entry.state
             previous = old.state
             if previous == "executing" and not volatile:
                 self.durable_executing -= 1
             self.counts[previous] -= 1
-            if state.result_present and not old.result_present:
-                extra = measure(state.result, "result").encoded_bytes
-                entry.charge += extra
-                self.budget.charge(extra)
-            if state.failure is not old.failure and state.failure is not None:
-                extra = failure_bytes(state.failure)
-                entry.charge += extra
-                self.budget.charge(extra)
             entry.state = state
             if previous == "executing" and state.state != "executing":
                 _finish_attempt(entry, state, at)
+        self._charge_attachments(entry, old, state)
         self.counts[state.state] += 1
         if previous != state.state:  # a result or failure record keeps the job in place
             if state.state == "executing":
@@ -200,6 +207,19 @@ class EngineState:
         elif state.state in WAITING_FOR_TIME:
             self._timers.push(state.eligible_at, (state.id, state.revision))
         return entry
+
+    def _charge_attachments(self, entry: JobEntry, old: JobState | None,
+                            state: JobState) -> None:
+        """A new result or failure's details is charged against the budget's margin."""
+        extra = 0
+        if state.result_present and (old is None or not old.result_present):
+            extra += measure(state.result, "result").encoded_bytes
+        if state.failure is not None and (old is None or state.failure is not old.failure):
+            extra += failure_bytes(state.failure)
+        if extra:
+            entry.charge += extra
+            entry.margin += extra
+            self.budget.charge(extra)
 
     # ---- finishing and releasing executions ------------------------------------------
 

@@ -18,7 +18,11 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from tay.engine.config import EngineConfig
+from tay.failures import StorageFailure
 from tay.protocol.limits import ProtocolLimits
+from tay.storage.compaction.trigger import CompactionPolicy
+from tay.storage.fsio import RealIO
+from tay.storage.v2.manifest import Retention
 from tay.storage.journal.commit import GroupCommitter
 from tay.storage.journal.native_commit import NativeCommitter, make_committer
 from tay.storage.events import journal_records
@@ -63,6 +67,10 @@ class ServeConfig:
     limits: ProtocolLimits = field(default_factory=ProtocolLimits)
     drain_timeout_s: float = 30.0  # SIGTERM waits this long for running executions
     metrics_port: int | None = None  # a loopback /metrics, /healthz, /readyz listener
+    # Store v2 (docs/compaction.md): the retention of a store that has none yet, and the
+    # automatic compaction (a v1 store is adopted to Store v2 when compaction is on)
+    terminal_retention: Retention = field(default_factory=lambda: Retention("hours", 24))
+    compaction: CompactionPolicy = field(default_factory=CompactionPolicy)
 
 
 @dataclass
@@ -70,6 +78,9 @@ class OpenStore:
     engine: Any
     journal: Journal
     committer: GroupCommitter | NativeCommitter
+    store_version: int = 1
+    retention: Retention | None = None  # the durable retention in force (Store v2)
+    base_bytes: int = 0  # of the selected epoch (what the compaction trigger compares to)
 
     def close(self) -> None:
         self.committer.close()
@@ -92,15 +103,29 @@ def open_store(config: ServeConfig) -> OpenStore:
     if config.init_if_missing and _store_missing(config.data_dir):
         init_store(config.data_dir, config.durability, config.validated_filesystem)
         log.info("initialized a new store in %s", config.data_dir)
+    if config.compaction.enabled:
+        adopt_if_v1(config)
     done = recover_engine(config.data_dir, config.engine, activate=True,
                           durability=config.durability,
                           validated_filesystem=config.validated_filesystem)
-    journal = done.recovered.journal
+    recovered = done.recovered
+    journal = recovered.journal
     assert journal is not None
+    retention = None
+    base_bytes = 0
+    if recovered.store_version == 2:
+        retention = recovered.view.manifest.terminal_retention
+        base_bytes = recovered.view.base_bytes
+        if retention != config.terminal_retention:
+            log.info("the store keeps its durable terminal retention %s (from its last "
+                     "compaction); --terminal-retention %s applies to stores without one "
+                     "(change it with tay storage compact --terminal-retention)",
+                     retention.to_value(), config.terminal_retention.to_value())
     committer = make_committer(journal, config.group_commit_max_events,
                                config.group_commit_interval_ms, linger=config.group_commit_linger,
                                writer=config.journal_writer)
-    store = OpenStore(done.engine, journal, committer)
+    store = OpenStore(done.engine, journal, committer, recovered.store_version, retention,
+                      base_bytes)
     try:
         if done.settle.events:
             committer.submit(journal_records(done.settle.events)).result()
@@ -112,6 +137,29 @@ def open_store(config: ServeConfig) -> OpenStore:
     if loose:  # reported, never changed: the operator decides (the command is in the line)
         log.warning("%s", describe_loose(config.data_dir, loose))
     return store
+
+
+def adopt_if_v1(config: ServeConfig) -> None:
+    """The first v1->v2 adoption, offline, before the store is served (storage.md §3.8):
+    a v1 store (or one whose interrupted adoption rolls back) becomes Store v2 with the
+    configured terminal retention. A store that cannot be opened is left for recovery to
+    refuse with its own reason."""
+    from tay.engine import Engine
+    from tay.storage.compaction.offline import compact_offline
+    from tay.storage.recovery.adoption import root_shape
+
+    try:
+        shape = root_shape(RealIO(), config.data_dir)
+    except StorageFailure:
+        return
+    if shape == "v2" or not os.path.exists(os.path.join(config.data_dir, "STORE")):
+        return
+    result = compact_offline(config.data_dir, consumer=Engine(config.engine),
+                             retention=config.terminal_retention, durability=config.durability,
+                             validated_filesystem=config.validated_filesystem)
+    log.info("adopted the v1 store in %s to Store v2 (epoch %s, %d jobs kept, %d expired, "
+             "retention %s)", config.data_dir, result.epoch_id.hex(), result.retained_jobs,
+             result.expired_jobs, result.retention.to_value())
 
 
 def _store_missing(data_dir: str) -> bool:

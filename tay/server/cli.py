@@ -91,8 +91,10 @@ def register(groups: Any) -> None:
     add("--log-level", type=str.upper, choices=("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"),
         help="default INFO (TAY_LOG_LEVEL)")
     add("--log-format", choices=("text", "json"), help="default text (TAY_LOG_FORMAT)")
+    from .compaction_config import add_compaction_arguments
     from .http_config import add_http_arguments
 
+    add_compaction_arguments(parser)
     add_http_arguments(parser)
     parser.set_defaults(handler=run)
 
@@ -237,13 +239,16 @@ def build_config(args: argparse.Namespace, env: Mapping[str, str]) -> "ServeConf
             result_bytes=limits.result_bytes, error_bytes=limits.error_bytes,
             **budgets,
         )
+    from .compaction_config import compaction_config
+
+    retention, compaction = compaction_config(args, env, parse_size)
     return ServeConfig(
         data_dir=data_dir, socket=resolve_socket_path(args.socket, environ=env),
         socket_mode=int(socket_mode, 8), init_if_missing=init,
         durability=durability, validated_filesystem=validated,
         group_commit_max_events=max_events,
         group_commit_interval_ms=interval, group_commit_linger=linger, journal_writer=writer,
-        engine=engine, limits=limits,
+        engine=engine, limits=limits, terminal_retention=retention, compaction=compaction,
         drain_timeout_s=float(drain), metrics_port=metrics_port,
     )
 

@@ -80,6 +80,8 @@ def recover_engine(data_dir: str, engine_config: EngineConfig, *, activate: bool
     recovered = recover(data_dir, consumer=consumer, durability=durability,
                         validated_filesystem=validated_filesystem, activate=activate, io=io)
     try:
+        if recovered.store_version == 2:  # from now on the engine writes into the epoch
+            engine.attach_epoch(recovered.reducer, recovered.view.next_sequence)
         if recovered.journal is not None:
             engine.attach_history(HistoryBudget.for_journal(recovered.journal,
                                                             engine_config.history_caps))

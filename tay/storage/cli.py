@@ -1,8 +1,10 @@
-"""The ``tay storage`` command group: init, inspect, repair and verify-file (all offline).
+"""The ``tay storage`` command group: init, inspect, repair, compact, backup, restore and
+verify-file (all offline).
 
 ``init`` bootstraps a new store; ``inspect`` recovers a store read-only under its lock and
 summarizes it; ``repair`` removes an incomplete final record of the highest segment (and
-nothing else); ``verify-file`` decodes one file of a given kind. Refusals exit 1 with the
+nothing else); ``compact``, ``backup`` and ``restore`` are in ``cli_tools``;
+``verify-file`` decodes one file of a given kind. Refusals exit 1 with the
 refusal's class, reason and location; usage errors exit 2 naming the flag.
 
 This module is the command line of the storage tools (the CLI layer, like ``tay serve``'s):
@@ -27,7 +29,8 @@ VERIFY_KINDS = ("record", "segment", "store", "value", "event", "manifest", "cur
 def register(groups: Any) -> None:
     """Add the ``storage`` group to the top-level sub-parsers."""
     storage = groups.add_parser("storage",
-                                help="offline store tools: init, inspect, repair, verify-file")
+                                help="offline store tools: init, inspect, repair, compact, backup, "
+                                     "restore, verify-file")
     commands = storage.add_subparsers(dest="storage_command", metavar="COMMAND")
     commands.required = True
 
@@ -59,6 +62,10 @@ def register(groups: Any) -> None:
     repair.add_argument("--data-dir", required=True, help="the store directory")
     repair.add_argument("--json", action="store_true", help="print one JSON object")
     repair.set_defaults(handler=run_repair)
+
+    from tay.storage.cli_tools import register_tools
+
+    register_tools(commands)
 
     verify = commands.add_parser("verify-file", help="decode one file of a given kind")
     verify.add_argument("--kind", required=True, choices=VERIFY_KINDS)

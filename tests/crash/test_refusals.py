@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from tay.bench.server import socket_accepts
+from tay.storage.v2.layout import history_dir
 from tests.crash.cluster import REPO, SCRATCH, ServerProcess, serve_command, tree_digest
 from tests.crash.ledger import Ledger, produce
 from tests.crash.wire import WireClient
@@ -107,7 +108,7 @@ def test_torn_tail_on_a_copy_is_refused_without_changes(crashed_store):
     root, _ledger = crashed_store
     copy = root / "torn"
     shutil.copytree(root / "data", copy)
-    active = sorted((copy / "segments").iterdir())[-1]
+    active = sorted(Path(history_dir(str(copy))).iterdir())[-1]
     size = active.stat().st_size
     assert size > HEADER_SIZE + 3, "the killed server wrote no records"
     with open(active, "r+b") as handle:

@@ -26,9 +26,12 @@ def answer(out):
 
 
 class EngineMachine(RuleBasedStateMachine):
+    def make_driver(self, seed: int) -> Driver:
+        return Driver(EngineConfig(queues={"q1": 2, "q2": 3}), seed=seed)
+
     @initialize(seed=st.integers(0, 2**32))
     def start(self, seed):
-        self.driver = Driver(EngineConfig(queues={"q1": 2, "q2": 3}), seed=seed)
+        self.driver = self.make_driver(seed)
         self.terminal: dict[str, str] = {}
         self.results: dict[str, object] = {}
         self.job_ids: list[str] = []

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from tay.engine import EngineConfig
+from tay.engine import EngineConfig, Refuse
 from tay.engine import commands as c
 from tay.failures import RecoveryRefused
 from tay.storage.events import decode_event, encode_event
@@ -109,6 +109,9 @@ def test_recovery_over_state_budget_is_refused_with_required_and_configured_byte
         fresh.engine.finish_recovery(fresh.now, fresh.mono)
     report = refused.value.report()
     assert report["configured"] == 1000 and report["required"] == driver.engine.budget.used
+    needed = driver.engine.budget.admitted  # = used: nothing ran past admission here
+    assert f"--max-state-bytes {needed}" in refused.value.message
+    assert "tay storage compact" in refused.value.message
 
 
 def test_replay_refuses_a_sequence_that_does_not_increase():
@@ -156,3 +159,33 @@ def test_consume_event_refuses_a_sequence_that_does_not_increase():
         fresh.engine.consume_event(first.sequence, event)
     assert (refused.value.kind, refused.value.reason) == ("consumer_rejected",
                                                           "sequence_not_increasing")
+
+
+def test_a_store_the_same_budget_filled_by_finishing_work_always_reopens():
+    """Issue 11 item 5: admission fills the budget, then completions and results push the
+    charged state past it. Recovery with the very same budget accepts that state (only the
+    admitted part must fit), and admission stays closed until state is released."""
+    from tay.engine import Execute
+
+    config = EngineConfig(max_state_bytes=30_000)
+    driver = Driver(config)
+    driver.worker(capacity=64)
+    executes = []
+    while True:
+        out = driver.enqueue(args={"n": len(executes)})
+        if any(isinstance(e, Refuse) for e in out.effects):
+            break
+        executes += [e for e in out.effects if isinstance(e, Execute)]
+    assert executes, "at least one job fits the budget"
+    for execute in executes:
+        driver.succeed(execute, {"payload": "r" * 2_000})
+    budget = driver.engine.budget
+    assert budget.used > budget.limit >= budget.admitted  # finishing work used the margin
+    fresh = replay_journal(driver.journal, config)
+    fresh.engine.finish_recovery(fresh.now, fresh.mono)  # reopens: nothing refused
+    assert fresh.engine.budget.used == budget.used
+    error = refusal(fresh.enqueue(submission_id="after-restart"))
+    assert (error["code"], error["reason"]) == ("capacity", "retained_bytes")
+    assert error["required"] > error["configured"] == 30_000
+    assert "--max-state-bytes" in error["message"] and "retention" in error["message"]
+

@@ -21,6 +21,7 @@ from tay.server import app
 from tay.server.app import COMMIT_STATS_MARKER, ServeConfig, open_store
 from tay.engine import commands
 from tay.server.driver import mono_ms, wall_ms
+from tay.storage.compaction.trigger import CompactionPolicy
 from tay.storage.events import encode_event
 from tests.scratch import scratch_root
 
@@ -35,9 +36,10 @@ def data_dir():
     shutil.rmtree(root, ignore_errors=True)
 
 
-def config(data_dir: str, **engine: object) -> ServeConfig:
+def config(data_dir: str, compaction: bool = True, **engine: object) -> ServeConfig:
     return ServeConfig(data_dir=data_dir, socket=None, init_if_missing=True,
-                       durability="write", engine=EngineConfig(**engine))
+                       durability="write", engine=EngineConfig(**engine),
+                       compaction=CompactionPolicy(enabled=compaction))
 
 
 def stats_lines(records: list[logging.LogRecord]) -> list[dict]:
@@ -56,9 +58,9 @@ def test_store_close_logs_commit_stats_once(data_dir: str, caplog) -> None:
     assert stats["max_events"] == 1 and stats["interval_ms"] == 0
 
 
-def enqueue_jobs(data_dir: str, count: int) -> None:
+def enqueue_jobs(data_dir: str, count: int, compaction: bool = True) -> None:
     """Write ``count`` inserted jobs through a real store, then close it."""
-    store = open_store(config(data_dir))
+    store = open_store(config(data_dir, compaction=compaction))
     for n in range(count):
         outcome = store.engine.handle(commands.Enqueue("p", f"r{n}", "t.v1", {"n": n}, {}),
                                       wall_ms(), mono_ms())
@@ -95,8 +97,33 @@ def test_history_caps_refuse_inserts_once_reached(data_dir: str) -> None:
         store.close()
 
 
+def test_a_v1_store_is_adopted_at_start_and_its_epoch_feeds_the_engine(data_dir: str,
+                                                                       monkeypatch) -> None:
+    enqueue_jobs(data_dir, 5, compaction=False)
+    assert os.path.isdir(os.path.join(data_dir, "segments"))
+    from tay.engine import Engine
+
+    seen: list[bytes] = []
+    original = Engine.epoch_install
+    monkeypatch.setattr(Engine, "epoch_install",
+                        lambda self, state, event: (seen.append(state.id),
+                                                    original(self, state, event)))
+    store = open_store(config(data_dir))
+    try:
+        assert store.store_version == 2 and len(seen) == 5
+        assert sorted(os.listdir(data_dir)) == [".tay-owner.lock", "CURRENT", "STORE",
+                                                "STORE-V2", "epochs"]
+        assert store.engine.state_counts().get("available") == 5
+        assert store.retention.to_value() == {"hours": 24}
+        outcome = store.engine.handle(commands.Enqueue("p", "r", "t.v1", {}, {}), wall_ms(),
+                                      mono_ms())
+        assert [e.pair for _, e in outcome.events] == [(8, 1)]  # written into the epoch
+    finally:
+        store.close()
+
+
 def test_recovery_feeds_the_engine_batch_consumer(data_dir: str, monkeypatch) -> None:
-    enqueue_jobs(data_dir, 5)
+    enqueue_jobs(data_dir, 5, compaction=False)
     from tay.engine import Engine
 
     seen: list[int] = []
@@ -108,7 +135,7 @@ def test_recovery_feeds_the_engine_batch_consumer(data_dir: str, monkeypatch) ->
 
     monkeypatch.setattr(Engine, "consume_event", spy)
     monkeypatch.setattr(Engine, "replay", lambda *a: pytest.fail("per-record path used"))
-    store = open_store(config(data_dir))
+    store = open_store(config(data_dir, compaction=False))
     try:
         assert len(seen) >= 5 and seen == sorted(seen)
         assert store.engine.state_counts().get("available") == 5

@@ -123,3 +123,49 @@ def test_group_commit_linger_needs_batches_and_an_interval(flags: tuple[str, ...
     with pytest.raises(ConfigurationError) as refused:
         config_of(*flags)
     assert refused.value.option == "--group-commit-linger"
+
+
+def test_store_v2_options_default_and_from_flags_or_environment() -> None:
+    from tay.storage.v2 import Retention
+
+    default = config_of()
+    assert default.terminal_retention == Retention("hours", 24)
+    assert default.compaction.enabled and default.compaction.history_bytes == 64 * 2**20
+    assert default.compaction.ratio == 2.0
+    flags = config_of("--terminal-retention", "90m", "--compaction", "off",
+                      "--compact-history-bytes", "16MiB", "--compact-ratio", "3")
+    assert flags.terminal_retention == Retention("minutes", 90)
+    assert not flags.compaction.enabled and flags.compaction.history_bytes == 16 * 2**20
+    assert flags.compaction.ratio == 3.0
+    env = config_of(env={"TAY_TERMINAL_RETENTION": "2d", "TAY_COMPACTION": "off",
+                         "TAY_COMPACT_HISTORY_BYTES": "1MB", "TAY_COMPACT_RATIO": "1.5"})
+    assert env.terminal_retention == Retention("hours", 48)
+    assert (env.compaction.enabled, env.compaction.history_bytes, env.compaction.ratio) == (
+        False, 10**6, 1.5)
+    assert config_of("--terminal-retention", "infinity").terminal_retention.unit == "infinity"
+
+
+@pytest.mark.parametrize(("flags", "env", "option"), [
+    (("--terminal-retention", "3w"), {}, "--terminal-retention"),
+    (("--terminal-retention=-1h",), {}, "--terminal-retention"),
+    ((), {"TAY_TERMINAL_RETENTION": "forever"}, "TAY_TERMINAL_RETENTION"),
+    ((), {"TAY_COMPACTION": "maybe"}, "TAY_COMPACTION"),
+    (("--compact-ratio", "1.0"), {}, "--compact-ratio"),
+    (("--compact-ratio", "two"), {}, "--compact-ratio"),
+    (("--compact-history-bytes", "0"), {}, "--compact-history-bytes"),
+    (("--terminal-retention", "9999999999999999h"), {}, "--terminal-retention"),
+])
+def test_bad_store_v2_options_name_the_option(flags, env, option) -> None:
+    with pytest.raises(ConfigurationError) as caught:
+        config_of(*flags, env=env)
+    assert caught.value.option == option
+
+
+def test_serve_help_shows_the_store_v2_options_with_defaults(capsys) -> None:
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["serve", "--help"])
+    text = capsys.readouterr().out
+    for needle in ("--terminal-retention", "TAY_TERMINAL_RETENTION", "24h", "--compaction",
+                   "TAY_COMPACTION", "--compact-history-bytes", "64 MiB", "--compact-ratio",
+                   "TAY_COMPACT_RATIO"):
+        assert needle in text

@@ -353,3 +353,20 @@ def test_upstream_shaped_epoch_with_only_snapshot_and_mutation_opens(data_dir):
     recover(str(root), consumer=table, activate=False)
     (job,) = list(table.table)
     assert (job.state, job.revision, job.attempt, job.execution) == ("executing", 2, 1, 2)
+
+
+def test_a_torn_epoch_tail_names_repair_and_repair_cuts_only_it(data_dir):
+    from tay.storage.recovery.repair import repair_store
+
+    root = materialize(data_dir)
+    tail = epoch_dir(root) / "segments" / f"{2:020d}.tay"
+    whole = tail.read_bytes()
+    tail.write_bytes(whole + whole[44:44 + 30])  # 30 bytes of a frame: a torn write
+    failure = refused(root)
+    assert (failure.kind, failure.reason) == ("incomplete_tail", "incomplete_record")
+    assert failure.path == str(tail) and failure.offset == len(whole)
+    assert "tay storage repair" in failure.extra["remedy"]
+    outcome = repair_store(str(root))
+    assert outcome.repaired and outcome.offset == len(whole) and outcome.removed_bytes == 30
+    assert tail.read_bytes() == whole
+    assert recover(str(root), activate=False).records_replayed == 9

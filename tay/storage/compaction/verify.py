@@ -30,7 +30,7 @@ class EpochTable:
     def epoch_job(self, job_id: bytes) -> JobState | None:
         return self.jobs.get(job_id)
 
-    def epoch_install(self, job: JobState) -> None:
+    def epoch_install(self, job: JobState, event: ev.Event | None = None) -> None:
         self.jobs[job.id] = job
 
     def epoch_entity(self, revision: int, event: ev.Event) -> None:

@@ -78,13 +78,20 @@ register_pairs((
     (FAILURE_RECORDED, "failure_recorded", _validate_failure),
     (JOB_REQUEUED, "job_requeued", _validate_requeued),
 ))
+
+def queue_entity(payload: Any) -> tuple:
+    return ("queue", payload["queue"])
+
+
 # Through Store-v2 compaction (docs/storage-format.md "Epoch events"): a failure rides a
 # base as a (31,2) attachment of its job and a tail as a (30,2) event; a requeue is a
 # lifecycle step of its job, so a base holds the job's (7,1) snapshot and a tail a (30,2).
-# Queue pause/resume payloads carry no entity revision, so they cannot ride an epoch:
-# compacting a store that holds them is refused (state_not_carried), never lossy.
+# A queue's pause state is an entity of its own: its payloads carry no expected revision,
+# so the (30,2) revision alone chains them, and a base checkpoints every queue ever paused.
 carry_in_epochs(FAILURE_RECORDED, job_entity, attachment=True)
 carry_in_epochs(JOB_REQUEUED, job_entity)
+carry_in_epochs(QUEUE_PAUSED, queue_entity)
+carry_in_epochs(QUEUE_RESUMED, queue_entity)
 
 
 # ---- builders -------------------------------------------------------------------------

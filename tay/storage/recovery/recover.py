@@ -414,7 +414,7 @@ class TableConsumer:
     def epoch_job(self, job_id: bytes) -> JobState | None:
         return self.table.get(job_id)
 
-    def epoch_install(self, job: JobState) -> None:
+    def epoch_install(self, job: JobState, event: event_codec.Event | None) -> None:
         self.table.put(job)
 
     def epoch_entity(self, revision: int, event: event_codec.Event) -> None:

@@ -7,8 +7,9 @@ carries them all (docs/storage-format.md, "Epoch events"):
 * (30,2) ``epoch_event``: ``inner_type u8 | inner_schema u8 | revision u64 | payload``, one
   event of a registered pair applied in the epoch's logical revision domain: ``revision``
   is the entity's revision after it (its ``S``). In a tail it continues the entity's chain
-  (``revision == expected_revision + 1``); in a base it is a checkpoint that creates the
-  entity at ``revision`` (``expected_revision == 0``).
+  (``revision`` = the entity's revision + 1, and an inner ``expected_revision``, when the
+  pair has one, equals that revision); in a base it is a checkpoint that creates the
+  entity at ``revision`` (an inner ``expected_revision`` is 0).
 * (31,2) ``job_attachment``: ``inner_type u8 | inner_schema u8 | payload``, base only, right
   after the (7,1) snapshot of the job it belongs to: state of that job which a snapshot
   cannot hold (a result), written as the payload of the pair that owns it, with
@@ -78,7 +79,7 @@ def decode_epoch_event(payload: bytes | memoryview,
     if revision == 0:
         raise invalid("revision must be 1..2^64-1", "epoch_event.revision")
     event = decode_event_exact(inner_type, inner_schema, view[_EVENT_PREFIX.size:], limits)
-    if not event["expected_revision"] < revision:
+    if not event.get("expected_revision", 0) < revision:
         raise invalid("revision must be above the inner expected_revision",
                       "epoch_event.revision", revision=revision,
                       expected_revision=event["expected_revision"])
@@ -87,10 +88,9 @@ def decode_epoch_event(payload: bytes | memoryview,
 
 def encode_epoch_event(event: ev.Event, revision: int) -> bytes:
     """The (30,2) payload carrying ``event`` at logical revision ``revision``."""
-    carry = _carry(event.pair, attachment=False)
-    if type(revision) is not int or not event["expected_revision"] < revision <= U64_MAX:
+    _carry(event.pair, attachment=False)
+    if type(revision) is not int or not event.get("expected_revision", 0) < revision <= U64_MAX:
         raise ValueError(f"revision {revision!r} must be above expected_revision")
-    del carry
     return _EVENT_PREFIX.pack(event.type, event.schema, revision) + ev.encode_event(event)
 
 

@@ -257,3 +257,16 @@ def classify_epoch(io: RealIO, path: str, max_entries: int) -> EpochInventory:
                                   segment_id=segment_id, stage="preflight",
                                   expected_segment_id=expected)
     return EpochInventory(path, segments, manifest.st_size, ids, sizes, staging, tuple(prints))
+
+
+def history_dir(root: str) -> str:
+    """The directory of the segments a store appends to: ``segments/`` of a v1 store, or
+    ``epochs/e-<id>/segments`` of the epoch CURRENT names (no checks: tools and tests)."""
+    from tay.storage.v2.markers import decode_current
+
+    current = os.path.join(root, CURRENT_NAME)
+    if not os.path.exists(current):
+        return os.path.join(root, SEGMENTS_DIR)
+    with open(current, "rb") as handle:
+        epoch_id = decode_current(handle.read()).epoch_id
+    return os.path.join(root, EPOCHS_DIR, epoch_dir_name(epoch_id), SEGMENTS_DIR)

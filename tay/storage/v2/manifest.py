@@ -8,6 +8,7 @@ A framing fault is ``physical_corruption``; a body fault is ``invalid_payload`` 
 from __future__ import annotations
 
 import hashlib
+import re
 import struct
 from dataclasses import dataclass
 from typing import Any
@@ -60,6 +61,24 @@ class Retention:
 
 
 INFINITY = Retention("infinity")
+_RETENTION_TEXT = re.compile(r"^(\d+)([mhd])$")
+
+
+def parse_retention(text: str) -> Retention:
+    """``infinity``, ``<N>m``, ``<N>h`` or ``<N>d`` (days are stored as hours); ValueError
+    names what is wrong. ``0h``/``0m`` is the full purge (runs and is stored as one hour)."""
+    text = str(text).strip()
+    if text == "infinity":
+        return INFINITY
+    match = _RETENTION_TEXT.match(text)
+    if match is None:
+        raise ValueError(f"{text!r} must be infinity or a whole number followed by m, h or d")
+    count, unit = int(match.group(1)), match.group(2)
+    unit, count = {"m": ("minutes", count), "h": ("hours", count), "d": ("hours", count * 24)}[unit]
+    limit = HOURS_MAX if unit == "hours" else MINUTES_MAX
+    if count > limit:
+        raise ValueError(f"{text!r} is longer than the largest retention ({limit} {unit})")
+    return Retention(unit, count)
 
 
 def decode_retention(obj: Any) -> Retention:

@@ -28,7 +28,7 @@ from tay.storage.v2.jobs import job_of
 from tay.storage.v2.records import Mutation, Snapshot
 
 Lookup = Callable[[bytes], "JobState | None"]
-Install = Callable[[JobState], None]
+Install = Callable[[JobState, "ev.Event | None"], None]  # the event that led to it
 ApplyEntity = Callable[[int, ev.Event], None]
 
 
@@ -80,7 +80,7 @@ class EpochReducer:
         self._require_base("checkpoint")
         if record.carry.job_scoped:
             raise rejected("job_event_in_base", pair=list(record.event.pair))
-        if record.event["expected_revision"] != 0:
+        if record.event.get("expected_revision", 0) != 0:
             raise rejected("checkpoint_not_creating", pair=list(record.event.pair))
         entity = record.entity
         if entity in self.entities:
@@ -98,7 +98,7 @@ class EpochReducer:
 
     def _flush(self) -> None:
         if self._pending is not None:
-            self.install(self._pending)
+            self.install(self._pending, None)
             self._pending = None
 
     def _require_base(self, what: str) -> None:
@@ -120,16 +120,17 @@ class EpochReducer:
             self.next_order = order + 1
         if state.ready_order != order:
             state = _evolve(state, ready_order=order)
-        self.install(state)
+        self.install(state, mutation.event)
         return state
 
     def event(self, record: EpochEvent) -> JobState | None:
         """Apply one (30,2) tail event; returns the job's new state for job-scoped pairs."""
         self._require_tail("epoch_event")
         event, revision = record.event, record.revision
-        if revision != event["expected_revision"] + 1:
+        expected = event.get("expected_revision")
+        if expected is not None and revision != expected + 1:
             raise rejected("revision_not_consecutive", pair=list(event.pair),
-                           revision=revision, expected_revision=event["expected_revision"])
+                           revision=revision, expected_revision=expected)
         if record.carry.job_scoped:
             previous = self.lookup(event["job_id"])
             state = apply(previous, revision, event)
@@ -142,13 +143,13 @@ class EpochReducer:
                     self.next_order += 1
             if state.ready_order != order:
                 state = _evolve(state, ready_order=order)
-            self.install(state)
+            self.install(state, event)
             return state
         entity = record.entity
         current = self.entities.get(entity, 0)
-        if event["expected_revision"] != current:
-            raise rejected("entity_revision_mismatch", entity=repr(entity),
-                           expected_revision=event["expected_revision"], current=current)
+        if revision != current + 1 or (expected is not None and expected != current):
+            raise rejected("entity_revision_mismatch", entity=repr(entity), revision=revision,
+                           expected_revision=expected, current=current)
         self.apply_entity(revision, event)
         self.entities[entity] = revision
         return None

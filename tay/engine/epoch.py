@@ -1,0 +1,183 @@
+"""The engine inside a Store-v2 epoch (docs/storage-format.md, "Store v2").
+
+Once recovery hands over the epoch's reducer (``attach_epoch``), every persistent event is
+written in the epoch's logical domain: a job event is applied with S = the job's revision +
+1 and journaled as an (8,1) mutation (lifecycle pairs) or a (30,2) epoch event (results,
+failure details, requeues); schedule and queue events continue their entity's chain as
+(30,2) events. The live path goes through the same ``EpochReducer`` methods replay calls, so
+the allocator and the chain rules cannot drift; the reducer hands each new job state back
+through ``epoch_install``, which is ``_install``, the one re-indexing path.
+
+Outcome events are then the records written: pair (8,1) or (30,2), ``raw`` their payload,
+``name`` and ``payload`` those of the event they carry.
+
+This module also gives compaction what it reads from the engine (``retained_jobs``,
+``checkpoints``, ``capture``) and applies what a compaction decided (``expire``).
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Any
+
+from tay.engine.admin import AdminCommands
+from tay.engine.effects import Outcome
+from tay.engine.jobs import JobEntry
+from tay.failures import RecoveryRefused
+from tay.storage import events as ev
+from tay.storage.compaction.plan import Checkpoint
+from tay.storage.events import schedules as se
+from tay.storage.events.operations import QUEUE_PAIRS, queue_paused, queue_resumed
+from tay.storage.events.transitions import STATES, JobState
+
+STATE_INDEX = {name: index for index, name in enumerate(STATES)}
+from tay.storage.formats import value
+from tay.storage.v2.epoch_records import EPOCH_EVENT_PAIR, EpochEvent, encode_epoch_event
+from tay.storage.v2.records import MUTATION_PAIR, Mutation
+from tay.storage.v2.reducer import EpochReducer
+
+_MUTATION_PREFIX = struct.Struct(">16sBQQQ")
+_MUTATION_DROPPED = frozenset({"job_id", "expected_revision", "at"})
+_ORDERED_KINDS = frozenset({ev.JOB_AVAILABLE, ev.JOB_RETRIED})
+
+
+def mutation_payload(event: ev.Event, revision: int, order: int | None) -> bytes:
+    """The (8,1) payload of an already validated Event-v1 lifecycle event (§3.5)."""
+    payload = event.payload
+    body = {key: item for key, item in payload.items() if key not in _MUTATION_DROPPED}
+    if event.type in (1, 2, 6):
+        body["availability_order"] = order
+    prefix = _MUTATION_PREFIX.pack(payload["job_id"], event.type, revision - 1, revision,
+                                   payload["at"])
+    return prefix + value.encode_map(body)  # a live definition is spliced, not re-encoded
+
+
+def takes_order(event: ev.Event) -> bool:
+    """Whether a lifecycle event leaves its job available (it then takes an order)."""
+    pair = event.pair
+    if pair in _ORDERED_KINDS:
+        return True
+    return pair == ev.JOB_INSERTED and event["eligible_at"] <= event["at"]
+
+
+class EpochEngine(AdminCommands):
+    # ---- recovery hands the epoch over ---------------------------------------------
+
+    def epoch_job(self, job_id: bytes) -> JobState | None:
+        entry = self.jobs.get(job_id)
+        return entry.state if entry is not None and not entry.volatile else None
+
+    def epoch_install(self, state: JobState, event: ev.Event | None) -> None:
+        at = event.payload["at"] if event is not None else 0
+        self._install(self.jobs.get(state.id), state, False, self._pending_nodes, at)
+
+    def epoch_entity(self, revision: int, event: ev.Event) -> None:
+        if event.pair in se.SCHEDULE_PAIRS:
+            self._apply_schedule(revision, event)
+        elif event.pair in QUEUE_PAIRS:
+            self._apply_queue_control(event)
+        else:
+            raise RecoveryRefused("unsupported_semantics", "not_an_engine_entity",
+                                  event_type=event.type, schema=event.schema)
+
+    def attach_epoch(self, reducer: EpochReducer, next_sequence: int) -> None:
+        """Write in the epoch's logical domain from now on (the server, after recovery).
+
+        ``reducer`` is where the epoch's replay left the allocator and the entity chains;
+        the engine continues them with a reducer of its own (bound to itself, not to
+        whatever consumer recovery went through)."""
+        own = self.new_epoch_reducer()
+        own.in_base = False
+        own.next_order = reducer.next_order
+        own.entities = dict(reducer.entities)
+        self.epoch = own
+        self.next_sequence = next_sequence
+
+    def new_epoch_reducer(self) -> EpochReducer:
+        return EpochReducer(self.epoch_job, self.epoch_install, self.epoch_entity)
+
+    # ---- the live path -----------------------------------------------------------------
+
+    def _commit_in_epoch(self, entry: JobEntry | None, event: ev.Event, out: Outcome,
+                         nodes: int | None) -> JobState:
+        previous = entry.state if entry is not None else None
+        revision = 1 if previous is None else previous.revision + 1
+        reducer = self.epoch
+        if event.pair in ev.LIFECYCLE_PAIRS:
+            order = reducer.next_order if takes_order(event) else None
+            raw = mutation_payload(event, revision, order)
+            record = ev.Event(*MUTATION_PAIR, event.name, event.payload, raw)
+            self._charge_frame(event, len(raw))
+            apply = reducer.mutation
+            argument: Any = Mutation(event["job_id"], event.type, revision - 1, revision,
+                                     event["at"], order, event)
+        else:
+            raw = encode_epoch_event(event, revision)
+            record = ev.Event(*EPOCH_EVENT_PAIR, event.name, event.payload, raw)
+            self._charge_frame(event, len(raw))
+            apply = reducer.event
+            argument = EpochEvent(event, revision, ev.epoch_carry(event.pair))
+        self._pending_nodes = nodes
+        try:
+            state = apply(argument)
+        finally:
+            self._pending_nodes = None
+        out.events.append((self.next_sequence, record))
+        self.next_sequence += 1
+        return state
+
+    def _commit_entity(self, event: ev.Event, out: Outcome) -> None:
+        """A schedule or queue event continuing its entity's chain as a (30,2) record."""
+        carry = ev.epoch_carry(event.pair)
+        revision = self.epoch.entity_revision(carry.entity(event.payload)) + 1
+        raw = encode_epoch_event(event, revision)
+        self._charge_frame(event, len(raw))  # an admission: may refuse, changing nothing
+        self.epoch.event(EpochEvent(event, revision, carry))
+        out.events.append((self.next_sequence,
+                           ev.Event(*EPOCH_EVENT_PAIR, event.name, event.payload, raw)))
+        self.next_sequence += 1
+
+    # ---- what a compaction reads and decides --------------------------------------------
+
+    def retained_jobs(self) -> list[JobState]:
+        """Every persistent job's durable state (volatile jobs stay out of the store)."""
+        return [entry.state for entry in self.jobs.values() if not entry.volatile]
+
+    def checkpoints(self, captured_at: int) -> list[Checkpoint]:
+        """One creating event per non-job entity, at the revision its chain has reached."""
+        reducer = self.epoch
+        out: list[Checkpoint] = []
+        for state in self.schedules.states().values():
+            revision = (reducer.entity_revision(("schedule", state.schedule_id))
+                        if reducer is not None else state.record_revision)
+            out.append(Checkpoint(se.schedule_state(
+                action="checkpoint", schedule_id=state.schedule_id, at=captured_at,
+                definition=state.definition, revision=state.revision, expected_revision=0,
+                next_at=state.next_at, last_at=state.last_at, cancelled_at=state.cancelled_at,
+                active=state.active, membership_complete=state.membership_complete), revision))
+        queues = set(self.paused)
+        if reducer is not None:
+            queues |= {key for kind, key in reducer.entities if kind == "queue"}
+        for queue in sorted(queues):
+            revision = reducer.entity_revision(("queue", queue)) if reducer is not None else 1
+            builder = queue_paused if queue in self.paused else queue_resumed
+            out.append(Checkpoint(builder(queue, captured_at), max(revision, 1)))
+        return out
+
+    def expire(self, job_ids: list[bytes]) -> int:
+        """Drop jobs a published compaction no longer retains: their id, definition, result
+        and state-budget charge are released. Returns how many were dropped."""
+        dropped = 0
+        for job_id in job_ids:
+            entry = self.jobs.get(job_id)
+            if entry is None or entry.volatile or not entry.state.terminal:
+                continue
+            del self.jobs[job_id]
+            state = entry.state.state
+            self.counts[state] -= 1
+            if entry.queue_row is not None:
+                entry.queue_row[STATE_INDEX[state]] -= 1
+            self.job_index.forget(state, entry.index_keys)
+            self.budget.release(entry.charge, entry.charge - entry.margin)
+            dropped += 1
+        return dropped

@@ -1,0 +1,78 @@
+"""``tay serve`` options of Store v2: terminal retention and the automatic compaction.
+
+| flag | variable | default |
+|---|---|---|
+| ``--terminal-retention infinity|<N>m|<N>h|<N>d`` | ``TAY_TERMINAL_RETENTION`` | ``24h`` |
+| ``--compaction on|off`` | ``TAY_COMPACTION`` | ``on`` |
+| ``--compact-history-bytes N`` (size suffixes allowed) | ``TAY_COMPACT_HISTORY_BYTES`` | 64 MiB |
+| ``--compact-ratio R`` | ``TAY_COMPACT_RATIO`` | ``2.0`` |
+
+The retention applies to a store that has none yet (a v1 store, adopted to Store v2 when
+``tay serve`` starts with compaction on); a Store-v2 store runs with the retention its last
+compaction made durable, which overrides this option (storage.md §3.4). Change it with
+``tay storage compact --terminal-retention`` (or the admin ``compact`` action).
+"""
+
+from __future__ import annotations
+
+import argparse
+from collections.abc import Mapping
+from typing import Any
+
+from tay.failures import ConfigurationError
+from tay.storage.compaction.trigger import (
+    DEFAULT_HISTORY_BYTES, DEFAULT_RATIO, MIN_RATIO, CompactionPolicy,
+)
+from tay.storage.v2.manifest import Retention, parse_retention
+
+DEFAULT_RETENTION = "24h"
+
+
+def add_compaction_arguments(parser: argparse.ArgumentParser) -> None:
+    add = parser.add_argument
+    add("--terminal-retention", metavar="infinity|<N>m|<N>h|<N>d",
+        help="how long completed, cancelled and discarded jobs are kept before a compaction "
+             f"drops them (default {DEFAULT_RETENTION}; 0h purges them all once); a Store-v2 "
+             "store keeps the retention its last compaction stored (TAY_TERMINAL_RETENTION)")
+    add("--compaction", choices=("on", "off"),
+        help="compact the store automatically (default on; a v1 store is adopted to Store "
+             "v2 at start) (TAY_COMPACTION)")
+    add("--compact-history-bytes",
+        help=f"compact once the store's history reaches this size (default "
+             f"{DEFAULT_HISTORY_BYTES // 2**20} MiB; size suffixes allowed) and is --compact-ratio "
+             "times the last base (TAY_COMPACT_HISTORY_BYTES)")
+    add("--compact-ratio",
+        help=f"history / last base ratio that makes a compaction due, at least {MIN_RATIO} "
+             f"(default {DEFAULT_RATIO}) (TAY_COMPACT_RATIO)")
+
+
+def compaction_config(args: argparse.Namespace, env: Mapping[str, str],
+                      parse_size: Any) -> tuple[Retention, CompactionPolicy]:
+    """The retention and the policy, refused under the option's name when invalid."""
+    text = getattr(args, "terminal_retention", None) or env.get("TAY_TERMINAL_RETENTION",
+                                                                DEFAULT_RETENTION)
+    option = "--terminal-retention" if getattr(args, "terminal_retention", None) else \
+        "TAY_TERMINAL_RETENTION"
+    try:
+        retention = parse_retention(text)
+    except ValueError as error:
+        raise ConfigurationError(option, str(error)) from None
+    switch = getattr(args, "compaction", None) or env.get("TAY_COMPACTION", "on")
+    if switch not in ("on", "off"):
+        raise ConfigurationError("TAY_COMPACTION", f"{switch!r} must be on or off")
+    size_text = getattr(args, "compact_history_bytes", None) or env.get(
+        "TAY_COMPACT_HISTORY_BYTES", str(DEFAULT_HISTORY_BYTES))
+    history_bytes = parse_size("--compact-history-bytes", size_text)
+    ratio_text = getattr(args, "compact_ratio", None) or env.get("TAY_COMPACT_RATIO",
+                                                                 str(DEFAULT_RATIO))
+    try:
+        ratio = float(ratio_text)
+    except ValueError:
+        raise ConfigurationError("--compact-ratio", f"{ratio_text!r} is not a number") from None
+    try:
+        policy = CompactionPolicy(enabled=switch == "on", history_bytes=history_bytes,
+                                  ratio=ratio)
+    except ValueError as error:
+        option = "--compact-ratio" if "ratio" in str(error) else "--compact-history-bytes"
+        raise ConfigurationError(option, str(error)) from None
+    return retention, policy

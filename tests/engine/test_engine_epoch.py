@@ -1,0 +1,164 @@
+"""The engine inside a Store-v2 epoch: the same random command sequences as the stateful
+test, written as (8,1)/(30,2) records. Replaying those records through a fresh engine's
+reducer must give the same durable state, and a base built from the live state (snapshots,
+attachments, checkpoints) must load back to it (every state the engine reaches has a
+credible snapshot)."""
+
+from __future__ import annotations
+
+from hypothesis import settings
+
+from tay.engine import EngineConfig
+from tay.engine import commands as c
+from tay.storage.compaction.plan import base_records
+from tay.storage.compaction.verify import job_fields
+from tay.storage.formats import value
+from tay.storage.v2.epoch_records import decode_epoch_event, decode_job_attachment
+from tay.storage.v2.records import decode_mutation, decode_snapshot
+from tests.engine.conftest import Driver
+from tests.engine.test_engine_stateful import EngineMachine
+
+CONFIG = dict(queues={"q1": 2, "q2": 3})
+
+
+def epoch_driver(seed: int = 7) -> Driver:
+    driver = Driver(EngineConfig(**CONFIG), seed=seed)
+    engine = driver.engine
+    reducer = engine.new_epoch_reducer()
+    reducer.end_base()  # an empty base: the tail starts at once
+    engine.attach_epoch(reducer, 1)
+    return driver
+
+
+def replay_tail(records) -> Driver:
+    fresh = epoch_driver()
+    reducer = fresh.engine.epoch
+    for sequence, event in records:
+        assert sequence == fresh.engine.next_sequence
+        if event.pair == (8, 1):
+            reducer.mutation(decode_mutation(event.raw))
+        else:
+            assert event.pair == (30, 2)
+            reducer.event(decode_epoch_event(event.raw))
+        fresh.engine.next_sequence += 1
+    return fresh
+
+
+def load_base(engine) -> Driver:
+    fresh = Driver(EngineConfig(**CONFIG))
+    reducer = fresh.engine.new_epoch_reducer()
+    jobs = sorted(engine.retained_jobs(), key=lambda job: job.id)
+    for rtype, schema, payload in base_records(jobs, engine.checkpoints(0)):
+        if (rtype, schema) == (7, 1):
+            reducer.snapshot(decode_snapshot(payload))
+        elif (rtype, schema) == (31, 2):
+            reducer.attachment(decode_job_attachment(payload))
+        else:
+            reducer.checkpoint(decode_epoch_event(payload))
+    reducer.end_base()
+    fresh.engine.attach_epoch(reducer, 1)
+    return fresh
+
+
+def durable(engine) -> dict:
+    return {k: job_fields(e.state) for k, e in engine.jobs.items() if not e.volatile}
+
+
+class EpochMachine(EngineMachine):
+    def make_driver(self, seed: int) -> Driver:
+        return epoch_driver(seed)
+
+    def teardown(self):
+        if not hasattr(self, "driver"):
+            return
+        engine = self.driver.engine
+        assert all(event.pair in ((8, 1), (30, 2)) for _, event in self.driver.journal)
+        fresh = replay_tail(self.driver.journal)
+        assert durable(fresh.engine) == durable(engine)
+        assert fresh.engine.epoch.next_order == engine.epoch.next_order
+        charges = [sum(e.charge for e in d.jobs.values() if not e.volatile)
+                   for d in (fresh.engine, engine)]
+        assert charges[0] == charges[1]
+        based = load_base(engine)
+        assert durable(based.engine) == durable(engine)
+
+
+EpochMachine.TestCase.settings = settings(max_examples=40, stateful_step_count=40, deadline=None)
+TestEngineEpoch = EpochMachine.TestCase
+
+
+def test_mutation_payload_is_the_upstream_layout():
+    """A live insert's (8,1) payload decodes back to the same mutation."""
+    driver = epoch_driver()
+    out = driver.enqueue(task="t", args={"a": 1})
+    ((sequence, record),) = out.events
+    mutation = decode_mutation(record.raw)
+    assert (sequence, mutation.kind, mutation.expected_revision, mutation.new_revision) == (
+        1, 1, 0, 1)
+    assert mutation.availability_order == 1
+    assert value.decode(record.raw[41:])["definition"]["args"] == {"a": 1}
+
+
+def test_operations_schedules_and_failures_round_trip_in_an_epoch():
+    """Every pair that is not a lifecycle mutation rides in (30,2): failure details, a
+    requeue, queue pause/resume, schedule registration and delivery; a base keeps the
+    failure details and the result as attachments and the queue and schedule as
+    checkpoints at their revisions, so the tail can continue after it."""
+    from tay.engine import Execute, commands as c
+    from tests.engine.conftest import reply
+
+    driver = epoch_driver()
+    driver.worker(tasks=("t", "s"))
+    (execute,) = [e for e in driver.enqueue(task="t", retries=0).effects
+                  if isinstance(e, Execute)]
+    driver.fail(execute, {"type": "KeyError", "message": "'x'"})
+    reply(driver.run(c.Admin("p", driver.rid(), "retry_job", {"job_id": execute.job_id})))
+    reply(driver.run(c.Admin("p", driver.rid(), "pause_queue", {"queue": "default"})))
+    waiting = driver.job_id(task="t")
+    reply(driver.run(c.Admin("p", driver.rid(), "cancel_job", {"job_id": waiting})))
+    reply(driver.run(c.Admin("p", driver.rid(), "retry_job", {"job_id": waiting})))  # (23,2)
+    reply(driver.run(c.Admin("p", driver.rid(), "resume_queue", {"queue": "default"})))
+    reply(driver.run(c.Schedule("p", driver.rid(), {
+        "declaration_id": "every-second", "task": "s", "every": {"seconds": 1}})))
+    driver.advance(1_500)
+    driver.tick()
+    engine = driver.engine
+    pairs = {event.pair for _, event in driver.journal}
+    assert pairs == {(8, 1), (30, 2)}
+    carried = {(e.type, e.schema, e.name) for _, e in driver.journal if e.pair == (30, 2)}
+    assert {name for *_, name in carried} >= {"failure_recorded", "job_requeued",
+                                              "queue_paused", "queue_resumed",
+                                              "schedule_state", "schedule_delivered"}
+    fresh = replay_tail(driver.journal)
+    assert durable(fresh.engine) == durable(engine)
+    assert fresh.engine.schedules.states() == engine.schedules.states()
+    based = load_base(engine)
+    assert durable(based.engine) == durable(engine)
+    assert based.engine.schedules.states() == engine.schedules.states()
+    assert based.engine.epoch.entities == engine.epoch.entities
+    assert based.engine.job(bytes.fromhex(execute.job_id)).failure["type"] == "KeyError"
+
+
+def test_expire_releases_id_definition_result_and_budget():
+    from tay.engine import Execute
+    from tests.engine.conftest import refusal, reply
+
+    driver = epoch_driver()
+    driver.worker()
+    before = driver.engine.budget.used
+    (execute,) = [e for e in driver.enqueue(submission_id="once", args={"x": 1}).effects
+                  if isinstance(e, Execute)]
+    driver.succeed(execute, {"big": "r" * 500})
+    engine = driver.engine
+    job_id = bytes.fromhex(execute.job_id)
+    assert engine.budget.used > before and engine.counts["completed"] == 1
+    live = driver.job_id(args={"y": 2})  # not terminal: never expired
+    assert engine.expire([job_id, bytes.fromhex(live)]) == 1
+    assert engine.job(job_id) is None and engine.counts["completed"] == 0
+    assert engine.budget.used == before + engine.jobs[bytes.fromhex(live)].charge
+    assert engine.budget.admitted == engine.jobs[bytes.fromhex(live)].charge
+    assert refusal(driver.run(c.Status("p", "s", execute.job_id)))["code"] == "not_found"
+    # the id is free again: the same submission creates a new job
+    again = reply(driver.enqueue(submission_id="once", args={"x": 3}))
+    assert again.fields["job_id"] == execute.job_id and again.fields["job"]["state"] in (
+        "available", "executing")
