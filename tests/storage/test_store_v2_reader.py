@@ -370,3 +370,33 @@ def test_a_torn_epoch_tail_names_repair_and_repair_cuts_only_it(data_dir):
     assert outcome.repaired and outcome.offset == len(whole) and outcome.removed_bytes == 30
     assert tail.read_bytes() == whole
     assert recover(str(root), activate=False).records_replayed == 9
+
+
+@pytest.mark.parametrize("writer", ["c", "python"])
+def test_both_journal_writers_append_and_rotate_inside_an_epoch(data_dir, writer):
+    """The journal writer only appends to the directory it is given: an epoch's segments,
+    three levels under the root, pinned and re-checked like a v1 segments/."""
+    from tay.storage.events.definition import build_definition
+    from tay.storage.journal.native_commit import make_committer, native_writer_available
+    from tay.storage.v2.records import encode_mutation, mutation_from_parts
+
+    if writer == "c" and not native_writer_available():
+        pytest.fail("the C writer is not built")
+    root = materialize(data_dir)
+    journal = recover(str(root), durability="write", rotation_target=2_000,
+                      allow_small_rotation_target_for_tests=True).journal
+    committer = make_committer(journal, writer=writer)
+    definition = build_definition(worker_key="w", queue_key="q", args={"pad": "x" * 300},
+                                  max_attempts=1)
+    for n in range(8):  # orders continue the allocator at 3
+        payload = encode_mutation(mutation_from_parts((10 + n).to_bytes(16, "big"), 1, 0, 1,
+                                                      400 + n, {"availability_order": 3 + n,
+                                                                "definition": definition,
+                                                                "eligible_at": 400 + n}))
+        committer.submit([(10 + n, 8, 1, payload)]).result()
+    committer.close()
+    journal.close()
+    table = TableConsumer()
+    recovered = recover(str(root), consumer=table, activate=False)
+    assert recovered.records_replayed == 17 and len(recovered.view.segments) > 2  # rotated
+    assert table.table.counts()["available"] == 9
