@@ -16,6 +16,7 @@ NOT_FILES = {  # named on purpose, not files of this repository
     "Python.h": "CPython's header, named to say csrc/ never includes it",
     "tay._native.c": "a module name (the C twin), not a path",
     "result.json": "written into each benchmark run directory",
+    "tay-backup.json": "the catalog tay storage backup writes into each backup",
 }
 NAMED = re.compile(r"`((?:[\w.-]+/)*[\w.-]+\.(?:py|c|h|toml|json|md))(?:::\w+)?`")
 

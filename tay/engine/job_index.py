@@ -64,6 +64,12 @@ class JobIndex:
             if len(entries) > 2 * live[key] + COMPACT_FLOOR:
                 self._compact(key)
 
+    def forget(self, state: str, job_keys: tuple[tuple[str, str], tuple[str, str]]) -> None:
+        """A job left the engine (it expired at a compaction): its entries are stale now."""
+        live = self.live
+        for key in (ALL, STATE_KEYS[state], *job_keys):
+            live[key] -= 1
+
     def _compact(self, key: tuple[str, str]) -> None:
         stamp_of = self._stamp_of
         self._lists[key] = [entry for entry in self._lists[key] if stamp_of(entry[1]) == entry[0]]

@@ -17,6 +17,8 @@ from pathlib import Path
 
 import pytest
 
+from tay.storage.v2.layout import history_dir
+
 from tests.storage.conftest import FIXTURE_STORE_ID
 from tay.bench.server import socket_accepts
 from tay.storage.journal.native_commit import make_committer, native_writer_available
@@ -123,16 +125,17 @@ def test_serve_under_umask_022_creates_a_private_store_and_warns_about_loose_one
     assert "open to other local users" not in output
     assert_private(data_dir)
 
+    segments = os.path.relpath(history_dir(str(data_dir)), data_dir)  # the epoch's
     os.chmod(data_dir / "STORE", 0o644)
-    os.chmod(data_dir / "segments", 0o755)
+    os.chmod(data_dir / segments, 0o755)
     done = subprocess.run([sys.executable, "-m", "tay.cli", "storage", "inspect",
                            "--data-dir", str(data_dir), "--json"], cwd=REPO,
                           capture_output=True, text=True, timeout=60)
     assert done.returncode == 0, done.stdout + done.stderr
     assert json.loads(done.stdout)["loose_modes"] == [{"path": "STORE", "mode": "0644"},
-                                                      {"path": "segments", "mode": "0755"}]
+                                                      {"path": segments, "mode": "0755"}]
     warnings = [line for line in serve_briefly(data_dir).splitlines() if "WARNING" in line]
     assert len(warnings) == 1, warnings
-    assert "STORE 0644" in warnings[0] and "segments 0755" in warnings[0]
+    assert "STORE 0644" in warnings[0] and f"{segments} 0755" in warnings[0]
     assert f"chmod -R go-rwx {data_dir}" in warnings[0]
     assert stat.S_IMODE((data_dir / "STORE").stat().st_mode) == 0o644  # reported, not changed

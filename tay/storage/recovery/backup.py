@@ -27,7 +27,7 @@ from typing import Any
 
 from tay.failures import RecoveryRefused
 from tay.storage import layout
-from tay.storage.fsio import RealIO
+from tay.storage.fsio import DIR_MODE, FILE_MODE, RealIO
 from tay.storage.recovery.recover import TableConsumer, recover
 
 CATALOG_NAME = "tay-backup.json"
@@ -60,7 +60,7 @@ def _copy(io: RealIO, source: str, target: str) -> tuple[int, str]:
     size = 0
     src = io.open(source, os.O_RDONLY)
     try:
-        dst = io.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+        dst = io.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, FILE_MODE)
         try:
             while True:
                 piece = io.read_at(src, _CHUNK, size)
@@ -83,7 +83,7 @@ def _make_dirs(io: RealIO, base: str, relative: str, made: set[str]) -> None:
     for part in parts:
         path = os.path.join(path, part)
         if path not in made:
-            io.mkdir(path, 0o700)
+            io.mkdir(path, DIR_MODE)
             made.add(path)
 
 
@@ -102,7 +102,7 @@ def _copy_tree(io: RealIO, files: list[tuple[str, str]], target: str,
     """Copy ``files`` into a private staging sibling of ``target`` and publish it there."""
     parent = os.path.dirname(target)
     staging = os.path.join(parent, f".{os.path.basename(target)}.tay-copy-{os.urandom(8).hex()}.tmp")
-    io.mkdir(staging, 0o700)
+    io.mkdir(staging, DIR_MODE)
     made = {staging}
     listed = []
     # STORE last: a partial copy never looks like a whole store
@@ -111,12 +111,12 @@ def _copy_tree(io: RealIO, files: list[tuple[str, str]], target: str,
         size, sha = _copy(io, source, os.path.join(staging, relative))
         listed.append({"path": relative, "bytes": size, "sha256": sha})
     io.close(io.open(os.path.join(staging, layout.LOCK_NAME), os.O_WRONLY | os.O_CREAT | os.O_EXCL,
-                     0o600))
+                     FILE_MODE))
     if catalog is not None:
         catalog["files"] = sorted(listed, key=lambda entry: entry["path"])
         raw = json.dumps(catalog, indent=2, sort_keys=True).encode() + b"\n"
         fd = io.open(os.path.join(staging, CATALOG_NAME), os.O_WRONLY | os.O_CREAT | os.O_EXCL,
-                     0o600)
+                     FILE_MODE)
         try:
             io.write_all_at(fd, raw, 0)
             io.fsync(fd)
