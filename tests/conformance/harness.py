@@ -130,7 +130,11 @@ class Server:
             port = int(self.extra[self.extra.index("--http-port") + 1])
             while True:
                 try:
-                    socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                    if port == 0:  # a port the kernel picks: open once its line is logged
+                        if "tay listening on http" not in self.log():
+                            raise OSError("not listening yet")
+                    else:
+                        socket.create_connection(("127.0.0.1", port), timeout=1).close()
                     break
                 except OSError:
                     if self.process.poll() is not None or time.monotonic() > deadline:
