@@ -68,18 +68,21 @@ fuzz: venv
 	TAY_FUZZ_EXAMPLES=$(FUZZ_EXAMPLES) TAY_FUZZ_REPORT=$(abspath .tmp/fuzz-report.json) \
 		$(PY) -m pytest -q -s --timeout=0 -p no:cacheprovider tests/fuzz
 
-bench: venv
+bench: venv client-venv
 	$(PY) -m pip install --quiet -e '.[dev,bench]'
-	$(VENV)/bin/tay bench reference
+	$(VENV)/bin/tay bench reference --client tay-client
 
 # The peers need Debian's beanstalkd and redis-server (root, as on the project's machines).
+# perf (linux-perf) only counts the server's system calls; a run without it says so.
 bench-deps:
-	command -v beanstalkd >/dev/null && command -v redis-server >/dev/null || \
-		{ apt-get update -qq && apt-get install -y -qq beanstalkd redis-server; }
+	command -v beanstalkd >/dev/null && command -v redis-server >/dev/null && \
+		command -v perf >/dev/null || \
+		{ apt-get update -qq && apt-get install -y -qq beanstalkd redis-server && \
+		  { apt-get install -y -qq linux-perf || true; }; }
 
-bench-peers: venv bench-deps
+bench-peers: venv client-venv bench-deps
 	$(PY) -m pip install --quiet -e '.[dev,bench]'
-	$(PY) -m benchmarks.peers.run_peers --jobs 10000
+	$(PY) -m benchmarks.peers.run_peers --jobs 10000 --client tay-client
 
 # Server time of dashboard pages with 100,000 retained jobs (docs/dashboard.md).
 bench-dashboard: venv

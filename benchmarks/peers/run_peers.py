@@ -2,9 +2,10 @@
 
     .venv/bin/python -m benchmarks.peers.run_peers [--jobs 10000] [--skip-tay]
 
-Runs tay (per-event fsync and group commit, through ``tay.bench``), then each peer with an
-fsync on every write and again without fsync, and writes ``var/bench/peers-<time>.json``
-and ``.md``. Ratios are tay's figure divided by the peer's, from the same invocation.
+Runs tay (per-event fsync and group commit, through ``tay.bench``, with our SDK or
+``--client tay-client``), then each peer with an fsync on every write and again without
+fsync, and writes ``var/bench/peers-<time>.json`` and ``.md``. Ratios are each system's
+figure divided by beanstalkd ``-f 0``'s, from the same invocation.
 A missing peer is reported with its install command and skipped.
 """
 
@@ -27,14 +28,20 @@ from .common import BENCH_ROOT, MissingPeer, Workload
 ROOT = BENCH_ROOT
 
 
-def run_tay(jobs: int, group_max_events: int, group_interval_ms: int) -> list[dict[str, Any]]:
+def run_tay(jobs: int, group_max_events: int, group_interval_ms: int,
+            sdk: str = "ours") -> list[dict[str, Any]]:
     profile = replace(load_profile("reference"), jobs=jobs, expected_events=3 * jobs)
     modes = [CommitMode("per-event", 1, 0),
              CommitMode("group-commit", group_max_events, group_interval_ms)]
-    runs = [run_mode(profile, mode, ROOT, durability="sync", show_progress=sys.stderr.isatty())
+    runs = [run_mode(profile, mode, ROOT, durability="sync", show_progress=sys.stderr.isatty(),
+                     sdk=sdk)
             for mode in modes]
-    return [{"peer": f"tay {run['mode']} (sync)", "fsync": True, "jobs": run["completed"],
-             "jobs_per_s": run["jobs_per_s"], "ack_rtt_ms": run["insert_rtt_ms"]} for run in runs]
+    return [{"peer": f"tay {run['mode']} (sync, {sdk} clients)", "fsync": True,
+             "jobs": run["completed"], "jobs_per_s": run["jobs_per_s"],
+             "ack_rtt_ms": run["insert_rtt_ms"], "cpu_us_per_job": run["load_cpu_us_per_job"],
+             "fsyncs_per_job": run["fsyncs_per_job"], "syscalls_per_job": run["syscalls_per_job"],
+             "cold_restart_s": run["cold_restart_s"], "max_rss_bytes": run["engine_max_rss_bytes"]}
+            for run in runs]
 
 
 def run_all_peers(workload: Workload) -> tuple[list[dict[str, Any]], list[str]]:
@@ -53,16 +60,19 @@ def run_all_peers(workload: Workload) -> tuple[list[dict[str, Any]], list[str]]:
 
 
 def markdown(rows: list[dict[str, Any]], reference: dict[str, Any] | None) -> str:
-    lines = ["| System | jobs/s | ack p50 / p99 (ms) | tay jobs/s ÷ this | this p99 ÷ tay p99 |",
-             "|---|---|---|---|---|"]
+    """One row per system; ratios are against ``reference`` (beanstalkd with fsync)."""
+    lines = ["| System | jobs/s | ack p50 / p99 / p999 (ms) | server CPU per job (us) | "
+             "jobs/s ÷ reference | p99 ÷ reference p99 |", "|---|---|---|---|---|---|"]
     for row in rows:
         rtt = row["ack_rtt_ms"]
         speed = p99 = "-"
         if reference:
-            speed = f"{reference['jobs_per_s'] / row['jobs_per_s']:.2f}"
+            speed = f"{row['jobs_per_s'] / reference['jobs_per_s']:.2f}"
             p99 = f"{rtt['p99'] / reference['ack_rtt_ms']['p99']:.2f}"
+        cpu = row.get("cpu_us_per_job")
         lines.append(f"| {row['peer']} | {row['jobs_per_s']:,.1f} | "
-                     f"{rtt['p50']:.3f} / {rtt['p99']:.3f} | {speed} | {p99} |")
+                     f"{rtt['p50']:.3f} / {rtt['p99']:.3f} / {rtt.get('p999', rtt['max']):.3f} | "
+                     f"{'-' if cpu is None else f'{cpu:,.0f}'} | {speed} | {p99} |")
     return "\n".join(lines) + "\n"
 
 
@@ -72,16 +82,19 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--skip-tay", action="store_true")
     parser.add_argument("--group-commit-max-events", type=int, default=64)
     parser.add_argument("--group-commit-interval-ms", type=int, default=0)
+    parser.add_argument("--client", choices=("ours", "tay-client"), default="ours",
+                        help="the SDK of tay's producer and worker processes (default ours)")
     return parser
 
 
 def main(argv: list[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     tay_rows = [] if args.skip_tay else run_tay(args.jobs, args.group_commit_max_events,
-                                                args.group_commit_interval_ms)
+                                                args.group_commit_interval_ms, args.client)
     peer_rows, skipped = run_all_peers(Workload(jobs=args.jobs))
     rows = tay_rows + peer_rows
-    reference = tay_rows[0] if tay_rows else None
+    reference = next((row for row in peer_rows if row["peer"].startswith("beanstalkd")
+                      and row["fsync"]), None)
     stamp = time.strftime("%Y%m%dT%H%M%S")
     document = {"machine": machine_facts(ROOT), "jobs": args.jobs, "rows": rows,
                 "skipped": skipped, "ratio_reference": reference and reference["peer"]}

@@ -31,6 +31,11 @@ def register(groups: Any) -> None:
     add("--producer-processes", type=int, default=None)
     add("--worker-processes", type=int, default=None)
     add("--jobs", type=int, default=None, help="override the profile's job count")
+    add("--client", choices=("ours", "tay-client"), default="ours",
+        help="the SDK of the producer and worker processes: ours, or the unmodified "
+             "tay-client 1.4.0 from .venv-tay-client (make client-venv); default ours")
+    add("--restarts", type=int, default=3,
+        help="cold restarts measured after each run (the least is reported); default 3")
     add("--keep-data", action="store_true", help="keep each run's store")
     add("--no-progress", action="store_true")
     parser.set_defaults(handler=run)
@@ -45,6 +50,9 @@ def run(args: argparse.Namespace) -> int:
 
     try:
         _check_flags(args)
+        from .clients import interpreter
+
+        interpreter(args.client)  # a missing tay-client venv is refused before any run
         profile = load_profile(args.profile)
         overrides = {key: value for key, value in (
             ("producer_processes", args.producer_processes),
@@ -57,7 +65,7 @@ def run(args: argparse.Namespace) -> int:
         durability = args.durability or profile.durability
         runs = [run_mode(profile, mode, args.dir, durability=durability,
                          show_progress=not args.no_progress and sys.stderr.isatty(),
-                         keep_data=args.keep_data)
+                         keep_data=args.keep_data, sdk=args.client, restarts=args.restarts)
                 for mode in modes]
     except ConfigurationError as error:  # a bad flag or profile: a usage error
         print(f"tay bench: {error.message}", file=sys.stderr)
@@ -85,7 +93,8 @@ _FLAG_BOUNDS = (("jobs", "--jobs", 1, 100_000_000),
                 ("producer_processes", "--producer-processes", 1, 1_024),
                 ("worker_processes", "--worker-processes", 1, 1_024),
                 ("group_commit_max_events", "--group-commit-max-events", 1, 1_000_000),
-                ("group_commit_interval_ms", "--group-commit-interval-ms", 0, 1_000))
+                ("group_commit_interval_ms", "--group-commit-interval-ms", 0, 1_000),
+                ("restarts", "--restarts", 1, 100))
 
 
 def _check_flags(args: argparse.Namespace) -> None:

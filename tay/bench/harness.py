@@ -8,7 +8,7 @@ offline -> cold restart (spawn to accepted connect, peak RSS) -> stop.
 
 from __future__ import annotations
 
-import multiprocessing
+import base64
 import os
 import platform
 import shutil
@@ -18,15 +18,17 @@ from array import array
 from dataclasses import dataclass
 from typing import Any
 
+import psutil
+
 from tay.failures import ConfigurationError
 
-from .clients import ProducerPlan, producer_main, worker_main
 from .journal_facts import read_store_facts
 from .metrics import latency_summary_ms, rate
 from .profile import Profile
 from .progress import ProgressBar
 from .report import write_json
 from .server import ServerProcess, ServerSettings
+from .syscalls import SyscallCounter
 
 MAX_SOCKET_PATH = 100
 SETTLE_S = 0.3  # after the last execution, let its finish report reach the journal
@@ -40,7 +42,8 @@ class CommitMode:
 
 
 def run_mode(profile: Profile, mode: CommitMode, root: str, *, durability: str,
-             show_progress: bool = True, keep_data: bool = False) -> dict[str, Any]:
+             show_progress: bool = True, keep_data: bool = False, sdk: str = "ours",
+             restarts: int = 3) -> dict[str, Any]:
     run_dir = _fresh_run_dir(root, f"{profile.name}-{mode.label}")
     socket_dir = None
     socket_path = os.path.join(run_dir, "tay.sock")
@@ -53,7 +56,7 @@ def run_mode(profile: Profile, mode: CommitMode, root: str, *, durability: str,
         group_commit_max_events=mode.max_events, group_commit_interval_ms=mode.interval_ms,
         log_path=os.path.join(run_dir, "server.log"))
     try:
-        result = _measure(profile, mode, settings, show_progress)
+        result = _measure(profile, mode, settings, show_progress, sdk, restarts)
         write_json(result, os.path.join(run_dir, "result.json"))  # survives a later failure
         return result
     finally:
@@ -64,23 +67,30 @@ def run_mode(profile: Profile, mode: CommitMode, root: str, *, durability: str,
 
 
 def _measure(profile: Profile, mode: CommitMode, settings: ServerSettings,
-             show_progress: bool) -> dict[str, Any]:
+             show_progress: bool, sdk: str = "ours", restarts: int = 3) -> dict[str, Any]:
     server = ServerProcess(settings)
     empty_startup_s = server.start()
     try:
-        load = _run_load(profile, settings.socket_path, server.pid, show_progress, mode.label)
+        load = _run_load(profile, settings.socket_path, server.pid, show_progress, mode.label,
+                         sdk)
     finally:
         reading = server.stop()
     facts = read_store_facts(settings.data_dir)
-    restart = ServerProcess(settings)
-    restart_s = restart.start()
-    restart_peak = restart.ready_peak_rss
-    restart.stop()
+    restart_runs, restart_peaks = [], []
+    for _ in range(restarts):  # the first may meet a cold page cache; the least is reported
+        restart = ServerProcess(settings)
+        restart_runs.append(round(restart.start(), 4))
+        restart_peaks.append(restart.ready_peak_rss)
+        restart.stop()
     first_send_s = load["first_send_ns"] / 1e9
     last_finish_s = (facts["last_finished_at_ms"] or 0) / 1000.0
     completed = facts["job_states"].get("completed", 0)
+    per_job = 1e6 / max(completed, 1)
+    syscalls = load["load_syscalls"]
+    fsyncs = (reading.commit_stats or {}).get("fsyncs")
     return {
         "profile": profile.name, "mode": mode.label, "durability": settings.durability,
+        "sdk": sdk,
         "group_commit": {"max_events": mode.max_events, "interval_ms": mode.interval_ms},
         "jobs": profile.jobs, "completed": completed,
         "callers": profile.callers, "producer_processes": profile.producer_processes,
@@ -92,92 +102,103 @@ def _measure(profile: Profile, mode: CommitMode, settings: ServerSettings,
         "events": facts["job_lifecycle_events"], "expected_events": profile.expected_events,
         "events_by_name": facts["events_by_name"], "history_bytes": facts["history_bytes"],
         "segments": facts["segments"], "job_states": facts["job_states"],
-        "fsyncs": (reading.commit_stats or {}).get("fsyncs"),
+        "fsyncs": fsyncs,
+        "fsyncs_per_job": None if fsyncs is None else round(fsyncs / max(completed, 1), 3),
         "commit_stats": reading.commit_stats,
         "empty_startup_s": round(empty_startup_s, 4),
         "engine_max_rss_bytes": reading.peak_rss_bytes,
         "engine_cpu_user_s": round(reading.cpu_user_s, 3),
         "engine_cpu_system_s": round(reading.cpu_system_s, 3),
+        # the server's CPU per completed job (user+sys, all threads): over its whole life,
+        # and over the load only (go signal to the last execution: no start-up, no replay)
+        "engine_cpu_us_per_job": round((reading.cpu_user_s + reading.cpu_system_s) * per_job, 1),
+        "load_cpu_us_per_job": round(
+            (load["load_cpu_user_s"] + load["load_cpu_system_s"]) * per_job, 1),
+        "load_syscalls": syscalls,
+        "syscalls_per_job": (None if "all" not in syscalls else
+                             {name: round(count / max(completed, 1), 2)
+                              for name, count in syscalls.items()}),
         "server_exit_code": reading.exit_code,
-        "cold_restart_s": round(restart_s, 4), "cold_restart_peak_rss_bytes": restart_peak,
+        "cold_restart_s": min(restart_runs), "cold_restart_runs_s": restart_runs,
+        "cold_restart_peak_rss_bytes": max(restart_peaks),
         "schedule_lag": "skipped: the profile declares no schedules",
     }
 
 
 def _run_load(profile: Profile, socket_path: str, server_pid: int, show_progress: bool,
-              label: str) -> dict[str, Any]:
-    context = multiprocessing.get_context("spawn")
-    stop = context.Event()
-    workers, executed = [], []
-    for _ in range(profile.worker_processes):
-        ready, counter = context.Event(), context.Value("q", 0)
-        process = context.Process(target=worker_main, daemon=True, args=(
-            socket_path, profile.task, profile.worker_capacity, ready, stop, counter))
-        process.start()
-        workers.append((process, ready))
-        executed.append(counter)
-    go, submitted, results = context.Event(), context.Value("q", 0), context.Queue()
+              label: str, sdk: str = "ours") -> dict[str, Any]:
+    """Start the workers and producers (``sdk``), release the callers together, wait until
+    every job executed. Returns the timings and the server's CPU and syscalls during the
+    load (from the go signal until the last execution was counted)."""
+    from .clients import PRODUCER, WORKER, ClientProcess
+
+    workers = [ClientProcess.start(sdk, WORKER, {
+        "socket": socket_path, "task": profile.task, "capacity": profile.worker_capacity})
+        for _ in range(profile.worker_processes)]
     producers = []
     for number in range(profile.producer_processes):
-        callers = tuple(range(number, profile.callers, profile.producer_processes))
-        if not callers:
-            continue
-        ready = context.Event()
-        process = context.Process(target=producer_main, daemon=True, args=(
-            ProducerPlan(socket_path, profile, callers), ready, go, submitted, results))
-        process.start()
-        producers.append((process, ready))
+        callers = list(range(number, profile.callers, profile.producer_processes))
+        if callers:
+            producers.append(ClientProcess.start(sdk, PRODUCER, {
+                "socket": socket_path, "jobs": profile.jobs, "callers": profile.callers,
+                "mine": callers, "task": profile.task, "queues": list(profile.queues),
+                "payload_bytes": profile.payload_bytes, "retries": profile.retries}))
     try:
         _wait_ready(workers + producers, timeout_s=60.0)
-        return _drive(profile, go, submitted, executed, results, len(producers), show_progress,
-                      label)
+        return _drive(profile, workers, producers, server_pid, show_progress, label)
     finally:
-        stop.set()
-        for process, _ in workers + producers:
-            process.join(10.0)
-            if process.is_alive():
-                process.kill()
-                process.join()
+        for client in workers + producers:
+            client.stop()
 
 
-def _drive(profile: Profile, go: Any, submitted: Any, executed: list[Any], results: Any,
-           producer_count: int, show_progress: bool, label: str) -> dict[str, Any]:
+def _drive(profile: Profile, workers: list[Any], producers: list[Any], server_pid: int,
+           show_progress: bool, label: str) -> dict[str, Any]:
     bar = ProgressBar(f"{profile.name} {label}", profile.jobs) if show_progress else None
     deadline = time.monotonic() + max(120.0, profile.jobs / 20.0)
-    outcomes: list[dict[str, Any]] = []
+    server = psutil.Process(server_pid)
+    counter = SyscallCounter.attach(server_pid)
+    cpu_before = server.cpu_times()
     started = time.monotonic()
-    go.set()
+    for producer in producers:
+        producer.send("go")
     done = 0
-    while done < profile.jobs or len(outcomes) < producer_count:
-        while not results.empty() and len(outcomes) < producer_count:
-            outcomes.append(results.get())
-            if "error" in outcomes[-1]:
-                raise ConfigurationError("producer", outcomes[-1]["error"])
-        done = sum(counter.value for counter in executed)
+    while done < profile.jobs or any(p.result is None for p in producers):
+        for client in workers + producers:
+            if client.process.poll() is not None and client.result is None:
+                raise ConfigurationError("bench", f"a client process exited with "
+                                         f"{client.process.returncode}: {client.error}")
+        done = sum(worker.count for worker in workers)
         if bar:
-            bar.update(done, f"inserted {submitted.value}")
+            bar.update(done, f"inserted {sum(p.count for p in producers)}")
         if time.monotonic() > deadline:
             raise ConfigurationError("bench", f"timed out: {done}/{profile.jobs} executed, "
-                                              f"{submitted.value} inserted")
+                                              f"{sum(p.count for p in producers)} inserted")
         time.sleep(0.01)
     harness_elapsed = time.monotonic() - started
+    cpu_after = server.cpu_times()
+    syscalls = counter.stop()
     if bar:
-        bar.finish(done, f"inserted {submitted.value}")
+        bar.finish(done, f"inserted {profile.jobs}")
     time.sleep(SETTLE_S)
     round_trips = array("d")
-    for outcome in outcomes:
-        round_trips.frombytes(outcome["round_trips"])
-    return {"first_send_ns": min(o["first_send_ns"] for o in outcomes if o["first_send_ns"]),
-            "round_trips": list(round_trips), "harness_elapsed_s": harness_elapsed}
+    for producer in producers:
+        round_trips.frombytes(base64.b64decode(producer.result["round_trips"]))
+    return {"first_send_ns": min(p.result["first_send_ns"] for p in producers
+                                 if p.result["first_send_ns"]),
+            "round_trips": list(round_trips), "harness_elapsed_s": harness_elapsed,
+            "load_cpu_user_s": cpu_after.user - cpu_before.user,
+            "load_cpu_system_s": cpu_after.system - cpu_before.system,
+            "load_syscalls": syscalls}
 
 
-def _wait_ready(processes: list[tuple[Any, Any]], timeout_s: float) -> None:
+def _wait_ready(clients: list[Any], timeout_s: float) -> None:
     deadline = time.monotonic() + timeout_s
-    for process, ready in processes:
-        while not ready.wait(0.05):
-            if not process.is_alive():
+    for client in clients:
+        while not client.ready.wait(0.05):
+            if client.process.poll() is not None:
                 raise ConfigurationError("bench", f"a client process exited with "
-                                                  f"{process.exitcode} before it was ready")
+                                         f"{client.process.returncode} before it was ready: "
+                                         f"{client.error}")
             if time.monotonic() > deadline:
                 raise ConfigurationError("bench", "client processes not ready after "
                                                   f"{timeout_s} s")

@@ -17,7 +17,7 @@ def percentile(sorted_values: Sequence[float], fraction: float) -> float:
 
 
 def latency_summary_ms(seconds: Sequence[float]) -> dict[str, float | int]:
-    """count, mean, min, p50, p95, p99 and max of a sample of durations, in milliseconds."""
+    """count, mean, min, p50, p95, p99, p999 and max of a sample of durations, in ms."""
     ordered = sorted(seconds)
     if not ordered:
         return {"count": 0}
@@ -29,6 +29,7 @@ def latency_summary_ms(seconds: Sequence[float]) -> dict[str, float | int]:
         "p50": round(percentile(as_ms, 0.50), 4),
         "p95": round(percentile(as_ms, 0.95), 4),
         "p99": round(percentile(as_ms, 0.99), 4),
+        "p999": round(percentile(as_ms, 0.999), 4),
         "max": round(as_ms[-1], 4),
     }
 

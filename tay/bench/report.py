@@ -27,12 +27,13 @@ def markdown_table(runs: list[dict[str, Any]]) -> str:
     def row(label: str, render: Any) -> None:
         lines.append(f"| {label} | " + " | ".join(render(run) for run in runs) + " |")
 
+    row("client SDK", lambda r: r.get("sdk", "ours"))
     row("group commit (max events / interval ms)",
         lambda r: f"{r['group_commit']['max_events']} / {r['group_commit']['interval_ms']}")
     row("completed jobs", lambda r: f"{r['completed']:,} / {r['jobs']:,}")
     row("completed jobs/s (first insert to last finish)", lambda r: f"{r['jobs_per_s']:,.1f}")
-    row("insert RTT p50 / p95 / p99 / max (ms)", lambda r: " / ".join(
-        f"{r['insert_rtt_ms'].get(key, 0):.3f}" for key in ("p50", "p95", "p99", "max")))
+    row("insert RTT p50 / p95 / p99 / p999 / max (ms)", lambda r: " / ".join(
+        f"{r['insert_rtt_ms'].get(key, 0):.3f}" for key in ("p50", "p95", "p99", "p999", "max")))
     row("job events (expected)", lambda r: f"{r['events']:,} ({r['expected_events']:,})")
     row("history bytes (segments)", lambda r: f"{r['history_bytes']:,} ({r['segments']})")
     row("fsyncs (largest batch)", lambda r: "-" if r["fsyncs"] is None else
@@ -40,10 +41,24 @@ def markdown_table(runs: list[dict[str, Any]]) -> str:
     row("engine max RSS (MiB)", lambda r: _mib(r["engine_max_rss_bytes"]))
     row("engine CPU user / system (s)",
         lambda r: f"{r['engine_cpu_user_s']:.2f} / {r['engine_cpu_system_s']:.2f}")
+    row("engine CPU per job, whole life / load only (us)", lambda r: (
+        f"{r.get('engine_cpu_us_per_job', 0):,.1f} / {r.get('load_cpu_us_per_job', 0):,.1f}"))
+    row("fsyncs per job", lambda r: "-" if r.get("fsyncs_per_job") is None
+        else f"{r['fsyncs_per_job']:.3f}")
+    row("syscalls per job during load (futex, write)", _syscalls)
     row("empty-store startup (s)", lambda r: f"{r['empty_startup_s']:.3f}")
-    row("cold restart to socket ready (s)", lambda r: f"{r['cold_restart_s']:.3f}")
+    row("cold restart to socket ready, least of runs (s)",
+        lambda r: f"{r['cold_restart_s']:.3f}")
     row("cold restart peak RSS (MiB)", lambda r: _mib(r["cold_restart_peak_rss_bytes"]))
     return "\n".join(lines) + "\n"
+
+
+def _syscalls(run: dict[str, Any]) -> str:
+    per_job = run.get("syscalls_per_job")
+    if not per_job:
+        return "skipped: " + str(run.get("load_syscalls", {}).get("skipped", "not counted"))
+    return (f"{per_job['all']:.1f} ({per_job.get('futex', 0):.1f}, "
+            f"{per_job.get('write', 0):.1f})")
 
 
 def write_chart(runs: list[dict[str, Any]], path: str) -> str | None:

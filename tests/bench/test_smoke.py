@@ -6,11 +6,15 @@ from __future__ import annotations
 import json
 import os
 
+import pytest
+
 from tay.cli import main
 
 
-def test_tay_bench_tiny_profile_end_to_end(tmp_path, capsys):
-    code = main(["bench", "tiny", "--dir", str(tmp_path), "--no-progress"])
+@pytest.mark.parametrize("client", ["ours", "tay-client"])
+def test_tay_bench_tiny_profile_end_to_end(tmp_path, capsys, client):
+    code = main(["bench", "tiny", "--dir", str(tmp_path), "--no-progress", "--client", client,
+                 "--restarts", "2"])
     out, err = capsys.readouterr()
     assert code == 0, err
     assert out.startswith("| Figure | per-event | group-commit |")
@@ -29,6 +33,12 @@ def test_tay_bench_tiny_profile_end_to_end(tmp_path, capsys):
         assert run["engine_max_rss_bytes"] > 1024 * 1024 and run["cold_restart_s"] > 0
         assert run["commit_stats"]["events"] >= 150
         assert run["server_exit_code"] == 0
+        assert run["sdk"] == client and len(run["cold_restart_runs_s"]) == 2
+        assert run["cold_restart_s"] == min(run["cold_restart_runs_s"])
+        assert run["load_cpu_us_per_job"] > 0 and run["engine_cpu_us_per_job"] > 0
+        assert run["insert_rtt_ms"]["p99"] <= run["insert_rtt_ms"]["p999"]
+        # counted by perf when it is installed, else skipped with the reason, never guessed
+        assert ("all" in run["load_syscalls"]) != ("skipped" in run["load_syscalls"])
     assert per_event["commit_stats"]["max_events"] == 1
     assert grouped["commit_stats"]["max_events"] == 64
     # write mode never fsyncs, and the run directories hold no store afterwards

@@ -1,0 +1,212 @@
+"""The server's CPU per job on the Unix-socket path, in one process, without sockets.
+
+    .venv/bin/python -m benchmarks.server_path [--jobs 5000] [--mode group|per-event]
+        [--durability sync|write] [--dir DIR] [--profile out.prof] [--rounds 3]
+
+A real store, committer (the default C writer), driver, engine, listener and two
+``Connection`` objects (a producer and a worker with capacity 8) run on uvloop; the
+transports are in-memory fakes, so what is measured is exactly the server's own work per
+job: three requests in (``enqueue``, ``started``, ``succeeded``), four frames out
+(``enqueued``, ``execute``, two ``accepted``), four journal records. Eight enqueues stay in
+flight, like the reference profile's eight callers, over queues ``alpha``/``beta`` with two
+credits each. The fake clients build their frames ahead of time and only parse the
+``execute`` frames; their time is measured apart and subtracted.
+
+Reported: process CPU (user+sys, every thread: the writer's too) per job, the clients'
+share, and the server's share (the figure to compare between commits; machine noise
+moves it far less than wall time). The minimum over rounds is the figure.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import os
+import shutil
+import struct
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import orjson
+
+REPO = Path(__file__).resolve().parents[1]
+ARGS = {"account_key": "benchmark-account", "payload": "x" * 1024, "version": 1}
+TASK = "tay.benchmark.v1"
+IN_FLIGHT = 8
+_LENGTH = struct.Struct(">I")
+
+
+def frame(message: dict) -> bytes:
+    payload = orjson.dumps(message)
+    return _LENGTH.pack(len(payload)) + payload
+
+
+def split(chunks: list[bytes]) -> list[dict]:
+    data = b"".join(chunks)
+    chunks.clear()
+    messages, offset = [], 0
+    while offset < len(data):
+        (length,) = _LENGTH.unpack_from(data, offset)
+        messages.append(orjson.loads(data[offset + 4:offset + 4 + length]))
+        offset += 4 + length
+    return messages
+
+
+class FakeTransport:
+    """What ``Connection`` needs of a transport; writes are kept for the fake client, and
+    wake it (so it never spins while the server waits for an fsync)."""
+
+    def __init__(self, wake: asyncio.Event) -> None:
+        self.chunks: list[bytes] = []
+        self.wake = wake
+
+    def write(self, data: bytes) -> None:
+        self.chunks.append(data)
+        self.wake.set()
+
+    def is_closing(self) -> bool:
+        return False
+
+    def set_write_buffer_limits(self, high: int, low: int) -> None:
+        pass
+
+    def pause_reading(self) -> None:
+        pass
+
+    def resume_reading(self) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
+
+    def abort(self) -> None:
+        pass
+
+
+async def run_round(data_dir: str, jobs: int, mode: str, durability: str) -> dict[str, float]:
+    from tay.engine.config import EngineConfig
+    from tay.protocol.limits import ProtocolLimits
+    from tay.server.app import ServeConfig, open_store
+    from tay.server.connection import Connection
+    from tay.server.driver import EngineDriver
+    from tay.server.listener import Listener
+
+    max_events = 64 if mode == "group" else 1
+    store = open_store(ServeConfig(
+        data_dir=data_dir, socket=None, init_if_missing=True, durability=durability,
+        validated_filesystem=True, group_commit_max_events=max_events,
+        engine=EngineConfig(queues={"alpha": 2, "beta": 2})))
+    loop = asyncio.get_running_loop()
+    driver = EngineDriver(store.engine, store.committer, loop)
+    listener = Listener(driver, ProtocolLimits())
+    producer, worker = Connection(listener), Connection(listener)
+    wake = asyncio.Event()
+    producer_out, worker_out = FakeTransport(wake), FakeTransport(wake)
+    producer.connection_made(producer_out)
+    worker.connection_made(worker_out)
+    producer.data_received(frame({"version": 1, "type": "hello", "request_id": "hp",
+                                  "mode": "client", "runtime_id": "bench-producer"}))
+    worker.data_received(frame({"version": 1, "type": "hello", "request_id": "hw",
+                                "mode": "worker", "runtime_id": "bench-worker",
+                                "max_concurrency": 8}))
+    worker.data_received(frame({"version": 1, "type": "register_tasks", "request_id": "rt",
+                                "tasks": [TASK]}))
+    enqueues = [frame({"version": 1, "type": "enqueue", "request_id": os.urandom(16).hex(),
+                       "task": TASK, "args": ARGS,
+                       "options": {"queue": "alpha" if index % 2 == 0 else "beta",
+                                   "retries": 0}})
+                for index in range(jobs)]
+    while producer_out.chunks == [] or worker_out.chunks == []:
+        await asyncio.sleep(0.001)
+    producer_out.chunks.clear()
+    worker_out.chunks.clear()
+
+    client_s = 0.0
+    sent = done = enqueued = 0
+    cpu0, wall0 = time.process_time(), time.perf_counter()
+    while done < jobs:
+        client0 = time.thread_time()
+        burst = []
+        while sent < jobs and sent - enqueued < IN_FLIGHT:
+            burst.append(enqueues[sent])
+            sent += 1
+        if producer_out.chunks:
+            for message in split(producer_out.chunks):
+                if message["type"] != "enqueued":
+                    raise RuntimeError(f"the server refused an enqueue: {message}")
+                enqueued += 1
+        reports = []
+        if worker_out.chunks:
+            for message in split(worker_out.chunks):
+                if message["type"] == "error":
+                    raise RuntimeError(f"the server refused a report: {message}")
+                if message["type"] == "execute":
+                    ids = {"reservation_id": message["reservation_id"],
+                           "execution_id": message["execution_id"]}
+                    reports.append(frame({"version": 1, "type": "started",
+                                          "request_id": message["execution_id"] + "s", **ids}))
+                    reports.append(frame({"version": 1, "type": "succeeded",
+                                          "request_id": message["execution_id"] + "d", **ids,
+                                          "result": None}))
+                    done += 1
+        client_s += time.thread_time() - client0
+        if burst:
+            producer.data_received(b"".join(burst))
+        if reports:
+            worker.data_received(b"".join(reports))
+        if not (producer_out.chunks or worker_out.chunks):
+            wake.clear()
+            await wake.wait()
+    while not driver.idle:
+        await asyncio.sleep(0.001)
+    cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
+    driver.close()
+    store.close()
+    return {"cpu_us": cpu / jobs * 1e6, "client_us": client_s / jobs * 1e6,
+            "server_us": (cpu - client_s) / jobs * 1e6, "jobs_per_s": jobs / wall,
+            "fsyncs": store.committer.stats().fsyncs}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--jobs", type=int, default=5000)
+    parser.add_argument("--mode", choices=("group", "per-event"), default="group")
+    parser.add_argument("--durability", choices=("sync", "write"), default="sync")
+    parser.add_argument("--dir", default=str(REPO / ".tmp"))
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--profile", help="write a cProfile of the last round here")
+    args = parser.parse_args(argv)
+    import uvloop
+
+    os.makedirs(args.dir, exist_ok=True)
+    results = []
+    for round_number in range(args.rounds):
+        root = tempfile.mkdtemp(prefix="server-path-", dir=args.dir)
+        try:
+            coroutine = run_round(os.path.join(root, "data"), args.jobs, args.mode,
+                                  args.durability)
+            if args.profile and round_number == args.rounds - 1:
+                import cProfile
+
+                profiler = cProfile.Profile(time.thread_time)  # CPU, not waits
+                profiler.enable()
+                results.append(uvloop.run(coroutine))
+                profiler.disable()
+                profiler.dump_stats(args.profile)
+            else:
+                results.append(uvloop.run(coroutine))
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
+    best = min(results, key=lambda r: r["server_us"])
+    for result in results:
+        print(" ".join(f"{k}={v:,.1f}" for k, v in result.items()), file=sys.stderr)
+    print(f"{args.mode} {args.durability}: server {best['server_us']:.1f} us/job "
+          f"(process {best['cpu_us']:.1f}, clients {best['client_us']:.1f}), "
+          f"{best['jobs_per_s']:,.0f} jobs/s, {best['fsyncs']} fsyncs")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
