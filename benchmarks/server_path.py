@@ -169,7 +169,7 @@ async def run_round(data_dir: str, jobs: int, mode: str, durability: str) -> dic
             "fsyncs": store.committer.stats().fsyncs}
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=5000)
     parser.add_argument("--mode", choices=("group", "per-event"), default="group")
@@ -177,7 +177,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--dir", default=str(REPO / ".tmp"))
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--profile", help="write a cProfile of the last round here")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     import uvloop
 
     os.makedirs(args.dir, exist_ok=True)

@@ -141,6 +141,9 @@ def check(command: str, complete: bool = True) -> None:
     elif module == "benchmarks.peers.run_peers":
         from benchmarks.peers.run_peers import build_parser
         parses(build_parser, args)
+    elif module == "benchmarks.server_path":
+        from benchmarks.server_path import build_parser
+        parses(build_parser, args)
     else:
         raise AssertionError(f"documented module {module!r} has no parser check here")
 
