@@ -12,9 +12,10 @@ its first byte (not counting time the server itself stopped reading). Either clo
 connection with an uncorrelated ``hello_timeout`` / ``frame_timeout``. The frame clock
 costs a look at the decoder's buffer per read and a timer only while a frame is partial.
 
-Every forwarded request carries a timer (``ProtocolLimits.request_timeout_ms``, 30 s by
-default). On expiry the client gets ``request_timeout`` and its pending slot is freed; the
-real answer, if the engine still produces one, is dropped. Answers and timers for one
+Every forwarded request has a deadline (``ProtocolLimits.request_timeout_ms``, 30 s by
+default), kept by one ``RequestDeadlines`` per connection (one loop timer, not one per
+request). On expiry the client gets ``request_timeout`` and its pending slot is freed; the
+real answer, if the engine still produces one, is dropped. Answers and deadlines for one
 ``request_id`` are matched first-in first-out.
 """
 
@@ -22,7 +23,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections import Counter, deque
+from collections import Counter
 from typing import TYPE_CHECKING
 
 from tay.engine import commands as engine_commands
@@ -31,6 +32,8 @@ from tay.failures import ConnectionFatal, RequestRefused
 from tay.protocol import requests as wire
 from tay.protocol.replies import error_frame, message_frame
 from tay.protocol.session import ProtocolSession
+
+from .deadlines import RequestDeadlines
 
 if TYPE_CHECKING:
     from .listener import Listener
@@ -49,7 +52,7 @@ class Connection(asyncio.Protocol):
         self.session = ProtocolSession(listener.limits)
         self.transport: asyncio.Transport | None = None
         self.connected_engine = False
-        self._waiting: dict[str, deque[asyncio.TimerHandle]] = {}
+        self._deadlines: RequestDeadlines | None = None  # made with the loop, on connect
         self._timed_out: Counter[str] = Counter()
         self._timeout_s = listener.limits.request_timeout_ms / 1000.0
         self._reading_paused_for_writes = False
@@ -62,6 +65,7 @@ class Connection(asyncio.Protocol):
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         self.transport = transport  # type: ignore[assignment]  # uvloop's is not a subclass
         self._loop = asyncio.get_running_loop()
+        self._deadlines = RequestDeadlines(self._loop, self._timeout_s, self._expire)
         if not self.listener.admit(self):
             transport.close()  # over executor_max_connections: accept, then close
             return
@@ -107,10 +111,8 @@ class Connection(asyncio.Protocol):
         for timer in (self._hello_timer, self._frame_timer):
             if timer is not None:
                 timer.cancel()
-        for timers in self._waiting.values():
-            for timer in timers:
-                timer.cancel()
-        self._waiting.clear()
+        if self._deadlines is not None:
+            self._deadlines.close()
         self.listener.release(self)
         if self.connected_engine:
             self.listener.driver.submit(engine_commands.Disconnect(self))
@@ -128,11 +130,7 @@ class Connection(asyncio.Protocol):
             if self._timed_out and self._timed_out[request_id]:
                 self._drop_late_answer(request_id)
                 return
-            timers = self._waiting.get(request_id)
-            if timers:
-                timers.popleft().cancel()
-                if not timers:
-                    del self._waiting[request_id]
+            if self._deadlines.answer(request_id):
                 self.session.settle()
         if isinstance(effect, Refuse):
             self._write(error_frame(effect.failure, request_id))
@@ -183,12 +181,6 @@ class Connection(asyncio.Protocol):
 
     def _expire(self, request_id: str) -> None:
         """The oldest pending request with this id ran out of time: answer it ourselves."""
-        timers = self._waiting.get(request_id)
-        if not timers:
-            return
-        timers.popleft()
-        if not timers:
-            del self._waiting[request_id]
         self._timed_out[request_id] += 1
         self.session.settle()
         failure = RequestRefused(
@@ -198,8 +190,7 @@ class Connection(asyncio.Protocol):
 
     def _forward(self, request: wire.Request) -> None:
         if isinstance(request, wire.FORWARDED):
-            timer = self._loop.call_later(self._timeout_s, self._expire, request.request_id)
-            self._waiting.setdefault(request.request_id, deque()).append(timer)
+            self._deadlines.add(request.request_id)
         if isinstance(request, wire.AdminRequest):
             self._admin(request)
             return
