@@ -4,8 +4,9 @@
 Both SDKs share one public API, so one script body (``PRODUCER``, ``WORKER``) runs under
 either interpreter; each process is a fresh interpreter like a real deployment. They talk
 to the harness by lines: the producer prints ``ready``, waits for ``go`` on stdin, prints
-``submitted N`` as it goes and one final JSON line (first send time and every insert round
-trip, send to durable acknowledgement); the worker prints ``ready`` once its task is
+``submitted N`` as it goes and one final JSON line (first send time, its own CPU from the
+go signal to its last acknowledgement, and every insert round trip, send to durable
+acknowledgement); the worker prints ``ready`` once its task is
 registered, ``executed N`` as jobs run, and stops when stdin closes.
 
 Caller ``c`` submits every job ``i`` with ``i % callers == c``, one at a time; our SDK runs
@@ -65,10 +66,12 @@ async def main():
     async with Tay(mode="client", socket_path=plan["socket"], request_timeout=900.0) as tay:
         print("ready", flush=True)
         await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)
+        cpu = time.process_time()
         progress = asyncio.ensure_future(report())
         await asyncio.gather(*(caller(number, tay) for number in plan["mine"]))
         progress.cancel()
-    print(json.dumps({"first_send_ns": first[0] if first else None,
+        cpu = time.process_time() - cpu
+    print(json.dumps({"first_send_ns": first[0] if first else None, "cpu_s": cpu,
                       "round_trips": base64.b64encode(round_trips.tobytes()).decode()}),
           flush=True)
 

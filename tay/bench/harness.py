@@ -76,10 +76,11 @@ def _measure(profile: Profile, mode: CommitMode, settings: ServerSettings,
     finally:
         reading = server.stop()
     facts = read_store_facts(settings.data_dir)
-    restart_runs, restart_peaks = [], []
+    restart_runs, restart_cpu, restart_peaks = [], [], []
     for _ in range(restarts):  # the first may meet a cold page cache; the least is reported
         restart = ServerProcess(settings)
         restart_runs.append(round(restart.start(), 4))
+        restart_cpu.append(round(restart.ready_cpu_s, 4))
         restart_peaks.append(restart.ready_peak_rss)
         restart.stop()
     first_send_s = load["first_send_ns"] / 1e9
@@ -115,11 +116,17 @@ def _measure(profile: Profile, mode: CommitMode, settings: ServerSettings,
         "load_cpu_us_per_job": round(
             (load["load_cpu_user_s"] + load["load_cpu_system_s"]) * per_job, 1),
         "load_syscalls": syscalls,
+        # the SDK's own CPU per job over the load: every worker process, every producer
+        "worker_cpu_us_per_job": None if load["worker_cpu_s"] is None
+        else round(load["worker_cpu_s"] * per_job, 1),
+        "producer_cpu_us_per_job": None if load["producer_cpu_s"] is None
+        else round(load["producer_cpu_s"] * per_job, 1),
         "syscalls_per_job": (None if "all" not in syscalls else
                              {name: round(count / max(completed, 1), 2)
                               for name, count in syscalls.items()}),
         "server_exit_code": reading.exit_code,
         "cold_restart_s": min(restart_runs), "cold_restart_runs_s": restart_runs,
+        "cold_restart_cpu_s": min(restart_cpu), "cold_restart_cpu_runs_s": restart_cpu,
         "cold_restart_peak_rss_bytes": max(restart_peaks),
         "schedule_lag": "skipped: the profile declares no schedules",
     }
@@ -157,6 +164,7 @@ def _drive(profile: Profile, workers: list[Any], producers: list[Any], server_pi
     deadline = time.monotonic() + max(120.0, profile.jobs / 20.0)
     server = psutil.Process(server_pid)
     counter = SyscallCounter.attach(server_pid)
+    worker_cpu = ClientCpu(workers)  # producers report their own (they exit when done)
     cpu_before = server.cpu_times()
     started = time.monotonic()
     for producer in producers:
@@ -176,10 +184,12 @@ def _drive(profile: Profile, workers: list[Any], producers: list[Any], server_pi
         time.sleep(0.01)
     harness_elapsed = time.monotonic() - started
     cpu_after = server.cpu_times()
+    worker_s = worker_cpu.used_s()
     syscalls = counter.stop()
     if bar:
         bar.finish(done, f"inserted {profile.jobs}")
     time.sleep(SETTLE_S)
+    producer_s = sum(producer.result.get("cpu_s", 0.0) for producer in producers)
     round_trips = array("d")
     for producer in producers:
         round_trips.frombytes(base64.b64decode(producer.result["round_trips"]))
@@ -188,7 +198,30 @@ def _drive(profile: Profile, workers: list[Any], producers: list[Any], server_pi
             "round_trips": list(round_trips), "harness_elapsed_s": harness_elapsed,
             "load_cpu_user_s": cpu_after.user - cpu_before.user,
             "load_cpu_system_s": cpu_after.system - cpu_before.system,
-            "load_syscalls": syscalls}
+            "load_syscalls": syscalls, "worker_cpu_s": worker_s, "producer_cpu_s": producer_s}
+
+
+class ClientCpu:
+    """user+sys CPU of client processes from now until ``used_s`` (None if unreadable)."""
+
+    def __init__(self, clients: list[Any]) -> None:
+        self._processes = []
+        for client in clients:
+            try:
+                process = psutil.Process(client.process.pid)
+                self._processes.append((process, process.cpu_times()))
+            except psutil.Error:
+                pass
+
+    def used_s(self) -> float | None:
+        total = 0.0
+        try:
+            for process, before in self._processes:
+                after = process.cpu_times()
+                total += (after.user - before.user) + (after.system - before.system)
+        except psutil.Error:
+            return None
+        return total
 
 
 def _wait_ready(clients: list[Any], timeout_s: float) -> None:

@@ -43,12 +43,14 @@ def markdown_table(runs: list[dict[str, Any]]) -> str:
         lambda r: f"{r['engine_cpu_user_s']:.2f} / {r['engine_cpu_system_s']:.2f}")
     row("engine CPU per job, whole life / load only (us)", lambda r: (
         f"{r.get('engine_cpu_us_per_job', 0):,.1f} / {r.get('load_cpu_us_per_job', 0):,.1f}"))
+    row("SDK CPU per job over the load: worker / producer (us)", lambda r: (
+        f"{r.get('worker_cpu_us_per_job') or 0:,.1f} / {r.get('producer_cpu_us_per_job') or 0:,.1f}"))
     row("fsyncs per job", lambda r: "-" if r.get("fsyncs_per_job") is None
         else f"{r['fsyncs_per_job']:.3f}")
     row("syscalls per job during load (futex, write)", _syscalls)
     row("empty-store startup (s)", lambda r: f"{r['empty_startup_s']:.3f}")
-    row("cold restart to socket ready, least of runs (s)",
-        lambda r: f"{r['cold_restart_s']:.3f}")
+    row("cold restart to socket ready, least of runs: wall / CPU (s)",
+        lambda r: f"{r['cold_restart_s']:.3f} / {r.get('cold_restart_cpu_s', 0):.3f}")
     row("cold restart peak RSS (MiB)", lambda r: _mib(r["cold_restart_peak_rss_bytes"]))
     return "\n".join(lines) + "\n"
 

@@ -67,6 +67,7 @@ class ServerProcess:
         self.process: subprocess.Popen[bytes] | None = None
         self.ready_s = 0.0
         self.ready_peak_rss = 0
+        self.ready_cpu_s = 0.0  # user+sys the process used until it accepted: steadier than wall
         self._log_start = 0
 
     def start(self) -> float:
@@ -90,6 +91,11 @@ class ServerProcess:
             time.sleep(0.001)
         self.ready_s = time.perf_counter() - started
         self.ready_peak_rss = peak_rss_bytes(self.process.pid)
+        try:
+            times = psutil.Process(self.process.pid).cpu_times()
+            self.ready_cpu_s = times.user + times.system
+        except psutil.Error:
+            self.ready_cpu_s = float("nan")
         return self.ready_s
 
     @property

@@ -24,7 +24,7 @@ from tay.engine.effects import Refuse, Reply
 from tay.failures import RequestRefused
 
 from .driver import EngineDriver
-from .http_sessions import EnginePort
+from .engine_port import EnginePort
 from .metrics import ServerMetrics, collector, readiness, render
 
 log = logging.getLogger("tay.server")
@@ -47,11 +47,14 @@ class AdminService:
         # name -> callable giving a JSON-safe fact (listeners add theirs: socket, http)
         self.facts: dict[str, Callable[[], Any]] = {}
         self.metrics = ServerMetrics()
-        self._collect = collector(store.engine, driver, store, self.metrics,
-                                  lambda: storage_facts(config.data_dir), self._started_mono)
+        self._collect: Callable[[], Any] | None = None  # prometheus_client on the first scrape
 
     # -- /metrics, /healthz, /readyz (plain endpoints, not admin ops) ------------------------
     def metrics_text(self) -> bytes:
+        if self._collect is None:
+            self._collect = collector(self.store.engine, self.driver, self.store, self.metrics,
+                                      lambda: storage_facts(self.config.data_dir),
+                                      self._started_mono)
         return render(self._collect)
 
     def readiness(self) -> tuple[bool, dict[str, Any]]:

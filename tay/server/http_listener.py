@@ -32,7 +32,8 @@ from tay.protocol.limits import ProtocolLimits
 
 from .driver import EngineDriver
 from .http_config import HttpConfig, HttpLimits, tls_context
-from .http_sessions import EnginePort, SessionRegistry
+from .engine_port import EnginePort
+from .http_sessions import SessionRegistry
 
 PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"  # what a prior-knowledge h2c client sends first
 
