@@ -25,6 +25,11 @@ _EVENT_ACKS = frozenset({"accepted", "heartbeat_ok"})
 _ERROR_TYPES = frozenset({"error", "protocol_error"})
 
 
+def _time_out(future: asyncio.Future[Any]) -> None:
+    if not future.done():
+        future.set_exception(TimeoutError())
+
+
 class Link:
     """Requests and events over one connected socket."""
 
@@ -70,17 +75,22 @@ class Link:
         """Send one request and wait for its reply; an ``error`` reply raises ServerError."""
         request_id = new_request_id()
         message = envelope(message_type, request_id, fields)  # validation errors raise here
-        future: asyncio.Future[dict[str, Any]] = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[dict[str, Any]] = loop.create_future()
         self._pending[request_id] = future
+        # one timer handle instead of wait_for + shield (a task and two futures per request)
+        timer = loop.call_later(timeout, _time_out, future)
         try:
             self._write(message)
-            await self._drain()
-            return await asyncio.wait_for(asyncio.shield(future), timeout)
+            if self._writer.transport.get_write_buffer_size():
+                await self._drain()  # only when the socket pushes back
+            return await future
         except TimeoutError as exc:
             raise ConnectionLost(
                 f"Tay did not answer {message_type!r} within {timeout:g}s; its outcome is unknown"
             ) from exc
         finally:
+            timer.cancel()
             self._pending.pop(request_id, None)
 
     async def send_event(self, message_type: str, fields: Mapping[str, Any]) -> None:
@@ -90,7 +100,8 @@ class Link:
         self._event_ids.add(request_id)
         try:
             self._write(message)
-            await self._drain()
+            if self._writer.transport.get_write_buffer_size():
+                await self._drain()  # only when the socket pushes back
         except BaseException:
             self._event_ids.discard(request_id)
             raise
