@@ -247,3 +247,14 @@ def test_run_serve_with_http_serves_on_the_recovered_store(data_dir, monkeypatch
     monkeypatch.setattr(http_listener, "serve_with_http", stop_when_ready)
     assert app.run_serve(config(data_dir), HttpConfig(port=0)) == 0
     assert opened == [data_dir]
+
+
+def test_an_epoch_of_more_records_than_one_timer_step_reopens(data_dir: str) -> None:
+    """Replay checks the recovery deadline every 4,096 records of an epoch (that check
+    once raised a TypeError, so no Store-v2 store beyond 4,096 records could restart)."""
+    enqueue_jobs(data_dir, 4200)
+    store = open_store(config(data_dir))
+    try:
+        assert store.store_version == 2 and len(store.engine.jobs) == 4200
+    finally:
+        store.close()

@@ -366,7 +366,8 @@ def replay_v2(view: EpochView, consumer: Any, limits: DecodeLimits,
                     payload.release()
                 expected += 1
                 if timer is not None and expected % 4096 == 0:
-                    timer.check("replay", **where)
+                    timer.check("replay", path=segment_view.path, sequence=sequence,
+                                segment_id=segment_view.segment_id)
             if segment_view.mapping is not None and segment_view.size:
                 _drop_pages(segment_view.mapping, 0, segment_view.size)
         finally:
