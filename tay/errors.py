@@ -14,6 +14,7 @@ __all__ = [
     "ModeError",
     "ProtocolError",
     "RemoteTaskError",
+    "ResultTimeout",
     "ResultTooLarge",
     "ServerError",
     "TaskNotRegistered",
@@ -93,3 +94,15 @@ class ResultTooLarge(ValidationError):
 
 class ModeError(TayError):
     """The call is not available in this client's mode (for example enqueue in worker mode)."""
+
+
+class ResultTimeout(TayError, TimeoutError):
+    """``job.result(timeout=...)`` ran out of time while the job was still pending.
+
+    Nothing changed on the server: the job keeps its place and may still complete; ask
+    again later, or ``cancel()`` it.
+    """
+
+    def __init__(self, message: str, *, job_id: str | None = None) -> None:
+        super().__init__(message)
+        self.job_id = job_id

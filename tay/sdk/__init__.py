@@ -4,11 +4,11 @@
 ``TayHTTPWorker`` use the HTTP/JSON API. Import from ``tay`` (``from tay import Tay``).
 """
 
-from tay.errors import (ConnectionLost, ModeError, ProtocolError, RemoteTaskError, ResultTooLarge, ServerError,
-                        TaskNotRegistered, TaskRegistrationError, TayError, ValidationError)
+from tay.errors import (ConnectionLost, ModeError, ProtocolError, RemoteTaskError, ResultTimeout, ResultTooLarge,
+                        ServerError, TaskNotRegistered, TaskRegistrationError, TayError, ValidationError)
 from tay.sdk.client import Tay
-from tay.sdk.handles import JobHandle, ScheduleHandle, SchedulePage
-from tay.sdk.http import HTTPJobHandle, TayHTTP
+from tay.sdk.handles import HTTPJobHandle, JobHandle, ScheduleHandle, SchedulePage
+from tay.sdk.http import TayHTTP
 from tay.sdk.http_worker import TayHTTPWorker
 from tay.sdk.options import Durability
 from tay.sdk.socket_path import resolve_socket_path
@@ -16,7 +16,7 @@ from tay.sdk.task import Task
 
 __all__ = [
     "ConnectionLost", "Durability", "HTTPJobHandle", "JobHandle", "ModeError", "ProtocolError",
-    "RemoteTaskError", "ResultTooLarge", "ScheduleHandle", "SchedulePage", "ServerError", "Task",
+    "RemoteTaskError", "ResultTimeout", "ResultTooLarge", "ScheduleHandle", "SchedulePage", "ServerError", "Task",
     "TaskNotRegistered", "TaskRegistrationError", "Tay", "TayError", "TayHTTP", "TayHTTPWorker",
     "ValidationError", "resolve_socket_path",
 ]

@@ -16,22 +16,25 @@ import logging
 import os
 import uuid
 import weakref
-from collections.abc import AsyncGenerator, Callable, Mapping
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping
 from types import TracebackType
-from typing import Any, ClassVar, Self
+from typing import Any, ClassVar, ParamSpec, Self, TypeVar, Unpack, overload
 
 from tay.errors import ConnectionLost, ModeError, ServerError, TaskRegistrationError, ValidationError
-from tay.sdk import options as opts
+import tay.sdk.options as opts
 from tay.sdk.connection import Link
 from tay.sdk.executor import Executor
 from tay.sdk.handles import (JobHandle, ScheduleHandle, SchedulePage, check_page_request, collect_schedules,
                              schedule_page_from_reply)
-from tay.sdk.options import Durability
+from tay.sdk.options import Durability, EnqueueOptions
 from tay.sdk.socket_path import resolve_socket_path
-from tay.sdk.task import Task, register_task
+from tay.sdk.task import Task, TaskCall, TaskDecorator, call_parts, register_task
 from tay.sdk.wire import DEFAULT_MAX_FRAME_BYTES, normalize_json, reply_durability, reply_identifier, validate_task_name
 
 log = logging.getLogger("tay.sdk")
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 DEFAULT_MAX_RESULT_BYTES = 65_536
 DEFAULT_MAX_ERROR_BYTES = 8_192
@@ -100,7 +103,7 @@ class Tay:
         self.reconnect_max_delay = float(reconnect_max_delay)
         self.include_traceback = bool(include_traceback)
 
-        self._tasks: dict[str, Task] = {}
+        self._tasks: dict[str, Task[Any, Any]] = {}
         self._advertised: set[str] = set()  # desired registrations, replayed on reconnect
         self._schedule_declarations: dict[str, dict[str, Any]] = {}  # desired schedules
         self._executor = Executor(
@@ -124,11 +127,21 @@ class Tay:
         return self._link is not None and self._link.is_open and bool(self._connected and self._connected.is_set())
 
     @property
-    def tasks(self) -> Mapping[str, Task]:
+    def tasks(self) -> Mapping[str, Task[Any, Any]]:
         """A copy of the local task registry, by name."""
         return self._tasks.copy()
 
     # -- task declaration ----------------------------------------------------------------
+
+    @overload
+    def task(self, function: Callable[P, Awaitable[R]], /) -> Task[P, R]: ...
+    @overload
+    def task(self, function: Callable[P, R], /) -> Task[P, R]: ...
+    @overload
+    def task(self, function: None = None, *, name: str | None = None, retries: int | None = None,
+             backoff: str | Mapping[str, Any] | None = None, durability: Durability | None = None,
+             cron: str | None = None, every: Mapping[str, Any] | None = None, overlap: str | None = None,
+             declaration_id: str | None = None) -> TaskDecorator: ...
 
     def task(
         self,
@@ -142,12 +155,12 @@ class Tay:
         every: Mapping[str, Any] | None = None,
         overlap: str | None = None,
         declaration_id: str | None = None,
-    ) -> Task | Callable[[Callable[..., Any]], Task]:
+    ) -> Task[Any, Any] | TaskDecorator:
         """Register a function as a task: ``@tay.task`` or ``@tay.task(name=..., ...)``."""
         config = opts.task_config(retries=retries, backoff=backoff, durability=durability, cron=cron,
                                   every=every, overlap=overlap, declaration_id=declaration_id)
 
-        def register(candidate: Callable[..., Any]) -> Task:
+        def register(candidate: Callable[..., Any]) -> Task[Any, Any]:
             task, created = register_task(self, self._tasks, candidate, name=name, config=config)
             if created:
                 self._advertised.add(task.name)
@@ -155,24 +168,24 @@ class Tay:
 
         return register if function is None else register(function)
 
-    def _advertised_task(self, name: str) -> Task | None:
+    def _advertised_task(self, name: str) -> Task[Any, Any] | None:
         return self._tasks.get(name) if name in self._advertised else None
 
-    def _task_name(self, task: str | Task) -> str:
+    def _task_name(self, task: str | Task[Any, Any]) -> str:
         if isinstance(task, Task):
             if task.tay is not self:
                 raise ValidationError(f"task {task.name!r} belongs to another Tay instance; pass its name instead")
             return task.name
         return validate_task_name(task)
 
-    def _local_task_names(self, tasks: tuple[str | Task, ...]) -> tuple[str, ...]:
+    def _local_task_names(self, tasks: tuple[str | Task[Any, Any], ...]) -> tuple[str, ...]:
         names = tuple(dict.fromkeys(self._task_name(task) for task in tasks))
         for name in names:
             if name not in self._tasks:
                 raise TaskRegistrationError(f"task {name!r} is not registered on this Tay instance; decorate it with @tay.task first")
         return names
 
-    async def register_tasks(self, *tasks: str | Task) -> tuple[Task, ...]:
+    async def register_tasks(self, *tasks: str | Task[Any, Any]) -> tuple[Task[Any, Any], ...]:
         """Advertise tasks declared after ``start()`` (kept across reconnects)."""
         if self.mode == "client":
             raise ModeError("client mode cannot register tasks; use mode='embedded' or 'worker'")
@@ -182,7 +195,7 @@ class Tay:
             await self._request("register_tasks", {"tasks": list(names)})
         return tuple(self._tasks[name] for name in names)
 
-    async def unregister_tasks(self, *tasks: str | Task) -> tuple[str, ...]:
+    async def unregister_tasks(self, *tasks: str | Task[Any, Any]) -> tuple[str, ...]:
         """Stop advertising tasks; the withdrawal holds across reconnects."""
         if self.mode == "client":
             raise ModeError("client mode cannot unregister tasks; use mode='embedded' or 'worker'")
@@ -337,23 +350,35 @@ class Tay:
         if self.mode == "worker":
             raise ModeError(f"worker mode only executes tasks; use mode='embedded' or 'client' to {action}")
 
+    @overload
+    async def enqueue(self, task: TaskCall[R], args: None = None, *, options: Mapping[str, Any] | None = None,
+                      durability: Durability | None = None,
+                      **option_keywords: Unpack[EnqueueOptions]) -> JobHandle[R]: ...
+    @overload
+    async def enqueue(self, task: str | Task[Any, Any], args: Mapping[str, Any] | None = None, *,
+                      options: Mapping[str, Any] | None = None, durability: Durability | None = None,
+                      **option_keywords: Unpack[EnqueueOptions]) -> JobHandle[Any]: ...
+
     async def enqueue(
         self,
-        task: str | Task,
+        task: str | Task[Any, Any] | TaskCall[Any],
         args: Mapping[str, Any] | None = None,
         *,
         options: Mapping[str, Any] | None = None,
         durability: Durability | None = None,
         **option_keywords: Any,
-    ) -> JobHandle:
+    ) -> JobHandle[Any]:
         """Submit one job of ``task`` with a JSON-object ``args``; returns its handle.
 
-        Pass ``submission_id=...`` to make a retry after ``ConnectionLost`` safe: the same
-        id and definition reconcile to the same job instead of creating a second one.
+        ``task`` may be a bound call, ``task.bind(2, 5)``: its arguments are the job's and
+        the handle is typed by the task's result. Pass ``submission_id=...`` to make a retry
+        after ``ConnectionLost`` safe: the same id and definition reconcile to the same job
+        instead of creating a second one.
         """
         self._refuse_in_worker_mode("enqueue")
+        name, args, options = call_parts(task, args, options, option_keywords, durability, self._task_name)
         payload = {
-            "task": self._task_name(task),
+            "task": name,
             "args": normalize_json(opts.enqueue_args(args)),
             "options": normalize_json(opts.merge_enqueue_options(options, durability, option_keywords)),
         }
@@ -364,7 +389,7 @@ class Tay:
 
     async def schedule(
         self,
-        task: str | Task,
+        task: str | Task[Any, Any],
         *,
         cron: str,
         kwargs: Mapping[str, Any] | None = None,
@@ -380,13 +405,13 @@ class Tay:
         """Create (or idempotently redeclare) a durable cron schedule of ``task``."""
         self._refuse_in_worker_mode("schedule")
         opts.check_cron(cron)
-        payload = schedule_payload(self._task_name(task), kwargs, args, declaration_id, timezone, catch_up,
+        payload = opts.schedule_payload(self._task_name(task), kwargs, args, declaration_id, timezone, catch_up,
                                    overlap, delay, start_at, options, {"cron": cron, "timezone": timezone})
         return await self._declare(payload)
 
     async def every(
         self,
-        task: str | Task,
+        task: str | Task[Any, Any],
         *,
         seconds: float | None = None,
         minutes: float | None = None,
@@ -404,7 +429,7 @@ class Tay:
         """Create (or redeclare) a durable interval schedule; give exactly one unit."""
         every = opts.every_mapping({"seconds": seconds, "minutes": minutes, "hours": hours, "days": days})
         self._refuse_in_worker_mode("schedule")
-        payload = schedule_payload(self._task_name(task), kwargs, args, declaration_id, "+00", catch_up,
+        payload = opts.schedule_payload(self._task_name(task), kwargs, args, declaration_id, "+00", catch_up,
                                    overlap, delay, start_at, options, {"every": every})
         return await self._declare(payload)
 
@@ -442,19 +467,3 @@ class Tay:
 
     async def _schedule_status(self, schedule_id: str) -> dict[str, Any]:
         return await self._schedule_request("schedule_status", schedule_id)
-
-
-def schedule_payload(
-    task_name: str, kwargs: Any, args: Any, declaration_id: Any, timezone: Any, catch_up: Any,
-    overlap: Any, delay: Any, start_at: Any, options: Mapping[str, Any], timing: dict[str, Any],
-) -> dict[str, Any]:
-    """The ``schedule`` request body shared by cron and interval declarations."""
-    if kwargs is not None and args is not None:
-        raise ValidationError("pass either kwargs or args to a schedule, not both")
-    opts.schedule_options(declaration_id=declaration_id, timezone=timezone, catch_up=catch_up,
-                          overlap=overlap, delay=delay, start_at=start_at)
-    payload: dict[str, Any] = {"task": task_name, "args": normalize_json(opts.enqueue_args(kwargs if kwargs is not None else args)),
-                               **timing, "catch_up": catch_up, "options": normalize_json(dict(options))}
-    optional = {"declaration_id": declaration_id, "overlap": overlap, "delay": delay, "start_at": start_at}
-    payload.update({key: value for key, value in optional.items() if value is not None})
-    return payload

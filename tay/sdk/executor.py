@@ -70,7 +70,7 @@ class Executor:
         self,
         *,
         capacity: int,
-        lookup: Callable[[str], Task | None],
+        lookup: Callable[[str], Task[Any, Any] | None],
         accepts_work: Callable[[], bool],
         max_result_bytes: int,
         max_error_bytes: int,
@@ -134,7 +134,7 @@ class Executor:
     def _error(self, exc: BaseException) -> dict[str, Any]:
         return bounded_error(exc, limit=self.max_error_bytes, include_traceback=self.include_traceback)
 
-    async def _invoke(self, task: Task, arguments: dict[str, Any], synchronous: bool) -> Any:
+    async def _invoke(self, task: Task[Any, Any], arguments: dict[str, Any], synchronous: bool) -> Any:
         if synchronous:
             if self._threads is None:
                 self._threads = ThreadPoolExecutor(self.capacity, thread_name_prefix="tay-task")
@@ -150,7 +150,7 @@ class Executor:
             raise ResultTooLarge(f"task {task.name!r} returned {size} bytes of JSON; the limit is {self.max_result_bytes}")
         return result
 
-    async def _run(self, link: Link, ids: dict[str, str], task: Task, arguments: dict[str, Any], synchronous: bool) -> None:
+    async def _run(self, link: Link, ids: dict[str, str], task: Task[Any, Any], arguments: dict[str, Any], synchronous: bool) -> None:
         await self._report(link, "started", ids)
         try:
             result = await self._invoke(task, arguments, synchronous)

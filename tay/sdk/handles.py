@@ -5,16 +5,43 @@ Every method asks the server; the server stays authoritative about the job or sc
 
 from __future__ import annotations
 
+import asyncio
+import math
+import urllib.parse
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Generic, Protocol, TypeVar
 
-from tay.errors import ProtocolError, ValidationError
+from tay.errors import ProtocolError, ResultTimeout, ServerError, ValidationError
 from tay.sdk.options import Durability
 from tay.sdk.wire import server_error
 
-if TYPE_CHECKING:  # pragma: no cover
-    from tay.sdk.client import Tay
+R = TypeVar("R")
+
+
+class SocketRequests(Protocol):
+    """What a socket job handle asks its client for (``Tay`` provides it)."""
+
+    async def _request(self, message_type: str, fields: Mapping[str, Any]) -> dict[str, Any]: ...
+
+
+class HTTPRequests(Protocol):
+    """What an HTTP job handle asks its client for (``TayHTTP`` provides it)."""
+
+    async def _request(self, method: str, path: str, body: dict[str, Any] | None = None, *,
+                       headers: dict[str, str] | None = None) -> dict[str, Any]: ...
+
+
+class ScheduleRequests(Protocol):
+    """What a schedule handle asks its client for (both transports provide it)."""
+
+    async def _schedule_status(self, schedule_id: str) -> dict[str, Any]: ...
+    async def _cancel_schedule(self, schedule_id: str) -> dict[str, Any]: ...
+
+
+def quote_segment(segment: str) -> str:
+    """One URL path segment, percent-encoded (job ids, queue and schedule names)."""
+    return urllib.parse.quote(segment, safe="")
 
 
 def status_from_reply(reply: Mapping[str, Any]) -> Any:
@@ -29,12 +56,46 @@ def result_from_reply(reply: Mapping[str, Any]) -> Any:
     return reply.get("result")
 
 
+# ``result(timeout=...)`` polls: quickly at first (short jobs), then at most every 100 ms.
+FIRST_POLL_S = 0.002
+MAX_POLL_S = 0.1
+
+
+async def wait_for_result(fetch: Callable[[], Awaitable[Mapping[str, Any]]], job_id: str,
+                          timeout: float | None) -> Any:
+    """The job's result; with ``timeout``, ask again while it is ``result_not_ready``."""
+    if timeout is None:
+        return result_from_reply(await fetch())
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout >= 0 \
+            or math.isnan(timeout):
+        raise ValidationError(f"timeout must be a non-negative number of seconds, got {timeout!r}")
+    loop = asyncio.get_running_loop()
+    deadline = loop.time() + timeout
+    delay = FIRST_POLL_S
+    while True:
+        try:
+            return result_from_reply(await fetch())
+        except ServerError as error:
+            if error.code != "result_not_ready":
+                raise
+        remaining = deadline - loop.time()
+        if remaining <= 0:
+            raise ResultTimeout(f"job {job_id} has no result after {timeout:g}s: it is still pending "
+                                "(ask again later, or cancel it)", job_id=job_id)
+        await asyncio.sleep(min(delay, remaining))
+        delay = min(delay * 2, MAX_POLL_S)
+
+
 @dataclass(frozen=True)
-class JobHandle:
-    """A reference to one job: ``id`` plus the durability Tay reported at enqueue."""
+class JobHandle(Generic[R]):
+    """A reference to one job: ``id`` plus the durability Tay reported at enqueue.
+
+    ``JobHandle[R]``: ``result()`` returns the task's result type when the job came from a
+    typed ``Task`` (``task.enqueue(...)``, ``tay.enqueue(task.bind(...))``).
+    """
 
     id: str
-    _tay: Tay = field(repr=False)
+    _tay: SocketRequests = field(repr=False)
     durability: Durability | None = None
 
     async def status(self) -> Any:
@@ -46,14 +107,40 @@ class JobHandle:
         reply = await self._tay._request("cancel", {"job_id": self.id})
         return reply.get("status", reply)
 
-    async def result(self) -> Any:
+    async def result(self, *, timeout: float | None = None) -> R:
         """The stored result of a completed job.
 
-        Raises ``ServerError`` with code ``result_not_ready`` while it is pending,
-        ``result_missing`` when it completed without a retained result, ``task_cancelled``
-        when cancelled, and ``RemoteTaskError`` (``task_failed``) when its task failed.
+        ``timeout`` (seconds) waits for the job to finish and raises ``ResultTimeout`` if it
+        is still pending then; without it a pending job raises ``ServerError`` with code
+        ``result_not_ready`` at once (as tay-client does). Either way ``result_missing``
+        means it completed without a retained result, ``task_cancelled`` that it was
+        cancelled, and ``RemoteTaskError`` (``task_failed``) that its task failed.
         """
-        return result_from_reply(await self._tay._request("result", {"job_id": self.id}))
+        result: R = await wait_for_result(lambda: self._tay._request("result", {"job_id": self.id}),
+                                          self.id, timeout)
+        return result
+
+
+@dataclass(frozen=True)
+class HTTPJobHandle(Generic[R]):
+    """A reference to one job submitted over HTTP (the methods of ``JobHandle``)."""
+
+    id: str
+    _tay: HTTPRequests = field(repr=False)
+    durability: Durability | None = None
+
+    async def status(self) -> Any:
+        return status_from_reply(await self._tay._request("GET", f"/jobs/{quote_segment(self.id)}"))
+
+    async def cancel(self) -> Any:
+        reply = await self._tay._request("DELETE", f"/jobs/{quote_segment(self.id)}")
+        return reply.get("status", reply)
+
+    async def result(self, *, timeout: float | None = None) -> R:
+        """As ``JobHandle.result``: ``timeout`` waits, raising ``ResultTimeout`` on expiry."""
+        path = f"/jobs/{quote_segment(self.id)}/result"
+        result: R = await wait_for_result(lambda: self._tay._request("GET", path), self.id, timeout)
+        return result
 
 
 @dataclass(frozen=True)
@@ -61,7 +148,7 @@ class ScheduleHandle:
     """A reference to one durable schedule by id."""
 
     id: str
-    _tay: Tay = field(repr=False)
+    _tay: ScheduleRequests = field(repr=False)
 
     async def status(self) -> Any:
         """The stored schedule object (definition, revision, next/last due, active job)."""

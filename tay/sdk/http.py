@@ -11,48 +11,25 @@ import asyncio
 import ipaddress
 import urllib.parse
 from collections.abc import Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Self
+from typing import Any, Self, TypeVar, Unpack, overload
 
 import orjson
 
 from tay.errors import ProtocolError, ValidationError
-from tay.sdk import options as opts
-from tay.sdk.client import schedule_payload
-from tay.sdk.handles import (ScheduleHandle, SchedulePage, check_page_request, collect_schedules, result_from_reply,
-                             schedule_page_from_reply, status_from_reply)
+import tay.sdk.options as opts
+from tay.sdk.handles import (HTTPJobHandle, ScheduleHandle, SchedulePage, check_page_request, collect_schedules,
+                             quote_segment, schedule_page_from_reply)
 from tay.sdk.http_transport import HTTPTransport
-from tay.sdk.options import Durability
-from tay.sdk.task import Task
+from tay.sdk.options import Durability, EnqueueOptions
+from tay.sdk.task import Task, TaskCall, call_parts
 from tay.sdk.tls import client_context
 from tay.sdk.wire import json_bytes, normalize_json, reply_durability, reply_identifier, server_error, validate_task_name
 
+R = TypeVar("R")
+
 MAX_HTTP_RESPONSE_BYTES = 1_048_576
 _JSON_HEADERS = {"Content-Type": "application/json", "Accept": "application/json"}
-
-
-def _quote(segment: str) -> str:
-    return urllib.parse.quote(segment, safe="")
-
-
-@dataclass(frozen=True)
-class HTTPJobHandle:
-    """A reference to one job submitted over HTTP."""
-
-    id: str
-    _tay: TayHTTP = field(repr=False)
-    durability: Durability | None = None
-
-    async def status(self) -> Any:
-        return status_from_reply(await self._tay._request("GET", f"/jobs/{_quote(self.id)}"))
-
-    async def cancel(self) -> Any:
-        reply = await self._tay._request("DELETE", f"/jobs/{_quote(self.id)}")
-        return reply.get("status", reply)
-
-    async def result(self) -> Any:
-        return result_from_reply(await self._tay._request("GET", f"/jobs/{_quote(self.id)}/result"))
 
 
 def _origin(base_url: Any) -> urllib.parse.SplitResult:
@@ -144,21 +121,31 @@ class TayHTTP:
         return _reply(method, path, status, raw)
 
     @staticmethod
-    def _task_name(task: str | Task) -> str:
+    def _task_name(task: str | Task[Any, Any]) -> str:
         return task.name if isinstance(task, Task) else validate_task_name(task)
+
+    @overload
+    async def enqueue(self, task: TaskCall[R], args: None = None, *, options: Mapping[str, Any] | None = None,
+                      durability: Durability | None = None,
+                      **option_keywords: Unpack[EnqueueOptions]) -> HTTPJobHandle[R]: ...
+    @overload
+    async def enqueue(self, task: str | Task[Any, Any], args: Mapping[str, Any] | None = None, *,
+                      options: Mapping[str, Any] | None = None, durability: Durability | None = None,
+                      **option_keywords: Unpack[EnqueueOptions]) -> HTTPJobHandle[Any]: ...
 
     async def enqueue(
         self,
-        task: str | Task,
+        task: str | Task[Any, Any] | TaskCall[Any],
         args: Mapping[str, Any] | None = None,
         *,
         options: Mapping[str, Any] | None = None,
         durability: Durability | None = None,
         **option_keywords: Any,
-    ) -> HTTPJobHandle:
+    ) -> HTTPJobHandle[Any]:
         """Submit one job (``POST /jobs``); the same options as ``Tay.enqueue``."""
+        name, args, options = call_parts(task, args, options, option_keywords, durability, self._task_name)
         body = {
-            "task": self._task_name(task),
+            "task": name,
             "args": normalize_json(opts.enqueue_args(args)),
             "options": normalize_json(opts.merge_enqueue_options(options, durability, option_keywords)),
         }
@@ -167,28 +154,28 @@ class TayHTTP:
 
     # -- schedules (POST/GET/DELETE /schedules) -----------------------------------------
 
-    async def schedule(self, task: str | Task, *, cron: str, kwargs: Mapping[str, Any] | None = None,
+    async def schedule(self, task: str | Task[Any, Any], *, cron: str, kwargs: Mapping[str, Any] | None = None,
                        args: Mapping[str, Any] | None = None, declaration_id: str | None = None,
                        timezone: str = "+00", catch_up: str = "latest", overlap: str | None = None,
                        delay: float | None = None, start_at: int | None = None, **options: Any) -> ScheduleHandle:
         """Create or redeclare a durable cron schedule."""
         opts.check_cron(cron)
-        body = schedule_payload(self._task_name(task), kwargs, args, declaration_id, timezone, catch_up,
+        body = opts.schedule_payload(self._task_name(task), kwargs, args, declaration_id, timezone, catch_up,
                                 overlap, delay, start_at, options, {"cron": cron, "timezone": timezone})
         reply = await self._request("POST", "/schedules", body)
-        return ScheduleHandle(reply_identifier(reply, "schedule_id", "schedule"), self)  # type: ignore[arg-type]
+        return ScheduleHandle(reply_identifier(reply, "schedule_id", "schedule"), self)
 
-    async def every(self, task: str | Task, *, seconds: float | None = None, minutes: float | None = None,
+    async def every(self, task: str | Task[Any, Any], *, seconds: float | None = None, minutes: float | None = None,
                     hours: float | None = None, days: float | None = None, kwargs: Mapping[str, Any] | None = None,
                     args: Mapping[str, Any] | None = None, declaration_id: str | None = None,
                     catch_up: str = "latest", overlap: str | None = None, delay: float | None = None,
                     start_at: int | None = None, **options: Any) -> ScheduleHandle:
         """Create or redeclare a durable interval schedule (exactly one unit)."""
         every = opts.every_mapping({"seconds": seconds, "minutes": minutes, "hours": hours, "days": days})
-        body = schedule_payload(self._task_name(task), kwargs, args, declaration_id, "+00", catch_up,
+        body = opts.schedule_payload(self._task_name(task), kwargs, args, declaration_id, "+00", catch_up,
                                 overlap, delay, start_at, options, {"every": every})
         reply = await self._request("POST", "/schedules", body)
-        return ScheduleHandle(reply_identifier(reply, "schedule_id", "schedule"), self)  # type: ignore[arg-type]
+        return ScheduleHandle(reply_identifier(reply, "schedule_id", "schedule"), self)
 
     async def schedule_page(self, *, limit: int = 50, cursor: str | None = None) -> SchedulePage:
         """One bounded page (``GET /schedules?limit=&cursor=``)."""
@@ -210,7 +197,7 @@ class TayHTTP:
     def _schedule_path(self, schedule_id: str) -> str:
         if type(schedule_id) is not str or not schedule_id:
             raise ValidationError(f"schedule_id must be a non-empty string, got {schedule_id!r}")
-        return f"/schedules/{_quote(schedule_id)}"
+        return f"/schedules/{quote_segment(schedule_id)}"
 
     async def _schedule_status(self, schedule_id: str) -> dict[str, Any]:
         return await self._request("GET", self._schedule_path(schedule_id))

@@ -13,17 +13,21 @@ import inspect
 import logging
 import uuid
 import warnings
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any
+from typing import Any, ParamSpec, TypeVar, overload
 
 from tay.errors import ConnectionLost, ProtocolError, ServerError, ValidationError
+from tay.sdk.handles import quote_segment
 from tay.sdk.http import TayHTTP
 from tay.sdk.options import DURABILITY_MODES, Durability, TaskConfig, check_backoff, check_durability, check_retries
-from tay.sdk.task import Task, register_task
+from tay.sdk.task import Task, TaskDecorator, register_task
 from tay.sdk.wire import encoded_json_size, normalize_json, validate_task_name
 
 log = logging.getLogger("tay.sdk")
+
+P = ParamSpec("P")
+R = TypeVar("R")
 
 MAX_HTTP_WORKER_CAPACITY = 256
 MIN_WORKER_REQUEST_TIMEOUT = 25  # above the server's 20 s long-poll window
@@ -50,26 +54,34 @@ class TayHTTPWorker(TayHTTP):
         self.queue = validate_task_name(queue, what="queue")
         self.capacity = capacity
         self.runtime_id = runtime_id or f"http-worker-{uuid.uuid4().hex}"
-        self._tasks: dict[str, Task] = {}
+        self._tasks: dict[str, Task[Any, Any]] = {}
         self._token: str | None = None
         self._executions: dict[str, asyncio.Task[None]] = {}
         self._execution_is_sync: dict[str, bool] = {}
         self._threads: ThreadPoolExecutor | None = None
 
     @property
-    def tasks(self) -> Mapping[str, Task]:
+    def tasks(self) -> Mapping[str, Task[Any, Any]]:
         return self._tasks.copy()
+
+    @overload
+    def task(self, function: Callable[P, Awaitable[R]], /) -> Task[P, R]: ...
+    @overload
+    def task(self, function: Callable[P, R], /) -> Task[P, R]: ...
+    @overload
+    def task(self, function: None = None, *, name: str | None = None, retries: int | None = None,
+             backoff: str | None = None, durability: Durability | None = None) -> TaskDecorator: ...
 
     def task(self, function: Callable[..., Any] | None = None, *, name: str | None = None,
              retries: int | None = None, backoff: str | None = None,
-             durability: Durability | None = None) -> Task | Callable[[Callable[..., Any]], Task]:
+             durability: Durability | None = None) -> Task[Any, Any] | TaskDecorator:
         """Register a handler: ``@worker.task`` or ``@worker.task(name=..., ...)``."""
         check_retries(retries, upper=65_534)
         check_backoff(backoff)
         check_durability(durability)
         config = TaskConfig(retries=retries, backoff=backoff, durability=durability)
 
-        def register(candidate: Callable[..., Any]) -> Task:
+        def register(candidate: Callable[..., Any]) -> Task[Any, Any]:
             return register_task(self, self._tasks, candidate, name=name, config=config)[0]
 
         return register if function is None else register(function)
@@ -127,9 +139,8 @@ class TayHTTPWorker(TayHTTP):
         return await self._request(method, path, body, headers={"Authorization": f"Bearer {self._token}"})
 
     async def _claim_loop(self) -> None:
-        from tay.sdk.http import _quote
 
-        path = f"/queues/{_quote(self.queue)}/claim"
+        path = f"/queues/{quote_segment(self.queue)}/claim"
         while True:
             try:
                 message = await self._worker_request("POST", path)
@@ -176,7 +187,7 @@ class TayHTTPWorker(TayHTTP):
         if not done.cancelled() and done.exception() is not None:
             log.warning("could not report execution %s to Tay: %s", execution_id, done.exception())
 
-    async def _invoke(self, task: Task, arguments: Any) -> Any:
+    async def _invoke(self, task: Task[Any, Any], arguments: Any) -> Any:
         if task.is_async:
             result = task.call_with(arguments)
         else:

@@ -10,11 +10,38 @@ import math
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any, Literal, TypeAlias
+from typing import Any, Literal, TypeAlias, TypedDict
 
 from tay.errors import ValidationError
+from tay.sdk.wire import normalize_json
 
 Durability: TypeAlias = Literal["persistent", "volatile"]
+
+Backoff: TypeAlias = Literal["exponential"]
+
+
+class EnqueueOptions(TypedDict, total=False):
+    """The job options of protocol v1 ``enqueue`` (docs/sdk.md "Job options").
+
+    ``retries`` (0..65,534, default 0) re-runs a failed or timed-out attempt after the
+    exponential backoff (1 s doubling to a 60 s cap, plus up to a quarter of jitter), the
+    only retry curve protocol v1 has (``backoff="exponential"``). ``timeout`` (seconds) or
+    ``timeout_ms`` bounds one attempt (default 30 s). ``delay``/``delay_ms`` or ``run_at``
+    (Unix ms) defer the first attempt. ``submission_id`` (or an explicit 32-hex ``id``)
+    makes a retried enqueue reconcile to the same job. ``durability`` is its own keyword.
+    """
+
+    id: str
+    submission_id: str
+    delay: float
+    delay_ms: int
+    run_at: int
+    retries: int
+    timeout: float
+    timeout_ms: int
+    backoff: Backoff
+    queue: str
+
 
 DURABILITY_MODES = ("persistent", "volatile")
 BACKOFF_MODES = ("exponential",)
@@ -168,3 +195,19 @@ def enqueue_args(args: Any) -> Mapping[str, Any]:
     if not isinstance(args, Mapping):
         raise ValidationError(f"enqueue args must be a JSON object (a mapping), got {type(args).__name__}")
     return args
+
+
+def schedule_payload(
+    task_name: str, kwargs: Any, args: Any, declaration_id: Any, timezone: Any, catch_up: Any,
+    overlap: Any, delay: Any, start_at: Any, options: Mapping[str, Any], timing: dict[str, Any],
+) -> dict[str, Any]:
+    """The ``schedule`` request body shared by cron and interval declarations."""
+    if kwargs is not None and args is not None:
+        raise ValidationError("pass either kwargs or args to a schedule, not both")
+    schedule_options(declaration_id=declaration_id, timezone=timezone, catch_up=catch_up,
+                          overlap=overlap, delay=delay, start_at=start_at)
+    payload: dict[str, Any] = {"task": task_name, "args": normalize_json(enqueue_args(kwargs if kwargs is not None else args)),
+                               **timing, "catch_up": catch_up, "options": normalize_json(dict(options))}
+    optional = {"declaration_id": declaration_id, "overlap": overlap, "delay": delay, "start_at": start_at}
+    payload.update({key: value for key, value in optional.items() if value is not None})
+    return payload

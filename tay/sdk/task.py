@@ -10,19 +10,48 @@ from __future__ import annotations
 import hashlib
 import inspect
 import json
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass, field
 from functools import update_wrapper
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Generic, ParamSpec, Protocol, TypeVar, cast, overload
 
 from tay.errors import ModeError, TaskRegistrationError, ValidationError
 from tay.sdk.options import Durability, TaskConfig
 from tay.sdk.wire import normalize_json, validate_task_name
 
 if TYPE_CHECKING:  # pragma: no cover
-    from tay.sdk.client import JobHandle, ScheduleHandle
-    from tay.sdk.http import HTTPJobHandle
+    from tay.sdk.handles import HTTPJobHandle, JobHandle, ScheduleHandle
 
-__all__ = ["Durability", "Task", "TaskConfig", "default_task_name", "register_task"]
+__all__ = ["Durability", "Task", "TaskCall", "TaskConfig", "TaskDecorator", "call_parts", "default_task_name",
+           "register_task"]
+
+P = ParamSpec("P")
+R = TypeVar("R")
+R_co = TypeVar("R_co", covariant=True)
+
+
+@dataclass(frozen=True)
+class TaskCall(Generic[R_co]):
+    """One call of a task, bound and encoded but not sent: ``task.bind(2, 5)``.
+
+    Any producer enqueues it (``await tay.enqueue(call, submission_id=...)``,
+    ``SyncTay.enqueue(call)``) and the job handle it returns is typed by the task's result.
+    ``options`` are the task's declared defaults (``@tay.task(retries=...)``).
+    """
+
+    task: str
+    args: dict[str, Any]
+    options: dict[str, Any] = field(default_factory=dict)
+
+
+class TaskDecorator(Protocol):
+    """What ``@tay.task(name=...)`` returns: it turns a function into a typed ``Task``."""
+
+    @overload
+    def __call__(self, function: Callable[P, Awaitable[R]], /) -> Task[P, R]: ...
+    @overload
+    def __call__(self, function: Callable[P, R], /) -> Task[P, R]: ...
+
 
 # Keywords of ``Task.enqueue`` that are submission options, unless the function itself
 # has a parameter of that name (then it is an argument; use options={...} instead).
@@ -31,13 +60,31 @@ ENQUEUE_OPTION_NAMES = frozenset(
 )
 
 
+def call_parts(task: Any, args: Any, options: Any, keywords: Mapping[str, Any], durability: Any,
+               name_of: Callable[[Any], str]) -> tuple[str, Any, Any]:
+    """``(task name, args, options)`` for ``enqueue(task_or_call, args, options=...)``.
+
+    A ``TaskCall`` carries its arguments and its task's default options; options given to
+    ``enqueue`` (as ``options=``, keywords or ``durability=``) win over those defaults.
+    """
+    if not isinstance(task, TaskCall):
+        return name_of(task), args, options
+    if args is not None:
+        raise ValidationError("a bound call (task.bind(...)) carries its arguments; pass no args")
+    if options is not None and not isinstance(options, Mapping):
+        return task.task, task.args, options  # refused by merge_enqueue_options, by name
+    given = {*(options or {}), *keywords, *(("durability",) if durability is not None else ())}
+    defaults = {key: value for key, value in task.options.items() if key not in given}
+    return task.task, task.args, {**defaults, **(options or {})}
+
+
 def default_task_name(function: Callable[..., Any]) -> str:
     """``<module>.<name>``: the stable key tay-client 1.4.0 derives for a function."""
     return f"{function.__module__}.{function.__name__}"
 
 
-def register_task(owner: Any, registry: dict[str, Task], candidate: Callable[..., Any], *,
-                  name: str | None, config: TaskConfig) -> tuple[Task, bool]:
+def register_task(owner: Any, registry: dict[str, Task[Any, Any]], candidate: Callable[..., Any], *,
+                  name: str | None, config: TaskConfig) -> tuple[Task[Any, Any], bool]:
     """Add ``candidate`` to ``registry``; returns the task and whether it is new.
 
     Registering the same function again under its name is a no-op (module reloads,
@@ -54,12 +101,18 @@ def register_task(owner: Any, registry: dict[str, Task], candidate: Callable[...
             f"task name {task_name!r} is already registered to {existing.function!r}; "
             "pass name=... to register this function under another name"
         )
-    task = registry[task_name] = Task(owner, candidate, name=task_name, config=config)
+    task: Task[Any, Any] = Task(owner, candidate, name=task_name, config=config)
+    registry[task_name] = task
     return task, True
 
 
-class Task:
-    """A registered Python callable with a stable task name."""
+class Task(Generic[P, R]):
+    """A registered Python callable with a stable task name.
+
+    Generic over the function's parameters ``P`` and its result ``R`` (an ``async def``
+    returning ``R`` gives ``Task[P, R]`` too): ``enqueue`` and ``bind`` take exactly the
+    function's arguments, and the job handle's ``result()`` is typed ``R``.
+    """
 
     def __init__(self, tay: Any, function: Callable[..., Any], *, name: str, config: TaskConfig) -> None:
         self.tay = tay
@@ -73,7 +126,7 @@ class Task:
             self.signature = None
         update_wrapper(self, function)  # keep __name__, __doc__, __wrapped__ like a decorator
 
-    def __call__(self, *args: Any, **kwargs: Any) -> Any:
+    def __call__(self, *args: P.args, **kwargs: P.kwargs) -> Any:
         """Run the function here and now; nothing is sent to Tay."""
         return self.function(*args, **kwargs)
 
@@ -86,11 +139,21 @@ class Task:
 
     # -- producing ---------------------------------------------------------------------
 
-    async def enqueue(self, *args: Any, **kwargs: Any) -> JobHandle | HTTPJobHandle:
-        """Submit one job of this task with these call arguments; returns its handle."""
+    async def enqueue(self, *args: P.args, **kwargs: P.kwargs) -> JobHandle[R] | HTTPJobHandle[R]:
+        """Submit one job of this task with these call arguments; returns its handle.
+
+        For job options use ``tay.enqueue(task.bind(...), submission_id=..., delay=...)``.
+        (Option keywords mixed into the call, as tay-client allows, still work at run time,
+        but type checkers only accept the function's own parameters here.)
+        """
         task_kwargs, options = self._split_options(kwargs)
         options = {**self.config.execution_options(), **options}
-        return await self.tay.enqueue(self.name, self.arguments(args, task_kwargs), options=options)
+        handle = await self.tay.enqueue(self.name, self.arguments(args, task_kwargs), options=options)
+        return cast("JobHandle[R] | HTTPJobHandle[R]", handle)
+
+    def bind(self, *args: P.args, **kwargs: P.kwargs) -> TaskCall[R]:
+        """This call, checked against the signature and encoded, ready for any producer."""
+        return TaskCall(self.name, self.arguments(args, kwargs), self.config.execution_options())
 
     def _split_options(self, kwargs: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, Any]]:
         task_kwargs = dict(kwargs)

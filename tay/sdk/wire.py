@@ -14,7 +14,7 @@ import math
 import os
 import struct
 from collections.abc import Iterator, Mapping
-from typing import Any
+from typing import Any, Literal
 
 import orjson
 
@@ -237,9 +237,10 @@ def reply_identifier(reply: Mapping[str, Any], field: str, nested: str) -> str:
     return identifier
 
 
-def reply_durability(reply: Mapping[str, Any]) -> str | None:
+def reply_durability(reply: Mapping[str, Any]) -> Literal["persistent", "volatile"] | None:
     """``job.durability`` of an enqueue reply when it is one of the two known modes."""
     job = reply.get("job")
-    if isinstance(job, Mapping) and job.get("durability") in ("persistent", "volatile"):
-        return job["durability"]
+    durability = job.get("durability") if isinstance(job, Mapping) else None
+    if durability == "persistent" or durability == "volatile":
+        return durability
     return None
