@@ -1,4 +1,5 @@
-"""``tay-worker module[:attr]``: run a dedicated worker process for a ``Tay`` instance.
+"""``tay-worker module[:attr]`` (or ``python -m tay.worker``): run a dedicated worker
+process for a ``Tay`` instance.
 
 Imports the module, picks ``module:attr`` (or the only ``Tay`` instance the module made),
 requires ``mode="worker"``, connects, and runs until SIGTERM/SIGINT. Stopping is graceful:

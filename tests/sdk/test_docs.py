@@ -77,7 +77,7 @@ def test_http_producer_and_worker(served):
 
 
 def test_tay_worker_runs_the_documented_module_and_stops_on_sigterm(served, tmp_path):
-    command = "python -m tay myapp.jobs:tay --grace 30"
+    command = "python -m tay.worker myapp.jobs:tay --grace 30"
     assert command in DOCS
     (tmp_path / "myapp").mkdir()
     (tmp_path / "myapp" / "__init__.py").write_text("")

@@ -97,7 +97,7 @@ def test_client_reconnects_after_engine_restart_and_replays_registrations(run, t
 def test_tay_worker_command_runs_jobs_and_stops_on_sigterm(run, tay_server):
     env = {**os.environ, "PYTHONPATH": f"{REPO}{os.pathsep}{REPO / 'tests' / 'sdk'}",
            "TAY_SOCKET_PATH": tay_server.socket_path}
-    worker = subprocess.Popen([sys.executable, "-m", "tay", "worker_app:tay", "--grace", "5"], env=env,
+    worker = subprocess.Popen([sys.executable, "-m", "tay.worker", "worker_app:tay", "--grace", "5"], env=env,
                               cwd=str(REPO / "tests" / "sdk"), stderr=subprocess.PIPE)
 
     async def scenario():
