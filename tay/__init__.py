@@ -42,6 +42,10 @@ if TYPE_CHECKING:  # the real classes for type checkers (`X as X`: an explicit r
     from tay.sdk.options import (
         Durability as Durability,
     )
+    from tay.sdk.sync import (
+        SyncJobHandle as SyncJobHandle,
+        SyncTay as SyncTay,
+    )
     from tay.sdk.socket_path import (
         resolve_socket_path as resolve_socket_path,
     )
@@ -54,7 +58,7 @@ __version__ = "0.1.0"
 _SDK_NAMES = frozenset({
     "ConnectionLost", "Durability", "HTTPJobHandle", "JobHandle", "ModeError", "ProtocolError",
     "RemoteTaskError", "ResultTimeout", "ResultTooLarge", "ScheduleHandle", "SchedulePage", "ServerError",
-    "Task", "TaskNotRegistered", "TaskRegistrationError", "Tay", "TayError", "TayHTTP", "TayHTTPWorker",
+    "SyncJobHandle", "SyncTay", "Task", "TaskNotRegistered", "TaskRegistrationError", "Tay", "TayError", "TayHTTP", "TayHTTPWorker",
     "ValidationError", "resolve_socket_path",
 })
 

@@ -12,11 +12,12 @@ from tay.sdk.http import TayHTTP
 from tay.sdk.http_worker import TayHTTPWorker
 from tay.sdk.options import Durability
 from tay.sdk.socket_path import resolve_socket_path
+from tay.sdk.sync import SyncJobHandle, SyncTay
 from tay.sdk.task import Task
 
 __all__ = [
     "ConnectionLost", "Durability", "HTTPJobHandle", "JobHandle", "ModeError", "ProtocolError",
-    "RemoteTaskError", "ResultTimeout", "ResultTooLarge", "ScheduleHandle", "SchedulePage", "ServerError", "Task",
+    "RemoteTaskError", "ResultTimeout", "ResultTooLarge", "ScheduleHandle", "SchedulePage", "ServerError", "SyncJobHandle", "SyncTay", "Task",
     "TaskNotRegistered", "TaskRegistrationError", "Tay", "TayError", "TayHTTP", "TayHTTPWorker",
     "ValidationError", "resolve_socket_path",
 ]

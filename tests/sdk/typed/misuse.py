@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from tay import Tay
+from tay import SyncTay, Tay
 
 tay = Tay(mode="client")
 
@@ -19,3 +19,4 @@ async def misuse() -> None:
     await tay.enqueue(add.bind(1, 2), priority=5)  # E
     text: str = await (await tay.enqueue(add.bind(1, 2))).result()  # E
     print(text)
+    SyncTay().enqueue(add.bind(1, 2), timeout="soon")  # E

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import asyncio
 
-from tay import JobHandle, ResultTimeout, Task, Tay
+from tay import JobHandle, ResultTimeout, SyncJobHandle, SyncTay, Task, Tay
 
 tay = Tay(mode="client")
 
@@ -31,6 +31,12 @@ async def main() -> int:
     except ResultTimeout as expired:
         print(expired.job_id, text)
     return total["sum"]
+
+
+def wsgi_view() -> int:
+    with SyncTay(socket_path="/run/tay/tay.sock") as client:
+        handle: SyncJobHandle[dict[str, int]] = client.enqueue(add.bind(1, 2), queue="default")
+        return handle.result(timeout=5)["sum"]
 
 
 if __name__ == "__main__":
