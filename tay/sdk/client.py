@@ -115,6 +115,8 @@ class Tay:
         self._link: Link | None = None
         self._connected: asyncio.Event | None = None
         self._last_connection_error: BaseException | None = None
+        # (limit) -> (reader, writer) instead of the socket; tay.testing's in-process engine
+        self._open_streams: Callable[[int], Awaitable[tuple[asyncio.StreamReader, asyncio.StreamWriter]]] | None = None
         Tay._instances.add(self)
 
     @classmethod
@@ -299,9 +301,9 @@ class Tay:
             delay = min(delay * 2, self.reconnect_max_delay)
 
     async def _connect(self) -> Link:
-        reader, writer = await asyncio.wait_for(
-            asyncio.open_unix_connection(self.socket_path, limit=self.max_frame_bytes + 4), self.connect_timeout
-        )
+        opening = (asyncio.open_unix_connection(self.socket_path, limit=self.max_frame_bytes + 4)
+                   if self._open_streams is None else self._open_streams(self.max_frame_bytes + 4))
+        reader, writer = await asyncio.wait_for(opening, self.connect_timeout)
         return Link(reader, writer, max_frame_bytes=self.max_frame_bytes, on_message=self._on_message)
 
     async def _bootstrap(self, link: Link) -> None:

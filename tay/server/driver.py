@@ -104,9 +104,12 @@ class EngineDriver:
     """Owns the engine and the ordered release of its effects. Loop thread only."""
 
     def __init__(self, engine: EngineLike, committer: CommitterLike,
-                 loop: asyncio.AbstractEventLoop) -> None:
+                 loop: asyncio.AbstractEventLoop,
+                 clock: tuple[Callable[[], int], Callable[[], int]] = (wall_ms, mono_ms)) -> None:
         self.engine = engine
         self.permits = engine.permits
+        # (wall ms, monotonic ms); tay.testing moves both forward to skip waiting
+        self.wall_ms, self.mono_ms = clock
         self.committer = committer
         self.loop = loop
         self.stopped: WriterStopped | None = None
@@ -150,14 +153,14 @@ class EngineDriver:
             self._refuse_unavailable(command)
             return
         if admit_bytes is None:
-            self._apply(self.engine.handle(command, wall_ms(), mono_ms()))
+            self._apply(self.engine.handle(command, self.wall_ms(), self.mono_ms()))
             return
         try:
             self.permits.acquire(admit_bytes)
         except RequestRefused as refusal:
             self._apply(Outcome(effects=[Refuse(command.conn, command.request_id, refusal)]))
             return
-        self._apply(self.engine.handle(command, wall_ms(), mono_ms()), permit=True)
+        self._apply(self.engine.handle(command, self.wall_ms(), self.mono_ms()), permit=True)
 
     def answer(self, effects: list[Effect]) -> None:
         """Queue effects that need no engine step (they still wait behind earlier writes)."""
@@ -167,7 +170,7 @@ class EngineDriver:
         self._wake_handle = None
         self._wake_at = None
         if self.stopped is None and not self.closed:
-            self._apply(self.engine.tick(wall_ms(), mono_ms()))
+            self._apply(self.engine.tick(self.wall_ms(), self.mono_ms()))
 
     def _apply(self, outcome: Outcome, permit: bool = False) -> None:
         ticket = 0
@@ -279,7 +282,7 @@ class EngineDriver:
 
     # -- timers ------------------------------------------------------------------------
     def _schedule_wakeup(self) -> None:
-        now = mono_ms()
+        now = self.mono_ms()
         wake = self.engine.next_wakeup(now)
         if wake is None or self.stopped is not None:
             return
