@@ -96,6 +96,7 @@ def test_installs_into_a_clean_venv_and_serves(dists, kind):
         implementation = run(f"{venv}/bin/python", "-c", "import tay._native as n; print(n.IMPLEMENTATION)")
         assert implementation.strip() == "c"
         assert "serve" in run(f"{venv}/bin/python", "-m", "tay", "--help")
+        assert "application" in run(f"{venv}/bin/tay-worker", "--help")
         data = scratch_dir("packaging-") / "data"
         socket_path = f"{sockets}/tay.sock"
         server = subprocess.Popen(
