@@ -23,9 +23,9 @@ HTTP clients and workers (``TayHTTP``, ``TayHTTPWorker``) need ``tay serve``.
 from __future__ import annotations
 
 import asyncio
+import os
 import random
 from collections.abc import Callable
-from concurrent.futures import Future
 from types import TracebackType
 from typing import Any, Self
 
@@ -39,18 +39,35 @@ __all__ = ["InMemoryEngine"]
 
 
 class MemoryCommitter:
-    """The volatile store: counts the encoded records and makes them "durable" at once."""
+    """The volatile store behind the driver's committer interface: it counts the encoded
+    records and covers every ticket at once (nothing waits for a disk)."""
+
+    holds = False  # no group commit: nothing to flush per loop turn
+    linger = False
+    stopped = None  # a memory store never stops writing
 
     def __init__(self) -> None:
         self.records = 0
-        self.batches = 0
+        self.durable = 0
+        # The driver watches this fd for "a batch became durable"; it never has to fire here.
+        self.completion_fd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC) if hasattr(os, "eventfd") \
+            else os.pipe()[0]
 
-    def submit(self, records: list[tuple[int, int, int, bytes]]) -> Future[Any]:
+    def append(self, records: list[tuple[int, int, int, bytes]], hold: bool = False) -> int:
         self.records += len(records)
-        self.batches += 1
-        done: Future[Any] = Future()
-        done.set_result(None)
-        return done
+        self.durable += 1
+        return self.durable
+
+    def flush(self) -> None:
+        pass
+
+    def drain_completions(self) -> None:
+        pass
+
+    def close(self) -> None:
+        if self.completion_fd >= 0:
+            os.close(self.completion_fd)
+            self.completion_fd = -1
 
 
 class InMemoryEngine:
@@ -61,7 +78,7 @@ class InMemoryEngine:
         self.config = config or EngineConfig()
         self.limits = limits or ProtocolLimits()
         self.seed = seed
-        self.committer = MemoryCommitter()
+        self.committer: Any = None  # a MemoryCommitter while running
         self.engine: Any = None
         self._driver: EngineDriver | None = None
         self._listener: Listener | None = None
@@ -75,6 +92,7 @@ class InMemoryEngine:
 
         if self._driver is not None:
             return self
+        self.committer = MemoryCommitter()
         self.engine = Engine(self.config,
                              random.Random(self.seed) if self.seed is not None else None)
         clock: tuple[Callable[[], int], Callable[[], int]] = (
@@ -92,6 +110,7 @@ class InMemoryEngine:
         await asyncio.sleep(0)  # let the disconnects reach both ends
         if self._driver is not None:
             self._driver.close()
+            self.committer.close()
         self._driver = None
 
     async def __aenter__(self) -> Self:
