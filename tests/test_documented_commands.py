@@ -6,7 +6,8 @@ Commands are taken from ``sh`` blocks and from inline code that starts with ``ta
 
 * a command in an ``sh`` block is complete: ``tay ...`` and ``python -m tay.cli ...`` are
   parsed by the real ``tay`` parser (a usage error fails with the page and the command),
-  ``tay-worker`` / ``python -m tay`` and ``python -m benchmarks.peers.run_peers`` by theirs;
+  ``python -m tay ...`` is ``tay ...``; ``tay-worker`` / ``python -m tay.worker`` and
+  ``python -m benchmarks.peers.run_peers`` are parsed by their own parsers;
 * inline code in prose often names a command without its arguments (``tay storage
   inspect``): each of its subcommands and ``--flags`` must exist in the real parser;
 * ``make TARGET [VAR=value]``: ``make -n`` (a dry run) must accept it;
@@ -121,7 +122,7 @@ def check(command: str, complete: bool = True) -> None:
     elif argv[0] in ("tay", ".venv/bin/tay"):
         module, args = "tay.cli", argv[1:]
     elif argv[0] == "tay-worker":
-        module, args = "tay", argv[1:]
+        module, args = "tay.worker", argv[1:]
     elif argv[0] == "make":
         done = subprocess.run(["make", "-n", "-C", str(REPO), *argv[1:]], capture_output=True,
                               text=True, timeout=60)
@@ -133,10 +134,10 @@ def check(command: str, complete: bool = True) -> None:
     else:
         assert argv[0] in FOREIGN, f"a documented command this test does not know: {command!r}"
         return
-    if module == "tay.cli":
+    if module in ("tay.cli", "tay"):  # python -m tay is the tay command
         parses(tay_parser, args)
-    elif module == "tay":
-        from tay.__main__ import build_parser
+    elif module == "tay.worker":
+        from tay.worker import build_parser
         parses(build_parser, args)
     elif module == "benchmarks.peers.run_peers":
         from benchmarks.peers.run_peers import build_parser

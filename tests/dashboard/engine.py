@@ -112,7 +112,7 @@ def started_engine() -> Iterator[UiEngine]:
         server = Server(os.path.join(data.name, "data"), socket_path, "--http-port", "0",
                         "--queue", "ui-configured=3").start()
         env = {**os.environ, "PYTHONPATH": str(REPO), "TAY_SOCKET_PATH": socket_path}
-        worker = subprocess.Popen([sys.executable, "-m", "tay", "tests.dashboard.worker_app",
+        worker = subprocess.Popen([sys.executable, "-m", "tay.worker", "tests.dashboard.worker_app",
                                    "--grace", "2"], env=env, cwd=str(REPO),
                                   stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         engine = None
