@@ -42,6 +42,7 @@ EPOCHS_DIR = "epochs"
 V2_MARKERS = ("STORE-V2", "CURRENT")
 STORE_STAGING_CAP = STORE_SIZE
 SEGMENT_STAGING_CAP = HEADER_SIZE
+ADOPTION_STAGING_CAP = 76  # the largest object an adoption stages (CURRENT)
 DEFAULT_MAX_DIRECTORY_ENTRIES = 100_000
 _ADOPTION_STAGING = re.compile(r"\.tay-(v2-marker|adoption|current)-[0-9a-f]{32}\.tmp")
 
@@ -106,8 +107,9 @@ def _classify_entry(name: str, path: str, info: os.stat_result, in_segments: boo
         raise _refuse("unexpected_directory", path)
     if role in ("store", "canonical") and info.st_size == 0:
         raise _refuse("zero_byte_canonical", path)
-    if role in ("store_staging", "segment_staging"):
-        cap = STORE_STAGING_CAP if role == "store_staging" else SEGMENT_STAGING_CAP
+    if role in ("store_staging", "segment_staging", "adoption_staging"):
+        cap = {"store_staging": STORE_STAGING_CAP, "segment_staging": SEGMENT_STAGING_CAP,
+               "adoption_staging": ADOPTION_STAGING_CAP}[role]
         if info.st_size > cap:
             raise _refuse("oversized_staging", path, size=info.st_size, cap=cap)
     if role == "malformed":
@@ -136,6 +138,10 @@ def _name_role(name: str, in_segments: bool) -> str:
             return "v2_marker"
         if parse_store_staging_name(name) is not None:
             return "store_staging"
+        if _ADOPTION_STAGING.fullmatch(name):
+            # an adoption killed before it published ADOPTION leaves its staging file in a
+            # v1 root; tolerated (the next compaction removes it), never read
+            return "adoption_staging"
     if ".tay" in name.lower():
         return "malformed"
     return "unrelated"
@@ -190,7 +196,7 @@ def classify(io: RealIO, data_dir: str, max_entries: int = DEFAULT_MAX_DIRECTORY
             pass  # v2 leftovers, never read by a v1 recovery
         elif role == "ledger":
             inventory.has_ledger = True
-        elif role == "store_staging":
+        elif role in ("store_staging", "adoption_staging"):
             inventory.staging.append(name)
         else:
             inventory.unrelated.append(name)

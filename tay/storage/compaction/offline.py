@@ -24,6 +24,7 @@ from typing import Any, Callable
 from tay.failures import RecoveryRefused, StorageFailure
 from tay.storage.compaction import publish
 from tay.storage.compaction.candidate import CandidateWriter
+from tay.storage.compaction.leftovers import reclaim_leftovers
 from tay.storage.compaction.plan import base_records, renormalize, retention_split
 from tay.storage.compaction.space import admit_space, estimate_base_bytes
 from tay.storage.compaction.translate import V1Translation
@@ -145,9 +146,7 @@ def compact_offline(data_dir: str, *, consumer: Any, retention: Retention | None
         admit_space(io, root, estimate_base_bytes(kept, checkpoints), len(source_segments),
                     max_candidate_bytes)
         mark("planned")
-        for nonce in v2_layout.classify_root(io, root, options.max_directory_entries).candidates \
-                if source_version == 2 else _leaked_candidates(io, root):
-            publish.reclaim_candidate(io, root, nonce)
+        reclaim_leftovers(io, root)  # candidates, unselected epochs, staging, a legacy dir
         writer = CandidateWriter(io, root, store_id, rotation_target)
         writer.create_directories()
         base = writer.write_base(base_records(kept, checkpoints))
@@ -201,14 +200,6 @@ def compact_offline(data_dir: str, *, consumer: Any, retention: Retention | None
         return result
     finally:
         lock.release()
-
-
-def _leaked_candidates(io: RealIO, root: str) -> list[bytes]:
-    epochs = os.path.join(root, v2_layout.EPOCHS_DIR)
-    if not os.path.isdir(epochs):
-        return []
-    return [nonce for nonce in (v2_layout.parse_candidate_dir_name(n) for n in io.listdir(epochs))
-            if nonce is not None]
 
 
 def _verify_published(io: RealIO, root: str, lock: Any, kept: list, options: RecoveryOptions,

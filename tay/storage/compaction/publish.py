@@ -116,6 +116,18 @@ def reclaim_epoch(io: RealIO, root: str, epoch_id: bytes, expected_current: byte
     _remove_epoch_dir(io, path, require_manifest=True)
 
 
+def reclaim_unselected_epoch(io: RealIO, root: str, epoch_id: bytes,
+                             selected: bytes | None) -> None:
+    """Remove a published epoch no CURRENT names (``selected``: the one CURRENT names, None
+    in a v1 root): one published before a crash that preceded its switch, or a
+    predecessor whose reclaim was interrupted."""
+    if epoch_id == selected:
+        raise RecoveryRefused("argument", "reclaim_of_current_epoch", stage="reclaim",
+                              epoch_id=epoch_id.hex())
+    path = os.path.join(root, v2_layout.EPOCHS_DIR, v2_layout.epoch_dir_name(epoch_id))
+    _remove_epoch_dir(io, path, require_manifest=True)
+
+
 def reclaim_candidate(io: RealIO, root: str, nonce: bytes) -> None:
     """Remove a leaked, never published candidate (no CURRENT can name it)."""
     path = os.path.join(root, v2_layout.EPOCHS_DIR, v2_layout.candidate_dir_name(nonce))
