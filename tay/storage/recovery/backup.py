@@ -22,6 +22,7 @@ from __future__ import annotations
 import hashlib
 import json
 import os
+import stat
 import time
 from typing import Any
 
@@ -149,9 +150,12 @@ def verify_copy(directory: str, catalog: dict[str, Any]) -> None:
     found = set()
     for base, _, names in os.walk(directory):
         for name in names:
-            relative = os.path.relpath(os.path.join(base, name), directory)
+            path = os.path.join(base, name)
+            relative = os.path.relpath(path, directory)
             if relative not in (CATALOG_NAME, layout.LOCK_NAME):
                 found.add(relative)
+                if not stat.S_ISREG(os.lstat(path).st_mode):  # the copy never follows links
+                    raise _refuse("catalog_not_a_regular_file", path)
     if found != set(expected):
         raise _refuse("catalog_files_differ", directory, missing=sorted(set(expected) - found),
                       unexpected=sorted(found - set(expected)))
