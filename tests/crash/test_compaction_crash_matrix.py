@@ -19,7 +19,8 @@ would, and then checks:
   legacy directory, ADOPTION or staging file), and gives the same state.
 
 Sources: ``v1`` (the first adoption of a v1 store) and ``v2`` (a compacted store with a
-tail). The default native twin runs the whole matrix; the other twin runs the kill-mode
+tail). A second matrix interrupts the rollback of an interrupted adoption (§3.7 step 2) at
+each of its operations: the next start must roll back again and give the v1 store back. The default native twin runs the whole matrix; the other twin runs the kill-mode
 cases of the steps that differ between twins (writes and renames). ``TAY_CRASH_MATRIX=full``
 runs a bigger store (more segments on both sides) and every twin.
 """
@@ -119,10 +120,7 @@ class DryRun:
         shutil.rmtree(root.parent)
 
     def stable_label(self, index: int) -> str:
-        if index > len(self.plan.operations):
-            return "completed"
-        label = self.plan.operations[index - 1].label(self.plan.root)
-        return HEX.sub("X", label).replace("/", "_").replace(" ", "-")
+        return stable(self.plan, index)
 
     def new_authority(self, mode: str, crash_at: int) -> bool:
         """Whether operation ``crash_at`` came after the switch (kill: the rename happened;
@@ -131,9 +129,52 @@ class DryRun:
         return last_done >= (self.switch if mode == "kill" else self.switch_durable)
 
 
+def stable(plan: Plan, index: int) -> str:
+    """An operation's label without its random ids (a test id)."""
+    if index > len(plan.operations):
+        return "completed"
+    label = plan.operations[index - 1].label(plan.root)
+    return HEX.sub("X", label).replace("/", "_").replace(" ", "-")
+
+
 @cache
 def dry_run(source: str) -> DryRun:
     return DryRun(source)
+
+
+@cache
+def pending_adoption() -> Path:
+    """A first adoption killed just before its CURRENT was staged: ADOPTION, the legacy
+    move and STORE-V2 are all published, the new epoch too, and no CURRENT."""
+    run = dry_run("v1")
+    root = fresh_copy("v1")
+    io = PowerCutIO(crash_at=next(
+        op.index for op in run.plan.operations
+        if op.kind == "open_create" and os.path.basename(op.path).startswith(".tay-current-")))
+    with pytest.raises(Crash):
+        compact(root, io)
+    io.crash("kill", str(root))
+    assert {"ADOPTION", "STORE-V2"} <= set(os.listdir(root)) and "CURRENT" not in os.listdir(root)
+    return root
+
+
+def pending_copy() -> Path:
+    root = scratch_dir("rollback-") / "data"
+    shutil.copytree(pending_adoption(), root, symlinks=True)
+    return root
+
+
+@cache
+def rollback_dry_run() -> Plan:
+    """Every disk operation of recovery as serve runs it on the pending adoption: the
+    rollback (§3.7 step 2) and the activation after it."""
+    root = pending_copy()
+    io = PowerCutIO()
+    open_engine(root, activate=True, io=io).recovered.journal.close()
+    plan = Plan(str(root), io.operations)
+    assert plan.first("rename", "/segments") < plan.first("unlink", "/ADOPTION")
+    shutil.rmtree(root.parent)
+    return plan
 
 
 def cases() -> list:
@@ -158,6 +199,11 @@ def cases() -> list:
 def pytest_generate_tests(metafunc):
     if "crash_at" in metafunc.fixturenames:
         metafunc.parametrize("source,twin,mode,crash_at", cases())
+    if "rollback_at" in metafunc.fixturenames:
+        plan = rollback_dry_run()
+        metafunc.parametrize("mode,rollback_at", [
+            pytest.param(mode, index, id=f"{mode}-{index:03d}-{stable(plan, index)}")
+            for mode in MODES for index in range(1, len(plan.operations) + 2)])
 
 
 def published_epoch(io: PowerCutIO) -> bytes | None:
@@ -276,3 +322,25 @@ def test_the_dry_runs_cover_every_step_of_the_publication_flow():
         for i, kind in enumerate(kinds):
             if kind in ("unlink", "rmdir"):
                 assert kinds[i + 1] == "fsync_dir", labels
+
+
+def test_a_crash_inside_the_adoption_rollback_is_rolled_back_again(mode, rollback_at):
+    """The rollback of an interrupted adoption is itself interrupted at every operation:
+    the next start rolls back what is left, and the v1 store comes back whole."""
+    run = dry_run("v1")
+    root = pending_copy()
+    try:
+        io = PowerCutIO(crash_at=rollback_at)
+        try:
+            open_engine(root, activate=True, io=io).recovered.journal.close()
+        except Crash:
+            io.crash(mode, str(root))
+        assert stored_state(root) == (1, None, run.before)  # read-only: the v1 store
+        open_engine(root, activate=True, io=PowerCutIO()).recovered.journal.close()
+        assert stored_state(root) == (1, None, run.before)
+        assert "ADOPTION" not in os.listdir(root) and "STORE-V2" not in os.listdir(root)
+        again = compact(root, PowerCutIO())
+        assert again.adopted and again.reclaimed and leftovers(root) == []
+        assert stored_state(root) == (2, again.epoch_id, run.after)
+    finally:
+        shutil.rmtree(root.parent, ignore_errors=True)
