@@ -232,6 +232,37 @@ class GroupCommitter:
     def stopped(self) -> WriterStopped | None:
         return self._stopped
 
+    def suspend(self) -> Journal:
+        """Drain everything queued, stop the thread and hand the journal over (an online
+        compaction switching epochs); ``resume`` starts writing again. Raises
+        ``WriterStopped`` if the writer stopped (it never resumes then)."""
+        with self._cond:
+            self._closing = True
+            self._cond.notify_all()
+        self._thread.join()
+        if self._stopped is not None:
+            raise self._stopped
+        return self.journal
+
+    def resume(self, journal: Journal) -> None:
+        """Write to ``journal`` from now on (its sequences continue the submissions);
+        tickets, ``durable`` and the completion fd carry on."""
+        with self._cond:
+            self.journal = journal
+            self._submit_next = journal.next_sequence
+            self._closing = False
+            self._exited = False
+        self._thread = threading.Thread(target=self._run, name="tay-journal-writer", daemon=True)
+        self._thread.start()
+
+    def abandon(self, failure: WriterStopped) -> None:
+        """After ``suspend``: never write again (the journal it had cannot be resumed)."""
+        with self._cond:
+            self._stopped = failure
+            self._exited = True
+            self._cond.notify_all()
+        self._signal.notify()
+
     def close(self) -> None:
         """Drain everything queued, then stop the thread. Does not close the journal."""
         with self._cond:

@@ -75,7 +75,28 @@ class NativeCommitter:
         self.max_events = max_events
         self.interval_s = interval_ms / 1000.0
         self.linger = linger
-        self._writer = NativeWriter(
+        # an online compaction suspends the C thread and resumes on the new epoch's tail
+        # with a new one: tickets continue from ``_ticket_base``, and what the earlier
+        # threads counted is kept in ``_retired`` / ``_retired_observations``
+        self._ticket_base = 0
+        self._retired: dict[str, int] = {}
+        self._retired_observations: dict[str, Any] | None = None
+        self._observe_bounds: tuple[Sequence[float], Sequence[int]] | None = None
+        self._suspending = False
+        self._writer = self._start(journal)
+        self.completion_fd = self._writer.event_fd
+        self._stopped: WriterStopped | None = None
+        self._closed = False
+        self._lock = threading.Condition()
+        self._pending: deque[tuple[int, Future[Receipt]]] = deque()  # submit() futures
+        self._receipts: deque[dict[str, int]] = deque(maxlen=_KEPT_RECEIPTS)
+        self._resolver: threading.Thread | None = None
+        self._final: dict[str, int] | None = None  # counters and durable once freed
+
+    def _start(self, journal: Journal) -> Any:
+        from tay._native.writer import NativeWriter
+
+        return NativeWriter(
             # the root, then each directory down to the segments (a Store-v2 epoch's tail
             # is epochs/e-<id>/segments)
             dir_fds=[journal.root_fd, *journal.dir_fds],
@@ -86,16 +107,8 @@ class NativeCommitter:
             record_count=journal.record_count, next_sequence=journal.next_sequence,
             history_bytes=journal.history_bytes, segment_crc=journal.segment_crc,
             sync=journal.durability == "sync", rotation_target=journal.rotation_target,
-            max_events=max_events, interval_ms=interval_ms, linger=linger,
-            **_ledger_config(journal))
-        self.completion_fd = self._writer.event_fd
-        self._stopped: WriterStopped | None = None
-        self._closed = False
-        self._lock = threading.Condition()
-        self._pending: deque[tuple[int, Future[Receipt]]] = deque()  # submit() futures
-        self._receipts: deque[dict[str, int]] = deque(maxlen=_KEPT_RECEIPTS)
-        self._resolver: threading.Thread | None = None
-        self._final: dict[str, int] | None = None  # counters and durable once freed
+            max_events=self.max_events, interval_ms=round(self.interval_s * 1000),
+            linger=self.linger, **_ledger_config(journal))
 
     # -- producer side ------------------------------------------------------------------
     @property
@@ -109,7 +122,7 @@ class NativeCommitter:
         if not records:
             raise RecoveryRefused("argument", "empty_submission")
         try:
-            return self._writer.submit(records, hold)
+            return self._writer.submit(records, hold) + self._ticket_base
         except WriterSequenceError as error:
             raise RecoveryRefused("argument", "sequence_discontinuity", path=self.journal.root,
                                   sequence=records[0][0], error=str(error)) from None
@@ -140,7 +153,9 @@ class NativeCommitter:
     def durable(self) -> int:
         if self._final is not None:
             return self._final["durable"]
-        return self._writer.durable
+        if self._writer is None:  # suspended: everything submitted is durable
+            return self._ticket_base
+        return self._writer.durable + self._ticket_base
 
     def drain_completions(self) -> None:
         try:
@@ -150,7 +165,7 @@ class NativeCommitter:
 
     def wait(self, ticket: int, timeout: float | None = None) -> None:
         """Block until ``ticket`` is durable; raise ``WriterStopped`` if it never will be."""
-        outcome = self._writer.wait(ticket, timeout)
+        outcome = self._writer.wait(ticket - self._ticket_base, timeout)
         if outcome == "stopped":
             raise self.stopped  # type: ignore[misc]
         if outcome == "closed":
@@ -160,7 +175,8 @@ class NativeCommitter:
 
     @property
     def stopped(self) -> WriterStopped | None:
-        if self._stopped is None and self._final is None and self._writer.stopped:
+        if self._stopped is None and self._final is None and self._writer is not None \
+                and self._writer.stopped:
             self._stopped = self._failure()
         return self._stopped
 
@@ -186,8 +202,20 @@ class NativeCommitter:
         return WriterStopped(kind, reason, path=report["path"] or None,
                              segment_id=report["segment_id"] or None, **extra)
 
+    def _counters(self) -> dict[str, int]:
+        if self._final is not None:
+            return self._final
+        if self._writer is None:
+            return {"submissions": 0, "events": 0, "batches": 0, "fsyncs": 0,
+                    "largest_batch": 0, "writes": 0, "syncs": 0, **self._retired}
+        counters = self._writer.stats()
+        for name, count in self._retired.items():
+            counters[name] = (max(counters[name], count) if name == "largest_batch"
+                              else counters[name] + count)
+        return counters
+
     def stats(self) -> CommitStats:
-        counters = self._final if self._final is not None else self._writer.stats()
+        counters = self._counters()
         return CommitStats(submissions=counters["submissions"], events=counters["events"],
                            batches=counters["batches"], fsyncs=counters["fsyncs"],
                            largest_batch=counters["largest_batch"])
@@ -195,28 +223,89 @@ class NativeCommitter:
     def observe(self, latency_bounds_s: Sequence[float], batch_bounds: Sequence[int]) -> None:
         """Keep per-batch histograms in C (the Python twin calls ``observer`` per batch on
         its thread instead; this thread cannot call Python)."""
+        self._observe_bounds = (latency_bounds_s, batch_bounds)
         self._writer.observe(latency_bounds_s, batch_bounds)
 
     def observations(self) -> dict[str, Any] | None:
         """The C histograms (``NativeWriter.observations``); None once closed."""
-        return None if self._final is not None else self._writer.observations()
+        if self._final is not None:
+            return None
+        if self._writer is None:
+            return self._retired_observations
+        return _add_observations(self._writer.observations(), self._retired_observations)
 
     def io_counts(self) -> dict[str, int]:
         """Writes and syncs issued so far (what the fault seam counts)."""
-        counters = self._final if self._final is not None else self._writer.stats()
+        counters = self._counters()
         return {"writes": counters["writes"], "syncs": counters["syncs"]}
+
+    def suspend(self) -> Journal:
+        """Drain everything queued, stop the C thread and hand the journal back, updated (an
+        online compaction switching epochs); ``resume`` starts a new thread. Raises
+        ``WriterStopped`` if the writer stopped (it never resumes then)."""
+        self._suspending = True
+        try:
+            stopped = self._hand_back()
+        finally:
+            self._suspending = False
+        if stopped is not None:  # closed for good: ``close`` has nothing left to do
+            self._closed = True
+            self._final = {**self._counters(), "durable": self._writer.durable + self._ticket_base}
+            self._writer.free()
+            self.completion_fd = -1
+            raise stopped
+        counters = self._writer.stats()
+        for name, count in counters.items():
+            previous = self._retired.get(name, 0)
+            self._retired[name] = (max(previous, count) if name == "largest_batch"
+                                   else previous + count)
+        if self._observe_bounds is not None:
+            self._retired_observations = _add_observations(self._writer.observations(),
+                                                           self._retired_observations)
+        self._ticket_base += self._writer.durable
+        self._writer.free()
+        self._writer = None
+        self.completion_fd = -1
+        return self.journal
+
+    def resume(self, journal: Journal) -> None:
+        """A new C thread writing to ``journal`` (its sequences continue the submissions);
+        tickets carry on; ``completion_fd`` is a new descriptor (watch it again)."""
+        self.journal = journal
+        self._writer = self._start(journal)
+        if self._observe_bounds is not None:
+            self._writer.observe(*self._observe_bounds)
+        self.completion_fd = self._writer.event_fd
+
+    def abandon(self, failure: WriterStopped) -> None:
+        """After ``suspend``: never write again (the journal it had cannot be resumed)."""
+        self._stopped = failure
+        self._final = {**self._counters(), "durable": self._ticket_base}
+        self._closed = True
 
     def close(self) -> None:
         """Drain everything queued, stop the thread and hand the journal back, updated."""
         if self._closed:
             return
         self._closed = True
+        if self._writer is None:  # suspended and never resumed
+            self._final = {**self._counters(), "durable": self._ticket_base}
+            return
+        self._hand_back()
+        counters = self._counters()
+        self._final = {**counters, "durable": self._writer.durable + self._ticket_base}
+        self._writer.free()
+        self.completion_fd = -1
+
+    def _hand_back(self) -> WriterStopped | None:
+        """Drain and stop the C thread, settle ``submit`` futures, update the journal."""
         stopped = self.stopped
         tail = self._writer.close()
         with self._lock:
             self._lock.notify_all()
         if self._resolver is not None:
             self._resolver.join()
+            self._resolver = None
         journal = self.journal
         journal.fd = tail["segment_fd"]
         for name in ("segment_id", "first_sequence", "size", "record_count", "next_sequence",
@@ -230,23 +319,25 @@ class NativeCommitter:
         stopped = stopped or self.stopped
         if stopped is not None:
             journal.stopped = stopped
-        self._final = {**self._writer.stats(), "durable": self._writer.durable}
-        self._writer.free()
-        self.completion_fd = -1
+        return stopped
 
     # -- futures of submit() --------------------------------------------------------------
     def _resolve(self) -> None:
         """Resolve ``submit`` futures in ticket order; blocks in C (no GIL) meanwhile."""
         while True:
             with self._lock:
-                while not self._pending and not self._closed:
+                while not self._pending and not (self._closed or self._suspending):
                     self._lock.wait()
                 if not self._pending:
                     return
                 ticket = self._pending[0][0]
-            outcome = self._writer.wait(ticket, None)
-            self._receipts.extend(self._writer.new_receipts())
-            durable = self._writer.durable
+            base = self._ticket_base
+            outcome = self._writer.wait(ticket - base, None)
+            for receipt in self._writer.new_receipts():
+                receipt["first_ticket"] += base
+                receipt["last_ticket"] += base
+                self._receipts.append(receipt)
+            durable = self._writer.durable + base
             failure: WriterStopped | None = None
             if outcome == "stopped":
                 failure = self.stopped
@@ -268,3 +359,15 @@ class NativeCommitter:
                                receipt["first_sequence"], receipt["last_sequence"],
                                receipt["count"], durability)
         raise RuntimeError(f"no receipt kept for durable ticket {ticket}")
+
+
+def _add_observations(current: dict[str, Any], earlier: dict[str, Any] | None) -> dict[str, Any]:
+    """Histograms of the running C thread plus those of the threads before it."""
+    if earlier is None:
+        return current
+    out: dict[str, Any] = {"batches": current["batches"] + earlier["batches"]}
+    for key in ("events", "write", "sync"):
+        counts, total = current[key]
+        old_counts, old_total = earlier[key]
+        out[key] = ([a + b for a, b in zip(counts, old_counts)], total + old_total)
+    return out
