@@ -46,6 +46,7 @@ WIRE_CODES: dict[str, int | None] = {
     # operations (docs/admin.md)
     "retry_rejected": 409,
     "compaction_unavailable": 503,
+    "compaction_failed": 503,
     # schedules
     "invalid_schedule": 400,
     "schedule_not_found": 404,

@@ -74,7 +74,10 @@ def register(groups: Any) -> None:
     purge = command("purge", "cancel every waiting job of a queue", _purge)
     purge.add_argument("queue")
     purge.add_argument("--limit", type=_positive, help="cancel at most this many (default: all)")
-    command("compact", "compact the store now (Store v2 compaction)", _compact)
+    compact = command("compact", "compact the store now (online Store-v2 compaction; "
+                      "writes pause only for the switch)", _compact)
+    compact.add_argument("--terminal-retention", metavar="infinity|<N>m|<N>h|<N>d",
+                         help="apply this retention and store it (default: the store's own)")
 
 
 def client_for(args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> Any:
@@ -183,4 +186,9 @@ def _purge(client: Any, args: argparse.Namespace) -> int:
 
 
 def _compact(client: Any, args: argparse.Namespace) -> int:
-    return _show(args, client.call("compact", {}), lambda r: json.dumps(r) + "\n")
+    body = {} if args.terminal_retention is None else {
+        "terminal_retention": args.terminal_retention}
+    return _show(args, client.call("compact", body), lambda r: (
+        f"compacted: epoch {r['epoch_id']}, {r['retained_jobs']} jobs kept, "
+        f"{r['expired_jobs']} expired, history {r['bytes_before']} -> {r['bytes_after']} "
+        f"bytes, {r['duration_ms']} ms (writes paused {r['pause_ms']:.1f} ms)\n"))

@@ -69,10 +69,12 @@ class StateBudget:
         self.limit = limit
         self.used = 0
         self.admitted = 0
+        self.refusals = 0  # the server's compaction trigger watches it (expiry may free)
 
     def admit(self, charge: int) -> None:
         """Refuse a new job whose charge would exceed the budget (nothing is charged)."""
         if self.used + charge > self.limit:
+            self.refusals += 1
             raise RequestRefused(
                 f"retained state would reach {self.used + charge} of {self.limit} bytes "
                 "(max_state_bytes); terminal jobs release their share when they expire under "

@@ -164,6 +164,39 @@ class EpochEngine(AdminCommands):
             out.append(Checkpoint(builder(queue, captured_at), max(revision, 1)))
         return out
 
+    def online_capture(self) -> tuple[list[JobState], int]:
+        """What an online compaction freezes on the loop: every persistent job's state (an
+        immutable value, so the list is a snapshot) and the availability allocator."""
+        assert self.epoch is not None, "online compaction needs a Store-v2 epoch"
+        return self.retained_jobs(), self.epoch.next_order
+
+    def stale_expiries(self, expired: dict[bytes, int]) -> list[bytes]:
+        """Jobs a compaction planned to expire that changed since its capture (a retried
+        discarded job): the new base does not hold them, so that compaction must not
+        publish."""
+        stale = []
+        for job_id, revision in expired.items():
+            entry = self.jobs.get(job_id)
+            if entry is None or entry.state.revision != revision or not entry.state.terminal:
+                stale.append(job_id)
+        return stale
+
+    def adopt_compaction(self, expired: list[bytes], order_from: int, order_shift: int,
+                         next_sequence: int) -> int:
+        """The engine follows a published online compaction: expired jobs are dropped,
+        orders given out since the capture (``>= order_from``) move down by
+        ``order_shift`` like the allocator (see ``tay.storage.compaction.online``), and
+        sequences continue the new epoch's tail. Returns how many jobs expired."""
+        if order_shift:
+            for entry in self.jobs.values():
+                state = entry.state
+                if state.ready_order is not None and state.ready_order >= order_from \
+                        and not entry.volatile:
+                    entry.state = state._replace(ready_order=state.ready_order - order_shift)
+            self.epoch.next_order -= order_shift
+        self.next_sequence = next_sequence
+        return self.expire(expired)
+
     def expire(self, job_ids: list[bytes]) -> int:
         """Drop jobs a published compaction no longer retains: their id, definition, result
         and state-budget charge are released. Returns how many were dropped."""

@@ -46,6 +46,7 @@ class AdminService:
         self._started_mono = time.monotonic()
         # name -> callable giving a JSON-safe fact (listeners add theirs: socket, http)
         self.facts: dict[str, Callable[[], Any]] = {}
+        self.compactor: Any = None  # tay.server.compactor.OnlineCompactor, set by serve
         self.metrics = ServerMetrics()
         self._collect: Callable[[], Any] | None = None  # prometheus_client on the first scrape
 
@@ -76,9 +77,7 @@ class AdminService:
         if op == "status":
             return await self._status(body)
         if op == "compact":
-            return _refuse(RequestRefused(
-                "online compaction is not available in this build; the store is kept as "
-                "written (docs/operations.md)", code="compaction_unavailable"))
+            return await self._compact(body)
         return await self.port.request(lambda rid: Admin(self.port, rid, op, body))
 
     async def _status(self, body: Any) -> Reply | Refuse:
@@ -93,6 +92,34 @@ class AdminService:
             else:
                 engine = overview.fields
         return Reply(None, None, "admin_status", {**self.server_facts(), "engine": engine})
+
+    async def _compact(self, body: Any) -> Reply | Refuse:
+        """Compact now (online); ``terminal_retention`` (optional) is applied and stored."""
+        from tay.storage.v2.manifest import parse_retention
+
+        if body is not None and not isinstance(body, dict):
+            return _refuse(RequestRefused("compact takes an object", code="invalid_request"))
+        body = body or {}
+        unknown = set(body) - {"terminal_retention"}
+        if unknown:
+            return _refuse(RequestRefused(f"unknown field {sorted(unknown)[0]!r}",
+                                          code="invalid_request", field=sorted(unknown)[0]))
+        retention = None
+        if "terminal_retention" in body:
+            try:
+                retention = parse_retention(body["terminal_retention"])
+            except ValueError as error:
+                return _refuse(RequestRefused(f"terminal_retention: {error}",
+                                              code="invalid_request",
+                                              field="terminal_retention"))
+        if self.compactor is None:
+            return _refuse(RequestRefused("online compaction is not running in this server",
+                                          code="compaction_unavailable"))
+        try:
+            report = await self.compactor.compact(retention)
+        except RequestRefused as refusal:
+            return _refuse(refusal)
+        return Reply(None, None, "admin_compact", report)
 
     def server_facts(self) -> dict[str, Any]:
         config = self.config
@@ -110,6 +137,8 @@ class AdminService:
                        "interval_ms": round(committer.interval_s * 1000)},
             "storage": storage_facts(config.data_dir),
         }
+        if self.compactor is not None:
+            facts["storage"].update(self.compactor.facts())
         for name, fact in self.facts.items():
             facts[name] = fact()
         return facts

@@ -234,6 +234,9 @@ async def serve(config: ServeConfig, ready: "asyncio.Event | None" = None,
     admin.facts["http"] = lambda: None  # the HTTP listener replaces it once it listens
     driver.metrics = admin.metrics
     admin.metrics.attach_commit(store.committer)
+    from .compactor import OnlineCompactor
+
+    admin.compactor = compactor = OnlineCompactor(driver, store, config, admin.metrics)
     closers: list[Callable[[], Awaitable[None]]] = []
     try:
         # before anything listens: a SIGTERM right after the socket accepts is a clean stop
@@ -249,6 +252,7 @@ async def serve(config: ServeConfig, ready: "asyncio.Event | None" = None,
             closers.append(await start_ops_listener(driver, admin, config.metrics_port))
         driver.on_stopped = lifecycle.on_writer_stopped
         lifecycle.start()
+        compactor.start()
         driver.tick()  # dispatch recovered work and arm the wake-up timer
         log.info("tay serving: data dir %s, durability %s, socket %s", config.data_dir,
                  describe_durability(config), config.socket.path if config.socket else "off")
@@ -259,6 +263,7 @@ async def serve(config: ServeConfig, ready: "asyncio.Event | None" = None,
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(signum)
         lifecycle.close()
+        await compactor.close()
         for close in reversed(closers):
             await close()
         await listener.close()

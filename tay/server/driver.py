@@ -127,6 +127,9 @@ class EngineDriver:
         self.metrics: Any = None  # ServerMetrics: enqueue-ack latency (tay.server.metrics)
         self.draining = False  # SIGTERM: no new dispatch, running executions may report
         self._activity = getattr(engine, "activity", None)
+        # an online compaction's copy of every record submitted since its capture (the
+        # catch-up it re-frames into the new epoch's tail); None when none is running
+        self.tap: list[tuple[int, int, int, bytes]] | None = None
 
     # -- transports --------------------------------------------------------------------
     def attach(self, conn: Hashable, sink: Sink) -> None:
@@ -175,7 +178,10 @@ class EngineDriver:
     def _apply(self, outcome: Outcome, permit: bool = False) -> None:
         ticket = 0
         if outcome.events:
-            ticket = self.committer.append(journal_records(outcome.events), self._hold)
+            records = journal_records(outcome.events)
+            ticket = self.committer.append(records, self._hold)
+            if self.tap is not None:
+                self.tap.extend(records)
             if self._flush_each_turn and not self._flush_scheduled:
                 self._flush_scheduled = True
                 self.loop.call_soon(self._flush)
@@ -209,6 +215,32 @@ class EngineDriver:
         stopped = self.committer.stopped
         if stopped is not None:
             self._writer_stopped(stopped)
+
+    # -- an online compaction switching the journal (tay.server.compactor) -------------------
+    def suspend_writer(self) -> Any:
+        """Drain the committer and stop its thread (the loop is held meanwhile, so nothing
+        is submitted); every stage is released. Returns the journal. Raises
+        ``WriterStopped`` (and stops serving writes) if the writer stopped."""
+        self.loop.remove_reader(self.committer.completion_fd)
+        try:
+            journal = self.committer.suspend()
+        except WriterStopped as stopped:
+            self._release()
+            self._writer_stopped(stopped)
+            raise
+        self._release()
+        return journal
+
+    def resume_writer(self, journal: Any) -> None:
+        """Write to ``journal`` from now on (the same one, or a new epoch's tail)."""
+        self.committer.resume(journal)
+        self.loop.add_reader(self.committer.completion_fd, self._on_durable)
+
+    def abandon_writer(self, failure: WriterStopped) -> None:
+        """The journal cannot be resumed (an uncertain epoch switch): stop writing for good."""
+        self.committer.abandon(failure)
+        self._release()
+        self._writer_stopped(failure)
 
     # -- ordered release ---------------------------------------------------------------
     def _release(self) -> None:
@@ -300,6 +332,7 @@ class EngineDriver:
         self.closed = True
         if self.committer.completion_fd >= 0:
             self.loop.remove_reader(self.committer.completion_fd)
+        self.tap = None
         if self._wake_handle is not None:
             self._wake_handle.cancel()
             self._wake_handle = None

@@ -18,6 +18,8 @@ from typing import Any
 LATENCY_BUCKETS = (0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1,
                    0.25, 0.5, 1.0, 2.5, 5.0)
 BATCH_BUCKETS = (1, 2, 4, 8, 16, 32, 64, 128, 256, 512, 1024)
+# seconds; an online compaction takes ~ms (empty store) .. minutes (millions of jobs)
+COMPACTION_BUCKETS = (0.01, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 30.0, 60.0, 300.0)
 READY_MIN_FREE_BYTES = 64 * 1024 * 1024  # /readyz fails below this much free disk
 
 
@@ -54,6 +56,19 @@ class ServerMetrics:
         self.fsync = Histogram(LATENCY_BUCKETS)
         self.commit_write = Histogram(LATENCY_BUCKETS)
         self.batch_events = Histogram(BATCH_BUCKETS)
+        self.compactions: dict[str, int] = {}  # online compactions by outcome
+        self.compaction = Histogram(COMPACTION_BUCKETS)  # published: capture to reclaim
+        self.compaction_pause = Histogram(LATENCY_BUCKETS)  # published: writes paused
+
+    def observe_compaction(self, outcome: str, seconds: float | None,
+                           pause_s: float | None) -> None:
+        """Loop thread, once per online compaction attempt."""
+        self.compactions[outcome] = self.compactions.get(outcome, 0) + 1
+        if outcome == "published":
+            if seconds is not None:
+                self.compaction.observe(seconds)
+            if pause_s is not None:
+                self.compaction_pause.observe(pause_s)
 
     def observe_commit(self, events: int, write_s: float, sync_s: float) -> None:
         """Writer thread, once per durable batch."""
@@ -191,6 +206,16 @@ def collector(engine: Any, driver: Any, store: Any, metrics: ServerMetrics,
                         metrics.commit_write)
         yield histogram("tay_commit_batch_events", "events per durable batch",
                         metrics.batch_events)
+        compactions = CounterMetricFamily("tay_compactions", "online compactions by outcome "
+                                          "(published, failed, verification_failed)",
+                                          labels=("outcome",))
+        for outcome in ("published", "failed", "verification_failed"):
+            compactions.add_metric((outcome,), metrics.compactions.get(outcome, 0))
+        yield compactions
+        yield histogram("tay_compaction_seconds", "published online compaction, capture to "
+                        "reclaim", metrics.compaction)
+        yield histogram("tay_compaction_pause_seconds", "writes paused by an online "
+                        "compaction's switch", metrics.compaction_pause)
 
     return collect
 

@@ -126,8 +126,11 @@ def test_refusals_render_the_engine_reason(ui_engine):
     assert bad_search.status == 400 and "32 hexadecimal characters" in bad_search.text
     bad_filter = ui_engine.get("/ui/jobs?state=bogus")
     assert bad_filter.status == 400 and "state must be one of" in bad_filter.text
-    compact = ui_engine.post("/ui/storage/compact", {"csrf": token})
-    assert compact.status == 503 and "compaction_unavailable" in compact.text
+    compact = ui_engine.post("/ui/storage/compact", {"csrf": token})  # online, Store v2
+    assert compact.status == 303 and compact.headers["location"] == "/ui/storage?done=compacted"
+    epoch = ui_engine.admin.call("status", {})["storage"]["epoch"]
+    storage = ui_engine.get("/ui/storage?done=compacted").text
+    assert "Compaction finished." in storage and epoch in storage and 'pause_ms' in storage
     assert ui_engine.get("/ui/schedules/no-such").status == 404
     form = ui_engine.request("POST", f"/ui/jobs/{job_id}/retry", b"{}",
                              {"Content-Type": "application/json"})

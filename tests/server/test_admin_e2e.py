@@ -215,9 +215,16 @@ def test_status_reads_on_both_transports(engine):
         assert status["socket"]["path"] == engine.socket_path
         assert all(s["id"].startswith("admin-every-")
                    for s in admin.call("schedules", {})["schedules"])
+        assert status["storage"]["format"] == "v2"  # adopted at start
+        compacted = admin.call("compact", {})
+        assert compacted["type"] == "admin_compact" and compacted["trigger"] == "admin"
+        assert compacted["source_epoch_id"] == status["storage"]["epoch"]
+        after = admin.call("status", {})["storage"]
+        assert after["epoch"] == compacted["epoch_id"] and after["last_compaction"] == {
+            key: value for key, value in compacted.items() if key != "type"}
         with pytest.raises(AdminRefused) as refused:
-            admin.call("compact", {})
-        assert refused.value.code == "compaction_unavailable"
+            admin.call("compact", {"terminal_retention": "soon"})
+        assert refused.value.code == "invalid_request"
 
 
 def test_cli_commands_exit_codes_and_json(engine):

@@ -5,7 +5,8 @@ segments are created under their canonical names with ``O_EXCL`` (nobody else ca
 directory), filled with frames 1..N, sealed and fsynced, each hashed with SHA-256 as it is
 written; then the MANIFEST (``O_EXCL``, write, fsync, close, fsync the directory) and the
 empty tail segment ``k+1`` whose FIRST is ``N+1``. ``CandidateWriter.append_tail`` adds the
-online catch-up to that tail before publication.
+online catch-up to that tail before publication (rolling at the rotation target like the
+journal) and returns the ``Tail`` the journal then opens.
 
 Every step goes through the ``fsio`` seam, so the crash matrix can stop after any write,
 fsync or rename.
@@ -16,7 +17,7 @@ from __future__ import annotations
 import hashlib
 import os
 from dataclasses import dataclass, field
-from typing import Iterable
+from typing import Iterable, Sequence
 
 from tay import _native
 from tay.storage.compaction.plan import BaseRecord
@@ -26,6 +27,7 @@ from tay.storage.formats.segment import (
 )
 from tay.storage.fsio import DIR_MODE, FILE_MODE, RealIO
 from tay.storage.journal.rotation import rotation_needed
+from tay.storage.journal.writer import Tail
 from tay.storage.v2 import layout as v2_layout
 from tay.storage.v2.manifest import BaseSegment, Manifest, Retention, encode_manifest
 
@@ -183,3 +185,53 @@ class CandidateWriter:
         self.io.fsync_dir(self.segments)
         return Candidate(self.path, self.nonce, manifest, manifest_bytes, self.next_sequence,
                          tail_id)
+
+    # step 6, online: the catch-up --------------------------------------------------------
+    def append_tail(self, candidate: Candidate,
+                    records: Sequence[tuple[int, int, bytes]]) -> Tail:
+        """Append ``(type, schema, payload)`` records to the candidate's tail with the
+        sequences that follow the base, fsync, and return where the tail stands."""
+        segment = _OpenSegment(candidate.tail_segment_id, candidate.next_sequence,
+                               self.io.open(self._tail_path(candidate.tail_segment_id),
+                                            os.O_RDWR), HEADER_SIZE)
+        segment.crc = _native.crc32c(encode_header(segment.segment_id, segment.first_sequence,
+                                                   self.store_id))
+        sequence = candidate.next_sequence
+        for rtype, schema, payload in records:
+            size = frame_size(len(payload))
+            if rotation_needed(segment.size + segment.pending_bytes, size, self.rotation_target):
+                self._flush(segment)
+                self._seal_tail(segment)
+                segment = self._open_tail(segment.segment_id + 1, sequence)
+            frame = _native.encode_records([(rtype, schema, sequence, payload)])
+            segment.pending.append(frame)
+            segment.pending_bytes += len(frame)
+            segment.count += 1
+            sequence += 1
+            if segment.pending_bytes >= _WRITE_CHUNK:
+                self._flush(segment)
+        self._flush(segment)
+        self.io.fsync(segment.fd)
+        self.io.close(segment.fd)
+        self.io.fsync_dir(self.segments)
+        return Tail(store_id=self.store_id, segment_id=segment.segment_id,
+                    first_sequence=segment.first_sequence, size=segment.size,
+                    record_count=segment.count, segment_crc=segment.crc, sealed=False,
+                    next_sequence=sequence)
+
+    def _tail_path(self, segment_id: int) -> str:
+        return os.path.join(self.segments, segment_file_name(segment_id))
+
+    def _seal_tail(self, segment: _OpenSegment) -> None:
+        header = SegmentHeader(segment.segment_id, segment.first_sequence, self.store_id)
+        self.io.write_all_at(segment.fd, encode_footer(header, segment.count, segment.crc),
+                             segment.size)
+        self.io.fsync(segment.fd)
+        self.io.close(segment.fd)
+
+    def _open_tail(self, segment_id: int, first_sequence: int) -> _OpenSegment:
+        fd = self.io.open(self._tail_path(segment_id), os.O_RDWR | os.O_CREAT | os.O_EXCL,
+                          FILE_MODE)
+        segment = _OpenSegment(segment_id, first_sequence, fd, 0)
+        self._write(segment, encode_header(segment_id, first_sequence, self.store_id))
+        return segment

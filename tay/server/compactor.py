@@ -1,0 +1,358 @@
+"""Online compaction in a running ``tay serve`` (docs/compaction.md, storage.md §3.8).
+
+``OnlineCompactor`` runs one compaction at a time, started by the size/ratio trigger
+(``CompactionPolicy``, checked every ``check_interval_s``) or by the admin ``compact``
+action (which waits for the outcome; a request during a run joins it). The storage work is
+``tay.storage.compaction.online``; this module decides when, and does the two steps that
+must hold the event loop:
+
+* **capture**: the committer is drained and suspended, the journal rotated (the frozen
+  source ends at a durable position), the writer resumed, and the engine's state taken; the
+  driver starts copying every record it submits (``driver.tap``).
+* **switch** (admission paused: nothing runs on the loop meanwhile): the committer is
+  drained and suspended, the copied records become the candidate's tail, the epoch is
+  published and CURRENT switched, the engine adopts it (expiries, orders, sequences) and the
+  writer resumes on the new tail. Only durable records are copied, and replies wait for
+  the writer as always, so durable-before-visible holds throughout.
+
+The candidate is written and verified on a worker thread in between, while the engine
+serves. A failure before CURRENT switches leaves the old epoch authoritative and the server
+serving; it is logged, counted, and retried after a backoff (doubling up to 10 minutes). A
+switch whose outcome is uncertain, or a journal that cannot follow the new epoch, stops
+writing for good (the supervisor restarts the server, which opens whatever CURRENT names).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import time
+from collections.abc import Callable
+from typing import Any
+
+from tay.failures import RequestRefused, StorageFailure, WriterStopped
+from tay.storage.compaction import online, publish
+from tay.storage.compaction.offline import durable_form
+from tay.storage.fsio import RealIO
+from tay.storage.journal.history_budget import HistoryBudget
+from tay.storage.journal.writer import Journal
+from tay.storage.v2.manifest import Retention
+
+log = logging.getLogger("tay.server.compaction")
+
+BACKOFF_FIRST_S = 30.0
+BACKOFF_MAX_S = 600.0
+
+
+def wall_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class CompactionFailed(Exception):
+    """An online compaction that did not publish (the old epoch stays authoritative)."""
+
+    def __init__(self, reason: str, detail: str) -> None:
+        super().__init__(f"{reason}: {detail}")
+        self.reason = reason
+        self.detail = detail
+
+
+class OnlineCompactor:
+    """One store's online compactions, on the driver's loop."""
+
+    def __init__(self, driver: Any, store: Any, config: Any, metrics: Any = None, *,
+                 clock: Callable[[], int] = wall_ms, io: RealIO | None = None) -> None:
+        self.driver = driver
+        self.store = store
+        self.config = config
+        self.policy = config.compaction
+        self.metrics = metrics
+        self.clock = clock  # wall ms: the capture time retention is judged at
+        self.io = io or RealIO()
+        self.last: dict[str, Any] | None = None  # the last finished compaction's facts
+        self.last_failure: dict[str, Any] | None = None
+        self.failures = 0  # consecutive failed attempts (the backoff doubles with them)
+        self.retry_at = 0.0  # monotonic: no automatic attempt before this
+        self._running: asyncio.Task[dict[str, Any]] | None = None
+        self._timer: asyncio.TimerHandle | None = None
+        self._closed = False
+        self._refusals_seen = 0  # the state budget's refusal count at the last look
+        self._budget_asked = -float("inf")
+
+    # ---- what the store is now ----------------------------------------------------------
+    @property
+    def available(self) -> bool:
+        return self.store.store_version == 2 and self.driver.stopped is None
+
+    def history_bytes(self) -> int:
+        return online.source_bytes(self.store.journal.segments_dir)
+
+    def facts(self) -> dict[str, Any]:
+        """``status.storage``'s Store-v2 part."""
+        journal = self.store.journal
+        retention = self.store.retention
+        return {
+            "format": "v2" if self.store.store_version == 2 else "v1",
+            "epoch": journal.epoch_id.hex() if self.store.store_version == 2 else None,
+            "retention": retention.to_value() if retention is not None else None,
+            "last_compaction": self.last,
+            "compaction": {
+                "enabled": self.policy.enabled, "running": self._running is not None,
+                "history_bytes": self.history_bytes() if self.store.store_version == 2 else None,
+                "base_bytes": self.store.base_bytes,
+                "trigger_history_bytes": self.policy.history_bytes,
+                "trigger_ratio": self.policy.ratio, "consecutive_failures": self.failures,
+                "last_failure": self.last_failure,
+            },
+        }
+
+    # ---- the trigger ----------------------------------------------------------------------
+    def start(self) -> None:
+        if self.policy.enabled and self.store.store_version == 2:
+            self._arm()
+
+    def _arm(self) -> None:
+        if not self._closed:
+            self._timer = self.driver.loop.call_later(self.policy.check_interval_s, self._check)
+
+    def _check(self) -> None:
+        self._timer = None
+        try:
+            now = time.monotonic()
+            if self._running is None and self.available and now >= self.retry_at:
+                if self.policy.due(self.history_bytes(), self.store.base_bytes):
+                    self.request("automatic")
+                elif self._budget_pressed(now):
+                    self.request("state_budget")
+        except OSError as error:  # the epoch directory is unreadable: recovery's business
+            log.warning("compaction trigger could not measure the history: %s", error)
+        self._arm()
+
+    def _budget_pressed(self, now: float) -> bool:
+        """The state budget refused work since the last look: expiry may free it (asked at
+        most once per ``cooldown_s``)."""
+        refusals = self.store.engine.budget.refusals
+        if refusals == self._refusals_seen or now - self._budget_asked < self.policy.cooldown_s:
+            return False
+        self._refusals_seen = refusals
+        self._budget_asked = now
+        return True
+
+    def request(self, trigger: str, retention: Retention | None = None) -> asyncio.Task:
+        """Start a compaction (or join the one running); the task gives its report or
+        raises ``CompactionFailed``."""
+        if self._running is None:
+            self._running = asyncio.ensure_future(self._run(trigger, retention))
+            self._running.add_done_callback(self._finished)
+        return self._running
+
+    def _finished(self, task: asyncio.Task) -> None:
+        self._running = None
+        if not task.cancelled():
+            task.exception()  # retrieved: failures are logged and counted in _run
+
+    async def compact(self, retention: Retention | None = None) -> dict[str, Any]:
+        """The admin action: run one now and return its report."""
+        if self.store.store_version != 2:
+            raise RequestRefused("online compaction needs a Store-v2 store; this one is v1 "
+                                 "(start tay serve with --compaction on to adopt it)",
+                                 code="compaction_unavailable")
+        if self.driver.stopped is not None:
+            raise RequestRefused("the journal writer stopped", code="unavailable")
+        try:
+            return await asyncio.shield(self.request("admin", retention))
+        except CompactionFailed as failure:
+            raise RequestRefused(f"the compaction did not publish ({failure}); the store is "
+                                 "unchanged", code="compaction_failed",
+                                 reason=failure.reason) from None
+
+    async def close(self) -> None:
+        """Stop the trigger and wait for a running compaction (its worker thread writes
+        only a candidate, which the next compaction removes if it never publishes)."""
+        self._closed = True
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        running = self._running
+        if running is not None:
+            try:
+                await running
+            except Exception:
+                pass  # logged and counted by _run
+
+    # ---- one compaction -------------------------------------------------------------------
+    async def _run(self, trigger: str, retention: Retention | None) -> dict[str, Any]:
+        started = time.monotonic()
+        loop = asyncio.get_running_loop()
+        bytes_before = self.history_bytes()
+        capture = None
+        prepared = None
+        try:
+            capture = self._capture(retention)
+            prepared = await loop.run_in_executor(None, lambda: online.prepare(capture,
+                                                                                  io=self.io))
+            if self.driver.stopped is not None or self._closed:
+                raise CompactionFailed("stopped", "the server stopped writing meanwhile")
+            report = self._switch(prepared)
+        except BaseException as error:
+            self.driver.tap = None
+            self._failed(error, started, prepared)
+            if isinstance(error, (CompactionFailed, StorageFailure, OSError)):
+                raise error if isinstance(error, CompactionFailed) else CompactionFailed(
+                    getattr(error, "reason", type(error).__name__), str(error)) from None
+            raise
+        catch_up, live, live_count, entities = report.pop("_verify")
+        try:
+            await loop.run_in_executor(None, lambda: online.verify_catch_up(
+                prepared, catch_up, live, live_count, entities))
+        except StorageFailure as failure:
+            log.critical("the published epoch %s does not replay to the engine's state (%s); "
+                         "writing stops, restart to serve what the store holds",
+                         prepared.epoch_id.hex(), failure)
+            self.driver.abandon_writer(WriterStopped("changed_view", "compaction_mismatch",
+                                                     epoch_id=prepared.epoch_id.hex()))
+            self._count("verification_failed")
+            raise CompactionFailed("verification_mismatch", str(failure)) from None
+        report["reclaimed"], report["reclaim_error"] = await loop.run_in_executor(
+            None, self._reclaim, capture.source, report["_current"])
+        del report["_current"]
+        report["duration_ms"] = round((time.monotonic() - started) * 1000)
+        report["bytes_before"] = bytes_before
+        report["bytes_after"] = self.history_bytes()
+        report["trigger"] = trigger
+        self.last = report
+        self.failures = 0
+        self.retry_at = 0.0
+        self._count("published", time.monotonic() - started, report["pause_ms"] / 1000)
+        log.info("compacted the store online: epoch %s, %d jobs kept, %d expired, %d bytes "
+                 "-> %d, %d ms (writes paused %.1f ms)", report["epoch_id"],
+                 report["retained_jobs"], report["expired_jobs"], bytes_before,
+                 report["bytes_after"], report["duration_ms"], report["pause_ms"])
+        return report
+
+    def _capture(self, retention: Retention | None) -> online.Capture:
+        """On the loop: freeze the source at a durable position and take the engine's state."""
+        driver, store, engine = self.driver, self.store, self.store.engine
+        if self.driver.stopped is not None:
+            raise CompactionFailed("stopped", "the journal writer stopped")
+        journal = driver.suspend_writer()
+        try:
+            journal.rotate()  # the source ends here; an I/O error stops the writer for good
+        except WriterStopped as stopped:
+            driver.abandon_writer(stopped)
+            raise
+        driver.resume_writer(journal)
+        assert engine.next_sequence == journal.next_sequence
+        self._reattach_history(journal)
+        source = online.OnlineSource(
+            root=journal.root, store_id=journal.store_id, epoch_id=journal.epoch_id,
+            current=publish.read_current(self.io, journal.root) or b"",
+            segments_dir=journal.segments_dir, active_id=journal.segment_id,
+            frontier=journal.next_sequence - 1, rotation_target=journal.rotation_target)
+        captured_at = self.clock()
+        jobs, next_order = engine.online_capture()
+        applied = durable_form(retention or store.retention)
+        driver.tap = []
+        return online.Capture(source, captured_at, applied, jobs,
+                              engine.checkpoints(captured_at), next_order)
+
+    def _switch(self, prepared: online.Prepared) -> dict[str, Any]:
+        """On the loop, admission paused: catch-up, publish, CURRENT, the new tail."""
+        driver, store, engine = self.driver, self.store, self.store.engine
+        paused = time.perf_counter()
+        stale = engine.stale_expiries(prepared.expired)
+        if stale:
+            raise CompactionFailed("expired_job_changed", f"{len(stale)} job(s) the plan "
+                                   f"expires changed since the capture (e.g. {stale[0].hex()})")
+        journal = driver.suspend_writer()
+        records, driver.tap = driver.tap or [], None
+        source = prepared.capture.source
+        try:
+            if journal.next_sequence != source.frontier + 1 + len(records) or (
+                    records and records[0][0] != source.frontier + 1):
+                raise CompactionFailed("catch_up_gap", "the copied records do not continue "
+                                       f"the source at {source.frontier + 1}")
+            catch_up = online.reframe(records, prepared.order_shift)
+            tail, current = online.publish_switch(prepared, catch_up, self.io)
+        except BaseException:
+            driver.resume_writer(journal)  # the old epoch is still authoritative
+            raise
+        try:
+            publish.switch_current(self.io, source.root, current, source.current)
+        except BaseException as error:  # which CURRENT is on disk is uncertain: stop
+            driver.abandon_writer(WriterStopped("changed_view", "compaction_switch_uncertain",
+                                                path=source.root, error=str(error)))
+            raise
+        # the point of no return: the new epoch is authoritative
+        try:
+            journal.close(release_lock=False)
+            new_journal = Journal.open(
+                self.io, source.root, journal.lock, tail, durability=journal.durability,
+                rotation_target=journal.rotation_target,
+                segments_dir=online.epoch_segments(source.root, prepared.epoch_id),
+                epoch_id=prepared.epoch_id)
+        except BaseException as error:
+            driver.abandon_writer(WriterStopped("io", "compaction_reopen_failed",
+                                                path=source.root, error=str(error)))
+            raise
+        expired = engine.adopt_compaction(list(prepared.expired), prepared.capture.next_order,
+                                          prepared.order_shift, new_journal.next_sequence)
+        store.journal = new_journal
+        store.retention = prepared.capture.retention
+        store.base_bytes = prepared.base_bytes
+        driver.resume_writer(new_journal)
+        self._reattach_history(new_journal)
+        pause_ms = (time.perf_counter() - paused) * 1000
+        touched = online.touched_jobs(records)
+        live = {job_id: engine.epoch_job(job_id) for job_id in touched}
+        live_count = sum(1 for entry in engine.jobs.values() if not entry.volatile)
+        return {
+            "epoch_id": prepared.epoch_id.hex(), "source_epoch_id": source.epoch_id.hex(),
+            "captured_at": prepared.capture.captured_at, "finished_at": self.clock(),
+            "terminal_retention": prepared.capture.retention.to_value(),
+            "retained_jobs": prepared.retained_jobs, "expired_jobs": expired,
+            "base_bytes": prepared.base_bytes, "catch_up_records": len(catch_up),
+            "pause_ms": round(pause_ms, 3), "timings_ms": prepared.timings_ms,
+            "_current": current,
+            "_verify": (catch_up, live, live_count, dict(engine.epoch.entities)),
+        }
+
+    def _reattach_history(self, journal: Journal) -> None:
+        engine = self.store.engine
+        if engine.history is not None:
+            engine.attach_history(HistoryBudget.for_journal(journal, engine.history.caps))
+
+    def _reclaim(self, source: online.OnlineSource, current: bytes) -> tuple[bool, str | None]:
+        try:
+            publish.reclaim_epoch(self.io, source.root, source.epoch_id, current)
+        except (OSError, StorageFailure) as error:
+            log.warning("the previous epoch %s was not reclaimed (%s); the next compaction "
+                        "leaves it to an operator", source.epoch_id.hex(), error)
+            return False, str(error)
+        return True, None
+
+    # ---- failures -------------------------------------------------------------------------
+    def _failed(self, error: BaseException, started: float, prepared: Any) -> None:
+        if prepared is not None and os.path.isdir(prepared.candidate.path):
+            try:
+                publish.reclaim_candidate(self.io, prepared.capture.source.root,
+                                          prepared.candidate.nonce)
+            except (OSError, StorageFailure):
+                pass  # leaked: the next compaction removes it
+        self.failures += 1
+        backoff = min(BACKOFF_MAX_S, BACKOFF_FIRST_S * 2 ** (self.failures - 1))
+        self.retry_at = time.monotonic() + backoff
+        self.last_failure = {"at": self.clock(), "error": str(error)[:500],
+                             "retry_in_s": backoff}
+        self._count("failed", time.monotonic() - started)
+        if self.driver.stopped is None:
+            log.error("online compaction failed, the store is unchanged and keeps being "
+                      "served; next automatic attempt in %.0f s: %s", backoff, error)
+        else:
+            log.error("online compaction failed and the journal writer stopped: %s", error)
+
+    def _count(self, outcome: str, seconds: float | None = None,
+               pause_s: float | None = None) -> None:
+        if self.metrics is not None:
+            self.metrics.observe_compaction(outcome, seconds, pause_s)

@@ -1,0 +1,274 @@
+"""Online compaction (storage.md §3.8 "Online"): the pieces that run while the engine serves.
+
+The server drives three phases (``tay.server.compactor``); this module is their synchronous
+storage side:
+
+1. **Capture**, on the event loop: the journal is drained and rotated, so the frozen source
+   is exactly the segments before the new active one, and the engine's retained state (jobs,
+   entity checkpoints, the availability allocator) is taken at that journal position
+   (``OnlineSource`` + ``Capture``). The jobs are immutable ``JobState`` values, so the
+   snapshot is a list of references.
+2. **Prepare**, on a worker thread (``prepare``): retention filter, source inventory, space
+   admission, candidate base + MANIFEST + empty tail, and an independent replay of the
+   candidate compared with the plan (steps 1-6). The engine keeps writing to the source's
+   new active segment meanwhile; the driver keeps a copy of those records.
+3. **Switch**, on the loop with admission paused (the server): the records written since
+   the capture are re-framed with the tail's sequences (``reframe``) and appended to the
+   candidate tail, the epoch is published and CURRENT switched (steps 6-9); the journal
+   then appends to the new tail. Afterwards, on a worker thread, ``verify_catch_up``
+   replays the catch-up onto the replayed base and compares it with the live jobs it
+   touched (step 10), and the predecessor is reclaimed (step 11).
+
+Availability orders: online orders are kept (§3.6), so the base's allocator resumes at
+``B`` = highest kept order + 1, while the live allocator stood at ``L >= B`` at the capture
+(orders taken by jobs that have left ``available``). Every order given out after the
+capture is shifted down by ``L - B`` in the catch-up (the records are otherwise copied
+byte for byte) and in the engine at the switch, so the new epoch and the engine agree, and
+order comparisons are unchanged (every kept order is below ``B``).
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+from typing import Any, Sequence
+
+from tay.failures import RecoveryRefused
+from tay.storage.compaction import publish
+from tay.storage.compaction.candidate import Candidate, CandidateWriter
+from tay.storage.compaction.plan import Checkpoint, base_records, expires
+from tay.storage.compaction.space import admit_space, estimate_base_bytes
+from tay.storage.compaction.verify import EpochTable, compare_jobs, job_fields, mismatch
+from tay.storage.events.transitions import JobState
+from tay.storage.formats.segment import segment_file_name
+from tay.storage.fsio import RealIO
+from tay.storage.journal.setup import new_store_id
+from tay.storage.recovery.limits import RecoveryOptions
+from tay.storage.recovery.store_v2 import _Dispatch, file_sha256, read_epoch_dir, replay_v2
+from tay.storage.v2 import layout as v2_layout
+from tay.storage.v2.manifest import Retention
+from tay.storage.v2.records import MUTATION_PAIR
+from tay.storage.v2.reducer import EpochReducer
+
+JournalRecord = tuple[int, int, int, bytes]  # (sequence, type, schema, payload)
+
+# An (8,1) payload: a 41-byte prefix, then the body map (tag, u32 count) whose first key in
+# canonical (UTF-8 byte) order is "availability_order" whenever the kind has one; a set
+# order is a tagged u64 at a fixed offset, so it is shifted in place.
+_BODY = 41 + 5
+_ORDER_KEY = b"\x06\x00\x00\x00\x12availability_order"
+_ORDER_AT = _BODY + len(_ORDER_KEY)
+
+
+@dataclass(frozen=True)
+class OnlineSource:
+    """Where the capture froze the source epoch."""
+
+    root: str
+    store_id: bytes
+    epoch_id: bytes
+    current: bytes  # CURRENT's bytes at the capture (re-checked before the switch)
+    segments_dir: str
+    active_id: int  # the new active segment: the frozen source is 1..active_id-1
+    frontier: int  # the last sequence of the frozen source
+    rotation_target: int
+
+
+@dataclass
+class Capture:
+    """The engine's retained state at the source frontier."""
+
+    source: OnlineSource
+    captured_at: int
+    retention: Retention  # the one this compaction applies (already in durable form)
+    jobs: list[JobState]
+    checkpoints: list[Checkpoint]
+    next_order: int  # the live allocator ``L``
+    started: float = field(default_factory=time.monotonic)
+
+
+@dataclass
+class Prepared:
+    """A written and verified candidate, waiting for the switch."""
+
+    capture: Capture
+    writer: CandidateWriter
+    candidate: Candidate
+    epoch_id: bytes
+    expired: dict[bytes, int]  # job id -> its revision at the capture
+    retained_jobs: int
+    base_bytes: int
+    base_next_order: int  # ``B``
+    reducer: EpochReducer  # the replayed base, where the catch-up check continues
+    table: EpochTable
+    timings_ms: dict[str, int]
+
+    @property
+    def order_shift(self) -> int:
+        return self.capture.next_order - self.base_next_order
+
+
+def source_bytes(segments_dir: str) -> int:
+    """Bytes of every segment file of an epoch (what the trigger calls its history)."""
+    total = 0
+    with os.scandir(segments_dir) as entries:
+        for entry in entries:
+            if entry.name.endswith(".tay"):
+                try:
+                    total += entry.stat(follow_symlinks=False).st_size
+                except FileNotFoundError:
+                    continue
+    return total
+
+
+def prepare(capture: Capture, *, io: RealIO | None = None,
+            options: RecoveryOptions | None = None,
+            max_candidate_bytes: int | None = None) -> Prepared:
+    """Steps 1-6 on a worker thread: nothing here touches the engine or the journal."""
+    io = io or RealIO()
+    options = options or RecoveryOptions()
+    source = capture.source
+    started = time.monotonic()
+    timings: dict[str, int] = {}
+
+    def mark(step: str) -> None:
+        timings[step] = round((time.monotonic() - started) * 1000)
+
+    kept: list[JobState] = []
+    expired: dict[bytes, int] = {}
+    for job in capture.jobs:
+        if expires(job, capture.retention, capture.captured_at):
+            expired[job.id] = job.revision
+        else:
+            kept.append(job)
+    kept.sort(key=lambda job: job.id)
+    inventory = tuple(
+        (segment_id, file_sha256(io, path, io.lstat(path).st_size))
+        for segment_id, path in ((i, os.path.join(source.segments_dir, segment_file_name(i)))
+                                 for i in range(1, source.active_id)))
+    mark("planned")
+    admit_space(io, source.root, estimate_base_bytes(kept, capture.checkpoints),
+                len(inventory), max_candidate_bytes)
+    for nonce in v2_layout.classify_root(io, source.root, options.max_directory_entries).candidates:
+        publish.reclaim_candidate(io, source.root, nonce)
+    writer = CandidateWriter(io, source.root, source.store_id, source.rotation_target)
+    writer.create_directories()
+    base = writer.write_base(base_records(kept, capture.checkpoints))
+    epoch_id = new_store_id()
+    manifest, manifest_bytes = writer.write_manifest(
+        epoch_id=epoch_id, captured_at=capture.captured_at, retention=capture.retention,
+        source_epoch_id=source.epoch_id, source_frontier=source.frontier,
+        source_segments=inventory)
+    candidate = writer.create_tail(manifest, manifest_bytes)
+    mark("candidate_written")
+    table, reducer = _replay(io, candidate.path, source.store_id, options)
+    compare_jobs(kept, table.jobs)
+    if len(table.entities) != len(capture.checkpoints):
+        raise mismatch("entity_count", expected=len(capture.checkpoints),
+                       found=len(table.entities))
+    mark("candidate_verified")
+    return Prepared(capture, writer, candidate, epoch_id, expired, len(kept),
+                    sum(segment.bytes for segment in base), reducer.next_order, reducer, table,
+                    timings)
+
+
+def _replay(io: RealIO, path: str, store_id: bytes,
+            options: RecoveryOptions) -> tuple[EpochTable, EpochReducer]:
+    view = read_epoch_dir(io, path, store_id, options)
+    try:
+        table = EpochTable(options.event_limits)
+        _, reducer = replay_v2(view, table, table.limits)
+        assert reducer is not None
+        return table, reducer
+    finally:
+        view.close()
+
+
+def shift_order(payload: bytes, shift: int) -> bytes:
+    """An (8,1) payload whose availability order (if set) is ``shift`` lower."""
+    if payload[_BODY:_ORDER_AT] != _ORDER_KEY or payload[_ORDER_AT] != 4:
+        return payload  # no order (nil, or a kind without one)
+    order = int.from_bytes(payload[_ORDER_AT + 1:_ORDER_AT + 9], "big")
+    if order <= shift:
+        raise RecoveryRefused("consumer_rejected", "verification_mismatch",
+                              stage="catch_up", what="availability_order", order=order,
+                              shift=shift)
+    return (payload[:_ORDER_AT + 1] + (order - shift).to_bytes(8, "big")
+            + payload[_ORDER_AT + 9:])
+
+
+def reframe(records: Sequence[JournalRecord], shift: int) -> list[tuple[int, int, bytes]]:
+    """The catch-up: ``(type, schema, payload)`` of the records written since the capture,
+    orders shifted into the new epoch's allocator; the tail gives the sequences."""
+    if not shift:
+        return [(rtype, schema, payload) for _, rtype, schema, payload in records]
+    out = []
+    for _, rtype, schema, payload in records:
+        if (rtype, schema) == MUTATION_PAIR:
+            payload = shift_order(bytes(payload), shift)
+        out.append((rtype, schema, payload))
+    return out
+
+
+def publish_switch(prepared: Prepared, catch_up: Sequence[tuple[int, int, bytes]],
+                   io: RealIO | None = None) -> tuple[Any, bytes]:
+    """Steps 6 (catch-up), 7 and the CURRENT re-check of 8, with admission paused: the
+    catch-up is appended to the candidate tail and the epoch is published. Any failure here
+    leaves the old CURRENT authoritative. Returns (the tail the journal opens, the CURRENT
+    bytes ``switch_current`` is to publish)."""
+    import hashlib
+
+    from tay.storage.v2.markers import Current, encode_current
+
+    io = io or RealIO()
+    source = prepared.capture.source
+    tail = prepared.writer.append_tail(prepared.candidate, catch_up)
+    publish.publish_epoch(io, source.root, prepared.candidate.path, prepared.epoch_id)
+    if publish.read_current(io, source.root) != source.current:
+        raise RecoveryRefused("changed_view", "authority_changed", path=source.root,
+                              stage="publication")
+    current = encode_current(Current(source.store_id, prepared.epoch_id,
+                                     hashlib.sha256(prepared.candidate.manifest_bytes).digest()))
+    return tail, current
+
+
+def epoch_segments(root: str, epoch_id: bytes) -> str:
+    return os.path.join(root, v2_layout.EPOCHS_DIR, v2_layout.epoch_dir_name(epoch_id),
+                        v2_layout.SEGMENTS_DIR)
+
+
+def verify_catch_up(prepared: Prepared, catch_up: Sequence[tuple[int, int, bytes]],
+                    live: dict[bytes, JobState | None], live_count: int,
+                    live_entities: dict[tuple, int]) -> None:
+    """Step 10 for the online path: the catch-up, replayed onto the verified base, must
+    give the jobs the engine holds (every job it touched, and the count) and the entity
+    revisions; ``live`` maps each touched id to its live state (None: not retained)."""
+    dispatch = _Dispatch(prepared.reducer, prepared.table.limits)
+    for rtype, schema, payload in catch_up:
+        dispatch.tail((rtype, schema), memoryview(payload))
+    jobs = prepared.table.jobs
+    for job_id, state in live.items():
+        found = jobs.get(job_id)
+        if (found is None) != (state is None) or (
+                state is not None and job_fields(found) != job_fields(state)):
+            raise mismatch("job", job_id=job_id.hex(), stage="catch_up")
+    if len(jobs) != live_count:
+        raise mismatch("job_count", expected=live_count, found=len(jobs), stage="catch_up")
+    if prepared.reducer.entities != live_entities:
+        raise mismatch("entities", stage="catch_up")
+
+
+def touched_jobs(records: Sequence[JournalRecord]) -> set[bytes]:
+    """Ids of the jobs the catch-up changes ((8,1) prefixes, (30,2) job events)."""
+    from tay.storage.v2.epoch_records import EPOCH_EVENT_PAIR, decode_epoch_event
+
+    out: set[bytes] = set()
+    for _, rtype, schema, payload in records:
+        if (rtype, schema) == MUTATION_PAIR:
+            out.add(bytes(payload[:16]))
+        elif (rtype, schema) == EPOCH_EVENT_PAIR:
+            record = decode_epoch_event(payload)
+            if record.carry.job_scoped:
+                out.add(record.event["job_id"])
+    return out

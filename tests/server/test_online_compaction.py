@@ -1,0 +1,336 @@
+"""Online compaction in process: a real store, engine, driver and committer (both journal
+writers) on an asyncio loop; the compactor's clock is injected, so retention is exact.
+
+The candidate is prepared on a worker thread held at a gate while the test writes through
+the driver, so the catch-up is deterministic: the switch must carry those writes into the
+new epoch, and a restart must recover exactly the engine's state.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import tempfile
+import threading
+
+import pytest
+
+from tay.engine import commands
+from tay.engine.config import EngineConfig
+from tay.failures import RecoveryRefused
+from tay.server import compactor as compactor_module
+from tay.server.app import ServeConfig, open_store
+from tay.server.compactor import CompactionFailed, OnlineCompactor
+from tay.server.driver import EngineDriver
+from tay.server.metrics import ServerMetrics
+from tay.storage.compaction import online, publish
+from tay.storage.compaction.trigger import CompactionPolicy
+from tay.storage.v2 import layout as v2_layout
+from tay.storage.v2.manifest import Retention
+from tests.scratch import scratch_root
+
+HOUR_MS = 3_600_000
+ONE_HOUR = Retention("hours", 1)
+
+
+@pytest.fixture
+def data_dir():
+    scratch = scratch_root()
+    scratch.mkdir(exist_ok=True)
+    root = tempfile.mkdtemp(prefix="online-", dir=scratch)
+    yield f"{root}/data"
+    shutil.rmtree(root, ignore_errors=True)
+
+
+def config(data_dir: str, writer: str = "auto", engine: EngineConfig | None = None,
+           **policy: object) -> ServeConfig:
+    return ServeConfig(data_dir=data_dir, socket=None, init_if_missing=True,
+                       durability="write", journal_writer=writer,
+                       engine=engine or EngineConfig(), terminal_retention=ONE_HOUR,
+                       compaction=CompactionPolicy(**policy))
+
+
+class Harness:
+    """One open store served by a driver on the running loop; replies by request id."""
+
+    def __init__(self, data_dir: str, writer: str, clock_offset_ms: int = 0,
+                 engine: EngineConfig | None = None, **policy: object) -> None:
+        self.store = open_store(config(data_dir, writer, engine, **policy))
+        self.loop = asyncio.get_running_loop()
+        self.driver = EngineDriver(self.store.engine, self.store.committer, self.loop)
+        self.replies: dict[str, object] = {}
+        self.waiters: dict[str, asyncio.Future] = {}
+        self.driver.attach("p", self._sink)
+        self.metrics = ServerMetrics()
+        self.compactor = OnlineCompactor(
+            self.driver, self.store, config(data_dir, writer, engine, **policy), self.metrics, clock=lambda: compactor_module.wall_ms() + clock_offset_ms)
+        self.count = 0
+
+    def _sink(self, effect) -> None:
+        waiter = self.waiters.pop(effect.request_id, None)
+        if waiter is not None and not waiter.done():
+            waiter.set_result(effect)
+
+    async def call(self, command_of):
+        self.count += 1
+        request_id = f"r{self.count}"
+        waiter = self.waiters[request_id] = self.loop.create_future()
+        self.driver.submit(command_of(request_id))
+        return await asyncio.wait_for(waiter, 10)
+
+    async def enqueue(self, n: int, queue: str = "default") -> str:
+        reply = await self.call(lambda rid: commands.Enqueue(
+            "p", rid, "t.v1", {"n": n}, {"queue": queue}))
+        return reply.fields["job_id"]
+
+    async def cancel(self, job_id: str) -> None:
+        reply = await self.call(lambda rid: commands.Cancel("p", rid, job_id))
+        assert reply.type != "error", reply
+
+    async def admin(self, op: str, **body):
+        return await self.call(lambda rid: commands.Admin("p", rid, op, body))
+
+    def jobs(self) -> dict[bytes, object]:
+        return {job_id: entry.state for job_id, entry in self.store.engine.jobs.items()}
+
+    def close(self) -> None:
+        self.compactor._closed = True
+        if self.compactor._timer is not None:
+            self.compactor._timer.cancel()
+        self.driver.close()
+        self.store.close()
+
+
+def reopen(data_dir: str):
+    store = open_store(config(data_dir))
+    try:
+        engine = store.engine
+        return ({job_id: entry.state for job_id, entry in engine.jobs.items()},
+                set(engine.paused), store.journal.epoch_id, dict(engine.epoch.entities))
+    finally:
+        store.close()
+
+
+class Gate:
+    """Holds ``online.prepare`` on its worker thread until the test opens it."""
+
+    def __init__(self, monkeypatch) -> None:
+        self.entered = threading.Event()
+        self.open = threading.Event()
+        real = online.prepare
+
+        def held(capture, **options):
+            self.entered.set()
+            assert self.open.wait(20)
+            return real(capture, **options)
+
+        monkeypatch.setattr(online, "prepare", held)
+
+    async def wait_entered(self) -> None:
+        while not self.entered.is_set():
+            await asyncio.sleep(0.005)
+
+
+@pytest.mark.parametrize("writer", ["python", "c"])
+def test_writes_during_an_online_compaction_reach_the_new_epoch(data_dir, writer, monkeypatch):
+    gate = Gate(monkeypatch)
+
+    async def scenario():
+        h = Harness(data_dir, writer, clock_offset_ms=2 * HOUR_MS)
+        try:
+            ids = [await h.enqueue(n) for n in range(6)]  # available, orders 1..6
+            await h.cancel(ids[0])
+            await h.cancel(ids[5])  # the highest order leaves: the allocator is ahead
+            await h.admin("pause_queue", queue="held")
+            before_epoch = h.store.journal.epoch_id
+            task = h.compactor.request("admin", ONE_HOUR)
+            await gate.wait_entered()
+            # written while the candidate is prepared: the catch-up
+            during = [await h.enqueue(10 + n) for n in range(3)]
+            await h.cancel(during[0])
+            await h.admin("pause_queue", queue="later")
+            await h.admin("resume_queue", queue="held")
+            await h.admin("retry_job", job_id=during[0])  # a cancelled job requeued
+            gate.open.set()
+            report = await task
+            after = [await h.enqueue(20 + n) for n in range(2)]  # into the new tail
+            live = h.jobs()
+            paused = set(h.store.engine.paused)
+            entities = dict(h.store.engine.epoch.entities)
+            return report, before_epoch, ids, during, after, live, paused, entities
+        finally:
+            h.close()
+
+    report, before_epoch, ids, during, after, live, paused, entities = asyncio.run(scenario())
+    assert report["expired_jobs"] == 2 and report["retained_jobs"] == 4
+    assert report["catch_up_records"] >= 7 and report["reclaimed"] is True
+    assert report["source_epoch_id"] == before_epoch.hex() != report["epoch_id"]
+    # the cancelled jobs expired (captured two hours after they ended, retention 1 h)
+    assert bytes.fromhex(ids[0]) not in live and bytes.fromhex(ids[5]) not in live
+    # orders given out since the capture (7..10 live) moved down with the allocator: the
+    # first one made available after it takes the order right above the kept ones (2..5)
+    kept_orders = sorted(state.ready_order for job_id, state in live.items()
+                         if job_id.hex() in ids and state.ready_order is not None)
+    assert kept_orders == [2, 3, 4, 5]
+    new_orders = [live[bytes.fromhex(job_id)].ready_order for job_id in during + after]
+    assert new_orders == [9, 7, 8, 10, 11]  # during[0]: cancelled, then requeued
+    assert paused == {"later"}
+    # a restart opens the new epoch and recovers exactly what the engine held
+    recovered, recovered_paused, epoch_id, recovered_entities = reopen(data_dir)
+    assert epoch_id.hex() == report["epoch_id"]
+    assert recovered == live and recovered_paused == paused
+    assert recovered_entities == entities
+    epochs = os.listdir(os.path.join(data_dir, v2_layout.EPOCHS_DIR))
+    assert epochs == [v2_layout.epoch_dir_name(epoch_id)]  # the source was reclaimed
+
+
+def test_an_expired_job_retried_during_the_compaction_keeps_the_old_epoch(data_dir,
+                                                                         monkeypatch):
+    gate = Gate(monkeypatch)
+
+    async def scenario():
+        h = Harness(data_dir, "auto", clock_offset_ms=2 * HOUR_MS)
+        try:
+            job = await h.enqueue(1)
+            await h.cancel(job)
+            epoch = h.store.journal.epoch_id
+            task = h.compactor.request("admin", ONE_HOUR)
+            await gate.wait_entered()
+            await h.admin("retry_job", job_id=job)  # the plan expires it; now it is back
+            gate.open.set()
+            with pytest.raises(CompactionFailed) as failed:
+                await task
+            assert failed.value.reason == "expired_job_changed"
+            assert h.store.journal.epoch_id == epoch and h.driver.stopped is None
+            assert h.compactor.failures == 1 and h.compactor.retry_at > 0
+            assert h.metrics.compactions == {"failed": 1}
+            late = await h.enqueue(2)  # still serving, into the old epoch
+            return job, late, h.jobs(), epoch
+        finally:
+            h.close()
+
+    job, late, live, epoch = asyncio.run(scenario())
+    assert live[bytes.fromhex(job)].state == "available"
+    recovered, _, epoch_id, _ = reopen(data_dir)
+    assert epoch_id == epoch and recovered == live and bytes.fromhex(late) in recovered
+    names = os.listdir(os.path.join(data_dir, v2_layout.EPOCHS_DIR))
+    assert [n for n in names if n.startswith(".tay-candidate")] == []
+
+
+def test_a_refused_candidate_leaves_the_store_serving_and_the_next_attempt_publishes(
+        data_dir, monkeypatch):
+    real = online.admit_space
+    calls = []
+
+    def no_space(io, root, estimate, segments, cap=None):
+        calls.append(estimate)
+        if len(calls) == 1:
+            raise RecoveryRefused("resource_limit", "insufficient_space", path=root,
+                                  stage="compaction", required=estimate, available=0)
+        return real(io, root, estimate, segments, cap)
+
+    monkeypatch.setattr(online, "admit_space", no_space)
+
+    async def scenario():
+        h = Harness(data_dir, "auto")
+        try:
+            jobs = [await h.enqueue(n) for n in range(3)]
+            epoch = h.store.journal.epoch_id
+            with pytest.raises(CompactionFailed) as failed:
+                await h.compactor.request("admin")
+            assert failed.value.reason == "insufficient_space"
+            assert h.store.journal.epoch_id == epoch
+            assert h.compactor.last_failure["retry_in_s"] == compactor_module.BACKOFF_FIRST_S
+            jobs.append(await h.enqueue(9))
+            report = await h.compactor.request("admin")
+            assert h.compactor.failures == 0 and h.metrics.compactions == {
+                "failed": 1, "published": 1}
+            assert h.metrics.compaction.count == 1 and h.metrics.compaction_pause.count == 1
+            return jobs, report, h.jobs()
+        finally:
+            h.close()
+
+    jobs, report, live = asyncio.run(scenario())
+    assert report["retained_jobs"] == 4 and report["expired_jobs"] == 0
+    recovered, _, epoch_id, _ = reopen(data_dir)
+    assert epoch_id.hex() == report["epoch_id"] and recovered == live
+
+
+def test_an_uncertain_current_switch_stops_writing_for_good(data_dir, monkeypatch):
+    def broken(io, root, new, previous):
+        raise OSError(5, "injected EIO at the CURRENT rename")
+
+    async def scenario():
+        h = Harness(data_dir, "auto")
+        monkeypatch.setattr(publish, "switch_current", broken)  # after the adoption
+        try:
+            job = await h.enqueue(1)
+            with pytest.raises(CompactionFailed):
+                await h.compactor.request("admin")
+            assert h.driver.stopped is not None
+            assert h.driver.stopped.reason == "compaction_switch_uncertain"
+            refused = await h.call(lambda rid: commands.Enqueue("p", rid, "t.v1", {}, {}))
+            assert refused.failure.code == "unavailable"
+            return job
+        finally:
+            h.close()
+
+    job = asyncio.run(scenario())
+    recovered, _, _, _ = reopen(data_dir)  # the old CURRENT still names a whole epoch
+    assert bytes.fromhex(job) in recovered
+
+
+def test_the_trigger_compacts_once_the_history_passes_its_size_and_ratio(data_dir):
+    async def scenario():
+        h = Harness(data_dir, "auto", history_bytes=2048, ratio=1.1, check_interval_s=0.02)
+        try:
+            first = h.store.journal.epoch_id
+            h.compactor.start()
+            await asyncio.sleep(0.1)
+            assert h.compactor.last is None  # the adopted empty store is far below 2 KiB
+            for n in range(12):
+                await h.enqueue(n)
+            for _ in range(500):
+                if h.compactor.last is not None:
+                    break
+                await asyncio.sleep(0.01)
+            report = h.compactor.last
+            assert report is not None and report["trigger"] == "automatic"
+            assert h.store.journal.epoch_id.hex() == report["epoch_id"] != first.hex()
+            assert h.store.base_bytes == report["base_bytes"] > 0
+            return h.jobs()
+        finally:
+            h.close()
+
+    live = asyncio.run(scenario())
+    recovered, _, _, _ = reopen(data_dir)
+    assert recovered == live and len(live) == 12
+
+
+def test_a_state_budget_that_refuses_work_asks_for_a_compaction(data_dir):
+    async def scenario():
+        h = Harness(data_dir, "auto", clock_offset_ms=2 * HOUR_MS,
+                    engine=EngineConfig(max_state_bytes=12_000), check_interval_s=0.02)
+        try:
+            done = []
+            while True:
+                reply = await h.call(lambda rid: commands.Enqueue("p", rid, "t.v1", {}, {}))
+                if getattr(reply, "type", None) != "enqueued":
+                    assert reply.failure.code == "capacity"
+                    break
+                done.append(reply.fields["job_id"])
+                await h.cancel(done[-1])  # terminal: the one-hour retention expires it
+            h.compactor.start()
+            for _ in range(500):
+                if h.compactor.last is not None:
+                    break
+                await asyncio.sleep(0.01)
+            report = h.compactor.last
+            assert report["trigger"] == "state_budget" and report["expired_jobs"] == len(done)
+            again = await h.call(lambda rid: commands.Enqueue("p", rid, "t.v1", {}, {}))
+            assert again.type == "enqueued"  # the expired jobs gave their charge back
+        finally:
+            h.close()
+
+    asyncio.run(scenario())
