@@ -43,6 +43,10 @@ log = logging.getLogger("tay.server.compaction")
 
 BACKOFF_FIRST_S = 30.0
 BACKOFF_MAX_S = 600.0
+# catch-up rounds before the switch (on a worker thread) until at most this many records
+# are left for the paused switch to append; a bounded number of rounds under heavy load
+SWITCH_RECORDS = 256
+CATCH_UP_ROUNDS = 16
 
 
 def wall_ms() -> int:
@@ -192,9 +196,16 @@ class OnlineCompactor:
             capture = self._capture(retention)
             prepared = await loop.run_in_executor(None, lambda: online.prepare(capture,
                                                                                   io=self.io))
+            copied = 0
+            for _ in range(CATCH_UP_ROUNDS):
+                tap = self.driver.tap
+                if tap is None or len(tap) - copied <= SWITCH_RECORDS:
+                    break
+                copied = await loop.run_in_executor(None, online.copy_ahead, prepared, tap,
+                                                    copied)
             if self.driver.stopped is not None or self._closed:
                 raise CompactionFailed("stopped", "the server stopped writing meanwhile")
-            report = self._switch(prepared)
+            report = self._switch(prepared, copied)
         except BaseException as error:
             self.driver.tap = None
             self._failed(error, started, prepared)
@@ -257,7 +268,7 @@ class OnlineCompactor:
         return online.Capture(source, captured_at, applied, jobs,
                               engine.checkpoints(captured_at), next_order)
 
-    def _switch(self, prepared: online.Prepared) -> dict[str, Any]:
+    def _switch(self, prepared: online.Prepared, copied: int) -> dict[str, Any]:
         """On the loop, admission paused: catch-up, publish, CURRENT, the new tail."""
         driver, store, engine = self.driver, self.store, self.store.engine
         paused = time.perf_counter()
@@ -273,8 +284,8 @@ class OnlineCompactor:
                     records and records[0][0] != source.frontier + 1):
                 raise CompactionFailed("catch_up_gap", "the copied records do not continue "
                                        f"the source at {source.frontier + 1}")
-            catch_up = online.reframe(records, prepared.order_shift)
-            tail, current = online.publish_switch(prepared, catch_up, self.io)
+            rest = online.reframe(records[copied:], prepared.order_shift)
+            tail, current = online.publish_switch(prepared, rest, self.io)
         except BaseException:
             driver.resume_writer(journal)  # the old epoch is still authoritative
             raise
@@ -312,10 +323,11 @@ class OnlineCompactor:
             "captured_at": prepared.capture.captured_at, "finished_at": self.clock(),
             "terminal_retention": prepared.capture.retention.to_value(),
             "retained_jobs": prepared.retained_jobs, "expired_jobs": expired,
-            "base_bytes": prepared.base_bytes, "catch_up_records": len(catch_up),
+            "base_bytes": prepared.base_bytes, "catch_up_records": len(prepared.catch_up),
+            "switch_records": len(rest),
             "pause_ms": round(pause_ms, 3), "timings_ms": prepared.timings_ms,
             "_current": current,
-            "_verify": (catch_up, live, live_count, dict(engine.epoch.entities)),
+            "_verify": (prepared.catch_up, live, live_count, dict(engine.epoch.entities)),
         }
 
     def _reattach_history(self, journal: Journal) -> None:
@@ -334,6 +346,8 @@ class OnlineCompactor:
 
     # ---- failures -------------------------------------------------------------------------
     def _failed(self, error: BaseException, started: float, prepared: Any) -> None:
+        if prepared is not None and prepared.appender is not None:
+            prepared.appender.close()
         if prepared is not None and os.path.isdir(prepared.candidate.path):
             try:
                 publish.reclaim_candidate(self.io, prepared.capture.source.root,

@@ -132,9 +132,13 @@ class Gate:
             await asyncio.sleep(0.005)
 
 
-@pytest.mark.parametrize("writer", ["python", "c"])
-def test_writes_during_an_online_compaction_reach_the_new_epoch(data_dir, writer, monkeypatch):
+@pytest.mark.parametrize("writer,ahead", [("python", False), ("c", True)])
+def test_writes_during_an_online_compaction_reach_the_new_epoch(data_dir, writer, ahead,
+                                                                 monkeypatch):
+    """``ahead``: the catch-up is copied in rounds before the switch (all of it here)."""
     gate = Gate(monkeypatch)
+    if ahead:
+        monkeypatch.setattr(compactor_module, "SWITCH_RECORDS", 0)
 
     async def scenario():
         h = Harness(data_dir, writer, clock_offset_ms=2 * HOUR_MS)
@@ -165,6 +169,7 @@ def test_writes_during_an_online_compaction_reach_the_new_epoch(data_dir, writer
     report, before_epoch, ids, during, after, live, paused, entities = asyncio.run(scenario())
     assert report["expired_jobs"] == 2 and report["retained_jobs"] == 4
     assert report["catch_up_records"] >= 7 and report["reclaimed"] is True
+    assert (report["switch_records"] == 0) == ahead
     assert report["source_epoch_id"] == before_epoch.hex() != report["epoch_id"]
     # the cancelled jobs expired (captured two hours after they ended, retention 1 h)
     assert bytes.fromhex(ids[0]) not in live and bytes.fromhex(ids[5]) not in live

@@ -4,9 +4,9 @@
 segments are created under their canonical names with ``O_EXCL`` (nobody else can see the
 directory), filled with frames 1..N, sealed and fsynced, each hashed with SHA-256 as it is
 written; then the MANIFEST (``O_EXCL``, write, fsync, close, fsync the directory) and the
-empty tail segment ``k+1`` whose FIRST is ``N+1``. ``CandidateWriter.append_tail`` adds the
-online catch-up to that tail before publication (rolling at the rotation target like the
-journal) and returns the ``Tail`` the journal then opens.
+empty tail segment ``k+1`` whose FIRST is ``N+1``. ``CandidateWriter.tail_appender`` adds
+the online catch-up to that tail before publication (rolling at the rotation target like
+the journal) and gives the ``Tail`` the journal then opens.
 
 Every step goes through the ``fsio`` seam, so the crash matrix can stop after any write,
 fsync or rename.
@@ -187,51 +187,90 @@ class CandidateWriter:
                          tail_id)
 
     # step 6, online: the catch-up --------------------------------------------------------
-    def append_tail(self, candidate: Candidate,
-                    records: Sequence[tuple[int, int, bytes]]) -> Tail:
-        """Append ``(type, schema, payload)`` records to the candidate's tail with the
-        sequences that follow the base, fsync, and return where the tail stands."""
-        segment = _OpenSegment(candidate.tail_segment_id, candidate.next_sequence,
-                               self.io.open(self._tail_path(candidate.tail_segment_id),
-                                            os.O_RDWR), HEADER_SIZE)
-        segment.crc = _native.crc32c(encode_header(segment.segment_id, segment.first_sequence,
-                                                   self.store_id))
-        sequence = candidate.next_sequence
+    def tail_appender(self, candidate: Candidate) -> "TailAppender":
+        """Appends the online catch-up to ``candidate``'s tail, in as many rounds as needed."""
+        return TailAppender(self, candidate)
+
+
+class TailAppender:
+    """The candidate tail, open for the catch-up: ``append`` ``(type, schema, payload)``
+    records with the sequences that follow the base (rolling at the rotation target like
+    the journal), ``sync`` them, and ``finish`` (fsync, close) to get the ``Tail`` the
+    journal opens. Rounds may run on a worker thread before the switch; the switch appends
+    the rest."""
+
+    def __init__(self, writer: CandidateWriter, candidate: Candidate) -> None:
+        self.writer = writer
+        self.io = writer.io
+        self.store_id = writer.store_id
+        self.sequence = candidate.next_sequence
+        self.appended = 0
+        fd = self.io.open(self._path(candidate.tail_segment_id), os.O_RDWR)
+        self.segment = _OpenSegment(candidate.tail_segment_id, candidate.next_sequence, fd,
+                                    HEADER_SIZE)
+        self.segment.crc = _native.crc32c(encode_header(candidate.tail_segment_id,
+                                                        candidate.next_sequence, self.store_id))
+
+    def _path(self, segment_id: int) -> str:
+        return os.path.join(self.writer.segments, segment_file_name(segment_id))
+
+    def append(self, records: Sequence[tuple[int, int, bytes]]) -> None:
+        target = self.writer.rotation_target
+        chunk: list[tuple[int, int, int, bytes]] = []
+        size = self.segment.size
         for rtype, schema, payload in records:
-            size = frame_size(len(payload))
-            if rotation_needed(segment.size + segment.pending_bytes, size, self.rotation_target):
-                self._flush(segment)
-                self._seal_tail(segment)
-                segment = self._open_tail(segment.segment_id + 1, sequence)
-            frame = _native.encode_records([(rtype, schema, sequence, payload)])
-            segment.pending.append(frame)
-            segment.pending_bytes += len(frame)
-            segment.count += 1
-            sequence += 1
-            if segment.pending_bytes >= _WRITE_CHUNK:
-                self._flush(segment)
-        self._flush(segment)
-        self.io.fsync(segment.fd)
-        self.io.close(segment.fd)
-        self.io.fsync_dir(self.segments)
-        return Tail(store_id=self.store_id, segment_id=segment.segment_id,
-                    first_sequence=segment.first_sequence, size=segment.size,
-                    record_count=segment.count, segment_crc=segment.crc, sealed=False,
-                    next_sequence=sequence)
+            frame = frame_size(len(payload))
+            if rotation_needed(size, frame, target):
+                self._write(chunk)
+                chunk = []
+                self._roll()
+                size = self.segment.size
+            chunk.append((rtype, schema, self.sequence, payload))
+            self.sequence += 1
+            size += frame
+            if len(chunk) >= 4096:
+                self._write(chunk)
+                chunk = []
+        self._write(chunk)
+        self.appended += len(records)
 
-    def _tail_path(self, segment_id: int) -> str:
-        return os.path.join(self.segments, segment_file_name(segment_id))
+    def _write(self, chunk: list[tuple[int, int, int, bytes]]) -> None:
+        if chunk:
+            self.writer._write(self.segment, _native.encode_records(chunk))
+            self.segment.count += len(chunk)
 
-    def _seal_tail(self, segment: _OpenSegment) -> None:
+    def _roll(self) -> None:
+        """Seal the full tail segment and continue in its successor."""
+        segment = self.segment
         header = SegmentHeader(segment.segment_id, segment.first_sequence, self.store_id)
         self.io.write_all_at(segment.fd, encode_footer(header, segment.count, segment.crc),
                              segment.size)
         self.io.fsync(segment.fd)
         self.io.close(segment.fd)
+        successor = segment.segment_id + 1
+        fd = self.io.open(self._path(successor), os.O_RDWR | os.O_CREAT | os.O_EXCL, FILE_MODE)
+        self.segment = _OpenSegment(successor, self.sequence, fd, 0)
+        self.writer._write(self.segment, encode_header(successor, self.sequence, self.store_id))
 
-    def _open_tail(self, segment_id: int, first_sequence: int) -> _OpenSegment:
-        fd = self.io.open(self._tail_path(segment_id), os.O_RDWR | os.O_CREAT | os.O_EXCL,
-                          FILE_MODE)
-        segment = _OpenSegment(segment_id, first_sequence, fd, 0)
-        self._write(segment, encode_header(segment_id, first_sequence, self.store_id))
-        return segment
+    def sync(self) -> None:
+        self.io.fsync(self.segment.fd)
+
+    def finish(self) -> Tail:
+        segment = self.segment
+        self.io.fsync(segment.fd)
+        fd, segment.fd = segment.fd, -1
+        self.io.close(fd)
+        self.io.fsync_dir(self.writer.segments)
+        return Tail(store_id=self.store_id, segment_id=segment.segment_id,
+                    first_sequence=segment.first_sequence, size=segment.size,
+                    record_count=segment.count, segment_crc=segment.crc, sealed=False,
+                    next_sequence=self.sequence)
+
+    def close(self) -> None:
+        """Give up (the compaction failed): the candidate is removed by the caller."""
+        if self.segment.fd >= 0:
+            try:
+                self.io.close(self.segment.fd)
+            except OSError:
+                pass
+            self.segment.fd = -1

@@ -36,7 +36,7 @@ from typing import Any, Sequence
 
 from tay.failures import RecoveryRefused
 from tay.storage.compaction import publish
-from tay.storage.compaction.candidate import Candidate, CandidateWriter
+from tay.storage.compaction.candidate import Candidate, CandidateWriter, TailAppender
 from tay.storage.compaction.plan import Checkpoint, base_records, expires
 from tay.storage.compaction.space import admit_space, estimate_base_bytes
 from tay.storage.compaction.verify import EpochTable, compare_jobs, job_fields, mismatch
@@ -103,6 +103,8 @@ class Prepared:
     reducer: EpochReducer  # the replayed base, where the catch-up check continues
     table: EpochTable
     timings_ms: dict[str, int]
+    appender: TailAppender | None = None  # the tail, open for the catch-up
+    catch_up: list[tuple[int, int, bytes]] = field(default_factory=list)  # appended so far
 
     @property
     def order_shift(self) -> int:
@@ -170,7 +172,21 @@ def prepare(capture: Capture, *, io: RealIO | None = None,
     mark("candidate_verified")
     return Prepared(capture, writer, candidate, epoch_id, expired, len(kept),
                     sum(segment.bytes for segment in base), reducer.next_order, reducer, table,
-                    timings)
+                    timings, writer.tail_appender(candidate))
+
+
+def copy_ahead(prepared: Prepared, tap: list[JournalRecord], copied: int) -> int:
+    """A catch-up round before the switch, on a worker thread: the records submitted since
+    the capture that are not in the tail yet go in (and are fsynced), so the switch only
+    appends what arrived during the last round. Records not yet durable in the source may
+    be copied: nothing is published before the switch has drained the writer (a writer
+    that stops instead ends this compaction). Returns how many records the tail holds."""
+    upto = len(tap)
+    records = reframe(tap[copied:upto], prepared.order_shift)
+    prepared.appender.append(records)
+    prepared.appender.sync()
+    prepared.catch_up.extend(records)
+    return upto
 
 
 def _replay(io: RealIO, path: str, store_id: bytes,
@@ -211,19 +227,21 @@ def reframe(records: Sequence[JournalRecord], shift: int) -> list[tuple[int, int
     return out
 
 
-def publish_switch(prepared: Prepared, catch_up: Sequence[tuple[int, int, bytes]],
+def publish_switch(prepared: Prepared, rest: Sequence[tuple[int, int, bytes]],
                    io: RealIO | None = None) -> tuple[Any, bytes]:
-    """Steps 6 (catch-up), 7 and the CURRENT re-check of 8, with admission paused: the
-    catch-up is appended to the candidate tail and the epoch is published. Any failure here
-    leaves the old CURRENT authoritative. Returns (the tail the journal opens, the CURRENT
-    bytes ``switch_current`` is to publish)."""
+    """Steps 6 (catch-up), 7 and the CURRENT re-check of 8, with admission paused: the rest
+    of the catch-up is appended to the candidate tail and the epoch is published. Any
+    failure here leaves the old CURRENT authoritative. Returns (the tail the journal opens,
+    the CURRENT bytes ``switch_current`` is to publish)."""
     import hashlib
 
     from tay.storage.v2.markers import Current, encode_current
 
     io = io or RealIO()
     source = prepared.capture.source
-    tail = prepared.writer.append_tail(prepared.candidate, catch_up)
+    prepared.appender.append(rest)
+    prepared.catch_up.extend(rest)
+    tail = prepared.appender.finish()
     publish.publish_epoch(io, source.root, prepared.candidate.path, prepared.epoch_id)
     if publish.read_current(io, source.root) != source.current:
         raise RecoveryRefused("changed_view", "authority_changed", path=source.root,
