@@ -217,6 +217,18 @@ def test_snapshot_fixture_is_a_valid_available_job() -> None:
     assert snapshot.definition["worker_key"] == "worker"
     assert (snapshot.definition["max_attempts"], snapshot.definition["timeout_ms"]) == (3, 1000)
     assert store_v2.encode_snapshot(snapshot) == raw
+    # the definition's bytes are cut from the payload (replay does not encode them again)
+    assert snapshot.definition_bytes == value.encode(snapshot.definition)
+    assert raw.find(snapshot.definition_bytes) > 0
+
+
+def test_a_snapshot_whose_definition_cannot_be_cut_out_still_gets_its_bytes() -> None:
+    from tay.storage.v2.jobs import job_of
+
+    snapshot = store_v2.decode_snapshot(payload("snapshot")[1])
+    plain = replace(snapshot, definition_bytes=None)
+    assert job_of(plain).definition_bytes == job_of(snapshot).definition_bytes == \
+        value.encode(snapshot.definition)
 
 
 MUTATIONS = {

@@ -38,7 +38,8 @@ def job_of(snapshot: Snapshot) -> JobState:
     definition = body["definition"]
     return JobState(
         id=snapshot.job_id, definition=definition,
-        definition_bytes=canonical_bytes(definition), state=body["state"],
+        definition_bytes=snapshot.definition_bytes or canonical_bytes(definition),
+        state=body["state"],
         revision=snapshot.revision, attempt=body["attempt"],
         next_attempt=body["next_attempt"], cycle=snapshot.cycle,
         execution=snapshot.execution, eligible_at=body["eligible_at"],

@@ -8,7 +8,7 @@ one transition function (``tay.storage.events.transitions.apply`` with S = new_r
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from tay.storage import events as ev
@@ -42,6 +42,8 @@ class Snapshot:
     cycle: int
     execution: int | None
     body: dict
+    # the definition's canonical bytes as read (None: encode it when needed)
+    definition_bytes: bytes | None = field(default=None, compare=False, repr=False)
 
     def __getattr__(self, key: str) -> Any:  # body fields read as attributes
         try:
@@ -72,9 +74,37 @@ def decode_snapshot(payload: bytes | memoryview,
         (execution,) = _unpack(_TOKEN, view, offset, "snapshot")
         offset += _TOKEN.size
     body = decode_value(view[offset:], limits, "snapshot")
-    snapshot = Snapshot(bytes(job_id), revision, cycle, execution, body)
+    snapshot = Snapshot(bytes(job_id), revision, cycle, execution, body,
+                        _definition_span(view[offset:], body))
     validate_snapshot(snapshot)
     return snapshot
+
+
+# keys of the body before and after "definition" (canonical order: UTF-8 bytes)
+_BEFORE_DEFINITION = ("attempt", "attempted_at", "availability_order", "completed_at")
+_AFTER_DEFINITION = ("diagnostic", "eligible_at", "inserted_at", "next_attempt", "state",
+                     "terminal_at")
+_DEFINITION_KEY = value.encode("definition")
+
+
+def _definition_span(body_bytes: memoryview, body: Any) -> bytes | None:
+    """The definition's canonical bytes cut out of a decoded body (a canonical map), so a
+    replayed job need not encode it again: the fields around it are small, and their
+    canonical forms give where it starts and ends. None when the body is not the 11-key
+    map (validation refuses it next) or the cut does not check out."""
+    if type(body) is not dict or len(body) != 11:
+        return None
+    try:
+        head = value.encode_map({key: body[key] for key in _BEFORE_DEFINITION})[5:]
+        tail = value.encode_map({key: body[key] for key in _AFTER_DEFINITION})[5:]
+    except (KeyError, value.EncodeError):
+        return None
+    start = 5 + len(head) + len(_DEFINITION_KEY)
+    end = len(body_bytes) - len(tail)
+    if (end <= start or body_bytes[5:start] != head + _DEFINITION_KEY
+            or body_bytes[end:] != tail):
+        return None
+    return bytes(body_bytes[start:end])
 
 
 def encode_snapshot(snapshot: Snapshot) -> bytes:
