@@ -29,7 +29,7 @@ def snapshot_of(job: JobState) -> Snapshot:
         "state": job.state,
         "terminal_at": job.terminal_at,
     }
-    return Snapshot(job.id, job.revision, job.cycle, job.execution, body)
+    return Snapshot(job.id, job.revision, job.cycle, job.execution, body, job.definition_bytes)
 
 
 def job_of(snapshot: Snapshot) -> JobState:

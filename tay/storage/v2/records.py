@@ -80,29 +80,51 @@ def decode_snapshot(payload: bytes | memoryview,
     return snapshot
 
 
-# keys of the body before and after "definition" (canonical order: UTF-8 bytes)
-_BEFORE_DEFINITION = ("attempt", "attempted_at", "availability_order", "completed_at")
-_AFTER_DEFINITION = ("diagnostic", "eligible_at", "inserted_at", "next_attempt", "state",
-                     "terminal_at")
+# keys of the body before and after "definition" (canonical order: UTF-8 bytes), encoded
+_BEFORE_DEFINITION = tuple((key, value.encode(key)) for key in (
+    "attempt", "attempted_at", "availability_order", "completed_at"))
+_AFTER_DEFINITION = tuple((key, value.encode(key)) for key in (
+    "diagnostic", "eligible_at", "inserted_at", "next_attempt", "state", "terminal_at"))
 _DEFINITION_KEY = value.encode("definition")
+
+
+def _scalar_size(item: Any) -> int:
+    """Encoded size of a body field other than the definition (-1: not a body scalar)."""
+    kind = type(item)
+    if item is None:
+        return 1
+    if kind is int:
+        return 9 if 0 <= item <= 0xFFFFFFFFFFFFFFFF else -1
+    if kind is str:
+        return 5 + len(item.encode("utf-8"))
+    if kind is dict and item.keys() == {"code", "version"}:  # a diagnostic
+        return len(value.encode(item))
+    return -1
 
 
 def _definition_span(body_bytes: memoryview, body: Any) -> bytes | None:
     """The definition's canonical bytes cut out of a decoded body (a canonical map), so a
     replayed job need not encode it again: the fields around it are small, and their
-    canonical forms give where it starts and ends. None when the body is not the 11-key
-    map (validation refuses it next) or the cut does not check out."""
+    canonical sizes give where it starts and ends (checked against the key bytes on both
+    sides). None when the body is not the 11-key map (validation refuses it next) or the
+    cut does not check out."""
     if type(body) is not dict or len(body) != 11:
         return None
-    try:
-        head = value.encode_map({key: body[key] for key in _BEFORE_DEFINITION})[5:]
-        tail = value.encode_map({key: body[key] for key in _AFTER_DEFINITION})[5:]
-    except (KeyError, value.EncodeError):
-        return None
-    start = 5 + len(head) + len(_DEFINITION_KEY)
-    end = len(body_bytes) - len(tail)
-    if (end <= start or body_bytes[5:start] != head + _DEFINITION_KEY
-            or body_bytes[end:] != tail):
+    start = 5
+    for sizes in (_BEFORE_DEFINITION, _AFTER_DEFINITION):
+        total = 0
+        for key, encoded in sizes:
+            size = _scalar_size(body.get(key, ...))
+            if size < 0:
+                return None
+            total += len(encoded) + size
+        if sizes is _BEFORE_DEFINITION:
+            start += total + len(_DEFINITION_KEY)
+        else:
+            end = len(body_bytes) - total
+    after = _AFTER_DEFINITION[0][1]
+    if (end <= start or body_bytes[start - len(_DEFINITION_KEY):start] != _DEFINITION_KEY
+            or body_bytes[end:end + len(after)] != after):
         return None
     return bytes(body_bytes[start:end])
 
@@ -112,7 +134,10 @@ def encode_snapshot(snapshot: Snapshot) -> bytes:
     prefix = _PREFIX.pack(snapshot.job_id, snapshot.revision, snapshot.cycle,
                           0 if snapshot.execution is None else 1)
     token = b"" if snapshot.execution is None else _TOKEN.pack(snapshot.execution)
-    return prefix + token + value.encode_map(snapshot.body)  # a lazy definition is spliced
+    body = snapshot.body
+    if snapshot.definition_bytes is not None:  # the job's canonical bytes, spliced
+        body = {**body, "definition": value.Precoded(snapshot.definition_bytes)}
+    return prefix + token + value.encode_map(body)  # a lazy definition is spliced too
 
 
 def _require(condition: bool, rule: str) -> None:
