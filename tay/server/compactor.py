@@ -221,8 +221,13 @@ class OnlineCompactor:
             log.critical("the published epoch %s does not replay to the engine's state (%s); "
                          "writing stops, restart to serve what the store holds",
                          prepared.epoch_id.hex(), failure)
-            self.driver.abandon_writer(WriterStopped("changed_view", "compaction_mismatch",
-                                                     epoch_id=prepared.epoch_id.hex()))
+            failure_stop = WriterStopped("changed_view", "compaction_mismatch",
+                                         epoch_id=prepared.epoch_id.hex())
+            try:
+                self.driver.suspend_writer()  # what is queued is written first
+            except WriterStopped:
+                pass
+            self.driver.abandon_writer(failure_stop)
             self._count("verification_failed")
             raise CompactionFailed("verification_mismatch", str(failure)) from None
         report["reclaimed"], report["reclaim_error"] = await loop.run_in_executor(

@@ -339,3 +339,33 @@ def test_a_state_budget_that_refuses_work_asks_for_a_compaction(data_dir):
             h.close()
 
     asyncio.run(scenario())
+
+
+@pytest.mark.parametrize("writer", ["python", "c"])
+def test_a_published_epoch_that_does_not_match_the_engine_stops_writing(data_dir, writer,
+                                                                       monkeypatch):
+    from tay.storage.compaction.verify import mismatch
+
+    def differs(*args):
+        raise mismatch("job", job_id="00" * 16, step="catch_up")
+
+    monkeypatch.setattr(online, "verify_catch_up", differs)
+
+    async def scenario():
+        h = Harness(data_dir, writer)
+        try:
+            job = await h.enqueue(1)
+            with pytest.raises(CompactionFailed) as failed:
+                await h.compactor.request("admin")
+            assert failed.value.reason == "verification_mismatch"
+            assert h.driver.stopped.reason == "compaction_mismatch"
+            assert h.metrics.compactions == {"verification_failed": 1}
+            refused = await h.call(lambda rid: commands.Enqueue("p", rid, "t.v1", {}, {}))
+            assert refused.failure.code == "unavailable"
+            return job, h.store.journal.epoch_id
+        finally:
+            h.close()
+
+    job, epoch = asyncio.run(scenario())
+    recovered, _, epoch_id, _ = reopen(data_dir)  # the published epoch is authoritative
+    assert epoch_id == epoch and bytes.fromhex(job) in recovered

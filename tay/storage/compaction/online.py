@@ -270,11 +270,11 @@ def verify_catch_up(prepared: Prepared, catch_up: Sequence[tuple[int, int, bytes
         found = jobs.get(job_id)
         if (found is None) != (state is None) or (
                 state is not None and job_fields(found) != job_fields(state)):
-            raise mismatch("job", job_id=job_id.hex(), stage="catch_up")
+            raise mismatch("job", job_id=job_id.hex(), step="catch_up")
     if len(jobs) != live_count:
-        raise mismatch("job_count", expected=live_count, found=len(jobs), stage="catch_up")
+        raise mismatch("job_count", expected=live_count, found=len(jobs), step="catch_up")
     if prepared.reducer.entities != live_entities:
-        raise mismatch("entities", stage="catch_up")
+        raise mismatch("entities", step="catch_up")
 
 
 def touched_jobs(records: Sequence[JournalRecord]) -> set[bytes]:
