@@ -37,6 +37,7 @@ from typing import Any, Sequence
 from tay.failures import RecoveryRefused
 from tay.storage.compaction import publish
 from tay.storage.compaction.candidate import Candidate, CandidateWriter, TailAppender
+from tay.storage.compaction.leftovers import reclaim_leftovers
 from tay.storage.compaction.plan import Checkpoint, base_records, expires
 from tay.storage.compaction.space import admit_space, estimate_base_bytes
 from tay.storage.compaction.verify import EpochTable, compare_jobs, job_fields, mismatch
@@ -152,8 +153,7 @@ def prepare(capture: Capture, *, io: RealIO | None = None,
     mark("planned")
     admit_space(io, source.root, estimate_base_bytes(kept, capture.checkpoints),
                 len(inventory), max_candidate_bytes)
-    for nonce in v2_layout.classify_root(io, source.root, options.max_directory_entries).candidates:
-        publish.reclaim_candidate(io, source.root, nonce)
+    reclaim_leftovers(io, source.root)  # leaked candidates, unselected epochs, staging
     writer = CandidateWriter(io, source.root, source.store_id, source.rotation_target)
     writer.create_directories()
     base = writer.write_base(base_records(kept, capture.checkpoints))
