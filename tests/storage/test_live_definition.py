@@ -3,11 +3,18 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from tay.engine.values import measure
 from tay.storage import events as ev
 from tay.storage.formats import value
-from tay.storage.events.definition import LazyDefinition, build_definition, canonical_bytes
+from tay.storage.events.definition import (
+    LazyDefinition, args_json, build_definition, canonical_bytes, lazy_definition_in,
+)
 from tay.storage.v2 import decode_mutation, encode_mutation, mutation_from_parts
+
+from .json_strategies import json_values
 
 JOB = bytes(15) + b"\x07"
 ARGS = {"account_key": "benchmark-account", "payload": "x" * 1024, "version": 1,
@@ -71,3 +78,64 @@ def test_v2_mutation_of_a_live_insert_round_trips() -> None:
     mutation = mutation_from_parts(JOB, 1, 0, 1, 10, body)
     decoded = decode_mutation(encode_mutation(mutation))
     assert dict(decoded.event["definition"]) == plain
+
+
+# ---- replay keeps a decoded definition's stored bytes (lazy_definition_in) ----------------
+
+keys = st.text(st.characters(blacklist_categories=("Cs",), blacklist_characters="\x00"),
+               min_size=1, max_size=8)
+neighbours = st.dictionaries(
+    st.text("abcdefghijklmnopqrstuvwxyz_", min_size=1, max_size=12).filter(
+        lambda name: name != "definition"),
+    st.none() | st.booleans() | st.integers(-(2**63), 2**64 - 1) | st.text(max_size=6)
+    | st.dictionaries(st.text(max_size=4), st.integers(0, 9), max_size=2), max_size=6)
+
+
+@given(args=st.dictionaries(st.text(max_size=5), json_values, max_size=4), queue=keys,
+       worker=keys, scheduled_at=st.none() | st.integers(0, 2**63 - 1),
+       max_attempts=st.integers(1, 65_535), timeout_ms=st.integers(1, 86_400_000),
+       others=neighbours)
+@settings(max_examples=150, deadline=None)
+def test_a_definition_decoded_inside_a_map_keeps_its_own_bytes(
+        args, queue, worker, scheduled_at, max_attempts, timeout_ms, others) -> None:
+    plain = build_definition(worker_key=worker, queue_key=queue, args=args,
+                             scheduled_at=scheduled_at, max_attempts=max_attempts,
+                             timeout_ms=timeout_ms)
+    encoded = value.encode({**others, "definition": plain})
+    decoded = value.decode(encoded)
+    lazy = lazy_definition_in(memoryview(encoded), decoded)
+    assert type(lazy) is LazyDefinition
+    assert lazy.canonical == value.encode(plain) and canonical_bytes(lazy) == lazy.canonical
+    assert dict(lazy) == plain and lazy["args"] == plain["args"]
+    assert lazy.args_nodes == measure(plain["args"], "args").nodes  # the budget's count
+    assert lazy.args_json() == args_json(plain)
+
+
+def test_a_map_with_keys_it_cannot_size_keeps_the_plain_definition() -> None:
+    plain, _ = live()
+    encoded = value.encode({"é": 1, "definition": plain})
+    decoded = value.decode(encoded)
+    assert lazy_definition_in(encoded, decoded) is decoded["definition"]
+    encoded = value.encode({"definition": {"not": "a definition"}, "z": 1})
+    decoded = value.decode(encoded)
+    assert lazy_definition_in(encoded, decoded) is decoded["definition"]
+
+
+def test_replayed_inserts_and_snapshots_hold_lazy_definitions() -> None:
+    from tay.storage.v2 import Snapshot, decode_snapshot, encode_snapshot
+
+    plain, _ = live(scheduled_at=50)
+    mutation = mutation_from_parts(JOB, 1, 0, 1, 10, {
+        "availability_order": None, "definition": plain, "eligible_at": 50})
+    raw_mutation = encode_mutation(mutation)
+    decoded = decode_mutation(raw_mutation)
+    assert type(decoded.event["definition"]) is LazyDefinition
+    assert decoded.event["definition"] == plain and encode_mutation(decoded) == raw_mutation
+    body = {"attempt": 0, "attempted_at": None, "availability_order": None,
+            "completed_at": None, "definition": plain, "diagnostic": None,
+            "eligible_at": 50, "inserted_at": 10, "next_attempt": 1, "state": "scheduled",
+            "terminal_at": None}
+    raw = encode_snapshot(Snapshot(JOB, 1, 1, None, body))
+    snapshot = decode_snapshot(raw)
+    assert type(snapshot.definition) is LazyDefinition and snapshot.definition == plain
+    assert encode_snapshot(snapshot) == raw

@@ -331,6 +331,82 @@ value.PRECODED_TYPES[LazyDefinition] = "canonical"
 _RETRY_POLICY_PRECODED = value.Precoded(value.encode(RETRY_POLICY_V1))
 
 
+def _encoded_size(item: Any) -> int:
+    """Bytes of ``item`` as a canonical Value (scalars without encoding them)."""
+    if item is None or item is True or item is False:
+        return 1
+    kind = type(item)
+    if kind is int or kind is float:
+        return 9
+    if kind is str:
+        return 5 + (len(item) if item.isascii() else len(item.encode("utf-8")))
+    return len(value.encode(item))
+
+
+def _nodes(item: Any) -> int:
+    """Values and map keys in ``item``, itself included (what the engine's measure counts)."""
+    kind = type(item)
+    if kind is dict:
+        return 1 + sum(1 + _nodes(child) for child in item.values())
+    if kind is list:
+        return 1 + sum(_nodes(child) for child in item)
+    return 1
+
+
+_ARGS_END_KEY = b"\x06" + len("definition_version").to_bytes(4, "big") + b"definition_version"
+
+
+def lazy_definition_in(encoded_map: bytes | memoryview, decoded: Mapping[str, Any],
+                       key: str = "definition") -> Any:
+    """``decoded[key]``, a validated definition, as a ``LazyDefinition`` over its own bytes
+    inside ``encoded_map`` (the canonical map ``decoded`` was decoded from), so replay keeps
+    the stored bytes instead of re-encoding the definition and holding its args.
+
+    The definition's span follows from the encoded sizes of its neighbours (all decoded
+    already), its args' end from the scalars after them; the bytes at both ends are checked,
+    and anything unexpected returns ``decoded[key]`` unchanged (the slow, plain-dict path).
+    """
+    definition = decoded[key]
+    if type(definition) is not dict or definition.keys() != DEFINITION_KEYS:
+        return definition
+    before = after = 0
+    seen = False
+    for name in decoded:  # entry sizes; the order of entries does not matter for sums
+        if type(name) is not str or not name.isascii():
+            return definition
+        if name == key:
+            seen = True
+            continue
+        size = 5 + len(name) + _encoded_size(decoded[name])
+        if seen:
+            after += size
+        else:
+            before += size
+    start = 5 + before + 5 + len(key)
+    return lazy_definition(bytes(encoded_map[start:len(encoded_map) - after]), definition)
+
+
+def lazy_definition(canonical: bytes, definition: dict) -> Any:
+    """A validated plain ``definition`` as a ``LazyDefinition`` over ``canonical``, its
+    canonical bytes as read (args' end follows from the scalars after them and is checked
+    against the next key's bytes). ``definition`` unchanged when the bytes do not check out.
+    """
+    tail = (5 + len("definition_version") + 9) + (5 + len("max_attempts") + 9) \
+        + (5 + len("queue_key") + _encoded_size(definition["queue_key"])) \
+        + (5 + len("retry_policy") + len(_RETRY_POLICY_PRECODED.canonical)) \
+        + (5 + len("scheduled_at") + _encoded_size(definition["scheduled_at"])) \
+        + (5 + len("timeout_ms") + 9) \
+        + (5 + len("worker_key") + _encoded_size(definition["worker_key"]))
+    args_end = len(canonical) - tail
+    if (canonical[:_ARGS_START] != _ARGS_PREFIX or args_end <= _ARGS_START
+            or canonical[args_end:args_end + len(_ARGS_END_KEY)] != _ARGS_END_KEY):
+        return definition
+    return LazyDefinition(canonical, (_ARGS_START, args_end), _nodes(definition["args"]),
+                          definition["max_attempts"], definition["queue_key"],
+                          definition["scheduled_at"], definition["timeout_ms"],
+                          definition["worker_key"])
+
+
 def args_json(definition: Mapping[str, Any]) -> bytes:
     """A definition's args as compact JSON (what an ``execute`` frame carries)."""
     if type(definition) is LazyDefinition:

@@ -15,7 +15,8 @@ from tay.storage import events as ev
 from tay.storage.formats import value
 from tay.storage.events.definition import (
     PayloadRefused, U64_MAX, check_exact_keys, check_optional, check_time, check_unsigned,
-    decode_value, invalid, is_unsigned, validate_definition,
+    decode_value, invalid, is_unsigned, lazy_definition, lazy_definition_in,
+    validate_definition,
 )
 
 
@@ -77,6 +78,8 @@ def decode_snapshot(payload: bytes | memoryview,
     snapshot = Snapshot(bytes(job_id), revision, cycle, execution, body,
                         _definition_span(view[offset:], body))
     validate_snapshot(snapshot)
+    if snapshot.definition_bytes is not None:  # keep the stored bytes, not args objects
+        body["definition"] = lazy_definition(snapshot.definition_bytes, body["definition"])
     return snapshot
 
 
@@ -250,7 +253,15 @@ def decode_mutation(payload: bytes | memoryview,
                     limits: value.DecodeLimits | None = None) -> Mutation:
     view = memoryview(payload)
     job_id, kind, expected, new, at = _unpack(_MUTATION_PREFIX, view, 0, "mutation")
-    body = decode_value(view[_MUTATION_PREFIX.size:], limits, "mutation")
+    encoded_body = view[_MUTATION_PREFIX.size:]
+    body = decode_value(encoded_body, limits, "mutation")
+    if kind == INSERTED and type(body) is dict and type(body.get("definition")) is dict:
+        try:
+            validate_definition(body["definition"])
+        except PayloadRefused:
+            pass  # mutation_from_parts refuses it, naming the field as it always has
+        else:  # keep the stored bytes: no second encoding, args not held
+            body["definition"] = lazy_definition_in(encoded_body, body)
     return mutation_from_parts(bytes(job_id), kind, expected, new, at, body)
 
 
