@@ -174,8 +174,9 @@ def value_decode(
     check_limits(max_depth, max_nodes, max_binary)
     data = buf if isinstance(buf, bytes) else bytes(buf)
     capacity = max(1, min(len(data), max_nodes))
-    tags, values = ffi.new("uint8_t[]", capacity), ffi.new("uint64_t[]", capacity)
-    offsets, reals = ffi.new("uint32_t[]", capacity), ffi.new("double[]", capacity)
+    new = _new_uncleared  # the scan writes every node it reports; only those are read
+    tags, values = new("uint8_t[]", capacity), new("uint64_t[]", capacity)
+    offsets, reals = new("uint32_t[]", capacity), new("double[]", capacity)
     node_count, error_offset = ffi.new("size_t *"), ffi.new("size_t *")
     rc = lib.tay_value_scan(ffi.from_buffer("uint8_t[]", data), len(data), max_depth,
                             max_nodes, max_binary, capacity, tags, values, offsets, reals,

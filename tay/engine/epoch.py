@@ -201,6 +201,7 @@ class EpochEngine(AdminCommands):
         """Drop jobs a published compaction no longer retains: their id, definition, result
         and state-budget charge are released. Returns how many were dropped."""
         dropped = 0
+        index = self.job_index  # built (if replay deferred it) before any job leaves
         for job_id in job_ids:
             entry = self.jobs.get(job_id)
             if entry is None or entry.volatile or not entry.state.terminal:
@@ -210,7 +211,7 @@ class EpochEngine(AdminCommands):
             self.counts[state] -= 1
             if entry.queue_row is not None:
                 entry.queue_row[STATE_INDEX[state]] -= 1
-            self.job_index.forget(state, entry.index_keys)
+            index.forget(state, entry.index_keys)
             self.budget.release(entry.charge, entry.charge - entry.margin)
             dropped += 1
         return dropped

@@ -64,6 +64,28 @@ class JobIndex:
             if len(entries) > 2 * live[key] + COMPACT_FLOOR:
                 self._compact(key)
 
+    @classmethod
+    def build(cls, stamp_of: StampOf,
+              jobs: "list[tuple[int, bytes, str, tuple[tuple[str, str], tuple[str, str]]]]"
+              ) -> "JobIndex":
+        """The index of ``(stamp, job_id, state, job_keys)`` rows at once (after a replay):
+        one entry per job and list, in stamp order, so nothing is stale."""
+        index = cls(stamp_of)
+        lists, live = index._lists, index.live
+        everything = lists[ALL]
+        for stamp, job_id, state, (queue_key, task_key) in sorted(jobs):
+            item = (stamp, job_id)
+            everything.append(item)
+            for key in (STATE_KEYS[state], queue_key, task_key):
+                entries = lists.get(key)
+                if entries is None:
+                    entries = lists[key] = []
+                    live[key] = 0
+                entries.append(item)
+                live[key] += 1
+        live[ALL] = len(everything)
+        return index
+
     def forget(self, state: str, job_keys: tuple[tuple[str, str], tuple[str, str]]) -> None:
         """A job left the engine (it expired at a compaction): its entries are stale now."""
         live = self.live

@@ -70,12 +70,28 @@ class EngineState:
         self.paused: set[str] = set()
         self.dispatching = True  # False while the server drains for shutdown (volatile)
         self._stamp = 0
-        self.job_index = JobIndex(self._stamp_of)
+        self._job_index: JobIndex | None = JobIndex(self._stamp_of)  # None: built on use
         self.queue_counts: dict[str, list[int]] = {}  # queue -> job counts in STATES order
         self.activity = Activity()
         # Store v2 (tay.engine.epoch): the epoch's reducer once the store is v2, else None
         self.epoch: Any = None
         self._pending_nodes: int | None = None  # a live insert's measured nodes
+
+    def defer_job_index(self) -> None:
+        """Replay is about to start: stamp jobs but build the admin index only when it is
+        first used (one entry per job instead of one per replayed transition)."""
+        if self.jobs:
+            raise RuntimeError("the job index can only be deferred before any job exists")
+        self._job_index = None
+
+    @property
+    def job_index(self) -> JobIndex:
+        index = self._job_index
+        if index is None:
+            index = self._job_index = JobIndex.build(self._stamp_of, [
+                (entry.stamp, job_id, entry.state.state, entry.index_keys)
+                for job_id, entry in self.jobs.items()])
+        return index
 
     def _stamp_of(self, job_id: bytes) -> int | None:
         entry = self.jobs.get(job_id)
@@ -196,7 +212,9 @@ class EngineState:
             row[STATE_INDEX[state.state]] += 1
             self._stamp += 1
             entry.stamp = self._stamp
-            self.job_index.touch(self._stamp, state.id, state.state, entry.index_keys, previous)
+            if self._job_index is not None:  # else built from the stamps on first use
+                self._job_index.touch(self._stamp, state.id, state.state, entry.index_keys,
+                                      previous)
         if state.state == "executing" and not volatile:
             self.durable_executing += 1
         entry.ready_key = None

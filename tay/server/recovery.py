@@ -76,6 +76,7 @@ def recover_engine(data_dir: str, engine_config: EngineConfig, *, activate: bool
     from tay.engine import Engine  # the engine package exposes its facade lazily
 
     engine = Engine(engine_config)
+    engine.defer_job_index()  # the admin index is built on first use, not per replayed event
     consumer = _CountingConsumer(engine)
     recovered = recover(data_dir, consumer=consumer, durability=durability,
                         validated_filesystem=validated_filesystem, activate=activate, io=io)

@@ -191,3 +191,31 @@ def test_one_schedule_and_its_cancellation_through_the_admin_ops():
     assert refused(driver, "schedule", schedule_id="nope") == "schedule_not_found"
     assert refused(driver, "cancel_schedule", schedule_id=7) == "invalid_schedule_id"
     assert refused(driver, "cancel_schedule", schedule_id="nightly", x=1) == "invalid_request"
+
+
+def index_pages(engine: Engine) -> dict:
+    """Every list's full page (ids, newest change first) and its live size."""
+    index = engine.job_index
+    return {key: (index.page(key, None, 10_000, lambda _: True, 10_000)[0], index.size(key))
+            for key in sorted(index._lists)}
+
+
+def test_a_replay_that_defers_the_index_builds_the_same_pages_on_first_use():
+    driver = Driver()
+    rng = random.Random(7)
+    ids = [driver.job_id(queue=rng.choice("abc")) for _ in range(40)]
+    driver.advance(1)
+    for job_id in rng.sample(ids, 15):
+        admin(driver, "cancel_job", job_id=job_id)
+    for job_id in rng.sample(ids, 10):
+        if admin(driver, "job", job_id=job_id)["job"]["state"] == "cancelled":
+            admin(driver, "retry_job", job_id=job_id)
+    fresh = Engine(EngineConfig(), random.Random(1))
+    fresh.defer_job_index()
+    for sequence, event in driver.journal:
+        fresh.consume_event(sequence, event)
+    assert fresh._job_index is None  # nothing built while replaying
+    assert index_pages(fresh) == index_pages(replayed(driver)) == index_pages(driver.engine)
+    assert sum(len(entries) for entries in fresh.job_index._lists.values()) == 4 * len(ids)
+    with pytest.raises(RuntimeError):
+        fresh.defer_job_index()  # too late: jobs exist
