@@ -93,7 +93,11 @@ def _codec_error_parts(exc: Exception) -> tuple[str, int | None]:
 
 
 def encode(obj: Any) -> bytes:
-    """Canonical bytes of ``obj`` (None/bool/int/float/str/bytes/list/dict; keys are str)."""
+    """Canonical bytes of ``obj`` (None/bool/int/float/str/bytes/list/dict; keys are str;
+    a ``PRECODED_TYPES`` object gives its stored bytes)."""
+    attribute = PRECODED_TYPES.get(type(obj))
+    if attribute is not None:
+        return getattr(obj, attribute)
     try:
         return _native.value_encode(obj)
     except _native.ValueCodecError as exc:
