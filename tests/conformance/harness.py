@@ -98,6 +98,18 @@ asyncio.run(main())
 '''
 
 
+def wait_for_lines(path: Path, count: int, limit_s: float = 15.0) -> int:
+    """Lines in ``path`` once it has ``count`` of them or ``limit_s`` passed (the harness
+    worker's ``demo.sleep.v1`` writes one when its body starts: an engine status of
+    ``executing`` only says the dispatch left, not that the task body ran)."""
+    deadline = time.monotonic() + limit_s
+    while time.monotonic() < deadline:
+        if path.exists() and len(path.read_text().splitlines()) >= count:
+            break
+        time.sleep(0.02)
+    return len(path.read_text().splitlines()) if path.exists() else 0
+
+
 class Server:
     """One ``tay serve`` process on a private data dir and socket."""
 

@@ -11,18 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from .harness import Server
+from .harness import Server, wait_for_lines
 
 pytestmark = [pytest.mark.conformance, pytest.mark.slow, pytest.mark.timeout(90)]
-
-
-def wait_for_lines(path: Path, count: int, limit_s: float = 15.0) -> int:
-    deadline = time.monotonic() + limit_s
-    while time.monotonic() < deadline:
-        if path.exists() and len(path.read_text().splitlines()) >= count:
-            break
-        time.sleep(0.05)
-    return len(path.read_text().splitlines()) if path.exists() else 0
 
 
 @pytest.fixture(scope="module")

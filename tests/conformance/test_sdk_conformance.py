@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from .harness import REPO, SDKS, Server
+from .harness import REPO, SDKS, Server, wait_for_lines
 
 pytestmark = [pytest.mark.conformance, pytest.mark.slow, pytest.mark.timeout(90)]
 
@@ -185,6 +185,8 @@ def test_worker_disconnect_and_engine_restart(sdk: str, durability: str) -> None
             await wait_for(job, {"executing"})
             return job.id
         """)
+        started = server.root / "lost"
+        assert wait_for_lines(started, 1) == 1  # the task body runs before the worker dies
         server.kill_worker(worker)
         lost = server.client("""
             lost = await tay._request("status", {"job_id": %r})
@@ -203,7 +205,7 @@ def test_worker_disconnect_and_engine_restart(sdk: str, durability: str) -> None
             return [job.id, await job.status(), lost["status"]]
         """ % (job_id, job_id))
         assert done[1:] == ["completed", "executing"]  # the interrupted job runs again
-        assert (server.root / "lost").read_text().count("started") == 2
+        assert wait_for_lines(started, 2) == 2  # and started once more
         server.stop()
         server.start()
         after = server.client("""
