@@ -29,6 +29,9 @@ class Activity:
         self.jobs: Counter[tuple[str, str, str]] = Counter()  # (outcome, queue, task) -> n
         self.failures: deque[dict[str, Any]] = deque(maxlen=RECENT_FAILURES)
         self.unlogged: list[dict[str, Any]] = []  # failures the server has not logged yet
+        # dispatch attempts a history cap refused, by cap (max_history_bytes / max_segments):
+        # the job stays available; the server logs these (rate-limited) and exports them
+        self.start_refusals: Counter[str] = Counter()
 
     def count(self, outcome: str, queue: str, task: str, at: int) -> None:
         self.jobs[(outcome, queue, task)] += 1

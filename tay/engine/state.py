@@ -284,8 +284,10 @@ class EngineState:
                     continue
                 try:
                     started = self._dispatch_one(queue, now_ms, mono_ms, out)
-                except RequestRefused:
-                    return  # history caps: no START fits now; later dispatches try again
+                except RequestRefused as refusal:
+                    # history caps: no START fits now; later dispatches try again
+                    self.activity.start_refusals[refusal.details.get("reason", refusal.code)] += 1
+                    return
                 if started:
                     self._ready.served(queue)
                     progress = True

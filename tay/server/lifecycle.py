@@ -9,6 +9,8 @@
   with status 1 for a supervisor to restart it.
 * Jobs that wait for a task no connected executor has registered are logged at WARNING
   (once when noticed, again every ``UNSERVED_REPEAT_S`` while it lasts).
+* Job starts that a history cap refused (the jobs stay available, no attempt used) are
+  logged at WARNING with how many since the last line, at most every ``CAPPED_REPEAT_S``.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ log = logging.getLogger("tay.server")
 WRITER_STOP_EXIT_S = 10.0
 UNSERVED_CHECK_S = 5.0
 UNSERVED_REPEAT_S = 600.0
+CAPPED_REPEAT_S = 60.0
 
 
 class Lifecycle:
@@ -34,9 +37,11 @@ class Lifecycle:
         self._loop = asyncio.get_running_loop()
         self._tasks: list[asyncio.Task[None]] = []
         self._warned: dict[tuple[str, str], float] = {}  # (queue, task) -> last warning time
+        self._capped_seen = 0  # start refusals already logged
+        self._capped_at: float | None = None  # when the last such line was logged
 
     def start(self) -> None:
-        self._tasks.append(self._loop.create_task(self._watch_unserved()))
+        self._tasks.append(self._loop.create_task(self._watch()))
 
     def on_signal(self) -> None:
         self.signals += 1
@@ -71,10 +76,32 @@ class Lifecycle:
                   "exiting in %g s", self.driver.stopped, WRITER_STOP_EXIT_S)
         self._loop.call_later(WRITER_STOP_EXIT_S, self.stop.set)
 
-    async def _watch_unserved(self) -> None:
+    async def _watch(self) -> None:
         while True:
             await asyncio.sleep(UNSERVED_CHECK_S)
-            self.check_unserved(self._loop.time())
+            now = self._loop.time()
+            self.check_unserved(now)
+            self.check_capped_starts(now)
+
+    def check_capped_starts(self, now: float) -> None:
+        """One WARNING for the job starts a history cap refused since the last one."""
+        refusals = self.engine.activity.start_refusals
+        total = sum(refusals.values())
+        if total == self._capped_seen:
+            return
+        if self._capped_at is not None and now - self._capped_at < CAPPED_REPEAT_S:
+            return
+        history = self.engine.history
+        log.warning("history cap reached (%s): %d job start(s) refused since the last report; "
+                    "the jobs stay available with no attempt used and start once history has "
+                    "room (history %d bytes in %d segments; caps --max-history-bytes %s, "
+                    "--max-segments %s): raise a cap, or compact (tay compact) to reclaim "
+                    "history",
+                    ", ".join(sorted(refusals)), total - self._capped_seen,
+                    history.history_bytes, history.segments,
+                    history.caps.max_history_bytes or "unset", history.caps.max_segments or "unset")
+        self._capped_seen = total
+        self._capped_at = now
 
     def check_unserved(self, now: float) -> None:
         current = {(item["queue"], item["task"]): item for item in self.engine.unserved_tasks()}

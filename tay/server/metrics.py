@@ -143,6 +143,11 @@ def collector(engine: Any, driver: Any, store: Any, metrics: ServerMetrics,
         for (outcome, queue, task), count in sorted(engine.activity.jobs.items()):
             jobs.add_metric((outcome, queue, task), count)
         yield jobs
+        capped = CounterMetricFamily("tay_job_starts_refused", "dispatch attempts a history "
+                                     "cap refused (the job stays available)", labels=("cap",))
+        for cap, count in sorted(engine.activity.start_refusals.items()):
+            capped.add_metric((cap,), count)
+        yield capped
         depth = GaugeMetricFamily("tay_queue_jobs", "retained jobs per queue and state",
                                   labels=("queue", "state"))
         for queue, row in sorted(engine.queue_counts.items()):

@@ -91,6 +91,22 @@ def test_a_refused_start_leaves_the_job_available_with_no_attempt_used():
     assert driver.engine.history.history_bytes == HEADER + insert_size
 
 
+def test_refused_starts_are_counted_by_cap_for_the_log_and_metrics():
+    driver = capped(max_history_bytes=4_000)  # no room for a start's 65,536-byte result
+    driver.worker()
+    assert not executes(driver.enqueue())
+    assert driver.engine.activity.start_refusals == {"max_history_bytes": 1}
+    assert not executes(driver.tick())
+    assert driver.engine.activity.start_refusals == {"max_history_bytes": 2}
+    segments = capped(max_segments=1)
+    segments.worker()
+    assert not executes(segments.enqueue())
+    assert segments.engine.activity.start_refusals == {"max_segments": 1}
+    free = Driver()
+    free.worker()
+    assert executes(free.enqueue()) and not free.engine.activity.start_refusals
+
+
 def test_one_reserve_per_running_execution_and_finishes_are_never_refused():
     probe = Driver()
     probe.worker()

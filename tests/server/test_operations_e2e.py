@@ -144,6 +144,34 @@ def test_metrics_health_and_logs_on_a_socket_only_engine(dirs):
     assert unserved and unserved[0]["queue"] == "orphans"
 
 
+def test_a_history_cap_holds_starts_back_with_a_warning_and_a_metric(dirs):
+    """--max-history-bytes 4000 leaves no room for a start's finishing reserve (a 65,536-byte
+    result): the job stays available, a WARNING names the cap, and a counter counts it."""
+    data_dir, socket_path = dirs
+    port = free_port()
+    server = Server(data_dir, socket_path, "--max-history-bytes", "4000",
+                    "--metrics-port", str(port), "--log-format", "json").start()
+
+    async def body(tay):
+        job = await tay.enqueue("ops.ok", {})
+        deadline = time.monotonic() + 20  # the server looks every 5 s
+        while "history cap reached" not in server.log() and time.monotonic() < deadline:
+            await asyncio.sleep(0.05)
+        return job.id, await job.status()
+
+    try:
+        job_id, status = run_worker(socket_path, body)
+        metrics = samples(get(f"http://127.0.0.1:{port}/metrics")[1].decode())
+    finally:
+        server.stop()
+    assert status == "available"
+    assert metrics[("tay_job_starts_refused_total", (("cap", "max_history_bytes"),))] >= 1
+    lines = [json.loads(line) for line in server.log().splitlines() if line.startswith("{")]
+    capped = [line for line in lines if "history cap reached" in line["message"]]
+    assert capped and capped[0]["level"] == "WARNING", server.log()
+    assert "--max-history-bytes 4000" in capped[0]["message"]
+
+
 def test_drain_lets_a_running_job_finish_before_exit(dirs):
     data_dir, socket_path = dirs
     server = Server(data_dir, socket_path, "--drain-timeout", "20").start()
