@@ -14,6 +14,7 @@ from typing import Any
 from tay.engine.ids import is_identifier
 from tay.engine.values import UnsupportedValue, measure
 from tay.failures import RequestRefused
+from tay.storage.journal.history_budget import MAX_FAILURE_VALUE_BYTES, MAX_RESULT_VALUE_BYTES
 
 ERROR_TYPE_MAX_BYTES = 128
 FAILURE_KEYS = ("type", "message", "traceback")
@@ -31,9 +32,10 @@ def _json_size(obj: Any) -> int:
 
 
 def check_result(result: Any, limit: int) -> int:
-    """A success result must be a storable JSON value encoding to <= ``limit`` bytes."""
+    """A success result must be a storable JSON value encoding to <= ``limit`` bytes whose
+    stored Value fits one record (up to 4.5 x its JSON: ``[0,0,...]``)."""
     try:
-        measure(result, "result")
+        stored = measure(result, "result").encoded_bytes
         size = _json_size(result)
     except (UnsupportedValue, ValueError, UnicodeEncodeError) as problem:
         raise RequestRefused(f"result cannot be stored: {problem}",
@@ -41,6 +43,11 @@ def check_result(result: Any, limit: int) -> int:
     if size > limit:
         raise RequestRefused(f"result encodes to {size} bytes (limit {limit})",
                              code="result_too_large", size=size, limit=limit)
+    if stored > MAX_RESULT_VALUE_BYTES:
+        raise RequestRefused(
+            f"result's stored form (canonical Value) is {stored} bytes, over the "
+            f"{MAX_RESULT_VALUE_BYTES} one journal record can hold (its JSON is {size} bytes)",
+            code="result_too_large", size=stored, limit=MAX_RESULT_VALUE_BYTES)
     return size
 
 
@@ -70,4 +77,12 @@ def check_failure(error: Any, limit: int) -> dict[str, str]:
     if size > limit:
         raise RequestRefused(f"error encodes to {size} bytes (limit {limit})",
                              code="error_too_large", size=size, limit=limit)
+    # its Value: a map (5 bytes) of text keys and values (5 + UTF-8 bytes each)
+    stored = 5 + sum(10 + len(key) + len(text.encode("utf-8", "surrogatepass"))
+                     for key, text in kept.items())
+    if stored > MAX_FAILURE_VALUE_BYTES:
+        raise RequestRefused(
+            f"error's stored form (canonical Value) is {stored} bytes, over the "
+            f"{MAX_FAILURE_VALUE_BYTES} one journal record can hold",
+            code="error_too_large", size=stored, limit=MAX_FAILURE_VALUE_BYTES)
     return kept

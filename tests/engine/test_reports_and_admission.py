@@ -6,6 +6,8 @@ from tay.engine import EngineConfig
 from tay.engine import commands as c
 from tay.engine.admission import ClientPermits, job_charge
 from tay.failures import ConfigurationError, RequestRefused
+from tay.storage.v2.epoch_records import encode_epoch_event
+from tay.storage.formats.record import MAX_PAYLOAD
 from tests.engine.conftest import Driver, executes, refusal, reply
 
 
@@ -20,6 +22,38 @@ def test_result_too_large_is_refused_and_execution_stays_live():
     execute = running(driver)
     assert refusal(driver.succeed(execute, "x" * 20))["code"] == "result_too_large"
     assert reply(driver.succeed(execute, "ok")).type == "accepted"
+
+
+def test_a_result_whose_value_passes_one_record_is_refused_not_written():
+    """A result limit over ~3.7 MB admits JSON whose Value passes a record's 16 MiB
+    payload (9 Value bytes per 2 JSON bytes for ``[0,0,...]``): refused at report time,
+    nothing written, the execution stays live; the same size as text fits."""
+    driver = Driver(EngineConfig(result_bytes=4_000_000))
+    execute = running(driver)
+    worst = [0] * 1_870_000  # 3.74 MB of JSON, 16.8 MB of Value
+    wire = refusal(driver.succeed(execute, worst))
+    assert wire["code"] == "result_too_large" and wire["limit"] == MAX_PAYLOAD - 105
+    assert "one journal record" in wire["message"]
+    out = driver.succeed(execute, "x" * 3_900_000)
+    assert reply(out).type == "accepted"
+    assert out.events[-1][1].name == "result_recorded"
+    assert len(carried(out.events[-1][1])) <= MAX_PAYLOAD
+
+
+def test_an_error_whose_value_passes_one_record_is_refused_not_written():
+    driver = Driver(EngineConfig(error_bytes=MAX_PAYLOAD))
+    execute = running(driver)
+    wire = refusal(driver.fail(execute, {"message": "m" * (MAX_PAYLOAD - 66)}))
+    assert wire["code"] == "error_too_large" and wire["limit"] == MAX_PAYLOAD - 104
+    out = driver.fail(execute, {"message": "m" * (MAX_PAYLOAD - 104 - 22)})  # exactly fits
+    assert reply(out).type == "accepted"
+    [failure] = [event for _, event in out.events if event.name == "failure_recorded"]
+    assert len(carried(failure)) == MAX_PAYLOAD
+
+
+def carried(event) -> bytes:
+    """The payload of ``event`` inside a Store-v2 epoch (a (30,2) record, the larger)."""
+    return encode_epoch_event(event, event.payload.get("expected_revision", 0) + 1)
 
 
 @pytest.mark.parametrize("error,code", [

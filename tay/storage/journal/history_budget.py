@@ -41,6 +41,13 @@ FINISH_FRAME_BYTES = 1_024  # the largest job_finished / job_cancelled frame (ab
 # integers, this many bytes besides that Value.
 RESULT_PAYLOAD_OVERHEAD = 95
 FAILURE_PAYLOAD_OVERHEAD = 94
+# Inside a Store-v2 epoch a tail event is carried in a (30,2) epoch_event (10 more bytes:
+# inner type, schema, revision u64) and a base keeps a result in a (31,2) attachment (2).
+EPOCH_CARRY_BYTES = 10
+# The largest result / error Value one record can hold, carried or not (a payload is at
+# most MAX_PAYLOAD, 16 MiB): a result limit above ~3.7 MB admits JSON whose Value is larger.
+MAX_RESULT_VALUE_BYTES = MAX_PAYLOAD - EPOCH_CARRY_BYTES - RESULT_PAYLOAD_OVERHEAD
+MAX_FAILURE_VALUE_BYTES = MAX_PAYLOAD - EPOCH_CARRY_BYTES - FAILURE_PAYLOAD_OVERHEAD
 DEFAULT_RESULT_BYTES = 65_536  # executor_result_bytes (protocol.md Appendix B)
 DEFAULT_ERROR_BYTES = 8_192  # executor_error_bytes
 
