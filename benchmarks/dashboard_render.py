@@ -1,10 +1,10 @@
 """Server time of dashboard pages with many retained jobs (docs/dashboard.md, "Speed").
 
 Starts ``tay serve`` (HTTP on, ``write`` durability, group commit) on a fresh store under
-.tmp/, fills it with ``--jobs`` jobs through the SDK (most wait in a paused queue; a share
-runs on an in-process SDK worker, some of them failing, so every page has real rows,
-failures and tracebacks), then requests each page ``--requests`` times on one keep-alive
-connection and reports, per page:
+the bench scratch (``tay.bench.paths``), fills it with ``--jobs`` jobs through the SDK
+(most wait in a paused queue; a share runs on an in-process SDK worker, some of them
+failing, so every page has real rows, failures and tracebacks), then requests each page
+``--requests`` times on one keep-alive connection and reports, per page:
 
 * server time from the ``Server-Timing`` header (admin ops + rendering, measured inside
   the server around the page handler), p50 / p95 / max;
@@ -38,7 +38,9 @@ import psutil
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-SCRATCH = REPO / ".tmp"
+from tay.bench.paths import bench_scratch  # noqa: E402 (after the path)
+
+SCRATCH = bench_scratch()  # strict sync accepts it wherever the checkout is
 PAUSED_QUEUES = ("bulk-a", "bulk-b")  # bulk-a holds bench.ok jobs, bulk-b bench.report ones
 _TIMING = re.compile(r"admin;dur=([0-9.]+), render;dur=([0-9.]+)")
 
@@ -159,7 +161,7 @@ def main() -> int:
     args = parser.parse_args()
     if not 0 < args.worked <= args.jobs:
         parser.error("--worked must be in 1..--jobs")
-    SCRATCH.mkdir(exist_ok=True)
+    SCRATCH.mkdir(parents=True, exist_ok=True)
     root = Path(tempfile.mkdtemp(prefix="bench-dashboard-", dir=SCRATCH))
     process, port, socket_path = start_server(root)
     try:

@@ -1,8 +1,9 @@
 """Load generator for the HTTP/JSON API: ``POST /jobs`` throughput and latency percentiles
 over keep-alive connections (plain HTTP or mTLS), and HTTP-worker end-to-end jobs/s.
 
-It starts ``tay serve --http-port`` as a subprocess on a fresh store under .tmp/ (strict
-``sync`` durability needs a real filesystem) and drives it with raw asyncio connections.
+It starts ``tay serve --http-port`` as a subprocess on a fresh store under the bench
+scratch (``tay.bench.paths``; strict ``sync`` durability needs a real filesystem outside
+/tmp) and drives it with raw asyncio connections.
 
     .venv/bin/python benchmarks/http_load.py --seconds 5 --connections 16
     .venv/bin/python benchmarks/http_load.py --tls --group-commit-max-events 64 \
@@ -33,7 +34,9 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
-SCRATCH = REPO / ".tmp"
+from tay.bench.paths import bench_scratch  # noqa: E402 (after the path)
+
+SCRATCH = bench_scratch()  # strict sync accepts it wherever the checkout is
 
 
 def start_server(args: argparse.Namespace, root: Path, pki: dict[str, str] | None):
@@ -224,7 +227,7 @@ def main() -> None:
     parser.add_argument("--http2", action="store_true",
                         help="POST /jobs as --connections streams of one HTTP/2 connection")
     args = parser.parse_args()
-    SCRATCH.mkdir(exist_ok=True)
+    SCRATCH.mkdir(parents=True, exist_ok=True)
     root = Path(tempfile.mkdtemp(prefix="http-bench-", dir=SCRATCH))
     pki = None
     if args.tls:

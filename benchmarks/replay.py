@@ -5,8 +5,8 @@ Usage:
 
 Builds the reference store once through the real journal (``durability="write"``: the
 bytes are identical to strict sync mode, only the fsync barriers are skipped, so building
-is quick) under ``.tmp/``, with the storage event builders: per job ``job_inserted``,
-``job_started``, ``job_finished`` (success), args
+is quick) under the bench scratch (``tay.bench.paths``), with the storage event builders:
+per job ``job_inserted``, ``job_started``, ``job_finished`` (success), args
 ``{"account_key": "benchmark-account", "payload": "x" * 1024, "version": 1}``.
 
 Then, each in a fresh subprocess (so imports, caches and RSS are cold), it measures:
@@ -36,7 +36,9 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-SCRATCH = ROOT / ".tmp"
+from tay.bench.paths import bench_scratch  # noqa: E402 (after the path)
+
+SCRATCH = bench_scratch()  # strict sync accepts it wherever the checkout is
 MODES = ("physical", "table", "engine")
 ARGS = {"account_key": "benchmark-account", "payload": "x" * 1024, "version": 1}
 BATCH_JOBS = 1000
@@ -140,7 +142,7 @@ def main() -> None:
     if options.child:
         child(*options.child)
         return
-    SCRATCH.mkdir(exist_ok=True)
+    SCRATCH.mkdir(parents=True, exist_ok=True)
     path = SCRATCH / f"replay-bench-{uuid.uuid4().hex}"
     try:
         started = time.perf_counter()

@@ -4,8 +4,8 @@ Usage:
     .venv/bin/python benchmarks/schedules.py lag [--schedules 20] [--seconds 15] [--loaders 8]
     .venv/bin/python benchmarks/schedules.py replay [--events 10000]
 
-``lag``: starts ``tay serve`` (strict ``sync`` durability on the ext4 ``.tmp/``), declares
-``--schedules`` interval schedules (every 1 s, staggered start) with our SDK, and runs a
+``lag``: starts ``tay serve`` (strict ``sync`` durability on the bench scratch,
+``tay.bench.paths``), declares ``--schedules`` interval schedules (every 1 s, staggered start) with our SDK, and runs a
 worker that notes the wall time at which each occurrence starts executing. The lag of an
 execution is its start time minus its due time ((t - start_at) mod interval). Two phases:
 idle, then with ``--loaders`` separate processes enqueueing jobs back to back (jobs on a
@@ -34,7 +34,9 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-SCRATCH = ROOT / ".tmp"
+from tay.bench.paths import bench_scratch  # noqa: E402 (after the path)
+
+SCRATCH = bench_scratch()  # strict sync accepts it wherever the checkout is
 INTERVAL_MS = 1_000
 
 LOADER = r'''
@@ -139,7 +141,7 @@ def summary(lags: list[float]) -> str:
 
 
 def run_lag(args: argparse.Namespace) -> None:
-    SCRATCH.mkdir(exist_ok=True)
+    SCRATCH.mkdir(parents=True, exist_ok=True)
     root = Path(tempfile.mkdtemp(prefix="bench-sched-", dir=SCRATCH))
     server = start_server(root)
     phases = ((0, "idle"), (args.loaders, "loaded"))

@@ -8,8 +8,8 @@ from its venv, ours from the repository's): a producer process enqueues ``--jobs
 with at most ``--concurrency`` in flight (enqueue/s), then a worker process of the same SDK
 with ``--capacity`` runs exactly those jobs (jobs/s from the first execution to the last).
 Each (transport, SDK) pair uses its own task name, so no worker sees another's jobs. The
-server runs strict ``sync`` durability with group commit on a data dir under ``.tmp``.
-Jobs carry a 1 KiB argument.
+server runs strict ``sync`` durability with group commit on a data dir under the bench
+scratch (``tay.bench.paths``). Jobs carry a 1 KiB argument.
 """
 
 from __future__ import annotations
@@ -26,8 +26,10 @@ import tempfile
 import time
 from pathlib import Path
 
+from tay.bench.paths import bench_scratch
+
 REPO = Path(__file__).resolve().parents[1]
-SCRATCH = REPO / ".tmp"
+SCRATCH = bench_scratch()  # strict sync accepts it wherever the checkout is
 SDK_PYTHON = {
     "tay-client": [str(REPO / ".venv-tay-client/bin/python"), "-I"],
     "ours": [str(REPO / ".venv/bin/python"), "-s"],
@@ -93,7 +95,7 @@ class Serve:
     """``tay serve`` with both listeners: an explicit socket and HTTP on a free port."""
 
     def __init__(self) -> None:
-        SCRATCH.mkdir(exist_ok=True)
+        SCRATCH.mkdir(parents=True, exist_ok=True)
         self.root = Path(tempfile.mkdtemp(prefix="bench-sdk-", dir=SCRATCH))
         self.socket = str(self.root / "tay.sock")
         self.log_path = self.root / "server.log"

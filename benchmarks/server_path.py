@@ -27,11 +27,11 @@ import struct
 import sys
 import tempfile
 import time
-from pathlib import Path
 
 import orjson
 
-REPO = Path(__file__).resolve().parents[1]
+from tay.bench.paths import bench_scratch
+
 ARGS = {"account_key": "benchmark-account", "payload": "x" * 1024, "version": 1}
 TASK = "tay.benchmark.v1"
 IN_FLIGHT = 8
@@ -174,7 +174,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--jobs", type=int, default=5000)
     parser.add_argument("--mode", choices=("group", "per-event"), default="group")
     parser.add_argument("--durability", choices=("sync", "write"), default="sync")
-    parser.add_argument("--dir", default=str(REPO / ".tmp"))
+    parser.add_argument("--dir", default=str(bench_scratch()),
+                        help="where the store goes (default: the bench scratch, "
+                             "tay.bench.paths; strict sync refuses /tmp)")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--profile", help="write a cProfile of the last round here")
     return parser

@@ -4,8 +4,8 @@
 
 1. Enqueue round trip (raw frames, no SDK overhead): p50/p99 and requests/s with 1 and 8
    concurrent callers (one connection each), in strict ``sync`` durability on a data dir
-   under ``.tmp`` (ext4), with one fdatasync per event and with group commit
-   (``--group-commit-max-events 64 --group-commit-interval-ms 1``).
+   under the bench scratch (``tay.bench.paths``), with one fdatasync per event and with
+   group commit (``--group-commit-max-events 64 --group-commit-interval-ms 1``).
 2. SDK comparison against one server: producer enqueue/s and out-of-process worker jobs/s
    for tay-client 1.4.0 (its own venv, ``python -I``) and for our SDK (repo interpreter).
 
@@ -29,8 +29,10 @@ from pathlib import Path
 
 import orjson
 
+from tay.bench.paths import bench_scratch
+
 REPO = Path(__file__).resolve().parents[1]
-SCRATCH = REPO / ".tmp"
+SCRATCH = bench_scratch()  # strict sync accepts it wherever the checkout is
 SDK_PYTHON = {
     "tay-client": [str(REPO / ".venv-tay-client/bin/python"), "-I"],
     "ours": [str(REPO / ".venv/bin/python"), "-s"],
@@ -40,10 +42,10 @@ GROUP_COMMIT = ["--group-commit-max-events", "64", "--group-commit-interval-ms",
 
 
 class Serve:
-    """One ``tay serve`` in strict sync mode on a fresh data dir under ``.tmp``."""
+    """One ``tay serve`` in strict sync mode on a fresh data dir under the bench scratch."""
 
     def __init__(self, *flags: str) -> None:
-        SCRATCH.mkdir(exist_ok=True)
+        SCRATCH.mkdir(parents=True, exist_ok=True)
         self.root = Path(tempfile.mkdtemp(prefix="bench-", dir=SCRATCH))
         self.socket = str(self.root / "tay.sock")
         command = [sys.executable, "-m", "tay.cli", "serve", "--data-dir",
@@ -206,7 +208,7 @@ def main() -> None:
     if args.json:
         print(json.dumps({"round_trips": rtt, "sdks": sdks}, indent=2))
         return
-    print_table("enqueue round trip, strict sync on ext4 (.tmp)", rtt)
+    print_table("enqueue round trip, strict sync (bench scratch)", rtt)
     print_table("SDKs against one server (group commit 64/1ms, producer concurrency 64, "
                 "worker capacity 16)", sdks)
 

@@ -19,6 +19,7 @@ import tempfile
 from functools import cache
 from pathlib import Path
 
+from tay.bench.paths import data_home
 from tay.failures import RecoveryRefused
 from tay.storage.fsio import RealIO
 from tay.storage.journal.setup import check_durability, nearest_existing_ancestor
@@ -28,8 +29,7 @@ SESSION_PREFIX = "run-"
 
 
 def candidates() -> list[Path]:
-    data_home = os.environ.get("XDG_DATA_HOME") or os.path.join(os.path.expanduser("~"), ".local", "share")
-    return [REPO / ".tmp", Path(data_home) / "tay" / "test-scratch", Path("/var/lib/tay/test-scratch")]
+    return [REPO / ".tmp", data_home() / "tay" / "test-scratch", Path("/var/lib/tay/test-scratch")]
 
 
 def refusal(path: Path) -> str | None:

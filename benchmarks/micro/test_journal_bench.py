@@ -1,7 +1,8 @@
 """Journal micro benchmarks: append + fdatasync throughput and replay speed.
 
 Run: .venv/bin/python -m pytest benchmarks/micro/test_journal_bench.py --benchmark-only
-Data directories live under .tmp/ (ext4, strict sync mode) and are removed afterwards.
+Data directories live under the bench scratch (``tay.bench.paths``; strict sync mode) and
+are removed afterwards.
 """
 
 from __future__ import annotations
@@ -12,17 +13,18 @@ from pathlib import Path
 
 import pytest
 
+from tay.bench.paths import bench_scratch
 from tay.storage.journal.writer import init_store
 from tay.storage.recovery.recover import recover
 
-SCRATCH = Path(__file__).resolve().parents[2] / ".tmp"
+SCRATCH = bench_scratch()  # strict sync accepts it wherever the checkout is
 RECORD_BYTES = 650  # whole frame: 28 bytes of framing + 622 bytes of payload
 PAYLOAD = b"p" * (RECORD_BYTES - 28)
 
 
 @pytest.fixture
 def store():
-    SCRATCH.mkdir(exist_ok=True)
+    SCRATCH.mkdir(parents=True, exist_ok=True)
     path = SCRATCH / f"bench-{uuid.uuid4().hex}"
     init_store(str(path), durability="sync", validated_filesystem=True)
     yield path

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from tay.bench.metrics import latency_summary_ms, rate
+from tay.bench.paths import bench_root
 
 
 @dataclass(frozen=True)
@@ -38,9 +39,9 @@ class MissingPeer(RuntimeError):
     """A peer's server binary or Python client is not installed; the message says how."""
 
 
-# var/bench: peers write to the same filesystem as tay's runs, so fsync costs compare.
-BENCH_ROOT = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__)))), "var", "bench")
+# tay bench's directory: peers write to the same filesystem as tay's runs, so fsync costs
+# compare (and, like them, never under the checkout: strict sync refuses /tmp).
+BENCH_ROOT = str(bench_root())
 
 
 def data_root() -> str:

@@ -4,8 +4,9 @@
 
 Runs tay (per-event fsync and group commit, through ``tay.bench``, with our SDK or
 ``--client tay-client``), then each peer with an fsync on every write and again without
-fsync, and writes ``var/bench/peers-<time>.json`` and ``.md``. Ratios are each system's
-figure divided by beanstalkd ``-f 0``'s, from the same invocation.
+fsync, and writes ``peers-<time>.json`` and ``.md`` into tay bench's directory
+(``tay.bench.paths.bench_root``). Ratios are each system's figure divided by beanstalkd
+``-f 0``'s, from the same invocation.
 A missing peer is reported with its install command and skipped.
 """
 

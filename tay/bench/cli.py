@@ -4,24 +4,22 @@ a JSON result, a Markdown table and a PNG chart (see docs/benchmarks.md)."""
 from __future__ import annotations
 
 import argparse
-import os
 import sys
 import time
 from typing import Any
 
+from tay.bench.paths import bench_root
 from tay.failures import ConfigurationError, StorageFailure
 
-DEFAULT_ROOT = os.path.join(os.path.dirname(os.path.dirname(os.path.dirname(
-    os.path.abspath(__file__)))), "var", "bench")
 
 
 def register(groups: Any) -> None:
     parser = groups.add_parser("bench", help="run a benchmark profile against a real tay serve")
     add = parser.add_argument
     add("profile", metavar="PROFILE", help="a name in profiles/ (reference, quick, ...) or a path")
-    add("--dir", default=DEFAULT_ROOT,
-        help="where run directories go; strict sync needs ext4/XFS/Btrfs outside /tmp "
-             "(default: var/bench in the repo)")
+    add("--dir", default=None,
+        help="where run directories and reports go; strict sync needs ext4/XFS/Btrfs outside "
+             "/tmp (default: $TAY_BENCH_DIR, else ${XDG_DATA_HOME:-~/.local/share}/tay/bench)")
     add("--modes", default="per-event,group-commit",
         help="comma list of per-event and group-commit (default both)")
     add("--group-commit-max-events", type=int, default=64)
@@ -48,6 +46,8 @@ def run(args: argparse.Namespace) -> int:
     from .profile import load_profile
     from .report import markdown_table, write_all
 
+    if args.dir is None:
+        args.dir = str(bench_root())
     try:
         _check_flags(args)
         from .clients import interpreter
