@@ -1,5 +1,5 @@
-"""``tay status|jobs|job|retry|cancel|queues|pause|resume|purge|compact``: see and steer a
-running engine through the operations API (docs/admin.md).
+"""``tay status|jobs|job|retry|cancel|queues|pause|resume|purge|schedules|schedule|compact``:
+see and steer a running engine through the operations API (docs/admin.md).
 
 Each command talks to the engine over the Unix socket (discovered like the SDK, or
 ``--socket``) or over HTTP(S) (``--url`` plus the TLS files for mTLS). ``--json`` prints the
@@ -16,7 +16,8 @@ import sys
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from .render import render_job, render_jobs, render_queues, render_status
+from .render import (render_job, render_jobs, render_queues, render_schedule, render_schedules,
+                     render_status, when)
 
 STATES = ("scheduled", "available", "executing", "retryable", "completed", "cancelled",
           "discarded")
@@ -74,6 +75,23 @@ def register(groups: Any) -> None:
     purge = command("purge", "cancel every waiting job of a queue", _purge)
     purge.add_argument("queue")
     purge.add_argument("--limit", type=_positive, help="cancel at most this many (default: all)")
+    schedules = command("schedules", "list schedules in ID order: rule, next and last "
+                        "occurrence", _schedules)
+    schedules.add_argument("--limit", type=_positive, default=50,
+                           help="schedules per page, 1..100 (default 50)")
+    schedules.add_argument("--cursor", help="continue after a previous page (its next_cursor)")
+    schedule = groups.add_parser("schedule", help="show or cancel one schedule",
+                                 description="show or cancel one schedule")
+    actions = schedule.add_subparsers(dest="action", metavar="ACTION")
+    actions.required = True
+    for name, help_text, run in (
+            ("show", "one schedule in full: rule, args, next occurrences, last job", _schedule),
+            ("cancel", "cancel a schedule: no further occurrences (admitted jobs still run)",
+             _cancel_schedule)):
+        action = actions.add_parser(name, help=help_text, description=help_text)
+        _connection_options(action)
+        action.add_argument("schedule_id", metavar="ID")
+        action.set_defaults(handler=lambda args, run=run: _run(args, run))
     compact = command("compact", "compact the store now (online Store-v2 compaction; "
                       "writes pause only for the switch)", _compact)
     compact.add_argument("--terminal-retention", metavar="infinity|<N>m|<N>h|<N>d",
@@ -183,6 +201,26 @@ def _purge(client: Any, args: argparse.Namespace) -> int:
     summary = {**reply, "purged": purged}
     return _show(args, summary, lambda r: f"queue {args.queue}: {r['purged']} waiting job(s) "
                                           f"cancelled, {r['remaining']} still waiting\n")
+
+
+def _schedules(client: Any, args: argparse.Namespace) -> int:
+    if args.limit > 100:
+        print("tay schedules: --limit must be 1..100", file=sys.stderr)
+        return 2
+    body = {"limit": args.limit, "cursor": args.cursor}
+    return _show(args, client.call("schedules", {k: v for k, v in body.items() if v is not None}),
+                 render_schedules)
+
+
+def _schedule(client: Any, args: argparse.Namespace) -> int:
+    return _show(args, client.call("schedule", {"schedule_id": args.schedule_id}),
+                 render_schedule)
+
+
+def _cancel_schedule(client: Any, args: argparse.Namespace) -> int:
+    reply = client.call("cancel_schedule", {"schedule_id": args.schedule_id})
+    return _show(args, reply, lambda r: f"schedule {r['schedule']['id']} cancelled at "
+                                        f"{when(r['schedule']['cancelled_at'])}\n")
 
 
 def _compact(client: Any, args: argparse.Namespace) -> int:

@@ -124,3 +124,54 @@ def render_queues(reply: dict[str, Any]) -> str:
              q["by_state"]["discarded"], q["by_state"]["cancelled"]) for q in reply["queues"]]
     return table(("QUEUE", "STATUS", "CREDITS", "EXECUTING", "WAITING", "RETRYABLE",
                   "COMPLETED", "DISCARDED", "CANCELLED"), rows)
+
+
+def duration(ms: int) -> str:
+    """An interval as the largest whole unit that divides it: 90 s, 5 min, 2 h, 1 d."""
+    for unit, length in (("d", 86_400_000), ("h", 3_600_000), ("min", 60_000), ("s", 1_000)):
+        if ms % length == 0:
+            return f"{ms // length} {unit}"
+    return f"{ms} ms"
+
+
+def schedule_rule(schedule: dict[str, Any]) -> str:
+    if schedule["kind"] == "cron":
+        zone = schedule["timezone"]
+        return schedule["cron"] + (f" ({zone})" if zone and zone != "+00" else "")
+    return f"every {duration(schedule['every_ms'])}"
+
+
+def _last(schedule: dict[str, Any]) -> str:
+    if schedule["last_at"] is None:
+        return "never"
+    job = schedule.get("last_job")
+    return when(schedule["last_at"]) + (f" ({job['state']})" if job else "")
+
+
+def render_schedules(reply: dict[str, Any]) -> str:
+    rows = [(s["id"], s["task"], schedule_rule(s), s["overlap"],
+             f"cancelled {when(s['cancelled_at'])}" if s["cancelled_at"] else when(s["next_at"]),
+             _last(s)) for s in reply["schedules"]]
+    text = table(("ID", "TASK", "RULE", "OVERLAP", "NEXT", "LAST"), rows)
+    if reply.get("next_cursor"):
+        text += f"more: --cursor {reply['next_cursor']}\n"
+    return text
+
+
+def render_schedule(reply: dict[str, Any]) -> str:
+    schedule = reply["schedule"]
+    job = schedule.get("last_job")
+    pairs = [
+        ("id", schedule["id"]), ("task", schedule["task"]), ("rule", schedule_rule(schedule)),
+        ("overlap", schedule["overlap"]), ("catch-up", schedule["catch_up"]),
+        ("revision", schedule["revision"]), ("args", schedule["args"]),
+        ("options", schedule["options"]), ("next", when(schedule["next_at"])),
+        ("last", _last(schedule)), ("last job", job["id"] if job else None),
+        ("active job", schedule["active_job_id"]),
+        ("cancelled", when(schedule["cancelled_at"]) if schedule["cancelled_at"] else None),
+    ]
+    text = block(pairs)
+    upcoming = schedule.get("next_occurrences") or []
+    if upcoming:
+        text += "\nnext occurrences:\n" + "".join(f"  {when(at)}\n" for at in upcoming)
+    return text

@@ -247,6 +247,48 @@ def test_cli_commands_exit_codes_and_json(engine):
     assert version.returncode == 0 and version.stdout.startswith("tay ")
 
 
+def test_cli_lists_shows_and_cancels_a_schedule(engine):
+    schedule_id = "admin-every-cli"  # test_status_reads expects this prefix only
+    admin = clients(engine)["socket"]
+
+    async def body(tay):
+        await tay.every("ops.ok", minutes=5, kwargs={"n": 5}, declaration_id=schedule_id)
+        return await until(lambda: admin.call("schedule", {"schedule_id": schedule_id})
+                           ["schedule"]["last_job"])
+
+    delivered = run_with_worker(engine, body)
+    listing = cli(engine, "schedules")
+    assert listing.returncode == 0, listing.stderr
+    header, *rows = listing.stdout.splitlines()
+    assert header.split() == ["ID", "TASK", "RULE", "OVERLAP", "NEXT", "LAST"]
+    [row] = [line for line in rows if line.startswith(schedule_id + " ")]
+    assert "ops.ok" in row and "every 5 min" in row and "cancelled" not in row
+    page = json.loads(cli(engine, "schedules", "--json", "--limit", "100").stdout)
+    [listed] = [s for s in page["schedules"] if s["id"] == schedule_id]
+    assert listed["every_ms"] == 300_000 and len(listed["next_occurrences"]) == 5
+    shown = cli(engine, "schedule", "show", schedule_id)
+    assert shown.returncode == 0, shown.stderr
+    assert "every 5 min" in shown.stdout and delivered["id"] in shown.stdout
+    assert "next occurrences:" in shown.stdout and "{'n': 5}" in shown.stdout
+
+    cancelled = cli(engine, "schedule", "cancel", schedule_id)
+    assert cancelled.returncode == 0 and cancelled.stdout.startswith(
+        f"schedule {schedule_id} cancelled at "), cancelled.stderr
+    address = admin.call("status", {})["http"]["address"]
+    over_http = json.loads(cli(engine, "schedule", "show", schedule_id, "--json",
+                               "--url", address).stdout)["schedule"]
+    assert over_http["cancelled_at"] is not None and over_http["next_occurrences"] == []
+    again = json.loads(cli(engine, "schedule", "cancel", schedule_id, "--json").stdout)
+    assert again["schedule"]["cancelled_at"] == over_http["cancelled_at"]  # changes nothing
+    [row] = [line for line in cli(engine, "schedules").stdout.splitlines()
+             if line.startswith(schedule_id + " ")]
+    assert "cancelled" in row
+    missing = cli(engine, "schedule", "cancel", "no-such-schedule")
+    assert missing.returncode == 1 and "schedule_not_found" in missing.stderr
+    assert cli(engine, "schedules", "--limit", "101").returncode == 2
+    assert cli(engine, "schedule", schedule_id).returncode == 2  # show or cancel is required
+
+
 def test_paused_queue_and_failure_details_survive_a_restart(engine):
     admin = clients(engine)["socket"]
     admin.call("pause_queue", {"queue": "durable-q"})
