@@ -96,11 +96,14 @@ def wait_listening(process: subprocess.Popen, socket_path: str, log: Path) -> No
     raise AssertionError("server did not start:\n" + log.read_text(errors="replace"))
 
 
-def restart_keeps_every_ack(root: Path, data_dir: Path, acked: dict[str, dict]) -> None:
-    """``inspect`` counts every acknowledged job; a restarted server has each of them."""
+def restart_keeps_every_ack(root: Path, data_dir: Path, acked: dict[str, dict],
+                            *extra: str) -> None:
+    """``inspect`` counts every acknowledged job; a restarted server (``extra`` flags) has
+    each of them."""
     summary = inspect_store(data_dir)
     assert summary["jobs"] == len(acked), summary
-    restarted = ServerProcess(data_dir, str(root / "again.sock"), root / "again.log").start()
+    restarted = ServerProcess(data_dir, str(root / "again.sock"), root / "again.log",
+                              *extra).start()
     try:
         asyncio.run(statuses(restarted.socket_path, acked))
     finally:
