@@ -7,12 +7,13 @@ Usage:
         [--sample-every 50000] [--history-bytes 64MiB] [--ratio 2.0] [--json FILE]
 
 In process, the real parts: ``Engine`` (the one ``handle`` path), the journal in strict
-``sync`` mode (one fdatasync per batch of ``--batch`` jobs, on the validated filesystem of
-``.tmp/``), and Store-v2 compaction. Each job has the reference shape (profiles/reference.toml:
-args ``{"account_key", "payload": "x" * 1024, "version"}``, queues alpha/beta by parity,
-one attempt, a no-op success): inserted, started, finished. The clock is injected: it moves
-``3600 s / --jobs-per-hour`` per job, so a million jobs span ``1e6 / jobs-per-hour`` hours
-and terminal jobs older than ``--retention`` expire at each compaction.
+``sync`` mode (one fdatasync per batch of ``--batch`` jobs, under the bench scratch,
+``tay.bench.paths``), and Store-v2 compaction. Each job has the reference shape
+(profiles/reference.toml: args ``{"account_key", "payload": "x" * 1024, "version"}``,
+queues alpha/beta by parity, one attempt, a no-op success): inserted, started, finished.
+The clock is injected: it moves ``3600 s / --jobs-per-hour`` per job, so a million jobs
+span ``1e6 / jobs-per-hour`` hours and terminal jobs older than ``--retention`` expire at
+each compaction.
 
 Compaction runs where ``tay serve``'s trigger (``CompactionPolicy``: ``--compact-history-bytes``
 64 MiB and ``--compact-ratio`` 2.0 by default) says it is due, checked after every batch.
@@ -51,6 +52,7 @@ if str(ROOT) not in sys.path:
 
 import psutil  # noqa: E402
 
+from tay.bench.paths import bench_scratch  # noqa: E402
 from tay.engine import Engine, EngineConfig, Execute, Refuse  # noqa: E402
 from tay.engine import commands as c  # noqa: E402
 from tay.storage import events as ev  # noqa: E402
@@ -202,7 +204,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--keep", action="store_true", help="keep the store afterwards")
     args = parser.parse_args(argv)
 
-    root = ROOT / ".tmp" / f"soak-{uuid.uuid4().hex[:8]}" / "data"
+    root = bench_scratch() / f"soak-{uuid.uuid4().hex[:8]}" / "data"
     root.parent.mkdir(parents=True)
     init_store(str(root), durability="sync", validated_filesystem=True)
     soak = Soak(root, EngineConfig(queues={q: 2 for q in QUEUES}),
