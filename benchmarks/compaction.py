@@ -42,8 +42,9 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 from benchmarks.replay import build_store  # noqa: E402  (the reference history)
+from tay.bench.paths import bench_scratch  # noqa: E402
 
-SCRATCH = ROOT / ".tmp"
+SCRATCH = bench_scratch()  # strict sync accepts it wherever the checkout is
 
 
 # ---- restart -------------------------------------------------------------------------------
@@ -92,7 +93,7 @@ def store_bytes(path: Path) -> int:
 
 
 def restart(jobs: int, repeat: int) -> None:
-    SCRATCH.mkdir(exist_ok=True)
+    SCRATCH.mkdir(parents=True, exist_ok=True)
     base = SCRATCH / f"compaction-bench-{uuid.uuid4().hex}"
     try:
         v1 = base / "v1"
@@ -175,7 +176,7 @@ def cpu_seconds(pid: int) -> float:
 def online(jobs: int, seconds: float, producers: int, concurrency: int, writer: str) -> None:
     from tay.admin.client import SocketAdmin
 
-    SCRATCH.mkdir(exist_ok=True)
+    SCRATCH.mkdir(parents=True, exist_ok=True)
     base = Path(tempfile.mkdtemp(prefix="compaction-online-", dir=SCRATCH))
     sockets = tempfile.mkdtemp(prefix="tcb-", dir="/tmp")
     socket_path = os.path.join(sockets, "tay.sock")
