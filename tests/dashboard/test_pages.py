@@ -131,6 +131,7 @@ def test_refusals_render_the_engine_reason(ui_engine):
     epoch = ui_engine.admin.call("status", {})["storage"]["epoch"]
     storage = ui_engine.get("/ui/storage?done=compacted").text
     assert "Compaction finished." in storage and epoch in storage and 'pause_ms' in storage
+    assert "writes paused" in storage and "(admin)" in storage
     assert ui_engine.get("/ui/schedules/no-such").status == 404
     form = ui_engine.request("POST", f"/ui/jobs/{job_id}/retry", b"{}",
                              {"Content-Type": "application/json"})
