@@ -66,8 +66,6 @@ class NativeCommitter:
 
     def __init__(self, journal: Journal, max_events: int = 1, interval_ms: int = 0, *,
                  linger: bool = False) -> None:
-        from tay._native.writer import NativeWriter
-
         check_batching(max_events, interval_ms, linger)
         if journal.stopped is not None:
             raise journal.stopped
