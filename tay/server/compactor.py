@@ -196,16 +196,17 @@ class OnlineCompactor:
             capture = self._capture(retention)
             prepared = await loop.run_in_executor(None, lambda: online.prepare(capture,
                                                                                   io=self.io))
-            copied = 0
+            expected = capture.source.frontier + 1  # the next sequence the tail takes
             for _ in range(CATCH_UP_ROUNDS):
-                tap = self.driver.tap
-                if tap is None or len(tap) - copied <= SWITCH_RECORDS:
+                chunk = self.driver.tap
+                if chunk is None or len(chunk) <= SWITCH_RECORDS:
                     break
-                copied = await loop.run_in_executor(None, online.copy_ahead, prepared, tap,
-                                                    copied)
+                self.driver.tap = []  # the loop fills a new one; the worker owns this one
+                expected = _continues(chunk, expected)
+                await loop.run_in_executor(None, online.copy_ahead, prepared, chunk)
             if self.driver.stopped is not None or self._closed:
                 raise CompactionFailed("stopped", "the server stopped writing meanwhile")
-            report = self._switch(prepared, copied)
+            report = self._switch(prepared, expected)
         except BaseException as error:
             self.driver.tap = None
             self._failed(error, started, prepared)
@@ -213,10 +214,10 @@ class OnlineCompactor:
                 raise error if isinstance(error, CompactionFailed) else CompactionFailed(
                     getattr(error, "reason", type(error).__name__), str(error)) from None
             raise
-        catch_up, live, live_count, entities = report.pop("_verify")
+        chunk, rest, live, live_count, entities = report.pop("_verify")
         try:
             await loop.run_in_executor(None, lambda: online.verify_catch_up(
-                prepared, catch_up, live, live_count, entities))
+                prepared, chunk, rest, live, live_count, entities))
         except StorageFailure as failure:
             log.critical("the published epoch %s does not replay to the engine's state (%s); "
                          "writing stops, restart to serve what the store holds",
@@ -273,7 +274,7 @@ class OnlineCompactor:
         return online.Capture(source, captured_at, applied, jobs,
                               engine.checkpoints(captured_at), next_order)
 
-    def _switch(self, prepared: online.Prepared, copied: int) -> dict[str, Any]:
+    def _switch(self, prepared: online.Prepared, expected: int) -> dict[str, Any]:
         """On the loop, admission paused: catch-up, publish, CURRENT, the new tail."""
         driver, store, engine = self.driver, self.store, self.store.engine
         paused = time.perf_counter()
@@ -285,11 +286,10 @@ class OnlineCompactor:
         records, driver.tap = driver.tap or [], None
         source = prepared.capture.source
         try:
-            if journal.next_sequence != source.frontier + 1 + len(records) or (
-                    records and records[0][0] != source.frontier + 1):
-                raise CompactionFailed("catch_up_gap", "the copied records do not continue "
-                                       f"the source at {source.frontier + 1}")
-            rest = online.reframe(records[copied:], prepared.order_shift)
+            if _continues(records, expected) != journal.next_sequence:
+                raise CompactionFailed("catch_up_gap", "the journal moved past the copied "
+                                       f"records ({journal.next_sequence})")
+            rest = online.reframe(records, prepared.order_shift)
             tail, current = online.publish_switch(prepared, rest, self.io)
         except BaseException:
             driver.resume_writer(journal)  # the old epoch is still authoritative
@@ -320,7 +320,7 @@ class OnlineCompactor:
         driver.resume_writer(new_journal)
         self._reattach_history(new_journal)
         pause_ms = (time.perf_counter() - paused) * 1000
-        touched = online.touched_jobs(records)
+        touched = prepared.touched | online.touched_jobs(records)
         live = {job_id: engine.epoch_job(job_id) for job_id in touched}
         live_count = sum(1 for entry in engine.jobs.values() if not entry.volatile)
         return {
@@ -328,11 +328,12 @@ class OnlineCompactor:
             "captured_at": prepared.capture.captured_at, "finished_at": self.clock(),
             "terminal_retention": prepared.capture.retention.to_value(),
             "retained_jobs": prepared.retained_jobs, "expired_jobs": expired,
-            "base_bytes": prepared.base_bytes, "catch_up_records": len(prepared.catch_up),
+            "base_bytes": prepared.base_bytes,
+            "catch_up_records": prepared.catch_up_records + len(rest),
             "switch_records": len(rest),
             "pause_ms": round(pause_ms, 3), "timings_ms": prepared.timings_ms,
             "_current": current,
-            "_verify": (prepared.catch_up, live, live_count, dict(engine.epoch.entities)),
+            "_verify": (records, rest, live, live_count, dict(engine.epoch.entities)),
         }
 
     def _reattach_history(self, journal: Journal) -> None:
@@ -375,3 +376,12 @@ class OnlineCompactor:
                pause_s: float | None = None) -> None:
         if self.metrics is not None:
             self.metrics.observe_compaction(outcome, seconds, pause_s)
+
+
+def _continues(records: list, expected: int) -> int:
+    """The records copied since the capture must be contiguous: ``records`` start at
+    ``expected``; returns the sequence after them."""
+    if records and (records[0][0] != expected or records[-1][0] != expected + len(records) - 1):
+        raise CompactionFailed("catch_up_gap", f"the copied records do not continue the "
+                               f"catch-up at {expected} (found {records[0][0]})")
+    return expected + len(records)

@@ -105,7 +105,8 @@ class Prepared:
     table: EpochTable
     timings_ms: dict[str, int]
     appender: TailAppender | None = None  # the tail, open for the catch-up
-    catch_up: list[tuple[int, int, bytes]] = field(default_factory=list)  # appended so far
+    catch_up_records: int = 0  # appended so far
+    touched: set[bytes] = field(default_factory=set)  # jobs the catch-up changed
 
     @property
     def order_shift(self) -> int:
@@ -175,18 +176,28 @@ def prepare(capture: Capture, *, io: RealIO | None = None,
                     timings, writer.tail_appender(candidate))
 
 
-def copy_ahead(prepared: Prepared, tap: list[JournalRecord], copied: int) -> int:
-    """A catch-up round before the switch, on a worker thread: the records submitted since
-    the capture that are not in the tail yet go in (and are fsynced), so the switch only
-    appends what arrived during the last round. Records not yet durable in the source may
-    be copied: nothing is published before the switch has drained the writer (a writer
-    that stops instead ends this compaction). Returns how many records the tail holds."""
-    upto = len(tap)
-    records = reframe(tap[copied:upto], prepared.order_shift)
+def copy_ahead(prepared: Prepared, chunk: Sequence[JournalRecord]) -> None:
+    """A catch-up round before the switch, on a worker thread: records submitted since the
+    capture (the driver hands each chunk over and starts a new one) go into the tail, are
+    fsynced and replayed onto the verified base, so the switch only appends what arrived
+    during the last round. Records not yet durable in the source may be copied: nothing is
+    published before the switch has drained the writer (a writer that stops instead ends
+    this compaction)."""
+    records = reframe(chunk, prepared.order_shift)
     prepared.appender.append(records)
     prepared.appender.sync()
-    prepared.catch_up.extend(records)
-    return upto
+    catch_up(prepared, chunk, records)
+
+
+def catch_up(prepared: Prepared, chunk: Sequence[JournalRecord],
+             records: Sequence[tuple[int, int, bytes]]) -> None:
+    """Replay re-framed catch-up records onto the verified base (the reducer refuses what
+    the new epoch would refuse) and note the jobs they touch."""
+    dispatch = _Dispatch(prepared.reducer, prepared.table.limits)
+    for rtype, schema, payload in records:
+        dispatch.tail((rtype, schema), memoryview(payload))
+    prepared.touched |= touched_jobs(chunk)
+    prepared.catch_up_records += len(records)
 
 
 def _replay(io: RealIO, path: str, store_id: bytes,
@@ -240,7 +251,6 @@ def publish_switch(prepared: Prepared, rest: Sequence[tuple[int, int, bytes]],
     io = io or RealIO()
     source = prepared.capture.source
     prepared.appender.append(rest)
-    prepared.catch_up.extend(rest)
     tail = prepared.appender.finish()
     publish.publish_epoch(io, source.root, prepared.candidate.path, prepared.epoch_id)
     if publish.read_current(io, source.root) != source.current:
@@ -256,15 +266,16 @@ def epoch_segments(root: str, epoch_id: bytes) -> str:
                         v2_layout.SEGMENTS_DIR)
 
 
-def verify_catch_up(prepared: Prepared, catch_up: Sequence[tuple[int, int, bytes]],
+def verify_catch_up(prepared: Prepared, chunk: Sequence[JournalRecord],
+                    rest: Sequence[tuple[int, int, bytes]],
                     live: dict[bytes, JobState | None], live_count: int,
                     live_entities: dict[tuple, int]) -> None:
-    """Step 10 for the online path: the catch-up, replayed onto the verified base, must
-    give the jobs the engine holds (every job it touched, and the count) and the entity
-    revisions; ``live`` maps each touched id to its live state (None: not retained)."""
-    dispatch = _Dispatch(prepared.reducer, prepared.table.limits)
-    for rtype, schema, payload in catch_up:
-        dispatch.tail((rtype, schema), memoryview(payload))
+    """Step 10 for the online path: the whole catch-up (the earlier rounds were replayed as
+    they were copied; ``rest`` is what the switch appended), replayed onto the verified
+    base, must give the jobs the engine holds (every job it touched, and the count) and the
+    entity revisions; ``live`` maps each touched id to its live state at the switch (None:
+    not retained)."""
+    catch_up(prepared, chunk, rest)
     jobs = prepared.table.jobs
     for job_id, state in live.items():
         found = jobs.get(job_id)
