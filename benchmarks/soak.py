@@ -110,12 +110,15 @@ class Soak:
     last_base_bytes: int = 0
     compactions: list[dict] = field(default_factory=list)
     refused: dict[str, int] = field(default_factory=dict)
+    refusals: list[dict] = field(default_factory=list)
     worker_seq: int = 0
 
     # -- the store -----------------------------------------------------------------------
     def open(self) -> None:
         """Recover the store into a fresh engine (a restart) and connect one worker."""
-        self.engine = Engine(self.config, random.Random(1))
+        # job ids come from the engine's generator: a fresh seed at every restart, as serve
+        # has (one fixed seed would hand out the ids of jobs still retained again)
+        self.engine = Engine(self.config, random.Random(os.urandom(16)))
         recovered = recover(str(self.root), consumer=self.engine, durability="sync",
                             validated_filesystem=True)
         self.journal = recovered.journal
@@ -174,8 +177,11 @@ class Soak:
                                 self.now, mono)
             for effect in out.effects:
                 if isinstance(effect, Refuse):
-                    code = effect.failure.wire_error().get("code", "refused")
+                    error = effect.failure.wire_error()
+                    code = error.get("code", "refused")
                     self.refused[code] = self.refused.get(code, 0) + 1
+                    if len(self.refusals) < 10:  # the first few in full, for the report
+                        self.refusals.append({"job_index": index, "at_ms": self.now, **error})
                 elif isinstance(effect, Execute):
                     executes.append(effect)
             events.extend(out.events)
@@ -265,10 +271,12 @@ def main(argv: list[str] | None = None) -> int:
         if args.json:
             Path(args.json).write_text(json.dumps({
                 "args": vars(args), "samples": samples, "compactions": soak.compactions,
-                "refused": soak.refused}, indent=1))
+                "refused": soak.refused, "refusals": soak.refusals}, indent=1, default=str))
         if not args.keep:
             shutil.rmtree(root.parent, ignore_errors=True)
     print(f"refused enqueues: {soak.refused or 0}")
+    for refusal in soak.refusals:
+        print(f"  {refusal}")
     return 0 if not soak.refused else 1
 
 

@@ -392,3 +392,50 @@ def test_a_root_that_changes_during_replay_is_refused_at_revalidation(store):
     assert (failure.kind, failure.reason, failure.stage) == (
         "changed_view", "store_changed_during_recovery", "revalidation")
     assert consumer.done and opens(store) == 2  # the store itself is fine
+
+
+# ---- §3.3 verify_selection on a real store -------------------------------------------------
+
+def test_the_v2_marker_must_name_the_store(store):
+    from tay.storage.v2.markers import encode_store_v2
+
+    (store / "STORE-V2").write_bytes(encode_store_v2(b"\x09" * 16))
+    failure = refused(store)
+    assert (failure.kind, failure.reason) == ("discovery", "store_id_mismatch")
+
+
+def test_the_manifest_must_name_the_store(store):
+    manifest = decode_manifest((epoch_dir(store) / "MANIFEST").read_bytes())
+    bind_manifest(store, dataclasses.replace(manifest, store_id=b"\x09" * 16))
+    failure = refused(store)
+    assert (failure.kind, failure.reason) == ("discovery", "store_id_mismatch")
+    assert failure.path == str(epoch_dir(store) / "MANIFEST")
+
+
+# ---- §3.7 step 2: a rollback that cannot tell what to restore ------------------------------
+
+def _pending(root: Path, *, legacy: bool, segments: bool) -> None:
+    from tay.storage.journal.writer import init_store
+    from tay.storage.v2.markers import encode_adoption
+
+    init_store(str(root), durability="write")
+    nonce = b"\x03" * 16
+    (root / "ADOPTION").write_bytes(encode_adoption(nonce))
+    (root / "epochs").mkdir()
+    if legacy:
+        os.mkdir(root / "epochs" / f"legacy-{nonce.hex()}")
+    if not segments:
+        for name in os.listdir(root / "segments"):
+            os.unlink(root / "segments" / name)
+        os.rmdir(root / "segments")
+
+
+@pytest.mark.parametrize(("legacy", "segments", "reason"), [
+    (True, True, "adoption_rollback_ambiguous"),
+    (False, False, "adoption_rollback_missing_history"),
+])
+def test_a_rollback_that_cannot_tell_what_to_restore_is_refused(data_dir, legacy, segments,
+                                                               reason):
+    _pending(data_dir, legacy=legacy, segments=segments)
+    failure = refused(data_dir)
+    assert (failure.kind, failure.reason) == ("discovery", reason)
