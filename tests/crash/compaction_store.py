@@ -150,12 +150,12 @@ def continue_in_epoch(root: Path, rotation: int = ROTATION) -> None:
     history = History(engine, list(engine.finish_recovery(now, now - T0).events))
     try:
         history.run(c.Connect("w2", "worker", "rt2", 1, None, "h2"), now)
-        history.run(c.RegisterTasks("w2", ("t",), "r2"), now)
-        (execute,) = history.executes(history.run(c.Enqueue("p", "tail1", "t", {"t": 1}, {}),
+        history.run(c.RegisterTasks("w2", ("v",), "r2"), now)  # only the tail's own jobs
+        (execute,) = history.executes(history.run(c.Enqueue("p", "tail1", "v", {"t": 1}, {}),
                                                   now))
         history.run(c.Succeeded("w2", "ts", execute.reservation_id, execute.execution_id,
                                 {"tail": True}), now)
-        (execute,) = history.executes(history.run(c.Enqueue("p", "tail2", "t", {}, {
+        (execute,) = history.executes(history.run(c.Enqueue("p", "tail2", "v", {}, {
             "retries": 0}), now))
         history.run(c.Failed("w2", "tf", execute.reservation_id, execute.execution_id,
                              {"type": "ValueError", "message": "tail"}), now)
