@@ -16,7 +16,9 @@ span ``1e6 / jobs-per-hour`` hours and terminal jobs older than ``--retention`` 
 each compaction.
 
 Compaction runs where ``tay serve``'s trigger (``CompactionPolicy``: ``--compact-history-bytes``
-64 MiB and ``--compact-ratio`` 2.0 by default) says it is due, checked after every batch.
+64 MiB and ``--compact-ratio`` 2.0 by default) says it is due, checked after every batch,
+and, as docs/compaction.md describes, when the state budget refused an enqueue (at most once
+per ``cooldown_s`` of the injected clock).
 Online compaction (admission paused only for the switch) was not on main when this was
 written, so the soak runs the landed *offline* compaction at those points, as ``tay storage
 compact`` followed by a restart would: the journal is closed, ``compact_offline`` replays
@@ -112,6 +114,7 @@ class Soak:
     refused: dict[str, int] = field(default_factory=dict)
     refusals: list[dict] = field(default_factory=list)
     worker_seq: int = 0
+    last_compaction_ms: int = 0
 
     # -- the store -----------------------------------------------------------------------
     def open(self) -> None:
@@ -153,6 +156,7 @@ class Soak:
                                  durability="sync", validated_filesystem=True)
         gc.collect()
         self.last_base_bytes = result.base_bytes
+        self.last_compaction_ms = self.now
         compacted = time.monotonic()
         self.open()
         row = {"at_ms": self.now, "retained": result.retained_jobs,
@@ -231,15 +235,19 @@ def main(argv: list[str] | None = None) -> int:
               f"{'retained':>8} {'hist_MB':>7} {'compact':>7} {'refused':>7} {'wall_s':>7} "
               f"{'cpu_us/job':>10}")
     print(header, flush=True)
-    done = 0
+    done = refused_before = 0
     try:
         while done < args.jobs:
             count = min(args.batch, args.jobs - done)
             soak.run_batch(done, count)
             done += count
-            if soak.policy.due(soak.history_bytes(), soak.last_base_bytes):
+            budget_asks = (soak.refused.get("capacity", 0) > refused_before and
+                           soak.now - soak.last_compaction_ms >= soak.policy.cooldown_s * 1000)
+            refused_before = soak.refused.get("capacity", 0)
+            if soak.policy.due(soak.history_bytes(), soak.last_base_bytes) or budget_asks:
                 row = soak.compact()
-                print(f"  compaction at {done:,}: kept {row['retained']:,}, expired "
+                row["reason"] = "budget" if budget_asks else "history"
+                print(f"  compaction ({row['reason']}) at {done:,}: kept {row['retained']:,}, expired "
                       f"{row['expired']:,}, base {row['base_bytes'] / 1e6:.1f} MB, "
                       f"{row['compaction_s']} s + restart {row['restart_s']} s", flush=True)
             if done // args.sample_every > (done - count) // args.sample_every \
