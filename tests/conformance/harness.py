@@ -126,14 +126,23 @@ class Server:
         self.process: subprocess.Popen[bytes] | None = None
         self.workers: list[subprocess.Popen[bytes]] = []
 
-    def start(self) -> "Server":
+    def start(self, timeout: float = 10) -> "Server":
         log = open(self.root / "server.log", "ab")
         env = {**os.environ, "PYTHONPATH": str(REPO)}
         self.process = subprocess.Popen(
             [sys.executable, "-m", "tay.cli", "serve", "--data-dir", str(self.data_dir),
              "--socket", self.socket, "--init-if-missing", *self.durability, *self.extra],
             cwd=REPO, stdout=log, stderr=log, env=env)
-        deadline = time.monotonic() + 10
+        try:
+            self._wait_listening(time.monotonic() + timeout)
+        except BaseException:
+            self.process.kill()  # a server that did not come up in time is not left running
+            self.process.wait()
+            raise
+        return self
+
+    def _wait_listening(self, deadline: float) -> None:
+        assert self.process is not None
         while not os.path.exists(self.socket):
             if self.process.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError("tay serve did not start:\n" + self.log())
@@ -153,7 +162,6 @@ class Server:
                         raise RuntimeError("tay serve's HTTP listener did not open:\n"
                                            + self.log()) from None
                     time.sleep(0.02)
-        return self
 
     def stop(self) -> None:
         if self.process is not None and self.process.poll() is None:

@@ -93,6 +93,8 @@ class HttpServer:
             if found:
                 self.port = int(found.group(1))
             elif self.process.poll() is not None or time.monotonic() > deadline:
+                self.process.kill()  # a server that did not come up in time is not left running
+                self.process.wait()
                 raise RuntimeError("tay serve did not start:\n" + self.log())
             time.sleep(0.02)
         return self

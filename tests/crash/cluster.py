@@ -51,6 +51,8 @@ class ServerProcess:
         deadline = time.monotonic() + timeout
         while not socket_accepts(self.socket_path):
             if process.poll() is not None or time.monotonic() > deadline:
+                process.kill()  # a server that did not come up in time is not left running
+                process.wait()
                 raise RuntimeError("tay serve did not start:\n" + self.log())
             time.sleep(0.02)
         return self

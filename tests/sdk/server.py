@@ -26,15 +26,17 @@ class Server:
         self.process: subprocess.Popen[bytes] | None = None
         self.log_path = os.path.join(os.path.dirname(data_dir), "serve.log")
 
-    def start(self) -> Server:
+    def start(self, timeout: float = 15) -> Server:
         command = [sys.executable, "-m", "tay.cli", "serve", "--data-dir", self.data_dir, "--socket",
                    self.socket_path, "--init-if-missing", "--durability", "write", *self.extra]
         self._log = open(self.log_path, "ab")
         env = {**os.environ, "PYTHONPATH": str(REPO)}
         self.process = subprocess.Popen(command, stdout=self._log, stderr=subprocess.STDOUT, env=env, cwd=str(REPO))
-        deadline = time.monotonic() + 15
+        deadline = time.monotonic() + timeout
         while not os.path.exists(self.socket_path):
             if self.process.poll() is not None or time.monotonic() > deadline:
+                self.process.kill()  # a server that did not come up in time is not left running
+                self.process.wait()
                 raise RuntimeError(f"tay serve did not start: {self.log()}")
             time.sleep(0.02)
         return self
