@@ -195,7 +195,7 @@ def online(jobs: int, seconds: float, producers: int, concurrency: int, writer: 
              socket_path, "--durability", "sync", "--validated-filesystem",
              "--journal-writer", writer, "--group-commit-max-events", "64",
              "--group-commit-interval-ms", "2", "--compact-history-bytes", "1024GiB",
-             "--max-state-bytes", "4GiB"],
+             "--max-state-bytes", "4GiB", "--request-timeout-ms", "900000"],
             cwd=ROOT, stdout=log, stderr=log, env={**os.environ, "PYTHONPATH": str(ROOT)})
         deadline = time.monotonic() + 120
         while not os.path.exists(socket_path):
