@@ -75,9 +75,11 @@ def native(twin: str):
 
 
 def compact(root: Path, io: PowerCutIO):
+    # strict sync, as §3.8 describes it (the scratch root is a validated filesystem)
     return compact_offline(str(root), consumer=Engine(engine_config()), retention=RETENTION,
-                           now_ms=lambda: CAPTURE, io=io, durability="write",
-                           rotation_target=ROTATION, allow_small_rotation_target_for_tests=True)
+                           now_ms=lambda: CAPTURE, io=io, durability="sync",
+                           validated_filesystem=True, rotation_target=ROTATION,
+                           allow_small_rotation_target_for_tests=True)
 
 
 @cache
