@@ -143,10 +143,12 @@ def compact_offline(data_dir: str, *, consumer: Any, retention: Retention | None
         kept, expired = retention_split(state.retained_jobs(), applied, captured_at)
         kept, _ = renormalize(kept)
         checkpoints = state.checkpoints(captured_at)
+        # what earlier crashes left goes first: a leaked copy of the store must not make
+        # the space admission refuse the compaction that would remove it
+        reclaim_leftovers(io, root)  # candidates, unselected epochs, staging, a legacy dir
         admit_space(io, root, estimate_base_bytes(kept, checkpoints), len(source_segments),
                     max_candidate_bytes)
         mark("planned")
-        reclaim_leftovers(io, root)  # candidates, unselected epochs, staging, a legacy dir
         writer = CandidateWriter(io, root, store_id, rotation_target)
         writer.create_directories()
         base = writer.write_base(base_records(kept, checkpoints))
