@@ -20,7 +20,9 @@ would, and then checks:
 
 Sources: ``v1`` (the first adoption of a v1 store) and ``v2`` (a compacted store with a
 tail). A second matrix interrupts the rollback of an interrupted adoption (§3.7 step 2) at
-each of its operations: the next start must roll back again and give the v1 store back. The default native twin runs the whole matrix; the other twin runs the kill-mode
+each of its operations: the next start must roll back again and give the v1 store back.
+Four cases kill a real subprocess (SIGKILL at the operation, ``tests/crash/kill_at.py``) to
+check that the in-process kill mode assumes what a real kill leaves. The default native twin runs the whole matrix; the other twin runs the kill-mode
 cases of the steps that differ between twins (writes and renames). ``TAY_CRASH_MATRIX=full``
 runs a bigger store (more segments on both sides) and every twin.
 """
@@ -30,6 +32,9 @@ from __future__ import annotations
 import os
 import re
 import shutil
+import signal
+import subprocess
+import sys
 from functools import cache
 from pathlib import Path
 
@@ -44,7 +49,7 @@ from tests.crash.compaction_store import (
     CAPTURE, HOUR, continue_in_epoch, engine_config, expired_at, open_engine,
     stored_state, write_v1_history,
 )
-from tests.crash.cluster import tree_digest
+from tests.crash.cluster import REPO, tree_digest
 from tests.crash.powercut import Crash, Plan, PowerCutIO
 from tests.scratch import scratch_dir
 
@@ -343,6 +348,42 @@ def test_a_crash_inside_the_adoption_rollback_is_rolled_back_again(mode, rollbac
         assert "ADOPTION" not in os.listdir(root) and "STORE-V2" not in os.listdir(root)
         again = compact(root, PowerCutIO())
         assert again.adopted and again.reclaimed and leftovers(root) == []
+        assert stored_state(root) == (2, again.epoch_id, run.after)
+    finally:
+        shutil.rmtree(root.parent, ignore_errors=True)
+
+
+def _after(plan: Plan, kind: str, name: str) -> int:
+    """The index of the operation just after the first ``kind`` on a ``name`` path."""
+    return next(op.index for op in plan.operations
+                if op.kind == kind and os.path.basename(op.path).startswith(name)) + 1
+
+
+@pytest.mark.parametrize(("source", "where", "new"), [
+    ("v1", lambda p: _after(p, "rename", "legacy-"), False),   # mid-adoption
+    ("v1", lambda p: _after(p, "rename", "CURRENT"), True),    # just switched
+    ("v2", lambda p: _after(p, "rename_replace", "CURRENT"), True),
+    ("v2", lambda p: _after(p, "unlink", "0"), True),          # inside the reclaim
+])
+def test_a_real_kill_leaves_what_the_kill_mode_assumes(source, where, new):
+    """The same compaction in a subprocess, SIGKILLed at the operation: no ``finally``
+    runs, the kernel releases the lock, and recovery finds the expected authority and state."""
+    run = dry_run(source)
+    index = where(run.plan)
+    root = fresh_copy(source)
+    try:
+        done = subprocess.run([sys.executable, "-m", "tests.crash.kill_at", str(root), str(index)],
+                              cwd=REPO, capture_output=True, timeout=120)
+        assert done.returncode == -signal.SIGKILL, done.stderr.decode()[-2000:]
+        version, epoch, state = stored_state(root)
+        if new:
+            assert version == 2 and epoch not in (None, run.old_epoch) and state == run.after
+        else:
+            assert (version, epoch, state) == (
+                (1, None, run.before) if source == "v1" else (2, run.old_epoch, run.before))
+        open_engine(root, activate=True).recovered.journal.close()
+        again = compact(root, PowerCutIO())
+        assert again.reclaimed and leftovers(root) == []
         assert stored_state(root) == (2, again.epoch_id, run.after)
     finally:
         shutil.rmtree(root.parent, ignore_errors=True)

@@ -1,0 +1,42 @@
+"""Run the crash matrix's compaction in this process and SIGKILL it at operation N.
+
+    python -m tests.crash.kill_at DATA_DIR N
+
+A real ``kill -9``: no ``finally`` runs, the kernel closes the descriptors and drops the
+owner lock, the page cache keeps what was written. ``test_compaction_crash_matrix`` checks
+that a real kill leaves what its in-process "kill" mode assumes.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+from pathlib import Path
+
+from tests.crash.powercut import PowerCutIO
+
+
+class KillIO(PowerCutIO):
+    """Counts like PowerCutIO; at operation ``kill_at`` the process is killed for real."""
+
+    def __init__(self, kill_at: int) -> None:
+        super().__init__()
+        self.kill_at = kill_at
+
+    def _step(self, kind: str, path: str) -> None:
+        if len(self.operations) + 1 == self.kill_at:
+            os.kill(os.getpid(), signal.SIGKILL)
+        super()._step(kind, path)
+
+
+def main() -> None:
+    from tests.crash.test_compaction_crash_matrix import compact
+
+    root, index = Path(sys.argv[1]), int(sys.argv[2])
+    compact(root, KillIO(index))
+    sys.exit(3)  # not killed: the index was past the last operation
+
+
+if __name__ == "__main__":
+    main()
