@@ -1,7 +1,8 @@
 """The server's CPU per job on the Unix-socket path, in one process, without sockets.
 
     .venv/bin/python -m benchmarks.server_path [--jobs 5000] [--mode group|per-event]
-        [--durability sync|write] [--dir DIR] [--profile out.prof] [--rounds 3]
+        [--durability sync|write] [--store v2|v1] [--dir DIR] [--profile out.prof]
+        [--rounds 3]
 
 A real store, committer (the default C writer), driver, engine, listener and two
 ``Connection`` objects (a producer and a worker with capacity 8) run on uvloop; the
@@ -85,8 +86,10 @@ class FakeTransport:
         pass
 
 
-async def run_round(data_dir: str, jobs: int, mode: str, durability: str) -> dict[str, float]:
+async def run_round(data_dir: str, jobs: int, mode: str, durability: str,
+                    store_version: int = 2) -> dict[str, float]:
     from tay.engine.config import EngineConfig
+    from tay.storage.compaction.trigger import CompactionPolicy
     from tay.protocol.limits import ProtocolLimits
     from tay.server.app import ServeConfig, open_store
     from tay.server.connection import Connection
@@ -97,7 +100,9 @@ async def run_round(data_dir: str, jobs: int, mode: str, durability: str) -> dic
     store = open_store(ServeConfig(
         data_dir=data_dir, socket=None, init_if_missing=True, durability=durability,
         validated_filesystem=True, group_commit_max_events=max_events,
-        engine=EngineConfig(queues={"alpha": 2, "beta": 2})))
+        engine=EngineConfig(queues={"alpha": 2, "beta": 2}),
+        compaction=CompactionPolicy(enabled=store_version == 2)))  # off: the store stays v1
+    assert store.store_version == store_version, store.store_version
     loop = asyncio.get_running_loop()
     driver = EngineDriver(store.engine, store.committer, loop)
     listener = Listener(driver, ProtocolLimits())
@@ -177,6 +182,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--dir", default=str(bench_scratch()),
                         help="where the store goes (default: the bench scratch, "
                              "tay.bench.paths; strict sync refuses /tmp)")
+    parser.add_argument("--store", choices=("v1", "v2"), default="v2",
+                        help="v2 (what serve makes of a new store: an epoch) or v1 (compaction "
+                             "off, the Event-v1 journal); default v2")
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--profile", help="write a cProfile of the last round here")
     return parser
@@ -192,7 +200,7 @@ def main(argv: list[str] | None = None) -> int:
         root = tempfile.mkdtemp(prefix="server-path-", dir=args.dir)
         try:
             coroutine = run_round(os.path.join(root, "data"), args.jobs, args.mode,
-                                  args.durability)
+                                  args.durability, int(args.store[1]))
             if args.profile and round_number == args.rounds - 1:
                 import cProfile
 
@@ -208,7 +216,7 @@ def main(argv: list[str] | None = None) -> int:
     best = min(results, key=lambda r: r["server_us"])
     for result in results:
         print(" ".join(f"{k}={v:,.1f}" for k, v in result.items()), file=sys.stderr)
-    print(f"{args.mode} {args.durability}: server {best['server_us']:.1f} us/job "
+    print(f"{args.mode} {args.durability} {args.store}: server {best['server_us']:.1f} us/job "
           f"(process {best['cpu_us']:.1f}, clients {best['client_us']:.1f}), "
           f"{best['jobs_per_s']:,.0f} jobs/s, {best['fsyncs']} fsyncs")
     return 0

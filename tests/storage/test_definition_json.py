@@ -38,6 +38,31 @@ def test_from_args_json_checks_the_scalars_and_the_args():
     assert info.value.reason == "duplicate_key" and "offset 7" in str(info.value)
 
 
+@SETTINGS
+@given(st.lists(st.tuples(st.integers(1, 4), st.sampled_from(["alpha", "béta"]),
+                          st.none() | st.integers(0, 3), st.sampled_from([1, 30_000]),
+                          st.sampled_from(["t.v1", "ü.v2"])), min_size=1, max_size=12))
+def test_definitions_that_share_their_scalars_share_the_stored_suffix(kinds):
+    """The bytes after args are remembered per scalar set: a second definition of a kind
+    is byte-identical to the object encoder's, whatever came before it."""
+    for max_attempts, queue, scheduled_at, timeout_ms, worker in kinds:
+        fields = dict(worker_key=worker, queue_key=queue, max_attempts=max_attempts,
+                      scheduled_at=scheduled_at, timeout_ms=timeout_ms)
+        lazy = LazyDefinition.from_args_json(b'{"n":1}', 2, **fields)
+        assert lazy.canonical == value.encode(build_definition(args={"n": 1}, **fields))
+
+
+def test_a_remembered_suffix_never_lets_bad_scalars_through():
+    LazyDefinition.from_args_json(b"{}", 1, **FIELDS)  # (3, "alpha", None, 30000, ...) known
+    with pytest.raises(PayloadRefused, match="max_attempts"):
+        LazyDefinition.from_args_json(b"{}", 1, **{**FIELDS, "max_attempts": 3.0})
+    LazyDefinition.from_args_json(b"{}", 1, **{**FIELDS, "max_attempts": 1})
+    with pytest.raises(PayloadRefused, match="max_attempts"):
+        LazyDefinition.from_args_json(b"{}", 1, **{**FIELDS, "max_attempts": True})
+    with pytest.raises(PayloadRefused, match="timeout_ms"):
+        LazyDefinition.from_args_json(b"{}", 1, **{**FIELDS, "timeout_ms": 30_000.0})
+
+
 def test_to_json_refuses_like_decode():
     with pytest.raises(value.EncodeError) as info:
         value.to_json(value.encode({"raw": b"\x01"}))

@@ -262,18 +262,14 @@ class LazyDefinition(Mapping[str, Any]):
         args_value = value.encode_json(args_json)
         if args_value[:1] != b"\x09":
             raise invalid("args must be a map", "definition.args")
-        scalars = {
-            "args": {}, "definition_version": 1, "max_attempts": max_attempts,
-            "queue_key": queue_key, "retry_policy": RETRY_POLICY_V1,
-            "scheduled_at": scheduled_at, "timeout_ms": timeout_ms, "worker_key": worker_key,
-        }
-        validate_definition(scalars)
-        scalars["args"] = value.Precoded(args_value)
-        scalars["retry_policy"] = _RETRY_POLICY_PRECODED
-        canonical = value.encode_map(scalars)
+        scalars = (max_attempts, queue_key, scheduled_at, timeout_ms, worker_key)
+        suffix = _SUFFIXES.get(scalars)
+        if suffix is None or type(max_attempts) is not int or type(timeout_ms) is not int \
+                or type(scheduled_at) not in (int, type(None)):  # True == 1 as a dict key
+            suffix = _definition_suffix(*scalars)
         start = _ARGS_START
-        return cls(canonical, (start, start + len(args_value)), args_nodes, max_attempts,
-                   queue_key, scheduled_at, timeout_ms, worker_key)
+        return cls(_ARGS_PREFIX + args_value + suffix, (start, start + len(args_value)),
+                   args_nodes, max_attempts, queue_key, scheduled_at, timeout_ms, worker_key)
 
     def args_json(self) -> bytes:
         """The args as the compact JSON orjson writes for them, straight from the bytes."""
@@ -319,6 +315,31 @@ class LazyDefinition(Mapping[str, Any]):
 
     def __repr__(self) -> str:
         return f"LazyDefinition({dict(self)!r})"
+
+
+# The canonical bytes after args, by (max_attempts, queue_key, scheduled_at, timeout_ms,
+# worker_key): jobs of one kind share them, so an insert checks and encodes them once.
+_SUFFIXES: dict[tuple, bytes] = {}
+_SUFFIXES_MAX = 1024
+
+
+def _definition_suffix(max_attempts: int, queue_key: str, scheduled_at: int | None,
+                       timeout_ms: int, worker_key: str) -> bytes:
+    """Check a definition's scalars as ``validate_definition`` does and return what follows
+    args in its canonical bytes (remembered for the next definition with the same ones)."""
+    scalars = {
+        "args": {}, "definition_version": 1, "max_attempts": max_attempts,
+        "queue_key": queue_key, "retry_policy": RETRY_POLICY_V1,
+        "scheduled_at": scheduled_at, "timeout_ms": timeout_ms, "worker_key": worker_key,
+    }
+    validate_definition(scalars)
+    scalars["args"] = value.Precoded(b"")
+    scalars["retry_policy"] = _RETRY_POLICY_PRECODED
+    suffix = value.encode_map(scalars)[_ARGS_START:]
+    if len(_SUFFIXES) >= _SUFFIXES_MAX:
+        _SUFFIXES.clear()  # many distinct scheduled_at values: start over, stay bounded
+    _SUFFIXES[(max_attempts, queue_key, scheduled_at, timeout_ms, worker_key)] = suffix
+    return suffix
 
 
 _LAZY_SLOTS = {"max_attempts": 0, "queue_key": 1, "scheduled_at": 2, "timeout_ms": 3,
