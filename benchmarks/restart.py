@@ -77,12 +77,17 @@ def profile(store: Path, top: int) -> None:
         shutil.rmtree(data.parent, ignore_errors=True)
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--store", type=Path, required=True, help="the store to restart on")
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--profile", action="store_true", help="cProfile recovery in process")
     parser.add_argument("--top", type=int, default=30)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
     args = parser.parse_args(argv)
     if not (args.store / "STORE").is_file():
         parser.error(f"--store {args.store}: no STORE marker there (not a tay store)")

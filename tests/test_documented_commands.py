@@ -145,6 +145,9 @@ def check(command: str, complete: bool = True) -> None:
     elif module == "benchmarks.server_path":
         from benchmarks.server_path import build_parser
         parses(build_parser, args)
+    elif module == "benchmarks.restart":
+        from benchmarks.restart import build_parser
+        parses(build_parser, args)
     elif module == "benchmarks.compaction":
         from benchmarks.compaction import build_parser
         parses(build_parser, args)

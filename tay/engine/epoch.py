@@ -37,6 +37,7 @@ from tay.storage.v2.records import MUTATION_PAIR, Mutation
 from tay.storage.v2.reducer import EpochReducer
 
 _MUTATION_PREFIX = struct.Struct(">16sBQQQ")
+assert MUTATION_PAIR == (8, 1)
 _MUTATION_DROPPED = frozenset({"job_id", "expected_revision", "at"})
 _ORDERED_KINDS = frozenset({ev.JOB_AVAILABLE, ev.JOB_RETRIED})
 
@@ -44,20 +45,22 @@ _ORDERED_KINDS = frozenset({ev.JOB_AVAILABLE, ev.JOB_RETRIED})
 def mutation_payload(event: ev.Event, revision: int, order: int | None) -> bytes:
     """The (8,1) payload of an already validated Event-v1 lifecycle event (§3.5)."""
     payload = event.payload
+    kind = event.type
     body = {key: item for key, item in payload.items() if key not in _MUTATION_DROPPED}
-    if event.type in (1, 2, 6):
+    if kind == 1 or kind == 2 or kind == 6:
         body["availability_order"] = order
-    prefix = _MUTATION_PREFIX.pack(payload["job_id"], event.type, revision - 1, revision,
+    prefix = _MUTATION_PREFIX.pack(payload["job_id"], kind, revision - 1, revision,
                                    payload["at"])
     return prefix + value.encode_map(body)  # a live definition is spliced, not re-encoded
 
 
 def takes_order(event: ev.Event) -> bool:
     """Whether a lifecycle event leaves its job available (it then takes an order)."""
-    pair = event.pair
+    pair = (event.type, event.schema)
     if pair in _ORDERED_KINDS:
         return True
-    return pair == ev.JOB_INSERTED and event["eligible_at"] <= event["at"]
+    payload = event.payload
+    return pair == ev.JOB_INSERTED and payload["eligible_at"] <= payload["at"]
 
 
 class EpochEngine(AdminCommands):
@@ -103,17 +106,18 @@ class EpochEngine(AdminCommands):
         previous = entry.state if entry is not None else None
         revision = 1 if previous is None else previous.revision + 1
         reducer = self.epoch
-        if event.pair in ev.LIFECYCLE_PAIRS:
+        payload = event.payload
+        if (event.type, event.schema) in ev.LIFECYCLE_PAIRS:
             order = reducer.next_order if takes_order(event) else None
             raw = mutation_payload(event, revision, order)
-            record = ev.Event(*MUTATION_PAIR, event.name, event.payload, raw)
+            record = ev.event_with_raw(8, 1, event.name, payload, raw)  # MUTATION_PAIR
             self._charge_frame(event, len(raw))
             apply = reducer.mutation
-            argument: Any = Mutation(event["job_id"], event.type, revision - 1, revision,
-                                     event["at"], order, event)
+            argument: Any = Mutation(payload["job_id"], event.type, revision - 1, revision,
+                                     payload["at"], order, event)
         else:
             raw = encode_epoch_event(event, revision)
-            record = ev.Event(*EPOCH_EVENT_PAIR, event.name, event.payload, raw)
+            record = ev.event_with_raw(*EPOCH_EVENT_PAIR, event.name, payload, raw)
             self._charge_frame(event, len(raw))
             apply = reducer.event
             argument = EpochEvent(event, revision, ev.epoch_carry(event.pair))

@@ -14,7 +14,7 @@ from tay import _native
 from tay._native import _pure_events as slots
 from tay.storage.formats import value
 from tay.storage.events.definition import CHECKED_LIMITS, LazyDefinition
-from tay.storage.events.registry import JOB_PAIRS, Event, decode_event_exact
+from tay.storage.events.registry import JOB_PAIRS, Event, decode_event_exact, event_with_raw
 from tay.storage.events.v1 import diagnostic
 
 _DEFAULT_LIMITS = value.DecodeLimits()
@@ -68,23 +68,7 @@ def decode_events(
         base += width
 
 
-def _slot_setter(name: str) -> Callable[[Event, Any], None]:
-    return Event.__dict__[name].__set__
-
-
-def _make(event_type: int, schema: int, name: str, payload: Mapping[str, Any], raw: bytes,
-          _new: Any = object.__new__, _type: Any = _slot_setter("type"),
-          _schema: Any = _slot_setter("schema"), _name: Any = _slot_setter("name"),
-          _payload: Any = _slot_setter("payload"), _raw: Any = _slot_setter("raw")) -> Event:
-    """``Event(...)`` for the replay hot path: the same fields set through the slot
-    descriptors, without the frozen dataclass ``__init__`` (a third of the cost)."""
-    event = _new(Event)
-    _type(event, event_type)
-    _schema(event, schema)
-    _name(event, name)
-    _payload(event, payload)
-    _raw(event, raw)
-    return event
+_make = event_with_raw  # the replay hot path builds its events without the dataclass init
 
 
 def _nil(row: list[int], base: int, slot: int) -> bool:
