@@ -70,13 +70,17 @@ def json_value_bytes(json_bytes: int) -> int:
 
 
 def result_frame_bytes(result_bytes: int) -> int:
-    """The largest result_recorded frame for a result within the executor result limit."""
-    return frame_size(min(RESULT_PAYLOAD_OVERHEAD + json_value_bytes(result_bytes), MAX_PAYLOAD))
+    """The largest result_recorded frame for a result within the executor result limit,
+    carried in an epoch's (30,2) (a v1 journal's frame is 10 bytes smaller)."""
+    return frame_size(min(EPOCH_CARRY_BYTES + RESULT_PAYLOAD_OVERHEAD
+                          + json_value_bytes(result_bytes), MAX_PAYLOAD))
 
 
 def failure_frame_bytes(error_bytes: int) -> int:
-    """The largest failure_recorded frame for an error object within the error limit."""
-    return frame_size(min(FAILURE_PAYLOAD_OVERHEAD + json_value_bytes(error_bytes), MAX_PAYLOAD))
+    """The largest failure_recorded frame for an error object within the error limit,
+    carried in an epoch's (30,2) (a v1 journal's frame is 10 bytes smaller)."""
+    return frame_size(min(EPOCH_CARRY_BYTES + FAILURE_PAYLOAD_OVERHEAD
+                          + json_value_bytes(error_bytes), MAX_PAYLOAD))
 
 
 @dataclass(frozen=True)
