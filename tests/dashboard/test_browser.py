@@ -1,6 +1,6 @@
 """The dashboard in a real browser (Debian's Chromium through Playwright) against a real
 ``tay serve`` and a real SDK worker process: live refresh, failures and retries, queue
-control, purge with confirmation, schedule cancellation, CSRF from another origin, and the
+control, purge with confirmation, schedule cancellation, compact now, CSRF from another origin, and the
 whole thing with JavaScript turned off."""
 
 from __future__ import annotations
@@ -113,6 +113,21 @@ def test_cancelling_a_schedule(watched, ui_engine):
     expect(watched.locator("h1 .badge")).to_have_text("cancelled")
     assert ui_engine.admin.call("schedule", {"schedule_id": "ui-every-minute"})[
         "schedule"]["cancelled_at"] is not None
+
+
+def test_compact_now_publishes_a_new_epoch_and_shows_what_it_did(watched, ui_engine):
+    job_id = ui_engine.enqueue("ui.ok", {"n": 7}, queue="ui-compact")
+    ui_engine.wait_state(job_id, "completed")
+    before = ui_engine.admin.call("status", {})["storage"]["epoch"]
+    watched.goto("/ui/storage")
+    watched.get_by_role("button", name="Compact now").click()
+    expect(watched.get_by_role("status")).to_contain_text("Compaction finished.")
+    after = ui_engine.admin.call("status", {})["storage"]["epoch"]
+    assert after is not None and after != before  # an online compaction published an epoch
+    facts = watched.locator("section", has=watched.get_by_role("heading", name="Compaction"))
+    expect(facts.locator("dd.mono")).to_have_text(str(after))
+    expect(facts).to_contain_text("kept")
+    assert ui_engine.job(job_id)["state"] == "completed"  # retained through the switch
 
 
 def test_a_form_on_another_origin_cannot_act(watched, ui_engine):
