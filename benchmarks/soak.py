@@ -4,7 +4,8 @@ terminal retention and a clock that moves; is the store bounded?
 Usage:
     nice -n 10 flock /work/tools/bench.lock .venv/bin/python benchmarks/soak.py \
         [--jobs 1000000] [--jobs-per-hour 20000] [--retention 1h] [--batch 256] \
-        [--sample-every 50000] [--history-bytes 64MiB] [--ratio 2.0] [--json FILE]
+        [--sample-every 50000] [--history-bytes 64MiB] [--ratio 2.0] [--state-ratio 0.5]
+        [--no-state-trigger] [--json FILE]
 
 In process, the real parts: ``Engine`` (the one ``handle`` path), the journal in strict
 ``sync`` mode (one fdatasync per batch of ``--batch`` jobs, under the bench scratch,
@@ -18,7 +19,9 @@ each compaction.
 Compaction runs where ``tay serve``'s trigger (``CompactionPolicy``: ``--compact-history-bytes``
 64 MiB and ``--compact-ratio`` 2.0 by default) says it is due, checked after every batch,
 and, as docs/compaction.md describes, when the state budget refused an enqueue (at most once
-per ``cooldown_s`` of the injected clock).
+per ``cooldown_s`` of the injected clock) or when serve's state trigger (``StateTrigger``:
+``--compact-state-ratio`` 0.5 of the budget and enough to expire; ``--no-state-trigger``
+leaves it out, as serve was before it) says so.
 Online compaction (admission paused only for the switch) was not on main when this was
 written, so the soak runs the landed *offline* compaction at those points, as ``tay storage
 compact`` followed by a restart would: the journal is closed, ``compact_offline`` replays
@@ -59,7 +62,8 @@ from tay.engine import Engine, EngineConfig, Execute, Refuse  # noqa: E402
 from tay.engine import commands as c  # noqa: E402
 from tay.storage import events as ev  # noqa: E402
 from tay.storage.compaction.offline import compact_offline  # noqa: E402
-from tay.storage.compaction.trigger import CompactionPolicy  # noqa: E402
+from tay.storage.compaction.offline import durable_form  # noqa: E402
+from tay.storage.compaction.trigger import CompactionPolicy, StateTrigger  # noqa: E402
 from tay.storage.journal.history_budget import HistoryBudget  # noqa: E402
 from tay.storage.journal.writer import init_store  # noqa: E402
 from tay.storage.recovery.recover import recover  # noqa: E402
@@ -210,6 +214,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sample-every", type=int, default=50_000)
     parser.add_argument("--history-bytes", default="64MiB")
     parser.add_argument("--ratio", type=float, default=2.0)
+    parser.add_argument("--state-ratio", type=float, default=0.5)
+    parser.add_argument("--no-state-trigger", action="store_true",
+                        help="compact on history size and budget refusals only")
     parser.add_argument("--json", help="write the samples and compactions here")
     parser.add_argument("--keep", action="store_true", help="keep the store afterwards")
     args = parser.parse_args(argv)
@@ -219,13 +226,15 @@ def main(argv: list[str] | None = None) -> int:
     init_store(str(root), durability="sync", validated_filesystem=True)
     soak = Soak(root, EngineConfig(queues={q: 2 for q in QUEUES}),
                 parse_retention(args.retention),
-                CompactionPolicy(history_bytes=parse_size(args.history_bytes), ratio=args.ratio),
+                CompactionPolicy(history_bytes=parse_size(args.history_bytes), ratio=args.ratio,
+                                 state_ratio=args.state_ratio),
                 3_600_000 / args.jobs_per_hour, args.batch)
     process = psutil.Process()
     samples: list[dict] = []
     print(f"soak: {args.jobs:,} jobs, {args.jobs_per_hour:,}/h simulated "
           f"({args.jobs / args.jobs_per_hour:.1f} h), retention {args.retention}, "
-          f"batch {args.batch}, trigger {args.history_bytes} x {args.ratio}, store {root}",
+          f"batch {args.batch}, trigger {args.history_bytes} x {args.ratio}, state "
+          f"{'off' if args.no_state_trigger else args.state_ratio}, store {root}",
           flush=True)
     wall0, cpu0 = time.monotonic(), process.cpu_times()
     soak.open()
@@ -236,6 +245,8 @@ def main(argv: list[str] | None = None) -> int:
               f"{'cpu_us/job':>10}")
     print(header, flush=True)
     done = refused_before = 0
+    state_trigger = None if args.no_state_trigger else StateTrigger(soak.policy)
+    applied = durable_form(soak.retention)
     try:
         while done < args.jobs:
             count = min(args.batch, args.jobs - done)
@@ -244,9 +255,14 @@ def main(argv: list[str] | None = None) -> int:
             budget_asks = (soak.refused.get("capacity", 0) > refused_before and
                            soak.now - soak.last_compaction_ms >= soak.policy.cooldown_s * 1000)
             refused_before = soak.refused.get("capacity", 0)
-            if soak.policy.due(soak.history_bytes(), soak.last_base_bytes) or budget_asks:
+            history_due = soak.policy.due(soak.history_bytes(), soak.last_base_bytes)
+            budget = soak.engine.budget
+            state_due = not history_due and not budget_asks and state_trigger is not None \
+                and state_trigger.due(budget.used, budget.limit, soak.now,
+                                      lambda at: soak.engine.expirable(applied, at))
+            if history_due or budget_asks or state_due:
                 row = soak.compact()
-                row["reason"] = "budget" if budget_asks else "history"
+                row["reason"] = "history" if history_due else "budget" if budget_asks else "state"
                 print(f"  compaction ({row['reason']}) at {done:,}: kept {row['retained']:,}, expired "
                       f"{row['expired']:,}, base {row['base_bytes'] / 1e6:.1f} MB, "
                       f"{row['compaction_s']} s + restart {row['restart_s']} s", flush=True)

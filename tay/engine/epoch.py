@@ -33,6 +33,7 @@ from tay.storage.events.transitions import STATES, JobState
 STATE_INDEX = {name: index for index, name in enumerate(STATES)}
 from tay.storage.formats import value
 from tay.storage.v2.epoch_records import EPOCH_EVENT_PAIR, EpochEvent, encode_epoch_event
+from tay.storage.v2.manifest import Retention
 from tay.storage.v2.records import MUTATION_PAIR, Mutation
 from tay.storage.v2.reducer import EpochReducer
 
@@ -200,6 +201,28 @@ class EpochEngine(AdminCommands):
             self.epoch.next_order -= order_shift
         self.next_sequence = next_sequence
         return self.expire(expired)
+
+    def expirable(self, retention: Retention, at: int) -> tuple[int, int | None]:
+        """(state-budget bytes of the terminal jobs a compaction at ``at`` would expire
+        under ``retention``, the time the earliest of the other terminal jobs expires; None
+        when none will). One pass over the jobs; the state trigger backs off after it."""
+        duration = retention.duration_ms
+        counts = self.counts
+        if duration is None or not (counts["completed"] or counts["cancelled"]
+                                    or counts["discarded"]):
+            return 0, None
+        released = 0
+        earliest = None
+        for entry in self.jobs.values():
+            state = entry.state
+            terminal_at = state.terminal_at
+            if terminal_at is None or entry.volatile or not state.terminal:
+                continue
+            if retention.expires(terminal_at, at):
+                released += entry.charge
+            elif earliest is None or terminal_at < earliest:
+                earliest = terminal_at
+        return released, None if earliest is None else earliest + duration
 
     def expire(self, job_ids: list[bytes]) -> int:
         """Drop jobs a published compaction no longer retains: their id, definition, result

@@ -6,6 +6,7 @@
 | ``--compaction on|off`` | ``TAY_COMPACTION`` | ``on`` |
 | ``--compact-history-bytes N`` (size suffixes allowed) | ``TAY_COMPACT_HISTORY_BYTES`` | 64 MiB |
 | ``--compact-ratio R`` | ``TAY_COMPACT_RATIO`` | ``2.0`` |
+| ``--compact-state-ratio F`` | ``TAY_COMPACT_STATE_RATIO`` | ``0.5`` |
 
 The retention applies to a store that has none yet (a v1 store, adopted to Store v2 when
 ``tay serve`` starts with compaction on); a Store-v2 store runs with the retention its last
@@ -21,7 +22,8 @@ from typing import Any
 
 from tay.failures import ConfigurationError
 from tay.storage.compaction.trigger import (
-    DEFAULT_HISTORY_BYTES, DEFAULT_RATIO, MIN_RATIO, CompactionPolicy,
+    DEFAULT_HISTORY_BYTES, DEFAULT_RATIO, DEFAULT_STATE_RATIO, MAX_STATE_RATIO, MIN_RATIO,
+    MIN_STATE_RATIO, STATE_RELEASE_FRACTION, CompactionPolicy,
 )
 from tay.storage.v2.manifest import Retention, parse_retention
 
@@ -44,6 +46,12 @@ def add_compaction_arguments(parser: argparse.ArgumentParser) -> None:
     add("--compact-ratio",
         help=f"history / last base ratio that makes a compaction due, at least {MIN_RATIO} "
              f"(default {DEFAULT_RATIO}) (TAY_COMPACT_RATIO)")
+    add("--compact-state-ratio",
+        help="also compact once the retained state reaches this fraction of "
+             f"--max-state-bytes, between {MIN_STATE_RATIO} and {MAX_STATE_RATIO} (default "
+             f"{DEFAULT_STATE_RATIO}), if expired terminal jobs hold at least "
+             f"1/{round(1 / STATE_RELEASE_FRACTION)} of it or the headroom is smaller "
+             "(TAY_COMPACT_STATE_RATIO)")
 
 
 def compaction_config(args: argparse.Namespace, env: Mapping[str, str],
@@ -69,10 +77,20 @@ def compaction_config(args: argparse.Namespace, env: Mapping[str, str],
         ratio = float(ratio_text)
     except ValueError:
         raise ConfigurationError("--compact-ratio", f"{ratio_text!r} is not a number") from None
+    state_option = "--compact-state-ratio" if getattr(args, "compact_state_ratio", None) \
+        else "TAY_COMPACT_STATE_RATIO"
+    state_text = getattr(args, "compact_state_ratio", None) or env.get(
+        "TAY_COMPACT_STATE_RATIO", str(DEFAULT_STATE_RATIO))
+    try:
+        state_ratio = float(state_text)
+    except ValueError:
+        raise ConfigurationError(state_option, f"{state_text!r} is not a number") from None
     try:
         policy = CompactionPolicy(enabled=switch == "on", history_bytes=history_bytes,
-                                  ratio=ratio)
+                                  ratio=ratio, state_ratio=state_ratio)
     except ValueError as error:
-        option = "--compact-ratio" if "ratio" in str(error) else "--compact-history-bytes"
+        text = str(error)
+        option = state_option if text.startswith("state_ratio") else \
+            "--compact-ratio" if "ratio" in text else "--compact-history-bytes"
         raise ConfigurationError(option, str(error)) from None
     return retention, policy

@@ -1,10 +1,11 @@
 """Online compaction in a running ``tay serve`` (docs/compaction.md, storage.md §3.8).
 
-``OnlineCompactor`` runs one compaction at a time, started by the size/ratio trigger
-(``CompactionPolicy``, checked every ``check_interval_s``) or by the admin ``compact``
-action (which waits for the outcome; a request during a run joins it). The storage work is
-``tay.storage.compaction.online``; this module decides when, and does the two steps that
-must hold the event loop:
+``OnlineCompactor`` runs one compaction at a time, started by the size/ratio trigger, a
+state-budget refusal or the state-ratio trigger (``CompactionPolicy``, checked every
+``check_interval_s``; ``status.storage.last_compaction.trigger`` says which) or by the
+admin ``compact`` action (which waits for the outcome; a request during a run joins it).
+The storage work is ``tay.storage.compaction.online``; this module decides when, and does
+the two steps that must hold the event loop:
 
 * **capture**: the committer is drained and suspended, the journal rotated (the frozen
   source ends at a durable position), the writer resumed, and the engine's state taken; the
@@ -36,6 +37,7 @@ from tay.storage.compaction import online, publish
 from tay.storage.compaction.offline import durable_form
 from tay.storage.fsio import RealIO
 from tay.storage.journal.history_budget import HistoryBudget
+from tay.storage.compaction.trigger import StateTrigger
 from tay.storage.journal.writer import Journal
 from tay.storage.v2.manifest import Retention
 
@@ -83,6 +85,7 @@ class OnlineCompactor:
         self._closed = False
         self._refusals_seen = 0  # the state budget's refusal count at the last look
         self._budget_asked = -float("inf")
+        self.state_trigger = StateTrigger(self.policy)
 
     # ---- what the store is now ----------------------------------------------------------
     @property
@@ -106,7 +109,10 @@ class OnlineCompactor:
                 "history_bytes": self.history_bytes() if self.store.store_version == 2 else None,
                 "base_bytes": self.store.base_bytes,
                 "trigger_history_bytes": self.policy.history_bytes,
-                "trigger_ratio": self.policy.ratio, "consecutive_failures": self.failures,
+                "trigger_ratio": self.policy.ratio,
+                "trigger_state_ratio": self.policy.state_ratio,
+                "state_bytes": self.store.engine.budget.used,
+                "consecutive_failures": self.failures,
                 "last_failure": self.last_failure,
             },
         }
@@ -129,6 +135,8 @@ class OnlineCompactor:
                     self.request("automatic")
                 elif self._budget_pressed(now):
                     self.request("state_budget")
+                elif self._state_pressed():
+                    self.request("state_ratio")
         except OSError as error:  # the epoch directory is unreadable: recovery's business
             log.warning("compaction trigger could not measure the history: %s", error)
         self._arm()
@@ -142,6 +150,19 @@ class OnlineCompactor:
         self._refusals_seen = refusals
         self._budget_asked = now
         return True
+
+    def _state_pressed(self) -> bool:
+        """The retained state passed ``state_ratio`` of the budget and expiry would release
+        enough of it (``StateTrigger``: it backs off after a look that finds too little)."""
+        budget = self.store.engine.budget
+        return self.state_trigger.due(budget.used, budget.limit, self.clock(), self.releasable)
+
+    def releasable(self, wall: int) -> tuple[int, int | None]:
+        """What a compaction at ``wall`` would release (``EpochEngine.expirable``)."""
+        retention = self.store.retention
+        if retention is None:
+            return 0, None
+        return self.store.engine.expirable(durable_form(retention), wall)
 
     def request(self, trigger: str, retention: Retention | None = None) -> asyncio.Task:
         """Start a compaction (or join the one running); the task gives its report or

@@ -369,3 +369,99 @@ def test_a_published_epoch_that_does_not_match_the_engine_stops_writing(data_dir
     job, epoch = asyncio.run(scenario())
     recovered, _, epoch_id, _ = reopen(data_dir)  # the published epoch is authoritative
     assert epoch_id == epoch and bytes.fromhex(job) in recovered
+
+
+async def fill_state(h: Harness, fraction: float, cancel: bool = True) -> list[str]:
+    """Enqueue (and cancel: terminal) jobs until the retained state passes ``fraction`` of
+    the budget; none may be refused."""
+    budget = h.store.engine.budget
+    jobs = []
+    while budget.used < fraction * budget.limit:
+        reply = await h.call(lambda rid: commands.Enqueue("p", rid, "t.v1", {}, {}))
+        assert reply.type == "enqueued", reply
+        jobs.append(reply.fields["job_id"])
+        if cancel:
+            await h.cancel(jobs[-1])
+    return jobs
+
+
+async def settle(h: Harness, checks: int = 15) -> None:
+    await asyncio.sleep(checks * h.compactor.policy.check_interval_s)
+    while h.compactor._running is not None:
+        await asyncio.sleep(0.01)
+
+
+def test_the_state_trigger_compacts_before_the_budget_refuses(data_dir):
+    async def scenario():
+        h = Harness(data_dir, "auto", clock_offset_ms=2 * HOUR_MS,
+                    engine=EngineConfig(max_state_bytes=48_000), check_interval_s=0.02)
+        try:
+            h.compactor.start()
+            await asyncio.sleep(0.1)
+            assert h.compactor.last is None  # an empty engine is below the ratio
+            done = await fill_state(h, 0.5)  # cancelled now, expired by the 2 h offset
+            for _ in range(500):
+                if h.compactor.last is not None:
+                    break
+                await asyncio.sleep(0.01)
+            report = h.compactor.last
+            assert report is not None and report["trigger"] == "state_ratio"
+            assert report["expired_jobs"] == len(done)
+            assert h.store.engine.budget.refusals == 0 and h.store.engine.budget.used == 0
+            assert h.compactor.facts()["compaction"]["trigger_state_ratio"] == 0.5
+            return h.jobs()
+        finally:
+            h.close()
+
+    live = asyncio.run(scenario())
+    recovered, _, _, _ = reopen(data_dir)
+    assert recovered == live == {}
+
+
+def test_the_state_trigger_waits_for_the_earliest_expiry_instead_of_looping(data_dir):
+    async def scenario():
+        now = [compactor_module.wall_ms()]
+        h = Harness(data_dir, "auto", engine=EngineConfig(max_state_bytes=48_000),
+                    check_interval_s=0.02)
+        h.compactor.clock = lambda: now[0]
+        trigger = h.compactor.state_trigger
+        try:
+            h.compactor.start()
+            done = await fill_state(h, 0.5)  # terminal, but inside the one-hour retention
+            await settle(h)
+            assert h.compactor.last is None and trigger.looks == 1  # one look, then quiet
+            now[0] += HOUR_MS - 60_000  # not yet
+            await settle(h)
+            assert h.compactor.last is None and trigger.looks == 1
+            now[0] += 120_000  # every job's retention passed (cancelled within seconds)
+            for _ in range(500):
+                if h.compactor.last is not None:
+                    break
+                await asyncio.sleep(0.01)
+            report = h.compactor.last
+            assert report["trigger"] == "state_ratio" and report["expired_jobs"] == len(done)
+            assert trigger.looks == 2
+        finally:
+            h.close()
+
+    asyncio.run(scenario())
+
+
+def test_live_jobs_above_the_state_ratio_do_not_compact_in_a_loop(data_dir):
+    async def scenario():
+        h = Harness(data_dir, "auto", clock_offset_ms=2 * HOUR_MS,
+                    engine=EngineConfig(max_state_bytes=48_000), check_interval_s=0.02)
+        trigger = h.compactor.state_trigger
+        try:
+            h.compactor.start()
+            await fill_state(h, 0.5, cancel=False)  # available jobs: nothing can expire
+            await settle(h)
+            assert h.compactor.last is None and trigger.looks == 1
+            await fill_state(h, 0.5 + 1 / 32, cancel=False)  # grew by more than 1/64
+            await settle(h)
+            assert h.compactor.last is None and trigger.looks == 2
+            assert h.store.engine.budget.refusals == 0
+        finally:
+            h.close()
+
+    asyncio.run(scenario())

@@ -131,14 +131,18 @@ def test_store_v2_options_default_and_from_flags_or_environment() -> None:
     default = config_of()
     assert default.terminal_retention == Retention("hours", 24)
     assert default.compaction.enabled and default.compaction.history_bytes == 64 * 2**20
-    assert default.compaction.ratio == 2.0
+    assert default.compaction.ratio == 2.0 and default.compaction.state_ratio == 0.5
     flags = config_of("--terminal-retention", "90m", "--compaction", "off",
-                      "--compact-history-bytes", "16MiB", "--compact-ratio", "3")
+                      "--compact-history-bytes", "16MiB", "--compact-ratio", "3",
+                      "--compact-state-ratio", "0.7")
+    assert flags.compaction.state_ratio == 0.7
     assert flags.terminal_retention == Retention("minutes", 90)
     assert not flags.compaction.enabled and flags.compaction.history_bytes == 16 * 2**20
     assert flags.compaction.ratio == 3.0
     env = config_of(env={"TAY_TERMINAL_RETENTION": "2d", "TAY_COMPACTION": "off",
-                         "TAY_COMPACT_HISTORY_BYTES": "1MB", "TAY_COMPACT_RATIO": "1.5"})
+                         "TAY_COMPACT_HISTORY_BYTES": "1MB", "TAY_COMPACT_RATIO": "1.5",
+                         "TAY_COMPACT_STATE_RATIO": "0.25"})
+    assert env.compaction.state_ratio == 0.25
     assert env.terminal_retention == Retention("hours", 48)
     assert (env.compaction.enabled, env.compaction.history_bytes, env.compaction.ratio) == (
         False, 10**6, 1.5)
@@ -153,6 +157,9 @@ def test_store_v2_options_default_and_from_flags_or_environment() -> None:
     (("--compact-ratio", "1.0"), {}, "--compact-ratio"),
     (("--compact-ratio", "two"), {}, "--compact-ratio"),
     (("--compact-history-bytes", "0"), {}, "--compact-history-bytes"),
+    (("--compact-state-ratio", "1"), {}, "--compact-state-ratio"),
+    (("--compact-state-ratio", "half"), {}, "--compact-state-ratio"),
+    ((), {"TAY_COMPACT_STATE_RATIO": "0.01"}, "TAY_COMPACT_STATE_RATIO"),
     (("--terminal-retention", "9999999999999999h"), {}, "--terminal-retention"),
 ])
 def test_bad_store_v2_options_name_the_option(flags, env, option) -> None:
@@ -164,8 +171,9 @@ def test_bad_store_v2_options_name_the_option(flags, env, option) -> None:
 def test_serve_help_shows_the_store_v2_options_with_defaults(capsys) -> None:
     with pytest.raises(SystemExit):
         build_parser().parse_args(["serve", "--help"])
-    text = capsys.readouterr().out
+    text = " ".join(capsys.readouterr().out.split())  # as wrapped at any terminal width
     for needle in ("--terminal-retention", "TAY_TERMINAL_RETENTION", "24h", "--compaction",
                    "TAY_COMPACTION", "--compact-history-bytes", "64 MiB", "--compact-ratio",
-                   "TAY_COMPACT_RATIO"):
+                   "TAY_COMPACT_RATIO", "--compact-state-ratio", "TAY_COMPACT_STATE_RATIO",
+                   "(default 0.5)"):
         assert needle in text

@@ -8,15 +8,34 @@ a bounded terminal retention the store stays within ``ratio`` times the retained
 (plus ``history_bytes``); with nothing to expire the bases grow and compactions space out
 geometrically, so rewriting costs O(1) per byte written. A state budget that refuses work
 also asks for a compaction (it may free expired jobs), at most once per ``cooldown_s``.
+
+The state trigger compacts *before* the budget refuses: a reference job charges about 3.5
+times the state budget it writes to the history, so with a busy retention window the budget
+(``max_state_bytes``) fills long before the history trigger fires. Once the retained state
+reaches ``state_ratio`` of the budget, a compaction is due if the terminal jobs whose
+retention has passed hold at least ``STATE_RELEASE_FRACTION`` of the budget (a compaction
+that frees a handful of jobs is not worth a rewrite), or anything at all once the headroom
+left is below that fraction (at most once per ``cooldown_s``). The server decides what could
+be released; ``state_due`` is the rule.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 
 DEFAULT_HISTORY_BYTES = 64 * 1024 * 1024
 DEFAULT_RATIO = 2.0
 MIN_RATIO = 1.1
+DEFAULT_STATE_RATIO = 0.5
+MIN_STATE_RATIO = 0.05
+MAX_STATE_RATIO = 0.95
+STATE_RELEASE_FRACTION = 1 / 16  # of max_state_bytes: 16 MiB of the 256 MiB default
+# the state trigger's back-off after a look that found too little to release: look again
+# once the state grew by this fraction of the budget, the earliest terminal job expires,
+# or (something is releasable already, but little) after STATE_RESCAN_MS
+STATE_GROWTH_FRACTION = 1 / 64
+STATE_RESCAN_MS = 30_000
 
 
 @dataclass(frozen=True)
@@ -24,6 +43,7 @@ class CompactionPolicy:
     enabled: bool = True
     history_bytes: int = DEFAULT_HISTORY_BYTES
     ratio: float = DEFAULT_RATIO
+    state_ratio: float = DEFAULT_STATE_RATIO
     check_interval_s: float = 2.0
     cooldown_s: float = 60.0
 
@@ -32,8 +52,64 @@ class CompactionPolicy:
             raise ValueError(f"history_bytes must be a positive integer, got {self.history_bytes!r}")
         if not isinstance(self.ratio, (int, float)) or not self.ratio >= MIN_RATIO:
             raise ValueError(f"ratio must be at least {MIN_RATIO}, got {self.ratio!r}")
+        if not isinstance(self.state_ratio, (int, float)) or not (
+                MIN_STATE_RATIO <= self.state_ratio <= MAX_STATE_RATIO):
+            raise ValueError(f"state_ratio must be between {MIN_STATE_RATIO} and "
+                             f"{MAX_STATE_RATIO}, got {self.state_ratio!r}")
 
     def due(self, history_bytes: int, last_base_bytes: int) -> bool:
         """Whether the history has grown enough to compact."""
         return (self.enabled and history_bytes >= self.history_bytes
                 and history_bytes >= self.ratio * last_base_bytes)
+
+    def state_pressed(self, used: int, limit: int) -> bool:
+        """Whether the retained state passed ``state_ratio`` of the budget."""
+        return self.enabled and used >= self.state_ratio * limit
+
+    def state_due(self, used: int, limit: int, releasable: int) -> bool:
+        """Whether a compaction that releases ``releasable`` charged bytes (terminal jobs
+        past their retention) is worth running at ``used`` of ``limit``."""
+        if not self.state_pressed(used, limit) or releasable <= 0:
+            return False
+        floor = STATE_RELEASE_FRACTION * limit
+        return releasable >= floor or limit - used < floor
+
+
+# (releasable state bytes at a time, when the earliest other terminal job expires or None)
+Releasable = Callable[[int], "tuple[int, int | None]"]
+
+
+class StateTrigger:
+    """The state trigger of one running engine: ``state_due`` plus the back-off that keeps
+    a state of live jobs (or of jobs inside their retention) from compacting in a loop."""
+
+    def __init__(self, policy: CompactionPolicy) -> None:
+        self.policy = policy
+        self.quiet: tuple[int, float] | None = None  # (state used, until ms) after a look
+        self.asked = -float("inf")  # ms: the last near-limit compaction asked for
+        self.looks = 0  # how often ``releasable`` was computed (one pass over the jobs)
+
+    def due(self, used: int, limit: int, now_ms: int, releasable: Releasable) -> bool:
+        policy = self.policy
+        if not policy.state_pressed(used, limit):
+            return False
+        quiet = self.quiet
+        if quiet is not None and now_ms < quiet[1] and \
+                used < quiet[0] + STATE_GROWTH_FRACTION * limit:
+            return False
+        self.looks += 1
+        released, next_expiry = releasable(now_ms)
+        if policy.state_due(used, limit, released):
+            cooled = self.asked + policy.cooldown_s * 1000
+            if released >= STATE_RELEASE_FRACTION * limit or now_ms >= cooled:
+                self.asked = now_ms
+                self.quiet = None
+                return True
+            self.quiet = (used, cooled)  # near the limit, asked less than a minute ago
+            return False
+        if released:
+            until: float = now_ms + STATE_RESCAN_MS
+        else:
+            until = next_expiry if next_expiry is not None else float("inf")
+        self.quiet = (used, until)
+        return False

@@ -1,0 +1,85 @@
+"""The compaction policy's rules: the history size/ratio trigger and the state trigger."""
+
+from __future__ import annotations
+
+import pytest
+
+from tay.storage.compaction.trigger import STATE_RELEASE_FRACTION, CompactionPolicy, StateTrigger
+
+LIMIT = 256 * 2**20
+FLOOR = int(STATE_RELEASE_FRACTION * LIMIT)  # 16 MiB
+
+
+def test_the_history_trigger_needs_both_the_size_and_the_ratio() -> None:
+    policy = CompactionPolicy(history_bytes=1000, ratio=2.0)
+    assert not policy.due(999, 0)
+    assert not policy.due(1500, 800)
+    assert policy.due(1600, 800)
+    assert not CompactionPolicy(enabled=False, history_bytes=1000).due(10**9, 0)
+
+
+def test_the_state_trigger_waits_for_the_ratio_and_for_enough_to_release() -> None:
+    policy = CompactionPolicy(state_ratio=0.5)
+    half = LIMIT // 2
+    assert not policy.state_pressed(half - 1, LIMIT)
+    assert policy.state_pressed(half, LIMIT)
+    assert not policy.state_due(half - 1, LIMIT, LIMIT)  # below the ratio: never
+    assert not policy.state_due(half, LIMIT, 0)  # nothing expires: never
+    assert not policy.state_due(half, LIMIT, FLOOR - 1)  # too little for a rewrite
+    assert policy.state_due(half, LIMIT, FLOOR)
+    # close to the limit anything released is worth it
+    assert policy.state_due(LIMIT - FLOOR + 1, LIMIT, 1)
+    assert not CompactionPolicy(enabled=False).state_due(LIMIT, LIMIT, LIMIT)
+
+
+@pytest.mark.parametrize("ratio", [0, 0.01, 0.96, 1, 2, float("nan"), "0.5"])
+def test_a_state_ratio_outside_its_range_is_refused(ratio) -> None:
+    with pytest.raises(ValueError, match="state_ratio must be between 0.05 and 0.95"):
+        CompactionPolicy(state_ratio=ratio)
+
+
+class Jobs:
+    """A stand-in for the engine's expiry pass: what is releasable at a time."""
+
+    def __init__(self, expiries: dict[int, int]) -> None:
+        self.expiries = expiries  # expiry ms -> charged bytes
+        self.looks = 0
+
+    def __call__(self, now_ms: int) -> tuple[int, int | None]:
+        self.looks += 1
+        released = sum(size for at, size in self.expiries.items() if at <= now_ms)
+        later = [at for at in self.expiries if at > now_ms]
+        return released, min(later) if later else None
+
+
+def test_the_state_trigger_backs_off_until_the_earliest_expiry_or_growth() -> None:
+    trigger = StateTrigger(CompactionPolicy(state_ratio=0.5))
+    half = LIMIT // 2
+    jobs = Jobs({10_000: FLOOR, 20_000: FLOOR})
+    assert not trigger.due(half - 1, LIMIT, 0, jobs) and jobs.looks == 0  # below the ratio
+    assert not trigger.due(half, LIMIT, 0, jobs) and jobs.looks == 1
+    for now in range(1, 10_000, 500):  # checks every 0.5 s: no pass over the jobs
+        assert not trigger.due(half, LIMIT, now, jobs)
+    assert jobs.looks == 1
+    assert trigger.due(half, LIMIT, 10_000, jobs) and jobs.looks == 2  # the expiry passed
+
+
+def test_the_state_trigger_looks_again_when_the_state_grows() -> None:
+    trigger = StateTrigger(CompactionPolicy(state_ratio=0.5))
+    half = LIMIT // 2
+    jobs = Jobs({})  # live jobs only: nothing ever expires
+    assert not trigger.due(half, LIMIT, 0, jobs)
+    assert not trigger.due(half + LIMIT // 64 - 1, LIMIT, 10**12, jobs) and jobs.looks == 1
+    assert not trigger.due(half + LIMIT // 64, LIMIT, 10**12, jobs) and jobs.looks == 2
+
+
+def test_the_state_trigger_rescans_a_small_release_and_asks_near_the_limit_once_a_minute():
+    trigger = StateTrigger(CompactionPolicy(state_ratio=0.5))
+    jobs = Jobs({0: 100})  # releasable, but far less than 1/16 of the budget
+    assert not trigger.due(LIMIT // 2, LIMIT, 1, jobs)
+    assert not trigger.due(LIMIT // 2, LIMIT, 29_000, jobs) and jobs.looks == 1
+    assert not trigger.due(LIMIT // 2, LIMIT, 31_001, jobs) and jobs.looks == 2
+    near = LIMIT - FLOOR + 1  # little headroom: anything releasable is worth it ...
+    assert trigger.due(near, LIMIT, 40_000, jobs)
+    assert not trigger.due(near, LIMIT, 80_000, jobs)  # ... at most once a minute
+    assert trigger.due(near, LIMIT, 100_000, jobs)
