@@ -86,12 +86,39 @@ def test_the_wheel_is_abi3_typed_and_licensed(dists):
     assert not [r for r in requires if "psutil" in r and "extra ==" not in r]
 
 
+def newer_python(version: str) -> str | None:
+    """An interpreter of ``version`` on this machine (pyenv's versions, then PATH), if any
+    (a pyenv shim on PATH may exist and still refuse to run a version that is not selected)."""
+    pyenv = Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv")) / "versions"
+    candidates = [str(path) for path in sorted(pyenv.glob(f"{version}.*/bin/python{version}"),
+                                               reverse=True)]
+    candidates += [found] if (found := shutil.which(f"python{version}")) else []
+    for candidate in candidates:
+        if subprocess.run([candidate, "-c", ""], capture_output=True).returncode == 0:
+            return candidate
+    return None
+
+
+NEWER = [pytest.param(version, marks=pytest.mark.skipif(
+    newer_python(version) is None, reason=f"NOT TESTED: no python{version} on this machine"))
+    for version in ("3.12", "3.13")]
+
+
 @pytest.mark.parametrize("kind", ["wheel", "sdist"])
 def test_installs_into_a_clean_venv_and_serves(dists, kind):
-    artifact = dists[0] if kind == "sdist" else dists[1]
+    serves_from_a_clean_venv(dists[0] if kind == "sdist" else dists[1], sys.executable)
+
+
+@pytest.mark.parametrize("version", NEWER)
+def test_the_abi3_wheel_installs_and_serves_on_newer_pythons(dists, version):
+    """One cp311-abi3 wheel for 3.11 and later (issue 14: 3.11-3.13)."""
+    serves_from_a_clean_venv(dists[1], newer_python(version))
+
+
+def serves_from_a_clean_venv(artifact: Path, python: str) -> None:
     with tempfile.TemporaryDirectory(prefix="tay-venv-") as venv, \
             tempfile.TemporaryDirectory(prefix="tpk-") as sockets:
-        run(sys.executable, "-m", "venv", venv)
+        run(python, "-m", "venv", venv)
         run(f"{venv}/bin/python", "-m", "pip", "install", "--quiet", str(artifact), timeout=600)
         implementation = run(f"{venv}/bin/python", "-c", "import tay._native as n; print(n.IMPLEMENTATION)")
         assert implementation.strip() == "c"
