@@ -151,6 +151,9 @@ def check(command: str, complete: bool = True) -> None:
     elif module == "benchmarks.compaction":
         from benchmarks.compaction import build_parser
         parses(build_parser, args)
+    elif module == "benchmarks.soak_online":
+        from benchmarks.soak_online import build_parser
+        parses(build_parser, args)
     else:
         raise AssertionError(f"documented module {module!r} has no parser check here")
 

@@ -17,7 +17,7 @@ from tests.scratch import scratch_dir
 
 REPO = Path(__file__).resolve().parents[2]
 SCRIPTS = ("dashboard_render", "http_load", "replay", "schedules", "sdk_compare", "socket_rtt",
-           "micro.test_journal_bench")
+           "micro.test_journal_bench", "soak_online")
 
 
 def test_the_xdg_rule_picks_the_directory():
