@@ -4,7 +4,7 @@ server's driver and committer in strict sync, and *online* compaction; is it bou
 Usage:
     nice -n 10 flock /work/tools/bench.lock .venv/bin/python -m benchmarks.soak_online \
         [--jobs 1000000] [--jobs-per-hour 5000] [--retention 1h] [--batch 256] \
-        [--sample-every 50000] [--history-bytes 64MiB] [--ratio 2.0] [--writer auto] \
+        [--sample-every 50000] [--history-bytes 64MiB] [--ratio 2.0] [--state-ratio 0.5] [--writer auto] \
         [--check-interval-s 2] [--deadline-s S] [--json FILE]
 
 The sibling of ``benchmarks/soak.py`` (which ran offline compaction and rebuilt the engine
@@ -13,8 +13,9 @@ loop: ``open_store`` (a new store, adopted to Store v2 at the first start, ``--t
 retention``), one ``EngineDriver`` with the store's committer (strict ``sync`` on a
 validated filesystem, serve's default group commit: each batch the writer takes is one
 fdatasync), and one ``OnlineCompactor`` started as serve starts it: its own timer checks
-the history trigger (``--compact-history-bytes``/``--compact-ratio``) every
-``check_interval_s`` and asks on state-budget refusals. Nothing calls it by hand.
+the history trigger (``--compact-history-bytes``/``--compact-ratio``) and the state trigger
+(``--compact-state-ratio``) every ``check_interval_s`` and asks on state-budget refusals.
+Nothing calls it by hand.
 
 Clock: injected into the driver (the engine's wall and monotonic time) and the compactor
 (the capture time retention is judged at); it moves ``3600 s / --jobs-per-hour`` per
@@ -79,7 +80,8 @@ class OnlineSoak:
     def __init__(self, root: Path, args: argparse.Namespace) -> None:
         self.clock = Clock(3_600_000 / args.jobs_per_hour)
         policy = CompactionPolicy(history_bytes=parse_size(args.history_bytes),
-                                  ratio=args.ratio, check_interval_s=args.check_interval_s)
+                                  ratio=args.ratio, state_ratio=args.state_ratio,
+                                  check_interval_s=args.check_interval_s)
         self.config = ServeConfig(
             data_dir=str(root), socket=None, init_if_missing=True, durability="sync",
             validated_filesystem=True, journal_writer=args.writer,
@@ -109,6 +111,12 @@ class OnlineSoak:
         await self.call(lambda rid: c.RegisterTasks("w", (TASK,), rid))
 
     async def close(self) -> None:
+        running = self.compactor._running
+        if running is not None:  # let a compaction the trigger started finish: closing
+            try:  # first would fail it as "stopped", which is not the soak's finding
+                await asyncio.shield(running)
+            except Exception:
+                pass  # counted in last_failure
         await self.compactor.close()
         self.driver.close()
         self.store.close()
@@ -192,6 +200,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--sample-every", type=int, default=50_000)
     parser.add_argument("--history-bytes", default="64MiB")
     parser.add_argument("--ratio", type=float, default=2.0)
+    parser.add_argument("--state-ratio", type=float, default=CompactionPolicy.state_ratio,
+                        help="the state trigger (tay serve --compact-state-ratio)")
     parser.add_argument("--check-interval-s", type=float,
                         default=CompactionPolicy.check_interval_s,
                         help="real seconds between trigger checks (serve's: the default)")
