@@ -23,7 +23,7 @@ from typing import Any
 from tay.failures import ConfigurationError
 from tay.storage.compaction.trigger import (
     DEFAULT_HISTORY_BYTES, DEFAULT_RATIO, DEFAULT_STATE_RATIO, MAX_STATE_RATIO, MIN_RATIO,
-    MIN_STATE_RATIO, STATE_RELEASE_FRACTION, CompactionPolicy,
+    MIN_STATE_RATIO, CompactionPolicy,
 )
 from tay.storage.v2.manifest import Retention, parse_retention
 
@@ -49,9 +49,9 @@ def add_compaction_arguments(parser: argparse.ArgumentParser) -> None:
     add("--compact-state-ratio",
         help="also compact once the retained state reaches this fraction of "
              f"--max-state-bytes, between {MIN_STATE_RATIO} and {MAX_STATE_RATIO} (default "
-             f"{DEFAULT_STATE_RATIO}), if expired terminal jobs hold at least "
-             f"1/{round(1 / STATE_RELEASE_FRACTION)} of it or the headroom is smaller "
-             "(TAY_COMPACT_STATE_RATIO)")
+             f"{DEFAULT_STATE_RATIO}), if expired terminal jobs hold a quarter of the state "
+             "(at least 1/16 of the budget), or anything once less than 1/8 of the budget "
+             "is left (TAY_COMPACT_STATE_RATIO)")
 
 
 def compaction_config(args: argparse.Namespace, env: Mapping[str, str],

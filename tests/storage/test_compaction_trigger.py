@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from tay.storage.compaction.trigger import STATE_RELEASE_FRACTION, CompactionPolicy, StateTrigger
+from tay.storage.compaction.trigger import CompactionPolicy, StateTrigger
 
 LIMIT = 256 * 2**20
-FLOOR = int(STATE_RELEASE_FRACTION * LIMIT)  # 16 MiB
+FLOOR = LIMIT // 16  # the least a compaction must release: 16 MiB ...
+HALF = LIMIT // 2
+WORTH = HALF // 4  # ... or a quarter of the state, here 32 MiB
+NEAR = LIMIT - LIMIT // 8 + 1  # less than 1/8 of the budget left
 
 
 def test_the_history_trigger_needs_both_the_size_and_the_ratio() -> None:
@@ -20,15 +23,16 @@ def test_the_history_trigger_needs_both_the_size_and_the_ratio() -> None:
 
 def test_the_state_trigger_waits_for_the_ratio_and_for_enough_to_release() -> None:
     policy = CompactionPolicy(state_ratio=0.5)
-    half = LIMIT // 2
-    assert not policy.state_pressed(half - 1, LIMIT)
-    assert policy.state_pressed(half, LIMIT)
-    assert not policy.state_due(half - 1, LIMIT, LIMIT)  # below the ratio: never
-    assert not policy.state_due(half, LIMIT, 0)  # nothing expires: never
-    assert not policy.state_due(half, LIMIT, FLOOR - 1)  # too little for a rewrite
-    assert policy.state_due(half, LIMIT, FLOOR)
+    assert not policy.state_pressed(HALF - 1, LIMIT)
+    assert policy.state_pressed(HALF, LIMIT)
+    assert not policy.state_due(HALF - 1, LIMIT, LIMIT)  # below the ratio: never
+    assert not policy.state_due(HALF, LIMIT, 0)  # nothing expires: never
+    assert not policy.state_due(HALF, LIMIT, WORTH - 1)  # too little for a rewrite
+    assert policy.state_due(HALF, LIMIT, WORTH)
+    assert policy.state_worth(LIMIT // 8, LIMIT) == FLOOR  # a small state: the floor
     # close to the limit anything released is worth it
-    assert policy.state_due(LIMIT - FLOOR + 1, LIMIT, 1)
+    assert not policy.state_due(NEAR - 1, LIMIT, 1)
+    assert policy.state_due(NEAR, LIMIT, 1)
     assert not CompactionPolicy(enabled=False).state_due(LIMIT, LIMIT, LIMIT)
 
 
@@ -54,8 +58,8 @@ class Jobs:
 
 def test_the_state_trigger_backs_off_until_the_earliest_expiry_or_growth() -> None:
     trigger = StateTrigger(CompactionPolicy(state_ratio=0.5))
-    half = LIMIT // 2
-    jobs = Jobs({10_000: FLOOR, 20_000: FLOOR})
+    half = HALF
+    jobs = Jobs({10_000: WORTH, 20_000: WORTH})
     assert not trigger.due(half - 1, LIMIT, 0, jobs) and jobs.looks == 0  # below the ratio
     assert not trigger.due(half, LIMIT, 0, jobs) and jobs.looks == 1
     for now in range(1, 10_000, 500):  # checks every 0.5 s: no pass over the jobs
@@ -66,7 +70,7 @@ def test_the_state_trigger_backs_off_until_the_earliest_expiry_or_growth() -> No
 
 def test_the_state_trigger_looks_again_when_the_state_grows() -> None:
     trigger = StateTrigger(CompactionPolicy(state_ratio=0.5))
-    half = LIMIT // 2
+    half = HALF
     jobs = Jobs({})  # live jobs only: nothing ever expires
     assert not trigger.due(half, LIMIT, 0, jobs)
     assert not trigger.due(half + LIMIT // 64 - 1, LIMIT, 10**12, jobs) and jobs.looks == 1
@@ -75,11 +79,11 @@ def test_the_state_trigger_looks_again_when_the_state_grows() -> None:
 
 def test_the_state_trigger_rescans_a_small_release_and_asks_near_the_limit_once_a_minute():
     trigger = StateTrigger(CompactionPolicy(state_ratio=0.5))
-    jobs = Jobs({0: 100})  # releasable, but far less than 1/16 of the budget
+    jobs = Jobs({0: 100})  # releasable, but far less than a quarter of the state
     assert not trigger.due(LIMIT // 2, LIMIT, 1, jobs)
     assert not trigger.due(LIMIT // 2, LIMIT, 29_000, jobs) and jobs.looks == 1
     assert not trigger.due(LIMIT // 2, LIMIT, 31_001, jobs) and jobs.looks == 2
-    near = LIMIT - FLOOR + 1  # little headroom: anything releasable is worth it ...
+    near = NEAR  # little headroom: anything releasable is worth it ...
     assert trigger.due(near, LIMIT, 40_000, jobs)
     assert not trigger.due(near, LIMIT, 80_000, jobs)  # ... at most once a minute
     assert trigger.due(near, LIMIT, 100_000, jobs)

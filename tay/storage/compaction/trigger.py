@@ -13,10 +13,11 @@ The state trigger compacts *before* the budget refuses: a reference job charges 
 times the state budget it writes to the history, so with a busy retention window the budget
 (``max_state_bytes``) fills long before the history trigger fires. Once the retained state
 reaches ``state_ratio`` of the budget, a compaction is due if the terminal jobs whose
-retention has passed hold at least ``STATE_RELEASE_FRACTION`` of the budget (a compaction
-that frees a handful of jobs is not worth a rewrite), or anything at all once the headroom
-left is below that fraction (at most once per ``cooldown_s``). The server decides what could
-be released; ``state_due`` is the rule.
+retention has passed hold at least a quarter of the state (``STATE_RELEASE_SHARE``: a
+compaction rewrites all that is retained, so it must free a fair share of it; never less
+than ``STATE_RELEASE_FRACTION`` of the budget), or anything at all once less than
+``STATE_HEADROOM_FRACTION`` of the budget is left (at most once per ``cooldown_s``). The
+server decides what could be released; ``state_due`` is the rule.
 """
 
 from __future__ import annotations
@@ -31,6 +32,8 @@ DEFAULT_STATE_RATIO = 0.5
 MIN_STATE_RATIO = 0.05
 MAX_STATE_RATIO = 0.95
 STATE_RELEASE_FRACTION = 1 / 16  # of max_state_bytes: 16 MiB of the 256 MiB default
+STATE_RELEASE_SHARE = 1 / 4  # of the retained state: what a rewrite must free at least
+STATE_HEADROOM_FRACTION = 1 / 8  # of max_state_bytes: below this much left, anything will do
 # the state trigger's back-off after a look that found too little to release: look again
 # once the state grew by this fraction of the budget, the earliest terminal job expires,
 # or (something is releasable already, but little) after STATE_RESCAN_MS
@@ -71,8 +74,13 @@ class CompactionPolicy:
         past their retention) is worth running at ``used`` of ``limit``."""
         if not self.state_pressed(used, limit) or releasable <= 0:
             return False
-        floor = STATE_RELEASE_FRACTION * limit
-        return releasable >= floor or limit - used < floor
+        return releasable >= self.state_worth(used, limit) or \
+            limit - used < STATE_HEADROOM_FRACTION * limit
+
+    @staticmethod
+    def state_worth(used: int, limit: int) -> float:
+        """What a compaction must release to be worth its rewrite without the limit near."""
+        return max(STATE_RELEASE_FRACTION * limit, STATE_RELEASE_SHARE * used)
 
 
 # (releasable state bytes at a time, when the earliest other terminal job expires or None)
@@ -101,7 +109,7 @@ class StateTrigger:
         released, next_expiry = releasable(now_ms)
         if policy.state_due(used, limit, released):
             cooled = self.asked + policy.cooldown_s * 1000
-            if released >= STATE_RELEASE_FRACTION * limit or now_ms >= cooled:
+            if released >= policy.state_worth(used, limit) or now_ms >= cooled:
                 self.asked = now_ms
                 self.quiet = None
                 return True
