@@ -33,7 +33,7 @@ import pytest
 
 from tests.crash.cluster import SCRATCH, ServerProcess, inspect_store
 from tests.crash.test_short_write import restart_keeps_every_ack
-from tests.crash.wire import ConnectionLost, WireClient
+from tests.crash.wire import enqueue_until_refused
 
 SIZE_MB = 96
 LEFT = 4 << 20  # free bytes the filler leaves to the journal
@@ -104,23 +104,8 @@ def take_all_but(mount: Path, filler: Path, left: int) -> None:
 
 
 async def fill(socket_path: str) -> tuple[dict[str, dict], dict | None]:
-    client = await WireClient.connect(socket_path)
-    acked: dict[str, dict] = {}
-    try:
-        for index in range(4 * (SIZE_MB << 20) // PAD):
-            submission = f"full-{index}"
-            try:
-                reply = await client.request("enqueue", task="full.job",
-                                             args={"n": index, "pad": "f" * PAD},
-                                             options={"submission_id": submission})
-            except ConnectionLost:
-                return acked, None
-            if reply["type"] != "enqueued":
-                return acked, reply
-            acked[submission] = reply["job"]
-    finally:
-        await client.close()
-    raise AssertionError("the disk never filled up")
+    return await enqueue_until_refused(socket_path, task="full.job", pad=PAD,
+                                       limit=4 * (SIZE_MB << 20) // PAD, what="a full disk")
 
 
 @pytest.mark.parametrize("writer", ["python", "c"])

@@ -25,7 +25,8 @@ import pytest
 
 from tay.storage.v2.layout import history_dir
 from tests.crash.cluster import REPO, SCRATCH, ServerProcess, inspect_store, serve_command
-from tests.crash.wire import ConnectionLost, WireClient
+from tests.crash import wire
+from tests.crash.wire import WireClient
 from tay.bench.server import socket_accepts
 
 FILE_LIMIT = 96 * 1024  # bytes any file of the limited server may reach
@@ -65,25 +66,9 @@ def limited_server(data_dir: Path, socket_path: str, log_path: Path,
 
 
 async def enqueue_until_refused(socket_path: str) -> tuple[dict[str, dict], dict | None]:
-    """Enqueue padded jobs one by one until a reply is not ``enqueued``; return the acked
-    jobs by submission id and the first other reply (None if the connection dropped)."""
-    client = await WireClient.connect(socket_path)
-    acked: dict[str, dict] = {}
-    try:
-        for index in range(10 * FILE_LIMIT // PAD):
-            submission = f"sw-{index}"
-            try:
-                reply = await client.request("enqueue", task="sw.job",
-                                             args={"n": index, "pad": "p" * PAD},
-                                             options={"submission_id": submission})
-            except ConnectionLost:
-                return acked, None
-            if reply["type"] != "enqueued":
-                return acked, reply
-            acked[submission] = reply["job"]
-    finally:
-        await client.close()
-    raise AssertionError("the file-size limit was never reached")
+    return await wire.enqueue_until_refused(socket_path, task="sw.job", pad=PAD,
+                                            limit=10 * FILE_LIMIT // PAD,
+                                            what="the file-size limit")
 
 
 def wait_listening(process: subprocess.Popen, socket_path: str, log: Path) -> None:

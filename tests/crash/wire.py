@@ -87,3 +87,27 @@ class WireClient:
         except (ConnectionError, OSError):
             pass
         self.reading.cancel()
+
+
+async def enqueue_until_refused(socket_path: str, *, task: str, pad: int, limit: int,
+                                what: str) -> tuple[dict[str, dict], dict | None]:
+    """Enqueue jobs with ``pad`` bytes of argument one by one (at most ``limit``) until a
+    reply is not ``enqueued``; return the acked jobs by submission id and that reply (None
+    if the connection dropped). ``what`` names the limit the caller expects to reach."""
+    client = await WireClient.connect(socket_path)
+    acked: dict[str, dict] = {}
+    try:
+        for index in range(limit):
+            submission = f"{task}-{index}"
+            try:
+                reply = await client.request("enqueue", task=task,
+                                             args={"n": index, "pad": "p" * pad},
+                                             options={"submission_id": submission})
+            except ConnectionLost:
+                return acked, None
+            if reply["type"] != "enqueued":
+                return acked, reply
+            acked[submission] = reply["job"]
+    finally:
+        await client.close()
+    raise AssertionError(f"{what} was never reached")
