@@ -13,6 +13,7 @@ from __future__ import annotations
 import argparse
 import importlib
 import sys
+import textwrap
 from collections.abc import Sequence
 
 # group modules, imported lazily so `tay storage ...` never loads the server stack.
@@ -24,11 +25,28 @@ GROUPS: tuple[str, ...] = (
 )
 
 
+class WholeWordsHelpFormatter(argparse.HelpFormatter):
+    """Wraps help between words only: a narrow terminal must not split ``TAY_*`` names or
+    flags in two, or the help can no longer be copied or searched."""
+
+    def _split_lines(self, text: str, width: int) -> list[str]:
+        return textwrap.wrap(" ".join(text.split()), width,
+                             break_long_words=False, break_on_hyphens=False)
+
+
+class TayArgumentParser(argparse.ArgumentParser):
+    """An ``ArgumentParser`` whose help (and every sub-parser's) wraps between words."""
+
+    def __init__(self, *args, **kwargs) -> None:
+        kwargs.setdefault("formatter_class", WholeWordsHelpFormatter)
+        super().__init__(*args, **kwargs)
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The top parser with every registered group."""
     from tay import __version__
 
-    parser = argparse.ArgumentParser(prog="tay", description="tay: durable background jobs")
+    parser = TayArgumentParser(prog="tay", description="tay: durable background jobs")
     parser.add_argument("--version", action="version", version=f"tay {__version__}")
     groups = parser.add_subparsers(dest="group", metavar="GROUP")
     groups.required = True

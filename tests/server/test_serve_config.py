@@ -168,7 +168,10 @@ def test_bad_store_v2_options_name_the_option(flags, env, option) -> None:
     assert caught.value.option == option
 
 
-def test_serve_help_shows_the_store_v2_options_with_defaults(capsys) -> None:
+@pytest.mark.parametrize("columns", ["40", "80", "200"])
+def test_serve_help_shows_the_store_v2_options_with_defaults(capsys, monkeypatch,
+                                                             columns) -> None:
+    monkeypatch.setenv("COLUMNS", columns)  # argparse wraps at the terminal's width
     with pytest.raises(SystemExit):
         build_parser().parse_args(["serve", "--help"])
     text = " ".join(capsys.readouterr().out.split())  # as wrapped at any terminal width
