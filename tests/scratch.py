@@ -7,7 +7,8 @@ stores. ``scratch_root()`` picks the first candidate the engine's own check acce
 ``$XDG_DATA_HOME/tay/test-scratch`` (default ``~/.local/share``), ``/var/lib/tay/test-scratch``.
 
 Each test process works in its own sub-directory, removed when the process exits; one left
-behind by a killed run is removed by the next run once its process is gone.
+behind by a killed run is removed by the next run once its process is gone (after unmounting
+whatever the run mounted inside it).
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ from __future__ import annotations
 import atexit
 import os
 import shutil
+import subprocess
 import tempfile
 from functools import cache
 from pathlib import Path
@@ -81,7 +83,26 @@ def _remove_abandoned(base: Path) -> None:
     for entry in base.glob(f"{SESSION_PREFIX}*-*"):
         pid_text = entry.name[len(SESSION_PREFIX):].split("-", 1)[0]
         if pid_text.isdigit() and not _alive(int(pid_text)):
+            for mount in mounts_under(entry):  # e.g. a full-disk test's filesystem
+                unmount(mount)
             shutil.rmtree(entry, ignore_errors=True)
+
+
+def mounts_under(directory: Path) -> list[Path]:
+    """Mount points at or below ``directory``, deepest first."""
+    prefix = str(directory.resolve())
+    with open("/proc/self/mounts", encoding="utf-8") as table:
+        # the table octal-escapes spaces and the like (a space is \040)
+        points = [line.split()[1].encode().decode("unicode_escape") for line in table]
+    inside = [Path(point) for point in points
+              if point == prefix or point.startswith(prefix + os.sep)]
+    return sorted(inside, key=lambda path: len(path.parts), reverse=True)
+
+
+def unmount(mount: Path) -> None:
+    """Unmount, lazily if still busy: a loop device detaches once its last user is gone."""
+    if subprocess.run(["umount", str(mount)], capture_output=True).returncode != 0:
+        subprocess.run(["umount", "-l", str(mount)], capture_output=True)
 
 
 def _alive(pid: int) -> bool:

@@ -34,6 +34,7 @@ import pytest
 from tests.crash.cluster import SCRATCH, ServerProcess, inspect_store
 from tests.crash.test_short_write import restart_keeps_every_ack
 from tests.crash.wire import enqueue_until_refused
+from tests.scratch import unmount
 
 SIZE_MB = 96
 LEFT = 4 << 20  # free bytes the filler leaves to the journal
@@ -86,9 +87,7 @@ def full_disk():
     try:
         yield root, mount, flags
     finally:
-        # lazily if still busy: the loop device detaches once the last user is gone
-        if subprocess.run(["umount", str(mount)], capture_output=True).returncode != 0:
-            subprocess.run(["umount", "-l", str(mount)], capture_output=True)
+        unmount(mount)
         shutil.rmtree(root, ignore_errors=True)
 
 
