@@ -13,6 +13,7 @@ import argparse
 import json
 import os
 import sys
+import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
@@ -22,6 +23,7 @@ from .render import (render_job, render_jobs, render_queues, render_schedule, re
 STATES = ("scheduled", "available", "executing", "retryable", "completed", "cancelled",
           "discarded")
 PURGE_BATCH = 10_000
+COMPACTION_POLL_S = 0.5  # how often `tay compact` reads status once its request timed out
 
 
 def _connection_options(parser: argparse.ArgumentParser) -> None:
@@ -224,9 +226,44 @@ def _cancel_schedule(client: Any, args: argparse.Namespace) -> int:
 
 
 def _compact(client: Any, args: argparse.Namespace) -> int:
+    from .client import AdminRefused, AdminTimeout
+
     body = {} if args.terminal_retention is None else {
         "terminal_retention": args.terminal_retention}
-    return _show(args, client.call("compact", body), lambda r: (
+    before = client.call("status", {})["storage"]
+    try:
+        report = client.call("compact", body)
+    except AdminRefused as refused:
+        if refused.code != "request_timeout":
+            raise
+        # the engine answers at its request deadline while the compaction carries on:
+        # follow it in status until it has ended, then report its outcome like the reply would
+        report = _await_compaction(client, before)
+    except AdminTimeout:  # the client's own timeout came first: the same, on a new connection
+        report = _await_compaction(client, before)
+    return _show(args, report, lambda r: (
         f"compacted: epoch {r['epoch_id']}, {r['retained_jobs']} jobs kept, "
         f"{r['expired_jobs']} expired, history {r['bytes_before']} -> {r['bytes_after']} "
         f"bytes, {r['duration_ms']} ms (writes paused {r['pause_ms']:.1f} ms)\n"))
+
+
+def _await_compaction(client: Any, before: Mapping[str, Any]) -> dict[str, Any]:
+    """The report of the compaction that ended after ``before`` (a ``status.storage``)."""
+    from .client import AdminRefused
+
+    print("tay compact: still compacting after the engine's request deadline; waiting for "
+          "the outcome in `tay status`", file=sys.stderr)
+    while True:
+        storage = client.call("status", {})["storage"]
+        if not storage["compaction"]["running"]:
+            break
+        time.sleep(COMPACTION_POLL_S)
+    if storage["last_compaction"] != before["last_compaction"]:
+        return dict(storage["last_compaction"])
+    failure = storage["compaction"]["last_failure"]
+    if failure is not None and failure != before["compaction"]["last_failure"]:
+        raise AdminRefused("compaction_failed", str(failure.get("error", "")),
+                           {"code": "compaction_failed", "message": failure.get("error", ""),
+                            "last_failure": failure})
+    raise AdminRefused("request_timeout", "the compaction ended without a report in status; "
+                       "see `tay status`", {"code": "request_timeout"})

@@ -36,6 +36,10 @@ class AdminUnreachable(Exception):
     """No engine answered at the chosen address."""
 
 
+class AdminTimeout(AdminUnreachable):
+    """The engine did not answer within the client's timeout (it may still be working)."""
+
+
 class SocketAdmin:
     def __init__(self, path: str | None, timeout_s: float = 30.0) -> None:
         try:
@@ -77,6 +81,9 @@ class SocketAdmin:
             if not 0 < length <= MAX_FRAME_BYTES:
                 raise AdminUnreachable(f"bad frame length {length} from {self.path}")
             reply = json.loads(self._read(length))
+        except TimeoutError:
+            self.close()  # a late answer must not be read as the next request's
+            raise AdminTimeout(f"{self.path}: no answer within {self.timeout_s:g} s") from None
         except (OSError, ValueError) as error:
             raise AdminUnreachable(f"{self.path}: {error}") from None
         if reply.get("type") == "error":
@@ -114,6 +121,7 @@ class HttpAdmin:
             if cert:
                 context.load_cert_chain(cert, key)
         self.url = url
+        self.timeout_s = timeout_s
         self._connection = (http.client.HTTPSConnection(parts.hostname, parts.port or 443,
                                                         timeout=timeout_s, context=context)
                             if context is not None else
@@ -134,6 +142,9 @@ class HttpAdmin:
             self._connection.request(method, path)
             response = self._connection.getresponse()
             data = response.read()
+        except TimeoutError:
+            self.close()
+            raise AdminTimeout(f"{self.url}: no answer within {self.timeout_s:g} s") from None
         except (OSError, http.client.HTTPException) as error:
             raise AdminUnreachable(f"{self.url}: {error}") from None
         try:
