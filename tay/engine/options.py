@@ -45,6 +45,7 @@ class JobRequest:
     definition_size: int
     definition_nodes: int
     durability: str
+    args_json: bytes | None = None  # the args as an execute frame carries them, if at hand
 
     def definition_bytes(self) -> bytes:
         """Canonical bytes (same-id comparison)."""
@@ -198,18 +199,22 @@ def parse_enqueue(
     queue = _key(present.get("queue", "default"), "queue")
     scheduled_at = _scheduled_at(present, now_ms)
     timeout_ms = _timeout_ms(present, config.default_timeout_ms)
-    live = _live_definition(task, args, queue, retries + 1, scheduled_at, timeout_ms, args_size)
+    live, args_json = _live_definition(task, args, queue, retries + 1, scheduled_at,
+                                       timeout_ms, args_size)
     size = len(live.canonical)
     if size > config.max_payload_bytes:
         raise RequestRefused(f"definition encodes to {size} bytes (limit {config.max_payload_bytes})",
                              code="capacity", reason="encoded_bytes")
     nodes = args_size.nodes + DEFINITION_FIXED_NODES
-    return JobRequest(_job_id(present, rng), live, size, nodes, durability)
+    return JobRequest(_job_id(present, rng), live, size, nodes, durability, args_json)
 
 
 def _live_definition(task: str, args: dict, queue: str, max_attempts: int,
-                     scheduled_at: int | None, timeout_ms: int, args_size: Measure) -> LazyDefinition:
+                     scheduled_at: int | None, timeout_ms: int,
+                     args_size: Measure) -> tuple[LazyDefinition, bytes | None]:
     """The one encoding of this definition: the job keeps these bytes, the event splices them.
+    Also returns the args' sorted compact JSON when it was written (None otherwise): the
+    bytes an ``execute`` frame carries, which the transcoder would write back from them.
 
     Args that passed ``measure`` hold only exact JSON types, so orjson writes them exactly
     and the native transcoder turns that text into canonical bytes (~4x faster than the
@@ -223,10 +228,11 @@ def _live_definition(task: str, args: dict, queue: str, max_attempts: int,
                                       max_attempts=max_attempts, scheduled_at=scheduled_at,
                                       timeout_ms=timeout_ms)
         return LazyDefinition.from_live(definition, value.encode(definition),
-                                        args_size.encoded_bytes, args_size.nodes)
+                                        args_size.encoded_bytes, args_size.nodes), None
     return LazyDefinition.from_args_json(args_json, args_size.nodes, worker_key=task,
                                          queue_key=queue, max_attempts=max_attempts,
-                                         scheduled_at=scheduled_at, timeout_ms=timeout_ms)
+                                         scheduled_at=scheduled_at,
+                                         timeout_ms=timeout_ms), args_json
 
 
 # root map (1) + 8 keys + 7 non-args values + retry_policy's 4 keys and 4 values

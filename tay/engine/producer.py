@@ -51,6 +51,8 @@ class ProducerCommands(EngineState):
             event = ev.job_inserted(request.job_id, now_ms, request.definition)
             entry = self._commit(None, event, request.durability == "volatile", out,
                                  nodes=request.definition_nodes)
+            self.execute_args.remember(request.job_id, entry.state.definition,
+                                       request.args_json)
             if canonical_order(cmd.args):  # the bytes just stored encode exactly these args
                 reply_args = cmd.args
         self._reply(out, cmd.conn, cmd.request_id, "enqueued", job_id=request.job_id.hex(),

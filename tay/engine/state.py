@@ -16,6 +16,7 @@ from tay.engine.activity import Activity
 from tay.engine.admission import ClientPermits, StateBudget, job_charge
 from tay.engine.config import EngineConfig
 from tay.engine.effects import Execute, Outcome
+from tay.engine.execute_args import ExecuteArgs
 from tay.engine.executors import Executor, ExecutorRegistry, Reservation
 from tay.engine.ids import BufferedSystemRandom, RandomSource, random_token
 from tay.engine.job_index import JobIndex
@@ -76,6 +77,7 @@ class EngineState:
         # Store v2 (tay.engine.epoch): the epoch's reducer once the store is v2, else None
         self.epoch: Any = None
         self._pending_nodes: int | None = None  # a live insert's measured nodes
+        self.execute_args = ExecuteArgs()  # recent enqueues' args JSON, for their dispatch
 
     def defer_job_index(self) -> None:
         """Replay is about to start: stamp jobs but build the admin index only when it is
@@ -325,9 +327,11 @@ class EngineState:
         entry.reservation_id = reservation.reservation_id
         self._executing[entry.queue] += 1
         self._timeouts.push(reservation.deadline_mono, reservation.reservation_id)
+        definition = job.definition
         out.effects.append(Execute(
             executor.conn, reservation.reservation_id, reservation.execution_id, job.id.hex(),
-            entry.task, args_json(job.definition), timeout_ms, entry.queue,
+            entry.task, self.execute_args.take(job.id, definition) or args_json(definition),
+            timeout_ms, entry.queue,
         ))
 
 

@@ -189,6 +189,22 @@ class Connection(asyncio.Protocol):
         self._write(error_frame(failure, request_id))
 
     def _forward(self, request: wire.Request) -> None:
+        kind = type(request)  # the per-job requests first, without the general mapping
+        if kind is wire.Succeeded:
+            self.listener.driver.submit(engine_commands.Succeeded(
+                self, request.request_id, request.reservation_id, request.execution_id,
+                request.result))
+            return
+        if kind is wire.Started:
+            self.listener.driver.submit(engine_commands.Started(
+                self, request.request_id, request.reservation_id, request.execution_id))
+            return
+        if kind is wire.Enqueue:
+            self._deadlines.add(request.request_id)
+            self.listener.driver.submit(  # client admission: a permit per enqueue in flight
+                engine_commands.Enqueue(self, request.request_id, request.task, request.args,
+                                        request.options), request.size)
+            return
         if isinstance(request, wire.FORWARDED):
             self._deadlines.add(request.request_id)
         if isinstance(request, wire.AdminRequest):

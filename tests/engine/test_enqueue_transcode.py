@@ -64,3 +64,46 @@ def test_execute_carries_the_args_json_of_the_stored_bytes():
     (execute,) = executes(driver.enqueue(args=args))
     assert execute.args_json == orjson.dumps(args, option=orjson.OPT_SORT_KEYS)
     assert execute.args == args
+
+
+@SETTINGS
+@given(st.dictionaries(st.text(max_size=8), json_values, max_size=5))
+def test_the_kept_args_json_is_what_the_transcoder_writes(args):
+    """An execute frame takes its args from the enqueue's JSON when kept: same bytes."""
+    request = parse_enqueue("t", args, {}, NOW, EngineConfig(), random.Random(1))
+    assert request.args_json is not None
+    assert request.args_json == request.definition.args_json()
+
+
+def test_a_dispatch_without_the_kept_json_carries_the_same_args():
+    kept, transcoded = Driver(), Driver()
+    transcoded.engine.execute_args.max_bytes = 0  # nothing is kept: every dispatch transcodes
+    args = {"k": ["é", 1.5, 2**64 - 1]}
+    frames = []
+    for driver in (kept, transcoded):
+        driver.worker()
+        (execute,) = executes(driver.enqueue(args=args))
+        frames.append(execute.args_json)
+        assert len(driver.engine.execute_args) == 0
+    assert frames[0] == frames[1] == orjson.dumps(args, option=orjson.OPT_SORT_KEYS)
+
+
+def test_the_kept_args_are_bounded_and_tied_to_their_definition():
+    from tay.engine.execute_args import ExecuteArgs
+
+    kept = ExecuteArgs(max_bytes=1000)
+    first, second = object(), object()
+    for index in range(10):
+        kept.remember(bytes([index]) * 16, first, b"x" * 100)
+    assert kept.bytes <= 1000 and 0 < len(kept) < 10
+    assert kept.take(bytes([0]) * 16, first) is None  # the oldest went first
+    assert kept.take(bytes([9]) * 16, second) is None  # another definition: never its JSON
+    assert kept.take(bytes([9]) * 16, first) is None  # ... and the entry is gone
+    assert kept.take(bytes([8]) * 16, first) == b"x" * 100
+    kept.remember(bytes([7]) * 16, second, None)  # re-inserted without JSON: forgotten
+    assert kept.take(bytes([7]) * 16, first) is None
+    kept.remember(b"big", first, b"y" * 2000)  # larger than the bound: not kept
+    assert kept.take(b"big", first) is None
+    while len(kept):
+        kept.take(next(iter(kept._items)), first)
+    assert kept.bytes == 0

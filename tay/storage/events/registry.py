@@ -211,7 +211,7 @@ def make_event(pair: Pair, payload: dict) -> Event:
     spec = spec_for(pair)
     payload = dict(payload)  # a LazyDefinition stays one: encode_map splices its bytes
     spec.validate(payload)
-    return Event(pair[0], pair[1], spec.name, MappingProxyType(payload))
+    return event_with_raw(pair[0], pair[1], spec.name, MappingProxyType(payload), None)
 
 
 def encode_event(event: Event) -> bytes:

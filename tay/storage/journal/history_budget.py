@@ -159,6 +159,10 @@ class HistoryBudget:
         and reason ``max_history_bytes`` or ``max_segments`` when the frames plus the
         reserve of every active execution would pass a cap; nothing is accounted then.
         """
+        caps = self.caps
+        if caps.max_history_bytes is None and caps.max_segments is None:
+            self.account(frame_sizes)  # nothing capped: nothing to refuse (the hot path)
+            return
         self.layout = self._projected(frame_sizes, active_executions)
 
     def check(self, frame_sizes: Iterable[int], active_executions: int) -> None:

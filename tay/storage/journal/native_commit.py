@@ -115,17 +115,20 @@ class NativeCommitter:
 
     def append(self, records: Sequence[JournalRecord], hold: bool = False) -> int:
         """Queue ``records`` as one atomic submission and return its ticket."""
-        from tay._native.writer import WriterClosed, WriterSequenceError
-
         if not records:
             raise RecoveryRefused("argument", "empty_submission")
         try:
             return self._writer.submit(records, hold) + self._ticket_base
-        except WriterSequenceError as error:
-            raise RecoveryRefused("argument", "sequence_discontinuity", path=self.journal.root,
-                                  sequence=records[0][0], error=str(error)) from None
-        except WriterClosed:
-            raise WriterStopped("io", "committer_closed") from None
+        except (ValueError, RuntimeError) as error:  # imported here: off the hot path
+            from tay._native.writer import WriterClosed, WriterSequenceError
+
+            if isinstance(error, WriterSequenceError):
+                raise RecoveryRefused("argument", "sequence_discontinuity",
+                                      path=self.journal.root, sequence=records[0][0],
+                                      error=str(error)) from None
+            if isinstance(error, WriterClosed):
+                raise WriterStopped("io", "committer_closed") from None
+            raise
 
     def submit(self, records: Sequence[JournalRecord], hold: bool = False) -> Future[Receipt]:
         """Queue ``records``; the future resolves with the batch ``Receipt`` once durable."""
