@@ -27,13 +27,15 @@ import os
 import random
 from collections.abc import Callable
 from types import TracebackType
-from typing import Any, Self
+from typing import Any, Self, TypeVar
 
 from tay.engine.config import EngineConfig
 from tay.protocol.limits import ProtocolLimits
 from tay.server.connection import Connection
 from tay.server.driver import EngineDriver, mono_ms, wall_ms
 from tay.server.listener import Listener
+
+P = TypeVar("P", bound=asyncio.Protocol)
 
 __all__ = ["InMemoryEngine"]
 
@@ -129,21 +131,21 @@ class InMemoryEngine:
         for client in clients:
             if not isinstance(client, Tay):
                 raise TypeError(f"InMemoryEngine serves Tay instances, not {type(client).__name__}")
-            client._open_streams = self._open_streams
+            client._open_transport = self._open_transport
 
-    async def _open_streams(self, limit: int) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    async def _open_transport(self, new_protocol: Callable[[], P]) -> tuple[asyncio.Transport, P]:
+        """What ``loop.create_unix_connection`` gives, over a pair of in-memory pipes."""
         if self._listener is None:
             raise ConnectionRefusedError("the InMemoryEngine is not running (use `async with InMemoryEngine()`)")
         loop = asyncio.get_running_loop()
-        reader = asyncio.StreamReader(limit=limit, loop=loop)
-        client_side = asyncio.StreamReaderProtocol(reader, loop=loop)
+        client_side = new_protocol()
         server_side = Connection(self._listener)
         to_server, to_client = _Pipe(loop, server_side), _Pipe(loop, client_side)
         to_server.peer, to_client.peer = to_client, to_server
         self._pipes += [to_server, to_client]
         server_side.connection_made(to_client)
         client_side.connection_made(to_server)
-        return reader, asyncio.StreamWriter(to_server, client_side, reader, loop)
+        return to_server, client_side
 
     # -- time and inspection ------------------------------------------------------------------
 

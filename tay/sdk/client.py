@@ -29,7 +29,7 @@ from tay.sdk.handles import (JobHandle, ScheduleHandle, SchedulePage, check_page
 from tay.sdk.options import Durability, EnqueueOptions
 from tay.sdk.socket_path import resolve_socket_path
 from tay.sdk.task import Task, TaskCall, TaskDecorator, call_parts, register_task
-from tay.sdk.wire import DEFAULT_MAX_FRAME_BYTES, normalize_json, reply_durability, reply_identifier, validate_task_name
+from tay.sdk.wire import DEFAULT_MAX_FRAME_BYTES, plain_json, reply_durability, reply_identifier, validate_task_name
 
 log = logging.getLogger("tay.sdk")
 
@@ -115,8 +115,8 @@ class Tay:
         self._link: Link | None = None
         self._connected: asyncio.Event | None = None
         self._last_connection_error: BaseException | None = None
-        # (limit) -> (reader, writer) instead of the socket; tay.testing's in-process engine
-        self._open_streams: Callable[[int], Awaitable[tuple[asyncio.StreamReader, asyncio.StreamWriter]]] | None = None
+        # (protocol factory) -> (transport, Link) instead of the socket; tay.testing's in-process engine
+        self._open_transport: Callable[[Callable[[], Link]], Awaitable[tuple[asyncio.BaseTransport, Link]]] | None = None
         Tay._instances.add(self)
 
     @classmethod
@@ -301,10 +301,13 @@ class Tay:
             delay = min(delay * 2, self.reconnect_max_delay)
 
     async def _connect(self) -> Link:
-        opening = (asyncio.open_unix_connection(self.socket_path, limit=self.max_frame_bytes + 4)
-                   if self._open_streams is None else self._open_streams(self.max_frame_bytes + 4))
-        reader, writer = await asyncio.wait_for(opening, self.connect_timeout)
-        return Link(reader, writer, max_frame_bytes=self.max_frame_bytes, on_message=self._on_message)
+        def new_link() -> Link:
+            return Link(max_frame_bytes=self.max_frame_bytes, on_message=self._on_message)
+
+        opening = (asyncio.get_running_loop().create_unix_connection(new_link, self.socket_path)
+                   if self._open_transport is None else self._open_transport(new_link))
+        _, link = await asyncio.wait_for(opening, self.connect_timeout)
+        return link
 
     async def _bootstrap(self, link: Link) -> None:
         timeout = self.request_timeout
@@ -330,21 +333,19 @@ class Tay:
 
     def _on_message(self, link: Link, message: dict[str, Any]) -> None:
         if message["type"] == "ping":
-            asyncio.create_task(self._pong(link, message.get("ping_id")))
+            with contextlib.suppress(ConnectionLost):
+                link.send_event("pong", {"ping_id": message.get("ping_id")})
         else:
             self._executor.handle(link, message)
 
-    @staticmethod
-    async def _pong(link: Link, ping_id: Any) -> None:
-        with contextlib.suppress(ConnectionLost, OSError):
-            await link.send_event("pong", {"ping_id": ping_id})
-
-    async def _request(self, message_type: str, fields: Mapping[str, Any]) -> dict[str, Any]:
-        await self.start()
+    async def _request(self, message_type: str, fields: Mapping[str, Any], *, plain: bool = False) -> dict[str, Any]:
         link = self._link
-        if link is None or not link.is_open:
-            raise ConnectionLost(f"not connected to Tay at {self.socket_path!r}; {message_type!r} was not sent")
-        return await link.request(message_type, fields, timeout=self.request_timeout)
+        if link is None or not self.connected or asyncio.get_running_loop() is not self._loop:
+            await self.start()  # connects, or refuses a second event loop
+            link = self._link
+            if link is None or not link.is_open:
+                raise ConnectionLost(f"not connected to Tay at {self.socket_path!r}; {message_type!r} was not sent")
+        return await link.request(message_type, fields, timeout=self.request_timeout, plain=plain)
 
     # -- producing -----------------------------------------------------------------------
 
@@ -379,12 +380,12 @@ class Tay:
         """
         self._refuse_in_worker_mode("enqueue")
         name, args, options = call_parts(task, args, options, option_keywords, durability, self._task_name)
-        payload = {
+        payload = {  # checked, not copied: the message is encoded before this call yields
             "task": name,
-            "args": normalize_json(opts.enqueue_args(args)),
-            "options": normalize_json(opts.merge_enqueue_options(options, durability, option_keywords)),
+            "args": plain_json(opts.enqueue_args(args)),
+            "options": plain_json(opts.merge_enqueue_options(options, durability, option_keywords)),
         }
-        reply = await self._request("enqueue", payload)
+        reply = await self._request("enqueue", payload, plain=True)
         return JobHandle(reply_identifier(reply, "job_id", "job"), self, reply_durability(reply))
 
     # -- schedules -----------------------------------------------------------------------

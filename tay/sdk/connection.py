@@ -1,9 +1,13 @@
-"""One live Unix-socket connection to the engine: framing, correlation, the read loop.
+"""One live Unix-socket connection to the engine: framing, correlation, writes.
 
-A ``Link`` lives exactly as long as its socket. Requests are correlated by request id and
-never retried: when the socket goes, every pending request fails with ``ConnectionLost``
-(its outcome is unknown). Messages the engine initiates (``execute``,
-``cancel_execution``, ``ping``) go to the ``on_message`` callback, which must not block.
+A ``Link`` is the asyncio protocol of exactly one socket. Every received buffer is split
+into all the frames it holds in one pass (no reader task, no read per frame); the frames
+written during one turn of the event loop leave in one ``write`` at the end of that turn.
+Requests are correlated by request id and never retried: when the socket goes, every
+pending request fails with ``ConnectionLost`` (its outcome is unknown). One timer, armed
+for the earliest deadline, times requests out (none per request). Messages the engine
+initiates (``execute``, ``cancel_execution``, ``ping``) go to the ``on_message``
+callback, which must not block.
 """
 
 from __future__ import annotations
@@ -11,12 +15,11 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-import struct
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, cast
 
 from tay.errors import ConnectionLost, ProtocolError
-from tay.sdk.wire import decode_payload, encode_frame, envelope, new_request_id, server_error
+from tay.sdk.wire import RequestIds, decode_payload, message_frame, report_frame, server_error
 
 log = logging.getLogger("tay.sdk")
 
@@ -25,111 +28,166 @@ _EVENT_ACKS = frozenset({"accepted", "heartbeat_ok"})
 _ERROR_TYPES = frozenset({"error", "protocol_error"})
 
 
-def _time_out(future: asyncio.Future[Any]) -> None:
-    if not future.done():
-        future.set_exception(TimeoutError())
-
-
-class Link:
+class Link(asyncio.Protocol):
     """Requests and events over one connected socket."""
 
-    def __init__(
-        self,
-        reader: asyncio.StreamReader,
-        writer: asyncio.StreamWriter,
-        *,
-        max_frame_bytes: int,
-        on_message: Callable[[Link, dict[str, Any]], None],
-    ) -> None:
-        self._reader = reader
-        self._writer = writer
+    def __init__(self, *, max_frame_bytes: int, on_message: Callable[[Link, dict[str, Any]], None]) -> None:
         self.max_frame_bytes = max_frame_bytes
         self._on_message = on_message
-        self._pending: dict[str, asyncio.Future[dict[str, Any]]] = {}
+        self._loop = asyncio.get_running_loop()
+        self._transport: asyncio.Transport | None = None
+        self.request_id = RequestIds()
+        # request id -> (future, deadline in loop time, message type, timeout)
+        self._pending: dict[str, tuple[asyncio.Future[dict[str, Any]], float, str, float]] = {}
         self._event_ids: set[str] = set()
+        self._deadline_timer: asyncio.TimerHandle | None = None
+        self._deadline_at = 0.0
+        self._partial = bytearray()  # the start of a frame that has not fully arrived
+        self._outgoing: list[bytes] = []  # frames written this loop turn, sent by _flush
+        self._write_paused = False
+        self._drained: asyncio.Future[None] | None = None
         self.closed = asyncio.Event()
         self.close_reason: BaseException | None = None
-        self._read_task = asyncio.create_task(self._read_loop(), name="tay-reader")
 
     @property
     def is_open(self) -> bool:
         return not self.closed.is_set()
 
-    # -- sending -----------------------------------------------------------------------
+    # -- asyncio.Protocol ----------------------------------------------------------------
 
-    def _write(self, message: dict[str, Any]) -> None:
-        """``message`` is an ``envelope`` result (normalized already)."""
-        if self.closed.is_set() or self._writer.is_closing():
-            raise ConnectionLost("the connection to Tay is closed; the message was not sent")
-        self._writer.write(encode_frame(message, max_frame_bytes=self.max_frame_bytes,
-                                        normalized=True))
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        self._transport = cast(asyncio.Transport, transport)  # uvloop's is not a subclass
 
-    async def _drain(self) -> None:
+    def data_received(self, data: bytes) -> None:
+        if self.closed.is_set():
+            return
+        if self._partial:
+            self._partial += data
+            if len(self._partial) < 4 or len(self._partial) < 4 + int.from_bytes(self._partial[:4], "big"):
+                return
+            data = bytes(self._partial)
+            self._partial.clear()
         try:
-            await self._writer.drain()
-        except (ConnectionError, OSError) as exc:
-            self.close(exc)
-            raise ConnectionLost(f"writing to Tay failed: {exc}") from exc
-
-    async def request(self, message_type: str, fields: Mapping[str, Any], *, timeout: float) -> dict[str, Any]:
-        """Send one request and wait for its reply; an ``error`` reply raises ServerError."""
-        request_id = new_request_id()
-        message = envelope(message_type, request_id, fields)  # validation errors raise here
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[dict[str, Any]] = loop.create_future()
-        self._pending[request_id] = future
-        # one timer handle instead of wait_for + shield (a task and two futures per request)
-        timer = loop.call_later(timeout, _time_out, future)
-        try:
-            self._write(message)
-            if self._writer.transport.get_write_buffer_size():
-                await self._drain()  # only when the socket pushes back
-            return await future
-        except TimeoutError as exc:
-            raise ConnectionLost(
-                f"Tay did not answer {message_type!r} within {timeout:g}s; its outcome is unknown"
-            ) from exc
-        finally:
-            timer.cancel()
-            self._pending.pop(request_id, None)
-
-    async def send_event(self, message_type: str, fields: Mapping[str, Any]) -> None:
-        """Send a fire-and-forget event; its ``accepted`` reply is swallowed."""
-        request_id = new_request_id()
-        message = envelope(message_type, request_id, fields)
-        self._event_ids.add(request_id)
-        try:
-            self._write(message)
-            if self._writer.transport.get_write_buffer_size():
-                await self._drain()  # only when the socket pushes back
-        except BaseException:
-            self._event_ids.discard(request_id)
-            raise
-
-    # -- receiving ---------------------------------------------------------------------
-
-    async def _read_frame(self) -> dict[str, Any]:
-        header = await self._reader.readexactly(4)
-        (length,) = struct.unpack(">I", header)
-        if length == 0 or length > self.max_frame_bytes:
-            raise ProtocolError(f"Tay sent a frame of {length} bytes; allowed 1..{self.max_frame_bytes}")
-        return decode_payload(await self._reader.readexactly(length), max_frame_bytes=self.max_frame_bytes)
-
-    async def _read_loop(self) -> None:
-        reason: BaseException | None = None
-        try:
-            while True:
-                self._dispatch(await self._read_frame())
-        except asyncio.CancelledError:
-            reason = ConnectionLost("the Tay client was closed")
-        except asyncio.IncompleteReadError:
-            reason = ConnectionLost("Tay closed the connection")
+            self._receive(data)
         except Exception as exc:  # noqa: BLE001 - any failure ends this link, never the process
-            reason = exc
             if isinstance(exc, ProtocolError):
                 log.warning("dropping the connection to Tay: %s", exc)
-        finally:
-            self.close(reason)
+            self.close(exc)
+
+    def _receive(self, data: bytes) -> None:
+        """Dispatch every whole frame in ``data``; keep the rest for the next buffer."""
+        at, end, limit = 0, len(data), self.max_frame_bytes
+        while end - at >= 4:
+            length = int.from_bytes(data[at : at + 4], "big")
+            if length == 0 or length > limit:
+                raise ProtocolError(f"Tay sent a frame of {length} bytes; allowed 1..{limit}")
+            stop = at + 4 + length
+            if stop > end:
+                break
+            self._dispatch(decode_payload(data[at + 4 : stop], max_frame_bytes=limit))
+            if self.closed.is_set():
+                return
+            at = stop
+        if at < end:
+            self._partial += data[at:]
+
+    def connection_lost(self, exc: Exception | None) -> None:
+        self.close(ConnectionLost("Tay closed the connection") if exc is None
+                   else ConnectionLost(f"the connection to Tay failed: {exc}"))
+
+    def pause_writing(self) -> None:
+        self._write_paused = True
+
+    def resume_writing(self) -> None:
+        self._write_paused = False
+        if self._drained is not None and not self._drained.done():
+            self._drained.set_result(None)
+        self._drained = None
+
+    # -- sending -----------------------------------------------------------------------
+
+    def _write(self, frame: bytes) -> None:
+        if self.closed.is_set() or self._transport is None or self._transport.is_closing():
+            raise ConnectionLost("the connection to Tay is closed; the message was not sent")
+        if not self._outgoing:
+            self._loop.call_soon(self._flush)
+        self._outgoing.append(frame)
+
+    def _flush(self) -> None:
+        frames, self._outgoing = self._outgoing, []
+        if frames and not self.closed.is_set() and self._transport is not None:
+            self._transport.write(frames[0] if len(frames) == 1 else b"".join(frames))
+
+    async def _drain(self) -> None:
+        """Wait while the socket pushes back (the transport paused our writes)."""
+        while self._write_paused and not self.closed.is_set():
+            if self._drained is None:
+                self._drained = self._loop.create_future()
+            await self._drained  # resume_writing or close sets it
+        if self.closed.is_set():
+            raise ConnectionLost(f"writing to Tay failed: {self.close_reason}")
+
+    def request(self, message_type: str, fields: Mapping[str, Any], *, timeout: float,
+                plain: bool = False) -> asyncio.Future[dict[str, Any]]:
+        """Send one request now; the future is its reply (an ``error`` reply raises
+        ``ServerError``; no reply within ``timeout`` seconds raises ``ConnectionLost``).
+
+        ``plain``: ``fields`` holds only plain JSON values already (see ``message_frame``).
+        Encoding errors raise here, before anything is sent.
+        """
+        request_id = self.request_id()
+        frame = message_frame(message_type, request_id, fields, max_frame_bytes=self.max_frame_bytes, plain=plain)
+        self._write(frame)
+        future: asyncio.Future[dict[str, Any]] = self._loop.create_future()
+        deadline = self._loop.time() + timeout
+        self._pending[request_id] = (future, deadline, message_type, timeout)
+        if self._deadline_timer is None or deadline < self._deadline_at:
+            self._arm_deadline(deadline)
+        if self._write_paused:
+            return asyncio.ensure_future(self._drained_reply(future))
+        return future
+
+    async def _drained_reply(self, reply: asyncio.Future[dict[str, Any]]) -> dict[str, Any]:
+        await self._drain()
+        return await reply
+
+    def _arm_deadline(self, deadline: float) -> None:
+        if self._deadline_timer is not None:
+            self._deadline_timer.cancel()
+        self._deadline_at = deadline
+        self._deadline_timer = self._loop.call_at(deadline, self._expire)
+
+    def _expire(self) -> None:
+        """Fail every request past its deadline; re-arm for the earliest one left."""
+        self._deadline_timer = None
+        now = self._loop.time()
+        earliest: float | None = None
+        for request_id, (future, deadline, message_type, timeout) in list(self._pending.items()):
+            if deadline <= now:
+                del self._pending[request_id]
+                if not future.done():
+                    future.set_exception(ConnectionLost(
+                        f"Tay did not answer {message_type!r} within {timeout:g}s; its outcome is unknown"))
+            elif earliest is None or deadline < earliest:
+                earliest = deadline
+        if earliest is not None:
+            self._arm_deadline(earliest)
+
+    def send_event(self, message_type: str, fields: Mapping[str, Any]) -> None:
+        """Send a fire-and-forget event now; its ``accepted`` reply is swallowed."""
+        request_id = self.request_id()
+        self._write(message_frame(message_type, request_id, fields, max_frame_bytes=self.max_frame_bytes))
+        self._event_ids.add(request_id)
+
+    def send_report(self, message_type: str, ids: Mapping[str, str], result_json: bytes | None = None) -> None:
+        """Send an execution report (``started``/``succeeded``) as an event, its result
+        already encoded. Reports are bounded by the executor's capacity, so they do not
+        wait for the socket to drain."""
+        request_id = self.request_id()
+        self._write(report_frame(message_type, request_id, ids, result_json, max_frame_bytes=self.max_frame_bytes))
+        self._event_ids.add(request_id)
+
+    # -- receiving ---------------------------------------------------------------------
 
     def _dispatch(self, message: dict[str, Any]) -> None:
         message_type = message["type"]
@@ -137,8 +195,9 @@ class Link:
             self._on_message(self, message)
             return
         request_id = message["request_id"]
-        future = self._pending.pop(request_id, None)
-        if future is not None:
+        entry = self._pending.pop(request_id, None)
+        if entry is not None:
+            future = entry[0]
             if future.done():
                 return
             if message_type in _ERROR_TYPES:
@@ -164,17 +223,20 @@ class Link:
         self.close_reason = reason
         self.closed.set()
         detail = f": {reason}" if reason is not None else ""
-        for future in self._pending.values():
+        for future, *_ in self._pending.values():
             if not future.done():
                 future.set_exception(ConnectionLost(f"the connection to Tay was lost{detail}; the outcome is unknown"))
         self._pending.clear()
         self._event_ids.clear()
-        self._writer.close()
-        if asyncio.current_task() is not self._read_task:
-            self._read_task.cancel()
+        self._outgoing.clear()
+        if self._deadline_timer is not None:
+            self._deadline_timer.cancel()
+            self._deadline_timer = None
+        if self._drained is not None and not self._drained.done():
+            self._drained.set_result(None)
+        if self._transport is not None:
+            self._transport.close()
 
     async def wait_closed(self) -> None:
         with contextlib.suppress(Exception, asyncio.CancelledError):
-            await self._read_task
-        with contextlib.suppress(Exception):
-            await self._writer.wait_closed()
+            await self.closed.wait()

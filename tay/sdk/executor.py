@@ -11,27 +11,18 @@ fence decides whether its report still counts.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import inspect
 import traceback
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from typing import Any
 
 from tay.errors import ConnectionLost, ProtocolError, ResultTooLarge, TaskNotRegistered, ValidationError
 from tay.sdk.connection import Link
 from tay.sdk.task import Task
-from tay.sdk.wire import encoded_json_size, normalize_json
+from tay.sdk.wire import encoded_json_size, json_bytes, plain_json
 
 MAX_ERROR_TYPE_CHARS = 128
-
-
-@dataclass
-class _Running:
-    task: asyncio.Task[None]
-    link: Link
-    synchronous: bool
 
 
 def _required_id(message: Mapping[str, Any], field: str) -> str:
@@ -63,8 +54,35 @@ def bounded_error(exc: BaseException, *, limit: int, include_traceback: bool) ->
     return error
 
 
+class _Running:
+    """One accepted execution: the future that finishes it (a task for async functions,
+    the thread pool's future for sync ones) and where its report goes."""
+
+    __slots__ = ("future", "link", "synchronous", "task", "ids")
+
+    def __init__(self, future: asyncio.Future[Any], link: Link, synchronous: bool, task: Task[Any, Any],
+                 ids: dict[str, str]) -> None:
+        self.future = future
+        self.link = link
+        self.synchronous = synchronous
+        self.task = task
+        self.ids = ids
+
+
+# Results of these types are never awaitable: no ABC check for them.
+_PLAIN_RESULTS = frozenset({dict, list, str, int, float, bool, type(None)})
+_CANCELLED_ERROR = {"type": "CancelledError", "message": "the execution was cancelled", "cancelled": True}
+
+
 class Executor:
-    """Accepts executions for one ``Tay`` instance."""
+    """Accepts executions for one ``Tay`` instance.
+
+    An execution is one future and a done callback: ``started`` is written as the
+    ``execute`` arrives, the function runs (a task on the loop, or a pool thread), and the
+    callback writes ``succeeded`` with the result encoded once, or ``failed``. Reports do
+    not wait for the socket to drain: at most ``capacity`` executions (two reports each)
+    are ever outstanding.
+    """
 
     def __init__(
         self,
@@ -94,7 +112,7 @@ class Executor:
         if message["type"] == "cancel_execution":
             running = self._running.get(_required_id(message, "execution_id"))
             if running is not None and not running.synchronous:
-                running.task.cancel()
+                running.future.cancel()
             return
         self._accept(link, message)
 
@@ -106,19 +124,61 @@ class Executor:
         if type(task_name) is not str:
             raise ProtocolError("Tay sent 'execute' without a string task")
         if execution_id in self._running:  # duplicate delivery: confirm, do not run twice
-            self._spawn_report(link, "started", ids)
+            _report(link, "started", ids)
             return
-        refusal = self._refusal(task_name, message.get("args", {}))
+        arguments = message.get("args", {})
+        refusal = self._refusal(task_name, arguments)
         if refusal is not None:
-            self._spawn_report(link, "failed", {**ids, "error": self._error(refusal)})
+            _report_failure(link, ids, self._error(refusal))
             return
         task = self._lookup(task_name)
         assert task is not None
+        _report(link, "started", ids)
+        loop = asyncio.get_running_loop()
         synchronous = not task.is_async
-        runner = asyncio.create_task(self._run(link, ids, task, dict(message.get("args", {})), synchronous),
-                                     name=f"tay-execution-{execution_id}")
-        self._running[execution_id] = _Running(runner, link, synchronous)
-        runner.add_done_callback(lambda _: self._running.pop(execution_id, None))
+        if synchronous:
+            if self._threads is None:
+                self._threads = ThreadPoolExecutor(self.capacity, thread_name_prefix="tay-task")
+            future: asyncio.Future[Any] = loop.run_in_executor(self._threads, task.call_with, arguments)
+        else:
+            try:
+                coroutine = task.call_with(arguments)
+            except Exception as exc:  # noqa: BLE001 - arguments that do not fit the function
+                _report_failure(link, ids, self._error(exc))
+                return
+            future = loop.create_task(coroutine, name=f"tay-execution-{execution_id}")
+        self._follow(execution_id, _Running(future, link, synchronous, task, ids))
+
+    def _follow(self, execution_id: str, running: _Running) -> None:
+        self._running[execution_id] = running
+        running.future.add_done_callback(lambda done: self._finished(execution_id, running, done))
+
+    def _finished(self, execution_id: str, running: _Running, future: asyncio.Future[Any]) -> None:
+        if self._running.get(execution_id) is running:
+            del self._running[execution_id]
+        link, ids = running.link, running.ids
+        if future.cancelled():
+            _report_failure(link, ids, dict(_CANCELLED_ERROR))
+            return
+        error = future.exception()
+        if error is not None:
+            _report_failure(link, ids, self._error(error))
+            return
+        result = future.result()
+        if type(result) not in _PLAIN_RESULTS and inspect.isawaitable(result):
+            # a function handed back an awaitable: its outcome is the execution's
+            running.future = asyncio.ensure_future(result)
+            self._follow(execution_id, running)
+            return
+        try:
+            encoded = json_bytes(plain_json(result))
+            if len(encoded) > self.max_result_bytes:
+                raise ResultTooLarge(f"task {running.task.name!r} returned {len(encoded)} bytes of JSON; "
+                                     f"the limit is {self.max_result_bytes}")
+        except Exception as exc:  # noqa: BLE001 - an unencodable result is the task's failure
+            _report_failure(link, ids, self._error(exc))
+            return
+        _report(link, "succeeded", ids, encoded)
 
     def _refusal(self, task_name: str, arguments: Any) -> BaseException | None:
         if not self._accepts_work():
@@ -134,65 +194,43 @@ class Executor:
     def _error(self, exc: BaseException) -> dict[str, Any]:
         return bounded_error(exc, limit=self.max_error_bytes, include_traceback=self.include_traceback)
 
-    async def _invoke(self, task: Task[Any, Any], arguments: dict[str, Any], synchronous: bool) -> Any:
-        if synchronous:
-            if self._threads is None:
-                self._threads = ThreadPoolExecutor(self.capacity, thread_name_prefix="tay-task")
-            loop = asyncio.get_running_loop()
-            result = await loop.run_in_executor(self._threads, task.call_with, arguments)
-        else:
-            result = task.call_with(arguments)
-        while inspect.isawaitable(result):  # a sync function may hand back an awaitable
-            result = await result
-        result = normalize_json(result)
-        size = encoded_json_size(result)
-        if size > self.max_result_bytes:
-            raise ResultTooLarge(f"task {task.name!r} returned {size} bytes of JSON; the limit is {self.max_result_bytes}")
-        return result
-
-    async def _run(self, link: Link, ids: dict[str, str], task: Task[Any, Any], arguments: dict[str, Any], synchronous: bool) -> None:
-        await self._report(link, "started", ids)
-        try:
-            result = await self._invoke(task, arguments, synchronous)
-        except asyncio.CancelledError:
-            error = {"type": "CancelledError", "message": "the execution was cancelled", "cancelled": True}
-            await self._report(link, "failed", {**ids, "error": error})
-            raise
-        except Exception as exc:  # noqa: BLE001 - a task's exception becomes its failure report
-            await self._report(link, "failed", {**ids, "error": self._error(exc)})
-        else:
-            await self._report(link, "succeeded", {**ids, "result": result})
-
-    @staticmethod
-    async def _report(link: Link, message_type: str, fields: dict[str, Any]) -> None:
-        # The engine treats an unreported execution on a lost connection as interrupted
-        # and runs it again, so a report that cannot be sent is dropped, not retried.
-        with contextlib.suppress(ConnectionLost, OSError):
-            await link.send_event(message_type, fields)
-
-    def _spawn_report(self, link: Link, message_type: str, fields: dict[str, Any]) -> None:
-        asyncio.create_task(self._report(link, message_type, fields))
-
     def link_lost(self, link: Link) -> None:
         """Forget executions of a lost connection: Tay will run them again elsewhere."""
         for execution_id, running in list(self._running.items()):
             if running.link is link:
                 if not running.synchronous:
-                    running.task.cancel()
+                    running.future.cancel()
                 self._running.pop(execution_id, None)
 
     async def drain(self, timeout: float) -> bool:
         """Wait up to ``timeout`` seconds for running executions; True when none is left."""
-        tasks = [running.task for running in self._running.values()]
-        if tasks:
-            await asyncio.wait(tasks, timeout=timeout)
+        futures = [running.future for running in self._running.values()]
+        if futures:
+            await asyncio.wait(futures, timeout=timeout)
         return not self._running
 
     def shutdown(self) -> None:
         """Cancel async executions; sync ones finish in their threads, unreported."""
-        for running in self._running.values():
-            running.task.cancel()
-        self._running.clear()
+        running, self._running = list(self._running.values()), {}
+        for execution in running:
+            execution.future.cancel()
         if self._threads is not None:
             self._threads.shutdown(wait=False, cancel_futures=True)
             self._threads = None
+
+
+# The engine treats an unreported execution on a lost connection as interrupted and runs
+# it again, so a report that cannot be sent is dropped, not retried.
+
+def _report(link: Link, message_type: str, ids: dict[str, str], result_json: bytes | None = None) -> None:
+    try:
+        link.send_report(message_type, ids, result_json)
+    except ConnectionLost:
+        pass
+
+
+def _report_failure(link: Link, ids: dict[str, str], error: dict[str, Any]) -> None:
+    try:
+        link.send_event("failed", {**ids, "error": error})
+    except ConnectionLost:
+        pass

@@ -125,6 +125,7 @@ class Task(Generic[P, R]):
         except (TypeError, ValueError):
             self.signature = None
         update_wrapper(self, function)  # keep __name__, __doc__, __wrapped__ like a decorator
+        self._is_async = inspect.iscoroutinefunction(function)
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> Any:
         """Run the function here and now; nothing is sent to Tay."""
@@ -135,7 +136,7 @@ class Task(Generic[P, R]):
 
     @property
     def is_async(self) -> bool:
-        return inspect.iscoroutinefunction(self.function)
+        return self._is_async
 
     # -- producing ---------------------------------------------------------------------
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import json
 import math
 import os
+import re
 import struct
 from collections.abc import Iterator, Mapping
 from typing import Any, Literal
@@ -39,17 +40,9 @@ def normalize_json(value: Any, *, _depth: int = 0) -> Any:
     if _depth > MAX_JSON_DEPTH:
         raise ValidationError(f"JSON value nests deeper than {MAX_JSON_DEPTH} levels")
     kind = type(value)
-    if value is None or kind is bool or kind is str or kind is int:
+    if kind is str or kind is int or kind is bool or value is None:
         return value
-    if kind is float:
-        if not math.isfinite(value):
-            raise ValidationError(f"JSON numbers must be finite, got {value!r}")
-        return value
-    if kind is list:
-        if len(value) > MAX_COLLECTION_ITEMS:
-            raise ValidationError(f"JSON list has {len(value)} items; limit is {MAX_COLLECTION_ITEMS}")
-        return [normalize_json(item, _depth=_depth + 1) for item in value]
-    if isinstance(value, Mapping):
+    if kind is dict or (kind is not list and isinstance(value, Mapping)):
         if len(value) > MAX_COLLECTION_ITEMS:
             raise ValidationError(f"JSON object has {len(value)} keys; limit is {MAX_COLLECTION_ITEMS}")
         out: dict[str, Any] = {}
@@ -58,10 +51,68 @@ def normalize_json(value: Any, *, _depth: int = 0) -> Any:
                 raise ValidationError(f"JSON object keys must be strings, got {type(key).__name__} {key!r}")
             out[key] = normalize_json(item, _depth=_depth + 1)
         return out
+    if kind is float:
+        if not math.isfinite(value):
+            raise ValidationError(f"JSON numbers must be finite, got {value!r}")
+        return value
+    if kind is list:
+        if len(value) > MAX_COLLECTION_ITEMS:
+            raise ValidationError(f"JSON list has {len(value)} items; limit is {MAX_COLLECTION_ITEMS}")
+        return [normalize_json(item, _depth=_depth + 1) for item in value]
     raise ValidationError(
         f"{kind.__name__} is not a JSON value; pass ids and plain JSON values "
         "(None, bool, int, float, str, list, dict) instead"
     )
+
+
+class _NeedsCopy(Exception):
+    """A ``Mapping`` that is not a dict: orjson cannot encode it as it is."""
+
+
+def _check_plain(value: Any, depth: int) -> None:
+    """``normalize_json``'s checks (the same limits and errors) without the copy."""
+    if depth > MAX_JSON_DEPTH:
+        raise ValidationError(f"JSON value nests deeper than {MAX_JSON_DEPTH} levels")
+    kind = type(value)
+    if kind is str or kind is int or kind is bool or value is None:
+        return
+    if kind is dict:
+        if len(value) > MAX_COLLECTION_ITEMS:
+            raise ValidationError(f"JSON object has {len(value)} keys; limit is {MAX_COLLECTION_ITEMS}")
+        for key, item in value.items():
+            if type(key) is not str:
+                raise ValidationError(f"JSON object keys must be strings, got {type(key).__name__} {key!r}")
+            kind = type(item)
+            if depth == MAX_JSON_DEPTH or not (kind is str or kind is int or kind is bool or item is None):
+                _check_plain(item, depth + 1)
+        return
+    if kind is list:
+        if len(value) > MAX_COLLECTION_ITEMS:
+            raise ValidationError(f"JSON list has {len(value)} items; limit is {MAX_COLLECTION_ITEMS}")
+        for item in value:
+            _check_plain(item, depth + 1)
+        return
+    if kind is float:
+        if not math.isfinite(value):
+            raise ValidationError(f"JSON numbers must be finite, got {value!r}")
+        return
+    if isinstance(value, Mapping):
+        raise _NeedsCopy
+    normalize_json(value)  # raises the ValidationError that names the type
+
+
+def plain_json(value: Any) -> Any:
+    """``value`` itself when it is made only of protocol JSON values (dicts, lists,
+    scalars), else its ``normalize_json`` copy; invalid values raise as there.
+
+    For values encoded at once (before the caller can change them), so no copy is made
+    on the common path.
+    """
+    try:
+        _check_plain(value, 0)
+    except _NeedsCopy:
+        return normalize_json(value)
+    return value
 
 
 def json_bytes(value: Any) -> bytes:
@@ -98,6 +149,23 @@ def new_request_id() -> str:
     return os.urandom(16).hex()
 
 
+class RequestIds:
+    """Request ids of one connection: a random prefix per connection, ``-`` and a counter
+    in hex. Unique per connection, which is what correlation needs, without a
+    ``getrandom`` call per message; no long zero runs (they would look like integers to
+    the decoder's 64-bit check)."""
+
+    __slots__ = ("_prefix", "_next")
+
+    def __init__(self) -> None:
+        self._prefix = os.urandom(8).hex() + "-"
+        self._next = 0
+
+    def __call__(self) -> str:
+        self._next += 1
+        return f"{self._prefix}{self._next:x}"
+
+
 def envelope(message_type: str, request_id: str, fields: Mapping[str, Any]) -> dict[str, Any]:
     """One outgoing message: the envelope fields plus normalized ``fields``."""
     message = normalize_json(fields)
@@ -118,6 +186,45 @@ def encode_frame(message: Mapping[str, Any], *, max_frame_bytes: int = DEFAULT_M
         raise ValidationError(
             f"message {message.get('type')!r} encodes to {len(payload)} bytes; "
             f"the frame limit is {max_frame_bytes}"
+        )
+    return _HEADER.pack(len(payload)) + payload
+
+
+def message_frame(message_type: str, request_id: str, fields: Mapping[str, Any], *,
+                  max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES, plain: bool = False) -> bytes:
+    """The frame of one outgoing message, encoded at once: ``fields`` plus the envelope.
+
+    ``plain``: ``fields`` holds only plain JSON values already (``plain_json`` or
+    ``normalize_json`` checked them), so they are not walked again. ``message_type`` and
+    ``request_id`` come from the SDK itself (``RequestIds``), not from callers.
+    """
+    message = {**(fields if plain else plain_json(fields)), "version": PROTOCOL_VERSION,
+               "type": message_type, "request_id": request_id}
+    return _frame_of(json_bytes(message), message_type, max_frame_bytes)
+
+
+def report_frame(message_type: str, request_id: str, ids: Mapping[str, str], result_json: bytes | None = None,
+                 *, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> bytes:
+    """The frame of an execution report with an already encoded ``result``, spliced in
+    instead of decoded and encoded again.
+
+    ``ids`` holds ``execution_id``, ``job_id`` and ``reservation_id`` (strings); with
+    ``request_id`` they all sort before ``result``, ``type`` and ``version``, so the bytes
+    are exactly what ``json_bytes`` gives for the whole message.
+    """
+    head = json_bytes({**ids, "request_id": request_id})
+    tail = b'"type":' + json_bytes(message_type) + b',"version":1}'
+    if result_json is None:
+        payload = head[:-1] + b"," + tail
+    else:
+        payload = head[:-1] + b',"result":' + result_json + b"," + tail
+    return _frame_of(payload, message_type, max_frame_bytes)
+
+
+def _frame_of(payload: bytes, message_type: str, max_frame_bytes: int) -> bytes:
+    if len(payload) > max_frame_bytes:
+        raise ValidationError(
+            f"message {message_type!r} encodes to {len(payload)} bytes; the frame limit is {max_frame_bytes}"
         )
     return _HEADER.pack(len(payload)) + payload
 
@@ -162,11 +269,66 @@ _STRICT_DECODER = json.JSONDecoder(object_pairs_hook=_refuse_duplicates,
 
 
 def decode_payload(payload: bytes, *, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> dict[str, Any]:
-    """Parse and check one frame payload (the bytes after the length prefix)."""
+    """Parse and check one frame payload (the bytes after the length prefix).
+
+    orjson parses (refusing non-UTF-8, NaN/Infinity and malformed text); what it lets
+    through is checked here: a repeated key (orjson keeps the last), which shows as more
+    colons than object members, and integers beyond 64 bits (orjson turns them into
+    floats), which need a run of 19 digits. Either case, and every error, takes the exact
+    stdlib parse, so errors read the same and big integers stay exact.
+    """
     if not payload:
         raise ProtocolError("empty frame payload")
     if len(payload) > max_frame_bytes:
         raise ProtocolError(f"frame payload of {len(payload)} bytes exceeds {max_frame_bytes}")
+    try:
+        message = orjson.loads(payload)
+    except orjson.JSONDecodeError:
+        return _decode_exactly(payload)
+    if type(message) is not dict:
+        raise ProtocolError(f"frame payload must be a JSON object, got {type(message).__name__}")
+    if payload.count(b":") != _members(message) and not _colons_in_strings_only(payload, message):
+        return _decode_exactly(payload)
+    if _NINETEEN_ZEROS in payload.translate(_DIGITS_AS_ZERO) and _LONG_INTEGER.search(payload):
+        return _decode_exactly(payload)
+    check_envelope(message, incoming=True)
+    return message
+
+
+_DIGITS_AS_ZERO = bytes.maketrans(b"123456789", b"000000000")
+_NINETEEN_ZEROS = b"0" * 19
+# An integer literal of 19+ digits: right after ``:``, ``,`` or ``[`` (ids and other
+# strings have digit runs too, but never there).
+_LONG_INTEGER = re.compile(rb"[:,\[][ \t\r\n]*-?[0-9]{19}")
+
+
+def _members(value: dict[str, Any]) -> int:
+    """Members of every object in a decoded message (each has one colon in the text)."""
+    count = 0
+    stack: list[Any] = [value]
+    while stack:
+        container = stack.pop()
+        if type(container) is dict:
+            count += len(container)
+            items = container.values()
+        else:
+            items = container
+        for item in items:
+            kind = type(item)
+            if kind is dict or kind is list:
+                stack.append(item)
+    return count
+
+
+def _colons_in_strings_only(payload: bytes, message: dict[str, Any]) -> bool:
+    """Whether the colons beyond the members are inside strings (no key repeats)."""
+    from tay import _native  # C scan; only for payloads with a colon inside a string
+
+    return bool(_native.json_member_count(payload) == _members(message))
+
+
+def _decode_exactly(payload: bytes) -> dict[str, Any]:
+    """The stdlib parse: every error named precisely, repeated keys refused, exact ints."""
     try:
         text = payload.decode("utf-8")
     except UnicodeDecodeError as exc:
