@@ -117,6 +117,36 @@ int tay_events_scan(const uint8_t *buf, size_t count, const uint64_t *offsets,
                     size_t tape_capacity, uint8_t *tags, uint64_t *values, uint32_t *tape_offsets,
                     double *reals, uint64_t *rows);
 
+/* ---- Store-v2 snapshot batch fast path (snapshots.c) ----
+ * Slot 0 is TAY_EVENT_FAST or TAY_EVENT_SLOW; TAY_SF_NIL has bit k set when slot k is nil;
+ * TAY_SF_BODY is the body's offset in the payload (the job id is its first 16 bytes);
+ * TAY_SF_STATE indexes scheduled, available, executing, retryable, completed, cancelled,
+ * discarded; slots from TAY_SF_DEFINITION on are an Event-v1 row's definition slots
+ * (TAY_EF_DEFINITION.. relative to it, its own TAY_EF_NIL for scheduled_at). Offsets are
+ * relative to the payload start. */
+#define TAY_SNAPSHOT_ROW 40
+#define TAY_SF_REVISION 1
+#define TAY_SF_CYCLE 2
+#define TAY_SF_EXECUTION 3
+#define TAY_SF_NIL 4
+#define TAY_SF_ATTEMPT 5
+#define TAY_SF_ATTEMPTED_AT 6
+#define TAY_SF_ORDER 7
+#define TAY_SF_COMPLETED_AT 8
+#define TAY_SF_DIAGNOSTIC 9
+#define TAY_SF_ELIGIBLE_AT 10
+#define TAY_SF_INSERTED_AT 11
+#define TAY_SF_NEXT_ATTEMPT 12
+#define TAY_SF_STATE 13
+#define TAY_SF_TERMINAL_AT 14
+#define TAY_SF_BODY 15
+#define TAY_SF_DEFINITION 16
+int tay_snapshots_scan(const uint8_t *buf, size_t count, const uint64_t *offsets,
+                       const uint32_t *lengths, uint32_t max_depth, uint64_t max_nodes,
+                       uint64_t max_binary, size_t tape_capacity, uint8_t *tags,
+                       uint64_t *values, uint32_t *tape_offsets, double *reals,
+                       uint64_t *rows);
+
 /* ---- Unix-socket framing (frames.c) ---- */
 #define TAY_FRAME_OK 0
 #define TAY_FRAME_TOO_LARGE 1

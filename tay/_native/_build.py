@@ -13,7 +13,7 @@ from cffi import FFI
 
 _ROOT = Path(__file__).resolve().parents[2]
 _CSRC = _ROOT / "csrc"
-_SOURCES = ["crc32c.c", "records.c", "value.c", "frames.c", "fileops.c", "events.c",
+_SOURCES = ["crc32c.c", "records.c", "value.c", "frames.c", "fileops.c", "events.c", "snapshots.c",
             "json_value.c", "value_json.c", "json_keys.c", "writer.c", "writer_io.c"]
 
 CDEF = """
@@ -41,6 +41,12 @@ int tay_events_scan(const uint8_t *buf, size_t count, const uint64_t *offsets,
                     uint32_t max_depth, uint64_t max_nodes, uint64_t max_binary,
                     size_t tape_capacity, uint8_t *tags, uint64_t *values, uint32_t *tape_offsets,
                     double *reals, uint64_t *rows);
+
+int tay_snapshots_scan(const uint8_t *buf, size_t count, const uint64_t *offsets,
+                       const uint32_t *lengths, uint32_t max_depth, uint64_t max_nodes,
+                       uint64_t max_binary, size_t tape_capacity, uint8_t *tags,
+                       uint64_t *values, uint32_t *tape_offsets, double *reals,
+                       uint64_t *rows);
 
 int tay_json_to_value(const uint8_t *json, size_t size, uint8_t *out, size_t out_capacity,
                       size_t *out_length, size_t *error_offset);
@@ -167,6 +173,7 @@ int tay_writer_test_gate_entered(tay_writer *w);
 #define TAY_V_TAPE_FULL ...
 #define TAY_VALUE_DEPTH_CEILING ...
 #define TAY_EVENT_FAST ...
+#define TAY_SNAPSHOT_ROW ...
 #define TAY_EVENT_SLOW ...
 #define TAY_EVENT_ROW ...
 #define TAY_J_MALFORMED ...

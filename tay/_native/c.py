@@ -252,6 +252,25 @@ def events_scan(buf: Any, records: Sequence[tuple[int, int, int, int]], max_dept
     return ffi.unpack(rows, count * lib.TAY_EVENT_ROW)
 
 
+def snapshots_scan(buf: Any, records: Sequence[tuple[int, int]], max_depth: int = 64,
+                   max_nodes: int = 100_000, max_binary: int = 16_777_216) -> list[int]:
+    """Flat (7,1) snapshot rows; see ``tay._native._pure_snapshots.snapshots_scan``."""
+    check_limits(max_depth, max_nodes, max_binary)
+    count = len(records)
+    if not count:
+        return []
+    data = ffi.from_buffer("uint8_t[]", buf)
+    offsets_list, lengths_list = zip(*records)
+    for offset, length in records:
+        if offset < 0 or length < 0 or offset + length > len(data):
+            raise ValueError(f"payload slice {offset}+{length} outside the buffer")
+    rows = _new_uncleared("uint64_t[]", count * lib.TAY_SNAPSHOT_ROW)
+    lib.tay_snapshots_scan(data, count, ffi.new("uint64_t[]", offsets_list),
+                           ffi.new("uint32_t[]", [min(n, 0xFFFFFFFF) for n in lengths_list]),
+                           max_depth, max_nodes, max_binary, _EVENT_TAPE, *_event_tape(), rows)
+    return ffi.unpack(rows, count * lib.TAY_SNAPSHOT_ROW)
+
+
 _EVENT_TAPE = 65536  # payloads longer than this take the slow path
 _tape_cache: list = []
 

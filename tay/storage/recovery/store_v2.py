@@ -39,9 +39,11 @@ from tay.storage.v2.epoch_records import (
 from tay.storage.v2.manifest import Manifest, verify_selection
 from tay.storage.v2.markers import CURRENT_SIZE, MARKER_SIZE, decode_current
 from tay.storage.v2.records import MUTATION_PAIR, SNAPSHOT_PAIR, decode_mutation, decode_snapshot
+from tay.storage.v2.fast import decode_batch
 from tay.storage.v2.reducer import EpochReducer
 
 _HASH_CHUNK = 1 << 20
+_BATCH = 1024  # records decoded per native call in replay (bounds what is held at once)
 BASE_PAIRS = frozenset({SNAPSHOT_PAIR, JOB_ATTACHMENT_PAIR, EPOCH_EVENT_PAIR})
 TAIL_PAIRS = frozenset({MUTATION_PAIR, EPOCH_EVENT_PAIR})
 
@@ -304,6 +306,17 @@ class _Dispatch:
         else:
             self.reducer.event(decode_epoch_event(payload, self.limits))
 
+    def decoded(self, pair: tuple[int, int], record: Any, in_base: bool) -> None:
+        """A record the native fast path decoded (what the exact decoder would return)."""
+        if pair == SNAPSHOT_PAIR:
+            self.reducer.snapshot(record)
+        elif pair == JOB_ATTACHMENT_PAIR:
+            self.reducer.attachment(record)
+        elif in_base:
+            self.reducer.checkpoint(record)
+        else:
+            self.reducer.event(record)
+
 
 def profile_refusal(pair: tuple[int, int], region: str) -> RecoveryRefused:
     reason = "record_profile" if pair in BASE_PAIRS | TAIL_PAIRS else "payload_schema"
@@ -341,8 +354,16 @@ def replay_v2(view: EpochView, consumer: Any, limits: DecodeLimits,
         allowed = BASE_PAIRS if in_base else TAIL_PAIRS
         buffer = memoryview(segment_view.mapping) if segment_view.mapping is not None \
             else memoryview(b"")
+        records = segment_view.scan.records
+        decoded: list = []
+        first = 0  # index of decoded[0] in records
         try:
-            for offset, rtype, schema, sequence, length in segment_view.scan.records:
+            for position, (offset, rtype, schema, sequence, length) in enumerate(records):
+                if dispatch is not None and position - first >= len(decoded):
+                    first = position  # the next batch through the native fast path
+                    decoded = decode_batch(buffer, [
+                        (o + 24, n, t, s) for o, t, s, _, n in records[first:first + _BATCH]
+                    ], limits)
                 where = dict(path=segment_view.path, segment_id=segment_view.segment_id,
                              sequence=sequence, stage="replay")
                 if sequence != expected:
@@ -356,6 +377,8 @@ def replay_v2(view: EpochView, consumer: Any, limits: DecodeLimits,
                 try:
                     if dispatch is None:
                         consumer(sequence, rtype, schema, payload)
+                    elif decoded[position - first] is not None:
+                        dispatch.decoded(pair, decoded[position - first], in_base)
                     elif in_base:
                         dispatch.base(pair, payload)
                     else:

@@ -1,0 +1,144 @@
+"""Native fast path for replaying Store-v2 records (storage.md §3.5, tay's (30,2)/(31,2)).
+
+``decode_batch`` looks at a batch of epoch records in two native calls: (7,1) snapshots
+through ``tay._native.snapshots_scan`` and the Event-v1 payloads inside (31,2) attachments
+and (30,2) epoch events through ``events_scan``. For every record the scans vouch for it
+builds what the exact decoders (``records.decode_snapshot``, ``epoch_records``) would
+return; every other record, including each one that will be refused, is ``None`` and the
+caller decodes it with the exact decoder, so refusals keep their class, reason and offset.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Any, Callable
+
+from tay import _native
+from tay._native import _pure_events as er
+from tay._native import _pure_snapshots as sr
+from tay.storage.events import epoch_carry
+from tay.storage.events.definition import LazyDefinition
+from tay.storage.events.fast import _FAST_BUILDERS
+from tay.storage.events.registry import JOB_PAIRS
+from tay.storage.formats.value import DecodeLimits
+from tay.storage.v2.epoch_records import EPOCH_EVENT_PAIR, JOB_ATTACHMENT_PAIR, EpochEvent
+from tay.storage.v2.records import SNAPSHOT_PAIR, Snapshot
+
+Record = tuple[int, int, int, int]  # payload offset, length, type, schema
+_REVISION = struct.Struct(">Q")
+_STATES = sr.STATES
+_D = sr.DEFINITION  # where the definition's Event-v1 slots start in a snapshot row
+
+
+def _carried(attachment: bool) -> dict[tuple[int, int], Any]:
+    """Inner pairs the Event-v1 scan decodes that may appear in the record, with their carry."""
+    out = {}
+    for pair in JOB_PAIRS:
+        carry = epoch_carry(pair)
+        if pair[0] in _FAST_BUILDERS and carry is not None and (carry.attachment or not attachment):
+            out[pair] = carry
+    return out
+
+
+_ATTACHED = _carried(attachment=True)
+_CARRIED = _carried(attachment=False)
+
+
+def decode_batch(buffer: Any, records: list[Record], limits: DecodeLimits) -> list[Any]:
+    """One decoded object per record (Snapshot, the attachment's Event, EpochEvent) or
+    None where the exact decoder must look (a slow record, or a pair not handled here)."""
+    out: list[Any] = [None] * len(records)
+    snapshots: list[int] = []
+    inner: list[int] = []
+    inner_records: list[Record] = []
+    for index, (offset, length, rtype, schema) in enumerate(records):
+        pair = (rtype, schema)
+        if pair == SNAPSHOT_PAIR:
+            snapshots.append(index)
+        elif pair == JOB_ATTACHMENT_PAIR and length >= 2:
+            inner_pair = (buffer[offset], buffer[offset + 1])
+            if inner_pair in _ATTACHED:
+                inner.append(index)
+                inner_records.append((offset + 2, length - 2, *inner_pair))
+        elif pair == EPOCH_EVENT_PAIR and length >= 10:
+            inner_pair = (buffer[offset], buffer[offset + 1])
+            if inner_pair in _CARRIED:
+                inner.append(index)
+                inner_records.append((offset + 10, length - 10, *inner_pair))
+    if snapshots:
+        _snapshots(buffer, records, snapshots, limits, out)
+    if inner:
+        _inner_events(buffer, records, inner, inner_records, limits, out)
+    return out
+
+
+def _snapshots(buffer: Any, records: list[Record], indexes: list[int], limits: DecodeLimits,
+               out: list[Any]) -> None:
+    rows = _native.snapshots_scan(buffer, [records[i][:2] for i in indexes],
+                                  limits.depth, limits.nodes, limits.binary)
+    texts: dict[bytes, str] = {}  # queue and worker keys repeat: one str each
+    base = 0
+    for index in indexes:
+        if rows[base] == er.EVENT_FAST:
+            offset, length = records[index][:2]
+            out[index] = _snapshot(bytes(buffer[offset:offset + length]), rows, base, texts)
+        base += sr.SNAPSHOT_ROW
+
+
+def _text(data: bytes, rows: list[int], slot: int, texts: dict[bytes, str]) -> str:
+    start = rows[slot]
+    raw = data[start:start + rows[slot + 1]]
+    text = texts.get(raw)
+    if text is None:
+        text = texts[raw] = raw.decode("utf-8")
+    return text
+
+
+def _snapshot(data: bytes, rows: list[int], base: int, texts: dict[bytes, str]) -> Snapshot:
+    """The Snapshot ``decode_snapshot`` returns for a payload the scan vouched for."""
+    nil = rows[base + sr.NIL]
+    d = base + _D
+
+    def opt(slot: int) -> int | None:
+        return None if (nil >> slot) & 1 else rows[base + slot]
+
+    start = rows[d + er.DEFINITION]
+    canonical = data[start:start + rows[d + er.DEFINITION_LENGTH]]
+    args = rows[d + er.ARGS] - start
+    scheduled = None if (rows[d + er.NIL] >> er.SCHEDULED_AT) & 1 else rows[d + er.SCHEDULED_AT]
+    definition = LazyDefinition(
+        canonical, (args, args + rows[d + er.ARGS_LENGTH]), rows[d + er.ARGS_NODES],
+        rows[d + er.MAX_ATTEMPTS], _text(data, rows, d + er.QUEUE, texts), scheduled,
+        rows[d + er.TIMEOUT_MS], _text(data, rows, d + er.WORKER, texts))
+    diagnostic = None if (nil >> sr.DIAGNOSTIC) & 1 else \
+        {"code": rows[base + sr.DIAGNOSTIC], "version": 1}
+    body = {
+        "attempt": rows[base + sr.ATTEMPT], "attempted_at": opt(sr.ATTEMPTED_AT),
+        "availability_order": opt(sr.ORDER), "completed_at": opt(sr.COMPLETED_AT),
+        "definition": definition, "diagnostic": diagnostic,
+        "eligible_at": opt(sr.ELIGIBLE_AT), "inserted_at": rows[base + sr.INSERTED_AT],
+        "next_attempt": opt(sr.NEXT_ATTEMPT), "state": _STATES[rows[base + sr.STATE]],
+        "terminal_at": opt(sr.TERMINAL_AT),
+    }
+    return Snapshot(data[:16], rows[base + sr.REVISION], rows[base + sr.CYCLE],
+                    opt(sr.EXECUTION), body, canonical)
+
+
+def _inner_events(buffer: Any, records: list[Record], indexes: list[int],
+                  inner_records: list[Record], limits: DecodeLimits, out: list[Any]) -> None:
+    rows = _native.events_scan(buffer, inner_records, limits.depth, limits.nodes,
+                               limits.binary)
+    builders: dict[int, Callable] = _FAST_BUILDERS
+    base = 0
+    for index, (offset, length, itype, ischema) in zip(indexes, inner_records):
+        if rows[base] == er.EVENT_FAST:
+            event = builders[itype](itype, ischema, bytes(buffer[offset:offset + length]),
+                                    rows, base)
+            if records[index][2:] == JOB_ATTACHMENT_PAIR:
+                out[index] = event
+            else:
+                start = records[index][0]
+                (revision,) = _REVISION.unpack_from(buffer, start + 2)
+                if revision != 0 and event.get("expected_revision", 0) < revision:
+                    out[index] = EpochEvent(event, revision, _CARRIED[(itype, ischema)])
+        base += er.EVENT_ROW
