@@ -169,6 +169,21 @@ async def drain(server: ServerProcess, ledger: Ledger, completed_at_restart: dic
     await client.close()
 
 
+async def second_life(server: ServerProcess, ledger: Ledger, rng: random.Random,
+                      at_kill: dict | None = None) -> None:
+    """Restart after the kill: every acknowledged job is there, resubmitted unknowns are
+    deduplicated, ``inspect`` taken at the kill agrees (when given), and the rest drains."""
+    server.start()  # the kill left a stale socket file; the restart must replace it
+    client = await WireClient.connect(server.socket_path)
+    found = await check_restart(client, ledger)
+    completed_at_restart = {i: j for i, j in found.items() if j["state"] == "completed"}
+    await resubmit(client, ledger, rng)
+    if at_kill is not None:
+        await check_inspect_agrees(client, ledger, at_kill)
+    await client.close()
+    await drain(server, ledger, completed_at_restart)
+
+
 @pytest.mark.parametrize("phase,seed,extra", ROUNDS, ids=[f"{p}-{s}" for p, s, _ in ROUNDS])
 def test_kill9_then_restart_keeps_every_acknowledgement(scratch, phase, seed, extra):
     rng = random.Random(seed)
@@ -182,14 +197,7 @@ def test_kill9_then_restart_keeps_every_acknowledgement(scratch, phase, seed, ex
               f"unknown={len(ledger.unknown)} executed={len(ledger.executed)} "
               f"completed={len(ledger.completed)}")
         at_kill = inspect_store(server.data_dir)  # offline, between the kill and the restart
-        server.start()  # the kill left a stale socket file; the restart must replace it
-        client = await WireClient.connect(server.socket_path)
-        found = await check_restart(client, ledger)
-        completed_at_restart = {i: j for i, j in found.items() if j["state"] == "completed"}
-        await resubmit(client, ledger, rng)
-        await check_inspect_agrees(client, ledger, at_kill)
-        await client.close()
-        await drain(server, ledger, completed_at_restart)
+        await second_life(server, ledger, rng, at_kill)
 
     try:
         asyncio.run(asyncio.wait_for(scenario(), timeout=100))

@@ -24,8 +24,7 @@ import pytest
 from tay.admin.client import SocketAdmin
 from tests.crash.cluster import SCRATCH, ServerProcess, inspect_store
 from tests.crash.ledger import Ledger, produce, work
-from tests.crash.test_kill9 import check_restart, drain, resubmit
-from tests.crash.wire import WireClient
+from tests.crash.test_kill9 import second_life
 
 # seed -> extra serve arguments: the automatic trigger small enough to fire under the load
 TRIGGER = ("--compact-history-bytes", "64KiB", "--compact-ratio", "1.1")
@@ -104,13 +103,7 @@ def test_kill9_during_online_compaction_keeps_every_acknowledgement(scratch, see
         print(f"seed={seed} {moment}: acked={len(ledger.acked)} unknown={len(ledger.unknown)} "
               f"completed={len(ledger.completed)}")
         one_authority(server.data_dir)
-        server.start()
-        client = await WireClient.connect(server.socket_path)
-        found = await check_restart(client, ledger)
-        completed_at_restart = {i: j for i, j in found.items() if j["state"] == "completed"}
-        await resubmit(client, ledger, rng)
-        await client.close()
-        await drain(server, ledger, completed_at_restart)
+        await second_life(server, ledger, rng)
 
     try:
         asyncio.run(asyncio.wait_for(scenario(), timeout=120))
