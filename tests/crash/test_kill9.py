@@ -15,6 +15,7 @@ import asyncio
 import random
 import shutil
 import tempfile
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
@@ -184,6 +185,22 @@ async def second_life(server: ServerProcess, ledger: Ledger, rng: random.Random,
     await drain(server, ledger, completed_at_restart)
 
 
+def run_both_lives(server: ServerProcess, scenario: Callable[[], Awaitable[None]],
+                   timeout_s: float, final: Callable[[Path], dict]) -> dict:
+    """Run ``scenario``, stop the server cleanly and return ``final(data_dir)``; on any
+    failure print the server's log, and never leave the server running."""
+    try:
+        asyncio.run(asyncio.wait_for(scenario(), timeout=timeout_s))
+        server.stop()
+        return final(server.data_dir)
+    except BaseException:
+        print(server.log()[-4000:])
+        raise
+    finally:
+        if server.process is not None:
+            server.kill9()
+
+
 @pytest.mark.parametrize("phase,seed,extra", ROUNDS, ids=[f"{p}-{s}" for p, s, _ in ROUNDS])
 def test_kill9_then_restart_keeps_every_acknowledgement(scratch, phase, seed, extra):
     rng = random.Random(seed)
@@ -199,15 +216,6 @@ def test_kill9_then_restart_keeps_every_acknowledgement(scratch, phase, seed, ex
         at_kill = inspect_store(server.data_dir)  # offline, between the kill and the restart
         await second_life(server, ledger, rng, at_kill)
 
-    try:
-        asyncio.run(asyncio.wait_for(scenario(), timeout=100))
-        server.stop()
-        report = inspect_store(server.data_dir)
-        assert report["ok"] and report["jobs"] == len(ledger.job_ids())
-        assert report["job_states"]["completed"] == len(ledger.job_ids()), report
-    except BaseException:
-        print(server.log()[-4000:])
-        raise
-    finally:
-        if server.process is not None:
-            server.kill9()
+    report = run_both_lives(server, scenario, timeout_s=100, final=inspect_store)
+    assert report["ok"] and report["jobs"] == len(ledger.job_ids())
+    assert report["job_states"]["completed"] == len(ledger.job_ids()), report

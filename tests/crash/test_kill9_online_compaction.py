@@ -24,7 +24,7 @@ import pytest
 from tay.admin.client import SocketAdmin
 from tests.crash.cluster import SCRATCH, ServerProcess, inspect_store
 from tests.crash.ledger import Ledger, produce, work
-from tests.crash.test_kill9 import second_life
+from tests.crash.test_kill9 import run_both_lives, second_life
 
 # seed -> extra serve arguments: the automatic trigger small enough to fire under the load
 TRIGGER = ("--compact-history-bytes", "64KiB", "--compact-ratio", "1.1")
@@ -105,14 +105,5 @@ def test_kill9_during_online_compaction_keeps_every_acknowledgement(scratch, see
         one_authority(server.data_dir)
         await second_life(server, ledger, rng)
 
-    try:
-        asyncio.run(asyncio.wait_for(scenario(), timeout=120))
-        server.stop()
-        report = one_authority(server.data_dir)
-        assert report["job_states"]["completed"] == len(ledger.job_ids()), report
-    except BaseException:
-        print(server.log()[-4000:])
-        raise
-    finally:
-        if server.process is not None:
-            server.kill9()
+    report = run_both_lives(server, scenario, timeout_s=120, final=one_authority)
+    assert report["job_states"]["completed"] == len(ledger.job_ids()), report
