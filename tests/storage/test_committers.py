@@ -324,3 +324,30 @@ def test_both_writers_append_to_a_store_v2_epoch_tail_and_record_it(writer, root
     tail = sorted(Path(journal.segments_dir).glob("*.tay"))
     ledger = decode_ledger((root / "SEGMENT-LEDGER").read_bytes())
     assert ledger.highest(epoch_id).segment_id == int(tail[-1].name[:20]) > 2
+
+
+@WITHOUT_C_WRITER
+def test_a_batch_made_durable_while_receipts_are_fetched_still_resolves(data_dir):
+    """The C committer's future resolver read ``durable`` after fetching receipts: a batch
+    finished in between counted as durable without its receipt (RuntimeError in the
+    resolver thread, the future never resolved). Seen with a real-time writer thread."""
+    journal, committer = open_store(data_dir, "c")
+    writer = committer._writer
+    fetch = writer.new_receipts
+    raced: list[bool] = []
+
+    def fetch_while_the_next_batch_lands() -> list:
+        receipts = fetch()
+        if not raced:
+            raced.append(True)
+            writer.wait(2, None)  # the second submission becomes durable meanwhile
+        return receipts
+
+    writer.new_receipts = fetch_while_the_next_batch_lands
+    try:
+        futures = [committer.submit([(seq, 1, 1, payload(seq, 30))]) for seq in (1, 2)]
+        assert [f.result(timeout=10).last_sequence for f in futures] == [1, 2]
+        assert raced
+    finally:
+        committer.close()
+        journal.close()

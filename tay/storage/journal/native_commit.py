@@ -334,11 +334,14 @@ class NativeCommitter:
                 ticket = self._pending[0][0]
             base = self._ticket_base
             outcome = self._writer.wait(ticket - base, None)
+            # durable first: C stores a batch's receipt before it moves durable, so every
+            # ticket up to this value has its receipt in what is fetched next (read the
+            # other way round, a batch finished in between had no receipt yet)
+            durable = self._writer.durable + base
             for receipt in self._writer.new_receipts():
                 receipt["first_ticket"] += base
                 receipt["last_ticket"] += base
                 self._receipts.append(receipt)
-            durable = self._writer.durable + base
             failure: WriterStopped | None = None
             if outcome == "stopped":
                 failure = self.stopped
