@@ -198,6 +198,10 @@ typedef struct {
                                                   each successor's entry is appended to it */
     uint8_t epoch_id[16];                      /* whose segments: all zero for v1 segments/ */
     uint64_t ledger_size, ledger_highest;      /* its append offset and newest segment id */
+    int rt_priority;                           /* 0: the creator's scheduling; 1..99: the
+                                                  thread runs SCHED_FIFO at this priority
+                                                  (start fails with -EPERM without
+                                                  CAP_SYS_NICE or RLIMIT_RTPRIO) */
 } tay_writer_config;
 
 typedef struct {                               /* where the writer stands (after close) */
@@ -266,6 +270,7 @@ int tay_writer_observe(tay_writer *w, const uint64_t *latency_bounds_ns, size_t 
 void tay_writer_observations_of(tay_writer *w, tay_writer_observations *out);
 void tay_writer_failure_of(tay_writer *w, tay_writer_failure *out);
 void tay_writer_stats_of(tay_writer *w, tay_writer_stats *out);
+int tay_writer_scheduling(tay_writer *w, int *policy, int *priority);
 int tay_writer_close(tay_writer *w, tay_writer_tail *tail);
 void tay_writer_free(tay_writer *w);
 /* test seams: fail the Nth write / sync (counted like FaultyIO: every later one fails too),

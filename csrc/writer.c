@@ -14,6 +14,7 @@
 #include "writer_internal.h"
 
 #include <errno.h>
+#include <sched.h>
 #include <signal.h>
 #include <stdlib.h>
 #include <string.h>
@@ -63,7 +64,8 @@ static void *writer_main(void *arg);
 int tay_writer_start(const tay_writer_config *c, tay_writer **out) {
     if (c->dir_count < 1 || c->dir_count > TAY_WRITER_MAX_DIRS || c->max_events < 1 ||
         c->interval_ns < 0 || c->segment_fd < 0 || c->lock_fd < 0 || !c->lock_name ||
-        c->segment_id == 0 || c->next_sequence == 0 || (c->linger && !c->interval_ns))
+        c->segment_id == 0 || c->next_sequence == 0 || (c->linger && !c->interval_ns) ||
+        c->rt_priority < 0 || c->rt_priority > sched_get_priority_max(SCHED_FIFO))
         return TAY_WRITER_ARGUMENT;
     for (int i = 0; i < c->dir_count; i++)
         if (c->dir_fds[i] < 0 || !c->dir_names[i]) return TAY_WRITER_ARGUMENT;
@@ -101,7 +103,19 @@ int tay_writer_start(const tay_writer_config *c, tay_writer **out) {
     for (size_t i = 0; i < sizeof synchronous / sizeof *synchronous; i++)
         sigdelset(&all, synchronous[i]);
     pthread_sigmask(SIG_BLOCK, &all, &previous);
-    int rc = pthread_create(&w->thread, NULL, writer_main, w);
+    /* A real-time writer is woken at once when its fdatasync returns or a batch is flushed,
+     * instead of queueing behind the interpreter's threads on a busy machine. Set through
+     * the attributes, so a refusal (EPERM) comes from pthread_create with nothing to undo. */
+    pthread_attr_t attributes;
+    pthread_attr_init(&attributes);
+    if (c->rt_priority > 0) {
+        struct sched_param priority = {.sched_priority = c->rt_priority};
+        pthread_attr_setinheritsched(&attributes, PTHREAD_EXPLICIT_SCHED);
+        pthread_attr_setschedpolicy(&attributes, SCHED_FIFO);
+        pthread_attr_setschedparam(&attributes, &priority);
+    }
+    int rc = pthread_create(&w->thread, &attributes, writer_main, w);
+    pthread_attr_destroy(&attributes);
     pthread_sigmask(SIG_SETMASK, &previous, NULL);
     if (rc) {
         close(w->event_fd);
@@ -297,6 +311,15 @@ void tay_writer_failure_of(tay_writer *w, tay_writer_failure *out) {
     pthread_mutex_lock(&w->mu);
     *out = w->failure;
     pthread_mutex_unlock(&w->mu);
+}
+
+/* The writer thread's scheduling policy (SCHED_OTHER, SCHED_FIFO, ...) and priority; 0 or
+ * a positive errno. */
+int tay_writer_scheduling(tay_writer *w, int *policy, int *priority) {
+    struct sched_param param;
+    int rc = pthread_getschedparam(w->thread, policy, &param);
+    if (!rc) *priority = param.sched_priority;
+    return rc;
 }
 
 void tay_writer_stats_of(tay_writer *w, tay_writer_stats *out) {

@@ -87,6 +87,7 @@ typedef struct {
     int ledger_fd;
     uint8_t epoch_id[16];
     uint64_t ledger_size, ledger_highest;
+    int rt_priority;
 } tay_writer_config;
 typedef struct {
     int segment_fd;
@@ -131,6 +132,7 @@ int tay_writer_observe(tay_writer *w, const uint64_t *latency_bounds_ns, size_t 
 void tay_writer_observations_of(tay_writer *w, tay_writer_observations *out);
 void tay_writer_failure_of(tay_writer *w, tay_writer_failure *out);
 void tay_writer_stats_of(tay_writer *w, tay_writer_stats *out);
+int tay_writer_scheduling(tay_writer *w, int *policy, int *priority);
 int tay_writer_close(tay_writer *w, tay_writer_tail *tail);
 void tay_writer_free(tay_writer *w);
 void tay_writer_test_faults(tay_writer *w, uint64_t fail_write_at, uint64_t fail_sync_at,

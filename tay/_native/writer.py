@@ -14,6 +14,7 @@ the C structs into dicts. Errors: ``ValueError`` for bad records (naming index a
 
 from __future__ import annotations
 
+import errno
 from array import array
 from typing import Any, Sequence
 
@@ -50,7 +51,7 @@ class NativeWriter:
                  history_bytes: int, segment_crc: int, sync: bool, rotation_target: int,
                  max_events: int, interval_ms: int, linger: bool, ledger_fd: int = -1,
                  epoch_id: bytes = bytes(16), ledger_size: int = 0,
-                 ledger_highest: int = 0) -> None:
+                 ledger_highest: int = 0, rt_priority: int = 0) -> None:
         if not 1 <= len(dir_fds) == len(dir_names) <= MAX_DIRS:
             raise ValueError(f"1..{MAX_DIRS} pinned directories, root first")
         config = ffi.new("tay_writer_config *")
@@ -81,10 +82,16 @@ class NativeWriter:
         config.epoch_id = epoch_id
         config.ledger_size = ledger_size
         config.ledger_highest = ledger_highest
+        config.rt_priority = rt_priority  # 0: as the creator; 1..99: SCHED_FIFO
         handle = ffi.new("tay_writer **")
         rc = lib.tay_writer_start(config, handle)
         if rc == lib.TAY_WRITER_ARGUMENT:
-            raise ValueError("writer configuration refused (descriptors, ids or batching)")
+            raise ValueError("writer configuration refused (descriptors, ids, batching or "
+                             "real-time priority)")
+        if rc == -errno.EPERM and rt_priority:
+            raise PermissionError(errno.EPERM, f"the journal writer cannot run SCHED_FIFO at "
+                                  f"priority {rt_priority}: it needs CAP_SYS_NICE or "
+                                  f"RLIMIT_RTPRIO >= {rt_priority}")
         if rc != 0:
             raise OSError(-rc if rc < 0 and rc > -4096 else 12, "cannot start the writer thread")
         self._w = handle[0]
@@ -200,6 +207,16 @@ class NativeWriter:
             "write": (list(out.write_counts[0:latency_n + 1]), out.write_ns_total / 1e9),
             "sync": (list(out.sync_counts[0:latency_n + 1]), out.sync_ns_total / 1e9),
         }
+
+    def scheduling(self) -> tuple[int, int]:
+        """The writer thread's ``(policy, priority)``: ``os.SCHED_OTHER``, ``os.SCHED_FIFO``..."""
+        if self._closed:
+            raise WriterClosed("the writer is closed")
+        policy, priority = ffi.new("int *"), ffi.new("int *")
+        rc = lib.tay_writer_scheduling(self._w, policy, priority)
+        if rc:
+            raise OSError(rc, "cannot read the writer thread's scheduling")
+        return policy[0], priority[0]
 
     def stats(self) -> dict[str, int]:
         out = ffi.new("tay_writer_stats *")

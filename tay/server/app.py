@@ -63,6 +63,7 @@ class ServeConfig:
     group_commit_interval_ms: int = 0
     group_commit_linger: bool = False
     journal_writer: str = "auto"  # "c", "python" or "auto" (C when built)
+    journal_writer_rt_priority: int = 0  # 1..99: the C writer thread runs SCHED_FIFO
     engine: EngineConfig = field(default_factory=EngineConfig)
     limits: ProtocolLimits = field(default_factory=ProtocolLimits)
     drain_timeout_s: float = 30.0  # SIGTERM waits this long for running executions
@@ -123,7 +124,8 @@ def open_store(config: ServeConfig) -> OpenStore:
                      retention.to_value(), config.terminal_retention.to_value())
     committer = make_committer(journal, config.group_commit_max_events,
                                config.group_commit_interval_ms, linger=config.group_commit_linger,
-                               writer=config.journal_writer)
+                               writer=config.journal_writer,
+                               rt_priority=config.journal_writer_rt_priority)
     store = OpenStore(done.engine, journal, committer, recovered.store_version, retention,
                       base_bytes)
     try:

@@ -59,6 +59,10 @@ def register(groups: Any) -> None:
     add("--journal-writer", choices=("auto", "c", "python"), default=None,
         help="the journal writer thread: c (native, never takes the GIL), python (the twin), "
              "auto: c when the native module is built (default auto; TAY_JOURNAL_WRITER)")
+    add("--journal-writer-rt-priority", metavar="N",
+        help="run the C writer thread SCHED_FIFO at priority N (1..99), so it wakes at once "
+             "after each fdatasync on a busy machine; needs CAP_SYS_NICE or RLIMIT_RTPRIO >= N "
+             "(default 0: normal scheduling; TAY_JOURNAL_WRITER_RT_PRIORITY)")
     add("--queue", action="append", default=[], metavar="NAME=CREDITS",
         help="queue concurrency, repeatable; default default=10 (TAY_QUEUES=alpha=2,beta=2)")
     add("--default-queue-concurrency", help="credits of queues not listed, 1..65536; default 10 "
@@ -212,6 +216,19 @@ def build_config(args: argparse.Namespace, env: Mapping[str, str]) -> "ServeConf
         if not native_writer_available():
             raise ConfigurationError("--journal-writer", "c needs the native module "
                                      "(build it with `make native`)")
+    rt_priority = parse_int("--journal-writer-rt-priority", setting(
+        args, "journal_writer_rt_priority", env, "TAY_JOURNAL_WRITER_RT_PRIORITY", "0"), 0, 99)
+    if rt_priority and writer == "python":
+        raise ConfigurationError("--journal-writer-rt-priority",
+                                 "needs the C journal writer (--journal-writer c or auto); "
+                                 "the Python writer takes the GIL after every batch")
+    if rt_priority and writer == "auto":
+        from tay.storage.journal.native_commit import native_writer_available
+
+        if not native_writer_available():
+            raise ConfigurationError("--journal-writer-rt-priority", "needs the C journal "
+                                     "writer: build the native module with `make native`")
+        writer = "c"  # what auto would choose; the priority must not fall back silently
     queues = parse_queues(args.queue, env.get("TAY_QUEUES"))
     default_credits = parse_int("--default-queue-concurrency", setting(
         args, "default_queue_concurrency", env, "TAY_DEFAULT_QUEUE_CONCURRENCY", "10"), 1, 65_536)
@@ -248,6 +265,7 @@ def build_config(args: argparse.Namespace, env: Mapping[str, str]) -> "ServeConf
         durability=durability, validated_filesystem=validated,
         group_commit_max_events=max_events,
         group_commit_interval_ms=interval, group_commit_linger=linger, journal_writer=writer,
+        journal_writer_rt_priority=rt_priority,
         engine=engine, limits=limits, terminal_retention=retention, compaction=compaction,
         drain_timeout_s=float(drain), metrics_port=metrics_port,
     )

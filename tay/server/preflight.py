@@ -2,9 +2,9 @@
 the sentences an operator reads when one of them (or the store) refuses.
 
 ``preflight`` looks at the data directory (a file, a foreign directory, a missing store,
-the durability rules, a live owner), the socket (inside the data dir, a directory another
-user could replace it in, a live listener), the TLS files and the HTTP port, in that
-order, and creates nothing: the store, the
+the durability rules, a live owner), the writer's real-time priority, the socket (inside
+the data dir, a directory another user could replace it in, a live listener), the TLS files
+and the HTTP port, in that order, and creates nothing: the store, the
 socket file and the listening port only appear once every check passed. ``explain`` turns
 a store refusal into what is wrong, where, and the flag or command that resolves it; the
 internal kind and reason follow in brackets for logs and searches.
@@ -16,6 +16,7 @@ import errno
 import fcntl
 import os
 import socket
+import threading
 from typing import TYPE_CHECKING, Any
 
 from tay.failures import ConfigurationError, StorageFailure
@@ -44,6 +45,7 @@ class StartupRefused(ConfigurationError):
 def preflight(config: "ServeConfig", http: Any = None) -> None:
     """Refuse, before creating anything, what would make start-up fail half-way."""
     check_data_dir(config)
+    check_rt_priority(config.journal_writer_rt_priority)
     if config.socket is not None:
         check_outside_data_dir(config.socket.path, config.data_dir)
         problem = socket_directory_problem(config.socket)
@@ -56,6 +58,31 @@ def preflight(config: "ServeConfig", http: Any = None) -> None:
 
             tls_context(http)
         check_port_free(http.ip, http.port)
+
+
+def check_rt_priority(priority: int) -> None:
+    """Ask the kernel itself, on a throwaway thread, whether a thread of this process may run
+    SCHED_FIFO at ``priority`` (capabilities, RLIMIT_RTPRIO and a cgroup's real-time budget
+    all decide it; only trying tells)."""
+    if not priority:
+        return
+    refused: list[OSError] = []
+
+    def probe() -> None:
+        try:  # pid 0: this thread only (Linux schedules threads one by one)
+            os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(priority))
+        except OSError as error:
+            refused.append(error)
+
+    thread = threading.Thread(target=probe, name="tay-rt-probe")
+    thread.start()
+    thread.join()
+    if refused:
+        raise StartupRefused("--journal-writer-rt-priority", (
+            f"--journal-writer-rt-priority {priority}: this process may not run a thread "
+            f"SCHED_FIFO ({refused[0].strerror}). Grant it CAP_SYS_NICE (systemd: "
+            f"AmbientCapabilities=CAP_SYS_NICE) or RLIMIT_RTPRIO >= {priority} (systemd: "
+            f"LimitRTPRIO={priority}), or leave the option at 0."))
 
 
 def check_data_dir(config: "ServeConfig") -> None:

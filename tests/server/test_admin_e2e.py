@@ -17,6 +17,7 @@ import time
 import pytest
 
 from tay import Tay
+from tay import _native as native
 from tay.admin.client import AdminRefused, HttpAdmin, SocketAdmin
 from tay.errors import RemoteTaskError
 from tests.sdk.server import REPO, Server, scratch_dirs
@@ -209,7 +210,9 @@ def test_one_schedule_and_its_cancellation(engine, transport):
 def test_status_reads_on_both_transports(engine):
     for admin in clients(engine).values():
         status = admin.call("status", {})
-        assert status["tay_version"] and status["writer"] == {"running": True, "error": None}
+        assert status["tay_version"] and status["writer"] == {
+            "running": True, "error": None, "implementation": native.IMPLEMENTATION,
+            "rt_priority": 0}
         assert status["durability"] == "write" and status["storage"]["free_bytes"] > 0
         assert status["engine"]["jobs"]["total"] == sum(status["engine"]["jobs"]["by_state"].values())
         assert status["socket"]["path"] == engine.socket_path

@@ -39,13 +39,18 @@ def native_writer_available() -> bool:
 
 
 def make_committer(journal: Journal, max_events: int = 1, interval_ms: int = 0, *,
-                   linger: bool = False, writer: str = "auto") -> "GroupCommitter | NativeCommitter":
-    """The committer for ``journal``: ``writer`` "c", "python" or "auto" (C when it can)."""
+                   linger: bool = False, writer: str = "auto",
+                   rt_priority: int = 0) -> "GroupCommitter | NativeCommitter":
+    """The committer for ``journal``: ``writer`` "c", "python" or "auto" (C when it can);
+    ``rt_priority`` 1..99 runs the C writer thread SCHED_FIFO (C only)."""
     if writer not in WRITERS:
         raise RecoveryRefused("argument", "unknown_journal_writer", value=writer)
     native_io = type(journal.io) is RealIO and journal.io.native.IMPLEMENTATION == "c"
     if writer == "c" or (writer == "auto" and native_io and native_writer_available()):
-        return NativeCommitter(journal, max_events, interval_ms, linger=linger)
+        return NativeCommitter(journal, max_events, interval_ms, linger=linger,
+                               rt_priority=rt_priority)
+    if rt_priority:
+        raise RecoveryRefused("argument", "rt_priority_needs_c_writer", value=rt_priority)
     return GroupCommitter(journal, max_events, interval_ms, linger=linger)
 
 
@@ -65,7 +70,7 @@ class NativeCommitter:
     implementation = "c"
 
     def __init__(self, journal: Journal, max_events: int = 1, interval_ms: int = 0, *,
-                 linger: bool = False) -> None:
+                 linger: bool = False, rt_priority: int = 0) -> None:
         check_batching(max_events, interval_ms, linger)
         if journal.stopped is not None:
             raise journal.stopped
@@ -73,6 +78,7 @@ class NativeCommitter:
         self.max_events = max_events
         self.interval_s = interval_ms / 1000.0
         self.linger = linger
+        self.rt_priority = rt_priority  # kept for each writer thread after a compaction
         # an online compaction suspends the C thread and resumes on the new epoch's tail
         # with a new one: tickets continue from ``_ticket_base``, and what the earlier
         # threads counted is kept in ``_retired`` / ``_retired_observations``
@@ -106,7 +112,7 @@ class NativeCommitter:
             history_bytes=journal.history_bytes, segment_crc=journal.segment_crc,
             sync=journal.durability == "sync", rotation_target=journal.rotation_target,
             max_events=self.max_events, interval_ms=round(self.interval_s * 1000),
-            linger=self.linger, **_ledger_config(journal))
+            linger=self.linger, rt_priority=self.rt_priority, **_ledger_config(journal))
 
     # -- producer side ------------------------------------------------------------------
     @property
@@ -220,6 +226,10 @@ class NativeCommitter:
         return CommitStats(submissions=counters["submissions"], events=counters["events"],
                            batches=counters["batches"], fsyncs=counters["fsyncs"],
                            largest_batch=counters["largest_batch"])
+
+    def scheduling(self) -> tuple[int, int]:
+        """The running writer thread's ``(policy, priority)`` (``os.SCHED_FIFO``, ...)."""
+        return self._writer.scheduling()
 
     def observe(self, latency_bounds_s: Sequence[float], batch_bounds: Sequence[int]) -> None:
         """Keep per-batch histograms in C (the Python twin calls ``observer`` per batch on
