@@ -15,6 +15,7 @@ from tay.failures import ConfigurationError
 from tay.server.socket_path import (
     SocketPlan, bind_unix_socket, check_outside_data_dir, remove_socket, resolve_socket_path,
 )
+from tests.unprivileged import NOBODY, unprivileged
 
 ALWAYS = lambda path: True  # noqa: E731
 NEVER = lambda path: False  # noqa: E731
@@ -110,38 +111,6 @@ def test_stale_socket_is_reclaimed_live_one_and_file_are_not(tmp_path) -> None:
         bind_unix_socket(SocketPlan(path))
     remove_socket(path)  # a regular file is never removed either
     assert open(path).read() == "keep me"
-
-
-NOBODY = 65534  # the conventional unprivileged uid/gid
-
-
-def unprivileged(action) -> str:
-    """Run ``action()`` in a forked child without privileges and return what it reported.
-
-    Root bypasses directory permissions (CI runs as root), so as root the child drops to
-    ``nobody`` first; as anyone else it runs as that user. The child reports through a
-    pipe and leaves with ``os._exit``, so nothing of pytest runs twice.
-    """
-    read_end, write_end = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the child
-        os.close(read_end)
-        try:
-            if os.geteuid() == 0:
-                os.setgroups([])
-                os.setgid(NOBODY)
-                os.setuid(NOBODY)
-            outcome = f"ok: {action()}"
-        except BaseException as exc:  # noqa: BLE001 - every outcome is reported
-            outcome = f"{type(exc).__name__}: {exc}"
-        os.write(write_end, outcome.encode())
-        os._exit(0)
-    os.close(write_end)
-    with os.fdopen(read_end, "rb") as reader:
-        outcome = reader.read().decode()
-    _, status = os.waitpid(pid, 0)
-    assert os.waitstatus_to_exitcode(status) == 0, outcome
-    return outcome
 
 
 @pytest.fixture

@@ -11,9 +11,9 @@ from pathlib import Path
 
 import pytest
 
-from tests.server.test_socket_path import NOBODY
 from tests.storage.conftest import FIXTURE_STORE_ID, scratch_path
 from tests.storage.test_committers import WITHOUT_C_WRITER, payload
+from tests.unprivileged import unprivileged as run_unprivileged
 from tay.failures import RecoveryRefused
 from tay.server.preflight import StartupRefused, check_rt_priority
 from tay.storage.journal.native_commit import NativeCommitter, make_committer
@@ -97,28 +97,10 @@ def test_a_priority_outside_1_to_99_is_refused(journal, priority):
 
 
 def unprivileged(action) -> str:
-    """``action()`` in a forked child that may not use real-time scheduling (RLIMIT_RTPRIO 0,
-    and as root it drops to ``nobody``, losing CAP_SYS_NICE); what it raised or returned."""
-    read_end, write_end = os.pipe()
-    pid = os.fork()
-    if pid == 0:  # the child
-        os.close(read_end)
-        try:
-            resource.setrlimit(resource.RLIMIT_RTPRIO, (0, 0))
-            if os.geteuid() == 0:
-                os.setgroups([])
-                os.setgid(NOBODY)
-                os.setuid(NOBODY)
-            outcome = f"ok: {action()}"
-        except BaseException as exc:  # noqa: BLE001 - every outcome is reported
-            outcome = f"{type(exc).__name__}: {exc}"
-        os.write(write_end, outcome.encode())
-        os._exit(0)
-    os.close(write_end)
-    with os.fdopen(read_end, "rb") as reader:
-        outcome = reader.read().decode()
-    os.waitpid(pid, 0)
-    return outcome
+    """``action()`` in a child that may not use real-time scheduling: RLIMIT_RTPRIO 0, and
+    as root it drops to ``nobody`` (losing CAP_SYS_NICE)."""
+    return run_unprivileged(action, before_drop=lambda: resource.setrlimit(
+        resource.RLIMIT_RTPRIO, (0, 0)))
 
 
 def test_an_unprivileged_process_is_refused_before_start_up_with_the_remedy():
