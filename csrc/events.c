@@ -19,7 +19,7 @@ static int check_event(const uint8_t *d, int type, int schema, uint64_t *row) {
     int slot = schema == 2 && type == 10 ? 6 : (schema == 1 && type >= 1 && type <= 6 ? type - 1 : -1);
     if (slot < 0) return 0;
     size_t pos = open_map(d, 0, key_counts[slot]), v;
-    uint64_t code, at;
+    uint64_t at;
     if (!pos) return 0;
     FIELD("at");
     if (!uint_in(d, v, 0, TIME_MAX, &row[TAY_EF_AT])) return 0;
@@ -76,29 +76,7 @@ static int check_event(const uint8_t *d, int type, int schema, uint64_t *row) {
             if (!uint_in(d, v, 0, 3, &row[TAY_EF_C])) return 0;
             NEXT();
             if (!uint_in(d, revision_value, 1, UINT64_MAX, &row[TAY_EF_EXPECTED])) return 0;
-            uint64_t outcome = row[TAY_EF_C], disposition = row[TAY_EF_B];
-            if (outcome == 0) {
-                if (d[diag] != 0x00 || disposition != 0) return 0;
-                row[TAY_EF_NIL] |= 1ull << TAY_EF_D;
-            } else {
-                size_t inner = open_map(d, diag, 2), w;
-                if (!inner || !(w = key(d, &inner, "code"))) return 0;
-                if (!uint_in(d, w, 1, 7, &row[TAY_EF_D])) return 0;
-                inner = w + 9;
-                if (!(w = key(d, &inner, "version")) || !uint_in(d, w, 1, 1, &code)) return 0;
-                code = row[TAY_EF_D];
-                if (outcome == 1 && (code == 5 || code == 7)) return 0;
-                if (outcome == 2 && code != 5) return 0;
-                if (outcome == 3 && code != 7) return 0;
-                if (disposition == 0 || (outcome == 3 && disposition != 1)) return 0;
-            }
-            if (disposition == 1) {
-                if (!uint_in(d, next_attempt, 1, ATTEMPT_MAX, &row[TAY_EF_E])) return 0;
-                if (!uint_in(d, next_due, 0, TIME_MAX, &row[TAY_EF_F])) return 0;
-            } else {
-                if (d[next_attempt] != 0x00 || d[next_due] != 0x00) return 0;
-                row[TAY_EF_NIL] |= (1ull << TAY_EF_E) | (1ull << TAY_EF_F);
-            }
+            if (!finish_rules(d, diag, next_attempt, next_due, row)) return 0;
         }
         return pos == row[TAY_EF_END];
     case 4: /* job_cancelled */

@@ -139,31 +139,16 @@ static int check_snapshot(const uint8_t *p, size_t length, uint64_t *row) {
     return state_rules(row);
 }
 
+static size_t body_of(const uint8_t *p, size_t length) {
+    return length > SNAPSHOT_PREFIX ? SNAPSHOT_PREFIX + 8u * (p[32] == 1) : 0;
+}
+
 int tay_snapshots_scan(const uint8_t *buf, size_t count, const uint64_t *offsets,
                        const uint32_t *lengths, uint32_t max_depth, uint64_t max_nodes,
                        uint64_t max_binary, size_t tape_capacity, uint8_t *tags,
                        uint64_t *values, uint32_t *tape_offsets, double *reals,
                        uint64_t *rows) {
-    size_t fast = 0;
-    for (size_t i = 0; i < count; i++) {
-        uint64_t *row = rows + i * TAY_SNAPSHOT_ROW;
-        memset(row, 0, sizeof(uint64_t) * TAY_SNAPSHOT_ROW);
-        row[0] = TAY_EVENT_SLOW;
-        const uint8_t *payload = buf + offsets[i];
-        size_t length = lengths[i], nodes, error_offset;
-        size_t body = length > SNAPSHOT_PREFIX ? SNAPSHOT_PREFIX + 8u * (payload[32] == 1) : 0;
-        if (body == 0 || length <= body || length - body > tape_capacity) continue;
-        if (tay_value_scan(payload + body, length - body, max_depth, max_nodes, max_binary,
-                           tape_capacity, tags, values, tape_offsets, reals, &nodes,
-                           &error_offset) < 0)
-            continue;
-        if (!check_snapshot(payload, length, row)) {
-            memset(row, 0, sizeof(uint64_t) * TAY_SNAPSHOT_ROW);
-            row[0] = TAY_EVENT_SLOW;
-            continue;
-        }
-        row[0] = TAY_EVENT_FAST;
-        fast++;
-    }
-    return (int)(fast > 0x7FFFFFFF ? 0x7FFFFFFF : fast);
+    return scan_batch(buf, count, offsets, lengths, max_depth, max_nodes, max_binary,
+                      tape_capacity, tags, values, tape_offsets, reals, rows,
+                      TAY_SNAPSHOT_ROW, body_of, check_snapshot);
 }

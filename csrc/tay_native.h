@@ -147,6 +147,19 @@ int tay_snapshots_scan(const uint8_t *buf, size_t count, const uint64_t *offsets
                        uint64_t *values, uint32_t *tape_offsets, double *reals,
                        uint64_t *rows);
 
+/* ---- Store-v2 mutation batch fast path (mutations.c) ----
+ * The row is the Event-v1 row (TAY_EF_*) of the event the mutation stands for, offsets
+ * relative to the mutation payload (job id at 0), then the availability order (nil: bit
+ * TAY_MF_ORDER of TAY_EF_NIL) and the kind. */
+#define TAY_MUTATION_ROW 26
+#define TAY_MF_ORDER 24
+#define TAY_MF_KIND 25
+int tay_mutations_scan(const uint8_t *buf, size_t count, const uint64_t *offsets,
+                       const uint32_t *lengths, uint32_t max_depth, uint64_t max_nodes,
+                       uint64_t max_binary, size_t tape_capacity, uint8_t *tags,
+                       uint64_t *values, uint32_t *tape_offsets, double *reals,
+                       uint64_t *rows);
+
 /* ---- Unix-socket framing (frames.c) ---- */
 #define TAY_FRAME_OK 0
 #define TAY_FRAME_TOO_LARGE 1

@@ -153,4 +153,68 @@ static inline int check_definition(const uint8_t *d, size_t start, uint64_t *row
     return 1;
 }
 
+/* job_finished's outcome rules on row[TAY_EF_C] (outcome) and row[TAY_EF_B] (disposition):
+ * the diagnostic at `diag` and the retry fields at `next_attempt` / `next_due` (§6.4). */
+static inline int finish_rules(const uint8_t *d, size_t diag, size_t next_attempt,
+                               size_t next_due, uint64_t *row) {
+    uint64_t outcome = row[TAY_EF_C], disposition = row[TAY_EF_B], code, version;
+    if (outcome == 0) {
+        if (d[diag] != 0x00 || disposition != 0) return 0;
+        row[TAY_EF_NIL] |= 1ull << TAY_EF_D;
+    } else {
+        size_t inner = open_map(d, diag, 2), w;
+        if (!inner || !(w = key(d, &inner, "code"))) return 0;
+        if (!uint_in(d, w, 1, 7, &row[TAY_EF_D])) return 0;
+        inner = w + 9;
+        if (!(w = key(d, &inner, "version")) || !uint_in(d, w, 1, 1, &version)) return 0;
+        code = row[TAY_EF_D];
+        if (outcome == 1 && (code == 5 || code == 7)) return 0;
+        if (outcome == 2 && code != 5) return 0;
+        if (outcome == 3 && code != 7) return 0;
+        if (disposition == 0 || (outcome == 3 && disposition != 1)) return 0;
+    }
+    if (disposition == 1) {
+        if (!uint_in(d, next_attempt, 1, ATTEMPT_MAX, &row[TAY_EF_E])) return 0;
+        if (!uint_in(d, next_due, 0, TIME_MAX, &row[TAY_EF_F])) return 0;
+    } else {
+        if (d[next_attempt] != 0x00 || d[next_due] != 0x00) return 0;
+        row[TAY_EF_NIL] |= (1ull << TAY_EF_E) | (1ull << TAY_EF_F);
+    }
+    return 1;
+}
+
+/* The batch loop both Store-v2 scans share: per payload, `body_of` gives where its Value
+ * body starts (0: the prefix cannot hold one), the body gets the full canonical Value
+ * check with the caller's budgets, and `check` fills the row of a valid record (1) or
+ * leaves it to the exact decoder (0): the row is then TAY_EVENT_SLOW and zeros. */
+static inline int scan_batch(const uint8_t *buf, size_t count, const uint64_t *offsets,
+                             const uint32_t *lengths, uint32_t max_depth, uint64_t max_nodes,
+                             uint64_t max_binary, size_t tape_capacity, uint8_t *tags,
+                             uint64_t *values, uint32_t *tape_offsets, double *reals,
+                             uint64_t *rows, size_t width,
+                             size_t (*body_of)(const uint8_t *, size_t),
+                             int (*check)(const uint8_t *, size_t, uint64_t *)) {
+    size_t fast = 0;
+    for (size_t i = 0; i < count; i++) {
+        uint64_t *row = rows + i * width;
+        memset(row, 0, sizeof(uint64_t) * width);
+        row[0] = TAY_EVENT_SLOW;
+        const uint8_t *payload = buf + offsets[i];
+        size_t length = lengths[i], nodes, error_offset, body = body_of(payload, length);
+        if (body == 0 || length <= body || length - body > tape_capacity) continue;
+        if (tay_value_scan(payload + body, length - body, max_depth, max_nodes, max_binary,
+                           tape_capacity, tags, values, tape_offsets, reals, &nodes,
+                           &error_offset) < 0)
+            continue;
+        if (!check(payload, length, row)) {
+            memset(row, 0, sizeof(uint64_t) * width);
+            row[0] = TAY_EVENT_SLOW;
+            continue;
+        }
+        row[0] = TAY_EVENT_FAST;
+        fast++;
+    }
+    return (int)(fast > 0x7FFFFFFF ? 0x7FFFFFFF : fast);
+}
+
 #endif

@@ -37,6 +37,10 @@ API (see docs/native.md for the details and error conventions):
   per record, slot 0 fast (0) or slow (1) as above; the slots are in
   ``tay._native._pure_snapshots`` (prefix tokens, the body's fields with a NIL bit mask,
   STATE as an index, and from DEFINITION on an Event-v1 row's definition slots).
+- ``mutations_scan(buf, [(payload_offset, length), ...], max_depth, max_nodes, max_binary)
+  -> list[int]``: the Store-v2 (8,1) mutation batch fast path, ``MUTATION_ROW`` (26) ints
+  per record: the Event-v1 row (``events_scan`` slots) of the event the mutation stands for,
+  then ORDER and KIND (``tay._native._pure_mutations``).
 - ``split_frames(buf, max_frame) -> (frames, consumed, error)``; ``frames`` are
   ``(start, end)`` payload slices; ``error`` None | "frame_too_large" | "empty_frame".
 - ``json_member_count(json) -> int``: colons outside strings of a valid JSON text, i.e. the
@@ -81,6 +85,7 @@ split_frames = _active.split_frames
 json_member_count = _active.json_member_count
 events_scan = _active.events_scan
 snapshots_scan = _active.snapshots_scan
+mutations_scan = _active.mutations_scan
 write_all_at = _active.write_all_at
 fdatasync = _active.fdatasync
 fsync = _active.fsync
@@ -93,6 +98,6 @@ __all__ = [
     "IMPLEMENTATION", "CRC32C_IMPLEMENTATION", "ValueCodecError", "RESOURCE_REASONS",
     "crc32c", "encode_records", "scan_records", "scan_record_columns", "value_encode",
     "value_decode", "json_to_value", "value_to_json",
-    "split_frames", "events_scan", "snapshots_scan", "write_all_at", "fdatasync", "fsync", "fsync_dir", "flock_exclusive",
+    "split_frames", "events_scan", "snapshots_scan", "mutations_scan", "write_all_at", "fdatasync", "fsync", "fsync_dir", "flock_exclusive",
     "rename_noreplace", "filesystem_magic",
 ]

@@ -13,7 +13,7 @@ from cffi import FFI
 
 _ROOT = Path(__file__).resolve().parents[2]
 _CSRC = _ROOT / "csrc"
-_SOURCES = ["crc32c.c", "records.c", "value.c", "frames.c", "fileops.c", "events.c", "snapshots.c",
+_SOURCES = ["crc32c.c", "records.c", "value.c", "frames.c", "fileops.c", "events.c", "snapshots.c", "mutations.c",
             "json_value.c", "value_json.c", "json_keys.c", "writer.c", "writer_io.c"]
 
 CDEF = """
@@ -43,6 +43,12 @@ int tay_events_scan(const uint8_t *buf, size_t count, const uint64_t *offsets,
                     double *reals, uint64_t *rows);
 
 int tay_snapshots_scan(const uint8_t *buf, size_t count, const uint64_t *offsets,
+                       const uint32_t *lengths, uint32_t max_depth, uint64_t max_nodes,
+                       uint64_t max_binary, size_t tape_capacity, uint8_t *tags,
+                       uint64_t *values, uint32_t *tape_offsets, double *reals,
+                       uint64_t *rows);
+
+int tay_mutations_scan(const uint8_t *buf, size_t count, const uint64_t *offsets,
                        const uint32_t *lengths, uint32_t max_depth, uint64_t max_nodes,
                        uint64_t max_binary, size_t tape_capacity, uint8_t *tags,
                        uint64_t *values, uint32_t *tape_offsets, double *reals,
@@ -176,6 +182,7 @@ int tay_writer_test_gate_entered(tay_writer *w);
 #define TAY_VALUE_DEPTH_CEILING ...
 #define TAY_EVENT_FAST ...
 #define TAY_SNAPSHOT_ROW ...
+#define TAY_MUTATION_ROW ...
 #define TAY_EVENT_SLOW ...
 #define TAY_EVENT_ROW ...
 #define TAY_J_MALFORMED ...

@@ -134,11 +134,19 @@ def _finished(w: _Walker, pos: int, at: int) -> int:
     (diag, disposition, token, revision, job_id, next_attempt, next_due, outcome), end = \
         w.fields(pos, ("diagnostic", "disposition", "execution_token", "expected_revision",
                        "job_id", "next_attempt", "next_due_at", "outcome"))
-    row[B] = disposition_code = w.uint(disposition, 0, 2)
+    row[B] = w.uint(disposition, 0, 2)
     row[A] = w.uint(token, 1, U64_MAX)
     w.job_id(job_id)
-    row[C] = outcome_code = w.uint(outcome, 0, 3)
+    row[C] = w.uint(outcome, 0, 3)
     row[EXPECTED] = w.uint(revision, 1, U64_MAX)
+    _finish_rules(w, diag, next_attempt, next_due)
+    return end
+
+
+def _finish_rules(w: _Walker, diag: int, next_attempt: int, next_due: int) -> None:
+    """job_finished's outcome rules on row[C] (outcome) and row[B] (disposition)."""
+    row = w.row
+    outcome_code, disposition_code = row[C], row[B]
     if outcome_code == 0:
         if w.d[diag] != 0x00 or disposition_code != 0:
             raise _Slow
@@ -159,7 +167,6 @@ def _finished(w: _Walker, pos: int, at: int) -> int:
         raise _Slow
     else:
         row[NIL] |= (1 << E) | (1 << F)
-    return end
 
 
 def _event(w: _Walker, rtype: int, schema: int) -> int:

@@ -10,7 +10,7 @@ mirrors the C one step for step, on already-validated bytes.
 
 from __future__ import annotations
 
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from tay._native._pure_events import (
     ATTEMPT_MAX, EVENT_FAST, EVENT_ROW, EVENT_SLOW, MAX_ATTEMPTS, TAPE_CAPACITY, TIME_MAX,
@@ -138,28 +138,38 @@ def _check(p: bytes, row: list[int]) -> bool:
     return bool(_state_rules(row))
 
 
-def _one(buf: Any, offset: int, length: int, limits: tuple) -> list[int]:
-    slow = [EVENT_SLOW] + [0] * (SNAPSHOT_ROW - 1)
-    data = bytes(buf[offset:offset + length])
-    body = PREFIX + 8 * (data[32] == 1) if length > PREFIX else 0
-    if body == 0 or length <= body or length - body > TAPE_CAPACITY:
-        return slow
-    try:
-        value_decode(data[body:], *limits)
-    except ValueCodecError:
-        return slow
-    row = [0] * SNAPSHOT_ROW
-    if not _check(data, row):
-        return slow
-    row[STATUS] = EVENT_FAST
-    return row
+def batch_rows(buf: Any, records: Sequence[tuple[int, int]], limits: tuple, width: int,
+               body_of: Callable[[bytes], int], check: Callable[[bytes, list[int]], bool]
+               ) -> list[int]:
+    """The batch loop both Store-v2 twins share (``scan_batch`` in ``csrc/value_walk.h``)."""
+    out: list[int] = []
+    slow = [EVENT_SLOW] + [0] * (width - 1)
+    for offset, length in records:
+        data = bytes(buf[offset:offset + length])
+        body = body_of(data)
+        if body == 0 or length <= body or length - body > TAPE_CAPACITY:
+            out += slow
+            continue
+        try:
+            value_decode(data[body:], *limits)
+        except ValueCodecError:
+            out += slow
+            continue
+        row = [0] * width
+        if check(data, row):
+            row[STATUS] = EVENT_FAST
+            out += row
+        else:
+            out += slow
+    return out
+
+
+def _body_of(data: bytes) -> int:
+    return PREFIX + 8 * (data[32] == 1) if len(data) > PREFIX else 0
 
 
 def snapshots_scan(buf: Any, records: Sequence[tuple[int, int]], max_depth: int = 64,
                    max_nodes: int = 100_000, max_binary: int = 16_777_216) -> list[int]:
     """Flat rows (``SNAPSHOT_ROW`` ints per record) for ``(offset, length)`` slices."""
-    out: list[int] = []
-    limits = (max_depth, max_nodes, max_binary)
-    for offset, length in records:
-        out += _one(buf, offset, length, limits)
-    return out
+    return batch_rows(buf, records, (max_depth, max_nodes, max_binary), SNAPSHOT_ROW,
+                      _body_of, _check)

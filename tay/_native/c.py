@@ -255,6 +255,20 @@ def events_scan(buf: Any, records: Sequence[tuple[int, int, int, int]], max_dept
 def snapshots_scan(buf: Any, records: Sequence[tuple[int, int]], max_depth: int = 64,
                    max_nodes: int = 100_000, max_binary: int = 16_777_216) -> list[int]:
     """Flat (7,1) snapshot rows; see ``tay._native._pure_snapshots.snapshots_scan``."""
+    return _rows_scan(lib.tay_snapshots_scan, lib.TAY_SNAPSHOT_ROW, buf, records,
+                      max_depth, max_nodes, max_binary)
+
+
+def mutations_scan(buf: Any, records: Sequence[tuple[int, int]], max_depth: int = 64,
+                   max_nodes: int = 100_000, max_binary: int = 16_777_216) -> list[int]:
+    """Flat (8,1) mutation rows; see ``tay._native._pure_mutations.mutations_scan``."""
+    return _rows_scan(lib.tay_mutations_scan, lib.TAY_MUTATION_ROW, buf, records,
+                      max_depth, max_nodes, max_binary)
+
+
+def _rows_scan(scan: Any, width: int, buf: Any, records: Sequence[tuple[int, int]],
+               max_depth: int, max_nodes: int, max_binary: int) -> list[int]:
+    """One native call over ``(offset, length)`` payload slices, ``width`` u64s per row."""
     check_limits(max_depth, max_nodes, max_binary)
     count = len(records)
     if not count:
@@ -264,11 +278,11 @@ def snapshots_scan(buf: Any, records: Sequence[tuple[int, int]], max_depth: int 
     for offset, length in records:
         if offset < 0 or length < 0 or offset + length > len(data):
             raise ValueError(f"payload slice {offset}+{length} outside the buffer")
-    rows = _new_uncleared("uint64_t[]", count * lib.TAY_SNAPSHOT_ROW)
-    lib.tay_snapshots_scan(data, count, ffi.new("uint64_t[]", offsets_list),
-                           ffi.new("uint32_t[]", [min(n, 0xFFFFFFFF) for n in lengths_list]),
-                           max_depth, max_nodes, max_binary, _EVENT_TAPE, *_event_tape(), rows)
-    return ffi.unpack(rows, count * lib.TAY_SNAPSHOT_ROW)
+    rows = _new_uncleared("uint64_t[]", count * width)
+    scan(data, count, ffi.new("uint64_t[]", offsets_list),
+         ffi.new("uint32_t[]", [min(n, 0xFFFFFFFF) for n in lengths_list]),
+         max_depth, max_nodes, max_binary, _EVENT_TAPE, *_event_tape(), rows)
+    return ffi.unpack(rows, count * width)
 
 
 _EVENT_TAPE = 65536  # payloads longer than this take the slow path

@@ -1,4 +1,5 @@
-"""The native Store-v2 replay fast path (``snapshots_scan``, ``tay.storage.v2.fast``).
+"""The native Store-v2 replay fast path (``snapshots_scan``, ``mutations_scan``,
+``tay.storage.v2.fast``).
 
 C equals its pure twin on any bytes; a record the fast path vouches for decodes to exactly
 what the exact decoders return (so a flipped byte never yields a wrong record: it is either
@@ -31,7 +32,9 @@ from tay.storage.v2.epoch_records import (
     decode_epoch_event, decode_job_attachment, encode_epoch_event, encode_job_attachment,
 )
 from tay.storage.v2.jobs import snapshot_of
-from tay.storage.v2.records import decode_snapshot, encode_snapshot
+from tay.storage.v2.records import (
+    Mutation, decode_mutation, decode_snapshot, encode_mutation, encode_snapshot,
+)
 from tests.build_guard import c_twin
 from tests.storage.conftest import scratch_path
 from tests.storage.test_transitions import histories
@@ -252,20 +255,141 @@ def replayed(root: Path) -> dict:
     return {state.id: state for state in table.table}
 
 
+def replayed_both_ways(root: Path) -> tuple[dict, dict]:
+    """The jobs replay leaves through the fast path, and with every record on the exact one."""
+    through_fast = replayed(root)
+    original = replay_module.decode_batch
+    replay_module.decode_batch = lambda buffer, records, limits: [None] * len(records)
+    try:
+        return through_fast, replayed(root)
+    finally:
+        replay_module.decode_batch = original
+
+
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(histories(), min_size=1, max_size=4))
 def test_replay_through_the_fast_path_equals_the_exact_path(histories_) -> None:
     root = scratch_path("v2-fast")
     try:
         write_and_compact(root, histories_)
-        through_fast = replayed(root)
-        original = replay_module.decode_batch
-        replay_module.decode_batch = lambda buffer, records, limits: [None] * len(records)
-        try:
-            through_exact = replayed(root)
-        finally:
-            replay_module.decode_batch = original
+        through_fast, through_exact = replayed_both_ways(root)
         assert through_fast == through_exact
         assert len(through_fast) == len(histories_)
     finally:
         shutil.rmtree(root, ignore_errors=True)
+
+
+# ---- (8,1) mutations -----------------------------------------------------------------------
+
+def mutations_of(history: list[ev.Event], orders: list[int]) -> list[bytes]:
+    """Each lifecycle event of a one-job history as its (8,1) payload (S = its index)."""
+    out = []
+    for revision, event in enumerate(history, 1):
+        if event.pair not in ev.LIFECYCLE_PAIRS:
+            continue
+        payload = event.payload
+        ordered = event.pair in (ev.JOB_AVAILABLE, ev.JOB_RETRIED) or (
+            event.pair == ev.JOB_INSERTED and payload["eligible_at"] <= payload["at"])
+        order = orders[revision % len(orders)] if ordered else None
+        out.append(encode_mutation(Mutation(payload["job_id"], event.type, revision - 1,
+                                            revision, payload["at"], order, event)))
+    return out
+
+
+def exact_mutation(payload: bytes):
+    try:
+        return decode_mutation(payload, LIMITS)
+    except RecoveryRefused as refused:
+        return refused
+
+
+def check_mutation(payload: bytes) -> None:
+    assert c_native.mutations_scan(payload, [(0, len(payload))]) == \
+        pure.mutations_scan(payload, [(0, len(payload))])
+    decoded = fast_decoded((8, 1), payload)
+    if decoded is not None:
+        assert exact_mutation(payload) == decoded
+        assert decoded.event.raw is None  # the event's own bytes are not the mutation's
+
+
+ORDERS = st.lists(st.integers(0, 2**64 - 1), min_size=1, max_size=3)
+
+
+@settings(max_examples=100, deadline=None)
+@given(histories(), ORDERS)
+def test_valid_mutations_take_the_fast_path_and_decode_exactly(history, orders) -> None:
+    for payload in mutations_of(history, orders):
+        decoded = fast_decoded((8, 1), payload)
+        assert decoded is not None and decoded == exact_mutation(payload)
+        check_mutation(payload)
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(histories(), ORDERS, st.data())
+def test_a_damaged_mutation_is_refused_or_decodes_the_same(history, orders, data) -> None:
+    payloads = mutations_of(history, orders)
+    raw = bytearray(payloads[data.draw(st.integers(0, len(payloads) - 1))])
+    for _ in range(data.draw(st.integers(1, 3))):
+        raw[data.draw(st.integers(0, len(raw) - 1))] = data.draw(st.integers(0, 255))
+    if data.draw(st.booleans()):
+        raw = raw[:data.draw(st.integers(0, len(raw)))]
+    check_mutation(bytes(raw))
+
+
+MUTATION_PREFIX = struct.Struct(">16sBQQQ")
+
+
+def test_every_single_field_change_of_each_kind_is_refused_or_decodes_the_same() -> None:
+    """Each body field and prefix field of a valid mutation of every kind, set to values
+    around the rules' boundaries (other fields' values included)."""
+    definition = build_definition(worker_key="w", queue_key="q", args={"a": [1]},
+                                  scheduled_at=50)
+    job = bytes(15) + b"\x01"
+    samples = [
+        (ev.job_inserted(job, 10, definition), None),
+        (ev.job_inserted(job, 60, definition), 1),
+        (ev.job_available(job, 60, 1, 50), 2),
+        (ev.job_started(job, 61, 2, 1, 1), None),
+        (ev.job_finished(job, 62, 3, execution_token=3, outcome=ev.WORKER_FAILURE,
+                         diagnostic_code=2, disposition=ev.RETRYABLE, next_attempt=2,
+                         next_due_at=1100), None),
+        (ev.job_finished(job, 62, 3, execution_token=3, outcome=ev.SUCCESS,
+                         diagnostic_code=None, disposition=ev.COMPLETED), None),
+        (ev.job_cancelled(job, 70, 4, 9), None),
+        (ev.job_retried(job, 80, 5, ev.MODE_NEW_CYCLE), 3),
+    ]
+    for event, order in samples:
+        expected = event.payload["expected_revision"]
+        raw = encode_mutation(Mutation(job, event.type, expected, expected + 1,
+                                       event.payload["at"], order, event))
+        assert fast_decoded((8, 1), raw) is not None
+        prefix, body = list(MUTATION_PREFIX.unpack_from(raw)), value.decode(raw[41:])
+        if "definition" in body:
+            body["definition"] = value.Precoded(encode_value(body["definition"]))
+        near = {None, 0, 1, 2, 3, 4, 5, 6, 7, 2**63 - 1, 2**63, 2**64 - 1} | {
+            item + step for item in list(body.values()) + prefix[1:]
+            if type(item) is int for step in (-1, 1) if 0 <= item + step < 2**64}
+        candidates = list(near) + [{"code": 2, "version": 1}, {"code": 5, "version": 1},
+                                   {"code": 7, "version": 1}, {"code": 2, "version": 2},
+                                   True, "x"]
+        for key in list(body) + ["availability_order", "extra"]:
+            for candidate in candidates:
+                changed = {**body, key: candidate}
+                check_mutation(raw[:41] + value.encode_map(changed))
+            check_mutation(raw[:41] + value.encode_map({k: v for k, v in body.items()
+                                                        if k != key}))
+        for index in range(1, 5):
+            for candidate in near:
+                if candidate is None or (index == 1 and candidate > 255):
+                    continue
+                changed = list(prefix)
+                changed[index] = candidate
+                check_mutation(MUTATION_PREFIX.pack(*changed) + raw[41:])
+        check_mutation(bytes(16) + raw[16:])
+
+
+def test_an_engine_written_tail_replays_the_same_through_the_fast_path(data_dir) -> None:
+    from tests.storage.test_store_v2_rules import compacted_store
+
+    through_fast, through_exact = replayed_both_ways(compacted_store(data_dir))
+    assert through_fast == through_exact and len(through_fast) > 10

@@ -69,6 +69,8 @@ def decode_events(
 
 
 _make = event_with_raw  # the replay hot path builds its events without the dataclass init
+# Builders: (type, schema, data, row, base, raw=True) -> Event; ``raw=False`` when ``data``
+# is not the event's own payload (a Store-v2 mutation stands for the event).
 
 
 def _nil(row: list[int], base: int, slot: int) -> bool:
@@ -86,7 +88,8 @@ def _text(data: bytes, row: list[int], base: int, slot: int) -> str:
     return data[start:start + row[base + slot + 1]].decode("utf-8")
 
 
-def _fast_inserted(event_type: int, schema: int, data: bytes, row: list[int], base: int) -> Event:
+def _fast_inserted(event_type: int, schema: int, data: bytes, row: list[int], base: int,
+                   raw: bool = True) -> Event:
     start = row[base + slots.DEFINITION]
     args = row[base + slots.ARGS] - start
     definition = LazyDefinition(
@@ -99,23 +102,29 @@ def _fast_inserted(event_type: int, schema: int, data: bytes, row: list[int], ba
     payload = _common_fields(data, row, base)
     payload["definition"] = definition
     payload["eligible_at"] = row[base + slots.A]
-    return _make(event_type, schema, "job_inserted", MappingProxyType(payload), data)
+    return _make(event_type, schema, "job_inserted", MappingProxyType(payload),
+                 data if raw else None)
 
 
-def _fast_available(event_type: int, schema: int, data: bytes, row: list[int], base: int) -> Event:
+def _fast_available(event_type: int, schema: int, data: bytes, row: list[int], base: int,
+                   raw: bool = True) -> Event:
     payload = _common_fields(data, row, base)
     payload["due_at"] = row[base + slots.A]
-    return _make(event_type, schema, "job_available", MappingProxyType(payload), data)
+    return _make(event_type, schema, "job_available", MappingProxyType(payload),
+                 data if raw else None)
 
 
-def _fast_started(event_type: int, schema: int, data: bytes, row: list[int], base: int) -> Event:
+def _fast_started(event_type: int, schema: int, data: bytes, row: list[int], base: int,
+                   raw: bool = True) -> Event:
     payload = _common_fields(data, row, base)
     payload["attempt"] = row[base + slots.A]
     payload["cycle_token"] = row[base + slots.B]
-    return _make(event_type, schema, "job_started", MappingProxyType(payload), data)
+    return _make(event_type, schema, "job_started", MappingProxyType(payload),
+                 data if raw else None)
 
 
-def _fast_finished(event_type: int, schema: int, data: bytes, row: list[int], base: int) -> Event:
+def _fast_finished(event_type: int, schema: int, data: bytes, row: list[int], base: int,
+                   raw: bool = True) -> Event:
     payload = _common_fields(data, row, base)
     payload["diagnostic"] = None if _nil(row, base, slots.D) else diagnostic(row[base + slots.D])
     payload["disposition"] = row[base + slots.B]
@@ -123,29 +132,36 @@ def _fast_finished(event_type: int, schema: int, data: bytes, row: list[int], ba
     payload["next_attempt"] = None if _nil(row, base, slots.E) else row[base + slots.E]
     payload["next_due_at"] = None if _nil(row, base, slots.F) else row[base + slots.F]
     payload["outcome"] = row[base + slots.C]
-    return _make(event_type, schema, "job_finished", MappingProxyType(payload), data)
+    return _make(event_type, schema, "job_finished", MappingProxyType(payload),
+                 data if raw else None)
 
 
-def _fast_cancelled(event_type: int, schema: int, data: bytes, row: list[int], base: int) -> Event:
+def _fast_cancelled(event_type: int, schema: int, data: bytes, row: list[int], base: int,
+                   raw: bool = True) -> Event:
     payload = _common_fields(data, row, base)
     payload["execution_token"] = None if _nil(row, base, slots.A) else row[base + slots.A]
-    return _make(event_type, schema, "job_cancelled", MappingProxyType(payload), data)
+    return _make(event_type, schema, "job_cancelled", MappingProxyType(payload),
+                 data if raw else None)
 
 
-def _fast_retried(event_type: int, schema: int, data: bytes, row: list[int], base: int) -> Event:
+def _fast_retried(event_type: int, schema: int, data: bytes, row: list[int], base: int,
+                   raw: bool = True) -> Event:
     payload = _common_fields(data, row, base)
     payload["mode"] = row[base + slots.A]
     payload["new_due_at"] = row[base + slots.B]
-    return _make(event_type, schema, "job_retried", MappingProxyType(payload), data)
+    return _make(event_type, schema, "job_retried", MappingProxyType(payload),
+                 data if raw else None)
 
 
-def _fast_result(event_type: int, schema: int, data: bytes, row: list[int], base: int) -> Event:
+def _fast_result(event_type: int, schema: int, data: bytes, row: list[int], base: int,
+                   raw: bool = True) -> Event:
     payload = _common_fields(data, row, base)
     start = row[base + slots.A]
     # already checked canonical and within budget as part of the whole payload
     payload["result"] = value.decode(memoryview(data)[start:start + row[base + slots.B]],
                                      CHECKED_LIMITS)
-    return _make(event_type, schema, "result_recorded", MappingProxyType(payload), data)
+    return _make(event_type, schema, "result_recorded", MappingProxyType(payload),
+                 data if raw else None)
 
 
 _FAST_BUILDERS: dict[int, Callable[[int, int, bytes, list[int], int], Event]] = {

@@ -308,7 +308,9 @@ class _Dispatch:
 
     def decoded(self, pair: tuple[int, int], record: Any, in_base: bool) -> None:
         """A record the native fast path decoded (what the exact decoder would return)."""
-        if pair == SNAPSHOT_PAIR:
+        if pair == MUTATION_PAIR:
+            self.reducer.mutation(record)
+        elif pair == SNAPSHOT_PAIR:
             self.reducer.snapshot(record)
         elif pair == JOB_ATTACHMENT_PAIR:
             self.reducer.attachment(record)

@@ -1,8 +1,9 @@
 """Native fast path for replaying Store-v2 records (storage.md §3.5, tay's (30,2)/(31,2)).
 
-``decode_batch`` looks at a batch of epoch records in two native calls: (7,1) snapshots
-through ``tay._native.snapshots_scan`` and the Event-v1 payloads inside (31,2) attachments
-and (30,2) epoch events through ``events_scan``. For every record the scans vouch for it
+``decode_batch`` looks at a batch of epoch records in at most three native calls: (7,1)
+snapshots through ``tay._native.snapshots_scan``, (8,1) mutations through
+``mutations_scan``, and the Event-v1 payloads inside (31,2) attachments and (30,2) epoch
+events through ``events_scan``. For every record the scans vouch for it
 builds what the exact decoders (``records.decode_snapshot``, ``epoch_records``) would
 return; every other record, including each one that will be refused, is ``None`` and the
 caller decodes it with the exact decoder, so refusals keep their class, reason and offset.
@@ -15,6 +16,7 @@ from typing import Any, Callable
 
 from tay import _native
 from tay._native import _pure_events as er
+from tay._native import _pure_mutations as mr
 from tay._native import _pure_snapshots as sr
 from tay.storage.events import epoch_carry
 from tay.storage.events.definition import LazyDefinition
@@ -22,7 +24,7 @@ from tay.storage.events.fast import _FAST_BUILDERS
 from tay.storage.events.registry import JOB_PAIRS
 from tay.storage.formats.value import DecodeLimits
 from tay.storage.v2.epoch_records import EPOCH_EVENT_PAIR, JOB_ATTACHMENT_PAIR, EpochEvent
-from tay.storage.v2.records import SNAPSHOT_PAIR, Snapshot
+from tay.storage.v2.records import MUTATION_PAIR, SNAPSHOT_PAIR, Mutation, Snapshot
 
 Record = tuple[int, int, int, int]  # payload offset, length, type, schema
 _REVISION = struct.Struct(">Q")
@@ -45,15 +47,18 @@ _CARRIED = _carried(attachment=False)
 
 
 def decode_batch(buffer: Any, records: list[Record], limits: DecodeLimits) -> list[Any]:
-    """One decoded object per record (Snapshot, the attachment's Event, EpochEvent) or
-    None where the exact decoder must look (a slow record, or a pair not handled here)."""
+    """One decoded object per record (Snapshot, Mutation, the attachment's Event,
+    EpochEvent) or None where the exact decoder must look (a slow record, another pair)."""
     out: list[Any] = [None] * len(records)
     snapshots: list[int] = []
+    mutations: list[int] = []
     inner: list[int] = []
     inner_records: list[Record] = []
     for index, (offset, length, rtype, schema) in enumerate(records):
         pair = (rtype, schema)
-        if pair == SNAPSHOT_PAIR:
+        if pair == MUTATION_PAIR:
+            mutations.append(index)
+        elif pair == SNAPSHOT_PAIR:
             snapshots.append(index)
         elif pair == JOB_ATTACHMENT_PAIR and length >= 2:
             inner_pair = (buffer[offset], buffer[offset + 1])
@@ -67,6 +72,8 @@ def decode_batch(buffer: Any, records: list[Record], limits: DecodeLimits) -> li
                 inner_records.append((offset + 10, length - 10, *inner_pair))
     if snapshots:
         _snapshots(buffer, records, snapshots, limits, out)
+    if mutations:
+        _mutations(buffer, records, mutations, limits, out)
     if inner:
         _inner_events(buffer, records, inner, inner_records, limits, out)
     return out
@@ -122,6 +129,26 @@ def _snapshot(data: bytes, rows: list[int], base: int, texts: dict[bytes, str]) 
     }
     return Snapshot(data[:16], rows[base + sr.REVISION], rows[base + sr.CYCLE],
                     opt(sr.EXECUTION), body, canonical)
+
+
+def _mutations(buffer: Any, records: list[Record], indexes: list[int], limits: DecodeLimits,
+               out: list[Any]) -> None:
+    """The Mutation ``decode_mutation`` returns, for each payload the scan vouched for."""
+    rows = _native.mutations_scan(buffer, [records[i][:2] for i in indexes],
+                                  limits.depth, limits.nodes, limits.binary)
+    builders: dict[int, Callable] = _FAST_BUILDERS
+    base = 0
+    for index in indexes:
+        if rows[base] == er.EVENT_FAST:
+            offset, length = records[index][:2]
+            data = bytes(buffer[offset:offset + length])
+            kind = rows[base + mr.KIND]
+            expected = rows[base + er.EXPECTED]
+            order = None if (rows[base + er.NIL] >> mr.ORDER) & 1 else rows[base + mr.ORDER]
+            event = builders[kind](kind, 1, data, rows, base, False)
+            out[index] = Mutation(data[:16], kind, expected, expected + 1, rows[base + er.AT],
+                                  order, event)
+        base += mr.MUTATION_ROW
 
 
 def _inner_events(buffer: Any, records: list[Record], indexes: list[int],
