@@ -2,7 +2,8 @@
 
 A ``Link`` is the asyncio protocol of exactly one socket. Every received buffer is split
 into all the frames it holds in one pass (no reader task, no read per frame); the frames
-written during one turn of the event loop leave in one ``write`` at the end of that turn.
+written during one turn of the event loop (and by the tasks a received buffer started)
+leave in one ``write`` after them.
 Requests are correlated by request id and never retried: when the socket goes, every
 pending request fails with ``ConnectionLost`` (its outcome is unknown). One timer, armed
 for the earliest deadline, times requests out (none per request). Messages the engine
@@ -26,6 +27,9 @@ log = logging.getLogger("tay.sdk")
 INBOUND_COMMANDS = frozenset({"execute", "cancel_execution", "ping"})
 _EVENT_ACKS = frozenset({"accepted", "heartbeat_ok"})
 _ERROR_TYPES = frozenset({"error", "protocol_error"})
+# How tay serve frames the reply to an event; other spellings are decoded in full.
+_ACCEPTED_HEAD = b'{"version":1,"type":"accepted","request_id":"'
+_ACCEPTED_AT = len(_ACCEPTED_HEAD)
 
 
 class Link(asyncio.Protocol):
@@ -44,6 +48,8 @@ class Link(asyncio.Protocol):
         self._deadline_at = 0.0
         self._partial = bytearray()  # the start of a frame that has not fully arrived
         self._outgoing: list[bytes] = []  # frames written this loop turn, sent by _flush
+        self._flush_pending = False
+        self._receiving = False
         self._write_paused = False
         self._drained: asyncio.Future[None] | None = None
         self.closed = asyncio.Event()
@@ -67,12 +73,18 @@ class Link(asyncio.Protocol):
                 return
             data = bytes(self._partial)
             self._partial.clear()
+        self._receiving = True  # what the frames make us write leaves in one flush, after them
         try:
             self._receive(data)
         except Exception as exc:  # noqa: BLE001 - any failure ends this link, never the process
             if isinstance(exc, ProtocolError):
                 log.warning("dropping the connection to Tay: %s", exc)
             self.close(exc)
+        finally:
+            self._receiving = False
+        if self._outgoing and not self._flush_pending:
+            self._flush_pending = True
+            self._loop.call_soon(self._flush)
 
     def _receive(self, data: bytes) -> None:
         """Dispatch every whole frame in ``data``; keep the rest for the next buffer."""
@@ -84,12 +96,33 @@ class Link(asyncio.Protocol):
             stop = at + 4 + length
             if stop > end:
                 break
+            if data.startswith(_ACCEPTED_HEAD, at + 4) and self._acknowledged(data[at + 4 + _ACCEPTED_AT : stop]):
+                at = stop
+                continue
             self._dispatch(decode_payload(data[at + 4 : stop], max_frame_bytes=limit))
             if self.closed.is_set():
                 return
             at = stop
         if at < end:
             self._partial += data[at:]
+
+    def _acknowledged(self, tail: bytes) -> bool:
+        """Swallow the ``accepted`` reply to one of our events without decoding it.
+
+        ``tail`` follows ``{"version":1,"type":"accepted","request_id":"``; when it is one of
+        our event ids, a quote and a brace, the frame is exactly that JSON object (our ids
+        need no escaping). Anything else takes the full decoder.
+        """
+        if tail[-2:] != b'"}':
+            return False
+        try:
+            request_id = tail[:-2].decode("ascii")
+        except UnicodeDecodeError:
+            return False
+        if request_id not in self._event_ids:
+            return False
+        self._event_ids.discard(request_id)
+        return True
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.close(ConnectionLost("Tay closed the connection") if exc is None
@@ -109,11 +142,13 @@ class Link(asyncio.Protocol):
     def _write(self, frame: bytes) -> None:
         if self.closed.is_set() or self._transport is None or self._transport.is_closing():
             raise ConnectionLost("the connection to Tay is closed; the message was not sent")
-        if not self._outgoing:
-            self._loop.call_soon(self._flush)
         self._outgoing.append(frame)
+        if not self._flush_pending and not self._receiving:
+            self._flush_pending = True
+            self._loop.call_soon(self._flush)
 
     def _flush(self) -> None:
+        self._flush_pending = False
         frames, self._outgoing = self._outgoing, []
         if frames and not self.closed.is_set() and self._transport is not None:
             self._transport.write(frames[0] if len(frames) == 1 else b"".join(frames))

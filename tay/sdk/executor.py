@@ -60,9 +60,9 @@ class _Running:
 
     __slots__ = ("future", "link", "synchronous", "task", "ids")
 
-    def __init__(self, future: asyncio.Future[Any], link: Link, synchronous: bool, task: Task[Any, Any],
+    def __init__(self, future: asyncio.Future[Any] | None, link: Link, synchronous: bool, task: Task[Any, Any],
                  ids: dict[str, str]) -> None:
-        self.future = future
+        self.future: asyncio.Future[Any] = future  # type: ignore[assignment]  # set at once when None
         self.link = link
         self.synchronous = synchronous
         self.task = task
@@ -77,9 +77,9 @@ _CANCELLED_ERROR = {"type": "CancelledError", "message": "the execution was canc
 class Executor:
     """Accepts executions for one ``Tay`` instance.
 
-    An execution is one future and a done callback: ``started`` is written as the
-    ``execute`` arrives, the function runs (a task on the loop, or a pool thread), and the
-    callback writes ``succeeded`` with the result encoded once, or ``failed``. Reports do
+    ``started`` is written as the ``execute`` arrives; an async function runs in one task
+    that writes ``succeeded`` (the result encoded once) or ``failed`` in the step that
+    finishes it; a sync one runs in a pool thread, its future's done callback reports. Reports do
     not wait for the socket to drain: at most ``capacity`` executions (two reports each)
     are ever outstanding.
     """
@@ -117,9 +117,14 @@ class Executor:
         self._accept(link, message)
 
     def _accept(self, link: Link, message: dict[str, Any]) -> None:
-        execution_id = _required_id(message, "execution_id")
-        ids = {"reservation_id": _required_id(message, "reservation_id"), "execution_id": execution_id,
-               "job_id": _required_id(message, "job_id")}
+        execution_id = message.get("execution_id")
+        reservation_id = message.get("reservation_id")
+        job_id = message.get("job_id")
+        if not (type(execution_id) is str and execution_id and type(reservation_id) is str and reservation_id
+                and type(job_id) is str and job_id):
+            for field in ("execution_id", "reservation_id", "job_id"):
+                _required_id(message, field)  # raises, naming the field
+        ids = {"reservation_id": reservation_id, "execution_id": execution_id, "job_id": job_id}
         task_name = message.get("task", message.get("task_name"))
         if type(task_name) is not str:
             raise ProtocolError("Tay sent 'execute' without a string task")
@@ -127,42 +132,66 @@ class Executor:
             _report(link, "started", ids)
             return
         arguments = message.get("args", {})
-        refusal = self._refusal(task_name, arguments)
-        if refusal is not None:
-            _report_failure(link, ids, self._error(refusal))
-            return
         task = self._lookup(task_name)
-        assert task is not None
-        _report(link, "started", ids)
+        if task is None or type(arguments) is not dict or len(self._running) >= self.capacity \
+                or not self._accepts_work():
+            _report_failure(link, ids, self._error(self._refusal(task_name, arguments)))
+            return
         loop = asyncio.get_running_loop()
-        synchronous = not task.is_async
-        if synchronous:
-            if self._threads is None:
-                self._threads = ThreadPoolExecutor(self.capacity, thread_name_prefix="tay-task")
-            future: asyncio.Future[Any] = loop.run_in_executor(self._threads, task.call_with, arguments)
-        else:
+        if task.is_async:
             try:
                 coroutine = task.call_with(arguments)
             except Exception as exc:  # noqa: BLE001 - arguments that do not fit the function
+                _report(link, "started", ids)
                 _report_failure(link, ids, self._error(exc))
                 return
-            future = loop.create_task(coroutine, name=f"tay-execution-{execution_id}")
-        self._follow(execution_id, _Running(future, link, synchronous, task, ids))
+            running = _Running(None, link, False, task, ids)
+            running.future = loop.create_task(self._run(execution_id, running, coroutine),
+                                              name=f"tay-execution-{execution_id}")
+            self._running[execution_id] = running
+        else:
+            if self._threads is None:
+                self._threads = ThreadPoolExecutor(self.capacity, thread_name_prefix="tay-task")
+            running = _Running(loop.run_in_executor(self._threads, task.call_with, arguments), link, True, task, ids)
+            self._follow(execution_id, running)
+        # Written after the task is created: its first step runs before the write goes out,
+        # so a quick execution's succeeded leaves with its started in one write.
+        _report(link, "started", ids)
+
+    async def _run(self, execution_id: str, running: _Running, coroutine: Any) -> None:
+        """An async execution: its report is written in the step that finishes it."""
+        try:
+            result = await coroutine
+            while type(result) not in _PLAIN_RESULTS and inspect.isawaitable(result):
+                result = await result  # a function handed back an awaitable
+        except asyncio.CancelledError:
+            self._forget(execution_id, running)
+            _report_failure(running.link, running.ids, dict(_CANCELLED_ERROR))
+            raise
+        except Exception as exc:  # noqa: BLE001 - a task's exception becomes its failure report
+            self._forget(execution_id, running)
+            _report_failure(running.link, running.ids, self._error(exc))
+            return
+        self._forget(execution_id, running)
+        self._succeed(running, result)
+
+    def _forget(self, execution_id: str, running: _Running) -> None:
+        if self._running.get(execution_id) is running:
+            del self._running[execution_id]
 
     def _follow(self, execution_id: str, running: _Running) -> None:
         self._running[execution_id] = running
         running.future.add_done_callback(lambda done: self._finished(execution_id, running, done))
 
     def _finished(self, execution_id: str, running: _Running, future: asyncio.Future[Any]) -> None:
-        if self._running.get(execution_id) is running:
-            del self._running[execution_id]
-        link, ids = running.link, running.ids
+        """A sync execution's thread finished (or the awaitable it handed back did)."""
+        self._forget(execution_id, running)
         if future.cancelled():
-            _report_failure(link, ids, dict(_CANCELLED_ERROR))
+            _report_failure(running.link, running.ids, dict(_CANCELLED_ERROR))
             return
         error = future.exception()
         if error is not None:
-            _report_failure(link, ids, self._error(error))
+            _report_failure(running.link, running.ids, self._error(error))
             return
         result = future.result()
         if type(result) not in _PLAIN_RESULTS and inspect.isawaitable(result):
@@ -170,26 +199,28 @@ class Executor:
             running.future = asyncio.ensure_future(result)
             self._follow(execution_id, running)
             return
+        self._succeed(running, result)
+
+    def _succeed(self, running: _Running, result: Any) -> None:
         try:
             encoded = json_bytes(plain_json(result))
             if len(encoded) > self.max_result_bytes:
                 raise ResultTooLarge(f"task {running.task.name!r} returned {len(encoded)} bytes of JSON; "
                                      f"the limit is {self.max_result_bytes}")
         except Exception as exc:  # noqa: BLE001 - an unencodable result is the task's failure
-            _report_failure(link, ids, self._error(exc))
+            _report_failure(running.link, running.ids, self._error(exc))
             return
-        _report(link, "succeeded", ids, encoded)
+        _report(running.link, "succeeded", running.ids, encoded)
 
-    def _refusal(self, task_name: str, arguments: Any) -> BaseException | None:
+    def _refusal(self, task_name: str, arguments: Any) -> BaseException:
+        """Why an execution is refused (``_accept`` found that it is)."""
         if not self._accepts_work():
             return TaskNotRegistered("client mode does not execute tasks")
         if self._lookup(task_name) is None:
             return TaskNotRegistered(f"task {task_name!r} is not registered in this process")
         if not isinstance(arguments, Mapping):
             return ValidationError("execute args must be a JSON object")
-        if len(self._running) >= self.capacity:
-            return RuntimeError(f"executor capacity of {self.capacity} exceeded")
-        return None
+        return RuntimeError(f"executor capacity of {self.capacity} exceeded")
 
     def _error(self, exc: BaseException) -> dict[str, Any]:
         return bounded_error(exc, limit=self.max_error_bytes, include_traceback=self.include_traceback)

@@ -126,6 +126,13 @@ class Task(Generic[P, R]):
             self.signature = None
         update_wrapper(self, function)  # keep __name__, __doc__, __wrapped__ like a decorator
         self._is_async = inspect.iscoroutinefunction(function)
+        # Parameter names when every parameter may be passed by keyword (no positional-only,
+        # no *args/**kwargs): then an argument object holding only such names is the call.
+        self._keyword_names: frozenset[str] | None = None
+        if self.signature is not None and all(
+                parameter.kind in (inspect.Parameter.POSITIONAL_OR_KEYWORD, inspect.Parameter.KEYWORD_ONLY)
+                for parameter in self.signature.parameters.values()):
+            self._keyword_names = frozenset(self.signature.parameters)
 
     def __call__(self, *args: P.args, **kwargs: P.kwargs) -> Any:
         """Run the function here and now; nothing is sent to Tay."""
@@ -194,6 +201,8 @@ class Task(Generic[P, R]):
 
     def call_with(self, arguments: Any) -> Any:
         """Call the function from a received argument object (the inverse of ``arguments``)."""
+        if type(arguments) is dict and self._keyword_names is not None and arguments.keys() <= self._keyword_names:
+            return self.function(**arguments)  # what the loop below would build
         if not isinstance(arguments, Mapping):
             raise ValidationError(f"task {self.name!r}: execution args must be a JSON object")
         if self.signature is None:

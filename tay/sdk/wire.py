@@ -291,7 +291,13 @@ def decode_payload(payload: bytes, *, max_frame_bytes: int = DEFAULT_MAX_FRAME_B
         return _decode_exactly(payload)
     if _NINETEEN_ZEROS in payload.translate(_DIGITS_AS_ZERO) and _LONG_INTEGER.search(payload):
         return _decode_exactly(payload)
-    check_envelope(message, incoming=True)
+    message_type = message.get("type")
+    request_id = message.get("request_id")
+    # check_envelope's rules, the common case first: short strings need no UTF-8 length
+    if not (message.get("version") == 1 and type(message["version"]) is int
+            and type(message_type) is str and 0 < len(message_type) <= MAX_TYPE_BYTES // 4
+            and type(request_id) is str and 0 < len(request_id) <= MAX_REQUEST_ID_BYTES // 4):
+        check_envelope(message, incoming=True)
     return message
 
 
@@ -302,10 +308,17 @@ _NINETEEN_ZEROS = b"0" * 19
 _LONG_INTEGER = re.compile(rb"[:,\[][ \t\r\n]*-?[0-9]{19}")
 
 
-def _members(value: dict[str, Any]) -> int:
+def _members(message: dict[str, Any]) -> int:
     """Members of every object in a decoded message (each has one colon in the text)."""
-    count = 0
-    stack: list[Any] = [value]
+    count = len(message)
+    stack: list[Any] | None = None
+    for item in message.values():
+        kind = type(item)
+        if kind is dict or kind is list:
+            if stack is None:
+                stack = [item]
+            else:
+                stack.append(item)
     while stack:
         container = stack.pop()
         if type(container) is dict:

@@ -219,3 +219,30 @@ def test_a_peer_sees_reports_of_one_execution_in_order(run, peer_path):
     for number in range(2):
         mine = [r for r in reports if r[1] == f"e{number}"]
         assert mine == [("started", f"e{number}", None), ("succeeded", f"e{number}", 1)]
+
+
+def _keywords(a, b=2, *, c=3):
+    return (a, b, c)
+
+
+def _mixed(a, /, b, *rest, c=3, **extra):
+    return (a, b, rest, c, extra)
+
+
+@pytest.mark.parametrize(("function", "arguments"), [
+    (_keywords, {"a": 1}), (_keywords, {"a": 1, "b": 5, "c": 6}), (_keywords, {"a": 1, "unknown": 9}),
+    (_keywords, {"b": 1}), (_mixed, {"a": 1, "b": 2, "rest": [3, 4], "extra": {"z": 1}}),
+])
+def test_call_with_takes_the_keyword_shortcut_only_where_it_is_the_same_call(function, arguments):
+    tay = Tay(socket_path="/tmp/unused.sock")
+    task = tay.task(function, name=f"lean.{function.__name__}")
+    general = tay.task(function, name=f"lean.general.{function.__name__}")
+    general._keyword_names = None  # the parameter-by-parameter path
+
+    def outcome(chosen):
+        try:
+            return chosen.call_with(arguments)
+        except TypeError as exc:
+            return type(exc)
+
+    assert outcome(task) == outcome(general)
