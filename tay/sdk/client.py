@@ -340,7 +340,7 @@ class Tay:
 
     async def _request(self, message_type: str, fields: Mapping[str, Any], *, plain: bool = False) -> dict[str, Any]:
         link = self._link
-        if link is None or not self.connected or asyncio.get_running_loop() is not self._loop:
+        if link is None or not self.connected:
             await self.start()  # connects, or refuses a second event loop
             link = self._link
             if link is None or not link.is_open:

@@ -38,7 +38,7 @@ class Link(asyncio.Protocol):
     def __init__(self, *, max_frame_bytes: int, on_message: Callable[[Link, dict[str, Any]], None]) -> None:
         self.max_frame_bytes = max_frame_bytes
         self._on_message = on_message
-        self._loop = asyncio.get_running_loop()
+        self.loop = asyncio.get_running_loop()  # (asyncio.get_running_loop() costs a getpid call)
         self._transport: asyncio.Transport | None = None
         self.request_id = RequestIds()
         # request id -> (future, deadline in loop time, message type, timeout)
@@ -50,6 +50,7 @@ class Link(asyncio.Protocol):
         self._outgoing: list[bytes] = []  # frames written this loop turn, sent by _flush
         self._flush_pending = False
         self._receiving = False
+        self._replied = False  # a reply of this buffer resolved a request
         self._write_paused = False
         self._drained: asyncio.Future[None] | None = None
         self.closed = asyncio.Event()
@@ -82,9 +83,13 @@ class Link(asyncio.Protocol):
             self.close(exc)
         finally:
             self._receiving = False
-        if self._outgoing and not self._flush_pending:
+        # A reply wakes its caller in the next loop turn, and the caller usually sends its
+        # next request then: the flush scheduled now runs right after those wake-ups, in
+        # the same turn (one write, no extra turn of the loop just for it).
+        if (self._outgoing or self._replied) and not self._flush_pending:
             self._flush_pending = True
-            self._loop.call_soon(self._flush)
+            self.loop.call_soon(self._flush)
+        self._replied = False
 
     def _receive(self, data: bytes) -> None:
         """Dispatch every whole frame in ``data``; keep the rest for the next buffer."""
@@ -145,19 +150,21 @@ class Link(asyncio.Protocol):
         self._outgoing.append(frame)
         if not self._flush_pending and not self._receiving:
             self._flush_pending = True
-            self._loop.call_soon(self._flush)
+            self.loop.call_soon(self._flush)
 
     def _flush(self) -> None:
         self._flush_pending = False
+        if not self._outgoing:
+            return
         frames, self._outgoing = self._outgoing, []
-        if frames and not self.closed.is_set() and self._transport is not None:
+        if not self.closed.is_set() and self._transport is not None:
             self._transport.write(frames[0] if len(frames) == 1 else b"".join(frames))
 
     async def _drain(self) -> None:
         """Wait while the socket pushes back (the transport paused our writes)."""
         while self._write_paused and not self.closed.is_set():
             if self._drained is None:
-                self._drained = self._loop.create_future()
+                self._drained = self.loop.create_future()
             await self._drained  # resume_writing or close sets it
         if self.closed.is_set():
             raise ConnectionLost(f"writing to Tay failed: {self.close_reason}")
@@ -173,8 +180,8 @@ class Link(asyncio.Protocol):
         request_id = self.request_id()
         frame = message_frame(message_type, request_id, fields, max_frame_bytes=self.max_frame_bytes, plain=plain)
         self._write(frame)
-        future: asyncio.Future[dict[str, Any]] = self._loop.create_future()
-        deadline = self._loop.time() + timeout
+        future: asyncio.Future[dict[str, Any]] = self.loop.create_future()
+        deadline = self.loop.time() + timeout
         self._pending[request_id] = (future, deadline, message_type, timeout)
         if self._deadline_timer is None or deadline < self._deadline_at:
             self._arm_deadline(deadline)
@@ -190,12 +197,12 @@ class Link(asyncio.Protocol):
         if self._deadline_timer is not None:
             self._deadline_timer.cancel()
         self._deadline_at = deadline
-        self._deadline_timer = self._loop.call_at(deadline, self._expire)
+        self._deadline_timer = self.loop.call_at(deadline, self._expire)
 
     def _expire(self) -> None:
         """Fail every request past its deadline; re-arm for the earliest one left."""
         self._deadline_timer = None
-        now = self._loop.time()
+        now = self.loop.time()
         earliest: float | None = None
         for request_id, (future, deadline, message_type, timeout) in list(self._pending.items()):
             if deadline <= now:
@@ -239,6 +246,7 @@ class Link(asyncio.Protocol):
                 future.set_exception(server_error(message.get("error", message)))
             else:
                 future.set_result(message)
+            self._replied = True
             return
         if request_id in self._event_ids:
             self._event_ids.discard(request_id)

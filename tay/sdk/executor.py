@@ -137,7 +137,7 @@ class Executor:
                 or not self._accepts_work():
             _report_failure(link, ids, self._error(self._refusal(task_name, arguments)))
             return
-        loop = asyncio.get_running_loop()
+        loop = link.loop
         if task.is_async:
             try:
                 coroutine = task.call_with(arguments)

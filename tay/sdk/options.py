@@ -176,9 +176,10 @@ def merge_enqueue_options(
     if options is not None and not isinstance(options, Mapping):
         raise ValidationError(f"enqueue options must be a mapping, got {type(options).__name__}")
     merged = dict(options or {})
-    twice = sorted(set(merged) & set(keywords))
-    if twice:
-        raise ValidationError(f"enqueue option supplied twice: {twice[0]}")
+    if merged and keywords:
+        twice = sorted(merged.keys() & keywords.keys())
+        if twice:
+            raise ValidationError(f"enqueue option supplied twice: {twice[0]}")
     merged.update(keywords)
     if durability is not None:
         if "durability" in merged:
@@ -192,7 +193,7 @@ def merge_enqueue_options(
 def enqueue_args(args: Any) -> Mapping[str, Any]:
     if args is None:
         return {}
-    if not isinstance(args, Mapping):
+    if type(args) is not dict and not isinstance(args, Mapping):
         raise ValidationError(f"enqueue args must be a JSON object (a mapping), got {type(args).__name__}")
     return args
 

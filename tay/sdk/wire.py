@@ -129,8 +129,15 @@ def encoded_json_size(value: Any) -> int:
     return len(json_bytes(normalize_json(value)))
 
 
+_CONTROL_CHARACTER = re.compile("[\x00-\x1f]")
+_VALID_NAMES: set[str] = set()  # names that passed, so a producer checks its few names once
+_VALID_NAMES_KEPT = 4096
+
+
 def validate_task_name(name: Any, *, what: str = "task name") -> str:
     """A task or queue key: non-empty UTF-8, at most 255 bytes, no control characters."""
+    if type(name) is str and name in _VALID_NAMES:
+        return name
     if type(name) is not str or not name:
         raise ValidationError(f"{what} must be a non-empty string, got {name!r}")
     try:
@@ -139,8 +146,10 @@ def validate_task_name(name: Any, *, what: str = "task name") -> str:
         raise ValidationError(f"{what} {name!r} is not valid UTF-8") from exc
     if size > MAX_TASK_NAME_BYTES:
         raise ValidationError(f"{what} is {size} UTF-8 bytes; limit is {MAX_TASK_NAME_BYTES}")
-    if any(ord(character) < 0x20 for character in name):
+    if _CONTROL_CHARACTER.search(name):
         raise ValidationError(f"{what} {name!r} contains a control character")
+    if len(_VALID_NAMES) < _VALID_NAMES_KEPT:
+        _VALID_NAMES.add(name)
     return name
 
 
@@ -274,7 +283,7 @@ def decode_payload(payload: bytes, *, max_frame_bytes: int = DEFAULT_MAX_FRAME_B
     orjson parses (refusing non-UTF-8, NaN/Infinity and malformed text); what it lets
     through is checked here: a repeated key (orjson keeps the last), which shows as more
     colons than object members, and integers beyond 64 bits (orjson turns them into
-    floats), which need a run of 19 digits. Either case, and every error, takes the exact
+    floats, so only a message with a float is searched for a run of 19 digits). Either case, and every error, takes the exact
     stdlib parse, so errors read the same and big integers stay exact.
     """
     if not payload:
@@ -287,9 +296,10 @@ def decode_payload(payload: bytes, *, max_frame_bytes: int = DEFAULT_MAX_FRAME_B
         return _decode_exactly(payload)
     if type(message) is not dict:
         raise ProtocolError(f"frame payload must be a JSON object, got {type(message).__name__}")
-    if payload.count(b":") != _members(message) and not _colons_in_strings_only(payload, message):
+    members, floats = _members(message)
+    if payload.count(b":") != members and not _colons_in_strings_only(payload, message):
         return _decode_exactly(payload)
-    if _NINETEEN_ZEROS in payload.translate(_DIGITS_AS_ZERO) and _LONG_INTEGER.search(payload):
+    if floats and _NINETEEN_ZEROS in payload.translate(_DIGITS_AS_ZERO) and _LONG_INTEGER.search(payload):
         return _decode_exactly(payload)
     message_type = message.get("type")
     request_id = message.get("request_id")
@@ -308,9 +318,11 @@ _NINETEEN_ZEROS = b"0" * 19
 _LONG_INTEGER = re.compile(rb"[:,\[][ \t\r\n]*-?[0-9]{19}")
 
 
-def _members(message: dict[str, Any]) -> int:
-    """Members of every object in a decoded message (each has one colon in the text)."""
+def _members(message: dict[str, Any]) -> tuple[int, bool]:
+    """Members of every object in a decoded message (each has one colon in the text), and
+    whether it holds a float (orjson's reading of an integer beyond 64 bits is one)."""
     count = len(message)
+    floats = False
     stack: list[Any] | None = None
     for item in message.values():
         kind = type(item)
@@ -319,6 +331,8 @@ def _members(message: dict[str, Any]) -> int:
                 stack = [item]
             else:
                 stack.append(item)
+        elif kind is float:
+            floats = True
     while stack:
         container = stack.pop()
         if type(container) is dict:
@@ -330,14 +344,16 @@ def _members(message: dict[str, Any]) -> int:
             kind = type(item)
             if kind is dict or kind is list:
                 stack.append(item)
-    return count
+            elif kind is float:
+                floats = True
+    return count, floats
 
 
 def _colons_in_strings_only(payload: bytes, message: dict[str, Any]) -> bool:
     """Whether the colons beyond the members are inside strings (no key repeats)."""
     from tay import _native  # C scan; only for payloads with a colon inside a string
 
-    return bool(_native.json_member_count(payload) == _members(message))
+    return bool(_native.json_member_count(payload) == _members(message)[0])
 
 
 def _decode_exactly(payload: bytes) -> dict[str, Any]:
@@ -415,7 +431,7 @@ def reply_identifier(reply: Mapping[str, Any], field: str, nested: str) -> str:
 def reply_durability(reply: Mapping[str, Any]) -> Literal["persistent", "volatile"] | None:
     """``job.durability`` of an enqueue reply when it is one of the two known modes."""
     job = reply.get("job")
-    durability = job.get("durability") if isinstance(job, Mapping) else None
+    durability = job.get("durability") if type(job) is dict or isinstance(job, Mapping) else None
     if durability == "persistent" or durability == "volatile":
         return durability
     return None
