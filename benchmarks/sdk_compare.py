@@ -5,8 +5,9 @@ one ``tay serve`` (a script, not a unit test).
 
 For each transport and SDK (each SDK in its own interpreter: tay-client with ``python -I``
 from its venv, ours from the repository's): a producer process enqueues ``--jobs`` jobs
-with at most ``--concurrency`` in flight (enqueue/s), then a worker process of the same SDK
-with ``--capacity`` runs exactly those jobs (jobs/s from the first execution to the last).
+with at most ``--concurrency`` in flight (enqueue/s, and its CPU per job over the
+enqueues), then a worker process of the same SDK with ``--capacity`` runs exactly those
+jobs (jobs/s and CPU per job from the first execution to the last).
 Each (transport, SDK) pair uses its own task name, so no worker sees another's jobs. The
 server runs strict ``sync`` durability with group commit on a data dir under the bench
 scratch (``tay.bench.paths``). Jobs carry a 1 KiB argument.
@@ -55,9 +56,9 @@ async def main():
         async def one():
             async with gate:
                 await client.enqueue(task, ARGS)
-        started = time.perf_counter()
+        started, cpu = time.perf_counter(), time.process_time()
         await asyncio.gather(*(one() for _ in range(count)))
-        print(time.perf_counter() - started, flush=True)
+        print(time.perf_counter() - started, time.process_time() - cpu, flush=True)
 asyncio.run(main())
 '''
 
@@ -68,11 +69,14 @@ async def main():
     else:
         worker = Tay(socket_path=endpoint, mode="worker", capacity=width)
     done = asyncio.Event()
-    seen = []
+    seen, cpu = [], []
     @worker.task(name=task)
     async def noop(**kwargs):
         seen.append(time.perf_counter())
+        if len(seen) == 1:
+            cpu.append(time.process_time())
         if len(seen) == count:
+            cpu.append(time.process_time())
             done.set()
         return {"ok": True}
     if over_http:
@@ -81,7 +85,7 @@ async def main():
         await worker.start()
     await asyncio.wait_for(done.wait(), 300)
     await asyncio.sleep(0.3)  # let the last reports reach the server
-    print(seen[-1] - seen[0], flush=True)
+    print(seen[-1] - seen[0], cpu[-1] - cpu[0], flush=True)
     if over_http:
         runner.cancel()
         await asyncio.gather(runner, return_exceptions=True)
@@ -124,15 +128,16 @@ class Serve:
         shutil.rmtree(self.root, ignore_errors=True)
 
 
-def run_sdk(sdk: str, script: str, *argv: object) -> float:
-    """Seconds the script measured, from its last stdout line."""
+def run_sdk(sdk: str, script: str, *argv: object) -> tuple[float, float]:
+    """Wall and CPU seconds the script measured, from its last stdout line."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
     env["PYTHONPATH"] = str(REPO)  # only our interpreter honours it (tay-client runs with -I)
     done = subprocess.run([*SDK_PYTHON[sdk], "-c", script, *map(str, argv)],
                           cwd=tempfile.gettempdir(), env=env, capture_output=True, timeout=900)
     if done.returncode != 0:
         raise RuntimeError(f"{sdk}: {done.stderr.decode()}")
-    return float(done.stdout.decode().split()[-1])
+    wall, cpu = done.stdout.decode().split()[-2:]
+    return float(wall), float(cpu)
 
 
 def measure(jobs: int, concurrency: int, capacity: int) -> list[dict]:
@@ -142,10 +147,12 @@ def measure(jobs: int, concurrency: int, capacity: int) -> list[dict]:
         for transport, endpoint in (("socket", server.socket), ("http", server.url)):
             for sdk in ("tay-client", "ours"):
                 task = f"bench.{transport}.{sdk.replace('-', '_')}.v1"
-                enqueue_s = run_sdk(sdk, PRODUCER, endpoint, jobs, concurrency, task)
-                worker_s = run_sdk(sdk, WORKER, endpoint, jobs, capacity, task)
+                enqueue_s, enqueue_cpu = run_sdk(sdk, PRODUCER, endpoint, jobs, concurrency, task)
+                worker_s, worker_cpu = run_sdk(sdk, WORKER, endpoint, jobs, capacity, task)
                 rows.append({"transport": transport, "sdk": sdk, "enqueue_per_s": jobs / enqueue_s,
-                             "worker_jobs_per_s": (jobs - 1) / worker_s})
+                             "worker_jobs_per_s": (jobs - 1) / worker_s,
+                             "producer_cpu_us_per_job": enqueue_cpu / jobs * 1e6,
+                             "worker_cpu_us_per_job": worker_cpu / (jobs - 1) * 1e6})
     finally:
         server.close()
     return rows
@@ -166,10 +173,12 @@ def main() -> None:
         return
     print(f"{args.jobs} jobs, producer concurrency {args.concurrency}, worker capacity {args.capacity}, "
           "strict sync + group commit 64/1ms")
-    print(f"{'transport':>10} {'sdk':>12} {'enqueue/s':>12} {'worker jobs/s':>14}")
+    print(f"{'transport':>10} {'sdk':>12} {'enqueue/s':>12} {'worker jobs/s':>14} "
+          f"{'producer CPU us/job':>20} {'worker CPU us/job':>18}")
     for row in rows:
         print(f"{row['transport']:>10} {row['sdk']:>12} {row['enqueue_per_s']:>12.0f} "
-              f"{row['worker_jobs_per_s']:>14.0f}")
+              f"{row['worker_jobs_per_s']:>14.0f} {row['producer_cpu_us_per_job']:>20.1f} "
+              f"{row['worker_cpu_us_per_job']:>18.1f}")
 
 
 if __name__ == "__main__":
