@@ -263,7 +263,17 @@ def machine_facts(path: str) -> dict[str, Any]:
     return {"nproc": os.cpu_count(), "cpu_model": model, "kernel": platform.release(),
             "machine": platform.machine(), "python": platform.python_version(),
             "filesystem": _filesystem_type(path),
-            "load_average_1m": round(os.getloadavg()[0], 2)}  # other work on the box
+            "load_average_1m": round(os.getloadavg()[0], 2),  # other work on the box
+            # TAY_* variables reach the served engine (e.g. its writer's real-time priority)
+            "server_environment": server_environment()}
+
+
+def server_environment(environ: "dict[str, str] | None" = None) -> dict[str, str]:
+    """The ``TAY_*`` variables the benchmark's ``tay serve`` inherits, except where the
+    bench itself keeps its files: they change what is measured, so the report names them."""
+    env = os.environ if environ is None else environ
+    return {name: value for name, value in sorted(env.items())
+            if name.startswith("TAY_") and name != "TAY_BENCH_DIR"}
 
 
 def _filesystem_type(path: str) -> str:

@@ -97,6 +97,10 @@ def write_all(document: dict[str, Any], out_dir: str, stem: str) -> dict[str, st
         handle.write(f"Machine: {machine['nproc']} CPUs, {machine['cpu_model']}, "
                      f"{machine['filesystem']}, Linux {machine['kernel']}, "
                      f"Python {machine['python']}\n\n")
+        settings = machine.get("server_environment")
+        if settings:
+            handle.write("Server environment: " + ", ".join(
+                f"`{name}={value}`" for name, value in settings.items()) + "\n\n")
         handle.write(markdown_table(document["runs"]))
     chart = os.path.join(out_dir, f"{stem}.png")
     note = write_chart(document["runs"], chart)

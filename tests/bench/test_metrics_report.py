@@ -127,3 +127,18 @@ def test_progress_bar_renders_counts(tmp_path):
         stream.seek(0)
         written = stream.read()
         assert "[##########]     200/200" in written and written.endswith("\n")
+
+
+def test_the_report_names_the_tay_variables_the_server_inherited(tmp_path):
+    from tay.bench.harness import server_environment
+
+    assert server_environment({"TAY_JOURNAL_WRITER_RT_PRIORITY": "10", "HOME": "/root",
+                               "TAY_BENCH_DIR": "/x", "TAY_COMPACTION": "off"}) == {
+        "TAY_COMPACTION": "off", "TAY_JOURNAL_WRITER_RT_PRIORITY": "10"}
+    document = {**DOCUMENT, "machine": {**DOCUMENT["machine"], "server_environment": {
+        "TAY_JOURNAL_WRITER_RT_PRIORITY": "10"}}}
+    written = write_all(document, str(tmp_path), "tiny-z")
+    assert "Server environment: `TAY_JOURNAL_WRITER_RT_PRIORITY=10`" in \
+        open(written["markdown"]).read()
+    plain = write_all(DOCUMENT, str(tmp_path), "tiny-w")
+    assert "Server environment" not in open(plain["markdown"]).read()
