@@ -24,7 +24,7 @@ from tay.sdk.http_transport import HTTPTransport
 from tay.sdk.options import Durability, EnqueueOptions
 from tay.sdk.task import Task, TaskCall, call_parts
 from tay.sdk.tls import client_context
-from tay.sdk.wire import json_bytes, normalize_json, reply_durability, reply_identifier, server_error, validate_task_name
+from tay.sdk.wire import json_bytes, plain_json, reply_durability, reply_identifier, server_error, validate_task_name
 
 R = TypeVar("R")
 
@@ -114,10 +114,8 @@ class TayHTTP:
 
     async def _request(self, method: str, path: str, body: dict[str, Any] | None = None, *,
                        headers: dict[str, str] | None = None) -> dict[str, Any]:
-        payload = json_bytes(normalize_json(body)) if body is not None else None
-        status, raw = await asyncio.to_thread(
-            self._transport.exchange, method, path, payload, {**_JSON_HEADERS, **(headers or {})}
-        )
+        payload = json_bytes(plain_json(body)) if body is not None else None  # encoded at once: no copy
+        status, raw = await self._transport.exchange(method, path, payload, {**_JSON_HEADERS, **(headers or {})})
         return _reply(method, path, status, raw)
 
     @staticmethod
@@ -146,8 +144,8 @@ class TayHTTP:
         name, args, options = call_parts(task, args, options, option_keywords, durability, self._task_name)
         body = {
             "task": name,
-            "args": normalize_json(opts.enqueue_args(args)),
-            "options": normalize_json(opts.merge_enqueue_options(options, durability, option_keywords)),
+            "args": opts.enqueue_args(args),  # checked as the body is encoded
+            "options": opts.merge_enqueue_options(options, durability, option_keywords),
         }
         reply = await self._request("POST", "/jobs", body)
         return HTTPJobHandle(reply_identifier(reply, "job_id", "job"), self, reply_durability(reply))

@@ -22,7 +22,7 @@ from tay.sdk.handles import quote_segment
 from tay.sdk.http import TayHTTP
 from tay.sdk.options import DURABILITY_MODES, Durability, TaskConfig, check_backoff, check_durability, check_retries
 from tay.sdk.task import Task, TaskDecorator, register_task
-from tay.sdk.wire import encoded_json_size, normalize_json, validate_task_name
+from tay.sdk.wire import json_bytes, plain_json, validate_task_name
 
 log = logging.getLogger("tay.sdk")
 
@@ -196,8 +196,8 @@ class TayHTTPWorker(TayHTTP):
             result = await asyncio.get_running_loop().run_in_executor(self._threads, task.call_with, arguments)
         while inspect.isawaitable(result):
             result = await result
-        result = normalize_json(result)
-        if encoded_json_size(result) > MAX_RESULT_BYTES:
+        result = plain_json(result)
+        if len(json_bytes(result)) > MAX_RESULT_BYTES:
             raise ValidationError(f"task {task.name!r} returned more than {MAX_RESULT_BYTES} bytes of JSON")
         return result
 
