@@ -158,12 +158,17 @@ def measure(jobs: int, concurrency: int, capacity: int) -> list[dict]:
     return rows
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
     parser.add_argument("--jobs", type=int, default=2000)
     parser.add_argument("--concurrency", type=int, default=32, help="producer requests in flight")
     parser.add_argument("--capacity", type=int, default=16, help="worker capacity")
     parser.add_argument("--json", action="store_true", help="print JSON instead of a table")
+    return parser
+
+
+def main() -> None:
+    parser = build_parser()
     args = parser.parse_args()
     if args.jobs < 2:
         parser.error("--jobs must be at least 2")
