@@ -70,8 +70,11 @@ class Link(asyncio.Protocol):
             return
         if self._partial:
             self._partial += data
-            if len(self._partial) < 4 or len(self._partial) < 4 + int.from_bytes(self._partial[:4], "big"):
+            if len(self._partial) < 4:
                 return
+            length = int.from_bytes(self._partial[:4], "big")
+            if 0 < length <= self.max_frame_bytes and len(self._partial) < 4 + length:
+                return  # not whole yet (a length out of bounds goes on to be refused now)
             data = bytes(self._partial)
             self._partial.clear()
         self._receiving = True  # what the frames make us write leaves in one flush, after them

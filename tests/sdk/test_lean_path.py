@@ -136,12 +136,15 @@ def test_a_link_dispatches_frames_split_at_any_byte_and_writes_once_per_loop_tur
     asyncio.run(scenario())
 
 
-def test_a_link_drops_the_connection_on_a_bad_frame():
+@pytest.mark.parametrize("pieces", [[(65).to_bytes(4, "big")], [b"\x00\x00", b"\x00\x41"],
+                                    [b"\x00", b"\x00\x00\x00"]])
+def test_a_link_drops_the_connection_on_a_bad_length_as_soon_as_it_is_whole(pieces):
     async def scenario():
         link = Link(max_frame_bytes=64, on_message=lambda *_: None)
         wire = _Wire()
         link.connection_made(wire)
-        link.data_received((65).to_bytes(4, "big"))
+        for piece in pieces:
+            link.data_received(piece)
         assert not link.is_open and wire.closed and isinstance(link.close_reason, ProtocolError)
 
     asyncio.run(scenario())
