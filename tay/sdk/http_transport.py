@@ -31,6 +31,7 @@ class _Connection(asyncio.Protocol):
 
     def __init__(self, max_body: int) -> None:
         self.max_body = max_body
+        self.loop = asyncio.get_running_loop()  # once: each call is a getpid on 3.11
         self.transport: asyncio.Transport | None = None
         self.open = True
         self._response: asyncio.Future[tuple[int, bytes | None, bool]] | None = None
@@ -118,12 +119,12 @@ class _Connection(asyncio.Protocol):
         """Send one request; (status, body or None when it is over ``max_body``, whether
         the connection may be reused)."""
         assert self.transport is not None
-        self._response = asyncio.get_running_loop().create_future()
+        self._response = self.loop.create_future()
         self._parser = httptools.HttpResponseParser(self)
         self._body, self._size, self._received_any = [], 0, False
         self._headers_done = self._delimited = False
         self.transport.write(request)
-        timer = asyncio.get_running_loop().call_later(timeout, self._time_out, timeout)
+        timer = self.loop.call_later(timeout, self._time_out, timeout)
         try:
             return await self._response
         except BaseException:
