@@ -43,7 +43,7 @@ from tay.storage.v2.fast import decode_batch
 from tay.storage.v2.reducer import EpochReducer
 
 _HASH_CHUNK = 1 << 20
-_BATCH = 1024  # records decoded per native call in replay (bounds what is held at once)
+_BATCH = 256  # records decoded per native call in replay (bounds what is held at once)
 BASE_PAIRS = frozenset({SNAPSHOT_PAIR, JOB_ATTACHMENT_PAIR, EPOCH_EVENT_PAIR})
 TAIL_PAIRS = frozenset({MUTATION_PAIR, EPOCH_EVENT_PAIR})
 
@@ -359,10 +359,16 @@ def replay_v2(view: EpochView, consumer: Any, limits: DecodeLimits,
         records = segment_view.scan.records
         decoded: list = []
         first = 0  # index of decoded[0] in records
+        dropped = 0  # pages below this offset were released
         try:
             for position, (offset, rtype, schema, sequence, length) in enumerate(records):
                 if dispatch is not None and position - first >= len(decoded):
                     first = position  # the next batch through the native fast path
+                    if segment_view.mapping is not None and offset > dropped:
+                        # records before this one are decoded into objects: their pages
+                        # need not stay resident (the peak RSS of a replay)
+                        _drop_pages(segment_view.mapping, dropped, offset)
+                        dropped = offset
                     decoded = decode_batch(buffer, [
                         (o + 24, n, t, s) for o, t, s, _, n in records[first:first + _BATCH]
                     ], limits)
