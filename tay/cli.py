@@ -23,6 +23,14 @@ GROUPS: tuple[str, ...] = (
     "tay.bench.cli",
     "tay.admin.cli",
 )
+# The command each single-command module registers: `tay serve ...` imports only its own
+# module (start-up time); any other first word (the admin commands, --help, a typo) gets
+# the parser with every group, so help and errors list them all.
+OWN_MODULE: dict[str, str] = {
+    "storage": "tay.storage.cli",
+    "serve": "tay.server.cli",
+    "bench": "tay.bench.cli",
+}
 
 
 class WholeWordsHelpFormatter(argparse.HelpFormatter):
@@ -42,22 +50,24 @@ class TayArgumentParser(argparse.ArgumentParser):
         super().__init__(*args, **kwargs)
 
 
-def build_parser() -> argparse.ArgumentParser:
-    """The top parser with every registered group."""
+def build_parser(modules: Sequence[str] = GROUPS) -> argparse.ArgumentParser:
+    """The top parser with the groups of ``modules`` (default: every registered group)."""
     from tay import __version__
 
     parser = TayArgumentParser(prog="tay", description="tay: durable background jobs")
     parser.add_argument("--version", action="version", version=f"tay {__version__}")
     groups = parser.add_subparsers(dest="group", metavar="GROUP")
     groups.required = True
-    for module_name in GROUPS:
+    for module_name in modules:
         importlib.import_module(module_name).register(groups)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Parse ``argv`` (default: ``sys.argv[1:]``), run the chosen command, return its exit code."""
-    parser = build_parser()
+    argv = list(sys.argv[1:] if argv is None else argv)
+    own = OWN_MODULE.get(argv[0]) if argv else None
+    parser = build_parser((own,) if own is not None else GROUPS)
     args = parser.parse_args(argv)
     handler = getattr(args, "handler", None)
     if handler is None:
