@@ -68,6 +68,7 @@ def decode_events(
         base += width
 
 
+_SCALARS = (None, False, True)  # tags 00, 01, 02: the only one-byte Values
 _make = event_with_raw  # the replay hot path builds its events without the dataclass init
 # Builders: (type, schema, data, row, base, raw=True) -> Event; ``raw=False`` when ``data``
 # is not the event's own payload (a Store-v2 mutation stands for the event).
@@ -157,9 +158,11 @@ def _fast_result(event_type: int, schema: int, data: bytes, row: list[int], base
                    raw: bool = True) -> Event:
     payload = _common_fields(data, row, base)
     start = row[base + slots.A]
-    # already checked canonical and within budget as part of the whole payload
-    payload["result"] = value.decode(memoryview(data)[start:start + row[base + slots.B]],
-                                     CHECKED_LIMITS)
+    length = row[base + slots.B]
+    # already checked canonical and within budget as part of the whole payload; the
+    # commonest results (nil, a boolean) need no decoder call
+    payload["result"] = _SCALARS[data[start]] if length == 1 else \
+        value.decode(memoryview(data)[start:start + length], CHECKED_LIMITS)
     return _make(event_type, schema, "result_recorded", MappingProxyType(payload),
                  data if raw else None)
 

@@ -353,56 +353,78 @@ def replay_v2(view: EpochView, consumer: Any, limits: DecodeLimits,
         in_base = index < base_count
         if not in_base and reducer is not None and reducer.in_base:
             reducer.end_base()
-        allowed = BASE_PAIRS if in_base else TAIL_PAIRS
-        buffer = memoryview(segment_view.mapping) if segment_view.mapping is not None \
-            else memoryview(b"")
-        records = segment_view.scan.records
-        decoded: list = []
-        first = 0  # index of decoded[0] in records
-        dropped = 0  # pages below this offset were released
-        try:
-            for position, (offset, rtype, schema, sequence, length) in enumerate(records):
-                if dispatch is not None and position - first >= len(decoded):
-                    first = position  # the next batch through the native fast path
-                    if segment_view.mapping is not None and offset > dropped:
-                        # records before this one are decoded into objects: their pages
-                        # need not stay resident (the peak RSS of a replay)
-                        _drop_pages(segment_view.mapping, dropped, offset)
-                        dropped = offset
-                    decoded = decode_batch(buffer, [
-                        (o + 24, n, t, s) for o, t, s, _, n in records[first:first + _BATCH]
-                    ], limits)
-                where = dict(path=segment_view.path, segment_id=segment_view.segment_id,
-                             sequence=sequence, stage="replay")
-                if sequence != expected:
-                    raise RecoveryRefused("continuity", "global_sequence", offset=offset,
-                                          expected=expected, **where)
-                pair = (rtype, schema)
-                if pair not in allowed:
-                    raise _at_record(profile_refusal(pair, "base" if in_base else "tail"),
-                                     offset, where)
-                payload = buffer[offset + 24: offset + 24 + length]
-                try:
-                    if dispatch is None:
-                        consumer(sequence, rtype, schema, payload)
-                    elif decoded[position - first] is not None:
-                        dispatch.decoded(pair, decoded[position - first], in_base)
-                    elif in_base:
-                        dispatch.base(pair, payload)
-                    else:
-                        dispatch.tail(pair, payload)
-                except StorageFailure as failure:
-                    raise _at_record(failure, offset, where) from None
-                finally:
-                    payload.release()
-                expected += 1
-                if timer is not None and expected % 4096 == 0:
-                    timer.check("replay", path=segment_view.path, sequence=sequence,
-                                segment_id=segment_view.segment_id)
-            if segment_view.mapping is not None and segment_view.size:
-                _drop_pages(segment_view.mapping, 0, segment_view.size)
-        finally:
-            buffer.release()
+        expected = _replay_segment(segment_view, in_base, expected, consumer, dispatch,
+                                   limits, timer)
     if reducer is not None and reducer.in_base:
         reducer.end_base()
     return expected - 1, reducer
+
+
+def _replay_segment(segment_view: SegmentView, in_base: bool, expected: int, consumer: Any,
+                    dispatch: _Dispatch | None, limits: DecodeLimits,
+                    timer: RecoveryTimer | None) -> int:
+    """Replay one segment's records from global sequence ``expected``; returns the next."""
+    allowed = BASE_PAIRS if in_base else TAIL_PAIRS
+    mapping = segment_view.mapping
+    buffer = memoryview(mapping) if mapping is not None else memoryview(b"")
+    records = segment_view.scan.records
+    decoded: list = []
+    first = 0  # index of decoded[0] in records
+    dropped = 0  # pages below this offset were released
+    try:
+        for position, (offset, rtype, schema, sequence, length) in enumerate(records):
+            if dispatch is not None and position - first >= len(decoded):
+                first = position  # the next batch through the native fast path
+                if mapping is not None and offset > dropped:
+                    # records before this one are decoded into objects: their pages need
+                    # not stay resident (the peak RSS of a replay)
+                    _drop_pages(mapping, dropped, offset)
+                    dropped = offset
+                decoded = decode_batch(buffer, [
+                    (o + 24, n, t, s) for o, t, s, _, n in records[first:first + _BATCH]
+                ], limits)
+            if sequence != expected:
+                raise RecoveryRefused("continuity", "global_sequence", offset=offset,
+                                      expected=expected, **_where(segment_view, sequence))
+            pair = (rtype, schema)
+            if pair not in allowed:
+                raise _at_record(profile_refusal(pair, "base" if in_base else "tail"),
+                                 offset, _where(segment_view, sequence))
+            record = decoded[position - first] if dispatch is not None else None
+            try:
+                if record is not None:
+                    dispatch.decoded(pair, record, in_base)
+                else:
+                    _exact(buffer[offset + 24: offset + 24 + length], pair, sequence,
+                           consumer, dispatch, in_base)
+            except StorageFailure as failure:
+                raise _at_record(failure, offset, _where(segment_view, sequence)) from None
+            expected += 1
+            if timer is not None and expected % 4096 == 0:
+                timer.check("replay", path=segment_view.path, sequence=sequence,
+                            segment_id=segment_view.segment_id)
+        if mapping is not None and segment_view.size:
+            _drop_pages(mapping, 0, segment_view.size)
+    finally:
+        buffer.release()
+    return expected
+
+
+def _exact(payload: memoryview, pair: tuple[int, int], sequence: int, consumer: Any,
+           dispatch: _Dispatch | None, in_base: bool) -> None:
+    """One record through the exact decoders (or a plain consumer's own)."""
+    try:
+        if dispatch is None:
+            consumer(sequence, pair[0], pair[1], payload)
+        elif in_base:
+            dispatch.base(pair, payload)
+        else:
+            dispatch.tail(pair, payload)
+    finally:
+        payload.release()
+
+
+def _where(segment_view: SegmentView, sequence: int) -> dict:
+    """Where a refused record is, as every replay refusal names it."""
+    return dict(path=segment_view.path, segment_id=segment_view.segment_id,
+                sequence=sequence, stage="replay")
