@@ -311,7 +311,7 @@ class _Dispatch:
         if pair == MUTATION_PAIR:
             self.reducer.mutation(record)
         elif pair == SNAPSHOT_PAIR:
-            self.reducer.snapshot(record)
+            self.reducer.snapshot_state(record)  # the JobState job_of gives
         elif pair == JOB_ATTACHMENT_PAIR:
             self.reducer.attachment(record)
         elif in_base:

@@ -24,7 +24,8 @@ from tay.storage.events.fast import _FAST_BUILDERS
 from tay.storage.events.registry import JOB_PAIRS
 from tay.storage.formats.value import DecodeLimits
 from tay.storage.v2.epoch_records import EPOCH_EVENT_PAIR, JOB_ATTACHMENT_PAIR, EpochEvent
-from tay.storage.v2.records import MUTATION_PAIR, SNAPSHOT_PAIR, Mutation, Snapshot
+from tay.storage.events.transitions import JobState
+from tay.storage.v2.records import MUTATION_PAIR, SNAPSHOT_PAIR, Mutation
 
 Record = tuple[int, int, int, int]  # payload offset, length, type, schema
 _REVISION = struct.Struct(">Q")
@@ -47,8 +48,9 @@ _CARRIED = _carried(attachment=False)
 
 
 def decode_batch(buffer: Any, records: list[Record], limits: DecodeLimits) -> list[Any]:
-    """One decoded object per record (Snapshot, Mutation, the attachment's Event,
-    EpochEvent) or None where the exact decoder must look (a slow record, another pair)."""
+    """One decoded object per record (for a snapshot the JobState ``job_of`` gives, a
+    Mutation, the attachment's Event, an EpochEvent) or None where the exact decoder must
+    look (a slow record, another pair)."""
     out: list[Any] = [None] * len(records)
     snapshots: list[int] = []
     mutations: list[int] = []
@@ -101,8 +103,8 @@ def _text(data: bytes, rows: list[int], slot: int, texts: dict[bytes, str]) -> s
     return text
 
 
-def _snapshot(data: bytes, rows: list[int], base: int, texts: dict[bytes, str]) -> Snapshot:
-    """The Snapshot ``decode_snapshot`` returns for a payload the scan vouched for."""
+def _snapshot(data: bytes, rows: list[int], base: int, texts: dict[bytes, str]) -> JobState:
+    """``job_of(decode_snapshot(payload))`` for a payload the scan vouched for."""
     nil = rows[base + sr.NIL]
     d = base + _D
 
@@ -119,16 +121,11 @@ def _snapshot(data: bytes, rows: list[int], base: int, texts: dict[bytes, str]) 
         rows[d + er.TIMEOUT_MS], _text(data, rows, d + er.WORKER, texts))
     diagnostic = None if (nil >> sr.DIAGNOSTIC) & 1 else \
         {"code": rows[base + sr.DIAGNOSTIC], "version": 1}
-    body = {
-        "attempt": rows[base + sr.ATTEMPT], "attempted_at": opt(sr.ATTEMPTED_AT),
-        "availability_order": opt(sr.ORDER), "completed_at": opt(sr.COMPLETED_AT),
-        "definition": definition, "diagnostic": diagnostic,
-        "eligible_at": opt(sr.ELIGIBLE_AT), "inserted_at": rows[base + sr.INSERTED_AT],
-        "next_attempt": opt(sr.NEXT_ATTEMPT), "state": _STATES[rows[base + sr.STATE]],
-        "terminal_at": opt(sr.TERMINAL_AT),
-    }
-    return Snapshot(data[:16], rows[base + sr.REVISION], rows[base + sr.CYCLE],
-                    opt(sr.EXECUTION), body, canonical)
+    return JobState(data[:16], definition, canonical, _STATES[rows[base + sr.STATE]],
+                    rows[base + sr.REVISION], rows[base + sr.ATTEMPT], opt(sr.NEXT_ATTEMPT),
+                    rows[base + sr.CYCLE], opt(sr.EXECUTION), opt(sr.ELIGIBLE_AT),
+                    opt(sr.ORDER), rows[base + sr.INSERTED_AT], opt(sr.ATTEMPTED_AT),
+                    opt(sr.COMPLETED_AT), opt(sr.TERMINAL_AT), diagnostic)
 
 
 def _mutations(buffer: Any, records: list[Record], indexes: list[int], limits: DecodeLimits,

@@ -54,21 +54,25 @@ class EpochReducer:
     # ---- base -----------------------------------------------------------------------
 
     def snapshot(self, snapshot: Snapshot) -> None:
+        self.snapshot_state(job_of(snapshot))
+
+    def snapshot_state(self, job: JobState) -> None:
+        """A base job as its snapshot describes it (``job_of``; the replay fast path builds
+        it from the native scan's row directly)."""
         self._require_base("snapshot")
         if self._checkpoints_started:
-            raise rejected("snapshot_after_checkpoint", job_id=snapshot.job_id.hex())
-        if self._last_job_id is not None and not snapshot.job_id > self._last_job_id:
-            raise rejected("base_not_ascending", job_id=snapshot.job_id.hex())
-        order = snapshot.body["availability_order"]
+            raise rejected("snapshot_after_checkpoint", job_id=job.id.hex())
+        if self._last_job_id is not None and not job.id > self._last_job_id:
+            raise rejected("base_not_ascending", job_id=job.id.hex())
+        order = job.ready_order  # the snapshot's availability_order
         if order is not None:
             if order in self._base_orders:
-                raise rejected("availability_order_reused", job_id=snapshot.job_id.hex(),
-                               order=order)
+                raise rejected("availability_order_reused", job_id=job.id.hex(), order=order)
             self._base_orders.add(order)
             self.next_order = max(self.next_order, order + 1)
         self._flush()
-        self._last_job_id = snapshot.job_id
-        self._pending = job_of(snapshot)
+        self._last_job_id = job.id
+        self._pending = job
 
     def attachment(self, event: ev.Event) -> None:
         self._require_base("attachment")
