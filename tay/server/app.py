@@ -146,8 +146,6 @@ def adopt_if_v1(config: ServeConfig) -> None:
     a v1 store (or one whose interrupted adoption rolls back) becomes Store v2 with the
     configured terminal retention. A store that cannot be opened is left for recovery to
     refuse with its own reason."""
-    from tay.engine import Engine
-    from tay.storage.compaction.offline import compact_offline
     from tay.storage.recovery.adoption import root_shape
 
     try:
@@ -156,6 +154,9 @@ def adopt_if_v1(config: ServeConfig) -> None:
         return
     if shape == "v2" or not os.path.exists(os.path.join(config.data_dir, "STORE")):
         return
+    from tay.engine import Engine  # the adoption machinery loads only for a v1 store
+    from tay.storage.compaction.offline import compact_offline
+
     result = compact_offline(config.data_dir, consumer=Engine(config.engine),
                              retention=config.terminal_retention, durability=config.durability,
                              validated_filesystem=config.validated_filesystem)

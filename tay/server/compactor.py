@@ -30,16 +30,17 @@ import logging
 import os
 import time
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tay.failures import RequestRefused, StorageFailure, WriterStopped
-from tay.storage.compaction import online, publish
-from tay.storage.compaction.offline import durable_form
 from tay.storage.fsio import RealIO
 from tay.storage.journal.history_budget import HistoryBudget
-from tay.storage.compaction.trigger import StateTrigger
+from tay.storage.compaction.trigger import StateTrigger, source_bytes
 from tay.storage.journal.writer import Journal
-from tay.storage.v2.manifest import Retention
+from tay.storage.v2.manifest import Retention, durable_form
+
+if TYPE_CHECKING:  # the compaction machinery itself loads with the first compaction
+    from tay.storage.compaction import online
 
 log = logging.getLogger("tay.server.compaction")
 
@@ -93,7 +94,7 @@ class OnlineCompactor:
         return self.store.store_version == 2 and self.driver.stopped is None
 
     def history_bytes(self) -> int:
-        return online.source_bytes(self.store.journal.segments_dir)
+        return source_bytes(self.store.journal.segments_dir)
 
     def facts(self) -> dict[str, Any]:
         """``status.storage``'s Store-v2 part."""
@@ -208,6 +209,8 @@ class OnlineCompactor:
 
     # ---- one compaction -------------------------------------------------------------------
     async def _run(self, trigger: str, retention: Retention | None) -> dict[str, Any]:
+        from tay.storage.compaction import online  # loaded with the first compaction
+
         started = time.monotonic()
         loop = asyncio.get_running_loop()
         bytes_before = self.history_bytes()
@@ -271,6 +274,7 @@ class OnlineCompactor:
 
     def _capture(self, retention: Retention | None) -> online.Capture:
         """On the loop: freeze the source at a durable position and take the engine's state."""
+        from tay.storage.compaction import online, publish
         driver, store, engine = self.driver, self.store, self.store.engine
         if self.driver.stopped is not None:
             raise CompactionFailed("stopped", "the journal writer stopped")
@@ -297,6 +301,7 @@ class OnlineCompactor:
 
     def _switch(self, prepared: online.Prepared, expected: int) -> dict[str, Any]:
         """On the loop, admission paused: catch-up, publish, CURRENT, the new tail."""
+        from tay.storage.compaction import online, publish
         driver, store, engine = self.driver, self.store, self.store.engine
         paused = time.perf_counter()
         stale = engine.stale_expiries(prepared.expired)
@@ -363,6 +368,8 @@ class OnlineCompactor:
             engine.attach_history(HistoryBudget.for_journal(journal, engine.history.caps))
 
     def _reclaim(self, source: online.OnlineSource, current: bytes) -> tuple[bool, str | None]:
+        from tay.storage.compaction import publish
+
         try:
             publish.reclaim_epoch(self.io, source.root, source.epoch_id, current)
         except (OSError, StorageFailure) as error:
@@ -376,6 +383,8 @@ class OnlineCompactor:
         if prepared is not None and prepared.appender is not None:
             prepared.appender.close()
         if prepared is not None and os.path.isdir(prepared.candidate.path):
+            from tay.storage.compaction import publish
+
             try:
                 publish.reclaim_candidate(self.io, prepared.capture.source.root,
                                           prepared.candidate.nonce)

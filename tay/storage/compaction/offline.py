@@ -35,7 +35,7 @@ from tay.storage.journal.setup import new_store_id
 from tay.storage.recovery.recover import RecoveryOptions, recover
 from tay.storage.recovery.store_v2 import file_sha256
 from tay.storage.v2 import layout as v2_layout
-from tay.storage.v2.manifest import Retention
+from tay.storage.v2.manifest import Retention, durable_form  # noqa: F401 (re-exported)
 from tay.storage.v2.markers import Current, encode_current
 
 DEFAULT_RETENTION = Retention("hours", 24)
@@ -69,13 +69,6 @@ class CompactionResult:
             "source_bytes": self.source_bytes, "reclaimed": self.reclaimed,
             "reclaim_error": self.reclaim_error, "timings_ms": self.timings_ms,
         }
-
-
-def durable_form(retention: Retention) -> Retention:
-    """What a compaction persists: a zero (full purge) is stored as the one-hour minimum."""
-    if retention.unit != "infinity" and retention.count == 0:
-        return Retention("hours", 1)
-    return retention
 
 
 def _source_inventory(io: RealIO, segments_dir: str,

@@ -40,6 +40,7 @@ from tay.storage.compaction.candidate import Candidate, CandidateWriter, TailApp
 from tay.storage.compaction.leftovers import reclaim_leftovers
 from tay.storage.compaction.plan import Checkpoint, base_records, expires
 from tay.storage.compaction.space import admit_space, estimate_base_bytes
+from tay.storage.compaction.trigger import source_bytes  # noqa: F401 (re-exported)
 from tay.storage.compaction.verify import EpochTable, compare_jobs, job_fields, mismatch
 from tay.storage.events.transitions import JobState
 from tay.storage.formats.segment import segment_file_name
@@ -111,19 +112,6 @@ class Prepared:
     @property
     def order_shift(self) -> int:
         return self.capture.next_order - self.base_next_order
-
-
-def source_bytes(segments_dir: str) -> int:
-    """Bytes of every segment file of an epoch (what the trigger calls its history)."""
-    total = 0
-    with os.scandir(segments_dir) as entries:
-        for entry in entries:
-            if entry.name.endswith(".tay"):
-                try:
-                    total += entry.stat(follow_symlinks=False).st_size
-                except FileNotFoundError:
-                    continue
-    return total
 
 
 def prepare(capture: Capture, *, io: RealIO | None = None,

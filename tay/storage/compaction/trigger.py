@@ -22,6 +22,8 @@ server decides what could be released; ``state_due`` is the rule.
 
 from __future__ import annotations
 
+import os
+
 from collections.abc import Callable
 from dataclasses import dataclass
 
@@ -121,3 +123,16 @@ class StateTrigger:
             until = next_expiry if next_expiry is not None else float("inf")
         self.quiet = (used, until)
         return False
+
+
+def source_bytes(segments_dir: str) -> int:
+    """Bytes of every segment file of an epoch (what the trigger calls its history)."""
+    total = 0
+    with os.scandir(segments_dir) as entries:
+        for entry in entries:
+            if entry.name.endswith(".tay"):
+                try:
+                    total += entry.stat(follow_symlinks=False).st_size
+                except FileNotFoundError:
+                    continue
+    return total

@@ -249,3 +249,10 @@ def verify_selection(store_id: bytes, marker: bytes, current: bytes,
     if hashlib.sha256(manifest_file).digest() != pointer.manifest_digest:
         raise RecoveryRefused("discovery", "manifest_digest_mismatch", object="MANIFEST")
     return manifest
+
+
+def durable_form(retention: Retention) -> Retention:
+    """What a compaction persists: a zero (full purge) is stored as the one-hour minimum."""
+    if retention.unit != "infinity" and retention.count == 0:
+        return Retention("hours", 1)
+    return retention

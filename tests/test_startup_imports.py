@@ -1,5 +1,6 @@
-"""``tay`` loads only the module of the command it runs (start-up time), and the full
-parser whenever the first word is not one of those commands."""
+"""What ``tay serve`` imports before it serves (start-up time): ``tay`` loads only the
+module of the command it runs (the full parser whenever the first word is not one of
+those commands), and the compaction machinery loads with the first compaction."""
 
 from __future__ import annotations
 
@@ -47,3 +48,12 @@ def test_each_own_module_registers_exactly_its_command() -> None:
         parser = build_parser((module,))
         (groups,) = [a for a in parser._actions if a.dest == "group"]
         assert list(groups.choices) == [command]
+
+
+def test_the_serving_stack_does_not_load_the_compaction_machinery() -> None:
+    probe = ("import sys, tay.server.app, tay.server.compactor, tay.server.driver, "
+             "tay.server.listener; print(sorted(m for m in sys.modules "
+             "if m.startswith('tay.storage.compaction.')))")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                         check=True).stdout
+    assert eval(out) == ["tay.storage.compaction.plan", "tay.storage.compaction.trigger"]
