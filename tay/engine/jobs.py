@@ -34,12 +34,27 @@ class JobEntry:
         self.stamp = 0
         self.attempts: list[tuple[int, int, int | None, str | None]] | None = None
         self.schedule_id: str | None = None
-        self.index_keys = (("queue", self.queue), ("task", self.task))  # job_index lists
+        self.index_keys = _index_keys(self.queue, self.task)  # job_index lists
         self.queue_row: list[int] = []  # its queue's counts by state (EngineState.queue_counts)
 
     @property
     def durability(self) -> str:
         return "volatile" if self.volatile else "persistent"
+
+
+# One index_keys tuple per (queue, task), shared by its jobs: three tuples less per job
+# (about 1.7 MB for 10,000 retained jobs). Bounded: many distinct pairs just start it over.
+_INDEX_KEYS: dict[tuple[str, str], tuple[tuple[str, str], tuple[str, str]]] = {}
+_INDEX_KEYS_MAX = 4096
+
+
+def _index_keys(queue: str, task: str) -> tuple[tuple[str, str], tuple[str, str]]:
+    keys = _INDEX_KEYS.get((queue, task))
+    if keys is None:
+        if len(_INDEX_KEYS) >= _INDEX_KEYS_MAX:
+            _INDEX_KEYS.clear()
+        keys = _INDEX_KEYS[(queue, task)] = (("queue", queue), ("task", task))
+    return keys
 
 
 def public_job(entry: JobEntry, args: dict[str, Any] | None = None) -> dict[str, Any]:
