@@ -41,6 +41,16 @@ def block(pairs: Iterable[tuple[str, Any]]) -> str:
     return "".join(f"{key.ljust(width)}  {'-' if value is None else value}\n" for key, value in pairs)
 
 
+def _writer(writer: dict[str, Any]) -> str:
+    """``running (c writer, real-time priority 10)``, or why it stopped."""
+    if not writer["running"]:
+        return f"STOPPED: {writer['error']}"
+    how = f"{writer['implementation']} writer" if writer.get("implementation") else None
+    if writer.get("rt_priority"):
+        how = f"{how}, real-time priority {writer['rt_priority']}"
+    return f"running ({how})" if how else "running"
+
+
 def render_status(reply: dict[str, Any]) -> str:
     storage = reply["storage"]
     commit = reply["commit"]
@@ -50,7 +60,7 @@ def render_status(reply: dict[str, Any]) -> str:
         ("up since", f"{when(reply['started_at'])} ({reply['uptime_s']:.0f} s)"),
         ("durability", reply["durability"]),
         ("data dir", reply["data_dir"]),
-        ("writer", "running" if writer["running"] else f"STOPPED: {writer['error']}"),
+        ("writer", _writer(writer)),
         ("store", f"{size(storage['store_bytes'])} in {storage['files']} files"),
         ("free disk", size(storage["free_bytes"])),
         ("commits", f"{commit['events']} events in {commit['batches']} batches, "
