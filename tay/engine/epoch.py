@@ -34,12 +34,14 @@ STATE_INDEX = {name: index for index, name in enumerate(STATES)}
 from tay.storage.formats import value
 from tay.storage.v2.epoch_records import EPOCH_EVENT_PAIR, EpochEvent, encode_epoch_event
 from tay.storage.v2.manifest import Retention
-from tay.storage.v2.records import MUTATION_PAIR, Mutation
+from tay.storage.v2.records import MUTATION_BODY_KEYS, MUTATION_PAIR, Mutation
 from tay.storage.v2.reducer import EpochReducer
 
 _MUTATION_PREFIX = struct.Struct(">16sBQQQ")
 assert MUTATION_PAIR == (8, 1)
-_MUTATION_DROPPED = frozenset({"job_id", "expected_revision", "at"})
+# kind -> the body's keys in canonical order: the event's payload minus job_id,
+# expected_revision and at (they are in the prefix), plus availability_order where it has one
+_BODY_LAYOUTS = {kind: value.map_layout(keys) for kind, keys in MUTATION_BODY_KEYS.items()}
 _ORDERED_KINDS = frozenset({ev.JOB_AVAILABLE, ev.JOB_RETRIED})
 
 
@@ -47,12 +49,12 @@ def mutation_payload(event: ev.Event, revision: int, order: int | None) -> bytes
     """The (8,1) payload of an already validated Event-v1 lifecycle event (§3.5)."""
     payload = event.payload
     kind = event.type
-    body = {key: item for key, item in payload.items() if key not in _MUTATION_DROPPED}
     if kind == 1 or kind == 2 or kind == 6:
-        body["availability_order"] = order
+        payload = {**payload, "availability_order": order}
     prefix = _MUTATION_PREFIX.pack(payload["job_id"], kind, revision - 1, revision,
                                    payload["at"])
-    return prefix + value.encode_map(body)  # a live definition is spliced, not re-encoded
+    # the fields straight from the payload; a live definition is spliced, not re-encoded
+    return prefix + value.encode_fields(_BODY_LAYOUTS[kind], payload)
 
 
 def takes_order(event: ev.Event) -> bool:

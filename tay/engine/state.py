@@ -200,7 +200,8 @@ class EngineState:
             entry.state = state
             if previous == "executing" and state.state != "executing":
                 _finish_attempt(entry, state, at)
-        self._charge_attachments(entry, old, state)
+        if state.result_present or state.failure is not None:
+            self._charge_attachments(entry, old, state)
         self.counts[state.state] += 1
         if previous != state.state:  # a result or failure record keeps the job in place
             if state.state == "executing":

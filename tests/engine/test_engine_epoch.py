@@ -162,3 +162,34 @@ def test_expire_releases_id_definition_result_and_budget():
     again = reply(driver.enqueue(submission_id="once", args={"x": 3}))
     assert again.fields["job_id"] == execute.job_id and again.fields["job"]["state"] in (
         "available", "executing")
+
+
+def test_mutation_payload_writes_the_body_encode_map_writes():
+    """The (8,1) body is encoded field by field from the event: the same bytes as the
+    generic map encoder gives for the body (payload minus the prefix fields, plus the
+    availability order where the kind has one)."""
+    from tay.engine.epoch import mutation_payload
+    from tay.storage import events as ev
+    from tay.storage.events.definition import build_definition
+
+    job = bytes(range(16))
+    definition = build_definition(worker_key="t", queue_key="q", args={"a": [1, "x"]},
+                                  max_attempts=3, scheduled_at=None, timeout_ms=5_000)
+    events = [
+        (ev.job_inserted(job, 10, definition), 1, 4),
+        (ev.job_available(job, 10, 1, 9), 2, 5),
+        (ev.job_started(job, 11, 2, 1, 1), 3, None),
+        (ev.job_finished(job, 12, 3, execution_token=3, outcome=ev.WORKER_FAILURE,
+                         diagnostic_code=ev.DIAG_RAISE, disposition=ev.RETRYABLE,
+                         next_attempt=2, next_due_at=1012), 4, None),
+        (ev.job_retried(job, 13, 4, ev.MODE_EXPEDITE), 5, 6),
+        (ev.job_cancelled(job, 14, 5, None), 6, None),
+    ]
+    for event, revision, order in events:
+        body = {key: item for key, item in event.payload.items()
+                if key not in ("job_id", "expected_revision", "at")}
+        if event.type in (1, 2, 6):
+            body["availability_order"] = order
+        raw = mutation_payload(event, revision, order)
+        assert raw[41:] == value.encode_map(body), event.name
+        assert decode_mutation(raw).event.payload == event.payload

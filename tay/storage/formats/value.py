@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
 
 from tay import _native
 from tay.failures import RecoveryRefused, StorageFailure
@@ -124,6 +124,17 @@ def encode_map(mapping: Mapping[str, Any]) -> bytes:
     order = _KEY_ORDERS.get(names)
     if order is None:
         order = _key_order(names)
+    return encode_fields(order, mapping)
+
+
+def map_layout(names: Iterable[str]) -> list[tuple[str, bytes]]:
+    """The canonical order of a map with these keys, for ``encode_fields``."""
+    return list(_key_order(tuple(names)))
+
+
+def encode_fields(order: list[tuple[str, bytes]], mapping: Mapping[str, Any]) -> bytes:
+    """The map of ``order``'s keys (from ``map_layout``), each read from ``mapping``, as
+    ``encode_map`` writes it; keys of ``mapping`` outside ``order`` are left out."""
     parts = [b"\x09", len(order).to_bytes(4, "big")]
     append = parts.append
     for name, key in order:
