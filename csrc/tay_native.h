@@ -167,6 +167,14 @@ int tay_mutations_scan(const uint8_t *buf, size_t count, const uint64_t *offsets
 #define TAY_FRAME_FULL 3
 int tay_split_frames(const uint8_t *buf, size_t size, uint32_t max_frame, size_t capacity,
                      uint64_t *starts, uint64_t *ends, size_t *count, size_t *consumed);
+/* frames_check.c: the same split, each payload marked clean (1) when within the protocol's
+ * value domain for sure, if valid JSON; 0 leaves it to the exact (slow) check */
+int tay_json_domain_clean(const uint8_t *json, size_t size, uint32_t max_depth,
+                          uint64_t max_nodes, uint32_t max_key_bytes);
+int tay_split_frames_checked(const uint8_t *buf, size_t size, uint32_t max_frame,
+                             size_t capacity, uint32_t max_depth, uint64_t max_nodes,
+                             uint32_t max_key_bytes, uint64_t *starts, uint64_t *ends,
+                             uint8_t *clean, size_t *count, size_t *consumed);
 
 /* ---- JSON object members: colons outside strings (json_keys.c) ---- */
 size_t tay_json_member_count(const uint8_t *json, size_t size);

@@ -43,6 +43,11 @@ API (see docs/native.md for the details and error conventions):
   then ORDER and KIND (``tay._native._pure_mutations``).
 - ``split_frames(buf, max_frame) -> (frames, consumed, error)``; ``frames`` are
   ``(start, end)`` payload slices; ``error`` None | "frame_too_large" | "empty_frame".
+- ``split_frames_checked(buf, max_frame, max_depth, max_nodes, max_key_bytes) -> (frames,
+  consumed, error)``: the same split with ``(start, end, clean)`` frames; ``clean`` when the
+  payload, if valid JSON, is an object within those bounds with no repeated key and no
+  integer literal of 19+ digits for sure (``json_domain_clean(json, max_depth, max_nodes,
+  max_key_bytes)`` for one text); not clean means "check it the exact way", never a refusal.
 - ``json_member_count(json) -> int``: colons outside strings of a valid JSON text, i.e. the
   members of all its objects (the protocol decoder compares it with the decoded objects'
   sizes to refuse duplicate keys, which orjson keeps silently).
@@ -82,6 +87,8 @@ value_decode = _active.value_decode
 json_to_value = _active.json_to_value
 value_to_json = _active.value_to_json
 split_frames = _active.split_frames
+split_frames_checked = _active.split_frames_checked
+json_domain_clean = _active.json_domain_clean
 json_member_count = _active.json_member_count
 events_scan = _active.events_scan
 snapshots_scan = _active.snapshots_scan
@@ -99,5 +106,6 @@ __all__ = [
     "crc32c", "encode_records", "scan_records", "scan_record_columns", "value_encode",
     "value_decode", "json_to_value", "value_to_json",
     "split_frames", "events_scan", "snapshots_scan", "mutations_scan", "write_all_at", "fdatasync", "fsync", "fsync_dir", "flock_exclusive",
+    "split_frames_checked", "json_domain_clean",
     "rename_noreplace", "filesystem_magic",
 ]

@@ -15,6 +15,7 @@ _ROOT = Path(__file__).resolve().parents[2]
 _CSRC = _ROOT / "csrc"
 _SOURCES = ["crc32c.c", "records.c", "value.c", "frames.c", "fileops.c", "events.c", "snapshots.c", "mutations.c",
             "json_value.c", "value_json.c", "json_keys.c", "writer.c", "writer_io.c"]
+_SOURCES += ["frames_check.c"]  # the protocol's per-buffer frame scan
 
 CDEF = """
 int tay_crc32c_select(int force_software);
@@ -62,6 +63,12 @@ int tay_value_to_json(const uint8_t *data, size_t size, uint32_t max_depth, uint
 
 int tay_split_frames(const uint8_t *buf, size_t size, uint32_t max_frame, size_t capacity,
                      uint64_t *starts, uint64_t *ends, size_t *count, size_t *consumed);
+int tay_json_domain_clean(const uint8_t *json, size_t size, uint32_t max_depth,
+                          uint64_t max_nodes, uint32_t max_key_bytes);
+int tay_split_frames_checked(const uint8_t *buf, size_t size, uint32_t max_frame,
+                             size_t capacity, uint32_t max_depth, uint64_t max_nodes,
+                             uint32_t max_key_bytes, uint64_t *starts, uint64_t *ends,
+                             uint8_t *clean, size_t *count, size_t *consumed);
 
 size_t tay_json_member_count(const uint8_t *json, size_t size);
 

@@ -10,6 +10,7 @@ C and builds objects from the C node tape.
 from __future__ import annotations
 
 import os
+import threading
 from array import array
 from typing import Any, Sequence
 
@@ -160,6 +161,54 @@ def split_frames(buf: Any, max_frame: int) -> tuple[list[tuple[int, int]], int, 
         offset += consumed[0]
         if code != lib.TAY_FRAME_FULL:
             return frames, offset, _FRAME_ERRORS[code]
+
+
+_FRAME_SCRATCH_ROWS = 64  # frames per C call of split_frames_checked (more: called again)
+_frame_scratch = threading.local()
+
+
+def _frame_columns() -> tuple:
+    """This thread's result columns for split_frames_checked (allocated once, reused)."""
+    columns = getattr(_frame_scratch, "columns", None)
+    if columns is None:
+        rows = _FRAME_SCRATCH_ROWS
+        columns = _frame_scratch.columns = (
+            _new_uncleared("uint64_t[]", rows), _new_uncleared("uint64_t[]", rows),
+            _new_uncleared("uint8_t[]", rows), ffi.new("size_t[2]"))
+    return columns
+
+
+def split_frames_checked(buf: Any, max_frame: int, max_depth: int, max_nodes: int,
+                         max_key_bytes: int) -> tuple[list[tuple[int, int, bool]], int, str | None]:
+    """``split_frames``, each frame ``(start, end, clean)``: clean when its payload, if valid
+    JSON, is an object within the value-domain bounds for sure (see csrc/frames_check.c)."""
+    if not (0 <= max_frame <= 0xFFFFFFFF and 0 <= max_depth <= 0xFFFFFFFF
+            and 0 <= max_nodes <= 0xFFFFFFFFFFFFFFFF and 0 <= max_key_bytes <= 0xFFFFFFFF):
+        raise ValueError("limits out of range")
+    data = ffi.from_buffer("uint8_t[]", buf)
+    try:
+        starts, ends, clean, results = _frame_scratch.columns
+    except AttributeError:
+        starts, ends, clean, results = _frame_columns()
+    frames: list[tuple[int, int, bool]] = []
+    offset = 0
+    size = len(data)
+    while True:
+        code = lib.tay_split_frames_checked(data + offset if offset else data, size - offset,
+                                            max_frame, _FRAME_SCRATCH_ROWS, max_depth,
+                                            max_nodes, max_key_bytes, starts, ends, clean,
+                                            results, results + 1)
+        for index in range(results[0]):
+            frames.append((offset + starts[index], offset + ends[index], clean[index] == 1))
+        offset += results[1]
+        if code != lib.TAY_FRAME_FULL:
+            return frames, offset, _FRAME_ERRORS[code]
+
+
+def json_domain_clean(json: Any, max_depth: int, max_nodes: int, max_key_bytes: int) -> bool:
+    """Whether ``json``, if valid JSON, is an object within the value-domain bounds for sure."""
+    return lib.tay_json_domain_clean(ffi.from_buffer("uint8_t[]", json), len(json), max_depth,
+                                     max_nodes, max_key_bytes) == 1
 
 
 def json_member_count(json: Any) -> int:

@@ -39,6 +39,7 @@ CRC32C_IMPLEMENTATION = "software"
 __all__ = [
     "IMPLEMENTATION", "CRC32C_IMPLEMENTATION", "ValueCodecError", "crc32c", "encode_records",
     "scan_records", "scan_record_columns", "value_encode", "value_decode", "split_frames",
+    "split_frames_checked", "json_domain_clean",
     "json_member_count",
     "json_to_value", "value_to_json",
     "write_all_at",
@@ -155,6 +156,127 @@ _JSON_STRING = re.compile(rb'"(?:[^"\\]|\\.|\\\Z)*(?:"|\Z)', re.DOTALL)
 def json_member_count(json: Any) -> int:
     """Colons outside strings of a valid JSON text: the members of all its objects."""
     return _JSON_STRING.sub(b"", bytes(json)).count(b":")
+
+
+_CHECK_DEPTH, _CHECK_KEYS, _CHECK_OPEN_KEYS = 255, 64, 256
+_SPACE = frozenset(b" \t\n\r")
+_NUMBER = frozenset(b"0123456789-+.eE")
+
+
+def json_domain_clean(json: Any, max_depth: int, max_nodes: int, max_key_bytes: int) -> bool:
+    """Whether ``json``, if valid JSON, is an object within the protocol's value-domain
+    bounds for sure (the twin of csrc/frames_check.c: the same walk, the same caution)."""
+    s = bytes(json)
+    n = len(s)
+    is_object: list[bool] = [False]
+    key_base: list[int] = [0]
+    keys: list[bytes] = []
+    depth, nodes, i = 0, 1, 0
+    expect_key = started = False
+    while i < n and s[i] in _SPACE:
+        i += 1
+    if i == n or s[i] != 0x7B:
+        return False
+    while i < n:
+        c = s[i]
+        if c in _SPACE or c == 0x3A:
+            i += 1
+            continue
+        if started and depth == 0:
+            return False
+        if c in (0x7B, 0x5B):  # { [
+            if started:
+                nodes += 1
+                if nodes > max_nodes:
+                    return False
+            started = True
+            depth += 1
+            if depth > max_depth or depth > _CHECK_DEPTH:
+                return False
+            del is_object[depth:], key_base[depth:]
+            is_object.append(c == 0x7B)
+            key_base.append(len(keys))
+            expect_key = c == 0x7B
+            i += 1
+        elif c in (0x7D, 0x5D):  # } ]
+            if depth == 0:
+                return False
+            opened = keys[key_base[depth]:]
+            if is_object[depth] and len(set(opened)) != len(opened):
+                return False
+            del keys[key_base[depth]:]
+            depth -= 1
+            expect_key = False
+            i += 1
+        elif c == 0x2C:  # ,
+            if depth == 0:
+                return False
+            expect_key = is_object[depth]
+            i += 1
+        elif c == 0x22:  # "
+            end, escaped = _string_end(s, i)
+            if end == 0:
+                return False
+            if expect_key:
+                key = s[i + 1:end - 1]
+                if escaped or len(key) > max_key_bytes or len(keys) == _CHECK_OPEN_KEYS \
+                        or len(keys) - key_base[depth] == _CHECK_KEYS:
+                    return False
+                keys.append(key)
+                expect_key = False
+            else:
+                nodes += 1
+                if nodes > max_nodes:
+                    return False
+            i = end
+        elif c == 0x2D or 0x30 <= c <= 0x39:  # - or a digit
+            run = 0
+            while i < n and s[i] in _NUMBER:
+                if 0x30 <= s[i] <= 0x39:
+                    run += 1
+                    if run >= 19:
+                        return False
+                else:
+                    run = 0
+                i += 1
+            nodes += 1
+            if nodes > max_nodes:
+                return False
+        elif c in (0x74, 0x66, 0x6E):  # t f n
+            while i < n and 0x61 <= s[i] <= 0x7A:
+                i += 1
+            nodes += 1
+            if nodes > max_nodes:
+                return False
+        else:
+            return False
+    return started and depth == 0
+
+
+def _string_end(s: bytes, i: int) -> tuple[int, bool]:
+    """(offset after the string opened at s[i], whether it holds a backslash); 0: unclosed."""
+    escaped = False
+    i += 1
+    while True:
+        quote = s.find(b'"', i)
+        slash = s.find(b"\\", i, quote if quote >= 0 else len(s))
+        if slash >= 0:
+            escaped = True
+            i = slash + 2
+            continue
+        return (quote + 1 if quote >= 0 else 0), escaped
+
+
+def split_frames_checked(buf: Any, max_frame: int, max_depth: int, max_nodes: int,
+                         max_key_bytes: int) -> tuple[list[tuple[int, int, bool]], int, str | None]:
+    """``split_frames``, each frame ``(start, end, clean)`` (see ``json_domain_clean``)."""
+    if not (0 <= max_frame <= 0xFFFFFFFF and 0 <= max_depth <= 0xFFFFFFFF
+            and 0 <= max_nodes <= 0xFFFFFFFFFFFFFFFF and 0 <= max_key_bytes <= 0xFFFFFFFF):
+        raise ValueError("limits out of range")
+    view = memoryview(buf).cast("B")
+    frames, consumed, error = split_frames(view, max_frame)
+    return [(start, end, json_domain_clean(view[start:end], max_depth, max_nodes, max_key_bytes))
+            for start, end in frames], consumed, error
 
 
 def split_frames(buf: Any, max_frame: int) -> tuple[list[tuple[int, int]], int, str | None]:

@@ -22,13 +22,15 @@ class FrameDecoder:
     is left in ``fatal`` (the connection must then send it and close).
     """
 
-    __slots__ = ("_buffer", "_max_frame", "_buffer_limit", "fatal")
+    __slots__ = ("_buffer", "_max_frame", "_buffer_limit", "fatal", "_domain")
 
-    def __init__(self, max_frame: int, buffer_limit: int | None = None) -> None:
+    def __init__(self, max_frame: int, buffer_limit: int | None = None,
+                 domain: tuple[int, int, int] = (0, 0, 0)) -> None:
         self._buffer = bytearray()
         self._max_frame = max_frame
         self._buffer_limit = 2 * max_frame + 8 if buffer_limit is None else buffer_limit
         self.fatal: ConnectionFatal | None = None
+        self._domain = domain  # (max_depth, max_nodes, max_key_bytes) for feed_checked
 
     @property
     def buffered(self) -> int:
@@ -42,6 +44,35 @@ class FrameDecoder:
         buffer += data
         slices, consumed, error = _native.split_frames(buffer, self._max_frame)
         frames = [bytes(buffer[start:end]) for start, end in slices]
+        self._consume(consumed, error)
+        return frames
+
+    def feed_checked(self, data: bytes) -> list[tuple[bytes, bool]]:
+        """``feed`` with each payload's clean mark: True when, if it is valid JSON, it is an
+        object within the ``domain`` bounds given at construction for sure (one native call
+        per buffer; ``tay._native.split_frames_checked``). False: check it the exact way."""
+        if self.fatal is not None:
+            return []
+        direct = not self._buffer  # the common case: read whole frames straight from data
+        if direct:
+            buffer = data if type(data) is bytes else bytes(data)
+        else:
+            buffer = self._buffer
+            buffer += data
+        slices, consumed, error = _native.split_frames_checked(buffer, self._max_frame,
+                                                               *self._domain)
+        if direct:
+            frames = [(buffer[start:end], clean) for start, end, clean in slices]
+            if consumed < len(buffer):  # a partial frame (or the bad prefix) is kept
+                self._buffer += buffer[consumed:]
+            consumed = 0
+        else:
+            frames = [(bytes(buffer[start:end]), clean) for start, end, clean in slices]
+        self._consume(consumed, error)
+        return frames
+
+    def _consume(self, consumed: int, error: str | None) -> None:
+        buffer = self._buffer
         if consumed:
             del buffer[:consumed]
         if error is not None:
@@ -51,7 +82,6 @@ class FrameDecoder:
                 f"unread buffer of {len(buffer)} bytes exceeds {self._buffer_limit}",
                 code="buffer_limit",
             )
-        return frames
 
 
 def _frame_error(error: str, rest: bytearray, max_frame: int) -> ConnectionFatal:

@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import orjson
+
 from tay.failures import ConnectionFatal, RequestRefused
 
 from .envelope import check_envelope
@@ -39,7 +41,8 @@ class ProtocolSession:
         self.hello: Hello | None = None
         self.pending = 0  # forwarded requests not yet answered
         self.failed = False
-        self._decoder = FrameDecoder(limits.max_frame_bytes, limits.buffer_limit)
+        self._decoder = FrameDecoder(limits.max_frame_bytes, limits.buffer_limit,
+                                     (limits.max_depth, limits.max_nodes, limits.max_key_bytes))
         self._parsers = build_parsers(
             limits.max_tasks_per_message, limits.result_bytes, limits.error_bytes
         )
@@ -53,10 +56,18 @@ class ProtocolSession:
         received = Received()
         if self.failed:
             return received
+        outputs = received.outputs
         try:
-            for payload in self._decoder.feed(data):
-                received.outputs.append(
-                    self._handle(decode_message(payload, self.limits), len(payload)))
+            for payload, clean in self._decoder.feed_checked(data):
+                message = None
+                if clean:  # within the value domain if it is a JSON object: orjson decides
+                    try:
+                        message = orjson.loads(payload)
+                    except orjson.JSONDecodeError:
+                        pass
+                if type(message) is not dict:  # the exact check, which names any error
+                    message = decode_message(payload, self.limits)
+                outputs.append(self._handle(message, len(payload)))
             if self._decoder.fatal is not None:
                 raise self._decoder.fatal
         except ConnectionFatal as fatal:

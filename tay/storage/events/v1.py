@@ -9,6 +9,8 @@ from __future__ import annotations
 from typing import Any, Mapping
 
 from tay.storage.events.definition import (
+    TIME_MAX,
+    U64_MAX,
     LazyDefinition,
     check_attempt,
     check_exact_keys,
@@ -57,21 +59,30 @@ OUTCOME_RULES: dict[int, tuple[frozenset[int] | None, frozenset[int]]] = {
 
 def _common(payload: Any, keys: frozenset[str], name: str, *, insert: bool = False) -> dict:
     check_exact_keys(payload, keys, name)
-    check_time(payload["at"], f"{name}.at")
-    check_job_id(payload["job_id"], f"{name}.job_id")
+    at, job_id, expected = payload["at"], payload["job_id"], payload["expected_revision"]
+    # the common case checked inline; the field names are only built for a refusal
+    if not (type(at) is int and 0 <= at <= TIME_MAX):
+        check_time(at, f"{name}.at")
+    if not (type(job_id) is bytes and len(job_id) == 16 and job_id != _ZERO_ID):
+        check_job_id(job_id, f"{name}.job_id")
     if insert:
-        if not (is_unsigned(payload["expected_revision"]) and payload["expected_revision"] == 0):
+        if not (is_unsigned(expected) and expected == 0):
             raise invalid("expected_revision must be 0 for an insert", f"{name}.expected_revision")
-    else:
-        check_seq(payload["expected_revision"], f"{name}.expected_revision")
+    elif not (type(expected) is int and 1 <= expected <= U64_MAX):
+        check_seq(expected, f"{name}.expected_revision")
     return payload
 
 
 _COMMON_KEYS = frozenset({"at", "expected_revision", "job_id"})
+_ZERO_ID = bytes(16)
+_KEY_SETS: dict[tuple[str, ...], frozenset[str]] = {}
 
 
 def _keys(*names: str) -> frozenset[str]:
-    return _COMMON_KEYS | frozenset(names)
+    keys = _KEY_SETS.get(names)
+    if keys is None:
+        keys = _KEY_SETS[names] = _COMMON_KEYS | frozenset(names)
+    return keys
 
 
 def _validate_inserted(payload: Any) -> None:
