@@ -46,6 +46,7 @@ class MemoryCommitter:
 
     holds = False  # no group commit: nothing to flush per loop turn
     linger = False
+    covers_at_once = True  # every ticket is durable as it is appended: no completion signal
     stopped = None  # a memory store never stops writing
 
     def __init__(self) -> None:

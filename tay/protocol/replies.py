@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import orjson
+
 from tay.failures import TayFailure
 
 from .framing import encode_frame
@@ -17,6 +19,15 @@ def message_frame(message_type: str, request_id: str | None, fields: dict[str, A
         envelope["request_id"] = request_id
     envelope.update(fields)
     return encode_frame(encode_json(envelope))
+
+
+def execute_frame(execute: Any) -> bytes:
+    """The ``execute`` frame of an ``Execute`` effect, its args JSON spliced as it is."""
+    return encode_frame(encode_json({
+        "version": 1, "type": "execute", "request_id": execute.execution_id,
+        "reservation_id": execute.reservation_id, "execution_id": execute.execution_id,
+        "job_id": execute.job_id, "task": execute.task,
+        "args": orjson.Fragment(execute.args_json), "timeout_ms": execute.timeout_ms}))
 
 
 def reply_frame(message_type: str, request_id: str, **fields: Any) -> bytes:

@@ -27,10 +27,10 @@ from collections import Counter
 from typing import TYPE_CHECKING
 
 from tay.engine import commands as engine_commands
-from tay.engine.effects import Effect, Refuse, Reply
+from tay.engine.effects import Effect, Execute, Refuse, Reply
 from tay.failures import ConnectionFatal, RequestRefused
 from tay.protocol import requests as wire
-from tay.protocol.replies import error_frame, message_frame
+from tay.protocol.replies import error_frame, execute_frame, message_frame
 from tay.protocol.session import ProtocolSession
 
 from .deadlines import RequestDeadlines
@@ -125,6 +125,20 @@ class Connection(asyncio.Protocol):
         Execution reports are answered as the engine decided: ``accepted`` for a late
         report of an execution this connection really ran (settled since), and
         ``unknown_execution`` for ids it was never given."""
+        kind = type(effect)
+        if kind is Execute:  # the per-job effects first, framed without a message dict
+            self._write(execute_frame(effect))
+            return
+        if kind is Reply:
+            request_id = effect.request_id
+            if request_id is not None:
+                if self._timed_out and self._timed_out[request_id]:
+                    self._drop_late_answer(request_id)
+                    return
+                if self._deadlines.answer(request_id):
+                    self.session.settle()
+            self._write(message_frame(effect.type, request_id, effect.fields))
+            return
         request_id = getattr(effect, "request_id", None)
         if isinstance(effect, (Reply, Refuse)) and request_id is not None:
             if self._timed_out and self._timed_out[request_id]:

@@ -65,7 +65,7 @@ class CommitterLike(Protocol):
     """``GroupCommitter`` or its C twin (``tay.storage.journal.native_commit``)."""
 
     durable: int
-    completion_fd: int
+    completion_fd: int  # readable after every batch made durable (and when it stops)
     holds: bool
     linger: bool
 
@@ -121,6 +121,9 @@ class EngineDriver:
         self._hold = committer.holds  # group commit: flush once per loop turn
         self._flush_each_turn = committer.holds and not committer.linger
         self._flush_scheduled = False
+        # a committer that covers every ticket as it is appended (tay.testing's memory
+        # store) never signals completion_fd: its writes are released as they are applied
+        self._covers_at_once = getattr(committer, "covers_at_once", False)
         loop.add_reader(committer.completion_fd, self._on_durable)
         self.on_stopped: Callable[[], None] | None = None
         self._stop_listeners: list[Callable[[], None]] = []
@@ -189,11 +192,15 @@ class EngineDriver:
         if self._activity is not None and self._activity.unlogged:
             logs = self._activity.take_unlogged()
         if outcome.effects or ticket or logs:
-            self._stages.append(_Stage(outcome.effects, ticket, time.perf_counter(), logs,
-                                       permit))
+            stages = self._stages
+            stages.append(_Stage(outcome.effects, ticket, time.perf_counter(), logs, permit))
+            # Only a stage that heads the queue and is releasable now is released here. A
+            # stage behind others waits for them, and a write waits for its batch: the
+            # committer signals completion_fd when a batch is durable (_on_durable).
+            if len(stages) == 1 and (not ticket or self._covers_at_once):
+                self._release()
         elif permit:
             self.permits.release()
-        self._release()
         self._schedule_wakeup()
 
     def _flush(self) -> None:

@@ -1,0 +1,25 @@
+"""Reply frames: the per-job fast paths write what the general message path writes."""
+
+from __future__ import annotations
+
+import orjson
+from hypothesis import given
+from hypothesis import strategies as st
+
+from tay.engine.effects import Execute
+from tay.protocol.replies import execute_frame, message_frame
+from tests.storage.json_strategies import SETTINGS, json_values
+
+ids = st.text(min_size=1, max_size=12)
+
+
+@SETTINGS
+@given(ids, ids, ids, ids, st.dictionaries(st.text(max_size=6), json_values, max_size=4),
+       st.integers(1, 86_400_000))
+def test_execute_frame_is_the_message_frame(reservation, execution, job, task, args, timeout):
+    effect = Execute("conn", reservation, execution, job, task,
+                     orjson.dumps(args, option=orjson.OPT_SORT_KEYS), timeout, "q")
+    message = effect.message()
+    general = message_frame(message.pop("type"), message.pop("request_id", None), message)
+    assert execute_frame(effect) == general
+    assert orjson.loads(general[4:])["args"] == args
