@@ -163,6 +163,8 @@ class EngineState:
         if pair in FINISHING or (pair == ev.JOB_CANCELLED
                                  and event.payload["execution_token"] is not None):
             history.account(sizes)
+        elif history.uncapped:  # nothing can be refused: account it (the common case)
+            history.account(sizes)
         else:
             starting = 1 if pair == ev.JOB_STARTED else 0
             history.admit(sizes, self.durable_executing + starting)

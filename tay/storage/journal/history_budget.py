@@ -148,8 +148,9 @@ class HistoryBudget:
 
     def account(self, frame_sizes: Iterable[int]) -> None:
         """Record frames the engine emitted that are not admissions. Never refuses."""
+        layout, target = self.layout, self.rotation_target
         for size in frame_sizes:
-            self.layout.add(size, self.rotation_target)
+            layout.add(size, target)
 
     def admit(self, frame_sizes: Iterable[int], active_executions: int) -> None:
         """Check then account frames that are not the end of an execution.
@@ -159,11 +160,16 @@ class HistoryBudget:
         and reason ``max_history_bytes`` or ``max_segments`` when the frames plus the
         reserve of every active execution would pass a cap; nothing is accounted then.
         """
-        caps = self.caps
-        if caps.max_history_bytes is None and caps.max_segments is None:
+        if self.uncapped:
             self.account(frame_sizes)  # nothing capped: nothing to refuse (the hot path)
             return
         self.layout = self._projected(frame_sizes, active_executions)
+
+    @property
+    def uncapped(self) -> bool:
+        """Neither cap is set: ``admit`` never refuses."""
+        caps = self.caps
+        return caps.max_history_bytes is None and caps.max_segments is None
 
     def check(self, frame_sizes: Iterable[int], active_executions: int) -> None:
         """Refuse as ``admit`` would, accounting nothing (frames admitted one by one later,
