@@ -48,7 +48,9 @@ class ExecuteArgs:
         if size > self.max_bytes:
             return
         self._bytes += size
-        items[job_id] = (definition, args_json)
+        # a copy of exactly its size: orjson's output keeps the whole buffer it wrote into
+        # (16 KiB for 1 KiB of JSON), which would multiply what the bound means
+        items[job_id] = (definition, memoryview(args_json).tobytes())
         while self._bytes > self.max_bytes:
             oldest = next(iter(items))
             self._bytes -= len(items.pop(oldest)[1]) + _ENTRY_OVERHEAD

@@ -107,3 +107,23 @@ def test_the_kept_args_are_bounded_and_tied_to_their_definition():
     while len(kept):
         kept.take(next(iter(kept._items)), first)
     assert kept.bytes == 0
+
+
+def test_the_kept_args_cost_about_their_size():
+    """What the bound counts is what is held: orjson's output over-allocates its buffer."""
+    import tracemalloc
+
+    from tay.engine.execute_args import ExecuteArgs
+
+    kept = ExecuteArgs(max_bytes=1 << 30)
+    args = {"payload": "x" * 1024}
+    tracemalloc.start()
+    try:
+        before = tracemalloc.get_traced_memory()[0]
+        for index in range(500):
+            kept.remember(index.to_bytes(16, "big"), None,
+                          orjson.dumps(args, option=orjson.OPT_SORT_KEYS))
+        held = tracemalloc.get_traced_memory()[0] - before
+    finally:
+        tracemalloc.stop()
+    assert held < 500 * 2 * 1024, held
