@@ -77,7 +77,8 @@ class EngineState:
         # Store v2 (tay.engine.epoch): the epoch's reducer once the store is v2, else None
         self.epoch: Any = None
         self._pending_nodes: int | None = None  # a live insert's measured nodes
-        self.execute_args = ExecuteArgs()  # recent enqueues' args JSON, for their dispatch
+        self.execute_args = ExecuteArgs(self._may_dispatch)  # enqueues' args JSON, kept
+        # for their dispatch
 
     def defer_job_index(self) -> None:
         """Replay is about to start: stamp jobs but build the admin index only when it is
@@ -94,6 +95,11 @@ class EngineState:
                 (entry.stamp, job_id, entry.state.state, entry.index_keys)
                 for job_id, entry in self.jobs.items()])
         return index
+
+    def _may_dispatch(self, job_id: bytes) -> bool:
+        entry = self.jobs.get(job_id)
+        return entry is not None and entry.state.state in ("available", "scheduled",
+                                                            "retryable")
 
     def _stamp_of(self, job_id: bytes) -> int | None:
         entry = self.jobs.get(job_id)

@@ -91,17 +91,28 @@ def test_a_dispatch_without_the_kept_json_carries_the_same_args():
 def test_the_kept_args_are_bounded_and_tied_to_their_definition():
     from tay.engine.execute_args import ExecuteArgs
 
-    kept = ExecuteArgs(max_bytes=1000)
+    waiting: set[bytes] = set()
+    kept = ExecuteArgs(waiting.__contains__, max_bytes=1000)
     first, second = object(), object()
     for index in range(10):
+        waiting.add(bytes([index]) * 16)
         kept.remember(bytes([index]) * 16, first, b"x" * 100)
     assert kept.bytes <= 1000 and 0 < len(kept) < 10
-    assert kept.take(bytes([0]) * 16, first) is None  # the oldest went first
-    assert kept.take(bytes([9]) * 16, second) is None  # another definition: never its JSON
-    assert kept.take(bytes([9]) * 16, first) is None  # ... and the entry is gone
-    assert kept.take(bytes([8]) * 16, first) == b"x" * 100
-    kept.remember(bytes([7]) * 16, second, None)  # re-inserted without JSON: forgotten
-    assert kept.take(bytes([7]) * 16, first) is None
+    # full of waiting jobs: the newest were not kept, the oldest (next to go) were
+    assert kept.take(bytes([9]) * 16, first) is None
+    assert kept.take(bytes([1]) * 16, second) is None  # another definition: never its JSON
+    assert kept.take(bytes([1]) * 16, first) is None  # ... and the entry is gone
+    assert kept.take(bytes([0]) * 16, first) == b"x" * 100
+    waiting.update((b"new", b"newer", b"newest"))
+    kept.remember(b"new", first, b"y" * 100)
+    kept.remember(b"newer", first, b"z" * 100)  # now full again: 2, new, newer
+    waiting.discard(bytes([2]) * 16)  # cancelled, say: its entry gives way when full
+    kept.remember(b"newest", first, b"w" * 100)
+    assert kept.take(bytes([2]) * 16, first) is None
+    assert kept.take(b"newest", first) == b"w" * 100
+    assert kept.take(b"new", first) == b"y" * 100
+    kept.remember(bytes([3]) * 16, second, None)  # re-inserted without JSON: forgotten
+    assert kept.take(bytes([3]) * 16, first) is None
     kept.remember(b"big", first, b"y" * 2000)  # larger than the bound: not kept
     assert kept.take(b"big", first) is None
     while len(kept):
@@ -115,7 +126,7 @@ def test_the_kept_args_cost_about_their_size():
 
     from tay.engine.execute_args import ExecuteArgs
 
-    kept = ExecuteArgs(max_bytes=1 << 30)
+    kept = ExecuteArgs(lambda job_id: True, max_bytes=1 << 30)
     args = {"payload": "x" * 1024}
     tracemalloc.start()
     try:
