@@ -141,7 +141,9 @@ def test_backup_then_restore_gives_a_store_that_opens_with_the_same_state(data_d
         # a damaged backup is refused before anything is created
         other = data_dir.parent / f"{data_dir.name}-other"
         victim = next(p for p in backup.rglob("*.tay"))
-        victim.write_bytes(victim.read_bytes()[:-1] + b"\x00")
+        # flip its last byte (writing 0x00 over it changed nothing when it already was 0)
+        content = victim.read_bytes()
+        victim.write_bytes(content[:-1] + bytes([content[-1] ^ 0xFF]))
         done = tay("storage", "restore", "--from", str(backup), "--data-dir", str(other))
         assert done.returncode == 1 and "catalog_mismatch" in done.stderr
         assert not other.exists()
