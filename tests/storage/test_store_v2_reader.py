@@ -199,12 +199,17 @@ def _base_frame(root: Path, index: int) -> tuple[int, int, bytes]:
     return frame.type, frame.schema, bytes(frame.payload)
 
 
+def flip_last_byte(path) -> None:
+    """Damage for sure (overwriting with 0x00 changed nothing when the byte was 0 already)."""
+    content = path.read_bytes()
+    path.write_bytes(content[:-1] + bytes([content[-1] ^ 0xFF]))
+
+
 @pytest.mark.parametrize(("damage", "kind", "reason"), [
     (lambda r: (r / "segments").mkdir(), "discovery", "v2_root_has_v1_segments"),
     (lambda r: (r / "other").mkdir(), "discovery", "unexpected_directory"),
     (lambda r: os.symlink("STORE", r / "link"), "discovery", "symlink"),
-    (lambda r: (r / "CURRENT").write_bytes((r / "CURRENT").read_bytes()[:-1] + b"\x00"),
-     "physical_corruption", "checksum"),
+    (lambda r: flip_last_byte(r / "CURRENT"), "physical_corruption", "checksum"),
     (lambda r: (r / "STORE-V2").unlink(), "discovery", "missing_store_v2"),
     (lambda r: shutil.rmtree(epoch_dir(r)), "discovery", "current_epoch_missing"),
     (lambda r: (epoch_dir(r) / "notes").write_text("x"), "discovery", "epoch_entries"),
