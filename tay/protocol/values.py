@@ -5,13 +5,11 @@ What it cannot know are the protocol bounds: nesting depth (the envelope is leve
 node count of the whole message, and object key size. Violations are connection-fatal
 (``invalid_frame``); unparsable bytes are ``malformed_json``. orjson also keeps the last
 of repeated object keys; a repeated key is refused too (``invalid_frame``), found by
-comparing the payload's colons with the decoded objects' members.
+comparing the payload's colons with the decoded objects' members (``json_text``).
 
 orjson also turns integer literals outside 64 bits into floats without a word, which would
-silently change a client's value. Such a literal is a run of at least 19 digits right after
-a ``:``, ``,`` or ``[`` (whitespace and a minus sign aside). A C-speed scan for 19 digits
-in a row keeps the common path cheap; only then are the runs' left neighbours inspected,
-and only a payload with such a token is parsed a second time (stdlib ``json``, whose
+silently change a client's value. Only a payload with a token that may be one
+(``json_text.has_long_integer_token``) is parsed a second time (stdlib ``json``, whose
 ``parse_int`` sees every integer literal and nothing inside strings) to check the range.
 """
 
@@ -22,9 +20,9 @@ from typing import Any
 
 import orjson
 
-from tay import _native
 from tay.failures import ConnectionFatal
 
+from .json_text import has_long_integer_token, repeats_a_key
 from .limits import ProtocolLimits
 
 # A key of at most this many characters cannot exceed max_key_bytes (4 bytes per char),
@@ -33,11 +31,6 @@ _SAFE_KEY_CHARS_DIVISOR = 4
 
 INT_MIN = -(2**63)
 INT_MAX = 2**64 - 1
-# translate() + a substring search run at memory speed; a regex scan is ~8x slower.
-_DIGITS_AS_ZERO = bytes.maketrans(b"123456789", b"000000000")
-_NINETEEN_ZEROS = b"0" * 19
-_JSON_SPACE = frozenset(b" \t\r\n")
-_VALUE_OPENERS = frozenset(b":,[")
 
 
 def decode_message(payload: bytes, limits: ProtocolLimits) -> dict[str, Any]:
@@ -52,13 +45,10 @@ def decode_message(payload: bytes, limits: ProtocolLimits) -> dict[str, Any]:
         raise ConnectionFatal(
             f"payload is a JSON {type(message).__name__}, not an object", code="invalid_frame"
         )
-    digits_as_zero = payload.translate(_DIGITS_AS_ZERO)
-    if _NINETEEN_ZEROS in digits_as_zero and _has_long_integer_token(payload, digits_as_zero):
+    if has_long_integer_token(payload):
         check_integer_range(payload)
     members = check_value_domain(message, limits)
-    # Every member has one colon; more colons than members means a repeated key, unless
-    # some colons are inside strings, which the native scanner tells apart.
-    if payload.count(b":") != members and _native.json_member_count(payload) != members:
+    if repeats_a_key(payload, members):
         raise ConnectionFatal(f"duplicate object key {_first_duplicate(payload)!r}",
                               code="invalid_frame")
     return message
@@ -78,21 +68,6 @@ def _first_duplicate(payload: bytes) -> str:
 
     json.loads(payload, object_pairs_hook=pairs)
     return found[0][:64] if found else "?"
-
-
-def _has_long_integer_token(payload: bytes, digits_as_zero: bytes) -> bool:
-    """Whether a run of 19+ digits starts a JSON value (not a string's or a float's tail)."""
-    start = digits_as_zero.find(_NINETEEN_ZEROS)
-    while start >= 0:
-        at = start - 1
-        if at >= 0 and payload[at] == 0x2D:  # a minus sign
-            at -= 1
-        while at >= 0 and payload[at] in _JSON_SPACE:
-            at -= 1
-        if at >= 0 and payload[at] in _VALUE_OPENERS:
-            return True
-        start = digits_as_zero.find(_NINETEEN_ZEROS, start + 19)
-    return False
 
 
 def check_integer_range(payload: bytes) -> None:

@@ -20,6 +20,7 @@ from typing import Any, Literal
 import orjson
 
 from tay.errors import ProtocolError, RemoteTaskError, ServerError, ValidationError
+from tay.protocol.json_text import has_long_integer_token, repeats_a_key
 
 PROTOCOL_VERSION = 1
 DEFAULT_MAX_FRAME_BYTES = 1_048_576
@@ -281,9 +282,9 @@ def decode_payload(payload: bytes, *, max_frame_bytes: int = DEFAULT_MAX_FRAME_B
     """Parse and check one frame payload (the bytes after the length prefix).
 
     orjson parses (refusing non-UTF-8, NaN/Infinity and malformed text); what it lets
-    through is checked here: a repeated key (orjson keeps the last), which shows as more
-    colons than object members, and integers beyond 64 bits (orjson turns them into
-    floats, so only a message with a float is searched for a run of 19 digits). Either case, and every error, takes the exact
+    through is checked here (``tay.protocol.json_text``, as the engine does): a repeated key
+    (orjson keeps the last) and integers beyond 64 bits (orjson turns them into floats, so
+    only a message with a float is searched). Either case, and every error, takes the exact
     stdlib parse, so errors read the same and big integers stay exact.
     """
     if not payload:
@@ -297,9 +298,7 @@ def decode_payload(payload: bytes, *, max_frame_bytes: int = DEFAULT_MAX_FRAME_B
     if type(message) is not dict:
         raise ProtocolError(f"frame payload must be a JSON object, got {type(message).__name__}")
     members, floats = _members(message)
-    if payload.count(b":") != members and not _colons_in_strings_only(payload, message):
-        return _decode_exactly(payload)
-    if floats and _NINETEEN_ZEROS in payload.translate(_DIGITS_AS_ZERO) and _LONG_INTEGER.search(payload):
+    if repeats_a_key(payload, members) or (floats and has_long_integer_token(payload)):
         return _decode_exactly(payload)
     message_type = message.get("type")
     request_id = message.get("request_id")
@@ -309,13 +308,6 @@ def decode_payload(payload: bytes, *, max_frame_bytes: int = DEFAULT_MAX_FRAME_B
             and type(request_id) is str and 0 < len(request_id) <= MAX_REQUEST_ID_BYTES // 4):
         check_envelope(message, incoming=True)
     return message
-
-
-_DIGITS_AS_ZERO = bytes.maketrans(b"123456789", b"000000000")
-_NINETEEN_ZEROS = b"0" * 19
-# An integer literal of 19+ digits: right after ``:``, ``,`` or ``[`` (ids and other
-# strings have digit runs too, but never there).
-_LONG_INTEGER = re.compile(rb"[:,\[][ \t\r\n]*-?[0-9]{19}")
 
 
 def _members(message: dict[str, Any]) -> tuple[int, bool]:
@@ -347,13 +339,6 @@ def _members(message: dict[str, Any]) -> tuple[int, bool]:
             elif kind is float:
                 floats = True
     return count, floats
-
-
-def _colons_in_strings_only(payload: bytes, message: dict[str, Any]) -> bool:
-    """Whether the colons beyond the members are inside strings (no key repeats)."""
-    from tay import _native  # C scan; only for payloads with a colon inside a string
-
-    return bool(_native.json_member_count(payload) == _members(message)[0])
 
 
 def _decode_exactly(payload: bytes) -> dict[str, Any]:
