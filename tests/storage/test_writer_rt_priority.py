@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import os
 import resource
-import threading
 from pathlib import Path
 
 import pytest
@@ -24,19 +23,13 @@ pytestmark = WITHOUT_C_WRITER
 
 
 def fifo_refusal() -> str | None:
-    """Why this machine refuses SCHED_FIFO to a thread of this process (None: it allows it)."""
-    refused: list[OSError] = []
-
-    def probe() -> None:
-        try:
-            os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(1))
-        except OSError as error:
-            refused.append(error)
-
-    thread = threading.Thread(target=probe)
-    thread.start()
-    thread.join()
-    return refused[0].strerror if refused else None
+    """Why this machine refuses SCHED_FIFO to a thread of this process (None: it allows it),
+    asked the way ``tay serve`` asks at start-up."""
+    try:
+        check_rt_priority(1)
+    except StartupRefused as refused:
+        return refused.message
+    return None
 
 
 NEEDS_FIFO = pytest.mark.skipif(fifo_refusal() is not None,
