@@ -13,6 +13,7 @@ import os
 import shutil
 import tempfile
 import threading
+import time
 
 import pytest
 
@@ -90,6 +91,13 @@ class Harness:
 
     async def admin(self, op: str, **body):
         return await self.call(lambda rid: commands.Admin("p", rid, op, body))
+
+    async def automatic_compaction(self, timeout_s: float = 5.0) -> dict | None:
+        """The report of the compaction the trigger starts within ``timeout_s`` (else None)."""
+        deadline = time.monotonic() + timeout_s
+        while self.compactor.last is None and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)
+        return self.compactor.last
 
     def jobs(self) -> dict[bytes, object]:
         return {job_id: entry.state for job_id, entry in self.store.engine.jobs.items()}
@@ -296,11 +304,7 @@ def test_the_trigger_compacts_once_the_history_passes_its_size_and_ratio(data_di
             assert h.compactor.last is None  # the adopted empty store is far below 2 KiB
             for n in range(12):
                 await h.enqueue(n)
-            for _ in range(500):
-                if h.compactor.last is not None:
-                    break
-                await asyncio.sleep(0.01)
-            report = h.compactor.last
+            report = await h.automatic_compaction()
             assert report is not None and report["trigger"] == "automatic"
             assert h.store.journal.epoch_id.hex() == report["epoch_id"] != first.hex()
             assert h.store.base_bytes == report["base_bytes"] > 0
@@ -327,11 +331,7 @@ def test_a_state_budget_that_refuses_work_asks_for_a_compaction(data_dir):
                 done.append(reply.fields["job_id"])
                 await h.cancel(done[-1])  # terminal: the one-hour retention expires it
             h.compactor.start()
-            for _ in range(500):
-                if h.compactor.last is not None:
-                    break
-                await asyncio.sleep(0.01)
-            report = h.compactor.last
+            report = await h.automatic_compaction()
             assert report["trigger"] == "state_budget" and report["expired_jobs"] == len(done)
             again = await h.call(lambda rid: commands.Enqueue("p", rid, "t.v1", {}, {}))
             assert again.type == "enqueued"  # the expired jobs gave their charge back
@@ -400,11 +400,7 @@ def test_the_state_trigger_compacts_before_the_budget_refuses(data_dir):
             await asyncio.sleep(0.1)
             assert h.compactor.last is None  # an empty engine is below the ratio
             done = await fill_state(h, 0.5)  # cancelled now, expired by the 2 h offset
-            for _ in range(500):
-                if h.compactor.last is not None:
-                    break
-                await asyncio.sleep(0.01)
-            report = h.compactor.last
+            report = await h.automatic_compaction()
             assert report is not None and report["trigger"] == "state_ratio"
             assert report["expired_jobs"] == len(done)
             assert h.store.engine.budget.refusals == 0 and h.store.engine.budget.used == 0
@@ -434,11 +430,7 @@ def test_the_state_trigger_waits_for_the_earliest_expiry_instead_of_looping(data
             await settle(h)
             assert h.compactor.last is None and trigger.looks == 1
             now[0] += 120_000  # every job's retention passed (cancelled within seconds)
-            for _ in range(500):
-                if h.compactor.last is not None:
-                    break
-                await asyncio.sleep(0.01)
-            report = h.compactor.last
+            report = await h.automatic_compaction()
             assert report["trigger"] == "state_ratio" and report["expired_jobs"] == len(done)
             assert trigger.looks == 2
         finally:
