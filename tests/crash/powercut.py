@@ -9,7 +9,7 @@ or ``except Exception`` can swallow it) is raised *before* the operation, and ev
 operation raises it again, so ``finally`` clauses cannot write either. Operations 1..N-1 have
 happened; N and later have not. A run without ``crash_at`` (the dry run) lists them all.
 
-What survives the crash is then one of two states:
+What survives the crash is then one of three states:
 
 * ``"kill"``: the process was killed (kill -9): everything that was done stays, the page
   cache included.
@@ -20,6 +20,9 @@ What survives the crash is then one of two states:
   directories is one journaled operation: either fsync keeps it). Lost directory changes are
   undone newest first: an unlinked file comes back with its durable bytes, a replaced file
   with its old bytes, a rename goes back, a created entry goes away.
+* ``"torn"``: a power cut in the middle of writing back: as ``"power"``, except that a file
+  whose unsynced bytes were still in flight keeps the first half of them (at least one
+  byte): its tail ends inside whatever was being appended.
 
 Real fsyncs are skipped unless ``real_sync``: a simulated power cut decides what is durable,
 and a real fsync (3 ms each here) could not change what the test observes. Writes, renames
@@ -204,8 +207,8 @@ class PowerCutIO(RealIO):
 
     # -- the crash ---------------------------------------------------------------------
     def crash(self, mode: str, root: str) -> None:
-        """Leave ``root`` as the crash ``mode`` ("kill" or "power") would."""
-        if mode not in ("kill", "power"):
+        """Leave ``root`` as the crash ``mode`` ("kill", "power" or "torn") would."""
+        if mode not in ("kill", "power", "torn"):
             raise ValueError(mode)
         self.dead = True
         for fd in list(self._fds):
@@ -222,7 +225,9 @@ class PowerCutIO(RealIO):
                 info = os.lstat(path)
                 inode = self._inodes.get((info.st_dev, info.st_ino))
                 if inode is not None and info.st_size > inode.durable_size:
-                    os.truncate(path, inode.durable_size)
+                    unsynced = info.st_size - inode.durable_size
+                    kept = max(1, unsynced // 2) if mode == "torn" else 0
+                    os.truncate(path, inode.durable_size + kept)
 
 
 def _remove(path: str) -> None:

@@ -6,8 +6,9 @@ and tail, the epoch's rename, ADOPTION / the legacy move / STORE-V2, the CURRENT
 every unlink and directory fsync of the reclaim), and the matrix has one case per operation
 index, crash mode and source: adding a step to compaction adds its cases. Each case runs the
 same compaction on a fresh copy of the store and stops it before operation N (``PowerCutIO``,
-tests/crash/powercut.py), leaves the disk as a kill -9 ("kill") or a power cut ("power")
-would, and then checks:
+tests/crash/powercut.py), leaves the disk as a kill -9 ("kill"), a power cut ("power") or
+a power cut in the middle of writing back ("torn": half of each file's unsynced bytes
+survive) would, and then checks:
 
 * recovery (as ``tay serve`` runs it) selects exactly one authority: the old store (v1, or
   the source epoch) if the crash came before the CURRENT switch was made durable, else the
@@ -15,6 +16,8 @@ would, and then checks:
 * the recovered durable state is exactly the state before the compaction (old authority) or
   exactly that state minus the expired terminal jobs (new authority): every job, result,
   failure detail, order of the available jobs, paused queue and schedule;
+* a torn tail of the authority's highest segment is refused as one, naming the repair,
+  and after ``tay storage repair`` the above holds (no automatic torn-tail repair);
 * a second compaction then succeeds, leaves one epoch and nothing else behind (no candidate,
   legacy directory, ADOPTION or staging file), and gives the same state.
 
@@ -42,6 +45,9 @@ import pytest
 
 import tay._native
 from tay.engine import Engine
+from tay.failures import RecoveryRefused
+from tay.storage.recovery.recover import is_torn_tail
+from tay.storage.recovery.repair import repair_store
 from tay.storage.compaction.offline import compact_offline
 from tay.storage.v2 import Retention
 from tay.storage.v2 import layout as v2_layout
@@ -55,7 +61,7 @@ from tests.scratch import scratch_dir
 
 FULL = os.environ.get("TAY_CRASH_MATRIX") == "full"
 SOURCES = ("v1", "v2")
-MODES = ("kill", "power")
+MODES = ("kill", "power", "torn")
 RETENTION = Retention("hours", 1)
 # segment size: several source and base segments (full: many)
 ROTATION = 2048 if FULL else 6144
@@ -266,6 +272,25 @@ def leftovers(root: Path) -> list[str]:
     return out
 
 
+def repair_a_torn_tail(root: Path, twin: str) -> None:
+    """A torn power cut may end the authority's highest segment inside a record compaction
+    was appending (the source tail's footer): recovery refuses it, naming the repair (there
+    is no automatic torn-tail repair, compatibility-and-limits.md), and ``tay storage
+    repair`` cuts exactly the torn bytes, keeping them in a side file. Anything else is a
+    failure of the case."""
+    try:
+        stored_state(root, io=PowerCutIO(native(twin)))
+    except RecoveryRefused as refusal:
+        assert is_torn_tail(refusal) and "tay storage repair" in str(refusal), refusal
+        torn_size = os.path.getsize(refusal.path) - refusal.offset
+        outcome = repair_store(str(root), io=PowerCutIO(native(twin)))
+        assert outcome.repaired and outcome.removed_bytes == torn_size > 0
+        assert os.path.getsize(refusal.path) == refusal.offset
+        side = Path(outcome.side_file)
+        assert side.parent == root and side.stat().st_size == torn_size
+        side.unlink()  # the operator's to keep; the matrix compares trees without it
+
+
 def test_a_crash_at_any_operation_leaves_one_authority_and_every_acknowledged_state(
         source, twin, mode, crash_at):
     run = dry_run(source)
@@ -288,6 +313,8 @@ def test_a_crash_at_any_operation_leaves_one_authority_and_every_acknowledged_st
         if shape in _VERIFIED:  # this very disk state was checked by an earlier case
             assert _VERIFIED[shape] == new
             return
+        if mode == "torn":
+            repair_a_torn_tail(root, twin)
         # read-only (tay storage inspect): the authority, and not a byte changed
         untouched = tree_digest(root)
         version, epoch, state = stored_state(root, io=PowerCutIO(native(twin)))
@@ -385,5 +412,29 @@ def test_a_real_kill_leaves_what_the_kill_mode_assumes(source, where, new):
         again = compact(root, PowerCutIO())
         assert again.reclaimed and leftovers(root) == []
         assert stored_state(root) == (2, again.epoch_id, run.after)
+    finally:
+        shutil.rmtree(root.parent, ignore_errors=True)
+
+
+@pytest.mark.parametrize("source", SOURCES)
+def test_the_torn_mode_reaches_a_torn_tail_of_the_authority(source):
+    """The torn cases are not vacuous: a torn power cut before the sync of the source tail's
+    seal leaves a store that recovery refuses as a torn tail until it is repaired."""
+    plan = dry_run(source).plan
+    sealed = next(op.index for op in plan.operations[1:]
+                  if op.kind in ("fsync", "fdatasync") and op.path.endswith(".tay")
+                  and plan.operations[op.index - 2].kind == "write"
+                  and plan.operations[op.index - 2].path == op.path)
+    root = fresh_copy(source)
+    try:
+        io = PowerCutIO(crash_at=sealed)
+        with pytest.raises(Crash):
+            compact(root, io)
+        io.crash("torn", str(root))
+        with pytest.raises(RecoveryRefused) as refused:
+            stored_state(root)
+        assert is_torn_tail(refused.value) and refused.value.reason == "incomplete_footer"
+        repair_a_torn_tail(root, tay._native.IMPLEMENTATION)
+        assert stored_state(root)[2] == dry_run(source).before
     finally:
         shutil.rmtree(root.parent, ignore_errors=True)

@@ -1,5 +1,5 @@
 """The crash model the compaction matrix relies on (tests/crash/powercut.py): what a kill
-keeps, what a power cut keeps, and that a dead process writes nothing more."""
+keeps, what a power cut keeps (cleanly or torn), and that a dead process writes nothing more."""
 
 from __future__ import annotations
 
@@ -57,6 +57,20 @@ def test_a_power_cut_keeps_only_synced_bytes_and_synced_entries(root):
     assert sorted(os.listdir(root)) == ["old", "synced"]
     assert (root / "synced").read_bytes() == b"12345"
     assert (root / "old").read_bytes() == b"durable before"
+
+
+def test_a_torn_power_cut_keeps_half_of_the_unsynced_bytes_in_flight(root):
+    io = PowerCutIO()
+    _create(io, root / "synced", b"12345", sync=True)
+    io.fsync_dir(str(root))
+    fd = io.open(str(root / "synced"), os.O_WRONLY)
+    io.write_all_at(fd, b"6789", 5)  # appended, never synced
+    io.close(fd)
+    _create(io, root / "one", b"x", sync=False)
+    io.fsync_dir(str(root))  # its entry is durable, its only byte is not
+    io.crash("torn", str(root))
+    assert (root / "synced").read_bytes() == b"1234567"
+    assert (root / "one").read_bytes() == b"x"  # at least one byte of what was in flight
 
 
 def test_a_power_cut_undoes_unsynced_renames_newest_first(root):
