@@ -22,7 +22,7 @@ from typing import Any, Callable
 from tay.engine.commands import Admin
 from tay.engine.effects import Outcome
 from tay.engine.ids import parse_job_id
-from tay.engine.jobs import JobEntry
+from tay.engine.jobs import JobEntry, peek
 from tay.engine.schedule_commands import ScheduleCommands, request_fields
 from tay.engine.schedule_timing import Timing, occurrence_job_id
 from tay.failures import RequestRefused
@@ -142,7 +142,7 @@ class AdminCommands(ScheduleCommands):
 
         def accept(job_id: bytes) -> bool:
             entry = jobs[job_id]
-            return ((state is None or entry.state.state == state)
+            return ((state is None or peek(entry).state == state)
                     and (queue is None or entry.queue == queue)
                     and (task is None or entry.task == task))
 
@@ -278,7 +278,7 @@ class AdminCommands(ScheduleCommands):
         limit = _limit(body, PURGE_DEFAULT, PURGE_MAX)
         jobs = self.jobs
         found, _ = self.job_index.page(("queue", queue), None, limit,
-                                       lambda job_id: jobs[job_id].state.state in WAITING,
+                                       lambda job_id: peek(jobs[job_id]).state in WAITING,
                                        len(jobs) + 1)
         # all the cancels pass the history caps together, or the purge is refused whole
         self._history_check([ev.job_cancelled(job_id, now_ms, jobs[job_id].state.revision, None)

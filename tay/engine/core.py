@@ -14,7 +14,7 @@ from typing import Any, Callable
 from tay.engine import commands as cmd
 from tay.engine.effects import CancelExecution, Outcome, Refuse
 from tay.engine.ids import random_token
-from tay.engine.jobs import public_job
+from tay.engine.jobs import peek, public_job
 from tay.engine.state import finish_outcome
 from tay.engine.admin import AdminCommands
 from tay.engine.epoch import EpochEngine
@@ -169,7 +169,7 @@ class Engine(EpochEngine):
         self.budget.check_recovered()
         self._clock_offset = now_ms - mono_ms
         out = Outcome()
-        for entry in [e for e in self.jobs.values() if e.state.state == "executing"]:
+        for entry in [e for e in self.jobs.values() if peek(e).state == "executing"]:
             self._finish(entry, ev.INTERRUPTED, ev.DIAG_INTERRUPTED, now_ms, out)
         return out
 

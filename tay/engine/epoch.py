@@ -22,7 +22,7 @@ from typing import Any
 
 from tay.engine.admin import AdminCommands
 from tay.engine.effects import Outcome
-from tay.engine.jobs import JobEntry
+from tay.engine.jobs import JobEntry, peek
 from tay.failures import RecoveryRefused
 from tay.storage import events as ev
 from tay.storage.compaction.plan import Checkpoint
@@ -36,6 +36,7 @@ from tay.storage.v2.epoch_records import EPOCH_EVENT_PAIR, EpochEvent, encode_ep
 from tay.storage.v2.manifest import Retention
 from tay.storage.v2.records import MUTATION_BODY_KEYS, MUTATION_PAIR, Mutation
 from tay.storage.v2.reducer import EpochReducer
+from tay.storage.v2.rows import JobRow
 
 _MUTATION_PREFIX = struct.Struct(">16sBQQQ")
 assert MUTATION_PAIR == (8, 1)
@@ -76,6 +77,10 @@ class EpochEngine(AdminCommands):
     def epoch_install(self, state: JobState, event: ev.Event | None) -> None:
         at = event.payload["at"] if event is not None else 0
         self._install(self.jobs.get(state.id), state, False, self._pending_nodes, at)
+
+    def epoch_install_row(self, row: JobRow) -> None:
+        """A terminal base job kept as its row until first read (tay.storage.v2.rows)."""
+        self._install_row(row)
 
     def epoch_entity(self, revision: int, event: ev.Event) -> None:
         if event.pair in se.SCHEDULE_PAIRS:
@@ -184,7 +189,7 @@ class EpochEngine(AdminCommands):
         stale = []
         for job_id, revision in expired.items():
             entry = self.jobs.get(job_id)
-            if entry is None or entry.state.revision != revision or not entry.state.terminal:
+            if entry is None or peek(entry).revision != revision or not peek(entry).terminal:
                 stale.append(job_id)
         return stale
 
@@ -196,7 +201,7 @@ class EpochEngine(AdminCommands):
         sequences continue the new epoch's tail. Returns how many jobs expired."""
         if order_shift:
             for entry in self.jobs.values():
-                state = entry.state
+                state = peek(entry)  # a row (terminal) has no order: it stays a row
                 if state.ready_order is not None and state.ready_order >= order_from \
                         and not entry.volatile:
                     entry.state = state._replace(ready_order=state.ready_order - order_shift)
@@ -216,7 +221,7 @@ class EpochEngine(AdminCommands):
         released = 0
         earliest = None
         for entry in self.jobs.values():
-            state = entry.state
+            state = peek(entry)
             terminal_at = state.terminal_at
             if terminal_at is None or entry.volatile or not state.terminal:
                 continue
@@ -233,10 +238,10 @@ class EpochEngine(AdminCommands):
         index = self.job_index  # built (if replay deferred it) before any job leaves
         for job_id in job_ids:
             entry = self.jobs.get(job_id)
-            if entry is None or entry.volatile or not entry.state.terminal:
+            if entry is None or entry.volatile or not peek(entry).terminal:
                 continue
             del self.jobs[job_id]
-            state = entry.state.state
+            state = peek(entry).state
             self.counts[state] -= 1
             if entry.queue_row is not None:
                 entry.queue_row[STATE_INDEX[state]] -= 1

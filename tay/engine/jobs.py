@@ -2,7 +2,8 @@
 
 ``JobState`` (tay.storage.events.transitions) is the durable part and only changes through
 ``apply``. ``JobEntry`` adds what is not durable: whether the job is volatile, its budget
-charge, and the ready key that orders it inside its queue.
+charge, and the ready key that orders it inside its queue. ``LazyJobEntry`` is a terminal
+job from a restart's base whose JobState is built on first read.
 """
 
 from __future__ import annotations
@@ -10,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from tay.storage.events.transitions import JobState
+from tay.storage.v2.rows import JobRow
 
 
 class JobEntry:
@@ -40,6 +42,51 @@ class JobEntry:
     @property
     def durability(self) -> str:
         return "volatile" if self.volatile else "persistent"
+
+
+_STATE_SLOT = JobEntry.__dict__["state"]  # the slot itself, below LazyJobEntry's property
+
+
+class LazyJobEntry(JobEntry):
+    """A terminal job replayed from a base and kept as its ``JobRow`` (tay.storage.v2.rows)
+    until something reads ``state``: that builds the JobState once and the entry becomes a
+    plain ``JobEntry`` (same slots), so nothing else ever pays for the laziness."""
+
+    __slots__ = ()
+
+    def __init__(self, row: JobRow, charge: int) -> None:  # noqa: super: no JobState yet
+        _STATE_SLOT.__set__(self, row)
+        self.volatile = False
+        self.charge = charge
+        self.margin = 0
+        self.ready_key = None
+        self.reservation_id = None
+        self.queue = row.queue
+        self.task = row.task
+        self.stamp = 0
+        self.attempts = None
+        self.schedule_id = None
+        self.index_keys = _index_keys(self.queue, self.task)
+        self.queue_row = []
+
+    @property  # type: ignore[override]
+    def state(self) -> JobState:
+        job = _STATE_SLOT.__get__(self).job_state()
+        _STATE_SLOT.__set__(self, job)
+        self.__class__ = JobEntry
+        return job
+
+    @state.setter
+    def state(self, job: JobState) -> None:
+        _STATE_SLOT.__set__(self, job)
+        self.__class__ = JobEntry
+
+
+def peek(entry: JobEntry) -> "JobState | JobRow":
+    """The entry's JobState, or its JobRow when not built yet, for bookkeeping that reads
+    only what both hold alike (``id``, ``state``, ``revision``, ``terminal``,
+    ``terminal_at``, ``ready_order``): walking every job builds none."""
+    return _STATE_SLOT.__get__(entry)
 
 
 # One index_keys tuple per (queue, task), shared by its jobs: three tuples less per job

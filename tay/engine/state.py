@@ -20,7 +20,7 @@ from tay.engine.execute_args import ExecuteArgs
 from tay.engine.executors import Executor, ExecutorRegistry, Reservation
 from tay.engine.ids import BufferedSystemRandom, RandomSource, random_token
 from tay.engine.job_index import JobIndex
-from tay.engine.jobs import JobEntry
+from tay.engine.jobs import JobEntry, LazyJobEntry, peek
 from tay.engine.options import DEFINITION_FIXED_NODES
 from tay.engine.ready import DueHeap, ReadyIndex
 from tay.engine.values import measure
@@ -28,6 +28,7 @@ from tay.failures import RequestRefused
 from tay.storage import events as ev
 from tay.storage.events.definition import LazyDefinition, args_json
 from tay.storage.journal.history_budget import HistoryBudget, frame_size
+from tay.storage.v2.rows import JobRow
 from tay.storage.events.transitions import (
     STATES, JobState, apply, expected_finish, retry_due_range,
 )
@@ -92,7 +93,7 @@ class EngineState:
         index = self._job_index
         if index is None:
             index = self._job_index = JobIndex.build(self._stamp_of, [
-                (entry.stamp, job_id, entry.state.state, entry.index_keys)
+                (entry.stamp, job_id, peek(entry).state, entry.index_keys)
                 for job_id, entry in self.jobs.items()])
         return index
 
@@ -236,6 +237,28 @@ class EngineState:
         elif state.state in WAITING_FOR_TIME:
             self._timers.push(state.eligible_at, (state.id, state.revision))
         return entry
+
+    def _install_row(self, row: JobRow) -> None:
+        """``_install`` of a new terminal job from a base, kept as its row: the same
+        charges, counts and stamp, read from the row's fields (no index or timer holds a
+        terminal job)."""
+        charge = job_charge(row.definition_length, row.args_nodes + DEFINITION_FIXED_NODES)
+        entry = LazyJobEntry(row, charge)
+        self.jobs[row.id] = entry
+        self.budget.charge(charge, admitted=True)
+        if row.result is not None:  # _charge_attachments: a result's canonical size
+            entry.charge += row.result_bytes
+            entry.margin += row.result_bytes
+            self.budget.charge(row.result_bytes)
+        state = row.state
+        self.counts[state] += 1
+        counts = entry.queue_row = self.queue_counts.get(entry.queue) \
+            or self.queue_counts.setdefault(entry.queue, [0] * len(STATES))
+        counts[STATE_INDEX[state]] += 1
+        self._stamp += 1
+        entry.stamp = self._stamp
+        if self._job_index is not None:
+            self._job_index.touch(self._stamp, row.id, state, entry.index_keys, None)
 
     def _charge_attachments(self, entry: JobEntry, old: JobState | None,
                             state: JobState) -> None:

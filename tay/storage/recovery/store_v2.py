@@ -12,7 +12,8 @@ epochs and legacy directories are ignored.
 
 A consumer takes part in the reduction through three methods: ``epoch_job(job_id)``,
 ``epoch_install(job_state)`` and ``epoch_entity(revision, event)`` (the engine and
-``TableConsumer`` have them). A plain ``consumer(sequence, type, schema, payload)`` is fed
+``TableConsumer`` have them), and optionally ``epoch_install_row(row)`` to keep terminal
+base jobs as rows until first read (``tay.storage.v2.rows``). A plain ``consumer(sequence, type, schema, payload)`` is fed
 the physical records instead (profile checks only).
 """
 
@@ -41,6 +42,7 @@ from tay.storage.v2.markers import CURRENT_SIZE, MARKER_SIZE, decode_current
 from tay.storage.v2.records import MUTATION_PAIR, SNAPSHOT_PAIR, decode_mutation, decode_snapshot
 from tay.storage.v2.fast import decode_batch
 from tay.storage.v2.reducer import EpochReducer
+from tay.storage.v2.rows import ResultRow
 
 _HASH_CHUNK = 1 << 20
 _BATCH = 256  # records decoded per native call in replay (bounds what is held at once)
@@ -311,9 +313,12 @@ class _Dispatch:
         if pair == MUTATION_PAIR:
             self.reducer.mutation(record)
         elif pair == SNAPSHOT_PAIR:
-            self.reducer.snapshot_state(record)  # the JobState job_of gives
+            self.reducer.snapshot_state(record)  # the JobState job_of gives, or a JobRow
         elif pair == JOB_ATTACHMENT_PAIR:
-            self.reducer.attachment(record)
+            if type(record) is ResultRow:
+                self.reducer.attachment_row(record)
+            else:
+                self.reducer.attachment(record)
         elif in_base:
             self.reducer.checkpoint(record)
         else:
@@ -342,7 +347,7 @@ def replay_v2(view: EpochView, consumer: Any, limits: DecodeLimits,
     dispatch = None
     if hasattr(consumer, "epoch_install"):
         reducer = EpochReducer(consumer.epoch_job, consumer.epoch_install,
-                               consumer.epoch_entity)
+                               consumer.epoch_entity, getattr(consumer, "epoch_install_row", None))
         dispatch = _Dispatch(reducer, limits)
     elif not callable(consumer):
         raise RecoveryRefused("unsupported_physical", "consumer_cannot_read_store_v2",
@@ -382,7 +387,7 @@ def _replay_segment(segment_view: SegmentView, in_base: bool, expected: int, con
                     dropped = offset
                 decoded = decode_batch(buffer, [
                     (o + 24, n, t, s) for o, t, s, _, n in records[first:first + _BATCH]
-                ], limits)
+                ], limits, dispatch.reducer.install_row is not None)
             if sequence != expected:
                 raise RecoveryRefused("continuity", "global_sequence", offset=offset,
                                       expected=expected, **_where(segment_view, sequence))

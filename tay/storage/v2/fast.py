@@ -7,6 +7,10 @@ events through ``events_scan``. For every record the scans vouch for it
 builds what the exact decoders (``records.decode_snapshot``, ``epoch_records``) would
 return; every other record, including each one that will be refused, is ``None`` and the
 caller decodes it with the exact decoder, so refusals keep their class, reason and offset.
+
+With ``rows`` (a consumer that keeps terminal base jobs as rows, ``tay.storage.v2.rows``)
+a terminal snapshot becomes a ``JobRow`` and a result attachment a ``ResultRow``: checked
+the same, built only when first read.
 """
 
 from __future__ import annotations
@@ -18,19 +22,20 @@ from tay import _native
 from tay._native import _pure_events as er
 from tay._native import _pure_mutations as mr
 from tay._native import _pure_snapshots as sr
+from tay.storage import events as ev
 from tay.storage.events import epoch_carry
-from tay.storage.events.definition import LazyDefinition
 from tay.storage.events.fast import _FAST_BUILDERS
 from tay.storage.events.registry import JOB_PAIRS
 from tay.storage.formats.value import DecodeLimits
 from tay.storage.v2.epoch_records import EPOCH_EVENT_PAIR, JOB_ATTACHMENT_PAIR, EpochEvent
-from tay.storage.events.transitions import JobState
 from tay.storage.v2.records import MUTATION_PAIR, SNAPSHOT_PAIR, Mutation
+from tay.storage.v2.rows import job_row, result_row, snapshot_job
 
 Record = tuple[int, int, int, int]  # payload offset, length, type, schema
 _REVISION = struct.Struct(">Q")
-_STATES = sr.STATES
-_D = sr.DEFINITION  # where the definition's Event-v1 slots start in a snapshot row
+_TERMINAL = frozenset(index for index, name in enumerate(sr.STATES)
+                      if name in ("completed", "cancelled", "discarded"))
+_RESULT = ev.RESULT_RECORDED
 
 
 def _carried(attachment: bool) -> dict[tuple[int, int], Any]:
@@ -47,10 +52,12 @@ _ATTACHED = _carried(attachment=True)
 _CARRIED = _carried(attachment=False)
 
 
-def decode_batch(buffer: Any, records: list[Record], limits: DecodeLimits) -> list[Any]:
+def decode_batch(buffer: Any, records: list[Record], limits: DecodeLimits,
+                 rows: bool = False) -> list[Any]:
     """One decoded object per record (for a snapshot the JobState ``job_of`` gives, a
     Mutation, the attachment's Event, an EpochEvent) or None where the exact decoder must
-    look (a slow record, another pair)."""
+    look (a slow record, another pair). ``rows``: a terminal snapshot is a ``JobRow`` and a
+    result attachment a ``ResultRow`` instead."""
     out: list[Any] = [None] * len(records)
     snapshots: list[int] = []
     mutations: list[int] = []
@@ -73,16 +80,16 @@ def decode_batch(buffer: Any, records: list[Record], limits: DecodeLimits) -> li
                 inner.append(index)
                 inner_records.append((offset + 10, length - 10, *inner_pair))
     if snapshots:
-        _snapshots(buffer, records, snapshots, limits, out)
+        _snapshots(buffer, records, snapshots, limits, out, rows)
     if mutations:
         _mutations(buffer, records, mutations, limits, out)
     if inner:
-        _inner_events(buffer, records, inner, inner_records, limits, out)
+        _inner_events(buffer, records, inner, inner_records, limits, out, rows)
     return out
 
 
 def _snapshots(buffer: Any, records: list[Record], indexes: list[int], limits: DecodeLimits,
-               out: list[Any]) -> None:
+               out: list[Any], lazy: bool) -> None:
     rows = _native.snapshots_scan(buffer, [records[i][:2] for i in indexes],
                                   limits.depth, limits.nodes, limits.binary)
     texts: dict[bytes, str] = {}  # queue and worker keys repeat: one str each
@@ -90,42 +97,13 @@ def _snapshots(buffer: Any, records: list[Record], indexes: list[int], limits: D
     for index in indexes:
         if rows[base] == er.EVENT_FAST:
             offset, length = records[index][:2]
-            out[index] = _snapshot(bytes(buffer[offset:offset + length]), rows, base, texts)
+            data = bytes(buffer[offset:offset + length])
+            if lazy and rows[base + sr.STATE] in _TERMINAL \
+                    and (rows[base + sr.NIL] >> sr.ORDER) & 1:
+                out[index] = job_row(data, rows, base, texts, limits)
+            else:
+                out[index] = snapshot_job(data, rows, base, texts)
         base += sr.SNAPSHOT_ROW
-
-
-def _text(data: bytes, rows: list[int], slot: int, texts: dict[bytes, str]) -> str:
-    start = rows[slot]
-    raw = data[start:start + rows[slot + 1]]
-    text = texts.get(raw)
-    if text is None:
-        text = texts[raw] = raw.decode("utf-8")
-    return text
-
-
-def _snapshot(data: bytes, rows: list[int], base: int, texts: dict[bytes, str]) -> JobState:
-    """``job_of(decode_snapshot(payload))`` for a payload the scan vouched for."""
-    nil = rows[base + sr.NIL]
-    d = base + _D
-
-    def opt(slot: int) -> int | None:
-        return None if (nil >> slot) & 1 else rows[base + slot]
-
-    start = rows[d + er.DEFINITION]
-    canonical = data[start:start + rows[d + er.DEFINITION_LENGTH]]
-    args = rows[d + er.ARGS] - start
-    scheduled = None if (rows[d + er.NIL] >> er.SCHEDULED_AT) & 1 else rows[d + er.SCHEDULED_AT]
-    definition = LazyDefinition(
-        canonical, (args, args + rows[d + er.ARGS_LENGTH]), rows[d + er.ARGS_NODES],
-        rows[d + er.MAX_ATTEMPTS], _text(data, rows, d + er.QUEUE, texts), scheduled,
-        rows[d + er.TIMEOUT_MS], _text(data, rows, d + er.WORKER, texts))
-    diagnostic = None if (nil >> sr.DIAGNOSTIC) & 1 else \
-        {"code": rows[base + sr.DIAGNOSTIC], "version": 1}
-    return JobState(data[:16], definition, canonical, _STATES[rows[base + sr.STATE]],
-                    rows[base + sr.REVISION], rows[base + sr.ATTEMPT], opt(sr.NEXT_ATTEMPT),
-                    rows[base + sr.CYCLE], opt(sr.EXECUTION), opt(sr.ELIGIBLE_AT),
-                    opt(sr.ORDER), rows[base + sr.INSERTED_AT], opt(sr.ATTEMPTED_AT),
-                    opt(sr.COMPLETED_AT), opt(sr.TERMINAL_AT), diagnostic)
 
 
 def _mutations(buffer: Any, records: list[Record], indexes: list[int], limits: DecodeLimits,
@@ -149,13 +127,21 @@ def _mutations(buffer: Any, records: list[Record], indexes: list[int], limits: D
 
 
 def _inner_events(buffer: Any, records: list[Record], indexes: list[int],
-                  inner_records: list[Record], limits: DecodeLimits, out: list[Any]) -> None:
+                  inner_records: list[Record], limits: DecodeLimits, out: list[Any],
+                  lazy: bool) -> None:
     rows = _native.events_scan(buffer, inner_records, limits.depth, limits.nodes,
                                limits.binary)
     builders: dict[int, Callable] = _FAST_BUILDERS
     base = 0
     for index, (offset, length, itype, ischema) in zip(indexes, inner_records):
         if rows[base] == er.EVENT_FAST:
+            if lazy and (itype, ischema) == _RESULT \
+                    and records[index][2:] == JOB_ATTACHMENT_PAIR:
+                start = offset - 2  # the (31,2) payload: its inner pair, then the event
+                out[index] = result_row(bytes(buffer[start:offset + length]), rows, base, 2,
+                                        limits)
+                base += er.EVENT_ROW
+                continue
             event = builders[itype](itype, ischema, bytes(buffer[offset:offset + length]),
                                     rows, base)
             if records[index][2:] == JOB_ATTACHMENT_PAIR:

@@ -13,7 +13,9 @@ reducer adds the availability allocator and the chain checks.
 
 The reducer owns no job table. It reads a job's previous state through ``lookup`` and hands
 every new state to ``install``; other entities go to ``apply_entity(S, event)``. The
-engine's live Store-v2 path and recovery drive the same methods.
+engine's live Store-v2 path and recovery drive the same methods. A consumer that keeps
+terminal base jobs as rows (``tay.storage.v2.rows``) passes ``install_row``; the base rules
+are checked on a row's fields, and anything a row cannot decide builds the job first.
 """
 
 from __future__ import annotations
@@ -26,10 +28,12 @@ from tay.storage.events.transitions import JobState, _evolve, apply, attach
 from tay.storage.v2.epoch_records import EpochEvent
 from tay.storage.v2.jobs import job_of
 from tay.storage.v2.records import Mutation, Snapshot
+from tay.storage.v2.rows import JobRow, ResultRow
 
 Lookup = Callable[[bytes], "JobState | None"]
 Install = Callable[[JobState, "ev.Event | None"], None]  # the event that led to it
 ApplyEntity = Callable[[int, ev.Event], None]
+InstallRow = Callable[[JobRow], None]
 
 
 def rejected(reason: str, **extra: object) -> RecoveryRefused:
@@ -39,14 +43,17 @@ def rejected(reason: str, **extra: object) -> RecoveryRefused:
 class EpochReducer:
     """Logical revisions, the availability allocator and the entity chains of one epoch."""
 
-    def __init__(self, lookup: Lookup, install: Install, apply_entity: ApplyEntity) -> None:
+    def __init__(self, lookup: Lookup, install: Install, apply_entity: ApplyEntity,
+                 install_row: InstallRow | None = None) -> None:
         self.lookup = lookup
         self.install = install
         self.apply_entity = apply_entity
+        self.install_row = install_row
         self.next_order = 1
         self.entities: dict[tuple, int] = {}  # entity -> its logical revision
         self.in_base = True
-        self._pending: JobState | None = None  # the snapshot whose attachments may follow
+        # the snapshot whose attachments may follow (a JobRow: not built yet)
+        self._pending: JobState | JobRow | None = None
         self._last_job_id: bytes | None = None
         self._checkpoints_started = False
         self._base_orders: set[int] = set()
@@ -56,15 +63,15 @@ class EpochReducer:
     def snapshot(self, snapshot: Snapshot) -> None:
         self.snapshot_state(job_of(snapshot))
 
-    def snapshot_state(self, job: JobState) -> None:
+    def snapshot_state(self, job: JobState | JobRow) -> None:
         """A base job as its snapshot describes it (``job_of``; the replay fast path builds
-        it from the native scan's row directly)."""
+        it from the native scan's row directly), or a terminal one as its ``JobRow``."""
         self._require_base("snapshot")
         if self._checkpoints_started:
             raise rejected("snapshot_after_checkpoint", job_id=job.id.hex())
         if self._last_job_id is not None and not job.id > self._last_job_id:
             raise rejected("base_not_ascending", job_id=job.id.hex())
-        order = job.ready_order  # the snapshot's availability_order
+        order = job.ready_order  # the snapshot's availability_order (a row's is None)
         if order is not None:
             if order in self._base_orders:
                 raise rejected("availability_order_reused", job_id=job.id.hex(), order=order)
@@ -76,9 +83,19 @@ class EpochReducer:
 
     def attachment(self, event: ev.Event) -> None:
         self._require_base("attachment")
-        if self._pending is None:
+        pending = self._pending
+        if pending is None:
             raise rejected("attachment_without_snapshot", pair=list(event.pair))
-        self._pending = attach(self._pending, event)
+        if type(pending) is JobRow:
+            pending = pending.job_state()
+        self._pending = attach(pending, event)
+
+    def attachment_row(self, row: ResultRow) -> None:
+        """A result attachment the fast path kept as its row: onto a ``JobRow`` that takes
+        it as it is, else decoded and attached as any other."""
+        pending = self._pending
+        if not (type(pending) is JobRow and self.in_base and pending.take(row)):
+            self.attachment(row.event())
 
     def checkpoint(self, record: EpochEvent) -> None:
         self._require_base("checkpoint")
@@ -101,8 +118,14 @@ class EpochReducer:
         self._base_orders = set()
 
     def _flush(self) -> None:
-        if self._pending is not None:
-            self.install(self._pending, None)
+        pending = self._pending
+        if pending is not None:
+            if type(pending) is not JobRow:
+                self.install(pending, None)
+            elif self.install_row is not None:
+                self.install_row(pending)
+            else:
+                self.install(pending.job_state(), None)
             self._pending = None
 
     def _require_base(self, what: str) -> None:

@@ -1,0 +1,169 @@
+"""Terminal base jobs kept as their records until first use (a restart's compact rows).
+
+Most of a compacted base is finished jobs that a restart only counts, charges and indexes.
+Replay through the fast path (``tay.storage.v2.fast``, for a consumer that offers
+``epoch_install_row``) keeps each such job as a ``JobRow``: its (7,1) snapshot payload,
+the payloads of its (31,2) result attachment, and the handful of fields the engine's
+bookkeeping reads (state, revision, terminal time, keys, sizes). ``job_state()`` builds the
+``JobState`` the eager path would have built, from the same bytes with the same decoders,
+when something first reads the job.
+
+Every record is still checked at replay (the native scans vouch for each payload; the
+reducer checks order and attachment rules on the row's fields), and whatever a row cannot
+decide (an attachment that would be refused, a failure detail) makes the reducer
+materialise the job and take the exact path, so refusals keep their class and reason.
+"""
+
+from __future__ import annotations
+
+from tay import _native
+from tay._native import _pure_events as er
+from tay._native import _pure_snapshots as sr
+from tay.storage.events import Event
+from tay.storage.events.definition import LazyDefinition
+from tay.storage.events.fast import decode_event
+from tay.storage.events.transitions import JobState, attach
+from tay.storage.formats.value import DecodeLimits
+from tay.storage.v2.jobs import job_of
+from tay.storage.v2.records import decode_snapshot
+
+_STATES = sr.STATES
+_D = sr.DEFINITION  # where the definition's Event-v1 slots start in a snapshot row
+
+
+class ResultRow:
+    """A (31,2) attachment carrying a result, as the scan vouched for it (not decoded)."""
+
+    __slots__ = ("payload", "job_id", "expected_revision", "result_bytes", "limits")
+
+    def __init__(self, payload: bytes, job_id: bytes, expected_revision: int,
+                 result_bytes: int, limits: DecodeLimits) -> None:
+        self.payload = payload  # the whole (31,2) payload: inner pair, then the event
+        self.job_id = job_id
+        self.expected_revision = expected_revision
+        self.result_bytes = result_bytes  # the result's canonical Value size
+        self.limits = limits
+
+    def event(self) -> Event:
+        """The attachment's inner event, as the fast path decodes it."""
+        return _attachment_event(self.payload, self.limits)
+
+
+def _attachment_event(payload: bytes, limits: DecodeLimits) -> Event:
+    return decode_event(payload[0], payload[1], memoryview(payload)[2:], limits)
+
+
+class JobRow:
+    """A terminal base job not built yet. The attributes named like ``JobState``'s hold the
+    same values, so bookkeeping that reads only those need not build the job."""
+
+    __slots__ = ("id", "state", "revision", "terminal_at", "queue", "task",
+                 "definition_length", "args_nodes", "snapshot", "result", "result_bytes",
+                 "limits")
+
+    terminal = True
+    ready_order = None  # a terminal snapshot carries no availability order
+
+    def __init__(self, job_id: bytes, state: str, revision: int, terminal_at: int | None,
+                 queue: str, task: str, definition_length: int, args_nodes: int,
+                 snapshot: bytes, limits: DecodeLimits) -> None:
+        self.id = job_id
+        self.state = state
+        self.revision = revision
+        self.terminal_at = terminal_at
+        self.queue = queue
+        self.task = task
+        self.definition_length = definition_length
+        self.args_nodes = args_nodes
+        self.snapshot = snapshot  # the (7,1) payload
+        self.result: bytes | None = None  # the (31,2) payload of its result, if any
+        self.result_bytes = 0  # the result's canonical Value size
+        self.limits = limits
+
+    @property
+    def result_present(self) -> bool:
+        return self.result is not None
+
+    def take(self, attachment: ResultRow) -> bool:
+        """Load ``attachment`` if ``attach`` would without a refusal; else False."""
+        if (self.state == "completed" and self.result is None
+                and attachment.job_id == self.id
+                and attachment.expected_revision == self.revision):
+            self.result = attachment.payload
+            self.result_bytes = attachment.result_bytes
+            return True
+        return False
+
+    def job_state(self) -> JobState:
+        """The job with its attachments, exactly as the eager replay builds it."""
+        job = snapshot_state(self.snapshot, self.limits)
+        if self.result is not None:
+            job = attach(job, _attachment_event(self.result, self.limits))
+        return job
+
+
+def result_row(payload: bytes, rows: list[int], base: int, inner_offset: int,
+               limits: DecodeLimits) -> ResultRow:
+    """The row of a (31,2) result attachment the events scan vouched for (``rows[base:]``
+    is its Event-v1 row; ``inner_offset``: where the event starts in ``payload``)."""
+    job_id = rows[base + er.JOB_ID] + inner_offset
+    return ResultRow(payload, payload[job_id:job_id + 16], rows[base + er.EXPECTED],
+                     rows[base + er.B], limits)
+
+
+# ---- from a snapshot scan row: the JobState, or the JobRow --------------------------------
+
+def snapshot_state(data: bytes, limits: DecodeLimits) -> JobState:
+    """``job_of(decode_snapshot(data))``, through the fast path when the scan vouches for
+    ``data`` (a ``JobRow`` being built: the scan did at replay, with these limits)."""
+    rows = _native.snapshots_scan(data, [(0, len(data))], limits.depth, limits.nodes,
+                                  limits.binary)
+    if rows[0] == er.EVENT_FAST:
+        return snapshot_job(data, rows, 0, {})
+    return job_of(decode_snapshot(data, limits))
+
+
+def job_row(data: bytes, rows: list[int], base: int, texts: dict[bytes, str],
+            limits: DecodeLimits) -> JobRow:
+    """The row of a terminal snapshot the scan vouched for (``rows[base:]``)."""
+    d = base + _D
+    terminal_at = None if (rows[base + sr.NIL] >> sr.TERMINAL_AT) & 1 \
+        else rows[base + sr.TERMINAL_AT]
+    return JobRow(data[:16], _STATES[rows[base + sr.STATE]], rows[base + sr.REVISION],
+                  terminal_at, _text(data, rows, d + er.QUEUE, texts),
+                  _text(data, rows, d + er.WORKER, texts), rows[d + er.DEFINITION_LENGTH],
+                  rows[d + er.ARGS_NODES], data, limits)
+
+
+def _text(data: bytes, rows: list[int], slot: int, texts: dict[bytes, str]) -> str:
+    start = rows[slot]
+    raw = data[start:start + rows[slot + 1]]
+    text = texts.get(raw)
+    if text is None:
+        text = texts[raw] = raw.decode("utf-8")
+    return text
+
+
+def snapshot_job(data: bytes, rows: list[int], base: int, texts: dict[bytes, str]) -> JobState:
+    """``job_of(decode_snapshot(payload))`` for a payload the scan vouched for."""
+    nil = rows[base + sr.NIL]
+    d = base + _D
+
+    def opt(slot: int) -> int | None:
+        return None if (nil >> slot) & 1 else rows[base + slot]
+
+    start = rows[d + er.DEFINITION]
+    canonical = data[start:start + rows[d + er.DEFINITION_LENGTH]]
+    args = rows[d + er.ARGS] - start
+    scheduled = None if (rows[d + er.NIL] >> er.SCHEDULED_AT) & 1 else rows[d + er.SCHEDULED_AT]
+    definition = LazyDefinition(
+        canonical, (args, args + rows[d + er.ARGS_LENGTH]), rows[d + er.ARGS_NODES],
+        rows[d + er.MAX_ATTEMPTS], _text(data, rows, d + er.QUEUE, texts), scheduled,
+        rows[d + er.TIMEOUT_MS], _text(data, rows, d + er.WORKER, texts))
+    diagnostic = None if (nil >> sr.DIAGNOSTIC) & 1 else \
+        {"code": rows[base + sr.DIAGNOSTIC], "version": 1}
+    return JobState(data[:16], definition, canonical, _STATES[rows[base + sr.STATE]],
+                    rows[base + sr.REVISION], rows[base + sr.ATTEMPT], opt(sr.NEXT_ATTEMPT),
+                    rows[base + sr.CYCLE], opt(sr.EXECUTION), opt(sr.ELIGIBLE_AT),
+                    opt(sr.ORDER), rows[base + sr.INSERTED_AT], opt(sr.ATTEMPTED_AT),
+                    opt(sr.COMPLETED_AT), opt(sr.TERMINAL_AT), diagnostic)
