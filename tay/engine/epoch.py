@@ -27,7 +27,9 @@ from tay.failures import RecoveryRefused
 from tay.storage import events as ev
 from tay.storage.compaction.plan import Checkpoint
 from tay.storage.events import schedules as se
+from tay.storage.events.registry import event_with_raw
 from tay.storage.events.operations import QUEUE_PAIRS, queue_paused, queue_resumed
+from tay.storage.events.definition import LazyDefinition
 from tay.storage.events.transitions import STATES, JobState
 
 STATE_INDEX = {name: index for index, name in enumerate(STATES)}
@@ -46,15 +48,72 @@ _BODY_LAYOUTS = {kind: value.map_layout(keys) for kind, keys in MUTATION_BODY_KE
 _ORDERED_KINDS = frozenset({ev.JOB_AVAILABLE, ev.JOB_RETRIED})
 
 
+def _u64_layout(kind: int) -> struct.Struct:
+    """Prefix and body of a kind whose body fields are all unsigned integers, as one struct:
+    the map header and each key's bytes are constant (canonical order), each value is the
+    tag 4 and eight bytes."""
+    parts = [">16sBQQQ", f"{5}s"]
+    for _, key in _BODY_LAYOUTS[kind]:
+        parts += [f"{len(key) + 1}s", "Q"]
+    return struct.Struct("".join(parts))
+
+
+def _u64_constants(kind: int) -> tuple[bytes, ...]:
+    """The constant pieces of ``_u64_layout(kind)``: the map header, then each key + tag."""
+    layout = _BODY_LAYOUTS[kind]
+    return (b"\x09" + len(layout).to_bytes(4, "big"),
+            *(key + b"\x04" for _, key in layout))
+
+
+# started: attempt, cycle_token; a success finish: its six fields with the three nil ones
+# (diagnostic, next_attempt, next_due_at) written as constants around the three integers
+_STARTED = _u64_layout(3)
+_STARTED_HEAD, _STARTED_ATTEMPT, _STARTED_CYCLE = _u64_constants(3)
+_FINISHED_KEYS = dict(_BODY_LAYOUTS[4])
+_SUCCEEDED = struct.Struct(">16sBQQQ{}sQ{}sQ{}sQ".format(
+    5 + len(_FINISHED_KEYS["diagnostic"]) + 1 + len(_FINISHED_KEYS["disposition"]) + 1,
+    len(_FINISHED_KEYS["execution_token"]) + 1,
+    len(_FINISHED_KEYS["next_attempt"]) + 1 + len(_FINISHED_KEYS["next_due_at"]) + 1
+    + len(_FINISHED_KEYS["outcome"]) + 1))
+_SUCCEEDED_HEAD = (b"\x09" + (6).to_bytes(4, "big") + _FINISHED_KEYS["diagnostic"] + b"\x00"
+                   + _FINISHED_KEYS["disposition"] + b"\x04")
+_SUCCEEDED_TOKEN = _FINISHED_KEYS["execution_token"] + b"\x04"
+_SUCCEEDED_TAIL = (_FINISHED_KEYS["next_attempt"] + b"\x00" + _FINISHED_KEYS["next_due_at"]
+                   + b"\x00" + _FINISHED_KEYS["outcome"] + b"\x04")
+_INSERTED_KEYS = dict(_BODY_LAYOUTS[1])
+_INSERTED_HEAD = b"\x09" + (3).to_bytes(4, "big") + _INSERTED_KEYS["availability_order"]
+_U64_TAGGED = struct.Struct(">BQ")
+
+
 def mutation_payload(event: ev.Event, revision: int, order: int | None) -> bytes:
-    """The (8,1) payload of an already validated Event-v1 lifecycle event (§3.5)."""
+    """The (8,1) payload of an already validated Event-v1 lifecycle event (§3.5).
+
+    The per-job kinds (an insert of a live definition, a start, a success) are packed in
+    one step; the others go through the field encoder. The bytes are the same either way
+    (tests/engine/test_engine_epoch.py)."""
     payload = event.payload
     kind = event.type
+    at = payload["at"]
+    if kind == 3:
+        return _STARTED.pack(payload["job_id"], 3, revision - 1, revision, at, _STARTED_HEAD,
+                             _STARTED_ATTEMPT, payload["attempt"], _STARTED_CYCLE,
+                             payload["cycle_token"])
+    if kind == 4 and payload["diagnostic"] is None and payload["next_attempt"] is None \
+            and payload["next_due_at"] is None:
+        return _SUCCEEDED.pack(payload["job_id"], 4, revision - 1, revision, at,
+                               _SUCCEEDED_HEAD, payload["disposition"], _SUCCEEDED_TOKEN,
+                               payload["execution_token"], _SUCCEEDED_TAIL, payload["outcome"])
+    prefix = _MUTATION_PREFIX.pack(payload["job_id"], kind, revision - 1, revision, at)
+    if kind == 1:
+        definition = payload["definition"]
+        if type(definition) is LazyDefinition:  # a live definition is spliced, not re-encoded
+            return b"".join((prefix, _INSERTED_HEAD,
+                             b"\x00" if order is None else _U64_TAGGED.pack(4, order),
+                             _INSERTED_KEYS["definition"], definition.canonical,
+                             _INSERTED_KEYS["eligible_at"],
+                             _U64_TAGGED.pack(4, payload["eligible_at"])))
     if kind == 1 or kind == 2 or kind == 6:
         payload = {**payload, "availability_order": order}
-    prefix = _MUTATION_PREFIX.pack(payload["job_id"], kind, revision - 1, revision,
-                                   payload["at"])
-    # the fields straight from the payload; a live definition is spliced, not re-encoded
     return prefix + value.encode_fields(_BODY_LAYOUTS[kind], payload)
 
 
@@ -111,17 +170,21 @@ class EpochEngine(AdminCommands):
 
     def _commit_in_epoch(self, entry: JobEntry | None, event: ev.Event, out: Outcome,
                          nodes: int | None) -> JobState:
-        previous = entry.state if entry is not None else None
-        revision = 1 if previous is None else previous.revision + 1
+        revision = 1 if entry is None else entry.state.revision + 1
         reducer = self.epoch
         payload = event.payload
-        if (event.type, event.schema) in ev.LIFECYCLE_PAIRS:
-            order = reducer.next_order if takes_order(event) else None
+        kind = event.type
+        if kind <= 6 and event.schema == 1:  # a lifecycle pair (1..6, 1): an (8,1) mutation
+            if kind == 2 or kind == 6 or (kind == 1 and payload["eligible_at"] <= payload["at"]):
+                order = reducer.next_order  # it leaves the job available
+            else:
+                order = None
             raw = mutation_payload(event, revision, order)
-            record = ev.event_with_raw(8, 1, event.name, payload, raw)  # MUTATION_PAIR
-            self._charge_frame(event, len(raw))
+            record = event_with_raw(8, 1, event.name, payload, raw)  # MUTATION_PAIR
+            if self.history is not None:
+                self._charge_frame(event, len(raw))
             apply = reducer.mutation
-            argument: Any = Mutation(payload["job_id"], event.type, revision - 1, revision,
+            argument: Any = Mutation(payload["job_id"], kind, revision - 1, revision,
                                      payload["at"], order, event)
         else:
             raw = encode_epoch_event(event, revision)

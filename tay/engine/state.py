@@ -132,7 +132,8 @@ class EngineState:
         at = event.payload["at"]
         if not volatile and self.epoch is not None:  # Store v2: the logical domain
             state = self._commit_in_epoch(entry, event, out, nodes)
-            entry = self.jobs[state.id]
+            if entry is None:
+                entry = self.jobs[state.id]
         else:
             sequence = self._volatile_sequence if volatile else self.next_sequence
             state = apply(entry.state if entry is not None else None, sequence, event)
@@ -143,9 +144,9 @@ class EngineState:
                 self.next_sequence += 1
                 out.events.append((sequence, event))
             entry = self._install(entry, state, volatile, nodes, at)
-        outcome = _live_outcome(event, state)
-        if outcome is not None:
-            self.activity.count(outcome, entry.queue, entry.task, at)
+        if event.type in _COUNTED:
+            self.activity.count(_COUNTED[event.type] or finish_outcome(state), entry.queue,
+                                entry.task, at)
         return entry
 
     def _charge_history(self, event: ev.Event) -> ev.Event:
@@ -409,9 +410,3 @@ _COUNTED = {ev.JOB_INSERTED[0]: "enqueued", ev.JOB_FINISHED[0]: None,
             ev.JOB_CANCELLED[0]: None, ev.JOB_RETRIED[0]: "retried",
             ev.JOB_REQUEUED[0]: "retried"}
 
-
-def _live_outcome(event: ev.Event, state: JobState) -> str | None:
-    """The activity label of a live job event (None: not counted)."""
-    if event.type not in _COUNTED:
-        return None
-    return _COUNTED[event.type] or finish_outcome(state)

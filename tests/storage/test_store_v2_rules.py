@@ -340,7 +340,7 @@ def test_a_mutation_of_an_unknown_job_is_refused(store):
     frames = frames_of(segment(store, 2))
     index, mutation = next((i, decode_mutation(p)) for i, (t, s, p) in enumerate(frames)
                            if (t, s) == (8, 1) and decode_mutation(p).kind != 1)
-    stranger = dataclasses.replace(mutation, job_id=b"\xff" * 16)
+    stranger = mutation._replace(job_id=b"\xff" * 16)
     raw = bytearray(frames[index][2])
     raw[:16] = stranger.job_id
     frames[index] = (8, 1, bytes(raw))

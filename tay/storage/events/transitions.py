@@ -14,7 +14,7 @@ and ``expected_revision < S``. Retry due times are *checked* against the window 
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any, Iterator, Mapping, NamedTuple
+from typing import Any, Iterator, Mapping, NamedTuple, NoReturn
 
 from tay.failures import RecoveryRefused
 from tay.storage import events as ev
@@ -121,13 +121,23 @@ class _Guard:
         if not condition:
             self.fail(guard, detail, *values)
 
-    def fail(self, guard: str, detail: str = "", *values: Any) -> None:
+    def fail(self, guard: str, detail: str = "", *values: Any) -> NoReturn:
         raise TransitionRejected(guard, job_id=self.job_id, sequence=self.sequence,
                                  detail=detail.format(*values))
 
 
+def _reject(payload: Mapping[str, Any], sequence: int, guard: str, detail: str = "",
+            *values: Any) -> NoReturn:
+    """The ``TransitionRejected`` of one event (built only on failure: apply is hot)."""
+    _Guard(payload.get("job_id"), sequence).fail(guard, detail, *values)
+
+
 _FIELD_INDEX = {name: index for index, name in enumerate(JobState._fields)}
 _new_tuple = tuple.__new__
+# JobState field positions, for the handlers that build the next state in one step
+(_ID, _DEFINITION, _DEFINITION_BYTES, _STATE, _REVISION, _ATTEMPT, _NEXT_ATTEMPT, _CYCLE,
+ _EXECUTION, _ELIGIBLE_AT, _READY_ORDER, _INSERTED_AT, _ATTEMPTED_AT, _COMPLETED_AT,
+ _TERMINAL_AT, _DIAGNOSTIC, _RESULT_PRESENT, _RESULT, _FAILURE) = range(len(JobState._fields))
 
 
 def _evolve(job: JobState, **changes: Any) -> JobState:
@@ -138,32 +148,38 @@ def _evolve(job: JobState, **changes: Any) -> JobState:
     return _new_tuple(JobState, values)
 
 
+def with_ready_order(job: JobState, order: int | None) -> JobState:
+    """``job`` with another availability order (a Store-v2 epoch's allocator decides it)."""
+    values = list(job)
+    values[_READY_ORDER] = order
+    return _new_tuple(JobState, values)
+
+
 def apply(previous: JobState | None, sequence: int, event: ev.Event) -> JobState:
     """The next durable state of the job ``event`` names, or ``TransitionRejected``."""
     payload = event.payload
-    guard = _Guard(payload.get("job_id"), sequence)
-    pair = (event.type, event.schema)
-    if pair not in _JOB_PAIRS:
-        guard.fail("not_a_job_event", "pair {}", pair)
+    kind = event.type
+    handler = _HANDLERS_BY_TYPE.get(kind)
+    if handler is None or event.schema != _SCHEMAS[kind]:
+        _reject(payload, sequence, "not_a_job_event", "pair {}", (kind, event.schema))
     if type(sequence) is not int or not 1 <= sequence <= U64_MAX:
-        guard.fail("invalid_sequence")
+        _reject(payload, sequence, "invalid_sequence")
     expected_revision = payload["expected_revision"]
     if not expected_revision < sequence:
-        guard.fail("expected_revision_not_below_sequence", "expected_revision {}",
-                   expected_revision)
-    if pair == ev.JOB_INSERTED:
+        _reject(payload, sequence, "expected_revision_not_below_sequence",
+                "expected_revision {}", expected_revision)
+    if handler is _inserted:
         if previous is not None:
-            guard.fail("job_already_exists")
+            _reject(payload, sequence, "job_already_exists")
         return _inserted(sequence, event)
     if previous is None:
-        guard.fail("job_absent")
-    assert previous is not None
-    if previous.id != guard.job_id:
-        guard.fail("job_id_mismatch")
-    if previous.revision != expected_revision:
-        guard.fail("revision_mismatch", "expected_revision {}, job revision {}",
-                   expected_revision, previous.revision)
-    return _HANDLERS[pair](previous, sequence, payload, guard)
+        _reject(payload, sequence, "job_absent")
+    if previous[_ID] != payload.get("job_id"):
+        _reject(payload, sequence, "job_id_mismatch")
+    if previous[_REVISION] != expected_revision:
+        _reject(payload, sequence, "revision_mismatch", "expected_revision {}, job revision {}",
+                expected_revision, previous.revision)
+    return handler(previous, sequence, payload)
 
 
 def _inserted(sequence: int, event: ev.Event) -> JobState:
@@ -172,96 +188,109 @@ def _inserted(sequence: int, event: ev.Event) -> JobState:
     eligible_at = payload["eligible_at"]
     at = payload["at"]
     available = eligible_at <= at
-    return JobState(
-        id=payload["job_id"], definition=definition,
-        definition_bytes=canonical_bytes(definition),
-        state="available" if available else "scheduled", revision=sequence, attempt=0,
-        next_attempt=1, cycle=sequence, execution=None, eligible_at=eligible_at,
-        ready_order=sequence if available else None, inserted_at=at,
-    )
+    return _new_tuple(JobState, (
+        payload["job_id"], definition, canonical_bytes(definition),
+        "available" if available else "scheduled", sequence, 0, 1, sequence, None,
+        eligible_at, sequence if available else None, at, None, None, None, None, False,
+        None, None))
 
 
-def _available(job: JobState, sequence: int, event: Mapping[str, Any], guard: _Guard) -> JobState:
+def _available(job: JobState, sequence: int, event: Mapping[str, Any]) -> JobState:
     if job.state not in ("scheduled", "retryable"):
-        guard.fail("available_from_wrong_state", job.state)
+        _reject(event, sequence, "available_from_wrong_state", job.state)
     due_at = event["due_at"]
     if job.eligible_at != due_at:
-        guard.fail("due_at_mismatch", "due_at {}, eligible_at {}", due_at, job.eligible_at)
+        _reject(event, sequence, "due_at_mismatch", "due_at {}, eligible_at {}", due_at,
+                job.eligible_at)
     return _evolve(job, state="available", revision=sequence, eligible_at=due_at,
                    ready_order=sequence)
 
 
-def _started(job: JobState, sequence: int, event: Mapping[str, Any], guard: _Guard) -> JobState:
-    if job.state != "available":
-        guard.fail("start_from_wrong_state", job.state)
+def _started(job: JobState, sequence: int, event: Mapping[str, Any]) -> JobState:
+    if job[_STATE] != "available":
+        _reject(event, sequence, "start_from_wrong_state", job.state)
     attempt, at = event["attempt"], event["at"]
-    if attempt != job.next_attempt:
-        guard.fail("attempt_mismatch", "attempt {}, next_attempt {}", attempt, job.next_attempt)
-    if attempt > job.definition["max_attempts"]:
-        guard.fail("attempt_exceeds_max_attempts")
-    if event["cycle_token"] != job.cycle:
-        guard.fail("cycle_token_mismatch", "cycle_token {}, cycle {}", event["cycle_token"],
-                   job.cycle)
-    if job.eligible_at is None or at < job.eligible_at:
-        guard.fail("started_before_eligible")
-    return _evolve(job, state="executing", revision=sequence, attempt=attempt,
-                   execution=sequence, attempted_at=at, eligible_at=None, ready_order=None)
+    if attempt != job[_NEXT_ATTEMPT]:
+        _reject(event, sequence, "attempt_mismatch", "attempt {}, next_attempt {}", attempt,
+                job.next_attempt)
+    if attempt > job[_DEFINITION]["max_attempts"]:
+        _reject(event, sequence, "attempt_exceeds_max_attempts")
+    if event["cycle_token"] != job[_CYCLE]:
+        _reject(event, sequence, "cycle_token_mismatch", "cycle_token {}, cycle {}",
+                event["cycle_token"], job.cycle)
+    eligible_at = job[_ELIGIBLE_AT]
+    if eligible_at is None or at < eligible_at:
+        _reject(event, sequence, "started_before_eligible")
+    values = list(job)
+    values[_STATE] = "executing"
+    values[_REVISION] = values[_EXECUTION] = sequence
+    values[_ATTEMPT] = attempt
+    values[_ATTEMPTED_AT] = at
+    values[_ELIGIBLE_AT] = values[_READY_ORDER] = None
+    return _new_tuple(JobState, values)
 
 
 _DISPOSITION_STATES = {ev.COMPLETED: "completed", ev.RETRYABLE: "retryable",
                        ev.DISCARDED: "discarded"}
 
 
-def _finished(job: JobState, sequence: int, event: Mapping[str, Any], guard: _Guard) -> JobState:
-    if job.state != "executing":
-        guard.fail("finish_from_wrong_state", job.state)
+def _finished(job: JobState, sequence: int, event: Mapping[str, Any]) -> JobState:
+    if job[_STATE] != "executing":
+        _reject(event, sequence, "finish_from_wrong_state", job.state)
     token = event["execution_token"]
-    if token != job.execution:
-        guard.fail("execution_token_mismatch", "execution_token {}, execution {}", token,
-                   job.execution)
-    disposition, next_attempt = expected_finish(event["outcome"], job.attempt,
-                                                job.definition["max_attempts"])
+    if token != job[_EXECUTION]:
+        _reject(event, sequence, "execution_token_mismatch", "execution_token {}, execution {}",
+                token, job.execution)
+    attempt = job[_ATTEMPT]
+    disposition, next_attempt = expected_finish(event["outcome"], attempt,
+                                                job[_DEFINITION]["max_attempts"])
     if event["disposition"] != disposition:
-        guard.fail("disposition_mismatch", "disposition {}, derived {}", event["disposition"],
-                   disposition)
+        _reject(event, sequence, "disposition_mismatch", "disposition {}, derived {}",
+                event["disposition"], disposition)
     if event["next_attempt"] != next_attempt:
-        guard.fail("next_attempt_mismatch", "next_attempt {}, derived {}",
-                   event["next_attempt"], next_attempt)
+        _reject(event, sequence, "next_attempt_mismatch", "next_attempt {}, derived {}",
+                event["next_attempt"], next_attempt)
     at = event["at"]
     if disposition == ev.RETRYABLE:
-        low, high = retry_due_range(job.attempt, at)
+        low, high = retry_due_range(attempt, at)
         if not low <= event["next_due_at"] <= high:
-            guard.fail("retry_due_outside_window", "next_due_at {} not in {}..{}",
-                       event["next_due_at"], low, high)
+            _reject(event, sequence, "retry_due_outside_window", "next_due_at {} not in {}..{}",
+                    event["next_due_at"], low, high)
     state = _DISPOSITION_STATES[disposition]
     diagnostic = event["diagnostic"]
-    return _evolve(
-        job, state=state, revision=sequence, next_attempt=next_attempt,
-        eligible_at=event["next_due_at"], execution=None,
-        completed_at=at if state == "completed" else job.completed_at,
-        terminal_at=at if state in TERMINAL_STATES else None,
-        diagnostic=diagnostic if diagnostic is not None else job.diagnostic,
-    )
+    values = list(job)
+    values[_STATE] = state
+    values[_REVISION] = sequence
+    values[_NEXT_ATTEMPT] = next_attempt
+    values[_ELIGIBLE_AT] = event["next_due_at"]
+    values[_EXECUTION] = None
+    if state == "completed":
+        values[_COMPLETED_AT] = values[_TERMINAL_AT] = at
+    else:
+        values[_TERMINAL_AT] = at if state in TERMINAL_STATES else None
+    if diagnostic is not None:
+        values[_DIAGNOSTIC] = diagnostic
+    return _new_tuple(JobState, values)
 
 
-def _cancelled(job: JobState, sequence: int, event: Mapping[str, Any], guard: _Guard) -> JobState:
+def _cancelled(job: JobState, sequence: int, event: Mapping[str, Any]) -> JobState:
     if job.state not in CANCELLABLE_STATES:
-        guard.fail("cancel_from_wrong_state", job.state)
+        _reject(event, sequence, "cancel_from_wrong_state", job.state)
     expected_token = job.execution if job.state == "executing" else None
     if event["execution_token"] != expected_token:
-        guard.fail("execution_token_mismatch", "execution_token {}, expected {}",
-                   event["execution_token"], expected_token)
+        _reject(event, sequence, "execution_token_mismatch", "execution_token {}, expected {}",
+                event["execution_token"], expected_token)
     return _evolve(job, state="cancelled", revision=sequence, execution=None,
                    next_attempt=None, eligible_at=None, ready_order=None,
                    terminal_at=event["at"])
 
 
-def _retried(job: JobState, sequence: int, event: Mapping[str, Any], guard: _Guard) -> JobState:
+def _retried(job: JobState, sequence: int, event: Mapping[str, Any]) -> JobState:
     mode = event["mode"]
     allowed = (job.state == "retryable" and mode == ev.MODE_EXPEDITE) or (
         job.state == "discarded" and mode == ev.MODE_NEW_CYCLE)
     if not allowed:
-        guard.fail("retry_mode_not_allowed", "mode {} from {}", mode, job.state)
+        _reject(event, sequence, "retry_mode_not_allowed", "mode {} from {}", mode, job.state)
     if mode == ev.MODE_NEW_CYCLE:
         job = _evolve(job, attempt=0, next_attempt=1, cycle=sequence, attempted_at=None,
                       completed_at=None)
@@ -269,28 +298,30 @@ def _retried(job: JobState, sequence: int, event: Mapping[str, Any], guard: _Gua
                    ready_order=sequence, execution=None, terminal_at=None)
 
 
-def _result_recorded(job: JobState, sequence: int, event: Mapping[str, Any],
-                     guard: _Guard) -> JobState:
-    if job.state != "completed":
-        guard.fail("result_for_uncompleted_job", job.state)
-    if job.result_present:
-        guard.fail("result_already_recorded")
-    return _evolve(job, revision=sequence, result_present=True, result=event["result"])
+def _result_recorded(job: JobState, sequence: int, event: Mapping[str, Any]) -> JobState:
+    if job[_STATE] != "completed":
+        _reject(event, sequence, "result_for_uncompleted_job", job.state)
+    if job[_RESULT_PRESENT]:
+        _reject(event, sequence, "result_already_recorded")
+    values = list(job)
+    values[_REVISION] = sequence
+    values[_RESULT_PRESENT] = True
+    values[_RESULT] = event["result"]
+    return _new_tuple(JobState, values)
 
 
-def _failure_recorded(job: JobState, sequence: int, event: Mapping[str, Any],
-                      guard: _Guard) -> JobState:
+def _failure_recorded(job: JobState, sequence: int, event: Mapping[str, Any]) -> JobState:
     """The details of the worker failure that just finished the job (same Outcome)."""
     if job.state not in ("retryable", "discarded") or job.diagnostic is None \
             or job.diagnostic["code"] == ev.DIAG_INTERRUPTED:
-        guard.fail("failure_for_job_without_failure", job.state)
+        _reject(event, sequence, "failure_for_job_without_failure", job.state)
     return _evolve(job, revision=sequence, failure=event["error"])
 
 
-def _requeued(job: JobState, sequence: int, event: Mapping[str, Any], guard: _Guard) -> JobState:
+def _requeued(job: JobState, sequence: int, event: Mapping[str, Any]) -> JobState:
     """A cancelled job starts a new cycle (attempts reset), available at ``at``."""
     if job.state != "cancelled":
-        guard.fail("requeue_from_wrong_state", job.state)
+        _reject(event, sequence, "requeue_from_wrong_state", job.state)
     return _evolve(job, state="available", revision=sequence, attempt=0, next_attempt=1,
                    cycle=sequence, attempted_at=None, completed_at=None, terminal_at=None,
                    eligible_at=event["at"], ready_order=sequence, execution=None)
@@ -302,6 +333,7 @@ JOB_PAIRS = _JOB_PAIRS = frozenset({ev.JOB_INSERTED, ev.JOB_AVAILABLE, ev.JOB_ST
                                     ev.JOB_REQUEUED})
 
 _HANDLERS = {
+    ev.JOB_INSERTED: _inserted,
     ev.JOB_AVAILABLE: _available,
     ev.JOB_STARTED: _started,
     ev.JOB_FINISHED: _finished,
@@ -311,6 +343,10 @@ _HANDLERS = {
     ev.FAILURE_RECORDED: _failure_recorded,
     ev.JOB_REQUEUED: _requeued,
 }
+# record types are unique across job pairs: one lookup by type, then the schema is checked
+_HANDLERS_BY_TYPE = {pair[0]: handler for pair, handler in _HANDLERS.items()}
+_SCHEMAS = {pair[0]: pair[1] for pair in _HANDLERS}
+assert len(_HANDLERS_BY_TYPE) == len(_HANDLERS)
 
 
 # ---- job attachments: state a (7,1) snapshot cannot hold (Store-v2 bases) ----------------

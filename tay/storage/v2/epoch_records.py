@@ -24,7 +24,7 @@ does not know a pair refuses the whole epoch instead of dropping state.
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from tay.storage import events as ev
 from tay.storage.events.definition import PayloadRefused, invalid, U64_MAX
@@ -37,9 +37,10 @@ _EVENT_PREFIX = struct.Struct(">BBQ")
 _ATTACHMENT_PREFIX = struct.Struct(">BB")
 
 
-@dataclass(frozen=True, slots=True)
-class EpochEvent:
-    """A (30,2) record: ``event`` (validated by its own pair) applied with S = ``revision``."""
+class EpochEvent(NamedTuple):
+    """A (30,2) record: ``event`` (validated by its own pair) applied with S = ``revision``.
+
+    Immutable; a named tuple because the live writer and replay build one per record."""
 
     event: ev.Event
     revision: int

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import struct
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, NamedTuple
 
 from tay.storage import events as ev
 from tay.storage.formats import value
@@ -236,9 +236,10 @@ MUTATION_BODY_KEYS: dict[int, frozenset[str]] = {
 _MUTATION_PREFIX = struct.Struct(">16sBQQQ")
 
 
-@dataclass(frozen=True, slots=True)
-class Mutation:
-    """One tail change. ``event`` is the Event-v1 event it stands for (apply with S = new)."""
+class Mutation(NamedTuple):
+    """One tail change. ``event`` is the Event-v1 event it stands for (apply with S = new).
+
+    Immutable; a named tuple because the live writer and replay build one per change."""
 
     job_id: bytes
     kind: int

@@ -24,7 +24,7 @@ from typing import Callable
 
 from tay.failures import RecoveryRefused
 from tay.storage import events as ev
-from tay.storage.events.transitions import JobState, _evolve, apply, attach
+from tay.storage.events.transitions import JobState, apply, attach, with_ready_order
 from tay.storage.v2.epoch_records import EpochEvent
 from tay.storage.v2.jobs import job_of
 from tay.storage.v2.records import Mutation, Snapshot
@@ -137,17 +137,18 @@ class EpochReducer:
 
     def mutation(self, mutation: Mutation) -> JobState:
         """Apply one (8,1) mutation: S = new_revision, the allocator checks its order."""
-        self._require_tail("mutation")
-        state = apply(self.lookup(mutation.job_id), mutation.new_revision, mutation.event)
-        order = mutation.availability_order
+        if self.in_base:
+            self._require_tail("mutation")
+        job_id, _, _, revision, _, order, event = mutation
+        state = apply(self.lookup(job_id), revision, event)
         if order is not None:
             if order != self.next_order:
-                raise rejected("availability_order_mismatch", job_id=mutation.job_id.hex(),
+                raise rejected("availability_order_mismatch", job_id=job_id.hex(),
                                order=order, expected=self.next_order)
             self.next_order = order + 1
         if state.ready_order != order:
-            state = _evolve(state, ready_order=order)
-        self.install(state, mutation.event)
+            state = with_ready_order(state, order)
+        self.install(state, event)
         return state
 
     def event(self, record: EpochEvent) -> JobState | None:
@@ -169,7 +170,7 @@ class EpochReducer:
                     order = self.next_order
                     self.next_order += 1
             if state.ready_order != order:
-                state = _evolve(state, ready_order=order)
+                state = with_ready_order(state, order)
             self.install(state, event)
             return state
         entity = record.entity
