@@ -45,7 +45,6 @@ assert MUTATION_PAIR == (8, 1)
 # kind -> the body's keys in canonical order: the event's payload minus job_id,
 # expected_revision and at (they are in the prefix), plus availability_order where it has one
 _BODY_LAYOUTS = {kind: value.map_layout(keys) for kind, keys in MUTATION_BODY_KEYS.items()}
-_ORDERED_KINDS = frozenset({ev.JOB_AVAILABLE, ev.JOB_RETRIED})
 
 
 def _u64_layout(kind: int) -> struct.Struct:
@@ -115,15 +114,6 @@ def mutation_payload(event: ev.Event, revision: int, order: int | None) -> bytes
     if kind == 1 or kind == 2 or kind == 6:
         payload = {**payload, "availability_order": order}
     return prefix + value.encode_fields(_BODY_LAYOUTS[kind], payload)
-
-
-def takes_order(event: ev.Event) -> bool:
-    """Whether a lifecycle event leaves its job available (it then takes an order)."""
-    pair = (event.type, event.schema)
-    if pair in _ORDERED_KINDS:
-        return True
-    payload = event.payload
-    return pair == ev.JOB_INSERTED and payload["eligible_at"] <= payload["at"]
 
 
 class EpochEngine(AdminCommands):
