@@ -14,7 +14,7 @@ import math
 import os
 import re
 import struct
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any, Literal
 
 import orjson
@@ -355,34 +355,6 @@ def _decode_exactly(payload: bytes) -> dict[str, Any]:
         raise ProtocolError(f"frame payload must be a JSON object, got {type(message).__name__}")
     check_envelope(message, incoming=True)
     return message
-
-
-class FrameSplitter:
-    """Accumulates received bytes and yields complete payloads (sans-IO).
-
-    The length is checked as soon as the 4-byte header is present, so an oversized frame
-    is refused before its body is buffered.
-    """
-
-    def __init__(self, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> None:
-        self.max_frame_bytes = max_frame_bytes
-        self._buffer = bytearray()
-
-    def feed(self, data: bytes) -> Iterator[bytes]:
-        self._buffer += data
-        while len(self._buffer) >= 4:
-            (length,) = _HEADER.unpack_from(self._buffer)
-            if length == 0 or length > self.max_frame_bytes:
-                raise ProtocolError(f"frame length {length} is outside 1..{self.max_frame_bytes}")
-            if len(self._buffer) < 4 + length:
-                return
-            payload = bytes(self._buffer[4 : 4 + length])
-            del self._buffer[: 4 + length]
-            yield payload
-
-    @property
-    def pending_bytes(self) -> int:
-        return len(self._buffer)
 
 
 def server_error(payload: Any) -> ServerError:

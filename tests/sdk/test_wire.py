@@ -7,7 +7,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tay.errors import ProtocolError, RemoteTaskError, ServerError, ValidationError
-from tay.sdk.wire import (FrameSplitter, decode_payload, encode_frame, envelope, normalize_json,
+from tay.sdk.wire import (decode_payload, encode_frame, envelope, normalize_json,
                           reply_identifier, server_error, validate_task_name)
 
 
@@ -44,21 +44,7 @@ def test_decode_refuses_malformed_payloads(payload, fragment):
 def test_frame_limit_is_enforced_on_both_sides():
     with pytest.raises(ValidationError, match="frame limit is 256"):
         encode_frame(envelope("enqueue", "r", {"args": {"x": "y" * 400}}), max_frame_bytes=256)
-    splitter = FrameSplitter(max_frame_bytes=8)
-    with pytest.raises(ProtocolError, match="outside 1..8"):
-        list(splitter.feed((9).to_bytes(4, "big")))
-    with pytest.raises(ProtocolError, match="outside"):
-        list(FrameSplitter().feed(b"\x00\x00\x00\x00"))
-
-
-def test_splitter_reassembles_frames_split_at_any_byte():
-    frames = [encode_frame(envelope("ping", f"r{i}", {"n": i})) for i in range(3)]
-    data = b"".join(frames)
-    for cut in range(1, len(data)):
-        splitter = FrameSplitter()
-        got = list(splitter.feed(data[:cut])) + list(splitter.feed(data[cut:]))
-        assert [decode_payload(p)["n"] for p in got] == [0, 1, 2]
-        assert splitter.pending_bytes == 0
+    # receiving: tests/sdk/test_lean_path.py (the Link refuses a bad length as soon as it is whole)
 
 
 @pytest.mark.parametrize("value", [(1, 2), {1, 2}, b"x", math.nan, math.inf, {1: "a"}, object()])
@@ -87,7 +73,8 @@ json_values = st.recursive(
 @given(json_values)
 def test_any_json_value_round_trips_through_a_frame(value):
     frame = encode_frame(envelope("x", "r", {"value": value}))
-    (payload,) = list(FrameSplitter().feed(frame))
+    assert int.from_bytes(frame[:4], "big") == len(frame) - 4
+    payload = frame[4:]
     assert decode_payload(payload)["value"] == value
 
 
