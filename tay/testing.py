@@ -6,8 +6,10 @@ acknowledged at once. Your ``Tay`` instances (embedded, client or worker mode) c
 it through an in-memory pipe that speaks the same Executor Protocol v1 frames as the
 socket, so options, retries and backoff, timeouts, cancellation, idempotent submissions,
 results and schedules behave as they do under ``tay serve``; the tasks run in the same
-loop (sync ones in the client's threads). There is no socket, no data directory, nothing
-left behind. ``advance(seconds)`` moves the engine's clock forward, so a retry backoff or
+loop (sync ones in the client's threads). ``TayHTTP`` producers and ``TayHTTPWorker``
+workers attach the same way: their HTTP/1.1 requests reach the server's own HTTP layer
+(routes, bodies, worker sessions and long-polled claims) over the same kind of pipe. There
+is no socket, no port, no data directory, nothing left behind. ``advance(seconds)`` moves the engine's clock forward, so a retry backoff or
 a delay is not waited out in real time.
 
     async def test_checkout():
@@ -16,8 +18,6 @@ a delay is not waited out in real time.
             async with app.tay:
                 job = await app.add.enqueue(2, 5)
                 assert await job.result(timeout=5) == {"sum": 7}
-
-HTTP clients and workers (``TayHTTP``, ``TayHTTPWorker``) need ``tay serve``.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ from types import TracebackType
 from typing import Any, Self, TypeVar
 
 from tay.engine.config import EngineConfig
+from tay.errors import ConnectionLost
 from tay.protocol.limits import ProtocolLimits
 from tay.server.connection import Connection
 from tay.server.driver import EngineDriver, mono_ms, wall_ms
@@ -85,6 +86,7 @@ class InMemoryEngine:
         self.engine: Any = None
         self._driver: EngineDriver | None = None
         self._listener: Listener | None = None
+        self._http: Any = None  # tay.server.http_listener.HttpServer, never listening
         self._offset_ms = 0
         self._pipes: list[_Pipe] = []
 
@@ -103,11 +105,15 @@ class InMemoryEngine:
         self.engine.finish_recovery(clock[0](), clock[1]())
         self._driver = EngineDriver(self.engine, self.committer, asyncio.get_running_loop(), clock)
         self._listener = Listener(self._driver, self.limits)
+        self._http = _http_server(self._driver, self.limits)
         self._driver.tick()
         return self
 
     async def close(self) -> None:
         """Disconnect every attached client's pipe and stop the engine's timers."""
+        if self._http is not None:  # ends HTTP worker sessions as a shutdown would
+            await self._http.close(settle_timeout_s=1.0)
+            self._http = None
         for pipe in list(self._pipes):
             pipe.close()
         await asyncio.sleep(0)  # let the disconnects reach both ends
@@ -126,27 +132,46 @@ class InMemoryEngine:
     # -- clients -------------------------------------------------------------------------
 
     def attach(self, *clients: Any) -> None:
-        """Make these ``Tay`` instances connect here instead of to a socket (before ``start``)."""
+        """Make these ``Tay``, ``TayHTTP`` or ``TayHTTPWorker`` instances connect here
+        instead of to a socket or a port (before they send anything)."""
         from tay.sdk.client import Tay
+        from tay.sdk.http import TayHTTP
 
         for client in clients:
-            if not isinstance(client, Tay):
-                raise TypeError(f"InMemoryEngine serves Tay instances, not {type(client).__name__}")
-            client._open_transport = self._open_transport
+            if isinstance(client, Tay):
+                client._open_transport = self._open_transport
+            elif isinstance(client, TayHTTP):
+                transport = client._transport
+                transport.close()  # pooled connections to a real port are not ours
+                transport._connect = lambda transport=transport: self._open_http(transport)
+            else:
+                raise TypeError("InMemoryEngine serves Tay, TayHTTP and TayHTTPWorker instances, "
+                                f"not {type(client).__name__}")
 
     async def _open_transport(self, new_protocol: Callable[[], P]) -> tuple[asyncio.Transport, P]:
         """What ``loop.create_unix_connection`` gives, over a pair of in-memory pipes."""
         if self._listener is None:
             raise ConnectionRefusedError("the InMemoryEngine is not running (use `async with InMemoryEngine()`)")
+        client_side = self._pipe(new_protocol(), Connection(self._listener))
+        return self._pipes[-2], client_side
+
+    async def _open_http(self, transport: Any) -> Any:
+        """What ``HTTPTransport._connect`` gives: a connection to the server's HTTP layer."""
+        from tay.sdk.http_transport import _Connection
+        from tay.server.http_listener import HttpConnection
+
+        if self._http is None:
+            raise ConnectionLost("the InMemoryEngine is not running (use `async with InMemoryEngine()`)")
+        return self._pipe(_Connection(transport.max_body), HttpConnection(self._http))
+
+    def _pipe(self, client_side: P, server_side: asyncio.Protocol) -> P:
         loop = asyncio.get_running_loop()
-        client_side = new_protocol()
-        server_side = Connection(self._listener)
         to_server, to_client = _Pipe(loop, server_side), _Pipe(loop, client_side)
         to_server.peer, to_client.peer = to_client, to_server
         self._pipes += [to_server, to_client]
         server_side.connection_made(to_client)
         client_side.connection_made(to_server)
-        return to_server, client_side
+        return client_side
 
     # -- time and inspection ------------------------------------------------------------------
 
@@ -219,3 +244,13 @@ class _Pipe(asyncio.Transport):
 
     def get_extra_info(self, name: str, default: Any = None) -> Any:
         return default
+
+
+def _http_server(driver: EngineDriver, limits: ProtocolLimits) -> Any:
+    """The server's HTTP layer with its default limits, answering pipes instead of a port."""
+    from tay.protocol.http_api import HttpApi
+    from tay.server.http_config import HttpLimits
+    from tay.server.http_listener import HttpServer
+
+    http_limits = HttpLimits()
+    return HttpServer(driver, HttpApi(http_limits.max_body_bytes, limits), http_limits)

@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 
 import pytest
 
-from tay import ServerError, Tay
-from tay.errors import RemoteTaskError
+from tay import ServerError, Tay, TayHTTP, TayHTTPWorker
+from tay.errors import ConnectionLost, RemoteTaskError
 from tay.testing import InMemoryEngine
 
 NO_SOCKET = "/nonexistent-tay-dir/tay.sock"  # proves nothing connects to a socket
@@ -116,8 +117,54 @@ def test_a_schedule_fires_when_its_time_comes(run):
     run(scenario())
 
 
-def test_only_socket_clients_attach_and_not_before_start(run):
-    with pytest.raises(TypeError, match="Tay instances"):
+def test_http_producers_and_workers_attach_through_the_servers_http_layer(run):
+    async def scenario():
+        producer = TayHTTP("http://127.0.0.1:9")  # a closed port: proves nothing connects
+        worker = TayHTTPWorker("http://127.0.0.1:9", capacity=2)
+        seen = []
+
+        @worker.task(name="app.add.v1")
+        def add(left: int, right: int) -> dict:
+            seen.append((left, right))
+            if len(seen) == 1:
+                raise RuntimeError("first attempt fails")
+            return {"sum": left + right}
+
+        async with InMemoryEngine() as engine:
+            engine.attach(producer, worker)
+            serving = asyncio.create_task(worker.serve_forever())
+            try:
+                job = await producer.enqueue("app.add.v1", {"left": 2, "right": 5}, retries=1)
+                while await job.status() != "retryable":
+                    await asyncio.sleep(0.01)
+                await engine.advance(2)  # the retry's backoff, on the engine's clock
+                assert await job.result(timeout=5) == {"sum": 7}
+                assert seen == [(2, 5), (2, 5)]
+                with pytest.raises(ServerError) as refused:  # the HTTP layer's own checks
+                    await producer.enqueue("app.add.v1", {"left": 1}, priority=5)
+                assert refused.value.code == "invalid_enqueue"
+                assert engine.state_counts() == {"completed": 1}
+            finally:
+                serving.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await serving
+            await producer.close()
+
+    run(scenario())
+
+
+def test_an_http_client_of_a_stopped_engine_is_refused():
+    async def scenario():
+        producer = TayHTTP("http://127.0.0.1:9", request_timeout=1)
+        InMemoryEngine().attach(producer)
+        with pytest.raises(ConnectionLost, match="not running"):
+            await producer.enqueue("app.add.v1", {})
+
+    asyncio.run(scenario())
+
+
+def test_only_tay_clients_attach_and_not_before_start(run):
+    with pytest.raises(TypeError, match="Tay, TayHTTP and TayHTTPWorker instances"):
         InMemoryEngine().attach(object())
 
     async def scenario():
