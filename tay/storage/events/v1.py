@@ -6,9 +6,11 @@ builders the engine uses to create these events; both check with the same rules.
 
 from __future__ import annotations
 
+from types import MappingProxyType
 from typing import Any, Mapping
 
 from tay.storage.events.definition import (
+    ATTEMPT_MAX,
     TIME_MAX,
     U64_MAX,
     LazyDefinition,
@@ -35,7 +37,7 @@ from tay.storage.events.registry import (
     Event,
     carry_in_epochs,
     job_entity,
-    make_event,
+    event_with_raw,
     register_pairs,
 )
 
@@ -57,8 +59,12 @@ OUTCOME_RULES: dict[int, tuple[frozenset[int] | None, frozenset[int]]] = {
 
 # ---- payload validators ----------------------------------------------------------------
 
-def _common(payload: Any, keys: frozenset[str], name: str, *, insert: bool = False) -> dict:
-    check_exact_keys(payload, keys, name)
+def _common(payload: Any, keys: frozenset[str], name: str, *, insert: bool = False,
+            shaped: bool = False) -> dict:
+    """The checks every job payload shares; ``shaped``: built here with exactly ``keys``
+    (a builder's literal), so only the values are checked."""
+    if not shaped:
+        check_exact_keys(payload, keys, name)
     at, job_id, expected = payload["at"], payload["job_id"], payload["expected_revision"]
     # the common case checked inline; the field names are only built for a refusal
     if not (type(at) is int and 0 <= at <= TIME_MAX):
@@ -85,8 +91,18 @@ def _keys(*names: str) -> frozenset[str]:
     return keys
 
 
-def _validate_inserted(payload: Any) -> None:
-    _common(payload, _keys("definition", "eligible_at"), "job_inserted", insert=True)
+_INSERTED_KEYS = _keys("definition", "eligible_at")
+_AVAILABLE_KEYS = _keys("due_at")
+_STARTED_KEYS = _keys("attempt", "cycle_token")
+_CANCELLED_KEYS = _keys("execution_token")
+_RETRIED_KEYS = _keys("mode", "new_due_at")
+_RESULT_KEYS = _keys("result")
+_FINISHED_KEYS = _keys("diagnostic", "disposition", "execution_token", "next_attempt",
+                       "next_due_at", "outcome")
+
+
+def _validate_inserted(payload: Any, shaped: bool = False) -> None:
+    _common(payload, _INSERTED_KEYS, "job_inserted", insert=True, shaped=shaped)
     definition = validate_definition(payload["definition"], "job_inserted.definition")
     check_time(payload["eligible_at"], "job_inserted.eligible_at")
     scheduled_at = definition["scheduled_at"]
@@ -96,17 +112,20 @@ def _validate_inserted(payload: Any) -> None:
                       "job_inserted.eligible_at")
 
 
-def _validate_available(payload: Any) -> None:
-    _common(payload, _keys("due_at"), "job_available")
+def _validate_available(payload: Any, shaped: bool = False) -> None:
+    _common(payload, _AVAILABLE_KEYS, "job_available", shaped=shaped)
     check_time(payload["due_at"], "job_available.due_at")
     if payload["due_at"] > payload["at"]:
         raise invalid("due_at must not be after at", "job_available.due_at")
 
 
-def _validate_started(payload: Any) -> None:
-    _common(payload, _keys("attempt", "cycle_token"), "job_started")
-    check_attempt(payload["attempt"], "job_started.attempt")
-    check_seq(payload["cycle_token"], "job_started.cycle_token")
+def _validate_started(payload: Any, shaped: bool = False) -> None:
+    _common(payload, _STARTED_KEYS, "job_started", shaped=shaped)
+    attempt, cycle = payload["attempt"], payload["cycle_token"]
+    if not (type(attempt) is int and 1 <= attempt <= ATTEMPT_MAX):
+        check_attempt(attempt, "job_started.attempt")
+    if not (type(cycle) is int and 1 <= cycle <= U64_MAX):
+        check_seq(cycle, "job_started.cycle_token")
 
 
 def check_diagnostic(obj: Any, field: str) -> int:
@@ -117,49 +136,53 @@ def check_diagnostic(obj: Any, field: str) -> int:
     return check_unsigned(obj["code"], f"{field}.code", 1, 7)
 
 
-def _validate_finished(payload: Any) -> None:
-    name = "job_finished"
-    _common(payload, _keys("diagnostic", "disposition", "execution_token", "next_attempt",
-                           "next_due_at", "outcome"), name)
-    check_seq(payload["execution_token"], f"{name}.execution_token")
-    outcome = check_unsigned(payload["outcome"], f"{name}.outcome", 0, 3)
+def _validate_finished(payload: Any, shaped: bool = False) -> None:
+    _common(payload, _FINISHED_KEYS, "job_finished", shaped=shaped)
+    token, outcome = payload["execution_token"], payload["outcome"]
+    if not (type(token) is int and 1 <= token <= U64_MAX):  # names built only to refuse
+        check_seq(token, "job_finished.execution_token")
+    if not (type(outcome) is int and 0 <= outcome <= 3):
+        check_unsigned(outcome, "job_finished.outcome", 0, 3)
     codes, dispositions = OUTCOME_RULES[outcome]
     if codes is None:
         if payload["diagnostic"] is not None:
-            raise invalid("a successful outcome has no diagnostic", f"{name}.diagnostic")
+            raise invalid("a successful outcome has no diagnostic", "job_finished.diagnostic")
     elif payload["diagnostic"] is None or check_diagnostic(
-        payload["diagnostic"], f"{name}.diagnostic"
+        payload["diagnostic"], "job_finished.diagnostic"
     ) not in codes:
         raise invalid(f"outcome {outcome} needs a diagnostic code in {sorted(codes)}",
-                      f"{name}.diagnostic")
-    disposition = check_unsigned(payload["disposition"], f"{name}.disposition", 0, 2)
+                      "job_finished.diagnostic")
+    disposition = payload["disposition"]
+    if not (type(disposition) is int and 0 <= disposition <= 2):
+        check_unsigned(disposition, "job_finished.disposition", 0, 2)
     if disposition not in dispositions:
         raise invalid(f"outcome {outcome} allows dispositions {sorted(dispositions)}",
-                      f"{name}.disposition")
+                      "job_finished.disposition")
     if disposition == RETRYABLE:
-        check_attempt(payload["next_attempt"], f"{name}.next_attempt")
-        check_time(payload["next_due_at"], f"{name}.next_due_at")
+        check_attempt(payload["next_attempt"], "job_finished.next_attempt")
+        check_time(payload["next_due_at"], "job_finished.next_due_at")
     else:
         for key in ("next_attempt", "next_due_at"):
             if payload[key] is not None:
-                raise invalid("must be nil unless the disposition is retryable", f"{name}.{key}")
+                raise invalid("must be nil unless the disposition is retryable",
+                              f"job_finished.{key}")
 
 
-def _validate_cancelled(payload: Any) -> None:
-    _common(payload, _keys("execution_token"), "job_cancelled")
+def _validate_cancelled(payload: Any, shaped: bool = False) -> None:
+    _common(payload, _CANCELLED_KEYS, "job_cancelled", shaped=shaped)
     check_optional(payload["execution_token"], "job_cancelled.execution_token", check_seq)
 
 
-def _validate_retried(payload: Any) -> None:
-    _common(payload, _keys("mode", "new_due_at"), "job_retried")
+def _validate_retried(payload: Any, shaped: bool = False) -> None:
+    _common(payload, _RETRIED_KEYS, "job_retried", shaped=shaped)
     check_unsigned(payload["mode"], "job_retried.mode", 0, 1)
     check_time(payload["new_due_at"], "job_retried.new_due_at")
     if payload["new_due_at"] != payload["at"]:
         raise invalid("new_due_at must equal at", "job_retried.new_due_at")
 
 
-def _validate_result_recorded(payload: Any) -> None:
-    _common(payload, _keys("result"), "result_recorded")
+def _validate_result_recorded(payload: Any, shaped: bool = False) -> None:
+    _common(payload, _RESULT_KEYS, "result_recorded", shaped=shaped)
     check_json_value(payload["result"], "result_recorded.result")
 
 
@@ -179,6 +202,14 @@ carry_in_epochs(RESULT_RECORDED, job_entity, attachment=True)
 
 # ---- builders (the engine creates events only through these) ---------------------------
 
+def _built(pair: tuple[int, int], name: str, validate: Any, payload: dict) -> Event:
+    """``make_event`` for the builders below: ``payload`` is their own fresh dict with
+    exactly the pair's keys, so neither a copy nor the key-set check is needed; every value
+    is checked by the pair's validator as decoding checks it."""
+    validate(payload, True)
+    return event_with_raw(pair[0], pair[1], name, MappingProxyType(payload), None)
+
+
 def diagnostic(code: int) -> dict[str, int]:
     return {"code": code, "version": 1}
 
@@ -188,26 +219,26 @@ def job_inserted(job_id: bytes, at: int, definition: Mapping[str, Any]) -> Event
     eligible_at = at if scheduled_at is None else scheduled_at
     if type(definition) is not LazyDefinition:
         definition = dict(definition)
-    return make_event(JOB_INSERTED, {"at": at, "definition": definition,
+    return _built(JOB_INSERTED, "job_inserted", _validate_inserted, {"at": at, "definition": definition,
                                      "eligible_at": eligible_at, "expected_revision": 0,
                                      "job_id": job_id})
 
 
 def job_available(job_id: bytes, at: int, expected_revision: int, due_at: int) -> Event:
-    return make_event(JOB_AVAILABLE, {"at": at, "due_at": due_at,
+    return _built(JOB_AVAILABLE, "job_available", _validate_available, {"at": at, "due_at": due_at,
                                       "expected_revision": expected_revision, "job_id": job_id})
 
 
 def job_started(job_id: bytes, at: int, expected_revision: int, attempt: int,
                 cycle_token: int) -> Event:
-    return make_event(JOB_STARTED, {"at": at, "attempt": attempt, "cycle_token": cycle_token,
+    return _built(JOB_STARTED, "job_started", _validate_started, {"at": at, "attempt": attempt, "cycle_token": cycle_token,
                                     "expected_revision": expected_revision, "job_id": job_id})
 
 
 def job_finished(job_id: bytes, at: int, expected_revision: int, *, execution_token: int,
                  outcome: int, diagnostic_code: int | None, disposition: int,
                  next_attempt: int | None = None, next_due_at: int | None = None) -> Event:
-    return make_event(JOB_FINISHED, {
+    return _built(JOB_FINISHED, "job_finished", _validate_finished, {
         "at": at,
         "diagnostic": None if diagnostic_code is None else diagnostic(diagnostic_code),
         "disposition": disposition, "execution_token": execution_token,
@@ -218,15 +249,15 @@ def job_finished(job_id: bytes, at: int, expected_revision: int, *, execution_to
 
 def job_cancelled(job_id: bytes, at: int, expected_revision: int,
                   execution_token: int | None) -> Event:
-    return make_event(JOB_CANCELLED, {"at": at, "execution_token": execution_token,
+    return _built(JOB_CANCELLED, "job_cancelled", _validate_cancelled, {"at": at, "execution_token": execution_token,
                                       "expected_revision": expected_revision, "job_id": job_id})
 
 
 def job_retried(job_id: bytes, at: int, expected_revision: int, mode: int) -> Event:
-    return make_event(JOB_RETRIED, {"at": at, "expected_revision": expected_revision,
+    return _built(JOB_RETRIED, "job_retried", _validate_retried, {"at": at, "expected_revision": expected_revision,
                                     "job_id": job_id, "mode": mode, "new_due_at": at})
 
 
 def result_recorded(job_id: bytes, at: int, expected_revision: int, result: Any) -> Event:
-    return make_event(RESULT_RECORDED, {"at": at, "expected_revision": expected_revision,
+    return _built(RESULT_RECORDED, "result_recorded", _validate_result_recorded, {"at": at, "expected_revision": expected_revision,
                                         "job_id": job_id, "result": result})
