@@ -4,12 +4,15 @@ The contract (docs/engine.md): the server appends ``Outcome.events`` in order an
 ``Outcome.effects`` only after those events, and every earlier one, are durable. Effects
 of reads carry no events but are still released in order, so a reply never shows state
 that is not yet durable.
+
+Effects are immutable named tuples: several are built per job, and a tuple is built in one
+step (a frozen dataclass sets each field through a guarded ``setattr``).
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Hashable
+from typing import Any, Hashable, NamedTuple
 
 import orjson
 
@@ -18,8 +21,7 @@ from tay.failures import TayFailure
 Conn = Hashable
 
 
-@dataclass(frozen=True, slots=True)
-class Reply:
+class Reply(NamedTuple):
     """A correlated success reply: ``{"type": type, "request_id": ..., **fields}``."""
 
     conn: Conn
@@ -31,8 +33,7 @@ class Reply:
         return {"type": self.type, "request_id": self.request_id, **self.fields}
 
 
-@dataclass(frozen=True, slots=True)
-class Refuse:
+class Refuse(NamedTuple):
     """A correlated refusal; ``failure.wire_error()`` is the wire ``error`` object."""
 
     conn: Conn
@@ -43,8 +44,7 @@ class Refuse:
         return {"type": "error", "request_id": self.request_id, "error": self.failure.wire_error()}
 
 
-@dataclass(frozen=True, slots=True)
-class Execute:
+class Execute(NamedTuple):
     """Dispatch one execution to an executor connection (after its START is durable).
 
     ``args_json`` is the args as compact JSON, transcoded from the job's stored bytes; the
@@ -78,8 +78,7 @@ class Execute:
         }
 
 
-@dataclass(frozen=True, slots=True)
-class CancelExecution:
+class CancelExecution(NamedTuple):
     """Best-effort cancellation of a running execution (job cancelled or timed out)."""
 
     conn: Conn

@@ -14,8 +14,7 @@ insert size limits, which are ``capacity`` refusals with the limit as ``reason``
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 import orjson
 
@@ -36,8 +35,7 @@ RETRIES_MAX = 65_534
 DURABILITIES = ("persistent", "volatile")
 
 
-@dataclass(frozen=True, slots=True)
-class JobRequest:
+class JobRequest(NamedTuple):
     """A validated enqueue: the id and the definition (a ``LazyDefinition``: canonical bytes)."""
 
     job_id: bytes
