@@ -102,10 +102,17 @@ def _present(options: dict[str, Any]) -> dict[str, Any]:
     """Drop null-valued options (null means absent) after refusing unknown keys."""
     if not isinstance(options, dict):
         raise _invalid("options must be an object", "options")
-    unknown = sorted(set(options) - OPTION_KEYS)
-    if unknown:
+    if not options.keys() <= OPTION_KEYS:
+        unknown = sorted(set(options) - OPTION_KEYS)
         raise _invalid(f"unsupported option {unknown[0]!r}", unknown[0])
+    if None not in options.values():  # the common case: nothing to drop, nothing copied
+        return options
     return {key: value for key, value in options.items() if value is not None}
+
+
+_EXCLUSIVE = (("id", "submission_id"), ("delay", "delay_ms"), ("timeout", "timeout_ms"),
+              ("delay", "run_at"), ("delay_ms", "run_at"))
+_PAIRED = frozenset(name for pair in _EXCLUSIVE for name in pair)
 
 
 def _exclusive(options: dict[str, Any], first: str, second: str) -> None:
@@ -179,11 +186,9 @@ def parse_enqueue(
 ) -> JobRequest:
     """Validate one enqueue and build its immutable definition (protocol.md §2.3-2.5)."""
     present = _present({} if options is None else options)
-    _exclusive(present, "id", "submission_id")
-    _exclusive(present, "delay", "delay_ms")
-    _exclusive(present, "timeout", "timeout_ms")
-    _exclusive(present, "delay", "run_at")
-    _exclusive(present, "delay_ms", "run_at")
+    if not present.keys().isdisjoint(_PAIRED):
+        for first, second in _EXCLUSIVE:
+            _exclusive(present, first, second)
     task = _key(task, "task")
     args_size = _check_args(args, config)
     retries = present.get("retries", 0)

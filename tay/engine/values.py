@@ -9,8 +9,7 @@ refuses what the Value codec cannot hold (bytes, non-text keys, integers outside
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-from typing import Any
+from typing import Any, NamedTuple
 
 INT_MIN = -(2**63)
 INT_MAX = 2**64 - 1
@@ -25,8 +24,7 @@ class UnsupportedValue(ValueError):
         self.where = where
 
 
-@dataclass(frozen=True, slots=True)
-class Measure:
+class Measure(NamedTuple):
     encoded_bytes: int
     depth: int
     nodes: int
@@ -49,10 +47,15 @@ def measure(obj: Any, where: str) -> Measure:
     The common case (a valid value) walks without building paths; only a refusal walks
     again with paths, to name where the problem is.
     """
+    if obj is None:  # what most tasks return
+        return _NIL
     try:
         return _measure_fast(obj)
     except _Unsupported:
         return _measure_located(obj, where)
+
+
+_NIL = Measure(1, 1, 1)
 
 
 def _measure_fast(obj: Any) -> Measure:

@@ -60,6 +60,9 @@ def _prefix(layout: struct.Struct, view: memoryview, what: str) -> tuple:
 
 def _carry(pair: tuple[int, int], attachment: bool) -> ev.EpochCarry:
     """The inner pair's epoch role; refuses pairs that cannot appear where they are."""
+    carry = ev.epoch_carry(pair)  # a carried pair is registered (carry_in_epochs checks)
+    if carry is not None and (carry.attachment or not attachment):
+        return carry
     spec_for(pair)  # unknown pairs: the registry's own unsupported_semantics refusal
     carry = ev.epoch_carry(pair)
     if carry is None:
