@@ -37,23 +37,26 @@ class ReadyIndex:
         if queue in self._rotation:
             self._rotation.move_to_end(queue)
 
-    def heads(self, queue: str) -> Iterator[tuple[str, ReadyEntry]]:
+    def heads(self, queue: str) -> list[tuple[str, ReadyEntry]]:
         """The live head entry of every task heap of ``queue`` (dropping stale entries)."""
         tasks = self._queues.get(queue)
         if not tasks:
             self._rotation.pop(queue, None)
-            return
-        for task in list(tasks):
-            heap = tasks[task]
-            while heap and not self._is_live(heap[0]):
+            return []
+        is_live = self._is_live
+        out = []
+        for task, heap in tasks.items():
+            while heap and not is_live(heap[0]):
                 heapq.heappop(heap)
-            if not heap:
+            if heap:
+                out.append((task, heap[0]))
+        if len(out) != len(tasks):
+            for task in [task for task, heap in tasks.items() if not heap]:
                 del tasks[task]
-                continue
-            yield task, heap[0]
-        if not tasks:
-            del self._queues[queue]
-            self._rotation.pop(queue, None)
+            if not tasks:
+                del self._queues[queue]
+                self._rotation.pop(queue, None)
+        return out
 
     def pop(self, queue: str, task: str) -> ReadyEntry:
         return heapq.heappop(self._queues[queue][task])

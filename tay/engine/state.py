@@ -55,7 +55,7 @@ class EngineState:
         self.next_sequence = 1
         self._volatile_sequence = 1
         self.jobs: dict[bytes, JobEntry] = {}
-        self.counts: Counter[str] = Counter()
+        self.counts: dict[str, int] = dict.fromkeys(STATES, 0)  # jobs per state
         self.executors = ExecutorRegistry(self.config.settled_memory)
         self.budget = StateBudget(self.config.max_state_bytes)
         self.permits = ClientPermits(self.config)
@@ -166,16 +166,13 @@ class EngineState:
         history = self.history
         if history is None:
             return
-        sizes = (frame_size(payload_length),)
         pair = (event.type, event.schema)
-        if pair in FINISHING or (pair == ev.JOB_CANCELLED
-                                 and event.payload["execution_token"] is not None):
-            history.account(sizes)
-        elif history.uncapped:  # nothing can be refused: account it (the common case)
-            history.account(sizes)
+        if history.uncapped or pair in FINISHING or (
+                pair == ev.JOB_CANCELLED and event.payload["execution_token"] is not None):
+            history.account_payload(payload_length)  # nothing to refuse (the common case)
         else:
             starting = 1 if pair == ev.JOB_STARTED else 0
-            history.admit(sizes, self.durable_executing + starting)
+            history.admit((frame_size(payload_length),), self.durable_executing + starting)
 
     def _history_check(self, events: list[ev.Event]) -> None:
         """Refuse (capacity) unless all of ``events`` fit the history caps together; accounts
@@ -204,38 +201,43 @@ class EngineState:
         else:
             old = entry.state
             previous = old.state
-            if previous == "executing" and not volatile:
-                self.durable_executing -= 1
-            self.counts[previous] -= 1
             entry.state = state
-            if previous == "executing" and state.state != "executing":
-                _finish_attempt(entry, state, at)
+            if previous == "executing":
+                if not volatile:
+                    self.durable_executing -= 1
+                if state.state != "executing":
+                    _finish_attempt(entry, state, at)
         if state.result_present or state.failure is not None:
             self._charge_attachments(entry, old, state)
-        self.counts[state.state] += 1
-        if previous != state.state:  # a result or failure record keeps the job in place
-            if state.state == "executing":
-                _start_attempt(entry, state)
+        name = state.state
+        counts = self.counts
+        if previous != name:  # a result or failure record keeps the job in place
+            counts[name] += 1
             row = entry.queue_row
             if previous is None:
                 row = entry.queue_row = self.queue_counts.get(entry.queue) \
                     or self.queue_counts.setdefault(entry.queue, [0] * len(STATES))
             else:
+                counts[previous] -= 1
                 row[STATE_INDEX[previous]] -= 1
-            row[STATE_INDEX[state.state]] += 1
-            self._stamp += 1
-            entry.stamp = self._stamp
+            row[STATE_INDEX[name]] += 1
+            self._stamp = stamp = self._stamp + 1
+            entry.stamp = stamp
             if self._job_index is not None:  # else built from the stamps on first use
-                self._job_index.touch(self._stamp, state.id, state.state, entry.index_keys,
-                                      previous)
-        if state.state == "executing" and not volatile:
-            self.durable_executing += 1
+                self._job_index.touch(stamp, state.id, name, entry.index_keys, previous)
+        if name == "available":
+            self._ready_counter = counter = self._ready_counter + 1
+            eligible_at = state.eligible_at
+            entry.ready_key = (eligible_at, counter)
+            self._ready.push(entry.queue, entry.task, (eligible_at, counter, state.id))
+            return entry
         entry.ready_key = None
-        if state.state == "available":
-            self._ready_counter += 1
-            entry.ready_key = (state.eligible_at, self._ready_counter)
-            self._ready.push(entry.queue, entry.task, (state.eligible_at, self._ready_counter, state.id))
-        elif state.state in WAITING_FOR_TIME:
+        if name == "executing":
+            if previous != "executing":
+                _start_attempt(entry, state)
+            if not volatile:
+                self.durable_executing += 1
+        elif name in WAITING_FOR_TIME:
             self._timers.push(state.eligible_at, (state.id, state.revision))
         return entry
 

@@ -200,3 +200,15 @@ def test_caps_must_be_positive_integers(option, value):
     with pytest.raises(ConfigurationError) as refused:
         HistoryCaps(**{option: value})
     assert refused.value.option == option
+
+
+@given(lengths=st.lists(st.integers(0, 3000), max_size=40), target=st.integers(1024, 8192))
+@settings(max_examples=60, deadline=None)
+def test_accounting_one_payload_is_accounting_its_frame(lengths, target):
+    """The engine's per-commit shortcut moves the projection exactly as ``account`` does,
+    rotations included."""
+    one, many = fresh(HistoryCaps(), target), fresh(HistoryCaps(), target)
+    for length in lengths:
+        one.account_payload(length)
+        many.account((frame_size(length),))
+        assert vars(one.layout) == vars(many.layout)

@@ -152,6 +152,17 @@ class HistoryBudget:
         for size in frame_sizes:
             layout.add(size, target)
 
+    def account_payload(self, payload_length: int) -> None:
+        """``account((frame_size(payload_length),))`` in one step (the engine's per-commit
+        path when nothing can be refused)."""
+        layout = self.layout
+        size = RECORD_OVERHEAD + payload_length
+        if rotation_needed(layout.active_size, size, self.rotation_target):
+            layout.add(size, self.rotation_target)
+            return
+        layout.active_size += size
+        layout.history_bytes += size
+
     def admit(self, frame_sizes: Iterable[int], active_executions: int) -> None:
         """Check then account frames that are not the end of an execution.
 
