@@ -84,6 +84,29 @@ _INSERTED_HEAD = b"\x09" + (3).to_bytes(4, "big") + _INSERTED_KEYS["availability
 _U64_TAGGED = struct.Struct(">BQ")
 
 
+# a result_recorded (10,2) inside a (30,2): the envelope and the four keys' fixed part
+# (at, expected_revision, job_id: canonical order), then the result's Value
+_RESULT_KEYS = dict(value.map_layout(("at", "expected_revision", "job_id", "result")))
+_RESULT_FIXED = struct.Struct(">BBQ{}sQ{}sQ{}s16s".format(
+    5 + len(_RESULT_KEYS["at"]) + 1, len(_RESULT_KEYS["expected_revision"]) + 1,
+    len(_RESULT_KEYS["job_id"]) + 5))
+_RESULT_HEAD = b"\x09" + (4).to_bytes(4, "big") + _RESULT_KEYS["at"] + b"\x04"
+_RESULT_EXPECTED = _RESULT_KEYS["expected_revision"] + b"\x04"
+_RESULT_JOB_ID = _RESULT_KEYS["job_id"] + b"\x07" + (16).to_bytes(4, "big")
+_NIL_RESULT = _RESULT_KEYS["result"] + b"\x00"
+
+
+def result_payload(event: ev.Event, revision: int) -> bytes:
+    """``encode_epoch_event(event, revision)`` of a built result_recorded event (its pair
+    is carried, its revision one above its expected revision), packed in one step."""
+    payload = event.payload
+    result = payload["result"]
+    return _RESULT_FIXED.pack(10, 2, revision, _RESULT_HEAD, payload["at"], _RESULT_EXPECTED,
+                              payload["expected_revision"], _RESULT_JOB_ID,
+                              payload["job_id"]) + (
+        _NIL_RESULT if result is None else _RESULT_KEYS["result"] + value.encode(result))
+
+
 def mutation_payload(event: ev.Event, revision: int, order: int | None) -> bytes:
     """The (8,1) payload of an already validated Event-v1 lifecycle event (§3.5).
 
@@ -177,8 +200,9 @@ class EpochEngine(AdminCommands):
             argument: Any = Mutation(payload["job_id"], kind, revision - 1, revision,
                                      payload["at"], order, event)
         else:
-            raw = encode_epoch_event(event, revision)
-            record = ev.event_with_raw(*EPOCH_EVENT_PAIR, event.name, payload, raw)
+            raw = result_payload(event, revision) if kind == 10 and event.schema == 2 \
+                else encode_epoch_event(event, revision)
+            record = event_with_raw(30, 2, event.name, payload, raw)  # EPOCH_EVENT_PAIR
             self._charge_frame(event, len(raw))
             apply = reducer.event
             argument = EpochEvent(event, revision, ev.epoch_carry(event.pair))

@@ -17,6 +17,7 @@ from tay.storage.formats import value
 from tay.storage.v2.epoch_records import decode_epoch_event, decode_job_attachment
 from tay.storage.v2.records import decode_mutation, decode_snapshot
 from tests.engine.conftest import Driver
+from tests.storage.json_strategies import json_values
 from tests.engine.test_engine_stateful import EngineMachine
 
 CONFIG = dict(queues={"q1": 2, "q2": 3})
@@ -235,3 +236,20 @@ def test_packed_mutation_payloads_equal_the_field_encoder(job, at, revision, att
         mutation = decode_mutation(raw)
         assert mutation.event.payload == event.payload
         assert (mutation.new_revision, mutation.availability_order) == (new_revision, event_order)
+
+
+@given(job=st.binary(min_size=16, max_size=16).filter(any), at=TIMES,
+       expected=st.integers(1, U64 - 1), result=json_values)
+@settings(max_examples=60, deadline=None)
+def test_a_packed_result_record_is_the_epoch_event_encoding(job, at, expected, result):
+    """A live result_recorded is packed in one step: the same (30,2) bytes as the general
+    epoch-event encoder, decoding back to the same event."""
+    from tay.engine.epoch import result_payload
+    from tay.storage import events as ev
+    from tay.storage.v2.epoch_records import encode_epoch_event
+
+    event = ev.result_recorded(job, at, expected, result)
+    raw = result_payload(event, expected + 1)
+    assert raw == encode_epoch_event(event, expected + 1)
+    decoded = decode_epoch_event(raw)
+    assert (decoded.event.payload, decoded.revision) == (event.payload, expected + 1)
