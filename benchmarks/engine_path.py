@@ -115,14 +115,19 @@ def run_round(data_dir: str, jobs: int, store_version: int, profile: str | None)
     return cpu / jobs * 1e6
 
 
-def main(argv: list[str] | None = None) -> int:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=5000)
     parser.add_argument("--store", choices=("v1", "v2"), default="v2")
     parser.add_argument("--rounds", type=int, default=5)
-    parser.add_argument("--dir", default=str(bench_scratch()))
+    parser.add_argument("--dir", default=str(bench_scratch()),
+                        help="where the throw-away stores go (default: the bench scratch)")
     parser.add_argument("--profile", help="write a cProfile of one extra round here")
-    args = parser.parse_args(argv)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
     os.makedirs(args.dir, exist_ok=True)
     results = []
     for round_number in range(args.rounds + (1 if args.profile else 0)):

@@ -148,6 +148,9 @@ def check(command: str, complete: bool = True) -> None:
     elif module == "benchmarks.server_path":
         from benchmarks.server_path import build_parser
         parses(build_parser, args)
+    elif module == "benchmarks.engine_path":
+        from benchmarks.engine_path import build_parser
+        parses(build_parser, args)
     elif module == "benchmarks.restart":
         from benchmarks.restart import build_parser
         parses(build_parser, args)
