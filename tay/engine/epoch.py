@@ -41,6 +41,7 @@ from tay.storage.v2.reducer import EpochReducer
 from tay.storage.v2.rows import JobRow
 
 _MUTATION_PREFIX = struct.Struct(">16sBQQQ")
+_new_tuple = tuple.__new__  # a named tuple built without its Python-level __new__
 assert MUTATION_PAIR == (8, 1)
 # kind -> the body's keys in canonical order: the event's payload minus job_id,
 # expected_revision and at (they are in the prefix), plus availability_order where it has one
@@ -197,8 +198,8 @@ class EpochEngine(AdminCommands):
             if self.history is not None:
                 self._charge_frame(event, len(raw))
             apply = reducer.mutation
-            argument: Any = Mutation(payload["job_id"], kind, revision - 1, revision,
-                                     payload["at"], order, event)
+            argument: Any = _new_tuple(Mutation, (payload["job_id"], kind, revision - 1,
+                                                  revision, payload["at"], order, event))
         else:
             raw = result_payload(event, revision) if kind == 10 and event.schema == 2 \
                 else encode_epoch_event(event, revision)
