@@ -21,11 +21,29 @@ def is_identifier(value: Any) -> bool:
     """A UTF-8 string of 1..128 bytes without NUL."""
     if type(value) is not str or not value or "\x00" in value:
         return False
-    return len(value) <= MAX_IDENTIFIER_BYTES // 4 or len(value.encode("utf-8")) <= MAX_IDENTIFIER_BYTES
+    size = len(value)
+    # an ASCII string has as many bytes as characters; four bytes per character at most
+    return size <= MAX_IDENTIFIER_BYTES // 4 or (
+        size <= MAX_IDENTIFIER_BYTES and value.isascii()) or \
+        len(value.encode("utf-8")) <= MAX_IDENTIFIER_BYTES
 
 
 def check_envelope(message: dict[str, Any]) -> tuple[str, str]:
     """Return ``(type, request_id)`` or raise the connection-fatal error for the envelope."""
+    # every well-formed request takes this one line: ``version`` 1 (an int, not true),
+    # no legacy ``v``, a known type and a plain ASCII request id
+    version, message_type, request_id = (
+        message.get("version"), message.get("type"), message.get("request_id"))
+    if (type(version) is int and version == 1 and type(message_type) is str
+            and message_type in KNOWN_TYPES and type(request_id) is str
+            and 0 < len(request_id) <= MAX_IDENTIFIER_BYTES and request_id.isascii()
+            and "\x00" not in request_id and "v" not in message):
+        return message_type, request_id
+    return _check_envelope_exactly(message)
+
+
+def _check_envelope_exactly(message: dict[str, Any]) -> tuple[str, str]:
+    """The envelope rules one by one, so the error names the first one broken."""
     has_version = "version" in message
     has_v = "v" in message
     version = message["version"] if has_version else message.get("v")

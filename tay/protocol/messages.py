@@ -95,11 +95,13 @@ def parse_job_read(kind: str, request_id: str, message: dict[str, Any]) -> JobRe
 
 def execution_ids(message: dict[str, Any]) -> tuple[str, str]:
     reservation_id = message.get("reservation_id")
+    if not is_identifier(reservation_id):
+        raise RequestRefused("reservation_id must be a 1..128 byte identifier",
+                             code="invalid_execution", field="reservation_id")
     execution_id = message.get("execution_id")
-    for name, value in (("reservation_id", reservation_id), ("execution_id", execution_id)):
-        if not is_identifier(value):
-            raise RequestRefused(f"{name} must be a 1..128 byte identifier",
-                                 code="invalid_execution", field=name)
+    if not is_identifier(execution_id):
+        raise RequestRefused("execution_id must be a 1..128 byte identifier",
+                             code="invalid_execution", field="execution_id")
     return reservation_id, execution_id
 
 
