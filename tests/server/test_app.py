@@ -5,6 +5,7 @@ logged as one line at shutdown."""
 from __future__ import annotations
 
 import asyncio
+import gc
 import json
 import logging
 import os
@@ -152,6 +153,7 @@ def test_serve_starts_extra_listeners_on_the_driver_and_closes_them(data_dir: st
     async def extra(driver, listener):
         calls.append(f"start:{driver.engine is not None}:{len(listener.connections)}")
         assert sys.getswitchinterval() == pytest.approx(app.SWITCH_INTERVAL_S)
+        assert gc.get_freeze_count() > 0  # the recovered state is out of the collector's walk
 
         async def close() -> None:
             calls.append("close")
@@ -169,6 +171,7 @@ def test_serve_starts_extra_listeners_on_the_driver_and_closes_them(data_dir: st
     assert asyncio.run(main()) == 0
     assert calls == ["start:True:0", "close"]
     assert sys.getswitchinterval() == before
+    assert gc.get_freeze_count() == 0
     assert len(stats_lines(caplog.records)) == 1
 
 
