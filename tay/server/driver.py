@@ -197,6 +197,8 @@ class EngineDriver:
         if outcome.events:
             records = journal_records(outcome.events)
             if self._hold:
+                if len(self._held) + len(records) > self._batch_events:
+                    self._submit_held()  # full: a batch never grows past max_events for us
                 self._held += records
                 held = True
                 ticket = _HELD
@@ -316,8 +318,11 @@ class EngineDriver:
             if head.ticket or self.stopped is None:
                 if head.permit:
                     self.permits.release()
+                sinks = self._sinks
                 for effect in head.effects:
-                    self._deliver(effect)
+                    sink = sinks.get(effect.conn)
+                    if sink is not None:
+                        sink(effect)
                 if self.metrics is not None:
                     self._observe(head)
                 if head.logs:

@@ -163,3 +163,33 @@ def test_an_enqueue_over_one_permits_bytes_is_client_bytes_and_holds_nothing(gat
     assert (refusal.failure.code, refusal.failure.details["reason"]) == ("capacity",
                                                                           "client_bytes")
     assert store.engine.permits.in_use == 0 and store.engine.next_sequence == 1
+
+
+@pytest.mark.parametrize("writer", ["c", "python"])
+def test_group_commit_submits_a_turn_at_once_and_never_past_max_events(writer):
+    """Steps handled in one loop turn share a submission, cut before it would pass
+    ``max_events`` records; each reply still waits for its own batch's fsync."""
+    SCRATCH.mkdir(exist_ok=True)
+    root = tempfile.mkdtemp(prefix="driver-", dir=SCRATCH)
+    store = open_store(ServeConfig(data_dir=f"{root}/data", socket=None, init_if_missing=True,
+                                   durability="sync", validated_filesystem=True,
+                                   journal_writer=writer, group_commit_max_events=4))
+    before = store.committer.stats()
+
+    async def scenario(driver: EngineDriver, delivered: list) -> None:
+        for index in range(10):  # one turn: no await in between
+            driver.submit(commands.Enqueue("c", f"r{index}", "t.v1", {}, {}))
+        assert delivered == []
+        await settle(driver)
+
+    try:
+        delivered = run_driver(store, scenario)
+        stats = store.committer.stats()
+    finally:
+        store.close()
+        shutil.rmtree(root, ignore_errors=True)
+    assert [effect.request_id for effect in delivered] == [f"r{index}" for index in range(10)]
+    assert all(effect.type == "enqueued" for effect in delivered)
+    assert stats.submissions - before.submissions == 3  # 4 + 4 + 2 records
+    assert stats.events - before.events == 10
+    assert stats.largest_batch <= 4
