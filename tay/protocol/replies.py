@@ -11,9 +11,14 @@ from tay.failures import TayFailure
 from .framing import encode_frame
 from .values import encode_json
 
+_dumps = orjson.dumps  # of a str: its JSON string, escapes and all
+
 
 def message_frame(message_type: str, request_id: str | None, fields: dict[str, Any]) -> bytes:
     """One frame; ``request_id`` is omitted only for uncorrelated errors."""
+    if not fields and request_id is not None:  # "accepted" for every report: no dict
+        return encode_frame(b'{"version":1,"type":' + _dumps(message_type) + b',"request_id":'
+                            + _dumps(request_id) + b"}")
     envelope: dict[str, Any] = {"version": 1, "type": message_type}
     if request_id is not None:
         envelope["request_id"] = request_id

@@ -67,7 +67,12 @@ class ProtocolSession:
                         pass
                 if type(message) is not dict:  # the exact check, which names any error
                     message = decode_message(payload, self.limits)
-                outputs.append(self._handle(message, len(payload)))
+                message_type, request_id = check_envelope(message)
+                try:
+                    outputs.append(self._dispatch(message_type, request_id, message,
+                                                  len(payload)))
+                except RequestRefused as refused:
+                    outputs.append(error_frame(refused, request_id))
             if self._decoder.fatal is not None:
                 raise self._decoder.fatal
         except ConnectionFatal as fatal:
@@ -78,13 +83,6 @@ class ProtocolSession:
     def settle(self) -> None:
         """A forwarded request was answered (or failed): free its pending slot."""
         self.pending -= 1
-
-    def _handle(self, message: dict[str, Any], size: int) -> Output:
-        message_type, request_id = check_envelope(message)
-        try:
-            return self._dispatch(message_type, request_id, message, size)
-        except RequestRefused as refused:
-            return error_frame(refused, request_id)
 
     def _dispatch(self, message_type: str, request_id: str, message: dict[str, Any],
                   size: int) -> Output:

@@ -126,8 +126,11 @@ class Connection(asyncio.Protocol):
         report of an execution this connection really ran (settled since), and
         ``unknown_execution`` for ids it was never given."""
         kind = type(effect)
-        if kind is Execute:  # the per-job effects first, framed without a message dict
-            self._write(execute_frame(effect))
+        outgoing = self._outgoing  # the per-job effects first, queued as _write does
+        if kind is Execute:  # framed without a message dict
+            if not outgoing:
+                self._loop.call_soon(self.flush)
+            outgoing.append(execute_frame(effect))
             return
         if kind is Reply:
             request_id = effect.request_id
@@ -137,7 +140,9 @@ class Connection(asyncio.Protocol):
                     return
                 if self._deadlines.answer(request_id):
                     self.session.settle()
-            self._write(message_frame(effect.type, request_id, effect.fields))
+            if not outgoing:
+                self._loop.call_soon(self.flush)
+            outgoing.append(message_frame(effect.type, request_id, effect.fields))
             return
         request_id = getattr(effect, "request_id", None)
         if isinstance(effect, (Reply, Refuse)) and request_id is not None:

@@ -23,3 +23,11 @@ def test_execute_frame_is_the_message_frame(reservation, execution, job, task, a
     general = message_frame(message.pop("type"), message.pop("request_id", None), message)
     assert execute_frame(effect) == general
     assert orjson.loads(general[4:])["args"] == args
+
+
+@given(st.text(min_size=1, max_size=12), st.text(min_size=1, max_size=40))
+def test_a_reply_without_fields_is_framed_like_its_envelope(message_type, request_id):
+    frame = message_frame(message_type, request_id, {})
+    envelope = {"version": 1, "type": message_type, "request_id": request_id}
+    assert frame[4:] == orjson.dumps(envelope)
+    assert int.from_bytes(frame[:4], "big") == len(frame) - 4
