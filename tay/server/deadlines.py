@@ -38,7 +38,8 @@ class RequestDeadlines:
         self._timeout_s = timeout_s
         self._on_expired = on_expired
         self._fifo: deque[_Entry] = deque()
-        self._by_id: dict[str, deque[_Entry]] = {}
+        # the pending entry of an id, or a deque of them when a client reuses the id
+        self._by_id: dict[str, _Entry | deque[_Entry]] = {}
         self._timer: asyncio.TimerHandle | None = None
 
     def __len__(self) -> int:
@@ -50,7 +51,9 @@ class RequestDeadlines:
         self._fifo.append(entry)
         same = self._by_id.get(request_id)
         if same is None:
-            self._by_id[request_id] = deque((entry,))
+            self._by_id[request_id] = entry
+        elif type(same) is _Entry:
+            self._by_id[request_id] = deque((same, entry))
         else:
             same.append(entry)
         if self._timer is None:
@@ -59,11 +62,15 @@ class RequestDeadlines:
     def answer(self, request_id: str) -> bool:
         """Settle the oldest pending request with this id; False if none is pending."""
         same = self._by_id.get(request_id)
-        if not same:
+        if same is None:
             return False
-        same.popleft().pending = False
-        if not same:
+        if type(same) is _Entry:
+            same.pending = False
             del self._by_id[request_id]
+        else:
+            same.popleft().pending = False
+            if len(same) == 1:
+                self._by_id[request_id] = same[0]
         fifo = self._fifo
         while fifo and not fifo[0].pending:
             fifo.popleft()

@@ -85,3 +85,19 @@ def test_close_forgets_everything_and_stops_the_timer():
     deadlines.close()
     loop.run_until(100.0)
     assert expired == [] and not deadlines.answer("x")
+
+
+def test_a_reused_id_keeps_its_order_through_one_two_and_three_pending():
+    loop, deadlines, expired = make(timeout=10.0)
+    for when in (0.0, 1.0, 2.0):
+        loop.now = when
+        deadlines.add("same")
+    assert deadlines.answer("same")  # settles the one added at 0
+    loop.now = 3.0
+    deadlines.add("same")  # pending: 1, 2, 3
+    assert deadlines.answer("same") and deadlines.answer("same")  # 1 and 2
+    loop.run_until(12.5)
+    assert expired == []  # the one left was added at 3
+    loop.run_until(13.0)
+    assert expired == ["same"] and len(deadlines) == 0
+    assert not deadlines.answer("same")
