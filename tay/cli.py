@@ -18,7 +18,7 @@ from collections.abc import Sequence
 
 # group modules, imported lazily so `tay storage ...` never loads the server stack.
 GROUPS: tuple[str, ...] = (
-    "tay.storage.cli",
+    "tay.admin.storage_cli",
     "tay.server.cli",
     "tay.bench.cli",
     "tay.admin.cli",
@@ -27,7 +27,7 @@ GROUPS: tuple[str, ...] = (
 # module (start-up time); any other first word (the admin commands, --help, a typo) gets
 # the parser with every group, so help and errors list them all.
 OWN_MODULE: dict[str, str] = {
-    "storage": "tay.storage.cli",
+    "storage": "tay.admin.storage_cli",
     "serve": "tay.server.cli",
     "bench": "tay.bench.cli",
 }

@@ -3,7 +3,7 @@ verify-file (all offline).
 
 ``init`` bootstraps a new store; ``inspect`` recovers a store read-only under its lock and
 summarizes it; ``repair`` removes an incomplete final record of the highest segment (and
-nothing else); ``compact``, ``backup`` and ``restore`` are in ``cli_tools``;
+nothing else); ``compact``, ``backup`` and ``restore`` are in ``storage_tools``;
 ``verify-file`` decodes one file of a given kind. Refusals exit 1 with the
 refusal's class, reason and location; usage errors exit 2 naming the flag.
 
@@ -63,7 +63,7 @@ def register(groups: Any) -> None:
     repair.add_argument("--json", action="store_true", help="print one JSON object")
     repair.set_defaults(handler=run_repair)
 
-    from tay.storage.cli_tools import register_tools
+    from tay.admin.storage_tools import register_tools
 
     register_tools(commands)
 
