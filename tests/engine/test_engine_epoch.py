@@ -14,8 +14,10 @@ from tay.engine import commands as c
 from tay.storage.compaction.plan import base_records
 from tay.storage.compaction.verify import job_fields
 from tay.storage.formats import value
-from tay.storage.v2.epoch_records import decode_epoch_event, decode_job_attachment
-from tay.storage.v2.records import decode_mutation, decode_snapshot
+from tay.storage.v2.epoch_records import (
+    decode_epoch_event, decode_job_attachment, encode_epoch_event,
+)
+from tay.storage.v2.records import decode_mutation, decode_snapshot, encode_mutation
 from tests.engine.conftest import Driver
 from tests.storage.json_strategies import json_values
 from tests.engine.test_engine_stateful import EngineMachine
@@ -75,6 +77,13 @@ class EpochMachine(EngineMachine):
             return
         engine = self.driver.engine
         assert all(event.pair in ((8, 1), (30, 2)) for _, event in self.driver.journal)
+        # the live path's packed records are the reference encoders' bytes, record for record
+        for _, event in self.driver.journal:
+            if event.pair == (8, 1):
+                assert encode_mutation(decode_mutation(event.raw)) == event.raw
+            else:
+                carried = decode_epoch_event(event.raw)
+                assert encode_epoch_event(carried.event, carried.revision) == event.raw
         fresh = replay_tail(self.driver.journal)
         assert durable(fresh.engine) == durable(engine)
         assert fresh.engine.epoch.next_order == engine.epoch.next_order
