@@ -106,17 +106,15 @@ class Engine(EpochEngine):
 
         Wall-clock due times are mapped with the clock offset seen at the last call.
         """
-        candidates = []
+        wake = self._timeouts.peek_due()  # the driver asks after every command: no list
         due_wall = self._timers.peek_due()
-        if due_wall is not None:
-            candidates.append(due_wall - self._clock_offset)
-        deadline = self._timeouts.peek_due()
-        if deadline is not None:
-            candidates.append(deadline)
+        if due_wall is not None and (wake is None or due_wall - self._clock_offset < wake):
+            wake = due_wall - self._clock_offset
         schedule_wall = self.schedules.next_wakeup()
-        if schedule_wall is not None:
-            candidates.append(schedule_wall - self._clock_offset)
-        return min(candidates) if candidates else None
+        if schedule_wall is not None and (wake is None
+                                          or schedule_wall - self._clock_offset < wake):
+            wake = schedule_wall - self._clock_offset
+        return wake
 
     # ---- recovery -----------------------------------------------------------------
 

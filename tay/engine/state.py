@@ -312,12 +312,13 @@ class EngineState:
         """Start as many ready jobs as credits and executors allow, round-robin over queues."""
         if not self.dispatching:
             return
+        ready, executing, paused = self._ready, self._executing, self.paused
+        credits = self.config.queue_credits
         progress = True
         while progress:
             progress = False
-            for queue in self._ready.queues():
-                if self._executing[queue] >= self.config.queue_credits(queue) \
-                        or queue in self.paused:
+            for queue in ready.queues():
+                if executing[queue] >= credits(queue) or queue in paused:
                     continue
                 try:
                     started = self._dispatch_one(queue, now_ms, mono_ms, out)
@@ -326,7 +327,7 @@ class EngineState:
                     self.activity.start_refusals[refusal.details.get("reason", refusal.code)] += 1
                     return
                 if started:
-                    self._ready.served(queue)
+                    ready.served(queue)
                     progress = True
 
     def _dispatch_one(self, queue: str, now_ms: int, mono_ms: int, out: Outcome) -> bool:
