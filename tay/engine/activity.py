@@ -20,6 +20,8 @@ MESSAGE_PREVIEW_CHARS = 200
 OUTCOMES = ("enqueued", "completed", "failed", "timed_out", "interrupted", "discarded",
             "cancelled", "retried")
 FAILED_OUTCOMES = frozenset({"failed", "timed_out", "discarded"})
+# outcome -> its column of the per-minute ring (enqueued, completed, failed); others: none
+_COLUMNS = {"enqueued": 0, "completed": 1, **{outcome: 2 for outcome in FAILED_OUTCOMES}}
 
 
 class Activity:
@@ -35,9 +37,8 @@ class Activity:
 
     def count(self, outcome: str, queue: str, task: str, at: int) -> None:
         self.jobs[(outcome, queue, task)] += 1
-        column = 0 if outcome == "enqueued" else 1 if outcome == "completed" else (
-            2 if outcome in FAILED_OUTCOMES else -1)
-        if column < 0:
+        column = _COLUMNS.get(outcome)
+        if column is None:
             return
         minute = at // MINUTE_MS
         bucket = self._minutes.get(minute)

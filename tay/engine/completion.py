@@ -21,6 +21,8 @@ FAILURE_KEYS = ("type", "message", "traceback")
 
 
 def check_execution_ids(reservation_id: Any, execution_id: Any) -> None:
+    if is_identifier(reservation_id) and is_identifier(execution_id):
+        return  # every report: the pair is built only to name a refusal
     for name, value in (("reservation_id", reservation_id), ("execution_id", execution_id)):
         if not is_identifier(value):
             raise RequestRefused(f"{name} must be an identifier (1..128 bytes, no NUL)",
