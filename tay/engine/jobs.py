@@ -115,12 +115,12 @@ def public_job(entry: JobEntry, args: dict[str, Any] | None = None) -> dict[str,
     waiting = job.state in ("scheduled", "available", "retryable")
     return {
         "id": job.id.hex(),
-        "task": definition["worker_key"],
+        "task": entry.task,  # definition["worker_key"], kept on the entry
         "args": definition["args"] if args is None else args,
         "state": job.state,
         "attempt": job.attempt,
         "max_attempts": definition["max_attempts"],
-        "queue": definition["queue_key"],
+        "queue": entry.queue,  # definition["queue_key"]
         "scheduled_at": job.eligible_at if waiting else None,
         "completed_at": job.completed_at,
         "errors": [dict(job.diagnostic)] if job.diagnostic is not None else [],
