@@ -122,6 +122,8 @@ class HistoryBudget:
     def __init__(self, caps: HistoryCaps, rotation_target: int, *, history_bytes: int,
                  segments: int, active_size: int) -> None:
         self.caps = caps
+        # neither cap is set: ``admit`` never refuses (the caps never change)
+        self.uncapped = caps.max_history_bytes is None and caps.max_segments is None
         self.rotation_target = rotation_target
         self.layout = _Layout(history_bytes, segments, active_size)
         finishing = FINISH_FRAME_BYTES + max(result_frame_bytes(caps.result_bytes),
@@ -176,11 +178,6 @@ class HistoryBudget:
             return
         self.layout = self._projected(frame_sizes, active_executions)
 
-    @property
-    def uncapped(self) -> bool:
-        """Neither cap is set: ``admit`` never refuses."""
-        caps = self.caps
-        return caps.max_history_bytes is None and caps.max_segments is None
 
     def check(self, frame_sizes: Iterable[int], active_executions: int) -> None:
         """Refuse as ``admit`` would, accounting nothing (frames admitted one by one later,
