@@ -187,7 +187,15 @@ def run_serve(config: ServeConfig, http: Any = None) -> int:
     from .preflight import preflight
 
     preflight(config, http)
-    store = open_store(config)
+    # Recovery builds state that lives as long as the server; the cycle collector would
+    # walk it again and again as it grows (a full pass of tens of ms on a large history).
+    # It is off until serve() has frozen that state (gc.freeze), then on again.
+    gc.disable()
+    try:
+        store = open_store(config)
+    except BaseException:
+        gc.enable()
+        raise
     try:
         import uvloop  # only now: the loop stack is not needed to recover
 
@@ -199,8 +207,12 @@ def run_serve(config: ServeConfig, http: Any = None) -> int:
             main = serve_with_http(config, http, store=store)
     except BaseException:
         store.close()
+        gc.enable()
         raise
-    return uvloop.run(main)
+    try:
+        return uvloop.run(main)
+    finally:
+        gc.enable()
 
 
 async def serve(config: ServeConfig, ready: "asyncio.Event | None" = None,
@@ -233,6 +245,7 @@ async def serve(config: ServeConfig, ready: "asyncio.Event | None" = None,
     # a full collection walks only what was made since (a large recovered history made
     # each one a pause of tens of ms). Unfrozen on the way out (tests serve in-process).
     gc.freeze()
+    gc.enable()  # run_serve kept it off through recovery
     driver = EngineDriver(store.engine, store.committer, loop)
     lifecycle = Lifecycle(driver, store.engine, config.drain_timeout_s)
     listener = Listener(driver, config.limits)

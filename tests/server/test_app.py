@@ -235,6 +235,7 @@ def test_run_serve_with_http_serves_on_the_recovered_store(data_dir, monkeypatch
 
     def counting_open(serve_config):
         opened.append(serve_config.data_dir)
+        assert not gc.isenabled()  # recovery runs without the cycle collector
         return real_open(serve_config)
 
     async def stop_when_ready(serve_config, http, ready=None, store=None):
@@ -242,6 +243,7 @@ def test_run_serve_with_http_serves_on_the_recovered_store(data_dir, monkeypatch
         ready = asyncio.Event()
         task = asyncio.ensure_future(real_serve_with_http(serve_config, http, ready, store))
         await ready.wait()
+        assert gc.isenabled() and gc.get_freeze_count() > 0  # on again, past the frozen state
         os.kill(os.getpid(), signal.SIGTERM)
         return await task
 
@@ -250,6 +252,7 @@ def test_run_serve_with_http_serves_on_the_recovered_store(data_dir, monkeypatch
     monkeypatch.setattr(http_listener, "serve_with_http", stop_when_ready)
     assert app.run_serve(config(data_dir), HttpConfig(port=0)) == 0
     assert opened == [data_dir]
+    assert gc.isenabled() and gc.get_freeze_count() == 0
 
 
 def test_an_epoch_of_more_records_than_one_timer_step_reopens(data_dir: str) -> None:
