@@ -206,7 +206,8 @@ class EpochEngine(AdminCommands):
             record = event_with_raw(30, 2, event.name, payload, raw)  # EPOCH_EVENT_PAIR
             self._charge_frame(event, len(raw))
             apply = reducer.event
-            argument = EpochEvent(event, revision, ev.epoch_carry(event.pair))
+            argument = _new_tuple(EpochEvent, (event, revision,
+                                               ev.epoch_carry((kind, event.schema))))
         self._pending_nodes = nodes
         try:
             state = apply(argument)

@@ -24,6 +24,7 @@ from typing import Callable
 
 from tay.failures import RecoveryRefused
 from tay.storage import events as ev
+from tay.storage.events.registry import job_entity
 from tay.storage.events.transitions import JobState, apply, attach, with_ready_order
 from tay.storage.v2.epoch_records import EpochEvent
 from tay.storage.v2.jobs import job_of
@@ -153,14 +154,16 @@ class EpochReducer:
 
     def event(self, record: EpochEvent) -> JobState | None:
         """Apply one (30,2) tail event; returns the job's new state for job-scoped pairs."""
-        self._require_tail("epoch_event")
-        event, revision = record.event, record.revision
-        expected = event.get("expected_revision")
+        if self.in_base:
+            self._require_tail("epoch_event")
+        event, revision, carry = record
+        payload = event.payload
+        expected = payload.get("expected_revision")
         if expected is not None and revision != expected + 1:
             raise rejected("revision_not_consecutive", pair=list(event.pair),
                            revision=revision, expected_revision=expected)
-        if record.carry.job_scoped:
-            previous = self.lookup(event["job_id"])
+        if carry.entity is job_entity:  # job-scoped (carry.job_scoped)
+            previous = self.lookup(payload["job_id"])
             state = apply(previous, revision, event)
             order = None
             if state.state == "available":
