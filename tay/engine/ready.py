@@ -62,17 +62,41 @@ class ReadyIndex:
         return heapq.heappop(self._queues[queue][task])
 
 
+COMPACT_FLOOR = 1024
+
+
 class DueHeap:
-    """A min-heap of (due time, tiebreak, key) with lazy invalidation by ``is_live``."""
+    """A min-heap of (due time, tiebreak, key) with lazy invalidation by ``is_live``.
+
+    An entry that went stale far from the head (an execution settled long before its
+    timeout) would stay until its due time; so once the heap holds more than twice what
+    was live at the last sweep (plus a floor), a sweep keeps only live entries: memory
+    stays within a constant factor of the live entries, at amortized O(1) per push, and
+    the order of live entries is unchanged (the tiebreak makes every entry distinct).
+    """
 
     def __init__(self, is_live: Callable[[tuple], bool]) -> None:
         self._heap: list[tuple] = []
         self._is_live = is_live
         self._counter = 0
+        self._swept = 0  # live entries found by the last sweep
 
     def push(self, due: int, key: object) -> None:
         self._counter += 1
-        heapq.heappush(self._heap, (due, self._counter, key))
+        heap = self._heap
+        heapq.heappush(heap, (due, self._counter, key))
+        if len(heap) > 2 * self._swept + COMPACT_FLOOR:
+            self._sweep()
+
+    def _sweep(self) -> None:
+        is_live = self._is_live
+        heap = [item for item in self._heap if is_live(item)]
+        heapq.heapify(heap)
+        self._heap = heap
+        self._swept = len(heap)
+
+    def __len__(self) -> int:
+        return len(self._heap)
 
     def peek_due(self) -> int | None:
         while self._heap and not self._is_live(self._heap[0]):
