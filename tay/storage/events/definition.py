@@ -220,14 +220,18 @@ class LazyDefinition(Mapping[str, Any]):
     engine charge its state budget without decoding args.
     """
 
-    __slots__ = ("canonical", "args_nodes", "_args_span", "_args", "_scalars")
+    __slots__ = ("canonical", "args_nodes", "_args_end", "_args", "_scalars")
 
     def __init__(self, canonical: bytes, args_span: tuple[int, int], args_nodes: int,
                  max_attempts: int, queue_key: str, scheduled_at: int | None, timeout_ms: int,
                  worker_key: str) -> None:
         self.canonical = canonical
         self.args_nodes = args_nodes
-        self._args_span = args_span
+        # args always start right after the map's header and the "args" key (the first
+        # key in canonical order): only the end is kept, a tuple less per retained job
+        if args_span[0] != _ARGS_START:
+            raise ValueError(f"args start at {args_span[0]}, not {_ARGS_START}")
+        self._args_end = args_span[1]
         self._args: Any = _NOT_DECODED
         self._scalars = (max_attempts, queue_key, scheduled_at, timeout_ms, worker_key)
 
@@ -273,17 +277,17 @@ class LazyDefinition(Mapping[str, Any]):
 
     def args_json(self) -> bytes:
         """The args as the compact JSON orjson writes for them, straight from the bytes."""
-        start, end = self._args_span
-        return value.to_json(memoryview(self.canonical)[start:end], CHECKED_LIMITS)
+        return value.to_json(memoryview(self.canonical)[_ARGS_START:self._args_end],
+                             CHECKED_LIMITS)
 
     def read_args(self) -> dict:
         """A fresh decode of args that is not kept: reading never grows the job."""
         args = self._args
         if args is not _NOT_DECODED:
             return args
-        start, end = self._args_span
         # already checked, within the event's budgets, when the bytes were accepted
-        return value.decode(memoryview(self.canonical)[start:end], CHECKED_LIMITS)
+        return value.decode(memoryview(self.canonical)[_ARGS_START:self._args_end],
+                            CHECKED_LIMITS)
 
     @property
     def args(self) -> dict:
