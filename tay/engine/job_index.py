@@ -1,7 +1,9 @@
 """Indexes for the admin job listing: jobs by state, queue and task, most recent change first.
 
 Every job transition stamps the job with the next value of one counter and appends
-``(stamp, job_id)`` to four lists: all jobs, its state, its queue and its task. An entry is
+``(stamp, job_id)`` to four lists: all jobs, its state, its queue and its task (each list
+keeps its stamps in an ``array`` beside a list of the ids: 16 bytes an entry instead of a
+tuple and an int object, the index's memory roughly halved). An entry is
 live while the job still exists and still carries that stamp, so a transition costs four
 appends and no deletion; stale entries are dropped when a list holds more than twice its
 live count (plus a floor), which keeps memory within a constant factor and the rebuild cost
@@ -15,10 +17,10 @@ make a page slow (docs/admin.md).
 
 from __future__ import annotations
 
+from array import array
 from bisect import bisect_left
 from typing import Callable
 
-Entry = tuple[int, bytes]  # (stamp, job id)
 StampOf = Callable[[bytes], "int | None"]  # the job's current stamp, None when it is gone
 
 COMPACT_FLOOR = 1024
@@ -29,10 +31,27 @@ STATE_KEYS = {state: ("state", state) for state in (
     "scheduled", "available", "executing", "retryable", "completed", "cancelled", "discarded")}
 
 
+class Entries:
+    """One list: stamps (ascending) and the job ids they were given to, side by side."""
+
+    __slots__ = ("stamps", "ids")
+
+    def __init__(self) -> None:
+        self.stamps = array("q")
+        self.ids: list[bytes] = []
+
+    def append(self, stamp: int, job_id: bytes) -> None:
+        self.stamps.append(stamp)
+        self.ids.append(job_id)
+
+    def __len__(self) -> int:
+        return len(self.ids)
+
+
 class JobIndex:
     def __init__(self, stamp_of: StampOf) -> None:
         self._stamp_of = stamp_of
-        self._lists: dict[tuple[str, str], list[Entry]] = {ALL: []}
+        self._lists: dict[tuple[str, str], Entries] = {ALL: Entries()}
         self.live: dict[tuple[str, str], int] = {ALL: 0}  # live entries per list
 
     @staticmethod
@@ -54,14 +73,15 @@ class JobIndex:
         else:
             live[STATE_KEYS[previous]] -= 1
         live[state_key] = live.get(state_key, 0) + 1
-        item = (stamp, job_id)
         lists = self._lists
         for key in (ALL, state_key, queue_key, task_key):
             entries = lists.get(key)
             if entries is None:
-                entries = lists[key] = []
-            entries.append(item)
-            if len(entries) > 2 * live[key] + COMPACT_FLOOR:
+                entries = lists[key] = Entries()
+            entries.stamps.append(stamp)
+            ids = entries.ids
+            ids.append(job_id)
+            if len(ids) > 2 * live[key] + COMPACT_FLOOR:
                 self._compact(key)
 
     @classmethod
@@ -74,14 +94,13 @@ class JobIndex:
         lists, live = index._lists, index.live
         everything = lists[ALL]
         for stamp, job_id, state, (queue_key, task_key) in sorted(jobs):
-            item = (stamp, job_id)
-            everything.append(item)
+            everything.append(stamp, job_id)
             for key in (STATE_KEYS[state], queue_key, task_key):
                 entries = lists.get(key)
                 if entries is None:
-                    entries = lists[key] = []
+                    entries = lists[key] = Entries()
                     live[key] = 0
-                entries.append(item)
+                entries.append(stamp, job_id)
                 live[key] += 1
         live[ALL] = len(everything)
         return index
@@ -94,7 +113,11 @@ class JobIndex:
 
     def _compact(self, key: tuple[str, str]) -> None:
         stamp_of = self._stamp_of
-        self._lists[key] = [entry for entry in self._lists[key] if stamp_of(entry[1]) == entry[0]]
+        old = self._lists[key]
+        kept = self._lists[key] = Entries()
+        for stamp, job_id in zip(old.stamps, old.ids):
+            if stamp_of(job_id) == stamp:
+                kept.append(stamp, job_id)
 
     def page(self, key: tuple[str, str], before: int | None, limit: int,
              accept: Callable[[bytes], bool], scan_limit: int) -> tuple[list[bytes], int | None]:
@@ -103,14 +126,17 @@ class JobIndex:
         Returns the ids and the cursor of the next page (None: nothing older). At most
         ``scan_limit`` entries are examined; a page that reaches it ends early with a cursor.
         """
-        entries = self._lists.get(key, [])
-        end = len(entries) if before is None else bisect_left(entries, (before, b""))
+        entries = self._lists.get(key)
+        if entries is None:
+            return [], None
+        stamps, ids = entries.stamps, entries.ids
+        end = len(ids) if before is None else bisect_left(stamps, before)
         stamp_of = self._stamp_of
         found: list[bytes] = []
         position = end - 1
         stop = max(-1, end - 1 - scan_limit)
         while position > stop:
-            stamp, job_id = entries[position]
+            stamp, job_id = stamps[position], ids[position]
             position -= 1
             if stamp_of(job_id) == stamp and accept(job_id):
                 found.append(job_id)
@@ -118,7 +144,7 @@ class JobIndex:
                     break
         if position < 0:
             return found, None
-        return found, entries[position + 1][0]
+        return found, stamps[position + 1]
 
     def size(self, key: tuple[str, str]) -> int:
         """Live entries of one list (what a filter on that key can match at most)."""
