@@ -14,6 +14,7 @@ insert size limits, which are ``capacity`` refusals with the limit as ``reason``
 from __future__ import annotations
 
 import math
+import sys
 from typing import Any, NamedTuple
 
 import orjson
@@ -189,7 +190,9 @@ def parse_enqueue(
     if not present.keys().isdisjoint(_PAIRED):
         for first, second in _EXCLUSIVE:
             _exclusive(present, first, second)
-    task = _key(task, "task")
+    # interned: every job of a task and queue holds the same two strings, not its own
+    # copies decoded from its request (~110 bytes a retained job)
+    task = sys.intern(_key(task, "task"))
     args_size = _check_args(args, config)
     retries = present.get("retries", 0)
     if not _is_int(retries) or not 0 <= retries <= RETRIES_MAX:
@@ -199,7 +202,7 @@ def parse_enqueue(
     durability = present.get("durability", "persistent")
     if durability not in DURABILITIES:
         raise _invalid("durability must be 'persistent' or 'volatile'", "durability")
-    queue = _key(present.get("queue", "default"), "queue")
+    queue = sys.intern(_key(present.get("queue", "default"), "queue"))
     scheduled_at = _scheduled_at(present, now_ms)
     timeout_ms = _timeout_ms(present, config.default_timeout_ms)
     live, args_json = _live_definition(task, args, queue, retries + 1, scheduled_at,
