@@ -139,3 +139,29 @@ def test_replayed_inserts_and_snapshots_hold_lazy_definitions() -> None:
     snapshot = decode_snapshot(raw)
     assert type(snapshot.definition) is LazyDefinition and snapshot.definition == plain
     assert encode_snapshot(snapshot) == raw
+
+
+SCALAR = st.sampled_from([0, 1, 2, True, False, 1.0, None, 2**40])
+SCALAR_KEYS = ("max_attempts", "queue_key", "scheduled_at", "timeout_ms")
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.tuples(SCALAR, st.sampled_from(["q", "r"]), SCALAR, SCALAR), max_size=8))
+def test_definitions_of_one_kind_share_their_scalars_and_keep_their_types(kinds) -> None:
+    """Equal plain int / str scalars share one tuple; a bool or float never reads as the int
+    it equals (nor the reverse), whatever was built before."""
+    canonical = value.encode(build_definition(worker_key="w", queue_key="q", args={}))
+    start = len(canonical) - len(canonical.split(value.encode("args"), 1)[1])
+    span = (start, start + len(value.encode({})))
+    built = []
+    for scalars in kinds:
+        definition = LazyDefinition(canonical, span, 0, *scalars, "w")
+        assert [(type(definition[key]), definition[key]) for key in SCALAR_KEYS] == \
+            [(type(item), item) for item in scalars]
+        built.append((scalars, definition))
+    for scalars, first in built:
+        plain = type(scalars[0]) is int and type(scalars[3]) is int and \
+            (scalars[2] is None or type(scalars[2]) is int)
+        for other, second in built:
+            if plain and [(type(x), x) for x in scalars] == [(type(x), x) for x in other]:
+                assert first._scalars is second._scalars

@@ -233,7 +233,8 @@ class LazyDefinition(Mapping[str, Any]):
             raise ValueError(f"args start at {args_span[0]}, not {_ARGS_START}")
         self._args_end = args_span[1]
         self._args: Any = _NOT_DECODED
-        self._scalars = (max_attempts, queue_key, scheduled_at, timeout_ms, worker_key)
+        self._scalars = _shared_scalars(
+            (max_attempts, queue_key, scheduled_at, timeout_ms, worker_key))
 
     @classmethod
     def from_live(cls, definition: Mapping[str, Any], canonical: bytes, args_bytes: int,
@@ -344,6 +345,26 @@ def _definition_suffix(max_attempts: int, queue_key: str, scheduled_at: int | No
         _SUFFIXES.clear()  # many distinct scheduled_at values: start over, stay bounded
     _SUFFIXES[(max_attempts, queue_key, scheduled_at, timeout_ms, worker_key)] = suffix
     return suffix
+
+
+# Jobs of one kind have equal scalars: they share one tuple (bounded; plain ints and str
+# only, so 1 never stands for True or 1.0)
+_SCALARS: dict[tuple, tuple] = {}
+_SCALARS_MAX = 1024
+
+
+def _shared_scalars(scalars: tuple) -> tuple:
+    max_attempts, queue_key, scheduled_at, timeout_ms, worker_key = scalars
+    if type(max_attempts) is not int or type(timeout_ms) is not int \
+            or (scheduled_at is not None and type(scheduled_at) is not int) \
+            or type(queue_key) is not str or type(worker_key) is not str:
+        return scalars
+    shared = _SCALARS.get(scalars)
+    if shared is None:
+        if len(_SCALARS) >= _SCALARS_MAX:
+            _SCALARS.clear()  # many distinct scheduled_at values: start over
+        shared = _SCALARS[scalars] = scalars
+    return shared
 
 
 _LAZY_SLOTS = {"max_attempts": 0, "queue_key": 1, "scheduled_at": 2, "timeout_ms": 3,
