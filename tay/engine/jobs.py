@@ -34,7 +34,7 @@ class JobEntry:
         self.queue: str = definition["queue_key"]
         self.task: str = definition["worker_key"]
         self.stamp = 0
-        self.attempts: list[tuple[int, int, int | None, str | None]] | None = None
+        self.attempts: tuple[tuple[int, int, int | None, str | None], ...] | None = None
         self.schedule_id: str | None = None
         self.index_keys = _index_keys(self.queue, self.task)  # job_index lists
         self.queue_row: list[int] = []  # its queue's counts by state (EngineState.queue_counts)

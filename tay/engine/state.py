@@ -392,20 +392,23 @@ def finish_outcome(state: JobState) -> str:
     return "timed_out" if code == ev.DIAG_TIMEOUT else "failed"
 
 
+# The timeline is a tuple, replaced on each change: most jobs have one attempt, and a
+# 1-tuple is 40 bytes less than a list (which also over-allocates) per retained job.
+
 def _start_attempt(entry: JobEntry, state: JobState) -> None:
+    started = (state.attempt, state.attempted_at, None, None)
     attempts = entry.attempts
     if attempts is None:
-        attempts = entry.attempts = []
-    elif len(attempts) >= MAX_TIMELINE:
-        del attempts[0]
-    attempts.append((state.attempt, state.attempted_at, None, None))
+        entry.attempts = (started,)
+    else:
+        entry.attempts = attempts[1 - MAX_TIMELINE:] + (started,)
 
 
 def _finish_attempt(entry: JobEntry, state: JobState, at: int) -> None:
     attempts = entry.attempts
     if attempts and attempts[-1][2] is None:
         attempt, started, _, _ = attempts[-1]
-        attempts[-1] = (attempt, started, at, finish_outcome(state))
+        entry.attempts = attempts[:-1] + ((attempt, started, at, finish_outcome(state)),)
 
 
 # record type -> how a live event of it counts (types are unique across the registry)

@@ -10,6 +10,7 @@ from tay.engine import Engine, EngineConfig, Execute
 from tay.engine import commands as c
 from tay.engine import admin as admin_ops
 from tay.engine.job_index import COMPACT_FLOOR
+from tay.engine.state import MAX_TIMELINE
 
 from .conftest import Driver, refusal, reply
 
@@ -219,3 +220,21 @@ def test_a_replay_that_defers_the_index_builds_the_same_pages_on_first_use():
     assert sum(len(entries) for entries in fresh.job_index._lists.values()) == 4 * len(ids)
     with pytest.raises(RuntimeError):
         fresh.defer_job_index()  # too late: jobs exist
+
+
+def test_the_attempt_timeline_keeps_the_latest_attempts_in_order():
+    driver = Driver()
+    driver.worker()
+    (execute,) = executes(driver.enqueue())
+    for round_ in range(MAX_TIMELINE + 5):
+        driver.advance(10)
+        driver.fail(execute)
+        timeline = admin(driver, "job", job_id=execute.job_id)["job"]["attempts"]
+        assert len(timeline) == min(round_ + 1, MAX_TIMELINE)
+        assert timeline[-1]["outcome"] == "discarded" and \
+            timeline[-1]["finished_at"] == driver.now
+        assert [a["started_at"] for a in timeline] == sorted(a["started_at"] for a in timeline)
+        (execute,) = executes(driver.run(c.Admin("p", driver.rid(), "retry_job",
+                                                 {"job_id": execute.job_id})))
+    timeline = admin(driver, "job", job_id=execute.job_id)["job"]["attempts"]
+    assert len(timeline) == MAX_TIMELINE and timeline[-1]["finished_at"] is None
