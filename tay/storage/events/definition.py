@@ -220,7 +220,7 @@ class LazyDefinition(Mapping[str, Any]):
     engine charge its state budget without decoding args.
     """
 
-    __slots__ = ("canonical", "args_nodes", "_args_end", "_args", "_scalars")
+    __slots__ = ("canonical", "args_nodes", "_args", "_scalars")
 
     def __init__(self, canonical: bytes, args_span: tuple[int, int], args_nodes: int,
                  max_attempts: int, queue_key: str, scheduled_at: int | None, timeout_ms: int,
@@ -228,13 +228,12 @@ class LazyDefinition(Mapping[str, Any]):
         self.canonical = canonical
         self.args_nodes = args_nodes
         # args always start right after the map's header and the "args" key (the first
-        # key in canonical order): only the end is kept, a tuple less per retained job
+        # key in canonical order): only their end is kept, with the scalars
         if args_span[0] != _ARGS_START:
             raise ValueError(f"args start at {args_span[0]}, not {_ARGS_START}")
-        self._args_end = args_span[1]
         self._args: Any = _NOT_DECODED
         self._scalars = _shared_scalars(
-            (max_attempts, queue_key, scheduled_at, timeout_ms, worker_key))
+            (max_attempts, queue_key, scheduled_at, timeout_ms, worker_key, args_span[1]))
 
     @classmethod
     def from_live(cls, definition: Mapping[str, Any], canonical: bytes, args_bytes: int,
@@ -278,7 +277,7 @@ class LazyDefinition(Mapping[str, Any]):
 
     def args_json(self) -> bytes:
         """The args as the compact JSON orjson writes for them, straight from the bytes."""
-        return value.to_json(memoryview(self.canonical)[_ARGS_START:self._args_end],
+        return value.to_json(memoryview(self.canonical)[_ARGS_START:self._scalars[5]],
                              CHECKED_LIMITS)
 
     def read_args(self) -> dict:
@@ -287,7 +286,7 @@ class LazyDefinition(Mapping[str, Any]):
         if args is not _NOT_DECODED:
             return args
         # already checked, within the event's budgets, when the bytes were accepted
-        return value.decode(memoryview(self.canonical)[_ARGS_START:self._args_end],
+        return value.decode(memoryview(self.canonical)[_ARGS_START:self._scalars[5]],
                             CHECKED_LIMITS)
 
     @property
@@ -347,15 +346,16 @@ def _definition_suffix(max_attempts: int, queue_key: str, scheduled_at: int | No
     return suffix
 
 
-# Jobs of one kind have equal scalars: they share one tuple (bounded; plain ints and str
-# only, so 1 never stands for True or 1.0)
+# Jobs of one kind (and args of one size) have equal scalars: they share one tuple
+# (bounded; plain ints and str only, so 1 never stands for True or 1.0)
 _SCALARS: dict[tuple, tuple] = {}
 _SCALARS_MAX = 1024
 
 
 def _shared_scalars(scalars: tuple) -> tuple:
-    max_attempts, queue_key, scheduled_at, timeout_ms, worker_key = scalars
+    max_attempts, queue_key, scheduled_at, timeout_ms, worker_key, args_end = scalars
     if type(max_attempts) is not int or type(timeout_ms) is not int \
+            or type(args_end) is not int \
             or (scheduled_at is not None and type(scheduled_at) is not int) \
             or type(queue_key) is not str or type(worker_key) is not str:
         return scalars
