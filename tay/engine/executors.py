@@ -10,7 +10,7 @@ execution that was cancelled, timed out or already completed is recognised and a
 
 from __future__ import annotations
 
-from collections import OrderedDict
+from collections import deque
 from dataclasses import dataclass, field
 from typing import Hashable
 
@@ -46,7 +46,10 @@ class ExecutorRegistry:
         self.executors: dict[Conn, Executor] = {}
         self.by_task: dict[str, set[Conn]] = {}
         self.reservations: dict[str, Reservation] = {}
-        self._settled: OrderedDict[str, tuple[Conn, str]] = OrderedDict()
+        # settled reservations, oldest first: a dict and a queue of its keys hold them in
+        # less than half the memory of an OrderedDict (65,536 by default)
+        self._settled: dict[str, tuple[Conn, str]] = {}
+        self._settled_order: deque[str] = deque()
         self._settled_memory = settled_memory
 
     def connect(self, executor: Executor) -> None:
@@ -96,9 +99,12 @@ class ExecutorRegistry:
         if executor is not None:
             executor.reservations.pop(reservation.reservation_id, None)
         if self._settled_memory:
-            self._settled[reservation.reservation_id] = (reservation.conn, reservation.execution_id)
-            while len(self._settled) > self._settled_memory:
-                self._settled.popitem(last=False)
+            settled, key = self._settled, reservation.reservation_id
+            if key not in settled:  # a key keeps its place, as in an OrderedDict
+                self._settled_order.append(key)
+            settled[key] = (reservation.conn, reservation.execution_id)
+            while len(settled) > self._settled_memory:
+                del settled[self._settled_order.popleft()]
 
     def live(self, conn: Conn, reservation_id: str, execution_id: str) -> Reservation | None:
         """The in-flight reservation matching both ids on this connection, if any."""

@@ -157,3 +157,20 @@ def test_status_and_result_of_unknown_or_malformed_ids(driver):
 def test_result_of_pending_job_is_not_ready(driver):
     job_id = driver.job_id()
     assert refusal(driver.run(c.Result("p", "r", job_id)))["code"] == "result_not_ready"
+
+
+def test_a_late_report_is_recognised_for_the_latest_settled_memory_executions():
+    driver = Driver(EngineConfig(settled_memory=3))
+    driver.worker()
+    done = []
+    for _ in range(5):
+        (execute,) = executes(driver.enqueue())
+        driver.succeed(execute)
+        done.append(execute)
+    driver.succeed(done[4])  # a duplicate settles nothing new: the order stays
+    for execute, remembered in zip(done, [False, False, True, True, True]):
+        out = driver.succeed(execute)
+        if remembered:
+            assert reply(out).type == "accepted" and not out.events
+        else:
+            assert refusal(out)["code"] == "unknown_execution"
