@@ -76,8 +76,18 @@ class CommitterLike(Protocol):
     def stopped(self) -> WriterStopped | None: ...
 
 
+_last_wall_ms = 0
+
+
 def wall_ms() -> int:
-    return time.time_ns() // 1_000_000
+    """Unix ms; the same int object while the millisecond lasts, so the jobs stamped in
+    one millisecond share their timestamps (a retained job keeps several)."""
+    global _last_wall_ms
+    now = time.time_ns() // 1_000_000
+    if now == _last_wall_ms:
+        return _last_wall_ms
+    _last_wall_ms = now
+    return now
 
 
 def mono_ms() -> int:

@@ -193,3 +193,15 @@ def test_group_commit_writes_a_turn_in_batches_of_at_most_max_events(writer):
     assert stats.submissions - before.submissions == 10
     assert stats.events - before.events == 10
     assert stats.batches - before.batches >= 3 and stats.largest_batch <= 4
+
+
+def test_wall_ms_gives_one_int_per_millisecond(monkeypatch) -> None:
+    """Jobs stamped in one millisecond share their timestamp objects (retained memory)."""
+    from tay.server import driver as driver_module
+
+    clock = iter([1_700_000_000_123_400_000, 1_700_000_000_123_900_000,
+                  1_700_000_000_124_000_001, 1_700_000_000_123_000_000])
+    monkeypatch.setattr(driver_module.time, "time_ns", lambda: next(clock))
+    first, second, third, back = (driver_module.wall_ms() for _ in range(4))
+    assert first == second == 1_700_000_000_123 and first is second
+    assert third == 1_700_000_000_124 and back == 1_700_000_000_123  # never stuck
