@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from tay.engine.config import EngineConfig
+from tay.failures import RecoveryRefused
 from tay.server import app
 from tay.server.app import COMMIT_STATS_MARKER, ServeConfig, open_store
 from tay.engine import commands
@@ -142,6 +143,36 @@ def test_recovery_feeds_the_engine_batch_consumer(data_dir: str, monkeypatch) ->
         assert store.engine.state_counts().get("available") == 5
     finally:
         store.close()
+
+
+def test_replay_runs_without_the_cycle_collector_and_gives_it_back(data_dir: str,
+                                                                    monkeypatch) -> None:
+    """The collector is off while records replay and as it was after, refused or not."""
+    enqueue_jobs(data_dir, 3)
+    from tay.engine import Engine
+
+    during: list[bool] = []
+    original = Engine.epoch_install
+
+    def spy(self, state, event):
+        during.append(gc.isenabled())
+        return original(self, state, event)
+
+    monkeypatch.setattr(Engine, "epoch_install", spy)
+    was = gc.isenabled()
+    try:
+        for collecting in (True, False):
+            (gc.enable if collecting else gc.disable)()
+            open_store(config(data_dir)).close()
+            assert gc.isenabled() is collecting
+        assert during and not any(during)
+        os.remove(os.path.join(data_dir, "CURRENT"))  # refused: the collector comes back
+        gc.enable()
+        with pytest.raises(RecoveryRefused):
+            open_store(config(data_dir))
+        assert gc.isenabled()
+    finally:
+        (gc.enable if was else gc.disable)()
 
 
 def test_serve_starts_extra_listeners_on_the_driver_and_closes_them(data_dir: str,
