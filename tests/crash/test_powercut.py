@@ -43,14 +43,19 @@ def test_a_kill_keeps_everything_done(root):
     assert (root / "a").read_bytes() == b"abc"
 
 
+def _synced_then_appended(io: PowerCutIO, path, appended: bytes) -> None:
+    """``path`` created with ``12345``, synced with its entry; then ``appended``, unsynced."""
+    _create(io, path, b"12345", sync=True)
+    io.fsync_dir(str(path.parent))
+    fd = io.open(str(path), os.O_WRONLY)
+    io.write_all_at(fd, appended, 5)
+    io.close(fd)
+
+
 def test_a_power_cut_keeps_only_synced_bytes_and_synced_entries(root):
     (root / "old").write_bytes(b"durable before")
     io = PowerCutIO()
-    _create(io, root / "synced", b"12345", sync=True)
-    io.fsync_dir(str(root))
-    fd = io.open(str(root / "synced"), os.O_WRONLY)
-    io.write_all_at(fd, b"678", 5)  # appended, never synced
-    io.close(fd)
+    _synced_then_appended(io, root / "synced", b"678")
     _create(io, root / "unlisted", b"x", sync=True)  # its directory entry never synced
     io.unlink(str(root / "old"))  # removal never synced
     io.crash("power", str(root))
@@ -61,11 +66,7 @@ def test_a_power_cut_keeps_only_synced_bytes_and_synced_entries(root):
 
 def test_a_torn_power_cut_keeps_half_of_the_unsynced_bytes_in_flight(root):
     io = PowerCutIO()
-    _create(io, root / "synced", b"12345", sync=True)
-    io.fsync_dir(str(root))
-    fd = io.open(str(root / "synced"), os.O_WRONLY)
-    io.write_all_at(fd, b"6789", 5)  # appended, never synced
-    io.close(fd)
+    _synced_then_appended(io, root / "synced", b"6789")
     _create(io, root / "one", b"x", sync=False)
     io.fsync_dir(str(root))  # its entry is durable, its only byte is not
     io.crash("torn", str(root))
