@@ -46,7 +46,7 @@ import pytest
 import tay._native
 from tay.engine import Engine
 from tay.failures import RecoveryRefused
-from tay.storage.recovery.recover import is_torn_tail
+from tay.storage.recovery.physical import is_torn_tail
 from tay.storage.recovery.repair import repair_store
 from tay.storage.compaction.offline import compact_offline
 from tay.storage.v2 import Retention

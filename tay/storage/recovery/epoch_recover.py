@@ -16,6 +16,8 @@ from tay.storage.fsio import RealIO
 from tay.storage.journal.setup import fsync_file
 from tay.storage.journal.writer import Journal
 from tay.storage.recovery.limits import RecoveryOptions, RecoveryTimer
+from tay.storage.recovery.outcome import Recovered
+from tay.storage.recovery.physical import naming_repair
 from tay.storage.recovery.store_v2 import EpochView, preflight_v2, replay_v2
 from tay.storage.v2 import layout as v2_layout
 
@@ -23,8 +25,6 @@ from tay.storage.v2 import layout as v2_layout
 def recover_epoch(io: RealIO, root: str, lock: layout.StoreLock, consumer: Any,
                   options: RecoveryOptions, timer: RecoveryTimer, durability: str,
                   rotation_target: int, activate: bool) -> Any:
-    from tay.storage.recovery.recover import Recovered, naming_repair
-
     view: EpochView | None = None
     try:
         try:

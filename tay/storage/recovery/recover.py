@@ -21,11 +21,10 @@ the footer check and the writer's running CRC need no further pass over the file
 
 from __future__ import annotations
 
-import mmap
 import os
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any, Callable, Protocol
+from typing import Protocol
 
 from tay.failures import RecoveryRefused, StorageFailure
 from tay.storage import events as event_codec
@@ -40,82 +39,16 @@ from tay.storage.journal.writer import (
     check_rotation_target,
 )
 from tay.storage.recovery import adoption
+from tay.storage.recovery.outcome import Consumer, Recovered
+from tay.storage.recovery.physical import (
+    HeldSegments, ScanPass, SegmentView, check_ledger, drop_pages, naming_repair,
+    scan_one,
+)
 from tay.storage.recovery.limits import (
     Clock, RecoveryOptions, RecoveryTimer, monotonic_ms,
 )
 from tay.storage.events.transitions import JobState, JobTable
 from tay.storage.formats.value import DecodeLimits, locate
-
-Consumer = Callable[[int, int, int, memoryview], None]
-
-# Incomplete final objects of the highest segment that ``tay storage repair`` may remove: a
-# torn record (or 1-3 bytes of a magic) or a torn footer. Never acknowledged by construction:
-# the writer acknowledges a batch only after all of it is written and synced.
-TORN_TAIL_REASONS = frozenset({"incomplete_record", "ambiguous_short_tail", "incomplete_footer"})
-
-
-def is_torn_tail(failure: StorageFailure) -> bool:
-    """A refusal ``tay storage repair`` is built for (it still checks the rest first)."""
-    return failure.kind == "incomplete_tail" and failure.reason in TORN_TAIL_REASONS
-
-
-def repair_remedy(root: str) -> str:
-    return (f"the incomplete final record was never acknowledged: `tay storage repair "
-            f"--data-dir {root}` removes it (keeping its bytes in a side file)")
-
-
-def naming_repair(refusal: RecoveryRefused, root: str) -> RecoveryRefused:
-    """A pass-1 refusal, with ``remedy`` naming ``tay storage repair`` if it is a torn tail."""
-    if not is_torn_tail(refusal):
-        return refusal
-    return RecoveryRefused(refusal.kind, refusal.reason, path=refusal.path,
-                           offset=refusal.offset, sequence=refusal.sequence,
-                           segment_id=refusal.segment_id, stage=refusal.stage,
-                           **{**refusal.extra, "remedy": repair_remedy(root)})
-
-
-@dataclass
-class SegmentView:
-    """One scanned segment: its identity, state and record descriptors."""
-
-    segment_id: int
-    path: str
-    inode: int
-    size: int
-    scan: segment.SegmentScan
-    mapping: mmap.mmap | None
-
-
-class HeldSegments:
-    """What a pass-1 view of any store shape holds: scanned segments (with their mappings),
-    the store id and the next sequence. Subclasses are dataclasses with those fields."""
-
-    segments: list[SegmentView]
-    store_id: bytes
-    next_sequence: int
-
-    def segments_key(self) -> tuple:
-        return tuple((s.segment_id, s.inode, s.size, s.scan.state, s.scan.count)
-                     for s in self.segments)
-
-    def close(self) -> None:
-        for view in self.segments:
-            if view.mapping is not None:
-                view.mapping.close()
-                view.mapping = None
-
-    def tail(self) -> Tail:
-        last = self.segments[-1]
-        # the running segment CRC the writer continues: every byte of the active file,
-        # taken in by the windowed scan (no second pass over the file)
-        crc = last.scan.segment_crc
-        assert crc is not None
-        return Tail(store_id=self.store_id, segment_id=last.segment_id,
-                    first_sequence=last.scan.first_sequence,
-                    size=last.size, record_count=last.scan.count,
-                    segment_crc=crc,
-                    sealed=last.scan.state == "sealed", next_sequence=self.next_sequence)
-
 
 @dataclass
 class FrozenView(HeldSegments):
@@ -154,95 +87,6 @@ def _read_store(io: RealIO, inventory: layout.Inventory, stage: str) -> bytes:
         raise locate(failure, path=path, stage=stage) from None
 
 
-@dataclass
-class _Pass:
-    """What one physical pass needs besides the store: limits, clock, stage, mappings."""
-
-    options: RecoveryOptions
-    timer: RecoveryTimer
-    stage: str  # "preflight" or "revalidation"
-    keep_mappings: bool
-
-
-def _scan_one(io: RealIO, path: str, segment_id: int, store_id: bytes,
-              highest: bool, run: _Pass, length: int | None = None) -> SegmentView:
-    """Map and scan one segment; ``length`` scans only its first bytes (``tay storage
-    repair`` judging the store as it would be without a torn tail; nothing is changed)."""
-    fd = io.open(path, os.O_RDONLY)
-    try:
-        info = io.fstat(fd)
-        mapping = mmap.mmap(fd, info.st_size, prot=mmap.PROT_READ) if info.st_size else None
-    finally:
-        io.close(fd)
-    size = info.st_size if length is None else min(length, info.st_size)
-    buffer: Any = mapping if mapping is not None else b""
-    if length is not None and mapping is not None:
-        buffer = memoryview(mapping)[:size]
-    try:
-        run.timer.check(run.stage, path=path, segment_id=segment_id, offset=0)
-        scan = segment.scan_segment(
-            buffer, segment_id=segment_id, store_id=store_id,
-            highest=highest, budget=run.options.max_decode_payload_bytes, path=path,
-            release=_WindowDone(mapping, run, path, segment_id))
-    except StorageFailure as failure:
-        _close_mapping(mapping, buffer)
-        raise locate(failure, path=path, segment_id=segment_id, stage=run.stage) from None
-    if isinstance(buffer, memoryview):
-        buffer.release()
-    if mapping is not None:
-        _drop_pages(mapping, 0, info.st_size)  # the footer's tail page; replay faults pages back
-        if not run.keep_mappings:
-            mapping.close()
-            mapping = None
-    return SegmentView(segment_id, path, info.st_ino, size, scan, mapping)
-
-
-def _close_mapping(mapping: mmap.mmap | None, buffer: Any) -> None:
-    if isinstance(buffer, memoryview):
-        buffer.release()
-    if mapping is not None:
-        try:
-            mapping.close()
-        except BufferError:  # a cut view's slice still held by the refusal: the GC closes it
-            pass
-
-
-_PAGE = mmap.PAGESIZE
-
-
-def _drop_pages(mapping: mmap.mmap, start: int, end: int) -> None:
-    """Release the whole pages of ``[start, end)`` from this process's resident set.
-
-    The mapping is shared and read-only, so the data stays valid: a later access faults
-    the same bytes back in from the page cache.
-    """
-    first = -(-start // _PAGE) * _PAGE
-    last = end // _PAGE * _PAGE if end < len(mapping) else len(mapping)
-    if last > first:
-        mapping.madvise(mmap.MADV_DONTNEED, first, last - first)
-
-
-class _WindowDone:
-    """``release`` for a windowed scan: drops the whole pages of a mapping once walked,
-    then checks the time limits (a scan window is one I/O step)."""
-
-    __slots__ = ("mapping", "dropped", "run", "path", "segment_id")
-
-    def __init__(self, mapping: mmap.mmap | None, run: _Pass, path: str,
-                 segment_id: int) -> None:
-        self.mapping = mapping
-        self.dropped = 0  # every page below this offset is already handed back
-        self.run, self.path, self.segment_id = run, path, segment_id
-
-    def __call__(self, start: int, end: int) -> None:
-        last = end // _PAGE * _PAGE
-        if self.mapping is not None and last > self.dropped:
-            self.mapping.madvise(mmap.MADV_DONTNEED, self.dropped, last - self.dropped)
-            self.dropped = last
-        self.run.timer.check(self.run.stage, path=self.path, segment_id=self.segment_id,
-                             offset=end)
-
-
 def preflight(io: RealIO, data_dir: str, options: RecoveryOptions,
               keep_mappings: bool = True, timer: RecoveryTimer | None = None,
               stage: str = "preflight", highest_length: int | None = None,
@@ -255,7 +99,7 @@ def preflight(io: RealIO, data_dir: str, options: RecoveryOptions,
     the store it would leave; the file is not touched). ``legacy`` reads an interrupted
     first adoption's v1 segments where the adoption moved them.
     """
-    run = _Pass(options, timer or RecoveryTimer(options), stage, keep_mappings)
+    run = ScanPass(options, timer or RecoveryTimer(options), stage, keep_mappings)
     inventory = layout.classify(io, data_dir, options.max_directory_entries, legacy=legacy)
     run.timer.check(stage, path=inventory.root)
     if options.max_total_segment_bytes is not None and \
@@ -273,7 +117,7 @@ def preflight(io: RealIO, data_dir: str, options: RecoveryOptions,
         highest_id = inventory.segment_ids[-1]
         for segment_id in inventory.segment_ids:
             highest = segment_id == highest_id
-            view = _scan_one(io, inventory.segment_path(segment_id), segment_id, store_id,
+            view = scan_one(io, inventory.segment_path(segment_id), segment_id, store_id,
                              highest, run, highest_length if highest else None)
             views.append(view)
             records += view.scan.count
@@ -298,35 +142,6 @@ def preflight(io: RealIO, data_dir: str, options: RecoveryOptions,
         raise
     return FrozenView(inventory, store_id, views, topology.next_sequence, records,
                       topology.exhausted, ledger)
-
-
-MAX_LEDGER_BYTES = 64 << 20  # a million segments' entries
-
-
-def check_ledger(io: RealIO, root: str, store_id: bytes, epoch_id: bytes,
-                 views: list[SegmentView], segment_path: Callable[[int], str],
-                 stage: str) -> segment_ledger.Ledger:
-    """Refuse a store missing (or holding a replaced) segment its ``SEGMENT-LEDGER``
-    recorded for the segments directory ``epoch_id`` (all zero: the v1 ``segments/``)."""
-    path = os.path.join(root, layout.LEDGER_NAME)
-    fd = io.open(path, os.O_RDONLY)
-    try:
-        size = io.fstat(fd).st_size
-        if size > MAX_LEDGER_BYTES:
-            raise RecoveryRefused("resource_limit", "ledger_too_large", path=path, stage=stage,
-                                  size=size, limit=MAX_LEDGER_BYTES)
-        data = io.read_at(fd, size, 0) if size else b""
-    finally:
-        io.close(fd)
-    try:
-        ledger = segment_ledger.decode_ledger(data, path)
-        segment_ledger.check_segments(
-            ledger, store_id, epoch_id,
-            {view.segment_id: view.scan.first_sequence for view in views},
-            ledger_path=path, segment_path=segment_path)
-    except StorageFailure as failure:
-        raise locate(failure, stage=stage) from None
-    return ledger
 
 
 def replay(view: FrozenView, consumer: Consumer, timer: RecoveryTimer | None = None) -> int:
@@ -367,7 +182,7 @@ def replay(view: FrozenView, consumer: Consumer, timer: RecoveryTimer | None = N
                     expected += 1
                 if segment_view.mapping is not None:
                     last_offset, _, _, _, last_length = chunk[-1]
-                    _drop_pages(segment_view.mapping, 0, last_offset + 24 + last_length)
+                    drop_pages(segment_view.mapping, 0, last_offset + 24 + last_length)
                 if timer is not None:
                     timer.check("replay", path=segment_view.path, sequence=expected - 1,
                                 segment_id=segment_view.segment_id, offset=chunk[-1][0])
@@ -430,23 +245,6 @@ class TableConsumer:
             raise RecoveryRefused("argument", "state_not_carried", stage="compaction",
                                   events=dict(self.other_events))
         return []
-
-
-@dataclass
-class Recovered:
-    """What a successful recovery produced.
-
-    ``view`` is a ``FrozenView`` (v1) or an ``EpochView`` (Store v2, ``store_version`` 2);
-    ``reducer`` is the v2 reducer after the epoch (its allocator and entity revisions), if
-    the consumer took part in the reduction.
-    """
-
-    view: Any
-    records_replayed: int
-    journal: Journal | None
-    consumer: Consumer
-    store_version: int = 1
-    reducer: Any = None
 
 
 def recover(

@@ -33,7 +33,8 @@ from tay.storage import layout
 from tay.storage.fsio import FILE_MODE, RealIO
 from tay.storage.recovery import adoption
 from tay.storage.recovery.limits import RecoveryOptions
-from tay.storage.recovery.recover import is_torn_tail, preflight
+from tay.storage.recovery.physical import is_torn_tail
+from tay.storage.recovery.recover import preflight
 
 SIDE_FILE_PREFIX = "torn-tail-"  # never contains ".tay": upstream readers ignore it
 

@@ -30,8 +30,8 @@ from tay.storage.formats.value import DecodeLimits, locate
 from tay.storage.fsio import RealIO
 from tay.storage.recovery.limits import RecoveryOptions, RecoveryTimer
 from tay.storage.formats.segment_ledger import LEDGER_FILE_NAME
-from tay.storage.recovery.recover import (
-    HeldSegments, SegmentView, _drop_pages, _Pass, _scan_one, check_ledger,
+from tay.storage.recovery.physical import (
+    HeldSegments, ScanPass, SegmentView, check_ledger, drop_pages, scan_one,
 )
 from tay.storage.v2 import layout as v2_layout
 from tay.storage.v2.epoch_records import (
@@ -134,7 +134,7 @@ def preflight_v2(io: RealIO, root_path: str, options: RecoveryOptions,
 
     ``highest_length``: judge the epoch's highest (tail) segment as if it ended there
     (``tay storage repair``; nothing is changed)."""
-    run = _Pass(options, timer or RecoveryTimer(options), stage, keep_mappings)
+    run = ScanPass(options, timer or RecoveryTimer(options), stage, keep_mappings)
     root = v2_layout.classify_root(io, root_path, options.max_directory_entries)
     run.timer.check(stage, path=root_path)
     markers = _markers(io, root, stage)
@@ -178,7 +178,7 @@ def read_epoch_dir(io: RealIO, epoch_path: str, store_id: bytes, options: Recove
     same checks as a selected epoch, minus the root and CURRENT."""
     from tay.storage.v2.manifest import decode_manifest
 
-    run = _Pass(options, RecoveryTimer(options), "verification", keep_mappings)
+    run = ScanPass(options, RecoveryTimer(options), "verification", keep_mappings)
     epoch = v2_layout.classify_epoch(io, epoch_path, options.max_directory_entries)
     manifest_path = os.path.join(epoch_path, v2_layout.MANIFEST_NAME)
     manifest_bytes = read_small(io, manifest_path, v2_layout.MANIFEST_MAX, run.stage)
@@ -193,7 +193,7 @@ def read_epoch_dir(io: RealIO, epoch_path: str, store_id: bytes, options: Recove
 
 
 def _read_epoch(io: RealIO, epoch: v2_layout.EpochInventory, manifest_bytes: bytes,
-                manifest: Manifest, store_id: bytes, run: _Pass,
+                manifest: Manifest, store_id: bytes, run: ScanPass,
                 highest_length: int | None = None) -> EpochView:
     views = _scan_epoch(io, epoch, manifest, store_id, run, highest_length)
     try:
@@ -212,7 +212,7 @@ def _read_epoch(io: RealIO, epoch: v2_layout.EpochInventory, manifest_bytes: byt
 
 
 def _scan_epoch(io: RealIO, epoch: v2_layout.EpochInventory, manifest: Manifest,
-                store_id: bytes, run: _Pass,
+                store_id: bytes, run: ScanPass,
                 highest_length: int | None = None) -> list[SegmentView]:
     base = manifest.base_segments
     if len(epoch.segment_ids) < len(base) + 1:
@@ -228,7 +228,7 @@ def _scan_epoch(io: RealIO, epoch: v2_layout.EpochInventory, manifest: Manifest,
             if segment_id <= len(base):
                 _check_base_file(io, path, base[segment_id - 1], epoch, run.stage)
             last = segment_id == highest
-            view = _scan_one(io, path, segment_id, store_id, last, run,
+            view = scan_one(io, path, segment_id, store_id, last, run,
                              highest_length if last else None)
             views.append(view)
             records += view.scan.count
@@ -383,7 +383,7 @@ def _replay_segment(segment_view: SegmentView, in_base: bool, expected: int, con
                 if mapping is not None and offset > dropped:
                     # records before this one are decoded into objects: their pages need
                     # not stay resident (the peak RSS of a replay)
-                    _drop_pages(mapping, dropped, offset)
+                    drop_pages(mapping, dropped, offset)
                     dropped = offset
                 decoded = decode_batch(buffer, [
                     (o + 24, n, t, s) for o, t, s, _, n in records[first:first + _BATCH]
@@ -409,7 +409,7 @@ def _replay_segment(segment_view: SegmentView, in_base: bool, expected: int, con
                 timer.check("replay", path=segment_view.path, sequence=sequence,
                             segment_id=segment_view.segment_id)
         if mapping is not None and segment_view.size:
-            _drop_pages(mapping, 0, segment_view.size)
+            drop_pages(mapping, 0, segment_view.size)
     finally:
         buffer.release()
     return expected
