@@ -457,3 +457,67 @@ def test_live_jobs_above_the_state_ratio_do_not_compact_in_a_loop(data_dir):
             h.close()
 
     asyncio.run(scenario())
+
+
+def test_a_compaction_after_a_restart_writes_the_same_records_with_or_without_rows(data_dir):
+    """A restart keeps a base's terminal jobs as rows (tay.storage.v2.rows); the next
+    online compaction builds them on capture and writes exactly what it writes after an
+    eager restart (same records, byte for byte)."""
+    from tay.engine.epoch import EpochEngine
+    from tay.engine.effects import Execute
+    from tay.storage.recovery.recover import recover
+
+    async def build() -> None:
+        h = Harness(data_dir, "auto")
+        executes: list[Execute] = []
+        h.driver.attach("w", lambda effect: executes.append(effect)
+                        if isinstance(effect, Execute) else None)
+        try:
+            h.driver.submit(commands.Connect("w", "worker", "rt", 2, None, "c1"))
+            h.driver.submit(commands.RegisterTasks("w", ("t.v1",), "c2"))
+            for n in range(2):  # two run, with results; none is left executing
+                await h.enqueue(n)
+            while len(executes) < 2:
+                await asyncio.sleep(0.01)
+            for n, execute in enumerate(executes):
+                h.driver.submit(commands.Succeeded("w", f"s{n}", execute.reservation_id,
+                                                   execute.execution_id, {"n": n}))
+            h.driver.submit(commands.Disconnect("w"))
+            ids = [await h.enqueue(n) for n in range(2, 8)]
+            await h.cancel(ids[4])
+            await h.cancel(ids[5])
+            await h.compactor.request("admin", ONE_HOUR)  # a base of terminal and live jobs
+        finally:
+            h.close()
+
+    asyncio.run(build())
+
+    def compact_copy(eager: bool) -> list[tuple[int, int, int, bytes]]:
+        copy = f"{data_dir}-{'eager' if eager else 'rows'}"
+        shutil.copytree(data_dir, copy)
+        method = EpochEngine.epoch_install_row
+        if eager:
+            del EpochEngine.epoch_install_row
+        try:
+            async def again() -> None:
+                h = Harness(copy, "auto")
+                try:
+                    lazy = sum(1 for entry in h.store.engine.jobs.values()
+                               if type(entry).__name__ == "LazyJobEntry")
+                    assert lazy == (0 if eager else 4)  # two completed, two cancelled
+                    await h.compactor.request("admin", ONE_HOUR)
+                finally:
+                    h.close()
+
+            asyncio.run(again())
+        finally:
+            if eager:
+                EpochEngine.epoch_install_row = method
+        records: list[tuple[int, int, int, bytes]] = []
+        recover(copy, consumer=lambda s, t, k, payload: records.append(
+            (s, t, k, bytes(payload))), activate=False)
+        shutil.rmtree(copy)
+        return records
+
+    with_rows, eager = compact_copy(False), compact_copy(True)
+    assert with_rows == eager and len(with_rows) >= 8
