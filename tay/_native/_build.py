@@ -1,12 +1,14 @@
 """cffi out-of-line API-mode builder for ``tay._native._tay_native`` (named by setup.py).
 
-The C sources live in ``csrc/``; this file only declares the functions Python may call.
+The C sources live in ``csrc/``; what Python may call is declared once, in ``csrc/tay_native.h``,
+which this file reads as the cdef.
 Hardware CRC paths use per-function target attributes, so no global -m flags are passed.
 """
 
 from __future__ import annotations
 
 import os
+import re
 from pathlib import Path
 
 from cffi import FFI
@@ -17,193 +19,35 @@ _SOURCES = ["crc32c.c", "records.c", "value.c", "frames.c", "fileops.c", "events
             "json_value.c", "value_json.c", "json_keys.c", "writer.c", "writer_io.c"]
 _SOURCES += ["frames_check.c"]  # the protocol's per-buffer frame scan
 
-CDEF = """
-int tay_crc32c_select(int force_software);
-uint32_t tay_crc32c(uint32_t crc, const uint8_t *data, size_t length);
-uint32_t tay_crc32c_chars(uint32_t crc, const char *data, size_t length);
+HEADER = _CSRC / "tay_native.h"
+_DEFINE = re.compile(r"#define\s+(\w+)\s+\(?\s*(-?\d+)u?\s*\)?")  # an integer constant
 
-int tay_encode_records(size_t count, const int64_t *types, const int64_t *schemas,
-                       const uint64_t *sequences, const uint64_t *lengths,
-                       const uint8_t *payloads, uint8_t *out, size_t out_length,
-                       size_t *error_index);
-int tay_scan_records(const uint8_t *buf, size_t start, size_t end, uint32_t budget,
-                     uint64_t first_sequence, size_t capacity, uint64_t *offsets,
-                     uint8_t *types, uint8_t *schemas, uint64_t *sequences,
-                     uint32_t *lengths, size_t *count, size_t *stop_offset);
 
-int tay_value_scan(const uint8_t *data, size_t size, uint32_t max_depth, uint64_t max_nodes,
-                   uint64_t max_binary, size_t capacity, uint8_t *tags, uint64_t *values,
-                   uint32_t *offsets, double *reals, size_t *node_count,
-                   size_t *error_offset);
-int tay_utf8_valid(const uint8_t *data, size_t length);
+def header_cdef(header: str) -> str:
+    """The cdef Python is built against, read from the C header itself (one declaration of
+    every function, struct and constant): the declarations as written, with array sizes
+    computed from the header's constants (cffi's parser takes only numbers there), and each
+    ``#define`` as ``#define NAME ...`` (cffi takes its value from the compiled header)."""
+    values: dict[str, int] = {}
+    lines = []
+    header = re.sub(r"/\*.*?\*/", " ", header, flags=re.DOTALL)  # a comment may hold "[i]"
+    for line in header.splitlines():
+        if not line.startswith("#"):
+            lines.append(line)
+        elif constant := _DEFINE.match(line):
+            values[constant.group(1)] = int(constant.group(2))
+            lines.append(f"#define {constant.group(1)} ...")
 
-int tay_events_scan(const uint8_t *buf, size_t count, const uint64_t *offsets,
-                    const uint32_t *lengths, const uint8_t *types, const uint8_t *schemas,
-                    uint32_t max_depth, uint64_t max_nodes, uint64_t max_binary,
-                    size_t tape_capacity, uint8_t *tags, uint64_t *values, uint32_t *tape_offsets,
-                    double *reals, uint64_t *rows);
+    def size(match: re.Match[str]) -> str:
+        terms = re.sub(r"[A-Z_][A-Z0-9_]*", lambda m: str(values[m.group()]), match.group(1))
+        if not re.fullmatch(r"[0-9 +*-]+", terms):
+            raise ValueError(f"tay_native.h: array size {match.group(1)!r} is not a constant sum")
+        return f"[{eval(terms)}]"  # digits and + - * only (checked above)
 
-int tay_snapshots_scan(const uint8_t *buf, size_t count, const uint64_t *offsets,
-                       const uint32_t *lengths, uint32_t max_depth, uint64_t max_nodes,
-                       uint64_t max_binary, size_t tape_capacity, uint8_t *tags,
-                       uint64_t *values, uint32_t *tape_offsets, double *reals,
-                       uint64_t *rows);
+    return re.sub(r"\[([^\]]+)\]", size, "\n".join(lines))
 
-int tay_mutations_scan(const uint8_t *buf, size_t count, const uint64_t *offsets,
-                       const uint32_t *lengths, uint32_t max_depth, uint64_t max_nodes,
-                       uint64_t max_binary, size_t tape_capacity, uint8_t *tags,
-                       uint64_t *values, uint32_t *tape_offsets, double *reals,
-                       uint64_t *rows);
 
-int tay_json_to_value(const uint8_t *json, size_t size, uint8_t *out, size_t out_capacity,
-                      size_t *out_length, size_t *error_offset);
-int tay_value_to_json(const uint8_t *data, size_t size, uint32_t max_depth, uint64_t max_nodes,
-                      uint64_t max_binary, uint8_t *out, size_t out_capacity,
-                      size_t *out_length, size_t *error_offset);
-
-int tay_split_frames(const uint8_t *buf, size_t size, uint32_t max_frame, size_t capacity,
-                     uint64_t *starts, uint64_t *ends, size_t *count, size_t *consumed);
-int tay_json_domain_clean(const uint8_t *json, size_t size, uint32_t max_depth,
-                          uint64_t max_nodes, uint32_t max_key_bytes);
-int tay_split_frames_checked(const uint8_t *buf, size_t size, uint32_t max_frame,
-                             size_t capacity, uint32_t max_depth, uint64_t max_nodes,
-                             uint32_t max_key_bytes, uint64_t *starts, uint64_t *ends,
-                             uint8_t *clean, size_t *count, size_t *consumed);
-
-size_t tay_json_member_count(const uint8_t *json, size_t size);
-
-int tay_write_all_at(int fd, const uint8_t *data, size_t length, int64_t offset);
-int tay_fdatasync(int fd);
-int tay_fsync(int fd);
-int tay_fsync_dir(const char *path);
-int tay_flock_exclusive(int fd);
-int tay_rename_noreplace(int src_dir_fd, const char *src_name, int dst_dir_fd,
-                         const char *dst_name);
-int tay_filesystem_magic(const char *path, uint64_t *magic);
-
-typedef struct tay_writer tay_writer;
-typedef struct {
-    int dir_fds[8];
-    const char *dir_names[8];
-    int dir_count;
-    int lock_fd;
-    const char *lock_name;
-    int segment_fd;
-    uint8_t store_id[16];
-    uint64_t segment_id, first_sequence, size, record_count, next_sequence, history_bytes;
-    uint32_t segment_crc;
-    int sync_mode;
-    uint64_t rotation_target;
-    uint32_t max_events;
-    int64_t interval_ns;
-    int linger;
-    int ledger_fd;
-    uint8_t epoch_id[16];
-    uint64_t ledger_size, ledger_highest;
-    int rt_priority;
-} tay_writer_config;
-typedef struct {
-    int segment_fd;
-    uint64_t segment_id, first_sequence, size, committed_size, record_count, next_sequence,
-        history_bytes;
-    uint32_t segment_crc;
-    uint64_t ledger_size, ledger_highest;
-} tay_writer_tail;
-typedef struct {
-    uint64_t submissions, events, batches, fsyncs, largest_batch, writes, syncs;
-} tay_writer_stats;
-typedef struct {
-    uint64_t first_ticket, last_ticket, segment_id, offset, first_sequence, last_sequence, count;
-} tay_writer_receipt;
-typedef struct {
-    int kind, reason, error_number;
-    int cut_back;
-    int cut_back_errno;
-    uint64_t cut_back_to, cut_back_bytes, segment_id, links;
-    char path[4096];
-    char name[256];
-    char detail[128];
-} tay_writer_failure;
-int tay_writer_start(const tay_writer_config *config, tay_writer **out);
-int64_t tay_writer_submit(tay_writer *w, size_t count, const uint64_t *meta,
-                          const char *payloads, size_t payload_bytes, int hold,
-                          size_t *error_index);
-void tay_writer_flush(tay_writer *w);
-uint64_t tay_writer_durable(tay_writer *w);
-int tay_writer_stopped(tay_writer *w);
-int tay_writer_event_fd(tay_writer *w);
-int tay_writer_wait(tay_writer *w, uint64_t ticket, int64_t timeout_ns);
-int tay_writer_receipts(tay_writer *w, uint64_t after_batch, tay_writer_receipt *out,
-                        size_t capacity, uint64_t *next_batch);
-typedef struct {
-    uint64_t batches;
-    uint64_t events_counts[33], write_counts[33], sync_counts[33];
-    uint64_t events_total, write_ns_total, sync_ns_total;
-} tay_writer_observations;
-int tay_writer_observe(tay_writer *w, const uint64_t *latency_bounds_ns, size_t latency_count,
-                       const uint64_t *batch_bounds, size_t batch_count);
-void tay_writer_observations_of(tay_writer *w, tay_writer_observations *out);
-void tay_writer_failure_of(tay_writer *w, tay_writer_failure *out);
-void tay_writer_stats_of(tay_writer *w, tay_writer_stats *out);
-int tay_writer_scheduling(tay_writer *w, int *policy, int *priority);
-int tay_writer_close(tay_writer *w, tay_writer_tail *tail);
-void tay_writer_free(tay_writer *w);
-void tay_writer_test_faults(tay_writer *w, uint64_t fail_write_at, uint64_t fail_sync_at,
-                            int fail_errno, size_t short_write_bytes);
-void tay_writer_test_gate(tay_writer *w, int closed);
-int tay_writer_test_gate_entered(tay_writer *w);
-
-#define TAY_WRITER_MAX_DIRS ...
-#define TAY_WRITER_BUCKETS ...
-#define TAY_WK_IO ...
-#define TAY_WK_CHANGED_VIEW ...
-#define TAY_WK_RESOURCE_LIMIT ...
-#define TAY_WR_APPEND_FAILED ...
-#define TAY_WR_FDATASYNC_FAILED ...
-#define TAY_WR_CHECK_PATHS_FAILED ...
-#define TAY_WR_PATH_CHANGED ...
-#define TAY_WR_LOCK_LINKS ...
-#define TAY_WR_STORE_EXHAUSTED ...
-#define TAY_WR_NO_MEMORY ...
-#define TAY_WRITER_ARGUMENT ...
-#define TAY_WRITER_SEQUENCE ...
-#define TAY_WRITER_STOPPED ...
-#define TAY_WRITER_CLOSED ...
-#define TAY_WRITER_TIMEOUT ...
-#define TAY_WRITER_NO_MEMORY ...
-
-#define TAY_CRC_SOFTWARE ...
-#define TAY_CRC_SSE42 ...
-#define TAY_CRC_ARMV8 ...
-#define TAY_E_RECORD_TYPE ...
-#define TAY_E_RECORD_SCHEMA ...
-#define TAY_E_RECORD_SEQUENCE ...
-#define TAY_E_RECORD_LENGTH ...
-#define TAY_E_OUTPUT_SIZE ...
-#define TAY_SCAN_END ...
-#define TAY_SCAN_NOT_RECORD ...
-#define TAY_SCAN_BAD_RECORD ...
-#define TAY_SCAN_SEQUENCE ...
-#define TAY_SCAN_FULL ...
-#define TAY_V_TAPE_FULL ...
-#define TAY_VALUE_DEPTH_CEILING ...
-#define TAY_EVENT_FAST ...
-#define TAY_SNAPSHOT_ROW ...
-#define TAY_MUTATION_ROW ...
-#define TAY_EVENT_SLOW ...
-#define TAY_EVENT_ROW ...
-#define TAY_J_MALFORMED ...
-#define TAY_J_DUPLICATE_KEY ...
-#define TAY_J_INTEGER_RANGE ...
-#define TAY_J_UNSUPPORTED_TYPE ...
-#define TAY_J_OUTPUT_FULL ...
-#define TAY_J_NO_MEMORY ...
-#define TAY_J_INPUT_SIZE ...
-#define TAY_FRAME_OK ...
-#define TAY_FRAME_TOO_LARGE ...
-#define TAY_FRAME_EMPTY ...
-#define TAY_FRAME_FULL ...
-"""
+CDEF = header_cdef(HEADER.read_text(encoding="utf-8"))
 
 
 def _build_path(path: Path, absolute: bool) -> str:
