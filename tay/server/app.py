@@ -193,23 +193,18 @@ def run_serve(config: ServeConfig, http: Any = None) -> int:
     gc.disable()
     try:
         store = open_store(config)
-    except BaseException:
-        gc.enable()
-        raise
-    try:
-        import uvloop  # only now: the loop stack is not needed to recover
+        try:
+            import uvloop  # only now: the loop stack is not needed to recover
 
-        if http is None:
-            main = serve(config, store=store)
-        else:
-            from .http_listener import serve_with_http
+            if http is None:
+                main = serve(config, store=store)
+            else:
+                from .http_listener import serve_with_http
 
-            main = serve_with_http(config, http, store=store)
-    except BaseException:
-        store.close()
-        gc.enable()
-        raise
-    try:
+                main = serve_with_http(config, http, store=store)
+        except BaseException:
+            store.close()
+            raise
         return uvloop.run(main)
     finally:
         gc.enable()
