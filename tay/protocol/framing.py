@@ -30,27 +30,17 @@ class FrameDecoder:
         self._max_frame = max_frame
         self._buffer_limit = 2 * max_frame + 8 if buffer_limit is None else buffer_limit
         self.fatal: ConnectionFatal | None = None
-        self._domain = domain  # (max_depth, max_nodes, max_key_bytes) for feed_checked
+        self._domain = domain  # (max_depth, max_nodes, max_key_bytes): the clean marks
 
     @property
     def buffered(self) -> int:
         return len(self._buffer)
 
-    def feed(self, data: bytes) -> list[bytes]:
-        """Append ``data`` and return every complete payload (in order) before any error."""
-        if self.fatal is not None:
-            return []
-        buffer = self._buffer
-        buffer += data
-        slices, consumed, error = _native.split_frames(buffer, self._max_frame)
-        frames = [bytes(buffer[start:end]) for start, end in slices]
-        self._consume(consumed, error)
-        return frames
-
-    def feed_checked(self, data: bytes) -> list[tuple[bytes, bool]]:
-        """``feed`` with each payload's clean mark: True when, if it is valid JSON, it is an
-        object within the ``domain`` bounds given at construction for sure (one native call
-        per buffer; ``tay._native.split_frames_checked``). False: check it the exact way."""
+    def feed(self, data: bytes) -> list[tuple[bytes, bool]]:
+        """Append ``data`` and return every complete payload (in order) before any error,
+        each with its clean mark: True when, if it is valid JSON, it is an object within the
+        ``domain`` bounds given at construction for sure (one native call per buffer;
+        ``tay._native.split_frames_checked``). False: check it the exact way."""
         if self.fatal is not None:
             return []
         direct = not self._buffer  # the common case: read whole frames straight from data

@@ -58,7 +58,7 @@ class ProtocolSession:
             return received
         outputs = received.outputs
         try:
-            for payload, clean in self._decoder.feed_checked(data):
+            for payload, clean in self._decoder.feed(data):
                 message = None
                 if clean:  # within the value domain if it is a JSON object: orjson decides
                     try:
