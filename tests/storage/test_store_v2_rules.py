@@ -367,21 +367,48 @@ def test_a_job_event_that_does_not_continue_the_revision_is_refused(store):
 
 # ---- §3.7 step 8: revalidation -----------------------------------------------------------
 
-class _Meddler(TableConsumer):
-    """Replaces CURRENT with a copy of itself (same bytes, new inode) while replay runs."""
+def _replace_with_copy(path: Path, extra: bytes = b"") -> None:
+    """The same bytes (plus ``extra``) under a new inode, as another writer would leave it."""
+    copy = path.with_name(path.name + ".new")
+    copy.write_bytes(path.read_bytes() + extra)
+    os.replace(copy, path)
 
-    def __init__(self, root: Path) -> None:
+
+class _Meddler(TableConsumer):
+    """Changes the store while replay runs: CURRENT by default (same bytes, new inode)."""
+
+    def __init__(self, root: Path, change=None) -> None:
         super().__init__()
         self.root, self.done = root, False
+        self.change = change or (lambda root: _replace_with_copy(root / "CURRENT"))
 
     def epoch_install(self, state, event=None):
         if not self.done:
             self.done = True
-            current = self.root / "CURRENT"
-            copy = self.root / "current-new"
-            copy.write_bytes(current.read_bytes())
-            os.replace(copy, current)
+            self.change(self.root)
         return super().epoch_install(state, event)
+
+
+def _highest_segment(root: Path) -> Path:
+    return sorted((epoch_dir(root) / "segments").iterdir())[-1]
+
+
+@pytest.mark.parametrize("change", [
+    lambda root: _replace_with_copy(_highest_segment(root)),  # same bytes, new inode
+    lambda root: _replace_with_copy(_highest_segment(root), b"\0"),  # and a byte longer
+    lambda root: _replace_with_copy(epoch_dir(root) / "MANIFEST"),
+    lambda root: (root / "notes.txt").write_bytes(b"x"),  # a new file in the root
+], ids=["tail-inode", "tail-size", "manifest-inode", "root-listing"])
+def test_an_epoch_that_changes_during_replay_is_refused_at_revalidation(store, change):
+    # revalidation does not rescan the segments: the epoch's listing (names, inodes,
+    # sizes) and its MANIFEST bytes are what must be unchanged
+    consumer = _Meddler(store, change)
+    with pytest.raises(RecoveryRefused) as caught:
+        recover(str(store), consumer=consumer, durability="write")
+    failure = caught.value
+    assert (failure.kind, failure.reason, failure.stage) == (
+        "changed_view", "store_changed_during_recovery", "revalidation")
+    assert consumer.done
 
 
 def test_a_root_that_changes_during_replay_is_refused_at_revalidation(store):

@@ -18,7 +18,9 @@ from tay.storage.journal.writer import Journal
 from tay.storage.recovery.limits import RecoveryOptions, RecoveryTimer
 from tay.storage.recovery.outcome import Recovered
 from tay.storage.recovery.physical import naming_repair
-from tay.storage.recovery.store_v2 import EpochView, preflight_v2, replay_v2
+from tay.storage.recovery.store_v2 import (
+    EpochView, preflight_v2, replay_v2, revalidate_v2,
+)
 from tay.storage.v2 import layout as v2_layout
 
 
@@ -37,14 +39,7 @@ def recover_epoch(io: RealIO, root: str, lock: layout.StoreLock, consumer: Any,
             timer.open_window()
         tail = view.tail() if activate and not view.exhausted else None
         view.close()
-        again = preflight_v2(io, root, options, keep_mappings=False, timer=timer,
-                             stage="revalidation")
-        if again.markers != view.markers:
-            raise RecoveryRefused("changed_view", "authority_changed", path=root,
-                                  stage="revalidation")
-        if again.key() != view.key():
-            raise RecoveryRefused("changed_view", "store_changed_during_recovery", path=root,
-                                  stage="revalidation")
+        revalidate_v2(io, root, options, view, timer)
         if not activate:
             return Recovered(view, replayed, None, consumer, 2, reducer)
         if view.exhausted:

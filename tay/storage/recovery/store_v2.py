@@ -6,7 +6,8 @@ size and SHA-256 against the MANIFEST *before* scanning it, scans every segment 
 the base summaries and the topology. Pass 2 (``replay_v2``) checks the record profile
 (base: (7,1) snapshots, their (31,2) attachments, then (30,2) checkpoints; tail: (8,1)
 mutations and (30,2) events) and feeds each record to the ``EpochReducer``. Revalidation
-repeats pass 1; the root and the three markers must be byte-identical. A refusal changes no
+(``revalidate_v2``) re-lists the root and the epoch and re-reads the three markers and the
+MANIFEST: all must be identical to pass 1 (names, inodes, sizes, bytes). A refusal changes no
 byte. An epoch is never chosen by mtime, never merged with another, and candidates, old
 epochs and legacy directories are ignored.
 
@@ -170,6 +171,30 @@ def preflight_v2(io: RealIO, root_path: str, options: RecoveryOptions,
         view.close()
         raise
     return view
+
+
+def revalidate_v2(io: RealIO, root_path: str, options: RecoveryOptions, view: EpochView,
+                  timer: RecoveryTimer) -> None:
+    """§3.7 step 8: re-list the root and re-read STORE, STORE-V2 and CURRENT, which must be
+    byte-identical to pass 1; the selected epoch's listing (every segment's name, inode and
+    size) and its MANIFEST bytes must be too. The segments' contents are not scanned or
+    hashed again: pass 1 checked them under the owner lock this recovery still holds (a full
+    second pass doubled the physical work of every start; v1 keeps it, §7 step 6)."""
+    stage = "revalidation"
+    root = v2_layout.classify_root(io, root_path, options.max_directory_entries)
+    timer.check(stage, path=root_path)
+    markers = _markers(io, root, stage)
+    if markers != view.markers:
+        raise RecoveryRefused("changed_view", "authority_changed", path=root_path, stage=stage)
+    epoch = v2_layout.classify_epoch(io, view.epoch.path, options.max_directory_entries)
+    manifest_path = os.path.join(epoch.path, v2_layout.MANIFEST_NAME)
+    manifest_bytes = read_small(io, manifest_path, v2_layout.MANIFEST_MAX, stage)
+    timer.check(stage, path=manifest_path)
+    assert view.root is not None
+    if (root.fingerprint, epoch.fingerprint, manifest_bytes) != \
+            (view.root.fingerprint, view.epoch.fingerprint, view.manifest_bytes):
+        raise RecoveryRefused("changed_view", "store_changed_during_recovery", path=root_path,
+                              stage=stage)
 
 
 def read_epoch_dir(io: RealIO, epoch_path: str, store_id: bytes, options: RecoveryOptions,
