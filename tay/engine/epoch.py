@@ -188,33 +188,41 @@ class EpochEngine(AdminCommands):
         reducer = self.epoch
         payload = event.payload
         kind = event.type
+        history = self.history
         if kind <= 6 and event.schema == 1:  # a lifecycle pair (1..6, 1): an (8,1) mutation
-            if kind == 2 or kind == 6 or (kind == 1 and payload["eligible_at"] <= payload["at"]):
+            at = payload["at"]
+            if kind == 2 or kind == 6 or (kind == 1 and payload["eligible_at"] <= at):
                 order = reducer.next_order  # it leaves the job available
             else:
                 order = None
             raw = mutation_payload(event, revision, order)
             record = event_with_raw(8, 1, event.name, payload, raw)  # MUTATION_PAIR
-            if self.history is not None:
-                self._charge_frame(event, len(raw))
-            apply = reducer.mutation
-            argument: Any = _new_tuple(Mutation, (payload["job_id"], kind, revision - 1,
-                                                  revision, payload["at"], order, event))
+            if history is not None:
+                if history.uncapped or kind == 4:  # nothing to refuse: accounted only
+                    history.account_payload(len(raw))
+                else:
+                    self._charge_frame(event, len(raw))
+            self._pending_nodes = nodes
+            try:
+                state = reducer.mutation(_new_tuple(Mutation, (payload["job_id"], kind,
+                                                               revision - 1, revision, at,
+                                                               order, event)))
+            finally:
+                self._pending_nodes = None
         else:
             raw = result_payload(event, revision) if kind == 10 and event.schema == 2 \
                 else encode_epoch_event(event, revision)
             record = event_with_raw(30, 2, event.name, payload, raw)  # EPOCH_EVENT_PAIR
             self._charge_frame(event, len(raw))
-            apply = reducer.event
-            argument = _new_tuple(EpochEvent, (event, revision,
-                                               ev.epoch_carry((kind, event.schema))))
-        self._pending_nodes = nodes
-        try:
-            state = apply(argument)
-        finally:
-            self._pending_nodes = None
-        out.events.append((self.next_sequence, record))
-        self.next_sequence += 1
+            self._pending_nodes = nodes
+            try:
+                state = reducer.event(_new_tuple(EpochEvent, (
+                    event, revision, ev.epoch_carry((kind, event.schema)))))
+            finally:
+                self._pending_nodes = None
+        sequence = self.next_sequence
+        out.events.append((sequence, record))
+        self.next_sequence = sequence + 1
         return state
 
     def _commit_entity(self, event: ev.Event, out: Outcome) -> None:

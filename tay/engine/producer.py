@@ -16,6 +16,8 @@ from tay.engine.state import EngineState
 from tay.failures import RequestRefused
 from tay.storage import events as ev
 
+_new_tuple = tuple.__new__  # a named tuple built without its Python-level __new__
+
 RESULT_REFUSALS = {
     "cancelled": ("task_cancelled", "the job was cancelled"),
     "discarded": ("task_failed", "the job failed on its last allowed attempt"),
@@ -25,7 +27,7 @@ RESULT_REFUSALS = {
 class ProducerCommands(EngineState):
     def _reply(self, out: Outcome, conn, request_id, kind: str, **fields) -> None:
         if conn is not None or request_id is not None:
-            out.effects.append(Reply(conn, request_id, kind, fields))
+            out.effects.append(_new_tuple(Reply, (conn, request_id, kind, fields)))
 
     def _lookup(self, raw_job_id) -> JobEntry:
         job_id = parse_job_id(raw_job_id)

@@ -34,6 +34,7 @@ from tay.storage.events.transitions import (
 )
 
 WAITING_FOR_TIME = ("scheduled", "retryable")
+_new_tuple = tuple.__new__  # a named tuple built without its Python-level __new__
 STATE_INDEX = {state: index for index, state in enumerate(STATES)}
 MAX_TIMELINE = 25  # attempts kept per job for the admin timeline (the latest ones)
 # The records that end an execution: written against its finishing reserve, never refused
@@ -129,12 +130,12 @@ class EngineState:
         A persistent insert or start may be refused by the history caps (``RequestRefused``
         capacity); ``apply`` is pure, so nothing has changed when that happens.
         """
-        at = event.payload["at"]
         if not volatile and self.epoch is not None:  # Store v2: the logical domain
             state = self._commit_in_epoch(entry, event, out, nodes)
             if entry is None:
                 entry = self.jobs[state.id]
         else:
+            at = event.payload["at"]
             sequence = self._volatile_sequence if volatile else self.next_sequence
             state = apply(entry.state if entry is not None else None, sequence, event)
             if volatile:
@@ -144,9 +145,10 @@ class EngineState:
                 self.next_sequence += 1
                 out.events.append((sequence, event))
             entry = self._install(entry, state, volatile, nodes, at)
-        if event.type in _COUNTED:
-            self.activity.count(_COUNTED[event.type] or finish_outcome(state), entry.queue,
-                                entry.task, at)
+        counted = _COUNTED.get(event.type, _NOT_COUNTED)
+        if counted is not _NOT_COUNTED:
+            self.activity.count(counted or finish_outcome(state), entry.queue, entry.task,
+                                event.payload["at"])
         return entry
 
     def _charge_history(self, event: ev.Event) -> ev.Event:
@@ -313,12 +315,15 @@ class EngineState:
         if not self.dispatching:
             return
         ready, executing, paused = self._ready, self._executing, self.paused
-        credits = self.config.queue_credits
+        config = self.config
+        credits, default_credits = config.queues.get, config.default_queue_concurrency
         progress = True
         while progress:
             progress = False
             for queue in ready.queues():
-                if executing[queue] >= credits(queue) or queue in paused:
+                # config.queue_credits(queue), read without its call
+                if executing.get(queue, 0) >= credits(queue, default_credits) \
+                        or queue in paused:
                     continue
                 try:
                     started = self._dispatch_one(queue, now_ms, mono_ms, out)
@@ -332,10 +337,11 @@ class EngineState:
 
     def _dispatch_one(self, queue: str, now_ms: int, mono_ms: int, out: Outcome) -> bool:
         best: tuple[str, tuple[int, int, bytes], Executor] | None = None
+        select = self.executors.select
         for task, head in self._ready.heads(queue):
             if best is not None and head >= best[1]:
                 continue
-            executor = self.executors.select(task, queue)
+            executor = select(task, queue)
             if executor is not None:
                 best = (task, head, executor)
         if best is None:
@@ -353,22 +359,27 @@ class EngineState:
     def _start(self, entry: JobEntry, executor: Executor, now_ms: int, mono_ms: int,
                out: Outcome) -> None:
         job = entry.state
-        at = max(now_ms, job.eligible_at)
-        event = ev.job_started(job.id, at, job.revision, job.next_attempt, job.cycle)
+        eligible_at = job.eligible_at
+        event = ev.job_started(job.id, now_ms if now_ms > eligible_at else eligible_at,
+                               job.revision, job.next_attempt, job.cycle)
         entry = self._commit(entry, event, entry.volatile, out)
-        timeout_ms = job.definition["timeout_ms"]
-        reservation = Reservation(random_token(self.rng), random_token(self.rng), executor.conn,
-                                  job.id, entry.queue, mono_ms + timeout_ms)
-        self.executors.reserve(executor, reservation)
-        entry.reservation_id = reservation.reservation_id
-        self._executing[entry.queue] += 1
-        self._timeouts.push(reservation.deadline_mono, reservation.reservation_id)
         definition = job.definition
-        out.effects.append(Execute(
-            executor.conn, reservation.reservation_id, reservation.execution_id, job.id.hex(),
-            entry.task, self.execute_args.take(job.id, definition) or args_json(definition),
-            timeout_ms, entry.queue,
-        ))
+        timeout_ms = definition["timeout_ms"]
+        rng = self.rng
+        reservation_id = random_token(rng)
+        execution_id = random_token(rng)
+        queue = entry.queue
+        deadline = mono_ms + timeout_ms
+        reservation = Reservation(reservation_id, execution_id, executor.conn, job.id, queue,
+                                  deadline)
+        self.executors.reserve(executor, reservation)
+        entry.reservation_id = reservation_id
+        self._executing[queue] += 1
+        self._timeouts.push(deadline, reservation_id)
+        out.effects.append(_new_tuple(Execute, (
+            executor.conn, reservation_id, execution_id, job.id.hex(), entry.task,
+            self.execute_args.take(job.id, definition) or args_json(definition), timeout_ms,
+            queue)))
 
 
 # ---- operations bookkeeping (docs/admin.md) --------------------------------------------
@@ -412,6 +423,7 @@ def _finish_attempt(entry: JobEntry, state: JobState, at: int) -> None:
 
 
 # record type -> how a live event of it counts (types are unique across the registry)
+_NOT_COUNTED = object()
 _COUNTED = {ev.JOB_INSERTED[0]: "enqueued", ev.JOB_FINISHED[0]: None,
             ev.JOB_CANCELLED[0]: None, ev.JOB_RETRIED[0]: "retried",
             ev.JOB_REQUEUED[0]: "retried"}
