@@ -122,6 +122,38 @@ static int read_unicode_escape(json_reader *j, size_t quote, uint32_t *cp) {
     return 0;
 }
 
+/* Word-at-a-time byte tests (each is nonzero iff some byte of v matches). */
+#define ONES 0x0101010101010101ULL
+#define HIGHS 0x8080808080808080ULL
+static uint64_t has_zero_byte(uint64_t v) { return (v - ONES) & ~v & HIGHS; }
+static uint64_t has_byte_below_0x20(uint64_t v) { return (v - 0x20 * ONES) & ~v & HIGHS; }
+
+/* Advance pos over plain string bytes (anything but '"', '\\' and controls) and say
+ * whether any of them is >= 0x80: only such a run needs the UTF-8 check. Eight bytes are
+ * tested at a time until a word holds a byte that stops the run. */
+static int scan_plain(json_reader *j) {
+    const uint8_t *in = j->in;
+    size_t pos = j->pos, size = j->size;
+    uint64_t high = 0;
+    while (size - pos >= 8) {
+        uint64_t v;
+        memcpy(&v, in + pos, 8);
+        if (has_zero_byte(v ^ ('"' * ONES)) | has_zero_byte(v ^ ('\\' * ONES))
+            | has_byte_below_0x20(v))
+            break;
+        high |= v & HIGHS;
+        pos += 8;
+    }
+    while (pos < size) {
+        uint8_t c = in[pos];
+        if (c == '"' || c == '\\' || c < 0x20) break;
+        high |= c & 0x80;
+        pos++;
+    }
+    j->pos = pos;
+    return high != 0;
+}
+
 /* The string at pos (its opening quote) -> tag 06 + u32 length + UTF-8 body. */
 static int read_string(json_reader *j) {
     size_t quote = j->pos++;
@@ -132,13 +164,9 @@ static int read_string(json_reader *j) {
     j->length += 5;
     for (;;) {
         size_t run = j->pos;
-        while (j->pos < j->size) {
-            uint8_t c = j->in[j->pos];
-            if (c == '"' || c == '\\' || c < 0x20) break;
-            j->pos++;
-        }
+        int high = scan_plain(j);
         size_t n = j->pos - run;
-        if (!tay_utf8_valid(j->in + run, n)) return fail_at(j, TAY_V_INVALID_UTF8, quote);
+        if (high && !tay_utf8_valid(j->in + run, n)) return fail_at(j, TAY_V_INVALID_UTF8, quote);
         if ((rc = reserve_out(j, n + 4))) return rc;
         memcpy(j->out + j->length, j->in + run, n);
         j->length += n;

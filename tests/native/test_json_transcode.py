@@ -100,6 +100,22 @@ def test_twins_agree_on_mutated_json(obj, edits):
     assert outcome(c.json_to_value, bytes(data)) == outcome(pure.json_to_value, bytes(data))
 
 
+# bytes around every class the C string scan tests a word at a time: stops ('"', '\\',
+# controls), plain ASCII, and high bytes that are (or are not) valid UTF-8 sequences
+string_bytes = st.sampled_from([0x22, 0x5C, 0x00, 0x1F, 0x20, 0x7F, 0x41, 0x6E, 0x75,
+                                0x80, 0xC3, 0xA9, 0xE2, 0x82, 0xAC, 0xED, 0xA0, 0xF0, 0xFF])
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.integers(0, 40), st.lists(string_bytes, max_size=40), st.integers(0, 40))
+def test_twins_agree_on_strings_across_word_boundaries(plain, tail, more):
+    """A string whose stops, escapes and non-ASCII bytes fall at any offset of an 8-byte
+    word: the word-at-a-time scan finds the same end and the same refusal as the twin."""
+    body = b"x" * plain + bytes(tail) + b"y" * more
+    for data in (b'"' + body + b'"', b'{"k":"' + body + b'"}', b'["' + body):
+        assert outcome(c.json_to_value, data) == outcome(pure.json_to_value, data)
+
+
 @SETTINGS
 @given(st.binary(max_size=80))
 def test_value_to_json_refuses_as_the_decoder(data):
