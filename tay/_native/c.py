@@ -168,13 +168,15 @@ _frame_scratch = threading.local()
 
 
 def _frame_columns() -> tuple:
-    """This thread's result columns for split_frames_checked (allocated once, reused)."""
+    """This thread's result columns for split_frames_checked (allocated once, reused):
+    starts, ends, clean marks, and the frame count and consumed offset."""
     columns = getattr(_frame_scratch, "columns", None)
     if columns is None:
         rows = _FRAME_SCRATCH_ROWS
+        results = ffi.new("size_t[2]")
         columns = _frame_scratch.columns = (
             _new_uncleared("uint64_t[]", rows), _new_uncleared("uint64_t[]", rows),
-            _new_uncleared("uint8_t[]", rows), ffi.new("size_t[2]"))
+            _new_uncleared("uint8_t[]", rows), results, results + 1)
     return columns
 
 
@@ -182,27 +184,34 @@ def split_frames_checked(buf: Any, max_frame: int, max_depth: int, max_nodes: in
                          max_key_bytes: int) -> tuple[list[tuple[int, int, bool]], int, str | None]:
     """``split_frames``, each frame ``(start, end, clean)``: clean when its payload, if valid
     JSON, is an object within the value-domain bounds for sure (see csrc/frames_check.c)."""
-    if not (0 <= max_frame <= 0xFFFFFFFF and 0 <= max_depth <= 0xFFFFFFFF
-            and 0 <= max_nodes <= 0xFFFFFFFFFFFFFFFF and 0 <= max_key_bytes <= 0xFFFFFFFF):
-        raise ValueError("limits out of range")
-    data = ffi.from_buffer("uint8_t[]", buf)
     try:
-        starts, ends, clean, results = _frame_scratch.columns
+        starts, ends, clean, count, consumed = _frame_scratch.columns
     except AttributeError:
-        starts, ends, clean, results = _frame_columns()
+        starts, ends, clean, count, consumed = _frame_columns()
+    # bytes (the server's reads) go to C as they are; other buffers through a view
+    data = base = buf if type(buf) is bytes else ffi.from_buffer("uint8_t[]", buf)
+    size = len(data)
     frames: list[tuple[int, int, bool]] = []
     offset = 0
-    size = len(data)
     while True:
-        code = lib.tay_split_frames_checked(data + offset if offset else data, size - offset,
-                                            max_frame, _FRAME_SCRATCH_ROWS, max_depth,
-                                            max_nodes, max_key_bytes, starts, ends, clean,
-                                            results, results + 1)
-        for index in range(results[0]):
-            frames.append((offset + starts[index], offset + ends[index], clean[index] == 1))
-        offset += results[1]
+        try:  # cffi refuses a limit outside its unsigned parameter (OverflowError)
+            code = lib.tay_split_frames_checked(
+                data, size - offset, max_frame, _FRAME_SCRATCH_ROWS, max_depth, max_nodes,
+                max_key_bytes, starts, ends, clean, count, consumed)
+        except OverflowError:
+            raise ValueError("limits out of range") from None
+        found = count[0]
+        if found == 1 and not offset:  # the common case: one frame per read
+            frames.append((starts[0], ends[0], clean[0] == 1))
+        else:
+            for index in range(found):
+                frames.append((offset + starts[index], offset + ends[index], clean[index] == 1))
+        offset += consumed[0]
         if code != lib.TAY_FRAME_FULL:
             return frames, offset, _FRAME_ERRORS[code]
+        if base is buf:  # more than a scratch full of frames in bytes: go on through a view
+            base = ffi.from_buffer("uint8_t[]", buf)
+        data = base + offset
 
 
 def json_domain_clean(json: Any, max_depth: int, max_nodes: int, max_key_bytes: int) -> bool:

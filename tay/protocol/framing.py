@@ -13,6 +13,7 @@ from tay import _native
 from tay.failures import ConnectionFatal
 
 _LENGTH = struct.Struct(">I")
+_split_frames_checked = _native.split_frames_checked
 
 
 class FrameDecoder:
@@ -22,7 +23,7 @@ class FrameDecoder:
     is left in ``fatal`` (the connection must then send it and close).
     """
 
-    __slots__ = ("_buffer", "_max_frame", "_buffer_limit", "fatal", "_domain")
+    __slots__ = ("_buffer", "_max_frame", "_buffer_limit", "fatal", "_limits")
 
     def __init__(self, max_frame: int, buffer_limit: int | None = None,
                  domain: tuple[int, int, int] = (0, 0, 0)) -> None:
@@ -30,7 +31,9 @@ class FrameDecoder:
         self._max_frame = max_frame
         self._buffer_limit = 2 * max_frame + 8 if buffer_limit is None else buffer_limit
         self.fatal: ConnectionFatal | None = None
-        self._domain = domain  # (max_depth, max_nodes, max_key_bytes): the clean marks
+        # split_frames_checked's limits: the frame size, then the domain's clean marks
+        # (max_depth, max_nodes, max_key_bytes)
+        self._limits = (max_frame, *domain)
 
     @property
     def buffered(self) -> int:
@@ -43,22 +46,24 @@ class FrameDecoder:
         ``tay._native.split_frames_checked``). False: check it the exact way."""
         if self.fatal is not None:
             return []
-        direct = not self._buffer  # the common case: read whole frames straight from data
-        if direct:
-            buffer = data if type(data) is bytes else bytes(data)
-        else:
+        if self._buffer:  # a partial frame waits: complete it in the unread buffer
             buffer = self._buffer
             buffer += data
-        slices, consumed, error = _native.split_frames_checked(buffer, self._max_frame,
-                                                               *self._domain)
-        if direct:
-            frames = [(buffer[start:end], clean) for start, end, clean in slices]
-            if consumed < len(buffer):  # a partial frame (or the bad prefix) is kept
-                self._buffer += buffer[consumed:]
-            consumed = 0
-        else:
+            slices, consumed, error = _split_frames_checked(buffer, *self._limits)
             frames = [(bytes(buffer[start:end]), clean) for start, end, clean in slices]
-        self._consume(consumed, error)
+            self._consume(consumed, error)
+            return frames
+        # the common case: whole frames read straight from data
+        buffer = data if type(data) is bytes else bytes(data)
+        slices, consumed, error = _split_frames_checked(buffer, *self._limits)
+        if consumed == len(buffer) and error is None:
+            if len(slices) == 1:
+                start, end, clean = slices[0]
+                return [(buffer[start:end], clean)]
+            return [(buffer[start:end], clean) for start, end, clean in slices]
+        frames = [(buffer[start:end], clean) for start, end, clean in slices]
+        self._buffer += buffer[consumed:]  # a partial frame (or the bad prefix) is kept
+        self._consume(0, error)
         return frames
 
     def _consume(self, consumed: int, error: str | None) -> None:

@@ -110,3 +110,15 @@ def test_split_frames_checked_splits_like_split_frames(native):
     frames, consumed, error = native.split_frames_checked(many, 100, 64, 1000, 255)
     assert len(frames) == 200 and all(clean for _, _, clean in frames) and consumed == len(many)
     assert native.split_frames(many, 100)[0] == [(start, end) for start, end, _ in frames]
+
+
+def test_split_frames_checked_reads_any_buffer_and_refuses_limits_out_of_range(native):
+    many = (len(b'{"k":[1]}').to_bytes(4, "big") + b'{"k":[1]}') * 130 + b"\x00\x00"
+    expected = native.split_frames_checked(many, 100, 64, 1000, 255)
+    assert len(expected[0]) == 130 and expected[1] == len(many) - 2 and expected[2] is None
+    for buffer in (bytearray(many), memoryview(many)):  # the unread buffer is a bytearray
+        assert native.split_frames_checked(buffer, 100, 64, 1000, 255) == expected
+    for limits in ((-1, 64, 1000, 255), (100, 1 << 32, 1000, 255), (100, 64, 1 << 64, 255),
+                   (100, 64, 1000, -5)):
+        with pytest.raises(ValueError):
+            native.split_frames_checked(many, *limits)
