@@ -26,6 +26,7 @@ from tay.failures import RequestRefused
 from tay.storage.formats import value
 from tay.storage.events.definition import LazyDefinition, build_definition
 
+_new_tuple = tuple.__new__  # a named tuple built without its Python-level __new__
 OPTION_KEYS = frozenset(
     {"id", "submission_id", "delay", "delay_ms", "run_at", "retries", "timeout",
      "timeout_ms", "backoff", "queue", "durability"}
@@ -97,6 +98,25 @@ def _key(obj: Any, option: str, code: str = "invalid_enqueue") -> str:
     if not 1 <= size <= 255:
         raise RequestRefused(f"{option} must be 1..255 bytes", code=code, option=option)
     return obj
+
+
+# names that passed ``_key`` -> the interned string: the jobs of one task and queue share
+# two strings, and a name seen before is not checked again (bounded: many names start over)
+_KEYS_SEEN: dict[str, str] = {}
+_KEYS_SEEN_MAX = 4096
+
+
+def _interned_key(obj: Any, option: str) -> str:
+    """``sys.intern(_key(obj, option))``, remembered for a name seen before."""
+    if type(obj) is str:
+        seen = _KEYS_SEEN.get(obj)
+        if seen is not None:
+            return seen
+    name = sys.intern(_key(obj, option))
+    if len(_KEYS_SEEN) >= _KEYS_SEEN_MAX:
+        _KEYS_SEEN.clear()
+    _KEYS_SEEN[name] = name
+    return name
 
 
 def _present(options: dict[str, Any]) -> dict[str, Any]:
@@ -192,7 +212,7 @@ def parse_enqueue(
             _exclusive(present, first, second)
     # interned: every job of a task and queue holds the same two strings, not its own
     # copies decoded from its request (~110 bytes a retained job)
-    task = sys.intern(_key(task, "task"))
+    task = _interned_key(task, "task")
     args_size = _check_args(args, config)
     retries = present.get("retries", 0)
     if not _is_int(retries) or not 0 <= retries <= RETRIES_MAX:
@@ -202,7 +222,7 @@ def parse_enqueue(
     durability = present.get("durability", "persistent")
     if durability not in DURABILITIES:
         raise _invalid("durability must be 'persistent' or 'volatile'", "durability")
-    queue = sys.intern(_key(present.get("queue", "default"), "queue"))
+    queue = _interned_key(present.get("queue", "default"), "queue")
     scheduled_at = _scheduled_at(present, now_ms)
     timeout_ms = _timeout_ms(present, config.default_timeout_ms)
     live, args_json = _live_definition(task, args, queue, retries + 1, scheduled_at,
@@ -212,7 +232,8 @@ def parse_enqueue(
         raise RequestRefused(f"definition encodes to {size} bytes (limit {config.max_payload_bytes})",
                              code="capacity", reason="encoded_bytes")
     nodes = args_size.nodes + DEFINITION_FIXED_NODES
-    return JobRequest(_job_id(present, rng), live, size, nodes, durability, args_json)
+    return _new_tuple(JobRequest, (_job_id(present, rng), live, size, nodes, durability,
+                                   args_json))
 
 
 def _live_definition(task: str, args: dict, queue: str, max_attempts: int,

@@ -11,6 +11,7 @@ from __future__ import annotations
 import math
 from typing import Any, NamedTuple
 
+_new_tuple = tuple.__new__  # a named tuple built without its Python-level __new__
 INT_MIN = -(2**63)
 INT_MAX = 2**64 - 1
 
@@ -58,7 +59,41 @@ def measure(obj: Any, where: str) -> Measure:
 _NIL = Measure(1, 1, 1)
 
 
+def _measure_flat(obj: dict) -> Measure | None:
+    """``_measure_fast`` of a map holding only scalars (most args), in one loop without the
+    stack; None when the map nests a container (the general walk measures it)."""
+    total = 5
+    for key, item in obj.items():
+        if type(key) is not str:
+            raise _Unsupported
+        total += 5 + len(key) if key.isascii() else _fast_text(key)
+        kind = type(item)
+        if kind is str:
+            total += 5 + len(item) if item.isascii() else _fast_text(item)
+        elif kind is int:
+            if not INT_MIN <= item <= INT_MAX:
+                raise _Unsupported
+            total += 9
+        elif item is None or kind is bool:
+            total += 1
+        elif kind is float:
+            if not math.isfinite(item):
+                raise _Unsupported
+            total += 9
+        elif kind is dict or kind is list:
+            return None
+        else:
+            raise _Unsupported
+    count = len(obj)
+    # root 1, every key and value one below it
+    return _new_tuple(Measure, (total, 2 if count else 1, 1 + 2 * count))
+
+
 def _measure_fast(obj: Any) -> Measure:
+    if type(obj) is dict:
+        flat = _measure_flat(obj)
+        if flat is not None:
+            return flat
     total = 0
     deepest = 0
     nodes = 0
@@ -99,7 +134,7 @@ def _measure_fast(obj: Any) -> Measure:
             stack.extend([(child, child_depth) for child in item])
         else:
             raise _Unsupported
-    return Measure(total, deepest, nodes)
+    return _new_tuple(Measure, (total, deepest, nodes))
 
 
 def _fast_text(text: str) -> int:

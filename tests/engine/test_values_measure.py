@@ -43,3 +43,25 @@ def test_refusals_name_the_path(obj, where: str) -> None:
 def test_non_ascii_text_is_sized_in_utf8_bytes() -> None:
     assert measure("é€😀", "x").encoded_bytes == 5 + len("é€😀".encode())
     assert measure({"ключ": "значение"}, "x").encoded_bytes == len(value.encode({"ключ": "значение"}))
+
+
+ODD = st.sampled_from([math.nan, math.inf, 2**64, -(2**63) - 1, b"x", (1,), {1, 2},
+                       "\ud800"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.dictionaries(st.text(max_size=8), SCALARS | ODD | st.lists(SCALARS, max_size=2)
+                       | st.dictionaries(st.text(max_size=3), SCALARS, max_size=2),
+                       max_size=6))
+def test_a_map_of_scalars_measures_as_the_located_walk(obj) -> None:
+    """The one-loop walk of a flat map (most args) gives the general walk's figures and,
+    on anything it cannot size, the same refusal naming the same place."""
+    try:
+        expected = _measure_located(obj, "args")
+    except UnsupportedValue as refused:
+        with pytest.raises(UnsupportedValue) as again:
+            measure(obj, "args")
+        assert (again.value.where, again.value.problem) == (refused.where, refused.problem)
+        return
+    assert measure(obj, "args") == expected
+    assert expected.encoded_bytes == len(value.encode(obj))

@@ -308,6 +308,12 @@ class LazyDefinition(Mapping[str, Any]):
             return 1
         raise KeyError(key)
 
+    def get(self, key: str, default: Any = None) -> Any:  # Mapping.get, one call less
+        index = _LAZY_SLOTS.get(key)
+        if index is not None:
+            return self._scalars[index]
+        return self[key] if key in DEFINITION_KEYS else default
+
     def __contains__(self, key: object) -> bool:
         return key in DEFINITION_KEYS
 

@@ -104,10 +104,12 @@ _FINISHED_KEYS = _keys("diagnostic", "disposition", "execution_token", "next_att
 def _validate_inserted(payload: Any, shaped: bool = False) -> None:
     _common(payload, _INSERTED_KEYS, "job_inserted", insert=True, shaped=shaped)
     definition = validate_definition(payload["definition"], "job_inserted.definition")
-    check_time(payload["eligible_at"], "job_inserted.eligible_at")
+    eligible_at = payload["eligible_at"]
+    if not (type(eligible_at) is int and 0 <= eligible_at <= TIME_MAX):
+        check_time(eligible_at, "job_inserted.eligible_at")
     scheduled_at = definition["scheduled_at"]
     expected = payload["at"] if scheduled_at is None else scheduled_at
-    if payload["eligible_at"] != expected:
+    if eligible_at != expected:
         raise invalid("eligible_at must equal scheduled_at (or at when unscheduled)",
                       "job_inserted.eligible_at")
 
@@ -183,7 +185,8 @@ def _validate_retried(payload: Any, shaped: bool = False) -> None:
 
 def _validate_result_recorded(payload: Any, shaped: bool = False) -> None:
     _common(payload, _RESULT_KEYS, "result_recorded", shaped=shaped)
-    check_json_value(payload["result"], "result_recorded.result")
+    if payload["result"] is not None:  # nil (what most tasks return) is a JSON value
+        check_json_value(payload["result"], "result_recorded.result")
 
 
 register_pairs((
