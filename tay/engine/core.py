@@ -107,7 +107,8 @@ class Engine(EpochEngine):
         Wall-clock due times are mapped with the clock offset seen at the last call.
         """
         wake = self._timeouts.peek_due()  # the driver asks after every command: no list
-        due_wall = self._timers.peek_due()
+        timers = self._timers
+        due_wall = timers.peek_due() if timers._heap else None  # most often none: no call
         if due_wall is not None and (wake is None or due_wall - self._clock_offset < wake):
             wake = due_wall - self._clock_offset
         schedule_wall = self.schedules.next_wakeup()

@@ -210,10 +210,14 @@ class EpochEngine(AdminCommands):
             finally:
                 self._pending_nodes = None
         else:
-            raw = result_payload(event, revision) if kind == 10 and event.schema == 2 \
+            result = kind == 10 and event.schema == 2  # RESULT_RECORDED
+            raw = result_payload(event, revision) if result \
                 else encode_epoch_event(event, revision)
             record = event_with_raw(30, 2, event.name, payload, raw)  # EPOCH_EVENT_PAIR
-            self._charge_frame(event, len(raw))
+            if history is not None and (history.uncapped or result):
+                history.account_payload(len(raw))  # a result ends an execution: accounted
+            else:
+                self._charge_frame(event, len(raw))
             self._pending_nodes = nodes
             try:
                 state = reducer.event(_new_tuple(EpochEvent, (

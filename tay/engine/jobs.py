@@ -28,7 +28,7 @@ class JobEntry:
         self.volatile = volatile
         self.charge = charge  # state-budget bytes in all
         self.margin = 0  # of which charged after admission (result, failure details)
-        self.ready_key: tuple[int, int] | None = None
+        self.ready_key: tuple[int, int, bytes] | None = None  # its ready heap entry
         self.reservation_id: str | None = None
         definition = state.definition
         self.queue: str = definition["queue_key"]

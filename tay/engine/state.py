@@ -111,7 +111,7 @@ class EngineState:
 
     def _ready_live(self, entry: tuple[int, int, bytes]) -> bool:
         job = self.jobs.get(entry[2])
-        return job is not None and job.ready_key == (entry[0], entry[1])
+        return job is not None and job.ready_key == entry
 
     def _timer_live(self, item: tuple) -> bool:
         job_id, revision = item[2]
@@ -229,9 +229,9 @@ class EngineState:
                 self._job_index.touch(stamp, state.id, name, entry.index_keys, previous)
         if name == "available":
             self._ready_counter = counter = self._ready_counter + 1
-            eligible_at = state.eligible_at
-            entry.ready_key = (eligible_at, counter)
-            self._ready.push(entry.queue, entry.task, (eligible_at, counter, state.id))
+            # the heap entry itself: the job is live in the heap while it holds this key
+            key = entry.ready_key = (state.eligible_at, counter, state.id)
+            self._ready.push(entry.queue, entry.task, key)
             return entry
         entry.ready_key = None
         if name == "executing":
@@ -288,7 +288,8 @@ class EngineState:
     def _finish(self, entry: JobEntry, outcome: int, diagnostic: int | None, now_ms: int,
                 out: Outcome) -> None:
         job = entry.state
-        disposition, next_attempt = expected_finish(outcome, job.attempt, job.max_attempts)
+        disposition, next_attempt = expected_finish(outcome, job.attempt,
+                                                    job.definition["max_attempts"])
         due = self._retry_due(job.attempt, now_ms) if disposition == ev.RETRYABLE else None
         event = ev.job_finished(
             job.id, now_ms, job.revision, execution_token=job.execution, outcome=outcome,

@@ -229,5 +229,6 @@ def journal_records(sequenced: Sequence[tuple[int, Event]]) -> list[tuple[int, i
     An event the engine already charged to the history budget carries its bytes in ``raw``,
     so nothing is encoded twice on the way to the journal.
     """
-    return [(sequence, event.type, event.schema, encode_event(event))
+    return [(sequence, event.type, event.schema,
+             event.raw if event.raw is not None else encode_event(event))
             for sequence, event in sequenced]

@@ -159,11 +159,13 @@ class HistoryBudget:
         path when nothing can be refused)."""
         layout = self.layout
         size = RECORD_OVERHEAD + payload_length
-        if rotation_needed(layout.active_size, size, self.rotation_target):
-            layout.add(size, self.rotation_target)
+        active = layout.active_size
+        # rotation_needed(active, size, target), inline: the frame fits the active segment
+        if active == HEADER_SIZE or active + size + FOOTER_SIZE <= self.rotation_target:
+            layout.active_size = active + size
+            layout.history_bytes += size
             return
-        layout.active_size += size
-        layout.history_bytes += size
+        layout.add(size, self.rotation_target)
 
     def admit(self, frame_sizes: Iterable[int], active_executions: int) -> None:
         """Check then account frames that are not the end of an execution.
