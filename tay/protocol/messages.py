@@ -105,18 +105,23 @@ def execution_ids(message: dict[str, Any]) -> tuple[str, str]:
     return reservation_id, execution_id
 
 
-def parse_succeeded(request_id: str, message: dict[str, Any], result_bytes: int) -> Succeeded:
+def parse_succeeded(request_id: str, message: dict[str, Any], result_bytes: int,
+                    make: Callable[..., Any] = Succeeded) -> Any:
+    """``make(request_id, reservation_id, execution_id, result)``: a ``Succeeded`` unless the
+    caller builds its own report (see ``ProtocolSession``)."""
     reservation_id, execution_id = execution_ids(message)
     result = message.get("result")
     size = len(encode_json(result))
     if size > result_bytes:
         raise RequestRefused(f"result encodes to {size} bytes, limit {result_bytes}",
                              code="result_too_large", field="result")
-    return Succeeded(request_id, reservation_id, execution_id, result)
+    return make(request_id, reservation_id, execution_id, result)
 
 
-def parse_failed(request_id: str, message: dict[str, Any], error_bytes: int) -> Failed:
-    """Keep only ``type`` (<= 128 bytes), ``message`` and ``traceback`` (strings)."""
+def parse_failed(request_id: str, message: dict[str, Any], error_bytes: int,
+                 make: Callable[..., Any] = Failed) -> Any:
+    """Keep only ``type`` (<= 128 bytes), ``message`` and ``traceback`` (strings);
+    ``make(request_id, reservation_id, execution_id, error)``, a ``Failed`` by default."""
     reservation_id, execution_id = execution_ids(message)
     error = message.get("error")
     if type(error) is not dict:
@@ -140,7 +145,7 @@ def parse_failed(request_id: str, message: dict[str, Any], error_bytes: int) -> 
     if size > error_bytes:
         raise RequestRefused(f"error encodes to {size} bytes, limit {error_bytes}",
                              code="error_too_large", field="error")
-    return Failed(request_id, reservation_id, execution_id, kept)
+    return make(request_id, reservation_id, execution_id, kept)
 
 
 def schedule_body(message: dict[str, Any]) -> dict[str, Any]:

@@ -7,6 +7,7 @@ feeds it bytes and performs what it returns; tests feed it literal bytes.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -17,12 +18,19 @@ from tay.failures import ConnectionFatal, RequestRefused
 from .envelope import check_envelope
 from .framing import FrameDecoder
 from .limits import ProtocolLimits
-from .messages import build_parsers, parse_enqueue, parse_hello
+from .messages import (
+    build_parsers, execution_ids, parse_enqueue, parse_failed, parse_hello, parse_succeeded,
+)
 from .replies import error_frame, reply_frame
-from .requests import FORWARDED, Hello, RegisterTasks, Request, UnregisterTasks
+from .requests import (
+    FORWARDED, Failed, Hello, RegisterTasks, Request, Started, Succeeded, UnregisterTasks,
+)
 from .values import decode_message
 
 Output = Request | bytes  # a request to forward, or a frame to send as is
+# what builds the started, succeeded and failed reports: (request_id, reservation_id,
+# execution_id[, result | error]) -> the report
+ReportMakers = tuple[Callable[..., Any], Callable[..., Any], Callable[..., Any]]
 
 
 @dataclass(slots=True)
@@ -34,9 +42,14 @@ class Received:
 
 
 class ProtocolSession:
-    """Protocol state of one connection."""
+    """Protocol state of one connection.
 
-    def __init__(self, limits: ProtocolLimits) -> None:
+    ``reports``: what builds the execution reports (``started``, ``succeeded``, ``failed``),
+    the wire requests by default. The server passes its engine commands' constructors, so a
+    report, two or three per job, is built once instead of as a wire request and then as
+    the command it maps to one to one."""
+
+    def __init__(self, limits: ProtocolLimits, reports: ReportMakers | None = None) -> None:
         self.limits = limits
         self.hello: Hello | None = None
         self.pending = 0  # forwarded requests not yet answered
@@ -46,6 +59,14 @@ class ProtocolSession:
         self._parsers = build_parsers(
             limits.max_tasks_per_message, limits.result_bytes, limits.error_bytes
         )
+        started, succeeded, failed = reports or (Started, Succeeded, Failed)
+        result_bytes, error_bytes = limits.result_bytes, limits.error_bytes
+        # the reports after hello: nothing else of _dispatch applies to them
+        self._reports: dict[str, Callable[[str, dict[str, Any]], Any]] = {
+            "started": lambda rid, msg: started(rid, *execution_ids(msg)),
+            "succeeded": lambda rid, msg: parse_succeeded(rid, msg, result_bytes, succeeded),
+            "failed": lambda rid, msg: parse_failed(rid, msg, error_bytes, failed),
+        }
 
     @property
     def buffered(self) -> int:
@@ -57,6 +78,7 @@ class ProtocolSession:
         if self.failed:
             return received
         outputs = received.outputs
+        reports = self._reports
         try:
             for payload, clean in self._decoder.feed(data):
                 message = None
@@ -69,8 +91,12 @@ class ProtocolSession:
                     message = decode_message(payload, self.limits)
                 message_type, request_id = check_envelope(message)
                 try:
-                    outputs.append(self._dispatch(message_type, request_id, message,
-                                                  len(payload)))
+                    report = reports.get(message_type)
+                    if report is not None and self.hello is not None:
+                        outputs.append(report(request_id, message))
+                    else:
+                        outputs.append(self._dispatch(message_type, request_id, message,
+                                                      len(payload)))
                 except RequestRefused as refused:
                     outputs.append(error_frame(refused, request_id))
             if self._decoder.fatal is not None:
@@ -86,6 +112,8 @@ class ProtocolSession:
 
     def _dispatch(self, message_type: str, request_id: str, message: dict[str, Any],
                   size: int) -> Output:
+        if message_type == "enqueue" and self.hello is not None:  # the per-job request
+            return self._count_pending(parse_enqueue(request_id, message, size))
         if message_type == "hello":
             if self.hello is not None:
                 raise RequestRefused("hello was already accepted", code="already_hello")
@@ -110,10 +138,15 @@ class ProtocolSession:
             raise RequestRefused("a client-mode connection cannot execute tasks",
                                  code="client_cannot_execute")
         if isinstance(request, FORWARDED):
-            if self.pending >= self.limits.max_pending_requests:
-                raise RequestRefused(
-                    f"more than {self.limits.max_pending_requests} requests pending",
-                    code="too_many_requests",
-                )
-            self.pending += 1
+            return self._count_pending(request)
+        return request
+
+    def _count_pending(self, request: Request) -> Request:
+        """A forwarded request takes a pending slot, or is refused when none is left."""
+        if self.pending >= self.limits.max_pending_requests:
+            raise RequestRefused(
+                f"more than {self.limits.max_pending_requests} requests pending",
+                code="too_many_requests",
+            )
+        self.pending += 1
         return request

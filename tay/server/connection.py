@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import Counter
+from functools import partial
 from typing import TYPE_CHECKING
 
 from tay.engine import commands as engine_commands
@@ -39,6 +40,8 @@ if TYPE_CHECKING:
     from .listener import Listener
 
 log = logging.getLogger("tay.server")
+# execution reports: the session builds them as engine commands (see ProtocolSession)
+_REPORTS = (engine_commands.Started, engine_commands.Succeeded, engine_commands.Failed)
 
 WRITE_HIGH_WATER = 1 << 20
 WRITE_LOW_WATER = 1 << 18
@@ -49,7 +52,8 @@ class Connection(asyncio.Protocol):
 
     def __init__(self, listener: "Listener") -> None:
         self.listener = listener
-        self.session = ProtocolSession(listener.limits)
+        self.session = ProtocolSession(listener.limits, tuple(
+            partial(report, self) for report in _REPORTS))  # type: ignore[arg-type]
         self.transport: asyncio.Transport | None = None
         self.connected_engine = False
         self._deadlines: RequestDeadlines | None = None  # made with the loop, on connect
@@ -77,8 +81,11 @@ class Connection(asyncio.Protocol):
     def data_received(self, data: bytes) -> None:
         received = self.session.receive(data)
         for output in received.outputs:
-            if isinstance(output, bytes):
+            kind = type(output)
+            if kind is bytes:
                 self._write(output)
+            elif kind in _REPORTS:  # an engine command already
+                self.listener.driver.submit(output)
             else:
                 self._forward(output)
         if received.close_frame is not None:
@@ -208,17 +215,7 @@ class Connection(asyncio.Protocol):
         self._write(error_frame(failure, request_id))
 
     def _forward(self, request: wire.Request) -> None:
-        kind = type(request)  # the per-job requests first, without the general mapping
-        if kind is wire.Succeeded:
-            self.listener.driver.submit(engine_commands.Succeeded(
-                self, request.request_id, request.reservation_id, request.execution_id,
-                request.result))
-            return
-        if kind is wire.Started:
-            self.listener.driver.submit(engine_commands.Started(
-                self, request.request_id, request.reservation_id, request.execution_id))
-            return
-        if kind is wire.Enqueue:
+        if type(request) is wire.Enqueue:  # the per-job request, without the general mapping
             self._deadlines.add(request.request_id)
             self.listener.driver.submit(  # client admission: a permit per enqueue in flight
                 engine_commands.Enqueue(self, request.request_id, request.task, request.args,

@@ -1,0 +1,87 @@
+"""The session's report shortcut: ``started``/``succeeded``/``failed`` after hello are parsed
+straight into whatever the ``reports`` constructors build (the server's engine commands),
+and must give exactly what the general dispatch gives: the same typed request (or the
+command it maps to), the same refusal frames, the same fatal close, the same pending count,
+for well-formed, hostile, mutated and mis-framed input split into arbitrary reads."""
+
+from __future__ import annotations
+
+from functools import partial
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tay.engine import commands as engine_commands
+from tay.protocol.limits import ProtocolLimits
+from tay.protocol.session import ProtocolSession
+from tay.server.connection import to_engine_command
+
+from . import grammar
+from .conftest import COUNTS, examples
+
+LIMITS = ProtocolLimits(max_frame_bytes=65_536, result_bytes=64, error_bytes=96)
+CONN = "conn"
+REPORT_TYPES = ["started", "succeeded", "failed"]
+REPORT_CLASSES = {"Started", "Succeeded", "Failed"}  # the wire requests of reports
+
+
+def general_route() -> ProtocolSession:
+    """A session whose reports take the general dispatch (the route before the shortcut)."""
+    session = ProtocolSession(LIMITS)
+    session._reports = {}  # every message through _dispatch and its parsers
+    return session
+
+
+@st.composite
+def report_heavy_messages(draw: st.DrawFn) -> dict:
+    message = draw(grammar.messages())
+    how = draw(st.integers(0, 2))
+    if how == 0:
+        return message
+    kind = draw(st.sampled_from(REPORT_TYPES))
+    if how == 1:  # a report with its fields drawn as the grammar does (often some missing)
+        body = dict(draw(grammar.BODIES[kind]))
+    else:  # a complete report, its values still drawn from the edge cases
+        body = {"reservation_id": draw(grammar.identifiers),
+                "execution_id": draw(grammar.identifiers)}
+        if kind == "succeeded":
+            body["result"] = draw(grammar.json_values)
+        elif kind == "failed":
+            body["error"] = draw(grammar.some_of({"type": grammar.identifiers,
+                                                  "message": grammar.scalars,
+                                                  "traceback": grammar.scalars}))
+    envelope = {key: message[key] for key in ("version", "v", "request_id") if key in message}
+    return {**envelope, **body, "type": kind}
+
+
+@settings(max_examples=examples(300), deadline=None,
+          suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
+@given(st.data())
+def test_report_shortcut_gives_what_the_general_dispatch_gives(data) -> None:
+    reference, default = general_route(), ProtocolSession(LIMITS)
+    commands = ProtocolSession(LIMITS, tuple(partial(report, CONN) for report in (
+        engine_commands.Started, engine_commands.Succeeded, engine_commands.Failed)))
+    payloads = []
+    if data.draw(st.integers(0, 4)):  # most connections say hello first
+        mode = data.draw(st.sampled_from(["worker", "client", "embedded"]))
+        payloads.append(grammar.encode({"version": 1, "type": "hello", "request_id": "h",
+                                        "mode": mode, "runtime_id": "fuzz",
+                                        "max_concurrency": 0 if mode == "client" else 2}))
+    for _ in range(data.draw(st.integers(1, 12))):
+        payloads.append(data.draw(grammar.mutated(grammar.encode(
+            data.draw(report_heavy_messages())))))
+    for piece in data.draw(grammar.chunked(grammar.frames(payloads, data.draw))):
+        expected = reference.receive(piece)
+        for session in (default, commands):
+            got = session.receive(piece)
+            assert got.close_frame == expected.close_frame
+            assert len(got.outputs) == len(expected.outputs)
+            for want, have in zip(expected.outputs, got.outputs):
+                if session is commands and type(want).__name__ in REPORT_CLASSES:
+                    COUNTS["shortcut_reports"] += 1
+                    assert have == to_engine_command(CONN, want)
+                else:
+                    assert type(have) is type(want) and have == want
+            assert (session.pending, session.hello, session.failed) == (
+                reference.pending, reference.hello, reference.failed)
+
