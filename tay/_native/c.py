@@ -431,10 +431,32 @@ def _transcode_error(rc: int, offset: int) -> Exception:
     return RuntimeError(f"transcoder returned {rc}")
 
 
+_JSON_SCRATCH_BYTES = 16384  # output kept per thread for json_to_value (larger: allocated)
+_json_scratch = threading.local()
+
+
+def _json_buffers() -> tuple:
+    """This thread's (output, its text view, results, error-offset pointer), reused."""
+    out = _new_uncleared("uint8_t[]", _JSON_SCRATCH_BYTES)
+    results = ffi.new("size_t[2]")
+    buffers = _json_scratch.buffers = (out, ffi.cast("char *", out), results, results + 1)
+    return buffers
+
+
 def json_to_value(json: Any) -> bytes:
     """Canonical Value bytes of one JSON document; ValueCodecError (input offset) if refused."""
     data = json if type(json) is bytes else bytes(json)
     size = len(data)
+    if 2 * size + 64 <= _JSON_SCRATCH_BYTES:  # most args: this thread's buffers, no allocation
+        try:
+            out, text, results, error_offset = _json_scratch.buffers
+        except AttributeError:
+            out, text, results, error_offset = _json_buffers()
+        rc = lib.tay_json_to_value(data, size, out, 2 * size + 64, results, error_offset)
+        if rc >= 0:
+            return ffi.unpack(text, results[0])
+        if rc != -lib.TAY_J_OUTPUT_FULL:
+            raise _transcode_error(rc, results[1])
     if size > 0xFFFFFFFF:
         raise ValueError(f"JSON input of {size} bytes exceeds 4 GiB")
     results = ffi.new("size_t[2]")  # output length, error offset

@@ -264,7 +264,7 @@ class LazyDefinition(Mapping[str, Any]):
         value and key inside args (the state budget charge).
         """
         args_value = value.encode_json(args_json)
-        if args_value[:1] != b"\x09":
+        if args_value[0] != 0x09:  # never empty: one JSON document is at least one Value
             raise invalid("args must be a map", "definition.args")
         scalars = (max_attempts, queue_key, scheduled_at, timeout_ms, worker_key)
         suffix = _SUFFIXES.get(scalars)
@@ -272,7 +272,7 @@ class LazyDefinition(Mapping[str, Any]):
                 or type(scheduled_at) not in (int, type(None)):  # True == 1 as a dict key
             suffix = _definition_suffix(*scalars)
         start = _ARGS_START
-        return cls(_ARGS_PREFIX + args_value + suffix, (start, start + len(args_value)),
+        return cls(b"".join((_ARGS_PREFIX, args_value, suffix)), (start, start + len(args_value)),
                    args_nodes, max_attempts, queue_key, scheduled_at, timeout_ms, worker_key)
 
     def args_json(self) -> bytes:
