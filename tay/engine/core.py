@@ -111,7 +111,8 @@ class Engine(EpochEngine):
         due_wall = timers.peek_due() if timers._heap else None  # most often none: no call
         if due_wall is not None and (wake is None or due_wall - self._clock_offset < wake):
             wake = due_wall - self._clock_offset
-        schedule_wall = self.schedules.next_wakeup()
+        schedules = self.schedules
+        schedule_wall = schedules.next_wakeup() if schedules._wake_heap else None
         if schedule_wall is not None and (wake is None
                                           or schedule_wall - self._clock_offset < wake):
             wake = schedule_wall - self._clock_offset

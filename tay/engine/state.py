@@ -270,7 +270,8 @@ class EngineState:
         """A new result or failure's details is charged against the budget's margin."""
         extra = 0
         if state.result_present and (old is None or not old.result_present):
-            extra += measure(state.result, "result").encoded_bytes
+            result = state.result
+            extra += 1 if result is None else measure(result, "result").encoded_bytes  # nil: 1
         if state.failure is not None and (old is None or state.failure is not old.failure):
             extra += failure_bytes(state.failure)
         if extra:
@@ -318,11 +319,15 @@ class EngineState:
         ready, executing, paused = self._ready, self._executing, self.paused
         config = self.config
         credits, default_credits = config.queues.get, config.default_queue_concurrency
-        progress = True
-        while progress:
-            progress = False
-            for queue in ready.queues():
-                # config.queue_credits(queue), read without its call
+        # Each pass offers every candidate queue one start, in rotation order. A queue that
+        # cannot start now (credits used, paused, nothing it can hand to an executor) cannot
+        # later in this call either: a start only uses up credits and executor room and
+        # makes no job ready. So the next pass offers only the queues that just started,
+        # which the rotation now holds last, in the order they were served.
+        candidates = ready.queues()
+        while candidates:
+            served = []
+            for queue in candidates:
                 if executing.get(queue, 0) >= credits(queue, default_credits) \
                         or queue in paused:
                     continue
@@ -334,7 +339,8 @@ class EngineState:
                     return
                 if started:
                     ready.served(queue)
-                    progress = True
+                    served.append(queue)
+            candidates = served
 
     def _dispatch_one(self, queue: str, now_ms: int, mono_ms: int, out: Outcome) -> bool:
         best: tuple[str, tuple[int, int, bytes], Executor] | None = None
