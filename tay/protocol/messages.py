@@ -70,7 +70,9 @@ def parse_tasks(message: dict[str, Any], max_tasks: int) -> tuple[str, ...]:
     return tuple(tasks)
 
 
-def parse_enqueue(request_id: str, message: dict[str, Any], size: int = 0) -> Enqueue:
+def parse_enqueue(request_id: str, message: dict[str, Any], size: int = 0,
+                  make: Callable[..., Any] = Enqueue) -> Any:
+    """``make(request_id, task, args, options, size)``, an ``Enqueue`` by default."""
     task = message.get("task")
     if not is_key(task):
         raise RequestRefused("task must be a 1..255 byte key without NUL",
@@ -82,7 +84,7 @@ def parse_enqueue(request_id: str, message: dict[str, Any], size: int = 0) -> En
     if type(options) is not dict:
         raise RequestRefused("options must be a JSON object",
                              code="invalid_enqueue", field="options")
-    return Enqueue(request_id, task, args, options, size)
+    return make(request_id, task, args, options, size)
 
 
 def parse_job_read(kind: str, request_id: str, message: dict[str, Any]) -> JobRead:

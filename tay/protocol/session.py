@@ -23,7 +23,7 @@ from .messages import (
 )
 from .replies import error_frame, reply_frame
 from .requests import (
-    FORWARDED, Failed, Hello, RegisterTasks, Request, Started, Succeeded, UnregisterTasks,
+    FORWARDED, Enqueue, Failed, Hello, RegisterTasks, Request, Started, Succeeded, UnregisterTasks,
 )
 from .values import decode_message
 
@@ -45,11 +45,13 @@ class ProtocolSession:
     """Protocol state of one connection.
 
     ``reports``: what builds the execution reports (``started``, ``succeeded``, ``failed``),
-    the wire requests by default. The server passes its engine commands' constructors, so a
-    report, two or three per job, is built once instead of as a wire request and then as
-    the command it maps to one to one."""
+    the wire requests by default; ``enqueue``: what builds a forwarded enqueue from
+    ``(request_id, task, args, options, size)``, ``Enqueue`` by default. The server passes
+    constructors of its engine commands, so each per-job request is built once instead of
+    as a frozen wire request and then as the command it maps to one to one."""
 
-    def __init__(self, limits: ProtocolLimits, reports: ReportMakers | None = None) -> None:
+    def __init__(self, limits: ProtocolLimits, reports: ReportMakers | None = None,
+                 enqueue: Callable[..., Any] = Enqueue) -> None:
         self.limits = limits
         self.hello: Hello | None = None
         self.pending = 0  # forwarded requests not yet answered
@@ -59,13 +61,17 @@ class ProtocolSession:
         self._parsers = build_parsers(
             limits.max_tasks_per_message, limits.result_bytes, limits.error_bytes
         )
+        self._make_enqueue = enqueue
         started, succeeded, failed = reports or (Started, Succeeded, Failed)
         result_bytes, error_bytes = limits.result_bytes, limits.error_bytes
-        # the reports after hello: nothing else of _dispatch applies to them
-        self._reports: dict[str, Callable[[str, dict[str, Any]], Any]] = {
-            "started": lambda rid, msg: started(rid, *execution_ids(msg)),
-            "succeeded": lambda rid, msg: parse_succeeded(rid, msg, result_bytes, succeeded),
-            "failed": lambda rid, msg: parse_failed(rid, msg, error_bytes, failed),
+        # the per-job requests after hello, (request_id, message, size) -> output: nothing
+        # else of _dispatch applies to them
+        self._shortcuts: dict[str, Callable[[str, dict[str, Any], int], Any]] = {
+            "started": lambda rid, msg, size: started(rid, *execution_ids(msg)),
+            "succeeded": lambda rid, msg, size: parse_succeeded(rid, msg, result_bytes,
+                                                                succeeded),
+            "failed": lambda rid, msg, size: parse_failed(rid, msg, error_bytes, failed),
+            "enqueue": self._enqueue,
         }
 
     @property
@@ -78,7 +84,7 @@ class ProtocolSession:
         if self.failed:
             return received
         outputs = received.outputs
-        reports = self._reports
+        shortcuts = self._shortcuts
         try:
             for payload, clean in self._decoder.feed(data):
                 message = None
@@ -91,9 +97,9 @@ class ProtocolSession:
                     message = decode_message(payload, self.limits)
                 message_type, request_id = check_envelope(message)
                 try:
-                    report = reports.get(message_type)
-                    if report is not None and self.hello is not None:
-                        outputs.append(report(request_id, message))
+                    shortcut = shortcuts.get(message_type)
+                    if shortcut is not None and self.hello is not None:
+                        outputs.append(shortcut(request_id, message, len(payload)))
                     else:
                         outputs.append(self._dispatch(message_type, request_id, message,
                                                       len(payload)))
@@ -112,8 +118,6 @@ class ProtocolSession:
 
     def _dispatch(self, message_type: str, request_id: str, message: dict[str, Any],
                   size: int) -> Output:
-        if message_type == "enqueue" and self.hello is not None:  # the per-job request
-            return self._count_pending(parse_enqueue(request_id, message, size))
         if message_type == "hello":
             if self.hello is not None:
                 raise RequestRefused("hello was already accepted", code="already_hello")
@@ -131,9 +135,8 @@ class ProtocolSession:
             raise RequestRefused("bulk schedule registration is not supported",
                                  code="bulk_scheduling_unsupported")
         if message_type == "enqueue":
-            request = parse_enqueue(request_id, message, size)
-        else:
-            request = self._parsers[message_type](request_id, message)
+            return self._enqueue(request_id, message, size)
+        request = self._parsers[message_type](request_id, message)
         if isinstance(request, (RegisterTasks, UnregisterTasks)) and self.hello.mode == "client":
             raise RequestRefused("a client-mode connection cannot execute tasks",
                                  code="client_cannot_execute")
@@ -141,7 +144,10 @@ class ProtocolSession:
             return self._count_pending(request)
         return request
 
-    def _count_pending(self, request: Request) -> Request:
+    def _enqueue(self, request_id: str, message: dict[str, Any], size: int) -> Any:
+        return self._count_pending(parse_enqueue(request_id, message, size, self._make_enqueue))
+
+    def _count_pending(self, request: Any) -> Any:
         """A forwarded request takes a pending slot, or is refused when none is left."""
         if self.pending >= self.limits.max_pending_requests:
             raise RequestRefused(

@@ -52,8 +52,8 @@ class Connection(asyncio.Protocol):
 
     def __init__(self, listener: "Listener") -> None:
         self.listener = listener
-        self.session = ProtocolSession(listener.limits, tuple(
-            partial(report, self) for report in _REPORTS))  # type: ignore[arg-type]
+        self.session = ProtocolSession(listener.limits, tuple(  # type: ignore[arg-type]
+            partial(report, self) for report in _REPORTS), self._enqueue_command)
         self.transport: asyncio.Transport | None = None
         self.connected_engine = False
         self._deadlines: RequestDeadlines | None = None  # made with the loop, on connect
@@ -86,6 +86,10 @@ class Connection(asyncio.Protocol):
                 self._write(output)
             elif kind in _REPORTS:  # an engine command already
                 self.listener.driver.submit(output)
+            elif kind is tuple:  # an engine Enqueue and its size (_enqueue_command)
+                command, size = output
+                self._deadlines.add(command.request_id)
+                self.listener.driver.submit(command, size)  # client admission: a permit
             else:
                 self._forward(output)
         if received.close_frame is not None:
@@ -214,13 +218,13 @@ class Connection(asyncio.Protocol):
             "unknown", code="request_timeout")
         self._write(error_frame(failure, request_id))
 
+    def _enqueue_command(self, request_id: str, task: str, args: dict, options: dict,
+                         size: int) -> tuple[engine_commands.Enqueue, int]:
+        """What the session makes of an enqueue: the engine command, and the request's size
+        in bytes for client admission (a permit per enqueue in flight)."""
+        return engine_commands.Enqueue(self, request_id, task, args, options), size
+
     def _forward(self, request: wire.Request) -> None:
-        if type(request) is wire.Enqueue:  # the per-job request, without the general mapping
-            self._deadlines.add(request.request_id)
-            self.listener.driver.submit(  # client admission: a permit per enqueue in flight
-                engine_commands.Enqueue(self, request.request_id, request.task, request.args,
-                                        request.options), request.size)
-            return
         if isinstance(request, wire.FORWARDED):
             self._deadlines.add(request.request_id)
         if isinstance(request, wire.AdminRequest):

@@ -1,8 +1,9 @@
-"""The session's report shortcut: ``started``/``succeeded``/``failed`` after hello are parsed
-straight into whatever the ``reports`` constructors build (the server's engine commands),
-and must give exactly what the general dispatch gives: the same typed request (or the
-command it maps to), the same refusal frames, the same fatal close, the same pending count,
-for well-formed, hostile, mutated and mis-framed input split into arbitrary reads."""
+"""The session's per-job shortcut: ``started``/``succeeded``/``failed``/``enqueue`` after hello
+are parsed straight into whatever the ``reports`` and ``enqueue`` constructors build (the
+server's engine commands), and must give exactly what the general dispatch gives: the same
+typed request (or the command it maps to, with an enqueue's size), the same refusal frames,
+the same fatal close, the same pending count, for well-formed, hostile, mutated and
+mis-framed input split into arbitrary reads."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from hypothesis import strategies as st
 from tay.engine import commands as engine_commands
 from tay.protocol.limits import ProtocolLimits
 from tay.protocol.session import ProtocolSession
-from tay.server.connection import to_engine_command
+from tay.server.connection import Connection, to_engine_command
 
 from . import grammar
 from .conftest import COUNTS, examples
@@ -28,8 +29,13 @@ REPORT_CLASSES = {"Started", "Succeeded", "Failed"}  # the wire requests of repo
 def general_route() -> ProtocolSession:
     """A session whose reports take the general dispatch (the route before the shortcut)."""
     session = ProtocolSession(LIMITS)
-    session._reports = {}  # every message through _dispatch and its parsers
+    session._shortcuts = {}  # every message through _dispatch and its parsers
     return session
+
+
+def enqueue_command(request_id, task, args, options, size):
+    """The server's enqueue constructor (Connection._enqueue_command), for CONN."""
+    return Connection._enqueue_command(CONN, request_id, task, args, options, size)
 
 
 @st.composite
@@ -60,7 +66,8 @@ def report_heavy_messages(draw: st.DrawFn) -> dict:
 def test_report_shortcut_gives_what_the_general_dispatch_gives(data) -> None:
     reference, default = general_route(), ProtocolSession(LIMITS)
     commands = ProtocolSession(LIMITS, tuple(partial(report, CONN) for report in (
-        engine_commands.Started, engine_commands.Succeeded, engine_commands.Failed)))
+        engine_commands.Started, engine_commands.Succeeded, engine_commands.Failed)),
+        enqueue_command)
     payloads = []
     if data.draw(st.integers(0, 4)):  # most connections say hello first
         mode = data.draw(st.sampled_from(["worker", "client", "embedded"]))
@@ -70,8 +77,13 @@ def test_report_shortcut_gives_what_the_general_dispatch_gives(data) -> None:
     for _ in range(data.draw(st.integers(1, 12))):
         payloads.append(data.draw(grammar.mutated(grammar.encode(
             data.draw(report_heavy_messages())))))
+    answered = 0  # every whole frame gives one output, in order: payloads[answered] next
     for piece in data.draw(grammar.chunked(grammar.frames(payloads, data.draw))):
         expected = reference.receive(piece)
+        for want in expected.outputs:
+            if type(want).__name__ == "Enqueue":  # its size is its frame's payload length
+                assert want.size == len(payloads[answered])
+            answered += 1
         for session in (default, commands):
             got = session.receive(piece)
             assert got.close_frame == expected.close_frame
@@ -80,6 +92,9 @@ def test_report_shortcut_gives_what_the_general_dispatch_gives(data) -> None:
                 if session is commands and type(want).__name__ in REPORT_CLASSES:
                     COUNTS["shortcut_reports"] += 1
                     assert have == to_engine_command(CONN, want)
+                elif session is commands and type(want).__name__ == "Enqueue":
+                    COUNTS["shortcut_enqueues"] += 1
+                    assert have == (to_engine_command(CONN, want), want.size)
                 else:
                     assert type(have) is type(want) and have == want
             assert (session.pending, session.hello, session.failed) == (
