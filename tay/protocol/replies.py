@@ -8,17 +8,26 @@ import orjson
 
 from tay.failures import TayFailure
 
-from .framing import encode_frame
+from .framing import _LENGTH, encode_frame
 from .values import encode_json
 
 _dumps = orjson.dumps  # of a str: its JSON string, escapes and all
+# the payload's start for each reply type without fields ("accepted" for every report); the
+# types come from the engine's effects, a handful, so the cache stays small
+_HEADS: dict[str, bytes] = {}
+_MAX_HEADS = 64
 
 
 def message_frame(message_type: str, request_id: str | None, fields: dict[str, Any]) -> bytes:
     """One frame; ``request_id`` is omitted only for uncorrelated errors."""
     if not fields and request_id is not None:  # "accepted" for every report: no dict
-        return encode_frame(b'{"version":1,"type":' + _dumps(message_type) + b',"request_id":'
-                            + _dumps(request_id) + b"}")
+        head = _HEADS.get(message_type)
+        if head is None:
+            head = b'{"version":1,"type":' + _dumps(message_type) + b',"request_id":'
+            if len(_HEADS) < _MAX_HEADS:
+                _HEADS[message_type] = head
+        payload = head + _dumps(request_id) + b"}"
+        return _LENGTH.pack(len(payload)) + payload
     envelope: dict[str, Any] = {"version": 1, "type": message_type}
     if request_id is not None:
         envelope["request_id"] = request_id
