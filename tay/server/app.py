@@ -275,6 +275,8 @@ async def serve(config: ServeConfig, ready: "asyncio.Event | None" = None,
         if ready is not None:
             ready.set()
         await lifecycle.stop.wait()
+        if driver.stopped is None:
+            await compactor.at_stop()  # --compact-on-stop
     finally:
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(signum)

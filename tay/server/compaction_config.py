@@ -7,6 +7,7 @@
 | ``--compact-history-bytes N`` (size suffixes allowed) | ``TAY_COMPACT_HISTORY_BYTES`` | 64 MiB |
 | ``--compact-ratio R`` | ``TAY_COMPACT_RATIO`` | ``2.0`` |
 | ``--compact-state-ratio F`` | ``TAY_COMPACT_STATE_RATIO`` | ``0.5`` |
+| ``--compact-on-stop on|off`` | ``TAY_COMPACT_ON_STOP`` | ``off`` |
 
 The retention applies to a store that has none yet (a v1 store, adopted to Store v2 when
 ``tay serve`` starts with compaction on); a Store-v2 store runs with the retention its last
@@ -52,6 +53,11 @@ def add_compaction_arguments(parser: argparse.ArgumentParser) -> None:
              f"{DEFAULT_STATE_RATIO}), if expired terminal jobs hold a quarter of the state "
              "(at least 1/16 of the budget), or anything once less than 1/8 of the budget "
              "is left (TAY_COMPACT_STATE_RATIO)")
+    add("--compact-on-stop", choices=("on", "off"),
+        help="compact at a clean stop (SIGTERM/SIGINT) once the epoch's tail holds at least "
+             "4 KiB and 1/16 of the base, so the next start replays snapshots instead of the "
+             "tail: a faster restart for a slower stop (about 1 s per 10,000 retained "
+             "reference jobs; a kill meanwhile is safe) (default off) (TAY_COMPACT_ON_STOP)")
 
 
 def compaction_config(args: argparse.Namespace, env: Mapping[str, str],
@@ -68,6 +74,9 @@ def compaction_config(args: argparse.Namespace, env: Mapping[str, str],
     switch = getattr(args, "compaction", None) or env.get("TAY_COMPACTION", "on")
     if switch not in ("on", "off"):
         raise ConfigurationError("TAY_COMPACTION", f"{switch!r} must be on or off")
+    on_stop = getattr(args, "compact_on_stop", None) or env.get("TAY_COMPACT_ON_STOP", "off")
+    if on_stop not in ("on", "off"):
+        raise ConfigurationError("TAY_COMPACT_ON_STOP", f"{on_stop!r} must be on or off")
     size_text = getattr(args, "compact_history_bytes", None) or env.get(
         "TAY_COMPACT_HISTORY_BYTES", str(DEFAULT_HISTORY_BYTES))
     history_bytes = parse_size("--compact-history-bytes", size_text)
@@ -87,7 +96,8 @@ def compaction_config(args: argparse.Namespace, env: Mapping[str, str],
         raise ConfigurationError(state_option, f"{state_text!r} is not a number") from None
     try:
         policy = CompactionPolicy(enabled=switch == "on", history_bytes=history_bytes,
-                                  ratio=ratio, state_ratio=state_ratio)
+                                  ratio=ratio, state_ratio=state_ratio,
+                                  on_stop=on_stop == "on")
     except ValueError as error:
         text = str(error)
         option = state_option if text.startswith("state_ratio") else \

@@ -193,6 +193,28 @@ class OnlineCompactor:
                                  "unchanged", code="compaction_failed",
                                  reason=failure.reason) from None
 
+    async def at_stop(self) -> dict[str, Any] | None:
+        """A clean stop's snapshot (``--compact-on-stop``): once a running compaction is
+        over, one more if ``CompactionPolicy.stop_due``, so the next start replays a base of
+        snapshots rather than the tail. The same online compaction as any other (crash
+        safe at every step); a failure is logged and leaves the store as it was. Returns
+        its report, or None if none ran."""
+        if self._timer is not None:
+            self._timer.cancel()
+            self._timer = None
+        if self._running is not None:
+            try:
+                await self._running
+            except Exception:
+                pass  # logged and counted by _run
+        if self._closed or not self.available or \
+                not self.policy.stop_due(self.history_bytes(), self.store.base_bytes):
+            return None
+        try:
+            return await self.request("stop")
+        except CompactionFailed:
+            return None  # logged and counted by _run; the next start replays the tail
+
     async def close(self) -> None:
         """Stop the trigger and wait for a running compaction (its worker thread writes
         only a candidate, which the next compaction removes if it never publishes)."""

@@ -1,6 +1,8 @@
 """Run the crash matrix's compaction in this process and SIGKILL it at operation N.
 
-    python -m tests.crash.kill_at DATA_DIR N
+    python -m tests.crash.kill_at DATA_DIR N [stop]
+
+(``stop``: the snapshot a clean ``tay serve --compact-on-stop`` takes instead.)
 
 A real ``kill -9``: no ``finally`` runs, the kernel closes the descriptors and drops the
 owner lock, the page cache keeps what was written. ``test_compaction_crash_matrix`` checks
@@ -31,10 +33,15 @@ class KillIO(PowerCutIO):
 
 
 def main() -> None:
-    from tests.crash.test_compaction_crash_matrix import compact
-
     root, index = Path(sys.argv[1]), int(sys.argv[2])
-    compact(root, KillIO(index))
+    if sys.argv[3:] == ["stop"]:  # the snapshot of a clean stop (--compact-on-stop)
+        from tests.crash.test_kill9_stop_compaction import stop
+
+        stop(root, KillIO(index))
+    else:
+        from tests.crash.test_compaction_crash_matrix import compact
+
+        compact(root, KillIO(index))
     sys.exit(3)  # not killed: the index was past the last operation
 
 

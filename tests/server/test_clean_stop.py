@@ -4,6 +4,7 @@ interruption is recorded, not lost)."""
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 
@@ -82,4 +83,44 @@ def test_sigterm_on_an_idle_server_exits_zero() -> None:
         server.process = None
         assert " ERROR " not in server.log()
     finally:
+        server.close()
+
+
+def test_a_clean_stop_with_compact_on_stop_leaves_a_compacted_epoch() -> None:
+    from tay.storage.v2.layout import history_dir
+
+    server = Server("--compact-on-stop", "on", durability="sync").start()
+    restarted = None
+    try:
+        producer = RawClient(server.socket)
+        producer.hello()
+        jobs = [producer.request("enqueue", task="t.v1", args={"n": n, "pad": "x" * 200},
+                                 options={})["job_id"] for n in range(30)]
+        producer.close()
+        tail_dir = history_dir(str(server.data_dir))
+        assert server.process is not None
+        server.process.terminate()
+        assert server.process.wait(timeout=30) == 0
+        server.process = None
+        log = server.log()
+        assert " ERROR " not in log and "tay stopped cleanly" in log
+        assert "compacted the store online" in log
+        # CURRENT names a new epoch: its base holds the jobs, its tail nothing yet
+        segments = history_dir(str(server.data_dir))
+        assert segments != tail_dir
+        sizes = sorted(os.path.getsize(os.path.join(segments, name))
+                       for name in os.listdir(segments))
+        assert sizes[0] == 44 and sizes[-1] > 30 * 200  # the tail's header; the base
+        restarted = Server(durability="sync")
+        restarted.root, restarted.data_dir = server.root, server.data_dir
+        restarted.socket = server.socket
+        restarted.start()
+        status = RawClient(restarted.socket)
+        status.hello()
+        for job_id in jobs:
+            assert status.request("status", job_id=job_id)["status"] == "available"
+        status.close()
+    finally:
+        if restarted is not None:
+            restarted.stop()
         server.close()

@@ -521,3 +521,47 @@ def test_a_compaction_after_a_restart_writes_the_same_records_with_or_without_ro
 
     with_rows, eager = compact_copy(False), compact_copy(True)
     assert with_rows == eager and len(with_rows) >= 8
+
+
+# ---- --compact-on-stop: a clean stop's snapshot -------------------------------------------
+
+def test_a_clean_stop_compacts_when_asked_and_the_tail_is_worth_it(data_dir):
+    from tay.storage.compaction.trigger import STOP_MIN_TAIL_BYTES
+
+    async def life(on_stop: bool, jobs: int):
+        h = Harness(data_dir, "auto", on_stop=on_stop)
+        try:
+            for n in range(jobs):
+                await h.enqueue(n)
+            epoch = h.store.journal.epoch_id
+            report = await h.compactor.at_stop()
+            return report, epoch, h.jobs(), h.store.base_bytes
+        finally:
+            h.close()
+
+    # not asked: the tail stays as it is
+    report, epoch, live, _ = asyncio.run(life(False, 40))
+    assert report is None and reopen(data_dir)[2] == epoch
+    # asked, with a tail of 40 jobs over an empty base: the stop leaves a new epoch whose
+    # tail is empty, and a restart recovers exactly what the engine held
+    report, epoch, live, base_bytes = asyncio.run(life(True, 0))
+    assert report["trigger"] == "stop" and report["source_epoch_id"] == epoch.hex()
+    recovered, _, new_epoch, _ = reopen(data_dir)
+    assert new_epoch.hex() == report["epoch_id"] and recovered == live and len(live) == 40
+    segments = os.path.join(data_dir, v2_layout.EPOCHS_DIR,
+                            v2_layout.epoch_dir_name(new_epoch), "segments")
+    assert sum(os.path.getsize(os.path.join(segments, name))
+               for name in os.listdir(segments)) - base_bytes < STOP_MIN_TAIL_BYTES
+    # a stop right after: the tail holds almost nothing (the restart's own records), so
+    # the base is not rewritten
+    report, epoch, _, _ = asyncio.run(life(True, 1))
+    assert report is None and reopen(data_dir)[2] == epoch == new_epoch
+
+
+def test_stop_due_needs_the_option_a_tail_of_4_kib_and_a_sixteenth_of_the_base():
+    policy = CompactionPolicy(on_stop=True)
+    assert not CompactionPolicy().stop_due(10**6, 0)
+    assert not CompactionPolicy(enabled=False, on_stop=True).stop_due(10**6, 0)
+    assert policy.stop_due(4096, 0) and not policy.stop_due(4095, 0)
+    assert policy.stop_due(17 * 2**20, 16 * 2**20)
+    assert not policy.stop_due(17 * 2**20 - 1, 16 * 2**20)

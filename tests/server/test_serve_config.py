@@ -147,6 +147,11 @@ def test_store_v2_options_default_and_from_flags_or_environment() -> None:
     assert (env.compaction.enabled, env.compaction.history_bytes, env.compaction.ratio) == (
         False, 10**6, 1.5)
     assert config_of("--terminal-retention", "infinity").terminal_retention.unit == "infinity"
+    assert not default.compaction.on_stop  # a stop that compacts is asked for
+    assert config_of("--compact-on-stop", "on").compaction.on_stop
+    assert config_of(env={"TAY_COMPACT_ON_STOP": "on"}).compaction.on_stop
+    assert not config_of("--compact-on-stop", "off",
+                         env={"TAY_COMPACT_ON_STOP": "on"}).compaction.on_stop
 
 
 @pytest.mark.parametrize(("flags", "env", "option"), [
@@ -160,6 +165,7 @@ def test_store_v2_options_default_and_from_flags_or_environment() -> None:
     (("--compact-state-ratio", "1"), {}, "--compact-state-ratio"),
     (("--compact-state-ratio", "half"), {}, "--compact-state-ratio"),
     ((), {"TAY_COMPACT_STATE_RATIO": "0.01"}, "TAY_COMPACT_STATE_RATIO"),
+    ((), {"TAY_COMPACT_ON_STOP": "yes"}, "TAY_COMPACT_ON_STOP"),
     (("--terminal-retention", "9999999999999999h"), {}, "--terminal-retention"),
 ])
 def test_bad_store_v2_options_name_the_option(flags, env, option) -> None:
@@ -178,5 +184,5 @@ def test_serve_help_shows_the_store_v2_options_with_defaults(capsys, monkeypatch
     for needle in ("--terminal-retention", "TAY_TERMINAL_RETENTION", "24h", "--compaction",
                    "TAY_COMPACTION", "--compact-history-bytes", "64 MiB", "--compact-ratio",
                    "TAY_COMPACT_RATIO", "--compact-state-ratio", "TAY_COMPACT_STATE_RATIO",
-                   "(default 0.5)"):
+                   "(default 0.5)", "--compact-on-stop", "TAY_COMPACT_ON_STOP"):
         assert needle in text

@@ -41,6 +41,11 @@ STATE_HEADROOM_FRACTION = 1 / 8  # of max_state_bytes: below this much left, any
 # or (something is releasable already, but little) after STATE_RESCAN_MS
 STATE_GROWTH_FRACTION = 1 / 64
 STATE_RESCAN_MS = 30_000
+# --compact-on-stop: a clean stop compacts once the epoch's tail holds at least this many
+# bytes and this share of the base (a tail record costs a restart about twice a base one;
+# a tail much smaller than the base is not worth rewriting the whole base for)
+STOP_MIN_TAIL_BYTES = 4096
+STOP_TAIL_SHARE = 1 / 16
 
 
 @dataclass(frozen=True)
@@ -51,6 +56,7 @@ class CompactionPolicy:
     state_ratio: float = DEFAULT_STATE_RATIO
     check_interval_s: float = 2.0
     cooldown_s: float = 60.0
+    on_stop: bool = False  # --compact-on-stop: a clean stop leaves a compacted epoch
 
     def __post_init__(self) -> None:
         if type(self.history_bytes) is not int or self.history_bytes < 1:
@@ -66,6 +72,13 @@ class CompactionPolicy:
         """Whether the history has grown enough to compact."""
         return (self.enabled and history_bytes >= self.history_bytes
                 and history_bytes >= self.ratio * last_base_bytes)
+
+    def stop_due(self, history_bytes: int, last_base_bytes: int) -> bool:
+        """Whether a clean stop compacts (``on_stop``), so that the next start replays a
+        base of snapshots instead of the tail's records."""
+        tail = history_bytes - last_base_bytes
+        return (self.enabled and self.on_stop and tail >= STOP_MIN_TAIL_BYTES
+                and tail >= STOP_TAIL_SHARE * last_base_bytes)
 
     def state_pressed(self, used: int, limit: int) -> bool:
         """Whether the retained state passed ``state_ratio`` of the budget."""
