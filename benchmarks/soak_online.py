@@ -200,10 +200,10 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--sample-every", type=int, default=50_000)
     parser.add_argument("--history-bytes", default="64MiB")
     parser.add_argument("--ratio", type=float, default=2.0)
-    parser.add_argument("--state-ratio", type=float, default=CompactionPolicy.state_ratio,
+    parser.add_argument("--state-ratio", type=float, default=CompactionPolicy().state_ratio,
                         help="the state trigger (tay serve --compact-state-ratio)")
     parser.add_argument("--check-interval-s", type=float,
-                        default=CompactionPolicy.check_interval_s,
+                        default=CompactionPolicy().check_interval_s,
                         help="real seconds between trigger checks (serve's: the default)")
     parser.add_argument("--writer", choices=("auto", "c", "python"), default="auto",
                         help="the journal writer (tay serve --journal-writer)")

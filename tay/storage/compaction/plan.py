@@ -12,9 +12,9 @@ Jobs here are ``JobState`` values in the logical domain (``tay.storage.v2.jobs``
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Iterable, Iterator, Sequence
 
+from tay._frozen import Frozen, set_field
 from tay.storage import events as ev
 from tay.storage.events.transitions import TERMINAL_STATES, JobState, _evolve, attachments
 from tay.storage.v2.epoch_records import (
@@ -27,12 +27,16 @@ from tay.storage.v2.records import SNAPSHOT_PAIR, encode_snapshot
 BaseRecord = tuple[int, int, bytes]  # (type, schema, payload)
 
 
-@dataclass(frozen=True)
-class Checkpoint:
+class Checkpoint(Frozen):
     """A non-job entity's state as the (30,2) event that recreates it at ``revision``."""
 
+    __slots__ = ("event", "revision")
     event: ev.Event
     revision: int
+
+    def __init__(self, event: ev.Event, revision: int) -> None:
+        set_field(self, "event", event)
+        set_field(self, "revision", revision)
 
     def sort_key(self) -> tuple:
         return (self.event.pair, repr(ev.epoch_carry(self.event.pair).entity(self.event.payload)))

@@ -25,7 +25,8 @@ from __future__ import annotations
 import os
 
 from collections.abc import Callable
-from dataclasses import dataclass
+
+from tay._frozen import Frozen, set_field
 
 DEFAULT_HISTORY_BYTES = 64 * 1024 * 1024
 DEFAULT_RATIO = 2.0
@@ -48,17 +49,28 @@ STOP_MIN_TAIL_BYTES = 4096
 STOP_TAIL_SHARE = 1 / 16
 
 
-@dataclass(frozen=True)
-class CompactionPolicy:
-    enabled: bool = True
-    history_bytes: int = DEFAULT_HISTORY_BYTES
-    ratio: float = DEFAULT_RATIO
-    state_ratio: float = DEFAULT_STATE_RATIO
-    check_interval_s: float = 2.0
-    cooldown_s: float = 60.0
-    on_stop: bool = False  # --compact-on-stop: a clean stop leaves a compacted epoch
+class CompactionPolicy(Frozen):
+    __slots__ = ("enabled", "history_bytes", "ratio", "state_ratio", "check_interval_s",
+                 "cooldown_s", "on_stop")
+    enabled: bool
+    history_bytes: int
+    ratio: float
+    state_ratio: float
+    check_interval_s: float
+    cooldown_s: float
+    on_stop: bool  # --compact-on-stop: a clean stop leaves a compacted epoch
 
-    def __post_init__(self) -> None:
+    def __init__(self, enabled: bool = True, history_bytes: int = DEFAULT_HISTORY_BYTES,
+                 ratio: float = DEFAULT_RATIO, state_ratio: float = DEFAULT_STATE_RATIO,
+                 check_interval_s: float = 2.0, cooldown_s: float = 60.0,
+                 on_stop: bool = False) -> None:
+        set_field(self, "enabled", enabled)
+        set_field(self, "history_bytes", history_bytes)
+        set_field(self, "ratio", ratio)
+        set_field(self, "state_ratio", state_ratio)
+        set_field(self, "check_interval_s", check_interval_s)
+        set_field(self, "cooldown_s", cooldown_s)
+        set_field(self, "on_stop", on_stop)
         if type(self.history_bytes) is not int or self.history_bytes < 1:
             raise ValueError(f"history_bytes must be a positive integer, got {self.history_bytes!r}")
         if not isinstance(self.ratio, (int, float)) or not self.ratio >= MIN_RATIO:

@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, Callable, Mapping, Sequence
 
+from tay._frozen import Frozen, set_field
+
 from tay.storage.formats import value
 from tay.storage.events.definition import PayloadRefused, decode_value
 
@@ -80,10 +82,14 @@ class Event:
         return self.pair in ALL_JOB_PAIRS
 
 
-@dataclass(frozen=True, slots=True)
-class _PairSpec:
+class _PairSpec(Frozen):
+    __slots__ = ("name", "validate")
     name: str
     validate: Validator
+
+    def __init__(self, name: str, validate: Validator) -> None:
+        set_field(self, "name", name)
+        set_field(self, "validate", validate)
 
 
 _REGISTRY: dict[Pair, _PairSpec] = {}
@@ -115,8 +121,7 @@ def job_entity(payload: Mapping[str, Any]) -> tuple:
     return ("job", payload["job_id"])
 
 
-@dataclass(frozen=True, slots=True)
-class EpochCarry:
+class EpochCarry(Frozen):
     """How a registered non-lifecycle pair lives in a Store-v2 epoch.
 
     ``entity(payload)`` names what the event changes (``("job", id)`` for job-scoped pairs,
@@ -124,8 +129,13 @@ class EpochCarry:
     ``attachment``: a job-scoped pair whose state a base carries as a (31,2) attachment.
     """
 
+    __slots__ = ("entity", "attachment")
     entity: Entity
-    attachment: bool = False
+    attachment: bool
+
+    def __init__(self, entity: Entity, attachment: bool = False) -> None:
+        set_field(self, "entity", entity)
+        set_field(self, "attachment", attachment)
 
     @property
     def job_scoped(self) -> bool:

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 import struct
-from dataclasses import dataclass
+from tay._frozen import Frozen, set_field
 from typing import Callable
 
 from tay import _native
@@ -45,17 +45,23 @@ _STAGING_NAME = re.compile(r"\.tay-new-([0-9]{20})-([0-9a-f]{32})\.tmp")
 # (columns), so a million-record replay does not hold a million tuples.
 
 
-@dataclass(frozen=True, slots=True)
-class SegmentHeader:
+class SegmentHeader(Frozen):
+    __slots__ = ("segment_id", "first_sequence", "store_id")
     segment_id: int
     first_sequence: int
     store_id: bytes
 
+    def __init__(self, segment_id: int, first_sequence: int, store_id: bytes) -> None:
+        set_field(self, "segment_id", segment_id)
+        set_field(self, "first_sequence", first_sequence)
+        set_field(self, "store_id", store_id)
 
-@dataclass(frozen=True, slots=True)
-class SegmentScan:
+
+class SegmentScan(Frozen):
     """A file that scanned cleanly. ``end`` is where the records stop (the footer start)."""
 
+    __slots__ = ("segment_id", "first_sequence", "store_id", "state", "records", "end",
+                 "size", "segment_crc")
     segment_id: int
     first_sequence: int
     store_id: bytes
@@ -63,7 +69,19 @@ class SegmentScan:
     records: RecordTable | list[RecordRef]
     end: int
     size: int
-    segment_crc: int | None = None  # CRC32C of bytes [0:end) (None: built by hand)
+    segment_crc: int | None  # CRC32C of bytes [0:end) (None: built by hand)
+
+    def __init__(self, segment_id: int, first_sequence: int, store_id: bytes, state: str,
+                 records: RecordTable | list[RecordRef], end: int, size: int,
+                 segment_crc: int | None = None) -> None:
+        set_field(self, "segment_id", segment_id)
+        set_field(self, "first_sequence", first_sequence)
+        set_field(self, "store_id", store_id)
+        set_field(self, "state", state)
+        set_field(self, "records", records)
+        set_field(self, "end", end)
+        set_field(self, "size", size)
+        set_field(self, "segment_crc", segment_crc)
 
     @property
     def count(self) -> int:
@@ -79,14 +97,21 @@ class SegmentScan:
         return self.next_sequence - 1 if self.records else None
 
 
-@dataclass(frozen=True, slots=True)
-class Topology:
+class Topology(Frozen):
     """What a store's segments say together (§2.7)."""
 
+    __slots__ = ("next_sequence", "highest_id", "highest_state", "exhausted")
     next_sequence: int
     highest_id: int
     highest_state: str
     exhausted: bool
+
+    def __init__(self, next_sequence: int, highest_id: int, highest_state: str,
+                 exhausted: bool) -> None:
+        set_field(self, "next_sequence", next_sequence)
+        set_field(self, "highest_id", highest_id)
+        set_field(self, "highest_state", highest_state)
+        set_field(self, "exhausted", exhausted)
 
 
 # -- file names -----------------------------------------------------------------------------
@@ -214,13 +239,18 @@ def decode_footer(
 
 # -- scanning one file ----------------------------------------------------------------------
 
-@dataclass(frozen=True, slots=True)
-class _Where:
+class _Where(Frozen):
     """The file being scanned, for naming it in refusals."""
 
+    __slots__ = ("path", "segment_id", "highest")
     path: str | None
     segment_id: int
     highest: bool
+
+    def __init__(self, path: str | None, segment_id: int, highest: bool) -> None:
+        set_field(self, "path", path)
+        set_field(self, "segment_id", segment_id)
+        set_field(self, "highest", highest)
 
     def refuse(self, kind: str, reason: str, offset: int, **fields: object) -> RecoveryRefused:
         return RecoveryRefused(

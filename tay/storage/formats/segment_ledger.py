@@ -20,7 +20,7 @@ unrelated regular files in an initialized store, v1 and v2 alike) whose name has
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
+from tay._frozen import Frozen, set_field
 
 from tay import _native
 from tay.failures import RecoveryRefused
@@ -40,20 +40,31 @@ _ENTRY = struct.Struct(">4sBBH16s16sQQI")  # everything but the CRC (60 bytes)
 _CRC = struct.Struct(">I")
 
 
-@dataclass(frozen=True)
-class LedgerEntry:
+class LedgerEntry(Frozen):
+    __slots__ = ("store_id", "epoch_id", "segment_id", "first_sequence")
     store_id: bytes
     epoch_id: bytes
     segment_id: int
     first_sequence: int
 
+    def __init__(self, store_id: bytes, epoch_id: bytes, segment_id: int,
+                 first_sequence: int) -> None:
+        set_field(self, "store_id", store_id)
+        set_field(self, "epoch_id", epoch_id)
+        set_field(self, "segment_id", segment_id)
+        set_field(self, "first_sequence", first_sequence)
 
-@dataclass(frozen=True)
-class Ledger:
+
+class Ledger(Frozen):
     """A decoded ledger file: its complete entries and the bytes of a torn final append."""
 
+    __slots__ = ("entries", "torn_bytes")
     entries: tuple[LedgerEntry, ...]
-    torn_bytes: int = 0  # a final entry cut short (its segment is on disk: the ledger lags)
+    torn_bytes: int  # a final entry cut short (its segment is on disk: the ledger lags)
+
+    def __init__(self, entries: tuple[LedgerEntry, ...], torn_bytes: int = 0) -> None:
+        set_field(self, "entries", entries)
+        set_field(self, "torn_bytes", torn_bytes)
 
     @property
     def valid_size(self) -> int:

@@ -19,7 +19,7 @@ How storage errors work (shared by every storage reader):
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
+from tay._frozen import Frozen, set_field
 from typing import Any, Iterable, Mapping
 
 from tay import _native
@@ -31,19 +31,20 @@ RESOURCE_REASONS = _native.RESOURCE_REASONS
 MAX_DECODE_INPUT = 16 * 1024 * 1024
 
 
-@dataclass(frozen=True, slots=True)
-class DecodeLimits:
+class DecodeLimits(Frozen):
     """Operational decode budgets (never validity rules): exceeding one is ``resource_limit``."""
 
-    depth: int = 64
-    nodes: int = 100_000
-    binary: int = 16 * 1024 * 1024
+    __slots__ = ("depth", "nodes", "binary")
+    depth: int
+    nodes: int
+    binary: int
 
-    def __post_init__(self) -> None:
-        for name in ("depth", "nodes", "binary"):
-            value = getattr(self, name)
+    def __init__(self, depth: int = 64, nodes: int = 100_000,
+                 binary: int = 16 * 1024 * 1024) -> None:
+        for name, value in (("depth", depth), ("nodes", nodes), ("binary", binary)):
             if not isinstance(value, int) or isinstance(value, bool) or value < 0:
                 raise ValueError(f"DecodeLimits.{name} must be an integer >= 0, got {value!r}")
+            set_field(self, name, value)
 
 
 DEFAULT_LIMITS = DecodeLimits()

@@ -22,10 +22,10 @@ never acknowledged.
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass
 from typing import Sequence
 
 from tay import _native
+from tay._frozen import Frozen, set_field
 from tay.failures import StorageFailure, WriterStopped
 from tay.storage import layout
 from tay.storage.fsio import RealIO
@@ -72,10 +72,11 @@ def _identity(stat: os.stat_result) -> tuple[int, int]:
     return (stat.st_ino, stat.st_dev)
 
 
-@dataclass(frozen=True)
-class Receipt:
+class Receipt(Frozen):
     """Where a batch landed. ``durable`` is False until the covering sync has returned."""
 
+    __slots__ = ("segment_id", "offset", "first_sequence", "last_sequence", "count",
+                 "durability")
     segment_id: int
     offset: int
     first_sequence: int
@@ -83,19 +84,33 @@ class Receipt:
     count: int
     durability: str
 
+    def __init__(self, segment_id: int, offset: int, first_sequence: int, last_sequence: int,
+                 count: int, durability: str) -> None:
+        set_field(self, "segment_id", segment_id)
+        set_field(self, "offset", offset)
+        set_field(self, "first_sequence", first_sequence)
+        set_field(self, "last_sequence", last_sequence)
+        set_field(self, "count", count)
+        set_field(self, "durability", durability)
 
-@dataclass
+
 class Tail:
     """The validated tail recovery hands to ``Journal.open``."""
 
-    store_id: bytes
-    segment_id: int
-    first_sequence: int
-    size: int  # file size of the highest segment
-    record_count: int
-    segment_crc: int  # CRC32C of the highest segment's bytes [0:size) (footer excluded)
-    sealed: bool
-    next_sequence: int
+    __slots__ = ("store_id", "segment_id", "first_sequence", "size", "record_count",
+                 "segment_crc", "sealed", "next_sequence")
+
+    def __init__(self, store_id: bytes, segment_id: int, first_sequence: int, size: int,
+                 record_count: int, segment_crc: int, sealed: bool,
+                 next_sequence: int) -> None:
+        self.store_id = store_id
+        self.segment_id = segment_id
+        self.first_sequence = first_sequence
+        self.size = size  # file size of the highest segment
+        self.record_count = record_count
+        self.segment_crc = segment_crc  # CRC32C of bytes [0:size) (footer excluded)
+        self.sealed = sealed
+        self.next_sequence = next_sequence
 
 
 class Journal:

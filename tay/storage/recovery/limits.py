@@ -15,9 +15,9 @@ storage is untouched (fsync barriers change no bytes).
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
 from typing import Callable
 
+from tay._frozen import Frozen, set_field
 from tay.failures import RecoveryRefused
 from tay.storage import layout
 from tay.storage.formats.value import DecodeLimits
@@ -33,8 +33,7 @@ def monotonic_ms() -> int:
     return time.monotonic_ns() // 1_000_000
 
 
-@dataclass(frozen=True)
-class RecoveryOptions:
+class RecoveryOptions(Frozen):
     """Operational budgets and time limits (§7 table); None means unbounded.
 
     - ``deadline_ms``: validation through revalidation, from the call.
@@ -46,15 +45,36 @@ class RecoveryOptions:
       one scan window, one replay batch, one fsync); capped by the remaining deadline.
     """
 
-    max_decode_payload_bytes: int = MAX_PAYLOAD
-    max_directory_entries: int = layout.DEFAULT_MAX_DIRECTORY_ENTRIES
-    max_total_segment_bytes: int | None = None
-    max_replay_records: int | None = None
-    event_limits: DecodeLimits = field(default_factory=DecodeLimits)
-    deadline_ms: int = 900_000
-    activation_deadline_ms: int = 900_000
-    activation_window_ms: int = 30_000
-    io_timeout_ms: int = 10_000
+    __slots__ = ("max_decode_payload_bytes", "max_directory_entries",
+                 "max_total_segment_bytes", "max_replay_records", "event_limits",
+                 "deadline_ms", "activation_deadline_ms", "activation_window_ms",
+                 "io_timeout_ms")
+    max_decode_payload_bytes: int
+    max_directory_entries: int
+    max_total_segment_bytes: int | None
+    max_replay_records: int | None
+    event_limits: DecodeLimits
+    deadline_ms: int
+    activation_deadline_ms: int
+    activation_window_ms: int
+    io_timeout_ms: int
+
+    def __init__(self, max_decode_payload_bytes: int = MAX_PAYLOAD,
+                 max_directory_entries: int = layout.DEFAULT_MAX_DIRECTORY_ENTRIES,
+                 max_total_segment_bytes: int | None = None,
+                 max_replay_records: int | None = None,
+                 event_limits: DecodeLimits | None = None, deadline_ms: int = 900_000,
+                 activation_deadline_ms: int = 900_000, activation_window_ms: int = 30_000,
+                 io_timeout_ms: int = 10_000) -> None:
+        set_field(self, "max_decode_payload_bytes", max_decode_payload_bytes)
+        set_field(self, "max_directory_entries", max_directory_entries)
+        set_field(self, "max_total_segment_bytes", max_total_segment_bytes)
+        set_field(self, "max_replay_records", max_replay_records)
+        set_field(self, "event_limits", DecodeLimits() if event_limits is None else event_limits)
+        set_field(self, "deadline_ms", deadline_ms)
+        set_field(self, "activation_deadline_ms", activation_deadline_ms)
+        set_field(self, "activation_window_ms", activation_window_ms)
+        set_field(self, "io_timeout_ms", io_timeout_ms)
 
     def validate(self) -> None:
         """Refuse (kind ``argument``, reason ``<option>_out_of_range``) a bad option."""

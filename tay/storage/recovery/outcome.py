@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Callable
 
 from tay.storage.journal.writer import Journal
@@ -10,7 +9,6 @@ from tay.storage.journal.writer import Journal
 Consumer = Callable[[int, int, int, memoryview], None]
 
 
-@dataclass
 class Recovered:
     """What a successful recovery produced.
 
@@ -19,9 +17,13 @@ class Recovered:
     the consumer took part in the reduction.
     """
 
-    view: Any
-    records_replayed: int
-    journal: Journal | None
-    consumer: Consumer
-    store_version: int = 1
-    reducer: Any = None
+    __slots__ = ("view", "records_replayed", "journal", "consumer", "store_version", "reducer")
+
+    def __init__(self, view: Any, records_replayed: int, journal: Journal | None,
+                 consumer: Consumer, store_version: int = 1, reducer: Any = None) -> None:
+        self.view = view
+        self.records_replayed = records_replayed
+        self.journal = journal
+        self.consumer = consumer
+        self.store_version = store_version
+        self.reducer = reducer

@@ -13,6 +13,7 @@ import struct
 from dataclasses import dataclass
 from typing import Any
 
+from tay._frozen import Frozen, set_field
 from tay.failures import RecoveryRefused
 from tay.storage.formats import value
 from tay.storage.events.definition import (
@@ -30,12 +31,16 @@ SEGMENT_BYTES_MIN, SEGMENT_BYTES_MAX = 64, 1 << 30
 
 # ---- terminal retention (§3.4 as widened by the seeds) ------------------------------------
 
-@dataclass(frozen=True, slots=True)
-class Retention:
+class Retention(Frozen):
     """``unit`` is "infinity", "hours" or "minutes"; ``count`` is None for infinity."""
 
+    __slots__ = ("unit", "count")
     unit: str
-    count: int | None = None
+    count: int | None
+
+    def __init__(self, unit: str, count: int | None = None) -> None:
+        set_field(self, "unit", unit)
+        set_field(self, "count", count)
 
     @property
     def duration_ms(self) -> int | None:

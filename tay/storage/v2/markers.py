@@ -7,7 +7,7 @@ any fault is ``physical_corruption`` naming the object.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from tay._frozen import Frozen, set_field
 from typing import Any
 
 from tay import _native
@@ -76,11 +76,16 @@ def decode_adoption(buf: bytes) -> bytes:
     return check_id(bytes(buf[8:24]), "ADOPTION", "nonce")
 
 
-@dataclass(frozen=True, slots=True)
-class Current:
+class Current(Frozen):
+    __slots__ = ("store_id", "epoch_id", "manifest_digest")
     store_id: bytes
     epoch_id: bytes
     manifest_digest: bytes
+
+    def __init__(self, store_id: bytes, epoch_id: bytes, manifest_digest: bytes) -> None:
+        set_field(self, "store_id", store_id)
+        set_field(self, "epoch_id", epoch_id)
+        set_field(self, "manifest_digest", manifest_digest)
 
 
 def encode_current(current: Current) -> bytes:
