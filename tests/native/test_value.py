@@ -6,6 +6,8 @@ import hashlib
 import math
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from tay._native.errors import ValueCodecError
 from tests.native.conftest import FIXTURES, fixture_bytes, record_payload
@@ -152,3 +154,35 @@ def test_limit_arguments_refused(native):
         native.value_decode(b"\x00", max_depth=-1)
     with pytest.raises(ValueError, match="max_nodes"):
         native.value_decode(b"\x00", max_nodes=-1)
+
+
+# ---- text bodies: strict UTF-8 (the C check takes ASCII runs eight bytes at a time) -------
+
+_PIECES = st.one_of(
+    st.binary(max_size=3),  # stray bytes: continuation bytes, overlong leads, 0xF5..0xFF
+    st.text(max_size=12).map(lambda text: text.encode("utf-8", "surrogatepass")),  # lone
+    st.integers(0, 40).map(lambda n: b"a" * n),  # ASCII runs across the 8-byte words
+    st.sampled_from([b"\xed\xa0\x80", b"\xf4\x90\x80\x80", b"\xe0\x80\xaf", b"\xc0\xaf",
+                     b"\xf0\x9f\x98", b"\xc3"]),  # surrogate, > U+10FFFF, overlong, truncated
+)
+
+
+def _strict(body: bytes) -> bool:
+    try:
+        body.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+@settings(max_examples=400, deadline=None,
+          suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(_PIECES, max_size=10).map(b"".join))
+def test_a_text_body_decodes_exactly_when_it_is_strict_utf8(native, body):
+    encoded = b"\x06" + len(body).to_bytes(4, "big") + body
+    if _strict(body):
+        assert native.value_decode(encoded) == body.decode("utf-8")
+    else:
+        with pytest.raises(ValueCodecError) as caught:
+            native.value_decode(encoded)
+        assert (caught.value.reason, caught.value.offset) == ("invalid_utf8", 0)
