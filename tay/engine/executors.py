@@ -78,14 +78,16 @@ class ExecutorRegistry:
     def select(self, task: str, queue: str) -> Executor | None:
         """The eligible executor with the fewest reservations (ties by runtime_id)."""
         best: Executor | None = None
+        best_load = 0
+        executors = self.executors
         for conn in self.by_task.get(task, ()):
-            executor = self.executors[conn]
-            if not executor.has_room() or (executor.queue is not None and executor.queue != queue):
+            executor = executors[conn]
+            load = len(executor.reservations)
+            if load >= executor.capacity or (executor.queue is not None  # has_room(), inline
+                                             and executor.queue != queue):
                 continue
-            if best is None or (len(executor.reservations), executor.runtime_id) < (
-                len(best.reservations), best.runtime_id
-            ):
-                best = executor
+            if best is None or (load, executor.runtime_id) < (best_load, best.runtime_id):
+                best, best_load = executor, load
         return best
 
     def reserve(self, executor: Executor, reservation: Reservation) -> None:

@@ -3,7 +3,9 @@ and random job ids never contain a zero byte."""
 
 from __future__ import annotations
 
+import base64
 import os
+import string
 from collections import Counter
 
 import pytest
@@ -71,3 +73,14 @@ def test_random_job_ids_have_no_zero_byte_even_when_the_source_gives_zeros() -> 
 def test_two_generators_draw_different_bytes() -> None:
     assert BufferedSystemRandom().randbytes(32) != BufferedSystemRandom().randbytes(32)
     assert os.urandom is ids.os.urandom
+
+
+def test_batched_tokens_are_fresh_base64url_of_18_bytes_each() -> None:
+    """The server's source encodes its tokens in batches: each is still 24 base64url
+    characters of 18 bytes, and none repeats across batches."""
+    rng = BufferedSystemRandom()
+    tokens = [random_token(rng) for _ in range(3 * BufferedSystemRandom._TOKENS + 5)]
+    assert len(set(tokens)) == len(tokens)
+    for token in tokens:
+        assert len(token) == 24 and len(base64.urlsafe_b64decode(token)) == 18
+        assert set(token) <= set(string.ascii_letters + string.digits + "-_")
