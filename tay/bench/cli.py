@@ -34,6 +34,9 @@ def register(groups: Any) -> None:
              "tay-client 1.4.0 from .venv-tay-client (make client-venv); default ours")
     add("--restarts", type=int, default=3,
         help="cold restarts measured after each run (the least is reported); default 3")
+    add("--compacted-restart", choices=("on", "off"), default="on",
+        help="after the cold restarts, stop once with --compact-on-stop on and measure cold "
+             "restarts of the compacted store too (default on)")
     add("--keep-data", action="store_true", help="keep each run's store")
     add("--no-progress", action="store_true")
     parser.set_defaults(handler=run)
@@ -65,7 +68,8 @@ def run(args: argparse.Namespace) -> int:
         durability = args.durability or profile.durability
         runs = [run_mode(profile, mode, args.dir, durability=durability,
                          show_progress=not args.no_progress and sys.stderr.isatty(),
-                         keep_data=args.keep_data, sdk=args.client, restarts=args.restarts)
+                         keep_data=args.keep_data, sdk=args.client, restarts=args.restarts,
+                         compacted_restart=args.compacted_restart == "on")
                 for mode in modes]
     except ConfigurationError as error:  # a bad flag or profile: a usage error
         print(f"tay bench: {error.message}", file=sys.stderr)

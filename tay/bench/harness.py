@@ -3,7 +3,9 @@
 Order: fresh store -> ``tay serve`` (own process) -> worker processes register -> producer
 processes connect -> all callers start together -> wait for every execution -> stop
 workers and server (reading peak RSS, CPU and commit counters) -> read the journal
-offline -> cold restart (spawn to accepted connect, peak RSS) -> stop.
+offline -> cold restart (spawn to accepted connect, peak RSS) -> stop; then, unless turned
+off, one more start whose clean stop compacts (``--compact-on-stop on``), the store read
+again (the compaction must keep every job's state), and cold restarts of the compacted store.
 """
 
 from __future__ import annotations
@@ -15,7 +17,7 @@ import shutil
 import tempfile
 import time
 from array import array
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import psutil
@@ -43,7 +45,7 @@ class CommitMode:
 
 def run_mode(profile: Profile, mode: CommitMode, root: str, *, durability: str,
              show_progress: bool = True, keep_data: bool = False, sdk: str = "ours",
-             restarts: int = 3) -> dict[str, Any]:
+             restarts: int = 3, compacted_restart: bool = True) -> dict[str, Any]:
     run_dir = _fresh_run_dir(root, f"{profile.name}-{mode.label}")
     socket_dir = None
     socket_path = os.path.join(run_dir, "tay.sock")
@@ -57,6 +59,8 @@ def run_mode(profile: Profile, mode: CommitMode, root: str, *, durability: str,
         log_path=os.path.join(run_dir, "server.log"))
     try:
         result = _measure(profile, mode, settings, show_progress, sdk, restarts)
+        if compacted_restart:
+            result.update(_compacted_restarts(settings, restarts, result["job_states"]))
         write_json(result, os.path.join(run_dir, "result.json"))  # survives a later failure
         return result
     finally:
@@ -76,13 +80,7 @@ def _measure(profile: Profile, mode: CommitMode, settings: ServerSettings,
     finally:
         reading = server.stop()
     facts = read_store_facts(settings.data_dir)
-    restart_runs, restart_cpu, restart_peaks = [], [], []
-    for _ in range(restarts):  # the first may meet a cold page cache; the least is reported
-        restart = ServerProcess(settings)
-        restart_runs.append(round(restart.start(), 4))
-        restart_cpu.append(round(restart.ready_cpu_s, 4))
-        restart_peaks.append(restart.ready_peak_rss)
-        restart.stop()
+    restart_runs, restart_cpu, restart_peaks = _cold_restarts(settings, restarts)
     first_send_s = load["first_send_ns"] / 1e9
     last_finish_s = (facts["last_finished_at_ms"] or 0) / 1000.0
     completed = facts["job_states"].get("completed", 0)
@@ -129,6 +127,46 @@ def _measure(profile: Profile, mode: CommitMode, settings: ServerSettings,
         "cold_restart_cpu_s": min(restart_cpu), "cold_restart_cpu_runs_s": restart_cpu,
         "cold_restart_peak_rss_bytes": max(restart_peaks),
         "schedule_lag": "skipped: the profile declares no schedules",
+    }
+
+
+def _cold_restarts(settings: ServerSettings,
+                   restarts: int) -> tuple[list[float], list[float], list[int]]:
+    """Start and stop ``restarts`` times: wall and CPU to socket ready, peak RSS at ready."""
+    runs, cpu, peaks = [], [], []
+    for _ in range(restarts):  # the first may meet a cold page cache; the least is reported
+        restart = ServerProcess(settings)
+        runs.append(round(restart.start(), 4))
+        cpu.append(round(restart.ready_cpu_s, 4))
+        peaks.append(restart.ready_peak_rss)
+        reading = restart.stop()
+        if reading.exit_code != 0:
+            raise ConfigurationError("tay serve", f"a restart exited with {reading.exit_code}; "
+                                     f"see {settings.log_path}")
+    return runs, cpu, peaks
+
+
+def _compacted_restarts(settings: ServerSettings, restarts: int,
+                        job_states: dict[str, int]) -> dict[str, Any]:
+    """One start whose clean stop compacts, then cold restarts of the compacted store. A
+    compaction that changed any job's state is a failure, not a figure."""
+    compacting = ServerProcess(replace(settings, compact_on_stop=True))
+    compacting.start()
+    stopped = compacting.stop()
+    if stopped.exit_code != 0:
+        raise ConfigurationError("tay serve --compact-on-stop on",
+                                 f"exited with {stopped.exit_code}; see {settings.log_path}")
+    facts = read_store_facts(settings.data_dir)
+    if facts["job_states"] != job_states:
+        raise ConfigurationError("tay serve --compact-on-stop on", (
+            f"the compacted store holds {facts['job_states']}, before {job_states}"))
+    runs, cpu, peaks = _cold_restarts(settings, restarts)
+    return {
+        "compacting_stop_s": round(stopped.stop_s, 4),
+        "compacted_history_bytes": facts["history_bytes"],
+        "compacted_restart_s": min(runs), "compacted_restart_runs_s": runs,
+        "compacted_restart_cpu_s": min(cpu), "compacted_restart_cpu_runs_s": cpu,
+        "compacted_restart_peak_rss_bytes": max(peaks),
     }
 
 

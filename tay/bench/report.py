@@ -52,6 +52,12 @@ def markdown_table(runs: list[dict[str, Any]]) -> str:
     row("cold restart to socket ready, least of runs: wall / CPU (s)",
         lambda r: f"{r['cold_restart_s']:.3f} / {r.get('cold_restart_cpu_s', 0):.3f}")
     row("cold restart peak RSS (MiB)", lambda r: _mib(r["cold_restart_peak_rss_bytes"]))
+    row("clean stop with --compact-on-stop on (s); history bytes after", lambda r: "-"
+        if "compacting_stop_s" not in r
+        else f"{r['compacting_stop_s']:.3f}; {r['compacted_history_bytes']:,}")
+    row("cold restart of the compacted store: wall / CPU (s)", lambda r: "-"
+        if "compacted_restart_s" not in r
+        else f"{r['compacted_restart_s']:.3f} / {r['compacted_restart_cpu_s']:.3f}")
     return "\n".join(lines) + "\n"
 
 

@@ -30,6 +30,7 @@ class ServerSettings:
     group_commit_max_events: int = 1
     group_commit_interval_ms: int = 0
     log_path: str = os.devnull
+    compact_on_stop: bool = False  # --compact-on-stop on: a clean stop leaves a compacted epoch
 
     def argv(self) -> list[str]:
         args = [sys.executable, "-m", "tay.cli", "serve",
@@ -40,6 +41,8 @@ class ServerSettings:
                 "--log-level", "INFO"]  # INFO: the shutdown counters line
         if self.durability == "sync":
             args.append("--validated-filesystem")
+        if self.compact_on_stop:
+            args += ["--compact-on-stop", "on"]
         for name, credits in self.queues.items():
             args += ["--queue", f"{name}={credits}"]
         return args
@@ -55,6 +58,7 @@ class ServerReading:
     cpu_system_s: float
     exit_code: int | None
     commit_stats: dict | None = None
+    stop_s: float = 0.0  # SIGTERM to exit: drain, close, and a compaction when asked
     samples: list[tuple[float, int]] = field(default_factory=list)
 
 
@@ -112,6 +116,7 @@ class ServerProcess:
             user, system = times.user, times.system
         except psutil.Error:
             user = system = float("nan")
+        stopping = time.perf_counter()
         self.process.send_signal(signal.SIGTERM)
         try:
             code = self.process.wait(timeout_s)
@@ -119,7 +124,8 @@ class ServerProcess:
             self.process.kill()
             code = self.process.wait()
         return ServerReading(self.ready_s, peak, user, system, code,
-                             read_commit_stats(self.settings.log_path, self._log_start))
+                             read_commit_stats(self.settings.log_path, self._log_start),
+                             stop_s=time.perf_counter() - stopping)
 
 
 def peak_rss_bytes(pid: int) -> int:

@@ -37,6 +37,11 @@ def test_tay_bench_tiny_profile_end_to_end(tmp_path, capsys, client):
         assert run["cold_restart_s"] == min(run["cold_restart_runs_s"])
         assert run["load_cpu_us_per_job"] > 0 and run["engine_cpu_us_per_job"] > 0
         assert run["insert_rtt_ms"]["p99"] <= run["insert_rtt_ms"]["p999"]
+        # a clean stop with --compact-on-stop on left a smaller history with the same jobs
+        # (the harness refuses a compaction that changed any job's state)
+        assert 0 < run["compacted_history_bytes"] < run["history_bytes"]
+        assert run["compacting_stop_s"] > 0 and len(run["compacted_restart_runs_s"]) == 2
+        assert run["compacted_restart_cpu_s"] == min(run["compacted_restart_cpu_runs_s"]) > 0
         # counted by perf when it is installed, else skipped with the reason, never guessed
         assert ("all" in run["load_syscalls"]) != ("skipped" in run["load_syscalls"])
     assert per_event["commit_stats"]["max_events"] == 1
