@@ -28,6 +28,25 @@ def test_fields_are_frozen():
         del command.conn  # type: ignore[misc]
 
 
+def test_a_command_is_not_a_plain_tuple_and_survives_copy_and_pickle():
+    import copy
+    import pickle
+
+    command = c.Succeeded("p", "r", "res", "exe", {"ok": True})
+    assert command != ("p", "r", "res", "exe", {"ok": True})
+    assert ("p", "r", "res", "exe", {"ok": True}) != command
+    assert not command == ("p", "r", "res", "exe", {"ok": True})
+    assert c.Disconnect("p") != c.Disconnect("q") and not c.Disconnect("p") != c.Disconnect("p")
+    assert c.Status("p", "r", "j") != c.Result("p", "r", "j")
+    for clone in (copy.copy(command), copy.deepcopy(command),
+                  pickle.loads(pickle.dumps(command))):
+        assert type(clone) is c.Succeeded and clone == command
+    with pytest.raises(TypeError):
+        c.Disconnect("p") < c.Disconnect("q")  # type: ignore[operator]  # no ordering
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        command.other = 1  # type: ignore[attr-defined]
+
+
 def test_defaults_are_fresh_and_explicit_none_is_kept():
     first, second = c.Enqueue("p", "r", "t", {}), c.Enqueue("p", "r", "t", {})
     assert first.options == {} and first.options is not second.options
