@@ -268,7 +268,9 @@ typedef struct {                               /* why the writer stopped (set on
 #define TAY_WRITER_TIMEOUT (-2005)
 #define TAY_WRITER_NO_MEMORY (-2006)
 int tay_writer_start(const tay_writer_config *config, tay_writer **out);
-int64_t tay_writer_submit(tay_writer *w, size_t count, const uint64_t *meta,
+/* meta: 4 native-endian uint64 per record (type, schema, sequence, payload length), as
+ * bytes of any alignment (Python packs them with struct "=4Q") */
+int64_t tay_writer_submit(tay_writer *w, size_t count, const char *meta,
                           const char *payloads, size_t payload_bytes, int hold,
                           size_t *error_index);
 void tay_writer_flush(tay_writer *w);

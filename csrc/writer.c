@@ -132,23 +132,31 @@ static int flushed_head(const tay_writer *w) {
     return w->flushed >= head->ticket || w->queued_events >= w->max_events || w->closing;
 }
 
-/* Queues one submission of `count` records, meta[4*i..] = (type, schema, sequence, payload
- * length), payloads concatenated. Returns its ticket (> 0; a ticket handed out after a stop
+/* Field k of record i in the caller's meta bytes (any alignment: memcpy compiles to a load). */
+static uint64_t meta_field(const char *meta, size_t i, size_t k) {
+    uint64_t value;
+    memcpy(&value, meta + (4 * i + k) * sizeof value, sizeof value);
+    return value;
+}
+
+/* Queues one submission of `count` records, meta = 4 native-endian uint64 per record (type,
+ * schema, sequence, payload length), payloads concatenated. Returns its ticket (> 0; a ticket handed out after a stop
  * never becomes durable), or TAY_WRITER_ARGUMENT (*error_index: the first bad record),
  * TAY_WRITER_SEQUENCE (sequences do not continue the journal), TAY_WRITER_CLOSED,
  * TAY_WRITER_NO_MEMORY. */
-int64_t tay_writer_submit(tay_writer *w, size_t count, const uint64_t *meta,
+int64_t tay_writer_submit(tay_writer *w, size_t count, const char *meta,
                           const char *payloads, size_t payload_bytes, int hold,
                           size_t *error_index) {
     size_t bytes = 0, lengths = 0;
     for (size_t i = 0; i < count; i++) {
-        const uint64_t *m = meta + 4 * i;
+        uint64_t type = meta_field(meta, i, 0), schema = meta_field(meta, i, 1),
+                 sequence = meta_field(meta, i, 2), length = meta_field(meta, i, 3);
         *error_index = i;
-        if (m[0] < 1 || m[0] > 254 || m[1] < 1 || m[1] > 255 || m[2] == 0 ||
-            m[3] > TAY_RECORD_MAX_PAYLOAD)
+        if (type < 1 || type > 254 || schema < 1 || schema > 255 || sequence == 0 ||
+            length > TAY_RECORD_MAX_PAYLOAD)
             return TAY_WRITER_ARGUMENT;
-        lengths += (size_t)m[3];
-        bytes += 28 + (size_t)m[3];
+        lengths += (size_t)length;
+        bytes += 28 + (size_t)length;
     }
     if (count == 0 || lengths != payload_bytes) return TAY_WRITER_ARGUMENT;
     pthread_mutex_lock(&w->mu);
@@ -159,7 +167,7 @@ int64_t tay_writer_submit(tay_writer *w, size_t count, const uint64_t *meta,
     }
     if (w->closing) { result = TAY_WRITER_CLOSED; goto out; }
     for (size_t i = 0; i < count; i++) {
-        if (meta[4 * i + 2] != w->submit_next_sequence + i) {
+        if (meta_field(meta, i, 2) != w->submit_next_sequence + i) {
             *error_index = i;
             result = TAY_WRITER_SEQUENCE;
             goto out;
@@ -174,10 +182,12 @@ int64_t tay_writer_submit(tay_writer *w, size_t count, const uint64_t *meta,
         goto out;
     }
     for (size_t i = 0; i < count; i++) {
-        const uint64_t *m = meta + 4 * i;
-        size_t frame = tay_encode_frame(w->q_bytes + w->q_bytes_len, (uint8_t)m[0], (uint8_t)m[1],
-                                        m[2], (const uint8_t *)payloads, (size_t)m[3]);
-        payloads += m[3];
+        size_t length = (size_t)meta_field(meta, i, 3);
+        size_t frame = tay_encode_frame(w->q_bytes + w->q_bytes_len,
+                                        (uint8_t)meta_field(meta, i, 0),
+                                        (uint8_t)meta_field(meta, i, 1), meta_field(meta, i, 2),
+                                        (const uint8_t *)payloads, length);
+        payloads += length;
         w->q_bytes_len += frame;
         w->q_frames[w->q_frames_len++] = (uint32_t)frame;
     }

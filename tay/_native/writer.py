@@ -15,6 +15,7 @@ the C structs into dicts. Errors: ``ValueError`` for bad records (naming index a
 from __future__ import annotations
 
 import errno
+import struct
 from array import array
 from typing import Any, Sequence
 
@@ -32,6 +33,40 @@ REASONS = {lib.TAY_WR_APPEND_FAILED: "append_failed",
            lib.TAY_WR_STORE_EXHAUSTED: "store_exhausted",
            lib.TAY_WR_NO_MEMORY: "writer_crashed"}
 _RECEIPT_CHUNK = 256
+
+
+# a record's meta for tay_writer_submit: type, schema, sequence, payload length
+_META = struct.Struct("=4Q")
+
+
+def submission_meta(records: Sequence[tuple[int, int, int, Any]]) -> array:
+    """The general path of ``NativeWriter.submit``'s meta, field by field: the reference its
+    packed fast path must equal (tests/native); a bad field raises the ``ValueError`` of
+    ``check_record_fields`` naming the record, else the conversion's own error."""
+    meta = array("Q")
+    try:
+        for sequence, rtype, schema, payload in records:
+            meta.extend((rtype, schema, sequence, len(payload)))
+    except (OverflowError, TypeError):
+        NativeWriter._refuse_fields(records)
+        raise
+    return meta
+
+
+def pack_submission(records: Sequence[tuple[int, int, int, Any]]) -> tuple[bytes, bytes]:
+    """``tay_writer_submit``'s meta and payload bytes for ``records``: one ``struct`` pack per
+    record (no array, no per-field extend); anything it cannot pack goes the general way
+    (``submission_meta``), which raises exactly as the writer always did."""
+    try:
+        if len(records) == 1:  # most engine steps: no join
+            sequence, rtype, schema, blob = records[0]
+            meta = _META.pack(rtype, schema, sequence, len(blob))
+            return meta, blob if type(blob) is bytes else bytes(blob)
+        return (b"".join([_META.pack(rtype, schema, sequence, len(payload))
+                          for sequence, rtype, schema, payload in records]),
+                b"".join([record[3] for record in records]))
+    except (struct.error, TypeError, ValueError, OverflowError):
+        return submission_meta(records).tobytes(), b"".join(record[3] for record in records)
 
 
 class WriterSequenceError(ValueError):
@@ -103,21 +138,9 @@ class NativeWriter:
     # -- the hot path ------------------------------------------------------------------
     def submit(self, records: Sequence[tuple[int, int, int, Any]], hold: bool) -> int:
         """Queue ``(sequence, type, schema, payload)`` records as one submission; its ticket."""
-        meta = array("Q")
-        try:
-            for sequence, rtype, schema, payload in records:
-                meta.extend((rtype, schema, sequence, len(payload)))
-        except (OverflowError, TypeError):
-            self._refuse_fields(records)
-            raise
-        if len(records) == 1:
-            blob = records[0][3]
-            if type(blob) is not bytes:
-                blob = bytes(blob)
-        else:
-            blob = b"".join(record[3] for record in records)
-        ticket = lib.tay_writer_submit(self._w, len(records), ffi.from_buffer("uint64_t[]", meta),
-                                       blob, len(blob), 1 if hold else 0, self._error_index)
+        meta, blob = pack_submission(records)
+        ticket = lib.tay_writer_submit(self._w, len(records), meta, blob, len(blob),
+                                       1 if hold else 0, self._error_index)
         if ticket > 0:
             return ticket
         if ticket == lib.TAY_WRITER_ARGUMENT:
