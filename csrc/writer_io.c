@@ -397,6 +397,8 @@ static int check_paths(tay_writer *w) {
                    : slot == lock_slot ? j->dir_fds[0] : j->dir_fds[dirs - 1];
         const char *entry = slot < dirs ? j->dir_names[slot] : slot == lock_slot ? j->lock_name : name;
         int rc = identity_check(parent, entry, j->pin_ino[slot], j->pin_dev[slot], &named);
+        if (rc == 0 && (slot != lock_slot || named.st_nlink == 1)) continue;
+        /* the path is only formatted for the failure report */
         if (slot == 0) snprintf(path, sizeof path, "%s", entry);
         else if (slot == segment_slot) snprintf(path, sizeof path, "%s/%s", j->segments_path, entry);
         else snprintf(path, sizeof path, "%s/%s", j->dir_names[0], entry);
