@@ -147,6 +147,35 @@ int tay_snapshots_scan(const uint8_t *buf, size_t count, const uint64_t *offsets
                        uint64_t *values, uint32_t *tape_offsets, double *reals,
                        uint64_t *rows);
 
+/* ---- Store-v2 base replay in columns (base_jobs.c) ----
+ * Finished jobs taken whole from a run of base records (Record v1 offsets, payload at +24;
+ * types, schemas and lengths as the record scan gives them), TAY_BASE_JOB u64s each:
+ * offsets absolute in buf; RESULT_LENGTH 0 when no result is attached; RECORD the index of
+ * the job's snapshot. ``last_id``: the job id before the run (NULL: none). Returns how many
+ * records it took (it stops before the first one it cannot take); *job_count the jobs. */
+#define TAY_BASE_JOB 15
+#define TAY_BJ_RECORD 0
+#define TAY_BJ_SNAPSHOT 1
+#define TAY_BJ_SNAPSHOT_LENGTH 2
+#define TAY_BJ_STATE 3
+#define TAY_BJ_REVISION 4
+#define TAY_BJ_TERMINAL_AT 5
+#define TAY_BJ_QUEUE 6
+#define TAY_BJ_QUEUE_LENGTH 7
+#define TAY_BJ_WORKER 8
+#define TAY_BJ_WORKER_LENGTH 9
+#define TAY_BJ_DEFINITION_LENGTH 10
+#define TAY_BJ_ARGS_NODES 11
+#define TAY_BJ_RESULT 12
+#define TAY_BJ_RESULT_LENGTH 13
+#define TAY_BJ_RESULT_BYTES 14
+size_t tay_base_jobs(const uint8_t *buf, size_t size, size_t count, const uint64_t *offsets,
+                     const uint32_t *lengths, const uint8_t *types, const uint8_t *schemas,
+                     const uint8_t *last_id, uint32_t max_depth, uint64_t max_nodes,
+                     uint64_t max_binary, size_t tape_capacity, uint8_t *tags,
+                     uint64_t *values, uint32_t *tape_offsets, double *reals, uint64_t *jobs,
+                     size_t *job_count);
+
 /* ---- Store-v2 mutation batch fast path (mutations.c) ----
  * The row is the Event-v1 row (TAY_EF_*) of the event the mutation stands for, offsets
  * relative to the mutation payload (job id at 0), then the availability order (nil: bit

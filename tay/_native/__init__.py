@@ -41,6 +41,11 @@ API (see docs/native.md for the details and error conventions):
   -> list[int]``: the Store-v2 (8,1) mutation batch fast path, ``MUTATION_ROW`` (26) ints
   per record: the Event-v1 row (``events_scan`` slots) of the event the mutation stands for,
   then ORDER and KIND (``tay._native._pure_mutations``).
+- ``base_jobs(buf, offsets, lengths, types, schemas, start, stop, last_id, max_depth,
+  max_nodes, max_binary) -> (next, rows)``: a Store-v2 base segment's finished jobs as
+  columns, one call per run of records (``tay._native._pure_base``): ``BASE_JOB`` (15) ints
+  per job taken whole (a terminal snapshot and at most one result attachment), stopping
+  before the first record it cannot vouch for; ``next`` is that record's index.
 - ``split_frames(buf, max_frame) -> (frames, consumed, error)``; ``frames`` are
   ``(start, end)`` payload slices; ``error`` None | "frame_too_large" | "empty_frame".
 - ``split_frames_checked(buf, max_frame, max_depth, max_nodes, max_key_bytes) -> (frames,
@@ -93,6 +98,7 @@ json_member_count = _active.json_member_count
 events_scan = _active.events_scan
 snapshots_scan = _active.snapshots_scan
 mutations_scan = _active.mutations_scan
+base_jobs = _active.base_jobs
 write_all_at = _active.write_all_at
 fdatasync = _active.fdatasync
 fsync = _active.fsync
@@ -105,7 +111,7 @@ __all__ = [
     "IMPLEMENTATION", "CRC32C_IMPLEMENTATION", "ValueCodecError", "RESOURCE_REASONS",
     "crc32c", "encode_records", "scan_records", "scan_record_columns", "value_encode",
     "value_decode", "json_to_value", "value_to_json",
-    "split_frames", "events_scan", "snapshots_scan", "mutations_scan", "write_all_at", "fdatasync", "fsync", "fsync_dir", "flock_exclusive",
+    "split_frames", "events_scan", "snapshots_scan", "mutations_scan", "base_jobs", "write_all_at", "fdatasync", "fsync", "fsync_dir", "flock_exclusive",
     "split_frames_checked", "json_domain_clean",
     "rename_noreplace", "filesystem_magic",
 ]

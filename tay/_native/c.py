@@ -343,6 +343,44 @@ def _rows_scan(scan: Any, width: int, buf: Any, records: Sequence[tuple[int, int
     return ffi.unpack(rows, count * width)
 
 
+def base_jobs(buf: Any, offsets: Any, lengths: Any, types: Any, schemas: Any, start: int,
+              stop: int, last_id: bytes | None, max_depth: int = 64, max_nodes: int = 100_000,
+              max_binary: int = 16_777_216) -> tuple[int, list[int]]:
+    """A base's finished jobs as columns; see ``tay._native._pure_base.base_jobs``.
+    ``offsets`` (u64), ``lengths`` (u32), ``types`` and ``schemas`` (bytes) are the record
+    scan's columns (``RecordTable``), read in place."""
+    check_limits(max_depth, max_nodes, max_binary)
+    if not 0 <= start <= stop <= min(len(offsets), len(lengths), len(types), len(schemas)):
+        raise ValueError(f"record range {start}..{stop} outside the columns")
+    if last_id is not None and len(last_id) != 16:
+        raise ValueError("last_id must be 16 bytes")
+    count = stop - start
+    if not count:
+        return start, []
+    data = ffi.from_buffer("uint8_t[]", buf)
+    offset_column = _column("uint64_t[]", offsets, start, count)
+    length_column = _column("uint32_t[]", lengths, start, count)
+    jobs = _new_uncleared("uint64_t[]", count * lib.TAY_BASE_JOB)
+    found = ffi.new("size_t *")
+    taken = lib.tay_base_jobs(data, len(data), count, offset_column, length_column,
+                              ffi.from_buffer("uint8_t[]", types) + start,
+                              ffi.from_buffer("uint8_t[]", schemas) + start,
+                              ffi.NULL if last_id is None else last_id, max_depth, max_nodes,
+                              max_binary, _EVENT_TAPE, *_event_tape(), jobs, found)
+    rows = ffi.unpack(jobs, found[0] * lib.TAY_BASE_JOB)
+    if start:
+        for slot in range(lib.TAY_BJ_RECORD, len(rows), lib.TAY_BASE_JOB):
+            rows[slot] += start
+    return start + taken, rows
+
+
+def _column(kind: str, column: Any, start: int, count: int) -> Any:
+    """A column of integers as C reads it: an ``array`` in place, anything else copied."""
+    if isinstance(column, array) and column.itemsize == ffi.sizeof(kind[:-2]):
+        return ffi.from_buffer(kind, column) + start
+    return ffi.new(kind, list(column[start:start + count]))
+
+
 _EVENT_TAPE = 65536  # payloads longer than this take the slow path
 _tape_cache: list = []
 

@@ -1,0 +1,102 @@
+/* Columnar replay of a Store-v2 base: finished jobs as rows of integers (storage.md §3.5-3.6).
+ *
+ * tay_base_jobs() walks the records of one base segment from a record boundary and takes
+ * every finished job it can vouch for whole: a (7,1) snapshot the snapshot fast path
+ * accepts, in a terminal state (completed, cancelled, discarded; such a snapshot carries no
+ * availability order), its job id above the previous one, optionally followed by exactly
+ * one (31,2) attachment carrying a (10,2) result the event fast path accepts, for that job
+ * at its revision, when the job is completed (what tay.storage.v2.rows.JobRow.take takes).
+ * For each it writes TAY_BASE_JOB u64s (offsets absolute in buf). It stops before the first
+ * record it cannot take so (any other pair, a slow payload, a job that is not finished, a
+ * second attachment, an attachment it does not take, a record outside buf's size bytes): the caller replays from there the
+ * exact way, so every refusal keeps its class, reason and offset. It never refuses.
+ * The pure twin is tay/_native/_pure_base.py (same rows, same stop).
+ */
+#include "tay_native.h"
+
+#include <string.h>
+
+#define FRAME_HEADER 24 /* Record v1: the payload starts 24 bytes after the record */
+
+static int result_taken(const uint8_t *buf, uint64_t offset, uint32_t length,
+                        const uint8_t *job_id, uint64_t revision, uint32_t max_depth,
+                        uint64_t max_nodes, uint64_t max_binary, size_t tape_capacity,
+                        uint8_t *tags, uint64_t *values, uint32_t *tape_offsets, double *reals,
+                        uint64_t *out) {
+    const uint8_t *p = buf + offset;
+    uint64_t event_offset = offset + 2;
+    uint32_t event_length;
+    uint8_t type = 10, schema = 2;
+    uint64_t row[TAY_EVENT_ROW];
+    if (length < 2 || p[0] != 10 || p[1] != 2) return 0;
+    event_length = length - 2;
+    tay_events_scan(buf, 1, &event_offset, &event_length, &type, &schema, max_depth, max_nodes,
+                    max_binary, tape_capacity, tags, values, tape_offsets, reals, row);
+    if (row[TAY_EF_STATUS] != TAY_EVENT_FAST || row[TAY_EF_EXPECTED] != revision
+        || memcmp(buf + event_offset + row[TAY_EF_JOB_ID], job_id, 16) != 0)
+        return 0;
+    out[TAY_BJ_RESULT] = offset;
+    out[TAY_BJ_RESULT_LENGTH] = length;
+    out[TAY_BJ_RESULT_BYTES] = row[TAY_EF_B];
+    return 1;
+}
+
+size_t tay_base_jobs(const uint8_t *buf, size_t size, size_t count, const uint64_t *offsets,
+                     const uint32_t *lengths, const uint8_t *types, const uint8_t *schemas,
+                     const uint8_t *last_id, uint32_t max_depth, uint64_t max_nodes,
+                     uint64_t max_binary, size_t tape_capacity, uint8_t *tags,
+                     uint64_t *values, uint32_t *tape_offsets, double *reals, uint64_t *jobs,
+                     size_t *job_count) {
+    uint64_t row[TAY_SNAPSHOT_ROW];
+    const uint8_t *previous = last_id;
+    size_t i = 0, n = 0;
+    while (i < count) {
+        if (types[i] != 7 || schemas[i] != 1) break;
+        uint64_t offset = offsets[i] + FRAME_HEADER;
+        uint32_t length = lengths[i];
+        if (offsets[i] > size || size - offsets[i] < FRAME_HEADER + (uint64_t)length) break;
+        const uint8_t *p = buf + offset;
+        tay_snapshots_scan(buf, 1, &offset, &length, max_depth, max_nodes, max_binary,
+                           tape_capacity, tags, values, tape_offsets, reals, row);
+        if (row[0] != TAY_EVENT_FAST || row[TAY_SF_STATE] < 4
+            || !((row[TAY_SF_NIL] >> TAY_SF_ORDER) & 1)
+            || (previous != NULL && memcmp(p, previous, 16) <= 0))
+            break;
+        uint64_t *out = jobs + n * TAY_BASE_JOB;
+        const uint64_t *d = row + TAY_SF_DEFINITION;
+        size_t used = 1;
+        out[TAY_BJ_SNAPSHOT] = offset;
+        out[TAY_BJ_SNAPSHOT_LENGTH] = length;
+        out[TAY_BJ_STATE] = row[TAY_SF_STATE];
+        out[TAY_BJ_REVISION] = row[TAY_SF_REVISION];
+        out[TAY_BJ_TERMINAL_AT] = row[TAY_SF_TERMINAL_AT]; /* present in every terminal state */
+        out[TAY_BJ_QUEUE] = offset + d[TAY_EF_QUEUE];
+        out[TAY_BJ_QUEUE_LENGTH] = d[TAY_EF_QUEUE_LENGTH];
+        out[TAY_BJ_WORKER] = offset + d[TAY_EF_WORKER];
+        out[TAY_BJ_WORKER_LENGTH] = d[TAY_EF_WORKER_LENGTH];
+        out[TAY_BJ_DEFINITION_LENGTH] = d[TAY_EF_DEFINITION_LENGTH];
+        out[TAY_BJ_ARGS_NODES] = d[TAY_EF_ARGS_NODES];
+        out[TAY_BJ_RESULT] = 0;
+        out[TAY_BJ_RESULT_LENGTH] = 0;
+        out[TAY_BJ_RESULT_BYTES] = 0;
+        if (i + 1 < count && types[i + 1] == 31 && schemas[i + 1] == 2) {
+            if (offsets[i + 1] > size
+                || size - offsets[i + 1] < FRAME_HEADER + (uint64_t)lengths[i + 1])
+                break;
+            /* a completed job's one result; anything else attached goes the exact way */
+            if (row[TAY_SF_STATE] != 4
+                || !result_taken(buf, offsets[i + 1] + FRAME_HEADER, lengths[i + 1], p,
+                                 row[TAY_SF_REVISION], max_depth, max_nodes, max_binary,
+                                 tape_capacity, tags, values, tape_offsets, reals, out))
+                break;
+            used = 2;
+            if (i + 2 < count && types[i + 2] == 31 && schemas[i + 2] == 2) break;
+        }
+        out[TAY_BJ_RECORD] = i;
+        previous = p;
+        i += used;
+        n++;
+    }
+    *job_count = n;
+    return i;
+}

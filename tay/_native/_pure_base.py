@@ -1,0 +1,84 @@
+"""Pure-Python twin of ``csrc/base_jobs.c``: a Store-v2 base's finished jobs as columns.
+
+``base_jobs(buf, offsets, lengths, types, schemas, start, stop, last_id, max_depth,
+max_nodes, max_binary)`` walks records ``start <= i < stop`` (Record v1 offsets: each
+payload starts 24 bytes after its record) and takes every finished job it can vouch for
+whole: a (7,1) snapshot the snapshot fast path accepts, in a terminal state, its id above
+the previous one (``last_id``: the id before ``start``, None for none), then at most one
+(31,2) attachment carrying a (10,2) result the event fast path accepts for that job at its
+revision, when the job is completed; a record outside ``buf`` ends the walk. Returns ``(next, rows)``: the index of the first record
+it did not take and ``BASE_JOB`` integers per job (offsets absolute in ``buf``).
+"""
+
+from __future__ import annotations
+
+from typing import Any, Sequence
+
+from tay._native import _pure_events as er
+from tay._native import _pure_snapshots as sr
+
+BASE_JOB = 15
+(RECORD, SNAPSHOT, SNAPSHOT_LENGTH, STATE, REVISION, TERMINAL_AT, QUEUE, QUEUE_LENGTH,
+ WORKER, WORKER_LENGTH, DEFINITION_LENGTH, ARGS_NODES, RESULT, RESULT_LENGTH,
+ RESULT_BYTES) = range(BASE_JOB)
+FRAME_HEADER = 24
+COMPLETED = sr.STATES.index("completed")
+
+
+def _result(buf: Any, offset: int, length: int, job_id: bytes, revision: int,
+            limits: tuple) -> list[int] | None:
+    """(RESULT, RESULT_LENGTH, RESULT_BYTES) of a result attachment taken as it is."""
+    if length < 2 or buf[offset] != 10 or buf[offset + 1] != 2:
+        return None
+    row = er.events_scan(buf, [(offset + 2, length - 2, 10, 2)], *limits)
+    start = offset + 2 + row[er.JOB_ID]
+    if row[er.STATUS] != er.EVENT_FAST or row[er.EXPECTED] != revision \
+            or bytes(buf[start:start + 16]) != job_id:
+        return None
+    return [offset, length, row[er.B]]
+
+
+def base_jobs(buf: Any, offsets: Sequence[int], lengths: Sequence[int], types: Sequence[int],
+              schemas: Sequence[int], start: int, stop: int, last_id: bytes | None,
+              max_depth: int = 64, max_nodes: int = 100_000,
+              max_binary: int = 16_777_216) -> tuple[int, list[int]]:
+    limits = (max_depth, max_nodes, max_binary)
+    previous = last_id
+    rows: list[int] = []
+    i = start
+    while i < stop:
+        if types[i] != 7 or schemas[i] != 1:
+            break
+        offset = offsets[i] + FRAME_HEADER
+        length = lengths[i]
+        if offset + length > len(buf):
+            break
+        snapshot = sr.snapshots_scan(buf, [(offset, length)], *limits)
+        job_id = bytes(buf[offset:offset + 16])
+        if snapshot[sr.STATUS] != er.EVENT_FAST or snapshot[sr.STATE] < COMPLETED \
+                or not (snapshot[sr.NIL] >> sr.ORDER) & 1 \
+                or (previous is not None and not job_id > previous):
+            break
+        d = sr.DEFINITION
+        result = [0, 0, 0]
+        used = 1
+        if i + 1 < stop and types[i + 1] == 31 and schemas[i + 1] == 2:
+            taken = None
+            if snapshot[sr.STATE] == COMPLETED \
+                    and offsets[i + 1] + FRAME_HEADER + lengths[i + 1] <= len(buf):
+                taken = _result(buf, offsets[i + 1] + FRAME_HEADER, lengths[i + 1], job_id,
+                                snapshot[sr.REVISION], limits)
+            if taken is None:
+                break
+            result = taken
+            used = 2
+            if i + 2 < stop and types[i + 2] == 31 and schemas[i + 2] == 2:
+                break
+        rows += [i, offset, length, snapshot[sr.STATE], snapshot[sr.REVISION],
+                 snapshot[sr.TERMINAL_AT], offset + snapshot[d + er.QUEUE],
+                 snapshot[d + er.QUEUE_LENGTH], offset + snapshot[d + er.WORKER],
+                 snapshot[d + er.WORKER_LENGTH], snapshot[d + er.DEFINITION_LENGTH],
+                 snapshot[d + er.ARGS_NODES], *result]
+        previous = job_id
+        i += used
+    return i, rows
