@@ -38,7 +38,7 @@ from tay.storage.v2.epoch_records import EPOCH_EVENT_PAIR, EpochEvent, encode_ep
 from tay.storage.v2.manifest import Retention
 from tay.storage.v2.records import MUTATION_BODY_KEYS, MUTATION_PAIR, Mutation
 from tay.storage.v2.reducer import EpochReducer
-from tay.storage.v2.rows import JobRow
+from tay.storage.v2.rows import BaseJobs, JobRow
 
 _MUTATION_PREFIX = struct.Struct(">16sBQQQ")
 _new_tuple = tuple.__new__  # a named tuple built without its Python-level __new__
@@ -154,6 +154,10 @@ class EpochEngine(AdminCommands):
     def epoch_install_row(self, row: JobRow) -> None:
         """A terminal base job kept as its row until first read (tay.storage.v2.rows)."""
         self._install_row(row)
+
+    def epoch_install_rows(self, jobs: BaseJobs) -> None:
+        """A run of finished base jobs from the columnar replay, installed as rows."""
+        self._install_rows(jobs)
 
     def epoch_entity(self, revision: int, event: ev.Event) -> None:
         if event.pair in se.SCHEDULE_PAIRS:

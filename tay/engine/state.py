@@ -28,7 +28,7 @@ from tay.failures import RequestRefused
 from tay.storage import events as ev
 from tay.storage.events.definition import LazyDefinition, args_json
 from tay.storage.journal.history_budget import HistoryBudget, frame_size
-from tay.storage.v2.rows import JobRow
+from tay.storage.v2.rows import BaseJobs, JobRow
 from tay.storage.events.transitions import (
     STATES, JobState, apply, expected_finish, retry_due_range,
 )
@@ -264,6 +264,38 @@ class EngineState:
         entry.stamp = self._stamp
         if self._job_index is not None:
             self._job_index.touch(self._stamp, row.id, state, entry.index_keys, None)
+
+    def _install_rows(self, jobs: BaseJobs) -> None:
+        """``_install_row`` of each finished job of a columnar base replay, in order, with
+        the budget and the counts added up once for the run."""
+        table, queue_counts, index = self.jobs, self.queue_counts, self._job_index
+        states = len(STATES)
+        stamp = self._stamp
+        charged = margins = 0
+        counts: dict[str, int] = {}
+        for row in jobs.job_rows():
+            charge = job_charge(row.definition_length, row.args_nodes + DEFINITION_FIXED_NODES)
+            entry = LazyJobEntry(row, charge)
+            table[row.id] = entry
+            charged += charge
+            if row.result is not None:  # _charge_attachments: a result's canonical size
+                entry.charge += row.result_bytes
+                entry.margin = row.result_bytes
+                margins += row.result_bytes
+            state = row.state
+            counts[state] = counts.get(state, 0) + 1
+            queue_row = entry.queue_row = queue_counts.get(entry.queue) \
+                or queue_counts.setdefault(entry.queue, [0] * states)
+            queue_row[STATE_INDEX[state]] += 1
+            stamp += 1
+            entry.stamp = stamp
+            if index is not None:
+                index.touch(stamp, row.id, state, entry.index_keys, None)
+        self._stamp = stamp
+        self.budget.charge(charged, admitted=True)
+        self.budget.charge(margins)
+        for state, count in counts.items():
+            self.counts[state] += count
 
     def _charge_attachments(self, entry: JobEntry, old: JobState | None,
                             state: JobState) -> None:

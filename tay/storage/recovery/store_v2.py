@@ -14,7 +14,8 @@ epochs and legacy directories are ignored.
 A consumer takes part in the reduction through three methods: ``epoch_job(job_id)``,
 ``epoch_install(job_state)`` and ``epoch_entity(revision, event)`` (the engine and
 ``TableConsumer`` have them), and optionally ``epoch_install_row(row)`` to keep terminal
-base jobs as rows until first read (``tay.storage.v2.rows``). A plain ``consumer(sequence, type, schema, payload)`` is fed
+base jobs as rows until first read (``tay.storage.v2.rows``; with it, runs of finished base
+jobs are replayed in columns, and ``epoch_install_rows(jobs)`` may install a whole run). A plain ``consumer(sequence, type, schema, payload)`` is fed
 the physical records instead (profile checks only).
 """
 
@@ -26,7 +27,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from tay.failures import RecoveryRefused, StorageFailure
+from tay import _native
 from tay.storage.formats import segment, store_marker
+from tay.storage.formats.record_table import RecordTable
 from tay.storage.formats.value import DecodeLimits, locate
 from tay.storage.fsio import RealIO
 from tay.storage.recovery.limits import RecoveryOptions, RecoveryTimer
@@ -43,7 +46,7 @@ from tay.storage.v2.markers import CURRENT_SIZE, MARKER_SIZE, decode_current
 from tay.storage.v2.records import MUTATION_PAIR, SNAPSHOT_PAIR, decode_mutation, decode_snapshot
 from tay.storage.v2.fast import decode_batch
 from tay.storage.v2.reducer import EpochReducer
-from tay.storage.v2.rows import ResultRow
+from tay.storage.v2.rows import BaseJobs, ResultRow
 
 _HASH_CHUNK = 1 << 20
 _BATCH = 256  # records decoded per native call in replay (bounds what is held at once)
@@ -372,7 +375,8 @@ def replay_v2(view: EpochView, consumer: Any, limits: DecodeLimits,
     dispatch = None
     if hasattr(consumer, "epoch_install"):
         reducer = EpochReducer(consumer.epoch_job, consumer.epoch_install,
-                               consumer.epoch_entity, getattr(consumer, "epoch_install_row", None))
+                               consumer.epoch_entity, getattr(consumer, "epoch_install_row", None),
+                               getattr(consumer, "epoch_install_rows", None))
         dispatch = _Dispatch(reducer, limits)
     elif not callable(consumer):
         raise RecoveryRefused("unsupported_physical", "consumer_cannot_read_store_v2",
@@ -393,26 +397,56 @@ def replay_v2(view: EpochView, consumer: Any, limits: DecodeLimits,
 def _replay_segment(segment_view: SegmentView, in_base: bool, expected: int, consumer: Any,
                     dispatch: _Dispatch | None, limits: DecodeLimits,
                     timer: RecoveryTimer | None) -> int:
-    """Replay one segment's records from global sequence ``expected``; returns the next."""
+    """Replay one segment's records from global sequence ``expected``; returns the next.
+
+    In a base, runs of finished jobs go through the columnar replay (``_base_run``) when
+    the consumer keeps rows; every record it does not take goes the record-by-record way."""
     allowed = BASE_PAIRS if in_base else TAIL_PAIRS
     mapping = segment_view.mapping
     buffer = memoryview(mapping) if mapping is not None else memoryview(b"")
     records = segment_view.scan.records
+    columnar = (in_base and dispatch is not None and mapping is not None
+                and dispatch.reducer.install_row is not None and isinstance(records, RecordTable))
+    batch: list = []  # the descriptors of records first.. (and decoded: their fast path)
     decoded: list = []
-    first = 0  # index of decoded[0] in records
+    first = 0  # index of batch[0] in records
     dropped = 0  # pages below this offset were released
+    count = len(records)
+    position = 0
     try:
-        for position, (offset, rtype, schema, sequence, length) in enumerate(records):
-            if dispatch is not None and position - first >= len(decoded):
-                first = position  # the next batch through the native fast path
-                if mapping is not None and offset > dropped:
-                    # records before this one are decoded into objects: their pages need
-                    # not stay resident (the peak RSS of a replay)
-                    drop_pages(mapping, dropped, offset)
-                    dropped = offset
-                decoded = decode_batch(buffer, [
-                    (o + 24, n, t, s) for o, t, s, _, n in records[first:first + _BATCH]
-                ], limits, dispatch.reducer.install_row is not None)
+        while position < count:
+            if columnar and position - first >= len(batch) \
+                    and records.first_sequence + position == expected \
+                    and dispatch.reducer.takes_base_jobs:
+                taken = _base_run(mapping, records, position, dispatch.reducer, limits)
+                if taken > position:
+                    expected += taken - position
+                    position = taken
+                    offset = records.offsets[position - 1]
+                    if offset > dropped:
+                        drop_pages(mapping, dropped, offset)
+                        dropped = offset
+                    if timer is not None:
+                        timer.check("replay", path=segment_view.path,
+                                    sequence=expected - 1, segment_id=segment_view.segment_id)
+                    batch = []
+                    first = position
+                    continue
+            # one record the record-by-record way, its batch's descriptors read at once
+            if position - first >= len(batch):
+                first = position
+                batch = list(records.batch(first, first + _BATCH)) \
+                    if isinstance(records, RecordTable) else records[first:first + _BATCH]
+                if dispatch is not None:  # the batch through the native fast path
+                    offset = batch[0][0]
+                    if mapping is not None and offset > dropped:
+                        # records before this one are decoded into objects: their pages
+                        # need not stay resident (the peak RSS of a replay)
+                        drop_pages(mapping, dropped, offset)
+                        dropped = offset
+                    decoded = decode_batch(buffer, [(o + 24, n, t, s) for o, t, s, _, n in batch],
+                                           limits, dispatch.reducer.install_row is not None)
+            offset, rtype, schema, sequence, length = batch[position - first]
             if sequence != expected:
                 raise RecoveryRefused("continuity", "global_sequence", offset=offset,
                                       expected=expected, **_where(segment_view, sequence))
@@ -430,6 +464,7 @@ def _replay_segment(segment_view: SegmentView, in_base: bool, expected: int, con
             except StorageFailure as failure:
                 raise _at_record(failure, offset, _where(segment_view, sequence)) from None
             expected += 1
+            position += 1
             if timer is not None and expected % 4096 == 0:
                 timer.check("replay", path=segment_view.path, sequence=sequence,
                             segment_id=segment_view.segment_id)
@@ -438,6 +473,26 @@ def _replay_segment(segment_view: SegmentView, in_base: bool, expected: int, con
     finally:
         buffer.release()
     return expected
+
+
+_RUN = 4096  # records per columnar call (the recovery timer is checked between calls)
+
+
+def _base_run(mapping: Any, records: RecordTable, position: int, reducer: EpochReducer,
+              limits: DecodeLimits) -> int:
+    """The finished jobs from ``position`` on, taken in one native call and installed in
+    columns (``tay._native.base_jobs``, ``EpochReducer.base_jobs``); returns the index of
+    the first record not taken (``position`` when none was). Sequences are the table's
+    (``first_sequence + index``, which the caller checked at ``position``), and the pairs
+    taken, (7,1) and (31,2), are base pairs."""
+    stop = min(len(records), position + _RUN)
+    taken, columns = _native.base_jobs(mapping, records.offsets, records.lengths,
+                                       records.types, records.schemas, position, stop,
+                                       reducer.last_job_id, limits.depth, limits.nodes,
+                                       limits.binary)
+    if columns:
+        reducer.base_jobs(BaseJobs(mapping, columns, limits))
+    return taken
 
 
 def _exact(payload: memoryview, pair: tuple[int, int], sequence: int, consumer: Any,

@@ -29,12 +29,13 @@ from tay.storage.events.transitions import JobState, apply, attach, with_ready_o
 from tay.storage.v2.epoch_records import EpochEvent
 from tay.storage.v2.jobs import job_of
 from tay.storage.v2.records import Mutation, Snapshot
-from tay.storage.v2.rows import JobRow, ResultRow
+from tay.storage.v2.rows import BaseJobs, JobRow, ResultRow
 
 Lookup = Callable[[bytes], "JobState | None"]
 Install = Callable[[JobState, "ev.Event | None"], None]  # the event that led to it
 ApplyEntity = Callable[[int, ev.Event], None]
 InstallRow = Callable[[JobRow], None]
+InstallRows = Callable[[BaseJobs], None]
 
 
 def rejected(reason: str, **extra: object) -> RecoveryRefused:
@@ -45,11 +46,13 @@ class EpochReducer:
     """Logical revisions, the availability allocator and the entity chains of one epoch."""
 
     def __init__(self, lookup: Lookup, install: Install, apply_entity: ApplyEntity,
-                 install_row: InstallRow | None = None) -> None:
+                 install_row: InstallRow | None = None,
+                 install_rows: InstallRows | None = None) -> None:
         self.lookup = lookup
         self.install = install
         self.apply_entity = apply_entity
         self.install_row = install_row
+        self.install_rows = install_rows
         self.next_order = 1
         self.entities: dict[tuple, int] = {}  # entity -> its logical revision
         self.in_base = True
@@ -81,6 +84,34 @@ class EpochReducer:
         self._flush()
         self._last_job_id = job.id
         self._pending = job
+
+    @property
+    def last_job_id(self) -> bytes | None:
+        """The id of the last base job so far (the next must be above it)."""
+        return self._last_job_id
+
+    @property
+    def takes_base_jobs(self) -> bool:
+        """Whether ``base_jobs`` may come now: in the base, before any checkpoint."""
+        return self.in_base and not self._checkpoints_started
+
+    def base_jobs(self, jobs: BaseJobs) -> None:
+        """Finished jobs the columnar replay took whole (``tay._native.base_jobs``: each a
+        terminal snapshot above ``last_job_id`` with no order, and at most one result it
+        takes as ``JobRow.take`` would), as ``snapshot_state`` and ``attachment_row`` would
+        have taken them one by one; only while ``takes_base_jobs``."""
+        if not self.takes_base_jobs:
+            raise RuntimeError("base jobs only in the base, before any checkpoint")
+        self._flush()
+        if self.install_rows is not None:
+            self.install_rows(jobs)
+        elif self.install_row is not None:
+            for row in jobs.job_rows():
+                self.install_row(row)
+        else:
+            for row in jobs.job_rows():
+                self.install(row.job_state(), None)
+        self._last_job_id = jobs.last_id
 
     def attachment(self, event: ev.Event) -> None:
         self._require_base("attachment")

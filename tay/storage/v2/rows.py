@@ -16,7 +16,10 @@ materialise the job and take the exact path, so refusals keep their class and re
 
 from __future__ import annotations
 
+from typing import Any, Iterator
+
 from tay import _native
+from tay._native import _pure_base as bj
 from tay._native import _pure_events as er
 from tay._native import _pure_snapshots as sr
 from tay.storage.events import Event
@@ -100,6 +103,73 @@ class JobRow:
         if self.result is not None:
             job = attach(job, _attachment_event(self.result, self.limits))
         return job
+
+
+class BaseJobs:
+    """Finished base jobs a columnar replay took whole (``tay._native.base_jobs``): its
+    rows (``BASE_JOB`` ints per job, offsets in ``data``) over the segment's bytes, read
+    while the segment is still mapped. ``job_rows()`` gives the ``JobRow`` of each, the
+    same row the record-by-record fast path builds (its result taken)."""
+
+    __slots__ = ("data", "columns", "limits")
+
+    def __init__(self, data: Any, columns: list[int], limits: DecodeLimits) -> None:
+        self.data = data  # slicing gives bytes (an mmap or bytes)
+        self.columns = columns
+        self.limits = limits
+
+    def __len__(self) -> int:
+        return len(self.columns) // _BJ
+
+    @property
+    def last_id(self) -> bytes:
+        start = self.columns[len(self.columns) - _BJ + bj.SNAPSHOT]
+        return bytes(self.data[start:start + 16])
+
+    def job_rows(self) -> Iterator[JobRow]:
+        data, columns, limits = self.data, self.columns, self.limits
+        texts: dict[bytes, str] = {}  # queue and worker keys repeat: one str each
+        states = _STATES
+        new = JobRow.__new__
+        for base in range(0, len(columns), _BJ):
+            start = columns[base + 1]  # bj.SNAPSHOT, then its length, state, revision, ...
+            snapshot = data[start:start + columns[base + 2]]
+            start = columns[base + 6]
+            raw = data[start:start + columns[base + 7]]
+            queue = texts.get(raw)
+            if queue is None:
+                queue = texts[raw] = raw.decode("utf-8")
+            start = columns[base + 8]
+            raw = data[start:start + columns[base + 9]]
+            task = texts.get(raw)
+            if task is None:
+                task = texts[raw] = raw.decode("utf-8")
+            row = new(JobRow)
+            row.id = snapshot[:16]
+            row.state = states[columns[base + 3]]
+            row.revision = columns[base + 4]
+            row.terminal_at = columns[base + 5]
+            row.queue = queue
+            row.task = task
+            row.definition_length = columns[base + 10]
+            row.args_nodes = columns[base + 11]
+            row.snapshot = snapshot
+            row.limits = limits
+            length = columns[base + 13]  # bj.RESULT_LENGTH
+            if length:
+                start = columns[base + 12]
+                row.result = data[start:start + length]
+                row.result_bytes = columns[base + 14]
+            else:
+                row.result = None
+                row.result_bytes = 0
+            yield row
+
+
+_BJ = bj.BASE_JOB
+assert (bj.SNAPSHOT, bj.SNAPSHOT_LENGTH, bj.STATE, bj.REVISION, bj.TERMINAL_AT, bj.QUEUE,
+        bj.QUEUE_LENGTH, bj.WORKER, bj.WORKER_LENGTH, bj.DEFINITION_LENGTH, bj.ARGS_NODES,
+        bj.RESULT, bj.RESULT_LENGTH, bj.RESULT_BYTES) == tuple(range(1, 15))
 
 
 def result_row(payload: bytes, rows: list[int], base: int, inner_offset: int,

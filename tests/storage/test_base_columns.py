@@ -1,0 +1,238 @@
+"""The columnar replay of a Store-v2 base (``tay._native.base_jobs``, ``csrc/base_jobs.c``).
+
+The C walk equals its pure twin on any base (valid, out of order, damaged, cut anywhere);
+replaying any prefix of a base through it leaves exactly what the record-by-record replay
+leaves (the same rows in the same order, the same jobs when built) or is refused exactly the
+same way; and an engine recovered
+through it answers exactly as one recovered record by record.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import mmap
+import os
+import shutil
+import tempfile
+
+from hypothesis import HealthCheck, event, given, settings
+from hypothesis import strategies as st
+
+from tay._native import _pure_base, pure
+from tay.failures import RecoveryRefused
+from tay.storage.events import result_recorded
+from tay.storage.events.operations import failure_recorded
+from tay.storage.formats.record_table import RecordTable
+from tay.storage.recovery import store_v2
+from tay.storage.recovery.physical import SegmentView
+from tay.storage.v2.epoch_records import encode_job_attachment
+from tay.storage.v2.reducer import EpochReducer
+from tay.storage.v2.rows import JobRow
+from tests.build_guard import c_twin
+from tests.engine.test_lazy_rows import answers, bookkeeping, job_answers, recovered
+from tests.storage.conftest import scratch_path
+from tests.storage.test_transitions import histories
+from tests.storage.test_v2_fast_path import LIMITS, jobs, payloads, write_and_compact
+
+c_native = c_twin()
+HEADER = 44  # a segment header comes before the first record
+
+
+@st.composite
+def bases(draw):
+    """Base records of a few jobs: ids mostly ascending (sometimes repeated or falling),
+    their attachments, now and then an extra result or failure attachment or a result for
+    another revision or job instead of their own."""
+    finished = jobs().filter(lambda job: job.terminal)  # what the columns take, mostly
+    jobs_ = draw(st.lists(st.one_of(finished, finished, jobs()), min_size=1, max_size=6))
+    number = 0
+    records = []
+    for job in jobs_:
+        number += draw(st.sampled_from([1, 1, 1, 2, 0, -1]))
+        job = job._replace(id=max(number, 1).to_bytes(16, "big"))
+        own = payloads(job)
+        extra = draw(st.integers(0, 8))
+        if extra in (4, 5, 6):  # the job's own attachments replaced by one result
+            own = own[:1] + [(31, 2, encode_job_attachment(result_recorded(
+                job.id if extra != 5 else b"\xff" * 16, 5, job.revision + (extra == 4),
+                None)))]
+        records += own
+        if extra == 1:
+            records.append((31, 2, encode_job_attachment(
+                result_recorded(job.id, 5, job.revision, draw(st.none() | st.integers(0, 9))))))
+        elif extra == 2:
+            records.append((31, 2, encode_job_attachment(
+                result_recorded(job.id, 5, job.revision + 1, None))))
+        elif extra == 3:
+            records.append((31, 2, encode_job_attachment(
+                failure_recorded(job.id, 5, job.revision, {"message": "m"}))))
+    return records
+
+
+def frames(records: list[tuple[int, int, bytes]]) -> tuple[bytes, RecordTable]:
+    """The records as Record v1 frames after a segment-sized header, and their columns."""
+    body = pure.encode_records([(rtype, schema, sequence, payload) for sequence,
+                                (rtype, schema, payload) in enumerate(records, 1)])
+    data = bytes(HEADER) + body
+    table = RecordTable(1)
+    offsets, types, schemas, lengths, _, stop = pure.scan_record_columns(
+        data, HEADER, len(data), 1 << 24, 1)
+    assert stop == "end"
+    table.extend(offsets, types, schemas, lengths)
+    return data, table
+
+
+def walk(twin, data, table: RecordTable, start: int, stop: int, last_id):
+    return twin.base_jobs(data, table.offsets, table.lengths, table.types, table.schemas,
+                          start, stop, last_id)
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(bases(), st.data())
+def test_c_equals_python_on_any_base(records, data) -> None:
+    raw, table = frames(records)
+    count = len(table)
+    start = data.draw(st.just(0) | st.integers(0, count))
+    stop = data.draw(st.just(count) | st.integers(start, count))
+    last_id = data.draw(st.none() | st.binary(min_size=16, max_size=16)
+                        | st.integers(0, 3).map(lambda n: n.to_bytes(16, "big")))
+    taken = walk(c_native, raw, table, start, stop, last_id)
+    assert taken == walk(pure, raw, table, start, stop, last_id)
+    event(f"jobs taken: {min(len(taken[1]) // _pure_base.BASE_JOB, 3)}")
+    # one flipped byte anywhere, or a buffer cut short: still the same walk
+    flip = data.draw(st.integers(0, len(raw) - 1))
+    damaged = bytearray(raw)
+    damaged[flip] ^= data.draw(st.integers(1, 255))
+    cut = raw[:data.draw(st.integers(0, len(raw)))]
+    for buffer in (bytes(damaged), cut):
+        assert walk(c_native, buffer, table, start, stop, last_id) == \
+            walk(pure, buffer, table, start, stop, last_id)
+
+
+def test_the_row_layout_is_the_documented_one() -> None:
+    assert c_native.lib.TAY_BASE_JOB == _pure_base.BASE_JOB == 15
+    assert (c_native.lib.TAY_BJ_RECORD, c_native.lib.TAY_BJ_RESULT_BYTES) == \
+        (_pure_base.RECORD, _pure_base.RESULT_BYTES)
+
+
+# ---- any prefix of a base replays the same through the columns ----------------------------
+
+@contextlib.contextmanager
+def record_by_record():
+    """Replay as before the columns: no run is ever taken in one call."""
+    original = store_v2._base_run
+    store_v2._base_run = lambda mapping, records, position, reducer, limits: position
+    try:
+        yield
+    finally:
+        store_v2._base_run = original
+
+
+def replay_base(raw: bytes, table: RecordTable, bulk: bool):
+    """The base replayed as recovery does (a mapped file, the rows consumer); what was
+    installed, in order, each row with its fields and the job it builds."""
+    installed: list = []
+
+    def row(job: JobRow) -> None:
+        installed.append(("row", job.id, job.state, job.revision, job.terminal_at, job.queue,
+                          job.task, job.definition_length, job.args_nodes, job.result_bytes,
+                          job.snapshot, job.result, job))
+
+    def rows(jobs) -> None:
+        for job in jobs.job_rows():
+            row(job)
+
+    reducer = EpochReducer(lambda job_id: None,
+                           lambda job, event: installed.append(("job", job)),
+                           lambda revision, event: None, row, rows if bulk else None)
+    fd, path = tempfile.mkstemp(prefix="base-columns-")
+    try:
+        os.write(fd, raw)
+        mapping = mmap.mmap(fd, len(raw), prot=mmap.PROT_READ)
+        view = SegmentView(1, path, 0, len(raw), _Scan(table), mapping)
+        try:
+            next_sequence = store_v2._replay_segment(view, True, 1, None,
+                                                     store_v2._Dispatch(reducer, LIMITS),
+                                                     LIMITS, None)
+            reducer.end_base()
+        except RecoveryRefused as refused:
+            return installed, (refused.kind, refused.reason, refused.details)
+        finally:
+            mapping.close()
+    finally:
+        os.close(fd)
+        os.unlink(path)
+    return installed, next_sequence
+
+
+class _Scan:
+    def __init__(self, records: RecordTable) -> None:
+        self.records = records
+
+
+def prefix(table: RecordTable, count: int) -> RecordTable:
+    out = RecordTable(1)
+    out.extend(table.offsets[:count], table.types[:count], table.schemas[:count],
+               table.lengths[:count])
+    return out
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(bases(), st.data())
+def test_any_prefix_replays_the_same_in_columns(records, data) -> None:
+    raw, table = frames(records)
+    cut = prefix(table, data.draw(st.just(len(table)) | st.integers(0, len(table))))
+    # record-by-record batches this long between the columnar runs (256 in recovery)
+    batch = data.draw(st.sampled_from([1, 2, 3, 256]))
+    with contextlib.ExitStack() as stack:
+        stack.callback(setattr, store_v2, "_BATCH", store_v2._BATCH)
+        store_v2._BATCH = batch
+        check_prefix(raw, cut)
+
+
+def check_prefix(raw: bytes, cut: RecordTable) -> None:
+    with record_by_record():
+        expected = outcome(replay_base(raw, cut, bulk=False))
+    assert outcome(replay_base(raw, cut, bulk=False)) == expected  # rows one by one
+    assert outcome(replay_base(raw, cut, bulk=True)) == expected  # a run at once
+
+
+def outcome(replayed):
+    """What a replay leaves: everything installed, in order, or the refusal alone (a refused
+    recovery discards its consumer; the columns may have installed a finished job the
+    record-by-record way still held pending when the next record was refused)."""
+    installed, end = replayed
+    if isinstance(end, tuple):
+        return end
+    return [entry[:-1] + (built(entry[-1]),) if entry[0] == "row" else entry
+            for entry in installed], end
+
+
+def built(row: JobRow):
+    """The job a row builds when first read (after the replay, as the engine does)."""
+    try:
+        return row.job_state()
+    except RecoveryRefused as refused:
+        return ("refused", refused.kind, refused.reason)
+
+
+# ---- an engine recovered through the columns ----------------------------------------------
+
+@settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(histories(), min_size=1, max_size=6))
+def test_an_engine_recovered_in_columns_answers_as_one_recovered_record_by_record(
+        histories_) -> None:
+    root = scratch_path("base-columns")
+    try:
+        write_and_compact(root, histories_)
+        with record_by_record():
+            before = recovered(root)
+        after = recovered(root)
+        assert bookkeeping(after) == bookkeeping(before)
+        assert answers(after) == answers(before)
+        for job_id in before.jobs:
+            assert job_answers(after, job_id) == job_answers(before, job_id)
+            assert after.jobs[job_id].state == before.jobs[job_id].state
+        assert bookkeeping(after) == bookkeeping(before)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
