@@ -18,19 +18,22 @@ This module also gives compaction what it reads from the engine (``retained_jobs
 from __future__ import annotations
 
 import struct
+from types import MappingProxyType
 from typing import Any
 
 from tay.engine.admin import AdminCommands
 from tay.engine.effects import Outcome
 from tay.engine.jobs import JobEntry, peek
+from tay.engine.state import MAX_TIMELINE
 from tay.failures import RecoveryRefused
 from tay.storage import events as ev
 from tay.storage.compaction.plan import Checkpoint
 from tay.storage.events import schedules as se
 from tay.storage.events.registry import event_with_raw
 from tay.storage.events.operations import QUEUE_PAIRS, queue_paused, queue_resumed
-from tay.storage.events.definition import LazyDefinition
+from tay.storage.events.definition import ATTEMPT_MAX, TIME_MAX, U64_MAX, LazyDefinition
 from tay.storage.events.transitions import STATES, JobState
+from tay.storage.journal.history_budget import frame_size
 
 STATE_INDEX = {name: index for index, name in enumerate(STATES)}
 from tay.storage.formats import value
@@ -83,6 +86,13 @@ _SUCCEEDED_TAIL = (_FINISHED_KEYS["next_attempt"] + b"\x00" + _FINISHED_KEYS["ne
 _INSERTED_KEYS = dict(_BODY_LAYOUTS[1])
 _INSERTED_HEAD = b"\x09" + (3).to_bytes(4, "big") + _INSERTED_KEYS["availability_order"]
 _U64_TAGGED = struct.Struct(">BQ")
+_INSERTED_DEFINITION = _INSERTED_KEYS["definition"]
+_INSERTED_ELIGIBLE_AT = _INSERTED_KEYS["eligible_at"]
+_ZERO_ID = bytes(16)
+# JobState field positions, for the fused commits that build the next state in one step
+(_ID, _DEFINITION, _DEFINITION_BYTES, _STATE, _REVISION, _ATTEMPT, _NEXT_ATTEMPT, _CYCLE,
+ _EXECUTION, _ELIGIBLE_AT, _READY_ORDER, _INSERTED_AT, _ATTEMPTED_AT, _COMPLETED_AT,
+ _TERMINAL_AT, _DIAGNOSTIC, _RESULT_PRESENT, _RESULT, _FAILURE) = range(len(JobState._fields))
 
 
 # a result_recorded (10,2) inside a (30,2): the envelope and the four keys' fixed part
@@ -232,6 +242,169 @@ class EpochEngine(AdminCommands):
         out.events.append((sequence, record))
         self.next_sequence = sequence + 1
         return state
+
+    # ---- the fused per-job commits ------------------------------------------------------
+    #
+    # An insert, a start and a success with a nil result are three of a job's four records
+    # and most of its engine time. Each has a fused commit here: one function builds its
+    # record(s) and bytes, the next JobState and the index changes, with no event builder,
+    # Mutation, reducer or ``apply`` call in between. Each is the general path (event
+    # builder -> ``_commit`` -> ``_commit_in_epoch`` -> ``EpochReducer.mutation``/``event``
+    # -> ``apply`` -> ``_install``) specialised to the one transition it makes, and runs only
+    # where that path would certainly accept it (else the caller takes the general path,
+    # which also refuses or rejects exactly as before). Replay never comes here: it stays on
+    # ``apply``. tests/engine/test_fused_commits.py drives a fused and a general engine with
+    # the same random commands and requires the same records and bytes, replies, effects and
+    # engine state after every step.
+
+    fused = True  # False: every commit takes the general path (the tests' reference twin)
+
+    def _insert_fused(self, job_id: bytes, at: int, definition: Any, nodes: int,
+                      out: Outcome) -> JobEntry | None:
+        """A persistent insert's (8,1) commit; None when it is not the common case."""
+        reducer = self.epoch
+        scheduled_at = definition.get("scheduled_at")
+        eligible_at = at if scheduled_at is None else scheduled_at
+        if not (type(definition) is LazyDefinition and type(at) is int and 0 <= at <= TIME_MAX
+                and type(eligible_at) is int and 0 <= eligible_at <= TIME_MAX
+                and type(job_id) is bytes and len(job_id) == 16 and job_id != _ZERO_ID
+                and not reducer.in_base and job_id not in self.jobs):
+            return None
+        available = eligible_at <= at
+        order = reducer.next_order if available else None
+        canonical = definition.canonical
+        raw = b"".join((_MUTATION_PREFIX.pack(job_id, 1, 0, 1, at), _INSERTED_HEAD,
+                        b"\x00" if order is None else _U64_TAGGED.pack(4, order),
+                        _INSERTED_DEFINITION, canonical, _INSERTED_ELIGIBLE_AT,
+                        _U64_TAGGED.pack(4, eligible_at)))
+        history = self.history
+        if history is not None:  # an admission: may refuse, before anything changed
+            if history.uncapped:
+                history.account_payload(len(raw))
+            else:
+                history.admit((frame_size(len(raw)),), self.durable_executing)
+        if order is not None:
+            reducer.next_order = order + 1
+        state = _new_tuple(JobState, (
+            job_id, definition, canonical, "available" if available else "scheduled", 1, 0, 1,
+            1, None, eligible_at, order, at, None, None, None, None, False, None, None))
+        entry = self._install(None, state, False, nodes, at)
+        sequence = self.next_sequence
+        out.events.append((sequence, event_with_raw(8, 1, "job_inserted", MappingProxyType(
+            {"at": at, "definition": definition, "eligible_at": eligible_at,
+             "expected_revision": 0, "job_id": job_id}), raw)))
+        self.next_sequence = sequence + 1
+        self.activity.count("enqueued", entry.queue, entry.task, at)
+        return entry
+
+    def _start_fused(self, entry: JobEntry, job: JobState, at: int, out: Outcome) -> bool:
+        """A start's (8,1) commit and re-index (``_install`` of available -> executing,
+        inline); False, changing nothing, when it is not the common case."""
+        revision = job[_REVISION] + 1
+        attempt = job[_NEXT_ATTEMPT]
+        cycle = job[_CYCLE]
+        if not (job[_STATE] == "available" and type(at) is int and 0 <= at <= TIME_MAX
+                and job[_ELIGIBLE_AT] is not None and at >= job[_ELIGIBLE_AT]
+                and type(attempt) is int and 1 <= attempt <= job[_DEFINITION]["max_attempts"]
+                and attempt <= ATTEMPT_MAX and revision <= U64_MAX
+                and not self.epoch.in_base):
+            return False
+        job_id = job[_ID]
+        raw = _STARTED.pack(job_id, 3, revision - 1, revision, at, _STARTED_HEAD,
+                            _STARTED_ATTEMPT, attempt, _STARTED_CYCLE, cycle)
+        history = self.history
+        if history is not None:  # an admission counting this execution's reserve
+            if history.uncapped:
+                history.account_payload(len(raw))
+            else:
+                history.admit((frame_size(len(raw)),), self.durable_executing + 1)
+        values = list(job)
+        values[_STATE] = "executing"
+        values[_REVISION] = values[_EXECUTION] = revision
+        values[_ATTEMPT] = attempt
+        values[_ATTEMPTED_AT] = at
+        values[_ELIGIBLE_AT] = values[_READY_ORDER] = None
+        entry.state = state = _new_tuple(JobState, values)
+        self._moved(entry, job_id, "available", "executing")
+        entry.ready_key = None
+        attempts = entry.attempts  # _start_attempt
+        started = (attempt, at, None, None)
+        entry.attempts = (started,) if attempts is None \
+            else attempts[1 - MAX_TIMELINE:] + (started,)
+        self.durable_executing += 1
+        sequence = self.next_sequence
+        out.events.append((sequence, event_with_raw(8, 1, "job_started", MappingProxyType(
+            {"at": at, "attempt": attempt, "cycle_token": cycle,
+             "expected_revision": revision - 1, "job_id": job_id}), raw)))
+        self.next_sequence = sequence + 1
+        return True
+
+    def _succeed_fused(self, entry: JobEntry, at: int, out: Outcome) -> bool:
+        """A success with a nil result: its (8,1) finish and (30,2) result records, and the
+        job installed once as completed with the result (the general path installs the
+        finish, then the result: the same counts, stamp, timeline and charges); False,
+        changing nothing, when it is not the common case."""
+        job = entry.state
+        execution = job[_EXECUTION]
+        revision = job[_REVISION] + 1  # the finish; the result is revision + 1
+        if not (job[_STATE] == "executing" and not job[_RESULT_PRESENT]
+                and type(at) is int and 0 <= at <= TIME_MAX
+                and type(execution) is int and 1 <= execution <= U64_MAX
+                and revision < U64_MAX and not self.epoch.in_base):
+            return False
+        job_id = job[_ID]
+        finish = _SUCCEEDED.pack(job_id, 4, revision - 1, revision, at, _SUCCEEDED_HEAD,
+                                 ev.COMPLETED, _SUCCEEDED_TOKEN, execution, _SUCCEEDED_TAIL,
+                                 ev.SUCCESS)
+        result = _RESULT_FIXED.pack(10, 2, revision + 1, _RESULT_HEAD, at, _RESULT_EXPECTED,
+                                    revision, _RESULT_JOB_ID, job_id) + _NIL_RESULT
+        history = self.history
+        if history is not None:  # the end of an execution: accounted, never refused
+            history.account_payload(len(finish))
+            history.account_payload(len(result))
+        values = list(job)
+        values[_STATE] = "completed"
+        values[_REVISION] = revision + 1
+        values[_NEXT_ATTEMPT] = values[_ELIGIBLE_AT] = values[_EXECUTION] = None
+        values[_COMPLETED_AT] = values[_TERMINAL_AT] = at
+        values[_RESULT_PRESENT] = True
+        entry.state = _new_tuple(JobState, values)
+        self.durable_executing -= 1
+        attempts = entry.attempts  # _finish_attempt
+        if attempts and attempts[-1][2] is None:
+            entry.attempts = attempts[:-1] + ((attempts[-1][0], attempts[-1][1], at,
+                                               "completed"),)
+        self._moved(entry, job_id, "executing", "completed")
+        entry.ready_key = None
+        entry.charge += 1  # _charge_attachments: a nil result's one byte
+        entry.margin += 1
+        self.budget.charge(1)
+        sequence = self.next_sequence
+        out.events.append((sequence, event_with_raw(8, 1, "job_finished", MappingProxyType(
+            {"at": at, "diagnostic": None, "disposition": ev.COMPLETED,
+             "execution_token": execution, "expected_revision": revision - 1,
+             "job_id": job_id, "next_attempt": None, "next_due_at": None,
+             "outcome": ev.SUCCESS}), finish)))
+        out.events.append((sequence + 1, event_with_raw(30, 2, "result_recorded",
+                                                        MappingProxyType(
+            {"at": at, "expected_revision": revision, "job_id": job_id, "result": None}),
+            result)))
+        self.next_sequence = sequence + 2
+        self.activity.count("completed", entry.queue, entry.task, at)
+        return True
+
+    def _moved(self, entry: JobEntry, job_id: bytes, previous: str, name: str) -> None:
+        """``_install``'s counts, queue row, stamp and admin index for a state change."""
+        counts = self.counts
+        counts[previous] -= 1
+        counts[name] += 1
+        row = entry.queue_row
+        row[STATE_INDEX[previous]] -= 1
+        row[STATE_INDEX[name]] += 1
+        self._stamp = stamp = self._stamp + 1
+        entry.stamp = stamp
+        if self._job_index is not None:
+            self._job_index.touch(stamp, job_id, name, entry.index_keys, previous)
 
     def _commit_entity(self, event: ev.Event, out: Outcome) -> None:
         """A schedule or queue event continuing its entity's chain as a (30,2) record."""

@@ -50,9 +50,14 @@ class ProducerCommands(EngineState):
                 )
         else:
             self.budget.admit(job_charge(request.definition_size, request.definition_nodes))
-            event = ev.job_inserted(request.job_id, now_ms, request.definition)
-            entry = self._commit(None, event, request.durability == "volatile", out,
-                                 nodes=request.definition_nodes)
+            volatile = request.durability == "volatile"
+            entry = self._insert_fused(request.job_id, now_ms, request.definition,
+                                       request.definition_nodes, out) \
+                if not volatile and self.epoch is not None and self.fused else None
+            if entry is None:  # the general path (tay.engine.epoch, "fused per-job commits")
+                event = ev.job_inserted(request.job_id, now_ms, request.definition)
+                entry = self._commit(None, event, volatile, out,
+                                     nodes=request.definition_nodes)
             self.execute_args.remember(request.job_id, entry.state.definition,
                                        request.args_json)
             if canonical_order(cmd.args):  # the bytes just stored encode exactly these args

@@ -5,6 +5,11 @@ Live commands and recovery replay both end in ``_install`` after
 construction, the state the live engine had. Persistent events take the next record
 sequence (``next_sequence``) and go into the Outcome; volatile jobs run through the same
 ``apply`` with a private revision counter and never produce events.
+
+In a Store-v2 epoch, a persistent insert, start and nil-result success take a fused commit
+instead (``tay.engine.epoch``): the same records, state and index changes built in one
+function, proven equal to this path by tests/engine/test_fused_commits.py. Replay and
+every other live change stay on this path.
 """
 
 from __future__ import annotations
@@ -50,6 +55,8 @@ def definition_nodes(definition: Mapping[str, Any]) -> int:
 
 
 class EngineState:
+    fused = False  # the fused per-job commits (Store v2 only: tay.engine.epoch)
+
     def __init__(self, config: EngineConfig | None = None, rng: RandomSource | None = None) -> None:
         self.config = config if config is not None else EngineConfig()
         self.rng: RandomSource = rng if rng is not None else BufferedSystemRandom()
@@ -399,9 +406,11 @@ class EngineState:
                out: Outcome) -> None:
         job = entry.state
         eligible_at = job.eligible_at
-        event = ev.job_started(job.id, now_ms if now_ms > eligible_at else eligible_at,
-                               job.revision, job.next_attempt, job.cycle)
-        entry = self._commit(entry, event, entry.volatile, out)
+        at = now_ms if now_ms > eligible_at else eligible_at
+        if entry.volatile or self.epoch is None or not self.fused \
+                or not self._start_fused(entry, job, at, out):  # tay.engine.epoch
+            event = ev.job_started(job.id, at, job.revision, job.next_attempt, job.cycle)
+            entry = self._commit(entry, event, entry.volatile, out)
         definition = job.definition
         timeout_ms = definition["timeout_ms"]
         rng = self.rng

@@ -125,10 +125,12 @@ class WorkerCommands(ProducerCommands):
                 check_result(result, limit)
             entry = self.jobs[reservation.job_id]
             self._release(reservation)
-            self._finish(entry, ev.SUCCESS, None, now_ms, out)
-            job = entry.state
-            self._commit(entry, ev.result_recorded(job.id, now_ms, job.revision, result),
-                         entry.volatile, out)
+            if result is not None or entry.volatile or self.epoch is None or not self.fused \
+                    or not self._succeed_fused(entry, now_ms, out):  # tay.engine.epoch
+                self._finish(entry, ev.SUCCESS, None, now_ms, out)
+                job = entry.state
+                self._commit(entry, ev.result_recorded(job.id, now_ms, job.revision, result),
+                             entry.volatile, out)
         self._reply(out, cmd.conn, cmd.request_id, "accepted")
         self._dispatch(now_ms, mono_ms, out)
 
