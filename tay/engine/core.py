@@ -106,7 +106,11 @@ class Engine(EpochEngine):
 
         Wall-clock due times are mapped with the clock offset seen at the last call.
         """
-        wake = self._timeouts.peek_due()  # the driver asks after every command: no list
+        # the driver asks after every command: a live head (``_timeout_live``) is read
+        # in place, else peek_due drops the stale ones
+        heap = self._timeouts._heap
+        wake = heap[0][0] if heap and heap[0][2] in self.executors.reservations \
+            else self._timeouts.peek_due()
         timers = self._timers
         due_wall = timers.peek_due() if timers._heap else None  # most often none: no call
         if due_wall is not None and (wake is None or due_wall - self._clock_offset < wake):

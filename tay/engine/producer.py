@@ -37,33 +37,33 @@ class ProducerCommands(EngineState):
         return entry
 
     def _enqueue(self, cmd: Enqueue, now_ms: int, mono_ms: int, out: Outcome) -> None:
-        request = parse_enqueue(cmd.task, cmd.args, cmd.options, now_ms, self.config, self.rng)
-        entry = self.jobs.get(request.job_id)
+        conn, request_id, task, args, options = cmd
+        job_id, definition, size, nodes, durability, args_json = request = parse_enqueue(
+            task, args, options, now_ms, self.config, self.rng)
+        entry = self.jobs.get(job_id)
         reply_args = None  # the stored args are decoded for the reply unless reusable
         if entry is not None:
-            if (entry.durability != request.durability
+            if (entry.durability != durability
                     or entry.state.definition_bytes != request.definition_bytes()):
                 raise RequestRefused(
-                    f"job {request.job_id.hex()} already exists with a different definition "
+                    f"job {job_id.hex()} already exists with a different definition "
                     "(conflict)", code="invalid_enqueue", reason="conflict",
-                    job_id=request.job_id.hex(),
+                    job_id=job_id.hex(),
                 )
         else:
-            self.budget.admit(job_charge(request.definition_size, request.definition_nodes))
-            volatile = request.durability == "volatile"
-            entry = self._insert_fused(request.job_id, now_ms, request.definition,
-                                       request.definition_nodes, out) \
+            self.budget.admit(job_charge(size, nodes))
+            volatile = durability == "volatile"
+            entry = self._insert_fused(job_id, now_ms, definition, nodes, out) \
                 if not volatile and self.epoch is not None and self.fused else None
             if entry is None:  # the general path (tay.engine.epoch, "fused per-job commits")
-                event = ev.job_inserted(request.job_id, now_ms, request.definition)
-                entry = self._commit(None, event, volatile, out,
-                                     nodes=request.definition_nodes)
-            self.execute_args.remember(request.job_id, entry.state.definition,
-                                       request.args_json)
-            if canonical_order(cmd.args):  # the bytes just stored encode exactly these args
-                reply_args = cmd.args
-        self._reply(out, cmd.conn, cmd.request_id, "enqueued", job_id=request.job_id.hex(),
-                    job=public_job(entry, reply_args))
+                entry = self._commit(None, ev.job_inserted(job_id, now_ms, definition),
+                                     volatile, out, nodes=nodes)
+            self.execute_args.remember(job_id, entry.state.definition, args_json)
+            if canonical_order(args):  # the bytes just stored encode exactly these args
+                reply_args = args
+        if conn is not None or request_id is not None:  # _reply, inline
+            out.effects.append(_new_tuple(Reply, (conn, request_id, "enqueued", {
+                "job_id": job_id.hex(), "job": public_job(entry, reply_args)})))
         self._dispatch(now_ms, mono_ms, out)
 
     def _status(self, cmd: Status, now_ms: int, mono_ms: int, out: Outcome) -> None:
