@@ -167,7 +167,7 @@ class EpochEngine(AdminCommands):
 
     def epoch_install_rows(self, jobs: BaseJobs) -> None:
         """A run of finished base jobs from the columnar replay, installed as rows."""
-        self._install_rows(jobs)
+        self._install_rows(jobs.job_rows())
 
     def epoch_entity(self, revision: int, event: ev.Event) -> None:
         if event.pair in se.SCHEDULE_PAIRS:

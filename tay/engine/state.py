@@ -15,7 +15,7 @@ every other live change stay on this path.
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any, Mapping
+from typing import Any, Iterable, Mapping
 
 from tay.engine.activity import Activity
 from tay.engine.admission import ClientPermits, StateBudget, job_charge
@@ -33,7 +33,7 @@ from tay.failures import RequestRefused
 from tay.storage import events as ev
 from tay.storage.events.definition import LazyDefinition, args_json
 from tay.storage.journal.history_budget import HistoryBudget, frame_size
-from tay.storage.v2.rows import BaseJobs, JobRow
+from tay.storage.v2.rows import JobRow
 from tay.storage.events.transitions import (
     STATES, JobState, apply, expected_finish, retry_due_range,
 )
@@ -251,36 +251,19 @@ class EngineState:
         return entry
 
     def _install_row(self, row: JobRow) -> None:
-        """``_install`` of a new terminal job from a base, kept as its row: the same
-        charges, counts and stamp, read from the row's fields (no index or timer holds a
-        terminal job)."""
-        charge = job_charge(row.definition_length, row.args_nodes + DEFINITION_FIXED_NODES)
-        entry = LazyJobEntry(row, charge)
-        self.jobs[row.id] = entry
-        self.budget.charge(charge, admitted=True)
-        if row.result is not None:  # _charge_attachments: a result's canonical size
-            entry.charge += row.result_bytes
-            entry.margin += row.result_bytes
-            self.budget.charge(row.result_bytes)
-        state = row.state
-        self.counts[state] += 1
-        counts = entry.queue_row = self.queue_counts.get(entry.queue) \
-            or self.queue_counts.setdefault(entry.queue, [0] * len(STATES))
-        counts[STATE_INDEX[state]] += 1
-        self._stamp += 1
-        entry.stamp = self._stamp
-        if self._job_index is not None:
-            self._job_index.touch(self._stamp, row.id, state, entry.index_keys, None)
+        """``_install`` of a new terminal job from a base, kept as its row."""
+        self._install_rows((row,))
 
-    def _install_rows(self, jobs: BaseJobs) -> None:
-        """``_install_row`` of each finished job of a columnar base replay, in order, with
-        the budget and the counts added up once for the run."""
+    def _install_rows(self, rows: Iterable[JobRow]) -> None:
+        """``_install`` of new terminal jobs from a base, in order, each kept as its row: the
+        same charges, counts and stamps, read from the rows' fields (no index or timer holds
+        a terminal job), the budget and the counts added up once for the run."""
         table, queue_counts, index = self.jobs, self.queue_counts, self._job_index
         states = len(STATES)
         stamp = self._stamp
         charged = margins = 0
         counts: dict[str, int] = {}
-        for row in jobs.job_rows():
+        for row in rows:
             charge = job_charge(row.definition_length, row.args_nodes + DEFINITION_FIXED_NODES)
             entry = LazyJobEntry(row, charge)
             table[row.id] = entry
