@@ -382,17 +382,21 @@ def _column(kind: str, column: Any, start: int, count: int) -> Any:
 
 
 _EVENT_TAPE = 65536  # payloads longer than this take the slow path
-_tape_cache: list = []
+_tape_scratch = threading.local()
 
 
 def _event_tape() -> tuple:
-    """Scratch node tape for the per-payload Value check (allocated once, reused)."""
-    if not _tape_cache:
-        _tape_cache.extend((_new_uncleared("uint8_t[]", _EVENT_TAPE),
-                            _new_uncleared("uint64_t[]", _EVENT_TAPE),
-                            _new_uncleared("uint32_t[]", _EVENT_TAPE),
-                            _new_uncleared("double[]", _EVENT_TAPE)))
-    return tuple(_tape_cache)
+    """This thread's scratch node tape for the per-payload Value check (allocated once per
+    thread, reused). Per thread because cffi releases the GIL during the scan: replay and the
+    online compactor scan at the same time, and a shared tape would be written by both."""
+    try:
+        return _tape_scratch.tape
+    except AttributeError:
+        tape = _tape_scratch.tape = (_new_uncleared("uint8_t[]", _EVENT_TAPE),
+                                     _new_uncleared("uint64_t[]", _EVENT_TAPE),
+                                     _new_uncleared("uint32_t[]", _EVENT_TAPE),
+                                     _new_uncleared("double[]", _EVENT_TAPE))
+        return tape
 
 
 def _path_error(rc: int, *paths: str) -> OSError:

@@ -397,3 +397,39 @@ def test_an_engine_written_tail_replays_the_same_through_the_fast_path(data_dir)
 
     through_fast, through_exact = replayed_both_ways(compacted_store(data_dir))
     assert through_fast == through_exact and len(through_fast) > 10
+
+
+def test_each_thread_scans_on_its_own_node_tape() -> None:
+    # cffi releases the GIL during a scan, and replay and the online compactor scan at the
+    # same time: a tape shared between threads would be written by both at once.
+    import threading
+    from tay._native import c as c_module
+    here = c_module._event_tape()
+    seen: list = []
+    other = threading.Thread(target=lambda: seen.append(c_module._event_tape()))
+    other.start()
+    other.join()
+    assert c_module._event_tape() is here  # reused within a thread
+    assert len(seen) == 1 and all(mine is not theirs for mine, theirs in zip(here, seen[0]))
+
+
+def test_threads_scanning_at_once_get_the_single_threaded_rows() -> None:
+    import threading
+    job = find(jobs(), lambda j: len(j.definition["args"]) >= 2)
+    snapshot = payloads(job)[0][2]
+    damaged = snapshot[:-1] + bytes([snapshot[-1] ^ 0x40])
+    buf = (snapshot + damaged) * 200
+    step = len(snapshot)
+    records = [(i * step, step) for i in range(400)]
+    expected = c_native.snapshots_scan(buf, records)
+    results: list = []
+
+    def scan() -> None:
+        results.extend(c_native.snapshots_scan(buf, records) == expected for _ in range(20))
+
+    threads = [threading.Thread(target=scan) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert results == [True] * 80
