@@ -153,6 +153,14 @@ class NativeWriter:
             raise WriterClosed("the writer is closed")
         raise MemoryError("no memory to queue a submission")
 
+    def submit_packed(self, count: int, meta: bytes, blob: bytes, hold: bool) -> int:
+        """``submit`` of records already packed as ``pack_submission`` packs them (``meta``
+        and ``blob`` bytes): the ticket, or 0 when the writer refused them. Nothing is queued
+        then, so the caller goes ``submit``'s way, which raises the error it always did."""
+        ticket = lib.tay_writer_submit(self._w, count, meta, blob, len(blob),
+                                       1 if hold else 0, self._error_index)
+        return ticket if ticket > 0 else 0
+
     @staticmethod
     def _refuse_fields(records: Sequence[tuple[int, int, int, Any]]) -> None:
         for index, (sequence, rtype, schema, payload) in enumerate(records):

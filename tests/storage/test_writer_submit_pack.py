@@ -9,6 +9,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from tay.failures import RecoveryRefused
 from tests.build_guard import pure_on_purpose
 from tests.storage.json_strategies import SETTINGS
 from tests.storage.test_committers import root  # noqa: F401  (the fixture)
@@ -78,3 +79,94 @@ def test_the_c_writer_reads_the_packed_meta_back_as_written(root) -> None:
     journal.close()
     assert replay(root) == [(sequence, bytes(payload)) for recs in submissions
                             for sequence, _, _, payload in recs]
+
+
+# -- NativeCommitter.append_events: an engine step's events packed in one call ----------------
+
+class _RecordingWriter:
+    """Stands in for NativeWriter: keeps what reaches submit_packed, refuses when told."""
+
+    def __init__(self, refuse: bool) -> None:
+        self.refuse = refuse
+        self.packed: list[tuple[int, bytes, bytes, bool]] = []
+
+    def submit_packed(self, count, meta, blob, hold):
+        self.packed.append((count, meta, blob, hold))
+        return 0 if self.refuse else 41
+
+
+def _committer(writer):
+    from tay.storage.journal.native_commit import NativeCommitter
+
+    committer = object.__new__(NativeCommitter)  # no thread: only the packing is under test
+    committer._writer = writer
+    committer._ticket_base = 1000
+    committer.appended = []
+    committer.append = lambda records, hold=False: committer.appended.append(
+        (records, hold)) or 7
+    return committer
+
+
+def _event(rtype, schema, raw):
+    from tay.storage.events.registry import event_with_raw
+
+    return event_with_raw(rtype, schema, "test", {"n": 1}, raw)
+
+
+raws = st.binary(max_size=40) | st.binary(max_size=8).map(bytearray) \
+    | st.binary(max_size=8).map(memoryview) | st.none()
+steps = st.lists(st.tuples(st.integers(0, U64) | wrong, st.integers(0, 300) | wrong,
+                           st.integers(0, 300), raws), min_size=0, max_size=4)
+
+
+@SETTINGS
+@given(steps, st.booleans(), st.booleans())
+def test_append_events_packs_what_the_general_path_submits(step, hold, refuse) -> None:
+    """The fast path hands the writer exactly pack_submission(journal_records(...)) or takes
+    the general path (append of journal_records) itself, with the same hold; a refusal by the
+    writer also ends in the general path, which raises as it always did."""
+    from tay._native.writer import pack_submission
+    from tay.storage.events import journal_records
+
+    sequenced = [(sequence, _event(rtype, schema, raw)) for sequence, rtype, schema, raw in step]
+    writer = _RecordingWriter(refuse)
+    committer = _committer(writer)
+    ticket = committer.append_events(sequenced, hold)
+    records = journal_records(sequenced)
+    if writer.packed:
+        assert len(writer.packed) == 1
+        count, meta, blob, packed_hold = writer.packed[0]
+        assert (count, packed_hold) == (len(sequenced), hold)
+        assert (meta, blob) == pack_submission(records)
+    if writer.packed and not refuse:
+        assert ticket == 1041 and committer.appended == []
+    else:
+        assert ticket == 7 and committer.appended == [(records, hold)]
+    # the fast path takes every one-record and several-record step of bytes it can pack
+    packable = all(type(raw) is bytes and type(s) is int and 0 <= s <= U64
+                   and type(t) is int and 0 <= t <= U64 for s, t, _, raw in step)
+    if packable and step:
+        assert writer.packed
+
+
+def test_append_events_reach_the_journal_as_append_writes_them(root) -> None:
+    """End to end through the C writer: steps of one and two events, bytes and not, and a
+    step the writer refuses (a sequence that does not continue) raises as append does."""
+    from tay.storage.events import journal_records
+    from tests.storage.test_committers import open_store, replay
+
+    journal, committer = open_store(root, "c", max_events=4)
+    steps = [[(1, _event(8, 1, b"insert"))],
+             [(2, _event(30, 2, b"start")), (3, _event(8, 1, b"\x00" * 300))],
+             [(4, _event(8, 1, None))],  # no bytes yet: encoded the general way
+             [(5, _event(30, 2, bytearray(b"ba")))]]
+    tickets = [committer.append_events(step) for step in steps]
+    assert tickets == [1, 2, 3, 4]
+    with pytest.raises(RecoveryRefused) as refused:
+        committer.append_events([(9, _event(8, 1, b"gap"))])
+    assert refused.value.reason == "sequence_discontinuity"
+    committer.wait(tickets[-1], timeout=30)
+    committer.close()
+    journal.close()
+    assert replay(root) == [(sequence, payload) for step in steps
+                            for sequence, _, _, payload in journal_records(step)]

@@ -15,6 +15,7 @@ or ``TAY_NATIVE=python`` keep the Python writer).
 from __future__ import annotations
 
 import os
+import struct
 import threading
 from collections import deque
 from concurrent.futures import Future
@@ -22,12 +23,15 @@ from typing import Any, Sequence
 
 from tay.failures import RecoveryRefused, WriterStopped
 from tay.storage import layout
+from tay.storage.events import journal_records
 from tay.storage.fsio import RealIO
 from tay.storage.journal.commit import CommitStats, GroupCommitter, check_batching
 from tay.storage.journal.writer import Journal, JournalRecord, Receipt
 
 WRITERS = ("auto", "c", "python")
 _KEPT_RECEIPTS = 4096
+# a record's meta for tay_writer_submit, as tay._native.writer.pack_submission packs it
+_META_PACK = struct.Struct("=4Q").pack
 
 
 def native_writer_available() -> bool:
@@ -135,6 +139,33 @@ class NativeCommitter:
             if isinstance(error, WriterClosed):
                 raise WriterStopped("io", "committer_closed") from None
             raise
+
+    def append_events(self, sequenced: Sequence[tuple[int, Any]], hold: bool = False) -> int:
+        """``append(journal_records(sequenced), hold)``: an engine step's (sequence, Event)
+        pairs whose bytes the engine already holds (every per-job step) are packed for the
+        writer here, with no record tuples and no call per layer between. Anything else, or
+        anything the writer refuses (nothing is queued then), goes the general way, which
+        raises exactly as it does."""
+        writer = self._writer
+        if writer is not None:
+            try:
+                if len(sequenced) == 1:
+                    sequence, event = sequenced[0]
+                    blob = event.raw
+                    meta = _META_PACK(event.type, event.schema, sequence, len(blob))
+                else:
+                    meta = b"".join([_META_PACK(event.type, event.schema, sequence,
+                                                len(event.raw))
+                                     for sequence, event in sequenced])
+                    blob = b"".join([event.raw for _, event in sequenced])
+            except (struct.error, TypeError):
+                pass
+            else:
+                if type(blob) is bytes:
+                    ticket = writer.submit_packed(len(sequenced), meta, blob, hold)
+                    if ticket:
+                        return ticket + self._ticket_base
+        return self.append(journal_records(sequenced), hold)
 
     def submit(self, records: Sequence[JournalRecord], hold: bool = False) -> Future[Receipt]:
         """Queue ``records``; the future resolves with the batch ``Receipt`` once durable."""
