@@ -1,4 +1,4 @@
-"""``Frozen``: immutable value classes that cost nothing to create at import.
+"""``Frozen`` and ``Record``: value classes that cost nothing to create at import.
 
 A ``@dataclass`` compiles its generated methods (``__init__``, ``__repr__``, ``__eq__``,
 ``__hash__``, the frozen ``__setattr__``/``__delattr__``) with ``exec`` when its module is
@@ -7,7 +7,10 @@ of them on that path. A ``Frozen`` subclass lists its fields in ``__slots__`` an
 its ``__init__`` (assigning through ``object.__setattr__``); equality, hashing and repr
 come from the fields, as a frozen dataclass's do, and assignment is refused with the same
 ``FrozenInstanceError``. Only for classes that need none of the other dataclass features
-(``dataclasses.replace``, ``fields``, ``asdict``).
+(``fields``, ``asdict``); ``replace`` below stands in for ``dataclasses.replace``.
+
+``Record`` is the same for a mutable dataclass (``@dataclass`` without ``frozen``): fields
+may be assigned, equality and repr come from the fields, and it is unhashable.
 """
 
 from __future__ import annotations
@@ -41,3 +44,31 @@ class Frozen:
     def __repr__(self) -> str:
         fields = ", ".join(f"{name}={getattr(self, name)!r}" for name in self.__slots__)
         return f"{type(self).__qualname__}({fields})"
+
+
+class Record:
+    __slots__ = ()
+    __hash__ = None  # type: ignore[assignment]  # mutable and compared by value, as a dataclass
+
+    def _values(self) -> tuple:
+        return tuple([getattr(self, name) for name in self.__slots__])
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is self.__class__:
+            return self._values() == other._values()  # type: ignore[attr-defined]
+        return NotImplemented
+
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{name}={getattr(self, name)!r}" for name in self.__slots__)
+        return f"{type(self).__qualname__}({fields})"
+
+
+def replace(obj: Any, **changes: Any) -> Any:
+    """A copy of a ``Frozen`` or ``Record`` with ``changes``, as ``dataclasses.replace``: the
+    class's ``__init__`` runs again (its checks too); it must take every field by name."""
+    values = {name: getattr(obj, name) for name in obj.__slots__}
+    unknown = changes.keys() - values.keys()
+    if unknown:
+        raise TypeError(f"{type(obj).__qualname__} has no field {sorted(unknown)[0]!r}")
+    values.update(changes)
+    return type(obj)(**values)

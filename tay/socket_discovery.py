@@ -15,7 +15,8 @@ from __future__ import annotations
 
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+
+from tay._frozen import Frozen, set_field
 
 MAX_SOCKET_PATH_BYTES = 100
 SHARED_RUN_DIR = "/run/tay"
@@ -39,13 +40,18 @@ class SocketPathError(ValueError):
         self.problem = problem
 
 
-@dataclass(frozen=True, slots=True)
-class DiscoveredSocket:
+class DiscoveredSocket(Frozen):
     """A resolved socket path; ``private_dir`` is the per-user directory the server makes 0700."""
 
+    __slots__ = ("path", "source", "private_dir")
     path: str
     source: str
-    private_dir: str | None = None
+    private_dir: str | None
+
+    def __init__(self, path: str, source: str, private_dir: str | None = None) -> None:
+        set_field(self, "path", path)
+        set_field(self, "source", source)
+        set_field(self, "private_dir", private_dir)
 
 
 def discover_socket(

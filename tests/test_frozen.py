@@ -28,3 +28,38 @@ def test_fields_cannot_be_assigned_or_deleted() -> None:
     with pytest.raises(AttributeError):
         object.__setattr__(limits, "other", 1)  # slotted: no other attribute either
     assert limits.depth == 64
+
+
+def test_record_compares_by_fields_assigns_and_is_unhashable() -> None:
+    from tay.protocol.session import Received
+
+    first, second = Received(), Received()
+    assert first == second and first.outputs is not second.outputs  # a new list for each
+    first.outputs.append(b"frame")
+    assert first != second
+    second.close_frame = b"bye"
+    assert repr(second) == "Received(outputs=[], close_frame=b'bye')"
+    with pytest.raises(TypeError):
+        hash(first)
+    with pytest.raises(AttributeError):
+        first.other = 1  # slotted
+
+
+def test_replace_runs_the_checks_again_and_names_unknown_fields() -> None:
+    from tay._frozen import replace
+    from tay.engine.config import EngineConfig
+    from tay.failures import ConfigurationError
+    from tay.server.app import ServeConfig
+
+    config = ServeConfig(data_dir="/data", socket=None)
+    assert config.engine == EngineConfig() and config.engine.queues == {"default": 10}
+    assert config.engine.queues is not ServeConfig(data_dir="/data", socket=None).engine.queues
+    changed = replace(config, engine=replace(config.engine, max_reply_bytes=4096))
+    assert changed.engine.max_reply_bytes == 4096 and config.engine.max_reply_bytes == 1_048_576
+    assert changed.data_dir == "/data" and changed.limits == config.limits
+    with pytest.raises(ConfigurationError, match="max_reply_bytes"):
+        replace(config.engine, max_reply_bytes=10)
+    with pytest.raises(TypeError, match="no field 'bogus'"):
+        replace(config, bogus=1)
+    with pytest.raises(FrozenInstanceError):
+        config.data_dir = "/other"

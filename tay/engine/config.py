@@ -6,8 +6,7 @@ the option. Defaults follow protocol.md Appendix B.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-
+from tay._frozen import Frozen, set_field
 from tay.failures import ConfigurationError
 from tay.storage.journal.history_budget import HistoryCaps
 
@@ -22,31 +21,63 @@ def _check_int(option: str, value: object, low: int, high: int | None = None) ->
         raise ConfigurationError(option, f"must be {bound}, got {value}")
 
 
-@dataclass(frozen=True)
-class EngineConfig:
+class EngineConfig(Frozen):
     """Validated engine options (all sizes in bytes, all durations in milliseconds)."""
 
-    queues: dict[str, int] = field(default_factory=lambda: {"default": 10})
-    default_queue_concurrency: int = 10
-    client_slots: int = 64
-    client_bytes: int = 64 * 1024 * 1024
-    max_state_bytes: int = 268_435_456
-    max_args_bytes: int = 262_144
-    max_payload_bytes: int = 1_048_576
-    max_depth: int = 32
-    max_nodes: int = 10_000
-    result_bytes: int = 65_536
-    error_bytes: int = 8_192
-    default_timeout_ms: int = 30_000
-    max_tasks_per_connection: int = 256
-    settled_memory: int = 65_536
+    __slots__ = ("queues", "default_queue_concurrency", "client_slots", "client_bytes",
+                 "max_state_bytes", "max_args_bytes", "max_payload_bytes", "max_depth",
+                 "max_nodes", "result_bytes", "error_bytes", "default_timeout_ms",
+                 "max_tasks_per_connection", "settled_memory", "max_reply_bytes",
+                 "max_history_bytes", "max_segments")
+    queues: dict[str, int]
+    default_queue_concurrency: int
+    client_slots: int
+    client_bytes: int
+    max_state_bytes: int
+    max_args_bytes: int
+    max_payload_bytes: int
+    max_depth: int
+    max_nodes: int
+    result_bytes: int
+    error_bytes: int
+    default_timeout_ms: int
+    max_tasks_per_connection: int
+    settled_memory: int
     # A reply (schedule pages) must fit the transport's frame/body limit (1 MB default).
-    max_reply_bytes: int = 1_048_576
+    max_reply_bytes: int
     # History caps (None: unlimited); enforced once the server attaches a HistoryBudget.
-    max_history_bytes: int | None = None
-    max_segments: int | None = None
+    max_history_bytes: int | None
+    max_segments: int | None
 
-    def __post_init__(self) -> None:
+    def __init__(self, queues: dict[str, int] | None = None, default_queue_concurrency: int = 10,
+                 client_slots: int = 64, client_bytes: int = 64 * 1024 * 1024,
+                 max_state_bytes: int = 268_435_456, max_args_bytes: int = 262_144,
+                 max_payload_bytes: int = 1_048_576, max_depth: int = 32,
+                 max_nodes: int = 10_000, result_bytes: int = 65_536, error_bytes: int = 8_192,
+                 default_timeout_ms: int = 30_000, max_tasks_per_connection: int = 256,
+                 settled_memory: int = 65_536, max_reply_bytes: int = 1_048_576,
+                 max_history_bytes: int | None = None, max_segments: int | None = None) -> None:
+        # queues None: {"default": 10}, a new dict for each config
+        set_field(self, "queues", {"default": 10} if queues is None else queues)
+        set_field(self, "default_queue_concurrency", default_queue_concurrency)
+        set_field(self, "client_slots", client_slots)
+        set_field(self, "client_bytes", client_bytes)
+        set_field(self, "max_state_bytes", max_state_bytes)
+        set_field(self, "max_args_bytes", max_args_bytes)
+        set_field(self, "max_payload_bytes", max_payload_bytes)
+        set_field(self, "max_depth", max_depth)
+        set_field(self, "max_nodes", max_nodes)
+        set_field(self, "result_bytes", result_bytes)
+        set_field(self, "error_bytes", error_bytes)
+        set_field(self, "default_timeout_ms", default_timeout_ms)
+        set_field(self, "max_tasks_per_connection", max_tasks_per_connection)
+        set_field(self, "settled_memory", settled_memory)
+        set_field(self, "max_reply_bytes", max_reply_bytes)
+        set_field(self, "max_history_bytes", max_history_bytes)
+        set_field(self, "max_segments", max_segments)
+        self._check()
+
+    def _check(self) -> None:
         if not isinstance(self.queues, dict):
             raise ConfigurationError("queues", "must be a mapping of queue name to credits")
         for name, credits in self.queues.items():

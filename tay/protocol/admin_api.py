@@ -8,10 +8,10 @@ same body (``limit`` as an integer), so both transports reach the same engine co
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 from urllib.parse import parse_qsl
 
+from tay._frozen import Frozen, set_field
 from tay.failures import RequestRefused
 
 # op -> (HTTP method, path pattern); {id} / {name} are path parameters
@@ -43,13 +43,18 @@ QUERY_FIELDS: dict[str, frozenset[str]] = {
 PATH_FIELDS = {"{id}": "job_id", "{name}": "queue", "{schedule}": "schedule_id"}
 
 
-@dataclass(frozen=True, slots=True)
-class AdminRequest:
+class AdminRequest(Frozen):
     """One admin request from either transport."""
 
+    __slots__ = ("request_id", "op", "body")
     request_id: str
     op: str
     body: dict[str, Any]
+
+    def __init__(self, request_id: str, op: str, body: dict[str, Any]) -> None:
+        set_field(self, "request_id", request_id)
+        set_field(self, "op", op)
+        set_field(self, "body", body)
 
 
 def socket_request(message_type: str, request_id: str, message: dict[str, Any]) -> AdminRequest:

@@ -8,11 +8,11 @@ feeds it bytes and performs what it returns; tests feed it literal bytes.
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
 import orjson
 
+from tay._frozen import Record
 from tay.failures import ConnectionFatal, RequestRefused
 
 from .envelope import check_envelope
@@ -33,12 +33,17 @@ Output = Request | bytes  # a request to forward, or a frame to send as is
 ReportMakers = tuple[Callable[..., Any], Callable[..., Any], Callable[..., Any]]
 
 
-@dataclass(slots=True)
-class Received:
+class Received(Record):
     """What one ``receive`` call produced, in arrival order, and whether to close after."""
 
-    outputs: list[Output] = field(default_factory=list)
-    close_frame: bytes | None = None
+    __slots__ = ("outputs", "close_frame")
+    outputs: list[Output]
+    close_frame: bytes | None
+
+    def __init__(self, outputs: list[Output] | None = None,
+                 close_frame: bytes | None = None) -> None:
+        self.outputs = [] if outputs is None else outputs  # a new list for each
+        self.close_frame = close_frame
 
 
 class ProtocolSession:

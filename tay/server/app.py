@@ -15,9 +15,9 @@ import logging
 import os
 import sys
 from collections.abc import Awaitable, Callable
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from tay._frozen import Frozen, Record, set_field
 from tay.engine.config import EngineConfig
 from tay.failures import StorageFailure
 from tay.protocol.limits import ProtocolLimits
@@ -50,39 +50,81 @@ SWITCH_INTERVAL_S = 0.0002
 ExtraListener = Callable[["EngineDriver", "Listener"], Awaitable[Callable[[], Awaitable[None]]]]
 
 
-@dataclass(frozen=True)
-class ServeConfig:
+class ServeConfig(Frozen):
     """Everything ``tay serve`` needs, already validated by the CLI."""
 
+    __slots__ = ("data_dir", "socket", "socket_mode", "init_if_missing", "durability",
+                 "validated_filesystem", "group_commit_max_events", "group_commit_interval_ms",
+                 "group_commit_linger", "journal_writer", "journal_writer_rt_priority", "engine",
+                 "limits", "drain_timeout_s", "metrics_port", "terminal_retention", "compaction")
     data_dir: str
     socket: SocketPlan | None
-    socket_mode: int = 0o600
-    init_if_missing: bool = False
-    durability: str = "sync"
-    validated_filesystem: bool = False
-    group_commit_max_events: int = 1
-    group_commit_interval_ms: int = 0
-    group_commit_linger: bool = False
-    journal_writer: str = "auto"  # "c", "python" or "auto" (C when built)
-    journal_writer_rt_priority: int = 0  # 1..99: the C writer thread runs SCHED_FIFO
-    engine: EngineConfig = field(default_factory=EngineConfig)
-    limits: ProtocolLimits = field(default_factory=ProtocolLimits)
-    drain_timeout_s: float = 30.0  # SIGTERM waits this long for running executions
-    metrics_port: int | None = None  # a loopback /metrics, /healthz, /readyz listener
+    socket_mode: int
+    init_if_missing: bool
+    durability: str
+    validated_filesystem: bool
+    group_commit_max_events: int
+    group_commit_interval_ms: int
+    group_commit_linger: bool
+    journal_writer: str  # "c", "python" or "auto" (C when built)
+    journal_writer_rt_priority: int  # 1..99: the C writer thread runs SCHED_FIFO
+    engine: EngineConfig
+    limits: ProtocolLimits
+    drain_timeout_s: float  # SIGTERM waits this long for running executions
+    metrics_port: int | None  # a loopback /metrics, /healthz, /readyz listener
     # Store v2 (docs/compaction.md): the retention of a store that has none yet, and the
     # automatic compaction (a v1 store is adopted to Store v2 when compaction is on)
-    terminal_retention: Retention = field(default_factory=lambda: Retention("hours", 24))
-    compaction: CompactionPolicy = field(default_factory=CompactionPolicy)
+    terminal_retention: Retention
+    compaction: CompactionPolicy
+
+    def __init__(self, data_dir: str, socket: SocketPlan | None, socket_mode: int = 0o600,
+                 init_if_missing: bool = False, durability: str = "sync",
+                 validated_filesystem: bool = False, group_commit_max_events: int = 1,
+                 group_commit_interval_ms: int = 0, group_commit_linger: bool = False,
+                 journal_writer: str = "auto", journal_writer_rt_priority: int = 0,
+                 engine: EngineConfig | None = None, limits: ProtocolLimits | None = None,
+                 drain_timeout_s: float = 30.0, metrics_port: int | None = None,
+                 terminal_retention: Retention | None = None,
+                 compaction: CompactionPolicy | None = None) -> None:
+        set_field(self, "data_dir", data_dir)
+        set_field(self, "socket", socket)
+        set_field(self, "socket_mode", socket_mode)
+        set_field(self, "init_if_missing", init_if_missing)
+        set_field(self, "durability", durability)
+        set_field(self, "validated_filesystem", validated_filesystem)
+        set_field(self, "group_commit_max_events", group_commit_max_events)
+        set_field(self, "group_commit_interval_ms", group_commit_interval_ms)
+        set_field(self, "group_commit_linger", group_commit_linger)
+        set_field(self, "journal_writer", journal_writer)
+        set_field(self, "journal_writer_rt_priority", journal_writer_rt_priority)
+        # None: the defaults (a fresh value for each config, as the dataclass's factories)
+        set_field(self, "engine", EngineConfig() if engine is None else engine)
+        set_field(self, "limits", ProtocolLimits() if limits is None else limits)
+        set_field(self, "drain_timeout_s", drain_timeout_s)
+        set_field(self, "metrics_port", metrics_port)
+        set_field(self, "terminal_retention", Retention("hours", 24) if terminal_retention is None
+                  else terminal_retention)
+        set_field(self, "compaction", CompactionPolicy() if compaction is None else compaction)
 
 
-@dataclass
-class OpenStore:
+class OpenStore(Record):
+    __slots__ = ("engine", "journal", "committer", "store_version", "retention", "base_bytes")
     engine: Any
     journal: Journal
     committer: GroupCommitter | NativeCommitter
-    store_version: int = 1
-    retention: Retention | None = None  # the durable retention in force (Store v2)
-    base_bytes: int = 0  # of the selected epoch (what the compaction trigger compares to)
+    store_version: int
+    retention: Retention | None  # the durable retention in force (Store v2)
+    base_bytes: int  # of the selected epoch (what the compaction trigger compares to)
+
+    def __init__(self, engine: Any, journal: Journal, committer: GroupCommitter | NativeCommitter,
+                 store_version: int = 1, retention: Retention | None = None,
+                 base_bytes: int = 0) -> None:
+        self.engine = engine
+        self.journal = journal
+        self.committer = committer
+        self.store_version = store_version
+        self.retention = retention
+        self.base_bytes = base_bytes
 
     def close(self) -> None:
         self.committer.close()

@@ -12,9 +12,9 @@ import re
 import sys
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import replace
 from typing import TYPE_CHECKING, Any
 
+from tay._frozen import replace
 from tay.failures import ConfigurationError, StorageFailure
 
 if TYPE_CHECKING:

@@ -29,9 +29,9 @@ import logging
 import time
 from collections import deque
 from collections.abc import Callable, Hashable
-from dataclasses import dataclass
 from typing import Any, Protocol
 
+from tay._frozen import Record
 from tay.engine.admission import ClientPermits
 from tay.engine.effects import CancelExecution, Effect, Execute, Outcome, Refuse, Reply
 from tay.failures import RequestRefused, WriterStopped
@@ -94,8 +94,7 @@ def mono_ms() -> int:
     return time.monotonic_ns() // 1_000_000
 
 
-@dataclass(slots=True)
-class _Stage:
+class _Stage(Record):
     """Effects of one engine step, and the committer ticket they wait for (0: a read).
 
     ``created``: perf_counter() when the step ran (the enqueue-ack latency); ``logs``:
@@ -103,11 +102,20 @@ class _Stage:
     ``permit``: the step holds a client permit until it is released.
     """
 
+    __slots__ = ("effects", "ticket", "created", "logs", "permit")
     effects: list[Effect]
     ticket: int
-    created: float = 0.0
-    logs: list[dict[str, Any]] | None = None
-    permit: bool = False
+    created: float
+    logs: list[dict[str, Any]] | None
+    permit: bool
+
+    def __init__(self, effects: list[Effect], ticket: int, created: float = 0.0,
+                 logs: list[dict[str, Any]] | None = None, permit: bool = False) -> None:
+        self.effects = effects
+        self.ticket = ticket
+        self.created = created
+        self.logs = logs
+        self.permit = permit
 
 
 class EngineDriver:

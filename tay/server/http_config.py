@@ -11,12 +11,12 @@ import argparse
 import ipaddress
 import os
 from collections.abc import Mapping
-from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     import ssl
 
+from tay._frozen import Frozen, replace, set_field
 from tay.failures import ConfigurationError
 
 from .cli import parse_int
@@ -26,34 +26,65 @@ CLAIM_WAIT_S = 20.0
 SESSION_IDLE_S = 60.0
 
 
-@dataclass(frozen=True, slots=True)
-class HttpLimits:
-    max_body_bytes: int = 1_048_576
-    max_header_bytes: int = 16_384
-    max_headers: int = 100
-    max_pipeline: int = 16
-    request_timeout_s: float = 30.0
-    keepalive_timeout_s: float = 75.0
+class HttpLimits(Frozen):
+    __slots__ = ("max_body_bytes", "max_header_bytes", "max_headers", "max_pipeline",
+                 "request_timeout_s", "keepalive_timeout_s", "linger_s", "linger_bytes",
+                 "h2_max_streams", "claim_wait_s", "session_idle_s")
+    max_body_bytes: int
+    max_header_bytes: int
+    max_headers: int
+    max_pipeline: int
+    request_timeout_s: float
+    keepalive_timeout_s: float
     # after a 413: how long and how much of the abandoned request is read and discarded
     # (after a half-close) so the client can finish sending and read the status
-    linger_s: float = 5.0
-    linger_bytes: int = 16 * 1024 * 1024
-    h2_max_streams: int = 100  # HTTP/2 streams open at once on one connection
-    claim_wait_s: float = CLAIM_WAIT_S
-    session_idle_s: float = SESSION_IDLE_S
+    linger_s: float
+    linger_bytes: int
+    h2_max_streams: int  # HTTP/2 streams open at once on one connection
+    claim_wait_s: float
+    session_idle_s: float
+
+    def __init__(self, max_body_bytes: int = 1_048_576, max_header_bytes: int = 16_384,
+                 max_headers: int = 100, max_pipeline: int = 16, request_timeout_s: float = 30.0,
+                 keepalive_timeout_s: float = 75.0, linger_s: float = 5.0,
+                 linger_bytes: int = 16 * 1024 * 1024, h2_max_streams: int = 100,
+                 claim_wait_s: float = CLAIM_WAIT_S,
+                 session_idle_s: float = SESSION_IDLE_S) -> None:
+        set_field(self, "max_body_bytes", max_body_bytes)
+        set_field(self, "max_header_bytes", max_header_bytes)
+        set_field(self, "max_headers", max_headers)
+        set_field(self, "max_pipeline", max_pipeline)
+        set_field(self, "request_timeout_s", request_timeout_s)
+        set_field(self, "keepalive_timeout_s", keepalive_timeout_s)
+        set_field(self, "linger_s", linger_s)
+        set_field(self, "linger_bytes", linger_bytes)
+        set_field(self, "h2_max_streams", h2_max_streams)
+        set_field(self, "claim_wait_s", claim_wait_s)
+        set_field(self, "session_idle_s", session_idle_s)
 
 
-@dataclass(frozen=True, slots=True)
-class HttpConfig:
+class HttpConfig(Frozen):
     """Where and how to listen; TLS is on when the three files are given."""
 
-    ip: str = "127.0.0.1"
-    port: int = 0
-    certfile: str | None = None
-    keyfile: str | None = None
-    cacertfile: str | None = None
-    limits: HttpLimits = HttpLimits()
-    dashboard: bool = True  # the web UI under /ui/ (docs/dashboard.md)
+    __slots__ = ("ip", "port", "certfile", "keyfile", "cacertfile", "limits", "dashboard")
+    ip: str
+    port: int
+    certfile: str | None
+    keyfile: str | None
+    cacertfile: str | None
+    limits: HttpLimits
+    dashboard: bool  # the web UI under /ui/ (docs/dashboard.md)
+
+    def __init__(self, ip: str = "127.0.0.1", port: int = 0, certfile: str | None = None,
+                 keyfile: str | None = None, cacertfile: str | None = None,
+                 limits: HttpLimits = HttpLimits(), dashboard: bool = True) -> None:
+        set_field(self, "ip", ip)
+        set_field(self, "port", port)
+        set_field(self, "certfile", certfile)
+        set_field(self, "keyfile", keyfile)
+        set_field(self, "cacertfile", cacertfile)
+        set_field(self, "limits", limits)
+        set_field(self, "dashboard", dashboard)
 
     @property
     def tls(self) -> bool:

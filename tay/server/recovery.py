@@ -14,9 +14,9 @@ from __future__ import annotations
 import gc
 import time
 from collections import Counter
-from dataclasses import dataclass, field
 from typing import Any
 
+from tay._frozen import Record
 from tay.engine.config import EngineConfig
 from tay.engine.effects import Outcome
 from tay.storage import events as ev
@@ -26,16 +26,20 @@ from tay.storage.recovery.inspect import summarize
 from tay.storage.recovery.recover import Recovered, recover
 
 
-@dataclass
-class _CountingConsumer:
+class _CountingConsumer(Record):
     """The engine as replay consumer, counting the events that are not job events.
 
     Everything else (the Store-v2 reducer's ``epoch_*`` side, once the engine has it) is the
     engine's own: a consumer the engine could not be is refused here as it is by ``serve``.
     """
 
+    __slots__ = ("engine", "other_events")
     engine: Any
-    other_events: Counter = field(default_factory=Counter)
+    other_events: Counter
+
+    def __init__(self, engine: Any, other_events: Counter | None = None) -> None:
+        self.engine = engine
+        self.other_events = Counter() if other_events is None else other_events
 
     @property
     def limits(self) -> Any:
@@ -54,15 +58,23 @@ class _CountingConsumer:
         return getattr(self.engine, name)
 
 
-@dataclass
-class RecoveredEngine:
+class RecoveredEngine(Record):
     """A store replayed into a fresh engine and checked as ``serve`` checks it."""
 
+    __slots__ = ("engine", "recovered", "settle", "job_states", "other_events")
     engine: Any
     recovered: Recovered
     settle: Outcome  # what finish_recovery emits (serve commits it; inspect does not)
     job_states: dict[str, int]  # as on disk, before executions left running are settled
     other_events: Counter  # replayed events that are not job events, by name
+
+    def __init__(self, engine: Any, recovered: Recovered, settle: Outcome,
+                 job_states: dict[str, int], other_events: Counter) -> None:
+        self.engine = engine
+        self.recovered = recovered
+        self.settle = settle
+        self.job_states = job_states
+        self.other_events = other_events
 
 
 def recover_engine(data_dir: str, engine_config: EngineConfig, *, activate: bool,

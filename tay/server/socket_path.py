@@ -17,9 +17,9 @@ import pwd
 import socket
 import stat
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
 
 from tay import _native
+from tay._frozen import Frozen, set_field
 from tay.failures import ConfigurationError
 from tay.socket_discovery import (FROM_ENVIRONMENT, FROM_EXPLICIT, FROM_TMP_FALLBACK, SHARED_RUN_DIR, SocketPathError, discover_socket,
                                   usable_directory_default)
@@ -28,14 +28,19 @@ ALLOWED_SOCKET_MODES = (0o600, 0o660)
 PROBE_TIMEOUT_S = 0.1
 
 
-@dataclass(frozen=True, slots=True)
-class SocketPlan:
+class SocketPlan(Frozen):
     """A resolved path; ``private_dir`` is the automatic directory to create with 0700.
     ``automatic``: found by discovery, not given by ``--socket`` or ``TAY_SOCKET_PATH``."""
 
+    __slots__ = ("path", "private_dir", "automatic")
     path: str
-    private_dir: str | None = None
-    automatic: bool = False
+    private_dir: str | None
+    automatic: bool
+
+    def __init__(self, path: str, private_dir: str | None = None, automatic: bool = False) -> None:
+        set_field(self, "path", path)
+        set_field(self, "private_dir", private_dir)
+        set_field(self, "automatic", automatic)
 
 
 def resolve_socket_path(

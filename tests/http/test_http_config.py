@@ -65,11 +65,10 @@ def test_non_loopback_needs_all_three_absolute_regular_files(tmp_path):
 
 
 def test_http_disables_only_the_implicit_socket():
-    from dataclasses import dataclass
+    from tay.server.app import ServeConfig
 
-    @dataclass(frozen=True)
-    class Serve:
-        socket: object
+    def Serve(socket: object) -> ServeConfig:
+        return ServeConfig(data_dir="/data", socket=socket)  # type: ignore[arg-type]
 
     implicit = apply_http(parse("--http-port", "1"), {}, Serve("plan"))[0]
     assert implicit.socket is None
