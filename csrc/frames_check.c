@@ -131,3 +131,128 @@ int tay_split_frames_checked(const uint8_t *buf, size_t size, uint32_t max_frame
                                                   max_depth, max_nodes, max_key_bytes);
     return code;
 }
+
+/* ---- the per-job reports, read without a JSON decoder ----------------------------------
+ * A worker's `started` and `succeeded` reports are flat objects of a few identifiers. A
+ * payload written in a strict subset of JSON is read here directly: one object whose
+ * members are the six keys below, each at most once, and any other key but "v" with a
+ * string value (tay-client sends job_id; the reports ignore it); string values of
+ * printable ASCII without a backslash (so their text is their value); `version` exactly 1;
+ * `result` exactly null. That subset is valid JSON by construction, so such a payload
+ * decodes to {key: value} of those members, and what the fast path reads is what the
+ * decoder would give (the caller has checked that no key repeats: a clean payload).
+ * Anything else (an escape, "v", another value type, whitespace JSON does not allow,
+ * another number) is left to the decoder: the mark is never a refusal. */
+
+enum { F_VERSION, F_TYPE, F_REQUEST_ID, F_RESERVATION_ID, F_EXECUTION_ID, F_RESULT, F_KEYS,
+       F_OTHER = F_KEYS };
+static const char *const report_keys[F_KEYS] = {
+    "version", "type", "request_id", "reservation_id", "execution_id", "result"};
+
+/* The offset after the string opened at s[i] when it is printable ASCII without a
+ * backslash; 0 otherwise. */
+static size_t plain_string_end(const uint8_t *s, size_t n, size_t i) {
+    for (i++; i < n; i++) {
+        uint8_t c = s[i];
+        if (c == '"') return i + 1;
+        if (c < 0x20 || c > 0x7E || c == '\\') return 0;
+    }
+    return 0;
+}
+
+static size_t skip_space(const uint8_t *s, size_t n, size_t i) {
+    while (i < n && is_space(s[i])) i++;
+    return i;
+}
+
+static int report_key(const uint8_t *key, size_t length) {
+    for (int f = 0; f < F_KEYS; f++)
+        if (strlen(report_keys[f]) == length && memcmp(report_keys[f], key, length) == 0)
+            return f;
+    return -1;
+}
+
+int tay_json_report(const uint8_t *s, size_t n, uint64_t *fields) {
+    size_t start[F_KEYS + 1] = {0}, end[F_KEYS + 1] = {0};
+    unsigned seen = 0;
+    size_t i = skip_space(s, n, 0);
+    if (i == n || s[i] != '{') return TAY_REPORT_NONE;
+    i++;
+    for (;;) {
+        i = skip_space(s, n, i);
+        if (i == n || s[i] != '"') return TAY_REPORT_NONE;
+        size_t key_end = plain_string_end(s, n, i);
+        if (!key_end) return TAY_REPORT_NONE;
+        size_t key_length = key_end - i - 2;
+        int f = report_key(s + i + 1, key_length);
+        if (f < 0) {  /* another key (job_id, say): ignored, but never the legacy "v" */
+            if (key_length == 1 && s[i + 1] == 'v') return TAY_REPORT_NONE;
+            f = F_OTHER;
+        } else if (seen & (1u << f)) {
+            return TAY_REPORT_NONE;
+        }
+        seen |= 1u << f;
+        i = skip_space(s, n, key_end);
+        if (i == n || s[i] != ':') return TAY_REPORT_NONE;
+        i = skip_space(s, n, i + 1);
+        if (i == n) return TAY_REPORT_NONE;
+        if (f == F_VERSION) {
+            if (s[i] != '1') return TAY_REPORT_NONE;
+            i++;
+        } else if (f == F_RESULT) {
+            if (n - i < 4 || memcmp(s + i, "null", 4) != 0) return TAY_REPORT_NONE;
+            i += 4;
+        } else {
+            if (s[i] != '"') return TAY_REPORT_NONE;
+            size_t value_end = plain_string_end(s, n, i);
+            if (!value_end) return TAY_REPORT_NONE;
+            start[f] = i + 1;
+            end[f] = value_end - 1;
+            i = value_end;
+        }
+        i = skip_space(s, n, i);
+        if (i == n) return TAY_REPORT_NONE;
+        if (s[i] == '}') break;
+        if (s[i] != ',') return TAY_REPORT_NONE;
+        i++;
+    }
+    if (skip_space(s, n, i + 1) != n) return TAY_REPORT_NONE;
+    unsigned needed = (1u << F_VERSION) | (1u << F_TYPE) | (1u << F_REQUEST_ID) |
+                      (1u << F_RESERVATION_ID) | (1u << F_EXECUTION_ID);
+    if ((seen & needed) != needed) return TAY_REPORT_NONE;
+    static const int ids[3] = {F_REQUEST_ID, F_RESERVATION_ID, F_EXECUTION_ID};
+    for (int k = 0; k < 3; k++) {
+        size_t length = end[ids[k]] - start[ids[k]];
+        if (length < 1 || length > TAY_REPORT_MAX_ID) return TAY_REPORT_NONE;
+        fields[2 * k] = start[ids[k]];
+        fields[2 * k + 1] = end[ids[k]];
+    }
+    size_t type_length = end[F_TYPE] - start[F_TYPE];
+    const uint8_t *type = s + start[F_TYPE];
+    if (type_length == 7 && memcmp(type, "started", 7) == 0) return TAY_REPORT_STARTED;
+    if (type_length == 9 && memcmp(type, "succeeded", 9) == 0) return TAY_REPORT_SUCCEEDED;
+    return TAY_REPORT_NONE;
+}
+
+int tay_split_frames_marked(const uint8_t *buf, size_t size, uint32_t max_frame,
+                            size_t capacity, uint32_t max_depth, uint64_t max_nodes,
+                            uint32_t max_key_bytes, uint64_t *starts, uint64_t *ends,
+                            uint8_t *marks, uint64_t *fields, size_t *count, size_t *consumed) {
+    int code = tay_split_frames(buf, size, max_frame, capacity, starts, ends, count, consumed);
+    for (size_t k = 0; k < *count; k++) {
+        const uint8_t *payload = buf + starts[k];
+        size_t length = ends[k] - starts[k];
+        uint8_t mark = (uint8_t)tay_json_domain_clean(payload, length, max_depth, max_nodes,
+                                                      max_key_bytes);
+        if (mark) {
+            uint64_t *spans = fields + 6 * k;
+            int report = tay_json_report(payload, length, spans);
+            if (report != TAY_REPORT_NONE) {
+                mark = (uint8_t)report;
+                for (int j = 0; j < 6; j++) spans[j] += starts[k];
+            }
+        }
+        marks[k] = mark;
+    }
+    return code;
+}

@@ -204,6 +204,21 @@ int tay_split_frames_checked(const uint8_t *buf, size_t size, uint32_t max_frame
                              size_t capacity, uint32_t max_depth, uint64_t max_nodes,
                              uint32_t max_key_bytes, uint64_t *starts, uint64_t *ends,
                              uint8_t *clean, size_t *count, size_t *consumed);
+/* A worker's started / succeeded report written in a strict subset of JSON (the six report
+ * keys once each, printable-ASCII strings without escapes, version 1, result null): its
+ * mark and the (start, end) offsets of request_id, reservation_id and execution_id in
+ * fields[0..5]; TAY_REPORT_NONE leaves the payload to the decoder (never a refusal). */
+#define TAY_REPORT_NONE 0
+#define TAY_REPORT_STARTED 2
+#define TAY_REPORT_SUCCEEDED 3
+#define TAY_REPORT_MAX_ID 128
+int tay_json_report(const uint8_t *json, size_t size, uint64_t *fields);
+/* split_frames_checked with marks 0 (unclean), 1 (clean) or a clean payload's report mark,
+ * its id offsets (relative to buf) in fields[6 * k .. 6 * k + 5] */
+int tay_split_frames_marked(const uint8_t *buf, size_t size, uint32_t max_frame,
+                            size_t capacity, uint32_t max_depth, uint64_t max_nodes,
+                            uint32_t max_key_bytes, uint64_t *starts, uint64_t *ends,
+                            uint8_t *marks, uint64_t *fields, size_t *count, size_t *consumed);
 
 /* ---- JSON object members: colons outside strings (json_keys.c) ---- */
 size_t tay_json_member_count(const uint8_t *json, size_t size);

@@ -10,6 +10,7 @@ C and builds objects from the C node tape.
 from __future__ import annotations
 
 import os
+import struct
 import threading
 from array import array
 from typing import Any, Sequence
@@ -212,6 +213,74 @@ def split_frames_checked(buf: Any, max_frame: int, max_depth: int, max_nodes: in
         if base is buf:  # more than a scratch full of frames in bytes: go on through a view
             base = ffi.from_buffer("uint8_t[]", buf)
         data = base + offset
+
+
+def _marked_columns() -> tuple:
+    """This thread's result columns for split_frames_marked (allocated once, reused):
+    starts, ends, marks, six id offsets per frame (and a view of them for struct reads), and
+    the frame count and consumed offset."""
+    columns = getattr(_frame_scratch, "marked", None)
+    if columns is None:
+        rows = _FRAME_SCRATCH_ROWS
+        results = ffi.new("size_t[2]")
+        fields = _new_uncleared("uint64_t[]", 6 * rows)
+        columns = _frame_scratch.marked = (
+            _new_uncleared("uint64_t[]", rows), _new_uncleared("uint64_t[]", rows),
+            _new_uncleared("uint8_t[]", rows), fields, ffi.buffer(fields), results,
+            results + 1)
+    return columns
+
+
+_SPANS = struct.Struct("=6Q").unpack_from  # a report's id offsets (tay_split_frames_marked)
+
+
+def split_frames_marked(buf: Any, max_frame: int, max_depth: int, max_nodes: int,
+                        max_key_bytes: int) -> tuple[list[tuple[int, int, int, Any]], int,
+                                                     str | None]:
+    """``split_frames_checked``, each frame ``(start, end, mark, ids)``: mark 0 (check it
+    the exact way), 1 (clean), 2 or 3 (a clean ``started`` / ``succeeded`` report read by
+    csrc/frames_check.c) with ids (request_id, reservation_id, execution_id) as str."""
+    try:
+        starts, ends, marks, fields, spans, count, consumed = _frame_scratch.marked
+    except AttributeError:
+        starts, ends, marks, fields, spans, count, consumed = _marked_columns()
+    data = base = buf if type(buf) is bytes else ffi.from_buffer("uint8_t[]", buf)
+    size = len(data)
+    frames: list[tuple[int, int, int, Any]] = []
+    offset = 0
+    text = None  # the buffer as latin-1 text, made once: a report is ASCII, one char a byte
+    while True:
+        try:  # cffi refuses a limit outside its unsigned parameter (OverflowError)
+            code = lib.tay_split_frames_marked(
+                data, size - offset, max_frame, _FRAME_SCRATCH_ROWS, max_depth, max_nodes,
+                max_key_bytes, starts, ends, marks, fields, count, consumed)
+        except OverflowError:
+            raise ValueError("limits out of range") from None
+        for index in range(count[0]):
+            mark = marks[index]
+            if mark < 2:
+                frames.append((offset + starts[index], offset + ends[index], mark, None))
+                continue
+            if text is None:
+                text = str(buf, "latin-1")
+            a, b, c, d, e, f = _SPANS(spans, 48 * index)
+            if offset:
+                a, b, c, d, e, f = (x + offset for x in (a, b, c, d, e, f))
+            frames.append((offset + starts[index], offset + ends[index], mark,
+                           (text[a:b], text[c:d], text[e:f])))
+        offset += consumed[0]
+        if code != lib.TAY_FRAME_FULL:
+            return frames, offset, _FRAME_ERRORS[code]
+        if base is buf:  # more than a scratch full of frames in bytes: go on through a view
+            base = ffi.from_buffer("uint8_t[]", buf)
+        data = base + offset
+
+
+def json_report(json: Any) -> tuple[int, tuple[int, ...]]:
+    """``(mark, spans)`` of one payload (see ``tay._native.pure.json_report``)."""
+    fields = ffi.new("uint64_t[6]")
+    mark = lib.tay_json_report(ffi.from_buffer("uint8_t[]", json), len(json), fields)
+    return (mark, tuple(fields)) if mark else (0, ())
 
 
 def json_domain_clean(json: Any, max_depth: int, max_nodes: int, max_key_bytes: int) -> bool:

@@ -297,3 +297,127 @@ def split_frames(buf: Any, max_frame: int) -> tuple[list[tuple[int, int]], int, 
         frames.append((offset + 4, offset + 4 + length))
         offset += 4 + length
     return frames, offset, None
+
+
+# -- the per-job reports, read without a JSON decoder (twin of csrc/frames_check.c) ---------
+_REPORT_KEYS = (b"version", b"type", b"request_id", b"reservation_id", b"execution_id",
+                b"result")
+_REPORT_IDS = (b"request_id", b"reservation_id", b"execution_id")
+_REPORT_TYPES = {b"started": 2, b"succeeded": 3}
+REPORT_MAX_ID = 128
+
+
+def _plain_string_end(s: bytes, i: int) -> int:
+    """The offset after the string opened at s[i] if it is printable ASCII without a
+    backslash, else 0."""
+    i += 1
+    while i < len(s):
+        c = s[i]
+        if c == 0x22:
+            return i + 1
+        if c < 0x20 or c > 0x7E or c == 0x5C:
+            return 0
+        i += 1
+    return 0
+
+
+def _skip_space(s: bytes, i: int) -> int:
+    while i < len(s) and s[i] in _SPACE:
+        i += 1
+    return i
+
+
+def json_report(json: Any) -> tuple[int, tuple[int, ...]]:
+    """``(mark, spans)``: mark 2 for a ``started`` report, 3 for a ``succeeded`` one with a
+    null or no result, when ``json`` is written in the strict subset csrc/frames_check.c
+    reads (the six report keys once each, plain ASCII strings, ``version`` 1, ``result``
+    null; ids of 1..128 bytes); spans are request_id, reservation_id and execution_id
+    (start, end) in ``json``. Other keys than "v" are allowed with plain string values (a
+    clean payload never repeats one). ``(0, ())`` otherwise: never a refusal."""
+    s = bytes(json)
+    n = len(s)
+    spans: dict[bytes, tuple[int, int]] = {}
+    i = _skip_space(s, 0)
+    if i == n or s[i] != 0x7B:
+        return 0, ()
+    i += 1
+    while True:
+        i = _skip_space(s, i)
+        if i == n or s[i] != 0x22:
+            return 0, ()
+        key_end = _plain_string_end(s, i)
+        if not key_end:
+            return 0, ()
+        key = s[i + 1:key_end - 1]
+        if key not in _REPORT_KEYS:
+            if key == b"v":  # the legacy version key: the envelope's exact check decides
+                return 0, ()
+            key = b""  # another key (tay-client's job_id): ignored when its value is a string
+        elif key in spans:
+            return 0, ()
+        i = _skip_space(s, key_end)
+        if i == n or s[i] != 0x3A:
+            return 0, ()
+        i = _skip_space(s, i + 1)
+        if i == n:
+            return 0, ()
+        if key == b"version":
+            if s[i] != 0x31:  # 1
+                return 0, ()
+            spans[key] = (i, i + 1)
+            i += 1
+        elif key == b"result":
+            if s[i:i + 4] != b"null":
+                return 0, ()
+            spans[key] = (i, i + 4)
+            i += 4
+        else:
+            if s[i] != 0x22:
+                return 0, ()
+            value_end = _plain_string_end(s, i)
+            if not value_end:
+                return 0, ()
+            spans[key] = (i + 1, value_end - 1)
+            i = value_end
+        i = _skip_space(s, i)
+        if i == n:
+            return 0, ()
+        if s[i] == 0x7D:
+            break
+        if s[i] != 0x2C:
+            return 0, ()
+        i += 1
+    if _skip_space(s, i + 1) != n:
+        return 0, ()
+    if any(key not in spans for key in (b"version", b"type", *_REPORT_IDS)):
+        return 0, ()
+    out: list[int] = []
+    for key in _REPORT_IDS:
+        start, end = spans[key]
+        if not 1 <= end - start <= REPORT_MAX_ID:
+            return 0, ()
+        out += (start, end)
+    start, end = spans[b"type"]
+    mark = _REPORT_TYPES.get(s[start:end], 0)
+    return (mark, tuple(out)) if mark else (0, ())
+
+
+def split_frames_marked(buf: Any, max_frame: int, max_depth: int, max_nodes: int,
+                        max_key_bytes: int) -> tuple[list[tuple[int, int, int, Any]], int,
+                                                     str | None]:
+    """``split_frames_checked``, each frame ``(start, end, mark, ids)``: mark 0 (check it
+    the exact way), 1 (clean), 2 or 3 (a clean ``started`` / ``succeeded`` report, see
+    ``json_report``) with ids (request_id, reservation_id, execution_id) as str, else None."""
+    view = memoryview(buf).cast("B")
+    frames, consumed, error = split_frames_checked(view, max_frame, max_depth, max_nodes,
+                                                   max_key_bytes)
+    marked: list[tuple[int, int, int, Any]] = []
+    for start, end, clean in frames:
+        mark, spans = json_report(view[start:end]) if clean else (0, ())
+        if mark:
+            ids = tuple(str(view[start + spans[k]:start + spans[k + 1]], "ascii")
+                        for k in (0, 2, 4))
+            marked.append((start, end, mark, ids))
+        else:
+            marked.append((start, end, 1 if clean else 0, None))
+    return marked, consumed, error

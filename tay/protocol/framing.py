@@ -8,12 +8,13 @@ is capped (``ProtocolLimits.buffer_limit``) so a peer cannot grow server memory 
 from __future__ import annotations
 
 import struct
+from typing import Any
 
 from tay import _native
 from tay.failures import ConnectionFatal
 
 _LENGTH = struct.Struct(">I")
-_split_frames_checked = _native.split_frames_checked
+_split_frames_marked = _native.split_frames_marked
 
 
 class FrameDecoder:
@@ -31,7 +32,7 @@ class FrameDecoder:
         self._max_frame = max_frame
         self._buffer_limit = 2 * max_frame + 8 if buffer_limit is None else buffer_limit
         self.fatal: ConnectionFatal | None = None
-        # split_frames_checked's limits: the frame size, then the domain's clean marks
+        # split_frames_marked's limits: the frame size, then the domain's clean marks
         # (max_depth, max_nodes, max_key_bytes)
         self._limits = (max_frame, *domain)
 
@@ -39,29 +40,31 @@ class FrameDecoder:
     def buffered(self) -> int:
         return len(self._buffer)
 
-    def feed(self, data: bytes) -> list[tuple[bytes, bool]]:
+    def feed(self, data: bytes) -> list[tuple[bytes, int, Any]]:
         """Append ``data`` and return every complete payload (in order) before any error,
-        each with its clean mark: True when, if it is valid JSON, it is an object within the
-        ``domain`` bounds given at construction for sure (one native call per buffer;
-        ``tay._native.split_frames_checked``). False: check it the exact way."""
+        each with its mark and, for a report, its ids (one native call per buffer;
+        ``tay._native.split_frames_marked``): 0, check it the exact way; 1, if it is valid
+        JSON it is an object within the ``domain`` bounds given at construction for sure;
+        2 or 3, a ``started`` / ``succeeded`` report (null or no result) written so plainly
+        that it was read already: ids is (request_id, reservation_id, execution_id)."""
         if self.fatal is not None:
             return []
         if self._buffer:  # a partial frame waits: complete it in the unread buffer
             buffer = self._buffer
             buffer += data
-            slices, consumed, error = _split_frames_checked(buffer, *self._limits)
-            frames = [(bytes(buffer[start:end]), clean) for start, end, clean in slices]
+            slices, consumed, error = _split_frames_marked(buffer, *self._limits)
+            frames = [(bytes(buffer[start:end]), mark, ids) for start, end, mark, ids in slices]
             self._consume(consumed, error)
             return frames
         # the common case: whole frames read straight from data
         buffer = data if type(data) is bytes else bytes(data)
-        slices, consumed, error = _split_frames_checked(buffer, *self._limits)
+        slices, consumed, error = _split_frames_marked(buffer, *self._limits)
         if consumed == len(buffer) and error is None:
             if len(slices) == 1:
-                start, end, clean = slices[0]
-                return [(buffer[start:end], clean)]
-            return [(buffer[start:end], clean) for start, end, clean in slices]
-        frames = [(buffer[start:end], clean) for start, end, clean in slices]
+                start, end, mark, ids = slices[0]
+                return [(buffer[start:end], mark, ids)]
+            return [(buffer[start:end], mark, ids) for start, end, mark, ids in slices]
+        frames = [(buffer[start:end], mark, ids) for start, end, mark, ids in slices]
         self._buffer += buffer[consumed:]  # a partial frame (or the bad prefix) is kept
         self._consume(0, error)
         return frames

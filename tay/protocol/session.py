@@ -25,7 +25,7 @@ from .replies import error_frame, reply_frame
 from .requests import (
     FORWARDED, Enqueue, Failed, Hello, RegisterTasks, Request, Started, Succeeded, UnregisterTasks,
 )
-from .values import decode_message
+from .values import decode_message, encode_json
 
 Output = Request | bytes  # a request to forward, or a frame to send as is
 # what builds the started, succeeded and failed reports: (request_id, reservation_id,
@@ -69,6 +69,11 @@ class ProtocolSession:
         self._make_enqueue = enqueue
         started, succeeded, failed = reports or (Started, Succeeded, Failed)
         result_bytes, error_bytes = limits.result_bytes, limits.error_bytes
+        # reports the decoder read for us (marks 2 and 3, see FrameDecoder.feed): what the
+        # general route would build from them; a null result is refused by a result limit
+        # under its 4 bytes, so then succeeded reports take the general route
+        self._started = started
+        self._succeeded = succeeded if result_bytes >= len(encode_json(None)) else None
         # the per-job requests after hello, (request_id, message, size) -> output: nothing
         # else of _dispatch applies to them
         self._shortcuts: dict[str, Callable[[str, dict[str, Any], int], Any]] = {
@@ -91,9 +96,16 @@ class ProtocolSession:
         outputs = received.outputs
         shortcuts = self._shortcuts
         try:
-            for payload, clean in self._decoder.feed(data):
+            for payload, mark, ids in self._decoder.feed(data):
+                if mark > 1 and self.hello is not None:  # a report, read already
+                    if mark == 2:
+                        outputs.append(self._started(*ids))
+                        continue
+                    if self._succeeded is not None:
+                        outputs.append(self._succeeded(*ids, None))
+                        continue
                 message = None
-                if clean:  # within the value domain if it is a JSON object: orjson decides
+                if mark:  # within the value domain if it is a JSON object: orjson decides
                     try:
                         message = orjson.loads(payload)
                     except orjson.JSONDecodeError:

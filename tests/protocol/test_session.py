@@ -309,3 +309,27 @@ def test_colons_inside_strings_are_not_duplicate_keys() -> None:
     [enqueue] = session.receive(frame(payload)).outputs
     assert isinstance(enqueue, Enqueue) and enqueue.args == {"url": 'http://h:1/":',
                                                              "at": "12:00"}
+
+
+def test_reports_the_decoder_reads_itself_are_what_the_parsers_build() -> None:
+    """Plain started/succeeded reports skip the JSON decoder (tay._native.json_report): the
+    same requests come out, byte by byte as well as whole, and a result limit below a null's
+    4 bytes still refuses a succeeded report as the parser does."""
+    from tay.protocol.requests import Started, Succeeded
+
+    started = b'{"version":1,"type":"started","request_id":"s1","reservation_id":"r-1",' \
+              b'"execution_id":"e-1"}'
+    succeeded = b'{"type":"succeeded", "version":1,"execution_id":"e-1","request_id":"d1",' \
+                b'"reservation_id":"r-1","result":null}'
+    wants = [Started("s1", "r-1", "e-1"), Succeeded("d1", "r-1", "e-1", None)]
+    session = hello_session()
+    assert session.receive(frame(started) + frame(succeeded)).outputs == wants
+    data, outputs = frame(started) + frame(succeeded), []
+    for index in range(len(data)):
+        outputs += session.receive(data[index:index + 1]).outputs
+    assert outputs == wants
+    tight = hello_session(result_bytes=3)
+    assert tight.receive(frame(started)).outputs == wants[:1]
+    assert one_error(tight, succeeded)["error"]["code"] == "result_too_large"
+    before_hello = ProtocolSession(ProtocolLimits()).receive(frame(started)).outputs
+    assert decode(before_hello[0])["error"]["code"] == "hello_required"
