@@ -35,7 +35,10 @@ def test_tay_bench_tiny_profile_end_to_end(tmp_path, capsys, client):
         assert run["server_exit_code"] == 0
         assert run["sdk"] == client and len(run["cold_restart_runs_s"]) == 2
         assert run["cold_restart_s"] == min(run["cold_restart_runs_s"])
-        assert run["load_cpu_us_per_job"] > 0 and run["engine_cpu_us_per_job"] > 0
+        # the kernel counts CPU in 10 ms ticks: 50 jobs' load can take less than one tick,
+        # the server's whole life (start-up, replay) never does
+        assert run["engine_cpu_us_per_job"] > 0
+        assert 0 <= run["load_cpu_us_per_job"] <= run["engine_cpu_us_per_job"]
         assert run["insert_rtt_ms"]["p99"] <= run["insert_rtt_ms"]["p999"]
         # a clean stop with --compact-on-stop on left a smaller history with the same jobs
         # (the harness refuses a compaction that changed any job's state)
