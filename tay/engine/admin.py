@@ -23,6 +23,7 @@ from tay.engine.commands import Admin
 from tay.engine.effects import Outcome
 from tay.engine.ids import parse_job_id
 from tay.engine.jobs import JobEntry, peek
+from tay._native._pure_base import QUEUE, WORKER
 from tay.engine.schedule_commands import ScheduleCommands, request_fields
 from tay.engine.schedule_timing import Timing, occurrence_job_id
 from tay.failures import RequestRefused
@@ -107,7 +108,7 @@ class AdminCommands(ScheduleCommands):
         history = self.history
         executors = self.executors.executors.values()
         return {
-            "jobs": {"total": len(self.jobs), "by_state": {s: self.counts[s] for s in STATES}},
+            "jobs": {"total": self.job_count(), "by_state": {s: self.counts[s] for s in STATES}},
             "state_bytes": {"used": self.budget.used, "limit": self.budget.limit},
             "history": None if history is None else {
                 "bytes": history.history_bytes, "limit": history.caps.max_history_bytes,
@@ -139,15 +140,24 @@ class AdminCommands(ScheduleCommands):
         index = self.job_index
         key = min(keys, key=index.size) if keys else ("all", "")
         jobs = self.jobs
+        finished = self.finished
+        texts = finished.texts
 
         def accept(job_id: bytes) -> bool:
-            entry = jobs[job_id]
+            entry = jobs.get(job_id)
+            if entry is None:  # held in columns: read there
+                held, k = finished.where(job_id)
+                return ((state is None or held.state(k) == state)
+                        and (queue is None or held.text(k, QUEUE, texts) == queue)
+                        and (task is None or held.text(k, WORKER, texts) == task))
             return ((state is None or peek(entry).state == state)
                     and (queue is None or entry.queue == queue)
                     and (task is None or entry.task == task))
 
         found, cursor = index.page(key, before, limit, accept, SCAN_LIMIT)
-        return {"jobs": [job_summary(jobs[job_id]) for job_id in found],
+        # a job held in columns is summarised from a detached entry: listing takes none out
+        return {"jobs": [job_summary(jobs.get(job_id) or self._finished_entry(job_id))
+                         for job_id in found],
                 "next_cursor": None if cursor is None else str(cursor)}
 
     def _admin_job(self, body: Any, now_ms: int, out: Outcome) -> dict[str, Any]:
@@ -224,7 +234,7 @@ class AdminCommands(ScheduleCommands):
         """A public schedule object plus its next due times and the job of its last one."""
         state = self.schedules.get(obj["id"])
         obj["next_occurrences"] = _next_occurrences(state.definition, obj["next_at"])
-        last_job = self.jobs.get(_occurrence_id(obj["id"], state.last_at))
+        last_job = self._entry(_occurrence_id(obj["id"], state.last_at))
         obj["last_job"] = None if last_job is None else {
             "id": last_job.state.id.hex(), "state": last_job.state.state}
         return obj
@@ -277,9 +287,11 @@ class AdminCommands(ScheduleCommands):
         queue = _key(body, "queue")
         limit = _limit(body, PURGE_DEFAULT, PURGE_MAX)
         jobs = self.jobs
+        finished = self._finished_ids  # held in columns: finished, never waiting
         found, _ = self.job_index.page(("queue", queue), None, limit,
-                                       lambda job_id: peek(jobs[job_id]).state in WAITING,
-                                       len(jobs) + 1)
+                                       lambda job_id: job_id not in finished
+                                       and peek(jobs[job_id]).state in WAITING,
+                                       self.job_count() + 1)
         # all the cancels pass the history caps together, or the purge is refused whole
         self._history_check([ev.job_cancelled(job_id, now_ms, jobs[job_id].state.revision, None)
                              for job_id in found if not jobs[job_id].volatile])

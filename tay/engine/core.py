@@ -173,7 +173,10 @@ class Engine(EpochEngine):
         self.budget.check_recovered()
         self._clock_offset = now_ms - mono_ms
         out = Outcome()
-        for entry in [e for e in self.jobs.values() if peek(e).state == "executing"]:
+        # in stamp order (the order they started), whatever order the table holds them in
+        executing = sorted((e for e in self.jobs.values() if peek(e).state == "executing"),
+                           key=lambda e: e.stamp)
+        for entry in executing:
             self._finish(entry, ev.INTERRUPTED, ev.DIAG_INTERRUPTED, now_ms, out)
         return out
 
@@ -184,11 +187,11 @@ class Engine(EpochEngine):
         return self.schedule_job_state(job_id)
 
     def job(self, job_id: bytes) -> JobState | None:
-        entry = self.jobs.get(job_id)
+        entry = self._entry(job_id)
         return entry.state if entry is not None else None
 
     def job_view(self, job_id: bytes) -> dict[str, Any] | None:
-        entry = self.jobs.get(job_id)
+        entry = self._entry(job_id)
         return public_job(entry) if entry is not None else None
 
     def state_counts(self) -> dict[str, int]:

@@ -23,6 +23,7 @@ from typing import Any
 
 from tay.engine.admin import AdminCommands
 from tay.engine.effects import Outcome
+from tay.engine.finished import charges
 from tay.engine.jobs import JobEntry, peek
 from tay.engine.state import MAX_TIMELINE
 from tay.failures import RecoveryRefused
@@ -154,7 +155,7 @@ class EpochEngine(AdminCommands):
     # ---- recovery hands the epoch over ---------------------------------------------
 
     def epoch_job(self, job_id: bytes) -> JobState | None:
-        entry = self.jobs.get(job_id)
+        entry = self._entry(job_id)
         return entry.state if entry is not None and not entry.volatile else None
 
     def epoch_install(self, state: JobState, event: ev.Event | None) -> None:
@@ -166,8 +167,9 @@ class EpochEngine(AdminCommands):
         self._install_row(row)
 
     def epoch_install_rows(self, jobs: BaseJobs) -> None:
-        """A run of finished base jobs from the columnar replay, installed as rows."""
-        self._install_rows(jobs.job_rows())
+        """A run of finished base jobs from the columnar replay, kept in its columns
+        (tay.engine.finished) until something touches one of them."""
+        self._install_columns(jobs)
 
     def epoch_entity(self, revision: int, event: ev.Event) -> None:
         if event.pair in se.SCHEDULE_PAIRS:
@@ -268,7 +270,8 @@ class EpochEngine(AdminCommands):
         if not (type(definition) is LazyDefinition and type(at) is int and 0 <= at <= TIME_MAX
                 and type(eligible_at) is int and 0 <= eligible_at <= TIME_MAX
                 and type(job_id) is bytes and len(job_id) == 16 and job_id != _ZERO_ID
-                and not reducer.in_base and job_id not in self.jobs):
+                and not reducer.in_base and job_id not in self.jobs
+                and job_id not in self._finished_ids):
             return None
         available = eligible_at <= at
         order = reducer.next_order if available else None
@@ -420,8 +423,12 @@ class EpochEngine(AdminCommands):
     # ---- what a compaction reads and decides --------------------------------------------
 
     def retained_jobs(self) -> list[JobState]:
-        """Every persistent job's durable state (volatile jobs stay out of the store)."""
-        return [entry.state for entry in self.jobs.values() if not entry.volatile]
+        """Every persistent job's durable state (volatile jobs stay out of the store), in no
+        particular order; the jobs held in columns are built for the list, not kept."""
+        out = [entry.state for entry in self.jobs.values() if not entry.volatile]
+        texts = self.finished.texts
+        out += [jobs.row(k, texts).job_state() for jobs, k in self.finished.held()]
+        return out
 
     def checkpoints(self, captured_at: int) -> list[Checkpoint]:
         """One creating event per non-job entity, at the revision its chain has reached."""
@@ -455,9 +462,14 @@ class EpochEngine(AdminCommands):
         discarded job): the new base does not hold them, so that compaction must not
         publish."""
         stale = []
+        finished = self.finished
         for job_id, revision in expired.items():
             entry = self.jobs.get(job_id)
-            if entry is None or peek(entry).revision != revision or not peek(entry).terminal:
+            if entry is None:
+                found = finished.where(job_id)  # a held job is terminal
+                if found is None or found[0].revision(found[1]) != revision:
+                    stale.append(job_id)
+            elif peek(entry).revision != revision or not peek(entry).terminal:
                 stale.append(job_id)
         return stale
 
@@ -497,6 +509,12 @@ class EpochEngine(AdminCommands):
                 released += entry.charge
             elif earliest is None or terminal_at < earliest:
                 earliest = terminal_at
+        for jobs, k in self.finished.held():  # all terminal and persistent
+            terminal_at = jobs.terminal_at(k)
+            if retention.expires(terminal_at, at):
+                released += charges(jobs, k)[0]
+            elif earliest is None or terminal_at < earliest:
+                earliest = terminal_at
         return released, None if earliest is None else earliest + duration
 
     def expire(self, job_ids: list[bytes]) -> int:
@@ -505,7 +523,7 @@ class EpochEngine(AdminCommands):
         dropped = 0
         index = self.job_index  # built (if replay deferred it) before any job leaves
         for job_id in job_ids:
-            entry = self.jobs.get(job_id)
+            entry = self._entry(job_id)  # one held in columns is taken out to be dropped
             if entry is None or entry.volatile or not peek(entry).terminal:
                 continue
             del self.jobs[job_id]

@@ -31,7 +31,7 @@ class ProducerCommands(EngineState):
 
     def _lookup(self, raw_job_id) -> JobEntry:
         job_id = parse_job_id(raw_job_id)
-        entry = self.jobs.get(job_id)
+        entry = self._entry(job_id)
         if entry is None:
             raise RequestRefused(f"job {job_id.hex()} not found", code="not_found", job_id=job_id.hex())
         return entry
@@ -41,6 +41,8 @@ class ProducerCommands(EngineState):
         job_id, definition, size, nodes, durability, args_json = request = parse_enqueue(
             task, args, options, now_ms, self.config, self.rng)
         entry = self.jobs.get(job_id)
+        if entry is None and job_id in self._finished_ids:
+            entry = self._thaw(job_id)
         reply_args = None  # the stored args are decoded for the reply unless reusable
         if entry is not None:
             if (entry.durability != durability

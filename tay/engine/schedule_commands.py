@@ -77,7 +77,8 @@ class ScheduleCommands(WorkerCommands):
         """The lookup the table uses: a job is busy until its execution is settled here."""
         entry = self.jobs.get(job_id)
         if entry is None:
-            return None
+            found = self.finished.where(job_id)  # held in columns: finished
+            return None if found is None else found[0].state(found[1])
         return "executing" if entry.reservation_id is not None else entry.state.state
 
     def _check_occurrence_options(self, task: str, args: dict, options: dict) -> None:
@@ -88,7 +89,7 @@ class ScheduleCommands(WorkerCommands):
         """Apply one schedule event (live or replay) and bring its budget charge in line."""
         state = self.schedules.apply(sequence, event)
         if event.pair == se_pairs.SCHEDULE_DELIVERED:  # the admin job view names its schedule
-            admitted = self.jobs.get(event["job_id"])
+            admitted = self._entry(event["job_id"])
             if admitted is not None:
                 admitted.schedule_id = state.schedule_id
         previous = self._schedule_charges.get(state.schedule_id)
@@ -200,7 +201,8 @@ class ScheduleCommands(WorkerCommands):
         """Insert the occurrence's job (unless it exists), then record the delivery."""
         try:
             inserted = request = None
-            if occurrence.job_id not in self.jobs:
+            if occurrence.job_id not in self.jobs \
+                    and occurrence.job_id not in self._finished_ids:
                 options = {**occurrence.options, "id": occurrence.job_id.hex()}
                 request = parse_enqueue(occurrence.task, dict(occurrence.args), options, now_ms,
                                         self.config, self.rng)

@@ -23,9 +23,10 @@ from tay.engine.config import EngineConfig
 from tay.engine.effects import Execute, Outcome
 from tay.engine.execute_args import ExecuteArgs
 from tay.engine.executors import Executor, ExecutorRegistry, Reservation
+from tay.engine.finished import FinishedJobs
 from tay.engine.ids import BufferedSystemRandom, RandomSource, random_token
 from tay.engine.job_index import JobIndex
-from tay.engine.jobs import JobEntry, LazyJobEntry, peek
+from tay.engine.jobs import JobEntry, LazyJobEntry, _index_keys, peek
 from tay.engine.options import DEFINITION_FIXED_NODES
 from tay.engine.ready import DueHeap, ReadyIndex
 from tay.engine.values import measure
@@ -33,7 +34,8 @@ from tay.failures import RequestRefused
 from tay.storage import events as ev
 from tay.storage.events.definition import LazyDefinition, args_json
 from tay.storage.journal.history_budget import HistoryBudget, frame_size
-from tay.storage.v2.rows import JobRow
+from tay.storage.v2.rows import BaseJobs, JobRow
+from tay._native import _pure_base as bj
 from tay.storage.events.transitions import (
     STATES, JobState, apply, expected_finish, retry_due_range,
 )
@@ -54,6 +56,21 @@ def definition_nodes(definition: Mapping[str, Any]) -> int:
     return measure(definition["args"], "args").nodes + DEFINITION_FIXED_NODES
 
 
+class JobTable(dict):
+    """The engine's jobs by id. ``[]`` of a finished job still held in columns
+    (tay.engine.finished) takes it out first, so it is found like any other; ``get``, ``in``,
+    ``len`` and iteration see only the jobs out of the columns: the engine looks jobs up
+    through ``EngineState._entry`` and counts them with ``job_count``."""
+
+    __slots__ = ("thaw",)
+
+    def __missing__(self, job_id: bytes) -> JobEntry:
+        entry = self.thaw(job_id)
+        if entry is None:
+            raise KeyError(job_id)
+        return entry
+
+
 class EngineState:
     fused = False  # the fused per-job commits (Store v2 only: tay.engine.epoch)
 
@@ -62,7 +79,11 @@ class EngineState:
         self.rng: RandomSource = rng if rng is not None else BufferedSystemRandom()
         self.next_sequence = 1
         self._volatile_sequence = 1
-        self.jobs: dict[bytes, JobEntry] = {}
+        self.jobs: dict[bytes, JobEntry] = JobTable()
+        self.jobs.thaw = self._thaw
+        # finished base jobs not touched since the restart, in their columns
+        self.finished = FinishedJobs()
+        self._finished_ids = self.finished.stamps
         self.counts: dict[str, int] = dict.fromkeys(STATES, 0)  # jobs per state
         self.executors = ExecutorRegistry(self.config.settled_memory)
         self.budget = StateBudget(self.config.max_state_bytes)
@@ -92,7 +113,7 @@ class EngineState:
     def defer_job_index(self) -> None:
         """Replay is about to start: stamp jobs but build the admin index only when it is
         first used (one entry per job instead of one per replayed transition)."""
-        if self.jobs:
+        if self.jobs or self.finished:
             raise RuntimeError("the job index can only be deferred before any job exists")
         self._job_index = None
 
@@ -100,10 +121,48 @@ class EngineState:
     def job_index(self) -> JobIndex:
         index = self._job_index
         if index is None:
-            index = self._job_index = JobIndex.build(self._stamp_of, [
-                (entry.stamp, job_id, peek(entry).state, entry.index_keys)
-                for job_id, entry in self.jobs.items()])
+            rows = [(entry.stamp, job_id, peek(entry).state, entry.index_keys)
+                    for job_id, entry in self.jobs.items()]
+            stamps = self._finished_ids
+            texts = self.finished.texts
+            for jobs, k in self.finished.held():
+                job_id = jobs.job_id(k)
+                rows.append((stamps[job_id], job_id, jobs.state(k), _index_keys(
+                    jobs.text(k, bj.QUEUE, texts), jobs.text(k, bj.WORKER, texts))))
+            index = self._job_index = JobIndex.build(self._stamp_of, rows)
         return index
+
+    def job_count(self) -> int:
+        """Jobs retained, persistent and volatile."""
+        return len(self.jobs) + len(self.finished)
+
+    def _entry(self, job_id: bytes) -> JobEntry | None:
+        """The job's entry (taken out of the columns if it was held there), else None."""
+        entry = self.jobs.get(job_id)
+        if entry is None and job_id in self._finished_ids:
+            entry = self._thaw(job_id)
+        return entry
+
+    def _finished_entry(self, job_id: bytes) -> LazyJobEntry | None:
+        """A job held in columns as the entry the row install makes of it (the same
+        charge, margin, stamp and queue counts row), not taken out; None when not held."""
+        found = self.finished.row(job_id)
+        if found is None:
+            return None
+        row, stamp, charge, margin = found
+        entry = LazyJobEntry(row, charge)
+        entry.margin = margin
+        entry.stamp = stamp
+        entry.queue_row = self.queue_counts[entry.queue]
+        return entry
+
+    def _thaw(self, job_id: bytes) -> JobEntry | None:
+        """Take a job out of the columns: from now on it is an ordinary entry."""
+        entry = self._finished_entry(job_id)
+        if entry is not None:
+            self.finished.remove(job_id)
+            dict.__setitem__(self.jobs, job_id, entry)
+        return entry
 
     def _may_dispatch(self, job_id: bytes) -> bool:
         entry = self.jobs.get(job_id)
@@ -112,7 +171,7 @@ class EngineState:
 
     def _stamp_of(self, job_id: bytes) -> int | None:
         entry = self.jobs.get(job_id)
-        return entry.stamp if entry is not None else None
+        return entry.stamp if entry is not None else self._finished_ids.get(job_id)
 
     # ---- lazy index validity -------------------------------------------------------
 
@@ -286,6 +345,39 @@ class EngineState:
         self.budget.charge(margins)
         for state, count in counts.items():
             self.counts[state] += count
+
+    def _install_columns(self, jobs: BaseJobs) -> None:
+        """``_install_rows`` of a columnar run, kept in columns (tay.engine.finished): the
+        same stamps, charges and counts, added up from the columns."""
+        held = jobs.held()
+        first = self._stamp + 1
+        ids = self.finished.add(held, first)
+        self._stamp += len(ids)
+        columns = held.columns
+        fixed = DEFINITION_FIXED_NODES
+        charged = sum(map(job_charge, columns[bj.DEFINITION_LENGTH::bj.BASE_JOB],
+                          [nodes + fixed for nodes in columns[bj.ARGS_NODES::bj.BASE_JOB]]))
+        margins = sum(size for size, length in zip(columns[bj.RESULT_BYTES::bj.BASE_JOB],
+                                                   columns[bj.RESULT_LENGTH::bj.BASE_JOB])
+                      if length)
+        self.budget.charge(charged, admitted=True)
+        self.budget.charge(margins)
+        states = columns[bj.STATE::bj.BASE_JOB]
+        counts, queue_counts = self.counts, self.queue_counts
+        width = len(STATES)
+        texts = self.finished.texts
+        for (raw, state), count in Counter(zip(held.texts(bj.QUEUE), states)).items():
+            queue = texts.get(raw)
+            if queue is None:
+                queue = texts[raw] = raw.decode("utf-8")
+            row = queue_counts.get(queue) or queue_counts.setdefault(queue, [0] * width)
+            row[state] += count
+            counts[STATES[state]] += count
+        index = self._job_index
+        if index is not None:  # kept up to date (not deferred): each job's entries
+            for k, job_id in enumerate(ids):
+                index.touch(first + k, job_id, held.state(k), _index_keys(
+                    held.text(k, bj.QUEUE, texts), held.text(k, bj.WORKER, texts)), None)
 
     def _charge_attachments(self, entry: JobEntry, old: JobState | None,
                             state: JobState) -> None:

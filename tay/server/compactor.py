@@ -370,7 +370,8 @@ class OnlineCompactor:
         pause_ms = (time.perf_counter() - paused) * 1000
         touched = prepared.touched | online.touched_jobs(records)
         live = {job_id: engine.epoch_job(job_id) for job_id in touched}
-        live_count = sum(1 for entry in engine.jobs.values() if not entry.volatile)
+        live_count = sum(1 for entry in engine.jobs.values() if not entry.volatile) \
+            + len(engine.finished)  # jobs held in columns are persistent
         return {
             "epoch_id": prepared.epoch_id.hex(), "source_epoch_id": source.epoch_id.hex(),
             "captured_at": prepared.capture.captured_at, "finished_at": self.clock(),

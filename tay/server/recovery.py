@@ -125,7 +125,7 @@ def inspect_store(data_dir: str, engine_config: EngineConfig, *, io: Any = None)
     """
     done = recover_engine(data_dir, engine_config, activate=False, io=io)
     engine = done.engine
-    summary = summarize(done.recovered, jobs=len(engine.jobs), job_states=done.job_states,
+    summary = summarize(done.recovered, jobs=engine.job_count(), job_states=done.job_states,
                         other_events=dict(done.other_events))
     summary["state_bytes"] = {"used": engine.budget.used, "limit": engine.budget.limit}
     summary["interrupted_executions"] = done.job_states["executing"]

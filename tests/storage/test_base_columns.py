@@ -29,6 +29,7 @@ from tay.storage.v2.epoch_records import encode_job_attachment
 from tay.storage.v2.reducer import EpochReducer
 from tay.storage.v2.rows import JobRow
 from tests.build_guard import c_twin
+from tay.engine.jobs import peek
 from tests.engine.test_lazy_rows import answers, bookkeeping, job_answers, recovered
 from tests.storage.conftest import scratch_path
 from tests.storage.test_transitions import histories
@@ -218,8 +219,22 @@ def built(row: JobRow):
 
 # ---- an engine recovered through the columns ----------------------------------------------
 
+@st.composite
+def keyed_histories(draw):
+    """A job's random valid history, its queue and task drawn from two each (so a filtered
+    admin page walks the queue or task list and checks the state on each job)."""
+    from tay.storage import events as ev
+
+    history = draw(histories())
+    inserted = history[0]
+    definition = {**inserted.payload["definition"], "queue_key": draw(st.sampled_from("qr")),
+                  "worker_key": draw(st.sampled_from("wv"))}
+    return [ev.make_event(inserted.pair, {**inserted.payload, "definition": definition}),
+            *history[1:]]
+
+
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.lists(histories(), min_size=1, max_size=6))
+@given(st.lists(keyed_histories(), min_size=1, max_size=6))
 def test_an_engine_recovered_in_columns_answers_as_one_recovered_record_by_record(
         histories_) -> None:
     root = scratch_path("base-columns")
@@ -234,5 +249,112 @@ def test_an_engine_recovered_in_columns_answers_as_one_recovered_record_by_recor
             assert job_answers(after, job_id) == job_answers(before, job_id)
             assert after.jobs[job_id].state == before.jobs[job_id].state
         assert bookkeeping(after) == bookkeeping(before)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+# ---- and every later command: jobs held in columns are taken out as they are touched ------
+
+def steps():
+    """A later command on job ``n`` (1-based, as ``write_and_compact`` numbers them; one
+    past the last is a job that does not exist), or an engine-side question."""
+    job = st.integers(1, 7)
+    return st.one_of(
+        st.tuples(st.sampled_from(["status", "result", "cancel", "job", "retry_job",
+                                   "cancel_job"]), job),
+        st.tuples(st.just("enqueue"), st.tuples(job, st.sampled_from("qr"),
+                                                st.sampled_from("wv"), st.integers(0, 3))),
+        st.tuples(st.just("jobs"), st.sampled_from([
+            {}, {"state": "completed"}, {"state": "available"}, {"queue": "q"}, {"task": "w"},
+            {"limit": 1}, {"state": "completed", "queue": "r"},
+            {"state": "discarded", "task": "v"}, {"queue": "r", "task": "w"}])),
+        st.tuples(st.sampled_from(["overview", "queues", "purge", "retained", "capture",
+                                   "worker", "succeed", "fail", "tick"]), st.just(0)),
+        st.tuples(st.just("expire"), st.lists(job, max_size=3)),
+        st.tuples(st.just("expirable"), st.sampled_from([0, 5_000, 10**7])),
+        st.tuples(st.just("stale"), st.lists(st.tuples(job, st.integers(0, 9)), max_size=3)),
+    )
+
+
+def take(engine, step, now: int):
+    """What ``engine`` answers to ``step``: the records it would write (pair and bytes), its
+    effects (a refusal as its wire error), and the engine-side answer."""
+    from tay.engine import Refuse
+    from tay.engine import commands as c
+    from tay.storage.v2 import Retention
+    from tests.engine.test_lazy_rows import by_id
+
+    kind, arg = step
+    hex_id = arg.to_bytes(16, "big").hex() if type(arg) is int else None
+    if kind in ("status", "result", "cancel"):
+        command = {"status": c.Status, "result": c.Result, "cancel": c.Cancel}[kind](
+            "p", "r", hex_id)
+    elif kind in ("job", "retry_job", "cancel_job"):
+        command = c.Admin("p", "r", kind, {"job_id": hex_id})
+    elif kind == "enqueue":  # an existing id: the same job (often), or a conflict
+        number, queue, task, retries = arg
+        command = c.Enqueue("p", "r", task, {}, {"id": number.to_bytes(16, "big").hex(),
+                                                 "queue": queue, "retries": retries})
+    elif kind == "purge":
+        command = c.Admin("p", "r", "purge_queue", {"queue": "r", "limit": 2})
+    elif kind == "jobs":
+        command = c.Admin("p", "r", "jobs", arg)
+    elif kind in ("overview", "queues"):
+        command = c.Admin("p", "r", kind, {})
+    elif kind == "worker":
+        engine.handle(c.Connect("x", "worker", "rt", 2, None, "r0"), now, now)
+        command = c.RegisterTasks("x", ("w",), "r1")
+    elif kind in ("succeed", "fail"):
+        reservations = sorted(engine.executors.reservations.values(),
+                              key=lambda r: r.reservation_id)
+        if not reservations:
+            return None
+        first = reservations[0]
+        command = c.Succeeded(first.conn, "r", first.reservation_id, first.execution_id, 7) \
+            if kind == "succeed" else c.Failed(first.conn, "r", first.reservation_id,
+                                               first.execution_id, {"message": "m"})
+    elif kind == "tick":
+        out = engine.tick(now, now)
+        return [(s, e.pair, e.raw) for s, e in out.events], out.effects
+    elif kind == "expire":
+        return engine.expire([n.to_bytes(16, "big") for n in arg])
+    elif kind == "expirable":
+        return engine.expirable(Retention("minutes", 1), arg)
+    elif kind == "stale":
+        return engine.stale_expiries({n.to_bytes(16, "big"): r for n, r in arg})
+    elif kind == "retained":
+        return by_id(engine.retained_jobs())
+    else:  # capture
+        jobs, order = engine.online_capture()
+        return by_id(jobs), order
+    out = engine.handle(command, now, now)
+    return ([(s, e.pair, e.raw) for s, e in out.events],
+            [("refused", e.failure.wire_error()) if isinstance(e, Refuse) else e
+             for e in out.effects])
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.lists(keyed_histories(), min_size=1, max_size=6), st.lists(steps(), max_size=14),
+       st.sampled_from([1, 256]))
+def test_an_engine_in_columns_takes_every_later_command_as_one_recovered_record_by_record(
+        histories_, later, batch) -> None:
+    root = scratch_path("base-columns")
+    try:
+        write_and_compact(root, histories_)
+        with record_by_record():
+            before = recovered(root)
+        with contextlib.ExitStack() as stack:  # batch 1: a run after any other record
+            stack.callback(setattr, store_v2, "_BATCH", store_v2._BATCH)
+            store_v2._BATCH = batch
+            after = recovered(root)
+        assert not before.finished
+        held = len(after.finished)
+        assert held <= sum(1 for e in before.jobs.values() if peek(e).terminal)
+        event(f"jobs held in columns: {min(held, 3)}")
+        for number, step in enumerate(later):
+            now = 10_000 + 1_000 * number
+            assert take(after, step, now) == take(before, step, now)
+            assert bookkeeping(after) == bookkeeping(before)
+        assert answers(after) == answers(before)
     finally:
         shutil.rmtree(root, ignore_errors=True)

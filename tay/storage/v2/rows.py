@@ -16,6 +16,7 @@ materialise the job and take the exact path, so refusals keep their class and re
 
 from __future__ import annotations
 
+from array import array
 from typing import Any, Iterator
 
 from tay import _native
@@ -107,39 +108,96 @@ class JobRow:
 
 class BaseJobs:
     """Finished base jobs a columnar replay took whole (``tay._native.base_jobs``): its
-    rows (``BASE_JOB`` ints per job, offsets in ``data``) over the segment's bytes, read
-    while the segment is still mapped. ``job_rows()`` gives the ``JobRow`` of each, the
-    same row the record-by-record fast path builds (its result taken)."""
+    rows (``BASE_JOB`` ints per job, offsets in ``data`` plus ``origin``) over the segment's
+    bytes, read while the segment is still mapped, or over a copy of just the run's bytes
+    (``held``). ``job_rows()`` gives the ``JobRow`` of each, the same row the
+    record-by-record fast path builds (its result taken); ``row(k)`` the row of job ``k``."""
 
-    __slots__ = ("data", "columns", "limits")
+    __slots__ = ("data", "columns", "limits", "origin")
 
-    def __init__(self, data: Any, columns: list[int], limits: DecodeLimits) -> None:
+    def __init__(self, data: Any, columns: Any, limits: DecodeLimits, origin: int = 0) -> None:
         self.data = data  # slicing gives bytes (an mmap or bytes)
         self.columns = columns
         self.limits = limits
+        self.origin = origin  # the segment offset of data[0]
 
     def __len__(self) -> int:
         return len(self.columns) // _BJ
 
     @property
     def last_id(self) -> bytes:
-        start = self.columns[len(self.columns) - _BJ + bj.SNAPSHOT]
+        return self.job_id(len(self) - 1)
+
+    def held(self) -> "BaseJobs":
+        """The same jobs over one copy of the run's own bytes (records are in order: the
+        first job's snapshot starts them, the last job's snapshot or result ends them) and
+        their columns in an array (8 bytes an integer): what an engine keeps of a run
+        after the segment is unmapped, instead of a copy per snapshot and result."""
+        columns = self.columns
+        last = len(columns) - _BJ
+        low = columns[bj.SNAPSHOT]
+        high = max(columns[last + bj.SNAPSHOT] + columns[last + bj.SNAPSHOT_LENGTH],
+                   columns[last + bj.RESULT] + columns[last + bj.RESULT_LENGTH])
+        origin = self.origin
+        return BaseJobs(self.data[low - origin:high - origin], array("Q", columns),
+                        self.limits, low)
+
+    def job_id(self, k: int) -> bytes:
+        start = self.columns[k * _BJ + bj.SNAPSHOT] - self.origin
         return bytes(self.data[start:start + 16])
 
-    def job_rows(self) -> Iterator[JobRow]:
-        data, columns, limits = self.data, self.columns, self.limits
-        texts: dict[bytes, str] = {}  # queue and worker keys repeat: one str each
+    def ids(self) -> list[bytes]:
+        """Every job's id, in order (ascending)."""
+        data, origin = self.data, self.origin
+        return [data[start:start + 16] for start in
+                [start - origin for start in self.columns[bj.SNAPSHOT::_BJ]]]
+
+    def state(self, k: int) -> str:
+        return _STATES[self.columns[k * _BJ + bj.STATE]]
+
+    def revision(self, k: int) -> int:
+        return self.columns[k * _BJ + bj.REVISION]
+
+    def terminal_at(self, k: int) -> int:
+        return self.columns[k * _BJ + bj.TERMINAL_AT]
+
+    def texts(self, slot: int) -> list[bytes]:
+        """Every job's queue (``bj.QUEUE``) or worker (``bj.WORKER``) key, undecoded."""
+        data, columns, origin = self.data, self.columns, self.origin
+        return [data[start - origin:start - origin + length] for start, length in
+                zip(columns[slot::_BJ], columns[slot + 1::_BJ])]
+
+    def text(self, k: int, slot: int, texts: dict[bytes, str]) -> str:
+        """Job ``k``'s queue or worker key (``texts``: the ones decoded so far)."""
+        base = k * _BJ + slot
+        start = self.columns[base] - self.origin
+        raw = self.data[start:start + self.columns[base + 1]]
+        text = texts.get(raw)
+        if text is None:
+            text = texts[raw] = raw.decode("utf-8")
+        return text
+
+    def row(self, k: int, texts: dict[bytes, str]) -> JobRow:
+        """Job ``k``'s ``JobRow``, as ``job_rows`` gives it."""
+        return next(self.job_rows(k, k + 1, texts))
+
+    def job_rows(self, first: int = 0, end: int | None = None,
+                 texts: dict[bytes, str] | None = None) -> Iterator[JobRow]:
+        data, columns, limits, origin = self.data, self.columns, self.limits, self.origin
+        if texts is None:
+            texts = {}  # queue and worker keys repeat: one str each
         states = _STATES
         new = JobRow.__new__
-        for base in range(0, len(columns), _BJ):
-            start = columns[base + 1]  # bj.SNAPSHOT, then its length, state, revision, ...
+        stop = len(columns) if end is None else end * _BJ
+        for base in range(first * _BJ, stop, _BJ):
+            start = columns[base + 1] - origin  # bj.SNAPSHOT, then its length, state, ...
             snapshot = data[start:start + columns[base + 2]]
-            start = columns[base + 6]
+            start = columns[base + 6] - origin
             raw = data[start:start + columns[base + 7]]
             queue = texts.get(raw)
             if queue is None:
                 queue = texts[raw] = raw.decode("utf-8")
-            start = columns[base + 8]
+            start = columns[base + 8] - origin
             raw = data[start:start + columns[base + 9]]
             task = texts.get(raw)
             if task is None:
@@ -157,7 +215,7 @@ class BaseJobs:
             row.limits = limits
             length = columns[base + 13]  # bj.RESULT_LENGTH
             if length:
-                start = columns[base + 12]
+                start = columns[base + 12] - origin
                 row.result = data[start:start + length]
                 row.result_bytes = columns[base + 14]
             else:

@@ -1,0 +1,103 @@
+"""Finished base jobs the engine has not touched since the restart, held in their columns.
+
+A compacted base is mostly finished jobs that a restart only counts, charges and indexes.
+The columnar replay hands them over a run at a time (``tay.storage.v2.rows.BaseJobs``);
+the engine keeps each run as one copy of its bytes and its integer columns, and per job
+only its id and admin-index stamp (``stamps``), instead of a ``JobRow`` and a
+``LazyJobEntry`` each. Readers that only need what the columns hold (state, revision,
+terminal time, keys, charge) read them in place; anything else takes the job out
+(``EngineState._thaw``): it becomes the ``LazyJobEntry`` the row replay would have made, with
+the same charge, stamp and counts, and from then on it is an ordinary job. Nothing here
+changes state: the columns are only how untouched finished jobs are stored.
+"""
+
+from __future__ import annotations
+
+from bisect import bisect_right
+from typing import Iterator
+
+from tay.engine.admission import job_charge
+from tay.engine.options import DEFINITION_FIXED_NODES
+from tay.storage.v2.rows import BaseJobs, JobRow
+from tay.storage.events.transitions import STATES
+from tay._native import _pure_base as bj
+from tay._native import _pure_snapshots as sr
+
+_BJ = bj.BASE_JOB
+assert sr.STATES == STATES  # a column's state index is the engine's queue-counts index
+
+
+def charges(jobs: BaseJobs, k: int) -> tuple[int, int]:
+    """Job ``k``'s state-budget charge and the margin part of it (its result's size), as
+    the row install charges them."""
+    columns = jobs.columns
+    base = k * _BJ
+    charge = job_charge(columns[base + bj.DEFINITION_LENGTH],
+                        columns[base + bj.ARGS_NODES] + DEFINITION_FIXED_NODES)
+    margin = columns[base + bj.RESULT_BYTES] if columns[base + bj.RESULT_LENGTH] else 0
+    return charge + margin, margin
+
+
+class FinishedJobs:
+    """``stamps``: id -> admin-index stamp of every job still held here, in stamp order;
+    each run keeps a byte per job saying whether it still is (``alive``), and is let go
+    when none is."""
+
+    __slots__ = ("stamps", "_runs", "_alive", "_held", "_firsts", "texts")
+
+    def __init__(self) -> None:
+        self.stamps: dict[bytes, int] = {}
+        self._runs: list[BaseJobs | None] = []
+        self._alive: list[bytearray] = []
+        self._held: list[int] = []  # jobs still held per run
+        self._firsts: list[int] = []  # the stamp of each run's first job (ascending)
+        self.texts: dict[bytes, str] = {}  # queue and worker keys decoded so far
+
+    def add(self, jobs: BaseJobs, first_stamp: int) -> list[bytes]:
+        """Hold a run whose jobs take the stamps from ``first_stamp`` on; returns its ids."""
+        ids = jobs.ids()
+        self._runs.append(jobs)
+        self._alive.append(bytearray(b"\x01") * len(ids))
+        self._held.append(len(ids))
+        self._firsts.append(first_stamp)
+        self.stamps.update(zip(ids, range(first_stamp, first_stamp + len(ids))))
+        return ids
+
+    def __len__(self) -> int:
+        return len(self.stamps)
+
+    def __contains__(self, job_id: object) -> bool:
+        return job_id in self.stamps
+
+    def where(self, job_id: bytes) -> tuple[BaseJobs, int] | None:
+        """(run, index in it) of a held job, else None."""
+        stamp = self.stamps.get(job_id)
+        if stamp is None:
+            return None
+        run = bisect_right(self._firsts, stamp) - 1
+        return self._runs[run], stamp - self._firsts[run]  # type: ignore[return-value]
+
+    def row(self, job_id: bytes) -> tuple[JobRow, int, int, int] | None:
+        """(row, stamp, charge, margin) of a held job, else None."""
+        found = self.where(job_id)
+        if found is None:
+            return None
+        jobs, k = found
+        return (jobs.row(k, self.texts), self.stamps[job_id], *charges(jobs, k))
+
+    def remove(self, job_id: bytes) -> None:
+        """The job is no longer held here (taken out, or expired)."""
+        stamp = self.stamps.pop(job_id)
+        run = bisect_right(self._firsts, stamp) - 1
+        self._alive[run][stamp - self._firsts[run]] = 0
+        self._held[run] -= 1
+        if not self._held[run]:
+            self._runs[run] = None  # its bytes and columns go
+
+    def held(self) -> Iterator[tuple[BaseJobs, int]]:
+        """(run, index) of every job still held, in stamp order."""
+        for jobs, alive in zip(self._runs, self._alive):
+            if jobs is not None:
+                for k in range(len(alive)):
+                    if alive[k]:
+                        yield jobs, k
