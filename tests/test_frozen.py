@@ -63,3 +63,19 @@ def test_replace_runs_the_checks_again_and_names_unknown_fields() -> None:
         replace(config, bogus=1)
     with pytest.raises(FrozenInstanceError):
         config.data_dir = "/other"
+
+
+def test_engine_values_keep_their_dataclass_behaviour() -> None:
+    from tay._frozen import replace
+    from tay.engine.effects import Outcome
+    from tay.engine.executors import Executor
+    from tay.engine.schedules import ScheduleState
+
+    assert Outcome() == Outcome() and not Outcome() and Outcome().events is not Outcome().events
+    first, second = Executor("c", "worker", "r", 8, None), Executor("c", "worker", "r", 8, None)
+    first.tasks.add("t")
+    assert second.tasks == set() and first != second  # each its own set
+    state = ScheduleState("s", {"task": "t"}, b"\x00secret", 1, 5, None, None, None, (), True)
+    assert "secret" not in repr(state) and repr(state).startswith("ScheduleState(schedule_id='s'")
+    assert state != replace(state, definition_bytes=b"other")  # compared, only not shown
+    assert replace(state, next_at=9).next_at == 9 and state.next_at is None

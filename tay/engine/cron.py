@@ -22,10 +22,10 @@ Time zones are fixed offsets only: ``+00`` (default), ``+HH``, ``-HH``, ``+HH:MM
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 
 
+from tay._frozen import Frozen, set_field
 from tay.failures import RequestRefused
 
 MINUTE_MS = 60_000
@@ -51,10 +51,11 @@ def _invalid(message: str, **details: object) -> RequestRefused:
     return RequestRefused(message, code="invalid_schedule", **details)
 
 
-@dataclass(frozen=True)
-class CronSpec:
+class CronSpec(Frozen):
     """A parsed expression: the allowed values of each field and which day fields restrict."""
 
+    __slots__ = ("expression", "minutes", "hours", "days", "months", "weekdays",
+                 "day_of_month_restricted", "day_of_week_restricted")
     expression: str
     minutes: frozenset[int]
     hours: frozenset[int]
@@ -63,6 +64,18 @@ class CronSpec:
     weekdays: frozenset[int]  # 0..6, Sunday = 0
     day_of_month_restricted: bool
     day_of_week_restricted: bool
+
+    def __init__(self, expression: str, minutes: frozenset[int], hours: frozenset[int],
+                 days: frozenset[int], months: frozenset[int], weekdays: frozenset[int],
+                 day_of_month_restricted: bool, day_of_week_restricted: bool) -> None:
+        set_field(self, "expression", expression)
+        set_field(self, "minutes", minutes)
+        set_field(self, "hours", hours)
+        set_field(self, "days", days)
+        set_field(self, "months", months)
+        set_field(self, "weekdays", weekdays)
+        set_field(self, "day_of_month_restricted", day_of_month_restricted)
+        set_field(self, "day_of_week_restricted", day_of_week_restricted)
 
     def day_matches(self, day: int, weekday: int) -> bool:
         """The Unix day rule; ``weekday`` is 0..6 with Sunday = 0."""

@@ -11,11 +11,11 @@ step (a frozen dataclass sets each field through a guarded ``setattr``).
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any, Hashable, NamedTuple
 
 import orjson
 
+from tay._frozen import Record
 from tay.failures import TayFailure
 
 Conn = Hashable
@@ -98,12 +98,17 @@ class CancelExecution(NamedTuple):
 Effect = Reply | Refuse | Execute | CancelExecution
 
 
-@dataclass(slots=True)
-class Outcome:
+class Outcome(Record):
     """``events``: (sequence, Event) pairs in append order; ``effects`` released after them."""
 
-    events: list[tuple[int, Any]] = field(default_factory=list)
-    effects: list[Effect] = field(default_factory=list)
+    __slots__ = ("events", "effects")
+    events: list[tuple[int, Any]]
+    effects: list[Effect]
+
+    def __init__(self, events: list[tuple[int, Any]] | None = None,
+                 effects: list[Effect] | None = None) -> None:
+        self.events = [] if events is None else events  # a new list for each
+        self.effects = [] if effects is None else effects
 
     def extend(self, other: "Outcome") -> None:
         self.events.extend(other.events)

@@ -11,14 +11,15 @@ execution that was cancelled, timed out or already completed is recognised and a
 from __future__ import annotations
 
 from collections import deque
-from dataclasses import dataclass, field
 from typing import Hashable
+
+from tay._frozen import Record
 
 Conn = Hashable
 
 
-@dataclass(slots=True)
-class Reservation:
+class Reservation(Record):
+    __slots__ = ("reservation_id", "execution_id", "conn", "job_id", "queue", "deadline_mono")
     reservation_id: str
     execution_id: str
     conn: Conn
@@ -26,16 +27,36 @@ class Reservation:
     queue: str
     deadline_mono: int
 
+    def __init__(self, reservation_id: str, execution_id: str, conn: Conn, job_id: bytes,
+                 queue: str, deadline_mono: int) -> None:
+        self.reservation_id = reservation_id
+        self.execution_id = execution_id
+        self.conn = conn
+        self.job_id = job_id
+        self.queue = queue
+        self.deadline_mono = deadline_mono
 
-@dataclass(slots=True)
-class Executor:
+
+class Executor(Record):
+    __slots__ = ("conn", "mode", "runtime_id", "capacity", "queue", "tasks", "reservations")
     conn: Conn
     mode: str
     runtime_id: str
     capacity: int
     queue: str | None
-    tasks: set[str] = field(default_factory=set)
-    reservations: dict[str, Reservation] = field(default_factory=dict)
+    tasks: set[str]
+    reservations: dict[str, Reservation]
+
+    def __init__(self, conn: Conn, mode: str, runtime_id: str, capacity: int, queue: str | None,
+                 tasks: set[str] | None = None,
+                 reservations: dict[str, Reservation] | None = None) -> None:
+        self.conn = conn
+        self.mode = mode
+        self.runtime_id = runtime_id
+        self.capacity = capacity
+        self.queue = queue
+        self.tasks = set() if tasks is None else tasks  # a new set and dict for each
+        self.reservations = {} if reservations is None else reservations
 
     def has_room(self) -> bool:
         return len(self.reservations) < self.capacity

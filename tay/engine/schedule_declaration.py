@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import math
 import string
-from dataclasses import dataclass
 from typing import Any, Callable, Mapping
 
+from tay._frozen import Frozen, set_field
 from tay.engine.cron import DEFAULT_TIMEZONE, parse_cron, parse_timezone
 from tay.engine.options import round_half_away
 from tay.failures import RequestRefused, TayFailure
@@ -51,14 +51,21 @@ def invalid_schedule(message: str, field: str | None = None) -> RequestRefused:
     return RequestRefused(message, code="invalid_schedule", field=field)
 
 
-@dataclass(frozen=True, slots=True)
-class Declaration:
+class Declaration(Frozen):
     """A validated declaration: its id, durable definition and first-occurrence start."""
 
+    __slots__ = ("schedule_id", "definition", "start_ms", "generated_id")
     schedule_id: str
     definition: dict[str, Any]
     start_ms: int
     generated_id: bool
+
+    def __init__(self, schedule_id: str, definition: dict[str, Any], start_ms: int,
+                 generated_id: bool) -> None:
+        set_field(self, "schedule_id", schedule_id)
+        set_field(self, "definition", definition)
+        set_field(self, "start_ms", start_ms)
+        set_field(self, "generated_id", generated_id)
 
 
 def _is_number(obj: Any) -> bool:

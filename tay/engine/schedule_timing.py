@@ -16,9 +16,9 @@ None means "no further occurrence" (cron search limit reached, or past the large
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass
 from typing import Any, Mapping
 
+from tay._frozen import Frozen, set_field
 from tay.engine.cron import CronSpec, first_at_or_after_minute, next_after, parse_cron, parse_timezone
 
 TIME_MAX = 2**63 - 1
@@ -36,14 +36,21 @@ def _bounded(instant: int) -> int | None:
     return instant if instant <= TIME_MAX else None
 
 
-@dataclass(frozen=True, slots=True)
-class Timing:
+class Timing(Frozen):
     """The occurrence sequence of one definition: an interval or a cron spec with an offset."""
 
+    __slots__ = ("interval_ms", "cron", "offset_minutes", "catch_up")
     interval_ms: int | None
     cron: CronSpec | None
     offset_minutes: int
     catch_up: str
+
+    def __init__(self, interval_ms: int | None, cron: CronSpec | None, offset_minutes: int,
+                 catch_up: str) -> None:
+        set_field(self, "interval_ms", interval_ms)
+        set_field(self, "cron", cron)
+        set_field(self, "offset_minutes", offset_minutes)
+        set_field(self, "catch_up", catch_up)
 
     @classmethod
     def of(cls, definition: Mapping[str, Any]) -> "Timing":

@@ -26,9 +26,9 @@ from __future__ import annotations
 
 import bisect
 import heapq
-from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Iterable, Mapping
 
+from tay._frozen import Frozen, replace, set_field
 from tay.engine.cron import LAST_COMPUTABLE_MS
 from tay.engine.schedule_declaration import OptionsValidator, parse_declaration, structural_options_check
 from tay.engine.schedule_timing import Timing, occurrence_job_id
@@ -48,13 +48,14 @@ def is_busy(state: str | None) -> bool:
     return state is not None and state not in TERMINAL_STATES
 
 
-@dataclass(frozen=True, slots=True)
-class ScheduleState:
+class ScheduleState(Frozen):
     """Everything durable about one schedule (what replay must rebuild exactly)."""
 
+    __slots__ = ("schedule_id", "definition", "definition_bytes", "revision", "record_revision",
+                 "next_at", "last_at", "cancelled_at", "active", "membership_complete")
     schedule_id: str
     definition: Mapping[str, Any]
-    definition_bytes: bytes = field(repr=False)
+    definition_bytes: bytes  # compared, but left out of the repr
     revision: int  # logical revision: +1 per registration
     record_revision: int  # sequence of the last event applied to this schedule
     next_at: int | None
@@ -63,15 +64,35 @@ class ScheduleState:
     active: tuple[bytes, ...]  # admitted occurrences not known to be finished, oldest first
     membership_complete: bool
 
+    def __init__(self, schedule_id: str, definition: Mapping[str, Any], definition_bytes: bytes,
+                 revision: int, record_revision: int, next_at: int | None, last_at: int | None,
+                 cancelled_at: int | None, active: tuple[bytes, ...],
+                 membership_complete: bool) -> None:
+        set_field(self, "schedule_id", schedule_id)
+        set_field(self, "definition", definition)
+        set_field(self, "definition_bytes", definition_bytes)
+        set_field(self, "revision", revision)
+        set_field(self, "record_revision", record_revision)
+        set_field(self, "next_at", next_at)
+        set_field(self, "last_at", last_at)
+        set_field(self, "cancelled_at", cancelled_at)
+        set_field(self, "active", active)
+        set_field(self, "membership_complete", membership_complete)
+
+    def __repr__(self) -> str:
+        fields = ", ".join(f"{name}={getattr(self, name)!r}" for name in self.__slots__
+                           if name != "definition_bytes")
+        return f"{type(self).__qualname__}({fields})"
+
     @property
     def cancelled(self) -> bool:
         return self.cancelled_at is not None
 
 
-@dataclass(frozen=True, slots=True)
-class Occurrence:
+class Occurrence(Frozen):
     """A due occurrence to admit as job ``job_id`` (task/args/options from the definition)."""
 
+    __slots__ = ("schedule_id", "revision", "due_at", "job_id", "task", "args", "options")
     schedule_id: str
     revision: int
     due_at: int
@@ -79,6 +100,16 @@ class Occurrence:
     task: str
     args: Mapping[str, Any]
     options: Mapping[str, Any]
+
+    def __init__(self, schedule_id: str, revision: int, due_at: int, job_id: bytes, task: str,
+                 args: Mapping[str, Any], options: Mapping[str, Any]) -> None:
+        set_field(self, "schedule_id", schedule_id)
+        set_field(self, "revision", revision)
+        set_field(self, "due_at", due_at)
+        set_field(self, "job_id", job_id)
+        set_field(self, "task", task)
+        set_field(self, "args", args)
+        set_field(self, "options", options)
 
 
 def _rejected(reason: str, sequence: int, schedule_id: str, **extra: Any) -> RecoveryRefused:
