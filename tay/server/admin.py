@@ -135,7 +135,7 @@ class AdminService:
                        "error": None if stopped is None else stopped.message,
                        "implementation": getattr(committer, "implementation", "python"),
                        "rt_priority": config.journal_writer_rt_priority},
-            "commit": {**vars(committer.stats()), "max_events": committer.max_events,
+            "commit": {**committer.stats().as_dict(), "max_events": committer.max_events,
                        "interval_ms": round(committer.interval_s * 1000)},
             "storage": storage_facts(config.data_dir),
         }

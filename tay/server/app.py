@@ -133,7 +133,7 @@ class OpenStore(Record):
 
     def commit_stats(self) -> dict[str, int]:
         """The committer's counters plus its batching settings (one shutdown log line)."""
-        stats = vars(self.committer.stats())
+        stats = self.committer.stats().as_dict()
         stats["max_events"] = self.committer.max_events
         stats["interval_ms"] = round(self.committer.interval_s * 1000)
         stats["linger"] = self.committer.linger

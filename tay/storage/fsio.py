@@ -16,9 +16,10 @@ from __future__ import annotations
 
 import errno
 import os
-from dataclasses import dataclass, field
 from types import ModuleType
 from typing import Any
+
+from tay._frozen import Record
 
 OPEN_NOFOLLOW = os.O_NOFOLLOW | os.O_CLOEXEC
 # Everything tay creates in a data directory is private to its owner, whatever the umask
@@ -129,20 +130,29 @@ class RealIO:
         return int(self.native.filesystem_magic(path))
 
 
-@dataclass
-class _FileTrack:
+class _FileTrack(Record):
     """What FaultyIO knows about one path: its durable size and the last unsynced write."""
 
-    durable_size: int = 0
-    last_write: tuple[int, int] | None = None  # (offset, length) of the newest unsynced write
+    __slots__ = ("durable_size", "last_write")
+    durable_size: int
+    last_write: tuple[int, int] | None  # (offset, length) of the newest unsynced write
+
+    def __init__(self, durable_size: int = 0, last_write: tuple[int, int] | None = None) -> None:
+        self.durable_size = durable_size
+        self.last_write = last_write
 
 
-@dataclass
-class _DirTrack:
+class _DirTrack(Record):
     """Entries added to / removed from one directory since its last fsync."""
 
-    added: set[str] = field(default_factory=set)
-    renamed_from: dict[str, str] = field(default_factory=dict)  # target -> source
+    __slots__ = ("added", "renamed_from")
+    added: set[str]
+    renamed_from: dict[str, str]  # target -> source
+
+    def __init__(self, added: set[str] | None = None,
+                 renamed_from: dict[str, str] | None = None) -> None:
+        self.added = set() if added is None else added  # a new set and dict for each
+        self.renamed_from = {} if renamed_from is None else renamed_from
 
 
 class FaultyIO(RealIO):

@@ -12,8 +12,8 @@ import errno
 import os
 import re
 import stat
-from dataclasses import dataclass, field
 
+from tay._frozen import Record
 from tay.failures import RecoveryRefused
 from tay.storage.fsio import OPEN_NOFOLLOW, RealIO
 from tay.storage.formats.segment import (
@@ -47,24 +47,43 @@ DEFAULT_MAX_DIRECTORY_ENTRIES = 100_000
 _ADOPTION_STAGING = re.compile(r"\.tay-(v2-marker|adoption|current)-[0-9a-f]{32}\.tmp")
 
 
-@dataclass
-class Inventory:
+class Inventory(Record):
     """One classified listing of a data directory."""
 
+    __slots__ = ("root", "has_store", "has_lock", "has_segments_dir", "has_ledger", "segment_ids",
+                 "staging", "unrelated", "total_segment_bytes", "fingerprint", "segments_dir")
     root: str
-    has_store: bool = False
-    has_lock: bool = False
-    has_segments_dir: bool = False
-    has_ledger: bool = False  # SEGMENT-LEDGER (tay's own; upstream sees an unrelated file)
-    segment_ids: list[int] = field(default_factory=list)
-    staging: list[str] = field(default_factory=list)
-    unrelated: list[str] = field(default_factory=list)
-    total_segment_bytes: int = 0
+    has_store: bool
+    has_lock: bool
+    has_segments_dir: bool
+    has_ledger: bool  # SEGMENT-LEDGER (tay's own; upstream sees an unrelated file)
+    segment_ids: list[int]
+    staging: list[str]
+    unrelated: list[str]
+    total_segment_bytes: int
     # (relative path, inode, size) of every entry: "the re-list must be unchanged"
-    fingerprint: tuple[tuple[str, int, int], ...] = ()
+    fingerprint: tuple[tuple[str, int, int], ...]
     # where the segment files are: ``segments`` (None), or ``epochs/legacy-<nonce>`` when
     # an interrupted first adoption is read without rolling it back (inspect)
-    segments_dir: str | None = None
+    segments_dir: str | None
+
+    def __init__(self, root: str, has_store: bool = False, has_lock: bool = False,
+                 has_segments_dir: bool = False, has_ledger: bool = False,
+                 segment_ids: list[int] | None = None, staging: list[str] | None = None,
+                 unrelated: list[str] | None = None, total_segment_bytes: int = 0,
+                 fingerprint: tuple[tuple[str, int, int], ...] = (),
+                 segments_dir: str | None = None) -> None:
+        self.root = root
+        self.has_store = has_store
+        self.has_lock = has_lock
+        self.has_segments_dir = has_segments_dir
+        self.has_ledger = has_ledger
+        self.segment_ids = [] if segment_ids is None else segment_ids  # new lists for each
+        self.staging = [] if staging is None else staging
+        self.unrelated = [] if unrelated is None else unrelated
+        self.total_segment_bytes = total_segment_bytes
+        self.fingerprint = fingerprint
+        self.segments_dir = segments_dir
 
     @property
     def segments_path(self) -> str:
@@ -236,14 +255,20 @@ def _classify_segments(
             )
 
 
-@dataclass
-class StoreLock:
+class StoreLock(Record):
     """The held owner lock; closing the descriptor releases it."""
 
+    __slots__ = ("io", "fd", "path", "created")
     io: RealIO
     fd: int
     path: str
     created: bool
+
+    def __init__(self, io: RealIO, fd: int, path: str, created: bool) -> None:
+        self.io = io
+        self.fd = fd
+        self.path = path
+        self.created = created
 
     def release(self) -> None:
         if self.fd >= 0:

@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 
 from tay import _native
+from tay._frozen import replace as frozen_replace
 from tay.failures import RecoveryRefused
 from tay.storage.formats import record, value
 from tay.storage import v2 as store_v2
@@ -153,7 +154,7 @@ def test_manifest_declared_length_must_match() -> None:
 
 
 def manifest_with(**changes) -> store_v2.Manifest:
-    return replace(store_v2.decode_manifest(MANIFESTS["bounded"]), **changes)
+    return frozen_replace(store_v2.decode_manifest(MANIFESTS["bounded"]), **changes)
 
 
 def test_manifest_with_base_segments_round_trips() -> None:

@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from tay import _native
+from tay._frozen import replace
 from tay.engine import Engine
 from tay.failures import RecoveryRefused
 from tay.storage.compaction.offline import compact_offline
@@ -102,8 +103,8 @@ def rewrite_base(root: Path, frames: list[tuple[int, int, bytes]]) -> Path:
     manifest = decode_manifest(manifest_path.read_bytes())
     (only,) = manifest.base_segments
     assert only.last_sequence == len(frames)
-    entry = dataclasses.replace(only, bytes=len(data), digest=hashlib.sha256(data).digest())
-    bind_manifest(root, dataclasses.replace(manifest, base_segments=(entry,)))
+    entry = replace(only, bytes=len(data), digest=hashlib.sha256(data).digest())
+    bind_manifest(root, replace(manifest, base_segments=(entry,)))
     return base
 
 
@@ -210,8 +211,8 @@ def test_base_summaries_must_match_the_manifest(store):
     the tail starts there): the scanned summary is refused."""
     manifest = decode_manifest((epoch_dir(store) / "MANIFEST").read_bytes())
     (only,) = manifest.base_segments
-    bind_manifest(store, dataclasses.replace(
-        manifest, base_segments=(dataclasses.replace(only, last_sequence=only.last_sequence - 1),),
+    bind_manifest(store, replace(
+        manifest, base_segments=(replace(only, last_sequence=only.last_sequence - 1),),
         tail_first_sequence=manifest.tail_first_sequence - 1))
     failure = refused(store)
     assert (failure.kind, failure.reason, failure.path) == (
@@ -433,7 +434,7 @@ def test_the_v2_marker_must_name_the_store(store):
 
 def test_the_manifest_must_name_the_store(store):
     manifest = decode_manifest((epoch_dir(store) / "MANIFEST").read_bytes())
-    bind_manifest(store, dataclasses.replace(manifest, store_id=b"\x09" * 16))
+    bind_manifest(store, replace(manifest, store_id=b"\x09" * 16))
     failure = refused(store)
     assert (failure.kind, failure.reason) == ("discovery", "store_id_mismatch")
     assert failure.path == str(epoch_dir(store) / "MANIFEST")

@@ -16,10 +16,10 @@ passes, and a failure never skips ahead looking for the next magic. Failures rai
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass
 from typing import Sequence
 
 from tay import _native
+from tay._frozen import Frozen, set_field
 from tay.failures import RecoveryRefused
 from tay.storage.formats.value import EncodeError
 
@@ -44,16 +44,25 @@ KIND_OF_CATEGORY = {
 Buffer = bytes | bytearray | memoryview
 
 
-@dataclass(frozen=True, slots=True)
-class Record:
+class Record(Frozen):
     """One decoded frame. ``offset``/``end`` locate it in the buffer it came from."""
 
+    __slots__ = ("type", "schema", "sequence", "payload", "offset", "end")
     type: int
     schema: int
     sequence: int
     payload: bytes
     offset: int
     end: int
+
+    def __init__(self, type: int, schema: int, sequence: int, payload: bytes, offset: int,
+                 end: int) -> None:
+        set_field(self, "type", type)
+        set_field(self, "schema", schema)
+        set_field(self, "sequence", sequence)
+        set_field(self, "payload", payload)
+        set_field(self, "offset", offset)
+        set_field(self, "end", end)
 
 
 def refuse(category: str, reason: str, offset: int, **fields: int) -> RecoveryRefused:

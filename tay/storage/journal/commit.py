@@ -38,9 +38,9 @@ import threading
 import time
 from collections import deque
 from concurrent.futures import Future
-from dataclasses import dataclass
 from typing import Callable, Sequence
 
+from tay._frozen import Record, replace
 from tay.failures import RecoveryRefused, StorageFailure, WriterStopped
 from tay.storage.journal.writer import Journal, JournalRecord, Receipt
 
@@ -48,15 +48,27 @@ from tay.storage.journal.writer import Journal, JournalRecord, Receipt
 Submission = tuple[list[JournalRecord], int, "Future[Receipt] | None", float]
 
 
-@dataclass
-class CommitStats:
+class CommitStats(Record):
     """Counters for benchmarks and tests."""
 
-    submissions: int = 0
-    events: int = 0
-    batches: int = 0
-    fsyncs: int = 0
-    largest_batch: int = 0
+    __slots__ = ("submissions", "events", "batches", "fsyncs", "largest_batch")
+    submissions: int
+    events: int
+    batches: int
+    fsyncs: int
+    largest_batch: int
+
+    def __init__(self, submissions: int = 0, events: int = 0, batches: int = 0, fsyncs: int = 0,
+                 largest_batch: int = 0) -> None:
+        self.submissions = submissions
+        self.events = events
+        self.batches = batches
+        self.fsyncs = fsyncs
+        self.largest_batch = largest_batch
+
+    def as_dict(self) -> dict[str, int]:
+        """The counters by name, in field order (what ``vars`` gave of the dataclass)."""
+        return {name: getattr(self, name) for name in self.__slots__}
 
 
 def check_batching(max_events: int, interval_ms: int, linger: bool = False) -> None:
@@ -226,7 +238,7 @@ class GroupCommitter:
 
     def stats(self) -> CommitStats:
         with self._cond:
-            return CommitStats(**vars(self._stats))
+            return replace(self._stats)
 
     @property
     def stopped(self) -> WriterStopped | None:

@@ -26,9 +26,9 @@ of bytes and segments equals what the writer will produce. The engine owns one b
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Iterable
 
+from tay._frozen import Frozen, Record, replace, set_field
 from tay.failures import ConfigurationError, RequestRefused
 from tay.storage.journal.writer import Journal, rotation_needed
 from tay.storage.formats.record import FIXED_SIZE as RECORD_OVERHEAD
@@ -83,29 +83,43 @@ def failure_frame_bytes(error_bytes: int) -> int:
                           + json_value_bytes(error_bytes), MAX_PAYLOAD))
 
 
-@dataclass(frozen=True)
-class HistoryCaps:
+class HistoryCaps(Frozen):
     """The two optional caps; None means unlimited."""
 
-    max_history_bytes: int | None = None
-    max_segments: int | None = None
-    result_bytes: int = DEFAULT_RESULT_BYTES  # the executor limits the reserve covers
-    error_bytes: int = DEFAULT_ERROR_BYTES
+    __slots__ = ("max_history_bytes", "max_segments", "result_bytes", "error_bytes")
+    max_history_bytes: int | None
+    max_segments: int | None
+    result_bytes: int  # the executor limits the reserve covers
+    error_bytes: int
 
-    def __post_init__(self) -> None:
+    def __init__(self, max_history_bytes: int | None = None, max_segments: int | None = None,
+                 result_bytes: int = DEFAULT_RESULT_BYTES,
+                 error_bytes: int = DEFAULT_ERROR_BYTES) -> None:
+        set_field(self, "max_history_bytes", max_history_bytes)
+        set_field(self, "max_segments", max_segments)
+        set_field(self, "result_bytes", result_bytes)
+        set_field(self, "error_bytes", error_bytes)
+        self._check()
+
+    def _check(self) -> None:
         for option in ("max_history_bytes", "max_segments", "result_bytes", "error_bytes"):
             value = getattr(self, option)
             if value is not None and (type(value) is not int or value < 1):
                 raise ConfigurationError(option, f"must be a positive integer or unset, got {value!r}")
 
 
-@dataclass
-class _Layout:
+class _Layout(Record):
     """Where the journal will be after the frames accounted so far."""
 
+    __slots__ = ("history_bytes", "segments", "active_size")
     history_bytes: int
     segments: int
     active_size: int
+
+    def __init__(self, history_bytes: int, segments: int, active_size: int) -> None:
+        self.history_bytes = history_bytes
+        self.segments = segments
+        self.active_size = active_size
 
     def add(self, size: int, rotation_target: int) -> None:
         if rotation_needed(self.active_size, size, rotation_target):
@@ -187,7 +201,7 @@ class HistoryBudget:
         self._projected(frame_sizes, active_executions)
 
     def _projected(self, frame_sizes: Iterable[int], active_executions: int) -> _Layout:
-        projected = _Layout(**vars(self.layout))
+        projected = replace(self.layout)
         for size in frame_sizes:
             projected.add(size, self.rotation_target)
         reserve_bytes = active_executions * self.reserve_bytes

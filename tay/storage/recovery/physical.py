@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import mmap
 import os
-from dataclasses import dataclass
 from typing import Any, Callable
 
+from tay._frozen import Record
 from tay.failures import RecoveryRefused, StorageFailure
 from tay.storage import layout
 from tay.storage.formats import segment, segment_ledger
@@ -43,10 +43,10 @@ def naming_repair(refusal: RecoveryRefused, root: str) -> RecoveryRefused:
                            **{**refusal.extra, "remedy": repair_remedy(root)})
 
 
-@dataclass
-class SegmentView:
+class SegmentView(Record):
     """One scanned segment: its identity, state and record descriptors."""
 
+    __slots__ = ("segment_id", "path", "inode", "size", "scan", "mapping")
     segment_id: int
     path: str
     inode: int
@@ -54,10 +54,19 @@ class SegmentView:
     scan: segment.SegmentScan
     mapping: mmap.mmap | None
 
+    def __init__(self, segment_id: int, path: str, inode: int, size: int, scan: segment.SegmentScan,
+                 mapping: mmap.mmap | None) -> None:
+        self.segment_id = segment_id
+        self.path = path
+        self.inode = inode
+        self.size = size
+        self.scan = scan
+        self.mapping = mapping
+
 
 class HeldSegments:
     """What a pass-1 view of any store shape holds: scanned segments (with their mappings),
-    the store id and the next sequence. Subclasses are dataclasses with those fields."""
+    the store id and the next sequence. Subclasses are value classes with those fields."""
 
     segments: list[SegmentView]
     store_id: bytes
@@ -86,14 +95,21 @@ class HeldSegments:
                     sealed=last.scan.state == "sealed", next_sequence=self.next_sequence)
 
 
-@dataclass
-class ScanPass:
+class ScanPass(Record):
     """What one physical pass needs besides the store: limits, clock, stage, mappings."""
 
+    __slots__ = ("options", "timer", "stage", "keep_mappings")
     options: RecoveryOptions
     timer: RecoveryTimer
     stage: str  # "preflight" or "revalidation"
     keep_mappings: bool
+
+    def __init__(self, options: RecoveryOptions, timer: RecoveryTimer, stage: str,
+                 keep_mappings: bool) -> None:
+        self.options = options
+        self.timer = timer
+        self.stage = stage
+        self.keep_mappings = keep_mappings
 
 
 def scan_one(io: RealIO, path: str, segment_id: int, store_id: bytes,

@@ -23,9 +23,9 @@ from __future__ import annotations
 
 import hashlib
 import os
-from dataclasses import dataclass
 from typing import Any
 
+from tay._frozen import Record
 from tay.failures import RecoveryRefused, StorageFailure
 from tay import _native
 from tay.storage.formats import segment, store_marker
@@ -67,10 +67,11 @@ def read_small(io: RealIO, path: str, limit: int, stage: str) -> bytes:
     return data
 
 
-@dataclass
-class EpochView(HeldSegments):
+class EpochView(HeldSegments, Record):
     """Pass 1 of a Store-v2 recovery: what replay reads and revalidation must find again."""
 
+    __slots__ = ("root", "store_id", "markers", "manifest_bytes", "manifest", "epoch",
+                 "segments", "next_sequence", "record_count", "exhausted", "ledger")
     root: v2_layout.RootInventory | None  # None: an epoch read on its own (a candidate)
     store_id: bytes
     markers: tuple[bytes, bytes, bytes]  # STORE, STORE-V2, CURRENT as read
@@ -81,7 +82,24 @@ class EpochView(HeldSegments):
     next_sequence: int
     record_count: int
     exhausted: bool
-    ledger: Any = None  # the root's SEGMENT-LEDGER (a segment_ledger.Ledger), if any
+    ledger: Any  # the root's SEGMENT-LEDGER (a segment_ledger.Ledger), if any
+
+    def __init__(self, root: v2_layout.RootInventory | None, store_id: bytes,
+                 markers: tuple[bytes, bytes, bytes], manifest_bytes: bytes, manifest: Manifest,
+                 epoch: v2_layout.EpochInventory, segments: list[SegmentView],
+                 next_sequence: int, record_count: int, exhausted: bool,
+                 ledger: Any = None) -> None:
+        self.root = root
+        self.store_id = store_id
+        self.markers = markers
+        self.manifest_bytes = manifest_bytes
+        self.manifest = manifest
+        self.epoch = epoch
+        self.segments = segments
+        self.next_sequence = next_sequence
+        self.record_count = record_count
+        self.exhausted = exhausted
+        self.ledger = ledger
 
     @property
     def epoch_id(self) -> bytes:

@@ -18,8 +18,8 @@ from __future__ import annotations
 import os
 import re
 import stat
-from dataclasses import dataclass, field
 
+from tay._frozen import Record
 from tay.failures import RecoveryRefused
 from tay.storage.formats.segment import parse_segment_file_name, parse_staging_file_name
 from tay.storage.formats.segment_ledger import LEDGER_FILE_NAME
@@ -86,18 +86,33 @@ def _refuse(reason: str, path: str, kind: str = "discovery", **extra: object) ->
     return RecoveryRefused(kind, reason, path=path, stage="preflight", **extra)
 
 
-@dataclass
-class RootInventory:
+class RootInventory(Record):
     """One classified listing of a v2 root and its ``epochs/``."""
 
+    __slots__ = ("root", "names", "epochs", "candidates", "legacy", "staging", "unrelated",
+                 "fingerprint")
     root: str
-    names: set[str] = field(default_factory=set)
-    epochs: list[bytes] = field(default_factory=list)      # published epoch ids
-    candidates: list[bytes] = field(default_factory=list)  # leaked candidate nonces
-    legacy: list[bytes] = field(default_factory=list)      # legacy nonces
-    staging: list[str] = field(default_factory=list)
-    unrelated: list[str] = field(default_factory=list)
-    fingerprint: tuple[tuple[str, int, int], ...] = ()
+    names: set[str]
+    epochs: list[bytes]      # published epoch ids
+    candidates: list[bytes]  # leaked candidate nonces
+    legacy: list[bytes]      # legacy nonces
+    staging: list[str]
+    unrelated: list[str]
+    fingerprint: tuple[tuple[str, int, int], ...]
+
+    def __init__(self, root: str, names: set[str] | None = None,
+                 epochs: list[bytes] | None = None, candidates: list[bytes] | None = None,
+                 legacy: list[bytes] | None = None, staging: list[str] | None = None,
+                 unrelated: list[str] | None = None,
+                 fingerprint: tuple[tuple[str, int, int], ...] = ()) -> None:
+        self.root = root
+        self.names = set() if names is None else names  # a new set and new lists for each
+        self.epochs = [] if epochs is None else epochs
+        self.candidates = [] if candidates is None else candidates
+        self.legacy = [] if legacy is None else legacy
+        self.staging = [] if staging is None else staging
+        self.unrelated = [] if unrelated is None else unrelated
+        self.fingerprint = fingerprint
 
     def path(self, *parts: str) -> str:
         return os.path.join(self.root, *parts)
@@ -188,10 +203,11 @@ def _classify_epochs(io: RealIO, inventory: RootInventory, budget: list[int],
             inventory.unrelated.append(f"{EPOCHS_DIR}/{name}")
 
 
-@dataclass
-class EpochInventory:
+class EpochInventory(Record):
     """The selected epoch directory: MANIFEST and its canonical segment ids."""
 
+    __slots__ = ("path", "segments_path", "manifest_size", "segment_ids", "segment_sizes",
+                 "staging", "fingerprint")
     path: str
     segments_path: str
     manifest_size: int
@@ -199,6 +215,17 @@ class EpochInventory:
     segment_sizes: dict[int, int]
     staging: list[str]
     fingerprint: tuple[tuple[str, int, int], ...]
+
+    def __init__(self, path: str, segments_path: str, manifest_size: int, segment_ids: list[int],
+                 segment_sizes: dict[int, int], staging: list[str],
+                 fingerprint: tuple[tuple[str, int, int], ...]) -> None:
+        self.path = path
+        self.segments_path = segments_path
+        self.manifest_size = manifest_size
+        self.segment_ids = segment_ids
+        self.segment_sizes = segment_sizes
+        self.staging = staging
+        self.fingerprint = fingerprint
 
     def segment_path(self, segment_id: int) -> str:
         from tay.storage.formats.segment import segment_file_name

@@ -10,7 +10,6 @@ from __future__ import annotations
 import hashlib
 import re
 import struct
-from dataclasses import dataclass
 from typing import Any
 
 from tay._frozen import Frozen, set_field
@@ -109,17 +108,27 @@ BASE_KEYS = frozenset({"bytes", "digest", "first_sequence", "id", "last_sequence
 SOURCE_KEYS = frozenset({"digest", "id"})
 
 
-@dataclass(frozen=True, slots=True)
-class BaseSegment:
+class BaseSegment(Frozen):
+    __slots__ = ("id", "first_sequence", "last_sequence", "bytes", "digest")
     id: int
     first_sequence: int
     last_sequence: int
     bytes: int
     digest: bytes
 
+    def __init__(self, id: int, first_sequence: int, last_sequence: int, bytes: int,
+                 digest: bytes) -> None:
+        set_field(self, "id", id)
+        set_field(self, "first_sequence", first_sequence)
+        set_field(self, "last_sequence", last_sequence)
+        set_field(self, "bytes", bytes)
+        set_field(self, "digest", digest)
 
-@dataclass(frozen=True, slots=True)
-class Manifest:
+
+class Manifest(Frozen):
+    __slots__ = ("store_id", "epoch_id", "captured_at", "base_segments", "source_epoch_id",
+                 "source_frontier", "source_segments", "tail_first_sequence", "tail_segment_id",
+                 "terminal_retention")
     store_id: bytes
     epoch_id: bytes
     captured_at: int
@@ -130,6 +139,22 @@ class Manifest:
     tail_first_sequence: int
     tail_segment_id: int
     terminal_retention: Retention
+
+    def __init__(self, store_id: bytes, epoch_id: bytes, captured_at: int,
+                 base_segments: tuple[BaseSegment, ...], source_epoch_id: bytes | None,
+                 source_frontier: int, source_segments: tuple[tuple[int, bytes], ...],
+                 tail_first_sequence: int, tail_segment_id: int,
+                 terminal_retention: Retention) -> None:
+        set_field(self, "store_id", store_id)
+        set_field(self, "epoch_id", epoch_id)
+        set_field(self, "captured_at", captured_at)
+        set_field(self, "base_segments", base_segments)
+        set_field(self, "source_epoch_id", source_epoch_id)
+        set_field(self, "source_frontier", source_frontier)
+        set_field(self, "source_segments", source_segments)
+        set_field(self, "tail_first_sequence", tail_first_sequence)
+        set_field(self, "tail_segment_id", tail_segment_id)
+        set_field(self, "terminal_retention", terminal_retention)
 
     def body(self) -> dict:
         return {
