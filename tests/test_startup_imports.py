@@ -57,3 +57,80 @@ def test_the_serving_stack_does_not_load_the_compaction_machinery() -> None:
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
                          check=True).stdout
     assert eval(out) == ["tay.storage.compaction.plan", "tay.storage.compaction.trigger"]
+
+
+@pytest.mark.parametrize("columns", [None, "", "abc", "0", "-3", "45", "132"])
+@pytest.mark.parametrize("terminal", [None, (0, 0), (97, 30)])
+def test_help_width_is_the_one_shutil_gives(monkeypatch: pytest.MonkeyPatch,
+                                            columns: str | None,
+                                            terminal: tuple[int, int] | None) -> None:
+    import os
+    import shutil
+
+    from tay.cli import terminal_columns
+
+    if columns is None:
+        monkeypatch.delenv("COLUMNS", raising=False)
+    else:
+        monkeypatch.setenv("COLUMNS", columns)
+    monkeypatch.delenv("LINES", raising=False)
+
+    def size(fd: int = 1) -> os.terminal_size:
+        if terminal is None:
+            raise OSError("not a terminal")
+        return os.terminal_size(terminal)
+
+    monkeypatch.setattr(os, "get_terminal_size", size)
+    assert terminal_columns() == shutil.get_terminal_size().columns
+
+
+def test_serve_starts_without_shutil() -> None:
+    """argparse imports shutil (with zlib, bz2 and lzma) for its default help width, and the
+    admin status imported it for disk usage: neither happens before ``tay serve`` listens."""
+    probe = ("import sys\n"
+             "from tay.cli import build_parser\n"
+             "build_parser(('tay.server.cli',)).parse_args(['serve', '--data-dir', 'x'])\n"
+             "import tay.server.app, tay.server.admin, tay.server.driver, tay.server.listener, "
+             "tay.server.lifecycle, tay.server.compactor, tay.server.connection\n"
+             "print('shutil' in sys.modules)\n")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                         check=True).stdout
+    assert out.strip() == "False"
+
+
+def test_serve_help_is_the_help_argparse_would_format(monkeypatch: pytest.MonkeyPatch) -> None:
+    import shutil
+
+    from tay.cli import WholeWordsHelpFormatter
+
+    monkeypatch.setenv("COLUMNS", "60")
+    parser = build_parser(("tay.server.cli",))
+    (groups,) = [a for a in parser._actions if a.dest == "group"]
+    serve = groups.choices["serve"]
+    ours = serve.format_help()
+    serve.formatter_class = lambda prog: WholeWordsHelpFormatter(
+        prog, width=shutil.get_terminal_size().columns - 2)  # argparse's own default
+    assert serve.format_help() == ours
+    assert "TAY_DATA_DIR" in ours and "--data-dir" in ours
+
+
+def test_a_socket_only_serve_loads_no_url_or_ip_parsing() -> None:
+    """``urllib.parse`` and ``ipaddress`` serve only the HTTP listener (admin query strings,
+    ``--http-ip``). Run without ``site``: a development (editable) install's import hook
+    loads both itself, an installed wheel does not."""
+    import os
+
+    root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    paths = [root] + [p for p in sys.path if p.endswith("site-packages")]
+    probe = ("import sys\n"
+             f"sys.path[:0] = {paths!r}\n"
+             "from tay.cli import build_parser\n"
+             "build_parser(('tay.server.cli',)).parse_args(['serve', '--data-dir', 'x'])\n"
+             "import tay.server.app, tay.server.admin, tay.server.driver, tay.server.listener, "
+             "tay.server.lifecycle, tay.server.compactor, tay.server.connection, "
+             "tay.storage.recovery.epoch_recover\n"
+             "print(sorted(m for m in ('urllib.parse', 'ipaddress', 'shutil') "
+             "if m in sys.modules))\n")
+    out = subprocess.run([sys.executable, "-S", "-c", probe], capture_output=True, text=True,
+                         check=True).stdout
+    assert eval(out) == []

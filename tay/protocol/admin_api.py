@@ -9,7 +9,6 @@ same body (``limit`` as an integer), so both transports reach the same engine co
 from __future__ import annotations
 
 from typing import Any
-from urllib.parse import parse_qsl
 
 from tay._frozen import Frozen, set_field
 from tay.failures import RequestRefused
@@ -88,6 +87,8 @@ def route_admin(method: str, parts: list[str], query: str) -> AdminRequest | Non
 
 
 def _query(op: str, query: str) -> dict[str, Any]:
+    from urllib.parse import parse_qsl  # HTTP only: the socket transport never loads it
+
     allowed = QUERY_FIELDS.get(op, frozenset())
     params: dict[str, Any] = {}
     for key, text in parse_qsl(query, keep_blank_values=True):

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import logging
 import os
-import shutil
 import time
 from collections.abc import Callable
 from typing import Any
@@ -161,6 +160,8 @@ def storage_facts(data_dir: str) -> dict[str, Any]:
             except OSError:
                 continue  # a file replaced while we looked
     try:
+        import shutil  # on the first status request, not at every start
+
         usage = shutil.disk_usage(data_dir)
         disk = {"free_bytes": usage.free, "total_bytes": usage.total}
     except OSError:

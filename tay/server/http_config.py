@@ -8,7 +8,6 @@ server stack (httptools, the engine, storage).
 from __future__ import annotations
 
 import argparse
-import ipaddress
 import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
@@ -117,6 +116,8 @@ def http_config_from(args: argparse.Namespace, env: Mapping[str, str]) -> HttpCo
         return None
     port = parse_int("--http-port", port_text, 0, 65_535)
     ip = getattr(args, "http_ip", None) or env.get("TAY_HTTP_IP") or "127.0.0.1"
+    import ipaddress  # with HTTP on only: a socket-only start does without it
+
     try:
         address = ipaddress.ip_address(ip)
     except ValueError:
