@@ -121,17 +121,6 @@ int tay_json_domain_clean(const uint8_t *s, size_t n, uint32_t max_depth, uint64
     return started && depth == 0;
 }
 
-int tay_split_frames_checked(const uint8_t *buf, size_t size, uint32_t max_frame,
-                             size_t capacity, uint32_t max_depth, uint64_t max_nodes,
-                             uint32_t max_key_bytes, uint64_t *starts, uint64_t *ends,
-                             uint8_t *clean, size_t *count, size_t *consumed) {
-    int code = tay_split_frames(buf, size, max_frame, capacity, starts, ends, count, consumed);
-    for (size_t k = 0; k < *count; k++)
-        clean[k] = (uint8_t)tay_json_domain_clean(buf + starts[k], ends[k] - starts[k],
-                                                  max_depth, max_nodes, max_key_bytes);
-    return code;
-}
-
 /* ---- the per-job reports, read without a JSON decoder ----------------------------------
  * A worker's `started` and `succeeded` reports are flat objects of a few identifiers. A
  * payload written in a strict subset of JSON is read here directly: one object whose

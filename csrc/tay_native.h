@@ -196,14 +196,10 @@ int tay_mutations_scan(const uint8_t *buf, size_t count, const uint64_t *offsets
 #define TAY_FRAME_FULL 3
 int tay_split_frames(const uint8_t *buf, size_t size, uint32_t max_frame, size_t capacity,
                      uint64_t *starts, uint64_t *ends, size_t *count, size_t *consumed);
-/* frames_check.c: the same split, each payload marked clean (1) when within the protocol's
- * value domain for sure, if valid JSON; 0 leaves it to the exact (slow) check */
+/* frames_check.c: a payload is clean (1) when within the protocol's value domain for sure,
+ * if valid JSON; 0 leaves it to the exact (slow) check */
 int tay_json_domain_clean(const uint8_t *json, size_t size, uint32_t max_depth,
                           uint64_t max_nodes, uint32_t max_key_bytes);
-int tay_split_frames_checked(const uint8_t *buf, size_t size, uint32_t max_frame,
-                             size_t capacity, uint32_t max_depth, uint64_t max_nodes,
-                             uint32_t max_key_bytes, uint64_t *starts, uint64_t *ends,
-                             uint8_t *clean, size_t *count, size_t *consumed);
 /* A worker's started / succeeded report written in a strict subset of JSON (the six report
  * keys once each, printable-ASCII strings without escapes, version 1, result null): its
  * mark and the (start, end) offsets of request_id, reservation_id and execution_id in
@@ -213,8 +209,8 @@ int tay_split_frames_checked(const uint8_t *buf, size_t size, uint32_t max_frame
 #define TAY_REPORT_SUCCEEDED 3
 #define TAY_REPORT_MAX_ID 128
 int tay_json_report(const uint8_t *json, size_t size, uint64_t *fields);
-/* split_frames_checked with marks 0 (unclean), 1 (clean) or a clean payload's report mark,
- * its id offsets (relative to buf) in fields[6 * k .. 6 * k + 5] */
+/* tay_split_frames, each payload marked 0 (unclean), 1 (clean) or, for a clean report, its
+ * report mark with its id offsets (relative to buf) in fields[6 * k .. 6 * k + 5] */
 int tay_split_frames_marked(const uint8_t *buf, size_t size, uint32_t max_frame,
                             size_t capacity, uint32_t max_depth, uint64_t max_nodes,
                             uint32_t max_key_bytes, uint64_t *starts, uint64_t *ends,

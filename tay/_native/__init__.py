@@ -48,14 +48,11 @@ API (see docs/native.md for the details and error conventions):
   before the first record it cannot vouch for; ``next`` is that record's index.
 - ``split_frames(buf, max_frame) -> (frames, consumed, error)``; ``frames`` are
   ``(start, end)`` payload slices; ``error`` None | "frame_too_large" | "empty_frame".
-- ``split_frames_checked(buf, max_frame, max_depth, max_nodes, max_key_bytes) -> (frames,
-  consumed, error)``: the same split with ``(start, end, clean)`` frames; ``clean`` when the
-  payload, if valid JSON, is an object within those bounds with no repeated key and no
-  integer literal of 19+ digits for sure (``json_domain_clean(json, max_depth, max_nodes,
-  max_key_bytes)`` for one text); not clean means "check it the exact way", never a refusal.
 - ``split_frames_marked(buf, max_frame, max_depth, max_nodes, max_key_bytes) -> (frames,
-  consumed, error)``: ``split_frames_checked`` with ``(start, end, mark, ids)`` frames: mark
-  0 (check it the exact way), 1 (clean), 2 or 3 (a clean ``started`` / ``succeeded`` report
+  consumed, error)``: the same split with ``(start, end, mark, ids)`` frames: mark 0 (check
+  it the exact way), 1 (clean: the payload, if valid JSON, is an object within those bounds
+  with no repeated key and no integer literal of 19+ digits for sure; ``json_domain_clean(json,
+  max_depth, max_nodes, max_key_bytes)`` for one text; not clean is never a refusal), 2 or 3 (a clean ``started`` / ``succeeded`` report
   with a null or no result, read already: ids is (request_id, reservation_id, execution_id)
   as str; None for the other marks). ``json_report(json) -> (mark, spans)`` for one text:
   the report is written in a strict subset of JSON (the six report keys once each, strings
@@ -100,7 +97,6 @@ value_decode = _active.value_decode
 json_to_value = _active.json_to_value
 value_to_json = _active.value_to_json
 split_frames = _active.split_frames
-split_frames_checked = _active.split_frames_checked
 split_frames_marked = _active.split_frames_marked
 json_report = _active.json_report
 json_domain_clean = _active.json_domain_clean
@@ -122,6 +118,6 @@ __all__ = [
     "crc32c", "encode_records", "scan_records", "scan_record_columns", "value_encode",
     "value_decode", "json_to_value", "value_to_json",
     "split_frames", "events_scan", "snapshots_scan", "mutations_scan", "base_jobs", "write_all_at", "fdatasync", "fsync", "fsync_dir", "flock_exclusive",
-    "split_frames_checked", "json_domain_clean", "split_frames_marked", "json_report",
+    "json_domain_clean", "split_frames_marked", "json_report",
     "rename_noreplace", "filesystem_magic",
 ]

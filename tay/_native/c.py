@@ -164,55 +164,8 @@ def split_frames(buf: Any, max_frame: int) -> tuple[list[tuple[int, int]], int, 
             return frames, offset, _FRAME_ERRORS[code]
 
 
-_FRAME_SCRATCH_ROWS = 64  # frames per C call of split_frames_checked (more: called again)
+_FRAME_SCRATCH_ROWS = 64  # frames per C call of split_frames_marked (more: called again)
 _frame_scratch = threading.local()
-
-
-def _frame_columns() -> tuple:
-    """This thread's result columns for split_frames_checked (allocated once, reused):
-    starts, ends, clean marks, and the frame count and consumed offset."""
-    columns = getattr(_frame_scratch, "columns", None)
-    if columns is None:
-        rows = _FRAME_SCRATCH_ROWS
-        results = ffi.new("size_t[2]")
-        columns = _frame_scratch.columns = (
-            _new_uncleared("uint64_t[]", rows), _new_uncleared("uint64_t[]", rows),
-            _new_uncleared("uint8_t[]", rows), results, results + 1)
-    return columns
-
-
-def split_frames_checked(buf: Any, max_frame: int, max_depth: int, max_nodes: int,
-                         max_key_bytes: int) -> tuple[list[tuple[int, int, bool]], int, str | None]:
-    """``split_frames``, each frame ``(start, end, clean)``: clean when its payload, if valid
-    JSON, is an object within the value-domain bounds for sure (see csrc/frames_check.c)."""
-    try:
-        starts, ends, clean, count, consumed = _frame_scratch.columns
-    except AttributeError:
-        starts, ends, clean, count, consumed = _frame_columns()
-    # bytes (the server's reads) go to C as they are; other buffers through a view
-    data = base = buf if type(buf) is bytes else ffi.from_buffer("uint8_t[]", buf)
-    size = len(data)
-    frames: list[tuple[int, int, bool]] = []
-    offset = 0
-    while True:
-        try:  # cffi refuses a limit outside its unsigned parameter (OverflowError)
-            code = lib.tay_split_frames_checked(
-                data, size - offset, max_frame, _FRAME_SCRATCH_ROWS, max_depth, max_nodes,
-                max_key_bytes, starts, ends, clean, count, consumed)
-        except OverflowError:
-            raise ValueError("limits out of range") from None
-        found = count[0]
-        if found == 1 and not offset:  # the common case: one frame per read
-            frames.append((starts[0], ends[0], clean[0] == 1))
-        else:
-            for index in range(found):
-                frames.append((offset + starts[index], offset + ends[index], clean[index] == 1))
-        offset += consumed[0]
-        if code != lib.TAY_FRAME_FULL:
-            return frames, offset, _FRAME_ERRORS[code]
-        if base is buf:  # more than a scratch full of frames in bytes: go on through a view
-            base = ffi.from_buffer("uint8_t[]", buf)
-        data = base + offset
 
 
 def _marked_columns() -> tuple:
@@ -237,9 +190,10 @@ _SPANS = struct.Struct("=6Q").unpack_from  # a report's id offsets (tay_split_fr
 def split_frames_marked(buf: Any, max_frame: int, max_depth: int, max_nodes: int,
                         max_key_bytes: int) -> tuple[list[tuple[int, int, int, Any]], int,
                                                      str | None]:
-    """``split_frames_checked``, each frame ``(start, end, mark, ids)``: mark 0 (check it
-    the exact way), 1 (clean), 2 or 3 (a clean ``started`` / ``succeeded`` report read by
-    csrc/frames_check.c) with ids (request_id, reservation_id, execution_id) as str."""
+    """``split_frames``, each frame ``(start, end, mark, ids)``: mark 0 (check it the exact
+    way), 1 (clean: ``json_domain_clean``), 2 or 3 (a clean ``started`` / ``succeeded``
+    report read by csrc/frames_check.c) with ids (request_id, reservation_id, execution_id)
+    as str."""
     try:
         starts, ends, marks, fields, spans, count, consumed = _frame_scratch.marked
     except AttributeError:

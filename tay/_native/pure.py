@@ -40,7 +40,7 @@ CRC32C_IMPLEMENTATION = "software"
 __all__ = [
     "IMPLEMENTATION", "CRC32C_IMPLEMENTATION", "ValueCodecError", "crc32c", "encode_records",
     "scan_records", "scan_record_columns", "value_encode", "value_decode", "split_frames",
-    "split_frames_checked", "json_domain_clean",
+    "json_domain_clean",
     "json_member_count",
     "json_to_value", "value_to_json",
     "write_all_at",
@@ -268,18 +268,6 @@ def _string_end(s: bytes, i: int) -> tuple[int, bool]:
         return (quote + 1 if quote >= 0 else 0), escaped
 
 
-def split_frames_checked(buf: Any, max_frame: int, max_depth: int, max_nodes: int,
-                         max_key_bytes: int) -> tuple[list[tuple[int, int, bool]], int, str | None]:
-    """``split_frames``, each frame ``(start, end, clean)`` (see ``json_domain_clean``)."""
-    if not (0 <= max_frame <= 0xFFFFFFFF and 0 <= max_depth <= 0xFFFFFFFF
-            and 0 <= max_nodes <= 0xFFFFFFFFFFFFFFFF and 0 <= max_key_bytes <= 0xFFFFFFFF):
-        raise ValueError("limits out of range")
-    view = memoryview(buf).cast("B")
-    frames, consumed, error = split_frames(view, max_frame)
-    return [(start, end, json_domain_clean(view[start:end], max_depth, max_nodes, max_key_bytes))
-            for start, end in frames], consumed, error
-
-
 def split_frames(buf: Any, max_frame: int) -> tuple[list[tuple[int, int]], int, str | None]:
     """Split length-prefixed frames: ``(payload slices, bytes consumed, error or None)``."""
     view = memoryview(buf).cast("B")
@@ -405,14 +393,18 @@ def json_report(json: Any) -> tuple[int, tuple[int, ...]]:
 def split_frames_marked(buf: Any, max_frame: int, max_depth: int, max_nodes: int,
                         max_key_bytes: int) -> tuple[list[tuple[int, int, int, Any]], int,
                                                      str | None]:
-    """``split_frames_checked``, each frame ``(start, end, mark, ids)``: mark 0 (check it
-    the exact way), 1 (clean), 2 or 3 (a clean ``started`` / ``succeeded`` report, see
-    ``json_report``) with ids (request_id, reservation_id, execution_id) as str, else None."""
+    """``split_frames``, each frame ``(start, end, mark, ids)``: mark 0 (check it the exact
+    way), 1 (clean: ``json_domain_clean``), 2 or 3 (a clean ``started`` / ``succeeded``
+    report, see ``json_report``) with ids (request_id, reservation_id, execution_id) as str,
+    else None."""
+    if not (0 <= max_frame <= 0xFFFFFFFF and 0 <= max_depth <= 0xFFFFFFFF
+            and 0 <= max_nodes <= 0xFFFFFFFFFFFFFFFF and 0 <= max_key_bytes <= 0xFFFFFFFF):
+        raise ValueError("limits out of range")
     view = memoryview(buf).cast("B")
-    frames, consumed, error = split_frames_checked(view, max_frame, max_depth, max_nodes,
-                                                   max_key_bytes)
+    frames, consumed, error = split_frames(view, max_frame)
     marked: list[tuple[int, int, int, Any]] = []
-    for start, end, clean in frames:
+    for start, end in frames:
+        clean = json_domain_clean(view[start:end], max_depth, max_nodes, max_key_bytes)
         mark, spans = json_report(view[start:end]) if clean else (0, ())
         if mark:
             ids = tuple(str(view[start + spans[k]:start + spans[k + 1]], "ascii")

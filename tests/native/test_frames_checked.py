@@ -1,4 +1,4 @@
-"""``split_frames_checked`` / ``json_domain_clean``: the server's per-buffer fast path.
+"""``split_frames_marked``'s clean mark / ``json_domain_clean``: the server's per-buffer fast path.
 
 A clean mark is a promise that the exact protocol decoder (tay.protocol.values) accepts the
 payload as orjson decodes it; the scan may leave anything unclean (the exact decoder then
@@ -98,27 +98,28 @@ def test_at_the_bounds_is_clean():
                                       *bounds(ProtocolLimits()))
 
 
-def test_split_frames_checked_splits_like_split_frames(native):
+def test_split_frames_marked_splits_like_split_frames(native):
     def frame(payload: bytes) -> bytes:
         return len(payload).to_bytes(4, "big") + payload
 
     buf = frame(b'{"a":1}') + frame(b'{"a":1,"a":1}') + frame(b"[") + bytes(4)
-    frames, consumed, error = native.split_frames_checked(buf, 100, 64, 1000, 255)
+    frames, consumed, error = native.split_frames_marked(buf, 100, 64, 1000, 255)
     assert (frames, consumed, error) == (
-        [(4, 11, True), (15, 28, False), (32, 33, False)], 33, "empty_frame")
+        [(4, 11, 1, None), (15, 28, 0, None), (32, 33, 0, None)], 33, "empty_frame")
     many = frame(b"{}") * 200  # more frames than one C call returns
-    frames, consumed, error = native.split_frames_checked(many, 100, 64, 1000, 255)
-    assert len(frames) == 200 and all(clean for _, _, clean in frames) and consumed == len(many)
-    assert native.split_frames(many, 100)[0] == [(start, end) for start, end, _ in frames]
+    frames, consumed, error = native.split_frames_marked(many, 100, 64, 1000, 255)
+    assert len(frames) == 200 and all(mark == 1 for _, _, mark, _ in frames)
+    assert consumed == len(many)
+    assert native.split_frames(many, 100)[0] == [(start, end) for start, end, _, _ in frames]
 
 
-def test_split_frames_checked_reads_any_buffer_and_refuses_limits_out_of_range(native):
+def test_split_frames_marked_reads_any_buffer_and_refuses_limits_out_of_range(native):
     many = (len(b'{"k":[1]}').to_bytes(4, "big") + b'{"k":[1]}') * 130 + b"\x00\x00"
-    expected = native.split_frames_checked(many, 100, 64, 1000, 255)
+    expected = native.split_frames_marked(many, 100, 64, 1000, 255)
     assert len(expected[0]) == 130 and expected[1] == len(many) - 2 and expected[2] is None
     for buffer in (bytearray(many), memoryview(many)):  # the unread buffer is a bytearray
-        assert native.split_frames_checked(buffer, 100, 64, 1000, 255) == expected
+        assert native.split_frames_marked(buffer, 100, 64, 1000, 255) == expected
     for limits in ((-1, 64, 1000, 255), (100, 1 << 32, 1000, 255), (100, 64, 1 << 64, 255),
                    (100, 64, 1000, -5)):
         with pytest.raises(ValueError):
-            native.split_frames_checked(many, *limits)
+            native.split_frames_marked(many, *limits)
