@@ -155,7 +155,9 @@ class EpochEngine(AdminCommands):
     # ---- recovery hands the epoch over ---------------------------------------------
 
     def epoch_job(self, job_id: bytes) -> JobState | None:
-        entry = self._entry(job_id)
+        entry = self.jobs.get(job_id)  # ``_entry`` inline: once per replayed tail record
+        if entry is None and job_id in self._finished_ids:
+            entry = self._thaw(job_id)
         return entry.state if entry is not None and not entry.volatile else None
 
     def epoch_install(self, state: JobState, event: ev.Event | None) -> None:
