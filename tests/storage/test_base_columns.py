@@ -261,7 +261,7 @@ def steps():
     job = st.integers(1, 7)
     return st.one_of(
         st.tuples(st.sampled_from(["status", "result", "cancel", "job", "retry_job",
-                                   "cancel_job"]), job),
+                                   "cancel_job", "lookup", "view"]), job),
         st.tuples(st.just("enqueue"), st.tuples(job, st.sampled_from("qr"),
                                                 st.sampled_from("wv"), st.integers(0, 3))),
         st.tuples(st.just("jobs"), st.sampled_from([
@@ -286,6 +286,10 @@ def take(engine, step, now: int):
 
     kind, arg = step
     hex_id = arg.to_bytes(16, "big").hex() if type(arg) is int else None
+    if kind == "lookup":  # the schedules' lookup: a state name, "executing" while running
+        return engine.lookup(arg.to_bytes(16, "big"))
+    if kind == "view":  # the server's read helpers
+        return engine.job_view(arg.to_bytes(16, "big")), engine.job(arg.to_bytes(16, "big"))
     if kind in ("status", "result", "cancel"):
         command = {"status": c.Status, "result": c.Result, "cancel": c.Cancel}[kind](
             "p", "r", hex_id)
