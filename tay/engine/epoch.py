@@ -33,7 +33,7 @@ from tay.storage.events import schedules as se
 from tay.storage.events.registry import event_with_raw
 from tay.storage.events.operations import QUEUE_PAIRS, queue_paused, queue_resumed
 from tay.storage.events.definition import ATTEMPT_MAX, TIME_MAX, U64_MAX, LazyDefinition
-from tay.storage.events.transitions import STATES, JobState
+from tay.storage.events.transitions import STATES, JobState, started_state
 from tay.storage.journal.history_budget import frame_size
 
 STATE_INDEX = {name: index for index, name in enumerate(STATES)}
@@ -323,13 +323,7 @@ class EpochEngine(AdminCommands):
                 history.account_payload(len(raw))
             else:
                 history.admit((frame_size(len(raw)),), self.durable_executing + 1)
-        values = list(job)
-        values[_STATE] = "executing"
-        values[_REVISION] = values[_EXECUTION] = revision
-        values[_ATTEMPT] = attempt
-        values[_ATTEMPTED_AT] = at
-        values[_ELIGIBLE_AT] = values[_READY_ORDER] = None
-        entry.state = state = _new_tuple(JobState, values)
+        entry.state = state = started_state(job, revision, attempt, at)
         self._moved(entry, job_id, "available", "executing")
         entry.ready_key = None
         attempts = entry.attempts  # _start_attempt

@@ -221,9 +221,15 @@ def _started(job: JobState, sequence: int, event: Mapping[str, Any]) -> JobState
     eligible_at = job[_ELIGIBLE_AT]
     if eligible_at is None or at < eligible_at:
         _reject(event, sequence, "started_before_eligible")
+    return started_state(job, sequence, attempt, at)
+
+
+def started_state(job: JobState, revision: int, attempt: int, at: int) -> JobState:
+    """An available job executing attempt ``attempt`` from ``at`` (the checks done): the
+    one state change both the ``job_started`` transition and the engine's fused start make."""
     values = list(job)
     values[_STATE] = "executing"
-    values[_REVISION] = values[_EXECUTION] = sequence
+    values[_REVISION] = values[_EXECUTION] = revision
     values[_ATTEMPT] = attempt
     values[_ATTEMPTED_AT] = at
     values[_ELIGIBLE_AT] = values[_READY_ORDER] = None
