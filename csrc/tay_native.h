@@ -277,6 +277,21 @@ typedef struct {
     uint64_t submissions, events, batches, fsyncs, largest_batch, writes, syncs;
 } tay_writer_stats;
 
+typedef struct {            /* where the writer thread's time goes, summed in ns over every
+                               batch (CLOCK_MONOTONIC; docs/benchmarks.md, eighth session) */
+    uint64_t batches;
+    uint64_t idle_ns;       /* waiting with nothing queued */
+    uint64_t held_ns;       /* waiting while a held submission is not yet flushed */
+    uint64_t queued_ns;     /* a batch's first submission: from its arrival to its take */
+    uint64_t take_ns;       /* copying the batch out of the queue */
+    uint64_t write_ns;      /* the pwrite(s), rotation included */
+    uint64_t verify_ns;     /* fstat size check, read-back, compare, CRC */
+    uint64_t sync_ns;       /* fdatasync */
+    uint64_t check_ns;      /* the path and lock re-checks */
+    uint64_t publish_ns;    /* counters, receipt, durable, wake-ups, the eventfd write
+                               (the newest batch's is added after its signal is out) */
+} tay_writer_phases;
+
 typedef struct {                               /* one durable batch */
     uint64_t first_ticket, last_ticket, segment_id, offset, first_sequence, last_sequence, count;
 } tay_writer_receipt;
@@ -333,6 +348,7 @@ int tay_writer_observe(tay_writer *w, const uint64_t *latency_bounds_ns, size_t 
 void tay_writer_observations_of(tay_writer *w, tay_writer_observations *out);
 void tay_writer_failure_of(tay_writer *w, tay_writer_failure *out);
 void tay_writer_stats_of(tay_writer *w, tay_writer_stats *out);
+void tay_writer_phases_of(tay_writer *w, tay_writer_phases *out);
 int tay_writer_scheduling(tay_writer *w, int *policy, int *priority);
 int tay_writer_close(tay_writer *w, tay_writer_tail *tail);
 void tay_writer_free(tay_writer *w);

@@ -24,7 +24,7 @@
 
 enum { BUSY = 0, IDLE = 1, HOLDING = 2 };
 
-static int64_t now_ns(void) {
+int64_t tay_now_ns(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
@@ -191,7 +191,7 @@ int64_t tay_writer_submit(tay_writer *w, size_t count, const char *meta,
         w->q_bytes_len += frame;
         w->q_frames[w->q_frames_len++] = (uint32_t)frame;
     }
-    int64_t arrival = now_ns();
+    int64_t arrival = tay_now_ns();
     tay_submission *sub = &w->q_subs[w->q_subs_len++];
     sub->ticket = ++w->tickets;
     sub->records = (uint32_t)count;
@@ -230,7 +230,7 @@ int tay_writer_stopped(tay_writer *w) { return atomic_load(&w->stopped); }
 int tay_writer_event_fd(tay_writer *w) { return w->event_fd; }
 
 static void deadline_after(struct timespec *ts, int64_t ns) {
-    int64_t at = now_ns() + ns;
+    int64_t at = tay_now_ns() + ns;
     ts->tv_sec = (time_t)(at / 1000000000);
     ts->tv_nsec = (long)(at % 1000000000);
 }
@@ -340,9 +340,16 @@ void tay_writer_stats_of(tay_writer *w, tay_writer_stats *out) {
     pthread_mutex_unlock(&w->mu);
 }
 
+void tay_writer_phases_of(tay_writer *w, tay_writer_phases *out) {
+    pthread_mutex_lock(&w->mu);
+    *out = w->phases;
+    pthread_mutex_unlock(&w->mu);
+}
+
 /* Waits (mu held) until a batch may be taken; returns 0 to take one, 1 to exit. */
 static int await_batch(tay_writer *w) {
     for (;;) {
+        int64_t started = tay_now_ns();
         if (w->q_subs_head == w->q_subs_len) {
             if (w->closing) return 1;
             w->waiting = IDLE;
@@ -351,7 +358,7 @@ static int await_batch(tay_writer *w) {
             break;
         } else if (w->interval_ns > 0) {
             int64_t due = w->q_subs[w->q_subs_head].arrival_ns + w->interval_ns;
-            if (now_ns() >= due) break;
+            if (started >= due) break;
             struct timespec at = {(time_t)(due / 1000000000), (long)(due % 1000000000)};
             w->waiting = HOLDING;
             pthread_cond_timedwait(&w->wake, &w->mu, &at);
@@ -359,6 +366,9 @@ static int await_batch(tay_writer *w) {
             w->waiting = HOLDING;
             pthread_cond_wait(&w->wake, &w->mu);
         }
+        uint64_t waited = (uint64_t)(tay_now_ns() - started);
+        if (w->waiting == IDLE) w->phases.idle_ns += waited;
+        else w->phases.held_ns += waited;
         w->waiting = BUSY;
     }
     w->waiting = BUSY;
@@ -417,6 +427,8 @@ static void *writer_main(void *arg) {
     for (;;) {
         if (await_batch(w)) break;
         uint64_t first_ticket, last_ticket;
+        int64_t taking = tay_now_ns();
+        w->phases.queued_ns += (uint64_t)(taking - w->q_subs[w->q_subs_head].arrival_ns);
         size_t bytes, records = take_batch(w, &first_ticket, &last_ticket, &bytes);
         if (!records) {
             tay_journal_fail(w, TAY_WK_IO, TAY_WR_NO_MEMORY, ENOMEM, w->j.segments_path,
@@ -427,11 +439,12 @@ static void *writer_main(void *arg) {
         pthread_mutex_unlock(&w->mu);
         tay_writer_receipt receipt = {first_ticket, last_ticket, 0, 0,
                                       w->j.next_sequence, w->j.next_sequence + records - 1, records};
-        int64_t started = now_ns();
+        int64_t started = tay_now_ns();
+        w->j.write_ns = w->j.verify_ns = w->j.sync_ns = w->j.check_ns = 0;
         int failed = tay_journal_append(w, w->w_bytes, w->w_frames, records, &receipt);
-        int64_t written = now_ns();
+        int64_t written = tay_now_ns();
         failed = failed || tay_journal_sync(w);
-        int64_t synced = now_ns();
+        int64_t synced = tay_now_ns();
         if (failed) {
             int reason = w->failure.reason;
             if (reason == TAY_WR_APPEND_FAILED || reason == TAY_WR_FDATASYNC_FAILED)
@@ -453,11 +466,20 @@ static void *writer_main(void *arg) {
         if (w->j.sync_mode) stats->fsyncs++;
         w->receipts[w->batches_done++ % TAY_WRITER_RECEIPT_RING] = receipt;
         observe_batch(w, records, written - started, synced - written);
+        tay_writer_phases *phases = &w->phases;
+        phases->batches++;
+        phases->take_ns += (uint64_t)(started - taking);
+        phases->write_ns += w->j.write_ns;
+        phases->verify_ns += w->j.verify_ns;
+        phases->sync_ns += w->j.sync_ns;
+        phases->check_ns += w->j.check_ns;
         atomic_store(&w->durable, last_ticket);
         pthread_cond_broadcast(&w->done);
         pthread_mutex_unlock(&w->mu);
         signal_loop(w);
         pthread_mutex_lock(&w->mu);
+        /* added once the signal is out: a batch's publish time lags its other steps */
+        phases->publish_ns += (uint64_t)(tay_now_ns() - synced);
     }
     w->exited = 1;
     pthread_cond_broadcast(&w->done);

@@ -43,6 +43,7 @@ typedef struct {
     uint64_t ledger_size, ledger_highest;
     uint8_t *readback;              /* scratch for read-back verification */
     size_t readback_capacity;
+    uint64_t write_ns, verify_ns, sync_ns, check_ns;  /* this batch's time in each step */
 } tay_journal;
 
 struct tay_writer {
@@ -67,6 +68,7 @@ struct tay_writer {
     _Atomic int stopped;
     tay_writer_failure failure;     /* written before `stopped` is set, then never */
     tay_writer_stats stats;         /* under mu */
+    tay_writer_phases phases;       /* under mu */
     tay_writer_observations observed;  /* under mu, once tay_writer_observe set bounds */
     uint64_t latency_bounds[TAY_WRITER_BUCKETS], batch_bounds[TAY_WRITER_BUCKETS];
     size_t latency_count, batch_count;
@@ -86,6 +88,8 @@ struct tay_writer {
     size_t short_write_bytes;
     int gate_closed, gate_entered;
 };
+
+int64_t tay_now_ns(void);  /* CLOCK_MONOTONIC */
 
 /* writer_io.c: one batch, on the writer thread. Each returns 0, or -1 with w->failure set
  * (the writer then stops for good). */

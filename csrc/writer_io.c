@@ -177,7 +177,10 @@ static int file_size_is(int fd, uint64_t expected, int *error_number) {
 static int write_frames(tay_writer *w, const uint8_t *data, size_t n, size_t records) {
     tay_journal *j = &w->j;
     uint64_t offset = j->size;
+    int64_t started = tay_now_ns();
     int rc = counted_write(w, j->fd, data, n, offset), error_number;
+    int64_t written = tay_now_ns();
+    j->write_ns += (uint64_t)(written - started);
     if (rc) return append_failed(w, -rc, NULL, "write failed");
     if (!file_size_is(j->fd, offset + n, &error_number))
         return append_failed(w, error_number, NULL, "size after write does not match");
@@ -186,6 +189,7 @@ static int write_frames(tay_writer *w, const uint8_t *data, size_t n, size_t rec
     if (memcmp(j->readback, data, n) != 0)
         return append_failed(w, EIO, NULL, "read-back does not match the written frames");
     j->segment_crc = tay_crc32c(j->segment_crc, data, n);
+    j->verify_ns += (uint64_t)(tay_now_ns() - written);
     j->history_bytes += n;
     j->size = offset + n;
     j->record_count += records;
@@ -421,8 +425,10 @@ static int check_paths(tay_writer *w) {
  * checks; the cut-back point moves to the synced size. */
 int tay_journal_sync(tay_writer *w) {
     tay_journal *j = &w->j;
+    int64_t started = tay_now_ns();
     if (j->sync_mode) {
         tay_writer_gate_wait(w);
+        started = tay_now_ns();
         int rc = counted_sync(w, j->fd, 1);
         if (rc) {
             char name[32], path[4096 + 64];
@@ -432,7 +438,10 @@ int tay_journal_sync(tay_writer *w) {
             return -1;
         }
     }
+    int64_t synced = tay_now_ns();
+    j->sync_ns += (uint64_t)(synced - started);
     if (check_paths(w)) return -1;
+    j->check_ns += (uint64_t)(tay_now_ns() - synced);
     j->committed_size = j->size;
     return 0;
 }

@@ -23,6 +23,8 @@ from tay._native._tay_native import ffi, lib  # ImportError when not built
 from tay._native.checks import check_record_fields
 
 MAX_DIRS = lib.TAY_WRITER_MAX_DIRS
+PHASES = ("batches", "idle_ns", "held_ns", "queued_ns", "take_ns", "write_ns", "verify_ns",
+          "sync_ns", "check_ns", "publish_ns")
 KINDS = {lib.TAY_WK_IO: "io", lib.TAY_WK_CHANGED_VIEW: "changed_view",
          lib.TAY_WK_RESOURCE_LIMIT: "resource_limit"}
 REASONS = {lib.TAY_WR_APPEND_FAILED: "append_failed",
@@ -254,6 +256,12 @@ class NativeWriter:
         lib.tay_writer_stats_of(self._w, out)
         return {name: getattr(out, name) for name in (
             "submissions", "events", "batches", "fsyncs", "largest_batch", "writes", "syncs")}
+
+    def phases(self) -> dict[str, int]:
+        """Where the writer thread's time went (``tay_writer_phases``: ns totals)."""
+        out = ffi.new("tay_writer_phases *")
+        lib.tay_writer_phases_of(self._w, out)
+        return {name: getattr(out, name) for name in PHASES}
 
     def close(self) -> dict[str, int]:
         """Drain, stop the thread and return where the journal stands (``segment_fd`` is

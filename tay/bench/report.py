@@ -48,6 +48,8 @@ def markdown_table(runs: list[dict[str, Any]]) -> str:
     row("fsyncs per job", lambda r: "-" if r.get("fsyncs_per_job") is None
         else f"{r['fsyncs_per_job']:.3f}")
     row("syscalls per job during load (futex, write)", _syscalls)
+    row("writer per batch: idle / write / verify / fdatasync / path checks / publish (us)",
+        _phases)
     row("empty-store startup (s)", lambda r: f"{r['empty_startup_s']:.3f}")
     row("cold restart to socket ready, least of runs: wall / CPU (s)",
         lambda r: f"{r['cold_restart_s']:.3f} / {r.get('cold_restart_cpu_s', 0):.3f}")
@@ -67,6 +69,17 @@ def _syscalls(run: dict[str, Any]) -> str:
         return "skipped: " + str(run.get("load_syscalls", {}).get("skipped", "not counted"))
     return (f"{per_job['all']:.1f} ({per_job.get('futex', 0):.1f}, "
             f"{per_job.get('write', 0):.1f})")
+
+
+def _phases(run: dict[str, Any]) -> str:
+    """The C writer thread's time per batch by step (``commit_stats["phases"]``), over the
+    server's whole life."""
+    phases = (run.get("commit_stats") or {}).get("phases")
+    if not phases or not phases.get("batches"):
+        return "-"
+    batches = phases["batches"]
+    return " / ".join(f"{phases[step] / batches / 1000:.1f}" for step in (
+        "idle_ns", "write_ns", "verify_ns", "sync_ns", "check_ns", "publish_ns"))
 
 
 def write_chart(runs: list[dict[str, Any]], path: str) -> str | None:

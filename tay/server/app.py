@@ -138,6 +138,9 @@ class OpenStore(Record):
         stats["interval_ms"] = round(self.committer.interval_s * 1000)
         stats["linger"] = self.committer.linger
         stats["writer"] = self.committer.implementation
+        phases = getattr(self.committer, "phases", None)
+        if phases is not None and (taken := phases()) is not None:
+            stats["phases"] = taken  # the C writer's time by step (benchmarks)
         return stats
 
 

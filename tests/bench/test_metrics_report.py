@@ -93,6 +93,17 @@ def test_markdown_table_has_one_column_per_run():
     assert all(line.count("|") == 4 for line in lines)
 
 
+def test_markdown_table_shows_the_c_writers_time_per_batch():
+    run = _run("per-event", 1000.0, 4)
+    run["commit_stats"]["phases"] = {
+        "batches": 4, "idle_ns": 400_000, "held_ns": 0, "queued_ns": 0, "take_ns": 0,
+        "write_ns": 40_000, "verify_ns": 20_000, "sync_ns": 1_000_000, "check_ns": 60_000,
+        "publish_ns": 24_000}
+    lines = markdown_table([run, _run("group-commit", 99.0, None)]).splitlines()
+    assert ("| writer per batch: idle / write / verify / fdatasync / path checks / publish (us)"
+            " | 100.0 / 10.0 / 5.0 / 250.0 / 15.0 / 6.0 | - |") in lines
+
+
 DOCUMENT = {"profile": "tiny", "machine": {"nproc": 2, "cpu_model": "cpu", "kernel": "6",
                                           "python": "3.11", "filesystem": "ext4"},
             "runs": [_run("per-event", 10.0, 30), _run("group-commit", 20.0, 12)]}

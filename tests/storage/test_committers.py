@@ -9,6 +9,7 @@ from __future__ import annotations
 import errno
 import os
 import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -280,6 +281,27 @@ def inject(committer, journal, **faults) -> None:
         return
     for name, value in faults.items():
         setattr(journal.io, name, value)
+
+
+@WITHOUT_C_WRITER
+def test_the_c_writer_times_each_step_of_its_batches(root):
+    started = time.monotonic_ns()  # before the thread starts: its first wait is counted
+    journal, committer = open_store(root, "c")
+    for seq in range(1, 7):
+        committer.append([(seq, 1, 1, payload(seq, 20))])
+        committer.wait(seq, timeout=10)
+        # a durable batch's steps are counted when it becomes durable
+        assert committer.phases()["batches"] == committer.stats().batches == seq
+    committer.close()
+    elapsed = time.monotonic_ns() - started
+    phases = committer.phases()  # kept from the closed thread
+    assert phases["batches"] == 6
+    for step in ("write_ns", "verify_ns", "sync_ns", "check_ns", "publish_ns"):
+        assert phases[step] > 0, step
+    assert phases["idle_ns"] > 0 and phases["held_ns"] == 0  # max_events 1 never holds
+    steps = ("idle_ns", "take_ns", "write_ns", "verify_ns", "sync_ns", "check_ns", "publish_ns")
+    assert sum(phases[step] for step in steps) <= elapsed  # one thread's time, no overlap
+    journal.close()
 
 
 @WITHOUT_C_WRITER

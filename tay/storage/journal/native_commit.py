@@ -100,6 +100,7 @@ class NativeCommitter:
         self._receipts: deque[dict[str, int]] = deque(maxlen=_KEPT_RECEIPTS)
         self._resolver: threading.Thread | None = None
         self._final: dict[str, int] | None = None  # counters and durable once freed
+        self._final_phases: dict[str, int] | None = None  # the last thread's, once closed
 
     def _start(self, journal: Journal) -> Any:
         from tay._native.writer import NativeWriter
@@ -252,6 +253,13 @@ class NativeCommitter:
                               else counters[name] + count)
         return counters
 
+    def phases(self) -> dict[str, int] | None:
+        """The running C thread's time by step (``NativeWriter.phases``, ns totals); None
+        once closed or suspended (a compaction's earlier threads are not added)."""
+        if self._final is not None or self._writer is None:
+            return self._final_phases
+        return self._writer.phases()
+
     def stats(self) -> CommitStats:
         counters = self._counters()
         return CommitStats(submissions=counters["submissions"], events=counters["events"],
@@ -335,6 +343,7 @@ class NativeCommitter:
             return
         self._hand_back()
         counters = self._counters()
+        self._final_phases = self._writer.phases()
         self._final = {**counters, "durable": self._writer.durable + self._ticket_base}
         self._writer.free()
         self.completion_fd = -1
