@@ -116,8 +116,8 @@ def test_serve_help_is_the_help_argparse_would_format(monkeypatch: pytest.Monkey
 
 def test_a_socket_only_serve_loads_no_url_or_ip_parsing() -> None:
     """``urllib.parse`` and ``ipaddress`` serve only the HTTP listener (admin query strings,
-    ``--http-ip``). Run without ``site``: a development (editable) install's import hook
-    loads both itself, an installed wheel does not."""
+    ``--http-ip``). Run without ``site``: an environment's ``.pth`` files may import them
+    (setuptools' editable import hook did, before pyproject named the package dir)."""
     import os
 
     root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
