@@ -40,6 +40,11 @@ class FrameDecoder:
     def buffered(self) -> int:
         return len(self._buffer)
 
+    @property
+    def unread(self) -> bytearray:
+        """The unread bytes; always this one object (it is only ever changed in place)."""
+        return self._buffer
+
     def feed(self, data: bytes) -> list[tuple[bytes, int, Any]]:
         """Append ``data`` and return every complete payload (in order) before any error,
         each with its mark and, for a report, its ids (one native call per buffer;

@@ -88,16 +88,27 @@ class ProtocolSession:
     def buffered(self) -> int:
         return self._decoder.buffered
 
+    @property
+    def unread(self) -> bytearray:
+        """The decoder's unread bytes (a partial frame): one object for the session's life,
+        so the server can test it per read without a call."""
+        return self._decoder.unread
+
     def receive(self, data: bytes) -> Received:
         """Process bytes from the peer. After a fatal error nothing more is accepted."""
         received = Received()
+        received.close_frame = self.receive_into(data, received.outputs)
+        return received
+
+    def receive_into(self, data: bytes, outputs: list[Output]) -> bytes | None:
+        """``receive`` without its result object (the server's path, once per read):
+        append what ``data`` produced to ``outputs`` and return the close frame, if any."""
         if self.failed:
-            return received
-        outputs = received.outputs
-        shortcuts = self._shortcuts
+            return None
+        hello = self.hello
         try:
             for payload, mark, ids in self._decoder.feed(data):
-                if mark > 1 and self.hello is not None:  # a report, read already
+                if mark > 1 and hello is not None:  # a report, read already
                     if mark == 2:
                         outputs.append(self._started(*ids))
                         continue
@@ -114,20 +125,21 @@ class ProtocolSession:
                     message = decode_message(payload, self.limits)
                 message_type, request_id = check_envelope(message)
                 try:
-                    shortcut = shortcuts.get(message_type)
-                    if shortcut is not None and self.hello is not None:
+                    shortcut = self._shortcuts.get(message_type)
+                    if shortcut is not None and hello is not None:
                         outputs.append(shortcut(request_id, message, len(payload)))
                     else:
                         outputs.append(self._dispatch(message_type, request_id, message,
                                                       len(payload)))
+                        hello = self.hello  # a hello in this buffer counts for the next
                 except RequestRefused as refused:
                     outputs.append(error_frame(refused, request_id))
             if self._decoder.fatal is not None:
                 raise self._decoder.fatal
         except ConnectionFatal as fatal:
             self.failed = True
-            received.close_frame = error_frame(fatal)
-        return received
+            return error_frame(fatal)
+        return None
 
     def settle(self) -> None:
         """A forwarded request was answered (or failed): free its pending slot."""

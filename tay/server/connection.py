@@ -52,6 +52,7 @@ class Connection(asyncio.Protocol):
 
     def __init__(self, listener: "Listener") -> None:
         self.listener = listener
+        self._driver = listener.driver
         self.session = ProtocolSession(listener.limits, tuple(  # type: ignore[arg-type]
             partial(report, self) for report in _REPORTS), self._enqueue_command)
         self.transport: asyncio.Transport | None = None
@@ -64,6 +65,7 @@ class Connection(asyncio.Protocol):
         self._hello_timer: asyncio.TimerHandle | None = None
         self._frame_timer: asyncio.TimerHandle | None = None
         self._partial_since: float | None = None  # loop time the unfinished frame began
+        self._unread = self.session.unread  # the decoder's partial frame, tested per read
 
     # -- asyncio callbacks -------------------------------------------------------------
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -79,26 +81,28 @@ class Connection(asyncio.Protocol):
             self.listener.limits.hello_timeout_ms / 1000.0, self._hello_overdue)
 
     def data_received(self, data: bytes) -> None:
-        received = self.session.receive(data)
-        for output in received.outputs:
+        outputs: list = []
+        close_frame = self.session.receive_into(data, outputs)
+        driver = self._driver
+        for output in outputs:
             kind = type(output)
             if kind is bytes:
                 self._write(output)
             elif kind in _REPORTS:  # an engine command already
-                self.listener.driver.submit(output)
+                driver.submit(output)
             elif kind is tuple:  # an engine Enqueue and its size (_enqueue_command)
                 command, size = output
                 self._deadlines.add(command.request_id)
-                self.listener.driver.submit(command, size)  # client admission: a permit
+                driver.submit(command, size)  # client admission: a permit
             else:
                 self._forward(output)
-        if received.close_frame is not None:
-            self._write(received.close_frame)
+        if close_frame is not None:
+            self._write(close_frame)
             self.flush()
             self.transport.close()
             return
-        if self.session.buffered:  # a frame is partial: its clock runs from its first byte
-            if received.outputs or self._partial_since is None:
+        if self._unread:  # a frame is partial: its clock runs from its first byte
+            if outputs or self._partial_since is None:
                 self._partial_since = self._loop.time()
                 if self._frame_timer is None:
                     self._frame_timer = self._loop.call_later(
