@@ -2,9 +2,10 @@
 commit the recovery events, then listen until SIGTERM/SIGINT or a stopped writer.
 
 Startup order matters: nothing listens before recovery's own events are durable, so no
-client can observe a state that a crash right now would lose. ``run_serve`` recovers
-*before* importing the event-loop stack (asyncio, uvloop, the listeners): recovery needs
-none of it, so the imports no longer delay it. This module imports none of them itself.
+client can observe a state that a crash right now would lose. ``run_serve`` recovers on a
+thread *while* the main thread imports the event-loop stack (asyncio, uvloop, the
+listeners): recovery needs none of it, so the imports no longer delay it. This module
+imports none of them at its own import.
 """
 
 from __future__ import annotations
@@ -237,9 +238,9 @@ def run_serve(config: ServeConfig, http: Any = None) -> int:
     # It is off until serve() has frozen that state (gc.freeze), then on again.
     gc.disable()
     try:
-        store = open_store(config)
+        store = open_while_importing(config, http is not None)
         try:
-            import uvloop  # only now: the loop stack is not needed to recover
+            import uvloop
 
             if http is None:
                 main = serve(config, store=store)
@@ -253,6 +254,57 @@ def run_serve(config: ServeConfig, http: Any = None) -> int:
         return uvloop.run(main)
     finally:
         gc.enable()
+
+
+def open_while_importing(config: ServeConfig, with_http: bool) -> OpenStore:
+    """``open_store(config)`` on a thread while this one imports the loop stack (uvloop,
+    asyncio, the listeners): recovery needs none of it, and its hashing, reads, native
+    scans and fsyncs release the GIL, so on a second core the imports cost no wall time.
+    Whatever ``open_store`` raises is raised here, unchanged; a store it opened while the
+    imports failed is closed. Nothing listens before this returns."""
+    import threading
+
+    done: list[Any] = []
+
+    def recover() -> None:
+        try:
+            done.append(open_store(config))
+        except BaseException as error:  # handed to the caller as it is
+            done.append(error)
+
+    thread = threading.Thread(target=recover, name="tay-recovery")
+    # The recovery thread re-takes the GIL after each native call; at the default 5 ms
+    # switch interval it would wait out the imports instead (serve() sets the same value).
+    previous_interval = sys.getswitchinterval()
+    sys.setswitchinterval(SWITCH_INTERVAL_S)
+    thread.start()
+    try:
+        try:
+            _import_loop_stack(with_http)
+        finally:
+            thread.join()
+    except BaseException:
+        if done and isinstance(done[0], OpenStore):
+            done[0].close()
+        raise
+    finally:
+        sys.setswitchinterval(previous_interval)
+    if isinstance(done[0], BaseException):
+        raise done[0]
+    return done[0]
+
+
+def _import_loop_stack(with_http: bool) -> None:
+    """What ``serve`` (and ``serve_with_http``) import before they listen."""
+    import asyncio  # noqa: F401
+    import signal  # noqa: F401
+
+    import uvloop  # noqa: F401
+
+    from . import admin, compactor, driver, lifecycle, listener  # noqa: F401
+
+    if with_http:
+        from . import http_listener  # noqa: F401
 
 
 async def serve(config: ServeConfig, ready: "asyncio.Event | None" = None,

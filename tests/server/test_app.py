@@ -210,42 +210,113 @@ def test_serve_starts_extra_listeners_on_the_driver_and_closes_them(data_dir: st
     assert len(stats_lines(caplog.records)) == 1
 
 
-RECOVER_FIRST = """
-import sys
+RECOVER_WHILE_IMPORTING = """
+import sys, threading
 from tay.server import app
 from tay.server.app import ServeConfig
 from tay.server.http_config import HttpConfig
 
-loaded_at_open = None
+seen = {}
 real_open = app.open_store
+real_imports = app._import_loop_stack
 
-def spy(config):
-    global loaded_at_open
-    loaded_at_open = sorted(m for m in ("asyncio", "uvloop", "httptools") if m in sys.modules)
-    real_open(config).close()
+def spy_open(config):
+    seen["open_thread"] = threading.current_thread() is not threading.main_thread()
+    store = real_open(config)
+    seen["imported_at_end"] = "uvloop" in sys.modules  # whichever finished first
+    return store
+
+def spy_imports(with_http):
+    seen["import_thread"] = threading.current_thread() is threading.main_thread()
+    seen["with_http"] = with_http
+    real_imports(with_http)
+
+async def stop(*args, **kwargs):
+    kwargs["store"].close()
     raise RuntimeError("recovered")
 
-app.open_store = spy
+app.open_store = spy_open
+app._import_loop_stack = spy_imports
+app.serve = stop
 http = HttpConfig(port=0) if sys.argv[2] == "http" else None
+if http is not None:
+    from tay.server import http_listener
+    http_listener.serve_with_http = lambda config, http, store: stop(store=store)
 try:
     app.run_serve(ServeConfig(data_dir=sys.argv[1], socket=None, init_if_missing=True,
                               durability="write"), http)
 except RuntimeError:
     pass
-print(loaded_at_open)
+loaded = sorted(m for m in ("asyncio", "uvloop", "httptools", "tay.server.listener")
+                if m in sys.modules)
+print(seen["open_thread"], seen["import_thread"], seen["with_http"], loaded)
 """
 
 
 @pytest.mark.parametrize("listeners", ["socket", "http"])
-def test_run_serve_recovers_before_importing_the_event_loop_stack(data_dir, listeners):
+def test_run_serve_recovers_on_a_thread_while_importing_the_event_loop_stack(data_dir,
+                                                                            listeners):
+    """Recovery runs off the main thread while the main thread imports the loop stack
+    (the HTTP listener's too when HTTP is on); both are done before serving starts."""
     import subprocess
 
-    done = subprocess.run([sys.executable, "-c", RECOVER_FIRST, data_dir, listeners],
+    done = subprocess.run([sys.executable, "-c", RECOVER_WHILE_IMPORTING, data_dir, listeners],
                           capture_output=True, text=True, timeout=60,
                           cwd=Path(__file__).resolve().parents[2])
     assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == "[]"
+    http = listeners == "http"
+    loaded = ["asyncio", "httptools", "tay.server.listener", "uvloop"] if http else \
+        ["asyncio", "tay.server.listener", "uvloop"]
+    assert done.stdout.strip() == f"True True {http} {loaded}"
     assert os.path.isdir(data_dir)  # the store really was opened (initialized) then
+
+
+def test_run_serve_raises_what_recovery_raised_on_its_thread(data_dir, monkeypatch) -> None:
+    """A refusal found on the recovery thread is raised by run_serve itself, the same
+    exception, and nothing is served."""
+    enqueue_jobs(data_dir, 2)
+    os.remove(os.path.join(data_dir, "CURRENT"))
+    raised: list[BaseException] = []
+    real_open = app.open_store
+
+    def spy(serve_config):
+        try:
+            return real_open(serve_config)
+        except BaseException as error:
+            raised.append(error)
+            raise
+
+    monkeypatch.setattr(app, "open_store", spy)
+    monkeypatch.setattr(app, "serve", lambda *a, **k: pytest.fail("served a refused store"))
+    with pytest.raises(RecoveryRefused) as refused:
+        app.run_serve(config(data_dir))
+    assert raised == [refused.value]
+    assert gc.isenabled()
+
+
+def test_run_serve_closes_the_recovered_store_when_the_imports_fail(data_dir,
+                                                                    monkeypatch) -> None:
+    """If importing the loop stack fails, the store recovery opened meanwhile is closed
+    (its lock released: it opens again) and the import error is what run_serve raises."""
+    enqueue_jobs(data_dir, 2)
+    opened: list[app.OpenStore] = []
+    real_open = app.open_store
+
+    def spy(serve_config):
+        opened.append(real_open(serve_config))
+        return opened[-1]
+
+    def broken(with_http):
+        raise ImportError("no loop stack")
+
+    monkeypatch.setattr(app, "open_store", spy)
+    monkeypatch.setattr(app, "_import_loop_stack", broken)
+    before = sys.getswitchinterval()
+    with pytest.raises(ImportError, match="no loop stack"):
+        app.run_serve(config(data_dir))
+    assert len(opened) == 1 and sys.getswitchinterval() == before
+    again = real_open(config(data_dir))  # the owner lock was released
+    again.close()
 
 
 def test_run_serve_refuses_bad_tls_files_before_touching_the_store(data_dir, tmp_path):
