@@ -52,7 +52,7 @@ def test_each_own_module_registers_exactly_its_command() -> None:
 
 def test_the_serving_stack_does_not_load_the_compaction_machinery() -> None:
     probe = ("import sys, tay.server.app, tay.server.compactor, tay.server.driver, "
-             "tay.server.listener; print(sorted(m for m in sys.modules "
+             "tay.server.listener, tay.engine.core; print(sorted(m for m in sys.modules "
              "if m.startswith('tay.storage.compaction.')))")
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
                          check=True).stdout
@@ -134,3 +134,28 @@ def test_a_socket_only_serve_loads_no_url_or_ip_parsing() -> None:
     out = subprocess.run([sys.executable, "-S", "-c", probe], capture_output=True, text=True,
                          check=True).stdout
     assert eval(out) == []
+
+
+def test_the_engine_package_loads_its_facade_on_first_use() -> None:
+    """``tay serve`` builds its configuration with ``tay.engine.config`` alone: the engine
+    itself loads later (on the main thread while recovery reads the store); every name of
+    the facade is still the one its module defines."""
+    probe = ("import sys, tay.engine.config, tay.server.app; print('tay.engine.core' in "
+             "sys.modules)")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                         check=True).stdout
+    assert out.strip() == "False"
+    import importlib
+
+    import tay.engine
+
+    for name in tay.engine.__all__:
+        home = importlib.import_module(tay.engine._HOME[name])
+        assert getattr(tay.engine, name) is getattr(home, name)
+    assert set(tay.engine.__all__) <= set(dir(tay.engine))
+    with pytest.raises(AttributeError):
+        tay.engine.NoSuchName  # noqa: B018
+    from tay.engine import Engine, commands  # a name and a submodule
+
+    assert Engine is importlib.import_module("tay.engine.core").Engine
+    assert commands is importlib.import_module("tay.engine.commands")

@@ -257,9 +257,10 @@ def run_serve(config: ServeConfig, http: Any = None) -> int:
 
 
 def open_while_importing(config: ServeConfig, with_http: bool) -> OpenStore:
-    """``open_store(config)`` on a thread while this one imports the loop stack (uvloop,
-    asyncio, the listeners): recovery needs none of it, and its hashing, reads, native
-    scans and fsyncs release the GIL, so on a second core the imports cost no wall time.
+    """``open_store(config)`` on a thread while this one imports the engine and the loop
+    stack (uvloop, asyncio, the listeners): recovery's physical pass needs none of them
+    (it makes the engine only after it), and its hashing, reads, native scans and fsyncs
+    release the GIL, so on a second core most of the imports cost no wall time.
     Whatever ``open_store`` raises is raised here, unchanged; a store it opened while the
     imports failed is closed. Nothing listens before this returns."""
     import threading
@@ -295,7 +296,10 @@ def open_while_importing(config: ServeConfig, with_http: bool) -> OpenStore:
 
 
 def _import_loop_stack(with_http: bool) -> None:
-    """What ``serve`` (and ``serve_with_http``) import before they listen."""
+    """The engine (which recovery makes after its physical pass), and what ``serve`` (and
+    ``serve_with_http``) import before they listen."""
+    import tay.engine.core  # noqa: F401
+
     import asyncio  # noqa: F401
     import signal  # noqa: F401
 

@@ -31,15 +31,31 @@ class _CountingConsumer(Record):
 
     Everything else (the Store-v2 reducer's ``epoch_*`` side, once the engine has it) is the
     engine's own: a consumer the engine could not be is refused here as it is by ``serve``.
+
+    The engine is made on first use, which recovery's physical pass (lock, listing, SHA-256
+    and scan of every segment) never makes: ``run_serve`` imports the engine on its main
+    thread meanwhile. Making it has no effect a refusal could observe.
     """
 
-    __slots__ = ("engine", "other_events")
-    engine: Any
+    __slots__ = ("config", "made", "other_events")
+    config: EngineConfig
+    made: Any  # the engine, once made
     other_events: Counter
 
-    def __init__(self, engine: Any, other_events: Counter | None = None) -> None:
-        self.engine = engine
+    def __init__(self, config: EngineConfig, other_events: Counter | None = None) -> None:
+        self.config = config
+        self.made = None
         self.other_events = Counter() if other_events is None else other_events
+
+    @property
+    def engine(self) -> Any:
+        engine = self.made
+        if engine is None:
+            from tay.engine import Engine  # the engine package exposes its facade lazily
+
+            engine = self.made = Engine(self.config)
+            engine.defer_job_index()  # the admin index is built on first use, not per event
+        return engine
 
     @property
     def limits(self) -> Any:
@@ -86,11 +102,7 @@ def recover_engine(data_dir: str, engine_config: EngineConfig, *, activate: bool
     engine's history caps are attached at its tail; the caller owns the journal and must
     close it. Raises ``RecoveryRefused`` (storage untouched) on any refusal.
     """
-    from tay.engine import Engine  # the engine package exposes its facade lazily
-
-    engine = Engine(engine_config)
-    engine.defer_job_index()  # the admin index is built on first use, not per replayed event
-    consumer = _CountingConsumer(engine)
+    consumer = _CountingConsumer(engine_config)
     # Replay builds the retained state and next to no cyclic garbage: the cycle collector's
     # full passes over the growing heap cost ~10% of a long replay, so it waits until after
     collecting = gc.isenabled()
@@ -101,6 +113,7 @@ def recover_engine(data_dir: str, engine_config: EngineConfig, *, activate: bool
     finally:
         if collecting:
             gc.enable()
+    engine = consumer.engine
     try:
         if recovered.store_version == 2:  # from now on the engine writes into the epoch
             engine.attach_epoch(recovered.reducer, recovered.view.next_sequence)

@@ -370,3 +370,40 @@ def test_an_epoch_of_more_records_than_one_timer_step_reopens(data_dir: str) -> 
         assert store.store_version == 2 and len(store.engine.jobs) == 4200
     finally:
         store.close()
+
+
+def test_recovery_makes_the_engine_only_after_its_physical_pass(data_dir: str,
+                                                                monkeypatch) -> None:
+    """The engine is made once the store's segments are listed, hashed and scanned (so
+    run_serve can import it meanwhile); a store refused by that pass never makes one."""
+    from tay.engine.core import Engine
+    from tay.storage.recovery import epoch_recover
+
+    enqueue_jobs(data_dir, 3)
+    steps: list[str] = []
+    real_init, real_preflight = Engine.__init__, epoch_recover.preflight_v2
+
+    def init(self, *args, **kwargs):
+        steps.append("engine")
+        real_init(self, *args, **kwargs)
+
+    def preflight(*args, **kwargs):
+        view = real_preflight(*args, **kwargs)
+        steps.append("physical")
+        return view
+
+    monkeypatch.setattr(Engine, "__init__", init)
+    monkeypatch.setattr(epoch_recover, "preflight_v2", preflight)
+    store = open_store(config(data_dir))
+    try:
+        assert steps == ["physical", "engine"] and len(store.engine.jobs) == 3
+    finally:
+        store.close()
+    steps.clear()
+    [segment] = [os.path.join(d, f) for d, _, files in os.walk(data_dir) for f in files
+                 if f.endswith("1.tay") and "epochs" in d]
+    with open(segment, "r+b") as handle:  # a torn header: the physical pass refuses
+        handle.truncate(10)
+    with pytest.raises(RecoveryRefused):
+        open_store(config(data_dir))
+    assert steps == []
