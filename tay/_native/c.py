@@ -185,6 +185,8 @@ def _marked_columns() -> tuple:
 
 
 _SPANS = struct.Struct("=6Q").unpack_from  # a report's id offsets (tay_split_frames_marked)
+_split_marked = lib.tay_split_frames_marked  # looked up once: called per read
+_FRAME_FULL = lib.TAY_FRAME_FULL
 
 
 def split_frames_marked(buf: Any, max_frame: int, max_depth: int, max_nodes: int,
@@ -205,25 +207,35 @@ def split_frames_marked(buf: Any, max_frame: int, max_depth: int, max_nodes: int
     text = None  # the buffer as latin-1 text, made once: a report is ASCII, one char a byte
     while True:
         try:  # cffi refuses a limit outside its unsigned parameter (OverflowError)
-            code = lib.tay_split_frames_marked(
+            code = _split_marked(
                 data, size - offset, max_frame, _FRAME_SCRATCH_ROWS, max_depth, max_nodes,
                 max_key_bytes, starts, ends, marks, fields, count, consumed)
         except OverflowError:
             raise ValueError("limits out of range") from None
-        for index in range(count[0]):
-            mark = marks[index]
+        found = count[0]
+        if found == 1 and not offset:  # one whole frame per read, the most common case
+            mark = marks[0]
             if mark < 2:
-                frames.append((offset + starts[index], offset + ends[index], mark, None))
-                continue
-            if text is None:
+                frames.append((starts[0], ends[0], mark, None))
+            else:
                 text = str(buf, "latin-1")
-            a, b, c, d, e, f = _SPANS(spans, 48 * index)
-            if offset:
-                a, b, c, d, e, f = (x + offset for x in (a, b, c, d, e, f))
-            frames.append((offset + starts[index], offset + ends[index], mark,
-                           (text[a:b], text[c:d], text[e:f])))
+                a, b, c, d, e, f = _SPANS(spans)
+                frames.append((starts[0], ends[0], mark, (text[a:b], text[c:d], text[e:f])))
+        else:
+            for index in range(found):
+                mark = marks[index]
+                if mark < 2:
+                    frames.append((offset + starts[index], offset + ends[index], mark, None))
+                    continue
+                if text is None:
+                    text = str(buf, "latin-1")
+                a, b, c, d, e, f = _SPANS(spans, 48 * index)
+                if offset:
+                    a, b, c, d, e, f = (x + offset for x in (a, b, c, d, e, f))
+                frames.append((offset + starts[index], offset + ends[index], mark,
+                               (text[a:b], text[c:d], text[e:f])))
         offset += consumed[0]
-        if code != lib.TAY_FRAME_FULL:
+        if code != _FRAME_FULL:
             return frames, offset, _FRAME_ERRORS[code]
         if base is buf:  # more than a scratch full of frames in bytes: go on through a view
             base = ffi.from_buffer("uint8_t[]", buf)
