@@ -101,8 +101,10 @@ def answers(engine) -> dict:
     out: dict = {"pages": {}}
     retention = Retention("minutes", 1)
     out["expirable"] = [engine.expirable(retention, at) for at in (0, 5_000, 10**7)]
-    out["stale"] = engine.stale_expiries({job_id: peek(e).revision
-                                          for job_id, e in all_entries(engine).items()})
+    # in id order: stale_expiries answers in the order it is asked, and all_entries lists
+    # a job taken out of the columns after the jobs that never were in them
+    out["stale"] = sorted(engine.stale_expiries({job_id: peek(e).revision
+                                                 for job_id, e in all_entries(engine).items()}))
     out["lookup"] = {job_id: engine.lookup(job_id) for job_id in all_entries(engine)}
     for key in ({}, {"state": "completed"}, {"state": "discarded"}, {"state": "available"},
                 {"queue": "q"}, {"task": "w"}, {"limit": 2}, {"queue": "r"},
