@@ -97,10 +97,10 @@ def test_storage_values_keep_their_dataclass_behaviour() -> None:
     assert RootInventory("/a").names is not RootInventory("/a").names
 
 
-def test_the_serving_stack_builds_no_dataclass_but_the_replay_ones() -> None:
+def test_the_serving_stack_builds_no_dataclass_but_the_event_type() -> None:
     """A dataclass compiles its methods at every import (~0.7 ms each of tay serve's
-    start); the ones left on the serving path are the replay helper's event and snapshot
-    types and the v1 view and consumer."""
+    start); the one left on the serving path is the event type (with its class-switching
+    fast constructor)."""
     import subprocess
     import sys
 
@@ -117,7 +117,48 @@ def test_the_serving_stack_builds_no_dataclass_but_the_replay_ones() -> None:
              "print(sorted(made))\n")
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
                          check=True).stdout
-    assert set(eval(out)) <= {"tay.storage.events.registry.Event",
-                              "tay.storage.v2.records.Snapshot",
-                              "tay.storage.recovery.recover.FrozenView",
-                              "tay.storage.recovery.recover.TableConsumer"}
+    assert set(eval(out)) <= {"tay.storage.events.registry.Event"}
+
+
+def test_replay_values_keep_their_dataclass_behaviour() -> None:
+    """The v2 snapshot, the v1 view and the default consumer, once dataclasses: fields in
+    order and by name, defaults (a fresh table and counter for each consumer), equality
+    (a snapshot's definition bytes left out of it and of the repr, as ``compare=False,
+    repr=False`` did), frozen snapshots, body fields read as attributes."""
+    from collections import Counter
+
+    from tay.storage.events.transitions import JobTable
+    from tay.storage.layout import Inventory
+    from tay.storage.recovery.recover import FrozenView, TableConsumer
+    from tay.storage.v2.records import Snapshot
+
+    body = {"state": "completed", "attempt": 1}
+    one = Snapshot(b"i" * 16, 3, 1, None, body, b"def")
+    assert one == Snapshot(b"i" * 16, 3, 1, None, dict(body)) != Snapshot(b"i" * 16, 4, 1,
+                                                                          None, body)
+    assert repr(one) == ("Snapshot(job_id=b'iiiiiiiiiiiiiiii', revision=3, cycle=1, "
+                         "execution=None, body={'state': 'completed', 'attempt': 1})")
+    assert one.state == "completed" and one.definition_bytes == b"def"
+    assert Snapshot(job_id=b"j" * 16, revision=1, cycle=1, execution=7, body={}).execution == 7
+    with pytest.raises(AttributeError):
+        one.no_such_key  # noqa: B018
+    with pytest.raises(FrozenInstanceError):
+        one.revision = 4
+    with pytest.raises(TypeError):
+        hash(one)  # its body is a dict, as the frozen dataclass's hash found
+    first, second = TableConsumer(), TableConsumer()
+    assert first.table is not second.table and first != second  # a table is itself only
+    assert first.other_events is not second.other_events and first.limits == DecodeLimits()
+    same = TableConsumer(table=first.table)
+    assert same == first and isinstance(second.table, JobTable)
+    first.other_events["x"] += 1
+    assert same != first
+    assert TableConsumer(DecodeLimits(depth=3)).limits.depth == 3
+    assert isinstance(second.other_events, Counter)
+    view = FrozenView(Inventory("/a"), b"s" * 16, [], 1, 0, False)
+    assert view.ledger is None and view == FrozenView(Inventory("/a"), b"s" * 16, [], 1, 0,
+                                                      False, None)
+    view.ledger = "x"
+    assert view != FrozenView(Inventory("/a"), b"s" * 16, [], 1, 0, False)
+    with pytest.raises(TypeError):
+        hash(view)

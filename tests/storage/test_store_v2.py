@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import hashlib
 import struct
-from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from tay import _native
+from tay._frozen import replace
 from tay._frozen import replace as frozen_replace
 from tay.failures import RecoveryRefused
 from tay.storage.formats import record, value

@@ -9,7 +9,6 @@ changes no byte of the store.
 
 from __future__ import annotations
 
-import dataclasses
 import hashlib
 import os
 from pathlib import Path
@@ -254,7 +253,7 @@ def _order_reused(jobs, checkpoints):
     first, second = available[:2]
     order = decode_snapshot(jobs[first][0][2]).body["availability_order"]
     twin = decode_snapshot(jobs[second][0][2])
-    jobs[second][0] = (7, 1, encode_snapshot(dataclasses.replace(
+    jobs[second][0] = (7, 1, encode_snapshot(replace(
         twin, body={**twin.body, "availability_order": order})))
     return flat(jobs, checkpoints), sum(len(g) for g in jobs[:second])
 

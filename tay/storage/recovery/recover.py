@@ -23,9 +23,9 @@ from __future__ import annotations
 
 import os
 from collections import Counter
-from dataclasses import dataclass, field
 from typing import Protocol
 
+from tay._frozen import Record
 from tay.failures import RecoveryRefused, StorageFailure
 from tay.storage import events as event_codec
 from tay.storage import layout
@@ -50,17 +50,29 @@ from tay.storage.recovery.limits import (
 from tay.storage.events.transitions import JobState, JobTable
 from tay.storage.formats.value import DecodeLimits, locate
 
-@dataclass
-class FrozenView(HeldSegments):
+class FrozenView(HeldSegments, Record):
     """The result of pass 1: what replay reads and revalidation must find again."""
 
+    __slots__ = ("inventory", "store_id", "segments", "next_sequence", "record_count",
+                 "exhausted", "ledger")
     inventory: layout.Inventory
     store_id: bytes
     segments: list[SegmentView]
     next_sequence: int
     record_count: int
     exhausted: bool
-    ledger: segment_ledger.Ledger | None = None  # None: the store has no SEGMENT-LEDGER
+    ledger: segment_ledger.Ledger | None  # None: the store has no SEGMENT-LEDGER
+
+    def __init__(self, inventory: layout.Inventory, store_id: bytes,
+                 segments: list[SegmentView], next_sequence: int, record_count: int,
+                 exhausted: bool, ledger: segment_ledger.Ledger | None = None) -> None:
+        self.inventory = inventory
+        self.store_id = store_id
+        self.segments = segments
+        self.next_sequence = next_sequence
+        self.record_count = record_count
+        self.exhausted = exhausted
+        self.ledger = ledger
 
     def key(self) -> tuple:
         return (self.inventory.fingerprint, self.store_id, self.segments_key(),
@@ -207,13 +219,20 @@ class EventSink(Protocol):
     def __call__(self, sequence: int, event: event_codec.Event) -> None: ...
 
 
-@dataclass
-class TableConsumer:
+class TableConsumer(Record):
     """The default replay consumer: decode each event and apply it to a ``JobTable``."""
 
-    limits: DecodeLimits = field(default_factory=DecodeLimits)
-    table: JobTable = field(default_factory=JobTable)
-    other_events: Counter = field(default_factory=Counter)
+    __slots__ = ("limits", "table", "other_events")
+    limits: DecodeLimits
+    table: JobTable
+    other_events: Counter
+
+    def __init__(self, limits: DecodeLimits | None = None, table: JobTable | None = None,
+                 other_events: Counter | None = None) -> None:
+        # None: a fresh one for each consumer (the dataclass's default factories)
+        self.limits = DecodeLimits() if limits is None else limits
+        self.table = JobTable() if table is None else table
+        self.other_events = Counter() if other_events is None else other_events
 
     def __call__(self, sequence: int, rtype: int, schema: int, payload: memoryview) -> None:
         self.consume_event(sequence, event_codec.decode_event(rtype, schema, payload, self.limits))

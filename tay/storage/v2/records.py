@@ -8,9 +8,9 @@ one transition function (``tay.storage.events.transitions.apply`` with S = new_r
 from __future__ import annotations
 
 import struct
-from dataclasses import dataclass, field
 from typing import Any, NamedTuple
 
+from tay._frozen import Frozen, set_field
 from tay.storage import events as ev
 from tay.storage.formats import value
 from tay.storage.events.definition import (
@@ -34,17 +34,35 @@ _PREFIX = struct.Struct(">16sQQB")
 _TOKEN = struct.Struct(">Q")  # the execution token, present when exec_present is 1
 
 
-@dataclass(frozen=True, slots=True)
-class Snapshot:
-    """One retained job in an epoch's base: logical revision, tokens and its 11-key body."""
+class Snapshot(Frozen):
+    """One retained job in an epoch's base: logical revision, tokens and its 11-key body.
 
+    ``definition_bytes`` (the definition's canonical bytes as read; None: encode it when
+    needed) takes no part in equality, hashing or the repr, as in the dataclass this was."""
+
+    __slots__ = ("job_id", "revision", "cycle", "execution", "body", "definition_bytes")
     job_id: bytes
     revision: int
     cycle: int
     execution: int | None
     body: dict
-    # the definition's canonical bytes as read (None: encode it when needed)
-    definition_bytes: bytes | None = field(default=None, compare=False, repr=False)
+    definition_bytes: bytes | None
+
+    def __init__(self, job_id: bytes, revision: int, cycle: int, execution: int | None,
+                 body: dict, definition_bytes: bytes | None = None) -> None:
+        set_field(self, "job_id", job_id)
+        set_field(self, "revision", revision)
+        set_field(self, "cycle", cycle)
+        set_field(self, "execution", execution)
+        set_field(self, "body", body)
+        set_field(self, "definition_bytes", definition_bytes)
+
+    def _values(self) -> tuple:
+        return (self.job_id, self.revision, self.cycle, self.execution, self.body)
+
+    def __repr__(self) -> str:
+        return (f"Snapshot(job_id={self.job_id!r}, revision={self.revision!r}, "
+                f"cycle={self.cycle!r}, execution={self.execution!r}, body={self.body!r})")
 
     def __getattr__(self, key: str) -> Any:  # body fields read as attributes
         try:
