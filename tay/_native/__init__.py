@@ -44,7 +44,7 @@ API (see docs/native.md for the details and error conventions):
 - ``base_jobs(buf, offsets, lengths, types, schemas, start, stop, last_id, max_depth,
   max_nodes, max_binary) -> (next, rows)``: a Store-v2 base segment's finished jobs as
   columns, one call per run of records (``tay._native._pure_base``): ``BASE_JOB`` (15) ints
-  per job taken whole (a terminal snapshot and at most one result attachment), stopping
+  (one ``array('Q')``) per job taken whole (a terminal snapshot and at most one result attachment), stopping
   before the first record it cannot vouch for; ``next`` is that record's index.
 - ``split_frames(buf, max_frame) -> (frames, consumed, error)``; ``frames`` are
   ``(start, end)`` payload slices; ``error`` None | "frame_too_large" | "empty_frame".

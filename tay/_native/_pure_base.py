@@ -7,11 +7,13 @@ whole: a (7,1) snapshot the snapshot fast path accepts, in a terminal state, its
 the previous one (``last_id``: the id before ``start``, None for none), then at most one
 (31,2) attachment carrying a (10,2) result the event fast path accepts for that job at its
 revision, when the job is completed; a record outside ``buf`` ends the walk. Returns ``(next, rows)``: the index of the first record
-it did not take and ``BASE_JOB`` integers per job (offsets absolute in ``buf``).
+it did not take and ``BASE_JOB`` integers per job (offsets absolute in ``buf``) in an
+``array('Q')`` (what the engine keeps of a run, made without an int object per field).
 """
 
 from __future__ import annotations
 
+from array import array
 from typing import Any, Sequence
 
 from tay._native import _pure_events as er
@@ -41,7 +43,7 @@ def _result(buf: Any, offset: int, length: int, job_id: bytes, revision: int,
 def base_jobs(buf: Any, offsets: Sequence[int], lengths: Sequence[int], types: Sequence[int],
               schemas: Sequence[int], start: int, stop: int, last_id: bytes | None,
               max_depth: int = 64, max_nodes: int = 100_000,
-              max_binary: int = 16_777_216) -> tuple[int, list[int]]:
+              max_binary: int = 16_777_216) -> tuple[int, array]:
     limits = (max_depth, max_nodes, max_binary)
     previous = last_id
     rows: list[int] = []
@@ -81,4 +83,4 @@ def base_jobs(buf: Any, offsets: Sequence[int], lengths: Sequence[int], types: S
                  snapshot[d + er.ARGS_NODES], *result]
         previous = job_id
         i += used
-    return i, rows
+    return i, array("Q", rows)

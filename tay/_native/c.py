@@ -380,7 +380,7 @@ def _rows_scan(scan: Any, width: int, buf: Any, records: Sequence[tuple[int, int
 
 def base_jobs(buf: Any, offsets: Any, lengths: Any, types: Any, schemas: Any, start: int,
               stop: int, last_id: bytes | None, max_depth: int = 64, max_nodes: int = 100_000,
-              max_binary: int = 16_777_216) -> tuple[int, list[int]]:
+              max_binary: int = 16_777_216) -> tuple[int, array]:
     """A base's finished jobs as columns; see ``tay._native._pure_base.base_jobs``.
     ``offsets`` (u64), ``lengths`` (u32), ``types`` and ``schemas`` (bytes) are the record
     scan's columns (``RecordTable``), read in place."""
@@ -391,7 +391,7 @@ def base_jobs(buf: Any, offsets: Any, lengths: Any, types: Any, schemas: Any, st
         raise ValueError("last_id must be 16 bytes")
     count = stop - start
     if not count:
-        return start, []
+        return start, array("Q")
     data = ffi.from_buffer("uint8_t[]", buf)
     offset_column = _column("uint64_t[]", offsets, start, count)
     length_column = _column("uint32_t[]", lengths, start, count)
@@ -402,7 +402,8 @@ def base_jobs(buf: Any, offsets: Any, lengths: Any, types: Any, schemas: Any, st
                               ffi.from_buffer("uint8_t[]", schemas) + start,
                               ffi.NULL if last_id is None else last_id, max_depth, max_nodes,
                               max_binary, _EVENT_TAPE, *_event_tape(), jobs, found)
-    rows = ffi.unpack(jobs, found[0] * lib.TAY_BASE_JOB)
+    rows = array("Q")  # copied in one piece: no int object per field
+    rows.frombytes(ffi.buffer(jobs, found[0] * lib.TAY_BASE_JOB * 8))
     if start:
         for slot in range(lib.TAY_BJ_RECORD, len(rows), lib.TAY_BASE_JOB):
             rows[slot] += start

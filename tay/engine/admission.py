@@ -23,6 +23,12 @@ def job_charge(definition_bytes: int, definition_nodes: int) -> int:
     return 2 * definition_bytes + BYTES_PER_NODE * definition_nodes + JOB_OVERHEAD_BYTES
 
 
+def jobs_charge(definition_bytes: int, definition_nodes: int, jobs: int) -> int:
+    """The summed ``job_charge`` of ``jobs`` jobs from the sums of their definition bytes
+    and nodes (the charge is linear): a columnar run is charged without a call per job."""
+    return 2 * definition_bytes + BYTES_PER_NODE * definition_nodes + JOB_OVERHEAD_BYTES * jobs
+
+
 def schedule_charge(definition_bytes: int, definition_nodes: int, active_jobs: int) -> int:
     """The state-budget charge of one schedule: like a job's, plus its membership ids."""
     return job_charge(definition_bytes, definition_nodes) + MEMBER_BYTES * active_jobs

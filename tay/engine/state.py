@@ -15,10 +15,11 @@ every other live change stay on this path.
 from __future__ import annotations
 
 from collections import Counter
+from itertools import compress
 from typing import Any, Iterable, Mapping
 
 from tay.engine.activity import Activity
-from tay.engine.admission import ClientPermits, StateBudget, job_charge
+from tay.engine.admission import ClientPermits, StateBudget, job_charge, jobs_charge
 from tay.engine.config import EngineConfig
 from tay.engine.effects import Execute, Outcome
 from tay.engine.execute_args import ExecuteArgs
@@ -354,12 +355,13 @@ class EngineState:
         ids = self.finished.add(held, first)
         self._stamp += len(ids)
         columns = held.columns
-        fixed = DEFINITION_FIXED_NODES
-        charged = sum(map(job_charge, columns[bj.DEFINITION_LENGTH::bj.BASE_JOB],
-                          [nodes + fixed for nodes in columns[bj.ARGS_NODES::bj.BASE_JOB]]))
-        margins = sum(size for size, length in zip(columns[bj.RESULT_BYTES::bj.BASE_JOB],
-                                                   columns[bj.RESULT_LENGTH::bj.BASE_JOB])
-                      if length)
+        count = len(ids)
+        charged = jobs_charge(sum(columns[bj.DEFINITION_LENGTH::bj.BASE_JOB]),
+                              sum(columns[bj.ARGS_NODES::bj.BASE_JOB])
+                              + DEFINITION_FIXED_NODES * count, count)
+        # a job's margin is its result's size, when it has a result
+        margins = sum(compress(columns[bj.RESULT_BYTES::bj.BASE_JOB],
+                               columns[bj.RESULT_LENGTH::bj.BASE_JOB]))
         self.budget.charge(charged, admitted=True)
         self.budget.charge(margins)
         states = columns[bj.STATE::bj.BASE_JOB]

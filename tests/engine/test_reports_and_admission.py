@@ -1,6 +1,8 @@
 """Execution reports (results, failure objects, pairing) and admission budgets."""
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from tay.engine import EngineConfig
 from tay.engine import commands as c
@@ -174,3 +176,13 @@ def test_a_late_report_is_recognised_for_the_latest_settled_memory_executions():
             assert reply(out).type == "accepted" and not out.events
         else:
             assert refusal(out)["code"] == "unknown_execution"
+
+
+@given(st.lists(st.tuples(st.integers(0, 1 << 40), st.integers(0, 1 << 40)), max_size=50))
+def test_a_run_of_jobs_is_charged_what_its_jobs_are_charged_one_by_one(jobs) -> None:
+    """``jobs_charge`` (a columnar run's charge from its sums) equals the sum of
+    ``job_charge`` per job, for any run."""
+    from tay.engine.admission import jobs_charge
+
+    assert jobs_charge(sum(d for d, _ in jobs), sum(n for _, n in jobs), len(jobs)) == \
+        sum(job_charge(d, n) for d, n in jobs)
