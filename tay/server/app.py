@@ -262,7 +262,10 @@ def open_while_importing(config: ServeConfig, with_http: bool) -> OpenStore:
     (it makes the engine only after it), and its hashing, reads, native scans and fsyncs
     release the GIL, so on a second core most of the imports cost no wall time.
     Whatever ``open_store`` raises is raised here, unchanged; a store it opened while the
-    imports failed is closed. Nothing listens before this returns."""
+    imports failed is closed. Nothing listens before this returns. An interrupt (SIGINT)
+    is raised at once, as it interrupted recovery itself before: the thread is a daemon
+    and ends with the process, as recovery ended at a kill (nothing it did is visible
+    before it is durable)."""
     import threading
 
     done: list[Any] = []
@@ -273,21 +276,22 @@ def open_while_importing(config: ServeConfig, with_http: bool) -> OpenStore:
         except BaseException as error:  # handed to the caller as it is
             done.append(error)
 
-    thread = threading.Thread(target=recover, name="tay-recovery")
-    # The recovery thread re-takes the GIL after each native call; at the default 5 ms
-    # switch interval it would wait out the imports instead (serve() sets the same value).
+    thread = threading.Thread(target=recover, name="tay-recovery", daemon=True)
+    # Each native call and system call of either thread hands the GIL over; a short switch
+    # interval bounds how long the recovery thread waits for it (serve() sets the same).
     previous_interval = sys.getswitchinterval()
     sys.setswitchinterval(SWITCH_INTERVAL_S)
-    thread.start()
     try:
+        thread.start()
         try:
             _import_loop_stack(with_http)
-        finally:
+        except Exception:
             thread.join()
-    except BaseException:
-        if done and isinstance(done[0], OpenStore):
+            if not isinstance(done[0], OpenStore):  # recovery refused: raised first before
+                raise done[0] from None
             done[0].close()
-        raise
+            raise
+        thread.join()
     finally:
         sys.setswitchinterval(previous_interval)
     if isinstance(done[0], BaseException):

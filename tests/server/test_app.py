@@ -317,6 +317,9 @@ def test_run_serve_closes_the_recovered_store_when_the_imports_fail(data_dir,
     assert len(opened) == 1 and sys.getswitchinterval() == before
     again = real_open(config(data_dir))  # the owner lock was released
     again.close()
+    os.remove(os.path.join(data_dir, "CURRENT"))  # a refusal too: it is what is raised,
+    with pytest.raises(RecoveryRefused):  # as when recovery ran before the imports
+        app.run_serve(config(data_dir))
 
 
 def test_run_serve_refuses_bad_tls_files_before_touching_the_store(data_dir, tmp_path):
@@ -407,3 +410,36 @@ def test_recovery_makes_the_engine_only_after_its_physical_pass(data_dir: str,
     with pytest.raises(RecoveryRefused):
         open_store(config(data_dir))
     assert steps == []
+
+
+def test_an_interrupt_during_start_up_is_raised_without_waiting_for_recovery(
+        data_dir: str, monkeypatch) -> None:
+    """SIGINT (KeyboardInterrupt) while the loop stack imports is raised at once, as it
+    interrupted recovery itself before; the recovery thread is a daemon (it ends with
+    the process instead of holding its exit)."""
+    import threading
+    import time
+
+    release = threading.Event()
+    threads: list[threading.Thread] = []
+
+    def slow_open(serve_config):
+        threads.append(threading.current_thread())
+        release.wait(10)
+        raise RuntimeError("not reached by the caller")
+
+    def interrupted(with_http):
+        raise KeyboardInterrupt
+
+    monkeypatch.setattr(app, "open_store", slow_open)
+    monkeypatch.setattr(app, "_import_loop_stack", interrupted)
+    started = time.monotonic()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            app.run_serve(config(data_dir))
+        assert time.monotonic() - started < 5
+        assert threads and threads[0].daemon
+    finally:
+        release.set()
+        for thread in threads:
+            thread.join(10)
