@@ -263,6 +263,12 @@ typedef struct {
                                                   thread runs SCHED_FIFO at this priority
                                                   (start fails with -EPERM without
                                                   CAP_SYS_NICE or RLIMIT_RTPRIO) */
+    uint64_t slice_ns;                         /* 0: the creator's slice; else the thread
+                                                  asks the fair scheduler for this slice
+                                                  (sched_setattr sched_runtime, no privilege;
+                                                  Linux 6.12+, older kernels ignore it),
+                                                  keeping its policy and nice; not with
+                                                  rt_priority */
 } tay_writer_config;
 
 typedef struct {                               /* where the writer stands (after close) */
@@ -350,6 +356,7 @@ void tay_writer_failure_of(tay_writer *w, tay_writer_failure *out);
 void tay_writer_stats_of(tay_writer *w, tay_writer_stats *out);
 void tay_writer_phases_of(tay_writer *w, tay_writer_phases *out);
 int tay_writer_scheduling(tay_writer *w, int *policy, int *priority);
+int tay_writer_fair_slice(tay_writer *w, uint64_t *slice_ns, int *nice, int *set_errno);
 int tay_writer_close(tay_writer *w, tay_writer_tail *tail);
 void tay_writer_free(tay_writer *w);
 /* test seams: fail the Nth write / sync (counted like FaultyIO: every later one fails too),

@@ -60,6 +60,10 @@ struct tay_writer {
     size_t q_subs_head, q_subs_len, q_subs_cap;
     uint64_t tickets, flushed, queued_events, submit_next_sequence;
     int closing, exited, waiting;   /* waiting: 0 busy, 1 idle, 2 holding */
+    int started;                    /* the thread has set tid and its slice (under mu) */
+    int tid;                        /* the writer thread's id, for sched_getattr */
+    int slice_errno;                /* why asking for slice_ns failed (0: it did not) */
+    uint64_t slice_ns;              /* asked for at start (0: none) */
     uint32_t max_events;
     int64_t interval_ns;
     int linger;

@@ -88,7 +88,7 @@ class NativeWriter:
                  history_bytes: int, segment_crc: int, sync: bool, rotation_target: int,
                  max_events: int, interval_ms: int, linger: bool, ledger_fd: int = -1,
                  epoch_id: bytes = bytes(16), ledger_size: int = 0,
-                 ledger_highest: int = 0, rt_priority: int = 0) -> None:
+                 ledger_highest: int = 0, rt_priority: int = 0, slice_us: int = 0) -> None:
         if not 1 <= len(dir_fds) == len(dir_names) <= MAX_DIRS:
             raise ValueError(f"1..{MAX_DIRS} pinned directories, root first")
         config = ffi.new("tay_writer_config *")
@@ -120,6 +120,7 @@ class NativeWriter:
         config.ledger_size = ledger_size
         config.ledger_highest = ledger_highest
         config.rt_priority = rt_priority  # 0: as the creator; 1..99: SCHED_FIFO
+        config.slice_ns = slice_us * 1000  # 0: the creator's fair-scheduler slice
         handle = ffi.new("tay_writer **")
         rc = lib.tay_writer_start(config, handle)
         if rc == lib.TAY_WRITER_ARGUMENT:
@@ -250,6 +251,17 @@ class NativeWriter:
         if rc:
             raise OSError(rc, "cannot read the writer thread's scheduling")
         return policy[0], priority[0]
+
+    def fair_slice(self) -> tuple[int, int, int]:
+        """The writer thread's ``(slice_ns, nice, errno)``: its fair-scheduler slice and nice
+        as the kernel reports them, and why asking for ``slice_us`` failed (0: it did not)."""
+        if self._closed:
+            raise WriterClosed("the writer is closed")
+        slice_ns, nice, set_errno = ffi.new("uint64_t *"), ffi.new("int *"), ffi.new("int *")
+        rc = lib.tay_writer_fair_slice(self._w, slice_ns, nice, set_errno)
+        if rc:
+            raise OSError(rc, "cannot read the writer thread's scheduling")
+        return slice_ns[0], nice[0], set_errno[0]
 
     def stats(self) -> dict[str, int]:
         out = ffi.new("tay_writer_stats *")

@@ -29,6 +29,10 @@ from tay.storage.journal.commit import CommitStats, GroupCommitter, check_batchi
 from tay.storage.journal.writer import Journal, JournalRecord, Receipt
 
 WRITERS = ("auto", "c", "python")
+# The fair-scheduler slice the C writer thread asks for (the kernel's least, 0.1 ms): on a
+# busy machine its wake-ups after each fdatasync waited on run queues behind the default
+# slice (docs/benchmarks.md, eighth session); a real-time priority replaces it
+WRITER_SLICE_US = 100
 _KEPT_RECEIPTS = 4096
 # a record's meta for tay_writer_submit, as tay._native.writer.pack_submission packs it
 _META_PACK = struct.Struct("=4Q").pack
@@ -117,7 +121,8 @@ class NativeCommitter:
             history_bytes=journal.history_bytes, segment_crc=journal.segment_crc,
             sync=journal.durability == "sync", rotation_target=journal.rotation_target,
             max_events=self.max_events, interval_ms=round(self.interval_s * 1000),
-            linger=self.linger, rt_priority=self.rt_priority, **_ledger_config(journal))
+            linger=self.linger, rt_priority=self.rt_priority, slice_us=WRITER_SLICE_US,
+            **_ledger_config(journal))
 
     # -- producer side ------------------------------------------------------------------
     @property
@@ -269,6 +274,10 @@ class NativeCommitter:
     def scheduling(self) -> tuple[int, int]:
         """The running writer thread's ``(policy, priority)`` (``os.SCHED_FIFO``, ...)."""
         return self._writer.scheduling()
+
+    def fair_slice(self) -> tuple[int, int, int]:
+        """The running writer thread's ``(slice_ns, nice, errno)`` (``NativeWriter.fair_slice``)."""
+        return self._writer.fair_slice()
 
     def observe(self, latency_bounds_s: Sequence[float], batch_bounds: Sequence[int]) -> None:
         """Keep per-batch histograms in C (the Python twin calls ``observer`` per batch on
