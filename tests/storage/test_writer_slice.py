@@ -11,12 +11,9 @@ import threading
 
 import pytest
 
-from tests.storage.conftest import FIXTURE_STORE_ID, scratch_path
 from tests.storage.test_committers import WITHOUT_C_WRITER, payload
-from tests.storage.test_writer_rt_priority import NEEDS_FIFO
+from tests.storage.test_writer_rt_priority import NEEDS_FIFO, journal  # noqa: F401 (fixture)
 from tay.storage.journal.native_commit import WRITER_SLICE_US, NativeCommitter
-from tay.storage.journal.writer import init_store
-from tay.storage.recovery.recover import recover
 
 pytestmark = WITHOUT_C_WRITER
 
@@ -32,17 +29,6 @@ def kernel_has_custom_slices() -> bool:
 
 NEEDS_SLICES = pytest.mark.skipif(not kernel_has_custom_slices(),
                                   reason="the kernel predates custom fair slices (6.12)")
-
-
-@pytest.fixture
-def journal():
-    root = scratch_path("slice")
-    init_store(str(root), durability="sync", validated_filesystem=True,
-               store_id=FIXTURE_STORE_ID)
-    opened = recover(str(root), consumer=lambda *a: None, durability="sync",
-                     validated_filesystem=True).journal
-    yield opened
-    opened.close()
 
 
 def start_in_thread(journal, nice: int = 0, **kwargs) -> NativeCommitter:
