@@ -8,6 +8,7 @@ import pytest
 
 from tay.storage.formats.value import DecodeLimits
 from tay.storage.v2.manifest import Retention
+from tests.test_startup_imports import IMPORT_SERVING
 
 
 def test_equality_hash_and_repr_come_from_the_fields() -> None:
@@ -111,9 +112,7 @@ def test_the_serving_stack_builds_no_dataclass_but_the_event_type() -> None:
              "    made.append(cls.__module__ + '.' + cls.__qualname__)\n"
              "    return original(cls, *args)\n"
              "dataclasses._process_class = record\n"
-             "import tay.server.cli, tay.server.app, tay.server.admin, tay.server.driver, "
-             "tay.server.lifecycle, tay.server.listener, tay.server.compactor, "
-             "tay.server.connection, tay.storage.recovery.epoch_recover\n"
+             + IMPORT_SERVING +
              "print(sorted(made))\n")
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
                          check=True).stdout
