@@ -237,6 +237,7 @@ async def stop(*args, **kwargs):
 
 app.open_store = spy_open
 app._import_loop_stack = spy_imports
+app._base_dominates = lambda data_dir: True  # a fresh store is all tail: force the thread
 app.serve = stop
 http = HttpConfig(port=0) if sys.argv[2] == "http" else None
 if http is not None:
@@ -271,9 +272,35 @@ def test_run_serve_recovers_on_a_thread_while_importing_the_event_loop_stack(dat
     assert os.path.isdir(data_dir)  # the store really was opened (initialized) then
 
 
-def test_run_serve_raises_what_recovery_raised_on_its_thread(data_dir, monkeypatch) -> None:
-    """A refusal found on the recovery thread is raised by run_serve itself, the same
-    exception, and nothing is served."""
+def test_recovery_takes_a_thread_only_when_the_base_dominates(data_dir) -> None:
+    """The thread overlaps the base's physical pass with the imports; a store that is all
+    tail (fresh, uncompacted, not there yet, v1) is recovered on the main thread."""
+    from tay.engine import Engine
+    from tay.storage.compaction.offline import compact_offline
+    from tay.storage.v2.manifest import Retention
+
+    assert not app._base_dominates(data_dir)  # missing: initialized on open
+    enqueue_jobs(data_dir, 3)
+    assert not app._base_dominates(data_dir)  # all tail
+    compact_offline(data_dir, consumer=Engine(EngineConfig()), retention=Retention("infinity"),
+                    durability="write")
+    assert app._base_dominates(data_dir)
+    os.remove(os.path.join(data_dir, "CURRENT"))  # damaged: recovery says what is wrong
+    assert not app._base_dominates(data_dir)
+
+
+@pytest.fixture(params=["thread", "serial"])
+def recovery_path(request, monkeypatch) -> str:
+    """Run the test with recovery on its thread and on the main thread (the store's shape
+    chooses one; these tests hold for both)."""
+    monkeypatch.setattr(app, "_base_dominates", lambda data_dir: request.param == "thread")
+    return request.param
+
+
+def test_run_serve_raises_what_recovery_raised_on_its_thread(data_dir, monkeypatch,
+                                                             recovery_path) -> None:
+    """A refusal found on the recovery thread (or on the main thread) is raised by
+    run_serve itself, the same exception, and nothing is served."""
     enqueue_jobs(data_dir, 2)
     os.remove(os.path.join(data_dir, "CURRENT"))
     raised: list[BaseException] = []
@@ -294,8 +321,8 @@ def test_run_serve_raises_what_recovery_raised_on_its_thread(data_dir, monkeypat
     assert gc.isenabled()
 
 
-def test_run_serve_closes_the_recovered_store_when_the_imports_fail(data_dir,
-                                                                    monkeypatch) -> None:
+def test_run_serve_closes_the_recovered_store_when_the_imports_fail(data_dir, monkeypatch,
+                                                                    recovery_path) -> None:
     """If importing the loop stack fails, the store recovery opened meanwhile is closed
     (its lock released: it opens again) and the import error is what run_serve raises."""
     enqueue_jobs(data_dir, 2)
@@ -433,6 +460,7 @@ def test_an_interrupt_during_start_up_is_raised_without_waiting_for_recovery(
 
     monkeypatch.setattr(app, "open_store", slow_open)
     monkeypatch.setattr(app, "_import_loop_stack", interrupted)
+    monkeypatch.setattr(app, "_base_dominates", lambda data_dir: True)
     started = time.monotonic()
     try:
         with pytest.raises(KeyboardInterrupt):
