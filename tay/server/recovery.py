@@ -14,16 +14,18 @@ from __future__ import annotations
 import gc
 import time
 from collections import Counter
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tay._frozen import Record
 from tay.engine.config import EngineConfig
-from tay.engine.effects import Outcome
 from tay.storage import events as ev
 from tay.storage.events.transitions import STATES
 from tay.storage.journal.history_budget import HistoryBudget
 from tay.storage.recovery.inspect import summarize
 from tay.storage.recovery.recover import Recovered, recover
+
+if TYPE_CHECKING:  # the effects (and orjson with them) load with the engine: tay serve
+    from tay.engine.effects import Outcome  # imports them beside recovery's physical pass
 
 
 class _CountingConsumer(Record):
