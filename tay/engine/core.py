@@ -28,6 +28,7 @@ from tay.storage.events.schedules import SCHEDULE_PAIRS
 from tay.storage.events.transitions import JOB_PAIRS
 from tay.storage.events.transitions import JobState, apply
 from tay.storage.formats.value import DecodeLimits
+from tay.storage.v2.rows import BaseReadFailed
 
 __all__ = ["Engine"]
 
@@ -57,6 +58,13 @@ class Engine(EpochEngine):
                 raise RuntimeError("refusal after a mutation") from refusal
             out.effects = [Refuse(getattr(command, "conn", None),
                                   getattr(command, "request_id", None), refusal)]
+        except BaseReadFailed as failure:  # a held job's bytes (read before any mutation)
+            if out.events:
+                raise RuntimeError("a base read after a mutation") from failure
+            out.effects = [Refuse(getattr(command, "conn", None),
+                                  getattr(command, "request_id", None),
+                                  RequestRefused(f"the store could not be read: {failure}",
+                                                 code="unavailable"))]
         return out
 
     _HANDLERS: dict[type, Callable] = {

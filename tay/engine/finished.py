@@ -94,6 +94,15 @@ class FinishedJobs:
         if not self._held[run]:
             self._runs[run] = None  # its bytes and columns go
 
+    def load(self) -> None:
+        """Copy every run's bytes into memory (checked), so nothing reads the base segment
+        any more: a compaction does this before it reclaims the old base, whose space is
+        freed once no run holds it open. Raises ``StorageFailure`` if a read fails (the runs
+        copied so far stay copied; the rest still read the segment)."""
+        for jobs in self._runs:
+            if jobs is not None and hasattr(jobs, "load"):
+                jobs.load()
+
     def held(self) -> Iterator[tuple[BaseJobs, int]]:
         """(run, index) of every job still held, in stamp order."""
         for jobs, alive in zip(self._runs, self._alive):

@@ -350,7 +350,8 @@ class EngineState:
     def _install_columns(self, jobs: BaseJobs) -> None:
         """``_install_rows`` of a columnar run, kept in columns (tay.engine.finished): the
         same stamps, charges and counts, added up from the columns."""
-        held = jobs.held()
+        texts = self.finished.texts
+        held = jobs.held(texts)
         first = self._stamp + 1
         ids = self.finished.add(held, first)
         self._stamp += len(ids)
@@ -367,11 +368,7 @@ class EngineState:
         states = columns[bj.STATE::bj.BASE_JOB]
         counts, queue_counts = self.counts, self.queue_counts
         width = len(STATES)
-        texts = self.finished.texts
-        for (raw, state), count in Counter(zip(held.texts(bj.QUEUE), states)).items():
-            queue = texts.get(raw)
-            if queue is None:
-                queue = texts[raw] = raw.decode("utf-8")
+        for (queue, state), count in Counter(zip(held.keys(bj.QUEUE, texts), states)).items():
             row = queue_counts.get(queue) or queue_counts.setdefault(queue, [0] * width)
             row[state] += count
             counts[STATES[state]] += count

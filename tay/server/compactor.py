@@ -300,6 +300,10 @@ class OnlineCompactor:
         driver, store, engine = self.driver, self.store, self.store.engine
         if self.driver.stopped is not None:
             raise CompactionFailed("stopped", "the journal writer stopped")
+        # the finished jobs held in columns read their bytes from the base this compaction
+        # replaces: copy them first (a read that fails fails the compaction, nothing changed),
+        # so the old base's space is freed once it is reclaimed
+        engine.finished.load()
         journal = driver.suspend_writer()
         try:
             journal.rotate()  # the source ends here; an I/O error stops the writer for good

@@ -123,7 +123,7 @@ def test_the_row_layout_is_the_documented_one() -> None:
 def record_by_record():
     """Replay as before the columns: no run is ever taken in one call."""
     original = store_v2._base_run
-    store_v2._base_run = lambda mapping, records, position, reducer, limits: position
+    store_v2._base_run = lambda mapping, records, position, *rest: position
     try:
         yield
     finally:
@@ -151,7 +151,7 @@ def replay_base(raw: bytes, table: RecordTable, bulk: bool):
     try:
         os.write(fd, raw)
         mapping = mmap.mmap(fd, len(raw), prot=mmap.PROT_READ)
-        view = SegmentView(1, path, 0, len(raw), _Scan(table), mapping)
+        view = SegmentView(1, path, os.fstat(fd).st_ino, len(raw), _Scan(table), mapping)
         try:
             next_sequence = store_v2._replay_segment(view, True, 1, None,
                                                      store_v2._Dispatch(reducer, LIMITS),

@@ -46,7 +46,7 @@ from tay.storage.v2.markers import CURRENT_SIZE, MARKER_SIZE, decode_current
 from tay.storage.v2.records import MUTATION_PAIR, SNAPSHOT_PAIR, decode_mutation, decode_snapshot
 from tay.storage.v2.fast import decode_batch
 from tay.storage.v2.reducer import EpochReducer
-from tay.storage.v2.rows import BaseJobs, ResultRow
+from tay.storage.v2.rows import BaseJobs, BaseSource, ResultRow
 
 _HASH_CHUNK = 1 << 20
 _BATCH = 256  # records decoded per native call in replay (bounds what is held at once)
@@ -429,6 +429,7 @@ def _replay_segment(segment_view: SegmentView, in_base: bool, expected: int, con
     decoded: list = []
     first = 0  # index of batch[0] in records
     dropped = 0  # pages below this offset were released
+    held_from: list[BaseSource] = []  # the segment, opened once for the runs kept in columns
     count = len(records)
     position = 0
     try:
@@ -436,7 +437,8 @@ def _replay_segment(segment_view: SegmentView, in_base: bool, expected: int, con
             if columnar and position - first >= len(batch) \
                     and records.first_sequence + position == expected \
                     and dispatch.reducer.takes_base_jobs:
-                taken = _base_run(mapping, records, position, dispatch.reducer, limits)
+                taken = _base_run(mapping, records, position, dispatch.reducer, limits,
+                                  segment_view, held_from)
                 if taken > position:
                     expected += taken - position
                     position = taken
@@ -500,19 +502,27 @@ _RUN = 1024
 
 
 def _base_run(mapping: Any, records: RecordTable, position: int, reducer: EpochReducer,
-              limits: DecodeLimits) -> int:
+              limits: DecodeLimits, segment_view: SegmentView,
+              held_from: list[BaseSource]) -> int:
     """The finished jobs from ``position`` on, taken in one native call and installed in
     columns (``tay._native.base_jobs``, ``EpochReducer.base_jobs``); returns the index of
     the first record not taken (``position`` when none was). Sequences are the table's
     (``first_sequence + index``, which the caller checked at ``position``), and the pairs
-    taken, (7,1) and (31,2), are base pairs."""
+    taken, (7,1) and (31,2), are base pairs. A consumer that keeps the runs in columns
+    reads their snapshots and results from the segment later (``BaseSource``, opened once
+    per segment in ``held_from``), not from a copy made now."""
     stop = min(len(records), position + _RUN)
     taken, columns = _native.base_jobs(mapping, records.offsets, records.lengths,
                                        records.types, records.schemas, position, stop,
                                        reducer.last_job_id, limits.depth, limits.nodes,
                                        limits.binary)
     if columns:
-        reducer.base_jobs(BaseJobs(mapping, columns, limits))
+        source = None
+        if reducer.install_rows is not None:
+            if not held_from:
+                held_from.append(BaseSource(segment_view.path, segment_view.inode))
+            source = held_from[0]
+        reducer.base_jobs(BaseJobs(mapping, columns, limits, source=source))
     return taken
 
 

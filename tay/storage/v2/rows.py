@@ -16,10 +16,12 @@ materialise the job and take the exact path, so refusals keep their class and re
 
 from __future__ import annotations
 
+import os
 from array import array
 from typing import Any, Iterator
 
 from tay import _native
+from tay.failures import RecoveryRefused, StorageFailure
 from tay._native import _pure_base as bj
 from tay._native import _pure_events as er
 from tay._native import _pure_snapshots as sr
@@ -27,6 +29,7 @@ from tay.storage.events import Event
 from tay.storage.events.definition import LazyDefinition
 from tay.storage.events.fast import decode_event
 from tay.storage.events.transitions import JobState, attach
+from tay.storage.formats.record import FIXED_SIZE, HEADER_SIZE, decode_record, decode_stream
 from tay.storage.formats.value import DecodeLimits
 from tay.storage.v2.jobs import job_of
 from tay.storage.v2.records import decode_snapshot
@@ -106,20 +109,92 @@ class JobRow:
         return job
 
 
+class BaseReadFailed(StorageFailure):
+    """A finished job's bytes could not be read back from the base (an I/O error, or bytes
+    that are no longer the records replay checked): what asked for them is refused."""
+
+    def __init__(self, reason: str, path: str | None, offset: int, **extra: Any) -> None:
+        super().__init__("physical_corruption", reason, path=path, offset=offset,
+                         stage="base_read", **extra)
+
+
+class BaseSource:
+    """A base segment, open for reading the finished jobs an engine keeps in columns
+    (``HeldJobs``) after replay unmapped it. Every read is checked again as replay checked
+    it (the frame's CRCs, its pair and length), so a read that fails or finds other bytes
+    raises ``StorageFailure`` (stage ``base_read``) and returns nothing. The descriptor is
+    closed when the last run holding it lets go (``HeldJobs.load`` copies a run's bytes
+    first: a compaction does so before it reclaims the old base)."""
+
+    __slots__ = ("path", "fd")
+
+    def __init__(self, path: str, inode: int) -> None:
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
+        try:
+            if os.fstat(fd).st_ino != inode:  # not the file recovery hashed and scanned
+                raise RecoveryRefused("discovery", "base_segment_replaced", path=path,
+                                      stage="replay")
+        except BaseException:
+            os.close(fd)
+            raise
+        self.path = path
+        self.fd = fd
+
+    def __del__(self) -> None:
+        fd = getattr(self, "fd", -1)
+        if fd >= 0:
+            self.fd = -1
+            os.close(fd)
+
+    def read(self, start: int, end: int) -> bytes:
+        """The frames from ``start`` to ``end`` (whole records), checked, as one buffer."""
+        try:
+            buf = os.pread(self.fd, end - start, start)
+        except OSError as error:
+            raise BaseReadFailed("base_read_failed", self.path, start,
+                                 error=str(error)) from None
+        try:
+            records = decode_stream(buf)
+        except StorageFailure as failure:
+            raise BaseReadFailed(failure.reason, self.path, start) from None
+        if not records:
+            raise BaseReadFailed("base_read_empty", self.path, start)
+        return buf
+
+    def payload(self, offset: int, length: int, pair: tuple[int, int]) -> bytes:
+        """The payload of the record whose payload starts at ``offset``, checked."""
+        start = offset - HEADER_SIZE
+        try:
+            buf = os.pread(self.fd, length + FIXED_SIZE, start)
+        except OSError as error:
+            raise BaseReadFailed("base_read_failed", self.path, start,
+                                 error=str(error)) from None
+        try:
+            record = decode_record(buf)
+        except StorageFailure as failure:
+            raise BaseReadFailed(failure.reason, self.path, start) from None
+        if (record.type, record.schema) != pair or len(record.payload) != length:
+            raise BaseReadFailed("base_record_changed", self.path, start)
+        return record.payload
+
+
 class BaseJobs:
     """Finished base jobs a columnar replay took whole (``tay._native.base_jobs``): its
     rows (``BASE_JOB`` ints per job, offsets in ``data`` plus ``origin``) over the segment's
     bytes, read while the segment is still mapped, or over a copy of just the run's bytes
-    (``held``). ``job_rows()`` gives the ``JobRow`` of each, the same row the
-    record-by-record fast path builds (its result taken); ``row(k)`` the row of job ``k``."""
+    (``held`` without a ``source``). ``job_rows()`` gives the ``JobRow`` of each, the same
+    row the record-by-record fast path builds (its result taken); ``row(k)`` the row of job
+    ``k``. ``source``: the segment, for ``held`` to read from later instead of a copy."""
 
-    __slots__ = ("data", "columns", "limits", "origin")
+    __slots__ = ("data", "columns", "limits", "origin", "source")
 
-    def __init__(self, data: Any, columns: Any, limits: DecodeLimits, origin: int = 0) -> None:
+    def __init__(self, data: Any, columns: Any, limits: DecodeLimits, origin: int = 0,
+                 source: BaseSource | None = None) -> None:
         self.data = data  # slicing gives bytes (an mmap or bytes)
         self.columns = columns
         self.limits = limits
         self.origin = origin  # the segment offset of data[0]
+        self.source = source
 
     def __len__(self) -> int:
         return len(self.columns) // _BJ
@@ -128,16 +203,19 @@ class BaseJobs:
     def last_id(self) -> bytes:
         return self.job_id(len(self) - 1)
 
-    def held(self) -> "BaseJobs":
-        """The same jobs over one copy of the run's own bytes (records are in order: the
-        first job's snapshot starts them, the last job's snapshot or result ends them) and
-        their columns in an array (8 bytes an integer): what an engine keeps of a run
-        after the segment is unmapped, instead of a copy per snapshot and result."""
+    def held(self, texts: dict[bytes, str]) -> "BaseJobs | HeldJobs":
+        """What an engine keeps of the run after the segment is unmapped: its columns in an
+        array (8 bytes an integer), its ids and keys, and the snapshots and results read
+        from ``source`` when asked (``HeldJobs``); without a source, the same jobs over one
+        copy of the run's own bytes (records are in order: the first job's snapshot starts
+        them, the last job's snapshot or result ends them). ``texts``: the keys decoded so
+        far (queue and worker keys repeat: one str each)."""
         columns = self.columns
-        last = len(columns) - _BJ
-        low = columns[bj.SNAPSHOT]
-        high = max(columns[last + bj.SNAPSHOT] + columns[last + bj.SNAPSHOT_LENGTH],
-                   columns[last + bj.RESULT] + columns[last + bj.RESULT_LENGTH])
+        if self.source is not None:
+            return HeldJobs(self.source, array("Q", columns), self.ids(),
+                            self.keys(bj.QUEUE, texts), self.keys(bj.WORKER, texts),
+                            self.limits)
+        low, high = _span(columns)
         origin = self.origin
         return BaseJobs(self.data[low - origin:high - origin], array("Q", columns),
                         self.limits, low)
@@ -166,6 +244,10 @@ class BaseJobs:
         data, columns, origin = self.data, self.columns, self.origin
         return [data[start - origin:start - origin + length] for start, length in
                 zip(columns[slot::_BJ], columns[slot + 1::_BJ])]
+
+    def keys(self, slot: int, texts: dict[bytes, str]) -> list[str]:
+        """Every job's queue (``bj.QUEUE``) or worker (``bj.WORKER``) key, decoded."""
+        return [_decoded(raw, texts) for raw in self.texts(slot)]
 
     def text(self, k: int, slot: int, texts: dict[bytes, str]) -> str:
         """Job ``k``'s queue or worker key (``texts``: the ones decoded so far)."""
@@ -222,6 +304,121 @@ class BaseJobs:
                 row.result = None
                 row.result_bytes = 0
             yield row
+
+
+def _decoded(raw: bytes, texts: dict[bytes, str]) -> str:
+    text = texts.get(raw)
+    if text is None:
+        text = texts[raw] = raw.decode("utf-8")
+    return text
+
+
+def _span(columns: Any) -> tuple[int, int]:
+    """The segment offsets from the run's first payload to its last payload's end."""
+    last = len(columns) - _BJ
+    return columns[bj.SNAPSHOT], max(
+        columns[last + bj.SNAPSHOT] + columns[last + bj.SNAPSHOT_LENGTH],
+        columns[last + bj.RESULT] + columns[last + bj.RESULT_LENGTH])
+
+
+class HeldJobs:
+    """A run of finished base jobs as an engine keeps it (``BaseJobs.held``): columns, ids,
+    queue and worker keys in memory; each job's snapshot and result read from the base
+    segment when its row is asked for (``BaseSource``: checked, or ``StorageFailure``), or
+    from one copy of the run's bytes once ``load`` took it. Same readers as ``BaseJobs``."""
+
+    __slots__ = ("source", "columns", "_ids", "_queues", "_workers", "limits", "data",
+                 "origin")
+
+    def __init__(self, source: BaseSource, columns: Any, ids: list[bytes], queues: list[str],
+                 workers: list[str], limits: DecodeLimits) -> None:
+        self.source: BaseSource | None = source
+        self.columns = columns
+        self._ids = ids
+        self._queues = queues
+        self._workers = workers
+        self.limits = limits
+        self.data: bytes | None = None  # the run's frames, once loaded
+        self.origin = 0  # the segment offset of data[0]
+
+    def __len__(self) -> int:
+        return len(self._ids)
+
+    @property
+    def last_id(self) -> bytes:
+        return self._ids[-1]
+
+    def job_id(self, k: int) -> bytes:
+        return self._ids[k]
+
+    def ids(self) -> list[bytes]:
+        return list(self._ids)
+
+    def state(self, k: int) -> str:
+        return _STATES[self.columns[k * _BJ + bj.STATE]]
+
+    def revision(self, k: int) -> int:
+        return self.columns[k * _BJ + bj.REVISION]
+
+    def terminal_at(self, k: int) -> int:
+        return self.columns[k * _BJ + bj.TERMINAL_AT]
+
+    def keys(self, slot: int, texts: dict[bytes, str] | None = None) -> list[str]:
+        return self._queues if slot == bj.QUEUE else self._workers
+
+    def text(self, k: int, slot: int, texts: dict[bytes, str] | None = None) -> str:
+        return (self._queues if slot == bj.QUEUE else self._workers)[k]
+
+    def load(self) -> None:
+        """Copy the run's frames (checked) so nothing reads the segment any more."""
+        if self.data is not None:
+            return
+        low, high = _span(self.columns)
+        start = low - HEADER_SIZE
+        self.data = self.source.read(start, high + FIXED_SIZE - HEADER_SIZE)  # type: ignore[union-attr]
+        self.origin = start
+        self.source = None
+
+    def _payload(self, offset: int, length: int, pair: tuple[int, int]) -> bytes:
+        data = self.data
+        if data is not None:
+            start = offset - self.origin
+            return data[start:start + length]
+        return self.source.payload(offset, length, pair)  # type: ignore[union-attr]
+
+    def row(self, k: int, texts: dict[bytes, str] | None = None) -> JobRow:
+        columns = self.columns
+        base = k * _BJ
+        snapshot = self._payload(columns[base + bj.SNAPSHOT],
+                                 columns[base + bj.SNAPSHOT_LENGTH], (7, 1))
+        if snapshot[:16] != self._ids[k]:
+            raise BaseReadFailed("base_record_changed",
+                                 None if self.source is None else self.source.path,
+                                 columns[base + bj.SNAPSHOT] - HEADER_SIZE)
+        row = JobRow.__new__(JobRow)
+        row.id = self._ids[k]
+        row.state = _STATES[columns[base + bj.STATE]]
+        row.revision = columns[base + bj.REVISION]
+        row.terminal_at = columns[base + bj.TERMINAL_AT]
+        row.queue = self._queues[k]
+        row.task = self._workers[k]
+        row.definition_length = columns[base + bj.DEFINITION_LENGTH]
+        row.args_nodes = columns[base + bj.ARGS_NODES]
+        row.snapshot = snapshot
+        row.limits = self.limits
+        length = columns[base + bj.RESULT_LENGTH]
+        if length:
+            row.result = self._payload(columns[base + bj.RESULT], length, (31, 2))
+            row.result_bytes = columns[base + bj.RESULT_BYTES]
+        else:
+            row.result = None
+            row.result_bytes = 0
+        return row
+
+    def job_rows(self, first: int = 0, end: int | None = None,
+                 texts: dict[bytes, str] | None = None) -> Iterator[JobRow]:
+        for k in range(first, len(self) if end is None else end):
+            yield self.row(k)
 
 
 _BJ = bj.BASE_JOB
