@@ -247,7 +247,11 @@ class BaseJobs:
 
     def keys(self, slot: int, texts: dict[bytes, str]) -> list[str]:
         """Every job's queue (``bj.QUEUE``) or worker (``bj.WORKER``) key, decoded."""
-        return [_decoded(raw, texts) for raw in self.texts(slot)]
+        raws = self.texts(slot)
+        keys = list(map(texts.get, raws))  # a run has few distinct keys: most are known
+        if None in keys:
+            keys = [_decoded(raw, texts) for raw in raws]
+        return keys
 
     def text(self, k: int, slot: int, texts: dict[bytes, str]) -> str:
         """Job ``k``'s queue or worker key (``texts``: the ones decoded so far)."""
