@@ -2,7 +2,7 @@
 
     .venv/bin/python -m benchmarks.server_path [--jobs 5000] [--mode group|per-event]
         [--durability sync|write] [--store v2|v1] [--dir DIR] [--profile out.prof]
-        [--rounds 3] [--reads buffer|frame]
+        [--rounds 3] [--reads buffer|frame] [--gather-us US]
 
 A real store, committer (the default C writer), driver, engine, listener and two
 ``Connection`` objects (a producer and a worker with capacity 8) run on uvloop; the
@@ -93,7 +93,8 @@ class FakeTransport:
 
 
 async def run_round(data_dir: str, jobs: int, mode: str, durability: str,
-                    store_version: int = 2, reads: str = "buffer") -> dict[str, float]:
+                    store_version: int = 2, reads: str = "buffer",
+                    gather_us: int | None = None) -> dict[str, float]:
     from tay.engine.config import EngineConfig
     from tay.storage.compaction.trigger import CompactionPolicy
     from tay.protocol.limits import ProtocolLimits
@@ -106,6 +107,7 @@ async def run_round(data_dir: str, jobs: int, mode: str, durability: str,
     store = open_store(ServeConfig(
         data_dir=data_dir, socket=None, init_if_missing=True, durability=durability,
         validated_filesystem=True, group_commit_max_events=max_events,
+        **({} if gather_us is None else {"group_commit_gather_us": gather_us}),
         engine=EngineConfig(queues={"alpha": 2, "beta": 2}),
         compaction=CompactionPolicy(enabled=store_version == 2)))  # off: the store stays v1
     assert store.store_version == store_version, store.store_version
@@ -183,7 +185,8 @@ async def run_round(data_dir: str, jobs: int, mode: str, durability: str,
     store.close()
     return {"cpu_us": cpu / jobs * 1e6, "client_us": client_s / jobs * 1e6,
             "server_us": (cpu - client_s) / jobs * 1e6, "jobs_per_s": jobs / wall,
-            "fsyncs": store.committer.stats().fsyncs}
+            "fsyncs": store.committer.stats().fsyncs,
+            "gathered": store.committer.stats().gathered}
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -201,6 +204,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--reads", choices=("buffer", "frame"), default="buffer",
                         help="one data_received per side and turn (buffer) or one per frame "
                              "and its own loop turn, as through a real socket (frame)")
+    parser.add_argument("--gather-us", type=int, default=None,
+                        help="the group-commit gather cap (default: the server's)")
     parser.add_argument("--profile", help="write a cProfile of the last round here")
     return parser
 
@@ -215,7 +220,8 @@ def main(argv: list[str] | None = None) -> int:
         root = tempfile.mkdtemp(prefix="server-path-", dir=args.dir)
         try:
             coroutine = run_round(os.path.join(root, "data"), args.jobs, args.mode,
-                                  args.durability, int(args.store[1]), args.reads)
+                                  args.durability, int(args.store[1]), args.reads,
+                                  args.gather_us)
             if args.profile and round_number == args.rounds - 1:
                 import cProfile
 
@@ -233,7 +239,8 @@ def main(argv: list[str] | None = None) -> int:
         print(" ".join(f"{k}={v:,.1f}" for k, v in result.items()), file=sys.stderr)
     print(f"{args.mode} {args.durability} {args.store} reads={args.reads}: server {best['server_us']:.1f} us/job "
           f"(process {best['cpu_us']:.1f}, clients {best['client_us']:.1f}), "
-          f"{best['jobs_per_s']:,.0f} jobs/s, {best['fsyncs']} fsyncs")
+          f"{best['jobs_per_s']:,.0f} jobs/s, {best['fsyncs']} fsyncs, "
+          f"{best['gathered']} gathered")
     return 0
 
 

@@ -255,6 +255,9 @@ typedef struct {
     uint32_t max_events;
     int64_t interval_ns;                       /* 0: no cap on how long a held batch waits */
     int linger;                                /* 1: flush is ignored (wait to fill) */
+    int64_t gather_ns;                         /* group commit under load: the longest a
+                                                  flushed batch waits for its siblings (see
+                                                  tay_writer_gather_wait; 0: never waits) */
     int ledger_fd;                             /* SEGMENT-LEDGER in the root, open read-write;
                                                   each successor's entry is appended to it */
     uint8_t epoch_id[16];                      /* whose segments: all zero for v1 segments/ */
@@ -281,6 +284,7 @@ typedef struct {                               /* where the writer stands (after
 
 typedef struct {
     uint64_t submissions, events, batches, fsyncs, largest_batch, writes, syncs;
+    uint64_t gathered;      /* batches that waited for siblings (tay_writer_gather_wait) */
 } tay_writer_stats;
 
 typedef struct {            /* where the writer thread's time goes, summed in ns over every
@@ -335,6 +339,8 @@ int64_t tay_writer_submit(tay_writer *w, size_t count, const char *meta,
                           const char *payloads, size_t payload_bytes, int hold,
                           size_t *error_index);
 void tay_writer_flush(tay_writer *w);
+int64_t tay_writer_gather_wait(uint64_t queued, uint64_t siblings, int64_t since_done_ns,
+                               int64_t sync_ns, int64_t cap_ns);
 uint64_t tay_writer_durable(tay_writer *w);
 int tay_writer_stopped(tay_writer *w);
 int tay_writer_event_fd(tay_writer *w);
@@ -364,6 +370,7 @@ void tay_writer_free(tay_writer *w);
 void tay_writer_test_faults(tay_writer *w, uint64_t fail_write_at, uint64_t fail_sync_at,
                             int fail_errno, size_t short_write_bytes);
 void tay_writer_test_gate(tay_writer *w, int closed);
+void tay_writer_test_sync_avg(tay_writer *w, int64_t sync_avg_ns);
 int tay_writer_test_gate_entered(tay_writer *w);
 
 #endif

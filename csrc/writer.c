@@ -6,7 +6,8 @@
  * split), copies them out, and writes and syncs the batch without the mutex
  * (writer_io.c). Only after the sync and the path checks does `durable` move to the
  * batch's last ticket; then the eventfd is signalled. A held submission waits for
- * tay_writer_flush, a full batch or interval_ns after the oldest queued one arrived. Any
+ * tay_writer_flush, a full batch or interval_ns after the oldest queued one arrived; under
+ * load a flushed batch may wait for its siblings (tay_writer_gather_wait). Any
  * failure stops the writer for good: `stopped` is set after the failure report, `durable`
  * never moves again and everything queued is dropped. The thread blocks every asynchronous
  * signal and never calls into the interpreter. */
@@ -23,7 +24,7 @@
 #include <time.h>
 #include <unistd.h>
 
-enum { BUSY = 0, IDLE = 1, HOLDING = 2 };
+enum { BUSY = 0, IDLE = 1, HOLDING = 2, GATHERING = 3 };
 
 int64_t tay_now_ns(void) {
     struct timespec ts;
@@ -66,6 +67,7 @@ int tay_writer_start(const tay_writer_config *c, tay_writer **out) {
     if (c->dir_count < 1 || c->dir_count > TAY_WRITER_MAX_DIRS || c->max_events < 1 ||
         c->interval_ns < 0 || c->segment_fd < 0 || c->lock_fd < 0 || !c->lock_name ||
         c->segment_id == 0 || c->next_sequence == 0 || (c->linger && !c->interval_ns) ||
+        c->gather_ns < 0 ||
         c->rt_priority < 0 || c->rt_priority > sched_get_priority_max(SCHED_FIFO))
         return TAY_WRITER_ARGUMENT;
     for (int i = 0; i < c->dir_count; i++)
@@ -81,6 +83,7 @@ int tay_writer_start(const tay_writer_config *c, tay_writer **out) {
     w->interval_ns = c->interval_ns;
     w->slice_ns = c->rt_priority > 0 ? 0 : c->slice_ns;
     w->linger = c->linger;
+    w->gather_ns = c->max_events > 1 && !c->linger ? c->gather_ns : 0;
     w->submit_next_sequence = c->next_sequence;
     w->event_fd = eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     if (w->event_fd < 0) {
@@ -132,6 +135,28 @@ int tay_writer_start(const tay_writer_config *c, tay_writer **out) {
 static int flushed_head(const tay_writer *w) {
     const tay_submission *head = &w->q_subs[w->q_subs_head];
     return w->flushed >= head->ticket || w->queued_events >= w->max_events || w->closing;
+}
+
+/* Group commit under load (docs/journal.md, "Gathering"): how long a flushed batch waits
+ * for more submissions before it is written, in ns (0: it is written now). It waits only
+ * when the previous batch carried several submissions (`siblings` >= 2), fewer are queued
+ * now, and that batch was durable less than one recent fdatasync (`sync_ns`) ago
+ * (submitters keep up with the writer); then at most `sync_ns` and `cap_ns`. The wait ends
+ * early once `siblings` submissions or a full batch are queued, on close, or for a
+ * tay_writer_wait caller. */
+int64_t tay_writer_gather_wait(uint64_t queued, uint64_t siblings, int64_t since_done_ns,
+                               int64_t sync_ns, int64_t cap_ns) {
+    if (cap_ns <= 0 || siblings < 2 || queued >= siblings || since_done_ns < 0 ||
+        since_done_ns >= sync_ns)
+        return 0;
+    return sync_ns < cap_ns ? sync_ns : cap_ns;
+}
+
+/* Whether a gathering batch may go now (mu held). */
+static int gathered(const tay_writer *w) {
+    return w->q_subs_len - w->q_subs_head >= w->gather_target ||
+           w->queued_events >= w->max_events || w->closing ||
+           w->urgent >= w->q_subs[w->q_subs_head].ticket;
 }
 
 /* Field k of record i in the caller's meta bytes (any alignment: memcpy compiles to a load). */
@@ -203,7 +228,9 @@ int64_t tay_writer_submit(tay_writer *w, size_t count, const char *meta,
     w->submit_next_sequence += count;
     w->stats.submissions++;
     if (!hold || w->max_events == 1) w->flushed = sub->ticket;
-    if (w->waiting != BUSY) {
+    if (w->waiting == GATHERING) {
+        if (gathered(w)) pthread_cond_signal(&w->wake);
+    } else if (w->waiting != BUSY) {
         const tay_submission *head = &w->q_subs[w->q_subs_head];
         if (flushed_head(w) || (w->interval_ns > 0 &&
                                 (w->waiting == IDLE || arrival >= head->arrival_ns + w->interval_ns)))
@@ -222,7 +249,7 @@ void tay_writer_flush(tay_writer *w) {
     pthread_mutex_lock(&w->mu);
     if (w->flushed != w->tickets) {
         w->flushed = w->tickets;
-        if (w->waiting != BUSY) pthread_cond_signal(&w->wake);
+        if (w->waiting != BUSY && w->waiting != GATHERING) pthread_cond_signal(&w->wake);
     }
     pthread_mutex_unlock(&w->mu);
 }
@@ -245,6 +272,7 @@ int tay_writer_wait(tay_writer *w, uint64_t ticket, int64_t timeout_ns) {
     pthread_mutex_lock(&w->mu);
     uint64_t covered = ticket < w->tickets ? ticket : w->tickets;
     if (w->flushed < covered) w->flushed = covered;
+    if (w->urgent < covered) w->urgent = covered;  /* a blocked caller: no gathering for it */
     pthread_cond_signal(&w->wake);
     int rc = 0;
     while (atomic_load(&w->durable) < ticket) {
@@ -350,6 +378,8 @@ void tay_writer_phases_of(tay_writer *w, tay_writer_phases *out) {
 
 /* Waits (mu held) until a batch may be taken; returns 0 to take one, 1 to exit. */
 static int await_batch(tay_writer *w) {
+    int decided = 0;                /* whether the head may gather was decided */
+    int64_t gather_until = 0;
     for (;;) {
         int64_t started = tay_now_ns();
         if (w->q_subs_head == w->q_subs_len) {
@@ -357,7 +387,24 @@ static int await_batch(tay_writer *w) {
             w->waiting = IDLE;
             pthread_cond_wait(&w->wake, &w->mu);
         } else if (flushed_head(w)) {
-            break;
+            if (!decided && w->gather_ns) {
+                decided = 1;
+                int64_t wait = tay_writer_gather_wait(
+                    w->q_subs_len - w->q_subs_head, w->last_subs, started - w->last_done_ns,
+                    w->sync_avg_ns, w->gather_ns);
+                if (wait) {
+                    gather_until = started + wait;
+                    int64_t due = w->q_subs[w->q_subs_head].arrival_ns + w->interval_ns;
+                    if (w->interval_ns > 0 && due < gather_until) gather_until = due;
+                    w->gather_target = w->last_subs;
+                    w->stats.gathered++;
+                }
+            }
+            if (started >= gather_until || gathered(w)) break;
+            struct timespec at = {(time_t)(gather_until / 1000000000),
+                                  (long)(gather_until % 1000000000)};
+            w->waiting = GATHERING;
+            pthread_cond_timedwait(&w->wake, &w->mu, &at);
         } else if (w->interval_ns > 0) {
             int64_t due = w->q_subs[w->q_subs_head].arrival_ns + w->interval_ns;
             if (started >= due) break;
@@ -487,7 +534,9 @@ static void *writer_main(void *arg) {
         uint64_t first_ticket, last_ticket;
         int64_t taking = tay_now_ns();
         w->phases.queued_ns += (uint64_t)(taking - w->q_subs[w->q_subs_head].arrival_ns);
+        size_t subs_before = w->q_subs_head;
         size_t bytes, records = take_batch(w, &first_ticket, &last_ticket, &bytes);
+        uint64_t subs = w->q_subs_head - subs_before;
         if (!records) {
             tay_journal_fail(w, TAY_WK_IO, TAY_WR_NO_MEMORY, ENOMEM, w->j.segments_path,
                              "no memory for a batch");
@@ -531,6 +580,11 @@ static void *writer_main(void *arg) {
         phases->verify_ns += w->j.verify_ns;
         phases->sync_ns += w->j.sync_ns;
         phases->check_ns += w->j.check_ns;
+        w->last_subs = subs;
+        w->last_done_ns = tay_now_ns();
+        /* recent fdatasync time: an average with weight 1/8 for the newest batch */
+        int64_t sync_ns = (int64_t)w->j.sync_ns;
+        w->sync_avg_ns = w->sync_avg_ns ? w->sync_avg_ns + (sync_ns - w->sync_avg_ns) / 8 : sync_ns;
         atomic_store(&w->durable, last_ticket);
         pthread_cond_broadcast(&w->done);
         pthread_mutex_unlock(&w->mu);
@@ -603,6 +657,13 @@ void tay_writer_test_gate(tay_writer *w, int closed) {
     w->gate_closed = closed;
     if (!closed) w->gate_entered = 0;
     pthread_cond_broadcast(&w->done);
+    pthread_mutex_unlock(&w->mu);
+}
+
+/* Sets the recent fdatasync time gathering goes by (a test's slow disk). */
+void tay_writer_test_sync_avg(tay_writer *w, int64_t sync_avg_ns) {
+    pthread_mutex_lock(&w->mu);
+    w->sync_avg_ns = sync_avg_ns;
     pthread_mutex_unlock(&w->mu);
 }
 

@@ -59,7 +59,7 @@ struct tay_writer {
     tay_submission *q_subs;
     size_t q_subs_head, q_subs_len, q_subs_cap;
     uint64_t tickets, flushed, queued_events, submit_next_sequence;
-    int closing, exited, waiting;   /* waiting: 0 busy, 1 idle, 2 holding */
+    int closing, exited, waiting;   /* waiting: 0 busy, 1 idle, 2 holding, 3 gathering */
     int started;                    /* the thread has set tid and its slice (under mu) */
     int tid;                        /* the writer thread's id, for sched_getattr */
     int slice_errno;                /* why asking for slice_ns failed (0: it did not) */
@@ -67,6 +67,13 @@ struct tay_writer {
     uint32_t max_events;
     int64_t interval_ns;
     int linger;
+    /* gathering (tay_writer_gather_wait; under mu): the previous batch's submissions, when
+     * it was published, an average of recent fdatasync times, the target (siblings) of the
+     * batch being gathered, and the highest ticket a tay_writer_wait caller needs now */
+    int64_t gather_ns;
+    uint64_t last_subs;
+    int64_t last_done_ns, sync_avg_ns;
+    uint64_t gather_target, urgent;
     /* results */
     _Atomic uint64_t durable;
     _Atomic int stopped;

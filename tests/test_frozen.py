@@ -89,7 +89,7 @@ def test_storage_values_keep_their_dataclass_behaviour() -> None:
 
     stats = CommitStats(submissions=3, fsyncs=1)
     assert stats.as_dict() == {"submissions": 3, "events": 0, "batches": 0, "fsyncs": 1,
-                               "largest_batch": 0}
+                               "largest_batch": 0, "gathered": 0}
     stats.events += 2
     assert stats == CommitStats(3, 2, 0, 1, 0) != CommitStats()
     first, second = Inventory("/a"), Inventory("/a")

@@ -88,7 +88,8 @@ class NativeWriter:
                  history_bytes: int, segment_crc: int, sync: bool, rotation_target: int,
                  max_events: int, interval_ms: int, linger: bool, ledger_fd: int = -1,
                  epoch_id: bytes = bytes(16), ledger_size: int = 0,
-                 ledger_highest: int = 0, rt_priority: int = 0, slice_us: int = 0) -> None:
+                 ledger_highest: int = 0, rt_priority: int = 0, slice_us: int = 0,
+                 gather_us: int = 0) -> None:
         if not 1 <= len(dir_fds) == len(dir_names) <= MAX_DIRS:
             raise ValueError(f"1..{MAX_DIRS} pinned directories, root first")
         config = ffi.new("tay_writer_config *")
@@ -114,6 +115,7 @@ class NativeWriter:
         config.max_events = max_events
         config.interval_ns = interval_ms * 1_000_000
         config.linger = 1 if linger else 0
+        config.gather_ns = gather_us * 1000  # group commit under load (gather_wait)
         # SEGMENT-LEDGER: each successor's entry is appended at ledger_size (-1: no ledger)
         config.ledger_fd = ledger_fd
         config.epoch_id = epoch_id
@@ -267,7 +269,8 @@ class NativeWriter:
         out = ffi.new("tay_writer_stats *")
         lib.tay_writer_stats_of(self._w, out)
         return {name: getattr(out, name) for name in (
-            "submissions", "events", "batches", "fsyncs", "largest_batch", "writes", "syncs")}
+            "submissions", "events", "batches", "fsyncs", "largest_batch", "writes", "syncs",
+            "gathered")}
 
     def phases(self) -> dict[str, int]:
         """Where the writer thread's time went (``tay_writer_phases``: ns totals)."""
@@ -303,3 +306,14 @@ class NativeWriter:
 
     def test_gate_entered(self) -> bool:
         return bool(lib.tay_writer_test_gate_entered(self._w))
+
+    def test_sync_avg(self, sync_avg_ns: int) -> None:
+        """The recent fdatasync time gathering goes by, as if the disk were that slow."""
+        lib.tay_writer_test_sync_avg(self._w, sync_avg_ns)
+
+
+def gather_wait(queued: int, siblings: int, since_done_ns: int, sync_ns: int,
+                cap_ns: int) -> int:
+    """``tay_writer_gather_wait``: how long (ns) a flushed batch waits for more submissions (tests check the Python twin's
+    rule against it)."""
+    return lib.tay_writer_gather_wait(queued, siblings, since_done_ns, sync_ns, cap_ns)

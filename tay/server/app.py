@@ -25,7 +25,7 @@ from tay.protocol.limits import ProtocolLimits
 from tay.storage.compaction.trigger import CompactionPolicy
 from tay.storage.fsio import RealIO
 from tay.storage.v2.manifest import Retention
-from tay.storage.journal.commit import GroupCommitter
+from tay.storage.journal.commit import GATHER_US, GroupCommitter
 from tay.storage.journal.native_commit import NativeCommitter, make_committer
 from tay.storage.events import journal_records
 from tay.storage.journal.writer import Journal, init_store
@@ -56,8 +56,8 @@ class ServeConfig(Frozen):
 
     __slots__ = ("data_dir", "socket", "socket_mode", "init_if_missing", "durability",
                  "validated_filesystem", "group_commit_max_events", "group_commit_interval_ms",
-                 "group_commit_linger", "journal_writer", "journal_writer_rt_priority", "engine",
-                 "limits", "drain_timeout_s", "metrics_port", "terminal_retention", "compaction")
+                 "group_commit_linger", "group_commit_gather_us", "journal_writer",
+                 "journal_writer_rt_priority", "engine", "limits", "drain_timeout_s", "metrics_port", "terminal_retention", "compaction")
     data_dir: str
     socket: SocketPlan | None
     socket_mode: int
@@ -67,6 +67,7 @@ class ServeConfig(Frozen):
     group_commit_max_events: int
     group_commit_interval_ms: int
     group_commit_linger: bool
+    group_commit_gather_us: int  # the longest a batch waits for siblings under load
     journal_writer: str  # "c", "python" or "auto" (C when built)
     journal_writer_rt_priority: int  # 1..99: the C writer thread runs SCHED_FIFO
     engine: EngineConfig
@@ -82,7 +83,7 @@ class ServeConfig(Frozen):
                  init_if_missing: bool = False, durability: str = "sync",
                  validated_filesystem: bool = False, group_commit_max_events: int = 1,
                  group_commit_interval_ms: int = 0, group_commit_linger: bool = False,
-                 journal_writer: str = "auto", journal_writer_rt_priority: int = 0,
+                 group_commit_gather_us: int = GATHER_US, journal_writer: str = "auto", journal_writer_rt_priority: int = 0,
                  engine: EngineConfig | None = None, limits: ProtocolLimits | None = None,
                  drain_timeout_s: float = 30.0, metrics_port: int | None = None,
                  terminal_retention: Retention | None = None,
@@ -96,6 +97,7 @@ class ServeConfig(Frozen):
         set_field(self, "group_commit_max_events", group_commit_max_events)
         set_field(self, "group_commit_interval_ms", group_commit_interval_ms)
         set_field(self, "group_commit_linger", group_commit_linger)
+        set_field(self, "group_commit_gather_us", group_commit_gather_us)
         set_field(self, "journal_writer", journal_writer)
         set_field(self, "journal_writer_rt_priority", journal_writer_rt_priority)
         # None: the defaults (a fresh value for each config, as the dataclass's factories)
@@ -138,6 +140,7 @@ class OpenStore(Record):
         stats["max_events"] = self.committer.max_events
         stats["interval_ms"] = round(self.committer.interval_s * 1000)
         stats["linger"] = self.committer.linger
+        stats["gather_us"] = self.committer.gather_us
         stats["writer"] = self.committer.implementation
         phases = getattr(self.committer, "phases", None)
         if phases is not None and (taken := phases()) is not None:
@@ -172,6 +175,7 @@ def open_store(config: ServeConfig) -> OpenStore:
     committer = make_committer(journal, config.group_commit_max_events,
                                config.group_commit_interval_ms, linger=config.group_commit_linger,
                                writer=config.journal_writer,
+                               gather_us=config.group_commit_gather_us,
                                rt_priority=config.journal_writer_rt_priority)
     store = OpenStore(done.engine, journal, committer, recovered.store_version, retention,
                       base_bytes)

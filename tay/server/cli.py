@@ -56,6 +56,12 @@ def register(groups: Any) -> None:
         help="wait the whole interval for a batch to fill instead of writing once no input "
              "is ready: fewer fsyncs, more latency; needs max events > 1 and interval > 0 "
              "(default off; TAY_GROUP_COMMIT_LINGER)")
+    add("--group-commit-gather-us",
+        help="0..100000, default 1000: group commit under load (the previous batch carried "
+             "several submissions and was durable less than one fdatasync ago): the next "
+             "batch waits at most this long, and at most one recent fdatasync, for as many "
+             "submissions as that batch had; 0: never waits "
+             "(TAY_GROUP_COMMIT_GATHER_US)")
     add("--journal-writer", choices=("auto", "c", "python"), default=None,
         help="the journal writer thread: c (native, never takes the GIL), python (the twin), "
              "auto: c when the native module is built (default auto; TAY_JOURNAL_WRITER)")
@@ -181,6 +187,7 @@ def run(args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> i
 def build_config(args: argparse.Namespace, env: Mapping[str, str]) -> "ServeConfig":
     from tay.engine.config import EngineConfig
     from tay.protocol.limits import ProtocolLimits
+    from tay.storage.journal.commit import GATHER_US
 
     from .app import ServeConfig
     from .socket_path import resolve_socket_path
@@ -207,6 +214,9 @@ def build_config(args: argparse.Namespace, env: Mapping[str, str]) -> "ServeConf
         raise ConfigurationError("--group-commit-linger",
                                  "needs --group-commit-max-events > 1 and "
                                  "--group-commit-interval-ms > 0")
+    gather = parse_int("--group-commit-gather-us", setting(
+        args, "group_commit_gather_us", env, "TAY_GROUP_COMMIT_GATHER_US", str(GATHER_US)),
+        0, 100_000)
     writer = setting(args, "journal_writer", env, "TAY_JOURNAL_WRITER", "auto")
     if writer not in ("auto", "c", "python"):
         raise ConfigurationError("--journal-writer", f"{writer!r} is not auto, c or python")
@@ -264,7 +274,8 @@ def build_config(args: argparse.Namespace, env: Mapping[str, str]) -> "ServeConf
         socket_mode=int(socket_mode, 8), init_if_missing=init,
         durability=durability, validated_filesystem=validated,
         group_commit_max_events=max_events,
-        group_commit_interval_ms=interval, group_commit_linger=linger, journal_writer=writer,
+        group_commit_interval_ms=interval, group_commit_linger=linger,
+        group_commit_gather_us=gather, journal_writer=writer,
         journal_writer_rt_priority=rt_priority,
         engine=engine, limits=limits, terminal_retention=retention, compaction=compaction,
         drain_timeout_s=float(drain), metrics_port=metrics_port,

@@ -53,8 +53,8 @@ def test_store_close_logs_commit_stats_once(data_dir: str, caplog) -> None:
     caplog.set_level(logging.INFO, logger="tay.server")
     enqueue_jobs(data_dir, 2)
     [stats] = stats_lines(caplog.records)
-    expected = {"submissions", "events", "batches", "fsyncs", "largest_batch", "max_events",
-                "interval_ms", "linger", "writer"}
+    expected = {"submissions", "events", "batches", "fsyncs", "largest_batch", "gathered",
+                "max_events", "interval_ms", "linger", "gather_us", "writer"}
     # the C writer adds its time by step; the Python twin has no such counters
     assert set(stats) == (expected | {"phases"} if stats["writer"] == "c" else expected)
     if stats["writer"] == "c":

@@ -125,6 +125,17 @@ def test_group_commit_linger_needs_batches_and_an_interval(flags: tuple[str, ...
     assert refused.value.option == "--group-commit-linger"
 
 
+def test_group_commit_gather_us_from_flag_or_environment() -> None:
+    from tay.storage.journal.commit import GATHER_US
+
+    assert config_of().group_commit_gather_us == GATHER_US
+    assert config_of("--group-commit-gather-us", "0").group_commit_gather_us == 0
+    assert config_of(env={"TAY_GROUP_COMMIT_GATHER_US": "250"}).group_commit_gather_us == 250
+    with pytest.raises(ConfigurationError) as refused:
+        config_of("--group-commit-gather-us", "-1")
+    assert refused.value.option == "--group-commit-gather-us"
+
+
 def test_store_v2_options_default_and_from_flags_or_environment() -> None:
     from tay.storage.v2 import Retention
 

@@ -45,7 +45,7 @@ def payload(seq: int, size: int) -> bytes:
 
 
 def open_store(root: Path, writer: str, *, max_events=1, interval_ms=0, target=TARGET,
-               durability="sync"):
+               durability="sync", linger=False, gather_us=0):
     """A fresh store (fixed STORE_ID) at ``root`` and a committer of kind ``writer``."""
     if not root.exists():
         init_store(str(root), durability=durability, validated_filesystem=True,
@@ -54,7 +54,8 @@ def open_store(root: Path, writer: str, *, max_events=1, interval_ms=0, target=T
     journal = recover(str(root), consumer=lambda *a: None, io=io, durability=durability,
                       validated_filesystem=True, rotation_target=target,
                       allow_small_rotation_target_for_tests=True).journal
-    committer = make_committer(journal, max_events, interval_ms, writer=writer)
+    committer = make_committer(journal, max_events, interval_ms, writer=writer, linger=linger,
+                               gather_us=gather_us)
     assert committer.implementation == writer
     return journal, committer
 

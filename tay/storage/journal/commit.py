@@ -27,6 +27,14 @@ arrived: ``interval_ms`` only caps the wait. A submission that is not held is a 
 submissions wait for a full batch or their interval (fewer, larger fsyncs for up to
 ``interval_ms`` more latency).
 
+Gathering (``gather_us > 0``, group commit without ``linger``): a flushed batch waits for
+its siblings only under load, as ``gather_wait`` rules: when the previous batch carried
+several submissions, fewer are queued now, and it was made durable less than one recent
+fdatasync ago; then at most that fdatasync's time and ``gather_us`` (and never past
+``interval_ms``). It goes as soon as as many submissions as the previous
+batch had, or a full batch, are queued, or a ``wait`` caller needs it. A lone submitter
+(batches of one) or a quiet writer never waits.
+
 If a write or sync fails the committer stops for good: the failing batch, every queued
 submission and every later one fail with ``WriterStopped``; ``durable`` never moves again.
 """
@@ -51,28 +59,50 @@ Submission = tuple[list[JournalRecord], int, "Future[Receipt] | None", float]
 class CommitStats(Record):
     """Counters for benchmarks and tests."""
 
-    __slots__ = ("submissions", "events", "batches", "fsyncs", "largest_batch")
+    __slots__ = ("submissions", "events", "batches", "fsyncs", "largest_batch", "gathered")
     submissions: int
     events: int
     batches: int
     fsyncs: int
     largest_batch: int
+    gathered: int  # batches that waited for their siblings (gather_wait)
 
     def __init__(self, submissions: int = 0, events: int = 0, batches: int = 0, fsyncs: int = 0,
-                 largest_batch: int = 0) -> None:
+                 largest_batch: int = 0, gathered: int = 0) -> None:
         self.submissions = submissions
         self.events = events
         self.batches = batches
         self.fsyncs = fsyncs
         self.largest_batch = largest_batch
+        self.gathered = gathered
 
     def as_dict(self) -> dict[str, int]:
         """The counters by name, in field order (what ``vars`` gave of the dataclass)."""
         return {name: getattr(self, name) for name in self.__slots__}
 
 
-def check_batching(max_events: int, interval_ms: int, linger: bool = False) -> None:
+# The server's default gather cap (--group-commit-gather-us): under load a batch waits at
+# most this long for its siblings, and at most one recent fdatasync (docs/journal.md)
+GATHER_US = 1000
+
+
+def gather_wait(queued: int, siblings: int, since_done_ns: int, sync_ns: int,
+                cap_ns: int) -> int:
+    """How long (ns) a flushed batch waits for more submissions (0: written now); the rule
+    of ``tay_writer_gather_wait``: only when the previous batch carried ``siblings`` >= 2
+    submissions, fewer are ``queued``, and it was made durable ``since_done_ns`` ago, less
+    than the recent fdatasync time ``sync_ns``; then ``min(sync_ns, cap_ns)``."""
+    if (cap_ns <= 0 or siblings < 2 or queued >= siblings or since_done_ns < 0
+            or since_done_ns >= sync_ns):
+        return 0
+    return min(sync_ns, cap_ns)
+
+
+def check_batching(max_events: int, interval_ms: int, linger: bool = False,
+                   gather_us: int = 0) -> None:
     """The committer settings both twins accept."""
+    if type(gather_us) is not int or gather_us < 0:
+        raise RecoveryRefused("argument", "gather_us_must_not_be_negative", value=gather_us)
     if type(max_events) is not int or max_events < 1:
         raise RecoveryRefused("argument", "max_events_must_be_positive", value=max_events)
     if type(interval_ms) is not int or interval_ms < 0:
@@ -118,12 +148,24 @@ class GroupCommitter:
     implementation = "python"
 
     def __init__(self, journal: Journal, max_events: int = 1, interval_ms: int = 0, *,
-                 linger: bool = False, clock: Callable[[], float] = time.monotonic) -> None:
-        check_batching(max_events, interval_ms, linger)
+                 linger: bool = False, gather_us: int = 0,
+                 clock: Callable[[], float] = time.monotonic) -> None:
+        check_batching(max_events, interval_ms, linger, gather_us)
         self.journal = journal
         self.max_events = max_events
         self.interval_s = interval_ms / 1000.0
         self.linger = linger
+        self.gather_us = gather_us
+        # gathering (gather_wait): the cap (ns, 0 without group commit or with linger), the
+        # previous batch's submissions, when it was made durable (clock s), an average of
+        # recent fdatasync times (ns), the target of the batch being gathered, and the
+        # highest ticket a ``wait`` caller needs now
+        self._gather_ns = gather_us * 1000 if max_events > 1 and not linger else 0
+        self._last_subs = 0
+        self._last_done: float | None = None
+        self._sync_avg_ns = 0
+        self._gather_target = 0
+        self._urgent = 0
         self._clock = clock  # seconds; injectable so tests can pin the batching deadline
         self._queue: deque[Submission] = deque()
         self._queued_events = 0
@@ -135,8 +177,9 @@ class GroupCommitter:
         self._closing = False
         self._exited = False  # the thread has drained the queue after close()
         # what the writer is blocked on, so a submitter notifies only when it can matter:
-        # "idle" (empty queue) or "holding" (held submissions waiting for a flush, a full
+        # "idle" (empty queue), "holding" (held submissions waiting for a flush, a full
         # batch or their deadline; a timed wait ends by itself, a notify brings it forward)
+        # or "gathering" (a flushed batch waiting for its siblings: see _gathered)
         self._writer_wait: str | None = None
         self._stopped: WriterStopped | None = None
         self._stats = CommitStats()
@@ -184,7 +227,10 @@ class GroupCommitter:
             if not hold or self.max_events == 1:
                 self._flushed = ticket
             waiting = self._writer_wait
-            if waiting is not None and (
+            if waiting == "gathering":
+                if self._gathered():
+                    self._cond.notify()
+            elif waiting is not None and (
                     self._flushed >= self._queue[0][1]
                     or self._queued_events >= self.max_events
                     or (self.interval_s > 0 and (
@@ -213,7 +259,7 @@ class GroupCommitter:
             if self._flushed == self._tickets:
                 return
             self._flushed = self._tickets
-            if self._writer_wait is not None:
+            if self._writer_wait is not None and self._writer_wait != "gathering":
                 self._cond.notify()
 
     def drain_completions(self) -> None:
@@ -225,6 +271,7 @@ class GroupCommitter:
         deadline = None if timeout is None else time.monotonic() + timeout
         with self._cond:
             self._flushed = max(self._flushed, min(ticket, self._tickets))
+            self._urgent = max(self._urgent, min(ticket, self._tickets))  # no gathering
             self._cond.notify_all()
             while self.durable < ticket:
                 if self._stopped is not None:
@@ -291,9 +338,32 @@ class GroupCommitter:
         return (self._flushed >= self._queue[0][1] or self._queued_events >= self.max_events
                 or self._closing)
 
+    def _gathered(self) -> bool:
+        """Whether a gathering batch may go now (the lock is held)."""
+        return (len(self._queue) >= self._gather_target
+                or self._queued_events >= self.max_events or self._closing
+                or self._urgent >= self._queue[0][1])
+
+    def _gather_until(self) -> float | None:
+        """Until when the flushed head gathers (None: it does not). The lock is held."""
+        now = self._clock()
+        since_ns = -1 if self._last_done is None else int((now - self._last_done) * 1e9)
+        wait = gather_wait(len(self._queue), self._last_subs, since_ns, self._sync_avg_ns,
+                           self._gather_ns)
+        if not wait:
+            return None
+        until = now + wait / 1e9
+        if self.interval_s > 0:
+            until = min(until, self._queue[0][3] + self.interval_s)
+        self._gather_target = self._last_subs
+        self._stats.gathered += 1
+        return until
+
     def _next_batch(self) -> list[Submission] | None:
         """Wait for work that may be written (see the module doc); None means exit."""
         with self._cond:
+            decided = False  # whether the head may gather was decided
+            gather_until: float | None = None
             while True:
                 if not self._queue:
                     if self._closing:
@@ -303,7 +373,16 @@ class GroupCommitter:
                     self._writer_wait = "idle"
                     self._cond.wait()
                 elif self._ready():
-                    break
+                    if not decided and self._gather_ns:
+                        decided = True
+                        gather_until = self._gather_until()
+                    if gather_until is None or self._gathered():
+                        break
+                    remaining = gather_until - self._clock()
+                    if remaining <= 0:
+                        break
+                    self._writer_wait = "gathering"
+                    self._cond.wait(remaining)
                 else:
                     self._writer_wait = "holding"
                     if self.interval_s > 0:
@@ -343,6 +422,13 @@ class GroupCommitter:
                 self._stop(batch, WriterStopped("io", "writer_crashed", error=repr(error)))
                 return
             with self._cond:
+                self._last_subs = len(batch)
+                self._last_done = self._clock()
+                sync_ns = int((synced - written) * 1e9) if self.journal.durability == "sync" \
+                    else 0
+                # recent fdatasync time: an average with weight 1/8 for the newest batch
+                self._sync_avg_ns = (self._sync_avg_ns + (sync_ns - self._sync_avg_ns) // 8
+                                     if self._sync_avg_ns else sync_ns)
                 stats = self._stats
                 stats.batches += 1
                 stats.events += len(records)

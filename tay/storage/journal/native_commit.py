@@ -47,8 +47,8 @@ def native_writer_available() -> bool:
 
 
 def make_committer(journal: Journal, max_events: int = 1, interval_ms: int = 0, *,
-                   linger: bool = False, writer: str = "auto",
-                   rt_priority: int = 0) -> "GroupCommitter | NativeCommitter":
+                   linger: bool = False, writer: str = "auto", rt_priority: int = 0,
+                   gather_us: int = 0) -> "GroupCommitter | NativeCommitter":
     """The committer for ``journal``: ``writer`` "c", "python" or "auto" (C when it can);
     ``rt_priority`` 1..99 runs the C writer thread SCHED_FIFO (C only)."""
     if writer not in WRITERS:
@@ -56,10 +56,10 @@ def make_committer(journal: Journal, max_events: int = 1, interval_ms: int = 0, 
     native_io = type(journal.io) is RealIO and journal.io.native.IMPLEMENTATION == "c"
     if writer == "c" or (writer == "auto" and native_io and native_writer_available()):
         return NativeCommitter(journal, max_events, interval_ms, linger=linger,
-                               rt_priority=rt_priority)
+                               rt_priority=rt_priority, gather_us=gather_us)
     if rt_priority:
         raise RecoveryRefused("argument", "rt_priority_needs_c_writer", value=rt_priority)
-    return GroupCommitter(journal, max_events, interval_ms, linger=linger)
+    return GroupCommitter(journal, max_events, interval_ms, linger=linger, gather_us=gather_us)
 
 
 def _ledger_config(journal: Journal) -> dict[str, Any]:
@@ -78,14 +78,15 @@ class NativeCommitter:
     implementation = "c"
 
     def __init__(self, journal: Journal, max_events: int = 1, interval_ms: int = 0, *,
-                 linger: bool = False, rt_priority: int = 0) -> None:
-        check_batching(max_events, interval_ms, linger)
+                 linger: bool = False, rt_priority: int = 0, gather_us: int = 0) -> None:
+        check_batching(max_events, interval_ms, linger, gather_us)
         if journal.stopped is not None:
             raise journal.stopped
         self.journal = journal
         self.max_events = max_events
         self.interval_s = interval_ms / 1000.0
         self.linger = linger
+        self.gather_us = gather_us  # group commit under load (commit.gather_wait)
         self.rt_priority = rt_priority  # kept for each writer thread after a compaction
         # an online compaction suspends the C thread and resumes on the new epoch's tail
         # with a new one: tickets continue from ``_ticket_base``, and what the earlier
@@ -122,6 +123,7 @@ class NativeCommitter:
             sync=journal.durability == "sync", rotation_target=journal.rotation_target,
             max_events=self.max_events, interval_ms=round(self.interval_s * 1000),
             linger=self.linger, rt_priority=self.rt_priority, slice_us=WRITER_SLICE_US,
+            gather_us=self.gather_us,
             **_ledger_config(journal))
 
     # -- producer side ------------------------------------------------------------------
@@ -251,7 +253,7 @@ class NativeCommitter:
             return self._final
         if self._writer is None:
             return {"submissions": 0, "events": 0, "batches": 0, "fsyncs": 0,
-                    "largest_batch": 0, "writes": 0, "syncs": 0, **self._retired}
+                    "largest_batch": 0, "writes": 0, "syncs": 0, "gathered": 0, **self._retired}
         counters = self._writer.stats()
         for name, count in self._retired.items():
             counters[name] = (max(counters[name], count) if name == "largest_batch"
@@ -269,7 +271,8 @@ class NativeCommitter:
         counters = self._counters()
         return CommitStats(submissions=counters["submissions"], events=counters["events"],
                            batches=counters["batches"], fsyncs=counters["fsyncs"],
-                           largest_batch=counters["largest_batch"])
+                           largest_batch=counters["largest_batch"],
+                           gathered=counters["gathered"])
 
     def scheduling(self) -> tuple[int, int]:
         """The running writer thread's ``(policy, priority)`` (``os.SCHED_FIFO``, ...)."""
