@@ -151,3 +151,63 @@ def _inode(fd: str) -> int | None:
         return os.stat(f"/proc/self/fd/{fd}").st_ino
     except OSError:
         return None
+
+
+def test_an_online_compaction_copies_the_held_runs_before_it_reclaims_the_old_base(
+        data_dir) -> None:
+    """The compactor loads every held run at its capture: the old base is reclaimed and no
+    descriptor keeps it (its space is freed); the jobs answer as before. Retention is
+    infinite, so the cancelled jobs stay."""
+    import asyncio
+
+    from tests.server.test_online_compaction import Harness
+
+    ids = compacted_store(data_dir)
+    old_base = base_segment(data_dir)
+    inode = os.stat(old_base).st_ino
+
+    async def scenario() -> None:
+        h = Harness(data_dir, "auto")
+        try:
+            finished = h.store.engine.finished
+            held = ids[2:]  # a status takes a job out of the columns: these stay in them
+            assert all(finished.where(i)[0].data is None for i in held)
+            before = [status(h.store, job_id).fields["job"] for job_id in ids[:2]]
+            report = await h.compactor.request("admin", Retention("infinity"))
+            assert report["reclaimed"] and not os.path.exists(old_base)
+            assert all(finished.where(i)[0].data is not None for i in held)
+            assert not any(_inode(fd) == inode for fd in os.listdir("/proc/self/fd"))
+            assert [status(h.store, job_id).fields["job"] for job_id in ids[:2]] == before
+            assert all(isinstance(status(h.store, job_id), Reply) for job_id in held)
+        finally:
+            h.close()
+
+    asyncio.run(scenario())
+
+
+def test_a_base_that_no_longer_reads_fails_the_online_compaction_and_changes_nothing(
+        data_dir) -> None:
+    import asyncio
+
+    from tay.server.compactor import CompactionFailed
+    from tests.server.test_online_compaction import Harness
+
+    ids = compacted_store(data_dir)
+    old_base = base_segment(data_dir)
+    epoch = os.path.basename(os.path.dirname(os.path.dirname(old_base)))
+
+    async def scenario() -> None:
+        h = Harness(data_dir, "auto")
+        try:
+            os.truncate(old_base, 64)  # under the open descriptor
+            with pytest.raises(CompactionFailed):
+                await h.compactor.request("admin", Retention("infinity"))
+            assert os.listdir(os.path.join(data_dir, "epochs")) == [epoch]  # nothing new
+            assert ids[0] in h.store.engine.finished  # still held; the others still refuse
+            assert isinstance(status(h.store, ids[0]), Refuse)
+            job_id = await h.enqueue(1)  # writing goes on
+            assert job_id
+        finally:
+            h.close()
+
+    asyncio.run(scenario())
