@@ -36,8 +36,9 @@ def markdown_table(runs: list[dict[str, Any]]) -> str:
         f"{r['insert_rtt_ms'].get(key, 0):.3f}" for key in ("p50", "p95", "p99", "p999", "max")))
     row("job events (expected)", lambda r: f"{r['events']:,} ({r['expected_events']:,})")
     row("history bytes (segments)", lambda r: f"{r['history_bytes']:,} ({r['segments']})")
-    row("fsyncs (largest batch)", lambda r: "-" if r["fsyncs"] is None else
-        f"{r['fsyncs']:,} ({r['commit_stats']['largest_batch']})")
+    row("fsyncs (largest batch; batches that gathered)", lambda r: "-" if r["fsyncs"] is None
+        else f"{r['fsyncs']:,} ({r['commit_stats']['largest_batch']}; "
+             f"{r['commit_stats'].get('gathered', '-')})")
     row("engine max RSS (MiB)", lambda r: _mib(r["engine_max_rss_bytes"]))
     row("engine CPU user / system (s)",
         lambda r: f"{r['engine_cpu_user_s']:.2f} / {r['engine_cpu_system_s']:.2f}")

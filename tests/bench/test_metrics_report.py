@@ -78,7 +78,8 @@ def _run(mode: str, jobs_per_s: float, fsyncs: int | None) -> dict:
             "completed": 50, "jobs": 50, "jobs_per_s": jobs_per_s,
             "insert_rtt_ms": {"p50": 1.0, "p95": 2.0, "p99": 3.0, "max": 4.0},
             "events": 150, "expected_events": 150, "history_bytes": 1234, "segments": 1,
-            "fsyncs": fsyncs, "commit_stats": {"largest_batch": 3} if fsyncs else None,
+            "fsyncs": fsyncs,
+            "commit_stats": {"largest_batch": 3, "gathered": 2} if fsyncs else None,
             "engine_max_rss_bytes": 30 * 1024 * 1024, "engine_cpu_user_s": 0.5,
             "engine_cpu_system_s": 0.1, "empty_startup_s": 0.2, "cold_restart_s": 0.25,
             "cold_restart_peak_rss_bytes": 31 * 1024 * 1024}
@@ -89,7 +90,7 @@ def test_markdown_table_has_one_column_per_run():
     lines = table.splitlines()
     assert lines[0] == "| Figure | per-event | group-commit |"
     assert "| completed jobs/s (first insert to last finish) | 1,234.5 | 99.0 |" in lines
-    assert "| fsyncs (largest batch) | 100 (3) | - |" in lines
+    assert "| fsyncs (largest batch; batches that gathered) | 100 (3; 2) | - |" in lines
     assert all(line.count("|") == 4 for line in lines)
 
 
