@@ -2,7 +2,7 @@
 
     .venv/bin/python -m benchmarks.server_path [--jobs 5000] [--mode group|per-event]
         [--durability sync|write] [--store v2|v1] [--dir DIR] [--profile out.prof]
-        [--rounds 3] [--reads buffer|frame] [--gather-us US]
+        [--rounds 3] [--reads buffer|frame] [--gather-us US] [--release loop|inline]
 
 A real store, committer (the default C writer), driver, engine, listener and two
 ``Connection`` objects (a producer and a worker with capacity 8) run on uvloop; the
@@ -22,6 +22,12 @@ moves it far less than wall time). The minimum over rounds is the figure.
 turn, as tay-client's processes do through a real socket (each caller's enqueue and each
 report is its own write there, so the server reads ~1.5-1.9 times per job): that mode
 shows the per-read and per-turn cost.
+
+``--release inline`` (for instruction counts): after each read the harness waits for the
+journal itself and runs the driver's completion (``_on_durable``) at once, instead of the
+loop reacting to the writer's eventfd whenever it gets to it. Every submission is then
+released by one completion of its own, so per-event runs do the same work on every run
+(under callgrind the loop's timing otherwise decides how many stages a wake-up releases).
 """
 
 from __future__ import annotations
@@ -94,7 +100,8 @@ class FakeTransport:
 
 async def run_round(data_dir: str, jobs: int, mode: str, durability: str,
                     store_version: int = 2, reads: str = "buffer",
-                    gather_us: int | None = None) -> dict[str, float]:
+                    gather_us: int | None = None,
+                    release: str = "loop") -> dict[str, float]:
     from tay.engine.config import EngineConfig
     from tay.storage.compaction.trigger import CompactionPolicy
     from tay.protocol.limits import ProtocolLimits
@@ -135,6 +142,15 @@ async def run_round(data_dir: str, jobs: int, mode: str, durability: str,
         await asyncio.sleep(0.001)
     producer_out.chunks.clear()
     worker_out.chunks.clear()
+    committer = store.committer
+
+    def settle() -> None:  # --release inline: every stage out now, each by its own wake-up
+        while driver._stages:
+            committer.wait(max(stage.ticket for stage in driver._stages))
+            driver._on_durable()
+
+    if release == "inline":
+        loop.remove_reader(committer.completion_fd)
 
     client_s = 0.0
     sent = done = enqueued = 0
@@ -169,16 +185,23 @@ async def run_round(data_dir: str, jobs: int, mode: str, durability: str,
             for conn, frames in ((producer, burst), (worker, reports)):
                 for one in frames:
                     conn.data_received(one)
+                    if release == "inline":
+                        settle()
                     await asyncio.sleep(0)
         else:
             if burst:
                 producer.data_received(b"".join(burst))
             if reports:
                 worker.data_received(b"".join(reports))
+            if release == "inline":
+                settle()
+                await asyncio.sleep(0)
         if not (producer_out.chunks or worker_out.chunks):
             wake.clear()
             await wake.wait()
     while not driver.idle:
+        if release == "inline":
+            settle()
         await asyncio.sleep(0.001)
     cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
     driver.close()
@@ -206,6 +229,9 @@ def build_parser() -> argparse.ArgumentParser:
                              "and its own loop turn, as through a real socket (frame)")
     parser.add_argument("--gather-us", type=int, default=None,
                         help="the group-commit gather cap (default: the server's)")
+    parser.add_argument("--release", choices=("loop", "inline"), default="loop",
+                        help="inline: the harness releases each read's stages at once "
+                             "(steady instruction counts; see the module docstring)")
     parser.add_argument("--profile", help="write a cProfile of the last round here")
     return parser
 
@@ -221,7 +247,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             coroutine = run_round(os.path.join(root, "data"), args.jobs, args.mode,
                                   args.durability, int(args.store[1]), args.reads,
-                                  args.gather_us)
+                                  args.gather_us, args.release)
             if args.profile and round_number == args.rounds - 1:
                 import cProfile
 
