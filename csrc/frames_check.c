@@ -245,3 +245,10 @@ int tay_split_frames_marked(const uint8_t *buf, size_t size, uint32_t max_frame,
     }
     return code;
 }
+
+int tay_frame_scan_split(tay_frame_scan *scan, const uint8_t *buf, size_t size) {
+    return tay_split_frames_marked(buf, size, scan->max_frame, TAY_FRAME_SCAN_ROWS,
+                                   scan->max_depth, scan->max_nodes, scan->max_key_bytes,
+                                   scan->starts, scan->ends, scan->marks, scan->fields,
+                                   &scan->count, &scan->consumed);
+}

@@ -215,6 +215,24 @@ int tay_split_frames_marked(const uint8_t *buf, size_t size, uint32_t max_frame,
                             size_t capacity, uint32_t max_depth, uint64_t max_nodes,
                             uint32_t max_key_bytes, uint64_t *starts, uint64_t *ends,
                             uint8_t *marks, uint64_t *fields, size_t *count, size_t *consumed);
+/* A decoder's prepared scan: its limits, set once, and the result columns of one call,
+ * reused (so a read passes one pointer, not thirteen arguments).
+ * tay_frame_scan_split(scan, buf, size) is tay_split_frames_marked with them: up to
+ * TAY_FRAME_SCAN_ROWS frames per call, count and consumed in the struct. */
+#define TAY_FRAME_SCAN_ROWS 64
+typedef struct {
+    uint32_t max_frame;
+    uint32_t max_depth;
+    uint64_t max_nodes;
+    uint32_t max_key_bytes;
+    size_t count;
+    size_t consumed;
+    uint64_t starts[TAY_FRAME_SCAN_ROWS];
+    uint64_t ends[TAY_FRAME_SCAN_ROWS];
+    uint8_t marks[TAY_FRAME_SCAN_ROWS];
+    uint64_t fields[6 * TAY_FRAME_SCAN_ROWS];
+} tay_frame_scan;
+int tay_frame_scan_split(tay_frame_scan *scan, const uint8_t *buf, size_t size);
 
 /* ---- JSON object members: colons outside strings (json_keys.c) ---- */
 size_t tay_json_member_count(const uint8_t *json, size_t size);

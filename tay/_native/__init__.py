@@ -54,7 +54,10 @@ API (see docs/native.md for the details and error conventions):
   with no repeated key and no integer literal of 19+ digits for sure; ``json_domain_clean(json,
   max_depth, max_nodes, max_key_bytes)`` for one text; not clean is never a refusal), 2 or 3 (a clean ``started`` / ``succeeded`` report
   with a null or no result, read already: ids is (request_id, reservation_id, execution_id)
-  as str; None for the other marks). ``json_report(json) -> (mark, spans)`` for one text:
+  as str; None for the other marks). ``FrameScan(max_frame, max_depth, max_nodes,
+  max_key_bytes)``: those limits checked and set once (ValueError out of range; the C twin
+  prepares one ``tay_frame_scan``), ``.split(buf)`` is ``split_frames_marked(buf, *limits)``:
+  what a decoder keeps. ``json_report(json) -> (mark, spans)`` for one text:
   the report is written in a strict subset of JSON (the six report keys once each, strings
   of printable ASCII without escapes, ``version`` 1, ``result`` null), so what it reads is
   what a decoder reads; anything else is mark 0, never a refusal.
@@ -98,6 +101,7 @@ json_to_value = _active.json_to_value
 value_to_json = _active.value_to_json
 split_frames = _active.split_frames
 split_frames_marked = _active.split_frames_marked
+FrameScan = _active.FrameScan
 json_report = _active.json_report
 json_domain_clean = _active.json_domain_clean
 json_member_count = _active.json_member_count
@@ -118,6 +122,6 @@ __all__ = [
     "crc32c", "encode_records", "scan_records", "scan_record_columns", "value_encode",
     "value_decode", "json_to_value", "value_to_json",
     "split_frames", "events_scan", "snapshots_scan", "mutations_scan", "base_jobs", "write_all_at", "fdatasync", "fsync", "fsync_dir", "flock_exclusive",
-    "json_domain_clean", "split_frames_marked", "json_report",
+    "json_domain_clean", "split_frames_marked", "FrameScan", "json_report",
     "rename_noreplace", "filesystem_magic",
 ]

@@ -164,29 +164,65 @@ def split_frames(buf: Any, max_frame: int) -> tuple[list[tuple[int, int]], int, 
             return frames, offset, _FRAME_ERRORS[code]
 
 
-_FRAME_SCRATCH_ROWS = 64  # frames per C call of split_frames_marked (more: called again)
-_frame_scratch = threading.local()
-
-
-def _marked_columns() -> tuple:
-    """This thread's result columns for split_frames_marked (allocated once, reused):
-    starts, ends, marks, six id offsets per frame (and a view of them for struct reads), and
-    the frame count and consumed offset."""
-    columns = getattr(_frame_scratch, "marked", None)
-    if columns is None:
-        rows = _FRAME_SCRATCH_ROWS
-        results = ffi.new("size_t[2]")
-        fields = _new_uncleared("uint64_t[]", 6 * rows)
-        columns = _frame_scratch.marked = (
-            _new_uncleared("uint64_t[]", rows), _new_uncleared("uint64_t[]", rows),
-            _new_uncleared("uint8_t[]", rows), fields, ffi.buffer(fields), results,
-            results + 1)
-    return columns
-
-
-_SPANS = struct.Struct("=6Q").unpack_from  # a report's id offsets (tay_split_frames_marked)
-_split_marked = lib.tay_split_frames_marked  # looked up once: called per read
+_SPANS = struct.Struct("=6Q").unpack_from  # a report's id offsets (tay_frame_scan.fields)
+_scan_split = lib.tay_frame_scan_split  # looked up once: called per read
 _FRAME_FULL = lib.TAY_FRAME_FULL
+_SCAN_ROWS = lib.TAY_FRAME_SCAN_ROWS
+
+
+class FrameScan:
+    """``split_frames_marked`` with its limits set once: one ``tay_frame_scan`` per decoder
+    (made here, limits and result columns), so a read passes one pointer to C."""
+
+    __slots__ = ("_scan", "_starts", "_ends", "_marks", "_spans")
+
+    def __init__(self, max_frame: int, max_depth: int, max_nodes: int,
+                 max_key_bytes: int) -> None:
+        scan = self._scan = _new_uncleared("tay_frame_scan *")
+        try:  # cffi refuses a value outside its unsigned field (OverflowError)
+            scan.max_frame, scan.max_depth = max_frame, max_depth
+            scan.max_nodes, scan.max_key_bytes = max_nodes, max_key_bytes
+        except OverflowError:
+            raise ValueError("limits out of range") from None
+        self._starts, self._ends, self._marks = scan.starts, scan.ends, scan.marks
+        self._spans = ffi.buffer(scan.fields)
+
+    def split(self, buf: Any) -> tuple[list[tuple[int, int, int, Any]], int, str | None]:
+        """``split_frames_marked(buf, *limits)``."""
+        scan, starts, ends, marks = self._scan, self._starts, self._ends, self._marks
+        data = base = buf if type(buf) is bytes else ffi.from_buffer("uint8_t[]", buf)
+        size = len(data)
+        code = _scan_split(scan, data, size)
+        if scan.count == 1 and code != _FRAME_FULL:  # one whole frame per read, most often
+            mark = marks[0]
+            if mark < 2:
+                return [(starts[0], ends[0], mark, None)], scan.consumed, _FRAME_ERRORS[code]
+            text = str(buf, "latin-1")  # a report is ASCII: one char a byte
+            a, b, c, d, e, f = _SPANS(self._spans)
+            return ([(starts[0], ends[0], mark, (text[a:b], text[c:d], text[e:f]))],
+                    scan.consumed, _FRAME_ERRORS[code])
+        frames: list[tuple[int, int, int, Any]] = []
+        offset = 0
+        text = None  # the buffer as latin-1 text, made once
+        while True:
+            for index in range(scan.count):
+                mark = marks[index]
+                if mark < 2:
+                    frames.append((offset + starts[index], offset + ends[index], mark, None))
+                    continue
+                if text is None:
+                    text = str(buf, "latin-1")
+                a, b, c, d, e, f = _SPANS(self._spans, 48 * index)
+                if offset:
+                    a, b, c, d, e, f = (x + offset for x in (a, b, c, d, e, f))
+                frames.append((offset + starts[index], offset + ends[index], mark,
+                               (text[a:b], text[c:d], text[e:f])))
+            offset += scan.consumed
+            if code != _FRAME_FULL:
+                return frames, offset, _FRAME_ERRORS[code]
+            if base is buf:  # more than a scan's rows of frames in bytes: go on through a view
+                base = ffi.from_buffer("uint8_t[]", buf)
+            code = _scan_split(scan, base + offset, size - offset)
 
 
 def split_frames_marked(buf: Any, max_frame: int, max_depth: int, max_nodes: int,
@@ -195,51 +231,8 @@ def split_frames_marked(buf: Any, max_frame: int, max_depth: int, max_nodes: int
     """``split_frames``, each frame ``(start, end, mark, ids)``: mark 0 (check it the exact
     way), 1 (clean: ``json_domain_clean``), 2 or 3 (a clean ``started`` / ``succeeded``
     report read by csrc/frames_check.c) with ids (request_id, reservation_id, execution_id)
-    as str."""
-    try:
-        starts, ends, marks, fields, spans, count, consumed = _frame_scratch.marked
-    except AttributeError:
-        starts, ends, marks, fields, spans, count, consumed = _marked_columns()
-    data = base = buf if type(buf) is bytes else ffi.from_buffer("uint8_t[]", buf)
-    size = len(data)
-    frames: list[tuple[int, int, int, Any]] = []
-    offset = 0
-    text = None  # the buffer as latin-1 text, made once: a report is ASCII, one char a byte
-    while True:
-        try:  # cffi refuses a limit outside its unsigned parameter (OverflowError)
-            code = _split_marked(
-                data, size - offset, max_frame, _FRAME_SCRATCH_ROWS, max_depth, max_nodes,
-                max_key_bytes, starts, ends, marks, fields, count, consumed)
-        except OverflowError:
-            raise ValueError("limits out of range") from None
-        found = count[0]
-        if found == 1 and not offset:  # one whole frame per read, the most common case
-            mark = marks[0]
-            if mark < 2:
-                frames.append((starts[0], ends[0], mark, None))
-            else:
-                text = str(buf, "latin-1")
-                a, b, c, d, e, f = _SPANS(spans)
-                frames.append((starts[0], ends[0], mark, (text[a:b], text[c:d], text[e:f])))
-        else:
-            for index in range(found):
-                mark = marks[index]
-                if mark < 2:
-                    frames.append((offset + starts[index], offset + ends[index], mark, None))
-                    continue
-                if text is None:
-                    text = str(buf, "latin-1")
-                a, b, c, d, e, f = _SPANS(spans, 48 * index)
-                if offset:
-                    a, b, c, d, e, f = (x + offset for x in (a, b, c, d, e, f))
-                frames.append((offset + starts[index], offset + ends[index], mark,
-                               (text[a:b], text[c:d], text[e:f])))
-        offset += consumed[0]
-        if code != _FRAME_FULL:
-            return frames, offset, _FRAME_ERRORS[code]
-        if base is buf:  # more than a scratch full of frames in bytes: go on through a view
-            base = ffi.from_buffer("uint8_t[]", buf)
-        data = base + offset
+    as str. A decoder keeps a ``FrameScan`` instead (its limits set once)."""
+    return FrameScan(max_frame, max_depth, max_nodes, max_key_bytes).split(buf)
 
 
 def json_report(json: Any) -> tuple[int, tuple[int, ...]]:

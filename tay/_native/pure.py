@@ -413,3 +413,19 @@ def split_frames_marked(buf: Any, max_frame: int, max_depth: int, max_nodes: int
         else:
             marked.append((start, end, 1 if clean else 0, None))
     return marked, consumed, error
+
+
+class FrameScan:
+    """``split_frames_marked`` with its limits set once (the C twin prepares one
+    ``tay_frame_scan`` per decoder)."""
+
+    __slots__ = ("_limits",)
+
+    def __init__(self, max_frame: int, max_depth: int, max_nodes: int,
+                 max_key_bytes: int) -> None:
+        split_frames_marked(b"", max_frame, max_depth, max_nodes, max_key_bytes)  # the checks
+        self._limits = (max_frame, max_depth, max_nodes, max_key_bytes)
+
+    def split(self, buf: Any) -> tuple[list[tuple[int, int, int, Any]], int, str | None]:
+        """``split_frames_marked(buf, *limits)``."""
+        return split_frames_marked(buf, *self._limits)

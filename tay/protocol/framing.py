@@ -14,7 +14,6 @@ from tay import _native
 from tay.failures import ConnectionFatal
 
 _LENGTH = struct.Struct(">I")
-_split_frames_marked = _native.split_frames_marked
 
 
 class FrameDecoder:
@@ -24,7 +23,7 @@ class FrameDecoder:
     is left in ``fatal`` (the connection must then send it and close).
     """
 
-    __slots__ = ("_buffer", "_max_frame", "_buffer_limit", "fatal", "_limits")
+    __slots__ = ("_buffer", "_max_frame", "_buffer_limit", "fatal", "_split")
 
     def __init__(self, max_frame: int, buffer_limit: int | None = None,
                  domain: tuple[int, int, int] = (0, 0, 0)) -> None:
@@ -32,9 +31,9 @@ class FrameDecoder:
         self._max_frame = max_frame
         self._buffer_limit = 2 * max_frame + 8 if buffer_limit is None else buffer_limit
         self.fatal: ConnectionFatal | None = None
-        # split_frames_marked's limits: the frame size, then the domain's clean marks
-        # (max_depth, max_nodes, max_key_bytes)
-        self._limits = (max_frame, *domain)
+        # split_frames_marked with its limits set once: the frame size, then the domain's
+        # clean marks (max_depth, max_nodes, max_key_bytes)
+        self._split = _native.FrameScan(max_frame, *domain).split
 
     @property
     def buffered(self) -> int:
@@ -57,13 +56,13 @@ class FrameDecoder:
         if self._buffer:  # a partial frame waits: complete it in the unread buffer
             buffer = self._buffer
             buffer += data
-            slices, consumed, error = _split_frames_marked(buffer, *self._limits)
+            slices, consumed, error = self._split(buffer)
             frames = [(bytes(buffer[start:end]), mark, ids) for start, end, mark, ids in slices]
             self._consume(consumed, error)
             return frames
         # the common case: whole frames read straight from data
         buffer = data if type(data) is bytes else bytes(data)
-        slices, consumed, error = _split_frames_marked(buffer, *self._limits)
+        slices, consumed, error = self._split(buffer)
         if consumed == len(buffer) and error is None:
             if len(slices) == 1:
                 start, end, mark, ids = slices[0]

@@ -123,3 +123,21 @@ def test_split_frames_marked_reads_any_buffer_and_refuses_limits_out_of_range(na
                    (100, 64, 1000, -5)):
         with pytest.raises(ValueError):
             native.split_frames_marked(many, *limits)
+        with pytest.raises(ValueError):  # a decoder's scan checks them once, when made
+            native.FrameScan(*limits)
+
+
+def test_a_frame_scan_is_reused_across_reads_of_every_size(native):
+    """One FrameScan per decoder: each split stands alone (no columns of an earlier read
+    leak into a later one), whatever a read held, up to several calls' worth of rows."""
+    def frame(payload: bytes) -> bytes:
+        return len(payload).to_bytes(4, "big") + payload
+
+    report = frame(b'{"version":1,"type":"started","request_id":"q","reservation_id":"r",'
+                   b'"execution_id":"e"}')
+    scan = native.FrameScan(100, 64, 1000, 255)
+    reads = [frame(b'{"a":1}') * 150, report, frame(b"[1]")[:5], b"", report * 3 + bytes(4),
+             (frame(b"{}") + report) * 70, frame(b"x" * 101), frame(b'{"a":1,"a":2}')]
+    for buf in reads + reads[::-1]:
+        for given in (buf, bytearray(buf)):
+            assert scan.split(given) == native.split_frames_marked(given, 100, 64, 1000, 255)

@@ -108,6 +108,10 @@ def test_split_frames_marked_marks_each_frame_as_the_twin(payloads, data) -> Non
             assert got == wants
     frames, consumed, error = wants
     split = pure.split_frames(buf, BOUNDS[0])
+    # a decoder's prepared scan (FrameScan, reused read after read) splits as the function
+    for scan in (c.FrameScan(*BOUNDS), pure.FrameScan(*BOUNDS)):
+        for given_buf in (buf, bytearray(buf), buf[:len(buf) // 2], buf):
+            assert scan.split(given_buf) == pure.split_frames_marked(given_buf, *BOUNDS)
     assert (consumed, error) == split[1:]
     assert [(start, end) for start, end, _, _ in frames] == split[0]
     for start, end, mark, ids in frames:
