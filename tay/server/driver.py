@@ -289,6 +289,7 @@ class EngineDriver:
     def _release(self) -> None:
         stages = self._stages
         durable = self.committer.durable
+        sinks, metrics = self._sinks, self.metrics  # the same for every stage of the call
         while stages:
             head = stages[0]
             if head.ticket > durable:
@@ -305,13 +306,18 @@ class EngineDriver:
             if head.ticket or self.stopped is None:
                 if head.permit:
                     self.permits.release()
-                sinks = self._sinks
-                for effect in head.effects:
+                effects = head.effects
+                for effect in effects:
                     sink = sinks.get(effect.conn)
                     if sink is not None:
                         sink(effect)
-                if self.metrics is not None:
-                    self._observe(head)
+                if metrics is not None:  # the enqueue-ack latency of each enqueued reply
+                    elapsed = None
+                    for effect in effects:
+                        if type(effect) is Reply and effect.type == "enqueued":
+                            if elapsed is None:
+                                elapsed = time.perf_counter() - head.created
+                            metrics.enqueue_ack.observe(elapsed)
                 if head.logs:
                     log_failures(head.logs)
             else:
@@ -325,14 +331,6 @@ class EngineDriver:
             self.loop.call_soon(self.on_stopped)
         for listener in self._stop_listeners:
             self.loop.call_soon(listener)
-
-    def _observe(self, stage: _Stage) -> None:
-        elapsed = None
-        for effect in stage.effects:
-            if type(effect) is Reply and effect.type == "enqueued":
-                if elapsed is None:
-                    elapsed = time.perf_counter() - stage.created
-                self.metrics.enqueue_ack.observe(elapsed)
 
     def _fail_stage(self, stage: _Stage) -> None:
         if stage.permit:
