@@ -47,3 +47,18 @@ def test_a_reply_is_its_envelope_encoded_and_framed(message_type, request_id, fi
         envelope["request_id"] = request_id
     envelope.update(fields)
     assert message_frame(message_type, request_id, fields) == encode_frame(encode_json(envelope))
+
+
+@SETTINGS
+@given(st.sampled_from(["version", "type", "request_id"]), json_values,
+       st.dictionaries(st.text(max_size=6), json_values, max_size=3), st.booleans())
+def test_a_field_named_like_the_envelope_wins_as_a_dict_update(key, value, others, first):
+    """A field that repeats an envelope key is merged as a dict update: the field's value
+    wins, in the envelope's place (a fast path that splices fields must keep this)."""
+    from tay.protocol.framing import encode_frame
+    from tay.protocol.values import encode_json
+
+    fields = {key: value, **others} if first else {**others, key: value}
+    envelope = {"version": 1, "type": "status", "request_id": "r1"}
+    envelope.update(fields)
+    assert message_frame("status", "r1", fields) == encode_frame(encode_json(envelope))
