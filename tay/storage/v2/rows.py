@@ -178,7 +178,24 @@ class BaseSource:
         return record.payload
 
 
-class BaseJobs:
+class _JobColumns:
+    """The per-job readers over ``columns`` (``BASE_JOB`` ints per job) that ``BaseJobs``
+    and ``HeldJobs`` share."""
+
+    __slots__ = ()
+    columns: Any
+
+    def state(self, k: int) -> str:
+        return _STATES[self.columns[k * _BJ + bj.STATE]]
+
+    def revision(self, k: int) -> int:
+        return self.columns[k * _BJ + bj.REVISION]
+
+    def terminal_at(self, k: int) -> int:
+        return self.columns[k * _BJ + bj.TERMINAL_AT]
+
+
+class BaseJobs(_JobColumns):
     """Finished base jobs a columnar replay took whole (``tay._native.base_jobs``): its
     rows (``BASE_JOB`` ints per job, offsets in ``data`` plus ``origin``) over the segment's
     bytes, read while the segment is still mapped, or over a copy of just the run's bytes
@@ -229,15 +246,6 @@ class BaseJobs:
         data, origin = self.data, self.origin
         return [data[start:start + 16] for start in
                 [start - origin for start in self.columns[bj.SNAPSHOT::_BJ]]]
-
-    def state(self, k: int) -> str:
-        return _STATES[self.columns[k * _BJ + bj.STATE]]
-
-    def revision(self, k: int) -> int:
-        return self.columns[k * _BJ + bj.REVISION]
-
-    def terminal_at(self, k: int) -> int:
-        return self.columns[k * _BJ + bj.TERMINAL_AT]
 
     def texts(self, slot: int) -> list[bytes]:
         """Every job's queue (``bj.QUEUE``) or worker (``bj.WORKER``) key, undecoded."""
@@ -325,7 +333,7 @@ def _span(columns: Any) -> tuple[int, int]:
         columns[last + bj.RESULT] + columns[last + bj.RESULT_LENGTH])
 
 
-class HeldJobs:
+class HeldJobs(_JobColumns):
     """A run of finished base jobs as an engine keeps it (``BaseJobs.held``): columns, ids,
     queue and worker keys in memory; each job's snapshot and result read from the base
     segment when its row is asked for (``BaseSource``: checked, or ``StorageFailure``), or
@@ -357,15 +365,6 @@ class HeldJobs:
 
     def ids(self) -> list[bytes]:
         return list(self._ids)
-
-    def state(self, k: int) -> str:
-        return _STATES[self.columns[k * _BJ + bj.STATE]]
-
-    def revision(self, k: int) -> int:
-        return self.columns[k * _BJ + bj.REVISION]
-
-    def terminal_at(self, k: int) -> int:
-        return self.columns[k * _BJ + bj.TERMINAL_AT]
 
     def keys(self, slot: int, texts: dict[bytes, str] | None = None) -> list[str]:
         return self._queues if slot == bj.QUEUE else self._workers
