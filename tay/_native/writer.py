@@ -314,6 +314,6 @@ class NativeWriter:
 
 def gather_wait(queued: int, siblings: int, since_done_ns: int, sync_ns: int,
                 cap_ns: int) -> int:
-    """``tay_writer_gather_wait``: how long (ns) a flushed batch waits for more submissions (tests check the Python twin's
-    rule against it)."""
+    """``tay_writer_gather_wait``: how long (ns) a flushed batch waits for more submissions
+    (tests check the Python twin's rule against it)."""
     return lib.tay_writer_gather_wait(queued, siblings, since_done_ns, sync_ns, cap_ns)

@@ -57,7 +57,8 @@ class ServeConfig(Frozen):
     __slots__ = ("data_dir", "socket", "socket_mode", "init_if_missing", "durability",
                  "validated_filesystem", "group_commit_max_events", "group_commit_interval_ms",
                  "group_commit_linger", "group_commit_gather_us", "journal_writer",
-                 "journal_writer_rt_priority", "engine", "limits", "drain_timeout_s", "metrics_port", "terminal_retention", "compaction")
+                 "journal_writer_rt_priority", "engine", "limits", "drain_timeout_s",
+                 "metrics_port", "terminal_retention", "compaction")
     data_dir: str
     socket: SocketPlan | None
     socket_mode: int
@@ -83,7 +84,8 @@ class ServeConfig(Frozen):
                  init_if_missing: bool = False, durability: str = "sync",
                  validated_filesystem: bool = False, group_commit_max_events: int = 1,
                  group_commit_interval_ms: int = 0, group_commit_linger: bool = False,
-                 group_commit_gather_us: int = GATHER_US, journal_writer: str = "auto", journal_writer_rt_priority: int = 0,
+                 group_commit_gather_us: int = GATHER_US, journal_writer: str = "auto",
+                 journal_writer_rt_priority: int = 0,
                  engine: EngineConfig | None = None, limits: ProtocolLimits | None = None,
                  drain_timeout_s: float = 30.0, metrics_port: int | None = None,
                  terminal_retention: Retention | None = None,
