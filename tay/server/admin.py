@@ -135,7 +135,8 @@ class AdminService:
                        "implementation": getattr(committer, "implementation", "python"),
                        "rt_priority": config.journal_writer_rt_priority},
             "commit": {**committer.stats().as_dict(), "max_events": committer.max_events,
-                       "interval_ms": round(committer.interval_s * 1000)},
+                       "interval_ms": round(committer.interval_s * 1000),
+                       "linger": committer.linger, "gather_us": committer.gather_us},
             "storage": storage_facts(config.data_dir),
         }
         if self.compactor is not None:

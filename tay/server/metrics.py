@@ -204,6 +204,9 @@ def collector(engine: Any, driver: Any, store: Any, metrics: ServerMetrics,
         yield CounterMetricFamily("tay_commit_events", "durable journal events",
                                   value=stats.events)
         yield CounterMetricFamily("tay_fsyncs", "journal fsyncs", value=stats.fsyncs)
+        yield CounterMetricFamily("tay_commit_gathered_batches",
+                                  "batches that waited for their siblings under load "
+                                  "(group commit gathering)", value=stats.gathered)
         yield histogram("tay_enqueue_ack_seconds", "enqueue request to durable reply",
                         metrics.enqueue_ack)
         yield histogram("tay_fsync_seconds", "journal fsync duration per batch", metrics.fsync)

@@ -214,6 +214,10 @@ def test_status_reads_on_both_transports(engine):
             "running": True, "error": None, "implementation": native.IMPLEMENTATION,
             "rt_priority": 0}
         assert status["durability"] == "write" and status["storage"]["free_bytes"] > 0
+        commit = status["commit"]  # the counters and the settings that steer them
+        assert commit["fsyncs"] == 0 and commit["batches"] >= commit["gathered"] >= 0
+        assert (commit["max_events"], commit["interval_ms"], commit["linger"],
+                commit["gather_us"]) == (1, 0, False, 1000)  # the defaults
         assert status["engine"]["jobs"]["total"] == sum(status["engine"]["jobs"]["by_state"].values())
         assert status["socket"]["path"] == engine.socket_path
         assert all(s["id"].startswith("admin-every-")

@@ -127,6 +127,9 @@ def test_metrics_health_and_logs_on_a_socket_only_engine(dirs):
         assert after[("tay_commit_batch_events_count", ())] > before.get(
             ("tay_commit_batch_events_count", ()), 0)
         assert after[("tay_fsync_seconds_count", ())] >= 1
+        # per-event (the default): every batch is one submission, none gathers
+        assert after[("tay_commit_gathered_batches_total", ())] == 0
+        assert after[("tay_commit_batches_total", ())] >= 5
         assert after[("tay_disk_free_bytes", ())] > 0 and after[("tay_state_bytes", ())] > 0
         assert get(f"{base}/jobs")[0] == 404  # the metrics port serves nothing else
         deadline = time.monotonic() + 15
