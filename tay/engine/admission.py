@@ -26,7 +26,7 @@ def job_charge(definition_bytes: int, definition_nodes: int) -> int:
 def jobs_charge(definition_bytes: int, definition_nodes: int, jobs: int) -> int:
     """The summed ``job_charge`` of ``jobs`` jobs from the sums of their definition bytes
     and nodes (the charge is linear): a columnar run is charged without a call per job."""
-    return 2 * definition_bytes + BYTES_PER_NODE * definition_nodes + JOB_OVERHEAD_BYTES * jobs
+    return job_charge(definition_bytes, definition_nodes) + JOB_OVERHEAD_BYTES * (jobs - 1)
 
 
 def schedule_charge(definition_bytes: int, definition_nodes: int, active_jobs: int) -> int:
