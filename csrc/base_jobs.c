@@ -100,3 +100,58 @@ size_t tay_base_jobs(const uint8_t *buf, size_t size, size_t count, const uint64
     *job_count = n;
     return i;
 }
+
+/* What an engine keeps of a run per job (tay.storage.v2.rows.HeldJobs), gathered here so
+ * replay does not slice the segment once per job and key in Python. `jobs` is `count` rows
+ * of TAY_BASE_JOB u64s as tay_base_jobs() wrote them, `buf` the bytes from segment offset
+ * `origin` on (`size` of them).
+ *
+ * tay_base_ids(): the 16-byte job id of every job, in order, into `out` (16 * count bytes).
+ * Returns 0, or -1 if an id lies outside buf (nothing written past `out`'s end either way). */
+int tay_base_ids(const uint8_t *buf, size_t size, uint64_t origin, const uint64_t *jobs,
+                 size_t count, uint8_t *out) {
+    for (size_t k = 0; k < count; k++) {
+        uint64_t start = jobs[k * TAY_BASE_JOB + TAY_BJ_SNAPSHOT];
+        if (start < origin || start - origin > size || size - (start - origin) < 16) return -1;
+        memcpy(out + 16 * k, buf + (start - origin), 16);
+    }
+    return 0;
+}
+
+/* tay_base_keys(): the key at column `slot` (TAY_BJ_QUEUE or TAY_BJ_WORKER, its length in
+ * the next column) of every job as an index into the run's distinct keys, numbered in
+ * order of first appearance: index[k] for job k, firsts[d] the job where key d first
+ * appears. Keys compare as bytes. Returns the number of distinct keys; -1 if a key lies
+ * outside buf or slot is neither column; -2 if there are more than `max_distinct` (index
+ * and firsts are then partly written and mean nothing). A run has few distinct keys, so a
+ * linear search after the previous job's key is enough. */
+long tay_base_keys(const uint8_t *buf, size_t size, uint64_t origin, const uint64_t *jobs,
+                   size_t count, int slot, size_t max_distinct, uint32_t *index,
+                   size_t *firsts) {
+    size_t distinct = 0, last = 0;
+    if (slot != TAY_BJ_QUEUE && slot != TAY_BJ_WORKER) return -1;
+    for (size_t k = 0; k < count; k++) {
+        uint64_t start = jobs[k * TAY_BASE_JOB + slot];
+        uint64_t length = jobs[k * TAY_BASE_JOB + slot + 1];
+        const uint8_t *key;
+        size_t d;
+        if (start < origin || start - origin > size || size - (start - origin) < length)
+            return -1;
+        key = buf + (start - origin);
+        for (d = 0; d < distinct; d++) {
+            size_t probe = (last + d) % distinct; /* the previous job's key first */
+            const uint64_t *seen = jobs + firsts[probe] * TAY_BASE_JOB + slot;
+            if (seen[1] == length && memcmp(buf + (seen[0] - origin), key, length) == 0) {
+                d = probe;
+                break;
+            }
+        }
+        if (d == distinct) {
+            if (distinct == max_distinct) return -2;
+            firsts[distinct++] = k;
+        }
+        index[k] = (uint32_t)d;
+        last = d;
+    }
+    return (long)distinct;
+}

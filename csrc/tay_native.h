@@ -175,6 +175,17 @@ size_t tay_base_jobs(const uint8_t *buf, size_t size, size_t count, const uint64
                      uint64_t max_binary, size_t tape_capacity, uint8_t *tags,
                      uint64_t *values, uint32_t *tape_offsets, double *reals, uint64_t *jobs,
                      size_t *job_count);
+/* What an engine keeps of a run per job, gathered from tay_base_jobs() rows over the bytes
+ * from segment offset `origin` on: every job id (16 bytes each into out; 0, or -1 if one
+ * lies outside buf), and every key of column `slot` (TAY_BJ_QUEUE or TAY_BJ_WORKER) as an
+ * index into the distinct keys in order of first appearance, firsts[d] the first job with
+ * key d (returns how many distinct keys; -1 outside buf or a bad slot; -2 more than
+ * max_distinct). */
+int tay_base_ids(const uint8_t *buf, size_t size, uint64_t origin, const uint64_t *jobs,
+                 size_t count, uint8_t *out);
+long tay_base_keys(const uint8_t *buf, size_t size, uint64_t origin, const uint64_t *jobs,
+                   size_t count, int slot, size_t max_distinct, uint32_t *index,
+                   size_t *firsts);
 
 /* ---- Store-v2 mutation batch fast path (mutations.c) ----
  * The row is the Event-v1 row (TAY_EF_*) of the event the mutation stands for, offsets

@@ -46,6 +46,11 @@ API (see docs/native.md for the details and error conventions):
   columns, one call per run of records (``tay._native._pure_base``): ``BASE_JOB`` (15) ints
   (one ``array('Q')``) per job taken whole (a terminal snapshot and at most one result attachment), stopping
   before the first record it cannot vouch for; ``next`` is that record's index.
+- ``base_ids(buf, jobs, origin) -> list[bytes]`` and ``base_keys(buf, jobs, origin, slot,
+  max_distinct) -> (index, raws) | None``: from ``base_jobs`` rows over ``buf`` (its byte 0
+  at segment offset ``origin``), every job's id, and a queue or worker key column as an
+  ``array('I')`` of indexes into the distinct keys (first appearance order; None when
+  there are more than ``max_distinct``); ``ValueError`` for bytes outside ``buf``.
 - ``split_frames(buf, max_frame) -> (frames, consumed, error)``; ``frames`` are
   ``(start, end)`` payload slices; ``error`` None | "frame_too_large" | "empty_frame".
 - ``split_frames_marked(buf, max_frame, max_depth, max_nodes, max_key_bytes) -> (frames,
@@ -109,6 +114,8 @@ events_scan = _active.events_scan
 snapshots_scan = _active.snapshots_scan
 mutations_scan = _active.mutations_scan
 base_jobs = _active.base_jobs
+base_ids = _active.base_ids
+base_keys = _active.base_keys
 write_all_at = _active.write_all_at
 fdatasync = _active.fdatasync
 fsync = _active.fsync
@@ -121,7 +128,7 @@ __all__ = [
     "IMPLEMENTATION", "CRC32C_IMPLEMENTATION", "ValueCodecError", "RESOURCE_REASONS",
     "crc32c", "encode_records", "scan_records", "scan_record_columns", "value_encode",
     "value_decode", "json_to_value", "value_to_json",
-    "split_frames", "events_scan", "snapshots_scan", "mutations_scan", "base_jobs", "write_all_at", "fdatasync", "fsync", "fsync_dir", "flock_exclusive",
+    "split_frames", "events_scan", "snapshots_scan", "mutations_scan", "base_jobs", "base_ids", "base_keys", "write_all_at", "fdatasync", "fsync", "fsync_dir", "flock_exclusive",
     "json_domain_clean", "split_frames_marked", "FrameScan", "json_report",
     "rename_noreplace", "filesystem_magic",
 ]

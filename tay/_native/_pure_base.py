@@ -9,6 +9,9 @@ the previous one (``last_id``: the id before ``start``, None for none), then at 
 revision, when the job is completed; a record outside ``buf`` ends the walk. Returns ``(next, rows)``: the index of the first record
 it did not take and ``BASE_JOB`` integers per job (offsets absolute in ``buf``) in an
 ``array('Q')`` (what the engine keeps of a run, made without an int object per field).
+
+``base_ids`` and ``base_keys`` gather from those rows what an engine keeps of a run per job
+(its id, its queue and worker keys as indexes into the run's distinct keys).
 """
 
 from __future__ import annotations
@@ -84,3 +87,41 @@ def base_jobs(buf: Any, offsets: Sequence[int], lengths: Sequence[int], types: S
         previous = job_id
         i += used
     return i, array("Q", rows)
+
+
+def base_ids(buf: Any, jobs: Sequence[int], origin: int) -> list[bytes]:
+    """Every job's 16-byte id, in order, from ``base_jobs`` rows over ``buf``, whose byte 0
+    is segment offset ``origin`` (``ValueError`` if an id lies outside it)."""
+    ids = []
+    for start in jobs[SNAPSHOT::BASE_JOB]:
+        at = start - origin
+        if at < 0 or at + 16 > len(buf):
+            raise ValueError(f"job id at {start} outside the buffer")
+        ids.append(bytes(buf[at:at + 16]))
+    return ids
+
+
+def base_keys(buf: Any, jobs: Sequence[int], origin: int, slot: int,
+              max_distinct: int) -> tuple[array, list[bytes]] | None:
+    """Every job's key in column ``slot`` (``QUEUE`` or ``WORKER``; its length in the next
+    column) as ``(index, raws)``: ``raws`` the distinct keys in order of first appearance,
+    ``index`` (``array('I')``) each job's position in it; None when there are more than
+    ``max_distinct``. ``ValueError`` for a key outside ``buf`` or another slot."""
+    if slot not in (QUEUE, WORKER):
+        raise ValueError(f"slot {slot} is not a key column")
+    index = array("I")
+    raws: list[bytes] = []
+    seen: dict[bytes, int] = {}
+    for start, length in zip(jobs[slot::BASE_JOB], jobs[slot + 1::BASE_JOB]):
+        at = start - origin
+        if at < 0 or at + length > len(buf):
+            raise ValueError(f"key at {start} outside the buffer")
+        raw = bytes(buf[at:at + length])
+        d = seen.get(raw)
+        if d is None:
+            if len(raws) == max_distinct:
+                return None
+            d = seen[raw] = len(raws)
+            raws.append(raw)
+        index.append(d)
+    return index, raws

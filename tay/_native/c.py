@@ -403,6 +403,48 @@ def base_jobs(buf: Any, offsets: Any, lengths: Any, types: Any, schemas: Any, st
     return start + taken, rows
 
 
+def base_ids(buf: Any, jobs: Any, origin: int) -> list[bytes]:
+    """Every job's id from ``base_jobs`` rows; see ``tay._native._pure_base.base_ids``."""
+    count = len(jobs) // lib.TAY_BASE_JOB
+    if not count:
+        return []
+    data = ffi.from_buffer("uint8_t[]", buf)
+    out = _new_uncleared("uint8_t[]", 16 * count)
+    if lib.tay_base_ids(data, len(data), origin, _column("uint64_t[]", jobs, 0, len(jobs)),
+                        count, out):
+        raise ValueError("a job id lies outside the buffer")
+    return list(struct.unpack("16s" * count, ffi.buffer(out)))  # one bytes each, in C
+
+
+def base_keys(buf: Any, jobs: Any, origin: int, slot: int,
+              max_distinct: int) -> tuple[array, list[bytes]] | None:
+    """A key column as indexes into its distinct keys; see
+    ``tay._native._pure_base.base_keys``."""
+    if slot not in (lib.TAY_BJ_QUEUE, lib.TAY_BJ_WORKER):
+        raise ValueError(f"slot {slot} is not a key column")
+    if max_distinct < 0:
+        raise ValueError("max_distinct must be at least 0")
+    count = len(jobs) // lib.TAY_BASE_JOB
+    index = array("I", bytes(4 * count))
+    if not count:
+        return index, []
+    data = ffi.from_buffer("uint8_t[]", buf)
+    column = _column("uint64_t[]", jobs, 0, len(jobs))
+    firsts = _new_uncleared("size_t[]", max(max_distinct, 1))
+    found = lib.tay_base_keys(data, len(data), origin, column, count, slot, max_distinct,
+                              ffi.from_buffer("uint32_t[]", index), firsts)
+    if found == -2:
+        return None
+    if found < 0:
+        raise ValueError("a key lies outside the buffer")
+    raws = []
+    for d in range(found):
+        base = firsts[d] * lib.TAY_BASE_JOB + slot
+        start = column[base] - origin
+        raws.append(bytes(buf[start:start + column[base + 1]]))
+    return index, raws
+
+
 def _column(kind: str, column: Any, start: int, count: int) -> Any:
     """A column of integers as C reads it: an ``array`` in place, anything else copied."""
     if isinstance(column, array) and column.itemsize == ffi.sizeof(kind[:-2]):

@@ -23,7 +23,9 @@ from tay._native._pure_fileops import (
 from tay._native._pure_events import events_scan as events_scan
 from tay._native._pure_snapshots import snapshots_scan as snapshots_scan
 from tay._native._pure_mutations import mutations_scan as mutations_scan
+from tay._native._pure_base import base_ids as base_ids
 from tay._native._pure_base import base_jobs as base_jobs
+from tay._native._pure_base import base_keys as base_keys
 from tay._native._pure_json import json_to_value, value_to_json
 from tay._native._pure_value import value_decode, value_encode
 from tay._native.checks import (

@@ -111,6 +111,59 @@ def test_c_equals_python_on_any_base(records, data) -> None:
             walk(pure, buffer, table, start, stop, last_id)
 
 
+def gathered(twin, buf, rows, origin: int, max_distinct: int):
+    """``base_ids`` and both key columns, or the ValueError's class for bytes outside."""
+    try:
+        return (twin.base_ids(buf, rows, origin),
+                [twin.base_keys(buf, rows, origin, slot, max_distinct)
+                 for slot in (_pure_base.QUEUE, _pure_base.WORKER)])
+    except ValueError:
+        return ValueError
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(bases(), st.data())
+def test_ids_and_keys_gather_the_same_in_c_and_python(records, data) -> None:
+    """What an engine keeps of a run per job (ids, keys as indexes into the distinct keys)
+    is what slicing each job's bytes gives, in both twins, over the segment or a part of it
+    starting at ``origin``."""
+    raw, table = frames(records)
+    _, rows = walk(pure, raw, table, 0, len(table), None)
+    origin = data.draw(st.integers(0, min(rows[_pure_base.SNAPSHOT::_pure_base.BASE_JOB],
+                                          default=0)))
+    buf = raw[origin:]
+    max_distinct = data.draw(st.integers(0, 4))
+    got = gathered(c_native, buf, rows, origin, max_distinct)
+    assert got == gathered(pure, buf, rows, origin, max_distinct)
+    ids, keys = got
+    step = _pure_base.BASE_JOB
+    assert ids == [raw[start:start + 16] for start in rows[_pure_base.SNAPSHOT::step]]
+    for slot, found in zip((_pure_base.QUEUE, _pure_base.WORKER), keys):
+        texts = [raw[start:start + length]
+                 for start, length in zip(rows[slot::step], rows[slot + 1::step])]
+        if found is None:
+            assert len(set(texts)) > max_distinct
+        else:
+            index, distinct = found
+            assert [distinct[d] for d in index] == texts
+            assert distinct == list(dict.fromkeys(texts))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.binary(max_size=64), st.lists(st.integers(0, 80), min_size=_pure_base.BASE_JOB,
+                                        max_size=4 * _pure_base.BASE_JOB),
+       st.integers(0, 8), st.integers(0, 3))
+def test_ids_and_keys_refuse_bytes_outside_the_buffer_alike(buf, values, origin,
+                                                           max_distinct) -> None:
+    """Rows that point anywhere (outside the buffer, before ``origin``): both twins gather
+    the same or both raise ValueError."""
+    from array import array
+
+    rows = array("Q", values[:len(values) // _pure_base.BASE_JOB * _pure_base.BASE_JOB])
+    assert gathered(c_native, buf, rows, origin, max_distinct) == \
+        gathered(pure, buf, rows, origin, max_distinct)
+
+
 def test_the_row_layout_is_the_documented_one() -> None:
     assert c_native.lib.TAY_BASE_JOB == _pure_base.BASE_JOB == 15
     assert (c_native.lib.TAY_BJ_RECORD, c_native.lib.TAY_BJ_RESULT_BYTES) == \

@@ -36,6 +36,7 @@ from tay.storage.v2.records import decode_snapshot
 
 _STATES = sr.STATES
 _D = sr.DEFINITION  # where the definition's Event-v1 slots start in a snapshot row
+_FEW_KEYS = 64  # distinct keys in a run that base_keys tells apart (more: sliced one by one)
 
 
 class ResultRow:
@@ -243,9 +244,7 @@ class BaseJobs(_JobColumns):
 
     def ids(self) -> list[bytes]:
         """Every job's id, in order (ascending)."""
-        data, origin = self.data, self.origin
-        return [data[start:start + 16] for start in
-                [start - origin for start in self.columns[bj.SNAPSHOT::_BJ]]]
+        return _native.base_ids(self.data, self.columns, self.origin)
 
     def texts(self, slot: int) -> list[bytes]:
         """Every job's queue (``bj.QUEUE``) or worker (``bj.WORKER``) key, undecoded."""
@@ -255,11 +254,11 @@ class BaseJobs(_JobColumns):
 
     def keys(self, slot: int, texts: dict[bytes, str]) -> list[str]:
         """Every job's queue (``bj.QUEUE``) or worker (``bj.WORKER``) key, decoded."""
-        raws = self.texts(slot)
-        keys = list(map(texts.get, raws))  # a run has few distinct keys: most are known
-        if None in keys:
-            keys = [_decoded(raw, texts) for raw in raws]
-        return keys
+        found = _native.base_keys(self.data, self.columns, self.origin, slot, _FEW_KEYS)
+        if found is None:  # many distinct keys: slice each
+            return [_decoded(raw, texts) for raw in self.texts(slot)]
+        index, raws = found  # a run has few distinct keys: one str each
+        return list(map([_decoded(raw, texts) for raw in raws].__getitem__, index))
 
     def text(self, k: int, slot: int, texts: dict[bytes, str]) -> str:
         """Job ``k``'s queue or worker key (``texts``: the ones decoded so far)."""
