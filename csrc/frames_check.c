@@ -154,16 +154,41 @@ static size_t skip_space(const uint8_t *s, size_t n, size_t i) {
     return i;
 }
 
+static const size_t report_key_lengths[F_KEYS] = {7, 4, 10, 14, 12, 6};
+
 static int report_key(const uint8_t *key, size_t length) {
     for (int f = 0; f < F_KEYS; f++)
-        if (strlen(report_keys[f]) == length && memcmp(report_keys[f], key, length) == 0)
+        if (report_key_lengths[f] == length && memcmp(report_keys[f], key, length) == 0)
             return f;
     return -1;
 }
 
-int tay_json_report(const uint8_t *s, size_t n, uint64_t *fields) {
+/* What a report needs besides its own rules to be clean for sure (what
+ * tay_json_domain_clean would find of it): depth 1 within max_depth, 1 + its members
+ * within max_nodes, at most CHECK_KEYS keys of at most max_key_bytes each, and no key
+ * repeated (report keys are seen once each by the reader; the other keys, keys[0..others),
+ * are compared here). Returns 1 when so; 0 when not sure (the caller then runs the domain
+ * check). */
+static int report_surely_clean(const uint8_t *s, const key_span *keys, size_t count,
+                               size_t others, uint32_t max_depth, uint64_t max_nodes,
+                               uint32_t max_key_bytes) {
+    if (max_depth < 1 || count > CHECK_KEYS || 1 + (uint64_t)count > max_nodes) return 0;
+    for (size_t k = 0; k < count; k++)
+        if (keys[k].length > max_key_bytes) return 0;
+    return keys_distinct(s, keys, 0, others);  /* a report key never equals another key */
+}
+
+/* tay_json_report, and the payload's keys in keys[0..*count) (the other keys, not report
+ * keys, first: from index 0 to *others), for report_surely_clean; *count is left 0 when
+ * there are more than CHECK_KEYS. */
+static int read_report(const uint8_t *s, size_t n, uint64_t *fields, key_span *keys,
+                       size_t *count, size_t *others) {
     size_t start[F_KEYS + 1] = {0}, end[F_KEYS + 1] = {0};
+    key_span known[F_KEYS];
+    size_t other_count = 0, known_count = 0;
+    int overflow = 0;
     unsigned seen = 0;
+    *count = *others = 0;
     size_t i = skip_space(s, n, 0);
     if (i == n || s[i] != '{') return TAY_REPORT_NONE;
     i++;
@@ -174,11 +199,16 @@ int tay_json_report(const uint8_t *s, size_t n, uint64_t *fields) {
         if (!key_end) return TAY_REPORT_NONE;
         size_t key_length = key_end - i - 2;
         int f = report_key(s + i + 1, key_length);
+        key_span span = {(uint32_t)(i + 1), (uint32_t)key_length};
         if (f < 0) {  /* another key (job_id, say): ignored, but never the legacy "v" */
             if (key_length == 1 && s[i + 1] == 'v') return TAY_REPORT_NONE;
             f = F_OTHER;
+            if (other_count < CHECK_KEYS) keys[other_count++] = span;
+            else overflow = 1;
         } else if (seen & (1u << f)) {
             return TAY_REPORT_NONE;
+        } else {
+            known[known_count++] = span;
         }
         seen |= 1u << f;
         i = skip_space(s, n, key_end);
@@ -218,9 +248,21 @@ int tay_json_report(const uint8_t *s, size_t n, uint64_t *fields) {
     }
     size_t type_length = end[F_TYPE] - start[F_TYPE];
     const uint8_t *type = s + start[F_TYPE];
-    if (type_length == 7 && memcmp(type, "started", 7) == 0) return TAY_REPORT_STARTED;
-    if (type_length == 9 && memcmp(type, "succeeded", 9) == 0) return TAY_REPORT_SUCCEEDED;
-    return TAY_REPORT_NONE;
+    int mark = TAY_REPORT_NONE;
+    if (type_length == 7 && memcmp(type, "started", 7) == 0) mark = TAY_REPORT_STARTED;
+    if (type_length == 9 && memcmp(type, "succeeded", 9) == 0) mark = TAY_REPORT_SUCCEEDED;
+    if (mark != TAY_REPORT_NONE && !overflow && other_count + known_count <= CHECK_KEYS) {
+        memcpy(keys + other_count, known, known_count * sizeof(key_span));
+        *others = other_count;
+        *count = other_count + known_count;
+    }
+    return mark;
+}
+
+int tay_json_report(const uint8_t *s, size_t n, uint64_t *fields) {
+    key_span keys[CHECK_KEYS];
+    size_t count, others;
+    return read_report(s, n, fields, keys, &count, &others);
 }
 
 int tay_split_frames_marked(const uint8_t *buf, size_t size, uint32_t max_frame,
@@ -231,24 +273,45 @@ int tay_split_frames_marked(const uint8_t *buf, size_t size, uint32_t max_frame,
     for (size_t k = 0; k < *count; k++) {
         const uint8_t *payload = buf + starts[k];
         size_t length = ends[k] - starts[k];
-        uint8_t mark = (uint8_t)tay_json_domain_clean(payload, length, max_depth, max_nodes,
-                                                      max_key_bytes);
-        if (mark) {
-            uint64_t *spans = fields + 6 * k;
-            int report = tay_json_report(payload, length, spans);
-            if (report != TAY_REPORT_NONE) {
-                mark = (uint8_t)report;
-                for (int j = 0; j < 6; j++) spans[j] += starts[k];
-            }
+        uint64_t *spans = fields + 6 * k;
+        key_span keys[CHECK_KEYS];
+        size_t key_count, others;
+        /* a report first: when it is surely clean, the domain check has nothing to add */
+        int report = read_report(payload, length, spans, keys, &key_count, &others);
+        uint8_t mark;
+        if (report != TAY_REPORT_NONE && key_count &&
+            report_surely_clean(payload, keys, key_count, others, max_depth, max_nodes,
+                                max_key_bytes)) {
+            mark = (uint8_t)report;
+        } else {
+            mark = (uint8_t)tay_json_domain_clean(payload, length, max_depth, max_nodes,
+                                                  max_key_bytes);
+            if (mark && report != TAY_REPORT_NONE) mark = (uint8_t)report;
         }
+        if (mark > 1)
+            for (int j = 0; j < 6; j++) spans[j] += starts[k];
         marks[k] = mark;
     }
     return code;
 }
 
+/* Returns tay_split_frames_marked's code; scan->head summarises the call (tay_native.h). */
 int tay_frame_scan_split(tay_frame_scan *scan, const uint8_t *buf, size_t size) {
-    return tay_split_frames_marked(buf, size, scan->max_frame, TAY_FRAME_SCAN_ROWS,
-                                   scan->max_depth, scan->max_nodes, scan->max_key_bytes,
-                                   scan->starts, scan->ends, scan->marks, scan->fields,
-                                   &scan->count, &scan->consumed);
+    int code = tay_split_frames_marked(buf, size, scan->max_frame, TAY_FRAME_SCAN_ROWS,
+                                       scan->max_depth, scan->max_nodes, scan->max_key_bytes,
+                                       scan->starts, scan->ends, scan->marks, scan->fields,
+                                       &scan->count, &scan->consumed);
+    uint64_t *head = scan->head;
+    head[0] = (uint64_t)code;
+    head[1] = scan->count;
+    head[2] = scan->consumed;
+    if (scan->count) {
+        head[3] = scan->starts[0];
+        head[4] = scan->ends[0];
+        head[5] = scan->marks[0];
+        memcpy(head + 6, scan->fields, 6 * sizeof(uint64_t));
+    } else {
+        memset(head + 3, 0, 9 * sizeof(uint64_t));
+    }
+    return code;
 }

@@ -229,9 +229,14 @@ int tay_split_frames_marked(const uint8_t *buf, size_t size, uint32_t max_frame,
 /* A decoder's prepared scan: its limits, set once, and the result columns of one call,
  * reused (so a read passes one pointer, not thirteen arguments).
  * tay_frame_scan_split(scan, buf, size) is tay_split_frames_marked with them: up to
- * TAY_FRAME_SCAN_ROWS frames per call, count and consumed in the struct. */
+ * TAY_FRAME_SCAN_ROWS frames per call, count and consumed in the struct. It also fills
+ * head: the call's code, count and consumed, then the first frame's start, end, mark and
+ * six id offsets (zeros when there is none), so the common read (one whole frame) is
+ * taken in by the caller with one unpack instead of a field access per value. */
 #define TAY_FRAME_SCAN_ROWS 64
+#define TAY_FRAME_SCAN_HEAD 12
 typedef struct {
+    uint64_t head[TAY_FRAME_SCAN_HEAD];
     uint32_t max_frame;
     uint32_t max_depth;
     uint64_t max_nodes;

@@ -165,6 +165,7 @@ def split_frames(buf: Any, max_frame: int) -> tuple[list[tuple[int, int]], int, 
 
 
 _SPANS = struct.Struct("=6Q").unpack_from  # a report's id offsets (tay_frame_scan.fields)
+_HEAD = struct.Struct(f"={lib.TAY_FRAME_SCAN_HEAD}Q").unpack_from  # tay_frame_scan.head
 _scan_split = lib.tay_frame_scan_split  # looked up once: called per read
 _FRAME_FULL = lib.TAY_FRAME_FULL
 _SCAN_ROWS = lib.TAY_FRAME_SCAN_ROWS
@@ -174,7 +175,7 @@ class FrameScan:
     """``split_frames_marked`` with its limits set once: one ``tay_frame_scan`` per decoder
     (made here, limits and result columns), so a read passes one pointer to C."""
 
-    __slots__ = ("_scan", "_starts", "_ends", "_marks", "_spans")
+    __slots__ = ("_scan", "_starts", "_ends", "_marks", "_spans", "_head")
 
     def __init__(self, max_frame: int, max_depth: int, max_nodes: int,
                  max_key_bytes: int) -> None:
@@ -186,21 +187,24 @@ class FrameScan:
             raise ValueError("limits out of range") from None
         self._starts, self._ends, self._marks = scan.starts, scan.ends, scan.marks
         self._spans = ffi.buffer(scan.fields)
+        self._head = ffi.buffer(scan.head)
 
     def split(self, buf: Any) -> tuple[list[tuple[int, int, int, Any]], int, str | None]:
         """``split_frames_marked(buf, *limits)``."""
-        scan, starts, ends, marks = self._scan, self._starts, self._ends, self._marks
+        scan = self._scan
         data = base = buf if type(buf) is bytes else ffi.from_buffer("uint8_t[]", buf)
         size = len(data)
-        code = _scan_split(scan, data, size)
-        if scan.count == 1 and code != _FRAME_FULL:  # one whole frame per read, most often
-            mark = marks[0]
+        _scan_split(scan, data, size)
+        # the call's summary in one unpack (tay_frame_scan.head): a cffi field or item read
+        # costs about as much as this whole unpack, and one whole frame is the common read
+        code, count, consumed, start, end, mark, a, b, c, d, e, f = _HEAD(self._head)
+        if count == 1 and code != _FRAME_FULL:
             if mark < 2:
-                return [(starts[0], ends[0], mark, None)], scan.consumed, _FRAME_ERRORS[code]
+                return [(start, end, mark, None)], consumed, _FRAME_ERRORS[code]
             text = str(buf, "latin-1")  # a report is ASCII: one char a byte
-            a, b, c, d, e, f = _SPANS(self._spans)
-            return ([(starts[0], ends[0], mark, (text[a:b], text[c:d], text[e:f]))],
-                    scan.consumed, _FRAME_ERRORS[code])
+            return ([(start, end, mark, (text[a:b], text[c:d], text[e:f]))],
+                    consumed, _FRAME_ERRORS[code])
+        starts, ends, marks = self._starts, self._ends, self._marks
         frames: list[tuple[int, int, int, Any]] = []
         offset = 0
         text = None  # the buffer as latin-1 text, made once

@@ -161,3 +161,31 @@ def test_what_workers_send_is_marked() -> None:
                       b'{"version":1,"type":"started","request_id":"q","request_id":"q",'
                       b'"reservation_id":"r","execution_id":"e"}'):
             assert twin.json_report(other) == (0, ())
+
+
+@st.composite
+def many_keyed_reports(draw) -> bytes:
+    """Reports with extra plain keys (some repeated, some long) around the report keys."""
+    message = [("version", 1), ("type", draw(st.sampled_from(["started", "succeeded"]))),
+               ("request_id", "q"), ("reservation_id", "r"), ("execution_id", "e")]
+    names = st.sampled_from(["job_id", "x", "y" * 9, "z" * 40]) | st.text(
+        st.characters(min_codepoint=0x61, max_codepoint=0x66), min_size=1, max_size=3)
+    message += [(draw(names), "s") for _ in range(draw(st.integers(0, 70)))]
+    order = draw(st.permutations(range(len(message))))
+    return ("{" + ",".join(f'"{message[i][0]}":{json.dumps(message[i][1])}'
+                           for i in order) + "}").encode()
+
+
+@MORE
+@given(st.lists(report_texts() | many_keyed_reports(), min_size=1, max_size=3),
+       st.integers(0, 3), st.integers(0, 80), st.integers(0, 45))
+def test_a_report_is_marked_as_the_twin_under_any_limits(payloads, depth, nodes,
+                                                         key_bytes) -> None:
+    # the C scan takes a report that is surely within the bounds without the domain walk;
+    # under tight bounds (a key too long, too many members, one repeated) it must still
+    # mark exactly as the pure twin, which always walks
+    buf = b"".join(len(p).to_bytes(4, "big") + p for p in payloads)
+    bounds = (BOUNDS[0], depth, nodes, key_bytes)
+    wants = pure.split_frames_marked(buf, *bounds)
+    assert c.split_frames_marked(buf, *bounds) == wants
+    assert c.FrameScan(*bounds).split(buf) == wants
