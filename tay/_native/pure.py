@@ -431,3 +431,9 @@ class FrameScan:
     def split(self, buf: Any) -> tuple[list[tuple[int, int, int, Any]], int, str | None]:
         """``split_frames_marked(buf, *limits)``."""
         return split_frames_marked(buf, *self._limits)
+
+    def payloads(self, buf: Any) -> tuple[list[tuple[Any, int, Any]], int, str | None]:
+        """``split`` with each frame as ``(payload, mark, ids)``, the payload sliced from
+        ``buf``."""
+        frames, consumed, error = split_frames_marked(buf, *self._limits)
+        return [(buf[start:end], mark, ids) for start, end, mark, ids in frames], consumed, error

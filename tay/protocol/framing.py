@@ -23,7 +23,7 @@ class FrameDecoder:
     is left in ``fatal`` (the connection must then send it and close).
     """
 
-    __slots__ = ("_buffer", "_max_frame", "_buffer_limit", "fatal", "_split")
+    __slots__ = ("_buffer", "_max_frame", "_buffer_limit", "fatal", "_split", "_payloads")
 
     def __init__(self, max_frame: int, buffer_limit: int | None = None,
                  domain: tuple[int, int, int] = (0, 0, 0)) -> None:
@@ -33,7 +33,8 @@ class FrameDecoder:
         self.fatal: ConnectionFatal | None = None
         # split_frames_marked with its limits set once: the frame size, then the domain's
         # clean marks (max_depth, max_nodes, max_key_bytes)
-        self._split = _native.FrameScan(max_frame, *domain).split
+        scan = _native.FrameScan(max_frame, *domain)
+        self._split, self._payloads = scan.split, scan.payloads
 
     @property
     def buffered(self) -> int:
@@ -60,15 +61,11 @@ class FrameDecoder:
             frames = [(bytes(buffer[start:end]), mark, ids) for start, end, mark, ids in slices]
             self._consume(consumed, error)
             return frames
-        # the common case: whole frames read straight from data
+        # the common case: whole frames read straight from data, built by the scan itself
         buffer = data if type(data) is bytes else bytes(data)
-        slices, consumed, error = self._split(buffer)
+        frames, consumed, error = self._payloads(buffer)
         if consumed == len(buffer) and error is None:
-            if len(slices) == 1:
-                start, end, mark, ids = slices[0]
-                return [(buffer[start:end], mark, ids)]
-            return [(buffer[start:end], mark, ids) for start, end, mark, ids in slices]
-        frames = [(buffer[start:end], mark, ids) for start, end, mark, ids in slices]
+            return frames
         self._buffer += buffer[consumed:]  # a partial frame (or the bad prefix) is kept
         self._consume(0, error)
         return frames

@@ -189,3 +189,20 @@ def test_a_report_is_marked_as_the_twin_under_any_limits(payloads, depth, nodes,
     wants = pure.split_frames_marked(buf, *bounds)
     assert c.split_frames_marked(buf, *bounds) == wants
     assert c.FrameScan(*bounds).split(buf) == wants
+
+
+@MORE
+@given(st.lists(report_texts() | st.binary(max_size=40), min_size=1, max_size=6),
+       st.binary(max_size=6))
+def test_payloads_are_the_split_frames_sliced(payloads, tail) -> None:
+    # FrameScan.payloads (what a decoder hands on) is split's rows with each payload sliced
+    buf = b"".join(len(p).to_bytes(4, "big") + p for p in payloads) + tail
+    frames, consumed, error = pure.split_frames_marked(buf, *BOUNDS)
+    wants = ([(buf[start:end], mark, ids) for start, end, mark, ids in frames], consumed, error)
+    for scan in (c.FrameScan(*BOUNDS), pure.FrameScan(*BOUNDS)):
+        for given_buf in (buf, buf[:len(buf) // 2], buf):
+            got = scan.payloads(given_buf)
+            frames, consumed, error = pure.split_frames_marked(given_buf, *BOUNDS)
+            assert got == ([(given_buf[start:end], mark, ids)
+                            for start, end, mark, ids in frames], consumed, error)
+        assert scan.payloads(buf) == wants
