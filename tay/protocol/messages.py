@@ -26,7 +26,8 @@ def is_key(value: Any) -> bool:
     """Task and queue names: UTF-8 strings of 1..255 bytes without NUL."""
     if type(value) is not str or not value or "\x00" in value:
         return False
-    return len(value.encode("utf-8")) <= MAX_KEY_BYTES
+    # four bytes per character at most: a short name needs no encoding to be measured
+    return len(value) <= MAX_KEY_BYTES // 4 or len(value.encode("utf-8")) <= MAX_KEY_BYTES
 
 
 def is_job_id(value: Any) -> bool:

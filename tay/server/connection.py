@@ -42,6 +42,8 @@ if TYPE_CHECKING:
 log = logging.getLogger("tay.server")
 # execution reports: the session builds them as engine commands (see ProtocolSession)
 _REPORTS = (engine_commands.Started, engine_commands.Succeeded, engine_commands.Failed)
+_ENQUEUE = engine_commands.Enqueue
+_new_tuple = tuple.__new__  # an engine command built without its Python-level __new__
 
 WRITE_HIGH_WATER = 1 << 20
 WRITE_LOW_WATER = 1 << 18
@@ -226,7 +228,7 @@ class Connection(asyncio.Protocol):
                          size: int) -> tuple[engine_commands.Enqueue, int]:
         """What the session makes of an enqueue: the engine command, and the request's size
         in bytes for client admission (a permit per enqueue in flight)."""
-        return engine_commands.Enqueue(self, request_id, task, args, options), size
+        return _new_tuple(_ENQUEUE, (self, request_id, task, args, options)), size
 
     def _forward(self, request: wire.Request) -> None:
         if isinstance(request, wire.FORWARDED):
