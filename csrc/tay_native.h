@@ -378,6 +378,7 @@ int64_t tay_writer_gather_wait(uint64_t queued, uint64_t siblings, int64_t since
 uint64_t tay_writer_durable(tay_writer *w);
 int tay_writer_stopped(tay_writer *w);
 int tay_writer_event_fd(tay_writer *w);
+int64_t tay_writer_completed(tay_writer *w);
 int tay_writer_wait(tay_writer *w, uint64_t ticket, int64_t timeout_ns);
 int tay_writer_receipts(tay_writer *w, uint64_t after_batch, tay_writer_receipt *out,
                         size_t capacity, uint64_t *next_batch);

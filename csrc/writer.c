@@ -258,6 +258,18 @@ uint64_t tay_writer_durable(tay_writer *w) { return atomic_load(&w->durable); }
 int tay_writer_stopped(tay_writer *w) { return atomic_load(&w->stopped); }
 int tay_writer_event_fd(tay_writer *w) { return w->event_fd; }
 
+/* The loop's look after a wake-up, in one call: consumes the eventfd's count (EAGAIN: it
+ * was not signalled, fine), then returns the durable ticket, or -1 once the writer has
+ * stopped (the caller then reads the failure and the final durable ticket itself). The
+ * flag is read after the fd, so a stop signalled with this wake-up is never missed. */
+int64_t tay_writer_completed(tay_writer *w) {
+    uint64_t count;
+    ssize_t ignored = read(w->event_fd, &count, sizeof count);
+    (void)ignored;
+    if (atomic_load(&w->stopped)) return -1;
+    return (int64_t)atomic_load(&w->durable);
+}
+
 static void deadline_after(struct timespec *ts, int64_t ns) {
     int64_t at = tay_now_ns() + ns;
     ts->tv_sec = (time_t)(at / 1000000000);

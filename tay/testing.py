@@ -68,6 +68,9 @@ class MemoryCommitter:
     def drain_completions(self) -> None:
         pass
 
+    def completed(self) -> int:
+        return self.durable
+
     def close(self) -> None:
         if self.completion_fd >= 0:
             os.close(self.completion_fd)

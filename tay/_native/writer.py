@@ -182,6 +182,11 @@ class NativeWriter:
     def stopped(self) -> bool:
         return bool(lib.tay_writer_stopped(self._w))
 
+    def completed(self) -> int:
+        """After a wake-up of ``event_fd``: consume it and return ``durable``, or -1 once
+        stopped (one call where the loop made three)."""
+        return lib.tay_writer_completed(self._w)
+
     # -- blocking callers and reports ---------------------------------------------------
     def wait(self, ticket: int, timeout: float | None) -> str | None:
         """None once durable, else "stopped", "closed" or "timeout"."""

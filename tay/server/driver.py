@@ -72,6 +72,7 @@ class CommitterLike(Protocol):
     def append(self, records: list[tuple[int, int, int, bytes]], hold: bool = False) -> int: ...
     def flush(self) -> None: ...
     def drain_completions(self) -> None: ...
+    def completed(self) -> int: ...  # drain_completions, then durable; -1 once stopped
     @property
     def stopped(self) -> WriterStopped | None: ...
 
@@ -252,8 +253,13 @@ class EngineDriver:
             stop()
 
     def _on_durable(self) -> None:
-        """The committer's completion fd is readable: a batch became durable (or it stopped)."""
-        self.committer.drain_completions()
+        """The committer's completion fd is readable: a batch became durable (or it stopped).
+        One committer call drains the fd and reads ``durable``; a stop after it signals
+        the fd again, so only a stopped writer needs the longer way."""
+        durable = self.committer.completed()
+        if durable >= 0:
+            self._release(durable)
+            return
         self._release()
         stopped = self.committer.stopped
         if stopped is not None:
@@ -286,9 +292,11 @@ class EngineDriver:
         self._writer_stopped(failure)
 
     # -- ordered release ---------------------------------------------------------------
-    def _release(self) -> None:
+    def _release(self, durable: int = -1) -> None:
+        """Release every stage from the head that ``durable`` covers (-1: ask the committer)."""
         stages = self._stages
-        durable = self.committer.durable
+        if durable < 0:
+            durable = self.committer.durable
         sinks, metrics = self._sinks, self.metrics  # the same for every stage of the call
         while stages:
             head = stages[0]

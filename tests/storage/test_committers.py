@@ -176,6 +176,32 @@ def test_no_acknowledgement_before_the_fsync_returns(writer, root):
     journal.close()
 
 
+def test_completed_drains_the_fd_and_reads_durable_then_minus_one_once_stopped(writer, root):
+    import select
+
+    journal, committer = open_store(root, writer)
+    assert committer.completed() == 0  # nothing signalled: no error, nothing durable
+    gate = SyncGate(committer, journal)
+    ticket = committer.append([(1, 1, 1, b"held")])
+    assert gate.entered()
+    assert committer.completed() == 0  # written, not synced: not durable
+    gate.release()
+    assert select.select([committer.completion_fd], [], [], 10)[0]
+    assert committer.completed() == ticket
+    assert select.select([committer.completion_fd], [], [], 0)[0] == []  # drained
+    gate.arm()
+    failed = committer.append([(2, 1, 1, b"lost")])
+    assert gate.entered()
+    gate.fail_held_sync(errno.EIO)
+    gate.release()
+    with pytest.raises(WriterStopped):
+        committer.wait(failed, timeout=10)
+    assert committer.completed() == -1
+    assert committer.stopped is not None and committer.durable == ticket
+    committer.close()
+    journal.close()
+
+
 @pytest.mark.parametrize("fault", ["write", "sync"])
 @pytest.mark.parametrize("code", [errno.ENOSPC, errno.EIO])
 def test_a_fault_stops_the_writer_for_good(writer, fault, code, root):

@@ -10,8 +10,8 @@ e.g. finish + result):
   submissions from 1; ``durable`` is the highest ticket whose batch is fsynced (every lower
   one is too). ``completion_fd`` (an eventfd, or a pipe where there is none) becomes readable
   after every durable batch and when the writer stops: the loop watches it, calls
-  ``drain_completions()`` and releases what ``durable`` now covers. No object is created per
-  submission.
+  ``completed()`` (``drain_completions()`` and ``durable`` in one call, -1 once stopped) and
+  releases what ``durable`` now covers. No object is created per submission.
 - ``submit(records, hold=False) -> Future`` (resolved with the batch ``Receipt``) and
   ``wait(ticket)``: blocking callers (recovery's own events, tests).
 
@@ -265,6 +265,11 @@ class GroupCommitter:
     def drain_completions(self) -> None:
         """Consume the wake-ups of ``completion_fd`` (then read ``durable`` / ``stopped``)."""
         self._signal.drain()
+
+    def completed(self) -> int:
+        """``drain_completions``, then ``durable``; -1 once stopped (read ``stopped``)."""
+        self._signal.drain()
+        return -1 if self._stopped is not None else self.durable
 
     def wait(self, ticket: int, timeout: float | None = None) -> None:
         """Block until ``ticket`` is durable; raise ``WriterStopped`` if it never will be."""

@@ -209,6 +209,15 @@ class NativeCommitter:
         except BlockingIOError:
             pass
 
+    def completed(self) -> int:
+        """``drain_completions``, then ``durable``; -1 once stopped (read ``stopped``)."""
+        if self._stopped is None and self._final is None and self._writer is not None:
+            durable = self._writer.completed()
+            if durable >= 0:
+                return durable + self._ticket_base
+        self.drain_completions()
+        return -1 if self.stopped is not None else self.durable
+
     def wait(self, ticket: int, timeout: float | None = None) -> None:
         """Block until ``ticket`` is durable; raise ``WriterStopped`` if it never will be."""
         outcome = self._writer.wait(ticket - self._ticket_base, timeout)
