@@ -163,3 +163,27 @@ def test_the_engine_package_loads_its_facade_on_first_use() -> None:
 
     assert Engine is importlib.import_module("tay.engine.core").Engine
     assert commands is importlib.import_module("tay.engine.commands")
+
+
+@pytest.mark.parametrize("collecting", [True, False])
+def test_serve_leaves_the_cycle_collector_as_it_found_it(collecting: bool) -> None:
+    """``tay serve`` turns the cycle collector off for its start-up (run_serve turns it on
+    once serve() froze the recovered state); ``main`` gives it back as it was, here after
+    ``--help`` and after a refused option."""
+    import gc
+
+    from tay.cli import main
+
+    was = gc.isenabled()
+    try:
+        for argv in (["serve", "--help"], ["serve", "--no-such-option"]):
+            if collecting:
+                gc.enable()
+            else:
+                gc.disable()
+            with pytest.raises(SystemExit):
+                main(argv)
+            assert gc.isenabled() is collecting
+    finally:
+        if was:
+            gc.enable()
