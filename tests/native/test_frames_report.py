@@ -206,3 +206,14 @@ def test_payloads_are_the_split_frames_sliced(payloads, tail) -> None:
             assert got == ([(given_buf[start:end], mark, ids)
                             for start, end, mark, ids in frames], consumed, error)
         assert scan.payloads(buf) == wants
+
+
+def test_every_byte_at_every_place_of_an_id_is_read_as_the_twin_reads_it() -> None:
+    # the C scan takes a plain string eight bytes at a time: a byte that ends the run
+    # (quote, backslash, control, DEL, >= 0x80) must stop it wherever it stands in a word
+    for value in range(256):
+        for place in range(19):
+            rid = b"a" * place + bytes([value]) + b"b" * (18 - place)
+            text = (b'{"version":1,"type":"started","request_id":"' + rid +
+                    b'","reservation_id":"r","execution_id":"e"}')
+            assert c.json_report(text) == pure.json_report(text), (value, place)
