@@ -12,6 +12,7 @@ from .framing import _LENGTH, encode_frame
 from .values import encode_json
 
 _dumps = orjson.dumps  # of a str: its JSON string, escapes and all
+_Fragment = orjson.Fragment
 # the payload's start for each reply type without fields ("accepted" for every report); the
 # types come from the engine's effects, a handful, so the cache stays small
 _HEADS: dict[str, bytes] = {}
@@ -36,12 +37,14 @@ def message_frame(message_type: str, request_id: str | None, fields: dict[str, A
 
 
 def execute_frame(execute: Any) -> bytes:
-    """The ``execute`` frame of an ``Execute`` effect, its args JSON spliced as it is."""
-    return encode_frame(encode_json({
-        "version": 1, "type": "execute", "request_id": execute.execution_id,
-        "reservation_id": execute.reservation_id, "execution_id": execute.execution_id,
-        "job_id": execute.job_id, "task": execute.task,
-        "args": orjson.Fragment(execute.args_json), "timeout_ms": execute.timeout_ms}))
+    """The ``execute`` frame of an ``Execute`` effect, its args JSON spliced as it is. The
+    fields are unpacked at once and encoded and framed here (one per job: no call per layer)."""
+    _, reservation_id, execution_id, job_id, task, args_json, timeout_ms, _ = execute
+    payload = _dumps({
+        "version": 1, "type": "execute", "request_id": execution_id,
+        "reservation_id": reservation_id, "execution_id": execution_id, "job_id": job_id,
+        "task": task, "args": _Fragment(args_json), "timeout_ms": timeout_ms})
+    return _LENGTH.pack(len(payload)) + payload
 
 
 def reply_frame(message_type: str, request_id: str, **fields: Any) -> bytes:
