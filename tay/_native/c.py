@@ -190,7 +190,15 @@ class FrameScan:
         self._head = ffi.buffer(scan.head)
 
     def split(self, buf: Any) -> tuple[list[tuple[int, int, int, Any]], int, str | None]:
-        """``split_frames_marked(buf, *limits)``."""
+        """``split_frames_marked(buf, *limits)`` (a decoder's common read, whole frames, goes
+        through ``payloads``; this serves the read that completes a partial frame)."""
+        data = base = buf if type(buf) is bytes else ffi.from_buffer("uint8_t[]", buf)
+        size = len(data)
+        return self._split_all(buf, base, size, _scan_split(self._scan, data, size))
+
+    def payloads(self, buf: Any) -> tuple[list[tuple[Any, int, Any]], int, str | None]:
+        """``split`` with each frame as ``(payload, mark, ids)``, the payload sliced from
+        ``buf``: what a decoder hands on, built once instead of from ``split``'s rows."""
         scan = self._scan
         data = base = buf if type(buf) is bytes else ffi.from_buffer("uint8_t[]", buf)
         size = len(data)
@@ -200,24 +208,8 @@ class FrameScan:
         code, count, consumed, start, end, mark, a, b, c, d, e, f = _HEAD(self._head)
         if count == 1 and code != _FRAME_FULL:
             if mark < 2:
-                return [(start, end, mark, None)], consumed, _FRAME_ERRORS[code]
-            text = str(buf, "latin-1")  # a report is ASCII: one char a byte
-            return ([(start, end, mark, (text[a:b], text[c:d], text[e:f]))],
-                    consumed, _FRAME_ERRORS[code])
-        return self._split_all(buf, base, size, code)
-
-    def payloads(self, buf: Any) -> tuple[list[tuple[Any, int, Any]], int, str | None]:
-        """``split`` with each frame as ``(payload, mark, ids)``, the payload sliced from
-        ``buf``: what a decoder hands on, built once instead of from ``split``'s rows."""
-        scan = self._scan
-        data = base = buf if type(buf) is bytes else ffi.from_buffer("uint8_t[]", buf)
-        size = len(data)
-        _scan_split(scan, data, size)
-        code, count, consumed, start, end, mark, a, b, c, d, e, f = _HEAD(self._head)
-        if count == 1 and code != _FRAME_FULL:
-            if mark < 2:
                 return [(buf[start:end], mark, None)], consumed, _FRAME_ERRORS[code]
-            text = str(buf, "latin-1")
+            text = str(buf, "latin-1")  # a report is ASCII: one char a byte
             return ([(buf[start:end], mark, (text[a:b], text[c:d], text[e:f]))],
                     consumed, _FRAME_ERRORS[code])
         frames, consumed, error = self._split_all(buf, base, size, code)
