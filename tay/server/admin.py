@@ -134,9 +134,7 @@ class AdminService:
                        "error": None if stopped is None else stopped.message,
                        "implementation": getattr(committer, "implementation", "python"),
                        "rt_priority": config.journal_writer_rt_priority},
-            "commit": {**committer.stats().as_dict(), "max_events": committer.max_events,
-                       "interval_ms": round(committer.interval_s * 1000),
-                       "linger": committer.linger, "gather_us": committer.gather_us},
+            "commit": self.store.commit_facts(),
             "storage": storage_facts(config.data_dir),
         }
         if self.compactor is not None:

@@ -136,13 +136,16 @@ class OpenStore(Record):
         log.info("%s%s", COMMIT_STATS_MARKER, json.dumps(self.commit_stats()))
         self.journal.close()
 
-    def commit_stats(self) -> dict[str, int]:
-        """The committer's counters plus its batching settings (one shutdown log line)."""
-        stats = self.committer.stats().as_dict()
-        stats["max_events"] = self.committer.max_events
-        stats["interval_ms"] = round(self.committer.interval_s * 1000)
-        stats["linger"] = self.committer.linger
-        stats["gather_us"] = self.committer.gather_us
+    def commit_facts(self) -> dict[str, Any]:
+        """The committer's counters and batching settings (admin status, the shutdown line)."""
+        committer = self.committer
+        return {**committer.stats().as_dict(), "max_events": committer.max_events,
+                "interval_ms": round(committer.interval_s * 1000),
+                "linger": committer.linger, "gather_us": committer.gather_us}
+
+    def commit_stats(self) -> dict[str, Any]:
+        """``commit_facts`` with the writer and its time by step (one shutdown log line)."""
+        stats = self.commit_facts()
         stats["writer"] = self.committer.implementation
         phases = getattr(self.committer, "phases", None)
         if phases is not None and (taken := phases()) is not None:
