@@ -5,6 +5,7 @@ not durable (nothing in it is acknowledged) until it is written."""
 
 from __future__ import annotations
 
+import contextlib
 import shutil
 import time
 
@@ -44,13 +45,18 @@ def believe_fdatasync_takes(committer, sync_avg_ns: int) -> None:
             committer._sync_avg_ns = sync_avg_ns
 
 
-def open_store(root, writer, gather_us, sync_avg_ns, **options):
+@contextlib.contextmanager
+def gathering(root, writer, gather_us, sync_avg_ns, max_events=64, **options):
     """A group-commit committer that gathers for up to ``gather_us`` and believes a recent
-    fdatasync took ``sync_avg_ns``."""
-    journal, committer = open_plain(root, writer, max_events=64, gather_us=gather_us,
+    fdatasync took ``sync_avg_ns``; closed, with its journal, afterwards."""
+    journal, committer = open_plain(root, writer, max_events=max_events, gather_us=gather_us,
                                     **options)
-    believe_fdatasync_takes(committer, sync_avg_ns)
-    return journal, committer
+    try:
+        believe_fdatasync_takes(committer, sync_avg_ns)
+        yield committer
+    finally:
+        committer.close()  # a second close is a no-op
+        journal.close()
 
 
 def submit(committer, seq: int) -> int:
@@ -70,6 +76,15 @@ def batch_of_three(committer) -> None:
     committer.flush()
     durable(committer, tickets[-1])
     assert (committer.stats().batches, committer.stats().gathered) == (1, 0)
+
+
+def lone_after_batch_of_three(committer) -> int:
+    """A batch of three made durable, then one submission flushed (its ticket): the
+    previous batch had siblings, so under load this one gathers."""
+    batch_of_three(committer)
+    lone = submit(committer, 4)
+    committer.flush()
+    return lone
 
 
 # -- the rule ----------------------------------------------------------------------------
@@ -101,93 +116,71 @@ def test_both_writers_share_the_rule(queued, siblings, since, sync, cap):
 
 # -- each writer -------------------------------------------------------------------------
 def test_under_load_a_batch_waits_for_its_siblings_and_goes_when_they_are_queued(writer, root):
-    journal, committer = open_store(root, writer, CAP_US, LONG)
-    batch_of_three(committer)
-    lone = submit(committer, 4)
-    committer.flush()
-    time.sleep(0.05)
-    assert committer.durable < lone  # gathering: written with its siblings, not alone
-    submit(committer, 5)
-    last = submit(committer, 6)  # three queued, as many as the batch before: it goes
-    committer.flush()
-    durable(committer, last)
-    stats = committer.stats()
-    assert (stats.batches, stats.gathered, stats.largest_batch) == (2, 1, 3)
-    committer.close()
-    journal.close()
+    with gathering(root, writer, CAP_US, LONG) as committer:
+        lone = lone_after_batch_of_three(committer)
+        time.sleep(0.05)
+        assert committer.durable < lone  # gathering: written with its siblings, not alone
+        submit(committer, 5)
+        last = submit(committer, 6)  # three queued, as many as the batch before: it goes
+        committer.flush()
+        durable(committer, last)
+        stats = committer.stats()
+        assert (stats.batches, stats.gathered, stats.largest_batch) == (2, 1, 3)
 
 
 def test_a_gathering_batch_goes_at_its_bound(writer, root):
-    journal, committer = open_store(root, writer, 20_000, LONG)  # cap 20 ms
-    batch_of_three(committer)
-    lone = submit(committer, 4)
-    committer.flush()
-    durable(committer, lone)  # nothing else arrives: it goes at the cap
-    assert (committer.stats().batches, committer.stats().gathered) == (2, 1)
-    committer.close()
-    journal.close()
+    with gathering(root, writer, 20_000, LONG) as committer:  # cap 20 ms
+        lone = lone_after_batch_of_three(committer)
+        durable(committer, lone)  # nothing else arrives: it goes at the cap
+        assert (committer.stats().batches, committer.stats().gathered) == (2, 1)
 
 
 def test_a_blocked_caller_or_close_ends_a_gathering_wait(writer, root):
-    journal, committer = open_store(root, writer, CAP_US, LONG)
-    batch_of_three(committer)
-    lone = submit(committer, 4)
-    committer.flush()
-    time.sleep(0.02)
-    committer.wait(lone, timeout=30)  # far less than the 100 s window
-    assert committer.stats().gathered == 1
-    batch = [submit(committer, 5), submit(committer, 6)]
-    committer.flush()
-    durable(committer, batch[-1])
-    last = submit(committer, 7)
-    committer.flush()
-    time.sleep(0.02)
-    assert committer.durable < last and committer.stats().gathered == 2
-    committer.close()  # drains at once
-    assert committer.durable >= last
-    journal.close()
+    with gathering(root, writer, CAP_US, LONG) as committer:
+        lone = lone_after_batch_of_three(committer)
+        time.sleep(0.02)
+        committer.wait(lone, timeout=30)  # far less than the 100 s window
+        assert committer.stats().gathered == 1
+        batch = [submit(committer, 5), submit(committer, 6)]
+        committer.flush()
+        durable(committer, batch[-1])
+        last = submit(committer, 7)
+        committer.flush()
+        time.sleep(0.02)
+        assert committer.durable < last and committer.stats().gathered == 2
+        committer.close()  # drains at once
+        assert committer.durable >= last
 
 
 def test_a_lone_submitter_never_waits(writer, root):
-    journal, committer = open_store(root, writer, CAP_US, LONG)
-    for seq in range(1, 6):
-        ticket = submit(committer, seq)
-        committer.flush()
-        durable(committer, ticket)
-    assert (committer.stats().batches, committer.stats().gathered) == (5, 0)
-    committer.close()
-    journal.close()
+    with gathering(root, writer, CAP_US, LONG) as committer:
+        for seq in range(1, 6):
+            ticket = submit(committer, seq)
+            committer.flush()
+            durable(committer, ticket)
+        assert (committer.stats().batches, committer.stats().gathered) == (5, 0)
 
 
 def test_a_quiet_writer_never_waits(writer, root):
     # a recent fdatasync of 1 ns: the writer was idle longer than that before each batch
-    journal, committer = open_store(root, writer, CAP_US, LONG)
-    batch_of_three(committer)
-    believe_fdatasync_takes(committer, 1)
-    lone = submit(committer, 4)
-    committer.flush()
-    durable(committer, lone)
-    assert committer.stats().gathered == 0
-    committer.close()
-    journal.close()
+    with gathering(root, writer, CAP_US, LONG) as committer:
+        batch_of_three(committer)
+        believe_fdatasync_takes(committer, 1)
+        lone = submit(committer, 4)
+        committer.flush()
+        durable(committer, lone)
+        assert committer.stats().gathered == 0
 
 
 def test_gathering_is_off_without_group_commit(writer, root):
-    journal, committer = open_plain(root, writer, max_events=1, gather_us=CAP_US)
-    believe_fdatasync_takes(committer, LONG)
-    durable(committer, [submit(committer, seq) for seq in (1, 2, 3)][-1])
-    durable(committer, submit(committer, 4))  # one event per batch, none waits
-    assert (committer.stats().batches, committer.stats().gathered) == (4, 0)
-    committer.close()
-    journal.close()
+    with gathering(root, writer, CAP_US, LONG, max_events=1) as committer:
+        durable(committer, [submit(committer, seq) for seq in (1, 2, 3)][-1])
+        durable(committer, submit(committer, 4))  # one event per batch, none waits
+        assert (committer.stats().batches, committer.stats().gathered) == (4, 0)
 
 
 def test_gathering_is_off_with_linger(writer, root):
-    journal, committer = open_store(root, writer, CAP_US, LONG, interval_ms=1, linger=True)
-    batch_of_three(committer)  # each batch waits out its 1 ms interval
-    lone = submit(committer, 4)
-    committer.flush()
-    durable(committer, lone)
-    assert committer.stats().gathered == 0
-    committer.close()
-    journal.close()
+    with gathering(root, writer, CAP_US, LONG, interval_ms=1, linger=True) as committer:
+        lone = lone_after_batch_of_three(committer)  # each batch waits out its 1 ms interval
+        durable(committer, lone)
+        assert committer.stats().gathered == 0
