@@ -24,6 +24,7 @@ $(STAMP): pyproject.toml setup.py $(NATIVE_SRC)
 	$(PY) -m pip install --quiet --upgrade pip
 	$(PY) -m pip install --quiet -e '.[dev]'
 	$(PY) tay/_native/_build.py >/dev/null  # one fresh in-place build, whatever built before
+	$(PY) -m compileall -q tay >/dev/null  # an editable install has no .pyc (a start compiles)
 	$(PY) -c "import tay._native as n; print('tay native:', n.IMPLEMENTATION, n.CRC32C_IMPLEMENTATION)"
 	touch $(STAMP)
 

@@ -6,7 +6,8 @@ Usage:
 Each run copies ``DIR`` to a scratch directory beside it (a restart may commit recovery
 events or open a segment; every run starts from the same bytes), starts ``tay serve
 --durability sync --validated-filesystem`` on the copy in a fresh interpreter, and reports
-the wall time from spawn to the first accepted connection, the CPU (user+sys) the process
+the wall time from spawn to the first accepted connection (the tay package byte-compiled
+first, ``tay.bench.server.byte_compile_tay``), the CPU (user+sys) the process
 used until then and its peak RSS (``VmHWM``) at that moment; the copy is removed after.
 
 ``--profile`` instead runs recovery in process (``tay.server.app.open_store``, what serve
@@ -60,6 +61,9 @@ def profile(store: Path, top: int) -> None:
     import cProfile
     import pstats
 
+    from tay.bench.server import byte_compile_tay
+
+    byte_compile_tay()  # recovery imports the engine: from bytecode, as a server would
     from tay.server.app import ServeConfig, open_store
 
     data = copy_store(store)
