@@ -264,8 +264,8 @@ def json_report(json: Any) -> tuple[int, tuple[int, ...]]:
 
 def json_domain_clean(json: Any, max_depth: int, max_nodes: int, max_key_bytes: int) -> bool:
     """Whether ``json``, if valid JSON, is an object within the value-domain bounds for sure."""
-    return lib.tay_json_domain_clean(ffi.from_buffer("uint8_t[]", json), len(json), max_depth,
-                                     max_nodes, max_key_bytes) == 1
+    data = json if type(json) is bytes else ffi.from_buffer("uint8_t[]", json)  # bytes pass as they are
+    return lib.tay_json_domain_clean(data, len(json), max_depth, max_nodes, max_key_bytes) == 1
 
 
 def json_member_count(json: Any) -> int:

@@ -7,6 +7,10 @@ takes the exact stdlib parse for it. Both ask the same two questions here:
 * ``repeats_a_key``: every object member has one colon in the text, so more colons than
   decoded members means a repeated key, unless some colons are inside strings, which the
   native scanner tells apart (only asked then).
+* ``surely_exact``: neither can be in the text, for sure, by one C scan (``tay._native``'s
+  ``json_domain_clean``), which spares a reader the two questions below and the walk of the
+  decoded value that counts its members. With the pure twin it answers False (not sure):
+  its scan costs more than what it would spare.
 * ``has_long_integer_token``: such a literal is a run of at least 19 digits right after a
   ``:``, ``,`` or ``[`` (whitespace and a minus sign aside). A C-speed scan for 19 digits in a
   row keeps the common path cheap; only then are the runs' left neighbours inspected.
@@ -19,6 +23,33 @@ _DIGITS_AS_ZERO = bytes.maketrans(b"123456789", b"000000000")
 _NINETEEN_ZEROS = b"0" * 19
 _JSON_SPACE = frozenset(b" \t\r\n")
 _VALUE_OPENERS = frozenset(b":,[")
+
+
+# json_domain_clean's bounds, wide open: only repeated keys and long integers matter here
+# (deeper nesting than the scan tracks, or keys past its table, answer "not sure").
+_ANY_DEPTH, _ANY_NODES, _ANY_KEY_BYTES = 255, 2**63 - 1, 2**32 - 1
+
+
+def surely_exact(payload: bytes) -> bool:
+    """Whether orjson's reading of valid JSON ``payload`` is exact for sure: no object
+    repeats a key and no integer literal has 19 digits or more. False means not sure."""
+    return _surely_exact(payload)
+
+
+def _resolve(payload: bytes) -> bool:
+    """The first call picks the scan (importing ``tay._native`` only when a reader asks)."""
+    global _surely_exact
+    from tay import _native
+
+    if _native.IMPLEMENTATION == "c":
+        clean = _native.json_domain_clean
+        _surely_exact = lambda text: clean(text, _ANY_DEPTH, _ANY_NODES, _ANY_KEY_BYTES)  # noqa: E731
+    else:
+        _surely_exact = lambda text: False  # noqa: E731
+    return _surely_exact(payload)
+
+
+_surely_exact = _resolve
 
 
 def repeats_a_key(payload: bytes, members: int) -> bool:

@@ -378,14 +378,22 @@ class Tay:
         after ``ConnectionLost`` safe: the same id and definition reconcile to the same job
         instead of creating a second one.
         """
-        self._refuse_in_worker_mode("enqueue")
-        name, args, options = call_parts(task, args, options, option_keywords, durability, self._task_name)
+        if self.mode == "worker":
+            self._refuse_in_worker_mode("enqueue")
+        if type(task) is str:  # a task name: call_parts would give it back as it is
+            name = validate_task_name(task)
+        else:
+            name, args, options = call_parts(task, args, options, option_keywords, durability, self._task_name)
         payload = {  # checked, not copied: the message is encoded before this call yields
             "task": name,
-            "args": plain_json(opts.enqueue_args(args)),
+            "args": plain_json({} if args is None else opts.enqueue_args(args)),
             "options": plain_json(opts.merge_enqueue_options(options, durability, option_keywords)),
         }
-        reply = await self._request("enqueue", payload, plain=True)
+        link, connected = self._link, self._connected
+        if link is None or link.closed.is_set() or connected is None or not connected.is_set():
+            reply = await self._request("enqueue", payload, plain=True)
+        else:  # connected: what _request does then, without its checks a second time
+            reply = await link.request("enqueue", payload, timeout=self.request_timeout, plain=True)
         return JobHandle(reply_identifier(reply, "job_id", "job"), self, reply_durability(reply))
 
     # -- schedules -----------------------------------------------------------------------

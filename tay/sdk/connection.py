@@ -224,9 +224,9 @@ class Link(asyncio.Protocol):
         self._write(message_frame(message_type, request_id, fields, max_frame_bytes=self.max_frame_bytes))
         self._event_ids.add(request_id)
 
-    def send_report(self, message_type: str, ids: Mapping[str, str], result_json: bytes | None = None) -> None:
-        """Send an execution report (``started``/``succeeded``) as an event, its result
-        already encoded. Reports are bounded by the executor's capacity, so they do not
+    def send_report(self, message_type: str, ids: tuple[bytes, bytes], result_json: bytes | None = None) -> None:
+        """Send an execution report (``started``/``succeeded``) as an event, its ids
+        (``wire.report_ids``) and result already encoded. Reports are bounded by the executor's capacity, so they do not
         wait for the socket to drain."""
         request_id = self.request_id()
         self._write(report_frame(message_type, request_id, ids, result_json, max_frame_bytes=self.max_frame_bytes))

@@ -20,7 +20,7 @@ from typing import Any
 from tay.errors import ConnectionLost, ProtocolError, ResultTooLarge, TaskNotRegistered, ValidationError
 from tay.sdk.connection import Link
 from tay.sdk.task import Task
-from tay.sdk.wire import encoded_json_size, json_bytes, plain_json
+from tay.sdk.wire import encoded_json_size, json_bytes, plain_json, report_ids
 
 MAX_ERROR_TYPE_CHARS = 128
 
@@ -58,15 +58,16 @@ class _Running:
     """One accepted execution: the future that finishes it (a task for async functions,
     the thread pool's future for sync ones) and where its report goes."""
 
-    __slots__ = ("future", "link", "synchronous", "task", "ids")
+    __slots__ = ("future", "link", "synchronous", "task", "ids", "encoded_ids")
 
     def __init__(self, future: asyncio.Future[Any] | None, link: Link, synchronous: bool, task: Task[Any, Any],
-                 ids: dict[str, str]) -> None:
+                 ids: dict[str, str], encoded_ids: tuple[bytes, bytes]) -> None:
         self.future: asyncio.Future[Any] = future  # type: ignore[assignment]  # set at once when None
         self.link = link
         self.synchronous = synchronous
         self.task = task
         self.ids = ids
+        self.encoded_ids = encoded_ids  # for both reports (wire.report_ids)
 
 
 # Results of these types are never awaitable: no ABC check for them.
@@ -128,8 +129,9 @@ class Executor:
         task_name = message.get("task", message.get("task_name"))
         if type(task_name) is not str:
             raise ProtocolError("Tay sent 'execute' without a string task")
+        encoded_ids = report_ids(ids)
         if execution_id in self._running:  # duplicate delivery: confirm, do not run twice
-            _report(link, "started", ids)
+            _report(link, "started", encoded_ids)
             return
         arguments = message.get("args", {})
         task = self._lookup(task_name)
@@ -142,21 +144,22 @@ class Executor:
             try:
                 coroutine = task.call_with(arguments)
             except Exception as exc:  # noqa: BLE001 - arguments that do not fit the function
-                _report(link, "started", ids)
+                _report(link, "started", encoded_ids)
                 _report_failure(link, ids, self._error(exc))
                 return
-            running = _Running(None, link, False, task, ids)
+            running = _Running(None, link, False, task, ids, encoded_ids)
             running.future = loop.create_task(self._run(execution_id, running, coroutine),
                                               name=f"tay-execution-{execution_id}")
             self._running[execution_id] = running
         else:
             if self._threads is None:
                 self._threads = ThreadPoolExecutor(self.capacity, thread_name_prefix="tay-task")
-            running = _Running(loop.run_in_executor(self._threads, task.call_with, arguments), link, True, task, ids)
+            running = _Running(loop.run_in_executor(self._threads, task.call_with, arguments), link, True, task, ids,
+                               encoded_ids)
             self._follow(execution_id, running)
         # Written after the task is created: its first step runs before the write goes out,
         # so a quick execution's succeeded leaves with its started in one write.
-        _report(link, "started", ids)
+        _report(link, "started", encoded_ids)
 
     async def _run(self, execution_id: str, running: _Running, coroutine: Any) -> None:
         """An async execution: its report is written in the step that finishes it."""
@@ -210,7 +213,7 @@ class Executor:
         except Exception as exc:  # noqa: BLE001 - an unencodable result is the task's failure
             _report_failure(running.link, running.ids, self._error(exc))
             return
-        _report(running.link, "succeeded", running.ids, encoded)
+        _report(running.link, "succeeded", running.encoded_ids, encoded)
 
     def _refusal(self, task_name: str, arguments: Any) -> BaseException:
         """Why an execution is refused (``_accept`` found that it is)."""
@@ -253,7 +256,7 @@ class Executor:
 # The engine treats an unreported execution on a lost connection as interrupted and runs
 # it again, so a report that cannot be sent is dropped, not retried.
 
-def _report(link: Link, message_type: str, ids: dict[str, str], result_json: bytes | None = None) -> None:
+def _report(link: Link, message_type: str, ids: tuple[bytes, bytes], result_json: bytes | None = None) -> None:
     try:
         link.send_report(message_type, ids, result_json)
     except ConnectionLost:

@@ -173,6 +173,12 @@ def merge_enqueue_options(
     options: Any, durability: Any, keywords: Mapping[str, Any]
 ) -> dict[str, Any]:
     """One options object from ``options=``, ``durability=`` and extra keywords."""
+    if options is None and durability is None:  # the common call: keywords only
+        if "backoff" in keywords:
+            check_backoff(keywords["backoff"])
+        if "durability" in keywords:
+            check_durability(keywords["durability"])
+        return dict(keywords)
     if options is not None and not isinstance(options, Mapping):
         raise ValidationError(f"enqueue options must be a mapping, got {type(options).__name__}")
     merged = dict(options or {})

@@ -20,7 +20,7 @@ from typing import Any, Literal
 import orjson
 
 from tay.errors import ProtocolError, RemoteTaskError, ServerError, ValidationError
-from tay.protocol.json_text import has_long_integer_token, repeats_a_key
+from tay.protocol.json_text import has_long_integer_token, repeats_a_key, surely_exact
 
 PROTOCOL_VERSION = 1
 DEFAULT_MAX_FRAME_BYTES = 1_048_576
@@ -213,21 +213,37 @@ def message_frame(message_type: str, request_id: str, fields: Mapping[str, Any],
     return _frame_of(json_bytes(message), message_type, max_frame_bytes)
 
 
-def report_frame(message_type: str, request_id: str, ids: Mapping[str, str], result_json: bytes | None = None,
-                 *, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> bytes:
-    """The frame of an execution report with an already encoded ``result``, spliced in
-    instead of decoded and encoded again.
+def report_ids(ids: Mapping[str, str]) -> tuple[bytes, bytes]:
+    """An execution's ``execution_id``, ``job_id`` and ``reservation_id`` (strings) encoded
+    once for all its reports: the bytes before and after the report's request id.
 
-    ``ids`` holds ``execution_id``, ``job_id`` and ``reservation_id`` (strings); with
-    ``request_id`` they all sort before ``result``, ``type`` and ``version``, so the bytes
-    are exactly what ``json_bytes`` gives for the whole message.
+    ``request_id`` sorts between ``job_id`` and ``reservation_id``; a quote inside a JSON
+    string is escaped, so ``,"reservation_id":`` is found only where that member starts.
     """
-    head = json_bytes({**ids, "request_id": request_id})
-    tail = b'"type":' + json_bytes(message_type) + b',"version":1}'
+    encoded = json_bytes(ids)
+    cut = encoded.rindex(b',"reservation_id":')
+    return encoded[:cut] + b',"request_id":"', b'",' + encoded[cut + 1 : -1]
+
+
+_REPORT_TAILS: dict[str, bytes] = {}  # ',"type":"started","version":1}' by message type
+
+
+def report_frame(message_type: str, request_id: str, ids: tuple[bytes, bytes], result_json: bytes | None = None,
+                 *, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> bytes:
+    """The frame of an execution report, its ids (``report_ids``) and ``result`` already
+    encoded, spliced in instead of decoded and encoded again.
+
+    With ``request_id`` the ids sort before ``result``, ``type`` and ``version``, so the
+    bytes are exactly what ``json_bytes`` gives for the whole message.
+    """
+    tail = _REPORT_TAILS.get(message_type)
+    if tail is None:
+        tail = _REPORT_TAILS[message_type] = b',"type":' + json_bytes(message_type) + b',"version":1}'
+    before, after = ids
     if result_json is None:
-        payload = head[:-1] + b"," + tail
+        payload = before + request_id.encode() + after + tail
     else:
-        payload = head[:-1] + b',"result":' + result_json + b"," + tail
+        payload = b"".join((before, request_id.encode(), after, b',"result":', result_json, tail))
     return _frame_of(payload, message_type, max_frame_bytes)
 
 
@@ -282,7 +298,8 @@ def decode_payload(payload: bytes, *, max_frame_bytes: int = DEFAULT_MAX_FRAME_B
     """Parse and check one frame payload (the bytes after the length prefix).
 
     orjson parses (refusing non-UTF-8, NaN/Infinity and malformed text); what it lets
-    through is checked here (``tay.protocol.json_text``, as the engine does): a repeated key
+    through is checked here (``tay.protocol.json_text``, as the engine does; one C scan when
+    it can vouch for the text, ``surely_exact``, else the checks that follow): a repeated key
     (orjson keeps the last) and integers beyond 64 bits (orjson turns them into floats, so
     only a message with a float is searched). Either case, and every error, takes the exact
     stdlib parse, so errors read the same and big integers stay exact.
@@ -297,9 +314,10 @@ def decode_payload(payload: bytes, *, max_frame_bytes: int = DEFAULT_MAX_FRAME_B
         return _decode_exactly(payload)
     if type(message) is not dict:
         raise ProtocolError(f"frame payload must be a JSON object, got {type(message).__name__}")
-    members, floats = _members(message)
-    if repeats_a_key(payload, members) or (floats and has_long_integer_token(payload)):
-        return _decode_exactly(payload)
+    if not surely_exact(payload):  # one C scan; else the decoded value's members are counted
+        members, floats = _members(message)
+        if repeats_a_key(payload, members) or (floats and has_long_integer_token(payload)):
+            return _decode_exactly(payload)
     message_type = message.get("type")
     request_id = message.get("request_id")
     # check_envelope's rules, the common case first: short strings need no UTF-8 length

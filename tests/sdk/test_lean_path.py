@@ -14,7 +14,8 @@ from hypothesis import strategies as st
 from tay import Tay
 from tay.errors import ConnectionLost, ProtocolError, ValidationError
 from tay.sdk.connection import Link
-from tay.sdk.wire import RequestIds, decode_payload, json_bytes, normalize_json, plain_json, report_frame
+from tay.sdk.wire import (RequestIds, decode_payload, json_bytes, normalize_json, plain_json, report_frame,
+                          report_ids)
 
 from .peer import Peer
 
@@ -24,18 +25,21 @@ json_values = st.recursive(
     lambda children: st.lists(children, max_size=4) | st.dictionaries(st.text(max_size=5), children, max_size=4),
     max_leaves=20,
 )
-identifiers = st.text(min_size=1, max_size=40)
+identifiers = st.text(min_size=1, max_size=40) | st.sampled_from(
+    ['x","reservation_id":"y', ',"reservation_id":', '\\",\"reservation_id\":', "\u2028\"\\"])
+request_ids = st.builds(lambda prefix, number: f"{prefix:016x}-{number:x}",  # what RequestIds gives
+                        st.integers(0, 2**64 - 1), st.integers(1, 2**40))
 
 
 @settings(max_examples=200, deadline=None)
-@given(identifiers, identifiers, identifiers, identifiers, st.sampled_from(["started", "succeeded"]),
+@given(identifiers, identifiers, identifiers, request_ids, st.sampled_from(["started", "succeeded"]),
        st.none() | json_values)
 def test_a_spliced_report_is_byte_for_byte_the_encoded_message(execution, job, reservation, request, kind, result):
     ids = {"reservation_id": reservation, "execution_id": execution, "job_id": job}
     message = {**ids, "request_id": request, "type": kind, "version": 1}
     if kind == "succeeded":
         message["result"] = result
-    frame = report_frame(kind, request, ids, json_bytes(result) if kind == "succeeded" else None)
+    frame = report_frame(kind, request, report_ids(ids), json_bytes(result) if kind == "succeeded" else None)
     payload = json_bytes(message)
     assert frame == len(payload).to_bytes(4, "big") + payload
 

@@ -41,6 +41,21 @@ def test_decode_refuses_malformed_payloads(payload, fragment):
         decode_payload(payload)
 
 
+@pytest.mark.parametrize("vouched", [True, False])
+def test_decode_refuses_repeats_and_keeps_big_integers_with_or_without_the_scan(monkeypatch, vouched):
+    # the C scan (json_text.surely_exact) vouches for a text or leaves it to the walk; a text
+    # it vouches for wrongly would be misread, so both paths are held to the same answers
+    from tay.sdk import wire
+
+    if not vouched:
+        monkeypatch.setattr(wire, "surely_exact", lambda payload: False)
+    with pytest.raises(ProtocolError, match="repeats the key 'k'"):
+        decode_payload(b'{"version":1,"type":"a","request_id":"x","n":{"k":1,"k":2}}')
+    big = decode_payload(b'{"version":1,"type":"a","request_id":"x","f":1.5,"n":123456789012345678901}')
+    assert big["n"] == 123456789012345678901
+    assert decode_payload(b'{"version":1,"type":"a","request_id":"x","n":[1,{"k":"v"}]}')["n"] == [1, {"k": "v"}]
+
+
 def test_frame_limit_is_enforced_on_both_sides():
     with pytest.raises(ValidationError, match="frame limit is 256"):
         encode_frame(envelope("enqueue", "r", {"args": {"x": "y" * 400}}), max_frame_bytes=256)
