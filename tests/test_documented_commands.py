@@ -151,6 +151,9 @@ def check(command: str, complete: bool = True) -> None:
     elif module == "benchmarks.engine_path":
         from benchmarks.engine_path import build_parser
         parses(build_parser, args)
+    elif module == "benchmarks.engine_calls":
+        from benchmarks.engine_calls import build_parser
+        parses(build_parser, args)
     elif module == "benchmarks.restart":
         from benchmarks.restart import build_parser
         parses(build_parser, args)
