@@ -390,7 +390,7 @@ class Tay:
             "options": plain_json(opts.merge_enqueue_options(options, durability, option_keywords)),
         }
         link, connected = self._link, self._connected
-        if link is None or link.closed.is_set() or connected is None or not connected.is_set():
+        if link is None or not link.is_open or connected is None or not connected.is_set():
             reply = await self._request("enqueue", payload, plain=True)
         else:  # connected: what _request does then, without its checks a second time
             reply = await link.request("enqueue", payload, timeout=self.request_timeout, plain=True)

@@ -53,12 +53,13 @@ class Link(asyncio.Protocol):
         self._replied = False  # a reply of this buffer resolved a request
         self._write_paused = False
         self._drained: asyncio.Future[None] | None = None
-        self.closed = asyncio.Event()
+        self.closed = asyncio.Event()  # set by close()
+        self._shut = False  # the same as a plain bool: Event.is_set is a Python call
         self.close_reason: BaseException | None = None
 
     @property
     def is_open(self) -> bool:
-        return not self.closed.is_set()
+        return not self._shut
 
     # -- asyncio.Protocol ----------------------------------------------------------------
 
@@ -66,7 +67,7 @@ class Link(asyncio.Protocol):
         self._transport = cast(asyncio.Transport, transport)  # uvloop's is not a subclass
 
     def data_received(self, data: bytes) -> None:
-        if self.closed.is_set():
+        if self._shut:
             return
         if self._partial:
             self._partial += data
@@ -108,7 +109,7 @@ class Link(asyncio.Protocol):
                 at = stop
                 continue
             self._dispatch(decode_payload(data[at + 4 : stop], max_frame_bytes=limit))
-            if self.closed.is_set():
+            if self._shut:
                 return
             at = stop
         if at < end:
@@ -148,7 +149,7 @@ class Link(asyncio.Protocol):
     # -- sending -----------------------------------------------------------------------
 
     def _write(self, frame: bytes) -> None:
-        if self.closed.is_set() or self._transport is None or self._transport.is_closing():
+        if self._shut or self._transport is None or self._transport.is_closing():
             raise ConnectionLost("the connection to Tay is closed; the message was not sent")
         self._outgoing.append(frame)
         if not self._flush_pending and not self._receiving:
@@ -160,16 +161,16 @@ class Link(asyncio.Protocol):
         if not self._outgoing:
             return
         frames, self._outgoing = self._outgoing, []
-        if not self.closed.is_set() and self._transport is not None:
+        if not self._shut and self._transport is not None:
             self._transport.write(frames[0] if len(frames) == 1 else b"".join(frames))
 
     async def _drain(self) -> None:
         """Wait while the socket pushes back (the transport paused our writes)."""
-        while self._write_paused and not self.closed.is_set():
+        while self._write_paused and not self._shut:
             if self._drained is None:
                 self._drained = self.loop.create_future()
             await self._drained  # resume_writing or close sets it
-        if self.closed.is_set():
+        if self._shut:
             raise ConnectionLost(f"writing to Tay failed: {self.close_reason}")
 
     def request(self, message_type: str, fields: Mapping[str, Any], *, timeout: float,
@@ -264,9 +265,10 @@ class Link(asyncio.Protocol):
 
     def close(self, reason: BaseException | None = None) -> None:
         """Close the socket and fail every pending request with ConnectionLost."""
-        if self.closed.is_set():
+        if self._shut:
             return
         self.close_reason = reason
+        self._shut = True
         self.closed.set()
         detail = f": {reason}" if reason is not None else ""
         for future, *_ in self._pending.values():

@@ -205,6 +205,9 @@ class Executor:
         self._succeed(running, result)
 
     def _succeed(self, running: _Running, result: Any) -> None:
+        if result is None:  # the common result of a job: nothing to check or encode
+            _report(running.link, "succeeded", running.encoded_ids, b"null")
+            return
         try:
             encoded = json_bytes(plain_json(result))
             if len(encoded) > self.max_result_bytes:
