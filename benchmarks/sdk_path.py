@@ -209,7 +209,7 @@ async def worker(jobs: int, capacity: int, group: int) -> float:
     return cpu / jobs
 
 
-def main() -> None:
+def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--jobs", type=int, default=20_000)
     parser.add_argument("--callers", type=int, default=4)
@@ -217,7 +217,11 @@ def main() -> None:
     parser.add_argument("--group", type=int, default=1)
     parser.add_argument("--loop", choices=("uvloop", "asyncio"), default="uvloop")
     parser.add_argument("--only", choices=("producer", "worker"))
-    options = parser.parse_args()
+    return parser
+
+
+def main() -> None:
+    options = build_parser().parse_args()
     run: Callable[[Any], Any] = asyncio.run
     if options.loop == "uvloop":
         import uvloop

@@ -145,6 +145,9 @@ def check(command: str, complete: bool = True) -> None:
     elif module == "benchmarks.sdk_compare":
         from benchmarks.sdk_compare import build_parser
         parses(build_parser, args)
+    elif module == "benchmarks.sdk_path":
+        from benchmarks.sdk_path import build_parser
+        parses(build_parser, args)
     elif module == "benchmarks.server_path":
         from benchmarks.server_path import build_parser
         parses(build_parser, args)
