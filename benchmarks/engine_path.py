@@ -5,7 +5,7 @@
 
 A real store is opened the way ``tay serve`` opens it (recovery, the Store-v2 epoch or the
 v1 journal, the history budget attached); then only the engine runs: per job the three
-commands the socket path hands it (``Enqueue``, ``Started``, ``Succeeded``), each followed
+commands the socket path hands it (``DecodedEnqueue``, ``Started``, ``Succeeded``), each followed
 by what the driver asks of the engine after every command (``journal_records`` of the
 outcome's events, ``next_wakeup``). Nothing is written to the journal: this is the engine's
 share of ``benchmarks/server_path.py``, measured without the loop, the protocol and the
@@ -70,7 +70,7 @@ def run_jobs(engine, jobs: int) -> int:
     handle(c.Connect(producer, "client", "bench-producer", 0, None, "hp"))
     handle(c.Connect(worker, "worker", "bench-worker", 8, None, "hw"))
     handle(c.RegisterTasks(worker, (TASK,), "rt"))
-    enqueues = [c.Enqueue(producer, os.urandom(16).hex(), TASK, dict(ARGS),
+    enqueues = [c.DecodedEnqueue(producer, os.urandom(16).hex(), TASK, dict(ARGS),
                           {"queue": "alpha" if index % 2 == 0 else "beta", "retries": 0})
                 for index in range(jobs)]
     executes: list = []

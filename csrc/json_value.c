@@ -15,6 +15,8 @@
  *   TAY_J_OUTPUT_FULL        out_capacity too small (9 * size + 16 always suffices)
  *   TAY_J_NO_MEMORY          malloc failed (member index or sort scratch)
  * Errors are reported in input order: the first fault met while reading wins.
+ * tay_json_to_value_measured() also counts the Value's nodes and depth as
+ * tay.engine.values.measure does (an enqueue's args are measured on their way to bytes).
  */
 #define _GNU_SOURCE
 #include "tay_native.h"
@@ -48,6 +50,8 @@ typedef struct {
     member *members;
     size_t member_count, member_capacity;
     size_t error_offset;
+    uint64_t nodes;    /* every value and object key (tay.engine.values.measure's count) */
+    uint32_t deepest;  /* the root at 1, a member's key and value one below its object */
 } json_reader;
 
 static int fail_at(json_reader *j, int reason, size_t offset) {
@@ -376,6 +380,7 @@ static int read_object(json_reader *j, uint32_t depth) {
             if (j->pos >= j->size || j->in[j->pos] != '"') return fail_at(j, TAY_J_MALFORMED, j->pos);
             member m = {0, 0, j->pos, j->length, 0};
             if ((rc = read_string(j))) return rc;
+            j->nodes++;  /* the key, one below its object, like its value */
             m.key = j->out + m.start + 5;
             m.key_length = (uint32_t)(j->length - m.start - 5);
             if (j->member_count > base) {
@@ -400,6 +405,8 @@ static int read_object(json_reader *j, uint32_t depth) {
 }
 
 static int read_value(json_reader *j, uint32_t depth) {
+    j->nodes++;
+    if (depth > j->deepest) j->deepest = depth;
     skip_space(j);
     if (j->pos >= j->size) return fail_at(j, TAY_J_MALFORMED, j->pos);
     uint8_t c = j->in[j->pos];
@@ -417,21 +424,36 @@ static int read_value(json_reader *j, uint32_t depth) {
     }
 }
 
-int tay_json_to_value(const uint8_t *json, size_t size, uint8_t *out, size_t out_capacity,
-                      size_t *out_length, size_t *error_offset) {
-    json_reader j = {json, size, 0, out, out_capacity, 0, NULL, 0, 0, 0};
+static int transcode(json_reader *j) {
     int rc;
-    *out_length = 0;
-    if (size > 0xFFFFFFFFu) rc = fail_at(&j, TAY_J_INPUT_SIZE, 0);
+    if (j->size > 0xFFFFFFFFu) rc = fail_at(j, TAY_J_INPUT_SIZE, 0);
     else {
-        rc = read_value(&j, 1);
+        rc = read_value(j, 1);
         if (rc == 0) {
-            skip_space(&j);
-            if (j.pos != size) rc = fail_at(&j, TAY_J_MALFORMED, j.pos);
+            skip_space(j);
+            if (j->pos != j->size) rc = fail_at(j, TAY_J_MALFORMED, j->pos);
         }
     }
-    free(j.members);
+    free(j->members);
+    return rc;
+}
+
+int tay_json_to_value(const uint8_t *json, size_t size, uint8_t *out, size_t out_capacity,
+                      size_t *out_length, size_t *error_offset) {
+    json_reader j = {json, size, 0, out, out_capacity, 0, NULL, 0, 0, 0, 0, 0};
+    int rc = transcode(&j);
+    *out_length = rc == 0 ? j.length : 0;
     *error_offset = j.error_offset;
-    if (rc == 0) *out_length = j.length;
+    return rc;
+}
+
+int tay_json_to_value_measured(const uint8_t *json, size_t size, uint8_t *out,
+                               size_t out_capacity, size_t *results) {
+    json_reader j = {json, size, 0, out, out_capacity, 0, NULL, 0, 0, 0, 0, 0};
+    int rc = transcode(&j);
+    results[0] = rc == 0 ? j.length : 0;
+    results[1] = j.error_offset;
+    results[2] = (size_t)j.nodes;
+    results[3] = j.deepest;
     return rc;
 }

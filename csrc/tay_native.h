@@ -76,6 +76,11 @@ int tay_utf8_valid(const uint8_t *data, size_t length);
 #define TAY_J_INPUT_SIZE 19
 int tay_json_to_value(const uint8_t *json, size_t size, uint8_t *out, size_t out_capacity,
                       size_t *out_length, size_t *error_offset);
+/* tay_json_to_value, also counting what tay.engine.values.measure counts: results[0] the
+ * output length, [1] the error offset, [2] nodes (every value and object key), [3] depth
+ * (the root 1, a member's key and value one below its object). */
+int tay_json_to_value_measured(const uint8_t *json, size_t size, uint8_t *out,
+                               size_t out_capacity, size_t *results);
 int tay_value_to_json(const uint8_t *data, size_t size, uint32_t max_depth, uint64_t max_nodes,
                       uint64_t max_binary, uint8_t *out, size_t out_capacity,
                       size_t *out_length, size_t *error_offset);

@@ -24,7 +24,9 @@ API (see docs/native.md for the details and error conventions):
   max_binary) -> bytes``: the compact JSON orjson writes for the decoded Value. Errors are
   ``ValueCodecError`` (JSON reasons: ``malformed_json``, ``duplicate_key``,
   ``integer_out_of_range``, ``invalid_utf8``, ``non_finite_float``, ``depth_limit`` at input
-  offsets; ``unsupported_type`` for bytes in value_to_json).
+  offsets; ``unsupported_type`` for bytes in value_to_json). ``json_to_value_measured(json)
+  -> (bytes, depth, nodes)``: the same, with the depth and node count
+  ``tay.engine.values.measure`` gives the decoded value.
 - ``events_scan(buf, [(payload_offset, length, type, schema), ...], max_depth, max_nodes,
   max_binary) -> list[int]``: the Event-v1 batch fast path, ``EVENT_ROW`` (24) ints per
   record; slot 0 is 0 (fast: fields filled) or 1 (slow: decode it with the exact decoder).
@@ -103,6 +105,7 @@ scan_record_columns = _active.scan_record_columns
 value_encode = _active.value_encode
 value_decode = _active.value_decode
 json_to_value = _active.json_to_value
+json_to_value_measured = _active.json_to_value_measured
 value_to_json = _active.value_to_json
 split_frames = _active.split_frames
 split_frames_marked = _active.split_frames_marked
@@ -127,7 +130,7 @@ filesystem_magic = _active.filesystem_magic
 __all__ = [
     "IMPLEMENTATION", "CRC32C_IMPLEMENTATION", "ValueCodecError", "RESOURCE_REASONS",
     "crc32c", "encode_records", "scan_records", "scan_record_columns", "value_encode",
-    "value_decode", "json_to_value", "value_to_json",
+    "value_decode", "json_to_value", "json_to_value_measured", "value_to_json",
     "split_frames", "events_scan", "snapshots_scan", "mutations_scan", "base_jobs", "base_ids", "base_keys", "write_all_at", "fdatasync", "fsync", "fsync_dir", "flock_exclusive",
     "json_domain_clean", "split_frames_marked", "FrameScan", "json_report",
     "rename_noreplace", "filesystem_magic",

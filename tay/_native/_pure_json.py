@@ -238,6 +238,24 @@ def json_to_value(json: Any) -> bytes:
     return bytes(reader.out)
 
 
+def json_to_value_measured(json: Any) -> tuple[bytes, int, int]:
+    """``json_to_value(json)`` and the Value's depth and node count (every value and object
+    key a node; the root at depth 1, a member's key and value one below its object)."""
+    encoded = json_to_value(json)
+    depth = nodes = 0
+    stack = [(value_decode(encoded, 256, 0xFFFFFFFF, 0xFFFFFFFF), 1)]
+    while stack:
+        item, level = stack.pop()
+        nodes += 1
+        depth = max(depth, level)
+        if type(item) is dict:
+            nodes += len(item)
+            stack.extend((child, level + 1) for child in item.values())
+        elif type(item) is list:
+            stack.extend((child, level + 1) for child in item)
+    return encoded, depth, nodes
+
+
 # ----------------------------------------------------------------------------- Value -> JSON
 
 

@@ -571,7 +571,7 @@ _json_scratch = threading.local()
 def _json_buffers() -> tuple:
     """This thread's (output, its text view, results, error-offset pointer), reused."""
     out = _new_uncleared("uint8_t[]", _JSON_SCRATCH_BYTES)
-    results = ffi.new("size_t[2]")
+    results = ffi.new("size_t[4]")  # json_to_value_measured's four, json_to_value's two
     buffers = _json_scratch.buffers = (out, ffi.cast("char *", out), results, results + 1)
     return buffers
 
@@ -602,6 +602,34 @@ def json_to_value(json: Any) -> bytes:
     if rc < 0:
         raise _transcode_error(rc, results[1])
     return ffi.unpack(ffi.cast("char *", out), results[0])
+
+
+def json_to_value_measured(json: Any) -> tuple[bytes, int, int]:
+    """``json_to_value(json)`` and the Value's depth and node count (``measure``'s: every
+    value and object key a node, the root at depth 1, a member one below its object)."""
+    data = json if type(json) is bytes else bytes(json)
+    size = len(data)
+    if size > 0xFFFFFFFF:
+        raise ValueError(f"JSON input of {size} bytes exceeds 4 GiB")
+    if 2 * size + 64 <= _JSON_SCRATCH_BYTES:  # most args: this thread's buffers
+        try:
+            out, text, results, _ = _json_scratch.buffers
+        except AttributeError:
+            out, text, results, _ = _json_buffers()
+        rc = lib.tay_json_to_value_measured(data, size, out, 2 * size + 64, results)
+        if rc >= 0:
+            return ffi.unpack(text, results[0]), results[3], results[2]
+        if rc != -lib.TAY_J_OUTPUT_FULL:
+            raise _transcode_error(rc, results[1])
+    results = ffi.new("size_t[4]")  # output length, error offset, nodes, depth
+    for capacity in (2 * size + 64, 9 * size + 16):
+        out = _new_uncleared("uint8_t[]", capacity)
+        rc = lib.tay_json_to_value_measured(data, size, out, capacity, results)
+        if rc != -lib.TAY_J_OUTPUT_FULL:
+            break
+    if rc < 0:
+        raise _transcode_error(rc, results[1])
+    return ffi.unpack(ffi.cast("char *", out), results[0]), results[3], results[2]
 
 
 def value_to_json(

@@ -26,7 +26,7 @@ from tay._native._pure_mutations import mutations_scan as mutations_scan
 from tay._native._pure_base import base_ids as base_ids
 from tay._native._pure_base import base_jobs as base_jobs
 from tay._native._pure_base import base_keys as base_keys
-from tay._native._pure_json import json_to_value, value_to_json
+from tay._native._pure_json import json_to_value, json_to_value_measured, value_to_json
 from tay._native._pure_value import value_decode, value_encode
 from tay._native.checks import (
     MAX_PAYLOAD,
@@ -44,7 +44,7 @@ __all__ = [
     "scan_records", "scan_record_columns", "value_encode", "value_decode", "split_frames",
     "json_domain_clean",
     "json_member_count",
-    "json_to_value", "value_to_json",
+    "json_to_value", "json_to_value_measured", "value_to_json",
     "write_all_at",
     "fdatasync", "fsync", "fsync_dir", "flock_exclusive", "rename_noreplace",
     "filesystem_magic", "RECORD_MAGIC", "MAX_PAYLOAD",

@@ -121,6 +121,16 @@ class Enqueue(_Command):
         return _new(cls, (conn, request_id, task, args, {} if options is _NEW_DICT else options))
 
 
+class DecodedEnqueue(Enqueue):
+    """An ``Enqueue`` whose args the server decoded from JSON text with ``orjson.loads``:
+    dicts, lists, str, int within -2^63..2^64-1 (larger numbers decode as floats), finite
+    floats, bools and None only. The engine measures such args in the native transcoder on
+    their way to canonical bytes instead of walking them (tay.engine.options.parse_enqueue);
+    it is handled exactly as an ``Enqueue`` with the same fields."""
+
+    __slots__ = ()
+
+
 class _JobRead(_Command):
     __slots__ = ()
     _fields = ("conn", "request_id", "job_id")
@@ -217,7 +227,7 @@ class Admin(_Command):
 
 
 Command = (
-    Connect | Disconnect | RegisterTasks | UnregisterTasks | Enqueue | Status | Result
+    Connect | Disconnect | RegisterTasks | UnregisterTasks | Enqueue | DecodedEnqueue | Status | Result
     | Cancel | Started | Succeeded | Failed | Schedule | CancelSchedule | ListSchedules
     | ScheduleStatus | Admin
 )

@@ -190,6 +190,28 @@ def _check_args(args: Any, config: EngineConfig) -> Measure:
         size = measure(args, "args")
     except UnsupportedValue as problem:
         raise RequestRefused(str(problem), code="invalid_enqueue", field=problem.where) from None
+    return _within_limits(size, config)
+
+
+def _decoded_args(args: Any, config: EngineConfig) -> tuple[Measure, bytes, bytes] | None:
+    """``_check_args`` of args decoded from JSON text by ``orjson.loads`` (a
+    ``DecodedEnqueue``), measured in the native transcoder on their way to canonical bytes:
+    (measure, sorted compact JSON, canonical args bytes). Such args hold only dicts, lists,
+    str, int within -2^63..2^64-1, finite floats, bools and None, so ``measure`` could refuse
+    none of them and only the limits are left. None (not a dict, or nesting orjson cannot
+    write, past 254 levels): the caller measures them as any args."""
+    if type(args) is not dict:
+        return None
+    try:
+        args_json = orjson.dumps(args, option=orjson.OPT_SORT_KEYS)
+    except orjson.JSONEncodeError:
+        return None
+    args_value, depth, nodes = value.encode_json_measured(args_json)
+    return _within_limits(_new_tuple(Measure, (len(args_value), depth, nodes)), config), \
+        args_json, args_value
+
+
+def _within_limits(size: Measure, config: EngineConfig) -> Measure:
     if size.depth > config.max_depth:
         raise RequestRefused(f"args nest {size.depth} levels (limit {config.max_depth})",
                              code="capacity", reason="depth")
@@ -203,9 +225,14 @@ def _check_args(args: Any, config: EngineConfig) -> Measure:
 
 
 def parse_enqueue(
-    task: Any, args: Any, options: Any, now_ms: int, config: EngineConfig, rng: RandomSource
+    task: Any, args: Any, options: Any, now_ms: int, config: EngineConfig, rng: RandomSource,
+    decoded: bool = False,
 ) -> JobRequest:
-    """Validate one enqueue and build its immutable definition (protocol.md §2.3-2.5)."""
+    """Validate one enqueue and build its immutable definition (protocol.md §2.3-2.5).
+
+    ``decoded``: the args came from ``orjson.loads`` (``DecodedEnqueue``) and are measured
+    in the native transcoder instead of by a walk over them (the same refusals, in the same
+    order: tests/engine/test_decoded_enqueue.py)."""
     present = _present({} if options is None else options)
     if not present.keys().isdisjoint(_PAIRED):
         for first, second in _EXCLUSIVE:
@@ -213,7 +240,11 @@ def parse_enqueue(
     # interned: every job of a task and queue holds the same two strings, not its own
     # copies decoded from its request (~110 bytes a retained job)
     task = _interned_key(task, "task")
-    args_size = _check_args(args, config)
+    transcoded = _decoded_args(args, config) if decoded else None
+    if transcoded is None:
+        args_size = _check_args(args, config)
+    else:
+        args_size = transcoded[0]
     retries = present.get("retries", 0)
     if not _is_int(retries) or not 0 <= retries <= RETRIES_MAX:
         raise _invalid(f"retries must be an integer in 0..{RETRIES_MAX}", "retries")
@@ -225,8 +256,14 @@ def parse_enqueue(
     queue = _interned_key(present.get("queue", "default"), "queue")
     scheduled_at = _scheduled_at(present, now_ms)
     timeout_ms = _timeout_ms(present, config.default_timeout_ms)
-    live, args_json = _live_definition(task, args, queue, retries + 1, scheduled_at,
-                                       timeout_ms, args_size)
+    if transcoded is None:
+        live, args_json = _live_definition(task, args, queue, retries + 1, scheduled_at,
+                                           timeout_ms, args_size)
+    else:
+        args_json = transcoded[1]
+        live = LazyDefinition.from_args_value(transcoded[2], args_size.nodes, worker_key=task,
+                                              queue_key=queue, max_attempts=retries + 1,
+                                              scheduled_at=scheduled_at, timeout_ms=timeout_ms)
     size = len(live.canonical)
     if size > config.max_payload_bytes:
         raise RequestRefused(f"definition encodes to {size} bytes (limit {config.max_payload_bytes})",

@@ -42,7 +42,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("tay.server")
 # execution reports: the session builds them as engine commands (see ProtocolSession)
 _REPORTS = (engine_commands.Started, engine_commands.Succeeded, engine_commands.Failed)
-_ENQUEUE = engine_commands.Enqueue
+_ENQUEUE = engine_commands.DecodedEnqueue  # its args come from orjson.loads (session.py)
 _new_tuple = tuple.__new__  # an engine command built without its Python-level __new__
 
 WRITE_HIGH_WATER = 1 << 20
@@ -301,8 +301,9 @@ def to_engine_command(conn: object, request: wire.Request) -> object:
             return c.RegisterTasks(conn, request.tasks, request.request_id)
         case wire.UnregisterTasks():
             return c.UnregisterTasks(conn, request.tasks, request.request_id)
-        case wire.Enqueue():
-            return c.Enqueue(conn, request.request_id, request.task, request.args, request.options)
+        case wire.Enqueue():  # its args come from orjson.loads too (the session's decode)
+            return c.DecodedEnqueue(conn, request.request_id, request.task, request.args,
+                                    request.options)
         case wire.JobRead(kind="status"):
             return c.Status(conn, request.request_id, request.job_id)
         case wire.JobRead(kind="result"):

@@ -197,3 +197,43 @@ def test_value_to_json_honours_decode_limits():
         assert info.value.reason == "depth_limit"
         assert twin.value_to_json(memoryview(deep), max_depth=4) == b"[[[1]]]"
     assert struct.unpack(">d", c.json_to_value(b"-0.0")[1:])[0] == 0.0
+
+
+def measured_outcome(function, data):
+    try:
+        return ("ok", function(data))
+    except ValueCodecError as exc:
+        return ("error", exc.reason, exc.offset)
+
+
+@SETTINGS
+@given(json_values)
+def test_measured_transcoding_counts_as_the_decoded_value(obj):
+    from tay.engine.values import measure
+
+    size = measure(obj, "obj")
+    for text in spellings(obj):
+        for twin in TWINS:
+            encoded, depth, nodes = twin.json_to_value_measured(text)
+            assert encoded == value_encode(obj)
+            assert (len(encoded), depth, nodes) == size
+
+
+@SETTINGS
+@given(st.binary(max_size=60) | json_values.map(orjson.dumps))
+def test_measured_transcoding_refuses_as_the_plain_one(data):
+    for twin in TWINS:
+        plain = measured_outcome(twin.json_to_value, data)
+        measured = measured_outcome(twin.json_to_value_measured, data)
+        if plain[0] == "ok":
+            assert measured[0] == "ok" and measured[1][0] == plain[1]
+        else:
+            assert measured == plain
+    assert measured_outcome(c.json_to_value_measured, data) \
+        == measured_outcome(pure.json_to_value_measured, data)
+
+
+@pytest.mark.parametrize("twin", TWINS, ids=["pure", "c"])
+def test_large_measured_documents_grow_their_output_buffer(twin):
+    numbers = list(range(5000))
+    assert twin.json_to_value_measured(orjson.dumps(numbers)) == (value_encode(numbers), 2, 5001)

@@ -263,7 +263,16 @@ class LazyDefinition(Mapping[str, Any]):
         ``validate_definition`` checks them; ``args_nodes`` is the caller's count of every
         value and key inside args (the state budget charge).
         """
-        args_value = value.encode_json(args_json)
+        return cls.from_args_value(value.encode_json(args_json), args_nodes,
+                                   worker_key=worker_key, queue_key=queue_key,
+                                   max_attempts=max_attempts, scheduled_at=scheduled_at,
+                                   timeout_ms=timeout_ms)
+
+    @classmethod
+    def from_args_value(cls, args_value: bytes, args_nodes: int, *, worker_key: str,
+                        queue_key: str, max_attempts: int, scheduled_at: int | None,
+                        timeout_ms: int) -> "LazyDefinition":
+        """``from_args_json`` of args already transcoded to their canonical bytes."""
         if args_value[0] != 0x09:  # never empty: one JSON document is at least one Value
             raise invalid("args must be a map", "definition.args")
         scalars = (max_attempts, queue_key, scheduled_at, timeout_ms, worker_key)

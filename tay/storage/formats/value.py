@@ -182,6 +182,16 @@ def encode_json(json_text: bytes) -> bytes:
         raise EncodeError(reason, f"cannot transcode JSON (at input offset {offset})") from None
 
 
+def encode_json_measured(json_text: bytes) -> tuple[bytes, int, int]:
+    """``encode_json(json_text)`` and the Value's depth and node count, counted as
+    ``tay.engine.values.measure`` counts them; the same ``EncodeError`` refusals."""
+    try:
+        return _native.json_to_value_measured(json_text)
+    except _native.ValueCodecError as exc:
+        reason, offset = _codec_error_parts(exc)
+        raise EncodeError(reason, f"cannot transcode JSON (at input offset {offset})") from None
+
+
 def _refuse_oversized_input(buf: bytes | bytearray | memoryview) -> None:
     """Both readers refuse more than ``MAX_DECODE_INPUT`` bytes before the native walk."""
     if len(buf) > MAX_DECODE_INPUT:
