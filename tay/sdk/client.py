@@ -389,11 +389,11 @@ class Tay:
             "args": plain_json({} if args is None else opts.enqueue_args(args)),
             "options": plain_json(opts.merge_enqueue_options(options, durability, option_keywords)),
         }
-        link, connected = self._link, self._connected
-        if link is None or not link.is_open or connected is None or not connected.is_set():
-            reply = await self._request("enqueue", payload, plain=True)
-        else:  # connected: what _request does then, without its checks a second time
+        link = self._link
+        if link is not None and self.connected:  # _request's first check, made once here
             reply = await link.request("enqueue", payload, timeout=self.request_timeout, plain=True)
+        else:  # _request connects first, or refuses
+            reply = await self._request("enqueue", payload, plain=True)
         return JobHandle(reply_identifier(reply, "job_id", "job"), self, reply_durability(reply))
 
     # -- schedules -----------------------------------------------------------------------
