@@ -173,26 +173,25 @@ def merge_enqueue_options(
     options: Any, durability: Any, keywords: Mapping[str, Any]
 ) -> dict[str, Any]:
     """One options object from ``options=``, ``durability=`` and extra keywords."""
-    if options is None and durability is None:  # the common call: keywords only
-        if "backoff" in keywords:
-            check_backoff(keywords["backoff"])
-        if "durability" in keywords:
-            check_durability(keywords["durability"])
-        return dict(keywords)
-    if options is not None and not isinstance(options, Mapping):
-        raise ValidationError(f"enqueue options must be a mapping, got {type(options).__name__}")
-    merged = dict(options or {})
-    if merged and keywords:
-        twice = sorted(merged.keys() & keywords.keys())
-        if twice:
-            raise ValidationError(f"enqueue option supplied twice: {twice[0]}")
-    merged.update(keywords)
+    if options is None:  # the common call: keywords only, one copy
+        merged = dict(keywords)
+    else:
+        if not isinstance(options, Mapping):
+            raise ValidationError(f"enqueue options must be a mapping, got {type(options).__name__}")
+        merged = dict(options)
+        if merged and keywords:
+            twice = sorted(merged.keys() & keywords.keys())
+            if twice:
+                raise ValidationError(f"enqueue option supplied twice: {twice[0]}")
+        merged.update(keywords)
     if durability is not None:
         if "durability" in merged:
             raise ValidationError("enqueue option supplied twice: durability")
         merged["durability"] = durability
-    check_backoff(merged.get("backoff"))
-    check_durability(merged.get("durability"))
+    if "backoff" in merged:  # an absent option needs no check (both accept None)
+        check_backoff(merged["backoff"])
+    if "durability" in merged:
+        check_durability(merged["durability"])
     return merged
 
 
