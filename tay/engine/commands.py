@@ -122,7 +122,8 @@ class Enqueue(_Command):
 
 
 class DecodedEnqueue(Enqueue):
-    """An ``Enqueue`` whose args the server decoded from JSON text with ``orjson.loads``:
+    """An ``Enqueue`` whose args the server decoded from JSON text with ``orjson.loads``
+    (``tay.protocol.values.decode_message``, for the socket and HTTP alike):
     dicts, lists, str, int within -2^63..2^64-1 (larger numbers decode as floats), finite
     floats, bools and None only. The engine measures such args in the native transcoder on
     their way to canonical bytes instead of walking them (tay.engine.options.parse_enqueue);

@@ -45,7 +45,8 @@ _REASONS = {200: b"OK", 201: b"Created", 204: b"No Content", 303: b"See Other",
             409: b"Conflict", 410: b"Gone", 413: b"Content Too Large",
             415: b"Unsupported Media Type", 429: b"Too Many Requests",
             500: b"Internal Server Error", 503: b"Service Unavailable"}
-_PRODUCER_COMMANDS = {"enqueue": engine.Enqueue, "status": engine.Status,
+# an enqueue's args come from decode_message (orjson.loads), as on the socket: DecodedEnqueue
+_PRODUCER_COMMANDS = {"enqueue": engine.DecodedEnqueue, "status": engine.Status,
                       "cancel": engine.Cancel, "result": engine.Result}
 _SCHEDULE_COMMANDS = {"schedule": engine.Schedule, "cancel_schedule": engine.CancelSchedule,
                       "schedules": engine.ListSchedules, "schedule_status": engine.ScheduleStatus}
