@@ -569,59 +569,38 @@ _json_scratch = threading.local()
 
 
 def _json_buffers() -> tuple:
-    """This thread's (output, its text view, results, error-offset pointer), reused."""
+    """This thread's (output, its text view, results), reused."""
     out = _new_uncleared("uint8_t[]", _JSON_SCRATCH_BYTES)
-    results = ffi.new("size_t[4]")  # json_to_value_measured's four, json_to_value's two
-    buffers = _json_scratch.buffers = (out, ffi.cast("char *", out), results, results + 1)
+    results = ffi.new("size_t[4]")  # output length, error offset, nodes, depth
+    buffers = _json_scratch.buffers = (out, ffi.cast("char *", out), results)
     return buffers
 
 
 def json_to_value(json: Any) -> bytes:
     """Canonical Value bytes of one JSON document; ValueCodecError (input offset) if refused."""
-    data = json if type(json) is bytes else bytes(json)
-    size = len(data)
-    if 2 * size + 64 <= _JSON_SCRATCH_BYTES:  # most args: this thread's buffers, no allocation
-        try:
-            out, text, results, error_offset = _json_scratch.buffers
-        except AttributeError:
-            out, text, results, error_offset = _json_buffers()
-        rc = lib.tay_json_to_value(data, size, out, 2 * size + 64, results, error_offset)
-        if rc >= 0:
-            return ffi.unpack(text, results[0])
-        if rc != -lib.TAY_J_OUTPUT_FULL:
-            raise _transcode_error(rc, results[1])
-    if size > 0xFFFFFFFF:
-        raise ValueError(f"JSON input of {size} bytes exceeds 4 GiB")
-    results = ffi.new("size_t[2]")  # output length, error offset
-    # 2x covers text-heavy documents; 9x (a 1-byte number -> 9 bytes) always suffices
-    for capacity in (2 * size + 64, 9 * size + 16):
-        out = _new_uncleared("uint8_t[]", capacity)
-        rc = lib.tay_json_to_value(data, size, out, capacity, results, results + 1)
-        if rc != -lib.TAY_J_OUTPUT_FULL:
-            break
-    if rc < 0:
-        raise _transcode_error(rc, results[1])
-    return ffi.unpack(ffi.cast("char *", out), results[0])
+    return json_to_value_measured(json)[0]
 
 
 def json_to_value_measured(json: Any) -> tuple[bytes, int, int]:
     """``json_to_value(json)`` and the Value's depth and node count (``measure``'s: every
-    value and object key a node, the root at depth 1, a member one below its object)."""
+    value and object key a node, the root at depth 1, a member one below its object). The
+    one transcoding call of both: the counting costs the C walk next to nothing."""
     data = json if type(json) is bytes else bytes(json)
     size = len(data)
-    if size > 0xFFFFFFFF:
-        raise ValueError(f"JSON input of {size} bytes exceeds 4 GiB")
-    if 2 * size + 64 <= _JSON_SCRATCH_BYTES:  # most args: this thread's buffers
+    if 2 * size + 64 <= _JSON_SCRATCH_BYTES:  # most args: this thread's buffers, no allocation
         try:
-            out, text, results, _ = _json_scratch.buffers
+            out, text, results = _json_scratch.buffers
         except AttributeError:
-            out, text, results, _ = _json_buffers()
+            out, text, results = _json_buffers()
         rc = lib.tay_json_to_value_measured(data, size, out, 2 * size + 64, results)
         if rc >= 0:
             return ffi.unpack(text, results[0]), results[3], results[2]
         if rc != -lib.TAY_J_OUTPUT_FULL:
             raise _transcode_error(rc, results[1])
+    if size > 0xFFFFFFFF:
+        raise ValueError(f"JSON input of {size} bytes exceeds 4 GiB")
     results = ffi.new("size_t[4]")  # output length, error offset, nodes, depth
+    # 2x covers text-heavy documents; 9x (a 1-byte number -> 9 bytes) always suffices
     for capacity in (2 * size + 64, 9 * size + 16):
         out = _new_uncleared("uint8_t[]", capacity)
         rc = lib.tay_json_to_value_measured(data, size, out, capacity, results)
