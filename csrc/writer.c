@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 enum { BUSY = 0, IDLE = 1, HOLDING = 2, GATHERING = 3 };
+#define WRITER_THREAD_NAME "tay-writer"
 
 int64_t tay_now_ns(void) {
     struct timespec ts;
@@ -535,6 +536,8 @@ int tay_writer_fair_slice(tay_writer *w, uint64_t *slice_ns, int *nice, int *set
 
 static void *writer_main(void *arg) {
     tay_writer *w = arg;
+    /* named for per-thread CPU (top -H, /proc/PID/task, tay bench); at most 15 bytes */
+    pthread_setname_np(pthread_self(), WRITER_THREAD_NAME);
     int slice_errno = w->slice_ns ? ask_for_slice(w->slice_ns) : 0;
     pthread_mutex_lock(&w->mu);
     w->tid = (int)syscall(SYS_gettid);

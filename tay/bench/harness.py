@@ -31,6 +31,7 @@ from .progress import ProgressBar
 from .report import write_json
 from .server import ServerProcess, ServerSettings
 from .syscalls import SyscallCounter
+from .threads import by_role, per_job as threads_per_job, snapshot
 
 MAX_SOCKET_PATH = 100
 SETTLE_S = 0.3  # after the last execution, let its finish report reach the journal
@@ -114,6 +115,9 @@ def _measure(profile: Profile, mode: CommitMode, settings: ServerSettings,
         "load_cpu_us_per_job": round(
             (load["load_cpu_user_s"] + load["load_cpu_system_s"]) * per_job, 1),
         "load_syscalls": syscalls,
+        # by thread: the loop (main) thread, the C journal writer, the rest (tay.bench.threads)
+        "load_threads": load["load_threads"],
+        "threads_per_job": threads_per_job(load["load_threads"], completed),
         # the SDK's own CPU per job over the load: every worker process, every producer
         "worker_cpu_us_per_job": None if load["worker_cpu_s"] is None
         else round(load["worker_cpu_s"] * per_job, 1),
@@ -204,6 +208,7 @@ def _drive(profile: Profile, workers: list[Any], producers: list[Any], server_pi
     counter = SyscallCounter.attach(server_pid)
     worker_cpu = ClientCpu(workers)  # producers report their own (they exit when done)
     cpu_before = server.cpu_times()
+    threads_before = snapshot(server_pid)
     started = time.monotonic()
     for producer in producers:
         producer.send("go")
@@ -222,6 +227,7 @@ def _drive(profile: Profile, workers: list[Any], producers: list[Any], server_pi
         time.sleep(0.01)
     harness_elapsed = time.monotonic() - started
     cpu_after = server.cpu_times()
+    threads_after = snapshot(server_pid)
     worker_s = worker_cpu.used_s()
     syscalls = counter.stop()
     if bar:
@@ -236,7 +242,9 @@ def _drive(profile: Profile, workers: list[Any], producers: list[Any], server_pi
             "round_trips": list(round_trips), "harness_elapsed_s": harness_elapsed,
             "load_cpu_user_s": cpu_after.user - cpu_before.user,
             "load_cpu_system_s": cpu_after.system - cpu_before.system,
-            "load_syscalls": syscalls, "worker_cpu_s": worker_s, "producer_cpu_s": producer_s}
+            "load_syscalls": syscalls,
+            "load_threads": by_role(server_pid, threads_before, threads_after),
+            "worker_cpu_s": worker_s, "producer_cpu_s": producer_s}
 
 
 class ClientCpu:

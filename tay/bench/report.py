@@ -49,6 +49,11 @@ def markdown_table(runs: list[dict[str, Any]]) -> str:
     row("fsyncs per job", lambda r: "-" if r.get("fsyncs_per_job") is None
         else f"{r['fsyncs_per_job']:.3f}")
     row("syscalls per job during load (futex, write)", _syscalls)
+    row("syscalls per job by kind", lambda r: ", ".join(
+        f"{name} {count:.2f}" for name, count in (r.get("syscalls_per_job") or {}).items()
+        if name != "all") or "-")
+    row("server threads per job over the load: loop user / sys, writer user / sys (us); "
+        "context switches loop / writer (involuntary)", _threads)
     row("writer per batch: idle / write / verify / fdatasync / path checks / publish (us)",
         _phases)
     row("empty-store startup (s)", lambda r: f"{r['empty_startup_s']:.3f}")
@@ -70,6 +75,17 @@ def _syscalls(run: dict[str, Any]) -> str:
         return "skipped: " + str(run.get("load_syscalls", {}).get("skipped", "not counted"))
     return (f"{per_job['all']:.1f} ({per_job.get('futex', 0):.1f}, "
             f"{per_job.get('write', 0):.1f})")
+
+
+def _threads(run: dict[str, Any]) -> str:
+    per_job = run.get("threads_per_job")
+    if not per_job:
+        return "-"
+    loop, writer = per_job["loop"], per_job["writer"]
+    return (f"{loop['user_us']:,.1f} / {loop['system_us']:,.1f}, "
+            f"{writer['user_us']:,.1f} / {writer['system_us']:,.1f}; "
+            f"{loop['switches']:.2f} ({loop['involuntary']:.2f}) / "
+            f"{writer['switches']:.2f} ({writer['involuntary']:.2f})")
 
 
 def _phases(run: dict[str, Any]) -> str:
