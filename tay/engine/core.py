@@ -33,6 +33,7 @@ from tay.storage.v2.rows import BaseReadFailed
 __all__ = ["Engine"]
 
 _REPLAY_LIMITS = DecodeLimits()
+_new_object = object.__new__
 HISTORY_RETRY_MS = 1_000  # a due job the history caps hold back is looked at again after this
 
 
@@ -50,7 +51,9 @@ class Engine(EpochEngine):
         handler = self._HANDLERS.get(type(command))
         if handler is None:
             raise TypeError(f"not an engine command: {type(command).__name__}")
-        out = Outcome()
+        out = _new_object(Outcome)  # Outcome(), without its Python-level __init__
+        out.events = []
+        out.effects = []
         try:
             handler(self, command, now_ms, mono_ms, out)
         except RequestRefused as refusal:

@@ -32,7 +32,9 @@ from tay.storage.compaction.plan import Checkpoint
 from tay.storage.events import schedules as se
 from tay.storage.events.registry import event_with_raw
 from tay.storage.events.operations import QUEUE_PAIRS, queue_paused, queue_resumed
-from tay.storage.events.definition import ATTEMPT_MAX, TIME_MAX, U64_MAX, LazyDefinition
+from tay.storage.events.definition import (
+    ATTEMPT_MAX, MAX_ATTEMPTS, SCHEDULED_AT, TIME_MAX, U64_MAX, LazyDefinition,
+)
 from tay.storage.events.transitions import STATES, JobState, started_state
 from tay.storage.journal.history_budget import frame_size
 
@@ -266,10 +268,12 @@ class EpochEngine(AdminCommands):
     def _insert_fused(self, job_id: bytes, at: int, definition: Any, nodes: int,
                       out: Outcome) -> JobEntry | None:
         """A persistent insert's (8,1) commit; None when it is not the common case."""
+        if type(definition) is not LazyDefinition:
+            return None
         reducer = self.epoch
-        scheduled_at = definition.get("scheduled_at")
+        scheduled_at = definition.scalars[SCHEDULED_AT]
         eligible_at = at if scheduled_at is None else scheduled_at
-        if not (type(definition) is LazyDefinition and type(at) is int and 0 <= at <= TIME_MAX
+        if not (type(at) is int and 0 <= at <= TIME_MAX
                 and type(eligible_at) is int and 0 <= eligible_at <= TIME_MAX
                 and type(job_id) is bytes and len(job_id) == 16 and job_id != _ZERO_ID
                 and not reducer.in_base and job_id not in self.jobs
@@ -308,9 +312,12 @@ class EpochEngine(AdminCommands):
         revision = job[_REVISION] + 1
         attempt = job[_NEXT_ATTEMPT]
         cycle = job[_CYCLE]
+        definition = job[_DEFINITION]
+        max_attempts = definition.scalars[MAX_ATTEMPTS] \
+            if type(definition) is LazyDefinition else definition["max_attempts"]
         if not (job[_STATE] == "available" and type(at) is int and 0 <= at <= TIME_MAX
                 and job[_ELIGIBLE_AT] is not None and at >= job[_ELIGIBLE_AT]
-                and type(attempt) is int and 1 <= attempt <= job[_DEFINITION]["max_attempts"]
+                and type(attempt) is int and 1 <= attempt <= max_attempts
                 and attempt <= ATTEMPT_MAX and revision <= U64_MAX
                 and not self.epoch.in_base):
             return False

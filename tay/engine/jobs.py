@@ -10,6 +10,9 @@ from __future__ import annotations
 
 from typing import Any
 
+from tay.storage.events.definition import (
+    MAX_ATTEMPTS, QUEUE_KEY, WORKER_KEY, LazyDefinition,
+)
 from tay.storage.events.transitions import JobState
 from tay.storage.v2.rows import JobRow
 
@@ -31,8 +34,13 @@ class JobEntry:
         self.ready_key: tuple[int, int, bytes] | None = None  # its ready heap entry
         self.reservation_id: str | None = None
         definition = state.definition
-        self.queue: str = definition["queue_key"]
-        self.task: str = definition["worker_key"]
+        if type(definition) is LazyDefinition:  # every live insert: no __getitem__ call
+            scalars = definition.scalars
+            self.queue: str = scalars[QUEUE_KEY]
+            self.task: str = scalars[WORKER_KEY]
+        else:
+            self.queue = definition["queue_key"]
+            self.task = definition["worker_key"]
         self.stamp = 0
         self.attempts: tuple[tuple[int, int, int | None, str | None], ...] | None = None
         self.schedule_id: str | None = None
@@ -112,20 +120,25 @@ def public_job(entry: JobEntry, args: dict[str, Any] | None = None) -> dict[str,
     """
     job = entry.state
     definition = job.definition
-    waiting = job.state in ("scheduled", "available", "retryable")
+    state = job.state
+    diagnostic = job.diagnostic
     return {
         "id": job.id.hex(),
         "task": entry.task,  # definition["worker_key"], kept on the entry
         "args": definition["args"] if args is None else args,
-        "state": job.state,
+        "state": state,
         "attempt": job.attempt,
-        "max_attempts": definition["max_attempts"],
+        "max_attempts": definition.scalars[MAX_ATTEMPTS]
+        if type(definition) is LazyDefinition else definition["max_attempts"],
         "queue": entry.queue,  # definition["queue_key"]
-        "scheduled_at": job.eligible_at if waiting else None,
+        "scheduled_at": job.eligible_at if state in _WAITING else None,
         "completed_at": job.completed_at,
-        "errors": [dict(job.diagnostic)] if job.diagnostic is not None else [],
-        "durability": entry.durability,
+        "errors": [dict(diagnostic)] if diagnostic is not None else [],
+        "durability": "volatile" if entry.volatile else "persistent",  # entry.durability
     }
+
+
+_WAITING = frozenset({"scheduled", "available", "retryable"})
 
 
 def canonical_order(value: Any) -> bool:

@@ -234,12 +234,17 @@ def parse_enqueue(
     in the native transcoder instead of by a walk over them (the same refusals, in the same
     order: tests/engine/test_decoded_enqueue.py)."""
     present = _present({} if options is None else options)
-    if not present.keys().isdisjoint(_PAIRED):
+    # the common case: no id, delay, run_at or timeout (every one of them is in _PAIRED),
+    # so the calls that read those options are skipped (they would find nothing)
+    plain = present.keys().isdisjoint(_PAIRED)
+    if not plain:
         for first, second in _EXCLUSIVE:
             _exclusive(present, first, second)
     # interned: every job of a task and queue holds the same two strings, not its own
-    # copies decoded from its request (~110 bytes a retained job)
-    task = _interned_key(task, "task")
+    # copies decoded from its request (~110 bytes a retained job); a name seen before
+    # without the call (_interned_key's own first step)
+    task = (_KEYS_SEEN.get(task) if type(task) is str else None) \
+        or _interned_key(task, "task")
     transcoded = _decoded_args(args, config) if decoded else None
     if transcoded is None:
         args_size = _check_args(args, config)
@@ -253,9 +258,15 @@ def parse_enqueue(
     durability = present.get("durability", "persistent")
     if durability not in DURABILITIES:
         raise _invalid("durability must be 'persistent' or 'volatile'", "durability")
-    queue = _interned_key(present.get("queue", "default"), "queue")
-    scheduled_at = _scheduled_at(present, now_ms)
-    timeout_ms = _timeout_ms(present, config.default_timeout_ms)
+    queue = present.get("queue", "default")
+    queue = (_KEYS_SEEN.get(queue) if type(queue) is str else None) \
+        or _interned_key(queue, "queue")
+    if plain:
+        scheduled_at = None
+        timeout_ms = config.default_timeout_ms
+    else:
+        scheduled_at = _scheduled_at(present, now_ms)
+        timeout_ms = _timeout_ms(present, config.default_timeout_ms)
     if transcoded is None:
         live, args_json = _live_definition(task, args, queue, retries + 1, scheduled_at,
                                            timeout_ms, args_size)
@@ -269,8 +280,8 @@ def parse_enqueue(
         raise RequestRefused(f"definition encodes to {size} bytes (limit {config.max_payload_bytes})",
                              code="capacity", reason="encoded_bytes")
     nodes = args_size.nodes + DEFINITION_FIXED_NODES
-    return _new_tuple(JobRequest, (_job_id(present, rng), live, size, nodes, durability,
-                                   args_json))
+    job_id = random_job_id(rng) if plain else _job_id(present, rng)
+    return _new_tuple(JobRequest, (job_id, live, size, nodes, durability, args_json))
 
 
 def _live_definition(task: str, args: dict, queue: str, max_attempts: int,

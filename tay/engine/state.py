@@ -33,7 +33,7 @@ from tay.engine.ready import DueHeap, ReadyIndex
 from tay.engine.values import measure
 from tay.failures import RequestRefused
 from tay.storage import events as ev
-from tay.storage.events.definition import LazyDefinition, args_json
+from tay.storage.events.definition import TIMEOUT_MS, LazyDefinition, args_json
 from tay.storage.journal.history_budget import HistoryBudget, frame_size
 from tay.storage.v2.rows import BaseJobs, JobRow
 from tay._native import _pure_base as bj
@@ -486,14 +486,19 @@ class EngineState:
             event = ev.job_started(job.id, at, job.revision, job.next_attempt, job.cycle)
             entry = self._commit(entry, event, entry.volatile, out)
         definition = job.definition
-        timeout_ms = definition["timeout_ms"]
+        timeout_ms = definition.scalars[TIMEOUT_MS] if type(definition) is LazyDefinition \
+            else definition["timeout_ms"]
         rng = self.rng
-        reservation_id = random_token(rng)
-        execution_id = random_token(rng)
+        if type(rng) is BufferedSystemRandom:  # random_token's own branch, without its call
+            reservation_id = rng.token()
+            execution_id = rng.token()
+        else:
+            reservation_id = random_token(rng)
+            execution_id = random_token(rng)
         queue = entry.queue
         deadline = mono_ms + timeout_ms
-        reservation = Reservation(reservation_id, execution_id, executor.conn, job.id, queue,
-                                  deadline)
+        reservation = _new_tuple(Reservation, (reservation_id, execution_id, executor.conn,
+                                               job.id, queue, deadline))
         self.executors.reserve(executor, reservation)
         entry.reservation_id = reservation_id
         self._executing[queue] += 1

@@ -12,7 +12,7 @@ from typing import Any
 
 from tay.engine.commands import MODES, Connect, Disconnect, Failed, RegisterTasks, Started, Succeeded, UnregisterTasks
 from tay.engine.completion import check_execution_ids, check_failure, check_result
-from tay.engine.effects import Outcome
+from tay.engine.effects import Outcome, Reply
 from tay.engine.executors import Executor, Reservation
 from tay.engine.ids import is_identifier
 from tay.engine.producer import ProducerCommands
@@ -22,6 +22,7 @@ from tay.storage import events as ev
 from tay.storage.events.operations import failure_recorded
 
 MAX_CAPACITY = 65_535
+_new_tuple = tuple.__new__  # a named tuple built without its Python-level __new__
 
 
 def _key_ok(name: Any) -> bool:
@@ -114,7 +115,9 @@ class WorkerCommands(ProducerCommands):
 
     def _started(self, cmd: Started, now_ms: int, mono_ms: int, out: Outcome) -> None:
         self._paired(cmd)
-        self._reply(out, cmd.conn, cmd.request_id, "accepted")
+        conn, request_id = cmd.conn, cmd.request_id
+        if conn is not None or request_id is not None:  # _reply, inline
+            out.effects.append(_new_tuple(Reply, (conn, request_id, "accepted", {})))
 
     def _succeeded(self, cmd: Succeeded, now_ms: int, mono_ms: int, out: Outcome) -> None:
         reservation = self._paired(cmd)
@@ -131,7 +134,9 @@ class WorkerCommands(ProducerCommands):
                 job = entry.state
                 self._commit(entry, ev.result_recorded(job.id, now_ms, job.revision, result),
                              entry.volatile, out)
-        self._reply(out, cmd.conn, cmd.request_id, "accepted")
+        conn, request_id = cmd.conn, cmd.request_id
+        if conn is not None or request_id is not None:  # _reply, inline
+            out.effects.append(_new_tuple(Reply, (conn, request_id, "accepted", {})))
         self._dispatch(now_ms, mono_ms, out)
 
     def _failed(self, cmd: Failed, now_ms: int, mono_ms: int, out: Outcome) -> None:

@@ -164,4 +164,4 @@ def test_definitions_of_one_kind_share_their_scalars_and_keep_their_types(kinds)
             (scalars[2] is None or type(scalars[2]) is int)
         for other, second in built:
             if plain and [(type(x), x) for x in scalars] == [(type(x), x) for x in other]:
-                assert first._scalars is second._scalars
+                assert first.scalars is second.scalars

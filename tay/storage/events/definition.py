@@ -217,10 +217,12 @@ class LazyDefinition(Mapping[str, Any]):
     as is, so an insert event never encodes its definition a second time. Reads like the plain dict
     ``validate_definition`` returns (same keys, same values, equal to it).
     ``args_nodes`` (every value and map key inside args, counted by the fast path) lets the
-    engine charge its state budget without decoding args.
+    engine charge its state budget without decoding args. ``scalars``: max_attempts,
+    queue_key, scheduled_at, timeout_ms, worker_key and the args' end, at the positions
+    named below (``QUEUE_KEY`` ...), for the engine's per-job path to read without a call.
     """
 
-    __slots__ = ("canonical", "args_nodes", "_args", "_scalars")
+    __slots__ = ("canonical", "args_nodes", "_args", "scalars")
 
     def __init__(self, canonical: bytes, args_span: tuple[int, int], args_nodes: int,
                  max_attempts: int, queue_key: str, scheduled_at: int | None, timeout_ms: int,
@@ -232,7 +234,7 @@ class LazyDefinition(Mapping[str, Any]):
         if args_span[0] != _ARGS_START:
             raise ValueError(f"args start at {args_span[0]}, not {_ARGS_START}")
         self._args: Any = _NOT_DECODED
-        self._scalars = _shared_scalars(
+        self.scalars = _shared_scalars(
             (max_attempts, queue_key, scheduled_at, timeout_ms, worker_key, args_span[1]))
 
     @classmethod
@@ -286,7 +288,7 @@ class LazyDefinition(Mapping[str, Any]):
 
     def args_json(self) -> bytes:
         """The args as the compact JSON orjson writes for them, straight from the bytes."""
-        return value.to_json(memoryview(self.canonical)[_ARGS_START:self._scalars[5]],
+        return value.to_json(memoryview(self.canonical)[_ARGS_START:self.scalars[5]],
                              CHECKED_LIMITS)
 
     def read_args(self) -> dict:
@@ -295,7 +297,7 @@ class LazyDefinition(Mapping[str, Any]):
         if args is not _NOT_DECODED:
             return args
         # already checked, within the event's budgets, when the bytes were accepted
-        return value.decode(memoryview(self.canonical)[_ARGS_START:self._scalars[5]],
+        return value.decode(memoryview(self.canonical)[_ARGS_START:self.scalars[5]],
                             CHECKED_LIMITS)
 
     @property
@@ -308,7 +310,7 @@ class LazyDefinition(Mapping[str, Any]):
     def __getitem__(self, key: str) -> Any:
         index = _LAZY_SLOTS.get(key)
         if index is not None:
-            return self._scalars[index]
+            return self.scalars[index]
         if key == "args":
             return self.read_args()
         if key == "retry_policy":
@@ -320,7 +322,7 @@ class LazyDefinition(Mapping[str, Any]):
     def get(self, key: str, default: Any = None) -> Any:  # Mapping.get, one call less
         index = _LAZY_SLOTS.get(key)
         if index is not None:
-            return self._scalars[index]
+            return self.scalars[index]
         return self[key] if key in DEFINITION_KEYS else default
 
     def __contains__(self, key: object) -> bool:
@@ -382,6 +384,7 @@ def _shared_scalars(scalars: tuple) -> tuple:
     return shared
 
 
+MAX_ATTEMPTS, QUEUE_KEY, SCHEDULED_AT, TIMEOUT_MS, WORKER_KEY = range(5)  # in ``scalars``
 _LAZY_SLOTS = {"max_attempts": 0, "queue_key": 1, "scheduled_at": 2, "timeout_ms": 3,
                "worker_key": 4}
 _DEFINITION_ORDER = sorted(DEFINITION_KEYS)
