@@ -192,6 +192,29 @@ long tay_base_keys(const uint8_t *buf, size_t size, uint64_t origin, const uint6
                    size_t count, int slot, size_t max_distinct, uint32_t *index,
                    size_t *firsts);
 
+/* ---- Store-v2 tail replay in columns (tail_jobs.c) ----
+ * The common job lifecycle (insert, start, success finish, nil result) of tail records
+ * taken while each is one, from a record boundary (Record v1 offsets, payload at +24).
+ * Per done job TAY_BASE_JOB u64s (as above; RECORD the insert's index) and TAY_TAIL_LINK
+ * u64s; per record taken of a job not done, (index, state changes before it, ready pushes
+ * before it) in `pending`; totals: state changes and ready pushes of all records taken;
+ * *next_order: the allocator, advanced. Returns how many records it took, -1 out of
+ * memory. Each output holds up to `count` entries (pending: 3 * count u64s). */
+#define TAY_TAIL_LINK 6
+#define TAY_TL_STAMP 0
+#define TAY_TL_STARTED 1
+#define TAY_TL_STARTED_LENGTH 2
+#define TAY_TL_STARTED_AT 3
+#define TAY_TL_FINISHED 4
+#define TAY_TL_FINISHED_LENGTH 5
+long tay_tail_jobs(const uint8_t *buf, size_t size, size_t count, const uint64_t *offsets,
+                   const uint32_t *lengths, const uint8_t *types, const uint8_t *schemas,
+                   uint64_t *next_order, uint32_t max_depth, uint64_t max_nodes,
+                   uint64_t max_binary, size_t tape_capacity, uint8_t *tags, uint64_t *values,
+                   uint32_t *tape_offsets, double *reals, uint64_t *jobs, uint64_t *links,
+                   size_t *job_count, uint64_t *pending, size_t *pending_count,
+                   uint64_t *totals);
+
 /* ---- Store-v2 mutation batch fast path (mutations.c) ----
  * The row is the Event-v1 row (TAY_EF_*) of the event the mutation stands for, offsets
  * relative to the mutation payload (job id at 0), then the availability order (nil: bit

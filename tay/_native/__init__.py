@@ -53,6 +53,12 @@ API (see docs/native.md for the details and error conventions):
   at segment offset ``origin``), every job's id, and a queue or worker key column as an
   ``array('I')`` of indexes into the distinct keys (first appearance order; None when
   there are more than ``max_distinct``); ``ValueError`` for bytes outside ``buf``.
+- ``tail_jobs(buf, offsets, lengths, types, schemas, start, stop, next_order, max_depth,
+  max_nodes, max_binary) -> (next, next_order, rows, links, pending, totals)``: a Store-v2
+  tail's common job lifecycles (insert, start, success, nil result) taken while every
+  record is one (``tay._native._pure_tail``): ``BASE_JOB`` rows and ``TAIL_LINK`` (6) ints
+  per job whose four records were taken, (index, state changes before, ready pushes
+  before) per record of a job not done, the allocator after them.
 - ``split_frames(buf, max_frame) -> (frames, consumed, error)``; ``frames`` are
   ``(start, end)`` payload slices; ``error`` None | "frame_too_large" | "empty_frame".
 - ``split_frames_marked(buf, max_frame, max_depth, max_nodes, max_key_bytes) -> (frames,
@@ -119,6 +125,7 @@ mutations_scan = _active.mutations_scan
 base_jobs = _active.base_jobs
 base_ids = _active.base_ids
 base_keys = _active.base_keys
+tail_jobs = _active.tail_jobs
 write_all_at = _active.write_all_at
 fdatasync = _active.fdatasync
 fsync = _active.fsync
@@ -131,7 +138,7 @@ __all__ = [
     "IMPLEMENTATION", "CRC32C_IMPLEMENTATION", "ValueCodecError", "RESOURCE_REASONS",
     "crc32c", "encode_records", "scan_records", "scan_record_columns", "value_encode",
     "value_decode", "json_to_value", "json_to_value_measured", "value_to_json",
-    "split_frames", "events_scan", "snapshots_scan", "mutations_scan", "base_jobs", "base_ids", "base_keys", "write_all_at", "fdatasync", "fsync", "fsync_dir", "flock_exclusive",
+    "split_frames", "events_scan", "snapshots_scan", "mutations_scan", "base_jobs", "base_ids", "base_keys", "tail_jobs", "write_all_at", "fdatasync", "fsync", "fsync_dir", "flock_exclusive",
     "json_domain_clean", "split_frames_marked", "FrameScan", "json_report",
     "rename_noreplace", "filesystem_magic",
 ]

@@ -45,6 +45,7 @@ from tay.storage.v2.manifest import Retention
 from tay.storage.v2.records import MUTATION_BODY_KEYS, MUTATION_PAIR, Mutation
 from tay.storage.v2.reducer import EpochReducer
 from tay.storage.v2.rows import BaseJobs, JobRow
+from tay.storage.v2.tail import TailJobs
 
 _MUTATION_PREFIX = struct.Struct(">16sBQQQ")
 _new_tuple = tuple.__new__  # a named tuple built without its Python-level __new__
@@ -174,6 +175,16 @@ class EpochEngine(AdminCommands):
         """A run of finished base jobs from the columnar replay, kept in its columns
         (tay.engine.finished) until something touches one of them."""
         self._install_columns(jobs)
+
+    def epoch_install_tail(self, jobs: TailJobs, inserted: list[bytes]) -> tuple[int, int] | None:
+        """The done jobs of a columnar tail run, kept in columns (tay.storage.v2.tail)."""
+        return self._install_tail(jobs, inserted)
+
+    def epoch_counters(self, stamp: int, ready: int) -> None:
+        """The admin-index stamp and ready counter the next replayed record continues from
+        (the columnar tail replay positions them as the record-by-record replay has them)."""
+        self._stamp = stamp
+        self._ready_counter = ready
 
     def epoch_entity(self, revision: int, event: ev.Event) -> None:
         if event.pair in se.SCHEDULE_PAIRS:

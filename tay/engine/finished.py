@@ -13,8 +13,8 @@ changes state: the columns are only how untouched finished jobs are stored.
 
 from __future__ import annotations
 
-from bisect import bisect_right
-from typing import Iterator
+from bisect import bisect_left, bisect_right
+from typing import Iterator, Sequence
 
 from tay.engine.admission import job_charge
 from tay.engine.options import DEFINITION_FIXED_NODES
@@ -43,7 +43,7 @@ class FinishedJobs:
     each run keeps a byte per job saying whether it still is (``alive``), and is let go
     when none is."""
 
-    __slots__ = ("stamps", "_runs", "_alive", "_held", "_firsts", "texts")
+    __slots__ = ("stamps", "_runs", "_alive", "_held", "_firsts", "_stamped", "texts")
 
     def __init__(self) -> None:
         self.stamps: dict[bytes, int] = {}
@@ -51,17 +51,29 @@ class FinishedJobs:
         self._alive: list[bytearray] = []
         self._held: list[int] = []  # jobs still held per run
         self._firsts: list[int] = []  # the stamp of each run's first job (ascending)
+        # per run: its jobs' stamps when they are not consecutive (a tail run), else None
+        self._stamped: list[Sequence[int] | None] = []
         self.texts: dict[bytes, str] = {}  # queue and worker keys decoded so far
 
-    def add(self, jobs: BaseJobs, first_stamp: int) -> list[bytes]:
-        """Hold a run whose jobs take the stamps from ``first_stamp`` on; returns its ids."""
+    def add(self, jobs: BaseJobs, first_stamp: int,
+            stamps: Sequence[int] | None = None) -> list[bytes]:
+        """Hold a run whose jobs take the stamps from ``first_stamp`` on, or ``stamps``
+        (ascending, each above every stamp held so far); returns its ids."""
         ids = jobs.ids()
         self._runs.append(jobs)
         self._alive.append(bytearray(b"\x01") * len(ids))
         self._held.append(len(ids))
-        self._firsts.append(first_stamp)
-        self.stamps.update(zip(ids, range(first_stamp, first_stamp + len(ids))))
+        self._firsts.append(first_stamp if stamps is None else stamps[0])
+        self._stamped.append(stamps)
+        self.stamps.update(zip(ids, range(first_stamp, first_stamp + len(ids))
+                               if stamps is None else stamps))
         return ids
+
+    def _index(self, stamp: int) -> tuple[int, int]:
+        """(run, index in it) of the job with ``stamp``."""
+        run = bisect_right(self._firsts, stamp) - 1
+        stamped = self._stamped[run]
+        return run, stamp - self._firsts[run] if stamped is None else bisect_left(stamped, stamp)
 
     def __len__(self) -> int:
         return len(self.stamps)
@@ -74,8 +86,8 @@ class FinishedJobs:
         stamp = self.stamps.get(job_id)
         if stamp is None:
             return None
-        run = bisect_right(self._firsts, stamp) - 1
-        return self._runs[run], stamp - self._firsts[run]  # type: ignore[return-value]
+        run, k = self._index(stamp)
+        return self._runs[run], k  # type: ignore[return-value]
 
     def row(self, job_id: bytes) -> tuple[JobRow, int, int, int] | None:
         """(row, stamp, charge, margin) of a held job, else None."""
@@ -87,9 +99,8 @@ class FinishedJobs:
 
     def remove(self, job_id: bytes) -> None:
         """The job is no longer held here (taken out, or expired)."""
-        stamp = self.stamps.pop(job_id)
-        run = bisect_right(self._firsts, stamp) - 1
-        self._alive[run][stamp - self._firsts[run]] = 0
+        run, k = self._index(self.stamps.pop(job_id))
+        self._alive[run][k] = 0
         self._held[run] -= 1
         if not self._held[run]:
             self._runs[run] = None  # its bytes and columns go

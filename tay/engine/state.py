@@ -14,9 +14,10 @@ every other live change stay on this path.
 
 from __future__ import annotations
 
+from array import array
 from collections import Counter
 from itertools import compress
-from typing import Any, Iterable, Mapping
+from typing import Any, Iterable, Mapping, Sequence
 
 from tay.engine.activity import Activity
 from tay.engine.admission import ClientPermits, StateBudget, job_charge, jobs_charge
@@ -36,6 +37,7 @@ from tay.storage import events as ev
 from tay.storage.events.definition import TIMEOUT_MS, LazyDefinition, args_json
 from tay.storage.journal.history_budget import HistoryBudget, frame_size
 from tay.storage.v2.rows import BaseJobs, JobRow
+from tay.storage.v2.tail import TailJobs
 from tay._native import _pure_base as bj
 from tay.storage.events.transitions import (
     STATES, JobState, apply, expected_finish, retry_due_range,
@@ -154,6 +156,7 @@ class EngineState:
         entry = LazyJobEntry(row, charge)
         entry.margin = margin
         entry.stamp = stamp
+        entry.attempts = row.attempts  # a tail job's timeline (a base job's is empty)
         entry.queue_row = self.queue_counts[entry.queue]
         return entry
 
@@ -350,11 +353,35 @@ class EngineState:
     def _install_columns(self, jobs: BaseJobs) -> None:
         """``_install_rows`` of a columnar run, kept in columns (tay.engine.finished): the
         same stamps, charges and counts, added up from the columns."""
-        texts = self.finished.texts
-        held = jobs.held(texts)
+        held = jobs.held(self.finished.texts)
         first = self._stamp + 1
         ids = self.finished.add(held, first)
         self._stamp += len(ids)
+        self._hold_columns(held, ids, range(first, first + len(ids)))
+
+    def _install_tail(self, jobs: TailJobs, inserted: list[bytes]) -> tuple[int, int] | None:
+        """The done jobs of a columnar tail run (tay.storage.v2.tail), kept in columns as a
+        base run is, each with the stamp the record-by-record replay gives it (the state
+        changes of the run's records up to its finish, after the current stamp). Returns
+        the stamp and ready counter the run starts from (the caller positions them for
+        each record it replays and after the run); None, installing nothing, when any of
+        the run's inserted ids (``inserted``: those of the jobs not done) is held already."""
+        ids = jobs.ids()
+        table, held = self.jobs.keys(), self._finished_ids.keys()
+        if not (table.isdisjoint(ids) and held.isdisjoint(ids)
+                and table.isdisjoint(inserted) and held.isdisjoint(inserted)):
+            return None
+        start = self._stamp
+        stamps = array("Q", jobs.stamps())
+        for k in range(len(stamps)):
+            stamps[k] += start
+        self.finished.add(jobs, stamps[0], stamps)
+        self._hold_columns(jobs, ids, stamps)
+        return start, self._ready_counter
+
+    def _hold_columns(self, held: BaseJobs, ids: list[bytes], stamps: Sequence[int]) -> None:
+        """The charges, counts and index entries of a run just held in columns."""
+        texts = self.finished.texts
         columns = held.columns
         count = len(ids)
         charged = jobs_charge(sum(columns[bj.DEFINITION_LENGTH::bj.BASE_JOB]),
@@ -375,7 +402,7 @@ class EngineState:
         index = self._job_index
         if index is not None:  # kept up to date (not deferred): each job's entries
             for k, job_id in enumerate(ids):
-                index.touch(first + k, job_id, held.state(k), _index_keys(
+                index.touch(stamps[k], job_id, held.state(k), _index_keys(
                     held.text(k, bj.QUEUE, texts), held.text(k, bj.WORKER, texts)), None)
 
     def _charge_attachments(self, entry: JobEntry, old: JobState | None,

@@ -8,6 +8,7 @@ and epochs/") and opens the journal on the epoch's tail segments.
 from __future__ import annotations
 
 import os
+import traceback
 from typing import Any
 
 from tay.failures import RecoveryRefused, StorageFailure
@@ -49,9 +50,23 @@ def recover_epoch(io: RealIO, root: str, lock: layout.StoreLock, consumer: Any,
         journal = activate_epoch(io, root, lock, view, tail, durability, rotation_target,
                                  timer)
         return Recovered(view, replayed, journal, consumer, 2, reducer)
+    except BaseException as error:
+        drop_frames(error)
+        raise
     finally:
         if view is not None:
             view.close()
+
+
+def drop_frames(error: BaseException | None) -> None:
+    """Clear the finished frames of a refusal on its way out (and of the failures it was
+    raised from): a decoder's frame holds views of a segment's mapping, which cannot be
+    closed while they live (``BufferError`` instead of the refusal)."""
+    seen = set()
+    while error is not None and id(error) not in seen:
+        seen.add(id(error))
+        traceback.clear_frames(error.__traceback__)
+        error = error.__cause__ or error.__context__
 
 
 def activate_epoch(io: RealIO, root: str, lock: layout.StoreLock, view: EpochView, tail: Any,

@@ -15,8 +15,11 @@ A consumer takes part in the reduction through three methods: ``epoch_job(job_id
 ``epoch_install(job_state)`` and ``epoch_entity(revision, event)`` (the engine and
 ``TableConsumer`` have them), and optionally ``epoch_install_row(row)`` to keep terminal
 base jobs as rows until first read (``tay.storage.v2.rows``; with it, runs of finished base
-jobs are replayed in columns, and ``epoch_install_rows(jobs)`` may install a whole run). A plain ``consumer(sequence, type, schema, payload)`` is fed
-the physical records instead (profile checks only).
+jobs are replayed in columns, and ``epoch_install_rows(jobs)`` may install a whole run), and
+``epoch_install_tail(jobs, inserted)`` with ``epoch_counters(stamp, ready)`` to take the
+tail's common job lifecycles in columns (``_tail_run``, ``tay.storage.v2.tail``). A plain
+``consumer(sequence, type, schema, payload)`` is fed the physical records instead (profile
+checks only).
 """
 
 from __future__ import annotations
@@ -47,6 +50,7 @@ from tay.storage.v2.records import MUTATION_PAIR, SNAPSHOT_PAIR, decode_mutation
 from tay.storage.v2.fast import decode_batch
 from tay.storage.v2.reducer import EpochReducer
 from tay.storage.v2.rows import BaseJobs, BaseSource, ResultRow
+from tay.storage.v2.tail import TailJobs
 
 _HASH_CHUNK = 1 << 20
 _BATCH = 256  # records decoded per native call in replay (bounds what is held at once)
@@ -394,7 +398,9 @@ def replay_v2(view: EpochView, consumer: Any, limits: DecodeLimits,
     if hasattr(consumer, "epoch_install"):
         reducer = EpochReducer(consumer.epoch_job, consumer.epoch_install,
                                consumer.epoch_entity, getattr(consumer, "epoch_install_row", None),
-                               getattr(consumer, "epoch_install_rows", None))
+                               getattr(consumer, "epoch_install_rows", None),
+                               getattr(consumer, "epoch_install_tail", None),
+                               getattr(consumer, "epoch_counters", None))
         dispatch = _Dispatch(reducer, limits)
     elif not callable(consumer):
         raise RecoveryRefused("unsupported_physical", "consumer_cannot_read_store_v2",
@@ -425,6 +431,9 @@ def _replay_segment(segment_view: SegmentView, in_base: bool, expected: int, con
     records = segment_view.scan.records
     columnar = (in_base and dispatch is not None and mapping is not None
                 and dispatch.reducer.install_row is not None and isinstance(records, RecordTable))
+    tail_columns = (not in_base and dispatch is not None and mapping is not None
+                    and dispatch.reducer.install_tail is not None
+                    and isinstance(records, RecordTable))
     batch: list = []  # the descriptors of records first.. (and decoded: their fast path)
     decoded: list = []
     first = 0  # index of batch[0] in records
@@ -440,6 +449,25 @@ def _replay_segment(segment_view: SegmentView, in_base: bool, expected: int, con
                 taken = _base_run(mapping, records, position, dispatch.reducer, limits,
                                   segment_view, held_from)
                 if taken > position:
+                    expected += taken - position
+                    position = taken
+                    offset = records.offsets[position - 1]
+                    if offset > dropped:
+                        drop_pages(mapping, dropped, offset)
+                        dropped = offset
+                    if timer is not None:
+                        timer.check("replay", path=segment_view.path,
+                                    sequence=expected - 1, segment_id=segment_view.segment_id)
+                    batch = []
+                    first = position
+                    continue
+            if tail_columns and position - first >= len(batch) \
+                    and records.first_sequence + position == expected:
+                taken = _tail_run(mapping, buffer, records, position, dispatch, limits,
+                                  segment_view)
+                if taken < 0:  # an inserted id is held already: the exact way from here
+                    tail_columns = False
+                elif taken > position:
                     expected += taken - position
                     position = taken
                     offset = records.offsets[position - 1]
@@ -523,6 +551,52 @@ def _base_run(mapping: Any, records: RecordTable, position: int, reducer: EpochR
                 held_from.append(BaseSource(segment_view.path, segment_view.inode))
             source = held_from[0]
         reducer.base_jobs(BaseJobs(mapping, columns, limits, source=source))
+    return taken
+
+
+def _tail_run(mapping: Any, buffer: memoryview, records: RecordTable, position: int,
+              dispatch: _Dispatch, limits: DecodeLimits, segment_view: SegmentView) -> int:
+    """The tail's common job lifecycles from ``position`` on, walked in one native call
+    (``tay._native.tail_jobs``): the jobs whose four records it took are installed in
+    columns (``TailJobs``), and the records it took of the other jobs are replayed the exact
+    way, in order, with the consumer's stamp and ready counters and the allocator where the
+    record-by-record replay has them. Returns the index of the first record not taken
+    (``position``: none), or -1 when an id it saw inserted is one the consumer holds (the
+    record-by-record replay refuses it where it stands)."""
+    reducer = dispatch.reducer
+    taken, next_order, columns, links, pending, totals = _native.tail_jobs(
+        mapping, records.offsets, records.lengths, records.types, records.schemas, position,
+        len(records), reducer.next_order, limits.depth, limits.nodes, limits.binary)
+    if not columns:
+        return position
+    offsets, types = records.offsets, records.types
+    inserted = [bytes(buffer[offsets[i] + 24:offsets[i] + 40]) for i in pending[::3]
+                if types[i] == 8 and buffer[offsets[i] + 40] == 1]
+    counters = reducer.install_tail(TailJobs(mapping, columns, links, limits).held(), inserted)
+    if counters is None:
+        return -1
+    stamp, ready = counters
+    if pending:
+        indexes = pending[::3]
+        described = [records[i] for i in indexes]
+        decoded = decode_batch(buffer, [(o + 24, n, t, s) for o, t, s, _, n in described],
+                               limits, reducer.install_row is not None)
+        for j, (offset, rtype, schema, sequence, length) in enumerate(described):
+            reducer.counters(stamp + pending[3 * j + 1], ready + pending[3 * j + 2])
+            pair = (rtype, schema)
+            record = decoded[j]
+            try:
+                if record is None:
+                    payload = buffer[offset + 24:offset + 24 + length]
+                    record = decode_mutation(payload, limits) if pair == MUTATION_PAIR \
+                        else decode_epoch_event(payload, limits)
+                if pair == MUTATION_PAIR and record.availability_order is not None:
+                    reducer.next_order = record.availability_order  # the walk checked it is the allocator's
+                dispatch.decoded(pair, record, False)
+            except StorageFailure as failure:
+                raise _at_record(failure, offset, _where(segment_view, sequence)) from None
+    reducer.counters(stamp + totals[0], ready + totals[1])
+    reducer.next_order = next_order
     return taken
 
 

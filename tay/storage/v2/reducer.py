@@ -47,12 +47,19 @@ class EpochReducer:
 
     def __init__(self, lookup: Lookup, install: Install, apply_entity: ApplyEntity,
                  install_row: InstallRow | None = None,
-                 install_rows: InstallRows | None = None) -> None:
+                 install_rows: InstallRows | None = None,
+                 install_tail: Callable | None = None,
+                 counters: Callable[[int, int], None] | None = None) -> None:
         self.lookup = lookup
         self.install = install
         self.apply_entity = apply_entity
         self.install_row = install_row
         self.install_rows = install_rows
+        # the columnar tail replay (tay.storage.v2.tail): install_tail(jobs, inserted) ->
+        # the consumer's (stamp, ready) counters before the run, or None when an inserted id
+        # is held already; counters(stamp, ready) positions them for the next record
+        self.install_tail = install_tail
+        self.counters = counters
         self.next_order = 1
         self.entities: dict[tuple, int] = {}  # entity -> its logical revision
         self.in_base = True

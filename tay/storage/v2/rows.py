@@ -71,6 +71,7 @@ class JobRow:
 
     terminal = True
     ready_order = None  # a terminal snapshot carries no availability order
+    attempts = None  # a base job's attempt timeline starts empty (a tail row's does not)
 
     def __init__(self, job_id: bytes, state: str, revision: int, terminal_at: int | None,
                  queue: str, task: str, definition_length: int, args_nodes: int,

@@ -1,0 +1,209 @@
+/* Columnar replay of a Store-v2 tail: the common job lifecycle kept in C (storage.md §3.5-3.6).
+ *
+ * tay_tail_jobs() walks tail records from a record boundary while each one is a step of
+ * the common lifecycle that transitions.apply and EpochReducer accept: an (8,1) insert of
+ * an id it has not seen, available at once, its availability order the allocator's next;
+ * an (8,1) start of that job's first attempt of its first cycle (cycle token 1), not before
+ * it is eligible; an (8,1) success finish of that execution (token 2); then a (30,2)
+ * result_recorded of a nil result at revision 4. Every payload must pass the mutation or
+ * event fast path (tay_mutations_scan, tay_events_scan). It stops before the first record
+ * that is anything else and never refuses: the caller replays from there the exact way.
+ *
+ * Output, offsets absolute in buf: for each job whose four records were all taken (done,
+ * in the order of its finish) TAY_BASE_JOB u64s (base_jobs.c's columns: RECORD the
+ * insert's index from `start`, SNAPSHOT the insert payload, STATE completed, REVISION 4,
+ * RESULT the (30,2) payload) and TAY_TAIL_LINK u64s (the state changes the records made
+ * up to its finish, the start and finish payloads, the start's time); for each record
+ * taken of a job not done, (index from `start`, state changes before it, ready pushes
+ * before it) in `pending`; totals[0..1] the state changes and ready pushes of all records
+ * taken. The pure twin is tay/_native/_pure_tail.py (same output, same stop).
+ */
+#include "tay_native.h"
+
+#include <stdlib.h>
+#include <string.h>
+
+#define FRAME_HEADER 24
+#define COMPLETED_STATE 4
+
+enum { INSERTED = 1, EXECUTING, FINISHED, DONE };
+/* per job scratch: step, insert, eligible_at, max_attempts, started, started_at, finished,
+ * finished_at, stamp, result, result_bytes, six definition columns, the insert's index */
+enum { W_STEP, W_INSERT, W_ELIGIBLE, W_MAX_ATTEMPTS, W_STARTED, W_STARTED_AT, W_FINISHED,
+       W_FINISHED_AT, W_STAMP, W_RESULT, W_RESULT_BYTES, W_QUEUE, W_QUEUE_LENGTH, W_WORKER,
+       W_WORKER_LENGTH, W_DEFINITION_LENGTH, W_ARGS_NODES, W_INSERT_INDEX, W_WIDTH };
+
+static uint64_t rd64(const uint8_t *p) {
+    uint64_t v = 0;
+    for (int i = 0; i < 8; i++) v = (v << 8) | p[i];
+    return v;
+}
+
+static size_t slot_of(const uint8_t *id, size_t mask) {
+    uint64_t h = (rd64(id) ^ (rd64(id + 8) * 0x9E3779B97F4A7C15ull)) * 0xBF58476D1CE4E5B9ull;
+    return (size_t)(h >> 17) & mask;
+}
+
+/* The job number + 1 of `id` in the table (0: absent); *at: its slot or the free one. */
+static uint32_t find(const uint32_t *table, size_t mask, const uint8_t *buf,
+                     const uint64_t *work, const uint8_t *id, size_t *at) {
+    size_t s = slot_of(id, mask);
+    while (table[s]) {
+        const uint64_t *w = work + (size_t)(table[s] - 1) * W_WIDTH;
+        if (memcmp(buf + w[W_INSERT], id, 16) == 0) break;
+        s = (s + 1) & mask;
+    }
+    *at = s;
+    return table[s];
+}
+
+long tay_tail_jobs(const uint8_t *buf, size_t size, size_t count, const uint64_t *offsets,
+                   const uint32_t *lengths, const uint8_t *types, const uint8_t *schemas,
+                   uint64_t *next_order, uint32_t max_depth, uint64_t max_nodes,
+                   uint64_t max_binary, size_t tape_capacity, uint8_t *tags, uint64_t *values,
+                   uint32_t *tape_offsets, double *reals, uint64_t *jobs, uint64_t *links,
+                   size_t *job_count, uint64_t *pending, size_t *pending_count,
+                   uint64_t *totals) {
+    size_t capacity = 16, n = 0, finishes = 0, i;
+    while (capacity < 2 * count) capacity <<= 1;
+    uint32_t *table = calloc(capacity, sizeof(uint32_t));
+    uint32_t *owner = malloc((count ? count : 1) * sizeof(uint32_t)); /* job + 1 per record */
+    uint32_t *finish_order = malloc((count ? count : 1) * sizeof(uint32_t));
+    uint64_t *work = malloc((count ? count : 1) * W_WIDTH * sizeof(uint64_t));
+    uint64_t row[TAY_MUTATION_ROW], order = *next_order, stamps = 0, readies = 0;
+    if (!table || !owner || !finish_order || !work) {
+        free(table), free(owner), free(finish_order), free(work);
+        return -1;
+    }
+    for (i = 0; i < count; i++) {
+        uint64_t offset = offsets[i] + FRAME_HEADER;
+        uint32_t length = lengths[i];
+        const uint8_t *p = buf + offset;
+        size_t at_slot;
+        uint32_t job;
+        uint64_t *w;
+        if (offsets[i] > size || size - offsets[i] < FRAME_HEADER + (uint64_t)length) break;
+        if (types[i] == 8 && schemas[i] == 1) {
+            tay_mutations_scan(buf, 1, &offset, &length, max_depth, max_nodes, max_binary,
+                               tape_capacity, tags, values, tape_offsets, reals, row);
+            if (row[TAY_EF_STATUS] != TAY_EVENT_FAST) break;
+            uint64_t kind = row[TAY_MF_KIND], at = row[TAY_EF_AT];
+            job = find(table, capacity - 1, buf, work, p, &at_slot);
+            w = job ? work + (size_t)(job - 1) * W_WIDTH : NULL;
+            if (kind == 1) {
+                if (job || ((row[TAY_EF_NIL] >> TAY_MF_ORDER) & 1) || row[TAY_MF_ORDER] != order)
+                    break;
+                order++;
+                job = (uint32_t)++n;
+                table[at_slot] = job;
+                w = work + (size_t)(job - 1) * W_WIDTH;
+                w[W_STEP] = INSERTED;
+                w[W_INSERT] = offset;
+                w[W_INSERT_INDEX] = i;
+                w[W_ELIGIBLE] = row[TAY_EF_A];
+                w[W_MAX_ATTEMPTS] = row[TAY_EF_MAX_ATTEMPTS];
+                w[W_QUEUE] = offset + row[TAY_EF_QUEUE];
+                w[W_QUEUE_LENGTH] = row[TAY_EF_QUEUE_LENGTH];
+                w[W_WORKER] = offset + row[TAY_EF_WORKER];
+                w[W_WORKER_LENGTH] = row[TAY_EF_WORKER_LENGTH];
+                w[W_DEFINITION_LENGTH] = row[TAY_EF_DEFINITION_LENGTH];
+                w[W_ARGS_NODES] = row[TAY_EF_ARGS_NODES];
+                readies++;
+            } else if (kind == 3) {
+                if (!w || w[W_STEP] != INSERTED || row[TAY_EF_EXPECTED] != 1
+                    || row[TAY_EF_A] != 1 || row[TAY_EF_A] > w[W_MAX_ATTEMPTS]
+                    || row[TAY_EF_B] != 1 || at < w[W_ELIGIBLE])
+                    break;
+                w[W_STEP] = EXECUTING;
+                w[W_STARTED] = i;
+                w[W_STARTED_AT] = at;
+            } else if (kind == 4) {
+                if (!w || w[W_STEP] != EXECUTING || row[TAY_EF_EXPECTED] != 2
+                    || row[TAY_EF_A] != 2 || row[TAY_EF_C] != 0)
+                    break;
+                w[W_STEP] = FINISHED;
+                w[W_FINISHED] = i;
+                w[W_FINISHED_AT] = at;
+                w[W_STAMP] = stamps + 1;
+                finish_order[finishes++] = job;
+            } else {
+                break;
+            }
+            stamps++;
+        } else if (types[i] == 30 && schemas[i] == 2) {
+            uint64_t event_offset = offset + 10, revision;
+            uint32_t event_length = length - 10;
+            uint8_t type = 10, schema = 2;
+            if (length < 10 || p[0] != 10 || p[1] != 2) break;
+            revision = rd64(p + 2);
+            tay_events_scan(buf, 1, &event_offset, &event_length, &type, &schema, max_depth,
+                            max_nodes, max_binary, tape_capacity, tags, values, tape_offsets,
+                            reals, row);
+            if (row[TAY_EF_STATUS] != TAY_EVENT_FAST || revision != row[TAY_EF_EXPECTED] + 1)
+                break;
+            job = find(table, capacity - 1, buf, work, buf + event_offset + row[TAY_EF_JOB_ID],
+                       &at_slot);
+            w = job ? work + (size_t)(job - 1) * W_WIDTH : NULL;
+            if (!w || w[W_STEP] != FINISHED || row[TAY_EF_EXPECTED] != 3 || row[TAY_EF_B] != 1
+                || buf[event_offset + row[TAY_EF_A]] != 0)
+                break;
+            w[W_STEP] = DONE;
+            w[W_RESULT] = i;
+            w[W_RESULT_BYTES] = row[TAY_EF_B];
+        } else {
+            break;
+        }
+        owner[i] = job;
+    }
+    size_t done = 0, waiting = 0;
+    for (size_t f = 0; f < finishes; f++) {
+        const uint64_t *w = work + (size_t)(finish_order[f] - 1) * W_WIDTH;
+        if (w[W_STEP] != DONE) continue;
+        uint64_t *out = jobs + done * TAY_BASE_JOB, *link = links + done * TAY_TAIL_LINK;
+        size_t started = w[W_STARTED], finished = w[W_FINISHED], result = w[W_RESULT];
+        out[TAY_BJ_RECORD] = w[W_INSERT_INDEX];
+        out[TAY_BJ_SNAPSHOT] = w[W_INSERT];
+        out[TAY_BJ_SNAPSHOT_LENGTH] = lengths[w[W_INSERT_INDEX]];
+        out[TAY_BJ_STATE] = COMPLETED_STATE;
+        out[TAY_BJ_REVISION] = 4;
+        out[TAY_BJ_TERMINAL_AT] = w[W_FINISHED_AT];
+        out[TAY_BJ_QUEUE] = w[W_QUEUE];
+        out[TAY_BJ_QUEUE_LENGTH] = w[W_QUEUE_LENGTH];
+        out[TAY_BJ_WORKER] = w[W_WORKER];
+        out[TAY_BJ_WORKER_LENGTH] = w[W_WORKER_LENGTH];
+        out[TAY_BJ_DEFINITION_LENGTH] = w[W_DEFINITION_LENGTH];
+        out[TAY_BJ_ARGS_NODES] = w[W_ARGS_NODES];
+        out[TAY_BJ_RESULT] = offsets[result] + FRAME_HEADER;
+        out[TAY_BJ_RESULT_LENGTH] = lengths[result];
+        out[TAY_BJ_RESULT_BYTES] = w[W_RESULT_BYTES];
+        link[TAY_TL_STAMP] = w[W_STAMP];
+        link[TAY_TL_STARTED] = offsets[started] + FRAME_HEADER;
+        link[TAY_TL_STARTED_LENGTH] = lengths[started];
+        link[TAY_TL_STARTED_AT] = w[W_STARTED_AT];
+        link[TAY_TL_FINISHED] = offsets[finished] + FRAME_HEADER;
+        link[TAY_TL_FINISHED_LENGTH] = lengths[finished];
+        done++;
+    }
+    /* the records of jobs not done, with the state changes and ready pushes before each */
+    uint64_t before = 0, ready = 0;
+    for (size_t r = 0; r < i; r++) {
+        const uint64_t *w = work + (size_t)(owner[r] - 1) * W_WIDTH;
+        if (w[W_STEP] != DONE) {
+            uint64_t *out = pending + waiting++ * 3;
+            out[0] = r;
+            out[1] = before;
+            out[2] = ready;
+        }
+        if (types[r] == 8) {
+            before++;
+            if (w[W_INSERT_INDEX] == r) ready++;
+        }
+    }
+    free(table), free(owner), free(finish_order), free(work);
+    *next_order = order;
+    *job_count = done;
+    *pending_count = waiting;
+    totals[0] = stamps;
+    totals[1] = readies;
+    return (long)i;
+}

@@ -1,0 +1,155 @@
+"""Pure-Python twin of ``csrc/tail_jobs.c``: a Store-v2 tail's common job lifecycles as columns.
+
+``tail_jobs(buf, offsets, lengths, types, schemas, start, stop, next_order, max_depth,
+max_nodes, max_binary)`` walks tail records ``start <= i < stop`` (Record v1 offsets: each
+payload starts 24 bytes after its record) while each one is a step of the common lifecycle
+that ``transitions.apply`` and ``EpochReducer`` accept: an (8,1) insert of a new id,
+available at once, its availability order the allocator's next (``next_order`` on); an
+(8,1) start of that job's first attempt in its first cycle, not before it is eligible; an
+(8,1) success finish of that execution (no diagnostic, completed); then a (30,2)
+``result_recorded`` of a nil result for it at revision 4. Every payload must pass the
+mutation or event fast path. It stops before the first record that is anything else
+(another pair or kind, a slow payload, an id it does not know or knows in another step, a
+record outside ``buf``); it never refuses.
+
+Returns ``(next, next_order, jobs, links, pending, totals)``: ``next`` the first record it
+did not take; the allocator after the records taken; per job whose four records were all
+taken (a *done* job, in the order of its finish record) ``BASE_JOB`` integers (the
+``_pure_base`` columns: RECORD the insert's index, SNAPSHOT / SNAPSHOT_LENGTH the insert's
+payload, STATE completed, REVISION 4, TERMINAL_AT the finish's time, the definition's keys
+and sizes, RESULT / RESULT_LENGTH / RESULT_BYTES the (30,2) payload and its result's
+size) and ``TAIL_LINK`` integers (STAMP: how many state changes the records from ``start``
+made up to and including its finish; the start and finish payloads; the start's time);
+``pending``: (index, stamps before it, ready pushes before it) for each record taken of a
+job that is not done (the caller replays those the exact way); ``totals``: (state
+changes, ready pushes) of all records taken. Offsets are absolute in ``buf``. A replay
+that installs the done jobs and replays the pending records with the stamps and ready
+counter so positioned ends in the state the record-by-record replay reaches.
+"""
+
+from __future__ import annotations
+
+from array import array
+from typing import Any, Sequence
+
+from tay._native import _pure_events as er
+from tay._native import _pure_mutations as mr
+from tay._native._pure_base import BASE_JOB, FRAME_HEADER, COMPLETED
+
+TAIL_LINK = 6
+STAMP, STARTED, STARTED_LENGTH, STARTED_AT, FINISHED, FINISHED_LENGTH = range(TAIL_LINK)
+# a job's step: inserted (available), executing, completed (no result yet), done
+_INSERTED, _EXECUTING, _COMPLETED, _DONE = 1, 2, 3, 4
+
+
+class _Job:
+    __slots__ = ("step", "insert", "eligible_at", "max_attempts", "started", "started_at",
+                 "finished", "finished_at", "stamp", "result", "result_bytes", "keys")
+
+
+def _mutation(buf: Any, offset: int, length: int, limits: tuple) -> list[int] | None:
+    row = mr.mutations_scan(buf, [(offset, length)], *limits)
+    return row if row[er.STATUS] == er.EVENT_FAST else None
+
+
+def _result(buf: Any, offset: int, length: int, limits: tuple) -> list[int] | None:
+    """The inner result_recorded row of a (30,2) payload at revision expected + 1."""
+    if length < 10 or buf[offset] != 10 or buf[offset + 1] != 2:
+        return None
+    revision = int.from_bytes(buf[offset + 2:offset + 10], "big")
+    row = er.events_scan(buf, [(offset + 10, length - 10, 10, 2)], *limits)
+    if row[er.STATUS] != er.EVENT_FAST or revision != row[er.EXPECTED] + 1:
+        return None
+    return row
+
+
+def tail_jobs(buf: Any, offsets: Sequence[int], lengths: Sequence[int], types: Sequence[int],
+              schemas: Sequence[int], start: int, stop: int, next_order: int,
+              max_depth: int = 64, max_nodes: int = 100_000, max_binary: int = 16_777_216
+              ) -> tuple[int, int, array, array, array, tuple[int, int]]:
+    limits = (max_depth, max_nodes, max_binary)
+    jobs: dict[bytes, _Job] = {}
+    finishes: list[_Job] = []
+    taken: list[tuple[int, _Job, int]] = []  # (index, job, stamps the record adds)
+    stamps = readies = 0
+    i = start
+    while i < stop:
+        offset = offsets[i] + FRAME_HEADER
+        length = lengths[i]
+        if offset + length > len(buf):
+            break
+        pair = (types[i], schemas[i])
+        if pair == (8, 1):
+            row = _mutation(buf, offset, length, limits)
+            if row is None:
+                break
+            job_id = bytes(buf[offset:offset + 16])
+            kind, at = row[mr.KIND], row[er.AT]
+            job = jobs.get(job_id)
+            if kind == 1:
+                if job is not None or (row[er.NIL] >> mr.ORDER) & 1 \
+                        or row[mr.ORDER] != next_order:
+                    break
+                next_order += 1
+                job = jobs[job_id] = _Job()
+                job.step, job.insert, job.eligible_at = _INSERTED, i, row[er.A]
+                job.max_attempts = row[er.MAX_ATTEMPTS]
+                job.keys = [offset + row[er.QUEUE], row[er.QUEUE_LENGTH],
+                            offset + row[er.WORKER], row[er.WORKER_LENGTH],
+                            row[er.DEFINITION_LENGTH], row[er.ARGS_NODES]]
+                readies += 1
+            elif kind == 3:
+                if job is None or job.step != _INSERTED or row[er.EXPECTED] != 1 \
+                        or row[er.A] != 1 or row[er.A] > job.max_attempts \
+                        or row[er.B] != 1 or at < job.eligible_at:
+                    break
+                job.step, job.started, job.started_at = _EXECUTING, i, at
+            elif kind == 4:
+                if job is None or job.step != _EXECUTING or row[er.EXPECTED] != 2 \
+                        or row[er.A] != 2 or row[er.C] != 0:
+                    break
+                job.step, job.finished, job.finished_at = _COMPLETED, i, at
+                job.stamp = stamps + 1
+                finishes.append(job)
+            else:
+                break
+        elif pair == (30, 2):
+            row = _result(buf, offset, length, limits)
+            if row is None:
+                break
+            start_id = offset + 10 + row[er.JOB_ID]
+            job = jobs.get(bytes(buf[start_id:start_id + 16]))
+            if job is None or job.step != _COMPLETED or row[er.EXPECTED] != 3 \
+                    or row[er.B] != 1 or buf[offset + 10 + row[er.A]] != 0:
+                break
+            job.step, job.result, job.result_bytes = _DONE, i, row[er.B]
+        else:
+            break
+        adds = 0 if pair == (30, 2) else 1
+        taken.append((i, job, adds))
+        stamps += adds
+        i += 1
+    rows: list[int] = []
+    links: list[int] = []
+    for job in finishes:
+        if job.step != _DONE:
+            continue
+        insert, started, finished, result = job.insert, job.started, job.finished, job.result
+        queue, queue_length, worker, worker_length, definition_length, nodes = job.keys
+        rows += [insert, offsets[insert] + FRAME_HEADER, lengths[insert], COMPLETED, 4,
+                 job.finished_at, queue, queue_length, worker, worker_length,
+                 definition_length, nodes, offsets[result] + FRAME_HEADER, lengths[result],
+                 job.result_bytes]
+        links += [job.stamp, offsets[started] + FRAME_HEADER, lengths[started],
+                  job.started_at, offsets[finished] + FRAME_HEADER, lengths[finished]]
+    pending: list[int] = []
+    before = ready = 0
+    for index, job, adds in taken:
+        if job.step != _DONE:
+            pending += [index, before, ready]
+        if types[index] == 8 and index == job.insert:
+            ready += 1
+        before += adds
+    assert len(rows) // BASE_JOB == len(links) // TAIL_LINK
+    return i, next_order, array("Q", rows), array("Q", links), array("Q", pending), \
+        (stamps, readies)

@@ -1,0 +1,129 @@
+"""Finished tail jobs taken whole by the columnar tail replay (``tay._native.tail_jobs``).
+
+After a restart without a compaction most of the tail is jobs that went through the common
+lifecycle: an insert, a start, a success and a nil result, four records each. The native
+walk vouches for such a job's four records (each passes the fast path, each is the step
+``transitions.apply`` and the reducer accept, the availability order is the allocator's),
+and the engine keeps the job in its finished columns (``tay.engine.finished``) as it keeps
+a base run's: ``TailJobs`` has the same ``BASE_JOB`` columns over one copy of the run's
+bytes, plus a few links per job (its start and finish records, its stamp). A job is built
+(``TailRow.job_state``) the way replay builds it: its four records through the fast
+decoders and a reducer, so the JobState is the one the record-by-record replay makes.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Iterator
+
+from tay._native import _pure_base as bj
+from tay._native import _pure_tail as tl
+from tay.storage.events.transitions import JobState
+from tay.storage.formats.value import DecodeLimits
+from tay.storage.v2.epoch_records import EPOCH_EVENT_PAIR, decode_epoch_event
+from tay.storage.v2.fast import decode_batch
+from tay.storage.v2.records import MUTATION_PAIR, decode_mutation
+from tay.storage.v2.reducer import EpochReducer
+from tay.storage.v2.rows import BaseJobs, JobRow
+
+_BJ = bj.BASE_JOB
+_TL = tl.TAIL_LINK
+
+
+def replay_job(records: list[tuple[bytes, tuple[int, int]]], limits: DecodeLimits) -> JobState:
+    """One job's tail records, in order, through the decoders and a reducer of its own, as
+    ``replay_v2`` feeds them (each insert's order is the allocator's: checked at replay)."""
+    jobs: dict[bytes, JobState] = {}
+    reducer = EpochReducer(jobs.get, lambda job, event: jobs.__setitem__(job.id, job),
+                           _no_entity)
+    reducer.in_base = False
+    job = None
+    for payload, pair in records:
+        decoded = decode_batch(payload, [(0, len(payload), *pair)], limits)[0]
+        if pair == MUTATION_PAIR:
+            mutation = decoded if decoded is not None \
+                else decode_mutation(memoryview(payload), limits)
+            if mutation.availability_order is not None:
+                reducer.next_order = mutation.availability_order
+            job = reducer.mutation(mutation)
+        else:
+            job = reducer.event(decoded if decoded is not None
+                                else decode_epoch_event(memoryview(payload), limits))
+    assert job is not None
+    return job
+
+
+def _no_entity(revision: int, event: Any) -> None:
+    raise AssertionError("a tail job's records name no other entity")
+
+
+class TailRow(JobRow):
+    """A completed tail job not built yet: ``snapshot`` is its insert's payload, ``result``
+    its (30,2) result payload, ``records`` its start and finish payloads; ``attempts`` its
+    attempt timeline as replay keeps it."""
+
+    __slots__ = ("records", "attempts")
+
+    def job_state(self) -> JobState:
+        started, finished = self.records
+        return replay_job([(self.snapshot, MUTATION_PAIR), (started, MUTATION_PAIR),
+                           (finished, MUTATION_PAIR), (self.result, EPOCH_EVENT_PAIR)],
+                          self.limits)
+
+
+class TailJobs(BaseJobs):
+    """Done jobs of one tail run (``tay._native.tail_jobs``): ``BASE_JOB`` columns and
+    ``TAIL_LINK`` links per job, offsets in ``data`` plus ``origin``. ``held`` copies the
+    run's bytes; ``row(k)`` is job ``k``'s ``TailRow``."""
+
+    __slots__ = ("links",)
+
+    def __init__(self, data: Any, columns: Any, links: Any, limits: DecodeLimits,
+                 origin: int = 0) -> None:
+        super().__init__(data, columns, limits, origin)
+        self.links = links
+
+    def held(self, texts: dict[bytes, str] | None = None) -> "TailJobs":
+        """The run over one copy of its own bytes (from its first insert to its last
+        result: a job's records start with its insert and end with its result)."""
+        columns, origin = self.columns, self.origin
+        low = min(columns[bj.SNAPSHOT::_BJ])
+        high = max(start + length for start, length in
+                   zip(columns[bj.RESULT::_BJ], columns[bj.RESULT_LENGTH::_BJ]))
+        return TailJobs(bytes(self.data[low - origin:high - origin]), columns, self.links,
+                        self.limits, low)
+
+    def stamps(self) -> Any:
+        """Each job's state changes from the run's start up to its finish (ascending)."""
+        return self.links[tl.STAMP::_TL]
+
+    def row(self, k: int, texts: dict[bytes, str]) -> TailRow:
+        data, columns, links, origin = self.data, self.columns, self.links, self.origin
+        base, link = k * _BJ, k * _TL
+        row = TailRow.__new__(TailRow)
+        start = columns[base + bj.SNAPSHOT] - origin
+        row.snapshot = data[start:start + columns[base + bj.SNAPSHOT_LENGTH]]
+        row.id = row.snapshot[:16]
+        row.state = "completed"
+        row.revision = columns[base + bj.REVISION]
+        row.terminal_at = columns[base + bj.TERMINAL_AT]
+        row.queue = self.text(k, bj.QUEUE, texts)
+        row.task = self.text(k, bj.WORKER, texts)
+        row.definition_length = columns[base + bj.DEFINITION_LENGTH]
+        row.args_nodes = columns[base + bj.ARGS_NODES]
+        start = columns[base + bj.RESULT] - origin
+        row.result = data[start:start + columns[base + bj.RESULT_LENGTH]]
+        row.result_bytes = columns[base + bj.RESULT_BYTES]
+        row.limits = self.limits
+        start = links[link + tl.STARTED] - origin
+        started = data[start:start + links[link + tl.STARTED_LENGTH]]
+        start = links[link + tl.FINISHED] - origin
+        row.records = (started, data[start:start + links[link + tl.FINISHED_LENGTH]])
+        row.attempts = ((1, links[link + tl.STARTED_AT], row.terminal_at, "completed"),)
+        return row
+
+    def job_rows(self, first: int = 0, end: int | None = None,
+                 texts: dict[bytes, str] | None = None) -> Iterator[JobRow]:
+        texts = {} if texts is None else texts
+        for k in range(first, len(self) if end is None else end):
+            yield self.row(k, texts)
+

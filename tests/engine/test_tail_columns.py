@@ -1,0 +1,257 @@
+"""The columnar tail replay (tay._native.tail_jobs, tay.storage.v2.tail) equals the
+record-by-record replay.
+
+Tails are written by a Store-v2 engine driven with random commands (enqueues, starts,
+successes with nil and other results, failures, ticks), so they hold the common lifecycle
+(insert, start, success, nil result), jobs that leave it and jobs still in flight at the
+end. The native walk equals its pure twin on any range of such a tail, damaged or not; and
+a store whose tail it is recovers to the same engine (counts, charges, stamps, ready keys,
+timelines, the admin pages and reads, every job's JobState, what a compaction captures) with
+the columnar tail replay as without it, or is refused the same way (class, reason, details).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import shutil
+
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from tay import _native
+from tay._native import _pure_tail
+from tay.engine import commands as c
+from tay.engine.epoch import EpochEngine
+from tay.engine.jobs import public_job
+from tay.failures import RecoveryRefused
+from tay.storage.compaction.offline import compact_offline
+from tay.storage.formats.record import FIXED_SIZE
+from tay.storage.journal.writer import init_store
+from tay.storage.recovery import store_v2
+from tay.storage.recovery.recover import TableConsumer
+from tay.storage.v2 import Retention
+from tests.engine.test_fused_commits import epoch_driver
+from tests.engine.test_lazy_rows import (
+    all_entries, answers, bookkeeping, by_id, job_answers, recovered,
+)
+from tests.storage.conftest import scratch_path
+from tests.storage.test_store_v2_rules import rewrite_tail
+from tests.storage.test_v2_fast_path import LIMITS
+
+ACTIONS = st.lists(st.one_of(
+    st.tuples(st.just("enqueue"), st.sampled_from(["a", "b"]), st.sampled_from([None, 0, 300]),
+              st.sampled_from([{}, {"k": [1, "x"]}])),
+    st.tuples(st.just("start"), st.integers(0, 9)),
+    st.tuples(st.just("finish"), st.integers(0, 9),
+              st.sampled_from(["nil", "nil", "nil", "value", "failed"])),
+    st.tuples(st.just("advance"), st.sampled_from([1, 400, 2500])),
+    st.tuples(st.just("cancel"), st.integers(0, 9)),
+), max_size=60)
+
+
+def tail_frames(seed: int, actions: list) -> list[tuple[int, int, bytes]]:
+    """The (type, schema, payload) records a Store-v2 engine writes for ``actions``."""
+    driver = epoch_driver(seed, "none", True)
+    for command in (c.Connect("w1", "worker", "rt-w1", 3, None, "h"),
+                    c.RegisterTasks("w1", ("a", "b"), "rt")):
+        driver.run(command)
+    job_ids: list[str] = []
+    for n, action in enumerate(actions):
+        live = sorted(driver.engine.executors.reservations.values(),
+                      key=lambda r: r.reservation_id)
+        if action[0] == "enqueue":
+            out = driver.run(c.Enqueue("p", f"e{n}", action[1], dict(action[3]),
+                                       {"delay_ms": action[2], "retries": 1}))
+            job_ids += [e.fields["job_id"] for e in out.effects
+                        if type(e).__name__ == "Reply" and e.type == "enqueued"]
+        elif action[0] in ("start", "finish") and live:
+            r = live[action[1] % len(live)]
+            ids = (r.reservation_id, r.execution_id)
+            if action[0] == "start":
+                driver.run(c.Started(r.conn, "s", *ids))
+            elif action[2] == "failed":
+                driver.run(c.Failed(r.conn, "f", *ids, {"type": "E", "message": "no"}))
+            else:
+                driver.run(c.Succeeded(r.conn, "d", *ids,
+                                       None if action[2] == "nil" else {"ok": 1}))
+        elif action[0] == "cancel" and job_ids:
+            driver.run(c.Cancel("p", "x", job_ids[action[1] % len(job_ids)]))
+        elif action[0] == "advance":
+            driver.advance(action[1])
+            driver.tick()
+    return [(event.type, event.schema, bytes(event.raw)) for _, event in driver.journal]
+
+
+def damaged(frames: list, damage: tuple[int, int]) -> list:
+    """``frames`` with one record dropped, doubled, swapped with the next, a byte flipped, or
+    a later insert given an earlier job's id."""
+    kind, where = damage
+    if not frames or kind == 0:
+        return frames
+    i = where % len(frames)
+    frames = list(frames)
+    if kind == 1:
+        del frames[i]
+    elif kind == 2:
+        frames.insert(i, frames[i])
+    elif kind == 3 and i + 1 < len(frames):
+        frames[i], frames[i + 1] = frames[i + 1], frames[i]
+    elif kind == 4:
+        rtype, schema, payload = frames[i]
+        at = (where // 7) % len(payload)
+        frames[i] = (rtype, schema, payload[:at] + bytes([payload[at] ^ 0x01]) + payload[at + 1:])
+    elif kind == 5:  # a later job takes an earlier job's id (its records still valid)
+        inserts = [n for n, (t, s, p) in enumerate(frames) if (t, s) == (8, 1) and p[16] == 1]
+        if len(inserts) >= 2:
+            later = inserts[1 + where % (len(inserts) - 1)]
+            earlier = inserts[(where // 3) % inserts.index(later)]
+            old, new = frames[later][2][:16], frames[earlier][2][:16]
+            frames[later:] = [(t, s, p.replace(old, new)) for t, s, p in frames[later:]]
+    return frames
+
+
+LIMITS_ = (LIMITS.depth, LIMITS.nodes, LIMITS.binary)
+DAMAGE = st.one_of(st.just((0, 0)), st.tuples(st.integers(1, 5), st.integers(0, 10**6)))
+
+
+def columns(frames: list) -> tuple:
+    """The record columns a segment scan gives for ``frames`` framed back to back."""
+    buf = _native.encode_records([(t, s, n, p) for n, (t, s, p) in enumerate(frames, 1)])
+    offsets, at = [], 0
+    for _, _, payload in frames:
+        offsets.append(at)
+        at += FIXED_SIZE + len(payload)
+    return (buf, offsets, [len(p) for _, _, p in frames], bytes(t for t, _, _ in frames),
+            bytes(s for _, s, _ in frames))
+
+
+@settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(0, 2**32), ACTIONS, DAMAGE, st.integers(0, 40), st.integers(0, 3))
+def test_the_native_walk_equals_its_twin(seed, actions, damage, start, order) -> None:
+    frames = damaged(tail_frames(seed, actions), damage)
+    buf, offsets, lengths, types, schemas = columns(frames)
+    start = min(start, len(frames))
+    for stop in {start, (start + len(frames)) // 2, len(frames)}:
+        args = (buf, offsets, lengths, types, schemas, start, stop, 1 + order, *LIMITS_)
+        assert _native.tail_jobs(*args) == _pure_tail.tail_jobs(*args)
+
+
+def test_the_common_lifecycle_is_taken_whole() -> None:
+    actions = [("enqueue", "a", None, {})] * 3 + [("start", 0), ("finish", 0, "nil")] * 3
+    frames = tail_frames(1, actions)
+    buf, offsets, lengths, types, schemas = columns(frames)
+    taken, order, rows, links, pending, totals = _native.tail_jobs(
+        buf, offsets, lengths, types, schemas, 0, len(frames), 1, *LIMITS_)
+    assert (taken, order, len(rows) // 15, len(pending), totals) == (12, 4, 3, 0, (9, 3))
+    # a value result leaves the common case: the walk stops at it, and the records it took
+    # (three inserts and starts, the finish) are all of jobs not done: pending
+    frames = tail_frames(1, actions[:3] + [("start", 0), ("finish", 0, "value")])
+    buf, offsets, lengths, types, schemas = columns(frames)
+    taken, _, rows, _, pending, _ = _native.tail_jobs(
+        buf, offsets, lengths, types, schemas, 0, len(frames), 1, *LIMITS_)
+    assert taken == 7 and len(rows) == 0 and len(pending) == 3 * 7
+
+
+def empty_store(root) -> None:
+    """A Store-v2 store with an empty base (its tail is then rewritten)."""
+    init_store(str(root), durability="write")
+    compact_offline(str(root), consumer=TableConsumer(), durability="write",
+                    retention=Retention("infinity"), now_ms=lambda: 1_000)
+
+
+@contextlib.contextmanager
+def record_by_record():
+    """Recover as before the columnar tail: the engine offers no ``epoch_install_tail``."""
+    methods = EpochEngine.epoch_install_tail, EpochEngine.epoch_counters
+    del EpochEngine.epoch_install_tail, EpochEngine.epoch_counters
+    try:
+        yield
+    finally:
+        EpochEngine.epoch_install_tail, EpochEngine.epoch_counters = methods
+
+
+def outcome(root):
+    try:
+        return recovered(root)
+    except RecoveryRefused as refused:
+        return (refused.kind, refused.reason, refused.details)
+
+
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(0, 2**32), ACTIONS, DAMAGE, st.sampled_from([1, 3, 256]))
+def test_a_tail_recovers_the_same_with_columns_or_refuses_the_same(seed, actions, damage,
+                                                                    batch) -> None:
+    frames = damaged(tail_frames(seed, actions), damage)
+    root = scratch_path("tail-columns")
+    saved = store_v2._BATCH
+    try:
+        empty_store(root)
+        rewrite_tail(root, frames)
+        store_v2._BATCH = batch  # later batches start more walks, after records it left
+        with record_by_record():
+            plain = outcome(root)
+        columnar = outcome(root)
+        if isinstance(plain, tuple):
+            assert columnar == plain
+            return
+        assert bookkeeping(columnar) == bookkeeping(plain)
+        assert answers(columnar) == answers(plain)
+        for job_id, entry in all_entries(plain).items():
+            assert job_answers(columnar, job_id) == job_answers(plain, job_id)
+            assert public_job(columnar.jobs[job_id]) == public_job(plain.jobs[job_id])
+            assert columnar.jobs[job_id].state == plain.jobs[job_id].state
+            assert columnar.jobs[job_id].attempts == plain.jobs[job_id].attempts
+        assert by_id(columnar.retained_jobs()) == by_id(plain.retained_jobs())
+        assert bookkeeping(columnar) == bookkeeping(plain)
+    finally:
+        store_v2._BATCH = saved
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def test_a_long_common_tail_is_held_in_columns() -> None:
+    actions = [("enqueue", "a", None, {})] * 5 + [("start", 0), ("finish", 0, "nil")] * 5
+    root = scratch_path("tail-columns")
+    try:
+        empty_store(root)
+        rewrite_tail(root, tail_frames(2, actions))
+        engine = recovered(root)
+        assert len(engine.finished) == 5 and not engine.jobs
+        with record_by_record():
+            plain = recovered(root)
+        assert bookkeeping(plain) == bookkeeping(engine)
+        first, second, *_ = sorted(all_entries(plain))
+        for one in (plain, engine):  # expiring a held job, then reading one, as any job
+            assert one.expire([first]) == 1
+            one.jobs[second].state
+        assert bookkeeping(engine) == bookkeeping(plain)
+        assert answers(engine) == answers(plain)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def test_a_walk_that_inserts_a_held_id_is_left_to_the_exact_replay() -> None:
+    """The first job leaves the common case (a value result), so it is held by the engine
+    when the next walk takes a job inserted under its id: nothing is installed, and the
+    record-by-record replay refuses that insert."""
+    actions = [("enqueue", "a", None, {}), ("finish", 0, "value"),
+               ("enqueue", "a", None, {}), ("finish", 0, "nil")]
+    frames = damaged(tail_frames(4, actions), (5, 0))
+    calls: list = []
+    install = EpochEngine.epoch_install_tail
+    root = scratch_path("tail-columns")
+    saved = store_v2._BATCH
+    try:
+        empty_store(root)
+        rewrite_tail(root, frames)
+        store_v2._BATCH = 1
+        with record_by_record():
+            plain = outcome(root)
+        EpochEngine.epoch_install_tail = lambda self, jobs, inserted: calls.append(
+            install(self, jobs, inserted)) or calls[-1]
+        assert outcome(root) == plain
+        assert plain[:2] == ("consumer_rejected", "job_already_exists")
+        assert calls == [None]
+    finally:
+        EpochEngine.epoch_install_tail = install
+        store_v2._BATCH = saved
+        shutil.rmtree(root, ignore_errors=True)
