@@ -375,8 +375,9 @@ class EngineState:
         stamps = array("Q", jobs.stamps())
         for k in range(len(stamps)):
             stamps[k] += start
-        self.finished.add(jobs, stamps[0], stamps)
-        self._hold_columns(jobs, ids, stamps)
+        kept = jobs.held(self.finished.texts)
+        self.finished.add(kept, stamps[0], stamps)
+        self._hold_columns(kept, ids, stamps)
         return start, self._ready_counter
 
     def _hold_columns(self, held: BaseJobs, ids: list[bytes], stamps: Sequence[int]) -> None:

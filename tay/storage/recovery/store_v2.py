@@ -464,7 +464,7 @@ def _replay_segment(segment_view: SegmentView, in_base: bool, expected: int, con
             if tail_columns and position - first >= len(batch) \
                     and records.first_sequence + position == expected:
                 taken = _tail_run(mapping, buffer, records, position, dispatch, limits,
-                                  segment_view)
+                                  segment_view, held_from)
                 if taken < 0:  # an inserted id is held already: the exact way from here
                     tail_columns = False
                 elif taken > position:
@@ -555,7 +555,8 @@ def _base_run(mapping: Any, records: RecordTable, position: int, reducer: EpochR
 
 
 def _tail_run(mapping: Any, buffer: memoryview, records: RecordTable, position: int,
-              dispatch: _Dispatch, limits: DecodeLimits, segment_view: SegmentView) -> int:
+              dispatch: _Dispatch, limits: DecodeLimits, segment_view: SegmentView,
+              held_from: list[BaseSource]) -> int:
     """The tail's common job lifecycles from ``position`` on, walked in one native call
     (``tay._native.tail_jobs``): the jobs whose four records it took are installed in
     columns (``TailJobs``), and the records it took of the other jobs are replayed the exact
@@ -572,17 +573,24 @@ def _tail_run(mapping: Any, buffer: memoryview, records: RecordTable, position: 
     offsets, types = records.offsets, records.types
     inserted = [bytes(buffer[offsets[i] + 24:offsets[i] + 40]) for i in pending[::3]
                 if types[i] == 8 and buffer[offsets[i] + 40] == 1]
-    counters = reducer.install_tail(TailJobs(mapping, columns, links, limits).held(), inserted)
+    if not held_from:  # the consumer reads the held jobs' records from the segment later
+        held_from.append(BaseSource(segment_view.path, segment_view.inode))
+    counters = reducer.install_tail(TailJobs(mapping, columns, links, limits,
+                                             source=held_from[0]), inserted)
     if counters is None:
         return -1
     stamp, ready = counters
-    if pending:
-        indexes = pending[::3]
-        described = [records[i] for i in indexes]
+    dropped = 0  # the held jobs' records are read from the segment: their pages can go
+    for first in range(0, len(pending), 3 * _BATCH):  # decoded a batch at a time, as below
+        chunk = pending[first:first + 3 * _BATCH]
+        described = [records[i] for i in chunk[::3]]
+        if described[0][0] > dropped:
+            drop_pages(mapping, dropped, described[0][0])
+            dropped = described[0][0]
         decoded = decode_batch(buffer, [(o + 24, n, t, s) for o, t, s, _, n in described],
                                limits, reducer.install_row is not None)
         for j, (offset, rtype, schema, sequence, length) in enumerate(described):
-            reducer.counters(stamp + pending[3 * j + 1], ready + pending[3 * j + 2])
+            reducer.counters(stamp + chunk[3 * j + 1], ready + chunk[3 * j + 2])
             pair = (rtype, schema)
             record = decoded[j]
             try:
@@ -591,7 +599,7 @@ def _tail_run(mapping: Any, buffer: memoryview, records: RecordTable, position: 
                     record = decode_mutation(payload, limits) if pair == MUTATION_PAIR \
                         else decode_epoch_event(payload, limits)
                 if pair == MUTATION_PAIR and record.availability_order is not None:
-                    reducer.next_order = record.availability_order  # the walk checked it is the allocator's
+                    reducer.next_order = record.availability_order  # checked by the walk
                 dispatch.decoded(pair, record, False)
             except StorageFailure as failure:
                 raise _at_record(failure, offset, _where(segment_view, sequence)) from None

@@ -13,6 +13,7 @@ decoders and a reducer, so the JobState is the one the record-by-record replay m
 
 from __future__ import annotations
 
+from array import array
 from typing import Any, Iterator
 
 from tay._native import _pure_base as bj
@@ -23,7 +24,8 @@ from tay.storage.v2.epoch_records import EPOCH_EVENT_PAIR, decode_epoch_event
 from tay.storage.v2.fast import decode_batch
 from tay.storage.v2.records import MUTATION_PAIR, decode_mutation
 from tay.storage.v2.reducer import EpochReducer
-from tay.storage.v2.rows import BaseJobs, JobRow
+from tay.storage.formats.record import FIXED_SIZE, HEADER_SIZE
+from tay.storage.v2.rows import BaseJobs, BaseReadFailed, BaseSource, HeldJobs, JobRow
 
 _BJ = bj.BASE_JOB
 _TL = tl.TAIL_LINK
@@ -70,25 +72,34 @@ class TailRow(JobRow):
                           self.limits)
 
 
+def _span(columns: Any) -> tuple[int, int]:
+    """From the run's first insert payload to its last result payload's end (a job's
+    records start with its insert and end with its result)."""
+    return min(columns[bj.SNAPSHOT::_BJ]), max(
+        start + length for start, length in zip(columns[bj.RESULT::_BJ],
+                                                columns[bj.RESULT_LENGTH::_BJ]))
+
+
 class TailJobs(BaseJobs):
     """Done jobs of one tail run (``tay._native.tail_jobs``): ``BASE_JOB`` columns and
-    ``TAIL_LINK`` links per job, offsets in ``data`` plus ``origin``. ``held`` copies the
-    run's bytes; ``row(k)`` is job ``k``'s ``TailRow``."""
+    ``TAIL_LINK`` links per job, offsets in ``data`` plus ``origin``; ``row(k)`` is job
+    ``k``'s ``TailRow``. ``held`` keeps the ids and keys and reads the records from the
+    segment (``source``) when asked, or copies the run's bytes without a source."""
 
     __slots__ = ("links",)
 
     def __init__(self, data: Any, columns: Any, links: Any, limits: DecodeLimits,
-                 origin: int = 0) -> None:
-        super().__init__(data, columns, limits, origin)
+                 origin: int = 0, source: BaseSource | None = None) -> None:
+        super().__init__(data, columns, limits, origin, source)
         self.links = links
 
-    def held(self, texts: dict[bytes, str] | None = None) -> "TailJobs":
-        """The run over one copy of its own bytes (from its first insert to its last
-        result: a job's records start with its insert and end with its result)."""
+    def held(self, texts: dict[bytes, str]) -> "TailJobs | HeldTailJobs":
         columns, origin = self.columns, self.origin
-        low = min(columns[bj.SNAPSHOT::_BJ])
-        high = max(start + length for start, length in
-                   zip(columns[bj.RESULT::_BJ], columns[bj.RESULT_LENGTH::_BJ]))
+        if self.source is not None:
+            return HeldTailJobs(self.source, array("Q", columns), array("Q", self.links),
+                                self.ids(), self.keys(bj.QUEUE, texts),
+                                self.keys(bj.WORKER, texts), self.limits)
+        low, high = _span(columns)
         return TailJobs(bytes(self.data[low - origin:high - origin]), columns, self.links,
                         self.limits, low)
 
@@ -126,4 +137,59 @@ class TailJobs(BaseJobs):
         texts = {} if texts is None else texts
         for k in range(first, len(self) if end is None else end):
             yield self.row(k, texts)
+
+
+class HeldTailJobs(HeldJobs):
+    """A tail run as an engine keeps it: columns, links, ids and keys in memory, each
+    job's four records read from the segment when its row is asked for (``BaseSource``:
+    checked, or ``StorageFailure``), or from one copy of the run's bytes after ``load``."""
+
+    __slots__ = ("links",)
+
+    def __init__(self, source: BaseSource, columns: Any, links: Any, ids: list[bytes],
+                 queues: list[str], workers: list[str], limits: DecodeLimits) -> None:
+        super().__init__(source, columns, ids, queues, workers, limits)
+        self.links = links
+
+    def stamps(self) -> Any:
+        return self.links[tl.STAMP::_TL]
+
+    def load(self) -> None:
+        if self.data is not None:
+            return
+        low, high = _span(self.columns)
+        start = low - HEADER_SIZE
+        self.data = self.source.read(start, high + FIXED_SIZE - HEADER_SIZE)  # type: ignore[union-attr]
+        self.origin = start
+        self.source = None
+
+    def row(self, k: int, texts: dict[bytes, str] | None = None) -> TailRow:
+        columns, links = self.columns, self.links
+        base, link = k * _BJ, k * _TL
+        insert = self._payload(columns[base + bj.SNAPSHOT], columns[base + bj.SNAPSHOT_LENGTH],
+                               MUTATION_PAIR)
+        if insert[:16] != self._ids[k]:
+            raise BaseReadFailed("base_record_changed",
+                                 None if self.source is None else self.source.path,
+                                 columns[base + bj.SNAPSHOT] - HEADER_SIZE)
+        row = TailRow.__new__(TailRow)
+        row.id = self._ids[k]
+        row.state = "completed"
+        row.revision = columns[base + bj.REVISION]
+        row.terminal_at = columns[base + bj.TERMINAL_AT]
+        row.queue = self._queues[k]
+        row.task = self._workers[k]
+        row.definition_length = columns[base + bj.DEFINITION_LENGTH]
+        row.args_nodes = columns[base + bj.ARGS_NODES]
+        row.snapshot = insert
+        row.result = self._payload(columns[base + bj.RESULT], columns[base + bj.RESULT_LENGTH],
+                                   EPOCH_EVENT_PAIR)
+        row.result_bytes = columns[base + bj.RESULT_BYTES]
+        row.limits = self.limits
+        row.records = (self._payload(links[link + tl.STARTED], links[link + tl.STARTED_LENGTH],
+                                     MUTATION_PAIR),
+                       self._payload(links[link + tl.FINISHED],
+                                     links[link + tl.FINISHED_LENGTH], MUTATION_PAIR))
+        row.attempts = ((1, links[link + tl.STARTED_AT], row.terminal_at, "completed"),)
+        return row
 
