@@ -9,6 +9,7 @@ scheduled times); ``mono_ms`` is a monotonic clock (execution timeouts).
 
 from __future__ import annotations
 
+from heapq import heappop
 from typing import Any, Callable
 
 from tay.engine import commands as cmd
@@ -118,11 +119,14 @@ class Engine(EpochEngine):
 
         Wall-clock due times are mapped with the clock offset seen at the last call.
         """
-        # the driver asks after every command: a live head (``_timeout_live``) is read
-        # in place, else peek_due drops the stale ones
+        # the driver asks after every command: ``_timeouts.peek_due`` in place (a head is
+        # live while its reservation is, ``_timeout_live``): stale heads (settled
+        # executions) are dropped here, about one per job, without two calls each
         heap = self._timeouts._heap
-        wake = heap[0][0] if heap and heap[0][2] in self.executors.reservations \
-            else self._timeouts.peek_due()
+        reservations = self.executors.reservations
+        while heap and heap[0][2] not in reservations:
+            heappop(heap)
+        wake = heap[0][0] if heap else None
         timers = self._timers
         due_wall = timers.peek_due() if timers._heap else None  # most often none: no call
         if due_wall is not None and (wake is None or due_wall - self._clock_offset < wake):

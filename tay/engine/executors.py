@@ -11,23 +11,30 @@ execution that was cancelled, timed out or already completed is recognised and a
 from __future__ import annotations
 
 from collections import deque
-from typing import Hashable, NamedTuple
+from typing import Hashable
 
 from tay._frozen import Record
 
 Conn = Hashable
 
 
-class Reservation(NamedTuple):
-    """One live execution. Never changed once made: a named tuple, built in one step on
-    every dispatch (``tuple.__new__``) instead of through a Python ``__init__``."""
-
+class Reservation(Record):
+    __slots__ = ("reservation_id", "execution_id", "conn", "job_id", "queue", "deadline_mono")
     reservation_id: str
     execution_id: str
     conn: Conn
     job_id: bytes
     queue: str
     deadline_mono: int
+
+    def __init__(self, reservation_id: str, execution_id: str, conn: Conn, job_id: bytes,
+                 queue: str, deadline_mono: int) -> None:
+        self.reservation_id = reservation_id
+        self.execution_id = execution_id
+        self.conn = conn
+        self.job_id = job_id
+        self.queue = queue
+        self.deadline_mono = deadline_mono
 
 
 class Executor(Record):

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import heapq
 from collections import OrderedDict
-from typing import Callable, Iterator
+from typing import Any, Callable, Iterator
 
 ReadyEntry = tuple[int, int, bytes]  # (eligible_at, ready order, job id)
 
@@ -60,6 +60,31 @@ class ReadyIndex:
 
     def pop(self, queue: str, task: str) -> ReadyEntry:
         return heapq.heappop(self._queues[queue][task])
+
+    def take(self, queue: str, select: Callable[[str, str], Any]) -> tuple | None:
+        """Pop the earliest live head of ``queue`` whose task ``select(task, queue)`` finds
+        an executor for: (task, head, executor); None when no head has one (nothing is
+        popped). ``heads`` then ``pop``, in one call and without the list for the common
+        queue of one task."""
+        tasks = self._queues.get(queue)
+        if tasks is not None and len(tasks) == 1:
+            for task, heap in tasks.items():
+                is_live = self._is_live
+                while heap and not is_live(heap[0]):
+                    heapq.heappop(heap)
+                if heap:  # else: heads drops the empty heap and the queue
+                    executor = select(task, queue)
+                    return None if executor is None else (task, heapq.heappop(heap), executor)
+        best = None
+        for task, head in self.heads(queue):
+            if best is not None and head >= best[1]:
+                continue
+            executor = select(task, queue)
+            if executor is not None:
+                best = (task, head, executor)
+        if best is not None:
+            heapq.heappop(self._queues[queue][best[0]])
+        return best
 
 
 COMPACT_FLOOR = 1024

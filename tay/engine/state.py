@@ -484,18 +484,10 @@ class EngineState:
             candidates = served
 
     def _dispatch_one(self, queue: str, now_ms: int, mono_ms: int, out: Outcome) -> bool:
-        best: tuple[str, tuple[int, int, bytes], Executor] | None = None
-        select = self.executors.select
-        for task, head in self._ready.heads(queue):
-            if best is not None and head >= best[1]:
-                continue
-            executor = select(task, queue)
-            if executor is not None:
-                best = (task, head, executor)
+        best = self._ready.take(queue, self.executors.select)
         if best is None:
             return False
         task, head, executor = best
-        self._ready.pop(queue, task)
         try:
             self._start(self.jobs[head[2]], executor, now_ms, mono_ms, out)
         except RequestRefused:
@@ -525,8 +517,8 @@ class EngineState:
             execution_id = random_token(rng)
         queue = entry.queue
         deadline = mono_ms + timeout_ms
-        reservation = _new_tuple(Reservation, (reservation_id, execution_id, executor.conn,
-                                               job.id, queue, deadline))
+        reservation = Reservation(reservation_id, execution_id, executor.conn, job.id, queue,
+                                  deadline)
         self.executors.reserve(executor, reservation)
         entry.reservation_id = reservation_id
         self._executing[queue] += 1

@@ -6,6 +6,8 @@
 - ``LazyDefinition.scalars`` read at the named positions are the mapping's own values.
 - ``public_job`` of a lazy definition equals ``public_job`` of the same definition as a dict.
 - Dispatch with the server's random source draws two distinct tokens per execution.
+- ``ReadyIndex.take`` picks and pops what ``heads`` then ``pop`` did; ``next_wakeup`` is
+  the earliest live execution deadline with stale timeout heads dropped in place.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from tay.engine.effects import Execute
 from tay.engine.executors import Reservation
 from tay.engine.jobs import JobEntry, public_job
 from tay.engine.options import parse_enqueue
+from tay.engine.ready import ReadyIndex
 from tay.failures import RequestRefused
 from tay.storage.events.definition import (
     MAX_ATTEMPTS, QUEUE_KEY, SCHEDULED_AT, TIMEOUT_MS, WORKER_KEY, LazyDefinition,
@@ -110,8 +113,74 @@ def test_dispatch_with_the_servers_random_source_draws_two_tokens_per_execution(
         (execute,) = [e for e in out.effects if type(e) is Execute]
         assert execute.timeout_ms == 5_000
         reservation = engine.executors.reservations[execute.reservation_id]
-        assert type(reservation) is Reservation
-        assert reservation == (execute.reservation_id, execute.execution_id, "w",
-                               bytes.fromhex(execute.job_id), "default", mono + 5_000)
+        assert reservation == Reservation(execute.reservation_id, execute.execution_id, "w",
+                                          bytes.fromhex(execute.job_id), "default",
+                                          mono + 5_000)
         tokens |= {execute.reservation_id, execute.execution_id}
     assert len(tokens) == 6 and all(len(token) == 24 for token in tokens)
+
+
+@SETTINGS
+@given(timeouts=st.lists(st.integers(1, 50), min_size=1, max_size=8),
+       order=st.randoms(use_true_random=False))
+def test_next_wakeup_is_the_earliest_live_execution_deadline(timeouts, order):
+    """Executions settled in any order: the wake-up is always the earliest deadline still
+    running (stale heads are dropped in place, as ``DueHeap.peek_due`` drops them)."""
+    engine = Engine(EngineConfig(queues={"default": 100}), random.Random(3))
+    now, mono = T0, M0
+    engine.handle(c.Connect("w", "worker", "rt", 100, None, "h"), now, mono)
+    engine.handle(c.RegisterTasks("w", ("t",), "r"), now, mono)
+    executes = []
+    for index, timeout in enumerate(timeouts):
+        out = engine.handle(c.Enqueue("p", f"e{index}", "t", {}, {"timeout_ms": timeout * 100}),
+                            now, mono + index)
+        executes += [e for e in out.effects if type(e) is Execute]
+    order.shuffle(executes)
+    while True:
+        live = [r.deadline_mono for r in engine.executors.reservations.values()]
+        assert engine.next_wakeup(mono) == (min(live) if live else None)
+        if not executes:
+            break
+        execute = executes.pop()
+        engine.handle(c.Succeeded("w", "d", execute.reservation_id, execute.execution_id,
+                                  None), now, mono)
+
+
+def _reference_take(ready, queue, select):
+    """What ``_dispatch_one`` did before ``take``: heads, the earliest with an executor, pop."""
+    best = None
+    for task, head in ready.heads(queue):
+        if best is not None and head >= best[1]:
+            continue
+        executor = select(task, queue)
+        if executor is not None:
+            best = (task, head, executor)
+    if best is not None:
+        ready.pop(queue, best[0])
+    return best
+
+
+@SETTINGS
+@given(pushes=st.lists(st.tuples(st.sampled_from("qr"), st.sampled_from("abc"),
+                                 st.integers(0, 5), st.booleans()), max_size=25),
+       served=st.frozensets(st.sampled_from("abc")), takes=st.integers(1, 30))
+def test_take_picks_and_pops_what_heads_then_pop_did(pushes, served, takes):
+    """Random heaps per (queue, task), some entries stale, some tasks without an executor:
+    ``take`` and the reference give the same picks and leave the same index."""
+    live = set()
+    indexes = [ReadyIndex(lambda entry: entry in live) for _ in range(2)]
+    for order, (queue, task, due, is_live) in enumerate(pushes):
+        entry = (due, order, bytes([order]))
+        if is_live:
+            live.add(entry)
+        for index in indexes:
+            index.push(queue, task, entry)
+    select = lambda task, queue: f"x-{task}" if task in served else None  # noqa: E731
+    for number in range(takes):
+        queue = "qr"[number % 2]
+        taken = indexes[0].take(queue, select)
+        assert taken == _reference_take(indexes[1], queue, select)
+        if taken is not None:
+            live.discard(taken[1])
+        assert indexes[0]._queues == indexes[1]._queues
+        assert list(indexes[0]._rotation) == list(indexes[1]._rotation)
