@@ -37,6 +37,10 @@ def register(groups: Any) -> None:
     add("--compacted-restart", choices=("on", "off"), default="on",
         help="after the cold restarts, stop once with --compact-on-stop on and measure cold "
              "restarts of the compacted store too (default on)")
+    add("--syscalls", choices=("on", "off"), default="on",
+        help="count the server's system calls over the load with perf stat (default on); "
+             "its tracepoints cost the server CPU of their own, so off gives the CPU figures "
+             "without them")
     add("--keep-data", action="store_true", help="keep each run's store")
     add("--no-progress", action="store_true")
     parser.set_defaults(handler=run)
@@ -69,7 +73,8 @@ def run(args: argparse.Namespace) -> int:
         runs = [run_mode(profile, mode, args.dir, durability=durability,
                          show_progress=not args.no_progress and sys.stderr.isatty(),
                          keep_data=args.keep_data, sdk=args.client, restarts=args.restarts,
-                         compacted_restart=args.compacted_restart == "on")
+                         compacted_restart=args.compacted_restart == "on",
+                         count_syscalls=args.syscalls == "on")
                 for mode in modes]
     except ConfigurationError as error:  # a bad flag or profile: a usage error
         print(f"tay bench: {error.message}", file=sys.stderr)

@@ -46,7 +46,8 @@ class CommitMode:
 
 def run_mode(profile: Profile, mode: CommitMode, root: str, *, durability: str,
              show_progress: bool = True, keep_data: bool = False, sdk: str = "ours",
-             restarts: int = 3, compacted_restart: bool = True) -> dict[str, Any]:
+             restarts: int = 3, compacted_restart: bool = True,
+             count_syscalls: bool = True) -> dict[str, Any]:
     run_dir = _fresh_run_dir(root, f"{profile.name}-{mode.label}")
     socket_dir = None
     socket_path = os.path.join(run_dir, "tay.sock")
@@ -59,7 +60,8 @@ def run_mode(profile: Profile, mode: CommitMode, root: str, *, durability: str,
         group_commit_max_events=mode.max_events, group_commit_interval_ms=mode.interval_ms,
         log_path=os.path.join(run_dir, "server.log"))
     try:
-        result = _measure(profile, mode, settings, show_progress, sdk, restarts)
+        result = _measure(profile, mode, settings, show_progress, sdk, restarts,
+                          count_syscalls)
         if compacted_restart:
             result.update(_compacted_restarts(settings, restarts, result["job_states"]))
         write_json(result, os.path.join(run_dir, "result.json"))  # survives a later failure
@@ -72,12 +74,13 @@ def run_mode(profile: Profile, mode: CommitMode, root: str, *, durability: str,
 
 
 def _measure(profile: Profile, mode: CommitMode, settings: ServerSettings,
-             show_progress: bool, sdk: str = "ours", restarts: int = 3) -> dict[str, Any]:
+             show_progress: bool, sdk: str = "ours", restarts: int = 3,
+             count_syscalls: bool = True) -> dict[str, Any]:
     server = ServerProcess(settings)
     empty_startup_s = server.start()
     try:
         load = _run_load(profile, settings.socket_path, server.pid, show_progress, mode.label,
-                         sdk)
+                         sdk, count_syscalls)
     finally:
         reading = server.stop()
     facts = read_store_facts(settings.data_dir)
@@ -175,7 +178,7 @@ def _compacted_restarts(settings: ServerSettings, restarts: int,
 
 
 def _run_load(profile: Profile, socket_path: str, server_pid: int, show_progress: bool,
-              label: str, sdk: str = "ours") -> dict[str, Any]:
+              label: str, sdk: str = "ours", count_syscalls: bool = True) -> dict[str, Any]:
     """Start the workers and producers (``sdk``), release the callers together, wait until
     every job executed. Returns the timings and the server's CPU and syscalls during the
     load (from the go signal until the last execution was counted)."""
@@ -194,18 +197,21 @@ def _run_load(profile: Profile, socket_path: str, server_pid: int, show_progress
                 "payload_bytes": profile.payload_bytes, "retries": profile.retries}))
     try:
         _wait_ready(workers + producers, timeout_s=60.0)
-        return _drive(profile, workers, producers, server_pid, show_progress, label)
+        return _drive(profile, workers, producers, server_pid, show_progress, label,
+                      count_syscalls)
     finally:
         for client in workers + producers:
             client.stop()
 
 
 def _drive(profile: Profile, workers: list[Any], producers: list[Any], server_pid: int,
-           show_progress: bool, label: str) -> dict[str, Any]:
+           show_progress: bool, label: str, count_syscalls: bool = True) -> dict[str, Any]:
     bar = ProgressBar(f"{profile.name} {label}", profile.jobs) if show_progress else None
     deadline = time.monotonic() + max(120.0, profile.jobs / 20.0)
     server = psutil.Process(server_pid)
-    counter = SyscallCounter.attach(server_pid)
+    # perf's syscall tracepoints cost the server CPU of their own (docs/benchmarks.md)
+    counter = SyscallCounter.attach(server_pid) if count_syscalls else SyscallCounter(
+        None, "not counted (--syscalls off)")
     worker_cpu = ClientCpu(workers)  # producers report their own (they exit when done)
     cpu_before = server.cpu_times()
     threads_before = snapshot(server_pid)

@@ -47,8 +47,25 @@ def test_tay_bench_tiny_profile_end_to_end(tmp_path, capsys, client):
         assert run["compacted_restart_cpu_s"] == min(run["compacted_restart_cpu_runs_s"]) > 0
         # counted by perf when it is installed, else skipped with the reason, never guessed
         assert ("all" in run["load_syscalls"]) != ("skipped" in run["load_syscalls"])
+        # the server's threads over the load, by role (tay.bench.threads)
+        assert set(run["load_threads"]) == {"loop", "writer", "other"}
+        assert set(run["threads_per_job"]) == {"loop", "writer", "other"}
     assert per_event["commit_stats"]["max_events"] == 1
     assert grouped["commit_stats"]["max_events"] == 64
     # write mode never fsyncs, and the run directories hold no store afterwards
     assert per_event["fsyncs"] == 0
     assert not any(os.path.exists(tmp_path / d / "data") for d in os.listdir(tmp_path))
+
+
+def test_syscalls_off_leaves_perf_out_and_keeps_the_other_figures(tmp_path, capsys):
+    code = main(["bench", "tiny", "--dir", str(tmp_path), "--no-progress", "--modes",
+                 "group-commit", "--restarts", "1", "--compacted-restart", "off",
+                 "--syscalls", "off"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    [result_path] = [p for p in os.listdir(tmp_path) if p.endswith(".json")]
+    [run] = json.loads((tmp_path / result_path).read_text())["runs"]
+    assert run["load_syscalls"] == {"skipped": "not counted (--syscalls off)"}
+    assert run["syscalls_per_job"] is None and run["completed"] == 50
+    assert set(run["threads_per_job"]) == {"loop", "writer", "other"}
+    assert "| syscalls per job during load (futex, write) | skipped: not counted" in out
