@@ -47,7 +47,7 @@ class CommitMode:
 def run_mode(profile: Profile, mode: CommitMode, root: str, *, durability: str,
              show_progress: bool = True, keep_data: bool = False, sdk: str = "ours",
              restarts: int = 3, compacted_restart: bool = True,
-             count_syscalls: bool = True) -> dict[str, Any]:
+             syscalls: str = "on") -> dict[str, Any]:
     run_dir = _fresh_run_dir(root, f"{profile.name}-{mode.label}")
     socket_dir = None
     socket_path = os.path.join(run_dir, "tay.sock")
@@ -61,7 +61,7 @@ def run_mode(profile: Profile, mode: CommitMode, root: str, *, durability: str,
         log_path=os.path.join(run_dir, "server.log"))
     try:
         result = _measure(profile, mode, settings, show_progress, sdk, restarts,
-                          count_syscalls)
+                          syscalls)
         if compacted_restart:
             result.update(_compacted_restarts(settings, restarts, result["job_states"]))
         write_json(result, os.path.join(run_dir, "result.json"))  # survives a later failure
@@ -75,12 +75,12 @@ def run_mode(profile: Profile, mode: CommitMode, root: str, *, durability: str,
 
 def _measure(profile: Profile, mode: CommitMode, settings: ServerSettings,
              show_progress: bool, sdk: str = "ours", restarts: int = 3,
-             count_syscalls: bool = True) -> dict[str, Any]:
+             syscalls: str = "on") -> dict[str, Any]:
     server = ServerProcess(settings)
     empty_startup_s = server.start()
     try:
         load = _run_load(profile, settings.socket_path, server.pid, show_progress, mode.label,
-                         sdk, count_syscalls)
+                         sdk, syscalls)
     finally:
         reading = server.stop()
     facts = read_store_facts(settings.data_dir)
@@ -178,7 +178,7 @@ def _compacted_restarts(settings: ServerSettings, restarts: int,
 
 
 def _run_load(profile: Profile, socket_path: str, server_pid: int, show_progress: bool,
-              label: str, sdk: str = "ours", count_syscalls: bool = True) -> dict[str, Any]:
+              label: str, sdk: str = "ours", syscalls: str = "on") -> dict[str, Any]:
     """Start the workers and producers (``sdk``), release the callers together, wait until
     every job executed. Returns the timings and the server's CPU and syscalls during the
     load (from the go signal until the last execution was counted)."""
@@ -198,20 +198,20 @@ def _run_load(profile: Profile, socket_path: str, server_pid: int, show_progress
     try:
         _wait_ready(workers + producers, timeout_s=60.0)
         return _drive(profile, workers, producers, server_pid, show_progress, label,
-                      count_syscalls)
+                      syscalls)
     finally:
         for client in workers + producers:
             client.stop()
 
 
 def _drive(profile: Profile, workers: list[Any], producers: list[Any], server_pid: int,
-           show_progress: bool, label: str, count_syscalls: bool = True) -> dict[str, Any]:
+           show_progress: bool, label: str, syscalls: str = "on") -> dict[str, Any]:
     bar = ProgressBar(f"{profile.name} {label}", profile.jobs) if show_progress else None
     deadline = time.monotonic() + max(120.0, profile.jobs / 20.0)
     server = psutil.Process(server_pid)
     # perf's syscall tracepoints cost the server CPU of their own (docs/benchmarks.md)
-    counter = SyscallCounter.attach(server_pid) if count_syscalls else SyscallCounter(
-        None, "not counted (--syscalls off)")
+    counter = SyscallCounter(None, "not counted (--syscalls off)") if syscalls == "off" \
+        else SyscallCounter.attach(server_pid, by_kind=syscalls == "by-kind")
     worker_cpu = ClientCpu(workers)  # producers report their own (they exit when done)
     cpu_before = server.cpu_times()
     threads_before = snapshot(server_pid)

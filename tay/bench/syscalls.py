@@ -19,9 +19,11 @@ from typing import Any
 EVENTS = {"raw_syscalls:sys_enter": "all", "syscalls:sys_enter_fdatasync": "fdatasync",
           "syscalls:sys_enter_futex": "futex", "syscalls:sys_enter_write": "write",
           "syscalls:sys_enter_read": "read", "syscalls:sys_enter_epoll_wait": "epoll_wait"}
-# counted too where the kernel has the tracepoint (perf refuses the whole list if one is
-# missing): the loop's epoll_pwait (uvloop) and epoll_ctl, the writer's pwrite / read-back /
-# path checks (newfstatat), and a sendmsg / recvfrom / writev the transports might use
+# counted too with --syscalls by-kind, where the kernel has the tracepoint (perf refuses the
+# whole list if one is missing): the loop's epoll_pwait (uvloop) and epoll_ctl, the writer's
+# pwrite / read-back / path checks (newfstatat), and a sendmsg / recvfrom / writev the
+# transports might use. Opt-in: every tracepoint slows each syscall it sees, and these see
+# ~20 of per-event's ~30 syscalls per job, which moved the default run's server CPU and p99
 MORE_EVENTS = {f"syscalls:sys_enter_{name}": name for name in (
     "epoll_pwait", "epoll_ctl", "pwrite64", "pread64", "newfstatat", "sendmsg", "recvfrom",
     "writev")}
@@ -47,11 +49,11 @@ class SyscallCounter:
     events: dict[str, str] | None = None  # tracepoint -> name counted
 
     @classmethod
-    def attach(cls, pid: int) -> "SyscallCounter":
+    def attach(cls, pid: int, by_kind: bool = False) -> "SyscallCounter":
         perf = shutil.which("perf")
         if perf is None:
             return cls(None, "perf not installed (apt-get install linux-perf)")
-        events = available_events()
+        events = available_events() if by_kind else dict(EVENTS)
         process = subprocess.Popen(
             [perf, "stat", "-x", ",", "-e", ",".join(events), "-p", str(pid)],
             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)

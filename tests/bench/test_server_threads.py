@@ -72,3 +72,26 @@ def test_markdown_table_shows_syscalls_by_kind_and_the_threads() -> None:
     assert any(line.startswith("| server threads per job over the load") and
                "| 325.0 / 85.0, 11.0 / 291.0; 3.33 (2.05) / 5.82 (0.35) | - |" in line
                for line in lines)
+
+
+def test_the_default_count_leaves_the_by_kind_tracepoints_out(monkeypatch) -> None:
+    """Every tracepoint slows the syscalls it sees: the default run counts the basic set,
+    --syscalls by-kind adds the per-kind ones (where the kernel has them)."""
+    from tay.bench import syscalls
+
+    seen: list[list[str]] = []
+
+    class Spawned:
+        def __init__(self, argv, **_kwargs) -> None:
+            seen.append(argv)
+
+    monkeypatch.setattr(syscalls.shutil, "which", lambda name: "/usr/bin/perf")
+    monkeypatch.setattr(syscalls.subprocess, "Popen", Spawned)
+    monkeypatch.setattr(syscalls, "ATTACH_S", 0)
+    monkeypatch.setattr(syscalls, "available_events", lambda: {**EVENTS, **MORE_EVENTS})
+    basic = syscalls.SyscallCounter.attach(4242)
+    by_kind = syscalls.SyscallCounter.attach(4242, by_kind=True)
+    assert basic.events == EVENTS
+    assert by_kind.events == {**EVENTS, **MORE_EVENTS}
+    assert seen[0][seen[0].index("-e") + 1].split(",") == list(EVENTS)
+    assert "syscalls:sys_enter_newfstatat" in seen[1][seen[1].index("-e") + 1].split(",")
