@@ -443,31 +443,21 @@ def _replay_segment(segment_view: SegmentView, in_base: bool, expected: int, con
     position = 0
     try:
         while position < count:
-            if columnar and position - first >= len(batch) \
-                    and records.first_sequence + position == expected \
-                    and dispatch.reducer.takes_base_jobs:
-                taken = _base_run(mapping, records, position, dispatch.reducer, limits,
-                                  segment_view, held_from)
-                if taken > position:
-                    expected += taken - position
-                    position = taken
-                    offset = records.offsets[position - 1]
-                    if offset > dropped:
-                        drop_pages(mapping, dropped, offset)
-                        dropped = offset
-                    if timer is not None:
-                        timer.check("replay", path=segment_view.path,
-                                    sequence=expected - 1, segment_id=segment_view.segment_id)
-                    batch = []
-                    first = position
-                    continue
-            if tail_columns and position - first >= len(batch) \
+            # a run in columns (a base's finished jobs, a tail's common lifecycles) where
+            # the record-by-record way stands between batches
+            taken = position
+            if (columnar or tail_columns) and position - first >= len(batch) \
                     and records.first_sequence + position == expected:
-                taken = _tail_run(mapping, buffer, records, position, dispatch, limits,
-                                  segment_view, held_from)
-                if taken < 0:  # an inserted id is held already: the exact way from here
-                    tail_columns = False
-                elif taken > position:
+                if columnar and dispatch.reducer.takes_base_jobs:
+                    taken = _base_run(mapping, records, position, dispatch.reducer, limits,
+                                      segment_view, held_from)
+                elif tail_columns:
+                    taken = _tail_run(mapping, buffer, records, position, dispatch, limits,
+                                      segment_view, held_from)
+                    if taken < 0:  # an inserted id is held already: the exact way from here
+                        tail_columns = False
+                        taken = position
+                if taken > position:
                     expected += taken - position
                     position = taken
                     offset = records.offsets[position - 1]

@@ -376,11 +376,15 @@ class HeldJobs(_JobColumns):
         """Copy the run's frames (checked) so nothing reads the segment any more."""
         if self.data is not None:
             return
-        low, high = _span(self.columns)
+        low, high = self._span()
         start = low - HEADER_SIZE
         self.data = self.source.read(start, high + FIXED_SIZE - HEADER_SIZE)  # type: ignore[union-attr]
         self.origin = start
         self.source = None
+
+    def _span(self) -> tuple[int, int]:
+        """The segment offsets from the run's first payload to its last payload's end."""
+        return _span(self.columns)
 
     def _payload(self, offset: int, length: int, pair: tuple[int, int]) -> bytes:
         data = self.data

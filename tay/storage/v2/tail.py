@@ -24,7 +24,7 @@ from tay.storage.v2.epoch_records import EPOCH_EVENT_PAIR, decode_epoch_event
 from tay.storage.v2.fast import decode_batch
 from tay.storage.v2.records import MUTATION_PAIR, decode_mutation
 from tay.storage.v2.reducer import EpochReducer
-from tay.storage.formats.record import FIXED_SIZE, HEADER_SIZE
+from tay.storage.formats.record import HEADER_SIZE
 from tay.storage.v2.rows import BaseJobs, BaseReadFailed, BaseSource, HeldJobs, JobRow
 
 _BJ = bj.BASE_JOB
@@ -154,14 +154,9 @@ class HeldTailJobs(HeldJobs):
     def stamps(self) -> Any:
         return self.links[tl.STAMP::_TL]
 
-    def load(self) -> None:
-        if self.data is not None:
-            return
-        low, high = _span(self.columns)
-        start = low - HEADER_SIZE
-        self.data = self.source.read(start, high + FIXED_SIZE - HEADER_SIZE)  # type: ignore[union-attr]
-        self.origin = start
-        self.source = None
+    def _span(self) -> tuple[int, int]:
+        # jobs are in finish order: the first insert and the last result may be any job's
+        return _span(self.columns)
 
     def row(self, k: int, texts: dict[bytes, str] | None = None) -> TailRow:
         columns, links = self.columns, self.links
