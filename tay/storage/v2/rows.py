@@ -393,16 +393,22 @@ class HeldJobs(_JobColumns):
             return data[start:start + length]
         return self.source.payload(offset, length, pair)  # type: ignore[union-attr]
 
+    # what a row is built as and the pairs its payloads are read (and checked) as: a base's
+    # snapshot and (31,2) result; a tail run (tay.storage.v2.tail) has its own
+    _ROW: type[JobRow] = JobRow
+    _SNAPSHOT_PAIR = (7, 1)
+    _RESULT_PAIR = (31, 2)
+
     def row(self, k: int, texts: dict[bytes, str] | None = None) -> JobRow:
         columns = self.columns
         base = k * _BJ
         snapshot = self._payload(columns[base + bj.SNAPSHOT],
-                                 columns[base + bj.SNAPSHOT_LENGTH], (7, 1))
+                                 columns[base + bj.SNAPSHOT_LENGTH], self._SNAPSHOT_PAIR)
         if snapshot[:16] != self._ids[k]:
             raise BaseReadFailed("base_record_changed",
                                  None if self.source is None else self.source.path,
                                  columns[base + bj.SNAPSHOT] - HEADER_SIZE)
-        row = JobRow.__new__(JobRow)
+        row = self._ROW.__new__(self._ROW)
         row.id = self._ids[k]
         row.state = _STATES[columns[base + bj.STATE]]
         row.revision = columns[base + bj.REVISION]
@@ -415,7 +421,7 @@ class HeldJobs(_JobColumns):
         row.limits = self.limits
         length = columns[base + bj.RESULT_LENGTH]
         if length:
-            row.result = self._payload(columns[base + bj.RESULT], length, (31, 2))
+            row.result = self._payload(columns[base + bj.RESULT], length, self._RESULT_PAIR)
             row.result_bytes = columns[base + bj.RESULT_BYTES]
         else:
             row.result = None

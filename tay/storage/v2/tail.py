@@ -24,8 +24,7 @@ from tay.storage.v2.epoch_records import EPOCH_EVENT_PAIR, decode_epoch_event
 from tay.storage.v2.fast import decode_batch
 from tay.storage.v2.records import MUTATION_PAIR, decode_mutation
 from tay.storage.v2.reducer import EpochReducer
-from tay.storage.formats.record import HEADER_SIZE
-from tay.storage.v2.rows import BaseJobs, BaseReadFailed, BaseSource, HeldJobs, JobRow
+from tay.storage.v2.rows import BaseJobs, BaseSource, HeldJobs, JobRow
 
 _BJ = bj.BASE_JOB
 _TL = tl.TAIL_LINK
@@ -158,33 +157,19 @@ class HeldTailJobs(HeldJobs):
         # jobs are in finish order: the first insert and the last result may be any job's
         return _span(self.columns)
 
+    _ROW = TailRow
+    _SNAPSHOT_PAIR = MUTATION_PAIR  # the insert
+    _RESULT_PAIR = EPOCH_EVENT_PAIR
+
     def row(self, k: int, texts: dict[bytes, str] | None = None) -> TailRow:
-        columns, links = self.columns, self.links
-        base, link = k * _BJ, k * _TL
-        insert = self._payload(columns[base + bj.SNAPSHOT], columns[base + bj.SNAPSHOT_LENGTH],
-                               MUTATION_PAIR)
-        if insert[:16] != self._ids[k]:
-            raise BaseReadFailed("base_record_changed",
-                                 None if self.source is None else self.source.path,
-                                 columns[base + bj.SNAPSHOT] - HEADER_SIZE)
-        row = TailRow.__new__(TailRow)
-        row.id = self._ids[k]
-        row.state = "completed"
-        row.revision = columns[base + bj.REVISION]
-        row.terminal_at = columns[base + bj.TERMINAL_AT]
-        row.queue = self._queues[k]
-        row.task = self._workers[k]
-        row.definition_length = columns[base + bj.DEFINITION_LENGTH]
-        row.args_nodes = columns[base + bj.ARGS_NODES]
-        row.snapshot = insert
-        row.result = self._payload(columns[base + bj.RESULT], columns[base + bj.RESULT_LENGTH],
-                                   EPOCH_EVENT_PAIR)
-        row.result_bytes = columns[base + bj.RESULT_BYTES]
-        row.limits = self.limits
+        """``HeldJobs.row`` (the insert and the result, checked as a base's), with the start
+        and finish payloads and the attempt timeline replay keeps."""
+        row = super().row(k)
+        links, link = self.links, k * _TL
         row.records = (self._payload(links[link + tl.STARTED], links[link + tl.STARTED_LENGTH],
                                      MUTATION_PAIR),
                        self._payload(links[link + tl.FINISHED],
                                      links[link + tl.FINISHED_LENGTH], MUTATION_PAIR))
         row.attempts = ((1, links[link + tl.STARTED_AT], row.terminal_at, "completed"),)
-        return row
+        return row  # type: ignore[return-value]
 
