@@ -85,3 +85,49 @@ def test_package_facade_and_forced_python(monkeypatch):
         [sys.executable, "-c", "import tay._native as n; print(n.IMPLEMENTATION, n.CRC32C_IMPLEMENTATION)"],
         env=env, cwd=root, check=True, capture_output=True, text=True).stdout.split()
     assert out == ["python", "software"]
+
+
+# Lengths about the x86-64 path's stripes (3 x 256 and 3 x 4096 bytes, each then a chain
+# for the rest): every join of the three streams, with and without a remainder.
+STRIPE_LENGTHS = [767, 768, 769, 775, 776, 1000, 1536, 2303, 3 * 4096 - 1, 3 * 4096,
+                  3 * 4096 + 8, 3 * 4096 + 771, 2 * 3 * 4096 + 3 * 256 + 5]
+
+
+@pytest.mark.parametrize("length", STRIPE_LENGTHS)
+def test_long_buffers_agree_with_the_table_definition(length):
+    """The C twin (striped on x86-64) gives the pure twin's CRC for any length, offset
+    (alignment) and starting value, and chaining at any cut gives the whole's."""
+    import random
+
+    from tay._native import pure
+
+    c = c_twin()
+    rng = random.Random(length)
+    data = bytes(rng.getrandbits(8) for _ in range(length + 3))
+    for offset in (0, 1, 3):
+        view = memoryview(data)[offset:offset + length]
+        for seed in (0, 0xDEADBEEF):
+            assert c.crc32c(view, seed) == pure.crc32c(view, seed)
+        cut = rng.randrange(length + 1)
+        assert c.crc32c(view[cut:], c.crc32c(view[:cut])) == pure.crc32c(view)
+
+
+def test_long_buffers_agree_with_the_forced_software_path():
+    """The striped path and the portable one, in one subprocess each, on the same bytes."""
+    import os
+    import subprocess
+    import sys
+
+    c_twin()
+    code = ("import random\n"
+            "from tay._native import c\n"
+            "rng = random.Random(7)\n"
+            f"for n in {STRIPE_LENGTHS!r} + [1 << 20]:\n"
+            "    data = bytes(rng.getrandbits(8) for _ in range(n))\n"
+            "    print(n, c.crc32c(data), c.crc32c(data, 12345))\n")
+    root = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    runs = [subprocess.run([sys.executable, "-c", code], cwd=root, check=True, text=True,
+                           capture_output=True,
+                           env=dict(os.environ, TAY_CRC32C_SOFTWARE=forced, PYTHONPATH=root))
+            .stdout for forced in ("0", "1")]
+    assert runs[0] == runs[1] and len(runs[0].splitlines()) == len(STRIPE_LENGTHS) + 1
