@@ -33,7 +33,12 @@ int64_t tay_now_ns(void) {
     return (int64_t)ts.tv_sec * 1000000000 + ts.tv_nsec;
 }
 
+/* Called after durable / stopped / exited are published. Only the writer thread signals, so
+ * a set flag means the loop has not re-armed since this thread's last write: that write is
+ * unread (the loop will wake) or read by a tay_writer_completed that re-arms next and only
+ * then reads durable and stopped; either way what was published is seen. */
 static void signal_loop(tay_writer *w) {
+    if (atomic_exchange(&w->signalled, 1)) return;
     uint64_t one = 1;
     ssize_t ignored = write(w->event_fd, &one, sizeof one);  /* EAGAIN: already readable */
     (void)ignored;
@@ -260,13 +265,17 @@ int tay_writer_stopped(tay_writer *w) { return atomic_load(&w->stopped); }
 int tay_writer_event_fd(tay_writer *w) { return w->event_fd; }
 
 /* The loop's look after a wake-up, in one call: consumes the eventfd's count (EAGAIN: it
- * was not signalled, fine), then returns the durable ticket, or -1 once the writer has
- * stopped (the caller then reads the failure and the final durable ticket itself). The
- * flag is read after the fd, so a stop signalled with this wake-up is never missed. */
+ * was not signalled, fine), re-arms the signal, then returns the durable ticket, or -1
+ * once the writer has stopped (the caller then reads the failure and the final durable
+ * ticket itself). The re-arm comes after the read: re-armed first, a signal made between
+ * the two would be consumed and leave the flag set with nothing to read. Both are read
+ * after the re-arm, so neither a stop signalled with this wake-up nor a batch whose
+ * signal was skipped (signal_loop) is missed. */
 int64_t tay_writer_completed(tay_writer *w) {
     uint64_t count;
     ssize_t ignored = read(w->event_fd, &count, sizeof count);
     (void)ignored;
+    atomic_store(&w->signalled, 0);
     if (atomic_load(&w->stopped)) return -1;
     return (int64_t)atomic_load(&w->durable);
 }

@@ -86,6 +86,9 @@ struct tay_writer {
     tay_writer_receipt receipts[TAY_WRITER_RECEIPT_RING];
     uint64_t batches_done;          /* under mu */
     int event_fd;
+    /* 1 from a write to event_fd until the loop's next tay_writer_completed re-arms it (after
+     * its read): a signal meanwhile skips its write (signal_loop) */
+    _Atomic int signalled;
     /* the writer thread's own batch buffers */
     uint8_t *w_bytes;
     size_t w_bytes_cap;

@@ -202,6 +202,73 @@ def test_completed_drains_the_fd_and_reads_durable_then_minus_one_once_stopped(w
     journal.close()
 
 
+def test_the_completion_fd_is_signalled_once_until_the_loop_looks(writer, root):
+    """Batches made durable while the fd is still unread do not write to it again (one
+    eventfd write per loop wake-up, not per batch); ``completed()`` re-arms the signal and
+    sees every batch, and a stop after a skipped signal is still seen."""
+    import select
+
+    journal, committer = open_store(root, writer)
+    tickets = []
+    for seq in (1, 2, 3):  # the writer signals batch n before it takes batch n + 1
+        tickets.append(committer.append([(seq, 1, 1, payload(seq, 20))]))
+        committer.wait(tickets[-1], timeout=10)
+    if hasattr(os, "eventfd"):  # the counter: how many writes the three batches made
+        assert int.from_bytes(os.read(committer.completion_fd, 8), "little") == 1
+    assert committer.completed() == tickets[-1]
+    assert select.select([committer.completion_fd], [], [], 0)[0] == []
+    fourth = committer.append([(4, 1, 1, payload(4, 20))])  # re-armed: signalled again
+    assert select.select([committer.completion_fd], [], [], 10)[0]
+    committer.wait(fourth, timeout=10)
+    assert committer.completed() == fourth
+    committer.drain_completions()  # a drain re-arms it too
+    fifth = committer.append([(5, 1, 1, payload(5, 20))])
+    assert select.select([committer.completion_fd], [], [], 10)[0]
+    committer.wait(fifth, timeout=10)
+    # unread: the stop that follows is not signalled again, the look still finds it
+    gate = SyncGate(committer, journal)
+    failed = committer.append([(6, 1, 1, b"lost")])
+    assert gate.entered()
+    gate.fail_held_sync(errno.EIO)
+    gate.release()
+    with pytest.raises(WriterStopped):
+        committer.wait(failed, timeout=10)
+    assert select.select([committer.completion_fd], [], [], 0)[0]
+    assert committer.completed() == -1
+    assert committer.stopped is not None and committer.durable == fifth
+    committer.close()
+    journal.close()
+
+
+def test_a_reader_that_looks_at_every_wake_up_sees_every_batch(writer, root):
+    """The loop's way (look only when the fd is readable) while batches keep completing: no
+    signal is lost between a look's read of the fd and its re-arm (a skipped signal must
+    always leave a look to come that sees its batch)."""
+    import select
+    import threading
+
+    journal, committer = open_store(root, writer, durability="write", target=64 << 20)
+    count = 4000
+    last: list[int] = []
+
+    def produce() -> None:
+        for seq in range(1, count + 1):
+            ticket = committer.append([(seq, 1, 1, payload(seq, 16))])
+        last.append(ticket)
+
+    producer = threading.Thread(target=produce)
+    producer.start()
+    seen = 0
+    while not last or seen < last[0]:
+        if not select.select([committer.completion_fd], [], [], 5)[0]:
+            break  # nothing to wake the loop though batches were made durable
+        seen = committer.completed()
+    producer.join()
+    assert seen == last[0] == committer.durable
+    committer.close()
+    journal.close()
+
+
 @pytest.mark.parametrize("fault", ["write", "sync"])
 @pytest.mark.parametrize("code", [errno.ENOSPC, errno.EIO])
 def test_a_fault_stops_the_writer_for_good(writer, fault, code, root):

@@ -113,9 +113,15 @@ def check_batching(max_events: int, interval_ms: int, linger: bool = False,
 
 
 class CompletionSignal:
-    """The fd a loop watches: an eventfd on Linux, a pipe elsewhere. Writes never block."""
+    """The fd a loop watches: an eventfd on Linux, a pipe elsewhere. Writes never block.
+
+    A notify while the previous one is not yet drained writes nothing, like the C writer's
+    signal: ``drain`` re-arms it after its read (before it, a notify between the two would
+    be read and leave nothing to wake the reader), and the reader looks at ``durable`` /
+    ``stopped`` only after ``drain``, so what a skipped notify published is seen."""
 
     def __init__(self) -> None:
+        self.signalled = False  # notified and not drained since
         if hasattr(os, "eventfd"):
             self.fd = os.eventfd(0, os.EFD_NONBLOCK | os.EFD_CLOEXEC)
             self._write_fd = self.fd
@@ -125,6 +131,9 @@ class CompletionSignal:
             os.set_blocking(self._write_fd, False)
 
     def notify(self) -> None:
+        if self.signalled:
+            return
+        self.signalled = True
         try:
             os.write(self._write_fd, (1).to_bytes(8, "little"))
         except BlockingIOError:  # the counter (or pipe) is full: the reader is awake anyway
@@ -135,6 +144,7 @@ class CompletionSignal:
             os.read(self.fd, 4096)
         except BlockingIOError:
             pass
+        self.signalled = False
 
     def close(self) -> None:
         os.close(self.fd)

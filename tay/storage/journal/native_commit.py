@@ -204,6 +204,9 @@ class NativeCommitter:
         return self._writer.durable + self._ticket_base
 
     def drain_completions(self) -> None:
+        if self._writer is not None:  # re-arms the writer's signal too (tay_writer_completed)
+            self._writer.completed()
+            return
         try:
             os.read(self.completion_fd, 8)
         except BlockingIOError:
