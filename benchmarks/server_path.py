@@ -146,7 +146,7 @@ async def run_round(data_dir: str, jobs: int, mode: str, durability: str,
 
     def settle() -> None:  # --release inline: every stage out now, each by its own wake-up
         while driver._stages:
-            committer.wait(max(stage.ticket for stage in driver._stages))
+            committer.wait(max(stage[1] for stage in driver._stages))  # its ticket
             driver._on_durable()
 
     if release == "inline":

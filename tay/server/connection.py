@@ -24,8 +24,8 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections import Counter
-from functools import partial
-from typing import TYPE_CHECKING
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
 
 from tay.engine import commands as engine_commands
 from tay.engine.effects import Effect, Execute, Refuse, Reply
@@ -55,8 +55,8 @@ class Connection(asyncio.Protocol):
     def __init__(self, listener: "Listener") -> None:
         self.listener = listener
         self._driver = listener.driver
-        self.session = ProtocolSession(listener.limits, tuple(  # type: ignore[arg-type]
-            partial(report, self) for report in _REPORTS), self._enqueue_command)
+        self.session = ProtocolSession(listener.limits, report_makers(self),
+                                       self._enqueue_command)
         self.transport: asyncio.Transport | None = None
         self.connected_engine = False
         self._deadlines: RequestDeadlines | None = None  # made with the loop, on connect
@@ -288,6 +288,21 @@ class Connection(asyncio.Protocol):
         outgoing.clear()
         if self.transport is not None and not self.transport.is_closing():
             self.transport.write(data)
+
+
+def report_makers(conn: object) -> tuple[Callable[..., Any], ...]:
+    """What the session builds the started, succeeded and failed reports of ``conn`` with:
+    the engine commands, each a tuple made at once (a Python call, not the class's call
+    and its Python-level ``__new__``)."""
+    started, succeeded, failed = _REPORTS
+    return (
+        lambda request_id, reservation_id, execution_id:
+            _new_tuple(started, (conn, request_id, reservation_id, execution_id)),
+        lambda request_id, reservation_id, execution_id, result:
+            _new_tuple(succeeded, (conn, request_id, reservation_id, execution_id, result)),
+        lambda request_id, reservation_id, execution_id, error:
+            _new_tuple(failed, (conn, request_id, reservation_id, execution_id, error)),
+    )
 
 
 def to_engine_command(conn: object, request: wire.Request) -> object:

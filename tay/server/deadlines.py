@@ -18,13 +18,9 @@ from collections import deque
 from collections.abc import Callable
 
 
-class _Entry:
-    __slots__ = ("deadline", "request_id", "pending")
-
-    def __init__(self, deadline: float, request_id: str) -> None:
-        self.deadline = deadline
-        self.request_id = request_id
-        self.pending = True
+# One request's entry is a list [deadline, request_id, pending] (mutable: an answer marks
+# it), made without an object and an __init__ frame per request.
+_DEADLINE, _PENDING = 0, 2
 
 
 class RequestDeadlines:
@@ -37,9 +33,9 @@ class RequestDeadlines:
         self._loop = loop
         self._timeout_s = timeout_s
         self._on_expired = on_expired
-        self._fifo: deque[_Entry] = deque()
+        self._fifo: deque[list] = deque()  # entries by arrival
         # the pending entry of an id, or a deque of them when a client reuses the id
-        self._by_id: dict[str, _Entry | deque[_Entry]] = {}
+        self._by_id: dict[str, list | deque[list]] = {}
         self._timer: asyncio.TimerHandle | None = None
 
     def __len__(self) -> int:
@@ -47,45 +43,46 @@ class RequestDeadlines:
 
     def add(self, request_id: str) -> None:
         """A forwarded request starts waiting for its answer."""
-        entry = _Entry(self._loop.time() + self._timeout_s, request_id)
+        deadline = self._loop.time() + self._timeout_s
+        entry = [deadline, request_id, True]
         self._fifo.append(entry)
         same = self._by_id.get(request_id)
         if same is None:
             self._by_id[request_id] = entry
-        elif type(same) is _Entry:
+        elif type(same) is list:
             self._by_id[request_id] = deque((same, entry))
         else:
             same.append(entry)
         if self._timer is None:
-            self._timer = self._loop.call_at(entry.deadline, self._fire)
+            self._timer = self._loop.call_at(deadline, self._fire)
 
     def answer(self, request_id: str) -> bool:
         """Settle the oldest pending request with this id; False if none is pending."""
         same = self._by_id.get(request_id)
         if same is None:
             return False
-        if type(same) is _Entry:
-            same.pending = False
+        if type(same) is list:
+            same[_PENDING] = False
             del self._by_id[request_id]
         else:
-            same.popleft().pending = False
+            same.popleft()[_PENDING] = False
             if len(same) == 1:
                 self._by_id[request_id] = same[0]
         fifo = self._fifo
-        while fifo and not fifo[0].pending:
+        while fifo and not fifo[0][_PENDING]:
             fifo.popleft()
         return True
 
     def _fire(self) -> None:
         self._timer = None
         fifo, now = self._fifo, self._loop.time()
-        while fifo and (not fifo[0].pending or fifo[0].deadline <= now):
-            entry = fifo.popleft()
-            if entry.pending:
-                self.answer(entry.request_id)  # the oldest with its id: FIFO per id
-                self._on_expired(entry.request_id)
+        while fifo and (not fifo[0][_PENDING] or fifo[0][_DEADLINE] <= now):
+            _, request_id, pending = fifo.popleft()
+            if pending:
+                self.answer(request_id)  # the oldest with its id: FIFO per id
+                self._on_expired(request_id)
         if fifo:
-            self._timer = self._loop.call_at(fifo[0].deadline, self._fire)
+            self._timer = self._loop.call_at(fifo[0][_DEADLINE], self._fire)
 
     def close(self) -> None:
         """The connection is gone: forget everything, stop the timer."""

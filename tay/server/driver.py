@@ -31,7 +31,6 @@ from collections import deque
 from collections.abc import Callable, Hashable
 from typing import Any, Protocol
 
-from tay._frozen import Record
 from tay.engine.admission import ClientPermits
 from tay.engine.effects import CancelExecution, Effect, Execute, Outcome, Refuse, Reply
 from tay.failures import RequestRefused, WriterStopped
@@ -95,28 +94,14 @@ def mono_ms() -> int:
     return time.monotonic_ns() // 1_000_000
 
 
-class _Stage(Record):
-    """Effects of one engine step, and the committer ticket they wait for (0: a read).
-
-    ``created``: perf_counter() when the step ran (the enqueue-ack latency); ``logs``:
-    failures to log once the step is durable (never before: a crash could take them back);
-    ``permit``: the step holds a client permit until it is released.
-    """
-
-    __slots__ = ("effects", "ticket", "created", "logs", "permit")
-    effects: list[Effect]
-    ticket: int
-    created: float
-    logs: list[dict[str, Any]] | None
-    permit: bool
-
-    def __init__(self, effects: list[Effect], ticket: int, created: float = 0.0,
-                 logs: list[dict[str, Any]] | None = None, permit: bool = False) -> None:
-        self.effects = effects
-        self.ticket = ticket
-        self.created = created
-        self.logs = logs
-        self.permit = permit
+# One engine step's stage in the ordered release: a plain tuple (no object and no __init__
+# frame per step), unpacked where it is released.
+#   effects: list[Effect]; ticket: the committer ticket it waits for (0: a read);
+#   created: perf_counter() when the step ran (the enqueue-ack latency);
+#   logs: failures to log once the step is durable (never before: a crash could take them
+#   back), or None; permit: the step holds a client permit until it is released.
+_Stage = tuple[list[Effect], int, float, list[dict[str, Any]] | None, bool]
+_TICKET = 1  # a stage's ticket, read before it is unpacked
 
 
 class EngineDriver:
@@ -134,7 +119,7 @@ class EngineDriver:
         self.stopped: WriterStopped | None = None
         self.closed = False
         self._sinks: dict[Hashable, Sink] = {}
-        self._stages: deque[_Stage] = deque()
+        self._stages: deque[_Stage] = deque()  # (effects, ticket, created, logs, permit)
         self._wake_handle: asyncio.TimerHandle | None = None
         self._wake_at: int | None = None
         # group commit: submissions are held and flushed at the end of the loop turn, unless
@@ -222,7 +207,7 @@ class EngineDriver:
             logs = self._activity.take_unlogged()
         if outcome.effects or ticket or logs:
             stages = self._stages
-            stages.append(_Stage(outcome.effects, ticket, time.perf_counter(), logs, permit))
+            stages.append((outcome.effects, ticket, time.perf_counter(), logs, permit))
             # Only a stage that heads the queue and is releasable now is released here. A
             # stage behind others waits for them, and a write waits for its batch: the
             # committer signals completion_fd when a batch is durable (_on_durable).
@@ -300,34 +285,34 @@ class EngineDriver:
         sinks, metrics = self._sinks, self.metrics  # the same for every stage of the call
         while stages:
             head = stages[0]
-            if head.ticket > durable:
+            if head[_TICKET] > durable:
                 stopped = self.committer.stopped
                 if stopped is None:
                     return
                 durable = self.committer.durable  # final once stopped is set
-                if head.ticket > durable:
+                if head[_TICKET] > durable:
                     self._writer_stopped(stopped)
                     stages.popleft()
                     self._fail_stage(head)
                 continue
             stages.popleft()
-            if head.ticket or self.stopped is None:
-                if head.permit:
+            effects, ticket, created, logs, permit = head
+            if ticket or self.stopped is None:
+                if permit:
                     self.permits.release()
-                effects = head.effects
+                elapsed = None
                 for effect in effects:
                     sink = sinks.get(effect.conn)
                     if sink is not None:
                         sink(effect)
-                if metrics is not None:  # the enqueue-ack latency of each enqueued reply
-                    elapsed = None
-                    for effect in effects:
-                        if type(effect) is Reply and effect.type == "enqueued":
-                            if elapsed is None:
-                                elapsed = time.perf_counter() - head.created
-                            metrics.enqueue_ack.observe(elapsed)
-                if head.logs:
-                    log_failures(head.logs)
+                    # the enqueue-ack latency of each enqueued reply
+                    if metrics is not None and type(effect) is Reply \
+                            and effect.type == "enqueued":
+                        if elapsed is None:
+                            elapsed = time.perf_counter() - created
+                        metrics.enqueue_ack.observe(elapsed)
+                if logs:
+                    log_failures(logs)
             else:
                 self._fail_stage(head)
 
@@ -341,10 +326,11 @@ class EngineDriver:
             self.loop.call_soon(listener)
 
     def _fail_stage(self, stage: _Stage) -> None:
-        if stage.permit:
+        effects, ticket, _, _, permit = stage
+        if permit:
             self.permits.release()
-        code = "unknown_outcome" if stage.ticket else "unavailable"
-        for effect in stage.effects:
+        code = "unknown_outcome" if ticket else "unavailable"
+        for effect in effects:
             if isinstance(effect, (Reply, Refuse)) and effect.request_id is not None:
                 failure = RequestRefused("the journal writer stopped; the outcome is unknown"
                                          if code == "unknown_outcome"
