@@ -156,7 +156,8 @@ def test_limit_arguments_refused(native):
         native.value_decode(b"\x00", max_nodes=-1)
 
 
-# ---- text bodies: strict UTF-8 (the C check takes ASCII runs eight bytes at a time) -------
+# ---- text bodies: strict UTF-8 (the C check takes ASCII 32, then 8 bytes at a time, and a
+# rest shorter than 8 bytes at once) -------------------------------------------------------
 
 _PIECES = st.one_of(
     st.binary(max_size=3),  # stray bytes: continuation bytes, overlong leads, 0xF5..0xFF
@@ -186,3 +187,21 @@ def test_a_text_body_decodes_exactly_when_it_is_strict_utf8(native, body):
         with pytest.raises(ValueCodecError) as caught:
             native.value_decode(encoded)
         assert (caught.value.reason, caught.value.offset) == ("invalid_utf8", 0)
+
+
+@pytest.mark.parametrize("piece", [b"\xc3\xa9", b"\xc3", b"\x80", b"\xed\xa0\x80", b"\xf0\x9f\x98\x80"])
+def test_one_piece_at_every_place_of_an_ascii_run(native, piece):
+    """Each length up to 72 (32-byte runs, 8-byte words, short rests) with one piece at
+    each place: decoded exactly when the whole is strict UTF-8."""
+    for length in range(73):
+        for place in range(length + 1):
+            body = b"a" * place + piece + b"b" * (length - place)
+            encoded = b"\x06" + len(body).to_bytes(4, "big") + body
+            if _strict(body):
+                assert native.value_decode(encoded) == body.decode("utf-8")
+            else:
+                with pytest.raises(ValueCodecError) as caught:
+                    native.value_decode(encoded)
+                assert (caught.value.reason, caught.value.offset) == ("invalid_utf8", 0)
+        body = b"c" * length
+        assert native.value_decode(b"\x06" + length.to_bytes(4, "big") + body) == body.decode()
