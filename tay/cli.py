@@ -10,13 +10,14 @@ Exit codes: 0 success, 1 the command ran and refused (for example a store refusa
 
 from __future__ import annotations
 
-import argparse
 import gc
 import importlib
-import os
 import sys
-import textwrap
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import argparse
 
 # group modules, imported lazily so `tay storage ...` never loads the server stack.
 GROUPS: tuple[str, ...] = (
@@ -35,49 +36,10 @@ OWN_MODULE: dict[str, str] = {
 }
 
 
-def terminal_columns() -> int:
-    """``shutil.get_terminal_size().columns`` by its documented rule (a positive integer in
-    ``COLUMNS``, else the width of the terminal on ``sys.__stdout__``, else 80), without
-    importing ``shutil`` (and zlib, bz2 and lzma with it) at every ``tay serve`` start."""
-    try:
-        columns = int(os.environ["COLUMNS"])
-    except (KeyError, ValueError):
-        columns = 0
-    if columns > 0:
-        return columns
-    try:
-        columns = os.get_terminal_size(sys.__stdout__.fileno()).columns
-    except (AttributeError, ValueError, OSError):
-        columns = 0
-    return columns or 80
-
-
-class WholeWordsHelpFormatter(argparse.HelpFormatter):
-    """Wraps help between words only: a narrow terminal must not split ``TAY_*`` names or
-    flags in two, or the help can no longer be copied or searched."""
-
-    def __init__(self, prog: str, indent_increment: int = 2, max_help_position: int = 24,
-                 width: int | None = None) -> None:
-        if width is None:  # argparse's default width, which it would take from shutil
-            width = terminal_columns() - 2
-        super().__init__(prog, indent_increment, max_help_position, width)
-
-    def _split_lines(self, text: str, width: int) -> list[str]:
-        return textwrap.wrap(" ".join(text.split()), width,
-                             break_long_words=False, break_on_hyphens=False)
-
-
-class TayArgumentParser(argparse.ArgumentParser):
-    """An ``ArgumentParser`` whose help (and every sub-parser's) wraps between words."""
-
-    def __init__(self, *args, **kwargs) -> None:
-        kwargs.setdefault("formatter_class", WholeWordsHelpFormatter)
-        super().__init__(*args, **kwargs)
-
-
 def build_parser(modules: Sequence[str] = GROUPS) -> argparse.ArgumentParser:
     """The top parser with the groups of ``modules`` (default: every registered group)."""
     from tay import __version__
+    from tay.cli_help import TayArgumentParser
 
     parser = TayArgumentParser(prog="tay", description="tay: durable background jobs")
     parser.add_argument("--version", action="version", version=f"tay {__version__}")
@@ -99,6 +61,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     if own == "tay.server.cli":
         gc.disable()
     try:
+        if own is not None:  # argv the command's module reads alone, if it can (tay.cli_fast)
+            parse_exact = getattr(importlib.import_module(own), "parse_exact", None)
+            args = parse_exact(argv[1:]) if parse_exact is not None else None
+            if args is not None:
+                return int(args.handler(args))
         parser = build_parser((own,) if own is not None else GROUPS)
         args = parser.parse_args(argv)
         handler = getattr(args, "handler", None)

@@ -74,7 +74,7 @@ def test_help_width_is_the_one_shutil_gives(monkeypatch: pytest.MonkeyPatch,
     import os
     import shutil
 
-    from tay.cli import terminal_columns
+    from tay.cli_help import terminal_columns
 
     if columns is None:
         monkeypatch.delenv("COLUMNS", raising=False)
@@ -107,7 +107,7 @@ def test_serve_starts_without_shutil() -> None:
 def test_serve_help_is_the_help_argparse_would_format(monkeypatch: pytest.MonkeyPatch) -> None:
     import shutil
 
-    from tay.cli import WholeWordsHelpFormatter
+    from tay.cli_help import WholeWordsHelpFormatter
 
     monkeypatch.setenv("COLUMNS", "60")
     parser = build_parser(("tay.server.cli",))

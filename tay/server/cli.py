@@ -6,7 +6,6 @@ Environment variables apply when the flag is absent; flags win.
 
 from __future__ import annotations
 
-import argparse
 import os
 import re
 import sys
@@ -18,6 +17,9 @@ from tay._frozen import replace
 from tay.failures import ConfigurationError, StorageFailure
 
 if TYPE_CHECKING:
+    import argparse
+    from types import SimpleNamespace
+
     from .app import ServeConfig
 
 # The server stack (engine, storage, uvloop) is imported only when `serve` runs, so other
@@ -33,6 +35,26 @@ def register(groups: Any) -> None:
         "serve", help="run the engine with its Unix-socket and HTTP listeners",
         description="Run the engine. Every option can also be set by the environment "
                     "variable named in its help; a flag wins over its variable.")
+    declare(parser)
+    parser.set_defaults(handler=run)
+
+
+def parse_exact(argv: list[str]) -> SimpleNamespace | None:
+    """``tay serve``'s arguments read without argparse (``tay.cli_fast``), or None when
+    argparse must read them: the namespace its parser would give, ``group`` and
+    ``handler`` included."""
+    from tay.cli_fast import ExactOptions
+
+    options = ExactOptions()
+    declare(options)
+    args = options.parse(argv)
+    if args is not None:
+        args.group, args.handler = "serve", run
+    return args
+
+
+def declare(parser: Any) -> None:
+    """serve's options, on its argparse parser or on a ``tay.cli_fast.ExactOptions``."""
     add = parser.add_argument
     add("--data-dir", help="store directory; required (TAY_DATA_DIR)")
     add("--socket", metavar="PATH|off",
@@ -106,7 +128,6 @@ def register(groups: Any) -> None:
 
     add_compaction_arguments(parser)
     add_http_arguments(parser)
-    parser.set_defaults(handler=run)
 
 
 def setting(args: argparse.Namespace, name: str, env: Mapping[str, str], variable: str,

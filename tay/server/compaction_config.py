@@ -17,9 +17,8 @@ compaction made durable, which overrides this option (storage.md §3.4). Change 
 
 from __future__ import annotations
 
-import argparse
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tay.failures import ConfigurationError
 from tay.storage.compaction.trigger import (
@@ -27,6 +26,9 @@ from tay.storage.compaction.trigger import (
     MIN_STATE_RATIO, CompactionPolicy,
 )
 from tay.storage.v2.manifest import Retention, parse_retention
+
+if TYPE_CHECKING:
+    import argparse
 
 DEFAULT_RETENTION = "24h"
 

@@ -7,12 +7,12 @@ server stack (httptools, the engine, storage).
 
 from __future__ import annotations
 
-import argparse
 import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
+    import argparse
     import ssl
 
 from tay._frozen import Frozen, replace, set_field
