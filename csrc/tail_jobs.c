@@ -16,7 +16,11 @@
  * up to its finish, the start and finish payloads, the start's time); for each record
  * taken of a job not done, (index from `start`, state changes before it, ready pushes
  * before it) in `pending`; totals[0..1] the state changes and ready pushes of all records
- * taken. The pure twin is tay/_native/_pure_tail.py (same output, same stop).
+ * taken. Each job whose only record taken is its insert, with expected revision 0 and
+ * eligible at once (so replay leaves it available at revision 1), also gets TAY_TAIL_LIVE
+ * u64s in `live`, in insert order (RECORD its index from `start`, ELIGIBLE_AT, ORDER, the
+ * definition's keys and sizes): the caller may hold it as that row instead of replaying
+ * its insert. The pure twin is tay/_native/_pure_tail.py (same output, same stop).
  */
 #include "tay_native.h"
 
@@ -31,7 +35,8 @@ enum { INSERTED = 1, EXECUTING, FINISHED, DONE };
  * finished_at, stamp, result, result_bytes, six definition columns, the insert's index */
 enum { W_STEP, W_INSERT, W_ELIGIBLE, W_MAX_ATTEMPTS, W_STARTED, W_STARTED_AT, W_FINISHED,
        W_FINISHED_AT, W_STAMP, W_RESULT, W_RESULT_BYTES, W_QUEUE, W_QUEUE_LENGTH, W_WORKER,
-       W_WORKER_LENGTH, W_DEFINITION_LENGTH, W_ARGS_NODES, W_INSERT_INDEX, W_WIDTH };
+       W_WORKER_LENGTH, W_DEFINITION_LENGTH, W_ARGS_NODES, W_INSERT_INDEX, W_ORDER, W_LIVE,
+       W_WIDTH };
 
 static uint64_t rd64(const uint8_t *p) {
     uint64_t v = 0;
@@ -63,7 +68,7 @@ long tay_tail_jobs(const uint8_t *buf, size_t size, size_t count, const uint64_t
                    uint64_t max_binary, size_t tape_capacity, uint8_t *tags, uint64_t *values,
                    uint32_t *tape_offsets, double *reals, uint64_t *jobs, uint64_t *links,
                    size_t *job_count, uint64_t *pending, size_t *pending_count,
-                   uint64_t *totals) {
+                   uint64_t *totals, uint64_t *live, size_t *live_count) {
     size_t capacity = 16, n = 0, finishes = 0, i;
     while (capacity < 2 * count) capacity <<= 1;
     uint32_t *table = calloc(capacity, sizeof(uint32_t));
@@ -108,6 +113,8 @@ long tay_tail_jobs(const uint8_t *buf, size_t size, size_t count, const uint64_t
                 w[W_WORKER_LENGTH] = row[TAY_EF_WORKER_LENGTH];
                 w[W_DEFINITION_LENGTH] = row[TAY_EF_DEFINITION_LENGTH];
                 w[W_ARGS_NODES] = row[TAY_EF_ARGS_NODES];
+                w[W_ORDER] = row[TAY_MF_ORDER];
+                w[W_LIVE] = row[TAY_EF_EXPECTED] == 0 && row[TAY_EF_A] <= at;
                 readies++;
             } else if (kind == 3) {
                 if (!w || w[W_STEP] != INSERTED || row[TAY_EF_EXPECTED] != 1
@@ -199,7 +206,24 @@ long tay_tail_jobs(const uint8_t *buf, size_t size, size_t count, const uint64_t
             if (w[W_INSERT_INDEX] == r) ready++;
         }
     }
+    /* the jobs left at their insert, in insert order (job numbers are given at the insert) */
+    size_t held = 0;
+    for (size_t j = 0; j < n; j++) {
+        const uint64_t *w = work + j * W_WIDTH;
+        if (w[W_STEP] != INSERTED || !w[W_LIVE]) continue;
+        uint64_t *out = live + held++ * TAY_TAIL_LIVE;
+        out[TAY_TV_RECORD] = w[W_INSERT_INDEX];
+        out[TAY_TV_ELIGIBLE_AT] = w[W_ELIGIBLE];
+        out[TAY_TV_ORDER] = w[W_ORDER];
+        out[TAY_TV_QUEUE] = w[W_QUEUE];
+        out[TAY_TV_QUEUE_LENGTH] = w[W_QUEUE_LENGTH];
+        out[TAY_TV_WORKER] = w[W_WORKER];
+        out[TAY_TV_WORKER_LENGTH] = w[W_WORKER_LENGTH];
+        out[TAY_TV_DEFINITION_LENGTH] = w[W_DEFINITION_LENGTH];
+        out[TAY_TV_ARGS_NODES] = w[W_ARGS_NODES];
+    }
     free(table), free(owner), free(finish_order), free(work);
+    *live_count = held;
     *next_order = order;
     *job_count = done;
     *pending_count = waiting;

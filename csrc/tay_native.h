@@ -198,8 +198,10 @@ long tay_base_keys(const uint8_t *buf, size_t size, uint64_t origin, const uint6
  * Per done job TAY_BASE_JOB u64s (as above; RECORD the insert's index) and TAY_TAIL_LINK
  * u64s; per record taken of a job not done, (index, state changes before it, ready pushes
  * before it) in `pending`; totals: state changes and ready pushes of all records taken;
- * *next_order: the allocator, advanced. Returns how many records it took, -1 out of
- * memory. Each output holds up to `count` entries (pending: 3 * count u64s). */
+ * *next_order: the allocator, advanced. Per job whose only record taken is its insert
+ * (expected revision 0, eligible at once: replay leaves it available at revision 1),
+ * TAY_TAIL_LIVE u64s in `live`, in insert order. Returns how many records it took, -1 out
+ * of memory. Each output holds up to `count` entries (pending: 3 * count u64s). */
 #define TAY_TAIL_LINK 6
 #define TAY_TL_STAMP 0
 #define TAY_TL_STARTED 1
@@ -207,13 +209,23 @@ long tay_base_keys(const uint8_t *buf, size_t size, uint64_t origin, const uint6
 #define TAY_TL_STARTED_AT 3
 #define TAY_TL_FINISHED 4
 #define TAY_TL_FINISHED_LENGTH 5
+#define TAY_TAIL_LIVE 9
+#define TAY_TV_RECORD 0
+#define TAY_TV_ELIGIBLE_AT 1
+#define TAY_TV_ORDER 2
+#define TAY_TV_QUEUE 3
+#define TAY_TV_QUEUE_LENGTH 4
+#define TAY_TV_WORKER 5
+#define TAY_TV_WORKER_LENGTH 6
+#define TAY_TV_DEFINITION_LENGTH 7
+#define TAY_TV_ARGS_NODES 8
 long tay_tail_jobs(const uint8_t *buf, size_t size, size_t count, const uint64_t *offsets,
                    const uint32_t *lengths, const uint8_t *types, const uint8_t *schemas,
                    uint64_t *next_order, uint32_t max_depth, uint64_t max_nodes,
                    uint64_t max_binary, size_t tape_capacity, uint8_t *tags, uint64_t *values,
                    uint32_t *tape_offsets, double *reals, uint64_t *jobs, uint64_t *links,
                    size_t *job_count, uint64_t *pending, size_t *pending_count,
-                   uint64_t *totals);
+                   uint64_t *totals, uint64_t *live, size_t *live_count);
 
 /* ---- Store-v2 mutation batch fast path (mutations.c) ----
  * The row is the Event-v1 row (TAY_EF_*) of the event the mutation stands for, offsets

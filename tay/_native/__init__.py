@@ -54,11 +54,12 @@ API (see docs/native.md for the details and error conventions):
   ``array('I')`` of indexes into the distinct keys (first appearance order; None when
   there are more than ``max_distinct``); ``ValueError`` for bytes outside ``buf``.
 - ``tail_jobs(buf, offsets, lengths, types, schemas, start, stop, next_order, max_depth,
-  max_nodes, max_binary) -> (next, next_order, rows, links, pending, totals)``: a Store-v2
-  tail's common job lifecycles (insert, start, success, nil result) taken while every
-  record is one (``tay._native._pure_tail``): ``BASE_JOB`` rows and ``TAIL_LINK`` (6) ints
-  per job whose four records were taken, (index, state changes before, ready pushes
-  before) per record of a job not done, the allocator after them.
+  max_nodes, max_binary) -> (next, next_order, rows, links, pending, totals, live)``: a
+  Store-v2 tail's common job lifecycles (insert, start, success, nil result) taken while
+  every record is one (``tay._native._pure_tail``): ``BASE_JOB`` rows and ``TAIL_LINK`` (6)
+  ints per job whose four records were taken, (index, state changes before, ready pushes
+  before) per record of a job not done, the allocator after them, and ``TAIL_LIVE`` (9)
+  ints per job left available at its insert (held as a row until read).
 - ``split_frames(buf, max_frame) -> (frames, consumed, error)``; ``frames`` are
   ``(start, end)`` payload slices; ``error`` None | "frame_too_large" | "empty_frame".
 - ``split_frames_marked(buf, max_frame, max_depth, max_nodes, max_key_bytes) -> (frames,

@@ -22,9 +22,13 @@ size) and ``TAIL_LINK`` integers (STAMP: how many state changes the records from
 made up to and including its finish; the start and finish payloads; the start's time);
 ``pending``: (index, stamps before it, ready pushes before it) for each record taken of a
 job that is not done (the caller replays those the exact way); ``totals``: (state
-changes, ready pushes) of all records taken. Offsets are absolute in ``buf``. A replay
-that installs the done jobs and replays the pending records with the stamps and ready
-counter so positioned ends in the state the record-by-record replay reaches.
+changes, ready pushes) of all records taken; ``live``: per job whose only record taken is
+its insert, with expected revision 0 and eligible at once (replay leaves it available at
+revision 1), ``TAIL_LIVE`` integers (RECORD its insert's index, ELIGIBLE_AT, ORDER, the
+definition's keys and sizes), in insert order: the caller may hold such a job as that row
+instead of replaying its insert. Offsets are absolute in ``buf``. A replay that installs
+the done jobs and replays the pending records with the stamps and ready counter so
+positioned ends in the state the record-by-record replay reaches.
 """
 
 from __future__ import annotations
@@ -38,13 +42,17 @@ from tay._native._pure_base import BASE_JOB, FRAME_HEADER, COMPLETED
 
 TAIL_LINK = 6
 STAMP, STARTED, STARTED_LENGTH, STARTED_AT, FINISHED, FINISHED_LENGTH = range(TAIL_LINK)
+TAIL_LIVE = 9
+(RECORD, ELIGIBLE_AT, ORDER, QUEUE, QUEUE_LENGTH, WORKER, WORKER_LENGTH, DEFINITION_LENGTH,
+ ARGS_NODES) = range(TAIL_LIVE)
 # a job's step: inserted (available), executing, completed (no result yet), done
 _INSERTED, _EXECUTING, _COMPLETED, _DONE = 1, 2, 3, 4
 
 
 class _Job:
     __slots__ = ("step", "insert", "eligible_at", "max_attempts", "started", "started_at",
-                 "finished", "finished_at", "stamp", "result", "result_bytes", "keys")
+                 "finished", "finished_at", "stamp", "result", "result_bytes", "keys",
+                 "order", "live")
 
 
 def _mutation(buf: Any, offset: int, length: int, limits: tuple) -> list[int] | None:
@@ -66,7 +74,7 @@ def _result(buf: Any, offset: int, length: int, limits: tuple) -> list[int] | No
 def tail_jobs(buf: Any, offsets: Sequence[int], lengths: Sequence[int], types: Sequence[int],
               schemas: Sequence[int], start: int, stop: int, next_order: int,
               max_depth: int = 64, max_nodes: int = 100_000, max_binary: int = 16_777_216
-              ) -> tuple[int, int, array, array, array, tuple[int, int]]:
+              ) -> tuple[int, int, array, array, array, tuple[int, int], array]:
     limits = (max_depth, max_nodes, max_binary)
     jobs: dict[bytes, _Job] = {}
     finishes: list[_Job] = []
@@ -97,6 +105,8 @@ def tail_jobs(buf: Any, offsets: Sequence[int], lengths: Sequence[int], types: S
                 job.keys = [offset + row[er.QUEUE], row[er.QUEUE_LENGTH],
                             offset + row[er.WORKER], row[er.WORKER_LENGTH],
                             row[er.DEFINITION_LENGTH], row[er.ARGS_NODES]]
+                job.order = row[mr.ORDER]
+                job.live = row[er.EXPECTED] == 0 and row[er.A] <= at
                 readies += 1
             elif kind == 3:
                 if job is None or job.step != _INSERTED or row[er.EXPECTED] != 1 \
@@ -150,6 +160,10 @@ def tail_jobs(buf: Any, offsets: Sequence[int], lengths: Sequence[int], types: S
         if types[index] == 8 and index == job.insert:
             ready += 1
         before += adds
+    live: list[int] = []
+    for job in jobs.values():  # insert order
+        if job.step == _INSERTED and job.live:
+            live += [job.insert, job.eligible_at, job.order, *job.keys]
     assert len(rows) // BASE_JOB == len(links) // TAIL_LINK
     return i, next_order, array("Q", rows), array("Q", links), array("Q", pending), \
-        (stamps, readies)
+        (stamps, readies), array("Q", live)

@@ -45,7 +45,7 @@ from tay.storage.v2.manifest import Retention
 from tay.storage.v2.records import MUTATION_BODY_KEYS, MUTATION_PAIR, Mutation
 from tay.storage.v2.reducer import EpochReducer
 from tay.storage.v2.rows import BaseJobs, JobRow
-from tay.storage.v2.tail import TailJobs
+from tay.storage.v2.tail import LiveRow, TailJobs
 
 _MUTATION_PREFIX = struct.Struct(">16sBQQQ")
 _new_tuple = tuple.__new__  # a named tuple built without its Python-level __new__
@@ -179,6 +179,11 @@ class EpochEngine(AdminCommands):
     def epoch_install_tail(self, jobs: TailJobs, inserted: list[bytes]) -> tuple[int, int] | None:
         """The done jobs of a columnar tail run, kept in columns (tay.storage.v2.tail)."""
         return self._install_tail(jobs, inserted)
+
+    def epoch_install_live(self, row: LiveRow) -> None:
+        """A tail job left available at its insert, held as its row until read
+        (tay.storage.v2.tail); the counters are where its insert's replay would find them."""
+        self._install_live(row)
 
     def epoch_counters(self, stamp: int, ready: int) -> None:
         """The admin-index stamp and ready counter the next replayed record continues from
@@ -495,9 +500,10 @@ class EpochEngine(AdminCommands):
         sequences continue the new epoch's tail. Returns how many jobs expired."""
         if order_shift:
             for entry in self.jobs.values():
-                state = peek(entry)  # a row (terminal) has no order: it stays a row
+                state = peek(entry)  # a terminal row has no order: it stays a row
                 if state.ready_order is not None and state.ready_order >= order_from \
                         and not entry.volatile:
+                    state = entry.state  # a held available job (a LiveRow) is built
                     entry.state = state._replace(ready_order=state.ready_order - order_shift)
             self.epoch.next_order -= order_shift
         self.next_sequence = next_sequence

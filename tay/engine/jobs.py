@@ -3,18 +3,22 @@
 ``JobState`` (tay.storage.events.transitions) is the durable part and only changes through
 ``apply``. ``JobEntry`` adds what is not durable: whether the job is volatile, its budget
 charge, and the ready key that orders it inside its queue. ``LazyJobEntry`` is a terminal
-job from a restart's base whose JobState is built on first read.
+job from a restart's base, or a job a restart's tail walk left available at its insert,
+whose JobState is built on first read.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from tay.storage.events.definition import (
     MAX_ATTEMPTS, QUEUE_KEY, WORKER_KEY, LazyDefinition,
 )
 from tay.storage.events.transitions import JobState
 from tay.storage.v2.rows import JobRow
+
+if TYPE_CHECKING:
+    from tay.storage.v2.tail import LiveRow
 
 
 class JobEntry:
@@ -56,13 +60,14 @@ _STATE_SLOT = JobEntry.__dict__["state"]  # the slot itself, below LazyJobEntry'
 
 
 class LazyJobEntry(JobEntry):
-    """A terminal job replayed from a base and kept as its ``JobRow`` (tay.storage.v2.rows)
-    until something reads ``state``: that builds the JobState once and the entry becomes a
+    """A terminal job replayed from a base and kept as its ``JobRow`` (tay.storage.v2.rows),
+    or an available tail job kept as its ``LiveRow`` (tay.storage.v2.tail), until something
+    reads ``state``: that builds the JobState once and the entry becomes a
     plain ``JobEntry`` (same slots), so nothing else ever pays for the laziness."""
 
     __slots__ = ()
 
-    def __init__(self, row: JobRow, charge: int) -> None:  # noqa: super: no JobState yet
+    def __init__(self, row: "JobRow | LiveRow", charge: int) -> None:  # noqa: no JobState yet
         _STATE_SLOT.__set__(self, row)
         self.volatile = False
         self.charge = charge
@@ -90,10 +95,10 @@ class LazyJobEntry(JobEntry):
         self.__class__ = JobEntry
 
 
-def peek(entry: JobEntry) -> "JobState | JobRow":
-    """The entry's JobState, or its JobRow when not built yet, for bookkeeping that reads
-    only what both hold alike (``id``, ``state``, ``revision``, ``terminal``,
-    ``terminal_at``, ``ready_order``): walking every job builds none."""
+def peek(entry: JobEntry) -> "JobState | JobRow | LiveRow":
+    """The entry's JobState, or its JobRow or LiveRow when not built yet, for bookkeeping
+    that reads only what they all hold alike (``id``, ``state``, ``revision``,
+    ``terminal``, ``terminal_at``, ``ready_order``): walking every job builds none."""
     return _STATE_SLOT.__get__(entry)
 
 

@@ -37,7 +37,7 @@ from tay.storage import events as ev
 from tay.storage.events.definition import TIMEOUT_MS, LazyDefinition, args_json
 from tay.storage.journal.history_budget import HistoryBudget, frame_size
 from tay.storage.v2.rows import BaseJobs, JobRow
-from tay.storage.v2.tail import TailJobs
+from tay.storage.v2.tail import LiveRow, TailJobs
 from tay._native import _pure_base as bj
 from tay.storage.events.transitions import (
     STATES, JobState, apply, expected_finish, retry_due_range,
@@ -46,6 +46,7 @@ from tay.storage.events.transitions import (
 WAITING_FOR_TIME = ("scheduled", "retryable")
 _new_tuple = tuple.__new__  # a named tuple built without its Python-level __new__
 STATE_INDEX = {state: index for index, state in enumerate(STATES)}
+_AVAILABLE = STATE_INDEX["available"]
 MAX_TIMELINE = 25  # attempts kept per job for the admin timeline (the latest ones)
 # The records that end an execution: written against its finishing reserve, never refused
 # by the history caps (a job can always finish). Every other record is an admission.
@@ -379,6 +380,28 @@ class EngineState:
         self.finished.add(kept, stamps[0], stamps)
         self._hold_columns(kept, ids, stamps)
         return start, self._ready_counter
+
+    def _install_live(self, row: LiveRow) -> None:
+        """``_install`` of a new available job, kept as its row (a ``LazyJobEntry`` built on
+        first read): the same charge, counts, stamp, ready key and heap push, read from the
+        row's fields."""
+        charge = job_charge(row.definition_length, row.args_nodes + DEFINITION_FIXED_NODES)
+        entry = LazyJobEntry(row, charge)
+        job_id = row.id
+        self.jobs[job_id] = entry
+        self.budget.charge(charge, admitted=True)
+        self.counts["available"] += 1
+        queue = entry.queue
+        queue_row = entry.queue_row = self.queue_counts.get(queue) \
+            or self.queue_counts.setdefault(queue, [0] * len(STATES))
+        queue_row[_AVAILABLE] += 1
+        self._stamp = stamp = self._stamp + 1
+        entry.stamp = stamp
+        if self._job_index is not None:
+            self._job_index.touch(stamp, job_id, "available", entry.index_keys, None)
+        self._ready_counter = counter = self._ready_counter + 1
+        key = entry.ready_key = (row.eligible_at, counter, job_id)
+        self._ready.push(queue, entry.task, key)
 
     def _hold_columns(self, held: BaseJobs, ids: list[bytes], stamps: Sequence[int]) -> None:
         """The charges, counts and index entries of a run just held in columns."""

@@ -21,9 +21,10 @@ from hypothesis import strategies as st
 
 from tay import _native
 from tay._native import _pure_tail
+from tay._native._pure_base import FRAME_HEADER
 from tay.engine import commands as c
 from tay.engine.epoch import EpochEngine
-from tay.engine.jobs import public_job
+from tay.engine.jobs import JobEntry, LazyJobEntry, peek, public_job
 from tay.failures import RecoveryRefused
 from tay.storage.compaction.offline import compact_offline
 from tay.storage.formats.record import FIXED_SIZE
@@ -135,23 +136,40 @@ def test_the_native_walk_equals_its_twin(seed, actions, damage, start, order) ->
     start = min(start, len(frames))
     for stop in {start, (start + len(frames)) // 2, len(frames)}:
         args = (buf, offsets, lengths, types, schemas, start, stop, 1 + order, *LIMITS_)
-        assert _native.tail_jobs(*args) == _pure_tail.tail_jobs(*args)
+        walked = _native.tail_jobs(*args)
+        assert walked == _pure_tail.tail_jobs(*args)
+        # a live row is a pending insert whose job has no other record pending
+        pending, live = walked[4], walked[6]
+        ids = [bytes(buf[offsets[i] + FRAME_HEADER:offsets[i] + FRAME_HEADER + 16])
+               for i in pending[::3]]
+        for k in range(0, len(live), _pure_tail.TAIL_LIVE):
+            record = live[k + _pure_tail.RECORD]
+            at = offsets[record] + FRAME_HEADER
+            assert record in pending[::3] and (types[record], buf[at + 16]) == (8, 1)
+            assert ids.count(bytes(buf[at:at + 16])) == 1
 
 
 def test_the_common_lifecycle_is_taken_whole() -> None:
     actions = [("enqueue", "a", None, {})] * 3 + [("start", 0), ("finish", 0, "nil")] * 3
     frames = tail_frames(1, actions)
     buf, offsets, lengths, types, schemas = columns(frames)
-    taken, order, rows, links, pending, totals = _native.tail_jobs(
+    taken, order, rows, links, pending, totals, live = _native.tail_jobs(
         buf, offsets, lengths, types, schemas, 0, len(frames), 1, *LIMITS_)
-    assert (taken, order, len(rows) // 15, len(pending), totals) == (12, 4, 3, 0, (9, 3))
+    assert (taken, order, len(rows) // 15, len(pending), totals, len(live)) \
+        == (12, 4, 3, 0, (9, 3), 0)
     # a value result leaves the common case: the walk stops at it, and the records it took
     # (three inserts and starts, the finish) are all of jobs not done: pending
     frames = tail_frames(1, actions[:3] + [("start", 0), ("finish", 0, "value")])
     buf, offsets, lengths, types, schemas = columns(frames)
-    taken, _, rows, _, pending, _ = _native.tail_jobs(
+    taken, _, rows, _, pending, _, live = _native.tail_jobs(
         buf, offsets, lengths, types, schemas, 0, len(frames), 1, *LIMITS_)
     assert taken == 7 and len(rows) == 0 and len(pending) == 3 * 7
+    # the jobs it took only the insert of are also live rows, in insert order
+    at = [offsets[i] + FRAME_HEADER for i in range(len(offsets))]
+    inserts = [i for i in pending[::3] if types[i] == 8 and buf[at[i] + 16] == 1]
+    started = {bytes(buf[at[i]:at[i] + 16]) for i in pending[::3] if buf[at[i] + 16] != 1}
+    assert list(live[_pure_tail.RECORD::_pure_tail.TAIL_LIVE]) == [
+        i for i in inserts if bytes(buf[at[i]:at[i] + 16]) not in started]
 
 
 def empty_store(root) -> None:
@@ -183,6 +201,22 @@ def outcome(root):
 @given(st.integers(0, 2**32), ACTIONS, DAMAGE, st.sampled_from([1, 3, 256]))
 def test_a_tail_recovers_the_same_with_columns_or_refuses_the_same(seed, actions, damage,
                                                                     batch) -> None:
+    recovers_the_same(seed, actions, damage, batch)
+
+
+# six enqueues for a worker of capacity 3, then a nil success (which starts a fourth): the
+# walk takes a done job and leaves two jobs at their insert, held as rows (LiveRow)
+WAITING = [("enqueue", "a", None, {})] * 6 + [("finish", 0, "nil")]
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(0, 2**32), ACTIONS, DAMAGE, st.sampled_from([1, 3, 256]))
+def test_jobs_left_at_their_insert_recover_the_same_held_as_rows(seed, actions, damage,
+                                                                  batch) -> None:
+    recovers_the_same(seed, WAITING + actions, damage, batch)
+
+
+def recovers_the_same(seed, actions, damage, batch) -> None:
     frames = damaged(tail_frames(seed, actions), damage)
     root = scratch_path("tail-columns")
     saved = store_v2._BATCH
@@ -230,6 +264,34 @@ def test_a_long_common_tail_is_held_in_columns() -> None:
             assert engine.jobs[job_id].state == entry.state
         assert bookkeeping(engine) == bookkeeping(plain)
         assert answers(engine) == answers(plain)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def test_a_job_held_at_its_insert_is_built_when_read() -> None:
+    """Jobs the walk took only the insert of are held as their rows (available, in the
+    ready heap, counted and charged) and built by replaying the insert when read; a
+    compaction's adoption that shifts orders builds them too; the same engine either way."""
+    root = scratch_path("tail-columns")
+    try:
+        empty_store(root)
+        rewrite_tail(root, tail_frames(3, WAITING))
+        engine = recovered(root)
+        with record_by_record():
+            plain = recovered(root)
+        held = [job_id for job_id in engine.jobs if type(engine.jobs[job_id]) is LazyJobEntry]
+        assert len(held) == 2 and len(engine.finished) == 1
+        assert bookkeeping(engine) == bookkeeping(plain)
+        assert [peek(engine.jobs[job_id]).ready_order for job_id in held] == [
+            plain.jobs[job_id].state.ready_order for job_id in held]
+        assert answers(engine) == answers(plain)
+        for one in (engine, plain):
+            one.adopt_compaction([], 1, 1, one.next_sequence)
+        assert type(engine.jobs[held[0]]) is JobEntry
+        for job_id, entry in all_entries(plain).items():
+            assert engine.jobs[job_id].state == entry.state
+            assert engine.jobs[job_id].attempts == entry.attempts
+        assert bookkeeping(engine) == bookkeeping(plain)
     finally:
         shutil.rmtree(root, ignore_errors=True)
 

@@ -31,6 +31,7 @@ from typing import Any
 from tay._frozen import Record
 from tay.failures import RecoveryRefused, StorageFailure
 from tay import _native
+from tay._native import _pure_tail as tl
 from tay.storage.formats import segment, store_marker
 from tay.storage.formats.record_table import RecordTable
 from tay.storage.formats.value import DecodeLimits, locate
@@ -50,7 +51,7 @@ from tay.storage.v2.records import MUTATION_PAIR, SNAPSHOT_PAIR, decode_mutation
 from tay.storage.v2.fast import decode_batch
 from tay.storage.v2.reducer import EpochReducer
 from tay.storage.v2.rows import BaseJobs, BaseSource, ResultRow
-from tay.storage.v2.tail import TailJobs
+from tay.storage.v2.tail import TailJobs, live_row
 
 _HASH_CHUNK = 1 << 20
 _BATCH = 256  # records decoded per native call in replay (bounds what is held at once)
@@ -400,7 +401,8 @@ def replay_v2(view: EpochView, consumer: Any, limits: DecodeLimits,
                                consumer.epoch_entity, getattr(consumer, "epoch_install_row", None),
                                getattr(consumer, "epoch_install_rows", None),
                                getattr(consumer, "epoch_install_tail", None),
-                               getattr(consumer, "epoch_counters", None))
+                               getattr(consumer, "epoch_counters", None),
+                               getattr(consumer, "epoch_install_live", None))
         dispatch = _Dispatch(reducer, limits)
     elif not callable(consumer):
         raise RecoveryRefused("unsupported_physical", "consumer_cannot_read_store_v2",
@@ -551,11 +553,12 @@ def _tail_run(mapping: Any, buffer: memoryview, records: RecordTable, position: 
     (``tay._native.tail_jobs``): the jobs whose four records it took are installed in
     columns (``TailJobs``), and the records it took of the other jobs are replayed the exact
     way, in order, with the consumer's stamp and ready counters and the allocator where the
-    record-by-record replay has them. Returns the index of the first record not taken
+    record-by-record replay has them; a job of which it took only the insert is handed to
+    the consumer as its ``LiveRow`` (``install_live``) in its insert's place instead. Returns the index of the first record not taken
     (``position``: none), or -1 when an id it saw inserted is one the consumer holds (the
     record-by-record replay refuses it where it stands)."""
     reducer = dispatch.reducer
-    taken, next_order, columns, links, pending, totals = _native.tail_jobs(
+    taken, next_order, columns, links, pending, totals, live = _native.tail_jobs(
         mapping, records.offsets, records.lengths, records.types, records.schemas, position,
         len(records), reducer.next_order, limits.depth, limits.nodes, limits.binary)
     if not columns:
@@ -570,19 +573,34 @@ def _tail_run(mapping: Any, buffer: memoryview, records: RecordTable, position: 
     if counters is None:
         return -1
     stamp, ready = counters
+    install_live = reducer.install_live
+    # the jobs left available at their insert are held as rows, not replayed (the walk
+    # vouched for each insert: the step apply and the allocator accept)
+    held = {} if install_live is None else dict(zip(live[tl.RECORD::tl.TAIL_LIVE],
+                                                    range(0, len(live), tl.TAIL_LIVE)))
+    texts: dict[bytes, str] = {}
+    lengths = records.lengths
     dropped = 0  # the held jobs' records are read from the segment: their pages can go
     for first in range(0, len(pending), 3 * _BATCH):  # decoded a batch at a time, as below
         chunk = pending[first:first + 3 * _BATCH]
-        described = [records[i] for i in chunk[::3]]
-        if described[0][0] > dropped:
-            drop_pages(mapping, dropped, described[0][0])
-            dropped = described[0][0]
+        indexes = chunk[::3]
+        if offsets[indexes[0]] > dropped:
+            drop_pages(mapping, dropped, offsets[indexes[0]])
+            dropped = offsets[indexes[0]]
+        described = [records[i] for i in indexes if i not in held]
         decoded = decode_batch(buffer, [(o + 24, n, t, s) for o, t, s, _, n in described],
-                               limits, reducer.install_row is not None)
-        for j, (offset, rtype, schema, sequence, length) in enumerate(described):
-            reducer.counters(stamp + chunk[3 * j + 1], ready + chunk[3 * j + 2])
-            pair = (rtype, schema)
+                               limits, reducer.install_row is not None) if described else []
+        j = 0
+        for k, index in enumerate(indexes):
+            reducer.counters(stamp + chunk[3 * k + 1], ready + chunk[3 * k + 2])
+            at = held.get(index)
+            if at is not None:
+                install_live(live_row(buffer, offsets, lengths, live, at, limits, texts))
+                continue
+            offset, rtype, schema, sequence, length = described[j]
             record = decoded[j]
+            j += 1
+            pair = (rtype, schema)
             try:
                 if record is None:
                     payload = buffer[offset + 24:offset + 24 + length]

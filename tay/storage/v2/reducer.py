@@ -49,7 +49,8 @@ class EpochReducer:
                  install_row: InstallRow | None = None,
                  install_rows: InstallRows | None = None,
                  install_tail: Callable | None = None,
-                 counters: Callable[[int, int], None] | None = None) -> None:
+                 counters: Callable[[int, int], None] | None = None,
+                 install_live: Callable | None = None) -> None:
         self.lookup = lookup
         self.install = install
         self.apply_entity = apply_entity
@@ -60,6 +61,9 @@ class EpochReducer:
         # is held already; counters(stamp, ready) positions them for the next record
         self.install_tail = install_tail
         self.counters = counters
+        # install_live(row): a tail job the walk left available at its insert, held as its
+        # LiveRow (tay.storage.v2.tail) instead of replaying the insert; None: replayed
+        self.install_live = install_live
         self.next_order = 1
         self.entities: dict[tuple, int] = {}  # entity -> its logical revision
         self.in_base = True

@@ -9,6 +9,10 @@ a base run's: ``TailJobs`` has the same ``BASE_JOB`` columns over one copy of th
 bytes, plus a few links per job (its start and finish records, its stamp). A job is built
 (``TailRow.job_state``) the way replay builds it: its four records through the fast
 decoders and a reducer, so the JobState is the one the record-by-record replay makes.
+
+A job of which the walk took only the insert (a job still waiting at the end of the tail
+or where the walk stopped) is a ``LiveRow``: the engine holds it, available, as that row
+until something reads its state, which is then built by replaying its insert the same way.
 """
 
 from __future__ import annotations
@@ -77,6 +81,53 @@ def _span(columns: Any) -> tuple[int, int]:
     return min(columns[bj.SNAPSHOT::_BJ]), max(
         start + length for start, length in zip(columns[bj.RESULT::_BJ],
                                                 columns[bj.RESULT_LENGTH::_BJ]))
+
+
+class LiveRow:
+    """A tail job left available at its insert (revision 1), not built yet: the attributes
+    named like ``JobState``'s hold the same values, so bookkeeping that reads only those
+    need not build it; ``snapshot`` is the insert's payload (a copy)."""
+
+    __slots__ = ("id", "ready_order", "eligible_at", "queue", "task", "definition_length",
+                 "args_nodes", "snapshot", "limits")
+
+    state = "available"
+    revision = 1
+    terminal = False
+    terminal_at = None
+    result_present = False
+    attempts = None
+
+    def job_state(self) -> JobState:
+        return replay_job([(self.snapshot, MUTATION_PAIR)], self.limits)
+
+
+def live_row(data: Any, offsets: Any, lengths: Any, live: Any, k: int,
+             limits: DecodeLimits, texts: dict[bytes, str]) -> LiveRow:
+    """The walk's live row at ``live[k:k + TAIL_LIVE]`` (offsets absolute in ``data``,
+    Record v1: payload at +24), with a copy of its insert payload, so the segment's pages
+    may go."""
+    index = live[k + tl.RECORD]
+    start = offsets[index] + 24
+    row = LiveRow.__new__(LiveRow)
+    row.snapshot = snapshot = bytes(data[start:start + lengths[index]])
+    row.id = snapshot[:16]
+    row.ready_order = live[k + tl.ORDER]
+    row.eligible_at = live[k + tl.ELIGIBLE_AT]
+    row.queue = _text(data, live[k + tl.QUEUE], live[k + tl.QUEUE_LENGTH], texts)
+    row.task = _text(data, live[k + tl.WORKER], live[k + tl.WORKER_LENGTH], texts)
+    row.definition_length = live[k + tl.DEFINITION_LENGTH]
+    row.args_nodes = live[k + tl.ARGS_NODES]
+    row.limits = limits
+    return row
+
+
+def _text(data: Any, start: int, length: int, texts: dict[bytes, str]) -> str:
+    raw = bytes(data[start:start + length])
+    text = texts.get(raw)
+    if text is None:
+        text = texts[raw] = raw.decode("utf-8")
+    return text
 
 
 class TailJobs(BaseJobs):
