@@ -366,13 +366,16 @@ class EngineState:
         changes of the run's records up to its finish, after the current stamp). Returns
         the stamp and ready counter the run starts from (the caller positions them for
         each record it replays and after the run); None, installing nothing, when any of
-        the run's inserted ids (``inserted``: those of the jobs not done) is held already."""
+        the run's inserted ids (``inserted``: those of the jobs not done) is held already.
+        A run may have no done job (only jobs waiting at their insert, held as rows)."""
         ids = jobs.ids()
         table, held = self.jobs.keys(), self._finished_ids.keys()
         if not (table.isdisjoint(ids) and held.isdisjoint(ids)
                 and table.isdisjoint(inserted) and held.isdisjoint(inserted)):
             return None
         start = self._stamp
+        if not ids:  # a run of jobs waiting at their insert only (held as LiveRows)
+            return start, self._ready_counter
         stamps = array("Q", jobs.stamps())
         for k in range(len(stamps)):
             stamps[k] += start

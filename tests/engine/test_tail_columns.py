@@ -296,6 +296,28 @@ def test_a_job_held_at_its_insert_is_built_when_read() -> None:
         shutil.rmtree(root, ignore_errors=True)
 
 
+def test_a_walk_with_no_done_job_still_holds_its_waiting_jobs() -> None:
+    """A tail cut before any job finished: the walk takes the inserts and starts, the
+    started jobs are replayed the exact way and the waiting ones held as rows."""
+    root = scratch_path("tail-columns")
+    try:
+        empty_store(root)
+        rewrite_tail(root, tail_frames(6, WAITING[:-1]))
+        engine = recovered(root)
+        with record_by_record():
+            plain = recovered(root)
+        assert len(engine.finished) == 0
+        assert sum(type(entry) is LazyJobEntry for entry in engine.jobs.values()) == 3
+        assert bookkeeping(engine) == bookkeeping(plain)
+        assert answers(engine) == answers(plain)
+        for job_id, entry in all_entries(plain).items():
+            assert engine.jobs[job_id].state == entry.state
+            assert engine.jobs[job_id].attempts == entry.attempts
+        assert bookkeeping(engine) == bookkeeping(plain)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
 def test_a_walk_that_inserts_a_held_id_is_left_to_the_exact_replay() -> None:
     """The first job leaves the common case (a value result), so it is held by the engine
     when the next walk takes a job inserted under its id: nothing is installed, and the

@@ -156,13 +156,15 @@ def test_replay_runs_without_the_cycle_collector_and_gives_it_back(data_dir: str
     from tay.engine import Engine
 
     during: list[bool] = []
-    original = Engine.epoch_install
 
-    def spy(self, state, event):
-        during.append(gc.isenabled())
-        return original(self, state, event)
+    def spied(original):  # a record replayed, or a waiting job held as its row
+        def spy(self, *args):
+            during.append(gc.isenabled())
+            return original(self, *args)
+        return spy
 
-    monkeypatch.setattr(Engine, "epoch_install", spy)
+    monkeypatch.setattr(Engine, "epoch_install", spied(Engine.epoch_install))
+    monkeypatch.setattr(Engine, "epoch_install_live", spied(Engine.epoch_install_live))
     was = gc.isenabled()
     try:
         for collecting in (True, False):

@@ -561,19 +561,20 @@ def _tail_run(mapping: Any, buffer: memoryview, records: RecordTable, position: 
     taken, next_order, columns, links, pending, totals, live = _native.tail_jobs(
         mapping, records.offsets, records.lengths, records.types, records.schemas, position,
         len(records), reducer.next_order, limits.depth, limits.nodes, limits.binary)
-    if not columns:
-        return position
+    install_live = reducer.install_live
+    if not columns and (install_live is None or not live):
+        return position  # nothing to hold: the exact way from here
     offsets, types = records.offsets, records.types
     inserted = [bytes(buffer[offsets[i] + 24:offsets[i] + 40]) for i in pending[::3]
                 if types[i] == 8 and buffer[offsets[i] + 40] == 1]
-    if not held_from:  # the consumer reads the held jobs' records from the segment later
+    if columns and not held_from:  # the consumer reads the done jobs' records later
         held_from.append(BaseSource(segment_view.path, segment_view.inode))
     counters = reducer.install_tail(TailJobs(mapping, columns, links, limits,
-                                             source=held_from[0]), inserted)
+                                             source=held_from[0] if columns else None),
+                                    inserted)
     if counters is None:
         return -1
     stamp, ready = counters
-    install_live = reducer.install_live
     # the jobs left available at their insert are held as rows, not replayed (the walk
     # vouched for each insert: the step apply and the allocator accept)
     held = {} if install_live is None else dict(zip(live[tl.RECORD::tl.TAIL_LIVE],
