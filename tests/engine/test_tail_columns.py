@@ -172,6 +172,15 @@ def test_the_common_lifecycle_is_taken_whole() -> None:
         i for i in inserts if bytes(buf[at[i]:at[i] + 16]) not in started]
 
 
+def assert_same_jobs(engine, plain) -> None:
+    """Every job of ``plain`` (built as it is read) has the same state and attempts in
+    ``engine``, and reading them leaves the two engines' bookkeeping equal."""
+    for job_id, entry in all_entries(plain).items():
+        assert engine.jobs[job_id].state == entry.state
+        assert engine.jobs[job_id].attempts == entry.attempts
+    assert bookkeeping(engine) == bookkeeping(plain)
+
+
 def empty_store(root) -> None:
     """A Store-v2 store with an empty base (its tail is then rewritten)."""
     init_store(str(root), durability="write")
@@ -288,10 +297,7 @@ def test_a_job_held_at_its_insert_is_built_when_read() -> None:
         for one in (engine, plain):
             one.adopt_compaction([], 1, 1, one.next_sequence)
         assert type(engine.jobs[held[0]]) is JobEntry
-        for job_id, entry in all_entries(plain).items():
-            assert engine.jobs[job_id].state == entry.state
-            assert engine.jobs[job_id].attempts == entry.attempts
-        assert bookkeeping(engine) == bookkeeping(plain)
+        assert_same_jobs(engine, plain)
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
@@ -310,10 +316,7 @@ def test_a_walk_with_no_done_job_still_holds_its_waiting_jobs() -> None:
         assert sum(type(entry) is LazyJobEntry for entry in engine.jobs.values()) == 3
         assert bookkeeping(engine) == bookkeeping(plain)
         assert answers(engine) == answers(plain)
-        for job_id, entry in all_entries(plain).items():
-            assert engine.jobs[job_id].state == entry.state
-            assert engine.jobs[job_id].attempts == entry.attempts
-        assert bookkeeping(engine) == bookkeeping(plain)
+        assert_same_jobs(engine, plain)
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
