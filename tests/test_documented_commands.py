@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import importlib
 import io
 import json
 import re
@@ -112,6 +113,15 @@ def mentions(parser, words: list[str]) -> None:
             path.append(word)
 
 
+# Modules a documented ``python -m`` runs that build their parser with ``build_parser()``.
+OWN_PARSERS = frozenset({
+    "tay.worker", "benchmarks.peers.run_peers", "benchmarks.sdk_compare", "benchmarks.sdk_path",
+    "benchmarks.server_path", "benchmarks.engine_path", "benchmarks.engine_calls",
+    "benchmarks.restart", "benchmarks.backlog_store", "benchmarks.compaction",
+    "benchmarks.soak_online",
+})
+
+
 def check(command: str, complete: bool = True) -> None:
     argv = argv_of(command)
     if not complete and argv[0] in ("tay", ".venv/bin/tay"):
@@ -136,36 +146,8 @@ def check(command: str, complete: bool = True) -> None:
         return
     if module in ("tay.cli", "tay"):  # python -m tay is the tay command
         parses(tay_parser, args)
-    elif module == "tay.worker":
-        from tay.worker import build_parser
-        parses(build_parser, args)
-    elif module == "benchmarks.peers.run_peers":
-        from benchmarks.peers.run_peers import build_parser
-        parses(build_parser, args)
-    elif module == "benchmarks.sdk_compare":
-        from benchmarks.sdk_compare import build_parser
-        parses(build_parser, args)
-    elif module == "benchmarks.sdk_path":
-        from benchmarks.sdk_path import build_parser
-        parses(build_parser, args)
-    elif module == "benchmarks.server_path":
-        from benchmarks.server_path import build_parser
-        parses(build_parser, args)
-    elif module == "benchmarks.engine_path":
-        from benchmarks.engine_path import build_parser
-        parses(build_parser, args)
-    elif module == "benchmarks.engine_calls":
-        from benchmarks.engine_calls import build_parser
-        parses(build_parser, args)
-    elif module == "benchmarks.restart":
-        from benchmarks.restart import build_parser
-        parses(build_parser, args)
-    elif module == "benchmarks.compaction":
-        from benchmarks.compaction import build_parser
-        parses(build_parser, args)
-    elif module == "benchmarks.soak_online":
-        from benchmarks.soak_online import build_parser
-        parses(build_parser, args)
+    elif module in OWN_PARSERS:  # a module with its own argparse parser
+        parses(importlib.import_module(module).build_parser, args)
     else:
         raise AssertionError(f"documented module {module!r} has no parser check here")
 
