@@ -176,6 +176,17 @@ def test_no_acknowledgement_before_the_fsync_returns(writer, root):
     journal.close()
 
 
+def stop_on_a_failed_sync(committer, gate: SyncGate, sequence: int) -> None:
+    """A batch (event ``sequence``) whose fdatasync fails with EIO while ``gate`` holds it:
+    the writer stops for good, and a wait for that batch says so."""
+    failed = committer.append([(sequence, 1, 1, b"lost")])
+    assert gate.entered()
+    gate.fail_held_sync(errno.EIO)
+    gate.release()
+    with pytest.raises(WriterStopped):
+        committer.wait(failed, timeout=10)
+
+
 def test_completed_drains_the_fd_and_reads_durable_then_minus_one_once_stopped(writer, root):
     import select
 
@@ -190,12 +201,7 @@ def test_completed_drains_the_fd_and_reads_durable_then_minus_one_once_stopped(w
     assert committer.completed() == ticket
     assert select.select([committer.completion_fd], [], [], 0)[0] == []  # drained
     gate.arm()
-    failed = committer.append([(2, 1, 1, b"lost")])
-    assert gate.entered()
-    gate.fail_held_sync(errno.EIO)
-    gate.release()
-    with pytest.raises(WriterStopped):
-        committer.wait(failed, timeout=10)
+    stop_on_a_failed_sync(committer, gate, 2)
     assert committer.completed() == -1
     assert committer.stopped is not None and committer.durable == ticket
     committer.close()
@@ -226,13 +232,7 @@ def test_the_completion_fd_is_signalled_once_until_the_loop_looks(writer, root):
     assert select.select([committer.completion_fd], [], [], 10)[0]
     committer.wait(fifth, timeout=10)
     # unread: the stop that follows is not signalled again, the look still finds it
-    gate = SyncGate(committer, journal)
-    failed = committer.append([(6, 1, 1, b"lost")])
-    assert gate.entered()
-    gate.fail_held_sync(errno.EIO)
-    gate.release()
-    with pytest.raises(WriterStopped):
-        committer.wait(failed, timeout=10)
+    stop_on_a_failed_sync(committer, SyncGate(committer, journal), 6)
     assert select.select([committer.completion_fd], [], [], 0)[0]
     assert committer.completed() == -1
     assert committer.stopped is not None and committer.durable == fifth
