@@ -8,8 +8,7 @@ import orjson
 
 from tay.failures import TayFailure
 
-from .framing import _LENGTH, encode_frame
-from .values import encode_json
+from .framing import _LENGTH
 
 _dumps = orjson.dumps  # of a str: its JSON string, escapes and all
 _Fragment = orjson.Fragment
@@ -29,11 +28,14 @@ def message_frame(message_type: str, request_id: str | None, fields: dict[str, A
                 _HEADS[message_type] = head
         payload = head + _dumps(request_id) + b"}"
         return _LENGTH.pack(len(payload)) + payload
-    envelope: dict[str, Any] = {"version": 1, "type": message_type}
+    # one dict display, the fields merged as ``update`` would (a field named like an envelope
+    # key keeps the key's place): no envelope dict updated, no encode / frame call per layer
     if request_id is not None:
-        envelope["request_id"] = request_id
-    envelope.update(fields)
-    return encode_frame(encode_json(envelope))
+        payload = _dumps({"version": 1, "type": message_type, "request_id": request_id,
+                          **fields})
+    else:
+        payload = _dumps({"version": 1, "type": message_type, **fields})
+    return _LENGTH.pack(len(payload)) + payload
 
 
 def execute_frame(execute: Any) -> bytes:

@@ -74,6 +74,8 @@ class Connection(asyncio.Protocol):
         self.transport = transport  # type: ignore[assignment]  # uvloop's is not a subclass
         self._loop = asyncio.get_running_loop()
         self._deadlines = RequestDeadlines(self._loop, self._timeout_s, self._expire)
+        # a reply whose id has no deadline (the "accepted" of every report) skips answer()
+        self._waiting = self._deadlines.waiting
         if not self.listener.admit(self):
             transport.close()  # over executor_max_connections: accept, then close
             return
@@ -155,7 +157,7 @@ class Connection(asyncio.Protocol):
                 if self._timed_out and self._timed_out[request_id]:
                     self._drop_late_answer(request_id)
                     return
-                if self._deadlines.answer(request_id):
+                if request_id in self._waiting and self._deadlines.answer(request_id):
                     self.session.settle()
             if not outgoing:
                 self._loop.call_soon(self.flush)

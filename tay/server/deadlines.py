@@ -41,6 +41,12 @@ class RequestDeadlines:
     def __len__(self) -> int:
         return len(self._by_id)
 
+    @property
+    def waiting(self) -> dict[str, list | deque[list]]:
+        """The ids with a pending entry (one dict for the object's life, changed in place):
+        an answer whose id is not in it has nothing to settle, tested without a call."""
+        return self._by_id
+
     def add(self, request_id: str) -> None:
         """A forwarded request starts waiting for its answer."""
         deadline = self._loop.time() + self._timeout_s

@@ -114,3 +114,34 @@ def test_execution_reports_get_no_deadline_even_when_never_answered() -> None:
     assert [type(command).__name__ for command in driver.submitted[1:]] == \
         ["Started", "Succeeded", "Failed"]
     assert connection.session.pending == 0
+
+
+def test_a_reply_settles_only_a_request_that_waits_for_it() -> None:
+    """The ``accepted`` of a report (no deadline) frees no pending slot and leaves other
+    requests' deadlines as they are; the answer of a forwarded request settles it."""
+    from tay.engine.effects import Reply
+
+    async def main() -> tuple[list, list[dict]]:
+        driver = SwallowingDriver()
+        listener = Listener(driver, ProtocolLimits(request_timeout_ms=60_000))  # type: ignore[arg-type]
+        connection = Connection(listener)
+        transport = CountingTransport()
+        transport.protocol = connection
+        connection.connection_made(transport)
+        connection.data_received(frame("h", {"type": "hello", "mode": "worker",
+                                             "runtime_id": "w", "max_concurrency": 4}))
+        connection.data_received(frame("enq", WITH_DEADLINE["enq"])
+                                 + frame("started", WITHOUT_DEADLINE["started"]))
+        states = [(connection.session.pending, len(connection._deadlines))]
+        connection.deliver(Reply(connection, "started", "accepted", {}))
+        states.append((connection.session.pending, len(connection._deadlines)))
+        connection.deliver(Reply(connection, "enq", "enqueued", {"job_id": JOB}))
+        states.append((connection.session.pending, len(connection._deadlines)))
+        await asyncio.sleep(0)
+        connection.connection_lost(None)
+        return states, frames(b"".join(transport.writes))
+
+    states, replies = asyncio.run(main())
+    assert states == [(1, 1), (1, 1), (0, 0)]
+    assert [(r["type"], r["request_id"]) for r in replies if r["request_id"] != "h"] == [
+        ("accepted", "started"), ("enqueued", "enq")]
