@@ -195,6 +195,13 @@ static int report_surely_clean(const uint8_t *s, const key_span *keys, size_t co
     return keys_distinct(s, keys, 0, others);  /* a report key never equals another key */
 }
 
+/* The report a type names: TAY_REPORT_STARTED, TAY_REPORT_SUCCEEDED or TAY_REPORT_NONE. */
+static int report_type(const uint8_t *type, size_t length) {
+    if (length == 7 && memcmp(type, "started", 7) == 0) return TAY_REPORT_STARTED;
+    if (length == 9 && memcmp(type, "succeeded", 9) == 0) return TAY_REPORT_SUCCEEDED;
+    return TAY_REPORT_NONE;
+}
+
 /* tay_json_report, and the payload's keys in keys[0..*count) (the other keys, not report
  * keys, first: from index 0 to *others), for report_surely_clean; *count is left 0 when
  * there are more than CHECK_KEYS. */
@@ -245,6 +252,8 @@ static int read_report(const uint8_t *s, size_t n, uint64_t *fields, key_span *k
             start[f] = i + 1;
             end[f] = value_end - 1;
             i = value_end;
+            if (f == F_TYPE && !report_type(s + start[f], end[f] - start[f]))
+                return TAY_REPORT_NONE;  /* an enqueue, say: the rest need not be read */
         }
         i = skip_space(s, n, i);
         if (i == n) return TAY_REPORT_NONE;
@@ -263,11 +272,7 @@ static int read_report(const uint8_t *s, size_t n, uint64_t *fields, key_span *k
         fields[2 * k] = start[ids[k]];
         fields[2 * k + 1] = end[ids[k]];
     }
-    size_t type_length = end[F_TYPE] - start[F_TYPE];
-    const uint8_t *type = s + start[F_TYPE];
-    int mark = TAY_REPORT_NONE;
-    if (type_length == 7 && memcmp(type, "started", 7) == 0) mark = TAY_REPORT_STARTED;
-    if (type_length == 9 && memcmp(type, "succeeded", 9) == 0) mark = TAY_REPORT_SUCCEEDED;
+    int mark = report_type(s + start[F_TYPE], end[F_TYPE] - start[F_TYPE]);
     if (mark != TAY_REPORT_NONE && !overflow && other_count + known_count <= CHECK_KEYS) {
         memcpy(keys + other_count, known, known_count * sizeof(key_span));
         *others = other_count;

@@ -35,6 +35,12 @@ REASONS = {lib.TAY_WR_APPEND_FAILED: "append_failed",
            lib.TAY_WR_STORE_EXHAUSTED: "store_exhausted",
            lib.TAY_WR_NO_MEMORY: "writer_crashed"}
 _RECEIPT_CHUNK = 256
+# the loop's per-job calls, looked up once: a cffi ``lib`` attribute is a lookup per use
+_submit, _flush = lib.tay_writer_submit, lib.tay_writer_flush
+_durable, _completed = lib.tay_writer_durable, lib.tay_writer_completed
+_wait, _stopped = lib.tay_writer_wait, lib.tay_writer_stopped
+_WAITED = {0: None, lib.TAY_WRITER_STOPPED: "stopped", lib.TAY_WRITER_CLOSED: "closed",
+           lib.TAY_WRITER_TIMEOUT: "timeout"}
 
 
 # a record's meta for tay_writer_submit: type, schema, sequence, payload length
@@ -162,8 +168,8 @@ class NativeWriter:
         """``submit`` of records already packed as ``pack_submission`` packs them (``meta``
         and ``blob`` bytes): the ticket, or 0 when the writer refused them. Nothing is queued
         then, so the caller goes ``submit``'s way, which raises the error it always did."""
-        ticket = lib.tay_writer_submit(self._w, count, meta, blob, len(blob),
-                                       1 if hold else 0, self._error_index)
+        ticket = _submit(self._w, count, meta, blob, len(blob), 1 if hold else 0,
+                         self._error_index)
         return ticket if ticket > 0 else 0
 
     @staticmethod
@@ -172,28 +178,26 @@ class NativeWriter:
             check_record_fields(index, rtype, schema, sequence, len(payload))
 
     def flush(self) -> None:
-        lib.tay_writer_flush(self._w)
+        _flush(self._w)
 
     @property
     def durable(self) -> int:
-        return lib.tay_writer_durable(self._w)
+        return _durable(self._w)
 
     @property
     def stopped(self) -> bool:
-        return bool(lib.tay_writer_stopped(self._w))
+        return bool(_stopped(self._w))
 
     def completed(self) -> int:
         """After a wake-up of ``event_fd``: consume it and return ``durable``, or -1 once
         stopped (one call where the loop made three)."""
-        return lib.tay_writer_completed(self._w)
+        return _completed(self._w)
 
     # -- blocking callers and reports ---------------------------------------------------
     def wait(self, ticket: int, timeout: float | None) -> str | None:
         """None once durable, else "stopped", "closed" or "timeout"."""
         timeout_ns = -1 if timeout is None else max(0, int(timeout * 1e9))
-        rc = lib.tay_writer_wait(self._w, ticket, timeout_ns)
-        return {0: None, lib.TAY_WRITER_STOPPED: "stopped", lib.TAY_WRITER_CLOSED: "closed",
-                lib.TAY_WRITER_TIMEOUT: "timeout"}[rc]
+        return _WAITED[_wait(self._w, ticket, timeout_ns)]
 
     def new_receipts(self) -> list[dict[str, int]]:
         """Receipts of the batches made durable since the last call, oldest first (the C
