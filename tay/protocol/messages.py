@@ -75,7 +75,9 @@ def parse_enqueue(request_id: str, message: dict[str, Any], size: int = 0,
                   make: Callable[..., Any] = Enqueue) -> Any:
     """``make(request_id, task, args, options, size)``, an ``Enqueue`` by default."""
     task = message.get("task")
-    if not is_key(task):
+    # is_key, its common case inline: a short str without NUL (one call fewer per job)
+    if not (type(task) is str and 0 < len(task) <= MAX_KEY_BYTES // 4
+            and "\x00" not in task) and not is_key(task):
         raise RequestRefused("task must be a 1..255 byte key without NUL",
                              code="invalid_enqueue", field="task")
     args = message.get("args")

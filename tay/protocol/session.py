@@ -67,6 +67,7 @@ class ProtocolSession:
             limits.max_tasks_per_message, limits.result_bytes, limits.error_bytes
         )
         self._make_enqueue = enqueue
+        self._max_pending = limits.max_pending_requests
         started, succeeded, failed = reports or (Started, Succeeded, Failed)
         result_bytes, error_bytes = limits.result_bytes, limits.error_bytes
         # reports the decoder read for us (marks 2 and 3, see FrameDecoder.feed): what the
@@ -174,14 +175,19 @@ class ProtocolSession:
         return request
 
     def _enqueue(self, request_id: str, message: dict[str, Any], size: int) -> Any:
-        return self._count_pending(parse_enqueue(request_id, message, size, self._make_enqueue))
+        request = parse_enqueue(request_id, message, size, self._make_enqueue)
+        if self.pending >= self._max_pending:  # _count_pending, inline (one per job)
+            self._refuse_pending()
+        self.pending += 1
+        return request
 
     def _count_pending(self, request: Any) -> Any:
         """A forwarded request takes a pending slot, or is refused when none is left."""
-        if self.pending >= self.limits.max_pending_requests:
-            raise RequestRefused(
-                f"more than {self.limits.max_pending_requests} requests pending",
-                code="too_many_requests",
-            )
+        if self.pending >= self._max_pending:
+            self._refuse_pending()
         self.pending += 1
         return request
+
+    def _refuse_pending(self) -> None:
+        raise RequestRefused(f"more than {self._max_pending} requests pending",
+                             code="too_many_requests")

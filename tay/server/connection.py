@@ -96,7 +96,7 @@ class Connection(asyncio.Protocol):
                 driver.submit(output)
             elif kind is tuple:  # an engine Enqueue and its size (_enqueue_command)
                 command, size = output
-                self._deadlines.add(command.request_id)
+                self._deadlines.add(command[1])  # its request_id
                 driver.submit(command, size)  # client admission: a permit
             else:
                 self._forward(output)
@@ -151,8 +151,8 @@ class Connection(asyncio.Protocol):
                 self._loop.call_soon(self.flush)
             outgoing.append(execute_frame(effect))
             return
-        if kind is Reply:
-            request_id = effect.request_id
+        if kind is Reply:  # one unpack, not three named-field reads
+            _, request_id, message_type, fields = effect
             if request_id is not None:
                 if self._timed_out and self._timed_out[request_id]:
                     self._drop_late_answer(request_id)
@@ -161,7 +161,7 @@ class Connection(asyncio.Protocol):
                     self.session.settle()
             if not outgoing:
                 self._loop.call_soon(self.flush)
-            outgoing.append(message_frame(effect.type, request_id, effect.fields))
+            outgoing.append(message_frame(message_type, request_id, fields))
             return
         request_id = getattr(effect, "request_id", None)
         if isinstance(effect, (Reply, Refuse)) and request_id is not None:

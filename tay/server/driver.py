@@ -302,12 +302,12 @@ class EngineDriver:
                     self.permits.release()
                 elapsed = None
                 for effect in effects:
-                    sink = sinks.get(effect.conn)
+                    sink = sinks.get(effect[0])  # every effect is a tuple, conn first
                     if sink is not None:
                         sink(effect)
                     # the enqueue-ack latency of each enqueued reply
                     if metrics is not None and type(effect) is Reply \
-                            and effect.type == "enqueued":
+                            and effect[2] == "enqueued":  # its type
                         if elapsed is None:
                             elapsed = time.perf_counter() - created
                         metrics.enqueue_ack.observe(elapsed)
