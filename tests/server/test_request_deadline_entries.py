@@ -74,16 +74,22 @@ def frame(request_id: str, message: dict) -> bytes:
     return len(payload).to_bytes(4, "big") + payload
 
 
+def worker_connection(driver: SwallowingDriver, timeout_ms: int) -> tuple[Connection, CountingTransport]:
+    """A connection on ``driver`` whose worker has said hello (in a running loop)."""
+    listener = Listener(driver, ProtocolLimits(request_timeout_ms=timeout_ms))  # type: ignore[arg-type]
+    connection = Connection(listener)
+    transport = CountingTransport()
+    transport.protocol = connection
+    connection.connection_made(transport)
+    connection.data_received(frame("h", {"type": "hello", "mode": "worker",
+                                         "runtime_id": "w", "max_concurrency": 4}))
+    return connection, transport
+
+
 def run(requests: dict[str, dict]) -> tuple[list[dict], Connection, SwallowingDriver]:
     async def main() -> tuple[list[dict], Connection, SwallowingDriver]:
         driver = SwallowingDriver()
-        listener = Listener(driver, ProtocolLimits(request_timeout_ms=TIMEOUT_MS))  # type: ignore[arg-type]
-        connection = Connection(listener)
-        transport = CountingTransport()
-        transport.protocol = connection
-        connection.connection_made(transport)
-        connection.data_received(frame("h", {"type": "hello", "mode": "worker",
-                                             "runtime_id": "w", "max_concurrency": 4}))
+        connection, transport = worker_connection(driver, TIMEOUT_MS)
         connection.data_received(b"".join(frame(rid, msg) for rid, msg in requests.items()))
         await asyncio.sleep(TIMEOUT_MS / 1000 * 8)
         return frames(b"".join(transport.writes)), connection, driver
@@ -122,14 +128,7 @@ def test_a_reply_settles_only_a_request_that_waits_for_it() -> None:
     from tay.engine.effects import Reply
 
     async def main() -> tuple[list, list[dict]]:
-        driver = SwallowingDriver()
-        listener = Listener(driver, ProtocolLimits(request_timeout_ms=60_000))  # type: ignore[arg-type]
-        connection = Connection(listener)
-        transport = CountingTransport()
-        transport.protocol = connection
-        connection.connection_made(transport)
-        connection.data_received(frame("h", {"type": "hello", "mode": "worker",
-                                             "runtime_id": "w", "max_concurrency": 4}))
+        connection, transport = worker_connection(SwallowingDriver(), 60_000)
         connection.data_received(frame("enq", WITH_DEADLINE["enq"])
                                  + frame("started", WITHOUT_DEADLINE["started"]))
         states = [(connection.session.pending, len(connection._deadlines))]
