@@ -22,10 +22,11 @@ from types import MappingProxyType
 from typing import Any
 
 from tay.engine.admin import AdminCommands
+from tay.engine.admission import job_charge
 from tay.engine.effects import Outcome
 from tay.engine.finished import charges
 from tay.engine.jobs import JobEntry, peek
-from tay.engine.state import MAX_TIMELINE
+from tay.engine.state import MAX_TIMELINE, definition_nodes
 from tay.failures import RecoveryRefused
 from tay.storage import events as ev
 from tay.storage.compaction.plan import Checkpoint
@@ -310,16 +311,40 @@ class EpochEngine(AdminCommands):
                 history.admit((frame_size(len(raw)),), self.durable_executing)
         if order is not None:
             reducer.next_order = order + 1
+        name = "available" if available else "scheduled"
         state = _new_tuple(JobState, (
-            job_id, definition, canonical, "available" if available else "scheduled", 1, 0, 1,
+            job_id, definition, canonical, name, 1, 0, 1,
             1, None, eligible_at, order, at, None, None, None, None, False, None, None))
-        entry = self._install(None, state, False, nodes, at)
+        # ``_install`` of a new persistent job, inline (one call less per job): the charge,
+        # the counts and queue row, the stamp and index, then the ready heap or the timer
+        if nodes is None:
+            nodes = definition_nodes(definition)
+        charge = job_charge(len(canonical), nodes)
+        entry = JobEntry(state, False, charge)
+        self.jobs[job_id] = entry
+        self.budget.charge(charge, admitted=True)
+        self.counts[name] += 1
+        queue = entry.queue
+        queue_counts = self.queue_counts
+        row = entry.queue_row = queue_counts.get(queue) \
+            or queue_counts.setdefault(queue, [0] * len(STATES))
+        row[STATE_INDEX[name]] += 1
+        self._stamp = stamp = self._stamp + 1
+        entry.stamp = stamp
+        if self._job_index is not None:
+            self._job_index.touch(stamp, job_id, name, entry.index_keys, None)
+        if available:
+            self._ready_counter = counter = self._ready_counter + 1
+            key = entry.ready_key = (eligible_at, counter, job_id)
+            self._ready.push(queue, entry.task, key)
+        else:
+            self._timers.push(eligible_at, (job_id, 1))
         sequence = self.next_sequence
         out.events.append((sequence, event_with_raw(8, 1, "job_inserted", MappingProxyType(
             {"at": at, "definition": definition, "eligible_at": eligible_at,
              "expected_revision": 0, "job_id": job_id}), raw)))
         self.next_sequence = sequence + 1
-        self.activity.count("enqueued", entry.queue, entry.task, at)
+        self.activity.count("enqueued", queue, entry.task, at)
         return entry
 
     def _start_fused(self, entry: JobEntry, job: JobState, at: int, out: Outcome) -> bool:

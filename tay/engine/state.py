@@ -506,7 +506,8 @@ class EngineState:
                     return
                 if started:
                     ready.served(queue)
-                    served.append(queue)
+                    if executing[queue] < credits(queue, default_credits):
+                        served.append(queue)  # else the next pass would skip it anyway
             candidates = served
 
     def _dispatch_one(self, queue: str, now_ms: int, mono_ms: int, out: Outcome) -> bool:
