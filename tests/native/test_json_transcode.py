@@ -110,10 +110,24 @@ string_bytes = st.sampled_from([0x22, 0x5C, 0x00, 0x1F, 0x20, 0x7F, 0x41, 0x6E, 
 @given(st.integers(0, 40), st.lists(string_bytes, max_size=40), st.integers(0, 40))
 def test_twins_agree_on_strings_across_word_boundaries(plain, tail, more):
     """A string whose stops, escapes and non-ASCII bytes fall at any offset of an 8-byte
-    word: the word-at-a-time scan finds the same end and the same refusal as the twin."""
+    word or a 16-byte block: the scan finds the same end and the same refusal as the twin."""
     body = b"x" * plain + bytes(tail) + b"y" * more
     for data in (b'"' + body + b'"', b'{"k":"' + body + b'"}', b'["' + body):
         assert outcome(c.json_to_value, data) == outcome(pure.json_to_value, data)
+
+
+@pytest.mark.parametrize("special", [b'"', b"\\n", b"\x00", b"\x1f", b"\xc3\xa9", b"\xff"],
+                         ids=["quote", "escape", "nul", "control", "utf8", "bad-utf8"])
+def test_one_special_byte_at_every_offset_of_a_block(special):
+    """The C scan tests 16 bytes at a time while 16 are left, then 8, then one: one special
+    byte (stop, escape, valid or invalid UTF-8) at every offset of the first three blocks,
+    in strings that end well before, right at and after the input's last 16 bytes."""
+    for offset in range(48):
+        for after in (0, 7, 15, 16, 40):
+            body = b"a" * offset + special + b"b" * after
+            for data in (b'["' + body + b'", 1]' + b" " * 20, b'"' + body + b'"'):
+                expected = outcome(pure.json_to_value, data)
+                assert outcome(c.json_to_value, data) == expected, (offset, after, data)
 
 
 @SETTINGS
