@@ -224,6 +224,10 @@ def _within_limits(size: Measure, config: EngineConfig) -> Measure:
     return size
 
 
+# the options an enqueue without an id, delay, run_at or timeout can carry
+_PLAIN_OPTION_KEYS = OPTION_KEYS - _PAIRED
+
+
 def parse_enqueue(
     task: Any, args: Any, options: Any, now_ms: int, config: EngineConfig, rng: RandomSource,
     decoded: bool = False,
@@ -233,6 +237,64 @@ def parse_enqueue(
     ``decoded``: the args came from ``orjson.loads`` (``DecodedEnqueue``) and are measured
     in the native transcoder instead of by a walk over them (the same refusals, in the same
     order: tests/engine/test_decoded_enqueue.py)."""
+    if decoded and type(args) is dict and type(options) is dict \
+            and options.keys() <= _PLAIN_OPTION_KEYS:
+        request = _parse_plain_decoded(task, args, options, config, rng)
+        if request is not None:
+            return request
+    return _parse_general(task, args, options, now_ms, config, rng, decoded)
+
+
+def _parse_plain_decoded(task: Any, args: dict, options: dict, config: EngineConfig,
+                         rng: RandomSource) -> JobRequest | None:
+    """``_parse_general`` of the socket's common enqueue: decoded args (a dict) and options
+    among ``_PLAIN_OPTION_KEYS`` only, so no exclusive pair, id, delay, run_at or timeout,
+    and a null option reads as absent without the copy ``_present`` makes. The same checks
+    in the same order with the same refusals, read inline (tests/engine/test_options_fast.py
+    compares the two on generated enqueues); None: args orjson cannot write (past 254 levels
+    of nesting), which the general path measures as any args."""
+    try:
+        args_json = orjson.dumps(args, option=orjson.OPT_SORT_KEYS)
+    except orjson.JSONEncodeError:
+        return None
+    task = (_KEYS_SEEN.get(task) if type(task) is str else None) \
+        or _interned_key(task, "task")
+    args_value, depth, nodes = value.encode_json_measured(args_json)
+    if depth > config.max_depth or nodes > config.max_nodes \
+            or len(args_value) > config.max_args_bytes:
+        _within_limits(_new_tuple(Measure, (len(args_value), depth, nodes)), config)
+    retries = options.get("retries")
+    if retries is None:
+        retries = 0
+    elif type(retries) is not int or not 0 <= retries <= RETRIES_MAX:
+        raise _invalid(f"retries must be an integer in 0..{RETRIES_MAX}", "retries")
+    backoff = options.get("backoff")
+    if backoff is not None and backoff != "exponential":
+        raise _invalid("backoff must be 'exponential'", "backoff")
+    durability = options.get("durability")
+    if durability is None:
+        durability = "persistent"
+    elif durability not in DURABILITIES:
+        raise _invalid("durability must be 'persistent' or 'volatile'", "durability")
+    queue = options.get("queue")
+    if queue is None:
+        queue = "default"
+    queue = (_KEYS_SEEN.get(queue) if type(queue) is str else None) \
+        or _interned_key(queue, "queue")
+    live = LazyDefinition.from_args_value(args_value, nodes, worker_key=task, queue_key=queue,
+                                          max_attempts=retries + 1, scheduled_at=None,
+                                          timeout_ms=config.default_timeout_ms)
+    size = len(live.canonical)
+    if size > config.max_payload_bytes:
+        raise RequestRefused(f"definition encodes to {size} bytes (limit {config.max_payload_bytes})",
+                             code="capacity", reason="encoded_bytes")
+    return _new_tuple(JobRequest, (random_job_id(rng), live, size,
+                                   nodes + DEFINITION_FIXED_NODES, durability, args_json))
+
+
+def _parse_general(task: Any, args: Any, options: Any, now_ms: int, config: EngineConfig,
+                   rng: RandomSource, decoded: bool) -> JobRequest:
+    """``parse_enqueue`` of any enqueue."""
     present = _present({} if options is None else options)
     # the common case: no id, delay, run_at or timeout (every one of them is in _PAIRED),
     # so the calls that read those options are skipped (they would find nothing)

@@ -202,6 +202,7 @@ def canonical_bytes(definition: Mapping[str, Any]) -> bytes:
 
 
 _NOT_DECODED = object()
+_new_object = object.__new__
 # Budgets for re-decoding part of a Value that was already accepted as a whole: the part
 # is within the whole's budgets, so the ceilings only stop nothing.
 CHECKED_LIMITS = value.DecodeLimits(depth=256, nodes=0xFFFFFFFF, binary=0xFFFFFFFF)
@@ -282,9 +283,14 @@ class LazyDefinition(Mapping[str, Any]):
         if suffix is None or type(max_attempts) is not int or type(timeout_ms) is not int \
                 or type(scheduled_at) not in (int, type(None)):  # True == 1 as a dict key
             suffix = _definition_suffix(*scalars)
-        start = _ARGS_START
-        return cls(b"".join((_ARGS_PREFIX, args_value, suffix)), (start, start + len(args_value)),
-                   args_nodes, max_attempts, queue_key, scheduled_at, timeout_ms, worker_key)
+        # what __init__ does, without its call (one per live insert): args start at
+        # _ARGS_START by construction
+        definition = _new_object(cls)
+        definition.canonical = b"".join((_ARGS_PREFIX, args_value, suffix))
+        definition.args_nodes = args_nodes
+        definition._args = _NOT_DECODED
+        definition.scalars = _shared_scalars((*scalars, _ARGS_START + len(args_value)))
+        return definition
 
     def args_json(self) -> bytes:
         """The args as the compact JSON orjson writes for them, straight from the bytes."""
