@@ -18,7 +18,6 @@ This module also gives compaction what it reads from the engine (``retained_jobs
 from __future__ import annotations
 
 import struct
-from types import MappingProxyType
 from typing import Any
 
 from tay.engine.admin import AdminCommands
@@ -26,6 +25,7 @@ from tay.engine.admission import job_charge
 from tay.engine.effects import Outcome
 from tay.engine.finished import charges
 from tay.engine.jobs import JobEntry, peek
+from tay.engine.payloads import FinishedPayload, InsertedPayload, ResultPayload, StartedPayload
 from tay.engine.state import MAX_TIMELINE, definition_nodes
 from tay.failures import RecoveryRefused
 from tay.storage import events as ev
@@ -50,6 +50,7 @@ from tay.storage.v2.tail import LiveRow, TailJobs
 
 _MUTATION_PREFIX = struct.Struct(">16sBQQQ")
 _new_tuple = tuple.__new__  # a named tuple built without its Python-level __new__
+_new_object = object.__new__
 assert MUTATION_PAIR == (8, 1)
 # kind -> the body's keys in canonical order: the event's payload minus job_id,
 # expected_revision and at (they are in the prefix), plus availability_order where it has one
@@ -340,9 +341,9 @@ class EpochEngine(AdminCommands):
         else:
             self._timers.push(eligible_at, (job_id, 1))
         sequence = self.next_sequence
-        out.events.append((sequence, event_with_raw(8, 1, "job_inserted", MappingProxyType(
-            {"at": at, "definition": definition, "eligible_at": eligible_at,
-             "expected_revision": 0, "job_id": job_id}), raw)))
+        payload = _new_object(InsertedPayload)  # fields_payload, inline
+        payload.fields = (at, definition, eligible_at, 0, job_id)
+        out.events.append((sequence, event_with_raw(8, 1, "job_inserted", payload, raw)))
         self.next_sequence = sequence + 1
         self.activity.count("enqueued", queue, entry.task, at)
         return entry
@@ -380,9 +381,9 @@ class EpochEngine(AdminCommands):
             else attempts[1 - MAX_TIMELINE:] + (started,)
         self.durable_executing += 1
         sequence = self.next_sequence
-        out.events.append((sequence, event_with_raw(8, 1, "job_started", MappingProxyType(
-            {"at": at, "attempt": attempt, "cycle_token": cycle,
-             "expected_revision": revision - 1, "job_id": job_id}), raw)))
+        payload = _new_object(StartedPayload)  # fields_payload, inline
+        payload.fields = (at, attempt, cycle, revision - 1, job_id)
+        out.events.append((sequence, event_with_raw(8, 1, "job_started", payload, raw)))
         self.next_sequence = sequence + 1
         return True
 
@@ -427,15 +428,15 @@ class EpochEngine(AdminCommands):
         entry.margin += 1
         self.budget.charge(1)
         sequence = self.next_sequence
-        out.events.append((sequence, event_with_raw(8, 1, "job_finished", MappingProxyType(
-            {"at": at, "diagnostic": None, "disposition": ev.COMPLETED,
-             "execution_token": execution, "expected_revision": revision - 1,
-             "job_id": job_id, "next_attempt": None, "next_due_at": None,
-             "outcome": ev.SUCCESS}), finish)))
-        out.events.append((sequence + 1, event_with_raw(30, 2, "result_recorded",
-                                                        MappingProxyType(
-            {"at": at, "expected_revision": revision, "job_id": job_id, "result": None}),
-            result)))
+        payload = _new_object(FinishedPayload)  # fields_payload, inline
+        payload.fields = (at, None, ev.COMPLETED, execution, revision - 1, job_id, None, None,
+                          ev.SUCCESS)
+        recorded = _new_object(ResultPayload)
+        recorded.fields = (at, revision, job_id, None)
+        events = out.events
+        events.append((sequence, event_with_raw(8, 1, "job_finished", payload, finish)))
+        events.append((sequence + 1, event_with_raw(30, 2, "result_recorded", recorded,
+                                                    result)))
         self.next_sequence = sequence + 2
         self.activity.count("completed", entry.queue, entry.task, at)
         return True
