@@ -613,11 +613,20 @@ _JSON_SCRATCH_BYTES = 16384  # output kept per thread for json_to_value (larger:
 _json_scratch = threading.local()
 
 
+# the results come back in an array the C writes through a view of its memory: read in
+# one tolist() instead of a cdata subscript each; the output is read as a slice of a
+# buffer over it (cheaper per call than ffi.unpack, which parses keywords)
+_RESULTS_TYPE = "Q" if array("Q").itemsize == ffi.sizeof("size_t") else "L"
+_json_to_value_measured = lib.tay_json_to_value_measured  # looked up once, not per call
+
+
 def _json_buffers() -> tuple:
-    """This thread's (output, its text view, results), reused."""
+    """This thread's (output, a buffer over it, results' view, results), reused."""
     out = _new_uncleared("uint8_t[]", _JSON_SCRATCH_BYTES)
-    results = ffi.new("size_t[4]")  # output length, error offset, nodes, depth
-    buffers = _json_scratch.buffers = (out, ffi.cast("char *", out), results)
+    results = array(_RESULTS_TYPE, bytes(4 * ffi.sizeof("size_t")))
+    # output length, error offset, nodes, depth
+    buffers = _json_scratch.buffers = (out, ffi.buffer(out),
+                                       ffi.from_buffer("size_t[]", results), results)
     return buffers
 
 
@@ -634,12 +643,13 @@ def json_to_value_measured(json: Any) -> tuple[bytes, int, int]:
     size = len(data)
     if 2 * size + 64 <= _JSON_SCRATCH_BYTES:  # most args: this thread's buffers, no allocation
         try:
-            out, text, results = _json_scratch.buffers
+            out, written, results_view, results = _json_scratch.buffers
         except AttributeError:
-            out, text, results = _json_buffers()
-        rc = lib.tay_json_to_value_measured(data, size, out, 2 * size + 64, results)
+            out, written, results_view, results = _json_buffers()
+        rc = _json_to_value_measured(data, size, out, 2 * size + 64, results_view)
         if rc >= 0:
-            return ffi.unpack(text, results[0]), results[3], results[2]
+            length, _, nodes, depth = results.tolist()
+            return written[0:length], depth, nodes
         if rc != -lib.TAY_J_OUTPUT_FULL:
             raise _transcode_error(rc, results[1])
     if size > 0xFFFFFFFF:

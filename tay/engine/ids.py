@@ -12,6 +12,7 @@ import hashlib
 import os
 import random
 import re
+import struct
 from typing import Any, Protocol
 
 from tay.failures import RequestRefused
@@ -25,6 +26,10 @@ class RandomSource(Protocol):
     def randbytes(self, n: int) -> bytes: ...
 
     def randint(self, a: int, b: int) -> int: ...
+
+
+# a 4 KiB draw cut into 256 job ids in one call (BufferedSystemRandom.job_id)
+_CUT_IDS = struct.Struct("16s" * 256)
 
 
 class BufferedSystemRandom(random.SystemRandom):
@@ -44,6 +49,18 @@ class BufferedSystemRandom(random.SystemRandom):
         self._pool = b""
         self._used = 0
         self._tokens: list[str] = []
+        self._ids: list[bytes] = []
+
+    def job_id(self) -> bytes:
+        """``random_job_id``: 16 fresh random bytes without a zero byte. The ids of one
+        4 KiB draw are cut at once and the ones holding a zero byte (~6 %) dropped: those
+        left are uniform over the ids without one, as ``random_job_id``'s redraws make
+        them. One call per job instead of ``randbytes``' slicing and attribute writes."""
+        ids = self._ids
+        if not ids:
+            ids = self._ids = [drawn for drawn in _CUT_IDS.unpack(os.urandom(_CUT_IDS.size))
+                               if 0 not in drawn]
+        return ids.pop()
 
     def token(self) -> str:
         """``random_token``: 18 fresh random bytes as 24 base64url characters. The bytes of
@@ -86,6 +103,8 @@ def job_id_from_submission(submission_id: str) -> bytes:
 
 def random_job_id(rng: RandomSource) -> bytes:
     """16 random bytes with no zero byte (so the id can never be the all-zero id)."""
+    if type(rng) is BufferedSystemRandom:
+        return rng.job_id()
     drawn = rng.randbytes(16)
     if 0 not in drawn:  # about 94 % of draws hold no zero byte
         return drawn

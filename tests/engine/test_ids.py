@@ -84,3 +84,24 @@ def test_batched_tokens_are_fresh_base64url_of_18_bytes_each() -> None:
     for token in tokens:
         assert len(token) == 24 and len(base64.urlsafe_b64decode(token)) == 18
         assert set(token) <= set(string.ascii_letters + string.digits + "-_")
+
+
+def test_buffered_job_ids_are_cut_from_one_draw_each_and_skip_zero_bytes(monkeypatch) -> None:
+    """The server's source cuts 256 job ids from each 4 KiB draw, hands each out once and
+    drops those holding a zero byte (the rest stay uniform over the ids without one)."""
+    pulls: list[int] = []
+
+    def one_id(draw: int, index: int) -> bytes:  # every fifth id holds a zero byte
+        return bytes([draw + 1, index // 128 + 1, index % 128 + 1, 0 if index % 5 == 0 else 9]) \
+            + b"\x01" * 12
+
+    def fake_urandom(n: int) -> bytes:
+        pulls.append(n)
+        return b"".join(one_id(len(pulls), index) for index in range(256))
+
+    monkeypatch.setattr(ids.os, "urandom", fake_urandom)
+    rng = BufferedSystemRandom()
+    drawn = [random_job_id(rng) for _ in range(300)]
+    assert pulls == [4096, 4096]  # 204 ids without a zero byte per draw
+    assert len(set(drawn)) == 300 and all(0 not in job_id for job_id in drawn)
+    assert sorted(drawn[:204]) == sorted(one_id(1, index) for index in range(256) if index % 5)

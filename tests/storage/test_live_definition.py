@@ -10,7 +10,8 @@ from tay.engine.values import measure
 from tay.storage import events as ev
 from tay.storage.formats import value
 from tay.storage.events.definition import (
-    LazyDefinition, args_json, build_definition, canonical_bytes, lazy_definition_in,
+    LazyDefinition, PayloadRefused, args_json, build_definition, canonical_bytes,
+    lazy_definition_in,
 )
 from tay.storage.v2 import decode_mutation, encode_mutation, mutation_from_parts
 
@@ -165,3 +166,31 @@ def test_definitions_of_one_kind_share_their_scalars_and_keep_their_types(kinds)
         for other, second in built:
             if plain and [(type(x), x) for x in scalars] == [(type(x), x) for x in other]:
                 assert first.scalars is second.scalars
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from([1, 3, True, 2.0]), st.sampled_from(["q", "r", ""]),
+                          st.sampled_from([None, 0, 99, True]), st.sampled_from([1, 5, False])),
+                max_size=8))
+def test_from_args_value_builds_what_the_constructor_builds(kinds) -> None:
+    """The live insert's builder (no __init__ call) refuses what build_definition refuses,
+    and otherwise holds the constructor's bytes, args span and shared scalars tuple."""
+    args = {"a": [1, "b"]}
+    args_value = value.encode(args)
+    for max_attempts, queue, scheduled_at, timeout_ms in kinds:
+        fields = {"worker_key": "w", "queue_key": queue, "max_attempts": max_attempts,
+                  "scheduled_at": scheduled_at, "timeout_ms": timeout_ms}
+        try:
+            plain = build_definition(args=args, **fields)
+        except PayloadRefused as refused:
+            with pytest.raises(PayloadRefused) as raised:
+                LazyDefinition.from_args_value(args_value, 4, **fields)
+            assert raised.value.message == refused.message
+            continue
+        lazy = LazyDefinition.from_args_value(args_value, 4, **fields)
+        canonical = value.encode(plain)
+        start = canonical.index(args_value)
+        built = LazyDefinition(canonical, (start, start + len(args_value)), 4, max_attempts,
+                               queue, scheduled_at, timeout_ms, "w")
+        assert lazy.canonical == canonical and lazy == plain and lazy.args_nodes == 4
+        assert lazy.scalars is built.scalars and lazy.read_args() == args

@@ -281,15 +281,20 @@ class LazyDefinition(Mapping[str, Any]):
         scalars = (max_attempts, queue_key, scheduled_at, timeout_ms, worker_key)
         suffix = _SUFFIXES.get(scalars)
         if suffix is None or type(max_attempts) is not int or type(timeout_ms) is not int \
-                or type(scheduled_at) not in (int, type(None)):  # True == 1 as a dict key
-            suffix = _definition_suffix(*scalars)
+                or (scheduled_at is not None and type(scheduled_at) is not int):
+            suffix = _definition_suffix(*scalars)  # True == 1 as a dict key: checked again
         # what __init__ does, without its call (one per live insert): args start at
-        # _ARGS_START by construction
+        # _ARGS_START by construction, and the three numbers are plain ints (or None) now,
+        # so of _shared_scalars' checks only the keys' are left
         definition = _new_object(cls)
         definition.canonical = b"".join((_ARGS_PREFIX, args_value, suffix))
         definition.args_nodes = args_nodes
         definition._args = _NOT_DECODED
-        definition.scalars = _shared_scalars((*scalars, _ARGS_START + len(args_value)))
+        scalars = (max_attempts, queue_key, scheduled_at, timeout_ms, worker_key,
+                   _ARGS_START + len(args_value))
+        if type(queue_key) is str and type(worker_key) is str:
+            scalars = _SCALARS.get(scalars) or _remember_scalars(scalars)
+        definition.scalars = scalars
         return definition
 
     def args_json(self) -> bytes:
@@ -382,12 +387,15 @@ def _shared_scalars(scalars: tuple) -> tuple:
             or (scheduled_at is not None and type(scheduled_at) is not int) \
             or type(queue_key) is not str or type(worker_key) is not str:
         return scalars
-    shared = _SCALARS.get(scalars)
-    if shared is None:
-        if len(_SCALARS) >= _SCALARS_MAX:
-            _SCALARS.clear()  # many distinct scheduled_at values: start over
-        shared = _SCALARS[scalars] = scalars
-    return shared
+    return _SCALARS.get(scalars) or _remember_scalars(scalars)
+
+
+def _remember_scalars(scalars: tuple) -> tuple:
+    """Share ``scalars`` from now on (the first job of its kind)."""
+    if len(_SCALARS) >= _SCALARS_MAX:
+        _SCALARS.clear()  # many distinct scheduled_at values: start over
+    _SCALARS[scalars] = scalars
+    return scalars
 
 
 MAX_ATTEMPTS, QUEUE_KEY, SCHEDULED_AT, TIMEOUT_MS, WORKER_KEY = range(5)  # in ``scalars``
