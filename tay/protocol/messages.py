@@ -19,6 +19,7 @@ from .values import encode_json
 MAX_KEY_BYTES = 255
 MAX_CONCURRENCY = 65_535
 ENVELOPE_FIELDS = ("version", "v", "type", "request_id")
+_SHORT_KEY = MAX_KEY_BYTES // 4  # four bytes per character at most: within the limit unencoded
 _HEX = frozenset("0123456789abcdef")
 
 
@@ -76,17 +77,20 @@ def parse_enqueue(request_id: str, message: dict[str, Any], size: int = 0,
     """``make(request_id, task, args, options, size)``, an ``Enqueue`` by default."""
     task = message.get("task")
     # is_key, its common case inline: a short str without NUL (one call fewer per job)
-    if not (type(task) is str and 0 < len(task) <= MAX_KEY_BYTES // 4
-            and "\x00" not in task) and not is_key(task):
+    if not (type(task) is str and 0 < len(task) <= _SHORT_KEY and "\x00" not in task) \
+            and not is_key(task):
         raise RequestRefused("task must be a 1..255 byte key without NUL",
                              code="invalid_enqueue", field="task")
     args = message.get("args")
     if type(args) is not dict:
         raise RequestRefused("args must be a JSON object", code="invalid_enqueue", field="args")
-    options = message.get("options", {})
+    options = message.get("options")
     if type(options) is not dict:
-        raise RequestRefused("options must be a JSON object",
-                             code="invalid_enqueue", field="options")
+        # absent: no options (an empty dict made only then, not as every call's default)
+        if options is not None or "options" in message:
+            raise RequestRefused("options must be a JSON object",
+                                 code="invalid_enqueue", field="options")
+        options = {}
     return make(request_id, task, args, options, size)
 
 

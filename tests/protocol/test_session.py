@@ -214,10 +214,17 @@ def test_enqueue_shape() -> None:
     good = b'{"version":1,"type":"enqueue","request_id":"e","task":"t","args":{"a":null},"options":{"retries":2}}'
     assert session.receive(frame(good)).outputs == [
         Enqueue("e", "t", {"a": None}, {"retries": 2}, size=len(good))]  # size: for admission
+    no_options = b'{"version":1,"type":"enqueue","request_id":"e","task":"t","args":{}}'
+    assert session.receive(frame(no_options)).outputs == [
+        Enqueue("e", "t", {}, {}, size=len(no_options))]  # absent options: none
     for body in (b'"task":"t"', b'"task":"t","args":[]', b'"task":1,"args":{}',
                  b'"task":"t","args":{},"options":[]'):
         payload = b'{"version":1,"type":"enqueue","request_id":"e",' + body + b"}"
         assert one_error(session, payload)["error"]["code"] == "invalid_enqueue"
+    null_options = b'{"version":1,"type":"enqueue","request_id":"e","task":"t","args":{},' \
+        b'"options":null}'  # present but not an object: refused, not read as absent
+    assert one_error(session, null_options)["error"] == {
+        "code": "invalid_enqueue", "field": "options", "message": "options must be a JSON object"}
 
 
 def test_job_id_checks() -> None:
