@@ -31,6 +31,11 @@ Output = Request | bytes  # a request to forward, or a frame to send as is
 # what builds the started, succeeded and failed reports: (request_id, reservation_id,
 # execution_id[, result | error]) -> the report
 ReportMakers = tuple[Callable[..., Any], Callable[..., Any], Callable[..., Any]]
+# the started and succeeded report types when they are tuples, and the fields before the ids:
+# (started_type, succeeded_type, head), see ProtocolSession
+ReportTuples = tuple[type, type, tuple]
+_new_tuple = tuple.__new__
+_NO_RESULT = (None,)
 
 
 class Received(Record):
@@ -53,10 +58,17 @@ class ProtocolSession:
     the wire requests by default; ``enqueue``: what builds a forwarded enqueue from
     ``(request_id, task, args, options, size)``, ``Enqueue`` by default. The server passes
     constructors of its engine commands, so each per-job request is built once instead of
-    as a frozen wire request and then as the command it maps to one to one."""
+    as a frozen wire request and then as the command it maps to one to one.
+
+    ``report_tuples``: ``(started_type, succeeded_type, head)`` when those reports are tuple
+    types whose fields are ``head + (request_id, reservation_id, execution_id[, result])``
+    (the server's engine commands, ``head`` the connection): a report the decoder read
+    already is then made with ``tuple.__new__`` at once, without a maker call (two reports
+    per job). It must build what ``reports`` builds."""
 
     def __init__(self, limits: ProtocolLimits, reports: ReportMakers | None = None,
-                 enqueue: Callable[..., Any] = Enqueue) -> None:
+                 enqueue: Callable[..., Any] = Enqueue, *,
+                 report_tuples: ReportTuples | None = None) -> None:
         self.limits = limits
         self.hello: Hello | None = None
         self.pending = 0  # forwarded requests not yet answered
@@ -75,6 +87,11 @@ class ProtocolSession:
         # under its 4 bytes, so then succeeded reports take the general route
         self._started = started
         self._succeeded = succeeded if result_bytes >= len(encode_json(None)) else None
+        self._started_type = self._succeeded_type = None
+        if report_tuples is not None:
+            self._started_type, succeeded_type, self._report_head = report_tuples
+            if self._succeeded is not None:
+                self._succeeded_type = succeeded_type
         # the per-job requests after hello, (request_id, message, size) -> output: nothing
         # else of _dispatch applies to them
         self._shortcuts: dict[str, Callable[[str, dict[str, Any], int], Any]] = {
@@ -111,7 +128,15 @@ class ProtocolSession:
             for payload, mark, ids in self._decoder.feed(data):
                 if mark > 1 and hello is not None:  # a report, read already
                     if mark == 2:
-                        outputs.append(self._started(*ids))
+                        kind = self._started_type
+                        if kind is not None:
+                            outputs.append(_new_tuple(kind, self._report_head + ids))
+                        else:
+                            outputs.append(self._started(*ids))
+                        continue
+                    kind = self._succeeded_type
+                    if kind is not None:
+                        outputs.append(_new_tuple(kind, self._report_head + ids + _NO_RESULT))
                         continue
                     if self._succeeded is not None:
                         outputs.append(self._succeeded(*ids, None))

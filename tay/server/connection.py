@@ -56,7 +56,8 @@ class Connection(asyncio.Protocol):
         self.listener = listener
         self._driver = listener.driver
         self.session = ProtocolSession(listener.limits, report_makers(self),
-                                       self._enqueue_command)
+                                       self._enqueue_command,
+                                       report_tuples=(_REPORTS[0], _REPORTS[1], (self,)))
         self.transport: asyncio.Transport | None = None
         self.connected_engine = False
         self._deadlines: RequestDeadlines | None = None  # made with the loop, on connect

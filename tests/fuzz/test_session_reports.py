@@ -92,14 +92,21 @@ def report_heavy_messages(draw: st.DrawFn) -> dict:
     return {**envelope, **body, "type": kind}
 
 
+def commands_makers() -> tuple:
+    """The engine commands' constructors for CONN, as the session's report makers."""
+    return tuple(partial(report, CONN) for report in (
+        engine_commands.Started, engine_commands.Succeeded, engine_commands.Failed))
+
+
 @settings(max_examples=examples(300), deadline=None,
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.data_too_large])
 @given(st.data())
 def test_report_shortcut_gives_what_the_general_dispatch_gives(data) -> None:
     reference, default = general_route(), ProtocolSession(LIMITS)
-    commands = ProtocolSession(LIMITS, tuple(partial(report, CONN) for report in (
-        engine_commands.Started, engine_commands.Succeeded, engine_commands.Failed)),
-        enqueue_command)
+    commands = ProtocolSession(LIMITS, commands_makers(), enqueue_command)
+    # and the server's way: reports read already made as the command tuples at once
+    tuples = ProtocolSession(LIMITS, commands_makers(), enqueue_command, report_tuples=(
+        engine_commands.Started, engine_commands.Succeeded, (CONN,)))
     payloads = []
     if data.draw(st.integers(0, 4)):  # most connections say hello first
         mode = data.draw(st.sampled_from(["worker", "client", "embedded"]))
@@ -120,15 +127,16 @@ def test_report_shortcut_gives_what_the_general_dispatch_gives(data) -> None:
             if type(want).__name__ == "Enqueue":  # its size is its frame's payload length
                 assert want.size == len(payloads[answered])
             answered += 1
-        for session in (default, commands):
+        for session in (default, commands, tuples):
             got = session.receive(piece)
             assert got.close_frame == expected.close_frame
             assert len(got.outputs) == len(expected.outputs)
             for want, have in zip(expected.outputs, got.outputs):
-                if session is commands and type(want).__name__ in REPORT_CLASSES:
+                if session is not default and type(want).__name__ in REPORT_CLASSES:
                     COUNTS["shortcut_reports"] += 1
-                    assert have == to_engine_command(CONN, want)
-                elif session is commands and type(want).__name__ == "Enqueue":
+                    command = to_engine_command(CONN, want)
+                    assert type(have) is type(command) and have == command
+                elif session is not default and type(want).__name__ == "Enqueue":
                     COUNTS["shortcut_enqueues"] += 1
                     assert have == (to_engine_command(CONN, want), want.size)
                 else:
