@@ -77,7 +77,8 @@ def inspect_store(data_dir: Path) -> dict:
                            "--data-dir", str(data_dir), "--json"], cwd=REPO,
                           capture_output=True, text=True, timeout=30,
                           env={**os.environ, "PYTHONPATH": str(REPO)})
-    assert done.returncode == 0, done.stderr
+    assert done.returncode == 0, (
+        f"inspect exited {done.returncode}: stderr {done.stderr!r}, stdout {done.stdout[:4000]!r}")
     return json.loads(done.stdout)
 
 
