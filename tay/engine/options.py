@@ -56,6 +56,25 @@ def _invalid(message: str, option: str | None = None) -> RequestRefused:
     return RequestRefused(message, code="invalid_enqueue", option=option)
 
 
+# The refusals both enqueue parses (the common decoded one and the general one) make, so
+# each message is written once; built only on the refusing path.
+def _bad_retries() -> RequestRefused:
+    return _invalid(f"retries must be an integer in 0..{RETRIES_MAX}", "retries")
+
+
+def _bad_backoff() -> RequestRefused:
+    return _invalid("backoff must be 'exponential'", "backoff")
+
+
+def _bad_durability() -> RequestRefused:
+    return _invalid("durability must be 'persistent' or 'volatile'", "durability")
+
+
+def _too_large(size: int, config: EngineConfig) -> RequestRefused:
+    return RequestRefused(f"definition encodes to {size} bytes (limit {config.max_payload_bytes})",
+                          code="capacity", reason="encoded_bytes")
+
+
 def _is_int(obj: Any) -> bool:
     return type(obj) is int
 
@@ -267,15 +286,15 @@ def _parse_plain_decoded(task: Any, args: dict, options: dict, config: EngineCon
     if retries is None:
         retries = 0
     elif type(retries) is not int or not 0 <= retries <= RETRIES_MAX:
-        raise _invalid(f"retries must be an integer in 0..{RETRIES_MAX}", "retries")
+        raise _bad_retries()
     backoff = options.get("backoff")
     if backoff is not None and backoff != "exponential":
-        raise _invalid("backoff must be 'exponential'", "backoff")
+        raise _bad_backoff()
     durability = options.get("durability")
     if durability is None:
         durability = "persistent"
     elif durability not in DURABILITIES:
-        raise _invalid("durability must be 'persistent' or 'volatile'", "durability")
+        raise _bad_durability()
     queue = options.get("queue")
     if queue is None:
         queue = "default"
@@ -286,8 +305,7 @@ def _parse_plain_decoded(task: Any, args: dict, options: dict, config: EngineCon
                                           timeout_ms=config.default_timeout_ms)
     size = len(live.canonical)
     if size > config.max_payload_bytes:
-        raise RequestRefused(f"definition encodes to {size} bytes (limit {config.max_payload_bytes})",
-                             code="capacity", reason="encoded_bytes")
+        raise _too_large(size, config)
     return _new_tuple(JobRequest, (random_job_id(rng), live, size,
                                    nodes + DEFINITION_FIXED_NODES, durability, args_json))
 
@@ -314,12 +332,12 @@ def _parse_general(task: Any, args: Any, options: Any, now_ms: int, config: Engi
         args_size = transcoded[0]
     retries = present.get("retries", 0)
     if not _is_int(retries) or not 0 <= retries <= RETRIES_MAX:
-        raise _invalid(f"retries must be an integer in 0..{RETRIES_MAX}", "retries")
+        raise _bad_retries()
     if present.get("backoff", "exponential") != "exponential":
-        raise _invalid("backoff must be 'exponential'", "backoff")
+        raise _bad_backoff()
     durability = present.get("durability", "persistent")
     if durability not in DURABILITIES:
-        raise _invalid("durability must be 'persistent' or 'volatile'", "durability")
+        raise _bad_durability()
     queue = present.get("queue", "default")
     queue = (_KEYS_SEEN.get(queue) if type(queue) is str else None) \
         or _interned_key(queue, "queue")
@@ -339,8 +357,7 @@ def _parse_general(task: Any, args: Any, options: Any, now_ms: int, config: Engi
                                               scheduled_at=scheduled_at, timeout_ms=timeout_ms)
     size = len(live.canonical)
     if size > config.max_payload_bytes:
-        raise RequestRefused(f"definition encodes to {size} bytes (limit {config.max_payload_bytes})",
-                             code="capacity", reason="encoded_bytes")
+        raise _too_large(size, config)
     nodes = args_size.nodes + DEFINITION_FIXED_NODES
     job_id = random_job_id(rng) if plain else _job_id(present, rng)
     return _new_tuple(JobRequest, (job_id, live, size, nodes, durability, args_json))
