@@ -169,7 +169,7 @@ class PowerCutIO(RealIO):
         path = os.path.abspath(path)
         kept = self._durable_bytes(path)
         super().unlink(path)
-        self._changed(lambda: _restore(path, kept), os.path.dirname(path))
+        self._changed(lambda: self._restore(path, kept), os.path.dirname(path))
 
     def rmdir(self, path: str) -> None:
         self._step("rmdir", path)
@@ -193,9 +193,18 @@ class PowerCutIO(RealIO):
         def undo() -> None:
             os.rename(new, old)
             if replaced is not None:
-                _restore(new, replaced)
+                self._restore(new, replaced)
 
         self._changed(undo, directory)
+
+    def _restore(self, path: str, data: bytes) -> None:
+        """Put back a lost file with its durable bytes, all of them durable. The file is a
+        new inode, and the file system may give it the number of one this IO tracked and
+        that is gone since (an unlinked or replaced file): forget that one, or the crash
+        would cut the restored file to the old file's durable size."""
+        _restore(path, data)
+        info = os.lstat(path)
+        self._inodes.pop((info.st_dev, info.st_ino), None)
 
     def _durable_bytes(self, path: str) -> bytes:
         """What of ``path`` a power cut would keep (all of it unless this IO wrote it)."""
