@@ -103,3 +103,74 @@ def test_only_appends_are_modelled(root):
     with pytest.raises(AssertionError, match="only grow"):
         io.write_all_at(fd, b"z", 0)
     io.close(fd)
+
+
+class _ReusedNumbers:
+    """``os`` as tests/crash/powercut.py sees it, on a file system that hands a freed inode
+    number to the next file it creates (ext4 with a journal takes the lowest free number
+    of the directory's group at once): ``alias`` maps a real (st_dev, st_ino) to the one
+    its stat results report."""
+
+    def __init__(self) -> None:
+        self.alias: dict[tuple[int, int], tuple[int, int]] = {}
+
+    def __getattr__(self, name: str):
+        return getattr(os, name)
+
+    def _numbered(self, info: os.stat_result) -> os.stat_result:
+        dev, ino = self.alias.get((info.st_dev, info.st_ino), (info.st_dev, info.st_ino))
+        fields = list(info[:10])
+        fields[1], fields[2] = ino, dev
+        return os.stat_result(fields)
+
+    def fstat(self, fd: int) -> os.stat_result:
+        return self._numbered(os.fstat(fd))
+
+    def lstat(self, path) -> os.stat_result:
+        return self._numbered(os.lstat(path))
+
+
+@pytest.mark.parametrize("mode", ["power", "torn"])
+@pytest.mark.parametrize("lost", ["replaced", "unlinked"])
+def test_a_file_put_back_with_the_inode_number_of_a_gone_file_keeps_its_durable_bytes(
+        root, monkeypatch, mode, lost):
+    """The crash puts a lost file back as a new inode (the old CURRENT a rename replaced,
+    or a file whose unlink was not durable), and the file system may number it as a file
+    this IO wrote and that is gone since (here: an empty staging file, as the no-replace
+    rename probe leaves). What the model tracked for that gone file must not cut the
+    file put back: all of its bytes were durable (the matrix case
+    [v2-c-torn-070-fsync_dir-.] once found CURRENT cut to half its size)."""
+    from tests.crash import powercut
+
+    numbers = _ReusedNumbers()
+    monkeypatch.setattr(powercut, "os", numbers)
+    old = b"old authority, durable before this IO" * 2
+    (root / "CURRENT").write_bytes(old)
+    io = PowerCutIO()
+    _create(io, root / "probe", b"", sync=False)  # tracked: nothing of it durable
+    # the test keeps the gone probe's inode open, so that no real file takes its number
+    # and only the alias below gives it out again
+    gone = os.open(root / "probe", os.O_RDONLY)
+    try:
+        gone_number = (os.fstat(gone).st_dev, os.fstat(gone).st_ino)
+        io.unlink(str(root / "probe"))
+        io.fsync_dir(str(root))  # the probe is gone for good
+        if lost == "replaced":
+            _create(io, root / "staged", b"new authority", sync=True)
+            io.rename_replace(str(root), "staged", "CURRENT")
+        else:
+            io.unlink(str(root / "CURRENT"))
+        put_back = powercut._restore
+
+        def numbered_as_the_probe(path: str, data: bytes) -> None:
+            put_back(path, data)
+            if os.path.basename(path) == "CURRENT":
+                info = os.lstat(path)
+                numbers.alias[(info.st_dev, info.st_ino)] = gone_number
+
+        monkeypatch.setattr(powercut, "_restore", numbered_as_the_probe)
+        io.crash(mode, str(root))  # before the root's fsync: the change is undone
+        assert numbers.alias, "the crash put CURRENT back"
+        assert (root / "CURRENT").read_bytes() == old
+    finally:
+        os.close(gone)
