@@ -6,6 +6,12 @@ at a seeded moment of that compaction (some land while the candidate is written,
 the switch, some after it). After the restart exactly one CURRENT is authoritative (the
 store opens, ``inspect`` reads one epoch), nothing acknowledged was lost or rewritten, and
 every job still completes exactly once more at most.
+
+The same checks follow a kill at fixed steps of the compaction (the capture, the candidate's
+base, the epoch's publication, CURRENT staged, just before and just after the switch, the
+reclaim): the server kills itself before that disk operation of its second compaction
+(``tests.crash.serve_kill_at``) while the load goes on, so every step is reached on every
+run instead of by chance of the delay.
 """
 
 from __future__ import annotations
@@ -14,6 +20,9 @@ import asyncio
 import os
 import random
 import shutil
+import signal
+import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -22,7 +31,7 @@ from pathlib import Path
 import pytest
 
 from tay.admin.client import SocketAdmin
-from tests.crash.cluster import SCRATCH, ServerProcess, inspect_store
+from tests.crash.cluster import REPO, SCRATCH, ServerProcess, inspect_store, serve_command
 from tests.crash.ledger import Ledger, produce, work
 from tests.crash.test_kill9 import run_both_lives, second_life
 
@@ -54,7 +63,11 @@ def request_compaction(socket_path: str, outcome: dict) -> threading.Thread:
     return thread
 
 
-async def first_life(server: ServerProcess, ledger: Ledger, rng: random.Random) -> str:
+async def load_and_one_compaction(server: ServerProcess, ledger: Ledger,
+                                  rng: random.Random) -> tuple[asyncio.Event, list, float]:
+    """A retained set, then producers and a worker running, and one compaction to
+    completion under that load: (the event that stops the load, its tasks, how long the
+    compaction took in seconds)."""
     sock = server.socket_path
     stop = asyncio.Event()
     # a retained set first, so the candidate takes a while to write
@@ -63,20 +76,25 @@ async def first_life(server: ServerProcess, ledger: Ledger, rng: random.Random) 
     tasks += [asyncio.ensure_future(produce(sock, ledger, p, 150, rng, "o"))
               for p in range(3, 6)]
     await ledger.reached("load running", lambda l: len(l.completed) >= 20, timeout=30)
-    # one compaction to completion measures how long one takes under this load; the next
-    # is killed at a seeded fraction of that (the candidate, the switch or the reclaim)
     first: dict = {}
     await asyncio.get_running_loop().run_in_executor(None, request_compaction(sock, first).join)
     assert "report" in first, first
+    return stop, tasks, first["seconds"]
+
+
+async def first_life(server: ServerProcess, ledger: Ledger, rng: random.Random) -> str:
+    # one compaction to completion measures how long one takes under this load; the next
+    # is killed at a seeded fraction of that (the candidate, the switch or the reclaim)
+    stop, tasks, seconds = await load_and_one_compaction(server, ledger, rng)
     outcome: dict = {}
-    requester = request_compaction(sock, outcome)
-    delay = rng.uniform(0.05, 1.0) * first["seconds"]
+    requester = request_compaction(server.socket_path, outcome)
+    delay = rng.uniform(0.05, 1.0) * seconds
     await asyncio.sleep(delay)
     server.kill9()
     stop.set()
     await asyncio.wait_for(asyncio.gather(*tasks, return_exceptions=True), timeout=30)
     requester.join(30)
-    return (f"a compaction took {first['seconds'] * 1000:.0f} ms; the next was killed after "
+    return (f"a compaction took {seconds * 1000:.0f} ms; the next was killed after "
             f"{delay * 1000:.0f} ms ({'published' if 'report' in outcome else 'cut off'})")
 
 
@@ -102,6 +120,76 @@ def test_kill9_during_online_compaction_keeps_every_acknowledgement(scratch, see
         moment = await first_life(server, ledger, rng)
         print(f"seed={seed} {moment}: acked={len(ledger.acked)} unknown={len(ledger.unknown)} "
               f"completed={len(ledger.completed)}")
+        one_authority(server.data_dir)
+        await second_life(server, ledger, rng)
+
+    report = run_both_lives(server, scenario, timeout_s=120, final=one_authority)
+    assert report["job_states"]["completed"] == len(ledger.job_ids()), report
+
+
+# (kind, name): the first such operation of the second compaction kills the server
+STEPS = [
+    ("write", "SEGMENT-LEDGER"),  # the capture: the source sealed, its successor recorded
+    ("open_create", "MANIFEST"),  # the candidate's base written
+    ("rename", "e-"),  # the epoch published, not selected
+    ("open_create", ".tay-current-"),  # CURRENT being staged
+    ("rename_replace", "CURRENT"),  # just before the switch
+    ("open_create", ".tay-store-"),  # just after it: the new tail's journal opening
+    ("unlink", "0"),  # the reclaim of the old epoch's segments
+    ("rmdir", "e-"),  # the old epoch's directory
+]
+
+
+class StepKilledServer(ServerProcess):
+    """The first life runs ``tests.crash.serve_kill_at``; restarts are plain ``tay serve``."""
+
+    def __init__(self, *args, step: tuple[str, str], **kwargs) -> None:
+        super().__init__(*args, **kwargs)
+        self.step = step
+
+    def spawn(self):
+        if self.step is None:
+            return super().spawn()
+        command = [sys.executable, "-m", "tests.crash.serve_kill_at", *self.step, "--",
+                   *serve_command(self.data_dir, self.socket_path, *self.extra)[3:]]
+        self.step = None
+        with open(self.log_path, "ab") as log:
+            self.process = subprocess.Popen(command, cwd=REPO, stdout=log, stderr=log,
+                                            env={**os.environ, "PYTHONPATH": str(REPO)})
+        return self.process
+
+
+async def first_life_killed_at_step(server: ServerProcess, ledger: Ledger,
+                                    rng: random.Random) -> str:
+    """The load of ``first_life`` and one compaction; the next one kills the server at its
+    step (``tests.crash.serve_kill_at``)."""
+    stop, tasks, _ = await load_and_one_compaction(server, ledger, rng)
+    outcome: dict = {}
+    requester = request_compaction(server.socket_path, outcome)
+    process = server.process
+    assert process is not None
+    code = await asyncio.get_running_loop().run_in_executor(None, process.wait, 60)
+    server.process = None
+    stop.set()
+    await asyncio.wait_for(asyncio.gather(*tasks, return_exceptions=True), timeout=30)
+    requester.join(30)
+    assert code == -signal.SIGKILL, (code, outcome)  # the step was reached
+    return "published" if "report" in outcome else "cut off"
+
+
+@pytest.mark.parametrize("step", STEPS, ids=[f"{kind}-{name}" for kind, name in STEPS])
+def test_kill9_at_each_step_of_an_online_compaction_under_load(scratch, step):
+    seed, extra = ROUNDS[-1]  # the automatic trigger too, and the Python journal writer
+    rng = random.Random(seed)
+    server = StepKilledServer(scratch / "data", str(scratch / "tay.sock"),
+                              scratch / "server.log", *extra, step=step)
+    ledger = Ledger()
+
+    async def scenario() -> None:
+        server.start()
+        outcome = await first_life_killed_at_step(server, ledger, rng)
+        print(f"killed before {step} ({outcome}): acked={len(ledger.acked)} "
+              f"unknown={len(ledger.unknown)} completed={len(ledger.completed)}")
         one_authority(server.data_dir)
         await second_life(server, ledger, rng)
 

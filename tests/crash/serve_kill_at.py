@@ -1,0 +1,74 @@
+"""``tay serve`` that SIGKILLs itself at one step of its second online compaction.
+
+    python -m tests.crash.serve_kill_at KIND NAME -- SERVE ARGUMENTS...
+
+The online compactor's I/O seam (which the journals it opens on each new epoch share) is a
+``PowerCutIO`` that counts; from the start of the server's second compaction, the first
+operation of kind ``KIND`` (open_create, write, fsync, fsync_dir, mkdir, rename,
+rename_replace, unlink, rmdir, ...) on a path whose name starts with ``NAME`` kills the
+process before the operation, as ``kill -9`` would (``tests/crash/kill_at.py``). The load
+the clients put on the server goes on meanwhile, so the kill lands at a fixed step of the
+compaction and at whatever point the journal writer has reached: the timing-free
+counterpart of ``test_kill9_online_compaction``'s seeded delay.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+
+from tay.storage.fsio import RealIO
+from tests.crash.powercut import PowerCutIO
+
+
+class StepKillIO(PowerCutIO):
+    def __init__(self, kind: str, name: str) -> None:
+        super().__init__()
+        self.kill_kind = kind
+        self.kill_name = name
+        self.armed = False
+
+    def _step(self, kind: str, path: str) -> None:
+        if self.armed and kind == self.kill_kind and \
+                os.path.basename(path).startswith(self.kill_name):
+            os.kill(os.getpid(), signal.SIGKILL)
+        super()._step(kind, path)
+
+    def write_all_at(self, fd: int, data, offset: int) -> None:
+        # counted, without the append-only check of the power-cut states: a kill keeps
+        # every write wherever it lands, and the journals write through this seam too
+        self._step("write", self._fds.get(fd, f"fd {fd}"))
+        RealIO.write_all_at(self, fd, data, offset)
+
+
+def install(io: StepKillIO) -> None:
+    """Give every ``OnlineCompactor`` ``io``, armed when its second compaction starts."""
+    from tay.server import compactor
+
+    make, run = compactor.OnlineCompactor.__init__, compactor.OnlineCompactor._run
+    runs = [0]
+
+    def __init__(self, driver, store, config, metrics=None, **options) -> None:
+        make(self, driver, store, config, metrics, **{**options, "io": io})
+
+    async def _run(self, trigger, retention):
+        runs[0] += 1
+        io.armed = io.armed or runs[0] == 2
+        return await run(self, trigger, retention)
+
+    compactor.OnlineCompactor.__init__ = __init__
+    compactor.OnlineCompactor._run = _run
+
+
+def main() -> int:
+    kind, name, separator, *serve = sys.argv[1:]
+    assert separator == "--", sys.argv
+    install(StepKillIO(kind, name))
+    from tay.cli import main as tay_main
+
+    return tay_main(serve)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
