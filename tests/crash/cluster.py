@@ -72,14 +72,41 @@ class ServerProcess:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
 
 
-def inspect_store(data_dir: Path) -> dict:
-    done = subprocess.run([sys.executable, "-m", "tay.cli", "storage", "inspect",
-                           "--data-dir", str(data_dir), "--json"], cwd=REPO,
+def _tay_json(*args: str) -> tuple[subprocess.CompletedProcess, dict | None]:
+    done = subprocess.run([sys.executable, "-m", "tay.cli", *args, "--json"], cwd=REPO,
                           capture_output=True, text=True, timeout=30,
                           env={**os.environ, "PYTHONPATH": str(REPO)})
+    return done, json.loads(done.stdout) if done.stdout.strip() else None
+
+
+def inspect_store(data_dir: Path) -> dict:
+    done, report = _tay_json("storage", "inspect", "--data-dir", str(data_dir))
     assert done.returncode == 0, (
         f"inspect exited {done.returncode}: stderr {done.stderr!r}, stdout {done.stdout[:4000]!r}")
-    return json.loads(done.stdout)
+    return report
+
+
+def inspect_after_kill(data_dir: Path) -> dict:
+    """``inspect_store`` of a store a kill -9 left. A kill while the journal writer is
+    inside a ``pwrite`` that spans pages can leave the pages written so far (Linux checks
+    for a fatal signal between the pages of a buffered write): recovery refuses that final
+    record, never acknowledged, as a torn tail naming ``tay storage repair`` (the seeds rule
+    out repairing it automatically; docs/journal.md, "Repair"), and the operator's repair
+    is run here. It must remove exactly the torn bytes; any other refusal fails."""
+    done, report = _tay_json("storage", "inspect", "--data-dir", str(data_dir))
+    if done.returncode == 1 and report is not None and report.get("class") == "incomplete_tail":
+        torn = os.path.getsize(report["path"]) - report["offset"]
+        repaired, outcome = _tay_json("storage", "repair", "--data-dir", str(data_dir))
+        assert repaired.returncode == 0 and outcome is not None and outcome["repaired"], (
+            report, repaired.stdout, repaired.stderr)
+        assert outcome["removed_bytes"] == torn > 0, (report, outcome)
+        assert os.path.getsize(report["path"]) == report["offset"], (report, outcome)
+        print(f"  the kill tore the final record ({report['reason']}, {torn} bytes at "
+              f"{report['offset']} of {report['path']}): repaired")
+        done, report = _tay_json("storage", "inspect", "--data-dir", str(data_dir))
+    assert done.returncode == 0, (
+        f"inspect exited {done.returncode}: stderr {done.stderr!r}, stdout {done.stdout[:4000]!r}")
+    return report
 
 
 def tree_digest(root: Path) -> str:

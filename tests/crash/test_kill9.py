@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 
 from tay.engine.ids import job_id_from_submission
-from tests.crash.cluster import SCRATCH, ServerProcess, inspect_store
+from tests.crash.cluster import SCRATCH, ServerProcess, inspect_after_kill, inspect_store
 from tests.crash.ledger import DEFINITION_FIELDS, TASK, Ledger, expected_result, produce, work
 from tests.crash.wire import WireClient
 
@@ -213,7 +213,7 @@ def test_kill9_then_restart_keeps_every_acknowledgement(scratch, phase, seed, ex
         print(f"phase={phase} seed={seed} kill at {moment}: acked={len(ledger.acked)} "
               f"unknown={len(ledger.unknown)} executed={len(ledger.executed)} "
               f"completed={len(ledger.completed)}")
-        at_kill = inspect_store(server.data_dir)  # offline, between the kill and the restart
+        at_kill = inspect_after_kill(server.data_dir)  # offline, between the kill and the restart
         await second_life(server, ledger, rng, at_kill)
 
     report = run_both_lives(server, scenario, timeout_s=100, final=inspect_store)

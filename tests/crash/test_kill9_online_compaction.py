@@ -31,7 +31,9 @@ from pathlib import Path
 import pytest
 
 from tay.admin.client import SocketAdmin
-from tests.crash.cluster import REPO, SCRATCH, ServerProcess, inspect_store, serve_command
+from tests.crash.cluster import (
+    REPO, SCRATCH, ServerProcess, inspect_after_kill, inspect_store, serve_command,
+)
 from tests.crash.ledger import Ledger, produce, work
 from tests.crash.test_kill9 import run_both_lives, second_life
 
@@ -98,9 +100,10 @@ async def first_life(server: ServerProcess, ledger: Ledger, rng: random.Random) 
             f"{delay * 1000:.0f} ms ({'published' if 'report' in outcome else 'cut off'})")
 
 
-def one_authority(data_dir: Path) -> dict:
-    """The store opens on exactly the epoch CURRENT names; no candidate is selected."""
-    report = inspect_store(data_dir)
+def one_authority(data_dir: Path, after_kill: bool = False) -> dict:
+    """The store opens on exactly the epoch CURRENT names; no candidate is selected
+    (``after_kill``: a torn final record is repaired first, ``inspect_after_kill``)."""
+    report = (inspect_after_kill if after_kill else inspect_store)(data_dir)
     assert report["ok"] and report["store_version"] == 2, report
     epochs = os.listdir(data_dir / "epochs")
     assert f"e-{report['epoch_id']}" in epochs, (report, epochs)
@@ -120,7 +123,7 @@ def test_kill9_during_online_compaction_keeps_every_acknowledgement(scratch, see
         moment = await first_life(server, ledger, rng)
         print(f"seed={seed} {moment}: acked={len(ledger.acked)} unknown={len(ledger.unknown)} "
               f"completed={len(ledger.completed)}")
-        one_authority(server.data_dir)
+        one_authority(server.data_dir, after_kill=True)
         await second_life(server, ledger, rng)
 
     report = run_both_lives(server, scenario, timeout_s=120, final=one_authority)
@@ -190,7 +193,7 @@ def test_kill9_at_each_step_of_an_online_compaction_under_load(scratch, step):
         outcome = await first_life_killed_at_step(server, ledger, rng)
         print(f"killed before {step} ({outcome}): acked={len(ledger.acked)} "
               f"unknown={len(ledger.unknown)} completed={len(ledger.completed)}")
-        one_authority(server.data_dir)
+        one_authority(server.data_dir, after_kill=True)
         await second_life(server, ledger, rng)
 
     report = run_both_lives(server, scenario, timeout_s=120, final=one_authority)
