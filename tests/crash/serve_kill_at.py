@@ -1,12 +1,13 @@
-"""``tay serve`` that SIGKILLs itself at one step of its second online compaction.
+"""``tay serve`` that SIGKILLs itself at one step of an online compaction.
 
-    python -m tests.crash.serve_kill_at KIND NAME -- SERVE ARGUMENTS...
+    python -m tests.crash.serve_kill_at KIND NAME ARM_FILE -- SERVE ARGUMENTS...
 
 The online compactor's I/O seam (which the journals it opens on each new epoch share) is a
-``PowerCutIO`` that counts; from the start of the server's second compaction, the first
-operation of kind ``KIND`` (open_create, write, fsync, fsync_dir, mkdir, rename,
-rename_replace, unlink, rmdir, ...) on a path whose name starts with ``NAME`` kills the
-process before the operation, as ``kill -9`` would (``tests/crash/kill_at.py``). The load
+``PowerCutIO`` that counts; from the start of the first compaction that begins once
+``ARM_FILE`` exists (the test creates it: the automatic trigger may compact at any time
+before), the first operation of kind ``KIND`` (open_create, write, fsync, fsync_dir, mkdir,
+rename, rename_replace, unlink, rmdir, ...) on a path whose name starts with ``NAME`` kills
+the process before the operation, as ``kill -9`` would (``tests/crash/kill_at.py``). The load
 the clients put on the server goes on meanwhile, so the kill lands at a fixed step of the
 compaction and at whatever point the journal writer has reached: the timing-free
 counterpart of ``test_kill9_online_compaction``'s seeded delay.
@@ -42,19 +43,18 @@ class StepKillIO(PowerCutIO):
         RealIO.write_all_at(self, fd, data, offset)
 
 
-def install(io: StepKillIO) -> None:
-    """Give every ``OnlineCompactor`` ``io``, armed when its second compaction starts."""
+def install(io: StepKillIO, arm_file: str) -> None:
+    """Give every ``OnlineCompactor`` ``io``, armed when a compaction starts after
+    ``arm_file`` appeared."""
     from tay.server import compactor
 
     make, run = compactor.OnlineCompactor.__init__, compactor.OnlineCompactor._run
-    runs = [0]
 
     def __init__(self, driver, store, config, metrics=None, **options) -> None:
         make(self, driver, store, config, metrics, **{**options, "io": io})
 
     async def _run(self, trigger, retention):
-        runs[0] += 1
-        io.armed = io.armed or runs[0] == 2
+        io.armed = io.armed or os.path.exists(arm_file)
         return await run(self, trigger, retention)
 
     compactor.OnlineCompactor.__init__ = __init__
@@ -62,9 +62,9 @@ def install(io: StepKillIO) -> None:
 
 
 def main() -> int:
-    kind, name, separator, *serve = sys.argv[1:]
+    kind, name, arm_file, separator, *serve = sys.argv[1:]
     assert separator == "--", sys.argv
-    install(StepKillIO(kind, name))
+    install(StepKillIO(kind, name), arm_file)
     from tay.cli import main as tay_main
 
     return tay_main(serve)
