@@ -31,35 +31,17 @@
 #define COMPLETED_STATE 4
 
 enum { INSERTED = 1, EXECUTING, FINISHED, DONE };
-/* per job scratch: step, insert, eligible_at, max_attempts, started, started_at, finished,
+/* per job scratch beside its live row (live_rows.c, which checks each step): step, insert,
+ * eligible_at, started, started_at, finished,
  * finished_at, stamp, result, result_bytes, six definition columns, the insert's index */
-enum { W_STEP, W_INSERT, W_ELIGIBLE, W_MAX_ATTEMPTS, W_STARTED, W_STARTED_AT, W_FINISHED,
+enum { W_STEP, W_INSERT, W_ELIGIBLE, W_STARTED, W_STARTED_AT, W_FINISHED,
        W_FINISHED_AT, W_STAMP, W_RESULT, W_RESULT_BYTES, W_QUEUE, W_QUEUE_LENGTH, W_WORKER,
-       W_WORKER_LENGTH, W_DEFINITION_LENGTH, W_ARGS_NODES, W_INSERT_INDEX, W_ORDER, W_LIVE,
-       W_WIDTH };
+       W_WORKER_LENGTH, W_DEFINITION_LENGTH, W_ARGS_NODES, W_INSERT_INDEX, W_ORDER, W_WIDTH };
 
 static uint64_t rd64(const uint8_t *p) {
     uint64_t v = 0;
     for (int i = 0; i < 8; i++) v = (v << 8) | p[i];
     return v;
-}
-
-static size_t slot_of(const uint8_t *id, size_t mask) {
-    uint64_t h = (rd64(id) ^ (rd64(id + 8) * 0x9E3779B97F4A7C15ull)) * 0xBF58476D1CE4E5B9ull;
-    return (size_t)(h >> 17) & mask;
-}
-
-/* The job number + 1 of `id` in the table (0: absent); *at: its slot or the free one. */
-static uint32_t find(const uint32_t *table, size_t mask, const uint8_t *buf,
-                     const uint64_t *work, const uint8_t *id, size_t *at) {
-    size_t s = slot_of(id, mask);
-    while (table[s]) {
-        const uint64_t *w = work + (size_t)(table[s] - 1) * W_WIDTH;
-        if (memcmp(buf + w[W_INSERT], id, 16) == 0) break;
-        s = (s + 1) & mask;
-    }
-    *at = s;
-    return table[s];
 }
 
 long tay_tail_jobs(const uint8_t *buf, size_t size, size_t count, const uint64_t *offsets,
@@ -69,22 +51,20 @@ long tay_tail_jobs(const uint8_t *buf, size_t size, size_t count, const uint64_t
                    uint32_t *tape_offsets, double *reals, uint64_t *jobs, uint64_t *links,
                    size_t *job_count, uint64_t *pending, size_t *pending_count,
                    uint64_t *totals, uint64_t *live, size_t *live_count) {
-    size_t capacity = 16, n = 0, finishes = 0, i;
-    while (capacity < 2 * count) capacity <<= 1;
-    uint32_t *table = calloc(capacity, sizeof(uint32_t));
+    size_t n = 0, finishes = 0, i;
+    tay_live_table *table = NULL;  /* the jobs' durable rows; job numbers are its row numbers */
     uint32_t *owner = malloc((count ? count : 1) * sizeof(uint32_t)); /* job + 1 per record */
     uint32_t *finish_order = malloc((count ? count : 1) * sizeof(uint32_t));
     uint64_t *work = malloc((count ? count : 1) * W_WIDTH * sizeof(uint64_t));
-    uint64_t row[TAY_MUTATION_ROW], order = *next_order, stamps = 0, readies = 0;
-    if (!table || !owner || !finish_order || !work) {
-        free(table), free(owner), free(finish_order), free(work);
+    uint64_t row[TAY_MUTATION_ROW], stamps = 0, readies = 0;
+    if (tay_live_new(count, *next_order, &table) < 0 || !owner || !finish_order || !work) {
+        tay_live_free(table), free(owner), free(finish_order), free(work);
         return -1;
     }
     for (i = 0; i < count; i++) {
         uint64_t offset = offsets[i] + FRAME_HEADER;
         uint32_t length = lengths[i];
         const uint8_t *p = buf + offset;
-        size_t at_slot;
         uint32_t job;
         uint64_t *w;
         if (offsets[i] > size || size - offsets[i] < FRAME_HEADER + (uint64_t)length) break;
@@ -93,20 +73,25 @@ long tay_tail_jobs(const uint8_t *buf, size_t size, size_t count, const uint64_t
                                tape_capacity, tags, values, tape_offsets, reals, row);
             if (row[TAY_EF_STATUS] != TAY_EVENT_FAST) break;
             uint64_t kind = row[TAY_MF_KIND], at = row[TAY_EF_AT];
-            job = find(table, capacity - 1, buf, work, p, &at_slot);
-            w = job ? work + (size_t)(job - 1) * W_WIDTH : NULL;
+            /* the walk's lifecycle: an insert available at once, its start, a success; the
+             * live table applies each as the reducer would, or refuses it (the walk stops) */
+            if ((kind != 1 && kind != 3 && kind != 4)
+                || (kind == 1 && ((row[TAY_EF_NIL] >> TAY_MF_ORDER) & 1)))
+                break;
+            long number = tay_live_apply_one(table, p, row);
+            if (number == -2) {
+                tay_live_free(table), free(owner), free(finish_order), free(work);
+                return -1;
+            }
+            if (number < 0) break;
+            job = (uint32_t)number + 1;
+            w = work + (size_t)number * W_WIDTH;
             if (kind == 1) {
-                if (job || ((row[TAY_EF_NIL] >> TAY_MF_ORDER) & 1) || row[TAY_MF_ORDER] != order)
-                    break;
-                order++;
-                job = (uint32_t)++n;
-                table[at_slot] = job;
-                w = work + (size_t)(job - 1) * W_WIDTH;
+                n++;
                 w[W_STEP] = INSERTED;
                 w[W_INSERT] = offset;
                 w[W_INSERT_INDEX] = i;
                 w[W_ELIGIBLE] = row[TAY_EF_A];
-                w[W_MAX_ATTEMPTS] = row[TAY_EF_MAX_ATTEMPTS];
                 w[W_QUEUE] = offset + row[TAY_EF_QUEUE];
                 w[W_QUEUE_LENGTH] = row[TAY_EF_QUEUE_LENGTH];
                 w[W_WORKER] = offset + row[TAY_EF_WORKER];
@@ -114,27 +99,17 @@ long tay_tail_jobs(const uint8_t *buf, size_t size, size_t count, const uint64_t
                 w[W_DEFINITION_LENGTH] = row[TAY_EF_DEFINITION_LENGTH];
                 w[W_ARGS_NODES] = row[TAY_EF_ARGS_NODES];
                 w[W_ORDER] = row[TAY_MF_ORDER];
-                w[W_LIVE] = row[TAY_EF_EXPECTED] == 0 && row[TAY_EF_A] <= at;
                 readies++;
             } else if (kind == 3) {
-                if (!w || w[W_STEP] != INSERTED || row[TAY_EF_EXPECTED] != 1
-                    || row[TAY_EF_A] != 1 || row[TAY_EF_A] > w[W_MAX_ATTEMPTS]
-                    || row[TAY_EF_B] != 1 || at < w[W_ELIGIBLE])
-                    break;
                 w[W_STEP] = EXECUTING;
                 w[W_STARTED] = i;
                 w[W_STARTED_AT] = at;
-            } else if (kind == 4) {
-                if (!w || w[W_STEP] != EXECUTING || row[TAY_EF_EXPECTED] != 2
-                    || row[TAY_EF_A] != 2 || row[TAY_EF_C] != 0)
-                    break;
+            } else {
                 w[W_STEP] = FINISHED;
                 w[W_FINISHED] = i;
                 w[W_FINISHED_AT] = at;
                 w[W_STAMP] = stamps + 1;
                 finish_order[finishes++] = job;
-            } else {
-                break;
             }
             stamps++;
         } else if (types[i] == 30 && schemas[i] == 2) {
@@ -148,8 +123,7 @@ long tay_tail_jobs(const uint8_t *buf, size_t size, size_t count, const uint64_t
                             reals, row);
             if (row[TAY_EF_STATUS] != TAY_EVENT_FAST || revision != row[TAY_EF_EXPECTED] + 1)
                 break;
-            job = find(table, capacity - 1, buf, work, buf + event_offset + row[TAY_EF_JOB_ID],
-                       &at_slot);
+            job = (uint32_t)(tay_live_find(table, buf + event_offset + row[TAY_EF_JOB_ID]) + 1);
             w = job ? work + (size_t)(job - 1) * W_WIDTH : NULL;
             if (!w || w[W_STEP] != FINISHED || row[TAY_EF_EXPECTED] != 3 || row[TAY_EF_B] != 1
                 || buf[event_offset + row[TAY_EF_A]] != 0)
@@ -210,7 +184,7 @@ long tay_tail_jobs(const uint8_t *buf, size_t size, size_t count, const uint64_t
     size_t held = 0;
     for (size_t j = 0; j < n; j++) {
         const uint64_t *w = work + j * W_WIDTH;
-        if (w[W_STEP] != INSERTED || !w[W_LIVE]) continue;
+        if (w[W_STEP] != INSERTED) continue;  /* expected 0, eligible at once: live */
         uint64_t *out = live + held++ * TAY_TAIL_LIVE;
         out[TAY_TV_RECORD] = w[W_INSERT_INDEX];
         out[TAY_TV_ELIGIBLE_AT] = w[W_ELIGIBLE];
@@ -222,9 +196,9 @@ long tay_tail_jobs(const uint8_t *buf, size_t size, size_t count, const uint64_t
         out[TAY_TV_DEFINITION_LENGTH] = w[W_DEFINITION_LENGTH];
         out[TAY_TV_ARGS_NODES] = w[W_ARGS_NODES];
     }
-    free(table), free(owner), free(finish_order), free(work);
+    *next_order = tay_live_next_order(table);
+    tay_live_free(table), free(owner), free(finish_order), free(work);
     *live_count = held;
-    *next_order = order;
     *job_count = done;
     *pending_count = waiting;
     totals[0] = stamps;

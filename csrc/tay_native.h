@@ -240,6 +240,44 @@ int tay_mutations_scan(const uint8_t *buf, size_t count, const uint64_t *offsets
                        uint64_t *values, uint32_t *tape_offsets, double *reals,
                        uint64_t *rows);
 
+/* ---- live job rows (live_rows.c) ----
+ * An open-addressing map from a 16-byte job id to a row of TAY_LIVE_ROW u64 durable fields
+ * (STATE indexes scheduled, available, executing, retryable, completed, cancelled,
+ * discarded; TAY_LR_NIL has bit k set when slot k is None), rows numbered in insert order.
+ * tay_live_apply() applies `count` tay_mutations_scan rows (id at buf + offsets[k]) in
+ * order as transitions.apply and EpochReducer.mutation would (the allocator's order
+ * included) and returns how many it applied (-1 out of memory): it stops before the first
+ * one it cannot apply (a slow row, a failure finish, a retry, or one the reducer refuses),
+ * changing nothing for it; applied[k] (NULL: not written) is row k's job's row number.
+ * tay_live_find: the row number of `id`, -1 absent. tay_live_get: -1 outside the rows. */
+#define TAY_LIVE_ROW 14
+#define TAY_LR_STATE 0
+#define TAY_LR_REVISION 1
+#define TAY_LR_ATTEMPT 2
+#define TAY_LR_NEXT_ATTEMPT 3
+#define TAY_LR_CYCLE 4
+#define TAY_LR_EXECUTION 5
+#define TAY_LR_ELIGIBLE_AT 6
+#define TAY_LR_READY_ORDER 7
+#define TAY_LR_INSERTED_AT 8
+#define TAY_LR_ATTEMPTED_AT 9
+#define TAY_LR_COMPLETED_AT 10
+#define TAY_LR_TERMINAL_AT 11
+#define TAY_LR_MAX_ATTEMPTS 12
+#define TAY_LR_NIL 13
+typedef struct tay_live_table tay_live_table;
+int tay_live_new(size_t capacity, uint64_t next_order, tay_live_table **out);
+void tay_live_free(tay_live_table *t);
+size_t tay_live_count(const tay_live_table *t);
+uint64_t tay_live_next_order(const tay_live_table *t);
+long tay_live_find(const tay_live_table *t, const uint8_t *id);
+int tay_live_get(const tay_live_table *t, size_t index, uint8_t *id, uint64_t *row);
+long tay_live_apply(tay_live_table *t, const uint8_t *buf, size_t count,
+                    const uint64_t *offsets, const uint64_t *rows, uint64_t *applied);
+/* one row (the walk of tail_jobs.c applies row by row as it scans): its row number, -1 not
+ * applicable, -2 out of memory */
+long tay_live_apply_one(tay_live_table *t, const uint8_t *id, const uint64_t *row);
+
 /* ---- Unix-socket framing (frames.c) ---- */
 #define TAY_FRAME_OK 0
 #define TAY_FRAME_TOO_LARGE 1

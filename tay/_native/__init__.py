@@ -60,6 +60,10 @@ API (see docs/native.md for the details and error conventions):
   ints per job whose four records were taken, (index, state changes before, ready pushes
   before) per record of a job not done, the allocator after them, and ``TAIL_LIVE`` (9)
   ints per job left available at its insert (held as a row until read).
+- ``LiveTable(next_order)``: live job rows (``tay._native._pure_live``): a 16-byte id to
+  ``LIVE_ROW`` (14) ints of its durable fields; ``.apply(buf, offsets, rows) -> (applied,
+  numbers)`` applies ``mutations_scan`` rows as the reducer would and stops before the first
+  it cannot apply; ``.find(id)``, ``.get(number)``, ``len()``, ``.next_order``.
 - ``split_frames(buf, max_frame) -> (frames, consumed, error)``; ``frames`` are
   ``(start, end)`` payload slices; ``error`` None | "frame_too_large" | "empty_frame".
 - ``split_frames_marked(buf, max_frame, max_depth, max_nodes, max_key_bytes) -> (frames,
@@ -127,6 +131,7 @@ base_jobs = _active.base_jobs
 base_ids = _active.base_ids
 base_keys = _active.base_keys
 tail_jobs = _active.tail_jobs
+LiveTable = _active.LiveTable
 write_all_at = _active.write_all_at
 fdatasync = _active.fdatasync
 fsync = _active.fsync
@@ -139,7 +144,7 @@ __all__ = [
     "IMPLEMENTATION", "CRC32C_IMPLEMENTATION", "ValueCodecError", "RESOURCE_REASONS",
     "crc32c", "encode_records", "scan_records", "scan_record_columns", "value_encode",
     "value_decode", "json_to_value", "json_to_value_measured", "value_to_json",
-    "split_frames", "events_scan", "snapshots_scan", "mutations_scan", "base_jobs", "base_ids", "base_keys", "tail_jobs", "write_all_at", "fdatasync", "fsync", "fsync_dir", "flock_exclusive",
+    "split_frames", "events_scan", "snapshots_scan", "mutations_scan", "base_jobs", "base_ids", "base_keys", "tail_jobs", "LiveTable", "write_all_at", "fdatasync", "fsync", "fsync_dir", "flock_exclusive",
     "json_domain_clean", "split_frames_marked", "FrameScan", "json_report",
     "rename_noreplace", "filesystem_magic",
 ]

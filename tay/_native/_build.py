@@ -15,7 +15,7 @@ from cffi import FFI
 
 _ROOT = Path(__file__).resolve().parents[2]
 _CSRC = _ROOT / "csrc"
-_SOURCES = ["crc32c.c", "records.c", "value.c", "frames.c", "fileops.c", "events.c", "snapshots.c", "mutations.c", "base_jobs.c", "tail_jobs.c",
+_SOURCES = ["crc32c.c", "records.c", "value.c", "frames.c", "fileops.c", "events.c", "snapshots.c", "mutations.c", "base_jobs.c", "tail_jobs.c", "live_rows.c",
             "json_value.c", "value_json.c", "json_keys.c", "writer.c", "writer_io.c"]
 _SOURCES += ["frames_check.c"]  # the protocol's per-buffer frame scan
 

@@ -50,9 +50,8 @@ _INSERTED, _EXECUTING, _COMPLETED, _DONE = 1, 2, 3, 4
 
 
 class _Job:
-    __slots__ = ("step", "insert", "eligible_at", "max_attempts", "started", "started_at",
-                 "finished", "finished_at", "stamp", "result", "result_bytes", "keys",
-                 "order", "live")
+    __slots__ = ("step", "insert", "eligible_at", "started", "started_at", "finished",
+                 "finished_at", "stamp", "result", "result_bytes", "keys", "order")
 
 
 def _mutation(buf: Any, offset: int, length: int, limits: tuple) -> list[int] | None:
@@ -76,7 +75,10 @@ def tail_jobs(buf: Any, offsets: Sequence[int], lengths: Sequence[int], types: S
               max_depth: int = 64, max_nodes: int = 100_000, max_binary: int = 16_777_216
               ) -> tuple[int, int, array, array, array, tuple[int, int], array]:
     limits = (max_depth, max_nodes, max_binary)
-    jobs: dict[bytes, _Job] = {}
+    from tay._native._pure_live import LiveTable  # here: recovery imports this module
+
+    table = LiveTable(next_order)  # the jobs' durable rows; job numbers are its row numbers
+    numbered: list[_Job] = []
     finishes: list[_Job] = []
     taken: list[tuple[int, _Job, int]] = []  # (index, job, stamps the record adds)
     stamps = readies = 0
@@ -91,44 +93,38 @@ def tail_jobs(buf: Any, offsets: Sequence[int], lengths: Sequence[int], types: S
             row = _mutation(buf, offset, length, limits)
             if row is None:
                 break
-            job_id = bytes(buf[offset:offset + 16])
             kind, at = row[mr.KIND], row[er.AT]
-            job = jobs.get(job_id)
+            # the walk's lifecycle: an insert available at once, its start, a success; the
+            # live table applies each as the reducer would, or refuses it (the walk stops)
+            if kind not in (1, 3, 4) or (kind == 1 and (row[er.NIL] >> mr.ORDER) & 1):
+                break
+            number = table.apply_one(bytes(buf[offset:offset + 16]), row)
+            if number is None:
+                break
             if kind == 1:
-                if job is not None or (row[er.NIL] >> mr.ORDER) & 1 \
-                        or row[mr.ORDER] != next_order:
-                    break
-                next_order += 1
-                job = jobs[job_id] = _Job()
+                job = _Job()
+                numbered.append(job)
                 job.step, job.insert, job.eligible_at = _INSERTED, i, row[er.A]
-                job.max_attempts = row[er.MAX_ATTEMPTS]
                 job.keys = [offset + row[er.QUEUE], row[er.QUEUE_LENGTH],
                             offset + row[er.WORKER], row[er.WORKER_LENGTH],
                             row[er.DEFINITION_LENGTH], row[er.ARGS_NODES]]
                 job.order = row[mr.ORDER]
-                job.live = row[er.EXPECTED] == 0 and row[er.A] <= at
                 readies += 1
             elif kind == 3:
-                if job is None or job.step != _INSERTED or row[er.EXPECTED] != 1 \
-                        or row[er.A] != 1 or row[er.A] > job.max_attempts \
-                        or row[er.B] != 1 or at < job.eligible_at:
-                    break
+                job = numbered[number]
                 job.step, job.started, job.started_at = _EXECUTING, i, at
-            elif kind == 4:
-                if job is None or job.step != _EXECUTING or row[er.EXPECTED] != 2 \
-                        or row[er.A] != 2 or row[er.C] != 0:
-                    break
+            else:
+                job = numbered[number]
                 job.step, job.finished, job.finished_at = _COMPLETED, i, at
                 job.stamp = stamps + 1
                 finishes.append(job)
-            else:
-                break
         elif pair == (30, 2):
             row = _result(buf, offset, length, limits)
             if row is None:
                 break
             start_id = offset + 10 + row[er.JOB_ID]
-            job = jobs.get(bytes(buf[start_id:start_id + 16]))
+            number = table.find(bytes(buf[start_id:start_id + 16]))
+            job = None if number is None else numbered[number]
             if job is None or job.step != _COMPLETED or row[er.EXPECTED] != 3 \
                     or row[er.B] != 1 or buf[offset + 10 + row[er.A]] != 0:
                 break
@@ -161,9 +157,9 @@ def tail_jobs(buf: Any, offsets: Sequence[int], lengths: Sequence[int], types: S
             ready += 1
         before += adds
     live: list[int] = []
-    for job in jobs.values():  # insert order
-        if job.step == _INSERTED and job.live:
+    for job in numbered:  # insert order; expected 0 and eligible at once: live
+        if job.step == _INSERTED:
             live += [job.insert, job.eligible_at, job.order, *job.keys]
     assert len(rows) // BASE_JOB == len(links) // TAIL_LINK
-    return i, next_order, array("Q", rows), array("Q", links), array("Q", pending), \
+    return i, table.next_order, array("Q", rows), array("Q", links), array("Q", pending), \
         (stamps, readies), array("Q", live)

@@ -19,7 +19,7 @@ from tay._native._pure_value import check_limits
 from tay._native._pure_value import value_encode as value_encode
 from tay._native._tay_native import ffi, lib  # ImportError when not built
 from tay._native.errors import DECODE_REASONS, ValueCodecError
-from tay._native.checks import check_record_fields, check_scan_bounds
+from tay._native.checks import check_apply_input, check_record_fields, check_scan_bounds
 
 IMPLEMENTATION = "c"
 _CRC_NAMES = {lib.TAY_CRC_SOFTWARE: "software", lib.TAY_CRC_SSE42: "sse4.2",
@@ -685,3 +685,51 @@ def value_to_json(
     if rc < 0:
         raise _transcode_error(rc, results[1])
     return ffi.unpack(ffi.cast("char *", out), results[0])
+
+
+class LiveTable:
+    """Live job rows in C (``tay_live_table``); see ``tay._native._pure_live.LiveTable``."""
+
+    __slots__ = ("_table",)
+
+    def __init__(self, next_order: int = 1) -> None:
+        if not 0 <= next_order < 2**64:
+            raise ValueError("next_order must be a u64")
+        out = ffi.new("tay_live_table **")
+        if lib.tay_live_new(1024, next_order, out) < 0:
+            raise MemoryError("tay_live_new: out of memory")
+        self._table = ffi.gc(out[0], lib.tay_live_free)
+
+    def __len__(self) -> int:
+        return lib.tay_live_count(self._table)
+
+    @property
+    def next_order(self) -> int:
+        return lib.tay_live_next_order(self._table)
+
+    def find(self, job_id: bytes) -> int | None:
+        if len(job_id) != 16:
+            raise ValueError("a job id is 16 bytes")
+        number = lib.tay_live_find(self._table, job_id)
+        return None if number < 0 else number
+
+    def get(self, number: int) -> tuple[bytes, tuple[int, ...]]:
+        job_id = ffi.new("uint8_t[16]")
+        row = ffi.new("uint64_t[]", lib.TAY_LIVE_ROW)
+        if number < 0 or lib.tay_live_get(self._table, number, job_id, row) < 0:
+            raise IndexError(f"no live row {number}")
+        return bytes(ffi.buffer(job_id)), tuple(row)
+
+    def apply(self, buf: Any, offsets: Sequence[int], rows: Sequence[int]
+              ) -> tuple[int, list[int]]:
+        data = ffi.from_buffer("uint8_t[]", buf)
+        check_apply_input(len(data), offsets, rows)
+        count = len(offsets)
+        if not count:
+            return 0, []
+        numbers = _new_uncleared("uint64_t[]", count)
+        applied = lib.tay_live_apply(self._table, data, count, ffi.new("uint64_t[]", list(offsets)),
+                                     ffi.new("uint64_t[]", list(rows)), numbers)
+        if applied < 0:
+            raise MemoryError("tay_live_apply: out of memory")
+        return applied, list(numbers[0:applied])

@@ -28,3 +28,17 @@ def check_scan_bounds(size: int, start: int, end: int, budget: int, first_sequen
         raise ValueError(f"budget must be 0..{MAX_PAYLOAD}, got {budget}")
     if not 1 <= first_sequence <= MAX_SEQUENCE:
         raise ValueError(f"first_sequence must be 1..2^64-1, got {first_sequence}")
+
+
+MUTATION_ROW = 26  # tay_mutations_scan's row (TAY_MUTATION_ROW)
+
+
+def check_apply_input(size: int, offsets: Any, rows: Any) -> None:
+    """A live table's apply: ValueError unless ``rows`` holds one mutation row per offset and
+    every 16-byte job id lies inside the buffer."""
+    if len(rows) != len(offsets) * MUTATION_ROW:
+        raise ValueError(f"{len(rows)} row integers for {len(offsets)} mutations "
+                         f"({MUTATION_ROW} each)")
+    for offset in offsets:
+        if not 0 <= offset <= size - 16:
+            raise ValueError(f"job id at {offset} outside the buffer")

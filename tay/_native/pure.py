@@ -26,6 +26,7 @@ from tay._native._pure_mutations import mutations_scan as mutations_scan
 from tay._native._pure_base import base_ids as base_ids
 from tay._native._pure_base import base_jobs as base_jobs
 from tay._native._pure_base import base_keys as base_keys
+from tay._native._pure_live import LiveTable as LiveTable
 from tay._native._pure_tail import tail_jobs as tail_jobs
 from tay._native._pure_json import json_to_value, json_to_value_measured, value_to_json
 from tay._native._pure_value import value_decode, value_encode
