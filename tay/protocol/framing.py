@@ -66,9 +66,21 @@ class FrameDecoder:
         frames, consumed, error = self._payloads(buffer)
         if consumed == len(buffer) and error is None:
             return frames
-        self._buffer += buffer[consumed:]  # a partial frame (or the bad prefix) is kept
-        self._consume(0, error)
+        self.keep(buffer, consumed, error)
         return frames
+
+    @property
+    def whole(self) -> Any:
+        """``feed``'s common case as the scan itself, for a caller that saves the call:
+        while nothing is unread (and no error was met), ``whole(data)`` on bytes gives
+        ``(frames, consumed, error)``; unless all of data was consumed without an error,
+        ``keep(data, consumed, error)`` must follow. Together they are ``feed(data)``."""
+        return self._payloads
+
+    def keep(self, data: bytes | bytearray, consumed: int, error: str | None) -> None:
+        """After ``whole(data)``: keep the partial frame (or the bad prefix) and the error."""
+        self._buffer += data[consumed:]
+        self._consume(0, error)
 
     def _consume(self, consumed: int, error: str | None) -> None:
         buffer = self._buffer

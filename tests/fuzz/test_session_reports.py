@@ -50,7 +50,7 @@ def general_route() -> ProtocolSession:
     """A session whose reports take the general dispatch (the route before the shortcuts)."""
     session = ProtocolSession(LIMITS)
     session._shortcuts = {}  # every message through _dispatch and its parsers
-    session._decoder = _Unmarked(session._decoder)  # and through the JSON decoder
+    session.decoder = _Unmarked(session.decoder)  # and through the JSON decoder
     return session
 
 
