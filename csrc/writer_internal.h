@@ -37,6 +37,7 @@ typedef struct {
     uint64_t pin_ino[TAY_WRITER_MAX_DIRS + 2], pin_dev[TAY_WRITER_MAX_DIRS + 2];
     int pinned_fd;                  /* the segment fd the pins belong to (-1: none) and */
     uint64_t pinned_segment;        /* its segment (a new segment may reuse the number) */
+    char pinned_name[32];           /* that segment's file name, formatted once per pin */
     int ledger_fd;                  /* SEGMENT-LEDGER (docs/storage-format.md) */
     char *ledger_path;              /* for error reports */
     uint8_t epoch_id[16];

@@ -387,14 +387,15 @@ static int check_paths(tay_writer *w) {
     tay_journal *j = &w->j;
     int dirs = j->dir_count, lock_slot = dirs, segment_slot = dirs + 1;
     if (j->pinned_fd != j->fd || j->pinned_segment != j->segment_id) {
+        segment_name(j->pinned_name, j->segment_id);  /* not per sync: ~1k instructions */
         for (int i = 0; i < dirs; i++)
             if (pin(w, i, j->dir_fds[i])) return -1;
         if (pin(w, lock_slot, j->lock_fd) || pin(w, segment_slot, j->fd)) return -1;
         j->pinned_fd = j->fd;
         j->pinned_segment = j->segment_id;
     }
-    char name[32], path[4096 + 64];
-    segment_name(name, j->segment_id);
+    const char *name = j->pinned_name;
+    char path[4096 + 64];
     struct stat named;
     for (int slot = 0; slot < dirs + 2; slot++) {
         int parent = slot == 0 ? -1 : slot < dirs ? j->dir_fds[slot - 1]

@@ -326,6 +326,31 @@ def test_a_second_link_to_the_lock_stops_the_writer(writer, root):
         extra.unlink()
 
 
+def test_the_path_check_follows_the_active_segment_across_rotations(writer, root):
+    """After rotations the check looks at the new active segment's name (the C writer
+    formats it once per segment): replacing that file by a copy stops the writer, naming
+    it; the older segments' names are no longer checked."""
+    journal, committer = open_store(root, writer, max_events=4)
+    committer.wait(committer.append([(seq, 1, 1, payload(seq, 100)) for seq in range(1, 13)]),
+                   timeout=30)
+    segments = sorted((root / "segments").glob("*.tay"))
+    assert len(segments) > 2
+    segments[0].rename(root / "first-elsewhere")  # no longer the active one: not checked
+    committer.wait(committer.append([(13, 1, 1, payload(13, 10))]), timeout=30)
+    active = sorted((root / "segments").glob("*.tay"))[-1]
+    shutil.copyfile(active, root / "copy")
+    os.rename(root / "copy", active)
+    ticket = committer.append([(14, 1, 1, payload(14, 10))])
+    try:
+        with pytest.raises(WriterStopped) as stopped:
+            committer.wait(ticket, timeout=10)
+        assert (stopped.value.kind, stopped.value.reason) == ("changed_view", "path_changed")
+        assert os.path.basename(stopped.value.report()["path"]) == active.name
+    finally:
+        committer.close()
+        journal.close()
+
+
 def test_close_hands_the_journal_back_for_direct_appends(writer, root):
     journal, committer = open_store(root, writer)
     for seq in range(1, 30):
