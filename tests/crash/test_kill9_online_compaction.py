@@ -26,6 +26,7 @@ import sys
 import tempfile
 import threading
 import time
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
@@ -111,23 +112,30 @@ def one_authority(data_dir: Path, after_kill: bool = False) -> dict:
     return report
 
 
-@pytest.mark.parametrize("seed,extra", ROUNDS, ids=[str(seed) for seed, _ in ROUNDS])
-def test_kill9_during_online_compaction_keeps_every_acknowledgement(scratch, seed, extra):
-    rng = random.Random(seed)
-    server = ServerProcess(scratch / "data", str(scratch / "tay.sock"), scratch / "server.log",
-                           *extra)
+def kill_then_restart(server: ServerProcess, first: Callable[..., Awaitable[str]],
+                      rng: random.Random, label: str) -> None:
+    """Both lives of a kill -9 test: ``first`` loads the server until it is killed, the
+    store must then read as one authority, and a second life completes every job; a clean
+    stop, then every acknowledged job must have completed."""
     ledger = Ledger()
 
     async def scenario() -> None:
         server.start()
-        moment = await first_life(server, ledger, rng)
-        print(f"seed={seed} {moment}: acked={len(ledger.acked)} unknown={len(ledger.unknown)} "
+        moment = await first(server, ledger, rng)
+        print(f"{label} ({moment}): acked={len(ledger.acked)} unknown={len(ledger.unknown)} "
               f"completed={len(ledger.completed)}")
         one_authority(server.data_dir, after_kill=True)
         await second_life(server, ledger, rng)
 
     report = run_both_lives(server, scenario, timeout_s=120, final=one_authority)
     assert report["job_states"]["completed"] == len(ledger.job_ids()), report
+
+
+@pytest.mark.parametrize("seed,extra", ROUNDS, ids=[str(seed) for seed, _ in ROUNDS])
+def test_kill9_during_online_compaction_keeps_every_acknowledgement(scratch, seed, extra):
+    server = ServerProcess(scratch / "data", str(scratch / "tay.sock"), scratch / "server.log",
+                           *extra)
+    kill_then_restart(server, first_life, random.Random(seed), f"seed={seed}")
 
 
 # (kind, name): the first such operation of the second compaction kills the server
@@ -192,19 +200,8 @@ async def first_life_killed_at_step(server: StepKilledServer, ledger: Ledger,
 @pytest.mark.parametrize("step", STEPS, ids=[f"{kind}-{name}" for kind, name in STEPS])
 def test_kill9_at_each_step_of_an_online_compaction_under_load(scratch, step):
     seed, extra = ROUNDS[-1]  # the automatic trigger too, and the Python journal writer
-    rng = random.Random(seed)
     server = StepKilledServer(scratch / "data", str(scratch / "tay.sock"),
                               scratch / "server.log", *extra, step=step,
                               arm_file=scratch / "arm")
-    ledger = Ledger()
-
-    async def scenario() -> None:
-        server.start()
-        outcome = await first_life_killed_at_step(server, ledger, rng)
-        print(f"killed before {step} ({outcome}): acked={len(ledger.acked)} "
-              f"unknown={len(ledger.unknown)} completed={len(ledger.completed)}")
-        one_authority(server.data_dir, after_kill=True)
-        await second_life(server, ledger, rng)
-
-    report = run_both_lives(server, scenario, timeout_s=120, final=one_authority)
-    assert report["job_states"]["completed"] == len(ledger.job_ids()), report
+    kill_then_restart(server, first_life_killed_at_step, random.Random(seed),
+                      f"killed before {step}")
