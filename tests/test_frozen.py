@@ -161,3 +161,65 @@ def test_replay_values_keep_their_dataclass_behaviour() -> None:
     assert view != FrozenView(Inventory("/a"), b"s" * 16, [], 1, 0, False)
     with pytest.raises(TypeError):
         hash(view)
+
+
+# ---- ``Fields``: the named tuples of the serve path, built without typing's checks ----
+
+def _named_tuple_classes() -> list[type]:
+    from tay.engine.effects import CancelExecution, Execute, Refuse, Reply
+    from tay.engine.options import JobRequest
+    from tay.engine.values import Measure
+    from tay.storage.events.transitions import JobState
+    from tay.storage.v2.epoch_records import EpochEvent
+    from tay.storage.v2.records import Mutation
+    return [Reply, Refuse, Execute, CancelExecution, JobRequest, Measure, JobState,
+            EpochEvent, Mutation]
+
+
+def test_a_fields_class_is_the_named_tuple_typing_makes() -> None:
+    import pickle
+    import typing
+
+    from tay._frozen import Fields
+
+    class Ours(Fields):
+        """Two fields, one defaulted, and a method."""
+
+        first: int
+        second: str | None = None
+
+        def both(self) -> tuple:
+            return (self.first, self.second)
+
+    class Theirs(typing.NamedTuple):
+        """Two fields, one defaulted, and a method."""
+
+        first: int
+        second: str | None = None
+
+        def both(self) -> tuple:
+            return (self.first, self.second)
+
+    for cls in (Ours, Theirs):
+        value = cls(1)
+        assert cls.__mro__[1:] == (tuple, object) and cls.__doc__.startswith("Two fields")
+        assert (cls._fields, cls._field_defaults) == (("first", "second"), {"second": None})
+        assert value == (1, None) and value.both() == (1, None)
+        assert repr(value) == f"{cls.__name__}(first=1, second=None)"
+        assert value._replace(second="x") == (1, "x") and value._asdict() == {
+            "first": 1, "second": None}
+        assert (cls.__module__, cls.__qualname__.rsplit(".", 1)[-1]) == (
+            __name__, cls.__name__)
+        with pytest.raises(AttributeError):
+            value.first = 2  # type: ignore[misc]
+    assert list(Ours.__annotations__) == list(Theirs.__annotations__)
+    for wrong in ("class Bad(Fields):\n    a: int = 1\n    b: int\n",
+                  "class Bad(Fields):\n    a: int\n    def _replace(self): pass\n"):
+        with pytest.raises((TypeError, AttributeError)):
+            exec(wrong, {"Fields": Fields, "__name__": __name__})
+    for cls in _named_tuple_classes():  # module level: they pickle as typing's do
+        assert cls.__mro__[1:] == (tuple, object)
+        assert list(cls._fields) == list(cls.__annotations__)
+        value = cls(*[index for index in range(len(cls._fields))])
+        assert pickle.loads(pickle.dumps(value)) == value and type(pickle.loads(
+            pickle.dumps(value))) is cls

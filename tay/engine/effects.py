@@ -11,17 +11,17 @@ step (a frozen dataclass sets each field through a guarded ``setattr``).
 
 from __future__ import annotations
 
-from typing import Any, Hashable, NamedTuple
+from typing import Any, Hashable
 
 import orjson
 
-from tay._frozen import Record
+from tay._frozen import Fields, Record
 from tay.failures import TayFailure
 
 Conn = Hashable
 
 
-class Reply(NamedTuple):
+class Reply(Fields):
     """A correlated success reply: ``{"type": type, "request_id": ..., **fields}``."""
 
     conn: Conn
@@ -33,7 +33,7 @@ class Reply(NamedTuple):
         return {"type": self.type, "request_id": self.request_id, **self.fields}
 
 
-class Refuse(NamedTuple):
+class Refuse(Fields):
     """A correlated refusal; ``failure.wire_error()`` is the wire ``error`` object."""
 
     conn: Conn
@@ -44,7 +44,7 @@ class Refuse(NamedTuple):
         return {"type": "error", "request_id": self.request_id, "error": self.failure.wire_error()}
 
 
-class Execute(NamedTuple):
+class Execute(Fields):
     """Dispatch one execution to an executor connection (after its START is durable).
 
     ``args_json`` is the args as compact JSON, transcoded from the job's stored bytes; the
@@ -78,7 +78,7 @@ class Execute(NamedTuple):
         }
 
 
-class CancelExecution(NamedTuple):
+class CancelExecution(Fields):
     """Best-effort cancellation of a running execution (job cancelled or timed out)."""
 
     conn: Conn

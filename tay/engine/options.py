@@ -15,10 +15,11 @@ from __future__ import annotations
 
 import math
 import sys
-from typing import Any, NamedTuple
+from typing import Any
 
 import orjson
 
+from tay._frozen import Fields
 from tay.engine.config import EngineConfig
 from tay.engine.ids import RandomSource, is_identifier, job_id_from_submission, parse_job_id, random_job_id
 from tay.engine.values import Measure, UnsupportedValue, measure
@@ -37,7 +38,7 @@ RETRIES_MAX = 65_534
 DURABILITIES = ("persistent", "volatile")
 
 
-class JobRequest(NamedTuple):
+class JobRequest(Fields):
     """A validated enqueue: the id and the definition (a ``LazyDefinition``: canonical bytes)."""
 
     job_id: bytes

@@ -9,7 +9,9 @@ refuses what the Value codec cannot hold (bytes, non-text keys, integers outside
 from __future__ import annotations
 
 import math
-from typing import Any, NamedTuple
+from typing import Any
+
+from tay._frozen import Fields
 
 _new_tuple = tuple.__new__  # a named tuple built without its Python-level __new__
 INT_MIN = -(2**63)
@@ -25,7 +27,7 @@ class UnsupportedValue(ValueError):
         self.where = where
 
 
-class Measure(NamedTuple):
+class Measure(Fields):
     encoded_bytes: int
     depth: int
     nodes: int

@@ -14,8 +14,9 @@ and ``expected_revision < S``. Retry due times are *checked* against the window 
 from __future__ import annotations
 
 from collections import Counter
-from typing import Any, Iterator, Mapping, NamedTuple, NoReturn
+from typing import Any, Iterator, Mapping, NoReturn
 
+from tay._frozen import Fields
 from tay.failures import RecoveryRefused
 from tay.storage import events as ev
 from tay.storage.events.definition import TIME_MAX, U64_MAX, canonical_bytes
@@ -46,7 +47,7 @@ class TransitionRejected(RecoveryRefused):
         self.args = (self.message,)
 
 
-class JobState(NamedTuple):
+class JobState(Fields):
     """The durable state of one job after the event with sequence ``revision``.
 
     Immutable. A named tuple rather than a frozen dataclass because replay builds one per

@@ -24,8 +24,8 @@ does not know a pair refuses the whole epoch instead of dropping state.
 from __future__ import annotations
 
 import struct
-from typing import NamedTuple
 
+from tay._frozen import Fields
 from tay.storage import events as ev
 from tay.storage.events.definition import PayloadRefused, invalid, U64_MAX
 from tay.storage.events.registry import decode_event_exact, spec_for
@@ -37,7 +37,7 @@ _EVENT_PREFIX = struct.Struct(">BBQ")
 _ATTACHMENT_PREFIX = struct.Struct(">BB")
 
 
-class EpochEvent(NamedTuple):
+class EpochEvent(Fields):
     """A (30,2) record: ``event`` (validated by its own pair) applied with S = ``revision``.
 
     Immutable; a named tuple because the live writer and replay build one per record."""

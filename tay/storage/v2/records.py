@@ -8,9 +8,9 @@ one transition function (``tay.storage.events.transitions.apply`` with S = new_r
 from __future__ import annotations
 
 import struct
-from typing import Any, NamedTuple
+from typing import Any
 
-from tay._frozen import Frozen, set_field
+from tay._frozen import Fields, Frozen, set_field
 from tay.storage import events as ev
 from tay.storage.formats import value
 from tay.storage.events.definition import (
@@ -254,7 +254,7 @@ MUTATION_BODY_KEYS: dict[int, frozenset[str]] = {
 _MUTATION_PREFIX = struct.Struct(">16sBQQQ")
 
 
-class Mutation(NamedTuple):
+class Mutation(Fields):
     """One tail change. ``event`` is the Event-v1 event it stands for (apply with S = new).
 
     Immutable; a named tuple because the live writer and replay build one per change."""
