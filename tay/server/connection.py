@@ -159,7 +159,7 @@ class Connection(asyncio.Protocol):
                     self._drop_late_answer(request_id)
                     return
                 if request_id in self._waiting and self._deadlines.answer(request_id):
-                    self.session.settle()
+                    self.session.pending -= 1  # session.settle(), without its call
             if not outgoing:
                 self._loop.call_soon(self.flush)
             outgoing.append(message_frame(message_type, request_id, fields))

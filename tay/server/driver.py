@@ -228,7 +228,15 @@ class EngineDriver:
         if self._unflushed:
             self._unflushed = False
             self.committer.flush()
-        self._schedule_wakeup()
+        # the engine's next wake-up, asked once per turn here (not through a call of its
+        # own: three turns per job); most turns find the armed timer early enough
+        now = self.mono_ms()
+        wake = self.engine.next_wakeup(now)
+        if wake is None or self.stopped is not None:
+            return
+        if self._wake_at is not None and self._wake_at <= wake:
+            return
+        self._arm_wakeup(wake, now)
 
     def stop_dispatching(self) -> None:
         """Drain: the engine starts nothing new; reports of running executions still count."""
@@ -351,13 +359,9 @@ class EngineDriver:
             self._deliver(Refuse(conn, request_id, failure))
 
     # -- timers ------------------------------------------------------------------------
-    def _schedule_wakeup(self) -> None:
-        now = self.mono_ms()
-        wake = self.engine.next_wakeup(now)
-        if wake is None or self.stopped is not None:
-            return
-        if self._wake_at is not None and self._wake_at <= wake:
-            return
+    def _arm_wakeup(self, wake: int, now: int) -> None:
+        """Arm the loop timer for the engine's wake-up at monotonic ``wake`` (ms), earlier
+        than the one armed (``_end_turn`` decides)."""
         if self._wake_handle is not None:
             self._wake_handle.cancel()
         self._wake_at = wake
