@@ -128,6 +128,7 @@ class EngineDriver:
         self._flush_each_turn = committer.holds and not committer.linger
         self._turn_scheduled = False
         self._unflushed = False  # a submission since the last flush (group commit)
+        self._turn_mono = self.mono_ms()  # the last engine call's clock (_end_turn)
         # a committer that covers every ticket as it is appended (tay.testing's memory
         # store) never signals completion_fd: its writes are released as they are applied
         self._covers_at_once = getattr(committer, "covers_at_once", False)
@@ -169,14 +170,16 @@ class EngineDriver:
             self._refuse_unavailable(command)
             return
         if admit_bytes is None:
-            self._apply(self.engine.handle(command, self.wall_ms(), self.mono_ms()))
+            self._turn_mono = mono = self.mono_ms()
+            self._apply(self.engine.handle(command, self.wall_ms(), mono))
             return
         try:
             self.permits.acquire(admit_bytes)
         except RequestRefused as refusal:
             self._apply(Outcome(effects=[Refuse(command.conn, command.request_id, refusal)]))
             return
-        self._apply(self.engine.handle(command, self.wall_ms(), self.mono_ms()), permit=True)
+        self._turn_mono = mono = self.mono_ms()
+        self._apply(self.engine.handle(command, self.wall_ms(), mono), permit=True)
 
     def answer(self, effects: list[Effect]) -> None:
         """Queue effects that need no engine step (they still wait behind earlier writes)."""
@@ -186,7 +189,8 @@ class EngineDriver:
         self._wake_handle = None
         self._wake_at = None
         if self.stopped is None and not self.closed:
-            self._apply(self.engine.tick(self.wall_ms(), self.mono_ms()))
+            self._turn_mono = mono = self.mono_ms()
+            self._apply(self.engine.tick(self.wall_ms(), mono))
 
     def _apply(self, outcome: Outcome, permit: bool = False) -> None:
         ticket = 0
@@ -229,14 +233,15 @@ class EngineDriver:
             self._unflushed = False
             self.committer.flush()
         # the engine's next wake-up, asked once per turn here (not through a call of its
-        # own: three turns per job); most turns find the armed timer early enough
-        now = self.mono_ms()
-        wake = self.engine.next_wakeup(now)
+        # own: three turns per job) at the clock of the turn's last engine call (a clock
+        # read is ~1.3k instructions: a fresh one only to arm); most turns find the armed
+        # timer early enough
+        wake = self.engine.next_wakeup(self._turn_mono)
         if wake is None or self.stopped is not None:
             return
         if self._wake_at is not None and self._wake_at <= wake:
             return
-        self._arm_wakeup(wake, now)
+        self._arm_wakeup(wake, self.mono_ms())
 
     def stop_dispatching(self) -> None:
         """Drain: the engine starts nothing new; reports of running executions still count."""

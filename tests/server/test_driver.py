@@ -205,3 +205,56 @@ def test_wall_ms_gives_one_int_per_millisecond(monkeypatch) -> None:
     first, second, third, back = (driver_module.wall_ms() for _ in range(4))
     assert first == second == 1_700_000_000_123 and first is second
     assert third == 1_700_000_000_124 and back == 1_700_000_000_123  # never stuck
+
+
+def test_the_wakeup_timer_is_armed_from_a_fresh_clock_read():
+    """The driver asks the engine's next wake-up at the end of every loop turn with the
+    clock its last engine call read (no clock read per turn), but the timer's delay comes
+    from a fresh read: a turn long after the last engine call still arms at the right time."""
+    import os
+
+    from tay.engine.effects import Outcome
+
+    clock = {"wall": 1_700_000_000_000, "mono": 1_000}
+
+    class Engine:
+        permits = None
+        wake = None
+        asked: list = []
+
+        def handle(self, command, now_ms, mono_ms):
+            return Outcome(effects=[Reply("c", "r1", "accepted", {})])
+
+        def next_wakeup(self, mono_ms):
+            self.asked.append(mono_ms)
+            return self.wake
+
+    class Committer:
+        durable, holds, linger = 0, False, False
+
+        def __init__(self):
+            self.completion_fd, self._write_end = os.pipe()
+
+    async def main():
+        loop = asyncio.get_running_loop()
+        engine, committer = Engine(), Committer()
+        driver = EngineDriver(engine, committer, loop,
+                              clock=(lambda: clock["wall"], lambda: clock["mono"]))
+        delivered: list = []
+        driver.attach("c", delivered.append)
+        driver.submit(object())
+        await asyncio.sleep(0)
+        assert delivered and driver._wake_handle is None  # nothing to wake up for
+        clock["mono"] = 9_000  # long after the last engine call
+        engine.wake = 10_000
+        driver.answer([])
+        await asyncio.sleep(0)
+        delay = driver._wake_handle.when() - loop.time()
+        driver.close()
+        os.close(committer.completion_fd)
+        os.close(committer._write_end)
+        return delay, engine.asked
+
+    delay, asked = asyncio.run(main())
+    assert 0.9 < delay <= 1.0  # 10,000 - 9,000 ms, not 10,000 - 1,000
+    assert asked == [1_000, 1_000]
