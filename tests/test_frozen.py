@@ -223,3 +223,20 @@ def test_a_fields_class_is_the_named_tuple_typing_makes() -> None:
         value = cls(*[index for index in range(len(cls._fields))])
         assert pickle.loads(pickle.dumps(value)) == value and type(pickle.loads(
             pickle.dumps(value))) is cls
+
+
+def test_a_lazy_pattern_matches_as_the_compiled_one_from_its_first_use() -> None:
+    import re
+
+    from tay._frozen import LazyPattern
+
+    text = r"\.tay-(v2-marker|adoption)-([0-9a-f]{2})\.tmp"
+    lazy = LazyPattern(text)
+    assert lazy._compiled is None  # nothing compiled at import
+    for name in (".tay-adoption-0f.tmp", ".tay-adoption-0f.tmpx", "x.tay-v2-marker-aa.tmp",
+                 ".tay-v2-marker-aa.tmp", ""):
+        ours, theirs = lazy.fullmatch(name), re.fullmatch(text, name)
+        assert (ours and ours.groups()) == (theirs and theirs.groups())
+        ours, theirs = lazy.match(name), re.match(text, name)
+        assert (ours and ours.span()) == (theirs and theirs.span())
+    assert lazy._compiled is re.compile(text)

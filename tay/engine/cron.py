@@ -21,11 +21,10 @@ Time zones are fixed offsets only: ``+00`` (default), ``+HH``, ``-HH``, ``+HH:MM
 
 from __future__ import annotations
 
-import re
 from datetime import datetime, timedelta, timezone
 
 
-from tay._frozen import Frozen, set_field
+from tay._frozen import Frozen, LazyPattern, set_field
 from tay.failures import RequestRefused
 
 MINUTE_MS = 60_000
@@ -42,8 +41,8 @@ _FIELDS = (  # (name, low, high)
     ("month", 1, 12),
     ("day_of_week", 0, 7),
 )
-_PART = re.compile(r"(\*|(\d{1,2})(?:-(\d{1,2}))?)(?:/(\d{1,3}))?")
-_OFFSET = re.compile(r"([+-])(\d{2})(?::(\d{2}))?")
+_PART = LazyPattern(r"(\*|(\d{1,2})(?:-(\d{1,2}))?)(?:/(\d{1,3}))?")
+_OFFSET = LazyPattern(r"([+-])(\d{2})(?::(\d{2}))?")
 DEFAULT_TIMEZONE = "+00"
 
 

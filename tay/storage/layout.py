@@ -10,10 +10,9 @@ from __future__ import annotations
 
 import errno
 import os
-import re
 import stat
 
-from tay._frozen import Record
+from tay._frozen import LazyPattern, Record
 from tay.failures import RecoveryRefused
 from tay.storage.fsio import OPEN_NOFOLLOW, RealIO
 from tay.storage.formats.segment import (
@@ -44,7 +43,7 @@ STORE_STAGING_CAP = STORE_SIZE
 SEGMENT_STAGING_CAP = HEADER_SIZE
 ADOPTION_STAGING_CAP = 76  # the largest object an adoption stages (CURRENT)
 DEFAULT_MAX_DIRECTORY_ENTRIES = 100_000
-_ADOPTION_STAGING = re.compile(r"\.tay-(v2-marker|adoption|current)-[0-9a-f]{32}\.tmp")
+_ADOPTION_STAGING = LazyPattern(r"\.tay-(v2-marker|adoption|current)-[0-9a-f]{32}\.tmp")
 
 
 class Inventory(Record):

@@ -9,9 +9,11 @@ import string
 from collections import Counter
 
 import pytest
+from hypothesis import given, strategies as st
 
 from tay.engine import ids
 from tay.engine.ids import BufferedSystemRandom, random_job_id, random_token
+from tay.failures import RequestRefused
 
 
 def test_bytes_come_from_the_kernel_in_bulk_and_are_never_reused(monkeypatch) -> None:
@@ -105,3 +107,24 @@ def test_buffered_job_ids_are_cut_from_one_draw_each_and_skip_zero_bytes(monkeyp
     assert pulls == [4096, 4096]  # 204 ids without a zero byte per draw
     assert len(set(drawn)) == 300 and all(0 not in job_id for job_id in drawn)
     assert sorted(drawn[:204]) == sorted(one_id(1, index) for index in range(256) if index % 5)
+
+
+@given(st.one_of(
+    st.text(alphabet="0123456789abcdefABCDEF g\n\u0663", min_size=30, max_size=34),
+    st.text(max_size=40),
+    st.binary(min_size=16, max_size=16).map(bytes.hex),
+    st.integers(),
+    st.none()))
+def test_a_wire_job_id_is_exactly_what_the_32_hex_digits_pattern_accepts(text: object) -> None:
+    """``parse_job_id`` checks the digits by hand (a start compiles no regex for it)."""
+    import re
+
+    expected = (type(text) is str and re.fullmatch(r"[0-9a-f]{32}", text) is not None
+                and bytes.fromhex(text) != bytes(16))
+    try:
+        parsed = ids.parse_job_id(text)
+    except RequestRefused:
+        assert not expected
+    else:
+        assert expected and parsed == bytes.fromhex(text)  # type: ignore[arg-type]
+    assert ids.parse_job_id("0" * 31 + "1") == bytes(15) + b"\x01"

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import re
 import struct
-from tay._frozen import Frozen, set_field
+from tay._frozen import Frozen, LazyPattern, set_field
 from typing import Callable
 
 from tay import _native
@@ -38,7 +38,7 @@ MAX_SEGMENT_ID = 2**64 - 1
 _HEADER = struct.Struct(">4sBBHQQ16sI")
 _FOOTER = struct.Struct(">4sBBHQQQQ16sII")
 _SEGMENT_NAME = re.compile(r"([0-9]{20})\.tay")
-_STAGING_NAME = re.compile(r"\.tay-new-([0-9]{20})-([0-9a-f]{32})\.tmp")
+_STAGING_NAME = LazyPattern(r"\.tay-new-([0-9]{20})-([0-9a-f]{32})\.tmp")
 
 # One scanned record: (offset, type, schema, sequence, payload_length). The payload is
 # buf[offset + 24 : offset + 24 + payload_length]. A scan keeps them as a ``RecordTable``

@@ -14,17 +14,17 @@ Refusals are ``RecoveryRefused`` (conventions in ``tay.storage.formats.value``) 
 
 from __future__ import annotations
 
-import re
 import struct
 
 from tay import _native
+from tay._frozen import LazyPattern
 from tay.failures import RecoveryRefused
 
 STORE_MAGIC = b"TAYI"
 STORE_SIZE = 28
 STORE_FILE_NAME = "STORE"
 ZERO_ID = bytes(16)
-_STAGING_NAME = re.compile(r"\.tay-store-([0-9a-f]{32})\.tmp")
+_STAGING_NAME = LazyPattern(r"\.tay-store-([0-9a-f]{32})\.tmp")
 _U32 = struct.Struct(">I")
 
 Buffer = bytes | bytearray | memoryview
@@ -113,5 +113,7 @@ def store_staging_name(nonce: bytes) -> str:
 
 def parse_store_staging_name(name: str) -> bytes | None:
     """The nonce of a well-formed STORE staging name, or None."""
+    if not name.startswith(".tay-store-"):  # most names: no pattern compiled for them
+        return None
     match = _STAGING_NAME.fullmatch(name)
     return bytes.fromhex(match.group(1)) if match else None

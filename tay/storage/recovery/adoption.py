@@ -15,14 +15,14 @@ adoption (storage.md §3.7 step 2).
 from __future__ import annotations
 
 import os
-import re
 
+from tay._frozen import LazyPattern
 from tay.failures import RecoveryRefused
 from tay.storage.fsio import RealIO
 from tay.storage.v2 import layout as v2_layout
 from tay.storage.v2.markers import MARKER_SIZE, decode_adoption
 
-_UNPUBLISHED = re.compile(r"\.tay-(v2-marker|adoption|current)-[0-9a-f]{32}\.tmp")
+_UNPUBLISHED = LazyPattern(r"\.tay-(v2-marker|adoption|current)-[0-9a-f]{32}\.tmp")
 
 
 def root_shape(io: RealIO, root: str) -> str:

@@ -19,7 +19,7 @@ import os
 import re
 import stat
 
-from tay._frozen import Record
+from tay._frozen import LazyPattern, Record
 from tay.failures import RecoveryRefused
 from tay.storage.formats.segment import parse_segment_file_name, parse_staging_file_name
 from tay.storage.formats.segment_ledger import LEDGER_FILE_NAME
@@ -36,11 +36,11 @@ SEGMENTS_DIR = "segments"
 V2_ROOT_NAMES = (STORE_V2_NAME, CURRENT_NAME, ADOPTION_NAME)
 
 _EPOCH = re.compile(r"e-([0-9a-f]{32})")
-_CANDIDATE = re.compile(r"\.tay-candidate-([0-9a-f]{32})\.tmp")
-_LEGACY = re.compile(r"legacy-([0-9a-f]{32})")
+_CANDIDATE = LazyPattern(r"\.tay-candidate-([0-9a-f]{32})\.tmp")
+_LEGACY = LazyPattern(r"legacy-([0-9a-f]{32})")
 # root staging prefix -> largest size (the object it stages)
 ROOT_STAGING = {"v2-marker": 28, "current": 76, "adoption": 28}
-_ROOT_STAGING = re.compile(r"\.tay-(v2-marker|current|adoption)-([0-9a-f]{32})\.tmp")
+_ROOT_STAGING = LazyPattern(r"\.tay-(v2-marker|current|adoption)-([0-9a-f]{32})\.tmp")
 
 
 def epoch_dir_name(epoch_id: bytes) -> str:
@@ -168,7 +168,8 @@ def classify_root(io: RealIO, root: str, max_entries: int) -> RootInventory:
             continue
         if is_dir:
             raise _refuse("unexpected_directory", path)
-        staging = _ROOT_STAGING.fullmatch(name)
+        # the prefix first: a start that finds no staging leftover compiles no pattern
+        staging = _ROOT_STAGING.fullmatch(name) if name.startswith(".tay-") else None
         if staging is not None or parse_store_staging_name(name) is not None:
             cap = ROOT_STAGING[staging.group(1)] if staging is not None else 28
             if info.st_size > cap:
