@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from array import array
 from bisect import bisect_left
-from typing import Callable
+from collections.abc import Callable
 
 StampOf = Callable[[bytes], "int | None"]  # the job's current stamp, None when it is gone
 

@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import math
 import string
-from typing import Any, Callable, Mapping
+from collections.abc import Callable
+from typing import Any, Mapping
 
 from tay._frozen import Frozen, set_field
 from tay.engine.cron import DEFAULT_TIMEZONE, parse_cron, parse_timezone

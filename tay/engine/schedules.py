@@ -26,7 +26,8 @@ from __future__ import annotations
 
 import bisect
 import heapq
-from typing import Any, Callable, Iterable, Mapping
+from collections.abc import Callable
+from typing import Any, Iterable, Mapping
 
 from tay._frozen import Frozen, replace, set_field
 from tay.engine.cron import LAST_COMPUTABLE_MS

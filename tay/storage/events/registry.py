@@ -10,7 +10,8 @@ from __future__ import annotations
 
 from dataclasses import FrozenInstanceError
 from types import MappingProxyType
-from typing import Any, Callable, Mapping, Sequence
+from collections.abc import Callable
+from typing import Any, Mapping, Sequence
 
 from tay._frozen import Frozen, set_field
 

@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import re
 import struct
-from tay._frozen import Frozen, LazyPattern, set_field
-from typing import Callable
+from collections.abc import Callable
 
 from tay import _native
+from tay._frozen import Frozen, LazyPattern, set_field
 from tay.failures import RecoveryRefused
 from tay.storage.formats.record import MAGIC as RECORD_MAGIC
 from tay.storage.formats.record import MAX_PAYLOAD, MAX_SEQUENCE, Buffer, decode_record

@@ -15,7 +15,7 @@ storage is untouched (fsync barriers change no bytes).
 from __future__ import annotations
 
 import time
-from typing import Callable
+from collections.abc import Callable
 
 from tay._frozen import Frozen, set_field
 from tay.failures import RecoveryRefused

@@ -20,7 +20,7 @@ are checked on a row's fields, and anything a row cannot decide builds the job f
 
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 from tay.failures import RecoveryRefused
 from tay.storage import events as ev
