@@ -50,7 +50,6 @@ from tay.storage.v2.tail import LiveRow, TailJobs
 
 _MUTATION_PREFIX = struct.Struct(">16sBQQQ")
 _new_tuple = tuple.__new__  # a named tuple built without its Python-level __new__
-_new_object = object.__new__
 assert MUTATION_PAIR == (8, 1)
 # kind -> the body's keys in canonical order: the event's payload minus job_id,
 # expected_revision and at (they are in the prefix), plus availability_order where it has one
@@ -341,7 +340,7 @@ class EpochEngine(AdminCommands):
         else:
             self._timers.push(eligible_at, (job_id, 1))
         sequence = self.next_sequence
-        payload = _new_object(InsertedPayload)  # fields_payload, inline
+        payload = InsertedPayload()  # fields_payload, inline
         payload.fields = (at, definition, eligible_at, 0, job_id)
         out.events.append((sequence, event_with_raw(8, 1, "job_inserted", payload, raw)))
         self.next_sequence = sequence + 1
@@ -381,7 +380,7 @@ class EpochEngine(AdminCommands):
             else attempts[1 - MAX_TIMELINE:] + (started,)
         self.durable_executing += 1
         sequence = self.next_sequence
-        payload = _new_object(StartedPayload)  # fields_payload, inline
+        payload = StartedPayload()  # fields_payload, inline
         payload.fields = (at, attempt, cycle, revision - 1, job_id)
         out.events.append((sequence, event_with_raw(8, 1, "job_started", payload, raw)))
         self.next_sequence = sequence + 1
@@ -410,13 +409,15 @@ class EpochEngine(AdminCommands):
         if history is not None:  # the end of an execution: accounted, never refused
             history.account_payload(len(finish))
             history.account_payload(len(result))
-        values = list(job)
-        values[_STATE] = "completed"
-        values[_REVISION] = revision + 1
-        values[_NEXT_ATTEMPT] = values[_ELIGIBLE_AT] = values[_EXECUTION] = None
-        values[_COMPLETED_AT] = values[_TERMINAL_AT] = at
-        values[_RESULT_PRESENT] = True
-        entry.state = _new_tuple(JobState, values)
+        # the completed JobState in one tuple (no list copy and field stores): state,
+        # revision, next attempt, execution, eligible_at, completed/terminal times and
+        # result_present change; every other field is the executing job's
+        (_, definition, canonical, _, _, attempt, _, cycle, _, _, order, inserted_at,
+         attempted_at, _, _, diagnostic, _, result_value, failure) = job
+        entry.state = _new_tuple(JobState, (
+            job_id, definition, canonical, "completed", revision + 1, attempt, None, cycle,
+            None, None, order, inserted_at, attempted_at, at, at, diagnostic, True,
+            result_value, failure))
         self.durable_executing -= 1
         attempts = entry.attempts  # _finish_attempt
         if attempts and attempts[-1][2] is None:
@@ -428,10 +429,10 @@ class EpochEngine(AdminCommands):
         entry.margin += 1
         self.budget.charge(1)
         sequence = self.next_sequence
-        payload = _new_object(FinishedPayload)  # fields_payload, inline
+        payload = FinishedPayload()  # fields_payload, inline
         payload.fields = (at, None, ev.COMPLETED, execution, revision - 1, job_id, None, None,
                           ev.SUCCESS)
-        recorded = _new_object(ResultPayload)
+        recorded = ResultPayload()
         recorded.fields = (at, revision, job_id, None)
         events = out.events
         events.append((sequence, event_with_raw(8, 1, "job_finished", payload, finish)))

@@ -32,15 +32,19 @@ class EveryPassDriver(Driver):
                     if executing[queue] >= engine.config.queue_credits(queue) \
                             or queue in paused:
                         continue
+                    best = ready.take(queue, engine.executors.select)
+                    if best is None:
+                        continue
+                    task, head, executor = best
                     try:
-                        started = engine._dispatch_one(queue, now_ms, mono_ms, out)
+                        engine._start(engine.jobs[head[2]], executor, now_ms, mono_ms, out)
                     except RequestRefused as refusal:
+                        ready.push(queue, task, head)
                         engine.activity.start_refusals[
                             refusal.details.get("reason", refusal.code)] += 1
                         return
-                    if started:
-                        ready.served(queue)
-                        progress = True
+                    ready.served(queue)
+                    progress = True
 
         engine._dispatch = dispatch
 
