@@ -228,13 +228,14 @@ def _started(job: JobState, sequence: int, event: Mapping[str, Any]) -> JobState
 def started_state(job: JobState, revision: int, attempt: int, at: int) -> JobState:
     """An available job executing attempt ``attempt`` from ``at`` (the checks done): the
     one state change both the ``job_started`` transition and the engine's fused start make."""
-    values = list(job)
-    values[_STATE] = "executing"
-    values[_REVISION] = values[_EXECUTION] = revision
-    values[_ATTEMPT] = attempt
-    values[_ATTEMPTED_AT] = at
-    values[_ELIGIBLE_AT] = values[_READY_ORDER] = None
-    return _new_tuple(JobState, values)
+    # one tuple from the available job's fields (no list copy and item stores): state,
+    # revision, attempt, execution, eligible_at, ready_order and attempted_at change
+    (job_id, definition, canonical, _, _, _, next_attempt, cycle, _, _, _, inserted_at, _,
+     completed_at, terminal_at, diagnostic, result_present, result, failure) = job
+    return _new_tuple(JobState, (
+        job_id, definition, canonical, "executing", revision, attempt, next_attempt, cycle,
+        revision, None, None, inserted_at, at, completed_at, terminal_at, diagnostic,
+        result_present, result, failure))
 
 
 _DISPOSITION_STATES = {ev.COMPLETED: "completed", ev.RETRYABLE: "retryable",
