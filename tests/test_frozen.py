@@ -240,3 +240,25 @@ def test_a_lazy_pattern_matches_as_the_compiled_one_from_its_first_use() -> None
         ours, theirs = lazy.match(name), re.match(text, name)
         assert (ours and ours.span()) == (theirs and theirs.span())
     assert lazy._compiled is re.compile(text)
+
+
+def test_a_lazy_module_imports_its_module_at_the_first_attribute_use() -> None:
+    import subprocess
+    import sys
+
+    probe = ("import sys\n"
+             "from tay._frozen import LazyModule\n"
+             "lazy = LazyModule('tay.engine.cron')\n"
+             "print('tay.engine.cron' in sys.modules, repr(lazy))\n"
+             "found = lazy.parse_cron\n"
+             "import tay.engine.cron as real\n"
+             "print('tay.engine.cron' in sys.modules, found is real.parse_cron,\n"
+             "      lazy.LAST_COMPUTABLE_MS == real.LAST_COMPUTABLE_MS, 'parse_cron' in vars(lazy))\n"
+             "try:\n"
+             "    lazy.no_such_name\n"
+             "except AttributeError as error:\n"
+             "    print('AttributeError', 'no_such_name' in str(error))\n")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                         check=True).stdout.splitlines()
+    assert out == ["False <LazyModule 'tay.engine.cron'>", "True True True True",
+                   "AttributeError True"]

@@ -63,7 +63,40 @@ def test_the_serving_stack_does_not_load_the_compaction_machinery() -> None:
              "if m.startswith('tay.storage.compaction.')))")
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
                          check=True).stdout
-    assert eval(out) == ["tay.storage.compaction.plan", "tay.storage.compaction.trigger"]
+    assert eval(out) == ["tay.storage.compaction.trigger"]
+
+
+# What a default ``tay serve`` (no schedules, no HTTP, no compaction yet) never runs before
+# it listens: each is reached through a named ``tay._frozen.LazyModule`` seam.
+LAZY_MODULES = ("tay.engine.cron", "tay.engine.schedule_declaration",
+                "tay.engine.schedule_timing", "tay.storage.compaction.plan",
+                "tay.storage.recovery.inspect")
+
+AT_LISTEN = """
+import os, socket, sys
+def listen(self, *args):
+    print(sorted(m for m in sys.modules if m in {lazy!r}), flush=True)
+    os._exit(0)
+socket.socket.listen = listen
+from tay.cli import main
+main(sys.argv[1:])
+"""
+
+
+def test_a_default_serve_start_loads_no_lazy_module_before_it_listens() -> None:
+    from tests.scratch import scratch_dir
+
+    root = scratch_dir("lazy-")
+    argv = ["serve", "--data-dir", str(root / "data"), "--socket", str(root / "tay.sock"),
+            "--init-if-missing", "--durability", "sync", "--validated-filesystem"]
+    for start in ("init", "restart"):  # the first start adopts its new store (a compaction)
+        out = subprocess.run([sys.executable, "-c", AT_LISTEN.format(lazy=LAZY_MODULES), *argv],
+                             capture_output=True, text=True, timeout=120)
+        assert out.returncode == 0, (start, out.stderr)
+    assert out.stdout.strip().splitlines()[-1] == "[]"  # the restart's
+    for module in LAZY_MODULES:  # every seam names a module that exists
+        probe = f"import {module}"
+        subprocess.run([sys.executable, "-c", probe], check=True)
 
 
 @pytest.mark.parametrize("columns", [None, "", "abc", "0", "-3", "45", "132"])

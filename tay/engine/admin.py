@@ -25,7 +25,7 @@ from tay.engine.ids import parse_job_id
 from tay.engine.jobs import JobEntry, peek
 from tay._native._pure_base import QUEUE, WORKER
 from tay.engine.schedule_commands import ScheduleCommands, request_fields
-from tay.engine.schedule_timing import Timing, occurrence_job_id
+from tay.engine.schedules import schedule_timing  # the engine's lazy boundary
 from tay.failures import RequestRefused
 from tay.storage import events as ev
 from tay.storage.events.definition import KEY_MAX_BYTES
@@ -333,7 +333,7 @@ def _next_occurrences(definition: Any, next_at: int | None) -> list[int]:
     """The next few due times of a schedule, starting at its stored next one."""
     if next_at is None:
         return []
-    timing = Timing.of(definition)
+    timing = schedule_timing.Timing.of(definition)
     times = [next_at]
     while len(times) < NEXT_OCCURRENCES:
         following = timing.following(times[-1])
@@ -344,7 +344,7 @@ def _next_occurrences(definition: Any, next_at: int | None) -> list[int]:
 
 
 def _occurrence_id(schedule_id: str, due_at: int | None) -> bytes:
-    return b"" if due_at is None else occurrence_job_id(schedule_id, due_at)
+    return b"" if due_at is None else schedule_timing.occurrence_job_id(schedule_id, due_at)
 
 
 _OPS: dict[str, Callable[..., dict[str, Any]]] = {

@@ -18,8 +18,9 @@ This module also gives compaction what it reads from the engine (``retained_jobs
 from __future__ import annotations
 
 import struct
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from tay._frozen import LazyModule
 from tay.engine.admin import AdminCommands
 from tay.engine.admission import job_charge
 from tay.engine.effects import Outcome
@@ -29,7 +30,6 @@ from tay.engine.payloads import FinishedPayload, InsertedPayload, ResultPayload,
 from tay.engine.state import MAX_TIMELINE, definition_nodes
 from tay.failures import RecoveryRefused
 from tay.storage import events as ev
-from tay.storage.compaction.plan import Checkpoint
 from tay.storage.events import schedules as se
 from tay.storage.events.registry import event_with_raw
 from tay.storage.events.operations import QUEUE_PAIRS, queue_paused, queue_resumed
@@ -47,6 +47,13 @@ from tay.storage.v2.records import MUTATION_BODY_KEYS, MUTATION_PAIR, Mutation
 from tay.storage.v2.reducer import EpochReducer
 from tay.storage.v2.rows import BaseJobs, JobRow
 from tay.storage.v2.tail import LiveRow, TailJobs
+
+# What only a compaction reads (``checkpoints``) loads with the first compaction.
+if TYPE_CHECKING:
+    from tay.storage.compaction import plan as compaction_plan
+    from tay.storage.compaction.plan import Checkpoint
+else:
+    compaction_plan = LazyModule("tay.storage.compaction.plan")
 
 _MUTATION_PREFIX = struct.Struct(">16sBQQQ")
 _new_tuple = tuple.__new__  # a named tuple built without its Python-level __new__
@@ -483,7 +490,7 @@ class EpochEngine(AdminCommands):
         for state in self.schedules.states().values():
             revision = (reducer.entity_revision(("schedule", state.schedule_id))
                         if reducer is not None else state.record_revision)
-            out.append(Checkpoint(se.schedule_state(
+            out.append(compaction_plan.Checkpoint(se.schedule_state(
                 action="checkpoint", schedule_id=state.schedule_id, at=captured_at,
                 definition=state.definition, revision=state.revision, expected_revision=0,
                 next_at=state.next_at, last_at=state.last_at, cancelled_at=state.cancelled_at,
@@ -494,7 +501,7 @@ class EpochEngine(AdminCommands):
         for queue in sorted(queues):
             revision = reducer.entity_revision(("queue", queue)) if reducer is not None else 1
             builder = queue_paused if queue in self.paused else queue_resumed
-            out.append(Checkpoint(builder(queue, captured_at), max(revision, 1)))
+            out.append(compaction_plan.Checkpoint(builder(queue, captured_at), max(revision, 1)))
         return out
 
     def online_capture(self) -> tuple[list[JobState], int]:

@@ -27,16 +27,23 @@ from __future__ import annotations
 import bisect
 import heapq
 from collections.abc import Callable
-from typing import Any, Iterable, Mapping
+from typing import TYPE_CHECKING, Any, Iterable, Mapping
 
-from tay._frozen import Frozen, replace, set_field
-from tay.engine.cron import LAST_COMPUTABLE_MS
-from tay.engine.schedule_declaration import OptionsValidator, parse_declaration, structural_options_check
-from tay.engine.schedule_timing import Timing, occurrence_job_id
+from tay._frozen import Frozen, LazyModule, replace, set_field
 from tay.failures import RecoveryRefused, RequestRefused, TayFailure
 from tay.storage.events import schedules as se
 from tay.storage.formats import value
 from tay.storage.events import Event
+
+# The engine's lazy boundary: cron parsing, declaration checks and occurrence times load
+# with the first schedule (declared or replayed), not with every ``tay serve`` start.
+if TYPE_CHECKING:
+    from tay.engine import cron, schedule_declaration, schedule_timing
+    from tay.engine.schedule_declaration import OptionsValidator
+else:
+    cron = LazyModule("tay.engine.cron")
+    schedule_declaration = LazyModule("tay.engine.schedule_declaration")
+    schedule_timing = LazyModule("tay.engine.schedule_timing")
 
 JobLookup = Callable[[bytes], "str | None"]
 TERMINAL_STATES = frozenset({"completed", "cancelled", "discarded"})
@@ -121,16 +128,16 @@ def _rejected(reason: str, sequence: int, schedule_id: str, **extra: Any) -> Rec
 class ScheduleTable:
     """All schedules by id, with the one ``apply`` and the live proposals."""
 
-    def __init__(self, *, options_validator: OptionsValidator = structural_options_check,
+    def __init__(self, *, options_validator: OptionsValidator | None = None,
                  new_id: Callable[[], str] | None = None) -> None:
         self._states: dict[str, ScheduleState] = {}
-        self._timings: dict[str, Timing] = {}
+        self._timings: dict[str, schedule_timing.Timing] = {}
         self._ids: list[str] = []  # sorted, for exclusive-cursor pages
         self._retry_at: dict[str, int] = {}  # volatile: admission retry / queue polling
         # (wake, id) with lazy deletion: an entry is live while it equals _wake(id), so
         # next_wakeup and due_work cost O(log n) per change instead of a scan of all schedules.
         self._wake_heap: list[tuple[int, str]] = []
-        self._options_validator = options_validator
+        self._options_validator = options_validator  # None: structural_options_check
         self._new_id = new_id
 
     # ---- durable state ---------------------------------------------------------------
@@ -156,7 +163,7 @@ class ScheduleTable:
         state = handler(previous, sequence, event)
         if previous is None or state.definition_bytes != previous.definition_bytes:
             try:
-                self._timings[schedule_id] = Timing.of(state.definition)
+                self._timings[schedule_id] = schedule_timing.Timing.of(state.definition)
             except TayFailure as failure:
                 raise _rejected("invalid_definition", sequence, schedule_id,
                                 problem=failure.message) from None
@@ -202,8 +209,11 @@ class ScheduleTable:
             new_id = _no_generated_ids
         else:
             new_id = self._new_id
-        declaration = parse_declaration(request, now_ms, new_id=new_id,
-                                        options_validator=self._options_validator)
+        options_validator = self._options_validator
+        if options_validator is None:
+            options_validator = schedule_declaration.structural_options_check
+        declaration = schedule_declaration.parse_declaration(
+            request, now_ms, new_id=new_id, options_validator=options_validator)
         schedule_id = declaration.schedule_id
         definition_bytes = value.encode(declaration.definition)
         previous = self._states.get(schedule_id)
@@ -217,8 +227,9 @@ class ScheduleTable:
                 "cancel it and declare the stricter overlap under a new declaration id",
                 code="schedule_conflict", schedule_id=schedule_id,
             )
-        first_due = Timing.of(declaration.definition).first_due(declaration.start_ms)
-        if first_due is None and declaration.start_ms >= LAST_COMPUTABLE_MS:
+        first_due = schedule_timing.Timing.of(declaration.definition).first_due(
+            declaration.start_ms)
+        if first_due is None and declaration.start_ms >= cron.LAST_COMPUTABLE_MS:
             field = "start_at" if request.get("start_at") is not None else "delay"
             raise RequestRefused(f"{field} puts the first cron occurrence past 9999-12-30, "
                                  "the last date cron times are computed for",
@@ -282,7 +293,7 @@ class ScheduleTable:
         definition = state.definition
         return Occurrence(
             state.schedule_id, state.revision, state.next_at,
-            occurrence_job_id(state.schedule_id, state.next_at),
+            schedule_timing.occurrence_job_id(state.schedule_id, state.next_at),
             definition["task"], definition["args"], definition["options"],
         )
 
@@ -498,7 +509,7 @@ def _apply_legacy_registered(previous: ScheduleState | None, sequence: int,
 def _apply_legacy_advanced(previous: ScheduleState | None, sequence: int,
                            event: Event) -> ScheduleState:
     state = _live(previous, sequence, event)
-    derived = occurrence_job_id(state.schedule_id, event["due_at"])
+    derived = schedule_timing.occurrence_job_id(state.schedule_id, event["due_at"])
     return replace(state, record_revision=sequence, next_at=event["next_at"],
                    last_at=event["due_at"], active=(derived,))
 

@@ -16,16 +16,18 @@ import time
 from collections import Counter
 from typing import TYPE_CHECKING, Any
 
-from tay._frozen import Record
+from tay._frozen import LazyModule, Record
 from tay.engine.config import EngineConfig
 from tay.storage import events as ev
 from tay.storage.events.transitions import STATES
 from tay.storage.journal.history_budget import HistoryBudget
-from tay.storage.recovery.inspect import summarize
 from tay.storage.recovery.recover import Recovered, recover
 
 if TYPE_CHECKING:  # the effects (and orjson with them) load with the engine: tay serve
     from tay.engine.effects import Outcome  # imports them beside recovery's physical pass
+    from tay.storage.recovery import inspect as recovery_inspect
+else:  # only ``tay storage inspect`` summarizes: not loaded by a serve start
+    recovery_inspect = LazyModule("tay.storage.recovery.inspect")
 
 
 class _CountingConsumer(Record):
@@ -140,8 +142,9 @@ def inspect_store(data_dir: str, engine_config: EngineConfig, *, io: Any = None)
     """
     done = recover_engine(data_dir, engine_config, activate=False, io=io)
     engine = done.engine
-    summary = summarize(done.recovered, jobs=engine.job_count(), job_states=done.job_states,
-                        other_events=dict(done.other_events))
+    summary = recovery_inspect.summarize(done.recovered, jobs=engine.job_count(),
+                                         job_states=done.job_states,
+                                         other_events=dict(done.other_events))
     summary["state_bytes"] = {"used": engine.budget.used, "limit": engine.budget.limit}
     summary["interrupted_executions"] = done.job_states["executing"]
     return summary
