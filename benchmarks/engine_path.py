@@ -63,7 +63,7 @@ def run_jobs(engine, jobs: int) -> int:
         out = engine.handle(command, clock[0], clock[1])
         if out.events:
             journal_records(out.events)
-        engine.next_wakeup(clock[1])
+        engine.next_wakeup()
         commands += 1
         return out.effects
 

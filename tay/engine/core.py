@@ -114,7 +114,7 @@ class Engine(EpochEngine):
         self._dispatch(now_ms, mono_ms, out)
         return out
 
-    def next_wakeup(self, mono_ms: int) -> int | None:
+    def next_wakeup(self) -> int | None:
         """The monotonic time at which ``tick`` must next run (None: nothing pending).
 
         Wall-clock due times are mapped with the clock offset seen at the last call.

@@ -57,7 +57,7 @@ class EngineLike(Protocol):
 
     def handle(self, command: Any, now_ms: int, mono_ms: int) -> Outcome: ...
     def tick(self, now_ms: int, mono_ms: int) -> Outcome: ...
-    def next_wakeup(self, mono_ms: int) -> int | None: ...
+    def next_wakeup(self) -> int | None: ...
 
 
 class CommitterLike(Protocol):
@@ -128,7 +128,6 @@ class EngineDriver:
         self._flush_each_turn = committer.holds and not committer.linger
         self._turn_scheduled = False
         self._unflushed = False  # a submission since the last flush (group commit)
-        self._turn_mono = self.mono_ms()  # the last engine call's clock (_end_turn)
         # a committer that covers every ticket as it is appended (tay.testing's memory
         # store) never signals completion_fd: its writes are released as they are applied
         self._covers_at_once = getattr(committer, "covers_at_once", False)
@@ -170,16 +169,14 @@ class EngineDriver:
             self._refuse_unavailable(command)
             return
         if admit_bytes is None:
-            self._turn_mono = mono = self.mono_ms()
-            self._apply(self.engine.handle(command, self.wall_ms(), mono))
+            self._apply(self.engine.handle(command, self.wall_ms(), self.mono_ms()))
             return
         try:
             self.permits.acquire(admit_bytes)
         except RequestRefused as refusal:
             self._apply(Outcome(effects=[Refuse(command.conn, command.request_id, refusal)]))
             return
-        self._turn_mono = mono = self.mono_ms()
-        self._apply(self.engine.handle(command, self.wall_ms(), mono), permit=True)
+        self._apply(self.engine.handle(command, self.wall_ms(), self.mono_ms()), permit=True)
 
     def answer(self, effects: list[Effect]) -> None:
         """Queue effects that need no engine step (they still wait behind earlier writes)."""
@@ -189,8 +186,7 @@ class EngineDriver:
         self._wake_handle = None
         self._wake_at = None
         if self.stopped is None and not self.closed:
-            self._turn_mono = mono = self.mono_ms()
-            self._apply(self.engine.tick(self.wall_ms(), mono))
+            self._apply(self.engine.tick(self.wall_ms(), self.mono_ms()))
 
     def _apply(self, outcome: Outcome, permit: bool = False) -> None:
         ticket = 0
@@ -233,10 +229,10 @@ class EngineDriver:
             self._unflushed = False
             self.committer.flush()
         # the engine's next wake-up, asked once per turn here (not through a call of its
-        # own: three turns per job) at the clock of the turn's last engine call (a clock
-        # read is ~1.3k instructions: a fresh one only to arm); most turns find the armed
-        # timer early enough
-        wake = self.engine.next_wakeup(self._turn_mono)
+        # own: three turns per job) without a clock read (the engine maps wall due times
+        # with its last call's clock offset; a read is ~1.3k instructions: a fresh one
+        # only to arm); most turns find the armed timer early enough
+        wake = self.engine.next_wakeup()
         if wake is None or self.stopped is not None:
             return
         if self._wake_at is not None and self._wake_at <= wake:

@@ -89,7 +89,7 @@ def test_disconnect_removes_capacity_and_redispatches_elsewhere(driver):
 def test_scheduled_job_promotes_at_due_time_and_next_wakeup(driver):
     job_id = driver.job_id(delay_ms=500)
     driver.worker()
-    assert driver.engine.next_wakeup(driver.mono) == driver.mono + 500
+    assert driver.engine.next_wakeup() == driver.mono + 500
     driver.advance(499)
     assert not driver.tick().events
     driver.advance(1)
@@ -97,7 +97,7 @@ def test_scheduled_job_promotes_at_due_time_and_next_wakeup(driver):
     assert [event.name for _, event in out.events] == ["job_available", "job_started"]
     assert out.events[0][1]["due_at"] == driver.now
     assert executes(out)[0].job_id == job_id
-    assert driver.engine.next_wakeup(driver.mono) == driver.mono + 30_000
+    assert driver.engine.next_wakeup() == driver.mono + 30_000
 
 
 def test_timeout_starts_at_dispatch_not_enqueue(driver):
@@ -115,7 +115,7 @@ def test_cancel_scheduled_job_removes_it_from_timers(driver):
     assert out.events[0][1]["execution_token"] is None
     driver.advance(200)
     assert not driver.tick().events
-    assert driver.engine.next_wakeup(driver.mono) is None
+    assert driver.engine.next_wakeup() is None
 
 
 def test_started_is_informational_and_accepted(driver):

@@ -220,7 +220,7 @@ def test_a_due_job_the_cap_holds_back_stays_waiting_and_is_looked_at_again():
     driver.advance(1_000)
     assert not driver.tick().events
     assert driver.status(job_id)["state"] == "scheduled"
-    assert driver.engine.next_wakeup(driver.mono) == driver.mono + 1_000  # not lost, not busy
+    assert driver.engine.next_wakeup() == driver.mono + 1_000  # not lost, not busy
 
 
 def test_a_schedule_occurrence_is_inserted_and_delivered_together_or_not_at_all():
@@ -254,7 +254,7 @@ def test_a_skip_advance_the_cap_holds_back_is_retried_not_lost():
     driver = capped(max_history_bytes=before_skip + RESERVE)  # the running job's reserve
     assert not run_until_skip(driver)
     assert driver.engine.history.history_bytes == before_skip
-    assert driver.engine.next_wakeup(driver.mono) == driver.mono + 1_000
+    assert driver.engine.next_wakeup() == driver.mono + 1_000
 
 
 def test_failure_details_fit_the_reserve_its_start_held():

@@ -138,7 +138,7 @@ def test_next_wakeup_is_the_earliest_live_execution_deadline(timeouts, order):
     order.shuffle(executes)
     while True:
         live = [r.deadline_mono for r in engine.executors.reservations.values()]
-        assert engine.next_wakeup(mono) == (min(live) if live else None)
+        assert engine.next_wakeup() == (min(live) if live else None)
         if not executes:
             break
         execute = executes.pop()

@@ -78,7 +78,7 @@ def test_generated_id_is_a_24_character_token():
 def test_every_fires_at_once_and_delivers_the_deterministic_job():
     d = Driver()
     declare(d, args={"n": 1}, every={"seconds": 10}, options={"queue": "q", "retries": 2})
-    assert d.engine.next_wakeup(d.mono) == d.mono
+    assert d.engine.next_wakeup() == d.mono
     out = d.tick()
     assert names(out) == ["job_inserted", "schedule_delivered"]  # advancement after admission
     job_id = occurrence_job_id("s", T0)
@@ -87,7 +87,7 @@ def test_every_fires_at_once_and_delivers_the_deterministic_job():
     schedule = status(d)
     assert schedule["last_at"] == T0 and schedule["next_at"] == T0 + 10 * SECOND
     assert schedule["active_job_id"] == job_id.hex()
-    assert d.engine.next_wakeup(d.mono) == d.mono + 10 * SECOND
+    assert d.engine.next_wakeup() == d.mono + 10 * SECOND
 
 
 def test_cron_first_occurrence_is_the_next_matching_minute():
@@ -140,7 +140,7 @@ def test_queue_waits_for_a_never_dispatched_job_too():
     d.tick()
     d.advance(5 * SECOND)
     assert names(d.tick()) == []
-    assert d.engine.next_wakeup(d.mono) == d.mono + SECOND  # polls again in a second
+    assert d.engine.next_wakeup() == d.mono + SECOND  # polls again in a second
 
 
 def test_catch_up_latest_coalesces_time_the_engine_was_down():
@@ -256,7 +256,7 @@ def test_admission_failure_retries_the_same_occurrence_id():
     declare(d, every={"seconds": 10}, overlap="allow")
     d.engine.budget.limit = d.engine.budget.used + 100  # the occurrence's job cannot fit
     assert names(d.tick()) == []
-    assert d.engine.next_wakeup(d.mono) == d.mono + SECOND
+    assert d.engine.next_wakeup() == d.mono + SECOND
     d.advance(SECOND // 2)
     assert names(d.tick()) == []
     d.engine.budget.limit = 10**9  # room again (as if terminal jobs had expired)
@@ -279,7 +279,7 @@ def test_schedules_are_charged_to_the_state_budget():
 def test_next_wakeup_maps_wall_time_to_the_monotonic_clock():
     d = Driver()
     declare(d, every={"minutes": 1}, start_at=T0 + MINUTE)
-    assert d.engine.next_wakeup(d.mono) == d.mono + MINUTE
+    assert d.engine.next_wakeup() == d.mono + MINUTE
 
 
 OPERATIONS = st.lists(st.one_of(
