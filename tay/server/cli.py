@@ -7,13 +7,12 @@ Environment variables apply when the flag is absent; flags win.
 from __future__ import annotations
 
 import os
-import re
 import sys
 from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from tay._frozen import replace
+from tay._frozen import LazyPattern, replace
 from tay.failures import ConfigurationError, StorageFailure
 
 if TYPE_CHECKING:
@@ -25,7 +24,7 @@ if TYPE_CHECKING:
 # The server stack (engine, storage, uvloop) is imported only when `serve` runs, so other
 # `tay` commands stay light.
 
-_SIZE = re.compile(r"^\s*(\d+)\s*(KB|MB|GB|KiB|MiB|GiB)?\s*$")
+_SIZE = LazyPattern(r"^\s*(\d+)\s*(KB|MB|GB|KiB|MiB|GiB)?\s*$")
 _UNITS = {None: 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30}
 _TRUE, _FALSE = ("true", "TRUE", "1"), ("false", "FALSE", "0")
 
@@ -124,10 +123,35 @@ def declare(parser: Any) -> None:
         help="default INFO (TAY_LOG_LEVEL)")
     add("--log-format", choices=("text", "json"), help="default text (TAY_LOG_FORMAT)")
     from .compaction_config import add_compaction_arguments
-    from .http_config import add_http_arguments
 
     add_compaction_arguments(parser)
     add_http_arguments(parser)
+
+
+HTTP_TLS_OPTIONS = (("certfile", "--http-tls-certfile", "TAY_HTTP_TLS_CERTFILE"),
+                    ("keyfile", "--http-tls-keyfile", "TAY_HTTP_TLS_KEYFILE"),
+                    ("cacertfile", "--http-tls-cacertfile", "TAY_HTTP_TLS_CACERTFILE"))
+
+
+def add_http_arguments(parser: argparse.ArgumentParser) -> None:
+    """The HTTP listener's flags (read by ``tay.server.http_config``, which a start without
+    an HTTP port never imports)."""
+    add = parser.add_argument
+    add("--http-port", help="enable the HTTP/JSON API on this TCP port (0: any free port); "
+                            "default off (TAY_HTTP_PORT)")
+    add("--http-ip", help="bind address, default 127.0.0.1 (TAY_HTTP_IP)")
+    for _, flag, variable in HTTP_TLS_OPTIONS:
+        add(flag, help=f"absolute PEM path; mTLS needs all three; default none ({variable})")
+    add("--http-max-body-bytes", help="request/response body limit, default 1048576 "
+                                      "(TAY_HTTP_MAX_BODY_BYTES)")
+    add("--dashboard", choices=("on", "off"),
+        help="serve the web dashboard under /ui/ on the HTTP listener, default on "
+             "(TAY_DASHBOARD)")
+
+
+def http_port_text(args: argparse.Namespace, env: Mapping[str, str]) -> Any:
+    """The HTTP port as given (flag, else ``TAY_HTTP_PORT``); empty or None: HTTP is off."""
+    return getattr(args, "http_port", None) or env.get("TAY_HTTP_PORT")
 
 
 def setting(args: argparse.Namespace, name: str, env: Mapping[str, str], variable: str,
@@ -184,9 +208,12 @@ def run(args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> i
         return 2
     configure_logging(level, log_format)
     try:
-        from .http_config import apply_http
+        if http_port_text(args, env):  # HTTP off: tay.server.http_config is not imported
+            from .http_config import apply_http
 
-        config, http = apply_http(args, env, build_config(args, env))
+            config, http = apply_http(args, env, build_config(args, env))
+        else:
+            config, http = build_config(args, env), None
         config = fit_replies(config, http)
     except ConfigurationError as error:
         print(f"tay serve: {error.message}", file=sys.stderr)
@@ -394,7 +421,10 @@ def parse_queues(flags: list[str], env_value: str | None) -> dict[str, int]:
 
 
 def parse_size(option: str, text: str) -> int:
-    match = _SIZE.match(str(text))
+    text = str(text)
+    if text.isascii() and text.isdigit():  # plain bytes (every start's default): no pattern
+        return int(text)
+    match = _SIZE.match(text)
     if match is None:
         raise ConfigurationError(option, f"{text!r} must be an integer with an optional "
                                          "KB/MB/GB/KiB/MiB/GiB suffix")

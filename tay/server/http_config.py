@@ -1,8 +1,10 @@
-"""Configuration of the HTTP listener: ``tay serve`` flags, ``TAY_HTTP_*`` variables, the
-loopback/TLS rules and the server TLS context.
+"""Configuration of the HTTP listener: ``TAY_HTTP_*`` variables beside the ``tay serve``
+flags, the loopback/TLS rules and the server TLS context.
 
-Kept apart from the listener so ``tay`` can register its flags without importing the
-server stack (httptools, the engine, storage).
+Kept apart from the listener so ``tay`` can read its configuration without importing the
+server stack (httptools, the engine, storage). The flags themselves are declared by
+``tay.server.cli`` (re-exported here), so a serve start without an HTTP port does not load
+this module at all.
 """
 
 from __future__ import annotations
@@ -18,7 +20,8 @@ if TYPE_CHECKING:
 from tay._frozen import Frozen, replace, set_field
 from tay.failures import ConfigurationError
 
-from .cli import parse_int
+from .cli import HTTP_TLS_OPTIONS, http_port_text, parse_int
+from .cli import add_http_arguments as add_http_arguments  # re-exported: declared by the CLI
 
 MAX_BODY_BYTES_CEILING = 16 * 1_048_576
 CLAIM_WAIT_S = 20.0
@@ -90,28 +93,9 @@ class HttpConfig(Frozen):
         return self.certfile is not None
 
 
-_TLS_OPTIONS = (("certfile", "--http-tls-certfile", "TAY_HTTP_TLS_CERTFILE"),
-                ("keyfile", "--http-tls-keyfile", "TAY_HTTP_TLS_KEYFILE"),
-                ("cacertfile", "--http-tls-cacertfile", "TAY_HTTP_TLS_CACERTFILE"))
-
-
-def add_http_arguments(parser: argparse.ArgumentParser) -> None:
-    add = parser.add_argument
-    add("--http-port", help="enable the HTTP/JSON API on this TCP port (0: any free port); "
-                            "default off (TAY_HTTP_PORT)")
-    add("--http-ip", help="bind address, default 127.0.0.1 (TAY_HTTP_IP)")
-    for _, flag, variable in _TLS_OPTIONS:
-        add(flag, help=f"absolute PEM path; mTLS needs all three; default none ({variable})")
-    add("--http-max-body-bytes", help="request/response body limit, default 1048576 "
-                                      "(TAY_HTTP_MAX_BODY_BYTES)")
-    add("--dashboard", choices=("on", "off"),
-        help="serve the web dashboard under /ui/ on the HTTP listener, default on "
-             "(TAY_DASHBOARD)")
-
-
 def http_config_from(args: argparse.Namespace, env: Mapping[str, str]) -> HttpConfig | None:
     """The HTTP configuration, or None when no port is set. Flags win over variables."""
-    port_text = getattr(args, "http_port", None) or env.get("TAY_HTTP_PORT")
+    port_text = http_port_text(args, env)
     if not port_text:
         return None
     port = parse_int("--http-port", port_text, 0, 65_535)
@@ -123,15 +107,15 @@ def http_config_from(args: argparse.Namespace, env: Mapping[str, str]) -> HttpCo
     except ValueError:
         raise ConfigurationError("--http-ip", f"{ip!r} is not an IP address") from None
     files = {name: getattr(args, flag[2:].replace("-", "_"), None) or env.get(variable)
-             for name, flag, variable in _TLS_OPTIONS}
+             for name, flag, variable in HTTP_TLS_OPTIONS}
     given = [name for name, value in files.items() if value]
     if given and len(given) != 3:
-        missing = [flag for name, flag, _ in _TLS_OPTIONS if not files[name]]
+        missing = [flag for name, flag, _ in HTTP_TLS_OPTIONS if not files[name]]
         raise ConfigurationError(missing[0], "TLS needs the certificate, key and client CA")
     if not given and not address.is_loopback:
         raise ConfigurationError("--http-ip", f"{ip} is not loopback: plain HTTP is only "
                                  "allowed on loopback; give all three --http-tls-* files")
-    for name, flag, _ in _TLS_OPTIONS:
+    for name, flag, _ in HTTP_TLS_OPTIONS:
         if files[name]:
             _check_pem_path(flag, files[name])
     body_text = getattr(args, "http_max_body_bytes", None) or env.get("TAY_HTTP_MAX_BODY_BYTES")

@@ -16,7 +16,6 @@ forbids; ``classify_epoch`` does the same for the selected epoch directory.
 from __future__ import annotations
 
 import os
-import re
 import stat
 
 from tay._frozen import LazyPattern, Record
@@ -35,12 +34,12 @@ MANIFEST_NAME = "MANIFEST"
 SEGMENTS_DIR = "segments"
 V2_ROOT_NAMES = (STORE_V2_NAME, CURRENT_NAME, ADOPTION_NAME)
 
-_EPOCH = re.compile(r"e-([0-9a-f]{32})")
 _CANDIDATE = LazyPattern(r"\.tay-candidate-([0-9a-f]{32})\.tmp")
 _LEGACY = LazyPattern(r"legacy-([0-9a-f]{32})")
 # root staging prefix -> largest size (the object it stages)
 ROOT_STAGING = {"v2-marker": 28, "current": 76, "adoption": 28}
 _ROOT_STAGING = LazyPattern(r"\.tay-(v2-marker|current|adoption)-([0-9a-f]{32})\.tmp")
+_ROOT_STAGING_PREFIXES = (".tay-v2-marker-", ".tay-current-", ".tay-adoption-")
 
 
 def epoch_dir_name(epoch_id: bytes) -> str:
@@ -63,8 +62,11 @@ def root_staging_name(kind: str, nonce: bytes) -> str:
 
 
 def parse_epoch_dir_name(name: str) -> bytes | None:
-    match = _EPOCH.fullmatch(name)
-    return bytes.fromhex(match.group(1)) if match else None
+    """The id of ``e-<32 lowercase hex>``, else None (string tests: every start reads its
+    epoch names, and compiling the pattern cost more than all of them)."""
+    if len(name) == 34 and name.startswith("e-") and not name[2:].strip("0123456789abcdef"):
+        return bytes.fromhex(name[2:])
+    return None
 
 
 def parse_candidate_dir_name(name: str) -> bytes | None:
@@ -168,8 +170,10 @@ def classify_root(io: RealIO, root: str, max_entries: int) -> RootInventory:
             continue
         if is_dir:
             raise _refuse("unexpected_directory", path)
-        # the prefix first: a start that finds no staging leftover compiles no pattern
-        staging = _ROOT_STAGING.fullmatch(name) if name.startswith(".tay-") else None
+        # the prefixes first: every start lists .tay-owner.lock, and one that finds no
+        # staging leftover compiles no pattern
+        staging = _ROOT_STAGING.fullmatch(name) if name.startswith(_ROOT_STAGING_PREFIXES) \
+            else None
         if staging is not None or parse_store_staging_name(name) is not None:
             cap = ROOT_STAGING[staging.group(1)] if staging is not None else 28
             if info.st_size > cap:

@@ -8,11 +8,10 @@ A framing fault is ``physical_corruption``; a body fault is ``invalid_payload`` 
 from __future__ import annotations
 
 import hashlib
-import re
 import struct
 from typing import Any
 
-from tay._frozen import Frozen, set_field
+from tay._frozen import Frozen, LazyPattern, set_field
 from tay.failures import RecoveryRefused
 from tay.storage.formats import value
 from tay.storage.events.definition import (
@@ -65,7 +64,7 @@ class Retention(Frozen):
 
 
 INFINITY = Retention("infinity")
-_RETENTION_TEXT = re.compile(r"^(\d+)([mhd])$")
+_RETENTION_TEXT = LazyPattern(r"^(\d+)([mhd])$")  # compiled when the ASCII form below is not it
 
 
 def parse_retention(text: str) -> Retention:
@@ -74,10 +73,14 @@ def parse_retention(text: str) -> Retention:
     text = str(text).strip()
     if text == "infinity":
         return INFINITY
-    match = _RETENTION_TEXT.match(text)
-    if match is None:
-        raise ValueError(f"{text!r} must be infinity or a whole number followed by m, h or d")
-    count, unit = int(match.group(1)), match.group(2)
+    digits, unit = text[:-1], text[-1:]
+    if not (unit in ("m", "h", "d") and digits.isascii() and digits.isdigit()):
+        match = _RETENTION_TEXT.match(text)  # e.g. non-ASCII digits, which \d accepts
+        if match is None:
+            raise ValueError(f"{text!r} must be infinity or a whole number followed by m, h "
+                             "or d")
+        digits, unit = match.group(1), match.group(2)
+    count = int(digits)
     unit, count = {"m": ("minutes", count), "h": ("hours", count), "d": ("hours", count * 24)}[unit]
     limit = HOURS_MAX if unit == "hours" else MINUTES_MAX
     if count > limit:
