@@ -17,10 +17,14 @@
  * taken of a job not done, (index from `start`, state changes before it, ready pushes
  * before it) in `pending`; totals[0..1] the state changes and ready pushes of all records
  * taken. Each job whose only record taken is its insert, with expected revision 0 and
- * eligible at once (so replay leaves it available at revision 1), also gets TAY_TAIL_LIVE
- * u64s in `live`, in insert order (RECORD its index from `start`, ELIGIBLE_AT, ORDER, the
- * definition's keys and sizes): the caller may hold it as that row instead of replaying
- * its insert. The pure twin is tay/_native/_pure_tail.py (same output, same stop).
+ * eligible at once (so replay leaves it available at revision 1), and each job whose records
+ * taken are its insert and its start (replay leaves it executing at revision 2), also gets
+ * TAY_TAIL_LIVE u64s in `live`, in insert order (RECORD its insert's index from `start`,
+ * ELIGIBLE_AT, ORDER, the definition's keys and sizes; STATE the state index, START the
+ * start's index (the insert's when not started), START_AT, START_STAMP the state changes
+ * from `start` up to and including the start (0 when not started)): the caller may hold it
+ * as that row instead of replaying its records. The pure twin is tay/_native/_pure_tail.py
+ * (same output, same stop).
  */
 #include "tay_native.h"
 
@@ -36,7 +40,8 @@ enum { INSERTED = 1, EXECUTING, FINISHED, DONE };
  * finished_at, stamp, result, result_bytes, six definition columns, the insert's index */
 enum { W_STEP, W_INSERT, W_ELIGIBLE, W_STARTED, W_STARTED_AT, W_FINISHED,
        W_FINISHED_AT, W_STAMP, W_RESULT, W_RESULT_BYTES, W_QUEUE, W_QUEUE_LENGTH, W_WORKER,
-       W_WORKER_LENGTH, W_DEFINITION_LENGTH, W_ARGS_NODES, W_INSERT_INDEX, W_ORDER, W_WIDTH };
+       W_WORKER_LENGTH, W_DEFINITION_LENGTH, W_ARGS_NODES, W_INSERT_INDEX, W_ORDER,
+       W_START_STAMP, W_WIDTH };
 
 static uint64_t rd64(const uint8_t *p) {
     uint64_t v = 0;
@@ -104,6 +109,7 @@ long tay_tail_jobs(const uint8_t *buf, size_t size, size_t count, const uint64_t
                 w[W_STEP] = EXECUTING;
                 w[W_STARTED] = i;
                 w[W_STARTED_AT] = at;
+                w[W_START_STAMP] = stamps + 1;
             } else {
                 w[W_STEP] = FINISHED;
                 w[W_FINISHED] = i;
@@ -180,13 +186,19 @@ long tay_tail_jobs(const uint8_t *buf, size_t size, size_t count, const uint64_t
             if (w[W_INSERT_INDEX] == r) ready++;
         }
     }
-    /* the jobs left at their insert, in insert order (job numbers are given at the insert) */
+    /* the jobs left at their insert or their start, in insert order (job numbers are given
+     * at the insert) */
     size_t held = 0;
     for (size_t j = 0; j < n; j++) {
         const uint64_t *w = work + j * W_WIDTH;
-        if (w[W_STEP] != INSERTED) continue;  /* expected 0, eligible at once: live */
+        int executing = w[W_STEP] == EXECUTING;
+        if (w[W_STEP] != INSERTED && !executing) continue;  /* expected 0, eligible at once */
         uint64_t *out = live + held++ * TAY_TAIL_LIVE;
         out[TAY_TV_RECORD] = w[W_INSERT_INDEX];
+        out[TAY_TV_STATE] = executing ? TAY_STATE_EXECUTING : TAY_STATE_AVAILABLE;
+        out[TAY_TV_START] = executing ? w[W_STARTED] : w[W_INSERT_INDEX];
+        out[TAY_TV_START_AT] = executing ? w[W_STARTED_AT] : 0;
+        out[TAY_TV_START_STAMP] = executing ? w[W_START_STAMP] : 0;
         out[TAY_TV_ELIGIBLE_AT] = w[W_ELIGIBLE];
         out[TAY_TV_ORDER] = w[W_ORDER];
         out[TAY_TV_QUEUE] = w[W_QUEUE];

@@ -199,9 +199,12 @@ long tay_base_keys(const uint8_t *buf, size_t size, uint64_t origin, const uint6
  * u64s; per record taken of a job not done, (index, state changes before it, ready pushes
  * before it) in `pending`; totals: state changes and ready pushes of all records taken;
  * *next_order: the allocator, advanced. Per job whose only record taken is its insert
- * (expected revision 0, eligible at once: replay leaves it available at revision 1),
- * TAY_TAIL_LIVE u64s in `live`, in insert order. Returns how many records it took, -1 out
- * of memory. Each output holds up to `count` entries (pending: 3 * count u64s). */
+ * (expected revision 0, eligible at once: replay leaves it available at revision 1), or
+ * whose only records taken are its insert and its first start (executing at revision 2),
+ * TAY_TAIL_LIVE u64s in `live`, in insert order (STATE, START, START_AT, START_STAMP: the
+ * start's index, time and state changes up to it, for an executing job). Returns how many
+ * records it took, -1 out of memory. Each output holds up to `count` entries (pending:
+ * 3 * count u64s). */
 #define TAY_TAIL_LINK 6
 #define TAY_TL_STAMP 0
 #define TAY_TL_STARTED 1
@@ -209,7 +212,7 @@ long tay_base_keys(const uint8_t *buf, size_t size, uint64_t origin, const uint6
 #define TAY_TL_STARTED_AT 3
 #define TAY_TL_FINISHED 4
 #define TAY_TL_FINISHED_LENGTH 5
-#define TAY_TAIL_LIVE 9
+#define TAY_TAIL_LIVE 13
 #define TAY_TV_RECORD 0
 #define TAY_TV_ELIGIBLE_AT 1
 #define TAY_TV_ORDER 2
@@ -219,6 +222,12 @@ long tay_base_keys(const uint8_t *buf, size_t size, uint64_t origin, const uint6
 #define TAY_TV_WORKER_LENGTH 6
 #define TAY_TV_DEFINITION_LENGTH 7
 #define TAY_TV_ARGS_NODES 8
+#define TAY_TV_STATE 9
+#define TAY_TV_START 10
+#define TAY_TV_START_AT 11
+#define TAY_TV_START_STAMP 12
+#define TAY_STATE_AVAILABLE 1
+#define TAY_STATE_EXECUTING 2
 long tay_tail_jobs(const uint8_t *buf, size_t size, size_t count, const uint64_t *offsets,
                    const uint32_t *lengths, const uint8_t *types, const uint8_t *schemas,
                    uint64_t *next_order, uint32_t max_depth, uint64_t max_nodes,

@@ -24,9 +24,12 @@ made up to and including its finish; the start and finish payloads; the start's 
 job that is not done (the caller replays those the exact way); ``totals``: (state
 changes, ready pushes) of all records taken; ``live``: per job whose only record taken is
 its insert, with expected revision 0 and eligible at once (replay leaves it available at
-revision 1), ``TAIL_LIVE`` integers (RECORD its insert's index, ELIGIBLE_AT, ORDER, the
-definition's keys and sizes), in insert order: the caller may hold such a job as that row
-instead of replaying its insert. Offsets are absolute in ``buf``. A replay that installs
+revision 1), or whose only records taken are its insert and its start (replay leaves it
+executing at revision 2), ``TAIL_LIVE`` integers (RECORD its insert's index, ELIGIBLE_AT,
+ORDER, the definition's keys and sizes, STATE ``AVAILABLE`` or ``EXECUTING``, START the
+start's index (the insert's when not started), START_AT, START_STAMP the state changes from
+``start`` up to and including the start (0 when not started)), in insert order: the caller
+may hold such a job as that row instead of replaying its records. Offsets are absolute in ``buf``. A replay that installs
 the done jobs and replays the pending records with the stamps and ready counter so
 positioned ends in the state the record-by-record replay reaches.
 """
@@ -42,16 +45,18 @@ from tay._native._pure_base import BASE_JOB, FRAME_HEADER, COMPLETED
 
 TAIL_LINK = 6
 STAMP, STARTED, STARTED_LENGTH, STARTED_AT, FINISHED, FINISHED_LENGTH = range(TAIL_LINK)
-TAIL_LIVE = 9
+TAIL_LIVE = 13
 (RECORD, ELIGIBLE_AT, ORDER, QUEUE, QUEUE_LENGTH, WORKER, WORKER_LENGTH, DEFINITION_LENGTH,
- ARGS_NODES) = range(TAIL_LIVE)
+ ARGS_NODES, STATE, START, START_AT, START_STAMP) = range(TAIL_LIVE)
+# a live row's STATE: the index of available or executing in transitions.STATES
+AVAILABLE, EXECUTING = 1, 2
 # a job's step: inserted (available), executing, completed (no result yet), done
 _INSERTED, _EXECUTING, _COMPLETED, _DONE = 1, 2, 3, 4
 
 
 class _Job:
     __slots__ = ("step", "insert", "eligible_at", "started", "started_at", "finished",
-                 "finished_at", "stamp", "result", "result_bytes", "keys", "order")
+                 "finished_at", "stamp", "result", "result_bytes", "keys", "order", "start_stamp")
 
 
 def _mutation(buf: Any, offset: int, length: int, limits: tuple) -> list[int] | None:
@@ -113,6 +118,7 @@ def tail_jobs(buf: Any, offsets: Sequence[int], lengths: Sequence[int], types: S
             elif kind == 3:
                 job = numbered[number]
                 job.step, job.started, job.started_at = _EXECUTING, i, at
+                job.start_stamp = stamps + 1
             else:
                 job = numbered[number]
                 job.step, job.finished, job.finished_at = _COMPLETED, i, at
@@ -159,7 +165,11 @@ def tail_jobs(buf: Any, offsets: Sequence[int], lengths: Sequence[int], types: S
     live: list[int] = []
     for job in numbered:  # insert order; expected 0 and eligible at once: live
         if job.step == _INSERTED:
-            live += [job.insert, job.eligible_at, job.order, *job.keys]
+            live += [job.insert, job.eligible_at, job.order, *job.keys, AVAILABLE, job.insert,
+                     0, 0]
+        elif job.step == _EXECUTING:
+            live += [job.insert, job.eligible_at, job.order, *job.keys, EXECUTING, job.started,
+                     job.started_at, job.start_stamp]
     assert len(rows) // BASE_JOB == len(links) // TAIL_LINK
     return i, table.next_order, array("Q", rows), array("Q", links), array("Q", pending), \
         (stamps, readies), array("Q", live)

@@ -463,8 +463,9 @@ def tail_jobs(buf: Any, offsets: Any, lengths: Any, types: Any, schemas: Any, st
             rows[slot] += start
         for slot in range(0, len(waiting), 3):
             waiting[slot] += start
-        for slot in range(lib.TAY_TV_RECORD, len(held), lib.TAY_TAIL_LIVE):
-            held[slot] += start
+        for slot in range(0, len(held), lib.TAY_TAIL_LIVE):
+            held[slot + lib.TAY_TV_RECORD] += start
+            held[slot + lib.TAY_TV_START] += start
     return start + taken, order[0], rows, link_rows, waiting, (totals[0], totals[1]), held
 
 

@@ -37,7 +37,7 @@ from tay.storage import events as ev
 from tay.storage.events.definition import TIMEOUT_MS, LazyDefinition, args_json
 from tay.storage.journal.history_budget import HistoryBudget, frame_size
 from tay.storage.v2.rows import BaseJobs, JobRow
-from tay.storage.v2.tail import LiveRow, TailJobs
+from tay.storage.v2.tail import ExecutingRow, LiveRow, TailJobs
 from tay._native import _pure_base as bj
 from tay.storage.events.transitions import (
     STATES, JobState, apply, expected_finish, retry_due_range,
@@ -47,6 +47,7 @@ WAITING_FOR_TIME = ("scheduled", "retryable")
 _new_tuple = tuple.__new__  # a named tuple built without its Python-level __new__
 STATE_INDEX = {state: index for index, state in enumerate(STATES)}
 _AVAILABLE = STATE_INDEX["available"]
+_EXECUTING = STATE_INDEX["executing"]
 MAX_TIMELINE = 25  # attempts kept per job for the admin timeline (the latest ones)
 # The records that end an execution: written against its finishing reserve, never refused
 # by the history caps (a job can always finish). Every other record is an admission.
@@ -384,11 +385,17 @@ class EngineState:
         self._hold_columns(kept, ids, stamps)
         return start, self._ready_counter
 
-    def _install_live(self, row: LiveRow) -> None:
+    def _install_live(self, row: LiveRow | ExecutingRow) -> None:
         """``_install`` of a new available job, kept as its row (a ``LazyJobEntry`` built on
         first read): the same charge, counts, stamp, ready key and heap push, read from the
-        row's fields."""
+        row's fields. A job left executing (``ExecutingRow``, built, in its insert's place)
+        gets what its insert and start give it: the start's stamp, no ready key, its
+        attempt's start in the timeline, a durable execution (which ``finish_recovery``
+        settles)."""
         charge = job_charge(row.definition_length, row.args_nodes + DEFINITION_FIXED_NODES)
+        if type(row) is ExecutingRow:
+            self._install_executing(row, charge)
+            return
         entry = LazyJobEntry(row, charge)
         job_id = row.id
         self.jobs[job_id] = entry
@@ -405,6 +412,24 @@ class EngineState:
         self._ready_counter = counter = self._ready_counter + 1
         key = entry.ready_key = (row.eligible_at, counter, job_id)
         self._ready.push(queue, entry.task, key)
+
+    def _install_executing(self, row: ExecutingRow, charge: int) -> None:
+        # written out as _install_live's available branch is (a helper call per job costs
+        # ~600 instructions on a path taken once per recovered job)
+        job = row.job
+        entry = JobEntry(job, False, charge)
+        self.jobs[job.id] = entry
+        self.budget.charge(charge, admitted=True)
+        self.counts["executing"] += 1
+        queue = entry.queue
+        queue_row = entry.queue_row = self.queue_counts.get(queue) \
+            or self.queue_counts.setdefault(queue, [0] * len(STATES))
+        queue_row[_EXECUTING] += 1
+        entry.stamp = row.stamp  # the replayed records position self._stamp
+        if self._job_index is not None:
+            self._job_index.touch(row.stamp, job.id, "executing", entry.index_keys, None)
+        entry.attempts = ((job.attempt, job.attempted_at, None, None),)
+        self.durable_executing += 1
 
     def _hold_columns(self, held: BaseJobs, ids: list[bytes], stamps: Sequence[int]) -> None:
         """The charges, counts and index entries of a run just held in columns."""

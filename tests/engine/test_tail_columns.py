@@ -23,7 +23,9 @@ from tay import _native
 from tay._native import _pure_tail
 from tay._native._pure_base import FRAME_HEADER
 from tay.engine import commands as c
+from tay.engine.core import Engine
 from tay.engine.epoch import EpochEngine
+from tay.engine.effects import Outcome
 from tay.engine.jobs import JobEntry, LazyJobEntry, peek, public_job
 from tay.failures import RecoveryRefused
 from tay.storage.compaction.offline import compact_offline
@@ -138,15 +140,23 @@ def test_the_native_walk_equals_its_twin(seed, actions, damage, start, order) ->
         args = (buf, offsets, lengths, types, schemas, start, stop, 1 + order, *LIMITS_)
         walked = _native.tail_jobs(*args)
         assert walked == _pure_tail.tail_jobs(*args)
-        # a live row is a pending insert whose job has no other record pending
+        # a live row is a pending insert whose job has no other record pending, or (an
+        # executing row) no other than its start, the record START names
         pending, live = walked[4], walked[6]
         ids = [bytes(buf[offsets[i] + FRAME_HEADER:offsets[i] + FRAME_HEADER + 16])
                for i in pending[::3]]
         for k in range(0, len(live), _pure_tail.TAIL_LIVE):
-            record = live[k + _pure_tail.RECORD]
+            record, started = live[k + _pure_tail.RECORD], live[k + _pure_tail.START]
             at = offsets[record] + FRAME_HEADER
             assert record in pending[::3] and (types[record], buf[at + 16]) == (8, 1)
-            assert ids.count(bytes(buf[at:at + 16])) == 1
+            job_id = bytes(buf[at:at + 16])
+            if live[k + _pure_tail.STATE] == _pure_tail.AVAILABLE:
+                assert started == record and ids.count(job_id) == 1
+                continue
+            assert live[k + _pure_tail.STATE] == _pure_tail.EXECUTING
+            at = offsets[started] + FRAME_HEADER
+            assert started > record and started in pending[::3] and ids.count(job_id) == 2
+            assert (types[started], bytes(buf[at:at + 16]), buf[at + 16]) == (8, job_id, 3)
 
 
 def test_the_common_lifecycle_is_taken_whole() -> None:
@@ -164,12 +174,14 @@ def test_the_common_lifecycle_is_taken_whole() -> None:
     taken, _, rows, _, pending, _, live = _native.tail_jobs(
         buf, offsets, lengths, types, schemas, 0, len(frames), 1, *LIMITS_)
     assert taken == 7 and len(rows) == 0 and len(pending) == 3 * 7
-    # the jobs it took only the insert of are also live rows, in insert order
+    # the jobs it took only the insert of, or the insert and the start, are also live rows,
+    # in insert order (here the two jobs left executing; the finished one is not)
     at = [offsets[i] + FRAME_HEADER for i in range(len(offsets))]
     inserts = [i for i in pending[::3] if types[i] == 8 and buf[at[i] + 16] == 1]
-    started = {bytes(buf[at[i]:at[i] + 16]) for i in pending[::3] if buf[at[i] + 16] != 1}
+    finished = {bytes(buf[at[i]:at[i] + 16]) for i in pending[::3] if buf[at[i] + 16] == 4}
     assert list(live[_pure_tail.RECORD::_pure_tail.TAIL_LIVE]) == [
-        i for i in inserts if bytes(buf[at[i]:at[i] + 16]) not in started]
+        i for i in inserts if bytes(buf[at[i]:at[i] + 16]) not in finished]
+    assert list(live[_pure_tail.STATE::_pure_tail.TAIL_LIVE]) == [_pure_tail.EXECUTING] * 2
 
 
 def assert_same_jobs(engine, plain) -> None:
@@ -199,6 +211,19 @@ def record_by_record():
         EpochEngine.epoch_install_tail, EpochEngine.epoch_counters = methods
 
 
+@contextlib.contextmanager
+def not_activated():
+    """Recover without settling the executions left running (``finish_recovery`` only
+    checks the budget), to see what replay left."""
+    settle = Engine.finish_recovery
+    Engine.finish_recovery = lambda self, now_ms, mono_ms: (
+        self.budget.check_recovered() or Outcome())
+    try:
+        yield
+    finally:
+        Engine.finish_recovery = settle
+
+
 def outcome(root):
     try:
         return recovered(root)
@@ -222,7 +247,10 @@ WAITING = [("enqueue", "a", None, {})] * 6 + [("finish", 0, "nil")]
 @given(st.integers(0, 2**32), ACTIONS, DAMAGE, st.sampled_from([1, 3, 256]))
 def test_jobs_left_at_their_insert_recover_the_same_held_as_rows(seed, actions, damage,
                                                                   batch) -> None:
-    recovers_the_same(seed, WAITING + actions, damage, batch)
+    # not activated: the jobs left executing (built from the walk's rows) are compared as
+    # replay left them; the test above compares them after the activation interrupts them
+    with not_activated():
+        recovers_the_same(seed, WAITING + actions, damage, batch)
 
 
 def recovers_the_same(seed, actions, damage, batch) -> None:
@@ -248,6 +276,7 @@ def recovers_the_same(seed, actions, damage, batch) -> None:
             assert columnar.jobs[job_id].attempts == plain.jobs[job_id].attempts
         assert by_id(columnar.retained_jobs()) == by_id(plain.retained_jobs())
         assert bookkeeping(columnar) == bookkeeping(plain)
+        assert columnar.durable_executing == plain.durable_executing
     finally:
         store_v2._BATCH = saved
         shutil.rmtree(root, ignore_errors=True)
@@ -304,7 +333,8 @@ def test_a_job_held_at_its_insert_is_built_when_read() -> None:
 
 def test_a_walk_with_no_done_job_still_holds_its_waiting_jobs() -> None:
     """A tail cut before any job finished: the walk takes the inserts and starts, the
-    started jobs are replayed the exact way and the waiting ones held as rows."""
+    waiting jobs are held as rows and the started ones built from their two records in one
+    batch; the recovery's activation interrupts the started ones."""
     root = scratch_path("tail-columns")
     try:
         empty_store(root)
@@ -314,10 +344,39 @@ def test_a_walk_with_no_done_job_still_holds_its_waiting_jobs() -> None:
             plain = recovered(root)
         assert len(engine.finished) == 0
         assert sum(type(entry) is LazyJobEntry for entry in engine.jobs.values()) == 3
+        assert sorted(peek(entry).state for entry in engine.jobs.values()) == \
+            ["available"] * 3 + ["retryable"] * 3
         assert bookkeeping(engine) == bookkeeping(plain)
         assert answers(engine) == answers(plain)
         assert_same_jobs(engine, plain)
     finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def test_jobs_left_executing_are_installed_from_the_walk_as_replay_leaves_them() -> None:
+    """The jobs a tail left executing at their start come from the walk (``ExecutingRow``,
+    built in a batch) with the bookkeeping replay gives them: counted executing and as
+    durable executions, the start's stamp, no ready key, the attempt's start in the
+    timeline; the same engine as the record-by-record replay before the activation."""
+    root = scratch_path("tail-columns")
+    installed: list = []
+    install = EpochEngine.epoch_install_live
+    try:
+        empty_store(root)
+        rewrite_tail(root, tail_frames(7, WAITING[:-1] + [("advance", 1)]))
+        EpochEngine.epoch_install_live = lambda self, row: (
+            installed.append(type(row).__name__), install(self, row))
+        with not_activated():
+            engine = recovered(root)
+            with record_by_record():
+                plain = recovered(root)
+        assert sorted(installed) == ["ExecutingRow"] * 3 + ["LiveRow"] * 3
+        assert engine.durable_executing == plain.durable_executing == 3
+        assert bookkeeping(engine) == bookkeeping(plain)
+        assert answers(engine) == answers(plain)
+        assert_same_jobs(engine, plain)
+    finally:
+        EpochEngine.epoch_install_live = install
         shutil.rmtree(root, ignore_errors=True)
 
 

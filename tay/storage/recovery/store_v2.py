@@ -51,7 +51,7 @@ from tay.storage.v2.records import MUTATION_PAIR, SNAPSHOT_PAIR, decode_mutation
 from tay.storage.v2.fast import decode_batch
 from tay.storage.v2.reducer import EpochReducer
 from tay.storage.v2.rows import BaseJobs, BaseSource, ResultRow
-from tay.storage.v2.tail import TailJobs, live_row
+from tay.storage.v2.tail import TailJobs, executing_rows, live_row
 
 _HASH_CHUNK = 1 << 20
 _BATCH = 256  # records decoded per native call in replay (bounds what is held at once)
@@ -554,9 +554,11 @@ def _tail_run(mapping: Any, buffer: memoryview, records: RecordTable, position: 
     columns (``TailJobs``), and the records it took of the other jobs are replayed the exact
     way, in order, with the consumer's stamp and ready counters and the allocator where the
     record-by-record replay has them; a job of which it took only the insert is handed to
-    the consumer as its ``LiveRow`` (``install_live``) in its insert's place instead. Returns the index of the first record not taken
-    (``position``: none), or -1 when an id it saw inserted is one the consumer holds (the
-    record-by-record replay refuses it where it stands)."""
+    the consumer as its ``LiveRow`` (``install_live``) in its insert's place instead, and
+    one of which it took the insert and start as an ``ExecutingRow`` (built from both).
+    Returns the index of the first record not taken (``position``: none), or -1 when an id
+    it saw inserted is one the consumer holds (the record-by-record replay refuses it where
+    it stands)."""
     reducer = dispatch.reducer
     taken, next_order, columns, links, pending, totals, live = _native.tail_jobs(
         mapping, records.offsets, records.lengths, records.types, records.schemas, position,
@@ -575,10 +577,20 @@ def _tail_run(mapping: Any, buffer: memoryview, records: RecordTable, position: 
     if counters is None:
         return -1
     stamp, ready = counters
-    # the jobs left available at their insert are held as rows, not replayed (the walk
-    # vouched for each insert: the step apply and the allocator accept)
-    held = {} if install_live is None else dict(zip(live[tl.RECORD::tl.TAIL_LIVE],
-                                                    range(0, len(live), tl.TAIL_LIVE)))
+    # the jobs left available at their insert are held as rows, and those left executing at
+    # their start are built from both records in a batch, in their insert's place, not
+    # replayed one record at a time (the walk vouched for each record: the step apply and
+    # the allocator accept); such a job's start is skipped
+    held: dict[int, int] = {}
+    executing: dict[int, int] = {}  # insert index -> row, of the jobs left executing
+    starts: set[int] = set()  # their starts, skipped
+    if install_live is not None:
+        held.update(zip(live[tl.RECORD::tl.TAIL_LIVE], range(0, len(live), tl.TAIL_LIVE)))
+        if tl.EXECUTING in live[tl.STATE::tl.TAIL_LIVE]:  # nothing per job on a backlog
+            for k in range(0, len(live), tl.TAIL_LIVE):
+                if live[k + tl.STATE] == tl.EXECUTING:
+                    executing[live[k + tl.RECORD]] = k
+                    starts.add(live[k + tl.START])
     texts: dict[bytes, str] = {}
     lengths = records.lengths
     dropped = 0  # the held jobs' records are read from the segment: their pages can go
@@ -588,7 +600,13 @@ def _tail_run(mapping: Any, buffer: memoryview, records: RecordTable, position: 
         if offsets[indexes[0]] > dropped:
             drop_pages(mapping, dropped, offsets[indexes[0]])
             dropped = offsets[indexes[0]]
-        described = [records[i] for i in indexes if i not in held]
+        described = [records[i] for i in indexes if i not in held and i not in starts]
+        built = {}  # the jobs left executing whose insert is in this batch, built together
+        if executing:
+            rows = [executing[i] for i in indexes if i in executing]
+            if rows:
+                built = dict(zip(rows, executing_rows(buffer, offsets, lengths, live, rows,
+                                                      limits, stamp)))
         decoded = decode_batch(buffer, [(o + 24, n, t, s) for o, t, s, _, n in described],
                                limits, reducer.install_row is not None) if described else []
         j = 0
@@ -596,7 +614,10 @@ def _tail_run(mapping: Any, buffer: memoryview, records: RecordTable, position: 
             reducer.counters(stamp + chunk[3 * k + 1], ready + chunk[3 * k + 2])
             at = held.get(index)
             if at is not None:
-                install_live(live_row(buffer, offsets, lengths, live, at, limits, texts))
+                install_live(built[at] if built and at in built
+                             else live_row(buffer, offsets, lengths, live, at, limits, texts))
+                continue
+            if starts and index in starts:  # the start of a job left executing: built
                 continue
             offset, rtype, schema, sequence, length = described[j]
             record = decoded[j]

@@ -13,6 +13,10 @@ decoders and a reducer, so the JobState is the one the record-by-record replay m
 A job of which the walk took only the insert (a job still waiting at the end of the tail
 or where the walk stopped) is a ``LiveRow``: the engine holds it, available, as that row
 until something reads its state, which is then built by replaying its insert the same way.
+A job of which it took the insert and the start (executing when the tail was cut) is
+built from both at once, in a batch with the others (``executing_rows``), and installed
+executing: the recovery's activation settles (interrupts) every such job, so it would be
+built then anyway.
 """
 
 from __future__ import annotations
@@ -55,6 +59,25 @@ def replay_job(records: list[tuple[bytes, tuple[int, int]]], limits: DecodeLimit
                                 else decode_epoch_event(memoryview(payload), limits))
     assert job is not None
     return job
+
+
+def replay_jobs(buffer: Any, records: list[tuple[tuple[int, int], ...]],
+                limits: DecodeLimits) -> list[JobState]:
+    """``replay_job`` of many jobs at once (distinct ids), each given as the (offset,
+    length) spans of its (8,1) payloads in ``buffer``, in order: all decoded in one
+    ``decode_batch`` call and applied by one reducer. Returns each job's state."""
+    spans = [(offset, length, *MUTATION_PAIR) for job in records for offset, length in job]
+    jobs: dict[bytes, JobState] = {}
+    reducer = EpochReducer(jobs.get, lambda job, event: jobs.__setitem__(job.id, job),
+                           _no_entity)
+    reducer.in_base = False
+    for (offset, length, _, _), mutation in zip(spans, decode_batch(buffer, spans, limits)):
+        if mutation is None:
+            mutation = decode_mutation(buffer[offset:offset + length], limits)
+        if mutation.availability_order is not None:
+            reducer.next_order = mutation.availability_order
+        reducer.mutation(mutation)
+    return list(jobs.values())
 
 
 def _no_entity(revision: int, event: Any) -> None:
@@ -102,11 +125,41 @@ class LiveRow:
         return replay_job([(self.snapshot, MUTATION_PAIR)], self.limits)
 
 
+class ExecutingRow:
+    """A tail job left executing its first attempt at its start, built already (``job``:
+    its insert and start replayed, ``replay_jobs``): the engine installs it as replay
+    would after the start, with ``stamp`` the admin-index stamp replay gives the start;
+    its definition's sizes are the walk's (the args need no second walk)."""
+
+    __slots__ = ("job", "stamp", "definition_length", "args_nodes")
+
+
+def executing_rows(data: Any, offsets: Any, lengths: Any, live: Any, at: list[int],
+                   limits: DecodeLimits, stamp: int) -> list[ExecutingRow]:
+    """The walk's executing rows at ``live[k:k + TAIL_LIVE]`` for ``k`` in ``at``, their
+    jobs built in one batch from the insert and start records in ``data`` (offsets
+    absolute, Record v1: payload at +24); ``stamp``: the stamp the walk started from."""
+    spans = []
+    for k in at:
+        insert, started = live[k + tl.RECORD], live[k + tl.START]
+        spans.append(((offsets[insert] + 24, lengths[insert]),
+                      (offsets[started] + 24, lengths[started])))
+    rows = []
+    for k, job in zip(at, replay_jobs(data, spans, limits)):
+        row = ExecutingRow.__new__(ExecutingRow)
+        row.job = job
+        row.stamp = stamp + live[k + tl.START_STAMP]
+        row.definition_length = live[k + tl.DEFINITION_LENGTH]
+        row.args_nodes = live[k + tl.ARGS_NODES]
+        rows.append(row)
+    return rows
+
+
 def live_row(data: Any, offsets: Any, lengths: Any, live: Any, k: int,
              limits: DecodeLimits, texts: dict[bytes, str]) -> LiveRow:
-    """The walk's live row at ``live[k:k + TAIL_LIVE]`` (offsets absolute in ``data``,
-    Record v1: payload at +24), with a copy of its insert payload, so the segment's pages
-    may go."""
+    """The walk's live row at ``live[k:k + TAIL_LIVE]`` of a job left available (offsets
+    absolute in ``data``, Record v1: payload at +24), with a copy of its insert payload, so
+    the segment's pages may go."""
     index = live[k + tl.RECORD]
     start = offsets[index] + 24
     row = LiveRow.__new__(LiveRow)
