@@ -211,8 +211,11 @@ class EngineDriver:
             # Only a stage that heads the queue and is releasable now is released here. A
             # stage behind others waits for them, and a write waits for its batch: the
             # committer signals completion_fd when a batch is durable (_on_durable).
-            if len(stages) == 1 and (not ticket or self._covers_at_once):
-                self._release()
+            if len(stages) == 1:
+                if not ticket:  # any durable covers it: no committer call to ask
+                    self._release(0)
+                elif self._covers_at_once:
+                    self._release()
         elif permit:
             self.permits.release()
         if not self._turn_scheduled:

@@ -83,6 +83,26 @@ def test_volatile_and_read_replies_wait_behind_an_earlier_persistent_write(gated
     assert store.committer.stats().events == 1  # the volatile job was never written
 
 
+def test_a_read_with_nothing_waiting_is_answered_within_its_submit(gated_store):
+    """A read stage alone in the queue is covered by any durable ticket: it leaves at once;
+    one behind a write still waits for that write's fsync."""
+    store, gate = gated_store
+
+    async def scenario(driver: EngineDriver, delivered: list) -> None:
+        driver.submit(commands.Status("c", "read", "00" * 16))
+        assert [effect.request_id for effect in delivered] == ["read"]
+        driver.submit(commands.Enqueue("c", "persistent", "t.v1", {}, {}))
+        assert await asyncio.to_thread(gate.entered)
+        driver.submit(commands.Status("c", "read-after", "00" * 16))
+        await asyncio.sleep(0.05)
+        assert [effect.request_id for effect in delivered] == ["read"]
+        gate.release()
+        await settle(driver)
+
+    delivered = run_driver(store, scenario)
+    assert [effect.request_id for effect in delivered] == ["read", "persistent", "read-after"]
+
+
 def test_a_failed_fsync_fails_what_waits_and_refuses_what_follows(gated_store):
     store, gate = gated_store
     stopped: list[str] = []
