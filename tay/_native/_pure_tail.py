@@ -29,9 +29,10 @@ executing at revision 2), ``TAIL_LIVE`` integers (RECORD its insert's index, ELI
 ORDER, the definition's keys and sizes, STATE ``AVAILABLE`` or ``EXECUTING``, START the
 start's index (the insert's when not started), START_AT, START_STAMP the state changes from
 ``start`` up to and including the start (0 when not started)), in insert order: the caller
-may hold such a job as that row instead of replaying its records. Offsets are absolute in ``buf``. A replay that installs
-the done jobs and replays the pending records with the stamps and ready counter so
-positioned ends in the state the record-by-record replay reaches.
+may hold such a job as that row instead of replaying its records. Offsets are absolute in
+``buf``. A replay that installs the done jobs and replays the pending records with the
+stamps and ready counter so positioned ends in the state the record-by-record replay
+reaches.
 """
 
 from __future__ import annotations

@@ -3,8 +3,8 @@ flags, the loopback/TLS rules and the server TLS context.
 
 Kept apart from the listener so ``tay`` can read its configuration without importing the
 server stack (httptools, the engine, storage). The flags themselves are declared by
-``tay.server.cli`` (re-exported here), so a serve start without an HTTP port does not load
-this module at all.
+``tay.server.cli`` (``add_http_arguments``), so a serve start without an HTTP port does not
+load this module at all.
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ from tay._frozen import Frozen, replace, set_field
 from tay.failures import ConfigurationError
 
 from .cli import HTTP_TLS_OPTIONS, http_port_text, parse_int
-from .cli import add_http_arguments as add_http_arguments  # re-exported: declared by the CLI
 
 MAX_BODY_BYTES_CEILING = 16 * 1_048_576
 CLAIM_WAIT_S = 20.0

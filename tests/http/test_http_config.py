@@ -7,7 +7,8 @@ import argparse
 import pytest
 
 from tay.failures import ConfigurationError
-from tay.server.http_config import add_http_arguments, apply_http, http_config_from, tls_context
+from tay.server.cli import add_http_arguments
+from tay.server.http_config import apply_http, http_config_from, tls_context
 
 
 def parse(*argv: str) -> argparse.Namespace:
