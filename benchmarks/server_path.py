@@ -3,6 +3,7 @@
     .venv/bin/python -m benchmarks.server_path [--jobs 5000] [--mode group|per-event]
         [--durability sync|write] [--store v2|v1] [--dir DIR] [--profile out.prof]
         [--rounds 3] [--reads buffer|frame] [--gather-us US] [--release loop|inline]
+        [--metrics off|on]
 
 A real store, committer (the default C writer), driver, engine, listener and two
 ``Connection`` objects (a producer and a worker with capacity 8) run on uvloop; the
@@ -28,6 +29,10 @@ journal itself and runs the driver's completion (``_on_durable``) at once, inste
 loop reacting to the writer's eventfd whenever it gets to it. Every submission is then
 released by one completion of its own, so per-event runs do the same work on every run
 (under callgrind the loop's timing otherwise decides how many stages a wake-up releases).
+
+``--metrics on`` attaches the server's metrics as ``tay serve`` does (the enqueue-ack
+histogram fed per released stage, the writer's commit histograms); the default ``off``
+keeps the figures comparable with the earlier sessions' runs, which had none attached.
 """
 
 from __future__ import annotations
@@ -101,7 +106,7 @@ class FakeTransport:
 async def run_round(data_dir: str, jobs: int, mode: str, durability: str,
                     store_version: int = 2, reads: str = "buffer",
                     gather_us: int | None = None,
-                    release: str = "loop") -> dict[str, float]:
+                    release: str = "loop", metrics: bool = False) -> dict[str, float]:
     from tay.engine.config import EngineConfig
     from tay.storage.compaction.trigger import CompactionPolicy
     from tay.protocol.limits import ProtocolLimits
@@ -120,6 +125,11 @@ async def run_round(data_dir: str, jobs: int, mode: str, durability: str,
     assert store.store_version == store_version, store.store_version
     loop = asyncio.get_running_loop()
     driver = EngineDriver(store.engine, store.committer, loop)
+    if metrics:  # as tay.server.app wires them
+        from tay.server.metrics import ServerMetrics
+
+        driver.metrics = ServerMetrics()
+        driver.metrics.attach_commit(store.committer)
     listener = Listener(driver, ProtocolLimits())
     producer, worker = Connection(listener), Connection(listener)
     wake = asyncio.Event()
@@ -204,6 +214,11 @@ async def run_round(data_dir: str, jobs: int, mode: str, durability: str,
             settle()
         await asyncio.sleep(0.001)
     cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
+    if metrics:
+        if driver.metrics.enqueue_ack.count != jobs:
+            raise RuntimeError(f"{driver.metrics.enqueue_ack.count} enqueue acks observed, "
+                               f"{jobs} jobs")
+        driver.metrics.detach_commit()
     driver.close()
     store.close()
     return {"cpu_us": cpu / jobs * 1e6, "client_us": client_s / jobs * 1e6,
@@ -232,6 +247,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--release", choices=("loop", "inline"), default="loop",
                         help="inline: the harness releases each read's stages at once "
                              "(steady instruction counts; see the module docstring)")
+    parser.add_argument("--metrics", choices=("off", "on"), default="off",
+                        help="on: the server's metrics attached, as tay serve has them "
+                             "(default off, as in the earlier sessions' figures)")
     parser.add_argument("--profile", help="write a cProfile of the last round here")
     return parser
 
@@ -247,7 +265,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             coroutine = run_round(os.path.join(root, "data"), args.jobs, args.mode,
                                   args.durability, int(args.store[1]), args.reads,
-                                  args.gather_us, args.release)
+                                  args.gather_us, args.release, args.metrics == "on")
             if args.profile and round_number == args.rounds - 1:
                 import cProfile
 
@@ -263,7 +281,8 @@ def main(argv: list[str] | None = None) -> int:
     best = min(results, key=lambda r: r["server_us"])
     for result in results:
         print(" ".join(f"{k}={v:,.1f}" for k, v in result.items()), file=sys.stderr)
-    print(f"{args.mode} {args.durability} {args.store} reads={args.reads}: server {best['server_us']:.1f} us/job "
+    print(f"{args.mode} {args.durability} {args.store} reads={args.reads} "
+          f"metrics={args.metrics}: server {best['server_us']:.1f} us/job "
           f"(process {best['cpu_us']:.1f}, clients {best['client_us']:.1f}), "
           f"{best['jobs_per_s']:,.0f} jobs/s, {best['fsyncs']} fsyncs, "
           f"{best['gathered']} gathered")
