@@ -287,6 +287,118 @@ int tay_json_report(const uint8_t *s, size_t n, uint64_t *fields) {
     return read_report(s, n, fields, keys, &count, &others);
 }
 
+/* ---- the enqueue, read without a JSON decoder -------------------------------------------
+ * A producer's enqueue in the same strict subset at its top level (tay_json_enqueue in
+ * tay_native.h): "version" exactly 1, "type" "enqueue", request_id and task plain strings,
+ * "args" and "options" objects, any other key but "v" with a plain string value. The two
+ * objects are only delimited here (brackets counted outside strings): the caller decodes
+ * each span and takes the exact path when either is not valid JSON. Since everything
+ * around them is valid JSON by construction, the payload is then valid JSON that decodes
+ * to those members (no key repeats: the caller asks for a clean payload too). */
+
+enum { E_VERSION, E_TYPE, E_REQUEST_ID, E_TASK, E_ARGS, E_OPTIONS, E_KEYS };
+static const char *const enqueue_keys[E_KEYS] = {
+    "version", "type", "request_id", "task", "args", "options"};
+static const size_t enqueue_key_lengths[E_KEYS] = {7, 4, 10, 4, 4, 7};
+
+static int enqueue_key(const uint8_t *key, size_t length) {
+    for (int f = 0; f < E_KEYS; f++)
+        if (enqueue_key_lengths[f] == length && memcmp(enqueue_keys[f], key, length) == 0)
+            return f;
+    return -1;
+}
+
+/* The offset after the object or array opened at s[i], its brackets counted outside
+ * strings; 0 when it does not close. Nothing of its syntax is checked. */
+static size_t container_end(const uint8_t *s, size_t n, size_t i) {
+    size_t depth = 0;
+    while (i < n) {
+        uint8_t c = s[i];
+        if (c == '"') {
+            int escaped = 0;
+            i = string_end(s, n, i, &escaped);
+            if (!i) return 0;
+            continue;
+        }
+        if (c == '{' || c == '[') {
+            depth++;
+        } else if (c == '}' || c == ']') {
+            if (--depth == 0) return i + 1;
+        }
+        i++;
+    }
+    return 0;
+}
+
+int tay_json_enqueue(const uint8_t *s, size_t n, uint64_t *fields) {
+    size_t start[E_KEYS] = {0}, end[E_KEYS] = {0};
+    unsigned seen = 0;
+    size_t i = skip_space(s, n, 0);
+    if (i == n || s[i] != '{') return TAY_REPORT_NONE;
+    i++;
+    for (;;) {
+        i = skip_space(s, n, i);
+        if (i == n || s[i] != '"') return TAY_REPORT_NONE;
+        size_t key_end = plain_string_end(s, n, i);
+        if (!key_end) return TAY_REPORT_NONE;
+        size_t key_length = key_end - i - 2;
+        int f = enqueue_key(s + i + 1, key_length);
+        if (f < 0) {  /* another key: ignored with a plain string value, but never "v" */
+            if (key_length == 1 && s[i + 1] == 'v') return TAY_REPORT_NONE;
+        } else if (seen & (1u << f)) {
+            return TAY_REPORT_NONE;
+        } else {
+            seen |= 1u << f;
+        }
+        i = skip_space(s, n, key_end);
+        if (i == n || s[i] != ':') return TAY_REPORT_NONE;
+        i = skip_space(s, n, i + 1);
+        if (i == n) return TAY_REPORT_NONE;
+        if (f == E_VERSION) {
+            if (s[i] != '1') return TAY_REPORT_NONE;
+            i++;
+        } else if (f == E_ARGS || f == E_OPTIONS) {
+            if (s[i] != '{') return TAY_REPORT_NONE;
+            size_t value_end = container_end(s, n, i);
+            if (!value_end) return TAY_REPORT_NONE;
+            start[f] = i;
+            end[f] = value_end;
+            i = value_end;
+        } else {
+            if (s[i] != '"') return TAY_REPORT_NONE;
+            size_t value_end = plain_string_end(s, n, i);
+            if (!value_end) return TAY_REPORT_NONE;
+            if (f == E_TYPE && !(value_end - i == 9 && memcmp(s + i + 1, "enqueue", 7) == 0))
+                return TAY_REPORT_NONE;  /* a report, say: the rest need not be read */
+            if (f >= 0) {
+                start[f] = i + 1;
+                end[f] = value_end - 1;
+            }
+            i = value_end;
+        }
+        i = skip_space(s, n, i);
+        if (i == n) return TAY_REPORT_NONE;
+        if (s[i] == '}') break;
+        if (s[i] != ',') return TAY_REPORT_NONE;
+        i++;
+    }
+    if (skip_space(s, n, i + 1) != n) return TAY_REPORT_NONE;
+    unsigned needed = (1u << E_VERSION) | (1u << E_TYPE) | (1u << E_REQUEST_ID) |
+                      (1u << E_TASK) | (1u << E_ARGS);
+    if ((seen & needed) != needed) return TAY_REPORT_NONE;
+    size_t id_length = end[E_REQUEST_ID] - start[E_REQUEST_ID];
+    size_t task_length = end[E_TASK] - start[E_TASK];
+    if (id_length < 1 || id_length > TAY_REPORT_MAX_ID || task_length < 1 ||
+        task_length > TAY_ENQUEUE_MAX_TASK)
+        return TAY_REPORT_NONE;
+    static const int spans[4] = {E_REQUEST_ID, E_TASK, E_ARGS, E_OPTIONS};
+    for (int k = 0; k < 4; k++) {  /* options absent: 0, 0 */
+        fields[2 * k] = start[spans[k]];
+        fields[2 * k + 1] = end[spans[k]];
+    }
+    return TAY_ENQUEUE;
+}
+
 int tay_split_frames_marked(const uint8_t *buf, size_t size, uint32_t max_frame,
                             size_t capacity, uint32_t max_depth, uint64_t max_nodes,
                             uint32_t max_key_bytes, uint64_t *starts, uint64_t *ends,
@@ -295,9 +407,10 @@ int tay_split_frames_marked(const uint8_t *buf, size_t size, uint32_t max_frame,
     for (size_t k = 0; k < *count; k++) {
         const uint8_t *payload = buf + starts[k];
         size_t length = ends[k] - starts[k];
-        uint64_t *spans = fields + 6 * k;
+        uint64_t *spans = fields + TAY_FRAME_FIELDS * k;
         key_span keys[CHECK_KEYS];
         size_t key_count, others;
+        int used = 6;
         /* a report first: when it is surely clean, the domain check has nothing to add */
         int report = read_report(payload, length, spans, keys, &key_count, &others);
         uint8_t mark;
@@ -308,10 +421,17 @@ int tay_split_frames_marked(const uint8_t *buf, size_t size, uint32_t max_frame,
         } else {
             mark = (uint8_t)tay_json_domain_clean(payload, length, max_depth, max_nodes,
                                                   max_key_bytes);
-            if (mark && report != TAY_REPORT_NONE) mark = (uint8_t)report;
+            if (mark && report != TAY_REPORT_NONE) {
+                mark = (uint8_t)report;
+            } else if (mark && tay_json_enqueue(payload, length, spans) == TAY_ENQUEUE) {
+                mark = TAY_ENQUEUE;
+                used = 8;
+            }
         }
-        if (mark > 1)
-            for (int j = 0; j < 6; j++) spans[j] += starts[k];
+        if (mark > 1) {
+            for (int j = 0; j < used; j++) spans[j] += starts[k];
+            for (int j = used; j < TAY_FRAME_FIELDS; j++) spans[j] = 0;
+        }
         marks[k] = mark;
     }
     return code;
@@ -331,9 +451,9 @@ int tay_frame_scan_split(tay_frame_scan *scan, const uint8_t *buf, size_t size) 
         head[3] = scan->starts[0];
         head[4] = scan->ends[0];
         head[5] = scan->marks[0];
-        memcpy(head + 6, scan->fields, 6 * sizeof(uint64_t));
+        memcpy(head + 6, scan->fields, TAY_FRAME_FIELDS * sizeof(uint64_t));
     } else {
-        memset(head + 3, 0, 9 * sizeof(uint64_t));
+        memset(head + 3, 0, (3 + TAY_FRAME_FIELDS) * sizeof(uint64_t));
     }
     return code;
 }

@@ -307,8 +307,21 @@ int tay_json_domain_clean(const uint8_t *json, size_t size, uint32_t max_depth,
 #define TAY_REPORT_SUCCEEDED 3
 #define TAY_REPORT_MAX_ID 128
 int tay_json_report(const uint8_t *json, size_t size, uint64_t *fields);
-/* tay_split_frames, each payload marked 0 (unclean), 1 (clean) or, for a clean report, its
- * report mark with its id offsets (relative to buf) in fields[6 * k .. 6 * k + 5] */
+/* An enqueue written in a strict subset of JSON: one object of "version": 1, "type":
+ * "enqueue", "request_id" (a printable-ASCII string without escapes, 1..128 bytes), "task"
+ * (the same, 1..255 bytes), "args" (an object) and optionally "options" (an object), each
+ * once, and any other key but "v" with a plain string value. TAY_ENQUEUE with the (start,
+ * end) offsets of request_id, task, args and options in fields[0..7] (options 0, 0 when
+ * absent). The args and options spans are only where those objects would be: their text
+ * is the decoder's to read (the caller decodes each and takes the exact path if either is
+ * not valid JSON). TAY_REPORT_NONE leaves the payload to the decoder (never a refusal). */
+#define TAY_ENQUEUE 4
+#define TAY_ENQUEUE_MAX_TASK 255
+int tay_json_enqueue(const uint8_t *json, size_t size, uint64_t *fields);
+/* The offsets per frame in fields: a report's six, an enqueue's eight. */
+#define TAY_FRAME_FIELDS 8
+/* tay_split_frames, each payload marked 0 (unclean), 1 (clean) or, for a clean report or
+ * enqueue, its mark with its offsets (relative to buf) in fields[TAY_FRAME_FIELDS * k ..] */
 int tay_split_frames_marked(const uint8_t *buf, size_t size, uint32_t max_frame,
                             size_t capacity, uint32_t max_depth, uint64_t max_nodes,
                             uint32_t max_key_bytes, uint64_t *starts, uint64_t *ends,
@@ -318,10 +331,10 @@ int tay_split_frames_marked(const uint8_t *buf, size_t size, uint32_t max_frame,
  * tay_frame_scan_split(scan, buf, size) is tay_split_frames_marked with them: up to
  * TAY_FRAME_SCAN_ROWS frames per call, count and consumed in the struct. It also fills
  * head: the call's code, count and consumed, then the first frame's start, end, mark and
- * six id offsets (zeros when there is none), so the common read (one whole frame) is
- * taken in by the caller with one unpack instead of a field access per value. */
+ * its TAY_FRAME_FIELDS offsets (zeros when there is none), so the common read (one whole
+ * frame) is taken in by the caller with one unpack instead of a field access per value. */
 #define TAY_FRAME_SCAN_ROWS 64
-#define TAY_FRAME_SCAN_HEAD 12
+#define TAY_FRAME_SCAN_HEAD 14
 typedef struct {
     uint64_t head[TAY_FRAME_SCAN_HEAD];
     uint32_t max_frame;
@@ -333,7 +346,7 @@ typedef struct {
     uint64_t starts[TAY_FRAME_SCAN_ROWS];
     uint64_t ends[TAY_FRAME_SCAN_ROWS];
     uint8_t marks[TAY_FRAME_SCAN_ROWS];
-    uint64_t fields[6 * TAY_FRAME_SCAN_ROWS];
+    uint64_t fields[TAY_FRAME_FIELDS * TAY_FRAME_SCAN_ROWS];
 } tay_frame_scan;
 int tay_frame_scan_split(tay_frame_scan *scan, const uint8_t *buf, size_t size);
 

@@ -79,7 +79,11 @@ API (see docs/native.md for the details and error conventions):
   what a decoder keeps. ``json_report(json) -> (mark, spans)`` for one text:
   the report is written in a strict subset of JSON (the six report keys once each, strings
   of printable ASCII without escapes, ``version`` 1, ``result`` null), so what it reads is
-  what a decoder reads; anything else is mark 0, never a refusal.
+  what a decoder reads; anything else is mark 0, never a refusal. Mark 4: a clean
+  ``enqueue`` whose top level is written in that subset (``json_enqueue(json) -> (mark,
+  spans)`` for one text): ids is (request_id, task, args, options), the first two str, the
+  others the bytes of their JSON text (options None when absent), for the caller to decode
+  (the payload is valid JSON exactly when both are).
 - ``json_member_count(json) -> int``: colons outside strings of a valid JSON text, i.e. the
   members of all its objects (the protocol decoder compares it with the decoded objects'
   sizes to refuse duplicate keys, which orjson keeps silently).
@@ -123,6 +127,7 @@ split_frames = _active.split_frames
 split_frames_marked = _active.split_frames_marked
 FrameScan = _active.FrameScan
 json_report = _active.json_report
+json_enqueue = _active.json_enqueue
 json_domain_clean = _active.json_domain_clean
 json_member_count = _active.json_member_count
 events_scan = _active.events_scan
@@ -147,5 +152,6 @@ __all__ = [
     "value_decode", "json_to_value", "json_to_value_measured", "value_to_json",
     "split_frames", "events_scan", "snapshots_scan", "mutations_scan", "base_jobs", "base_ids", "base_keys", "tail_jobs", "LiveTable", "write_all_at", "fdatasync", "fsync", "fsync_dir", "flock_exclusive",
     "json_domain_clean", "split_frames_marked", "FrameScan", "json_report",
+    "json_enqueue",
     "rename_noreplace", "filesystem_magic",
 ]

@@ -164,10 +164,12 @@ def split_frames(buf: Any, max_frame: int) -> tuple[list[tuple[int, int]], int, 
             return frames, offset, _FRAME_ERRORS[code]
 
 
-_SPANS = struct.Struct("=6Q").unpack_from  # a report's id offsets (tay_frame_scan.fields)
+_SPANS = struct.Struct(f"={lib.TAY_FRAME_FIELDS}Q").unpack_from  # tay_frame_scan.fields: a row
+_ROW_BYTES = 8 * lib.TAY_FRAME_FIELDS
 _HEAD = struct.Struct(f"={lib.TAY_FRAME_SCAN_HEAD}Q").unpack_from  # tay_frame_scan.head
 _scan_split = lib.tay_frame_scan_split  # looked up once: called per read
 _FRAME_FULL = lib.TAY_FRAME_FULL
+_ENQUEUE = lib.TAY_ENQUEUE
 _SCAN_ROWS = lib.TAY_FRAME_SCAN_ROWS
 
 
@@ -205,10 +207,14 @@ class FrameScan:
         _scan_split(scan, data, size)
         # the call's summary in one unpack (tay_frame_scan.head): a cffi field or item read
         # costs about as much as this whole unpack, and one whole frame is the common read
-        code, count, consumed, start, end, mark, a, b, c, d, e, f = _HEAD(self._head)
+        code, count, consumed, start, end, mark, a, b, c, d, e, f, g, h = _HEAD(self._head)
         if count == 1 and code != _FRAME_FULL:
             if mark < 2:
                 return [(buf[start:end], mark, None)], consumed, _FRAME_ERRORS[code]
+            if mark == _ENQUEUE:  # request_id and task are ASCII; args and options JSON text
+                return ([(buf[start:end], mark, (buf[a:b].decode(), buf[c:d].decode(), buf[e:f],
+                                                 buf[g:h] if g != h else None))],
+                        consumed, _FRAME_ERRORS[code])
             text = str(buf, "latin-1")  # a report is ASCII: one char a byte
             return ([(buf[start:end], mark, (text[a:b], text[c:d], text[e:f]))],
                     consumed, _FRAME_ERRORS[code])
@@ -230,13 +236,17 @@ class FrameScan:
                 if mark < 2:
                     frames.append((offset + starts[index], offset + ends[index], mark, None))
                     continue
-                if text is None:
-                    text = str(buf, "latin-1")
-                a, b, c, d, e, f = _SPANS(self._spans, 48 * index)
+                a, b, c, d, e, f, g, h = _SPANS(self._spans, _ROW_BYTES * index)
                 if offset:
-                    a, b, c, d, e, f = (x + offset for x in (a, b, c, d, e, f))
-                frames.append((offset + starts[index], offset + ends[index], mark,
-                               (text[a:b], text[c:d], text[e:f])))
+                    a, b, c, d, e, f, g, h = (x + offset for x in (a, b, c, d, e, f, g, h))
+                if mark == _ENQUEUE:
+                    ids = (bytes(buf[a:b]).decode(), bytes(buf[c:d]).decode(), bytes(buf[e:f]),
+                           bytes(buf[g:h]) if g != h else None)
+                else:
+                    if text is None:
+                        text = str(buf, "latin-1")
+                    ids = (text[a:b], text[c:d], text[e:f])
+                frames.append((offset + starts[index], offset + ends[index], mark, ids))
             offset += scan.consumed
             if code != _FRAME_FULL:
                 return frames, offset, _FRAME_ERRORS[code]
@@ -259,6 +269,13 @@ def json_report(json: Any) -> tuple[int, tuple[int, ...]]:
     """``(mark, spans)`` of one payload (see ``tay._native.pure.json_report``)."""
     fields = ffi.new("uint64_t[6]")
     mark = lib.tay_json_report(ffi.from_buffer("uint8_t[]", json), len(json), fields)
+    return (mark, tuple(fields)) if mark else (0, ())
+
+
+def json_enqueue(json: Any) -> tuple[int, tuple[int, ...]]:
+    """``(mark, spans)`` of one payload (see ``tay._native.pure.json_enqueue``)."""
+    fields = ffi.new("uint64_t[8]")
+    mark = lib.tay_json_enqueue(ffi.from_buffer("uint8_t[]", json), len(json), fields)
     return (mark, tuple(fields)) if mark else (0, ())
 
 

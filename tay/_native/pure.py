@@ -394,13 +394,135 @@ def json_report(json: Any) -> tuple[int, tuple[int, ...]]:
     return (mark, tuple(out)) if mark else (0, ())
 
 
+# -- the enqueue, read without a JSON decoder (twin of csrc/frames_check.c) ------------------
+ENQUEUE = 4
+ENQUEUE_MAX_TASK = 255
+_ENQUEUE_KEYS = (b"version", b"type", b"request_id", b"task", b"args", b"options")
+_ENQUEUE_SPANS = (b"request_id", b"task", b"args", b"options")
+
+
+def _container_end(s: bytes, i: int) -> int:
+    """The offset after the object or array opened at s[i], its brackets counted outside
+    strings; 0 when it does not close. Nothing of its syntax is checked."""
+    depth = 0
+    n = len(s)
+    while i < n:
+        c = s[i]
+        if c == 0x22:
+            i = _string_end(s, i)[0]
+            if not i:
+                return 0
+            continue
+        if c == 0x7B or c == 0x5B:
+            depth += 1
+        elif c == 0x7D or c == 0x5D:
+            depth -= 1
+            if depth == 0:
+                return i + 1
+        i += 1
+    return 0
+
+
+def json_enqueue(json: Any) -> tuple[int, tuple[int, ...]]:
+    """``(4, spans)`` when ``json`` is an enqueue written in the strict subset
+    csrc/frames_check.c reads at its top level: "version" 1, "type" "enqueue", request_id
+    (1..128 bytes) and task (1..255 bytes) strings of printable ASCII without a backslash,
+    "args" and optionally "options" objects (only delimited: their text is the decoder's),
+    each key once, any other key but "v" with such a string value; spans are request_id,
+    task, args and options (start, end) in ``json``, options (0, 0) when absent. ``(0, ())``
+    otherwise: never a refusal."""
+    s = bytes(json)
+    n = len(s)
+    spans: dict[bytes, tuple[int, int]] = {}
+    i = _skip_space(s, 0)
+    if i == n or s[i] != 0x7B:
+        return 0, ()
+    i += 1
+    while True:
+        i = _skip_space(s, i)
+        if i == n or s[i] != 0x22:
+            return 0, ()
+        key_end = _plain_string_end(s, i)
+        if not key_end:
+            return 0, ()
+        key = s[i + 1:key_end - 1]
+        if key not in _ENQUEUE_KEYS:
+            if key == b"v":  # the legacy version key: the envelope's exact check decides
+                return 0, ()
+            key = b""  # another key: ignored when its value is a plain string
+        elif key in spans:
+            return 0, ()
+        i = _skip_space(s, key_end)
+        if i == n or s[i] != 0x3A:
+            return 0, ()
+        i = _skip_space(s, i + 1)
+        if i == n:
+            return 0, ()
+        if key == b"version":
+            if s[i] != 0x31:  # 1
+                return 0, ()
+            spans[key] = (i, i + 1)
+            i += 1
+        elif key in (b"args", b"options"):
+            if s[i] != 0x7B:
+                return 0, ()
+            value_end = _container_end(s, i)
+            if not value_end:
+                return 0, ()
+            spans[key] = (i, value_end)
+            i = value_end
+        else:
+            if s[i] != 0x22:
+                return 0, ()
+            value_end = _plain_string_end(s, i)
+            if not value_end:
+                return 0, ()
+            if key == b"type" and s[i + 1:value_end - 1] != b"enqueue":
+                return 0, ()
+            if key:
+                spans[key] = (i + 1, value_end - 1)
+            i = value_end
+        i = _skip_space(s, i)
+        if i == n:
+            return 0, ()
+        if s[i] == 0x7D:
+            break
+        if s[i] != 0x2C:
+            return 0, ()
+        i += 1
+    if _skip_space(s, i + 1) != n:
+        return 0, ()
+    if any(key not in spans for key in (b"version", b"type", b"request_id", b"task", b"args")):
+        return 0, ()
+    start, end = spans[b"request_id"]
+    if not 1 <= end - start <= REPORT_MAX_ID:
+        return 0, ()
+    start, end = spans[b"task"]
+    if not 1 <= end - start <= ENQUEUE_MAX_TASK:
+        return 0, ()
+    out: list[int] = []
+    for key in _ENQUEUE_SPANS:
+        out += spans.get(key, (0, 0))
+    return ENQUEUE, tuple(out)
+
+
+def _enqueue_ids(view: Any, start: int, spans: tuple[int, ...]) -> tuple[Any, ...]:
+    """An enqueue frame's ids: (request_id, task) as str, (args, options) as bytes of JSON
+    text (options None when absent)."""
+    a, b, c, d, e, f, g, h = (start + x for x in spans)
+    return (str(view[a:b], "ascii"), str(view[c:d], "ascii"), bytes(view[e:f]),
+            bytes(view[g:h]) if g != h else None)
+
+
 def split_frames_marked(buf: Any, max_frame: int, max_depth: int, max_nodes: int,
                         max_key_bytes: int) -> tuple[list[tuple[int, int, int, Any]], int,
                                                      str | None]:
     """``split_frames``, each frame ``(start, end, mark, ids)``: mark 0 (check it the exact
     way), 1 (clean: ``json_domain_clean``), 2 or 3 (a clean ``started`` / ``succeeded``
     report, see ``json_report``) with ids (request_id, reservation_id, execution_id) as str,
-    else None."""
+    4 (a clean enqueue, see ``json_enqueue``) with ids (request_id, task, args, options):
+    the first two str, the others the bytes of their JSON text (options None when
+    absent); else None."""
     if not (0 <= max_frame <= 0xFFFFFFFF and 0 <= max_depth <= 0xFFFFFFFF
             and 0 <= max_nodes <= 0xFFFFFFFFFFFFFFFF and 0 <= max_key_bytes <= 0xFFFFFFFF):
         raise ValueError("limits out of range")
@@ -410,6 +532,11 @@ def split_frames_marked(buf: Any, max_frame: int, max_depth: int, max_nodes: int
     for start, end in frames:
         clean = json_domain_clean(view[start:end], max_depth, max_nodes, max_key_bytes)
         mark, spans = json_report(view[start:end]) if clean else (0, ())
+        if clean and not mark:
+            mark, spans = json_enqueue(view[start:end])
+            if mark:
+                marked.append((start, end, mark, _enqueue_ids(view, start, spans)))
+                continue
         if mark:
             ids = tuple(str(view[start + spans[k]:start + spans[k + 1]], "ascii")
                         for k in (0, 2, 4))

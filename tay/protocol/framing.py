@@ -51,7 +51,9 @@ class FrameDecoder:
         ``tay._native.split_frames_marked``): 0, check it the exact way; 1, if it is valid
         JSON it is an object within the ``domain`` bounds given at construction for sure;
         2 or 3, a ``started`` / ``succeeded`` report (null or no result) written so plainly
-        that it was read already: ids is (request_id, reservation_id, execution_id)."""
+        that it was read already: ids is (request_id, reservation_id, execution_id); 4, a
+        clean ``enqueue`` whose top level was read already: ids is (request_id, task, args,
+        options), the last two their JSON text (options None when absent)."""
         if self.fatal is not None:
             return []
         if self._buffer:  # a partial frame waits: complete it in the unread buffer

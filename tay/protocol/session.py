@@ -36,6 +36,7 @@ ReportMakers = tuple[Callable[..., Any], Callable[..., Any], Callable[..., Any]]
 ReportTuples = tuple[type, type, tuple]
 _new_tuple = tuple.__new__
 _NO_RESULT = (None,)
+_loads, _JSONDecodeError = orjson.loads, orjson.JSONDecodeError
 
 
 class Received(Record):
@@ -64,7 +65,13 @@ class ProtocolSession:
     types whose fields are ``head + (request_id, reservation_id, execution_id[, result])``
     (the server's engine commands, ``head`` the connection): a report the decoder read
     already is then made with ``tuple.__new__`` at once, without a maker call (two reports
-    per job). It must build what ``reports`` builds."""
+    per job). It must build what ``reports`` builds.
+
+    An enqueue whose top level the decoder read already (mark 4: version 1, plain request
+    id and task, the args and options objects as JSON text) is built from its two decoded
+    objects without the whole message's decode, the envelope check and the parse, with the
+    same pending count; if either object is not valid JSON, neither is the payload, and
+    it takes the exact path, which names the error."""
 
     def __init__(self, limits: ProtocolLimits, reports: ReportMakers | None = None,
                  enqueue: Callable[..., Any] = Enqueue, *,
@@ -145,21 +152,41 @@ class ProtocolSession:
             else:
                 frames = self._decoder.feed(data)
             for payload, mark, ids in frames:
-                if mark > 1 and hello is not None:  # a report, read already
-                    if mark == 2:
+                if mark > 1 and hello is not None:  # a report or an enqueue, read already
+                    if mark == 4:  # (request_id, task, args, options): the last two JSON text
+                        request_id, task, args, options = ids
+                        try:
+                            args = _loads(args)
+                            options = {} if options is None else _loads(options)
+                        except _JSONDecodeError:  # not valid JSON: the exact path names it
+                            pass
+                        else:  # what _enqueue makes of the decoded message
+                            if self.pending < self._max_pending:
+                                self.pending += 1
+                                outputs.append(self._make_enqueue(request_id, task, args,
+                                                                  options, len(payload)))
+                                continue
+                            try:
+                                self._refuse_pending()
+                            except RequestRefused as refused:
+                                outputs.append(error_frame(refused, request_id))
+                            continue
+                    elif mark == 2:
                         kind = self._started_type
                         if kind is not None:
                             outputs.append(_new_tuple(kind, self._report_head + ids))
                         else:
                             outputs.append(self._started(*ids))
                         continue
-                    kind = self._succeeded_type
-                    if kind is not None:
-                        outputs.append(_new_tuple(kind, self._report_head + ids + _NO_RESULT))
-                        continue
-                    if self._succeeded is not None:
-                        outputs.append(self._succeeded(*ids, None))
-                        continue
+                    else:
+                        kind = self._succeeded_type
+                        if kind is not None:
+                            outputs.append(_new_tuple(kind,
+                                                      self._report_head + ids + _NO_RESULT))
+                            continue
+                        if self._succeeded is not None:
+                            outputs.append(self._succeeded(*ids, None))
+                            continue
                 message = None
                 if mark:  # within the value domain if it is a JSON object: orjson decides
                     try:

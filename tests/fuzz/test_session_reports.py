@@ -1,9 +1,10 @@
 """The session's per-job shortcut: ``started``/``succeeded``/``failed``/``enqueue`` after hello
-are parsed straight into whatever the ``reports`` and ``enqueue`` constructors build (the
-server's engine commands), and must give exactly what the general dispatch gives: the same
-typed request (or the command it maps to, with an enqueue's size), the same refusal frames,
-the same fatal close, the same pending count, for well-formed, hostile, mutated and
-mis-framed input split into arbitrary reads."""
+(reports and enqueues of the common shape read by the frame scan itself) are parsed
+straight into whatever the ``reports`` and ``enqueue`` constructors build (the server's
+engine commands), and must give exactly what the general dispatch gives: the same typed
+request (or the command it maps to, with an enqueue's size), the same refusal frames, the
+same fatal close, the same pending count, for well-formed, hostile, mutated and mis-framed
+input split into arbitrary reads."""
 
 from __future__ import annotations
 
@@ -62,9 +63,22 @@ def enqueue_command(request_id, task, args, options, size):
 @st.composite
 def report_heavy_messages(draw: st.DrawFn) -> dict:
     message = draw(grammar.messages())
-    how = draw(st.integers(0, 3))
+    how = draw(st.integers(0, 4))
     if how == 0:
         return message
+    if how == 4:  # an enqueue as producers write it: the decoder reads its top level itself
+        plain = st.text(st.characters(min_codepoint=0x20, max_codepoint=0x7E,
+                                      blacklist_characters='"\\'), min_size=1, max_size=8)
+        enqueue = {"version": 1, "type": "enqueue", "request_id": draw(plain),
+                   "task": draw(plain | grammar.keys),
+                   "args": draw(st.dictionaries(st.text(max_size=4), grammar.json_values,
+                                                max_size=4))}
+        if draw(st.integers(0, 3)):
+            enqueue["options"] = draw(grammar.options)
+        if not draw(st.integers(0, 5)):  # another key: a plain one, "v", or any value
+            enqueue[draw(st.sampled_from(["job_id", "v", "x"]))] = draw(
+                plain | grammar.json_values)
+        return enqueue
     if how == 3:  # a report as workers write it: the decoder reads it itself (or nearly)
         plain = st.text(st.characters(min_codepoint=0x20, max_codepoint=0x7E,
                                       blacklist_characters='"\\'), min_size=1, max_size=8)
@@ -118,9 +132,11 @@ def test_report_shortcut_gives_what_the_general_dispatch_gives(data) -> None:
             data.draw(report_heavy_messages())))))
     answered = 0  # every whole frame gives one output, in order: payloads[answered] next
     stream = grammar.frames(payloads, data.draw)
-    COUNTS["read_reports"] += sum(mark > 1 for _, _, mark, _ in split_frames_marked(
+    marks = [mark for _, _, mark, _ in split_frames_marked(
         stream, LIMITS.max_frame_bytes, LIMITS.max_depth, LIMITS.max_nodes,
-        LIMITS.max_key_bytes)[0])
+        LIMITS.max_key_bytes)[0]]
+    COUNTS["read_reports"] += sum(mark in (2, 3) for mark in marks)
+    COUNTS["read_enqueues"] += marks.count(4)
     for piece in data.draw(grammar.chunked(stream)):
         expected = reference.receive(piece)
         for want in expected.outputs:

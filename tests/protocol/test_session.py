@@ -340,3 +340,54 @@ def test_reports_the_decoder_reads_itself_are_what_the_parsers_build() -> None:
     assert one_error(tight, succeeded)["error"]["code"] == "result_too_large"
     before_hello = ProtocolSession(ProtocolLimits()).receive(frame(started)).outputs
     assert decode(before_hello[0])["error"]["code"] == "hello_required"
+
+
+def test_enqueues_the_decoder_reads_itself_are_what_the_parsers_build() -> None:
+    """An enqueue whose top level is plain (tay._native.json_enqueue) skips the whole
+    message's decode, the envelope check and the parse: the same request comes out, byte by
+    byte as well as whole; one whose args or options are not valid JSON, the pending limit
+    and an enqueue before hello give exactly the general path's refusals."""
+    from tay._native import split_frames_marked
+    from tests.fuzz.test_session_reports import _Unmarked  # every mark taken back to 1
+
+    limits = ProtocolLimits()
+    bounds = (limits.max_frame_bytes, limits.max_depth, limits.max_nodes, limits.max_key_bytes)
+    plain = b'{"version":1,"type":"enqueue","request_id":"e1","task":"t.a",' \
+            b'"args":{"a":[1,"}"],"b":{"c":null}},"options":{"queue":"q","retries":2}}'
+    spaced = b' {"args" : {"x":"\xc3\xa9\\"}"}, "request_id":"e2", "task":"t.b",' \
+             b' "type":"enqueue", "version":1 } '
+    assert [mark for _, _, mark, _ in split_frames_marked(frame(plain) + frame(spaced),
+                                                          *bounds)[0]] == [4, 4]
+    wants = [Enqueue("e1", "t.a", {"a": [1, "}"], "b": {"c": None}},
+                     {"queue": "q", "retries": 2}, size=len(plain)),
+             Enqueue("e2", "t.b", {"x": 'é"}'}, {}, size=len(spaced))]
+    session = hello_session(HELLO_CLIENT)
+    assert session.receive(frame(plain) + frame(spaced)).outputs == wants
+    data, outputs = frame(plain) + frame(spaced), []
+    for index in range(len(data)):
+        outputs += session.receive(data[index:index + 1]).outputs
+    assert outputs == wants
+    # a clean, plain top level around args that are not JSON: the exact path's fatal error
+    for broken in (b'{"version":1,"type":"enqueue","request_id":"e","task":"t","args":{"a":}}',
+                   b'{"version":1,"type":"enqueue","request_id":"e","task":"t","args":{},'
+                   b'"options":{"retries":01}}',
+                   b'{"version":1,"type":"enqueue","request_id":"e","task":"t",'
+                   b'"args":{"a":"\xff"}}'):
+        assert split_frames_marked(frame(broken), *bounds)[0][0][2] == 4
+        general = ProtocolSession(limits)
+        general.receive(frame(HELLO_CLIENT))
+        general.decoder = _Unmarked(general.decoder)
+        want = general.receive(frame(broken)).close_frame
+        assert want is not None and hello_session(HELLO_CLIENT).receive(
+            frame(broken)).close_frame == want
+    # the pending limit, counted and refused as the general path does
+    tight = hello_session(HELLO_CLIENT, max_pending_requests=2)
+    assert len(tight.receive(frame(plain) + frame(spaced)).outputs) == 2
+    assert one_error(tight, plain) == {
+        "version": 1, "type": "error", "request_id": "e1",
+        "error": {"code": "too_many_requests", "message": "more than 2 requests pending"}}
+    assert tight.pending == 2
+    tight.settle()
+    assert tight.receive(frame(spaced)).outputs == wants[1:]
+    before_hello = ProtocolSession(limits).receive(frame(plain)).outputs
+    assert decode(before_hello[0])["error"]["code"] == "hello_required"
