@@ -75,6 +75,10 @@ class Connection(asyncio.Protocol):
         self.transport = transport  # type: ignore[assignment]  # uvloop's is not a subclass
         self._loop = asyncio.get_running_loop()
         self._deadlines = RequestDeadlines(self._loop, self._timeout_s, self._expire)
+        # what deliver() calls when it queues the first frame of a release: the driver's
+        # list of connections to write once the release is done, else a loop callback
+        dirty = getattr(self._driver, "dirty", None)
+        self._queued = dirty.append if dirty is not None else self._flush_soon
         # a reply whose id has no deadline (the "accepted" of every report) skips answer()
         self._waiting = self._deadlines.waiting
         if not self.listener.admit(self):
@@ -140,7 +144,9 @@ class Connection(asyncio.Protocol):
 
     # -- engine side -------------------------------------------------------------------
     def deliver(self, effect: Effect) -> None:
-        """Write one released effect; correlated replies free their pending slot.
+        """Queue the frame of one released effect; correlated replies free their pending
+        slot. The driver writes what its release queued (``EngineDriver.dirty``); a caller
+        outside a release must ``flush`` after.
 
         Execution reports are answered as the engine decided: ``accepted`` for a late
         report of an execution this connection really ran (settled since), and
@@ -149,7 +155,7 @@ class Connection(asyncio.Protocol):
         outgoing = self._outgoing  # the per-job effects first, queued as _write does
         if kind is Execute:  # framed without a message dict
             if not outgoing:
-                self._loop.call_soon(self.flush)
+                self._queued(self)
             outgoing.append(execute_frame(effect))
             return
         if kind is Reply:  # one unpack, not three named-field reads
@@ -161,7 +167,7 @@ class Connection(asyncio.Protocol):
                 if request_id in self._waiting and self._deadlines.answer(request_id):
                     self.session.pending -= 1  # session.settle(), without its call
             if not outgoing:
-                self._loop.call_soon(self.flush)
+                self._queued(self)
             outgoing.append(message_frame(message_type, request_id, fields))
             return
         request_id = getattr(effect, "request_id", None)
@@ -172,13 +178,14 @@ class Connection(asyncio.Protocol):
             if self._deadlines.answer(request_id):
                 self.session.settle()
         if isinstance(effect, Refuse):
-            self._write(error_frame(effect.failure, request_id))
-            return
-        if type(effect) is Reply:  # the common case: no intermediate message dict
-            self._write(message_frame(effect.type, request_id, effect.fields))
-            return
-        message = effect.message()
-        self._write(message_frame(message.pop("type"), message.pop("request_id", None), message))
+            frame = error_frame(effect.failure, request_id)
+        else:
+            message = effect.message()
+            frame = message_frame(message.pop("type"), message.pop("request_id", None),
+                                  message)
+        if not outgoing:
+            self._queued(self)
+        outgoing.append(frame)
 
     # -- deadlines -----------------------------------------------------------------------
     def close_fatal(self, message: str, code: str) -> None:
@@ -273,6 +280,7 @@ class Connection(asyncio.Protocol):
                 self.deliver(Reply(self, request.request_id, effect.type, effect.fields))
             else:
                 self.deliver(Refuse(self, request.request_id, effect.failure))
+            self.flush()  # not a driver release: nothing else writes it
 
         task.add_done_callback(answered)
 
@@ -281,6 +289,9 @@ class Connection(asyncio.Protocol):
         if not self._outgoing:
             self._loop.call_soon(self.flush)
         self._outgoing.append(frame)
+
+    def _flush_soon(self, conn: "Connection") -> None:
+        self._loop.call_soon(conn.flush)
 
     def flush(self) -> None:
         """Hand the frames queued so far to the transport (also before closing it)."""

@@ -119,6 +119,13 @@ class EngineDriver:
         self.stopped: WriterStopped | None = None
         self.closed = False
         self._sinks: dict[Hashable, Sink] = {}
+        # Transports whose sinks queue frames rather than write them: such a sink appends
+        # its connection here (``dirty.append``, a builtin call, not a loop callback per
+        # connection and turn) when it queues the first frame, and the driver writes each
+        # one's frames (its ``flush``) once the release that produced them is done: at the
+        # end of a completion (one write per connection per durable batch, in the same
+        # loop callback) and at the end of the turn for stages released by ``_apply``.
+        self.dirty: list[Any] = []
         self._stages: deque[_Stage] = deque()  # (effects, ticket, created, logs, permit)
         self._wake_handle: asyncio.TimerHandle | None = None
         self._wake_at: int | None = None
@@ -226,6 +233,8 @@ class EngineDriver:
         """Every input ready in this loop turn has been handled: write what it produced,
         and arm the timer for the engine's next wake-up."""
         self._turn_scheduled = False
+        if self.dirty:  # the frames of stages released within this turn's submits
+            self._write_released()
         if self.closed:
             return  # close() flushed; the committer may be gone
         if self._unflushed:
@@ -256,11 +265,21 @@ class EngineDriver:
         durable = self.committer.completed()
         if durable >= 0:
             self._release(durable)
+            if self.dirty:  # written now, after the fsync: not on a later loop turn
+                self._write_released()
             return
         self._release()
+        self._write_released()
         stopped = self.committer.stopped
         if stopped is not None:
             self._writer_stopped(stopped)
+
+    def _write_released(self) -> None:
+        """Write the frames the released stages queued: one write per connection."""
+        dirty = self.dirty
+        for conn in dirty:
+            conn.flush()
+        dirty.clear()
 
     # -- an online compaction switching the journal (tay.server.compactor) -------------------
     def suspend_writer(self) -> Any:
@@ -272,9 +291,11 @@ class EngineDriver:
             journal = self.committer.suspend()
         except WriterStopped as stopped:
             self._release()
+            self._write_released()
             self._writer_stopped(stopped)
             raise
         self._release()
+        self._write_released()
         return journal
 
     def resume_writer(self, journal: Any) -> None:
@@ -286,6 +307,7 @@ class EngineDriver:
         """The journal cannot be resumed (an uncertain epoch switch): stop writing for good."""
         self.committer.abandon(failure)
         self._release()
+        self._write_released()
         self._writer_stopped(failure)
 
     # -- ordered release ---------------------------------------------------------------
@@ -361,6 +383,7 @@ class EngineDriver:
         if request_id is not None and conn is not None:
             failure = RequestRefused("the journal writer stopped", code="unavailable")
             self._deliver(Refuse(conn, request_id, failure))
+            self._write_released()
 
     # -- timers ------------------------------------------------------------------------
     def _arm_wakeup(self, wake: int, now: int) -> None:
@@ -379,6 +402,7 @@ class EngineDriver:
             self._unflushed = False
             self.committer.flush()
         self.closed = True
+        self._write_released()
         if self.committer.completion_fd >= 0:
             self.loop.remove_reader(self.committer.completion_fd)
         self.tap = None

@@ -14,6 +14,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
+import orjson
 import pytest
 
 from tay.engine import commands
@@ -275,3 +276,54 @@ def test_the_wakeup_timer_is_armed_from_a_fresh_clock_read():
 
     delay = asyncio.run(main())
     assert 0.9 < delay <= 1.0  # 10,000 - 9,000 ms, not 10,000 - 1,000
+
+
+def test_a_completion_writes_what_it_released_at_once_one_write_per_connection(gated_store):
+    """The frames of the stages a durable batch releases leave in the completion's own
+    callback (not on a later loop turn), in one write per connection; before the batch's
+    fsync returns, the same callback writes nothing."""
+    from tay.protocol.limits import ProtocolLimits
+    from tay.server.connection import Connection
+    from tay.server.listener import Listener
+    from tests.server.test_connection_writes import CountingTransport, frames
+
+    store, gate = gated_store
+
+    def frame(message: dict) -> bytes:
+        payload = orjson.dumps({"version": 1, **message})
+        return len(payload).to_bytes(4, "big") + payload
+
+    async def main() -> None:
+        loop = asyncio.get_running_loop()
+        driver = EngineDriver(store.engine, store.committer, loop)
+        connection = Connection(Listener(driver, ProtocolLimits()))
+        transport = CountingTransport()
+        connection.connection_made(transport)
+        try:
+            connection.data_received(frame({"type": "hello", "request_id": "h",
+                                            "mode": "client", "runtime_id": "test"}))
+            await settle(driver)
+            await asyncio.sleep(0)
+            transport.writes.clear()
+            loop.remove_reader(store.committer.completion_fd)  # completions run by hand
+            for request_id in ("a", "b"):
+                connection.data_received(frame({"type": "enqueue", "request_id": request_id,
+                                                "task": "t.v1", "args": {}}))
+            assert await asyncio.to_thread(gate.entered)
+            tickets = [stage[1] for stage in driver._stages]
+            assert len(tickets) == 2 and all(tickets)
+            await asyncio.sleep(0.02)
+            driver._on_durable()  # the fsync is held: nothing is durable, nothing leaves
+            await asyncio.sleep(0)
+            assert transport.writes == []
+            gate.release()
+            await asyncio.to_thread(store.committer.wait, max(tickets), 10.0)
+            driver._on_durable()
+            assert driver.idle
+            assert len(transport.writes) == 1  # written within the completion, together
+            assert [(f["type"], f["request_id"]) for f in frames(transport.writes[0])] == [
+                ("enqueued", "a"), ("enqueued", "b")]
+        finally:
+            driver.close()
+
+    asyncio.run(main())
