@@ -330,6 +330,92 @@ static size_t container_end(const uint8_t *s, size_t n, size_t i) {
     return 0;
 }
 
+enum { O_QUEUE, O_RETRIES, O_BACKOFF, O_DURABILITY, O_KEYS };
+static const char *const option_keys[O_KEYS] = {"queue", "retries", "backoff", "durability"};
+static const size_t option_key_lengths[O_KEYS] = {5, 7, 7, 10};
+
+static int is_plain_value(const uint8_t *s, size_t start, size_t end, const char *text) {
+    size_t length = strlen(text);
+    return end - start == length && memcmp(s + start, text, length) == 0;
+}
+
+/* The plain options object s[i..end) (s[i] is its '{', s[end - 1] where its '}' should be):
+ * 1 with out[0..3] as tay_json_enqueue's fields[8..11] (payload offsets), 0 when they are
+ * not plain (the caller then leaves them to the decoder and the engine's parse). */
+static int read_plain_options(const uint8_t *s, size_t i, size_t end, uint64_t *out) {
+    unsigned seen = 0;
+    uint64_t retries = 0, durability = 0, queue_start = 0, queue_end = 0;
+    i = skip_space(s, end, i + 1);
+    if (i < end && s[i] == '}') {
+        i++;
+    } else {
+        for (;;) {
+            if (i == end || s[i] != '"') return 0;
+            size_t key_end = plain_string_end(s, end, i);
+            if (!key_end) return 0;
+            int f = -1;
+            for (int k = 0; k < O_KEYS; k++)
+                if (option_key_lengths[k] == key_end - i - 2 &&
+                    memcmp(option_keys[k], s + i + 1, option_key_lengths[k]) == 0)
+                    f = k;
+            if (f < 0 || (seen & (1u << f))) return 0;
+            seen |= 1u << f;
+            i = skip_space(s, end, key_end);
+            if (i == end || s[i] != ':') return 0;
+            i = skip_space(s, end, i + 1);
+            if (i == end) return 0;
+            if (end - i >= 4 && memcmp(s + i, "null", 4) == 0) {
+                i += 4;  /* null: absent */
+            } else if (f == O_RETRIES) {
+                size_t digits = 0;
+                retries = 0;
+                while (i < end && s[i] >= '0' && s[i] <= '9' && digits < 6) {
+                    retries = retries * 10 + (uint64_t)(s[i] - '0');
+                    i++;
+                    digits++;
+                }
+                /* JSON's integer: no leading zero; a fraction or exponent is not plain */
+                if (!digits || (digits > 1 && s[i - digits] == '0') ||
+                    retries > TAY_ENQUEUE_MAX_RETRIES)
+                    return 0;
+            } else {
+                if (s[i] != '"') return 0;
+                size_t value_end = plain_string_end(s, end, i);
+                if (!value_end) return 0;
+                if (f == O_QUEUE) {
+                    if (value_end - i - 2 < 1 || value_end - i - 2 > TAY_ENQUEUE_MAX_TASK)
+                        return 0;
+                    queue_start = i + 1;
+                    queue_end = value_end - 1;
+                } else if (f == O_BACKOFF) {
+                    if (!is_plain_value(s, i + 1, value_end - 1, "exponential")) return 0;
+                } else if (is_plain_value(s, i + 1, value_end - 1, "persistent")) {
+                    durability = 1;
+                } else if (is_plain_value(s, i + 1, value_end - 1, "volatile")) {
+                    durability = 2;
+                } else {
+                    return 0;
+                }
+                i = value_end;
+            }
+            i = skip_space(s, end, i);
+            if (i == end) return 0;
+            if (s[i] == '}') {
+                i++;
+                break;
+            }
+            if (s[i] != ',') return 0;
+            i = skip_space(s, end, i + 1);
+        }
+    }
+    if (i != end) return 0;
+    out[0] = retries + 1;
+    out[1] = durability;
+    out[2] = queue_start;
+    out[3] = queue_end;
+    return 1;
+}
+
 int tay_json_enqueue(const uint8_t *s, size_t n, uint64_t *fields) {
     size_t start[E_KEYS] = {0}, end[E_KEYS] = {0};
     unsigned seen = 0;
@@ -396,6 +482,12 @@ int tay_json_enqueue(const uint8_t *s, size_t n, uint64_t *fields) {
         fields[2 * k] = start[spans[k]];
         fields[2 * k + 1] = end[spans[k]];
     }
+    if (!(seen & (1u << E_OPTIONS))) {  /* absent: plain, every default */
+        fields[8] = 1;
+        fields[9] = fields[10] = fields[11] = 0;
+    } else if (!read_plain_options(s, start[E_OPTIONS], end[E_OPTIONS], fields + 8)) {
+        fields[8] = fields[9] = fields[10] = fields[11] = 0;
+    }
     return TAY_ENQUEUE;
 }
 
@@ -430,7 +522,12 @@ int tay_split_frames_marked(const uint8_t *buf, size_t size, uint32_t max_frame,
         }
         if (mark > 1) {
             for (int j = 0; j < used; j++) spans[j] += starts[k];
-            for (int j = used; j < TAY_FRAME_FIELDS; j++) spans[j] = 0;
+            if (mark == TAY_ENQUEUE) {  /* retries + 1 and durability, then the queue's span */
+                spans[10] += starts[k];
+                spans[11] += starts[k];
+            } else {
+                for (int j = used; j < TAY_FRAME_FIELDS; j++) spans[j] = 0;
+            }
         }
         marks[k] = mark;
     }

@@ -312,14 +312,21 @@ int tay_json_report(const uint8_t *json, size_t size, uint64_t *fields);
  * (the same, 1..255 bytes), "args" (an object) and optionally "options" (an object), each
  * once, and any other key but "v" with a plain string value. TAY_ENQUEUE with the (start,
  * end) offsets of request_id, task, args and options in fields[0..7] (options 0, 0 when
- * absent). The args and options spans are only where those objects would be: their text
- * is the decoder's to read (the caller decodes each and takes the exact path if either is
- * not valid JSON). TAY_REPORT_NONE leaves the payload to the decoder (never a refusal). */
+ * absent). The args span is only where that object would be: its text is the decoder's to
+ * read (the caller decodes it and takes the exact path if it is not valid JSON); so is the
+ * options span unless the options are plain: absent, or an object of queue, retries,
+ * backoff and durability, each once, each null or a value the engine takes as it is (queue
+ * a plain string of 1..255 bytes, retries an integer literal 0..65534, backoff
+ * "exponential", durability "persistent" or "volatile"), valid JSON by construction. Then
+ * fields[8] is retries + 1 (0: the options are not plain; 1 also for null or absent),
+ * fields[9] the durability (0 null or absent, 1 persistent, 2 volatile) and fields[10..11]
+ * the queue's offsets (equal: null or absent). TAY_REPORT_NONE leaves the payload to the decoder (never a refusal). */
 #define TAY_ENQUEUE 4
 #define TAY_ENQUEUE_MAX_TASK 255
+#define TAY_ENQUEUE_MAX_RETRIES 65534
 int tay_json_enqueue(const uint8_t *json, size_t size, uint64_t *fields);
-/* The offsets per frame in fields: a report's six, an enqueue's eight. */
-#define TAY_FRAME_FIELDS 8
+/* The offsets and values per frame in fields: a report's six, an enqueue's twelve. */
+#define TAY_FRAME_FIELDS 12
 /* tay_split_frames, each payload marked 0 (unclean), 1 (clean) or, for a clean report or
  * enqueue, its mark with its offsets (relative to buf) in fields[TAY_FRAME_FIELDS * k ..] */
 int tay_split_frames_marked(const uint8_t *buf, size_t size, uint32_t max_frame,
@@ -334,7 +341,7 @@ int tay_split_frames_marked(const uint8_t *buf, size_t size, uint32_t max_frame,
  * its TAY_FRAME_FIELDS offsets (zeros when there is none), so the common read (one whole
  * frame) is taken in by the caller with one unpack instead of a field access per value. */
 #define TAY_FRAME_SCAN_ROWS 64
-#define TAY_FRAME_SCAN_HEAD 14
+#define TAY_FRAME_SCAN_HEAD 18
 typedef struct {
     uint64_t head[TAY_FRAME_SCAN_HEAD];
     uint32_t max_frame;

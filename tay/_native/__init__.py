@@ -83,7 +83,9 @@ API (see docs/native.md for the details and error conventions):
   ``enqueue`` whose top level is written in that subset (``json_enqueue(json) -> (mark,
   spans)`` for one text): ids is (request_id, task, args, options), the first two str, the
   others the bytes of their JSON text (options None when absent), for the caller to decode
-  (the payload is valid JSON exactly when both are).
+  (the payload is valid JSON exactly when both are), and last the options read when they
+  are plain: (retries, queue, durability), None for a null or absent queue or durability
+  (retries 0), or None when they are not (then the options text must be decoded).
 - ``json_member_count(json) -> int``: colons outside strings of a valid JSON text, i.e. the
   members of all its objects (the protocol decoder compares it with the decoded objects'
   sizes to refuse duplicate keys, which orjson keeps silently).

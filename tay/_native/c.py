@@ -170,6 +170,7 @@ _HEAD = struct.Struct(f"={lib.TAY_FRAME_SCAN_HEAD}Q").unpack_from  # tay_frame_s
 _scan_split = lib.tay_frame_scan_split  # looked up once: called per read
 _FRAME_FULL = lib.TAY_FRAME_FULL
 _ENQUEUE = lib.TAY_ENQUEUE
+_DURABILITIES = (None, "persistent", "volatile")  # an enqueue's plain durability (fields[9])
 _SCAN_ROWS = lib.TAY_FRAME_SCAN_ROWS
 
 
@@ -207,14 +208,16 @@ class FrameScan:
         _scan_split(scan, data, size)
         # the call's summary in one unpack (tay_frame_scan.head): a cffi field or item read
         # costs about as much as this whole unpack, and one whole frame is the common read
-        code, count, consumed, start, end, mark, a, b, c, d, e, f, g, h = _HEAD(self._head)
+        code, count, consumed, start, end, mark, a, b, c, d, e, f, g, h, r, u, q, z = \
+            _HEAD(self._head)
         if count == 1 and code != _FRAME_FULL:
             if mark < 2:
                 return [(buf[start:end], mark, None)], consumed, _FRAME_ERRORS[code]
             if mark == _ENQUEUE:  # request_id and task are ASCII; args and options JSON text
-                return ([(buf[start:end], mark, (buf[a:b].decode(), buf[c:d].decode(), buf[e:f],
-                                                 buf[g:h] if g != h else None))],
-                        consumed, _FRAME_ERRORS[code])
+                return ([(buf[start:end], mark, (
+                    buf[a:b].decode(), buf[c:d].decode(), buf[e:f], buf[g:h] if g != h else None,
+                    (r - 1, buf[q:z].decode() if q != z else None, _DURABILITIES[u])
+                    if r else None))], consumed, _FRAME_ERRORS[code])
             text = str(buf, "latin-1")  # a report is ASCII: one char a byte
             return ([(buf[start:end], mark, (text[a:b], text[c:d], text[e:f]))],
                     consumed, _FRAME_ERRORS[code])
@@ -236,12 +239,15 @@ class FrameScan:
                 if mark < 2:
                     frames.append((offset + starts[index], offset + ends[index], mark, None))
                     continue
-                a, b, c, d, e, f, g, h = _SPANS(self._spans, _ROW_BYTES * index)
+                a, b, c, d, e, f, g, h, r, u, q, z = _SPANS(self._spans, _ROW_BYTES * index)
                 if offset:
-                    a, b, c, d, e, f, g, h = (x + offset for x in (a, b, c, d, e, f, g, h))
+                    a, b, c, d, e, f, g, h, q, z = (
+                        x + offset for x in (a, b, c, d, e, f, g, h, q, z))
                 if mark == _ENQUEUE:
                     ids = (bytes(buf[a:b]).decode(), bytes(buf[c:d]).decode(), bytes(buf[e:f]),
-                           bytes(buf[g:h]) if g != h else None)
+                           bytes(buf[g:h]) if g != h else None,
+                           (r - 1, bytes(buf[q:z]).decode() if q != z else None,
+                            _DURABILITIES[u]) if r else None)
                 else:
                     if text is None:
                         text = str(buf, "latin-1")
@@ -274,7 +280,7 @@ def json_report(json: Any) -> tuple[int, tuple[int, ...]]:
 
 def json_enqueue(json: Any) -> tuple[int, tuple[int, ...]]:
     """``(mark, spans)`` of one payload (see ``tay._native.pure.json_enqueue``)."""
-    fields = ffi.new("uint64_t[8]")
+    fields = ffi.new("uint64_t[12]")
     mark = lib.tay_json_enqueue(ffi.from_buffer("uint8_t[]", json), len(json), fields)
     return (mark, tuple(fields)) if mark else (0, ())
 

@@ -423,14 +423,95 @@ def _container_end(s: bytes, i: int) -> int:
     return 0
 
 
+ENQUEUE_MAX_RETRIES = 65_534
+_OPTION_KEYS = (b"queue", b"retries", b"backoff", b"durability")
+_DIGITS = b"0123456789"
+_DURABILITIES = {b"persistent": 1, b"volatile": 2}
+_DURABILITY_NAMES = (None, "persistent", "volatile")
+
+
+def _plain_options(s: bytes, i: int, end: int) -> tuple[int, int, int, int]:
+    """The plain options object s[i:end] read as csrc/frames_check.c reads it: (retries + 1,
+    durability (0 null or absent, 1 persistent, 2 volatile), queue start, queue end), or zeros when they are
+    not plain (keys among queue, retries, backoff and durability once each, each null or:
+    queue a plain string of 1..255 bytes, retries an integer literal 0..65534, backoff
+    "exponential", durability "persistent" or "volatile")."""
+    s = s[:end]
+    seen: set[bytes] = set()
+    retries = durability = queue_start = queue_end = 0
+    i = _skip_space(s, i + 1)
+    if i < end and s[i] == 0x7D:
+        i += 1
+    else:
+        while True:
+            if i == end or s[i] != 0x22:
+                return 0, 0, 0, 0
+            key_end = _plain_string_end(s, i)
+            if not key_end:
+                return 0, 0, 0, 0
+            key = s[i + 1:key_end - 1]
+            if key not in _OPTION_KEYS or key in seen:
+                return 0, 0, 0, 0
+            seen.add(key)
+            i = _skip_space(s, key_end)
+            if i == end or s[i] != 0x3A:
+                return 0, 0, 0, 0
+            i = _skip_space(s, i + 1)
+            if i == end:
+                return 0, 0, 0, 0
+            if s[i:i + 4] == b"null":
+                i += 4
+            elif key == b"retries":
+                first = i
+                while i < end and s[i] in _DIGITS and i - first < 6:
+                    i += 1
+                digits = s[first:i]
+                if not digits or (len(digits) > 1 and digits[0] == 0x30) \
+                        or int(digits) > ENQUEUE_MAX_RETRIES:
+                    return 0, 0, 0, 0
+                retries = int(digits)
+            else:
+                if s[i] != 0x22:
+                    return 0, 0, 0, 0
+                value_end = _plain_string_end(s, i)
+                if not value_end:
+                    return 0, 0, 0, 0
+                value = s[i + 1:value_end - 1]
+                if key == b"queue":
+                    if not 1 <= len(value) <= ENQUEUE_MAX_TASK:
+                        return 0, 0, 0, 0
+                    queue_start, queue_end = i + 1, value_end - 1
+                elif key == b"backoff":
+                    if value != b"exponential":
+                        return 0, 0, 0, 0
+                elif value in _DURABILITIES:
+                    durability = _DURABILITIES[value]
+                else:
+                    return 0, 0, 0, 0
+                i = value_end
+            i = _skip_space(s, i)
+            if i == end:
+                return 0, 0, 0, 0
+            if s[i] == 0x7D:
+                i += 1
+                break
+            if s[i] != 0x2C:
+                return 0, 0, 0, 0
+            i = _skip_space(s, i + 1)
+    if i != end:
+        return 0, 0, 0, 0
+    return retries + 1, durability, queue_start, queue_end
+
+
 def json_enqueue(json: Any) -> tuple[int, tuple[int, ...]]:
     """``(4, spans)`` when ``json`` is an enqueue written in the strict subset
     csrc/frames_check.c reads at its top level: "version" 1, "type" "enqueue", request_id
     (1..128 bytes) and task (1..255 bytes) strings of printable ASCII without a backslash,
     "args" and optionally "options" objects (only delimited: their text is the decoder's),
     each key once, any other key but "v" with such a string value; spans are request_id,
-    task, args and options (start, end) in ``json``, options (0, 0) when absent. ``(0, ())``
-    otherwise: never a refusal."""
+    task, args and options (start, end) in ``json``, options (0, 0) when absent, then
+    ``_plain_options``' four values (``(1, 0, 0, 0)`` when absent). ``(0, ())`` otherwise:
+    never a refusal."""
     s = bytes(json)
     n = len(s)
     spans: dict[bytes, tuple[int, int]] = {}
@@ -503,15 +584,26 @@ def json_enqueue(json: Any) -> tuple[int, tuple[int, ...]]:
     out: list[int] = []
     for key in _ENQUEUE_SPANS:
         out += spans.get(key, (0, 0))
+    if b"options" in spans:
+        out += _plain_options(s, *spans[b"options"])
+    else:  # absent: plain, every default
+        out += (1, 0, 0, 0)
     return ENQUEUE, tuple(out)
 
 
 def _enqueue_ids(view: Any, start: int, spans: tuple[int, ...]) -> tuple[Any, ...]:
     """An enqueue frame's ids: (request_id, task) as str, (args, options) as bytes of JSON
-    text (options None when absent)."""
-    a, b, c, d, e, f, g, h = (start + x for x in spans)
+    text (options None when absent), then the plain options read, (retries, queue,
+    durability) with None for a null or absent queue or durability (retries 0), or None
+    when they are not plain."""
+    a, b, c, d, e, f, g, h = (start + x for x in spans[:8])
+    retries, durability, i, j = spans[8:]
+    plain = None
+    if retries:
+        plain = (retries - 1, str(view[start + i:start + j], "ascii") if i != j else None,
+                 _DURABILITY_NAMES[durability])
     return (str(view[a:b], "ascii"), str(view[c:d], "ascii"), bytes(view[e:f]),
-            bytes(view[g:h]) if g != h else None)
+            bytes(view[g:h]) if g != h else None, plain)
 
 
 def split_frames_marked(buf: Any, max_frame: int, max_depth: int, max_nodes: int,
@@ -520,9 +612,10 @@ def split_frames_marked(buf: Any, max_frame: int, max_depth: int, max_nodes: int
     """``split_frames``, each frame ``(start, end, mark, ids)``: mark 0 (check it the exact
     way), 1 (clean: ``json_domain_clean``), 2 or 3 (a clean ``started`` / ``succeeded``
     report, see ``json_report``) with ids (request_id, reservation_id, execution_id) as str,
-    4 (a clean enqueue, see ``json_enqueue``) with ids (request_id, task, args, options):
-    the first two str, the others the bytes of their JSON text (options None when
-    absent); else None."""
+    4 (a clean enqueue, see ``json_enqueue``) with ids (request_id, task, args, options,
+    plain): the first two str, args and options the bytes of their JSON text (options None
+    when absent), plain the options read when they are plain (``_enqueue_ids``); else
+    None."""
     if not (0 <= max_frame <= 0xFFFFFFFF and 0 <= max_depth <= 0xFFFFFFFF
             and 0 <= max_nodes <= 0xFFFFFFFFFFFFFFFF and 0 <= max_key_bytes <= 0xFFFFFFFF):
         raise ValueError("limits out of range")

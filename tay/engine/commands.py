@@ -132,6 +132,16 @@ class DecodedEnqueue(Enqueue):
     __slots__ = ()
 
 
+class PlainEnqueue(DecodedEnqueue):
+    """A ``DecodedEnqueue`` whose options the socket's frame scan read already
+    (csrc/frames_check.c): ``options`` is ``(retries, queue, durability)``, each value one
+    the option checks take as it is (None: a null or absent queue or durability). It is
+    handled exactly as a ``DecodedEnqueue`` whose options are
+    ``tay.engine.options.plain_options(options)``, without reading them again."""
+
+    __slots__ = ()
+
+
 class _JobRead(_Command):
     __slots__ = ()
     _fields = ("conn", "request_id", "job_id")
@@ -228,7 +238,8 @@ class Admin(_Command):
 
 
 Command = (
-    Connect | Disconnect | RegisterTasks | UnregisterTasks | Enqueue | DecodedEnqueue | Status | Result
+    Connect | Disconnect | RegisterTasks | UnregisterTasks | Enqueue | DecodedEnqueue
+    | PlainEnqueue | Status | Result
     | Cancel | Started | Succeeded | Failed | Schedule | CancelSchedule | ListSchedules
     | ScheduleStatus | Admin
 )

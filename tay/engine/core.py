@@ -78,6 +78,7 @@ class Engine(EpochEngine):
         cmd.UnregisterTasks: WorkerCommands._unregister,
         cmd.Enqueue: WorkerCommands._enqueue,
         cmd.DecodedEnqueue: WorkerCommands._enqueue,
+        cmd.PlainEnqueue: WorkerCommands._enqueue,
         cmd.Status: WorkerCommands._status,
         cmd.Result: WorkerCommands._result,
         cmd.Cancel: WorkerCommands._cancel,

@@ -311,6 +311,61 @@ def _parse_plain_decoded(task: Any, args: dict, options: dict, config: EngineCon
                                    nodes + DEFINITION_FIXED_NODES, durability, args_json))
 
 
+def parse_plain_enqueue(task: Any, args: Any, plain: tuple[int, str | None, str | None],
+                        now_ms: int, config: EngineConfig, rng: RandomSource) -> JobRequest:
+    """``parse_enqueue(task, args, plain_options(plain), now_ms, config, rng, True)`` of
+    options the socket's frame scan read already (a ``PlainEnqueue``): ``plain`` is
+    ``(retries, queue, durability)`` of options among queue, retries, backoff and
+    durability whose values are each null or one the checks take as it is (retries
+    0..65534, backoff "exponential", durability "persistent" or "volatile", queue a string
+    of 1..255 bytes without NUL), None for a null or absent queue or durability. No option
+    check is left, so this is ``_parse_plain_decoded`` without its option reads, inline (one
+    frame fewer per job): the same request or refusal (tests/engine/test_options_fast.py)."""
+    retries, queue, durability = plain
+    if type(args) is not dict or type(retries) is not int or not 0 <= retries <= RETRIES_MAX \
+            or durability not in _PLAIN_DURABILITIES:
+        return parse_enqueue(task, args, plain_options(plain), now_ms, config, rng, True)
+    try:
+        args_json = orjson.dumps(args, option=orjson.OPT_SORT_KEYS)
+    except orjson.JSONEncodeError:  # past 254 levels: the general path measures them
+        return parse_enqueue(task, args, plain_options(plain), now_ms, config, rng, True)
+    task = (_KEYS_SEEN.get(task) if type(task) is str else None) \
+        or _interned_key(task, "task")
+    args_value, depth, nodes = value.encode_json_measured(args_json)
+    if depth > config.max_depth or nodes > config.max_nodes \
+            or len(args_value) > config.max_args_bytes:
+        _within_limits(_new_tuple(Measure, (len(args_value), depth, nodes)), config)
+    if queue is None:
+        queue = "default"
+    queue = (_KEYS_SEEN.get(queue) if type(queue) is str else None) \
+        or _interned_key(queue, "queue")
+    live = LazyDefinition.from_args_value(args_value, nodes, worker_key=task, queue_key=queue,
+                                          max_attempts=retries + 1, scheduled_at=None,
+                                          timeout_ms=config.default_timeout_ms)
+    size = len(live.canonical)
+    if size > config.max_payload_bytes:
+        raise _too_large(size, config)
+    return _new_tuple(JobRequest, (random_job_id(rng), live, size,
+                                   nodes + DEFINITION_FIXED_NODES,
+                                   "persistent" if durability is None else durability,
+                                   args_json))
+
+
+_PLAIN_DURABILITIES = (None, *DURABILITIES)
+
+
+def plain_options(plain: tuple[int, str | None, str | None]) -> dict[str, Any]:
+    """The options object a ``PlainEnqueue``'s ``(retries, queue, durability)`` stands for:
+    what ``parse_enqueue`` reads as the same request."""
+    retries, queue, durability = plain
+    options: dict[str, Any] = {"retries": retries}
+    if queue is not None:
+        options["queue"] = queue
+    if durability is not None:
+        options["durability"] = durability
+    return options
+
+
 def _parse_general(task: Any, args: Any, options: Any, now_ms: int, config: EngineConfig,
                    rng: RandomSource, decoded: bool) -> JobRequest:
     """``parse_enqueue`` of any enqueue."""

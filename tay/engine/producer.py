@@ -7,11 +7,11 @@ raised here leaves the engine untouched (``Engine.handle`` turns it into a ``Ref
 from __future__ import annotations
 
 from tay.engine.admission import job_charge
-from tay.engine.commands import Cancel, DecodedEnqueue, Enqueue, Result, Status
+from tay.engine.commands import Cancel, DecodedEnqueue, Enqueue, PlainEnqueue, Result, Status
 from tay.engine.effects import CancelExecution, Outcome, Reply
 from tay.engine.ids import parse_job_id, random_token
 from tay.engine.jobs import JobEntry, canonical_order, public_job
-from tay.engine.options import parse_enqueue
+from tay.engine.options import parse_enqueue, parse_plain_enqueue
 from tay.engine.state import EngineState
 from tay.failures import RequestRefused
 from tay.storage import events as ev
@@ -38,8 +38,12 @@ class ProducerCommands(EngineState):
 
     def _enqueue(self, cmd: Enqueue, now_ms: int, mono_ms: int, out: Outcome) -> None:
         conn, request_id, task, args, options = cmd
-        job_id, definition, size, nodes, durability, args_json = request = parse_enqueue(
-            task, args, options, now_ms, self.config, self.rng, type(cmd) is DecodedEnqueue)
+        kind = type(cmd)
+        job_id, definition, size, nodes, durability, args_json = request = \
+            parse_plain_enqueue(task, args, options, now_ms, self.config, self.rng) \
+            if kind is PlainEnqueue else parse_enqueue(task, args, options, now_ms,
+                                                       self.config, self.rng,
+                                                       kind is DecodedEnqueue)
         entry = self.jobs.get(job_id)
         if entry is None and job_id in self._finished_ids:
             entry = self._thaw(job_id)

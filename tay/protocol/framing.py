@@ -53,7 +53,8 @@ class FrameDecoder:
         2 or 3, a ``started`` / ``succeeded`` report (null or no result) written so plainly
         that it was read already: ids is (request_id, reservation_id, execution_id); 4, a
         clean ``enqueue`` whose top level was read already: ids is (request_id, task, args,
-        options), the last two their JSON text (options None when absent)."""
+        options, plain), args and options their JSON text (options None when absent), plain
+        the options read already when they are plain, else None."""
         if self.fatal is not None:
             return []
         if self._buffer:  # a partial frame waits: complete it in the unread buffer

@@ -71,11 +71,16 @@ class ProtocolSession:
     id and task, the args and options objects as JSON text) is built from its two decoded
     objects without the whole message's decode, the envelope check and the parse, with the
     same pending count; if either object is not valid JSON, neither is the payload, and
-    it takes the exact path, which names the error."""
+    it takes the exact path, which names the error. ``plain_enqueue``: what builds it
+    instead when the decoder read its options too (``(request_id, task, args, (retries,
+    queue, durability), size)``, see ``tay._native.split_frames_marked``); it must build
+    what ``enqueue`` builds of the same options as an object, for the engine (the server
+    passes the engine's ``PlainEnqueue``)."""
 
     def __init__(self, limits: ProtocolLimits, reports: ReportMakers | None = None,
                  enqueue: Callable[..., Any] = Enqueue, *,
-                 report_tuples: ReportTuples | None = None) -> None:
+                 report_tuples: ReportTuples | None = None,
+                 plain_enqueue: Callable[..., Any] | None = None) -> None:
         self.limits = limits
         self.hello: Hello | None = None
         self.pending = 0  # forwarded requests not yet answered
@@ -86,6 +91,7 @@ class ProtocolSession:
             limits.max_tasks_per_message, limits.result_bytes, limits.error_bytes
         )
         self._make_enqueue = enqueue
+        self._make_plain = plain_enqueue
         self._max_pending = limits.max_pending_requests
         started, succeeded, failed = reports or (Started, Succeeded, Failed)
         result_bytes, error_bytes = limits.result_bytes, limits.error_bytes
@@ -153,18 +159,23 @@ class ProtocolSession:
                 frames = self._decoder.feed(data)
             for payload, mark, ids in frames:
                 if mark > 1 and hello is not None:  # a report or an enqueue, read already
-                    if mark == 4:  # (request_id, task, args, options): the last two JSON text
-                        request_id, task, args, options = ids
+                    if mark == 4:  # request_id, task, args and options (JSON text), plain
+                        request_id, task, args, options, plain = ids
                         try:
                             args = _loads(args)
-                            options = {} if options is None else _loads(options)
+                            if plain is None or self._make_plain is None:
+                                plain = None
+                                options = {} if options is None else _loads(options)
                         except _JSONDecodeError:  # not valid JSON: the exact path names it
                             pass
                         else:  # what _enqueue makes of the decoded message
                             if self.pending < self._max_pending:
                                 self.pending += 1
-                                outputs.append(self._make_enqueue(request_id, task, args,
-                                                                  options, len(payload)))
+                                outputs.append(
+                                    self._make_enqueue(request_id, task, args, options,
+                                                       len(payload)) if plain is None else
+                                    self._make_plain(request_id, task, args, plain,
+                                                     len(payload)))
                                 continue
                             try:
                                 self._refuse_pending()

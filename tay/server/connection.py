@@ -43,6 +43,7 @@ log = logging.getLogger("tay.server")
 # execution reports: the session builds them as engine commands (see ProtocolSession)
 _REPORTS = (engine_commands.Started, engine_commands.Succeeded, engine_commands.Failed)
 _ENQUEUE = engine_commands.DecodedEnqueue  # its args come from orjson.loads (session.py)
+_PLAIN_ENQUEUE = engine_commands.PlainEnqueue  # and its options from the frame scan
 _new_tuple = tuple.__new__  # an engine command built without its Python-level __new__
 
 WRITE_HIGH_WATER = 1 << 20
@@ -57,7 +58,8 @@ class Connection(asyncio.Protocol):
         self._driver = listener.driver
         self.session = ProtocolSession(listener.limits, report_makers(self),
                                        self._enqueue_command,
-                                       report_tuples=(_REPORTS[0], _REPORTS[1], (self,)))
+                                       report_tuples=(_REPORTS[0], _REPORTS[1], (self,)),
+                                       plain_enqueue=self._plain_enqueue_command)
         self.transport: asyncio.Transport | None = None
         self.connected_engine = False
         self._deadlines: RequestDeadlines | None = None  # made with the loop, on connect
@@ -239,6 +241,12 @@ class Connection(asyncio.Protocol):
         """What the session makes of an enqueue: the engine command, and the request's size
         in bytes for client admission (a permit per enqueue in flight)."""
         return _new_tuple(_ENQUEUE, (self, request_id, task, args, options)), size
+
+    def _plain_enqueue_command(self, request_id: str, task: str, args: dict,
+                               plain: tuple, size: int) -> tuple[engine_commands.Enqueue, int]:
+        """``_enqueue_command`` of options the frame scan read already: ``(retries, queue,
+        durability)``, the engine's ``PlainEnqueue``."""
+        return _new_tuple(_PLAIN_ENQUEUE, (self, request_id, task, args, plain)), size
 
     def _forward(self, request: wire.Request) -> None:
         if isinstance(request, wire.FORWARDED):

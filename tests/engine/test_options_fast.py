@@ -78,3 +78,44 @@ def test_args_orjson_cannot_write_take_the_general_path():
     refused = outcome(o.parse_enqueue, "t1", deep, {}, 0, config, random.Random(0), True)
     assert refused == ("refused", "capacity", "args nest 301 levels (limit 32)",
                        {"reason": "depth"})
+
+
+# what the socket's frame scan reads of plain options: (retries, queue, durability)
+scanned_options = st.tuples(st.integers(0, 65_534) | st.sampled_from([0, 65_534]),
+                            st.none() | st.sampled_from(["t1", "q2", "x" * 255]),
+                            st.sampled_from([None, "persistent", "volatile"]))
+
+
+@SETTINGS
+@given(keys, args_maps, scanned_options, limits, st.integers(0, 2**32), st.booleans())
+def test_options_the_scan_read_parse_as_their_object(task, args, plain, limit, seed, backoff):
+    """``parse_plain_enqueue`` (a ``PlainEnqueue``) is the parse of the options object it
+    stands for, however it is written: nulls for the absent values, or a backoff."""
+    config = EngineConfig(**limit)
+    now_ms = 1_800_000_000_000
+    retries, queue, durability = plain
+    written = {"retries": None if retries == 0 and backoff else retries, "queue": queue,
+               "durability": durability}
+    if backoff:
+        written["backoff"] = "exponential"
+    want = outcome(o.parse_enqueue, task, args, written, now_ms, config, random.Random(seed),
+                   True)
+    assert outcome(o.parse_plain_enqueue, task, args, plain, now_ms, config,
+                   random.Random(seed)) == want
+    assert outcome(o.parse_enqueue, task, args, o.plain_options(plain), now_ms, config,
+                   random.Random(seed), True) == want
+
+
+def test_a_plain_enqueue_the_inline_parse_cannot_take_goes_the_general_way():
+    deep: dict = {}
+    for _ in range(300):
+        deep = {"k": deep}
+    config = EngineConfig()
+    for task, args, plain in (("t1", deep, (0, None, None)), ("t1", [1], (0, None, None)),
+                              ("t1", {}, (70_000, None, None)), ("t1", {}, (0, 7, None)),
+                              ("t1", {}, (0, None, "durable")), ("", {}, (1, "q", None))):
+        want = outcome(o.parse_enqueue, task, args, o.plain_options(plain), 0, config,
+                       random.Random(0), True)
+        assert outcome(o.parse_plain_enqueue, task, args, plain, 0, config,
+                       random.Random(0)) == want
+        assert want[0] == "refused"

@@ -8,13 +8,17 @@ input split into arbitrary reads."""
 
 from __future__ import annotations
 
+import random
 from functools import partial
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from tay._native import split_frames_marked
+from tay.engine import EngineConfig
 from tay.engine import commands as engine_commands
+from tay.engine.options import parse_enqueue, parse_plain_enqueue
+from tay.failures import RequestRefused
 from tay.protocol.limits import ProtocolLimits
 from tay.protocol.session import ProtocolSession
 from tay.server.connection import Connection, to_engine_command
@@ -60,6 +64,27 @@ def enqueue_command(request_id, task, args, options, size):
     return Connection._enqueue_command(CONN, request_id, task, args, options, size)
 
 
+def plain_enqueue_command(request_id, task, args, plain, size):
+    """The server's constructor of an enqueue whose options the scan read, for CONN."""
+    return Connection._plain_enqueue_command(CONN, request_id, task, args, plain, size)
+
+
+def parsed(command) -> tuple:
+    """What the engine's parse makes of an enqueue command (the id drawn from one seeded
+    rng): the request's fields, or the refusal."""
+    conn, request_id, task, args, options = command
+    config, rng = EngineConfig(), random.Random(7)
+    try:
+        if type(command) is engine_commands.PlainEnqueue:
+            request = parse_plain_enqueue(task, args, options, 0, config, rng)
+        else:
+            request = parse_enqueue(task, args, options, 0, config, rng, True)
+    except RequestRefused as refused:
+        return ("refused", refused.code, refused.message, refused.details)
+    return ("ok", request.job_id, request.definition.canonical, request.definition_size,
+            request.definition_nodes, request.durability, request.args_json)
+
+
 @st.composite
 def report_heavy_messages(draw: st.DrawFn) -> dict:
     message = draw(grammar.messages())
@@ -73,8 +98,16 @@ def report_heavy_messages(draw: st.DrawFn) -> dict:
                    "task": draw(plain | grammar.keys),
                    "args": draw(st.dictionaries(st.text(max_size=4), grammar.json_values,
                                                 max_size=4))}
-        if draw(st.integers(0, 3)):
+        how_options = draw(st.integers(0, 3))
+        if how_options == 1:
             enqueue["options"] = draw(grammar.options)
+        elif how_options > 1:  # as producers write them: the scan reads them too, mostly
+            enqueue["options"] = draw(st.fixed_dictionaries({}, optional={
+                "queue": st.none() | plain | grammar.keys,
+                "retries": st.none() | st.integers(0, 3) | st.sampled_from(
+                    [65_534, 65_535, -1, 1.0, True]),
+                "backoff": st.sampled_from([None, "exponential", "linear"]),
+                "durability": st.sampled_from([None, "persistent", "volatile", "x"])}))
         if not draw(st.integers(0, 5)):  # another key: a plain one, "v", or any value
             enqueue[draw(st.sampled_from(["job_id", "v", "x"]))] = draw(
                 plain | grammar.json_values)
@@ -121,6 +154,10 @@ def test_report_shortcut_gives_what_the_general_dispatch_gives(data) -> None:
     # and the server's way: reports read already made as the command tuples at once
     tuples = ProtocolSession(LIMITS, commands_makers(), enqueue_command, report_tuples=(
         engine_commands.Started, engine_commands.Succeeded, (CONN,)))
+    # and the options the scan read handed on as the engine's PlainEnqueue
+    plain = ProtocolSession(LIMITS, commands_makers(), enqueue_command, report_tuples=(
+        engine_commands.Started, engine_commands.Succeeded, (CONN,)),
+        plain_enqueue=plain_enqueue_command)
     payloads = []
     if data.draw(st.integers(0, 4)):  # most connections say hello first
         mode = data.draw(st.sampled_from(["worker", "client", "embedded"]))
@@ -143,7 +180,7 @@ def test_report_shortcut_gives_what_the_general_dispatch_gives(data) -> None:
             if type(want).__name__ == "Enqueue":  # its size is its frame's payload length
                 assert want.size == len(payloads[answered])
             answered += 1
-        for session in (default, commands, tuples):
+        for session in (default, commands, tuples, plain):
             got = session.receive(piece)
             assert got.close_frame == expected.close_frame
             assert len(got.outputs) == len(expected.outputs)
@@ -154,7 +191,15 @@ def test_report_shortcut_gives_what_the_general_dispatch_gives(data) -> None:
                     assert type(have) is type(command) and have == command
                 elif session is not default and type(want).__name__ == "Enqueue":
                     COUNTS["shortcut_enqueues"] += 1
-                    assert have == (to_engine_command(CONN, want), want.size)
+                    command = to_engine_command(CONN, want)
+                    if type(have[0]) is engine_commands.PlainEnqueue:
+                        # the same request fields; its options the engine reads the same
+                        COUNTS["plain_enqueues"] += 1
+                        assert session is plain and have[1] == want.size
+                        assert have[0][:4] == command[:4]
+                        assert parsed(have[0]) == parsed(command)
+                    else:
+                        assert have == (command, want.size)
                 else:
                     assert type(have) is type(want) and have == want
             assert (session.pending, session.hello, session.failed) == (

@@ -40,7 +40,8 @@ OBJECTS = st.dictionaries(st.text(max_size=5) | TRICKY, json_values | TRICKY, ma
 OPTIONS = st.dictionaries(
     st.sampled_from(["queue", "retries", "backoff", "durability", "delay", "id", "x"]),
     st.none() | st.integers(-2, 70_000) | st.sampled_from(
-        ["alpha", "exponential", "persistent", "volatile", "", 1.5, True]), max_size=4)
+        ["alpha", "exponential", "persistent", "volatile", "", 1.5, True, 65_534, 65_535,
+         100_000, 0, 1e3, "é", "a\"b", "q\x00", "q" * 255, "q" * 256, [], {}]), max_size=4)
 
 
 @st.composite
@@ -82,7 +83,7 @@ def enqueue_texts(draw) -> bytes:
 def decode_spans(text: bytes, spans: tuple[int, ...]) -> dict | None:
     """The message a mark and its spans stand for, its objects decoded; None when either
     object span is not valid JSON."""
-    a, b, c_, d, e, f, g, h = spans
+    a, b, c_, d, e, f, g, h = spans[:8]
     try:
         args = orjson.loads(text[e:f])
         options = orjson.loads(text[g:h]) if g != h else None
@@ -105,6 +106,8 @@ def test_an_enqueue_mark_is_what_the_decoder_reads(text) -> None:
         assert spans == ()
         return
     assert mark == 4
+    if spans[8] and spans[6] != spans[7]:  # plain options are valid JSON by themselves
+        orjson.loads(text[spans[6]:spans[7]])
     read = decode_spans(text, spans)
     try:
         decoded = orjson.loads(text)
@@ -117,6 +120,25 @@ def test_an_enqueue_mark_is_what_the_decoder_reads(text) -> None:
     assert "v" not in others and all(type(value) is str for value in others.values())
     assert type(read["args"]) is dict and type(read.get("options", {})) is dict
     assert 1 <= len(read["request_id"]) <= 128 and 1 <= len(read["task"]) <= 255
+    check_plain(text, spans, read.get("options"))
+
+
+def check_plain(text: bytes, spans: tuple[int, ...], options: dict | None) -> None:
+    """Options read as plain are what the engine reads of the decoded object as it is."""
+    retries, durability, queue_start, queue_end = spans[8:]
+    if not retries:
+        assert options is not None  # absent options are plain
+        return
+    options = {} if options is None else options
+    assert options.keys() <= {"queue", "retries", "backoff", "durability"}
+    assert options.get("retries") in (None, retries - 1)
+    assert type(options.get("retries", 0)) in (int, type(None))
+    assert 0 <= retries - 1 <= 65_534
+    assert options.get("backoff") in (None, "exponential")
+    assert options.get("durability") == (None, "persistent", "volatile")[durability]
+    queue = text[queue_start:queue_end].decode("ascii") if queue_start != queue_end else None
+    assert options.get("queue") == queue
+    assert queue is None or 1 <= len(queue) <= 255
 
 
 @MORE
@@ -142,9 +164,11 @@ def test_split_frames_marked_marks_each_enqueue_as_the_twin(payloads, tail, dept
         if mark == 4:  # clean, and its ids are the spans' text
             assert pure.json_domain_clean(payload, *bounds[1:])
             spans = pure.json_enqueue(payload)[1]
-            a, b, c_, d, e, f, g, h = spans
+            a, b, c_, d, e, f, g, h, r, u, q, z = spans
             assert ids == (payload[a:b].decode(), payload[c_:d].decode(), payload[e:f],
-                           payload[g:h] if g != h else None)
+                           payload[g:h] if g != h else None,
+                           (r - 1, payload[q:z].decode() if q != z else None,
+                            (None, "persistent", "volatile")[u]) if r else None)
         elif mark == 1:
             assert pure.json_enqueue(payload)[0] == 0
 
@@ -169,7 +193,9 @@ def test_what_producers_send_is_marked() -> None:
             mark, spans = twin.json_enqueue(text)
             assert mark == 4
             assert decode_spans(text, spans) == orjson.loads(text)
-        assert twin.json_enqueue(texts[2])[1][6:] == (0, 0)  # options absent
+        assert twin.json_enqueue(texts[2])[1][6:] == (0, 0, 1, 0, 0, 0)  # options absent
+        assert twin.json_enqueue(texts[0])[1][8:10] == (1, 0)  # retries 0, no durability
+        assert twin.json_enqueue(texts[1])[1][8:10] == (4, 2)  # retries 3, volatile
 
 
 @pytest.mark.parametrize("text", [
@@ -234,3 +260,51 @@ def test_every_byte_at_every_place_of_the_task_is_read_as_the_twin_reads_it() ->
             text = (b'{"version":1,"type":"enqueue","request_id":"q","task":"' + task +
                     b'","args":{"k":"' + task + b'"}}')
             assert c.json_enqueue(text) == pure.json_enqueue(text), (value, place)
+
+
+@pytest.mark.parametrize(("options", "read"), [
+    (b'{}', (0, None, None)),
+    (b' { } ', (0, None, None)),
+    (b'{"retries":65534}', (65_534, None, None)),
+    (b'{"retries":0,"queue":"q","durability":"volatile","backoff":"exponential"}',
+     (0, "q", "volatile")),
+    (b'{ "retries" : null , "queue" : null , "durability" : null , "backoff" : null }',
+     (0, None, None)),
+    (b'{"durability":"persistent","queue":"' + b"q" * 255 + b'"}',
+     (0, "q" * 255, "persistent")),
+    (b'{"retries":10}', (10, None, None)),
+    (b'{"retries":65535}', None),
+    (b'{"retries":100000}', None),
+    (b'{"retries":01}', None),
+    (b'{"retries":-0}', None),
+    (b'{"retries":-1}', None),
+    (b'{"retries":1.0}', None),
+    (b'{"retries":1e2}', None),
+    (b'{"retries":true}', None),
+    (b'{"retries":"1"}', None),
+    (b'{"queue":""}', None),
+    (b'{"queue":"' + b"q" * 256 + b'"}', None),
+    (b'{"queue":"\xc3\xa9"}', None),
+    (b'{"queue":"a\\"b"}', None),
+    (b'{"queue":7}', None),
+    (b'{"durability":"Persistent"}', None),
+    (b'{"durability":"durable"}', None),
+    (b'{"backoff":"linear"}', None),
+    (b'{"retries":1,"retries":1}', None),
+    (b'{"delay":1}', None),
+    (b'{"queue":"q","id":"x"}', None),
+    (b'{"queue":"q",}', None),
+    (b'{"queue":nul}', None),
+])
+def test_options_are_read_when_plain(options, read) -> None:
+    text = (b'{"version":1,"type":"enqueue","request_id":"q","task":"t","args":{},'
+            b'"options":' + options + b"}")
+    buf = len(text).to_bytes(4, "big") + text
+    bounds = (BOUNDS[0], 64, 10_000, 255)
+    for twin in (c, pure):
+        [(_, mark, ids)], _, _ = twin.FrameScan(*bounds).payloads(buf)
+        if mark == 4:  # (a repeated key or bad JSON leaves the frame unclean, or not marked)
+            assert ids[4] == read
+        else:
+            assert read is None
+        assert twin.json_enqueue(text)[1][8] == (0 if read is None else read[0] + 1)
