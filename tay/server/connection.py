@@ -31,7 +31,8 @@ from tay.engine import commands as engine_commands
 from tay.engine.effects import Effect, Execute, Refuse, Reply
 from tay.failures import ConnectionFatal, RequestRefused
 from tay.protocol import requests as wire
-from tay.protocol.replies import error_frame, execute_frame, message_frame
+from tay.protocol.replies import (error_frame, execute_frame_into, message_frame,
+                                  message_frame_into)
 from tay.protocol.session import ProtocolSession
 
 from .deadlines import RequestDeadlines
@@ -66,7 +67,9 @@ class Connection(asyncio.Protocol):
         self._timed_out: Counter[str] = Counter()
         self._timeout_s = listener.limits.request_timeout_ms / 1000.0
         self._reading_paused_for_writes = False
-        self._outgoing: list[bytes] = []  # frames of this loop turn, written in one call
+        # the frames of this release or loop turn, as pieces (a frame may be several), joined
+        # and written in one call
+        self._outgoing: list[bytes] = []
         self._hello_timer: asyncio.TimerHandle | None = None
         self._frame_timer: asyncio.TimerHandle | None = None
         self._partial_since: float | None = None  # loop time the unfinished frame began
@@ -158,7 +161,7 @@ class Connection(asyncio.Protocol):
         if kind is Execute:  # framed without a message dict
             if not outgoing:
                 self._queued(self)
-            outgoing.append(execute_frame(effect))
+            execute_frame_into(outgoing, effect)
             return
         if kind is Reply:  # one unpack, not three named-field reads
             _, request_id, message_type, fields = effect
@@ -170,7 +173,7 @@ class Connection(asyncio.Protocol):
                     self.session.pending -= 1  # session.settle(), without its call
             if not outgoing:
                 self._queued(self)
-            outgoing.append(message_frame(message_type, request_id, fields))
+            message_frame_into(outgoing, message_type, request_id, fields)
             return
         request_id = getattr(effect, "request_id", None)
         if isinstance(effect, (Reply, Refuse)) and request_id is not None:

@@ -62,3 +62,34 @@ def test_a_field_named_like_the_envelope_wins_as_a_dict_update(key, value, other
     envelope = {"version": 1, "type": "status", "request_id": "r1"}
     envelope.update(fields)
     assert message_frame("status", "r1", fields) == encode_frame(encode_json(envelope))
+
+
+@SETTINGS
+@given(st.text(min_size=1, max_size=12), st.none() | st.text(min_size=1, max_size=40),
+       st.dictionaries(st.text(max_size=6), json_values, max_size=4),
+       st.lists(st.binary(min_size=1, max_size=8), max_size=2))
+def test_frames_queued_as_pieces_are_the_frames(message_type, request_id, fields, queued):
+    """message_frame_into appends pieces whose join is message_frame's frame, after what
+    the list held already (a connection joins its queue once per write)."""
+    from tay.protocol.replies import message_frame_into
+
+    for reply_fields in (fields, {}):
+        out = list(queued)
+        message_frame_into(out, message_type, request_id, reply_fields)
+        assert out[:len(queued)] == queued
+        assert b"".join(out[len(queued):]) == message_frame(message_type, request_id,
+                                                            reply_fields)
+
+
+@SETTINGS
+@given(ids, ids, ids, ids, st.binary(max_size=70_000).map(lambda b: orjson.dumps(b.hex())),
+       st.integers(0, 2**63 - 1))
+def test_an_execute_queued_as_pieces_is_the_execute_frame(reservation, execution, job, task,
+                                                         args_json, timeout):
+    """Also past the prefix cache's lengths (args up to 140 kB)."""
+    from tay.protocol.replies import execute_frame_into
+
+    effect = Execute("conn", reservation, execution, job, task, args_json, timeout, "q")
+    out: list[bytes] = [b"x"]
+    execute_frame_into(out, effect)
+    assert out[0] == b"x" and b"".join(out[1:]) == execute_frame(effect)
