@@ -48,37 +48,39 @@ static int keys_distinct(const uint8_t *s, const key_span *keys, size_t from, si
     return 1;
 }
 
-int tay_json_domain_clean(const uint8_t *s, size_t n, uint32_t max_depth, uint64_t max_nodes,
-                          uint32_t max_key_bytes) {
+/* The value-domain limits of a walk. */
+typedef struct { uint32_t max_depth; uint64_t max_nodes; uint32_t max_key_bytes; } domain_limits;
+
+/* tay_json_domain_clean's walk of the container opened at s[i] alone, `depth0` containers
+ * deep, with `open0` keys of the enclosing objects open: *nodes counts on, the container
+ * included. The offset after it when it is surely clean as a part of the whole text (what
+ * tay_json_domain_clean would find of its bytes there), 0 when not sure. */
+static size_t domain_walk(const uint8_t *s, size_t n, size_t i, size_t depth0, size_t open0,
+                          const domain_limits *limits, uint64_t *nodes) {
     uint8_t is_object[CHECK_DEPTH + 1];
     size_t key_base[CHECK_DEPTH + 1];
     key_span keys[CHECK_OPEN_KEYS];
-    size_t open_keys = 0, depth = 0, i = 0;
-    uint64_t nodes = 1;  /* the top-level object */
-    int expect_key = 0, started = 0;
-    while (i < n && is_space(s[i])) i++;
-    if (i == n || s[i] != '{') return 0;
+    size_t open_keys = open0, depth = depth0;
+    int expect_key = 0;
+    if (i == n || (s[i] != '{' && s[i] != '[')) return 0;
     while (i < n) {
         uint8_t c = s[i];
         if (is_space(c) || c == ':') { i++; continue; }
-        if (started && depth == 0) return 0;  /* bytes after the top-level object */
         if (c == '{' || c == '[') {
-            if (started && ++nodes > max_nodes) return 0;
-            started = 1;
-            if (++depth > max_depth || depth > CHECK_DEPTH) return 0;
+            if (++*nodes > limits->max_nodes) return 0;
+            if (++depth > limits->max_depth || depth > CHECK_DEPTH) return 0;
             is_object[depth] = c == '{';
             key_base[depth] = open_keys;
             expect_key = c == '{';
             i++;
         } else if (c == '}' || c == ']') {
-            if (depth == 0) return 0;
             if (is_object[depth] && !keys_distinct(s, keys, key_base[depth], open_keys)) return 0;
             open_keys = key_base[depth];
             depth--;
             expect_key = 0;
             i++;
+            if (depth == depth0) return i;
         } else if (c == ',') {
-            if (depth == 0) return 0;
             expect_key = is_object[depth];
             i++;
         } else if (c == '"') {
@@ -87,14 +89,14 @@ int tay_json_domain_clean(const uint8_t *s, size_t n, uint32_t max_depth, uint64
             if (end == 0) return 0;
             if (expect_key) {
                 size_t length = end - i - 2;
-                if (escaped || length > max_key_bytes) return 0;
+                if (escaped || length > limits->max_key_bytes) return 0;
                 if (open_keys == CHECK_OPEN_KEYS ||
                     open_keys - key_base[depth] == CHECK_KEYS) return 0;
                 keys[open_keys].start = (uint32_t)(i + 1);
                 keys[open_keys].length = (uint32_t)length;
                 open_keys++;
                 expect_key = 0;
-            } else if (++nodes > max_nodes) {
+            } else if (++*nodes > limits->max_nodes) {
                 return 0;
             }
             i = end;
@@ -110,15 +112,30 @@ int tay_json_domain_clean(const uint8_t *s, size_t n, uint32_t max_depth, uint64
                     break;
                 }
             }
-            if (++nodes > max_nodes) return 0;
+            if (++*nodes > limits->max_nodes) return 0;
         } else if (c == 't' || c == 'f' || c == 'n') {
             while (i < n && s[i] >= 'a' && s[i] <= 'z') i++;
-            if (++nodes > max_nodes) return 0;
+            if (++*nodes > limits->max_nodes) return 0;
         } else {
             return 0;
         }
     }
-    return started && depth == 0;
+    return 0;
+}
+
+int tay_json_domain_clean(const uint8_t *s, size_t n, uint32_t max_depth, uint64_t max_nodes,
+                          uint32_t max_key_bytes) {
+    /* the top-level object is a node that is never over the limit: counted from 0 with a
+     * limit of at least 1, the first value inside is the first to be compared */
+    const domain_limits limits = {max_depth, max_nodes ? max_nodes : 1, max_key_bytes};
+    uint64_t nodes = 0;
+    size_t i = 0;
+    while (i < n && is_space(s[i])) i++;
+    if (i == n || s[i] != '{') return 0;
+    i = domain_walk(s, n, i, 0, 0, &limits, &nodes);
+    if (!i) return 0;
+    while (i < n && (is_space(s[i]) || s[i] == ':')) i++;  /* as the walk skips them */
+    return i == n;
 }
 
 /* ---- the per-job reports, read without a JSON decoder ----------------------------------
@@ -291,10 +308,11 @@ int tay_json_report(const uint8_t *s, size_t n, uint64_t *fields) {
  * A producer's enqueue in the same strict subset at its top level (tay_json_enqueue in
  * tay_native.h): "version" exactly 1, "type" "enqueue", request_id and task plain strings,
  * "args" and "options" objects, any other key but "v" with a plain string value. The two
- * objects are only delimited here (brackets counted outside strings): the caller decodes
- * each span and takes the exact path when either is not valid JSON. Since everything
- * around them is valid JSON by construction, the payload is then valid JSON that decodes
- * to those members (no key repeats: the caller asks for a clean payload too). */
+ * objects are only delimited here (brackets counted outside strings, or walked for the
+ * value domain when the frame scan reads them): the caller decodes each span (the options
+ * unless read_plain_options read them) and takes the exact path when either is not valid
+ * JSON. Since everything around them is valid JSON by construction, the payload is then
+ * valid JSON that decodes to those members (no key repeats: the payload is clean too). */
 
 enum { E_VERSION, E_TYPE, E_REQUEST_ID, E_TASK, E_ARGS, E_OPTIONS, E_KEYS };
 static const char *const enqueue_keys[E_KEYS] = {
@@ -416,9 +434,18 @@ static int read_plain_options(const uint8_t *s, size_t i, size_t end, uint64_t *
     return 1;
 }
 
-int tay_json_enqueue(const uint8_t *s, size_t n, uint64_t *fields) {
+/* tay_json_enqueue; with `limits`, also whether the payload is surely clean under them
+ * (what tay_json_domain_clean would say of it), the objects walked as that check walks
+ * them instead of only delimited: TAY_REPORT_NONE then means "not sure", never "not
+ * clean". */
+static int read_enqueue(const uint8_t *s, size_t n, uint64_t *fields,
+                        const domain_limits *limits) {
     size_t start[E_KEYS] = {0}, end[E_KEYS] = {0};
     unsigned seen = 0;
+    key_span others[CHECK_KEYS];
+    size_t top_keys = 0, other_count = 0;
+    uint64_t nodes = 1;  /* the top-level object, as tay_json_domain_clean counts */
+    if (limits && limits->max_depth < 1) return TAY_REPORT_NONE;
     size_t i = skip_space(s, n, 0);
     if (i == n || s[i] != '{') return TAY_REPORT_NONE;
     i++;
@@ -429,6 +456,16 @@ int tay_json_enqueue(const uint8_t *s, size_t n, uint64_t *fields) {
         if (!key_end) return TAY_REPORT_NONE;
         size_t key_length = key_end - i - 2;
         int f = enqueue_key(s + i + 1, key_length);
+        if (limits) {  /* the top-level object's keys, as the domain walk takes them */
+            if (key_length > limits->max_key_bytes || top_keys == CHECK_KEYS)
+                return TAY_REPORT_NONE;
+            top_keys++;
+            if (f < 0) {
+                others[other_count].start = (uint32_t)(i + 1);
+                others[other_count].length = (uint32_t)key_length;
+                other_count++;
+            }
+        }
         if (f < 0) {  /* another key: ignored with a plain string value, but never "v" */
             if (key_length == 1 && s[i + 1] == 'v') return TAY_REPORT_NONE;
         } else if (seen & (1u << f)) {
@@ -440,12 +477,15 @@ int tay_json_enqueue(const uint8_t *s, size_t n, uint64_t *fields) {
         if (i == n || s[i] != ':') return TAY_REPORT_NONE;
         i = skip_space(s, n, i + 1);
         if (i == n) return TAY_REPORT_NONE;
+        if (f != E_ARGS && f != E_OPTIONS && limits && ++nodes > limits->max_nodes)
+            return TAY_REPORT_NONE;  /* a scalar value: one node */
         if (f == E_VERSION) {
             if (s[i] != '1') return TAY_REPORT_NONE;
             i++;
         } else if (f == E_ARGS || f == E_OPTIONS) {
             if (s[i] != '{') return TAY_REPORT_NONE;
-            size_t value_end = container_end(s, n, i);
+            size_t value_end = limits ? domain_walk(s, n, i, 1, top_keys, limits, &nodes)
+                                      : container_end(s, n, i);
             if (!value_end) return TAY_REPORT_NONE;
             start[f] = i;
             end[f] = value_end;
@@ -472,6 +512,8 @@ int tay_json_enqueue(const uint8_t *s, size_t n, uint64_t *fields) {
     unsigned needed = (1u << E_VERSION) | (1u << E_TYPE) | (1u << E_REQUEST_ID) |
                       (1u << E_TASK) | (1u << E_ARGS);
     if ((seen & needed) != needed) return TAY_REPORT_NONE;
+    /* the known keys differ by name from each other and from the others */
+    if (limits && !keys_distinct(s, others, 0, other_count)) return TAY_REPORT_NONE;
     size_t id_length = end[E_REQUEST_ID] - start[E_REQUEST_ID];
     size_t task_length = end[E_TASK] - start[E_TASK];
     if (id_length < 1 || id_length > TAY_REPORT_MAX_ID || task_length < 1 ||
@@ -491,11 +533,16 @@ int tay_json_enqueue(const uint8_t *s, size_t n, uint64_t *fields) {
     return TAY_ENQUEUE;
 }
 
+int tay_json_enqueue(const uint8_t *s, size_t n, uint64_t *fields) {
+    return read_enqueue(s, n, fields, NULL);
+}
+
 int tay_split_frames_marked(const uint8_t *buf, size_t size, uint32_t max_frame,
                             size_t capacity, uint32_t max_depth, uint64_t max_nodes,
                             uint32_t max_key_bytes, uint64_t *starts, uint64_t *ends,
                             uint8_t *marks, uint64_t *fields, size_t *count, size_t *consumed) {
     int code = tay_split_frames(buf, size, max_frame, capacity, starts, ends, count, consumed);
+    const domain_limits limits = {max_depth, max_nodes, max_key_bytes};
     for (size_t k = 0; k < *count; k++) {
         const uint8_t *payload = buf + starts[k];
         size_t length = ends[k] - starts[k];
@@ -510,6 +557,10 @@ int tay_split_frames_marked(const uint8_t *buf, size_t size, uint32_t max_frame,
             report_surely_clean(payload, keys, key_count, others, max_depth, max_nodes,
                                 max_key_bytes)) {
             mark = (uint8_t)report;
+        } else if (report == TAY_REPORT_NONE &&
+                   read_enqueue(payload, length, spans, &limits) == TAY_ENQUEUE) {
+            mark = TAY_ENQUEUE;  /* surely clean: read and walked at once */
+            used = 8;
         } else {
             mark = (uint8_t)tay_json_domain_clean(payload, length, max_depth, max_nodes,
                                                   max_key_bytes);

@@ -141,3 +141,13 @@ def test_a_frame_scan_is_reused_across_reads_of_every_size(native):
     for buf in reads + reads[::-1]:
         for given in (buf, bytearray(buf)):
             assert scan.split(given) == native.split_frames_marked(given, 100, 64, 1000, 255)
+
+
+@pytest.mark.parametrize("text", [b"{}", b' {"a":1} ', b"[]", b"{}:", b"{} x", b"{}}",
+                                  b'{"a":{}}', b'{"a":[1,{"b":2}]}\n', b'{"ab":"c"}', b"{",
+                                  b'{"a":1,"a":2}', b"{}{}"])
+@pytest.mark.parametrize("limits", [(0, 0, 0), (1, 0, 0), (1, 1, 1), (2, 2, 2), (3, 4, 1),
+                                    (64, 1000, 255)])
+def test_the_smallest_limits_mark_as_the_twin(text, limits) -> None:
+    # the walk counts the top-level object as a node that is never over the limit
+    assert c.json_domain_clean(text, *limits) == pure.json_domain_clean(text, *limits)

@@ -308,3 +308,47 @@ def test_options_are_read_when_plain(options, read) -> None:
         else:
             assert read is None
         assert twin.json_enqueue(text)[1][8] == (0 if read is None else read[0] + 1)
+
+
+@st.composite
+def many_keyed_enqueues(draw) -> bytes:
+    """Enqueues with extra plain keys (some repeated, some long) around the enqueue keys,
+    and args of many keys, nested or repeated: the top level's key budget and the walk of
+    the objects inside it under any limits."""
+    message = [("version", "1"), ("type", '"enqueue"'), ("request_id", '"q"'),
+               ("task", '"t"')]
+    names = st.text(st.characters(min_codepoint=0x61, max_codepoint=0x7A), min_size=1,
+                    max_size=6) | st.sampled_from(["job_id", "x", "y" * 9, "z" * 40])
+    many = st.integers(0, 8) | st.integers(0, 70)
+    extra = draw(st.lists(names, unique=True, max_size=draw(many)))
+    if extra and not draw(st.integers(0, 4)):  # one repeated
+        extra.append(draw(st.sampled_from(extra)))
+    message += [(name, '"s"') for name in extra]
+    values = ['1', '"s"', '[[[1]]]', '{"b":{"c":[]}}', 'null', '[1,2,3]', '{"k":"v"}']
+    keys = draw(st.lists(names, unique=True, max_size=draw(many)))
+    if keys and not draw(st.integers(0, 4)):
+        keys.append(draw(st.sampled_from(keys)))
+    inner = [(key, draw(st.sampled_from(values * 8 + ['{"a":1,"a":2}', '123456789012345678901'])))
+             for key in keys]
+    message.append(("args", "{" + ",".join(f'"{k}":{v}' for k, v in inner) + "}"))
+    if draw(st.booleans()):
+        message.append(("options", draw(st.sampled_from(
+            ['{}', '{"queue":"q"}', '{"retries":1,"retries":2}', '{"delay":{"x":[1]}}']))))
+    order = draw(st.permutations(range(len(message))))
+    return ("{" + ",".join(f'"{message[i][0]}":{message[i][1]}' for i in order)
+            + "}").encode()
+
+
+@MORE
+@given(st.lists(many_keyed_enqueues() | enqueue_texts(), min_size=1, max_size=3),
+       st.integers(0, 4), st.integers(0, 200), st.integers(0, 45))
+def test_an_enqueue_is_marked_as_the_twin_under_any_limits(payloads, depth, nodes,
+                                                           key_bytes) -> None:
+    # the C scan reads a plain enqueue and walks its objects for the domain at once; under
+    # tight bounds (a key too long, too many members or keys, one repeated, too deep) it
+    # must still mark exactly as the pure twin, which walks the whole payload first
+    buf = b"".join(len(p).to_bytes(4, "big") + p for p in payloads)
+    for bounds in ((BOUNDS[0], depth, nodes, key_bytes), BOUNDS):
+        wants = pure.split_frames_marked(buf, *bounds)
+        assert c.split_frames_marked(buf, *bounds) == wants
+        assert c.FrameScan(*bounds).split(buf) == wants
