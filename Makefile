@@ -25,6 +25,7 @@ $(STAMP): pyproject.toml setup.py $(NATIVE_SRC)
 	$(PY) -m pip install --quiet -e '.[dev]'
 	$(PY) tay/_native/_build.py >/dev/null  # one fresh in-place build, whatever built before
 	$(PY) -m compileall -q tay >/dev/null  # an editable install has no .pyc (a start compiles)
+	$(PY) -m tay._bundle >/dev/null  # tay serve's bytecode in one checked file (tay/_bundle.py)
 	$(PY) -c "import tay._native as n; print('tay native:', n.IMPLEMENTATION, n.CRC32C_IMPLEMENTATION)"
 	touch $(STAMP)
 

@@ -58,8 +58,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     # long-lived objects, and the ~24 young collections over them cost 5-10 ms before the
     # socket listens. serve() freezes what start-up made and turns it on (run_serve).
     collecting = gc.isenabled()
+    bundle = None
     if own == "tay.server.cli":
         gc.disable()
+        from tay import _bundle
+
+        bundle = _bundle.install()  # tay's bytecode from one checked file, if written
     try:
         if own is not None:  # argv the command's module reads alone, if it can (tay.cli_fast)
             parse_exact = getattr(importlib.import_module(own), "parse_exact", None)
@@ -73,6 +77,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             parser.error(f"{args.group}: a command is required")
         return int(handler(args))
     finally:
+        if bundle is not None:
+            bundle.uninstall()
         if collecting:
             gc.enable()
 
