@@ -1,19 +1,26 @@
-"""One file of the tay package's bytecode for ``tay serve``'s start (issue 15, item 4).
+"""One file of bytecode for ``tay serve``'s start (issue 15, item 4).
 
-A start imports ~120 of tay's modules; for each, the import system's path finder joins
-paths, stats the source, opens, reads and checks its ``.pyc`` (~20M instructions of the
-start's ~520M). ``write()`` compiles every module of the package into one file beside the
+A start imports ~120 of tay's modules and ~75 pure-Python modules of the standard library
+and the loop (asyncio, uvloop, orjson, logging, json, ...); for each, the import system's
+path finder joins paths, stats the source, opens, reads and checks its ``.pyc`` (~27M
+instructions of the start's ~520M). ``write()`` compiles every module of the package, and
+those of ``OTHERS`` this interpreter has as source files, into one file beside the
 package's own bytecode (``tay/__pycache__/serve-bundle.<cache tag>.bin``), with each
 source's size and modification time (nanoseconds); ``install()`` puts a finder in front of
-the path finder that serves a ``tay.*`` module from it, and the module is exactly what the
-path finder would make (``SourceFileLoader``, same ``__file__``, ``__path__``, spec), only
-the code comes from the bundle.
+the path finder that serves those modules from it, and each module is exactly what the
+path finder would make (``SourceFileLoader``, same ``__file__``, ``__cached__``,
+``__path__``, spec), only its code is read from the bundle (one ``pread``).
 
-**Never stale.** A module is served from the bundle only if its source file still has the
-size and modification time it was compiled from (one ``stat``, the check ``.pyc`` files
-make, with nanoseconds instead of seconds); anything else (an edited, added, removed or
-moved file, another Python (magic number), ``-O``) falls through to the path finder,
-module by module. A missing or unreadable bundle installs nothing.
+**Never stale, never another file.** A module is served from the bundle only if its source
+file still has the size and modification time it was compiled from (one ``stat``, the
+check ``.pyc`` files make, with nanoseconds instead of seconds); anything else (an edited,
+added, removed or moved file, another Python (magic number), ``-O``) falls through to the
+path finder, module by module. A module of ``OTHERS`` is served only where the path finder
+would import the same file: a submodule when its package's ``__path__`` starts with the
+bundled directory, a top-level one when no ``sys.path`` entry before its own has a module
+of that name (each entry's finder, as the import system cached it, is asked: a ``json.py``
+in the working directory still shadows the standard library's, as it would without the
+bundle). A missing or unreadable bundle installs nothing.
 """
 
 from __future__ import annotations
@@ -27,6 +34,29 @@ from typing import Any
 import _imp
 
 FORMAT = 1
+# The standard library's and the loop's pure-Python modules a serve start imports after
+# ``install`` (asyncio's, uvloop's and orjson's, logging, json, ...): the same per-module
+# import cost as tay's own. Each is bundled from the source its import would read and
+# checked the same way; a name missing here (another Python) is imported by path.
+OTHERS = (
+    "__future__", "_weakrefset", "ast", "asyncio", "asyncio.base_events",
+    "asyncio.base_futures", "asyncio.base_subprocess", "asyncio.base_tasks",
+    "asyncio.constants", "asyncio.coroutines", "asyncio.events", "asyncio.exceptions",
+    "asyncio.format_helpers", "asyncio.futures", "asyncio.locks", "asyncio.log",
+    "asyncio.mixins", "asyncio.protocols", "asyncio.queues", "asyncio.runners",
+    "asyncio.selector_events", "asyncio.sslproto", "asyncio.staggered", "asyncio.streams",
+    "asyncio.subprocess", "asyncio.taskgroups", "asyncio.tasks", "asyncio.threads",
+    "asyncio.timeouts", "asyncio.transports", "asyncio.trsock", "asyncio.unix_events",
+    "base64", "bisect", "collections", "collections.abc", "concurrent",
+    "concurrent.futures", "concurrent.futures._base", "concurrent.futures.thread",
+    "contextlib", "contextvars", "copy", "copyreg", "dataclasses", "datetime", "dis",
+    "enum", "functools", "hashlib", "heapq", "importlib", "inspect", "json", "json.decoder",
+    "json.encoder", "json.scanner", "keyword", "linecache", "locale", "logging", "opcode",
+    "operator", "orjson", "platform", "queue", "random", "re", "re._casefix",
+    "re._compiler", "re._constants", "re._parser", "reprlib", "selectors", "signal",
+    "socket", "ssl", "string", "struct", "subprocess", "textwrap", "threading", "token",
+    "tokenize", "traceback", "types", "typing", "uuid", "uvloop", "uvloop._noop",
+    "uvloop._version", "uvloop.includes", "warnings", "weakref")
 _PACKAGE_DIR = os.path.dirname(os.path.abspath(__file__))
 
 
@@ -60,6 +90,23 @@ def _modules(package_dir: str) -> list[tuple[str, str, bool]]:
     return found
 
 
+def _others(package_dir: str, own: set[str]) -> list[tuple[str, str, bool]]:
+    """(name, source path, is a package) of each of ``OTHERS`` its import would read from
+    a source file (``SourceFileLoader``)."""
+    from importlib.util import find_spec
+
+    found = []
+    for name in OTHERS:
+        try:
+            spec = find_spec(name)
+        except (ImportError, ValueError):
+            continue
+        if (spec is not None and type(spec.loader) is SourceFileLoader and spec.origin
+                and name not in own and not spec.origin.startswith(os.path.join(package_dir, ""))):
+            found.append((name, spec.origin, spec.submodule_search_locations is not None))
+    return found
+
+
 def write(package_dir: str = _PACKAGE_DIR) -> str:
     """Compile every module of the package into its bundle (replaced atomically): a header
     (``TAYB``, the index's length), the index (marshal: format, magic number, and per
@@ -70,14 +117,17 @@ def write(package_dir: str = _PACKAGE_DIR) -> str:
     index: dict[str, tuple[str, bool, int, int, str, int, int]] = {}
     blobs: list[bytes] = []
     offset = 0
-    for name, path, is_package in _modules(package_dir):
+    own = _modules(package_dir)
+    for name, path, is_package in own + _others(package_dir, {name for name, _, _ in own}):
         with open(path, "rb") as file:
             stat = os.fstat(file.fileno())
             source = file.read()
         blob = marshal.dumps(compile(source, path, "exec", dont_inherit=True, optimize=0))
-        index[name] = (os.path.relpath(path, package_dir), is_package, stat.st_mtime_ns,
-                       stat.st_size, os.path.relpath(cache_from_source(path), package_dir),
-                       offset, len(blob))
+        cached = cache_from_source(path)
+        if len(index) < len(own):  # the package's own: relative to where it is found
+            path, cached = (os.path.relpath(p, package_dir) for p in (path, cached))
+        index[name] = (path, is_package, stat.st_mtime_ns, stat.st_size, cached, offset,
+                       len(blob))
         blobs.append(blob)
         offset += len(blob)
     head = marshal.dumps((FORMAT, _magic(), index))
@@ -108,7 +158,7 @@ class BundleLoader(SourceFileLoader):
         if data is None:  # asked again (runpy, a reload), or the bundle closed: from source
             return super().get_code(fullname)
         code = marshal.loads(data)
-        _imp._fix_co_filename(code, self.path)
+        _imp._fix_co_filename(code, self.path)  # type: ignore[attr-defined]  # as importlib does
         return code
 
 
@@ -134,21 +184,49 @@ class BundleFinder:
         entry = self.index.pop(name, None)  # one use: imported again, a module goes by path
         if entry is None:
             return None
-        relative, is_package, mtime_ns, size, cached_relative, offset, length = entry
-        source = self.prefix + relative
+        source, is_package, mtime_ns, size, cached, offset, length = entry
+        relocated = source.startswith(os.sep)  # not the package's own (``OTHERS``)
+        if not relocated:  # the package's own: relative to where it is found
+            source, cached = self.prefix + source, self.prefix + cached
         try:
             stat = os.stat(source)
         except OSError:
             return None
         if stat.st_mtime_ns != mtime_ns or stat.st_size != size:
             return None
+        if relocated and not self._found_first(name, source, is_package, path):
+            return None
         spec = ModuleSpec(name, BundleLoader(name, source, self, offset, length),
                           origin=source, is_package=is_package)
         spec.has_location = True
-        spec.cached = self.prefix + cached_relative  # what the path finder computes
+        spec.cached = cached  # what the path finder computes
         if is_package:
             spec.submodule_search_locations = [os.path.dirname(source)]
         return spec
+
+    @staticmethod
+    def _found_first(name: str, source: str, is_package: bool, path: Any) -> bool:
+        """Whether the path finder would import ``name`` from ``source``: a submodule if
+        its package's ``__path__`` is the bundled source's directory, a top-level module if
+        no ``sys.path`` entry before its own has a module of that name (each entry's
+        finder, as the import system cached it, is asked; an entry it has not looked at
+        yet: no)."""
+        home = os.path.dirname(source)  # the directory the path finder looks in
+        if is_package:
+            home = os.path.dirname(home)
+        if "." in name:  # the first entry of its package's __path__ with it: the bundled one
+            return path is not None and len(path) > 0 and path[0] == home
+        cache = sys.path_importer_cache
+        for entry in sys.path:
+            if entry == home:
+                return True
+            key = entry or os.getcwd()
+            if key not in cache:  # not looked at yet: the path finder decides
+                return False
+            finder = cache[key]  # None: nothing importable there
+            if finder is not None and finder.find_spec(name) is not None:
+                return False
+        return False
 
     def uninstall(self) -> None:
         """Off ``sys.meta_path`` and the file closed; the modules it served stay as they are."""

@@ -127,18 +127,19 @@ AT_LISTEN = """
 import importlib.util, json, os, socket, sys
 def listen(self, *args):
     from tay import _bundle
-    bundled, wrong = [], []
+    bundled, wrong, others = [], [], []
     for name, module in list(sys.modules.items()):
         spec = getattr(module, "__spec__", None)
-        if not name.startswith("tay") or spec is None:
+        if spec is None:
             continue
         if type(spec.loader) is _bundle.BundleLoader:
-            bundled.append(name)
+            (bundled if name.startswith("tay") else others).append(name)
             if (module.__file__ != spec.origin or not os.path.isfile(module.__file__)
                     or module.__cached__ != importlib.util.cache_from_source(module.__file__)):
                 wrong.append(name)
     finders = [type(f).__name__ for f in sys.meta_path]
-    print(json.dumps({"bundled": sorted(bundled), "wrong": wrong, "finders": finders}))
+    print(json.dumps({"bundled": sorted(bundled), "wrong": wrong, "finders": finders,
+                      "others": sorted(others)}))
     sys.stdout.flush()
     os._exit(0)
 socket.socket.listen = listen
@@ -163,6 +164,8 @@ def test_a_serve_start_imports_tay_from_the_bundle_and_listens() -> None:
         assert {"tay.server.app", "tay.engine.core", "tay.storage.recovery.epoch_recover",
                 "tay.server.listener"} <= set(report["bundled"]), start
         assert len(report["bundled"]) >= 100, start
+        assert {"asyncio.base_events", "uvloop", "logging", "concurrent.futures"} <= set(
+            report["others"]), start
         assert report["finders"][0] == "BundleFinder"
 
 
@@ -177,3 +180,67 @@ def test_main_takes_its_finder_off_when_it_returns() -> None:
         main(["serve", "--help"])
     assert sys.meta_path == before
     assert not any(isinstance(f, _bundle.BundleFinder) for f in sys.meta_path)
+
+
+# The standard library's modules in the bundle (``OTHERS``): served only where the path
+# finder would find the same file first.
+SHADOW = """
+import sys
+sys.path.insert(0, {root!r})
+from tay import _bundle
+before = set(sys.modules)
+finder = _bundle.install()
+report = {{"installed": finder is not None}}
+for name in {names!r}:
+    try:
+        module = __import__(name, fromlist=["_"])
+    except ImportError as error:
+        report[name] = type(error).__name__
+        continue
+    report[name] = [type(module.__spec__.loader).__name__, module.__file__,
+                    getattr(module, "__cached__", None), getattr(module, "__path__", None)]
+report["loaded_before"] = sorted(set({names!r}) & before)
+print(repr(report))
+"""
+
+
+def shadow_probe(root: Path, names: list[str]) -> dict:
+    import ast
+
+    code = SHADOW.format(root=str(root), names=names)
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                         check=True, cwd=str(root)).stdout
+    return ast.literal_eval(out.strip().splitlines()[-1])
+
+
+def test_a_standard_module_comes_from_the_bundle_only_where_its_import_finds_it(
+        tmp_path: Path) -> None:
+    names = ["base64", "bisect", "json", "json.decoder", "asyncio.events", "uuid"]
+    _bundle.write()
+    (tmp_path / "plain").mkdir()
+    bundled = shadow_probe(tmp_path / "plain", names)
+    assert bundled["installed"] is True and bundled["loaded_before"] == []
+    assert {name for name in names if bundled[name][0] == "BundleLoader"} == set(names)
+    # the same attributes as the path finder gives them: a probe with the bundle unusable
+    target = Path(_bundle.bundle_path())
+    saved = target.read_bytes()
+    try:
+        target.write_bytes(b"XXXX" + saved[4:])
+        plain = shadow_probe(tmp_path / "plain", names)
+    finally:
+        target.write_bytes(saved)
+    assert plain["installed"] is False
+    for name in names:
+        assert plain[name][0] == "SourceFileLoader" and plain[name][1:] == bundled[name][1:]
+    # a directory before the standard library with its own bisect and json package: those,
+    # and json's submodules from that package, as without a bundle
+    shadow = tmp_path / "shadow"
+    (shadow / "json").mkdir(parents=True)
+    (shadow / "bisect.py").write_text("MINE = True\n")
+    (shadow / "json" / "__init__.py").write_text("MINE = True\n")
+    shadowed = shadow_probe(shadow, names)
+    assert shadowed["bisect"][:2] == ["SourceFileLoader", str(shadow / "bisect.py")]
+    assert shadowed["json"][:2] == ["SourceFileLoader", str(shadow / "json" / "__init__.py")]
+    assert shadowed["json.decoder"] == "ModuleNotFoundError"
+    for name in ("base64", "asyncio.events", "uuid"):
+        assert shadowed[name] == bundled[name]
