@@ -224,7 +224,8 @@ class BundleFinder:
             if key not in cache:  # not looked at yet: the path finder decides
                 return False
             finder = cache[key]  # None: nothing importable there
-            if finder is not None and finder.find_spec(name) is not None:
+            find = getattr(finder, "find_spec", None)  # a legacy finder has none: by path
+            if finder is not None and (find is None or find(name) is not None):
                 return False
         return False
 
