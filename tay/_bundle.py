@@ -163,7 +163,7 @@ class BundleLoader(SourceFileLoader):
 
 
 class BundleFinder:
-    """Finds a ``tay.*`` module in the bundle while its source is unchanged."""
+    """Finds a bundled module (tay's own or one of ``OTHERS``) while its source is unchanged."""
 
     def __init__(self, package_dir: str, fd: int, base: int,
                  index: dict[str, tuple[str, bool, int, int, str, int, int]]) -> None:

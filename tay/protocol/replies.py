@@ -43,6 +43,8 @@ def message_frame_into(out: list[bytes], message_type: str, request_id: str | No
         length = len(head) + len(dumped) + 1
         out += (_PREFIXES.get(length) or _prefix(length), head, dumped, b"}")
         return
+    # one dict display, the fields merged as ``update`` would (a field named like an envelope
+    # key keeps the key's place): no envelope dict updated, no encode / frame call per layer
     if request_id is not None:
         payload = _dumps({"version": 1, "type": message_type, "request_id": request_id,
                           **fields})
@@ -60,32 +62,19 @@ def _head(message_type: str) -> bytes:
 
 
 def message_frame(message_type: str, request_id: str | None, fields: dict[str, Any]) -> bytes:
-    """One frame; ``request_id`` is omitted only for uncorrelated errors."""
-    if not fields and request_id is not None:  # "accepted" for every report: no dict
-        head = _HEADS.get(message_type)
-        if head is None:
-            head = _head(message_type)
-        payload = head + _dumps(request_id) + b"}"
-        return _LENGTH.pack(len(payload)) + payload
-    # one dict display, the fields merged as ``update`` would (a field named like an envelope
-    # key keeps the key's place): no envelope dict updated, no encode / frame call per layer
-    if request_id is not None:
-        payload = _dumps({"version": 1, "type": message_type, "request_id": request_id,
-                          **fields})
-    else:
-        payload = _dumps({"version": 1, "type": message_type, **fields})
-    return _LENGTH.pack(len(payload)) + payload
+    """One frame; ``request_id`` is omitted only for uncorrelated errors (the pieces of
+    ``message_frame_into``, joined: one way of writing a reply)."""
+    out: list[bytes] = []
+    message_frame_into(out, message_type, request_id, fields)
+    return b"".join(out)
 
 
 def execute_frame(execute: Any) -> bytes:
-    """The ``execute`` frame of an ``Execute`` effect, its args JSON spliced as it is. The
-    fields are unpacked at once and encoded and framed here (one per job: no call per layer)."""
-    _, reservation_id, execution_id, job_id, task, args_json, timeout_ms, _ = execute
-    payload = _dumps({
-        "version": 1, "type": "execute", "request_id": execution_id,
-        "reservation_id": reservation_id, "execution_id": execution_id, "job_id": job_id,
-        "task": task, "args": _Fragment(args_json), "timeout_ms": timeout_ms})
-    return _LENGTH.pack(len(payload)) + payload
+    """The ``execute`` frame of an ``Execute`` effect, its args JSON spliced as it is (the
+    pieces of ``execute_frame_into``, joined)."""
+    out: list[bytes] = []
+    execute_frame_into(out, execute)
+    return b"".join(out)
 
 
 def execute_frame_into(out: list[bytes], execute: Any) -> None:

@@ -93,3 +93,6 @@ def test_an_execute_queued_as_pieces_is_the_execute_frame(reservation, execution
     out: list[bytes] = [b"x"]
     execute_frame_into(out, effect)
     assert out[0] == b"x" and b"".join(out[1:]) == execute_frame(effect)
+    message = effect.message()  # the general path, which frames no Execute of its own
+    general = message_frame(message.pop("type"), message.pop("request_id", None), message)
+    assert b"".join(out[1:]) == general
