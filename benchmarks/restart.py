@@ -4,7 +4,9 @@ Usage:
     .venv/bin/python -m benchmarks.restart --store DIR [--runs 5] [--profile]
 
 Each run copies ``DIR`` to a scratch directory beside it (a restart may commit recovery
-events or open a segment; every run starts from the same bytes), starts ``tay serve
+events or open a segment; every run starts from the same bytes), makes the copy durable
+(every file and directory fsynced, as a stopped server leaves its store; else the start's
+own fsyncs write the fresh ~20 MB copy back inside the timed start), starts ``tay serve
 --durability sync --validated-filesystem`` on the copy in a fresh interpreter, and reports
 the wall time from spawn to the first accepted connection (the tay package byte-compiled
 first, ``tay.bench.server.byte_compile_tay``), the CPU (user+sys) the process
@@ -20,6 +22,7 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import stat
 import statistics
 import sys
 import tempfile
@@ -34,7 +37,28 @@ def copy_store(store: Path) -> Path:
     scratch = Path(tempfile.mkdtemp(prefix="restart-", dir=store.parent))
     target = scratch / "data"
     shutil.copytree(store, target, symlinks=True)
+    make_durable(target)
     return target
+
+
+def make_durable(root: Path) -> None:
+    """fsync every regular file and directory under ``root`` and ``root``'s parent (the
+    copy's entry): the copy then has no dirty pages for the server's first fsyncs to write."""
+    for directory, _, names in os.walk(root):
+        for name in names:
+            path = os.path.join(directory, name)
+            if stat.S_ISREG(os.lstat(path).st_mode):  # not the sockets or symlinks
+                _fsync_path(path, os.O_RDONLY)
+        _fsync_path(directory, os.O_RDONLY | os.O_DIRECTORY)
+    _fsync_path(str(root.parent), os.O_RDONLY | os.O_DIRECTORY)
+
+
+def _fsync_path(path: str, flags: int) -> None:
+    fd = os.open(path, flags)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
 
 
 def measure(store: Path, runs: int) -> list[dict]:
