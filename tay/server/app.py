@@ -314,8 +314,11 @@ def open_while_importing(config: ServeConfig, with_http: bool) -> OpenStore:
 def _base_dominates(data_dir: str) -> bool:
     """Whether recovery is mostly the base's physical pass (hashing, reads, native scans:
     they release the GIL, so a thread overlaps them with the imports). A tail's replay
-    (an uncompacted store, an empty one, v1) is Python throughout: beside the imports it
-    only adds the two threads' hand-offs (~20 ms of CPU on a 30,000-record tail)."""
+    (an uncompacted store, an empty one, v1) is not: its one long native call (the tail
+    walk, ~20 ms on 40,000 records) needs the engine, which the main thread is importing,
+    and the rest is Python. On a thread it cost 20M more instructions to ``listen`` (+3.9 %)
+    and 4.7 MiB more peak RSS, and gave no wall time (docs/benchmarks.md, twentieth
+    session)."""
     from tay.storage.v2.shape import replay_shape
 
     shape = replay_shape(data_dir)
