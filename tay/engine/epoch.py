@@ -40,6 +40,9 @@ from tay.storage.events.transitions import STATES, JobState, started_state
 from tay.storage.journal.history_budget import frame_size
 
 STATE_INDEX = {name: index for index, name in enumerate(STATES)}
+_ROW_AVAILABLE = STATE_INDEX["available"]
+_ROW_EXECUTING = STATE_INDEX["executing"]
+_ROW_COMPLETED = STATE_INDEX["completed"]
 from tay.storage.formats import value
 from tay.storage.v2.epoch_records import EPOCH_EVENT_PAIR, EpochEvent, encode_epoch_event
 from tay.storage.v2.manifest import Retention
@@ -379,7 +382,17 @@ class EpochEngine(AdminCommands):
             else:
                 history.admit((frame_size(len(raw)),), self.durable_executing + 1)
         entry.state = state = started_state(job, revision, attempt, at)
-        self._moved(entry, job_id, "available", "executing")
+        # ``_moved(entry, job_id, "available", "executing")``, inline (one call less per job)
+        counts = self.counts
+        counts["available"] -= 1
+        counts["executing"] += 1
+        row = entry.queue_row
+        row[_ROW_AVAILABLE] -= 1
+        row[_ROW_EXECUTING] += 1
+        self._stamp = stamp = self._stamp + 1
+        entry.stamp = stamp
+        if self._job_index is not None:
+            self._job_index.touch(stamp, job_id, "executing", entry.index_keys, "available")
         entry.ready_key = None
         attempts = entry.attempts  # _start_attempt
         started = (attempt, at, None, None)
@@ -430,11 +443,21 @@ class EpochEngine(AdminCommands):
         if attempts and attempts[-1][2] is None:
             entry.attempts = attempts[:-1] + ((attempts[-1][0], attempts[-1][1], at,
                                                "completed"),)
-        self._moved(entry, job_id, "executing", "completed")
+        # ``_moved(entry, job_id, "executing", "completed")``, inline (one call less per job)
+        counts = self.counts
+        counts["executing"] -= 1
+        counts["completed"] += 1
+        row = entry.queue_row
+        row[_ROW_EXECUTING] -= 1
+        row[_ROW_COMPLETED] += 1
+        self._stamp = stamp = self._stamp + 1
+        entry.stamp = stamp
+        if self._job_index is not None:
+            self._job_index.touch(stamp, job_id, "completed", entry.index_keys, "executing")
         entry.ready_key = None
         entry.charge += 1  # _charge_attachments: a nil result's one byte
         entry.margin += 1
-        self.budget.charge(1)
+        self.budget.used += 1  # ``budget.charge(1)``, inline: a margin, not admitted
         sequence = self.next_sequence
         payload = FinishedPayload()  # fields_payload, inline
         payload.fields = (at, None, ev.COMPLETED, execution, revision - 1, job_id, None, None,
@@ -448,19 +471,6 @@ class EpochEngine(AdminCommands):
         self.next_sequence = sequence + 2
         self.activity.count("completed", entry.queue, entry.task, at)
         return True
-
-    def _moved(self, entry: JobEntry, job_id: bytes, previous: str, name: str) -> None:
-        """``_install``'s counts, queue row, stamp and admin index for a state change."""
-        counts = self.counts
-        counts[previous] -= 1
-        counts[name] += 1
-        row = entry.queue_row
-        row[STATE_INDEX[previous]] -= 1
-        row[STATE_INDEX[name]] += 1
-        self._stamp = stamp = self._stamp + 1
-        entry.stamp = stamp
-        if self._job_index is not None:
-            self._job_index.touch(stamp, job_id, name, entry.index_keys, previous)
 
     def _commit_entity(self, event: ev.Event, out: Outcome) -> None:
         """A schedule or queue event continuing its entity's chain as a (30,2) record."""

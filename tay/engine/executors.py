@@ -111,10 +111,6 @@ class ExecutorRegistry:
                 best, best_load = executor, load
         return best
 
-    def reserve(self, executor: Executor, reservation: Reservation) -> None:
-        executor.reservations[reservation.reservation_id] = reservation
-        self.reservations[reservation.reservation_id] = reservation
-
     def release(self, reservation: Reservation) -> None:
         """Forget a live reservation and remember it as settled."""
         self.reservations.pop(reservation.reservation_id, None)
