@@ -35,6 +35,25 @@ static uint64_t read_u64(const uint8_t *p) {
     return ((uint64_t)read_u32(p) << 32) | read_u32(p + 4);
 }
 
+/* Whether the short rest s[i:n] (1 to 7 bytes) is ASCII: two loads that overlap inside
+ * it (4 + 4 bytes, or 2 + 2, or the one byte) instead of a loop over its bytes. */
+static int ascii_rest(const uint8_t *s, size_t i, size_t n) {
+    size_t rest = n - i;
+    if (rest >= 4) {
+        uint32_t a, b;
+        memcpy(&a, s + i, 4);
+        memcpy(&b, s + n - 4, 4);
+        return !((a | b) & 0x80808080u);
+    }
+    if (rest >= 2) {
+        uint16_t a, b;
+        memcpy(&a, s + i, 2);
+        memcpy(&b, s + n - 2, 2);
+        return !((a | b) & 0x8080u);
+    }
+    return s[i] < 0x80;
+}
+
 /* Returns 1 when data[0:length] is strict UTF-8 (shortest form, no surrogates,
  * <= U+10FFFF, nothing truncated), else 0. */
 int tay_utf8_valid(const uint8_t *s, size_t n) {
@@ -59,11 +78,7 @@ int tay_utf8_valid(const uint8_t *s, size_t n) {
             i += 8;
         }
         if (i == n) break;
-        if (n - i < 8) {  /* a short rest (most map keys are short): ASCII if no high bit */
-            uint8_t any = 0;
-            for (size_t k = i; k < n; k++) any |= s[k];
-            if (!(any & 0x80)) break;
-        }
+        if (n - i < 8 && ascii_rest(s, i, n)) break;  /* most map keys are short */
         uint8_t c = s[i];
         if (c < 0x80) { i++; continue; }
         size_t need;
