@@ -21,27 +21,28 @@ class ReadyIndex:
         self._is_live = is_live
         self._queues: dict[str, dict[str, list[ReadyEntry]]] = {}
         # Queues with (possibly) ready jobs, in round-robin order: served ones move to the end.
-        self._rotation: OrderedDict[str, None] = OrderedDict()
+        # EngineState._dispatch reads and moves it directly (``queues``/``served`` inline).
+        self.rotation: OrderedDict[str, None] = OrderedDict()
 
     def push(self, queue: str, task: str, entry: ReadyEntry) -> None:
         heapq.heappush(self._queues.setdefault(queue, {}).setdefault(task, []), entry)
-        if queue not in self._rotation:
-            self._rotation[queue] = None
+        if queue not in self.rotation:
+            self.rotation[queue] = None
 
     def queues(self) -> list[str]:
         """Queues that may have ready jobs, in round-robin order."""
-        return list(self._rotation)
+        return list(self.rotation)
 
     def served(self, queue: str) -> None:
         """Move a queue that just dispatched to the back of the rotation."""
-        if queue in self._rotation:
-            self._rotation.move_to_end(queue)
+        if queue in self.rotation:
+            self.rotation.move_to_end(queue)
 
     def heads(self, queue: str) -> list[tuple[str, ReadyEntry]]:
         """The live head entry of every task heap of ``queue`` (dropping stale entries)."""
         tasks = self._queues.get(queue)
         if not tasks:
-            self._rotation.pop(queue, None)
+            self.rotation.pop(queue, None)
             return []
         is_live = self._is_live
         out = []
@@ -55,7 +56,7 @@ class ReadyIndex:
                 del tasks[task]
             if not tasks:
                 del self._queues[queue]
-                self._rotation.pop(queue, None)
+                self.rotation.pop(queue, None)
         return out
 
     def pop(self, queue: str, task: str) -> ReadyEntry:

@@ -517,7 +517,8 @@ class EngineState:
         # later in this call either: a start only uses up credits and executor room and
         # makes no job ready. So the next pass offers only the queues that just started,
         # which the rotation now holds last, in the order they were served.
-        candidates = ready.queues()
+        rotation = ready.rotation
+        candidates = list(rotation)  # ``ready.queues()``, without its call
         while candidates:
             served = []
             for queue in candidates:
@@ -538,7 +539,8 @@ class EngineState:
                     ready.push(queue, task, head)
                     self.activity.start_refusals[refusal.details.get("reason", refusal.code)] += 1
                     return
-                ready.served(queue)
+                if queue in rotation:  # ``ready.served(queue)``, inline
+                    rotation.move_to_end(queue)
                 if executing[queue] < credits(queue, default_credits):
                     served.append(queue)  # else the next pass would skip it anyway
             candidates = served

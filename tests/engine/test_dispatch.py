@@ -60,6 +60,22 @@ def test_round_robin_across_queues():
     assert sorted(queues[:2]) == ["a", "b"] and sorted(queues) == ["a", "a", "b", "b"]
 
 
+def test_round_robin_across_dispatch_calls():
+    # one start per dispatch (capacity 1): the queue served last goes to the back of the
+    # rotation, so the next success starts the other queue's job, not its own next one
+    driver = Driver(EngineConfig(queues={"a": 10, "b": 10}))
+    for _ in range(3):
+        driver.enqueue(queue="a")
+    for _ in range(3):
+        driver.enqueue(queue="b")
+    (execute,) = executes(driver.worker(capacity=1))
+    queues = [execute.queue]
+    for _ in range(5):
+        (execute,) = executes(driver.succeed(execute))
+        queues.append(execute.queue)
+    assert queues == ["a", "b", "a", "b", "a", "b"]
+
+
 def test_http_session_only_gets_jobs_of_its_queue(driver):
     driver.enqueue(queue="other")
     assert executes(driver.worker(conn="s", queue="mine")) == []

@@ -183,4 +183,4 @@ def test_take_picks_and_pops_what_heads_then_pop_did(pushes, served, takes):
         if taken is not None:
             live.discard(taken[1])
         assert indexes[0]._queues == indexes[1]._queues
-        assert list(indexes[0]._rotation) == list(indexes[1]._rotation)
+        assert list(indexes[0].rotation) == list(indexes[1].rotation)
