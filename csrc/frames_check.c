@@ -605,3 +605,192 @@ int tay_frame_scan_split(tay_frame_scan *scan, const uint8_t *buf, size_t size) 
     }
     return code;
 }
+
+/* ---- args text as orjson writes it (tay_json_canonical) ---- */
+
+/* Whether any of the 8 bytes of w is a quote, a backslash, below 0x20 or above 0x7f (the
+ * bytes a canonical string's plain run cannot hold as they are). */
+static int word_special(uint64_t w) {
+    return ((w & HIGHS) | has_zero_byte(w ^ ('"' * ONES)) | has_zero_byte(w ^ ('\\' * ONES))
+            | ((w - 0x20 * ONES) & ~w & HIGHS)) != 0;
+}
+
+/* The offset after the string whose opening quote is at s[i], when it is valid UTF-8 with
+ * no escape and no control byte (what orjson writes of its str as it is); 0 otherwise. */
+static size_t canonical_string_end(const uint8_t *s, size_t n, size_t i) {
+    i++;
+    for (;;) {
+        while (i + 8 <= n) {
+            uint64_t w;
+            memcpy(&w, s + i, 8);
+            if (word_special(w))
+                break;
+            i += 8;
+        }
+        if (i >= n)
+            return 0;
+        uint8_t c = s[i];
+        if (c == '"')
+            return i + 1;
+        if (c < 0x20 || c == '\\')
+            return 0;
+        if (c < 0x80) {
+            i++;
+            continue;
+        }
+        /* one UTF-8 sequence, strictly: no overlong form, no surrogate, at most U+10FFFF */
+        size_t more;
+        uint8_t low = 0x80, high = 0xBF;
+        if (c >= 0xC2 && c <= 0xDF) {
+            more = 1;
+        } else if (c >= 0xE0 && c <= 0xEF) {
+            more = 2;
+            if (c == 0xE0) low = 0xA0;
+            if (c == 0xED) high = 0x9F;
+        } else if (c >= 0xF0 && c <= 0xF4) {
+            more = 3;
+            if (c == 0xF0) low = 0x90;
+            if (c == 0xF4) high = 0x8F;
+        } else {
+            return 0;
+        }
+        if (n - i <= more)
+            return 0;
+        if (s[i + 1] < low || s[i + 1] > high)
+            return 0;
+        for (size_t k = 2; k <= more; k++)
+            if (s[i + k] < 0x80 || s[i + k] > 0xBF)
+                return 0;
+        i += more + 1;
+    }
+}
+
+/* The offset after the integer literal at s[i] when it is written as orjson writes an int
+ * (no -0, no leading zero, within -2^63..2^64-1, not followed by a fraction or exponent);
+ * 0 otherwise (a float, or an int orjson reads as a float). */
+static size_t canonical_int_end(const uint8_t *s, size_t n, size_t i) {
+    static const char max_pos[] = "18446744073709551615", max_neg[] = "9223372036854775808";
+    int negative = s[i] == '-';
+    if (negative)
+        i++;
+    size_t start = i;
+    if (i >= n || s[i] < '0' || s[i] > '9')
+        return 0;
+    if (s[i] == '0') {
+        if (negative)
+            return 0;
+        i++;
+    } else {
+        while (i < n && s[i] >= '0' && s[i] <= '9')
+            i++;
+    }
+    if (i < n && ((s[i] >= '0' && s[i] <= '9') || s[i] == '.' || s[i] == 'e' || s[i] == 'E'))
+        return 0;
+    size_t digits = i - start;
+    const char *limit = negative ? max_neg : max_pos;
+    size_t limit_digits = negative ? sizeof max_neg - 1 : sizeof max_pos - 1;
+    if (digits > limit_digits)
+        return 0;
+    if (digits == limit_digits && memcmp(s + start, limit, digits) > 0)
+        return 0;
+    return i;
+}
+
+int tay_json_canonical(const uint8_t *s, size_t n) {
+    uint8_t is_object[TAY_CANONICAL_DEPTH];
+    size_t key_start[TAY_CANONICAL_DEPTH], key_length[TAY_CANONICAL_DEPTH];
+    int has_key[TAY_CANONICAL_DEPTH];
+    size_t depth = 0, i = 0, end;
+    if (n < 2 || s[0] != '{')
+        return 0;
+value:
+    if (i >= n)
+        return 0;
+    switch (s[i]) {
+    case '{':
+    case '[':
+        if (depth == TAY_CANONICAL_DEPTH)
+            return 0;
+        is_object[depth] = s[i] == '{';
+        has_key[depth] = 0;
+        depth++;
+        i++;
+        if (i < n && s[i] == (is_object[depth - 1] ? '}' : ']')) {
+            i++;
+            depth--;
+            goto after;
+        }
+        if (is_object[depth - 1])
+            goto key;
+        goto value;
+    case '"':
+        end = canonical_string_end(s, n, i);
+        if (!end)
+            return 0;
+        i = end;
+        goto after;
+    case 't':
+        if (n - i < 4 || memcmp(s + i, "true", 4) != 0)
+            return 0;
+        i += 4;
+        goto after;
+    case 'f':
+        if (n - i < 5 || memcmp(s + i, "false", 5) != 0)
+            return 0;
+        i += 5;
+        goto after;
+    case 'n':
+        if (n - i < 4 || memcmp(s + i, "null", 4) != 0)
+            return 0;
+        i += 4;
+        goto after;
+    default:
+        if (s[i] != '-' && (s[i] < '0' || s[i] > '9'))
+            return 0;
+        end = canonical_int_end(s, n, i);
+        if (!end)
+            return 0;
+        i = end;
+        goto after;
+    }
+key:
+    if (i >= n || s[i] != '"')
+        return 0;
+    end = canonical_string_end(s, n, i);
+    if (!end)
+        return 0;
+    {
+        size_t level = depth - 1, start = i + 1, length = end - 1 - start;
+        if (has_key[level]) {  /* strictly after the previous key, in byte order */
+            size_t previous = key_length[level];
+            int order = memcmp(s + key_start[level], s + start,
+                               previous < length ? previous : length);
+            if (order > 0 || (order == 0 && previous >= length))
+                return 0;
+        }
+        has_key[level] = 1;
+        key_start[level] = start;
+        key_length[level] = length;
+    }
+    i = end;
+    if (i >= n || s[i] != ':')
+        return 0;
+    i++;
+    goto value;
+after:
+    if (depth == 0)
+        return i == n;
+    if (i >= n)
+        return 0;
+    if (s[i] == ',') {
+        i++;
+        if (is_object[depth - 1])
+            goto key;
+        goto value;
+    }
+    if (s[i] != (is_object[depth - 1] ? '}' : ']'))
+        return 0;
+    i++;
+    depth--;
+    goto after;
+}

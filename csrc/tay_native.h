@@ -325,6 +325,14 @@ int tay_json_report(const uint8_t *json, size_t size, uint64_t *fields);
 #define TAY_ENQUEUE_MAX_TASK 255
 #define TAY_ENQUEUE_MAX_RETRIES 65534
 int tay_json_enqueue(const uint8_t *json, size_t size, uint64_t *fields);
+/* 1 when json is an object written exactly as orjson.dumps(orjson.loads(json),
+ * option=OPT_SORT_KEYS) writes it, for sure: no whitespace, each object's keys in strictly
+ * increasing byte order, strings of valid UTF-8 with no escape and no control byte,
+ * integers only (no -0, no leading zero, within -2^63..2^64-1), true, false, null, at most
+ * TAY_CANONICAL_DEPTH containers deep. 0 is "not known", never a refusal (the caller
+ * decodes and writes the text the usual way). */
+#define TAY_CANONICAL_DEPTH 128
+int tay_json_canonical(const uint8_t *json, size_t size);
 /* The offsets and values per frame in fields: a report's six, an enqueue's twelve. */
 #define TAY_FRAME_FIELDS 12
 /* tay_split_frames, each payload marked 0 (unclean), 1 (clean) or, for a clean report or

@@ -86,6 +86,11 @@ API (see docs/native.md for the details and error conventions):
   (the payload is valid JSON exactly when both are), and last the options read when they
   are plain: (retries, queue, durability), None for a null or absent queue or durability
   (retries 0), or None when they are not (then the options text must be decoded).
+- ``json_canonical(json) -> bool``: whether ``json`` is an object written exactly as
+  ``orjson.dumps(orjson.loads(json), option=orjson.OPT_SORT_KEYS)`` writes it, for sure (no
+  whitespace, keys in strictly increasing byte order, strings of valid UTF-8 without escapes
+  or control bytes, integers only within -2^63..2^64-1 without -0 or leading zeros, true,
+  false, null, at most 128 levels); False is "not known", never a refusal.
 - ``json_member_count(json) -> int``: colons outside strings of a valid JSON text, i.e. the
   members of all its objects (the protocol decoder compares it with the decoded objects'
   sizes to refuse duplicate keys, which orjson keeps silently).
@@ -131,6 +136,7 @@ FrameScan = _active.FrameScan
 json_report = _active.json_report
 json_enqueue = _active.json_enqueue
 json_domain_clean = _active.json_domain_clean
+json_canonical = _active.json_canonical
 json_member_count = _active.json_member_count
 events_scan = _active.events_scan
 snapshots_scan = _active.snapshots_scan
@@ -154,6 +160,6 @@ __all__ = [
     "value_decode", "json_to_value", "json_to_value_measured", "value_to_json",
     "split_frames", "events_scan", "snapshots_scan", "mutations_scan", "base_jobs", "base_ids", "base_keys", "tail_jobs", "LiveTable", "write_all_at", "fdatasync", "fsync", "fsync_dir", "flock_exclusive",
     "json_domain_clean", "split_frames_marked", "FrameScan", "json_report",
-    "json_enqueue",
+    "json_enqueue", "json_canonical",
     "rename_noreplace", "filesystem_magic",
 ]

@@ -285,6 +285,13 @@ def json_enqueue(json: Any) -> tuple[int, tuple[int, ...]]:
     return (mark, tuple(fields)) if mark else (0, ())
 
 
+def json_canonical(json: Any) -> bool:
+    """Whether ``json`` is an object written exactly as orjson writes it sorted, for sure
+    (see ``tay._native.pure.json_canonical``)."""
+    data = json if type(json) is bytes else ffi.from_buffer("uint8_t[]", json)
+    return lib.tay_json_canonical(data, len(json)) == 1
+
+
 def json_domain_clean(json: Any, max_depth: int, max_nodes: int, max_key_bytes: int) -> bool:
     """Whether ``json``, if valid JSON, is an object within the value-domain bounds for sure."""
     data = json if type(json) is bytes else ffi.from_buffer("uint8_t[]", json)  # bytes pass as they are

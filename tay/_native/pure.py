@@ -45,7 +45,7 @@ __all__ = [
     "IMPLEMENTATION", "CRC32C_IMPLEMENTATION", "ValueCodecError", "crc32c", "encode_records",
     "scan_records", "scan_record_columns", "value_encode", "value_decode", "split_frames",
     "json_domain_clean",
-    "json_member_count",
+    "json_member_count", "json_canonical",
     "json_to_value", "json_to_value_measured", "value_to_json",
     "write_all_at",
     "fdatasync", "fsync", "fsync_dir", "flock_exclusive", "rename_noreplace",
@@ -501,6 +501,126 @@ def _plain_options(s: bytes, i: int, end: int) -> tuple[int, int, int, int]:
     if i != end:
         return 0, 0, 0, 0
     return retries + 1, durability, queue_start, queue_end
+
+
+CANONICAL_DEPTH = 128  # TAY_CANONICAL_DEPTH
+_INT_LIMITS = {False: b"18446744073709551615", True: b"9223372036854775808"}
+_DIGITS = frozenset(b"0123456789")
+_NOT_AFTER_INT = frozenset(b"0123456789.eE")
+
+
+def _canonical_string_end(s: bytes, i: int) -> int:
+    """The offset after the string opened at s[i] when it is valid UTF-8 without an escape
+    or a control byte; 0 otherwise."""
+    end = s.find(b'"', i + 1)
+    if end < 0:
+        return 0
+    text = s[i + 1:end]
+    if b"\\" in text or any(c < 0x20 for c in text):
+        return 0
+    try:
+        text.decode("utf-8")
+    except UnicodeDecodeError:
+        return 0
+    return end + 1
+
+
+def _canonical_int_end(s: bytes, i: int) -> int:
+    negative = s[i] == 0x2D
+    start = i + 1 if negative else i
+    i = start
+    if i == len(s) or s[i] not in _DIGITS:
+        return 0
+    if s[i] == 0x30:
+        if negative:
+            return 0
+        i += 1
+    else:
+        while i < len(s) and s[i] in _DIGITS:
+            i += 1
+    if i < len(s) and s[i] in _NOT_AFTER_INT:
+        return 0
+    digits, limit = s[start:i], _INT_LIMITS[negative]
+    if len(digits) > len(limit) or (len(digits) == len(limit) and digits > limit):
+        return 0
+    return i
+
+
+def json_canonical(json: Any) -> bool:
+    """Whether ``json`` is an object written exactly as ``orjson.dumps(orjson.loads(json),
+    option=orjson.OPT_SORT_KEYS)`` writes it, for sure (the twin of csrc/frames_check.c's
+    ``tay_json_canonical``): no whitespace, each object's keys in strictly increasing byte
+    order, strings of valid UTF-8 with no escape and no control byte, integers only (no -0,
+    no leading zero, within -2^63..2^64-1), true, false and null, at most 128 containers
+    deep. False is "not known", never a refusal."""
+    s = bytes(json)
+    n = len(s)
+    if n < 2 or s[0] != 0x7B:
+        return False
+    stack: list[list[Any]] = []  # per open container: [is_object, previous key or None]
+    i = 0
+    state = "value"
+    while True:
+        if state == "value":
+            if i >= n:
+                return False
+            c = s[i]
+            if c in (0x7B, 0x5B):
+                if len(stack) == CANONICAL_DEPTH:
+                    return False
+                is_object = c == 0x7B
+                stack.append([is_object, None])
+                i += 1
+                if i < n and s[i] == (0x7D if is_object else 0x5D):
+                    i += 1
+                    stack.pop()
+                    state = "after"
+                else:
+                    state = "key" if is_object else "value"
+                continue
+            if c == 0x22:
+                end = _canonical_string_end(s, i)
+            elif c in (0x74, 0x66, 0x6E):
+                word = {0x74: b"true", 0x66: b"false", 0x6E: b"null"}[c]
+                end = i + len(word) if s.startswith(word, i) else 0
+            elif c == 0x2D or c in _DIGITS:
+                end = _canonical_int_end(s, i)
+            else:
+                return False
+            if not end:
+                return False
+            i = end
+            state = "after"
+        elif state == "key":
+            if i >= n or s[i] != 0x22:
+                return False
+            end = _canonical_string_end(s, i)
+            if not end:
+                return False
+            key = s[i + 1:end - 1]
+            top = stack[-1]
+            if top[1] is not None and not top[1] < key:
+                return False
+            top[1] = key
+            i = end
+            if i >= n or s[i] != 0x3A:
+                return False
+            i += 1
+            state = "value"
+        else:  # after a value
+            if not stack:
+                return i == n
+            if i >= n:
+                return False
+            is_object = stack[-1][0]
+            if s[i] == 0x2C:
+                i += 1
+                state = "key" if is_object else "value"
+            elif s[i] == (0x7D if is_object else 0x5D):
+                i += 1
+                stack.pop()
+            else:
+                return False
 
 
 def json_enqueue(json: Any) -> tuple[int, tuple[int, ...]]:

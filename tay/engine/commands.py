@@ -137,7 +137,10 @@ class PlainEnqueue(DecodedEnqueue):
     (csrc/frames_check.c): ``options`` is ``(retries, queue, durability)``, each value one
     the option checks take as it is (None: a null or absent queue or durability). It is
     handled exactly as a ``DecodedEnqueue`` whose options are
-    ``tay.engine.options.plain_options(options)``, without reading them again."""
+    ``tay.engine.options.plain_options(options)``, without reading them again. ``args`` may
+    also be the args' JSON text as bytes when it is written exactly as ``orjson.dumps(args,
+    option=OPT_SORT_KEYS)`` writes the object it decodes to (``tay._native.json_canonical``
+    said so): that object's command, with no decode and no encode of the text."""
 
     __slots__ = ()
 

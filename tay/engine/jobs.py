@@ -121,7 +121,9 @@ def public_job(entry: JobEntry, args: dict[str, Any] | None = None) -> dict[str,
     """The public job object of protocol.md §1.7 (real JSON nulls, plus ``durability``).
 
     ``args``: a dict equal to the stored args *and* in their canonical key order (see
-    ``canonical_order``), so the stored bytes need not be decoded again; None decodes them.
+    ``canonical_order``), or their sorted JSON text as an ``orjson.Fragment`` (a socket
+    enqueue's, written as the dict would be), so the stored bytes need not be decoded again;
+    None decodes them.
     """
     job = entry.state
     definition = job.definition

@@ -320,15 +320,25 @@ def parse_plain_enqueue(task: Any, args: Any, plain: tuple[int, str | None, str 
     0..65534, backoff "exponential", durability "persistent" or "volatile", queue a string
     of 1..255 bytes without NUL), None for a null or absent queue or durability. No option
     check is left, so this is ``_parse_plain_decoded`` without its option reads, inline (one
-    frame fewer per job): the same request or refusal (tests/engine/test_options_fast.py)."""
+    frame fewer per job): the same request or refusal (tests/engine/test_options_fast.py).
+    ``args`` may also be their JSON text as bytes, written exactly as ``orjson.dumps(args,
+    option=OPT_SORT_KEYS)`` writes the decoded object (``tay._native.json_canonical``): it
+    is then that sorted JSON itself, with no decode and no encode."""
     retries, queue, durability = plain
-    if type(args) is not dict or type(retries) is not int or not 0 <= retries <= RETRIES_MAX \
-            or durability not in _PLAIN_DURABILITIES:
-        return parse_enqueue(task, args, plain_options(plain), now_ms, config, rng, True)
-    try:
-        args_json = orjson.dumps(args, option=orjson.OPT_SORT_KEYS)
-    except orjson.JSONEncodeError:  # past 254 levels: the general path measures them
-        return parse_enqueue(task, args, plain_options(plain), now_ms, config, rng, True)
+    if type(args) is bytes:  # the args' JSON text as orjson writes it (json_canonical)
+        if type(retries) is not int or not 0 <= retries <= RETRIES_MAX \
+                or durability not in _PLAIN_DURABILITIES:
+            return parse_enqueue(task, orjson.loads(args), plain_options(plain), now_ms,
+                                 config, rng, True)
+        args_json = args
+    else:
+        if type(args) is not dict or type(retries) is not int \
+                or not 0 <= retries <= RETRIES_MAX or durability not in _PLAIN_DURABILITIES:
+            return parse_enqueue(task, args, plain_options(plain), now_ms, config, rng, True)
+        try:
+            args_json = orjson.dumps(args, option=orjson.OPT_SORT_KEYS)
+        except orjson.JSONEncodeError:  # past 254 levels: the general path measures them
+            return parse_enqueue(task, args, plain_options(plain), now_ms, config, rng, True)
     task = (_KEYS_SEEN.get(task) if type(task) is str else None) \
         or _interned_key(task, "task")
     args_value, depth, nodes = value.encode_json_measured(args_json)

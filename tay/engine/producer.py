@@ -6,6 +6,8 @@ raised here leaves the engine untouched (``Engine.handle`` turns it into a ``Ref
 
 from __future__ import annotations
 
+import orjson
+
 from tay.engine.admission import job_charge
 from tay.engine.commands import Cancel, DecodedEnqueue, Enqueue, PlainEnqueue, Result, Status
 from tay.engine.effects import CancelExecution, Outcome, Reply
@@ -17,6 +19,7 @@ from tay.failures import RequestRefused
 from tay.storage import events as ev
 
 _new_tuple = tuple.__new__  # a named tuple built without its Python-level __new__
+_Fragment = orjson.Fragment  # JSON text spliced as it is into a reply
 
 RESULT_REFUSALS = {
     "cancelled": ("task_cancelled", "the job was cancelled"),
@@ -65,7 +68,9 @@ class ProducerCommands(EngineState):
                 entry = self._commit(None, ev.job_inserted(job_id, now_ms, definition),
                                      volatile, out, nodes=nodes)
             self.execute_args.remember(job_id, entry.state.definition, args_json)
-            if canonical_order(args):  # the bytes just stored encode exactly these args
+            if type(args) is bytes:  # the args' sorted JSON text (a PlainEnqueue's)
+                reply_args = _Fragment(args)
+            elif canonical_order(args):  # the bytes just stored encode exactly these args
                 reply_args = args
         if conn is not None or request_id is not None:  # _reply, inline
             out.effects.append(_new_tuple(Reply, (conn, request_id, "enqueued", {

@@ -91,3 +91,66 @@ def test_args_orjson_cannot_write_are_measured_as_any_args():
         for args in (deep, orjson.loads(json.dumps({"k": [1, 2.5, "x", None]}))):
             plain = outcome("t", args, {"id": "1" * 32}, 1, config, None)
             assert plain == outcome("t", args, {"id": "1" * 32}, 1, config, None, True)
+
+
+def wire(out):
+    """The effects as what leaves: replies and executions as their frames' bytes."""
+    from tay.engine.effects import Execute, Reply
+    from tay.protocol.replies import execute_frame, message_frame
+
+    seen = []
+    for effect in out.effects:
+        if type(effect) is Reply:
+            seen.append(("reply", effect.conn, message_frame(effect.type, effect.request_id,
+                                                             effect.fields)))
+        elif type(effect) is Execute:
+            seen.append(("execute", effect[0], execute_frame(effect)))
+        else:
+            seen.append(effects(_Only(effect))[0])
+    return seen
+
+
+class _Only:
+    def __init__(self, effect):
+        self.effects = [effect]
+
+
+plain_texts = st.dictionaries(
+    st.text(st.characters(min_codepoint=0x20, blacklist_categories=("Cs",),
+                          blacklist_characters='"\\'), max_size=6),
+    st.recursive(st.none() | st.booleans() | st.integers(-(2**63), 2**64 - 1)
+                 | st.text(st.characters(min_codepoint=0x20, blacklist_categories=("Cs",),
+                                         blacklist_characters='"\\'), max_size=8),
+                 lambda inner: st.lists(inner, max_size=3)
+                 | st.dictionaries(st.text(max_size=3), inner, max_size=3), max_leaves=15),
+    max_size=5)
+
+
+@SETTINGS
+@given(st.lists(st.tuples(plain_texts | args_maps, st.sampled_from(
+    [(0, None, None), (2, "q1", "volatile"), (0, "q2", "persistent")])), min_size=1,
+    max_size=4), limits, st.integers(0, 2**32))
+def test_a_plain_enqueue_of_args_text_is_one_of_the_decoded_args(requests, limit, seed):
+    """A PlainEnqueue whose args are their JSON text (what the socket session hands over
+    when ``json_canonical`` says orjson writes it back as it is) is one of the decoded
+    args: the same records and bytes, the same reply and execute frames byte for byte,
+    the same refusals and the same engine state after."""
+    from tay._native import json_canonical
+
+    drivers = []
+    for as_text in (False, True):
+        driver = epoch_driver(seed, "uncapped", True)
+        driver.engine.config = EngineConfig(queues={"q1": 2, "q2": 1}, **limit)
+        driver.worker("w1", tasks=("t",), capacity=2)
+        drivers.append((as_text, driver))
+    texts = 0
+    for index, (args, plain) in enumerate(requests):
+        text = orjson.dumps(decoded(args), option=orjson.OPT_SORT_KEYS)
+        outs = []
+        for as_text, driver in drivers:
+            given_args = text if as_text and json_canonical(text) else decoded(args)
+            texts += type(given_args) is bytes
+            outs.append(driver.run(c.PlainEnqueue("p", f"e{index}", "t", given_args, plain)))
+        assert records(outs[0]) == records(outs[1])
+        assert wire(outs[0]) == wire(outs[1])
+    assert snapshot(drivers[0][1].engine) == snapshot(drivers[1][1].engine)

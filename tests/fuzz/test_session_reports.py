@@ -11,6 +11,7 @@ from __future__ import annotations
 import random
 from functools import partial
 
+import orjson
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -196,7 +197,14 @@ def test_report_shortcut_gives_what_the_general_dispatch_gives(data) -> None:
                         # the same request fields; its options the engine reads the same
                         COUNTS["plain_enqueues"] += 1
                         assert session is plain and have[1] == want.size
-                        assert have[0][:4] == command[:4]
+                        if type(have[0].args) is bytes:
+                            # the args' text as it came: orjson's writing of the args
+                            COUNTS["plain_args_texts"] += 1
+                            assert have[0][:3] == command[:3]
+                            assert have[0].args == orjson.dumps(
+                                command.args, option=orjson.OPT_SORT_KEYS)
+                        else:
+                            assert have[0][:4] == command[:4]
                         assert parsed(have[0]) == parsed(command)
                     else:
                         assert have == (command, want.size)
