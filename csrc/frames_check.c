@@ -608,31 +608,42 @@ int tay_frame_scan_split(tay_frame_scan *scan, const uint8_t *buf, size_t size) 
 
 /* ---- args text as orjson writes it (tay_json_canonical) ---- */
 
-/* Whether any of the 8 bytes of w is a quote, a backslash, below 0x20 or above 0x7f (the
- * bytes a canonical string's plain run cannot hold as they are). */
-static int word_special(uint64_t w) {
-    return ((w & HIGHS) | has_zero_byte(w ^ ('"' * ONES)) | has_zero_byte(w ^ ('\\' * ONES))
-            | ((w - 0x20 * ONES) & ~w & HIGHS)) != 0;
-}
+/* Whether any of the 8 bytes of w is below 0x20 or above 0x7f (exact as a whole: a byte's
+ * borrow reaches the next byte only from a byte below 0x20, itself found). */
+static uint64_t word_not_printable(uint64_t w) { return (w | (w - 0x20 * ONES)) & HIGHS; }
 
 /* The offset after the string whose opening quote is at s[i], when it is valid UTF-8 with
- * no escape and no control byte (what orjson writes of its str as it is); 0 otherwise. */
+ * no escape and no control byte (what orjson writes of its str as it is); 0 otherwise.
+ * The closing quote and any backslash are found by memchr; the bytes between are taken
+ * 16 and 8 at a time while all are printable ASCII, the byte loop decides the rest. */
 static size_t canonical_string_end(const uint8_t *s, size_t n, size_t i) {
     i++;
-    for (;;) {
-        while (i + 8 <= n) {
+    const uint8_t *quote = memchr(s + i, '"', n - i);
+    if (!quote)
+        return 0;
+    size_t end = (size_t)(quote - s);
+    if (memchr(s + i, '\\', end - i))
+        return 0;
+    while (i < end) {
+        while (end - i >= 16) {
+            uint64_t a, b;
+            memcpy(&a, s + i, 8);
+            memcpy(&b, s + i + 8, 8);
+            if (word_not_printable(a) | word_not_printable(b))
+                break;
+            i += 16;
+        }
+        while (end - i >= 8) {
             uint64_t w;
             memcpy(&w, s + i, 8);
-            if (word_special(w))
+            if (word_not_printable(w))
                 break;
             i += 8;
         }
-        if (i >= n)
-            return 0;
+        if (i >= end)
+            break;
         uint8_t c = s[i];
-        if (c == '"')
-            return i + 1;
-        if (c < 0x20 || c == '\\')
+        if (c < 0x20)
             return 0;
         if (c < 0x80) {
             i++;
@@ -654,7 +665,7 @@ static size_t canonical_string_end(const uint8_t *s, size_t n, size_t i) {
         } else {
             return 0;
         }
-        if (n - i <= more)
+        if (end - i <= more)
             return 0;
         if (s[i + 1] < low || s[i + 1] > high)
             return 0;
@@ -663,6 +674,7 @@ static size_t canonical_string_end(const uint8_t *s, size_t n, size_t i) {
                 return 0;
         i += more + 1;
     }
+    return end + 1;
 }
 
 /* The offset after the integer literal at s[i] when it is written as orjson writes an int
