@@ -572,6 +572,9 @@ int tay_split_frames_marked(const uint8_t *buf, size_t size, uint32_t max_frame,
             }
         }
         if (mark > 1) {
+            if (mark == TAY_ENQUEUE && spans[8] &&
+                tay_json_canonical(payload + spans[4], (size_t)(spans[5] - spans[4])))
+                spans[9] += TAY_ENQUEUE_CANONICAL;  /* plain, and args as orjson writes them */
             for (int j = 0; j < used; j++) spans[j] += starts[k];
             if (mark == TAY_ENQUEUE) {  /* retries + 1 and durability, then the queue's span */
                 spans[10] += starts[k];

@@ -333,6 +333,10 @@ int tay_json_enqueue(const uint8_t *json, size_t size, uint64_t *fields);
  * decodes and writes the text the usual way). */
 #define TAY_CANONICAL_DEPTH 128
 int tay_json_canonical(const uint8_t *json, size_t size);
+/* Added to an enqueue's fields[9] by tay_split_frames_marked when its options are plain and
+ * its args text is canonical (tay_json_canonical): the caller may take that text as the
+ * args' sorted JSON without decoding it. */
+#define TAY_ENQUEUE_CANONICAL 3
 /* The offsets and values per frame in fields: a report's six, an enqueue's twelve. */
 #define TAY_FRAME_FIELDS 12
 /* tay_split_frames, each payload marked 0 (unclean), 1 (clean) or, for a clean report or

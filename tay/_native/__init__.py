@@ -85,7 +85,9 @@ API (see docs/native.md for the details and error conventions):
   others the bytes of their JSON text (options None when absent), for the caller to decode
   (the payload is valid JSON exactly when both are), and last the options read when they
   are plain: (retries, queue, durability), None for a null or absent queue or durability
-  (retries 0), or None when they are not (then the options text must be decoded).
+  (retries 0), or None when they are not (then the options text must be decoded), and
+  last whether the options are plain and the args text is ``json_canonical`` (the split's
+  only: ``json_enqueue`` does not check the args).
 - ``json_canonical(json) -> bool``: whether ``json`` is an object written exactly as
   ``orjson.dumps(orjson.loads(json), option=orjson.OPT_SORT_KEYS)`` writes it, for sure (no
   whitespace, keys in strictly increasing byte order, strings of valid UTF-8 without escapes

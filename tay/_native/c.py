@@ -170,7 +170,10 @@ _HEAD = struct.Struct(f"={lib.TAY_FRAME_SCAN_HEAD}Q").unpack_from  # tay_frame_s
 _scan_split = lib.tay_frame_scan_split  # looked up once: called per read
 _FRAME_FULL = lib.TAY_FRAME_FULL
 _ENQUEUE = lib.TAY_ENQUEUE
-_DURABILITIES = (None, "persistent", "volatile")  # an enqueue's plain durability (fields[9])
+# an enqueue's plain durability (fields[9]), TAY_ENQUEUE_CANONICAL more when its args text
+# is canonical (the last of its ids)
+_DURABILITIES = (None, "persistent", "volatile") * 2
+_CANONICAL = (False, False, False, True, True, True)
 _SCAN_ROWS = lib.TAY_FRAME_SCAN_ROWS
 
 
@@ -217,7 +220,7 @@ class FrameScan:
                 return ([(buf[start:end], mark, (
                     buf[a:b].decode(), buf[c:d].decode(), buf[e:f], buf[g:h] if g != h else None,
                     (r - 1, buf[q:z].decode() if q != z else None, _DURABILITIES[u])
-                    if r else None))], consumed, _FRAME_ERRORS[code])
+                    if r else None, _CANONICAL[u]))], consumed, _FRAME_ERRORS[code])
             text = str(buf, "latin-1")  # a report is ASCII: one char a byte
             return ([(buf[start:end], mark, (text[a:b], text[c:d], text[e:f]))],
                     consumed, _FRAME_ERRORS[code])
@@ -247,7 +250,7 @@ class FrameScan:
                     ids = (bytes(buf[a:b]).decode(), bytes(buf[c:d]).decode(), bytes(buf[e:f]),
                            bytes(buf[g:h]) if g != h else None,
                            (r - 1, bytes(buf[q:z]).decode() if q != z else None,
-                            _DURABILITIES[u]) if r else None)
+                            _DURABILITIES[u]) if r else None, _CANONICAL[u])
                 else:
                     if text is None:
                         text = str(buf, "latin-1")

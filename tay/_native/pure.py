@@ -715,15 +715,18 @@ def _enqueue_ids(view: Any, start: int, spans: tuple[int, ...]) -> tuple[Any, ..
     """An enqueue frame's ids: (request_id, task) as str, (args, options) as bytes of JSON
     text (options None when absent), then the plain options read, (retries, queue,
     durability) with None for a null or absent queue or durability (retries 0), or None
-    when they are not plain."""
+    when they are not plain, and last whether the options are plain and the args text is
+    canonical (``json_canonical``)."""
     a, b, c, d, e, f, g, h = (start + x for x in spans[:8])
     retries, durability, i, j = spans[8:]
     plain = None
     if retries:
         plain = (retries - 1, str(view[start + i:start + j], "ascii") if i != j else None,
                  _DURABILITY_NAMES[durability])
-    return (str(view[a:b], "ascii"), str(view[c:d], "ascii"), bytes(view[e:f]),
-            bytes(view[g:h]) if g != h else None, plain)
+    args = bytes(view[e:f])
+    return (str(view[a:b], "ascii"), str(view[c:d], "ascii"), args,
+            bytes(view[g:h]) if g != h else None, plain,
+            plain is not None and json_canonical(args))
 
 
 def split_frames_marked(buf: Any, max_frame: int, max_depth: int, max_nodes: int,
@@ -733,9 +736,9 @@ def split_frames_marked(buf: Any, max_frame: int, max_depth: int, max_nodes: int
     way), 1 (clean: ``json_domain_clean``), 2 or 3 (a clean ``started`` / ``succeeded``
     report, see ``json_report``) with ids (request_id, reservation_id, execution_id) as str,
     4 (a clean enqueue, see ``json_enqueue``) with ids (request_id, task, args, options,
-    plain): the first two str, args and options the bytes of their JSON text (options None
-    when absent), plain the options read when they are plain (``_enqueue_ids``); else
-    None."""
+    plain, canonical): the first two str, args and options the bytes of their JSON text
+    (options None when absent), plain the options read when they are plain, canonical
+    whether they are and the args text is canonical (``_enqueue_ids``); else None."""
     if not (0 <= max_frame <= 0xFFFFFFFF and 0 <= max_depth <= 0xFFFFFFFF
             and 0 <= max_nodes <= 0xFFFFFFFFFFFFFFFF and 0 <= max_key_bytes <= 0xFFFFFFFF):
         raise ValueError("limits out of range")

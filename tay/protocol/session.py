@@ -12,7 +12,6 @@ from typing import Any
 
 import orjson
 
-from tay import _native
 from tay._frozen import Record
 from tay.failures import ConnectionFatal, RequestRefused
 
@@ -38,9 +37,6 @@ ReportTuples = tuple[type, type, tuple]
 _new_tuple = tuple.__new__
 _NO_RESULT = (None,)
 _loads, _JSONDecodeError = orjson.loads, orjson.JSONDecodeError
-# args text orjson writes back as it is (sorted, compact, ints, plain strings): the engine
-# takes it as the args' JSON without a decode here and a sorted encode there
-_canonical = _native.json_canonical
 
 
 class Received(Record):
@@ -80,8 +76,8 @@ class ProtocolSession:
     queue, durability), size)``, see ``tay._native.split_frames_marked``); it must build
     what ``enqueue`` builds of the same options as an object, for the engine (the server
     passes the engine's ``PlainEnqueue``). Its args are the JSON text itself (bytes, not
-    decoded) when orjson would write the decoded object back as exactly that text
-    (``tay._native.json_canonical``)."""
+    decoded) when the decoder found that orjson would write the decoded object back as
+    exactly that text (``tay._native.json_canonical``)."""
 
     def __init__(self, limits: ProtocolLimits, reports: ReportMakers | None = None,
                  enqueue: Callable[..., Any] = Enqueue, *,
@@ -166,10 +162,11 @@ class ProtocolSession:
             for payload, mark, ids in frames:
                 if mark > 1 and hello is not None:  # a report or an enqueue, read already
                     if mark == 4:  # request_id, task, args and options (JSON text), plain
-                        request_id, task, args, options, plain = ids
+                        # and whether the args text is what orjson writes back (canonical):
+                        # then the engine takes it as the args' JSON, not decoded here
+                        request_id, task, args, options, plain, canonical = ids
                         try:
-                            if plain is None or self._make_plain is None \
-                                    or not _canonical(args):
+                            if not canonical or self._make_plain is None:
                                 args = _loads(args)
                             if plain is None or self._make_plain is None:
                                 plain = None
