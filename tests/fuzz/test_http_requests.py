@@ -210,8 +210,10 @@ def test_hostile_http2_streams(stack, data) -> None:
             client.send_headers(stream_id, headers, end_stream=body is None)
             if body is not None:
                 client.send_data(stream_id, body, end_stream=True)
-        except h2.exceptions.ProtocolError:
-            break  # the client library refuses to send it at all
+        except (h2.exceptions.ProtocolError, IndexError):
+            # the client library refuses to send it at all (an empty header list fails in
+            # its frame split with an IndexError, h2 4.x)
+            break
         COUNTS["http2_streams"] += 1
     sent = client.data_to_send()
     stream = data.draw(grammar.mutated(sent))
