@@ -325,16 +325,14 @@ def parse_plain_enqueue(task: Any, args: Any, plain: tuple[int, str | None, str 
     option=OPT_SORT_KEYS)`` writes the decoded object (``tay._native.json_canonical``): it
     is then that sorted JSON itself, with no decode and no encode."""
     retries, queue, durability = plain
+    if type(args) not in _PLAIN_ARGS or type(retries) is not int \
+            or not 0 <= retries <= RETRIES_MAX or durability not in _PLAIN_DURABILITIES:
+        if type(args) is bytes:
+            args = orjson.loads(args)
+        return parse_enqueue(task, args, plain_options(plain), now_ms, config, rng, True)
     if type(args) is bytes:  # the args' JSON text as orjson writes it (json_canonical)
-        if type(retries) is not int or not 0 <= retries <= RETRIES_MAX \
-                or durability not in _PLAIN_DURABILITIES:
-            return parse_enqueue(task, orjson.loads(args), plain_options(plain), now_ms,
-                                 config, rng, True)
         args_json = args
     else:
-        if type(args) is not dict or type(retries) is not int \
-                or not 0 <= retries <= RETRIES_MAX or durability not in _PLAIN_DURABILITIES:
-            return parse_enqueue(task, args, plain_options(plain), now_ms, config, rng, True)
         try:
             args_json = orjson.dumps(args, option=orjson.OPT_SORT_KEYS)
         except orjson.JSONEncodeError:  # past 254 levels: the general path measures them
@@ -362,6 +360,7 @@ def parse_plain_enqueue(task: Any, args: Any, plain: tuple[int, str | None, str 
 
 
 _PLAIN_DURABILITIES = (None, *DURABILITIES)
+_PLAIN_ARGS = (dict, bytes)  # decoded args, or their text as orjson writes it
 
 
 def plain_options(plain: tuple[int, str | None, str | None]) -> dict[str, Any]:
