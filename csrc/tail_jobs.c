@@ -4,8 +4,10 @@
  * the common lifecycle that transitions.apply and EpochReducer accept: an (8,1) insert of
  * an id it has not seen, available at once, its availability order the allocator's next;
  * an (8,1) start of that job's first attempt of its first cycle (cycle token 1), not before
- * it is eligible; an (8,1) success finish of that execution (token 2); then a (30,2)
- * result_recorded of a nil result at revision 4. Every payload must pass the mutation or
+ * it is eligible; then a (30,2) result_recorded of a nil result at revision 3 and an (8,1)
+ * success finish of that execution (token 2) at revision 4, as the engine writes a success,
+ * or (stores written before 2026-12-04) the finish at revision 3, then the result at
+ * revision 4. Every payload must pass the mutation or
  * event fast path (tay_mutations_scan, tay_events_scan). It stops before the first record
  * that is anything else and never refuses: the caller replays from there the exact way.
  *
@@ -34,7 +36,8 @@
 #define FRAME_HEADER 24
 #define COMPLETED_STATE 4
 
-enum { INSERTED = 1, EXECUTING, FINISHED, DONE };
+enum { INSERTED = 1, EXECUTING, FINISHED, DONE, RESULTED };  /* RESULTED: executing, its
+                                                                 * result recorded */
 /* per job scratch beside its live row (live_rows.c, which checks each step): step, insert,
  * eligible_at, started, started_at, finished,
  * finished_at, stamp, result, result_bytes, six definition columns, the insert's index */
@@ -83,6 +86,14 @@ long tay_tail_jobs(const uint8_t *buf, size_t size, size_t count, const uint64_t
             if ((kind != 1 && kind != 3 && kind != 4)
                 || (kind == 1 && ((row[TAY_EF_NIL] >> TAY_MF_ORDER) & 1)))
                 break;
+            int resulted = 0;
+            if (kind == 4) {
+                long found = tay_live_find(table, p);
+                resulted = found >= 0 && work[(size_t)found * W_WIDTH + W_STEP] == RESULTED;
+                /* the live table knows no results: it applies this finish as the finish of
+                 * revision 2 (a done job's row is never read again) */
+                if (resulted) row[TAY_EF_EXPECTED] -= 1;
+            }
             long number = tay_live_apply_one(table, p, row);
             if (number == -2) {
                 tay_live_free(table), free(owner), free(finish_order), free(work);
@@ -111,7 +122,7 @@ long tay_tail_jobs(const uint8_t *buf, size_t size, size_t count, const uint64_t
                 w[W_STARTED_AT] = at;
                 w[W_START_STAMP] = stamps + 1;
             } else {
-                w[W_STEP] = FINISHED;
+                w[W_STEP] = resulted ? DONE : FINISHED;
                 w[W_FINISHED] = i;
                 w[W_FINISHED_AT] = at;
                 w[W_STAMP] = stamps + 1;
@@ -131,10 +142,11 @@ long tay_tail_jobs(const uint8_t *buf, size_t size, size_t count, const uint64_t
                 break;
             job = (uint32_t)(tay_live_find(table, buf + event_offset + row[TAY_EF_JOB_ID]) + 1);
             w = job ? work + (size_t)(job - 1) * W_WIDTH : NULL;
-            if (!w || w[W_STEP] != FINISHED || row[TAY_EF_EXPECTED] != 3 || row[TAY_EF_B] != 1
-                || buf[event_offset + row[TAY_EF_A]] != 0)
+            if (!w || !((w[W_STEP] == FINISHED && row[TAY_EF_EXPECTED] == 3)
+                        || (w[W_STEP] == EXECUTING && row[TAY_EF_EXPECTED] == 2))
+                || row[TAY_EF_B] != 1 || buf[event_offset + row[TAY_EF_A]] != 0)
                 break;
-            w[W_STEP] = DONE;
+            w[W_STEP] = w[W_STEP] == FINISHED ? DONE : RESULTED;
             w[W_RESULT] = i;
             w[W_RESULT_BYTES] = row[TAY_EF_B];
         } else {

@@ -5,9 +5,11 @@ max_nodes, max_binary)`` walks tail records ``start <= i < stop`` (Record v1 off
 payload starts 24 bytes after its record) while each one is a step of the common lifecycle
 that ``transitions.apply`` and ``EpochReducer`` accept: an (8,1) insert of a new id,
 available at once, its availability order the allocator's next (``next_order`` on); an
-(8,1) start of that job's first attempt in its first cycle, not before it is eligible; an
-(8,1) success finish of that execution (no diagnostic, completed); then a (30,2)
-``result_recorded`` of a nil result for it at revision 4. Every payload must pass the
+(8,1) start of that job's first attempt in its first cycle, not before it is eligible; then
+a (30,2) ``result_recorded`` of a nil result for it at revision 3 and an (8,1) success
+finish of that execution (no diagnostic, completed) at revision 4, as the engine writes a
+success, or (stores written before 2026-12-04) the finish at revision 3, then the result at
+revision 4. Every payload must pass the
 mutation or event fast path. It stops before the first record that is anything else
 (another pair or kind, a slow payload, an id it does not know or knows in another step, a
 record outside ``buf``); it never refuses.
@@ -51,8 +53,9 @@ TAIL_LIVE = 13
  ARGS_NODES, STATE, START, START_AT, START_STAMP) = range(TAIL_LIVE)
 # a live row's STATE: the index of available or executing in transitions.STATES
 AVAILABLE, EXECUTING = 1, 2
-# a job's step: inserted (available), executing, completed (no result yet), done
-_INSERTED, _EXECUTING, _COMPLETED, _DONE = 1, 2, 3, 4
+# a job's step: inserted (available), executing, completed (no result yet), done, or
+# executing with its result (the result recorded before the finish)
+_INSERTED, _EXECUTING, _COMPLETED, _DONE, _RESULTED = 1, 2, 3, 4, 5
 
 
 class _Job:
@@ -74,6 +77,11 @@ def _result(buf: Any, offset: int, length: int, limits: tuple) -> list[int] | No
     if row[er.STATUS] != er.EVENT_FAST or revision != row[er.EXPECTED] + 1:
         return None
     return row
+
+
+def _step(table: Any, numbered: list[_Job], job_id: bytes) -> int | None:
+    number = table.find(job_id)
+    return None if number is None else numbered[number].step
 
 
 def tail_jobs(buf: Any, offsets: Sequence[int], lengths: Sequence[int], types: Sequence[int],
@@ -104,7 +112,12 @@ def tail_jobs(buf: Any, offsets: Sequence[int], lengths: Sequence[int], types: S
             # live table applies each as the reducer would, or refuses it (the walk stops)
             if kind not in (1, 3, 4) or (kind == 1 and (row[er.NIL] >> mr.ORDER) & 1):
                 break
-            number = table.apply_one(bytes(buf[offset:offset + 16]), row)
+            job_id = bytes(buf[offset:offset + 16])
+            resulted = kind == 4 and _step(table, numbered, job_id) == _RESULTED
+            if resulted:  # the live table knows no results: it applies this finish as the
+                row = list(row)  # finish of revision 2 (a done job's row is never read)
+                row[er.EXPECTED] -= 1
+            number = table.apply_one(job_id, row)
             if number is None:
                 break
             if kind == 1:
@@ -122,7 +135,8 @@ def tail_jobs(buf: Any, offsets: Sequence[int], lengths: Sequence[int], types: S
                 job.start_stamp = stamps + 1
             else:
                 job = numbered[number]
-                job.step, job.finished, job.finished_at = _COMPLETED, i, at
+                job.step = _DONE if resulted else _COMPLETED
+                job.finished, job.finished_at = i, at
                 job.stamp = stamps + 1
                 finishes.append(job)
         elif pair == (30, 2):
@@ -132,10 +146,12 @@ def tail_jobs(buf: Any, offsets: Sequence[int], lengths: Sequence[int], types: S
             start_id = offset + 10 + row[er.JOB_ID]
             number = table.find(bytes(buf[start_id:start_id + 16]))
             job = None if number is None else numbered[number]
-            if job is None or job.step != _COMPLETED or row[er.EXPECTED] != 3 \
+            if job is None or (job.step, row[er.EXPECTED]) not in ((_COMPLETED, 3),
+                                                                   (_EXECUTING, 2)) \
                     or row[er.B] != 1 or buf[offset + 10 + row[er.A]] != 0:
                 break
-            job.step, job.result, job.result_bytes = _DONE, i, row[er.B]
+            job.step = _DONE if job.step == _COMPLETED else _RESULTED
+            job.result, job.result_bytes = i, row[er.B]
         else:
             break
         adds = 0 if pair == (30, 2) else 1

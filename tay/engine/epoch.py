@@ -407,28 +407,29 @@ class EpochEngine(AdminCommands):
         return True
 
     def _succeed_fused(self, entry: JobEntry, at: int, out: Outcome) -> bool:
-        """A success with a nil result: its (8,1) finish and (30,2) result records, and the
-        job installed once as completed with the result (the general path installs the
-        finish, then the result: the same counts, stamp, timeline and charges); False,
-        changing nothing, when it is not the common case."""
+        """A success with a nil result: its (30,2) result and (8,1) finish records, in that
+        order (a batch cut between them leaves the job executing, never completed without
+        its result), and the job installed once as completed with the result (the general
+        path installs the result, then the finish: the same counts, stamp, timeline and
+        charges); False, changing nothing, when it is not the common case."""
         job = entry.state
         execution = job[_EXECUTION]
-        revision = job[_REVISION] + 1  # the finish; the result is revision + 1
+        revision = job[_REVISION] + 1  # the result; the finish is revision + 1
         if not (job[_STATE] == "executing" and not job[_RESULT_PRESENT]
                 and type(at) is int and 0 <= at <= TIME_MAX
                 and type(execution) is int and 1 <= execution <= U64_MAX
                 and revision < U64_MAX and not self.epoch.in_base):
             return False
         job_id = job[_ID]
-        finish = _SUCCEEDED.pack(job_id, 4, revision - 1, revision, at, _SUCCEEDED_HEAD,
+        result = _RESULT_FIXED.pack(10, 2, revision, _RESULT_HEAD, at, _RESULT_EXPECTED,
+                                    revision - 1, _RESULT_JOB_ID, job_id) + _NIL_RESULT
+        finish = _SUCCEEDED.pack(job_id, 4, revision, revision + 1, at, _SUCCEEDED_HEAD,
                                  ev.COMPLETED, _SUCCEEDED_TOKEN, execution, _SUCCEEDED_TAIL,
                                  ev.SUCCESS)
-        result = _RESULT_FIXED.pack(10, 2, revision + 1, _RESULT_HEAD, at, _RESULT_EXPECTED,
-                                    revision, _RESULT_JOB_ID, job_id) + _NIL_RESULT
         history = self.history
         if history is not None:  # the end of an execution: accounted, never refused
-            history.account_payload(len(finish))
             history.account_payload(len(result))
+            history.account_payload(len(finish))
         # the completed JobState in one tuple (no list copy and field stores): state,
         # revision, next attempt, execution, eligible_at, completed/terminal times and
         # result_present change; every other field is the executing job's
@@ -459,15 +460,14 @@ class EpochEngine(AdminCommands):
         entry.margin += 1
         self.budget.used += 1  # ``budget.charge(1)``, inline: a margin, not admitted
         sequence = self.next_sequence
-        payload = FinishedPayload()  # fields_payload, inline
-        payload.fields = (at, None, ev.COMPLETED, execution, revision - 1, job_id, None, None,
+        recorded = ResultPayload()  # fields_payload, inline
+        recorded.fields = (at, revision - 1, job_id, None)
+        payload = FinishedPayload()
+        payload.fields = (at, None, ev.COMPLETED, execution, revision, job_id, None, None,
                           ev.SUCCESS)
-        recorded = ResultPayload()
-        recorded.fields = (at, revision, job_id, None)
         events = out.events
-        events.append((sequence, event_with_raw(8, 1, "job_finished", payload, finish)))
-        events.append((sequence + 1, event_with_raw(30, 2, "result_recorded", recorded,
-                                                    result)))
+        events.append((sequence, event_with_raw(30, 2, "result_recorded", recorded, result)))
+        events.append((sequence + 1, event_with_raw(8, 1, "job_finished", payload, finish)))
         self.next_sequence = sequence + 2
         self.activity.count("completed", entry.queue, entry.task, at)
         return True

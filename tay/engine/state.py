@@ -281,7 +281,8 @@ class EngineState:
                     self.durable_executing -= 1
                 if state.state != "executing":
                     _finish_attempt(entry, state, at)
-        if state.result_present or state.failure is not None:
+        if state.result_present or state.failure is not None \
+                or (old is not None and old.result_present):
             self._charge_attachments(entry, old, state)
         name = state.state
         counts = self.counts
@@ -464,6 +465,13 @@ class EngineState:
         if state.result_present and (old is None or not old.result_present):
             result = state.result
             extra += 1 if result is None else measure(result, "result").encoded_bytes  # nil: 1
+        elif old is not None and old.result_present and not state.result_present:
+            # an interrupted execution's result, dropped by its finish (transitions)
+            result = old.result
+            dropped = 1 if result is None else measure(result, "result").encoded_bytes
+            entry.charge -= dropped
+            entry.margin -= dropped
+            self.budget.release(dropped, 0)
         if state.failure is not None and (old is None or state.failure is not old.failure):
             extra += failure_bytes(state.failure)
         if extra:

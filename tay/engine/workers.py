@@ -146,10 +146,13 @@ class WorkerCommands(ProducerCommands):
                 entry.reservation_id = None
             if result is not None or entry.volatile or self.epoch is None or not self.fused \
                     or not self._succeed_fused(entry, now_ms, out):  # tay.engine.epoch
-                self._finish(entry, ev.SUCCESS, None, now_ms, out)
+                # the result first, then the finish, in one batch: a batch cut between
+                # them leaves the job executing (run again), never completed without its
+                # result (docs/engine.md, "Results")
                 job = entry.state
                 self._commit(entry, ev.result_recorded(job.id, now_ms, job.revision, result),
                              entry.volatile, out)
+                self._finish(entry, ev.SUCCESS, None, now_ms, out)
         conn, request_id = cmd.conn, cmd.request_id
         if conn is not None or request_id is not None:  # _reply, inline
             out.effects.append(_new_tuple(Reply, (conn, request_id, "accepted", {})))

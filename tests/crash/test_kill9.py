@@ -163,8 +163,10 @@ async def drain(server: ServerProcess, ledger: Ledger, completed_at_restart: dic
     args_of = {job["id"]: job["args"] for job in ledger.acked.values()}
     for job_id in job_ids:
         reply = await client.request("status", job_id=job_id)
-        assert reply["status"] == "completed", reply
-        result = (await client.request("result", job_id=job_id))["result"]
+        assert reply.get("type") == "status" and reply.get("status") == "completed", reply
+        reply = await client.request("result", job_id=job_id)
+        assert reply.get("type") == "result" and "result" in reply, (job_id, reply)
+        result = reply["result"]
         life = 0 if job_id in completed_at_restart else 1
         assert result == expected_result(args_of[job_id], life), (job_id, result)
     await client.close()

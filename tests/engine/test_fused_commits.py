@@ -191,5 +191,5 @@ def test_the_fused_path_is_taken():
         out = driver.enqueue(task="t", args={"n": 1})
         (execute,) = [e for e in out.effects if type(e).__name__ == "Execute"]
         out = driver.succeed(execute)
-        assert [event.name for _, event in out.events] == ["job_finished", "result_recorded"]
+        assert [event.name for _, event in out.events] == ["result_recorded", "job_finished"]
         assert calls == (["_insert_fused", "_start_fused", "_succeed_fused"] if fused else [])

@@ -120,7 +120,7 @@ def test_one_reserve_per_running_execution_and_finishes_are_never_refused():
     assert not executes(driver.enqueue())
     assert driver.engine.durable_executing == 1
     done = driver.succeed(first, {"big": "x" * 900})  # finish + result: accounted, not refused
-    assert [event.name for _, event in done.events] == ["job_finished", "result_recorded"]
+    assert [event.name for _, event in done.events] == ["result_recorded", "job_finished"]
     assert driver.engine.durable_executing == 0
     assert driver.engine.history.history_bytes > cap - RESERVE
 
@@ -187,7 +187,7 @@ def test_the_largest_result_fits_the_reserve_its_start_held():
     driver.worker()
     (execute,) = executes(driver.enqueue())
     done = driver.succeed(execute, worst_result(1_000))
-    assert [event.name for _, event in done.events] == ["job_finished", "result_recorded"]
+    assert [event.name for _, event in done.events] == ["result_recorded", "job_finished"]
     written = HEADER + sum(_frame(event) for _, event in driver.journal)
     assert written == driver.engine.history.history_bytes <= cap
 

@@ -14,7 +14,7 @@ def test_enqueue_then_register_dispatches_and_success_records_result(driver):
     assert len(execute.reservation_id) == 24 and len(execute.execution_id) == 24
     assert [event.name for _, event in out.events] == ["job_started"]
     out = driver.succeed(execute, {"sum": 7})
-    assert [event.name for _, event in out.events] == ["job_finished", "result_recorded"]
+    assert [event.name for _, event in out.events] == ["result_recorded", "job_finished"]
     assert reply(out).type == "accepted"
     assert reply(driver.run(c.Result("p", "x", job_id))).fields == {"result": {"sum": 7}}
     assert driver.status(job_id)["state"] == "completed"

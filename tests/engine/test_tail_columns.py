@@ -24,7 +24,7 @@ from tay._native import _pure_tail
 from tay._native._pure_base import FRAME_HEADER
 from tay.engine import commands as c
 from tay.engine.core import Engine
-from tay.engine.epoch import EpochEngine
+from tay.engine.epoch import _RESULT_FIXED, EpochEngine
 from tay.engine.effects import Outcome
 from tay.engine.jobs import JobEntry, LazyJobEntry, peek, public_job
 from tay.failures import RecoveryRefused
@@ -87,6 +87,27 @@ def tail_frames(seed: int, actions: list) -> list[tuple[int, int, bytes]]:
     return [(event.type, event.schema, bytes(event.raw)) for _, event in driver.journal]
 
 
+def finish_first(frames: list) -> list:
+    """``frames`` with each success in the order stores written before 2026-12-04 hold it:
+    the finish (8,1), then the result (30,2), their revisions swapped accordingly (the
+    engine writes the result first: docs/journal.md, "Repair")."""
+    out = list(frames)
+    for i in range(len(out) - 1):
+        (rtype, schema, result), (ftype, fschema, finish) = out[i], out[i + 1]
+        if (rtype, schema, ftype, fschema) != (30, 2, 8, 1) or result[:2] != b"\x0a\x02":
+            continue
+        fields = list(_RESULT_FIXED.unpack_from(result))  # 10, 2, revision, .., expected, ..
+        revision = fields[2]
+        if finish[16] != 4 or finish[:16] != fields[-1] \
+                or int.from_bytes(finish[17:25], "big") != revision:
+            continue
+        fields[2], fields[6] = revision + 1, revision
+        out[i] = (8, 1, finish[:17] + (revision - 1).to_bytes(8, "big")
+                  + revision.to_bytes(8, "big") + finish[33:])
+        out[i + 1] = (30, 2, _RESULT_FIXED.pack(*fields) + result[_RESULT_FIXED.size:])
+    return out
+
+
 def damaged(frames: list, damage: tuple[int, int]) -> list:
     """``frames`` with one record dropped, doubled, swapped with the next, a byte flipped, or
     a later insert given an earlier job's id."""
@@ -131,9 +152,11 @@ def columns(frames: list) -> tuple:
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.integers(0, 2**32), ACTIONS, DAMAGE, st.integers(0, 40), st.integers(0, 3))
-def test_the_native_walk_equals_its_twin(seed, actions, damage, start, order) -> None:
-    frames = damaged(tail_frames(seed, actions), damage)
+@given(st.integers(0, 2**32), ACTIONS, DAMAGE, st.integers(0, 40), st.integers(0, 3),
+       st.booleans())
+def test_the_native_walk_equals_its_twin(seed, actions, damage, start, order, old) -> None:
+    frames = tail_frames(seed, actions)
+    frames = damaged(finish_first(frames) if old else frames, damage)
     buf, offsets, lengths, types, schemas = columns(frames)
     start = min(start, len(frames))
     for stop in {start, (start + len(frames)) // 2, len(frames)}:
@@ -162,26 +185,30 @@ def test_the_native_walk_equals_its_twin(seed, actions, damage, start, order) ->
 def test_the_common_lifecycle_is_taken_whole() -> None:
     actions = [("enqueue", "a", None, {})] * 3 + [("start", 0), ("finish", 0, "nil")] * 3
     frames = tail_frames(1, actions)
-    buf, offsets, lengths, types, schemas = columns(frames)
-    taken, order, rows, links, pending, totals, live = _native.tail_jobs(
-        buf, offsets, lengths, types, schemas, 0, len(frames), 1, *LIMITS_)
-    assert (taken, order, len(rows) // 15, len(pending), totals, len(live)) \
-        == (12, 4, 3, 0, (9, 3), 0)
-    # a value result leaves the common case: the walk stops at it, and the records it took
-    # (three inserts and starts, the finish) are all of jobs not done: pending
+    for order in (frames, finish_first(frames)):  # result then finish, and the older order
+        buf, offsets, lengths, types, schemas = columns(order)
+        taken, next_order, rows, links, pending, totals, live = _native.tail_jobs(
+            buf, offsets, lengths, types, schemas, 0, len(order), 1, *LIMITS_)
+        assert (taken, next_order, len(rows) // 15, len(pending), totals, len(live)) \
+            == (12, 4, 3, 0, (9, 3), 0)
+        assert _pure_tail.tail_jobs(buf, offsets, lengths, types, schemas, 0, len(order), 1,
+                                    *LIMITS_)[:2] == (12, 4)
+    assert finish_first(frames) != frames
+    # a value result leaves the common case: the walk stops at it (before its finish), and
+    # the records it took (three inserts and starts) are all of jobs not done: pending
     frames = tail_frames(1, actions[:3] + [("start", 0), ("finish", 0, "value")])
     buf, offsets, lengths, types, schemas = columns(frames)
     taken, _, rows, _, pending, _, live = _native.tail_jobs(
         buf, offsets, lengths, types, schemas, 0, len(frames), 1, *LIMITS_)
-    assert taken == 7 and len(rows) == 0 and len(pending) == 3 * 7
+    assert taken == 6 and len(rows) == 0 and len(pending) == 3 * 6
     # the jobs it took only the insert of, or the insert and the start, are also live rows,
-    # in insert order (here the two jobs left executing; the finished one is not)
+    # in insert order (here the three jobs left executing)
     at = [offsets[i] + FRAME_HEADER for i in range(len(offsets))]
     inserts = [i for i in pending[::3] if types[i] == 8 and buf[at[i] + 16] == 1]
     finished = {bytes(buf[at[i]:at[i] + 16]) for i in pending[::3] if buf[at[i] + 16] == 4}
     assert list(live[_pure_tail.RECORD::_pure_tail.TAIL_LIVE]) == [
         i for i in inserts if bytes(buf[at[i]:at[i] + 16]) not in finished]
-    assert list(live[_pure_tail.STATE::_pure_tail.TAIL_LIVE]) == [_pure_tail.EXECUTING] * 2
+    assert list(live[_pure_tail.STATE::_pure_tail.TAIL_LIVE]) == [_pure_tail.EXECUTING] * 3
 
 
 def assert_same_jobs(engine, plain) -> None:
@@ -232,10 +259,10 @@ def outcome(root):
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.integers(0, 2**32), ACTIONS, DAMAGE, st.sampled_from([1, 3, 256]))
+@given(st.integers(0, 2**32), ACTIONS, DAMAGE, st.sampled_from([1, 3, 256]), st.booleans())
 def test_a_tail_recovers_the_same_with_columns_or_refuses_the_same(seed, actions, damage,
-                                                                    batch) -> None:
-    recovers_the_same(seed, actions, damage, batch)
+                                                                    batch, old) -> None:
+    recovers_the_same(seed, actions, damage, batch, old)
 
 
 # six enqueues for a worker of capacity 3, then a nil success (which starts a fourth): the
@@ -253,8 +280,10 @@ def test_jobs_left_at_their_insert_recover_the_same_held_as_rows(seed, actions, 
         recovers_the_same(seed, WAITING + actions, damage, batch)
 
 
-def recovers_the_same(seed, actions, damage, batch) -> None:
-    frames = damaged(tail_frames(seed, actions), damage)
+def recovers_the_same(seed, actions, damage, batch, old=False) -> None:
+    """``old``: the tail holds each success finish first (stores before 2026-12-04)."""
+    frames = tail_frames(seed, actions)
+    frames = damaged(finish_first(frames) if old else frames, damage)
     root = scratch_path("tail-columns")
     saved = store_v2._BATCH
     try:
@@ -282,12 +311,14 @@ def recovers_the_same(seed, actions, damage, batch) -> None:
         shutil.rmtree(root, ignore_errors=True)
 
 
-def test_a_long_common_tail_is_held_in_columns() -> None:
+@pytest.mark.parametrize("old", [False, True])
+def test_a_long_common_tail_is_held_in_columns(old) -> None:
     actions = [("enqueue", "a", None, {})] * 5 + [("start", 0), ("finish", 0, "nil")] * 5
     root = scratch_path("tail-columns")
     try:
         empty_store(root)
-        rewrite_tail(root, tail_frames(2, actions))
+        frames = tail_frames(2, actions)
+        rewrite_tail(root, finish_first(frames) if old else frames)
         engine = recovered(root)
         assert len(engine.finished) == 5 and not engine.jobs
         with record_by_record():
@@ -401,7 +432,9 @@ def test_a_walk_that_inserts_a_held_id_is_left_to_the_exact_replay() -> None:
             install(self, jobs, inserted)) or calls[-1]
         assert outcome(root) == plain
         assert plain[:2] == ("consumer_rejected", "job_already_exists")
-        assert calls == [None]
+        # the first walk holds the first job as a live executing row (its value result, which
+        # comes before its finish, stops the walk); the second installs nothing
+        assert calls == [(0, 0), None], calls
     finally:
         EpochEngine.epoch_install_tail = install
         store_v2._BATCH = saved

@@ -312,9 +312,27 @@ def test_retry_new_cycle_resets_the_job() -> None:
         "available", 0, 1, 7, None, 10, 7, None)
 
 
-def test_result_before_completion_is_refused() -> None:
+def test_result_before_execution_is_refused() -> None:
+    job = inserted()
+    assert rejected(job, 2, ev.result_recorded(JOB, 9, 1, 1)).guard == "result_for_uncompleted_job"
+
+
+def test_result_of_an_execution_is_kept_by_its_success_only() -> None:
+    """The engine writes a success's result, then its finish: a store cut between them
+    holds an executing job with a result, which its interrupted finish drops."""
     job = executing()
-    assert rejected(job, 3, ev.result_recorded(JOB, 9, 2, 1)).guard == "result_for_uncompleted_job"
+    job = apply(job, 3, ev.result_recorded(JOB, 9, 2, [1]))
+    assert (job.state, job.revision, job.result_present, job.result) == (
+        "executing", 3, True, [1])
+    assert rejected(job, 4, ev.result_recorded(JOB, 9, 3, 2)).guard == "result_already_recorded"
+    done = apply(job, 4, succeeded(job))
+    assert (done.state, done.result_present, done.result) == ("completed", True, [1])
+    interrupted = apply(job, 4, failed(job, 9, 1009, ev.INTERRUPTED))
+    assert (interrupted.state, interrupted.result_present, interrupted.result) == (
+        "retryable", False, None)
+    cancelled = apply(job, 4, ev.job_cancelled(JOB, 9, 3, 2))
+    assert (cancelled.state, cancelled.result_present, cancelled.result) == (
+        "cancelled", False, None)
 
 
 def test_second_result_is_refused() -> None:

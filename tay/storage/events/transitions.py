@@ -276,6 +276,9 @@ def _finished(job: JobState, sequence: int, event: Mapping[str, Any]) -> JobStat
         values[_COMPLETED_AT] = values[_TERMINAL_AT] = at
     else:
         values[_TERMINAL_AT] = at if state in TERMINAL_STATES else None
+        if values[_RESULT_PRESENT]:  # a result of this execution (_result_recorded)
+            values[_RESULT_PRESENT] = False  # is kept only by its success
+            values[_RESULT] = None
     if diagnostic is not None:
         values[_DIAGNOSTIC] = diagnostic
     return _new_tuple(JobState, values)
@@ -290,7 +293,7 @@ def _cancelled(job: JobState, sequence: int, event: Mapping[str, Any]) -> JobSta
                 event["execution_token"], expected_token)
     return _evolve(job, state="cancelled", revision=sequence, execution=None,
                    next_attempt=None, eligible_at=None, ready_order=None,
-                   terminal_at=event["at"])
+                   terminal_at=event["at"], result_present=False, result=None)
 
 
 def _retried(job: JobState, sequence: int, event: Mapping[str, Any]) -> JobState:
@@ -307,7 +310,12 @@ def _retried(job: JobState, sequence: int, event: Mapping[str, Any]) -> JobState
 
 
 def _result_recorded(job: JobState, sequence: int, event: Mapping[str, Any]) -> JobState:
-    if job[_STATE] != "completed":
+    # executing: the engine writes a success's result just before its finish, in the same
+    # batch, so a batch cut between them leaves a job still executing (run again after the
+    # restart, the result dropped by that finish) and never one completed without a result;
+    # completed: the order of histories written before that (finish, then result)
+    state = job[_STATE]
+    if state != "completed" and state != "executing":
         _reject(event, sequence, "result_for_uncompleted_job", job.state)
     if job[_RESULT_PRESENT]:
         _reject(event, sequence, "result_already_recorded")

@@ -93,17 +93,24 @@ class TailRow(JobRow):
 
     def job_state(self) -> JobState:
         started, finished = self.records
-        return replay_job([(self.snapshot, MUTATION_PAIR), (started, MUTATION_PAIR),
-                           (finished, MUTATION_PAIR), (self.result, EPOCH_EVENT_PAIR)],
-                          self.limits)
+        records = [(self.snapshot, MUTATION_PAIR), (started, MUTATION_PAIR),
+                   (finished, MUTATION_PAIR), (self.result, EPOCH_EVENT_PAIR)]
+        if finished[17:25] == _AFTER_RESULT:  # the finish's expected revision: the result
+            records[2:] = records[3], records[2]  # came first (the engine's order)
+        return replay_job(records, self.limits)
 
 
-def _span(columns: Any) -> tuple[int, int]:
-    """From the run's first insert payload to its last result payload's end (a job's
-    records start with its insert and end with its result)."""
+_AFTER_RESULT = (3).to_bytes(8, "big")
+
+
+def _span(columns: Any, links: Any) -> tuple[int, int]:
+    """From the run's first insert payload to the end of its last result or finish payload
+    (a job's records start with its insert and end with its finish or its result)."""
     return min(columns[bj.SNAPSHOT::_BJ]), max(
-        start + length for start, length in zip(columns[bj.RESULT::_BJ],
-                                                columns[bj.RESULT_LENGTH::_BJ]))
+        max(start + length for start, length in zip(columns[bj.RESULT::_BJ],
+                                                    columns[bj.RESULT_LENGTH::_BJ])),
+        max(start + length for start, length in zip(links[tl.FINISHED::_TL],
+                                                    links[tl.FINISHED_LENGTH::_TL])))
 
 
 class LiveRow:
@@ -202,7 +209,7 @@ class TailJobs(BaseJobs):
             return HeldTailJobs(self.source, array("Q", columns), array("Q", self.links),
                                 self.ids(), self.keys(bj.QUEUE, texts),
                                 self.keys(bj.WORKER, texts), self.limits)
-        low, high = _span(columns)
+        low, high = _span(columns, self.links)
         return TailJobs(bytes(self.data[low - origin:high - origin]), columns, self.links,
                         self.limits, low)
 
@@ -259,7 +266,7 @@ class HeldTailJobs(HeldJobs):
 
     def _span(self) -> tuple[int, int]:
         # jobs are in finish order: the first insert and the last result may be any job's
-        return _span(self.columns)
+        return _span(self.columns, self.links)
 
     _ROW = TailRow
     _SNAPSHOT_PAIR = MUTATION_PAIR  # the insert
