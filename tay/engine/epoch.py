@@ -25,7 +25,7 @@ from tay.engine.admin import AdminCommands
 from tay.engine.admission import job_charge
 from tay.engine.effects import Outcome
 from tay.engine.finished import charges
-from tay.engine.jobs import JobEntry, peek
+from tay.engine.jobs import _STATE_SLOT, CompletedRow, JobEntry, LazyJobEntry, StartedRow, peek
 from tay.engine.payloads import FinishedPayload, InsertedPayload, ResultPayload, StartedPayload
 from tay.engine.state import MAX_TIMELINE, definition_nodes
 from tay.failures import RecoveryRefused
@@ -36,7 +36,7 @@ from tay.storage.events.operations import QUEUE_PAIRS, queue_paused, queue_resum
 from tay.storage.events.definition import (
     ATTEMPT_MAX, MAX_ATTEMPTS, SCHEDULED_AT, TIME_MAX, U64_MAX, LazyDefinition,
 )
-from tay.storage.events.transitions import STATES, JobState, started_state
+from tay.storage.events.transitions import STATES, JobState
 from tay.storage.journal.history_budget import frame_size
 
 STATE_INDEX = {name: index for index, name in enumerate(STATES)}
@@ -104,6 +104,8 @@ _U64_TAGGED = struct.Struct(">BQ")
 _INSERTED_DEFINITION = _INSERTED_KEYS["definition"]
 _INSERTED_ELIGIBLE_AT = _INSERTED_KEYS["eligible_at"]
 _ZERO_ID = bytes(16)
+_set_row = _STATE_SLOT.__set__  # the entry's state slot, below LazyJobEntry's property
+_get_row = _STATE_SLOT.__get__
 # JobState field positions, for the fused commits that build the next state in one step
 (_ID, _DEFINITION, _DEFINITION_BYTES, _STATE, _REVISION, _ATTEMPT, _NEXT_ATTEMPT, _CYCLE,
  _EXECUTION, _ELIGIBLE_AT, _READY_ORDER, _INSERTED_AT, _ATTEMPTED_AT, _COMPLETED_AT,
@@ -381,7 +383,10 @@ class EpochEngine(AdminCommands):
                 history.account_payload(len(raw))
             else:
                 history.admit((frame_size(len(raw)),), self.durable_executing + 1)
-        entry.state = state = started_state(job, revision, attempt, at)
+        # the executing job kept as a row (tay.engine.jobs.StartedRow): its JobState is
+        # built only if something reads ``entry.state`` before the fused success
+        entry.state = _new_tuple(StartedRow, (job, revision, attempt, at))  # a JobEntry here:
+        entry.__class__ = LazyJobEntry  # `_start` read its state (a plain slot store)
         # ``_moved(entry, job_id, "available", "executing")``, inline (one call less per job)
         counts = self.counts
         counts["available"] -= 1
@@ -412,15 +417,25 @@ class EpochEngine(AdminCommands):
         its result), and the job installed once as completed with the result (the general
         path installs the result, then the finish: the same counts, stamp, timeline and
         charges); False, changing nothing, when it is not the common case."""
-        job = entry.state
-        execution = job[_EXECUTION]
-        revision = job[_REVISION] + 1  # the result; the finish is revision + 1
-        if not (job[_STATE] == "executing" and not job[_RESULT_PRESENT]
-                and type(at) is int and 0 <= at <= TIME_MAX
-                and type(execution) is int and 1 <= execution <= U64_MAX
-                and revision < U64_MAX and not self.epoch.in_base):
-            return False
-        job_id = job[_ID]
+        row = _get_row(entry)
+        if type(row) is StartedRow:  # the fused start's row: the execution is its revision
+            job, execution, attempt, attempted_at = row
+            if job[_RESULT_PRESENT] or not (type(at) is int and 0 <= at <= TIME_MAX) \
+                    or execution >= U64_MAX - 1 or self.epoch.in_base:
+                return False
+            revision = execution + 1  # the result; the finish is revision + 1
+            job_id = job[_ID]
+        else:
+            job = entry.state
+            execution = job[_EXECUTION]
+            revision = job[_REVISION] + 1  # the result; the finish is revision + 1
+            if not (job[_STATE] == "executing" and not job[_RESULT_PRESENT]
+                    and type(at) is int and 0 <= at <= TIME_MAX
+                    and type(execution) is int and 1 <= execution <= U64_MAX
+                    and revision < U64_MAX and not self.epoch.in_base):
+                return False
+            job_id = job[_ID]
+            attempt = None
         result = _RESULT_FIXED.pack(10, 2, revision, _RESULT_HEAD, at, _RESULT_EXPECTED,
                                     revision - 1, _RESULT_JOB_ID, job_id) + _NIL_RESULT
         finish = _SUCCEEDED.pack(job_id, 4, revision, revision + 1, at, _SUCCEEDED_HEAD,
@@ -433,12 +448,16 @@ class EpochEngine(AdminCommands):
         # the completed JobState in one tuple (no list copy and field stores): state,
         # revision, next attempt, execution, eligible_at, completed/terminal times and
         # result_present change; every other field is the executing job's
-        (_, definition, canonical, _, _, attempt, _, cycle, _, _, order, inserted_at,
-         attempted_at, _, _, diagnostic, _, result_value, failure) = job
-        entry.state = _new_tuple(JobState, (
-            job_id, definition, canonical, "completed", revision + 1, attempt, None, cycle,
-            None, None, order, inserted_at, attempted_at, at, at, diagnostic, True,
-            result_value, failure))
+        if attempt is not None:  # kept a row: the JobState is built when read (CompletedRow)
+            _set_row(entry, _new_tuple(CompletedRow, (job, execution, attempt, attempted_at,
+                                                      at)))
+        else:
+            (_, definition, canonical, _, _, attempt, _, cycle, _, _, order, inserted_at,
+             attempted_at, _, _, diagnostic, _, result_value, failure) = job
+            entry.state = _new_tuple(JobState, (
+                job_id, definition, canonical, "completed", revision + 1, attempt, None, cycle,
+                None, None, order, inserted_at, attempted_at, at, at, diagnostic, True,
+                result_value, failure))
         self.durable_executing -= 1
         attempts = entry.attempts  # _finish_attempt
         if attempts and attempts[-1][2] is None:

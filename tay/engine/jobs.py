@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any
 from tay.storage.events.definition import (
     MAX_ATTEMPTS, QUEUE_KEY, WORKER_KEY, LazyDefinition,
 )
-from tay.storage.events.transitions import JobState
+from tay.storage.events.transitions import JobState, started_state
 from tay.storage.v2.rows import JobRow
 
 if TYPE_CHECKING:
@@ -61,8 +61,9 @@ _STATE_SLOT = JobEntry.__dict__["state"]  # the slot itself, below LazyJobEntry'
 
 class LazyJobEntry(JobEntry):
     """A terminal job replayed from a base and kept as its ``JobRow`` (tay.storage.v2.rows),
-    or an available tail job kept as its ``LiveRow`` (tay.storage.v2.tail), until something
-    reads ``state``: that builds the JobState once and the entry becomes a
+    an available tail job kept as its ``LiveRow`` (tay.storage.v2.tail), or a live job the
+    fused start or success left as its ``StartedRow`` / ``CompletedRow`` (below; made by
+    tay.engine.epoch, which sets the class), until something reads ``state``: that builds the JobState once and the entry becomes a
     plain ``JobEntry`` (same slots), so nothing else ever pays for the laziness."""
 
     __slots__ = ()
@@ -95,7 +96,70 @@ class LazyJobEntry(JobEntry):
         self.__class__ = JobEntry
 
 
-def peek(entry: JobEntry) -> "JobState | JobRow | LiveRow":
+_new_tuple = tuple.__new__
+
+
+class StartedRow(tuple):
+    """A job the fused start made executing, not built yet: (the available JobState it
+    started from, the start's revision, attempt, at). ``job_state()`` is the JobState the
+    start's ``apply`` makes (``started_state``); the attributes named like JobState's hold
+    the same values, for ``peek`` readers. Built with ``tuple.__new__`` (no __init__)."""
+
+    __slots__ = ()
+    state = "executing"
+    terminal = False
+    ready_order = None
+
+    @property
+    def id(self) -> bytes:
+        return self[0][0]
+
+    @property
+    def revision(self) -> int:
+        return self[1]
+
+    @property
+    def terminal_at(self) -> int | None:
+        return self[0].terminal_at
+
+    def job_state(self) -> JobState:
+        job, revision, attempt, at = self
+        return started_state(job, revision, attempt, at)
+
+
+class CompletedRow(tuple):
+    """A job the fused start and fused success made completed with a nil result, not built
+    yet: (the available JobState its start began from, the start's revision, attempt,
+    started at, completed at). The result is revision + 1, the finish revision + 2."""
+
+    __slots__ = ()
+    state = "completed"
+    terminal = True
+    ready_order = None
+
+    @property
+    def id(self) -> bytes:
+        return self[0][0]
+
+    @property
+    def revision(self) -> int:
+        return self[1] + 2
+
+    @property
+    def terminal_at(self) -> int:
+        return self[4]
+
+    def job_state(self) -> JobState:
+        (job, revision, attempt, started_at, at) = self
+        (job_id, definition, canonical, _, _, _, _, cycle, _, _, _, inserted_at, _, _, _,
+         diagnostic, _, result, failure) = job
+        return _new_tuple(JobState, (
+            job_id, definition, canonical, "completed", revision + 2, attempt, None, cycle,
+            None, None, None, inserted_at, started_at, at, at, diagnostic, True, result,
+            failure))
+
+
+def peek(entry: JobEntry) -> "JobState | JobRow | LiveRow | StartedRow | CompletedRow":
     """The entry's JobState, or its JobRow or LiveRow when not built yet, for bookkeeping
     that reads only what they all hold alike (``id``, ``state``, ``revision``,
     ``terminal``, ``terminal_at``, ``ready_order``): walking every job builds none."""

@@ -16,7 +16,7 @@ import contextlib
 import shutil
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from tay import _native
@@ -26,7 +26,7 @@ from tay.engine import commands as c
 from tay.engine.core import Engine
 from tay.engine.epoch import _RESULT_FIXED, EpochEngine
 from tay.engine.effects import Outcome
-from tay.engine.jobs import JobEntry, LazyJobEntry, peek, public_job
+from tay.engine.jobs import CompletedRow, JobEntry, LazyJobEntry, StartedRow, peek, public_job
 from tay.failures import RecoveryRefused
 from tay.storage.compaction.offline import compact_offline
 from tay.storage.formats.record import FIXED_SIZE
@@ -56,6 +56,15 @@ ACTIONS = st.lists(st.one_of(
 
 def tail_frames(seed: int, actions: list) -> list[tuple[int, int, bytes]]:
     """The (type, schema, payload) records a Store-v2 engine writes for ``actions``."""
+    return journal_frames(tail_driver(seed, actions))
+
+
+def journal_frames(driver) -> list[tuple[int, int, bytes]]:
+    return [(event.type, event.schema, bytes(event.raw)) for _, event in driver.journal]
+
+
+def tail_driver(seed: int, actions: list):
+    """A Store-v2 engine's driver (the fused commits on) after ``actions``."""
     driver = epoch_driver(seed, "none", True)
     for command in (c.Connect("w1", "worker", "rt-w1", 3, None, "h"),
                     c.RegisterTasks("w1", ("a", "b"), "rt")):
@@ -84,7 +93,7 @@ def tail_frames(seed: int, actions: list) -> list[tuple[int, int, bytes]]:
         elif action[0] == "advance":
             driver.advance(action[1])
             driver.tick()
-    return [(event.type, event.schema, bytes(event.raw)) for _, event in driver.journal]
+    return driver
 
 
 def finish_first(frames: list) -> list:
@@ -278,6 +287,40 @@ def test_jobs_left_at_their_insert_recover_the_same_held_as_rows(seed, actions, 
     # replay left them; the test above compares them after the activation interrupts them
     with not_activated():
         recovers_the_same(seed, WAITING + actions, damage, batch)
+
+
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(0, 2**32), ACTIONS)
+@example(0, [])
+def test_the_live_engines_row_backed_jobs_equal_the_replayed_ones(seed, actions) -> None:
+    """The jobs a live engine keeps as the fused start's and success's rows (StartedRow,
+    CompletedRow) build the JobState the reducer replays from the records that engine
+    wrote, their row attributes read like it, and reading ``state`` builds it once."""
+    driver = tail_driver(seed, WAITING + actions)
+    live = driver.engine
+    root = scratch_path("tail-columns")
+    try:
+        empty_store(root)
+        rewrite_tail(root, journal_frames(driver))
+        with record_by_record(), not_activated():
+            plain = recovered(root)
+        replayed = all_entries(plain)
+        rows = {job_id: peek(entry) for job_id, entry in live.jobs.items()
+                if type(peek(entry)) in (StartedRow, CompletedRow)}
+        if not actions:  # WAITING's success and starts (a later read, e.g. a cancel, builds)
+            assert sorted(type(row).__name__ for row in rows.values()) == [
+                "CompletedRow", "StartedRow", "StartedRow", "StartedRow"]
+        for job_id, row in rows.items():
+            job = replayed[job_id].state
+            assert row.job_state() == job
+            assert (row.id, row.state, row.revision, row.terminal, row.terminal_at,
+                    row.ready_order) == (job.id, job.state, job.revision, job.terminal,
+                                         job.terminal_at, job.ready_order)
+            entry = live.jobs[job_id]
+            assert type(entry) is LazyJobEntry
+            assert entry.state == job and type(entry) is JobEntry and peek(entry) is entry.state
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
 
 
 def recovers_the_same(seed, actions, damage, batch, old=False) -> None:
