@@ -13,7 +13,8 @@ run again (tests/crash/test_kill9.py saw it once, phase "completions", seed 21).
 
 The store is written by the real engine (fused nil-result success and the general path with
 a result) through each real journal writer (the C writer thread and the Python twin); each
-cut is a copy of that store with its tail segment truncated there.
+cut is a copy of that store with its tail segment truncated there. At each clean cut an
+offline compaction of the store as the crash left it must give the same outcome.
 """
 
 from __future__ import annotations
@@ -34,6 +35,7 @@ from tay.storage.journal.native_commit import make_committer, native_writer_avai
 from tay.storage.journal.writer import init_store
 from tay.storage.recovery.recover import recover
 from tay.storage.recovery.repair import repair_store
+from tay.storage.v2 import Retention
 from tests.storage.conftest import scratch_path
 
 T0 = 1_700_000_000_000
@@ -190,6 +192,14 @@ def test_a_success_cut_at_every_byte_completes_with_its_result_or_runs_again(wri
             seen = check_contract(recovered_engine(work), results, cut)
             states.add(tuple(sorted(seen.values())))
             if cut in boundaries:  # a clean cut: the interrupted jobs can finish again
+                compacted = scratch_path("torn-success-compacted")
+                try:  # and an offline compaction of the store as the crash left it keeps
+                    shutil.copytree(work, compacted)  # the same contract
+                    compact_offline(str(compacted), consumer=Engine(config()),
+                                    retention=Retention("infinity"), durability="write")
+                    assert check_contract(recovered_engine(compacted), results, cut) == seen
+                finally:
+                    shutil.rmtree(compacted, ignore_errors=True)
                 run_again(work, writer, results)
         # the cuts reach every outcome: both interrupted, one done, both done
         assert {("retryable", "retryable"), ("completed", "completed")} <= states, states

@@ -48,6 +48,15 @@ def expires(job: JobState, retention: Retention, captured_at: int) -> bool:
             and retention.expires(job.terminal_at, captured_at))
 
 
+def without_cut_result(job: JobState) -> JobState:
+    """An executing job with a result: a success a crash cut after its result, before its
+    finish (the engine writes the result first; an offline compaction of the store as the
+    crash left it). The restart's interrupted finish would drop that result, so the base
+    holds the job as its start left it (an executing snapshot's execution is its revision,
+    storage.md §3.5)."""
+    return _evolve(job, revision=job.execution, result_present=False, result=None)
+
+
 def retention_split(jobs: Iterable[JobState], retention: Retention,
                     captured_at: int) -> tuple[list[JobState], list[bytes]]:
     """(kept jobs in ascending id, expired job ids)."""
@@ -56,6 +65,8 @@ def retention_split(jobs: Iterable[JobState], retention: Retention,
     for job in jobs:
         if expires(job, retention, captured_at):
             expired.append(job.id)
+        elif job.state == "executing" and job.result_present:
+            kept.append(without_cut_result(job))
         else:
             kept.append(job)
     kept.sort(key=lambda job: job.id)
