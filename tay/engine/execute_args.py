@@ -38,9 +38,11 @@ class ExecuteArgs:
     def bytes(self) -> int:
         return self._bytes
 
-    def remember(self, job_id: bytes, definition: Any, args_json: bytes | None) -> None:
+    def remember(self, job_id: bytes, definition: Any, args_json: bytes | None,
+                 exact: bool = False) -> None:
         """A job was inserted with ``definition`` whose args are ``args_json`` (None: not at
-        hand; an older entry for the id goes either way)."""
+        hand; an older entry for the id goes either way). ``exact``: ``args_json`` is an
+        object of exactly its size (a frame's args text), kept as it is, not copied."""
         items = self._items
         old = items.pop(job_id, None)
         if old is not None:
@@ -54,9 +56,9 @@ class ExecuteArgs:
                 return  # full of jobs still to dispatch (or too large): not kept
             self._bytes -= len(items.pop(oldest)[1]) + _ENTRY_OVERHEAD
         self._bytes += size
-        # a copy of exactly its size: orjson's output keeps the whole buffer it wrote into
-        # (16 KiB for 1 KiB of JSON), which would multiply what the bound means
-        items[job_id] = (definition, memoryview(args_json).tobytes())
+        # else a copy of exactly its size: orjson's output keeps the whole buffer it wrote
+        # into (16 KiB for 1 KiB of JSON), which would multiply what the bound means
+        items[job_id] = (definition, args_json if exact else memoryview(args_json).tobytes())
 
     def take(self, job_id: bytes, definition: Any) -> bytes | None:
         """The args JSON kept for this job and this very definition object, else None; the

@@ -67,7 +67,10 @@ class ProducerCommands(EngineState):
             if entry is None:  # the general path (tay.engine.epoch, "fused per-job commits")
                 entry = self._commit(None, ev.job_inserted(job_id, now_ms, definition),
                                      volatile, out, nodes=nodes)
-            self.execute_args.remember(job_id, entry.state.definition, args_json)
+            # the frame's args text (a PlainEnqueue's bytes, handed on as they came) is
+            # its own object of exactly its size: kept without a copy
+            self.execute_args.remember(job_id, entry.state.definition, args_json,
+                                       args_json is args)
             if type(args) is bytes:  # the args' sorted JSON text (a PlainEnqueue's)
                 reply_args = _Fragment(args)
             elif canonical_order(args):  # the bytes just stored encode exactly these args

@@ -138,3 +138,20 @@ def test_the_kept_args_cost_about_their_size():
     finally:
         tracemalloc.stop()
     assert held < 500 * 2 * 1024, held
+
+
+def test_a_frames_args_text_is_kept_as_it_came_and_orjsons_output_copied():
+    """A PlainEnqueue's args text (bytes of exactly its size) is kept as that very object;
+    args the engine wrote with orjson are kept as a copy (the test above: what is held)."""
+    from tay.engine import commands as c
+
+    plain = (0, None, None)
+    args = {"a": [1, "x"]}
+    text = orjson.dumps(args, option=orjson.OPT_SORT_KEYS)[:]
+    text = bytes(bytearray(text))  # an object of its own, as the frame scan hands it on
+    for given, same in ((text, True), (args, False)):
+        driver = Driver()
+        driver.run(c.PlainEnqueue("p", "e1", "t", given, plain))
+        ((job_id, (_, kept)),) = driver.engine.execute_args._items.items()
+        assert kept == text
+        assert (kept is given) is same
