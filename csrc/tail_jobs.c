@@ -7,9 +7,9 @@
  * it is eligible; then a (30,2) result_recorded of a nil result at revision 3 and an (8,1)
  * success finish of that execution (token 2) at revision 4, as the engine writes a success,
  * or (stores written before 2026-12-04) the finish at revision 3, then the result at
- * revision 4. Every payload must pass the mutation or
- * event fast path (tay_mutations_scan, tay_events_scan). It stops before the first record
- * that is anything else and never refuses: the caller replays from there the exact way.
+ * revision 4. Every payload must pass the mutation or event fast path
+ * (tay_mutations_scan, tay_events_scan). It stops before the first record that is
+ * anything else and never refuses: the caller replays from there the exact way.
  *
  * Output, offsets absolute in buf: for each job whose four records were all taken (done,
  * in the order of its finish) TAY_BASE_JOB u64s (base_jobs.c's columns: RECORD the

@@ -63,8 +63,9 @@ class LazyJobEntry(JobEntry):
     """A terminal job replayed from a base and kept as its ``JobRow`` (tay.storage.v2.rows),
     an available tail job kept as its ``LiveRow`` (tay.storage.v2.tail), or a live job the
     fused start or success left as its ``StartedRow`` / ``CompletedRow`` (below; made by
-    tay.engine.epoch, which sets the class), until something reads ``state``: that builds the JobState once and the entry becomes a
-    plain ``JobEntry`` (same slots), so nothing else ever pays for the laziness."""
+    tay.engine.epoch, which sets the class), until something reads ``state``: that builds
+    the JobState once and the entry becomes a plain ``JobEntry`` (same slots), so nothing
+    else ever pays for the laziness."""
 
     __slots__ = ()
 
@@ -99,7 +100,19 @@ class LazyJobEntry(JobEntry):
 _new_tuple = tuple.__new__
 
 
-class StartedRow(tuple):
+class _FusedRow(tuple):
+    """What the fused start's and success's rows share: the available JobState the start
+    began from comes first (its id is the job's), and neither is in a ready queue."""
+
+    __slots__ = ()
+    ready_order = None
+
+    @property
+    def id(self) -> bytes:
+        return self[0][0]
+
+
+class StartedRow(_FusedRow):
     """A job the fused start made executing, not built yet: (the available JobState it
     started from, the start's revision, attempt, at). ``job_state()`` is the JobState the
     start's ``apply`` makes (``started_state``); the attributes named like JobState's hold
@@ -108,11 +121,6 @@ class StartedRow(tuple):
     __slots__ = ()
     state = "executing"
     terminal = False
-    ready_order = None
-
-    @property
-    def id(self) -> bytes:
-        return self[0][0]
 
     @property
     def revision(self) -> int:
@@ -127,7 +135,7 @@ class StartedRow(tuple):
         return started_state(job, revision, attempt, at)
 
 
-class CompletedRow(tuple):
+class CompletedRow(_FusedRow):
     """A job the fused start and fused success made completed with a nil result, not built
     yet: (the available JobState its start began from, the start's revision, attempt,
     started at, completed at). The result is revision + 1, the finish revision + 2."""
@@ -135,11 +143,6 @@ class CompletedRow(tuple):
     __slots__ = ()
     state = "completed"
     terminal = True
-    ready_order = None
-
-    @property
-    def id(self) -> bytes:
-        return self[0][0]
 
     @property
     def revision(self) -> int:
