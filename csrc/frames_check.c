@@ -14,6 +14,10 @@
 
 #include <string.h>
 
+#ifdef __SSE2__  /* every x86-64 CPU: the baseline, so no run-time choice is needed */
+#include <emmintrin.h>
+#endif
+
 #define CHECK_DEPTH 255   /* containers tracked; deeper frames are left to the slow path */
 #define CHECK_KEYS 64     /* keys compared pairwise per object */
 #define CHECK_OPEN_KEYS 256 /* keys of all open objects together */
@@ -161,12 +165,49 @@ static const char *const report_keys[F_KEYS] = {
  * be reported falsely, which only sends the caller to its byte loop). */
 static uint64_t has_zero_byte(uint64_t v) { return (v - ONES) & ~v & HIGHS; }
 
+#ifdef __SSE2__
+/* Bit k set when byte k of the sixteen at p stops a plain string: a quote, a backslash, a
+ * control byte, DEL or a byte >= 0x80 (signed, those and the control bytes are below 0x20). */
+static unsigned plain_stops16(const uint8_t *p) {
+    __m128i v = _mm_loadu_si128((const __m128i *)(const void *)p);
+    __m128i quote = _mm_cmpeq_epi8(v, _mm_set1_epi8('"'));
+    __m128i backslash = _mm_cmpeq_epi8(v, _mm_set1_epi8('\\'));
+    __m128i below = _mm_cmplt_epi8(v, _mm_set1_epi8(0x20)), del = _mm_cmpeq_epi8(v, _mm_set1_epi8(0x7F));
+    __m128i stop = _mm_or_si128(_mm_or_si128(quote, backslash), _mm_or_si128(below, del));
+    return (unsigned)_mm_movemask_epi8(stop);
+}
+#endif
+
 /* The offset after the string opened at s[i] when it is printable ASCII without a
- * backslash; 0 otherwise. Eight bytes are taken at a time while none of them can end the
- * run (a quote, a backslash, a control byte, DEL or a byte >= 0x80); the byte loop
- * decides the rest. */
+ * backslash; 0 otherwise: the first byte that can end the run (a quote, a backslash, a
+ * control byte, DEL or a byte >= 0x80) decides. With SSE2 sixteen bytes are tested at a
+ * time, and fewer than sixteen left before n as the last sixteen of s[0..n) with the bits
+ * of the bytes before i shifted out (no byte loop, nothing read outside s[0..n)); without
+ * SSE2, or when n < 16, eight bytes are taken at a time while none of them can end the
+ * run and the byte loop decides the rest. */
 static size_t plain_string_end(const uint8_t *s, size_t n, size_t i) {
     i++;
+#ifdef __SSE2__
+    if (n >= 16) {
+        unsigned stops;
+        for (;;) {
+            if (n - i >= 16) {
+                stops = plain_stops16(s + i);
+                if (!stops) {
+                    i += 16;
+                    continue;
+                }
+            } else if (i < n) {
+                stops = plain_stops16(s + n - 16) >> (16 - (n - i));
+                if (!stops) return 0;
+            } else {
+                return 0;
+            }
+            size_t at = i + (size_t)__builtin_ctz(stops);
+            return s[at] == '"' ? at + 1 : 0;
+        }
+    }
+#endif
     while (n - i >= 8) {
         uint64_t v;
         memcpy(&v, s + i, 8);
@@ -181,6 +222,10 @@ static size_t plain_string_end(const uint8_t *s, size_t n, size_t i) {
         if (c < 0x20 || c > 0x7E || c == '\\') return 0;
     }
     return 0;
+}
+
+size_t tay_json_plain_string_end(const uint8_t *json, size_t size, size_t at) {
+    return at < size ? plain_string_end(json, size, at) : 0;
 }
 
 static size_t skip_space(const uint8_t *s, size_t n, size_t i) {

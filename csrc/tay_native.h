@@ -307,6 +307,10 @@ int tay_json_domain_clean(const uint8_t *json, size_t size, uint32_t max_depth,
 #define TAY_REPORT_SUCCEEDED 3
 #define TAY_REPORT_MAX_ID 128
 int tay_json_report(const uint8_t *json, size_t size, uint64_t *fields);
+/* The offset after the string whose opening quote is json[at] (at < size) when it is
+ * printable ASCII without a backslash and closes before size; 0 otherwise. The strings the
+ * report and enqueue readers take as their own text (exported for the twins' tests). */
+size_t tay_json_plain_string_end(const uint8_t *json, size_t size, size_t at);
 /* An enqueue written in a strict subset of JSON: one object of "version": 1, "type":
  * "enqueue", "request_id" (a printable-ASCII string without escapes, 1..128 bytes), "task"
  * (the same, 1..255 bytes), "args" (an object) and optionally "options" (an object), each

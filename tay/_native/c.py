@@ -288,6 +288,13 @@ def json_enqueue(json: Any) -> tuple[int, tuple[int, ...]]:
     return (mark, tuple(fields)) if mark else (0, ())
 
 
+def json_plain_string_end(json: Any, at: int) -> int:
+    """The offset after the plain string opened at ``json[at]``, else 0 (see
+    ``tay._native.pure.json_plain_string_end``)."""
+    data = json if type(json) is bytes else ffi.from_buffer("uint8_t[]", json)
+    return lib.tay_json_plain_string_end(data, len(json), at)
+
+
 def json_canonical(json: Any) -> bool:
     """Whether ``json`` is an object written exactly as orjson writes it sorted, for sure
     (see ``tay._native.pure.json_canonical``)."""

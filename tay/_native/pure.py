@@ -45,7 +45,7 @@ __all__ = [
     "IMPLEMENTATION", "CRC32C_IMPLEMENTATION", "ValueCodecError", "crc32c", "encode_records",
     "scan_records", "scan_record_columns", "value_encode", "value_decode", "split_frames",
     "json_domain_clean",
-    "json_member_count", "json_canonical",
+    "json_member_count", "json_canonical", "json_plain_string_end",
     "json_to_value", "json_to_value_measured", "value_to_json",
     "write_all_at",
     "fdatasync", "fsync", "fsync_dir", "flock_exclusive", "rename_noreplace",
@@ -311,6 +311,15 @@ def _plain_string_end(s: bytes, i: int) -> int:
             return 0
         i += 1
     return 0
+
+
+def json_plain_string_end(json: Any, at: int) -> int:
+    """The offset after the string whose opening quote is ``json[at]`` (``at < len(json)``)
+    when it is printable ASCII without a backslash and closes inside ``json``; 0 otherwise
+    (``tay_json_plain_string_end``: the strings the report and enqueue readers take as
+    their text)."""
+    s = bytes(json)
+    return _plain_string_end(s, at) if 0 <= at < len(s) else 0
 
 
 def _skip_space(s: bytes, i: int) -> int:
