@@ -164,10 +164,14 @@ class WorkerCommands(ProducerCommands):
             error = check_failure(cmd.error, self.config.error_bytes)
             entry = self.jobs[reservation.job_id]
             self._release(reservation)
-            self._finish(entry, ev.WORKER_FAILURE, ev.DIAG_ERROR_RETURN, now_ms, out)
+            # the details first, then the finish, in one batch: a batch cut between them
+            # leaves the job executing (run again), never finished by this failure without
+            # its details (docs/engine.md, "Results")
             job = entry.state
             self._commit(entry, failure_recorded(job.id, now_ms, job.revision, error),
                          entry.volatile, out)
+            self._finish(entry, ev.WORKER_FAILURE, ev.DIAG_ERROR_RETURN, now_ms, out)
+            job = entry.state
             self.activity.failure(now_ms, job.id, entry.queue, entry.task, job.attempt,
                                   finish_outcome(job), error)
         self._reply(out, cmd.conn, cmd.request_id, "accepted")

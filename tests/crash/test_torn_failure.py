@@ -127,7 +127,6 @@ def run_again(root, writer: str, failures: dict[bytes, tuple]) -> None:
         assert job.failure == again.get(job_id, error), where
 
 
-@pytest.mark.xfail(strict=True, reason="a failure writes its finish before its details")
 @pytest.mark.parametrize("writer", ["c", "python"])
 def test_a_failure_cut_at_every_byte_keeps_its_details_or_runs_again(writer):
     if writer == "c" and not native_writer_available():

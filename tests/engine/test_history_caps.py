@@ -268,7 +268,7 @@ def test_failure_details_fit_the_reserve_its_start_held():
     (execute,) = executes(driver.enqueue())
     error = {"type": "E", "message": "m" * 900, "traceback": "t" * 1_000}
     done = driver.fail(execute, error)
-    assert [event.name for _, event in done.events] == ["job_finished", "failure_recorded"]
+    assert [event.name for _, event in done.events] == ["failure_recorded", "job_finished"]
     assert driver.engine.history.history_bytes <= cap
 
 

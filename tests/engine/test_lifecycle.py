@@ -33,7 +33,7 @@ def test_failure_with_retries_becomes_retryable_then_runs_attempt_two(driver):
     driver.worker()
     (execute,) = executes(driver.enqueue(retries=1))
     out = driver.fail(execute)
-    (_, finished), (_, failure) = out.events
+    (_, failure), (_, finished) = out.events  # the details first, then the finish
     assert finished["disposition"] == 1 and finished["next_attempt"] == 2
     assert failure.name == "failure_recorded" and failure["job_id"] == finished["job_id"]
     assert driver.now + 1000 <= finished["next_due_at"] <= driver.now + 1250
@@ -47,7 +47,7 @@ def test_failure_with_retries_becomes_retryable_then_runs_attempt_two(driver):
     (second,) = executes(out)
     assert driver.status(execute.job_id)["attempt"] == 2
     out = driver.fail(second)
-    assert out.events[0][1]["disposition"] == 2
+    assert out.events[1][1]["disposition"] == 2
     assert refusal(driver.run(c.Result("p", "x", execute.job_id)))["code"] == "task_failed"
 
 

@@ -49,11 +49,13 @@ def expires(job: JobState, retention: Retention, captured_at: int) -> bool:
 
 
 def without_cut_result(job: JobState) -> JobState:
-    """An executing job with a result: a success a crash cut after its result, before its
-    finish (the engine writes the result first; an offline compaction of the store as the
-    crash left it). The restart's interrupted finish would drop that result, so the base
-    holds the job as its start left it (an executing snapshot's execution is its revision,
-    storage.md §3.5)."""
+    """An executing job with a result or failure details recorded since its start: a
+    success or worker failure a crash cut after its result or details, before its finish
+    (the engine writes those first; an offline compaction of the store as the crash left
+    it). The restart's interrupted finish would drop that result and keep the details (the
+    job's last failure), so the base holds the job at its start's revision (an executing
+    snapshot's execution is its revision, storage.md §3.5) without the result, with the
+    details."""
     return _evolve(job, revision=job.execution, result_present=False, result=None)
 
 
@@ -65,7 +67,7 @@ def retention_split(jobs: Iterable[JobState], retention: Retention,
     for job in jobs:
         if expires(job, retention, captured_at):
             expired.append(job.id)
-        elif job.state == "executing" and job.result_present:
+        elif job.state == "executing" and job.revision != job.execution:
             kept.append(without_cut_result(job))
         else:
             kept.append(job)

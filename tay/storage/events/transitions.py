@@ -327,8 +327,20 @@ def _result_recorded(job: JobState, sequence: int, event: Mapping[str, Any]) -> 
 
 
 def _failure_recorded(job: JobState, sequence: int, event: Mapping[str, Any]) -> JobState:
-    """The details of the worker failure that just finished the job (same Outcome)."""
-    if job.state not in ("retryable", "discarded") or job.diagnostic is None \
+    """The details of a worker failure (same Outcome as its finish).
+
+    executing, nothing recorded since its start: the engine writes a failure's details just
+    before its finish, in the same batch, so a batch cut between them leaves the job still
+    executing (run again after the restart, the details kept as its last failure: the
+    worker reported them) and never one finished by the failure without its details;
+    retryable or discarded after a failure: the order of histories written before that
+    (finish, then details)."""
+    state = job[_STATE]
+    if state == "executing":
+        if job[_REVISION] != job[_EXECUTION]:  # a result or details of this execution
+            _reject(event, sequence, "failure_for_job_without_failure",
+                    "executing, revision {} after its start {}", job.revision, job.execution)
+    elif state not in ("retryable", "discarded") or job.diagnostic is None \
             or job.diagnostic["code"] == ev.DIAG_INTERRUPTED:
         _reject(event, sequence, "failure_for_job_without_failure", job.state)
     return _evolve(job, revision=sequence, failure=event["error"])
