@@ -20,6 +20,8 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from tay import _native
+from tay._native import _pure_events as er
+from tay._native import _pure_mutations as mr
 from tay._native import _pure_tail
 from tay._native._pure_base import FRAME_HEADER
 from tay.engine import commands as c
@@ -32,8 +34,10 @@ from tay.storage.compaction.offline import compact_offline
 from tay.storage.formats.record import FIXED_SIZE
 from tay.storage.journal.writer import init_store
 from tay.storage.recovery import store_v2
+from tay.storage.events.operations import failure_recorded
 from tay.storage.recovery.recover import TableConsumer
 from tay.storage.v2 import Retention
+from tay.storage.v2.epoch_records import decode_epoch_event, encode_epoch_event
 from tay.storage.v2.rows import BaseReadFailed
 from tests.engine.test_fused_commits import epoch_driver
 from tests.engine.test_lazy_rows import (
@@ -51,6 +55,15 @@ ACTIONS = st.lists(st.one_of(
               st.sampled_from(["nil", "nil", "nil", "value", "failed"])),
     st.tuples(st.just("advance"), st.sampled_from([1, 400, 2500])),
     st.tuples(st.just("cancel"), st.integers(0, 9)),
+), max_size=60)
+
+# mostly the walk's common lifecycle (inserts available at once, nil successes) with worker
+# failures and value results among them: tails whose walks reach done jobs in either order
+WALK_ACTIONS = st.lists(st.one_of(
+    st.tuples(st.just("enqueue"), st.just("a"), st.sampled_from([None, None, None, 300]),
+              st.just({})),
+    st.tuples(st.just("finish"), st.integers(0, 9),
+              st.sampled_from(["nil", "nil", "nil", "failed", "value"])),
 ), max_size=60)
 
 
@@ -96,24 +109,41 @@ def tail_driver(seed: int, actions: list):
     return driver
 
 
-def finish_first(frames: list) -> list:
-    """``frames`` with each success in the order stores written before 2026-12-04 hold it:
-    the finish (8,1), then the result (30,2), their revisions swapped accordingly (the
-    engine writes the result first: docs/journal.md, "Repair")."""
+def finish_first(frames: list, which: int = -1) -> list:
+    """``frames`` with successes and worker failures in the order stores written before
+    2026-12-04 hold them: the finish (8,1), then the result (30,2) or the failure details
+    (30,2) carrying (22,2), their revisions swapped accordingly (the engine writes the
+    result or details first: docs/journal.md, "Repair"). ``which``: bit k set rewrites the
+    k-th such pair (counted from 0 in tail order; the bits repeat past 63), so a drawn
+    ``which`` mixes both orders in one tail; -1 rewrites them all."""
     out = list(frames)
+    k = -1
     for i in range(len(out) - 1):
-        (rtype, schema, result), (ftype, fschema, finish) = out[i], out[i + 1]
-        if (rtype, schema, ftype, fschema) != (30, 2, 8, 1) or result[:2] != b"\x0a\x02":
+        (rtype, schema, carried), (ftype, fschema, finish) = out[i], out[i + 1]
+        if (rtype, schema, ftype, fschema) != (30, 2, 8, 1) or finish[16] != 4 \
+                or carried[:2] not in (b"\x0a\x02", b"\x16\x02"):
             continue
-        fields = list(_RESULT_FIXED.unpack_from(result))  # 10, 2, revision, .., expected, ..
-        revision = fields[2]
-        if finish[16] != 4 or finish[:16] != fields[-1] \
-                or int.from_bytes(finish[17:25], "big") != revision:
+        if carried[:2] == b"\x0a\x02":
+            fields = list(_RESULT_FIXED.unpack_from(carried))  # 10, 2, revision, .., expected
+            revision, job_id = fields[2], fields[-1]
+        else:
+            inner = decode_epoch_event(carried)
+            revision, job_id = inner.revision, inner.event["job_id"]
+        if finish[:16] != job_id or int.from_bytes(finish[17:25], "big") != revision:
             continue
-        fields[2], fields[6] = revision + 1, revision
+        k += 1
+        if not (which >> (k % 64)) & 1:
+            continue
+        if carried[:2] == b"\x0a\x02":
+            fields[2], fields[6] = revision + 1, revision
+            later = _RESULT_FIXED.pack(*fields) + carried[_RESULT_FIXED.size:]
+        else:
+            event = inner.event
+            later = encode_epoch_event(failure_recorded(event["job_id"], event["at"], revision,
+                                                        event["error"]), revision + 1)
         out[i] = (8, 1, finish[:17] + (revision - 1).to_bytes(8, "big")
                   + revision.to_bytes(8, "big") + finish[33:])
-        out[i + 1] = (30, 2, _RESULT_FIXED.pack(*fields) + result[_RESULT_FIXED.size:])
+        out[i + 1] = (30, 2, later)
     return out
 
 
@@ -146,6 +176,8 @@ def damaged(frames: list, damage: tuple[int, int]) -> list:
 
 
 LIMITS_ = (LIMITS.depth, LIMITS.nodes, LIMITS.binary)
+# which successes and failures take the older order (finish first): none, all, or a mix
+OLDER = st.one_of(st.just(0), st.just(-1), st.integers(1, 2**64 - 1))
 DAMAGE = st.one_of(st.just((0, 0)), st.tuples(st.integers(1, 5), st.integers(0, 10**6)))
 
 
@@ -161,15 +193,26 @@ def columns(frames: list) -> tuple:
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.integers(0, 2**32), ACTIONS, DAMAGE, st.integers(0, 40), st.integers(0, 3),
-       st.booleans())
+@given(st.integers(0, 2**32), st.one_of(ACTIONS, WALK_ACTIONS), DAMAGE,
+       st.one_of(st.just(0), st.integers(0, 40)), st.integers(0, 3), OLDER)
 def test_the_native_walk_equals_its_twin(seed, actions, damage, start, order, old) -> None:
     frames = tail_frames(seed, actions)
-    frames = damaged(finish_first(frames) if old else frames, damage)
+    frames = damaged(finish_first(frames, old) if old else frames, damage)
     buf, offsets, lengths, types, schemas = columns(frames)
     start = min(start, len(frames))
-    for stop in {start, (start + len(frames)) // 2, len(frames)}:
-        args = (buf, offsets, lengths, types, schemas, start, stop, 1 + order, *LIMITS_)
+    # the drawn start, then every insert available at once with the allocator at its order
+    # (where a recovery's walk may begin after the exact replay of records the walk left):
+    # from 0 alone the walk seldom passes the first delayed insert, value result or failure
+    # and would seldom reach a done job in either order
+    walks = {(start, stop, 1 + order) for stop in {start, (start + len(frames)) // 2,
+                                                   len(frames)}}
+    for i in range(start, len(frames)):
+        row = _pure_tail._mutation(buf, offsets[i] + FRAME_HEADER, lengths[i], LIMITS_) \
+            if types[i] == 8 else None
+        if row is not None and row[mr.KIND] == 1 and not (row[er.NIL] >> mr.ORDER) & 1:
+            walks.add((i, len(frames), row[mr.ORDER]))
+    for start, stop, next_order in sorted(walks):
+        args = (buf, offsets, lengths, types, schemas, start, stop, next_order, *LIMITS_)
         walked = _native.tail_jobs(*args)
         assert walked == _pure_tail.tail_jobs(*args)
         # a live row is a pending insert whose job has no other record pending, or (an
@@ -220,6 +263,45 @@ def test_the_common_lifecycle_is_taken_whole() -> None:
     assert list(live[_pure_tail.STATE::_pure_tail.TAIL_LIVE]) == [_pure_tail.EXECUTING] * 3
 
 
+def test_a_tail_in_the_older_order_recovers_the_same_jobs() -> None:
+    """Successes and worker failures written finish first (stores before 2026-12-04) or
+    result / details first (the engine now) recover to the same JobState for every job,
+    with the columnar tail replay or without; the walk stops at a failure's first record
+    in either order (the live table refuses a failure finish, the twin the carried
+    (22,2)), so neither order leaves the other the longer exact replay."""
+    actions = ([("enqueue", "a", None, {})] * 4
+               + [("start", 0), ("finish", 0, "nil"), ("finish", 0, "failed"),
+                  ("finish", 0, "value"), ("finish", 0, "failed"), ("advance", 2500)]) * 2
+    frames = tail_frames(4, actions)
+    assert sum(p[:2] == b"\x16\x02" for t, s, p in frames if t == 30) >= 2
+    states = []
+    for order in (frames, finish_first(frames), finish_first(frames, 0b0101)):
+        buf, offsets, lengths, types, schemas = columns(order)
+        stops = {_native.tail_jobs(buf, offsets, lengths, types, schemas, 0, len(order), 1,
+                                   *LIMITS_)[0],
+                 _pure_tail.tail_jobs(buf, offsets, lengths, types, schemas, 0, len(order), 1,
+                                      *LIMITS_)[0]}
+        details = min(i for i, (t, s, p) in enumerate(order)
+                      if t == 30 and p[:2] == b"\x16\x02")
+        (stop,) = stops  # the same in both walks, at the first failure's batch at the latest
+        assert stop <= details
+        root = scratch_path("tail-columns")
+        try:
+            empty_store(root)
+            rewrite_tail(root, order)
+            columnar = recovered(root)
+            with record_by_record():
+                plain = recovered(root)
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
+        jobs = {job_id: entry.state for job_id, entry in all_entries(plain).items()}
+        assert {job_id: columnar.jobs[job_id].state for job_id in jobs} == jobs
+        assert any(job.failure is not None for job in jobs.values())
+        states.append(jobs)
+    assert states[0] == states[1] == states[2]
+    assert finish_first(frames) != finish_first(frames, 0b0101) != frames
+
+
 def assert_same_jobs(engine, plain) -> None:
     """Every job of ``plain`` (built as it is read) has the same state and attempts in
     ``engine``, and reading them leaves the two engines' bookkeeping equal."""
@@ -268,7 +350,7 @@ def outcome(root):
 
 
 @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.integers(0, 2**32), ACTIONS, DAMAGE, st.sampled_from([1, 3, 256]), st.booleans())
+@given(st.integers(0, 2**32), ACTIONS, DAMAGE, st.sampled_from([1, 3, 256]), OLDER)
 def test_a_tail_recovers_the_same_with_columns_or_refuses_the_same(seed, actions, damage,
                                                                     batch, old) -> None:
     recovers_the_same(seed, actions, damage, batch, old)
@@ -323,10 +405,11 @@ def test_the_live_engines_row_backed_jobs_equal_the_replayed_ones(seed, actions)
         shutil.rmtree(root, ignore_errors=True)
 
 
-def recovers_the_same(seed, actions, damage, batch, old=False) -> None:
-    """``old``: the tail holds each success finish first (stores before 2026-12-04)."""
+def recovers_the_same(seed, actions, damage, batch, old=0) -> None:
+    """``old``: which successes and failures the tail holds finish first (stores before
+    2026-12-04; ``finish_first``)."""
     frames = tail_frames(seed, actions)
-    frames = damaged(finish_first(frames) if old else frames, damage)
+    frames = damaged(finish_first(frames, old) if old else frames, damage)
     root = scratch_path("tail-columns")
     saved = store_v2._BATCH
     try:
