@@ -170,3 +170,29 @@ def test_append_events_reach_the_journal_as_append_writes_them(root) -> None:
     journal.close()
     assert replay(root) == [(sequence, payload) for step in steps
                             for sequence, _, _, payload in journal_records(step)]
+
+
+packable_steps = st.lists(st.tuples(st.integers(0, U64), st.integers(0, 300),
+                                    st.integers(0, 300), st.binary(max_size=64)),
+                          min_size=1, max_size=4) \
+    | st.lists(st.tuples(st.integers(0, U64), st.integers(0, 300), st.integers(0, 300),
+                         payloads), min_size=2, max_size=4)  # several: any bytes-like joins
+
+
+@SETTINGS
+@given(packable_steps, st.booleans())
+def test_append_events_packs_steps_of_every_length_in_order(step, hold) -> None:
+    """Steps whose every field packs (one to four records: a success with and without the
+    next start is two or three, each of those lengths packed in one step of its own) reach
+    the writer as ``pack_submission`` packs their records, in their order (one record only
+    as ``bytes``; several joined from any bytes-like payloads)."""
+    from tay._native.writer import pack_submission
+    from tay.storage.events import journal_records
+
+    sequenced = [(sequence, _event(rtype, schema, raw)) for sequence, rtype, schema, raw in step]
+    writer = _RecordingWriter(False)
+    committer = _committer(writer)
+    assert committer.append_events(sequenced, hold) == 1041 and committer.appended == []
+    count, meta, blob, packed_hold = writer.packed[0]
+    assert (count, packed_hold) == (len(step), hold)
+    assert (meta, blob) == pack_submission(journal_records(sequenced))

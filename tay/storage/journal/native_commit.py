@@ -36,6 +36,8 @@ WRITER_SLICE_US = 100
 _KEPT_RECEIPTS = 4096
 # a record's meta for tay_writer_submit, as tay._native.writer.pack_submission packs it
 _META_PACK = struct.Struct("=4Q").pack
+_META_PACK2 = struct.Struct("=8Q").pack  # two and three records' metas, one pack each
+_META_PACK3 = struct.Struct("=12Q").pack
 
 
 def native_writer_available() -> bool:
@@ -157,10 +159,23 @@ class NativeCommitter:
         writer = self._writer
         if writer is not None:
             try:
-                if len(sequenced) == 1:
+                count = len(sequenced)
+                if count == 1:
                     sequence, event = sequenced[0]
                     blob = event.raw
                     meta = _META_PACK(event.type, event.schema, sequence, len(blob))
+                elif count == 3:  # a success and the next start: no comprehension frames
+                    (s0, e0), (s1, e1), (s2, e2) = sequenced
+                    r0, r1, r2 = e0.raw, e1.raw, e2.raw
+                    meta = _META_PACK3(e0.type, e0.schema, s0, len(r0), e1.type, e1.schema,
+                                       s1, len(r1), e2.type, e2.schema, s2, len(r2))
+                    blob = b"".join((r0, r1, r2))
+                elif count == 2:  # a success with nothing to start next
+                    (s0, e0), (s1, e1) = sequenced
+                    r0, r1 = e0.raw, e1.raw
+                    meta = _META_PACK2(e0.type, e0.schema, s0, len(r0), e1.type, e1.schema,
+                                       s1, len(r1))
+                    blob = b"".join((r0, r1))
                 else:
                     meta = b"".join([_META_PACK(event.type, event.schema, sequence,
                                                 len(event.raw))
