@@ -31,7 +31,7 @@ from tay.engine.state import MAX_TIMELINE, definition_nodes
 from tay.failures import RecoveryRefused
 from tay.storage import events as ev
 from tay.storage.events import schedules as se
-from tay.storage.events.registry import event_with_raw
+from tay.storage.events.registry import Event, _Filling, event_with_raw
 from tay.storage.events.operations import QUEUE_PAIRS, queue_paused, queue_resumed
 from tay.storage.events.definition import (
     ATTEMPT_MAX, MAX_ATTEMPTS, SCHEDULED_AT, TIME_MAX, U64_MAX, LazyDefinition,
@@ -407,7 +407,14 @@ class EpochEngine(AdminCommands):
         sequence = self.next_sequence
         payload = StartedPayload()  # fields_payload, inline
         payload.fields = (at, attempt, cycle, revision - 1, job_id)
-        out.events.append((sequence, event_with_raw(8, 1, "job_started", payload, raw)))
+        event = _Filling()  # ``event_with_raw``, inline (one call less per job)
+        event.type = 8
+        event.schema = 1
+        event.name = "job_started"
+        event.payload = payload
+        event.raw = raw
+        event.__class__ = Event
+        out.events.append((sequence, event))
         self.next_sequence = sequence + 1
         return True
 
@@ -443,8 +450,7 @@ class EpochEngine(AdminCommands):
                                  ev.SUCCESS)
         history = self.history
         if history is not None:  # the end of an execution: accounted, never refused
-            history.account_payload(len(result))
-            history.account_payload(len(finish))
+            history.account_payloads(len(result), len(finish))
         # the completed JobState in one tuple (no list copy and field stores): state,
         # revision, next attempt, execution, eligible_at, completed/terminal times and
         # result_present change; every other field is the executing job's
@@ -484,9 +490,22 @@ class EpochEngine(AdminCommands):
         payload = FinishedPayload()
         payload.fields = (at, None, ev.COMPLETED, execution, revision, job_id, None, None,
                           ev.SUCCESS)
-        events = out.events
-        events.append((sequence, event_with_raw(30, 2, "result_recorded", recorded, result)))
-        events.append((sequence + 1, event_with_raw(8, 1, "job_finished", payload, finish)))
+        # the two events, ``event_with_raw`` inline (two calls less per job)
+        first = _Filling()
+        first.type = 30
+        first.schema = 2
+        first.name = "result_recorded"
+        first.payload = recorded
+        first.raw = result
+        first.__class__ = Event
+        second = _Filling()
+        second.type = 8
+        second.schema = 1
+        second.name = "job_finished"
+        second.payload = payload
+        second.raw = finish
+        second.__class__ = Event
+        out.events += ((sequence, first), (sequence + 1, second))
         self.next_sequence = sequence + 2
         self.activity.count("completed", entry.queue, entry.task, at)
         return True

@@ -212,3 +212,28 @@ def test_accounting_one_payload_is_accounting_its_frame(lengths, target):
         one.account_payload(length)
         many.account((frame_size(length),))
         assert one.layout == many.layout  # every field
+
+
+@given(pairs=st.lists(st.tuples(st.integers(0, 3000), st.integers(0, 3000)), max_size=30),
+       target=st.integers(1024, 8192))
+@settings(max_examples=60, deadline=None)
+def test_accounting_two_payloads_is_accounting_both_frames(pairs, target):
+    """A success's two records accounted in one call move the projection exactly as two
+    frames through ``account`` do, a rotation before either or between them included."""
+    two, many = fresh(HistoryCaps(), target), fresh(HistoryCaps(), target)
+    for first, second in pairs:
+        two.account_payloads(first, second)
+        many.account((frame_size(first), frame_size(second)))
+        assert two.layout == many.layout  # every field
+
+
+def test_accounting_two_payloads_at_every_fill_of_a_small_segment():
+    """Every second length up to past a 1 KiB rotation target after a first pair: the exact
+    fit, one byte over, and a rotation between the two frames all account as ``account``."""
+    for second in range(0, 1200):
+        two, many = fresh(HistoryCaps(), 1024), fresh(HistoryCaps(), 1024)
+        two.account_payloads(100, 100)
+        many.account((frame_size(100), frame_size(100)))
+        two.account_payloads(50, second)
+        many.account((frame_size(50), frame_size(second)))
+        assert two.layout == many.layout, second

@@ -181,6 +181,20 @@ class HistoryBudget:
             return
         layout.add(size, self.rotation_target)
 
+    def account_payloads(self, first: int, second: int) -> None:
+        """``account_payload(first)`` then ``account_payload(second)`` in one call (a
+        success's result and finish records): both frames fit the active segment, or each
+        is accounted as it would be alone."""
+        layout = self.layout
+        active = layout.active_size
+        size = 2 * RECORD_OVERHEAD + first + second
+        if active != HEADER_SIZE and active + size + FOOTER_SIZE <= self.rotation_target:
+            layout.active_size = active + size
+            layout.history_bytes += size
+            return
+        self.account_payload(first)
+        self.account_payload(second)
+
     def admit(self, frame_sizes: Iterable[int], active_executions: int) -> None:
         """Check then account frames that are not the end of an execution.
 
