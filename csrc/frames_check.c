@@ -14,9 +14,7 @@
 
 #include <string.h>
 
-#ifdef __SSE2__  /* every x86-64 CPU: the baseline, so no run-time choice is needed */
-#include <emmintrin.h>
-#endif
+#include "json_scan.h"
 
 #define CHECK_DEPTH 255   /* containers tracked; deeper frames are left to the slow path */
 #define CHECK_KEYS 64     /* keys compared pairwise per object */
@@ -158,12 +156,6 @@ enum { F_VERSION, F_TYPE, F_REQUEST_ID, F_RESERVATION_ID, F_EXECUTION_ID, F_RESU
        F_OTHER = F_KEYS };
 static const char *const report_keys[F_KEYS] = {
     "version", "type", "request_id", "reservation_id", "execution_id", "result"};
-
-#define ONES 0x0101010101010101ULL
-#define HIGHS 0x8080808080808080ULL
-/* Nonzero when some byte of v may be zero (exact for the first such byte; later ones may
- * be reported falsely, which only sends the caller to its byte loop). */
-static uint64_t has_zero_byte(uint64_t v) { return (v - ONES) & ~v & HIGHS; }
 
 #ifdef __SSE2__
 /* Bit k set when byte k of the sixteen at p stops a plain string: a quote, a backslash, a
@@ -656,37 +648,16 @@ int tay_frame_scan_split(tay_frame_scan *scan, const uint8_t *buf, size_t size) 
 
 /* ---- args text as orjson writes it (tay_json_canonical) ---- */
 
-/* Whether some byte of v is below 0x20 (exact as a whole: a borrow into a higher byte
- * comes only from a byte below 0x20, itself found). */
-static uint64_t has_byte_below_0x20(uint64_t v) { return (v - 0x20 * ONES) & ~v & HIGHS; }
-
 /* The offset after the string whose opening quote is at s[i], when it has no escape and
  * no control byte and is strict UTF-8 (tay_utf8_valid, the Value codec's check): what
- * orjson writes of its str as it is; 0 otherwise. The closing quote and any backslash are
- * found by memchr; the bytes between are taken 16 at a time for control bytes, and handed
- * to the UTF-8 check only when one of them has its high bit set. */
+ * orjson writes of its str as it is; 0 otherwise. One pass (json_plain_run) to the first
+ * quote, backslash or control byte: the string is canonical when that byte is its closing
+ * quote, and its bytes go to the UTF-8 check only when one of them has its high bit set. */
 static size_t canonical_string_end(const uint8_t *s, size_t n, size_t i) {
-    i++;
-    const uint8_t *quote = memchr(s + i, '"', n - i);
-    if (!quote)
+    int high;
+    size_t start = i + 1, end = json_plain_run(s, start, n, &high);
+    if (end == n || s[end] != '"')
         return 0;
-    size_t start = i, end = (size_t)(quote - s);
-    if (memchr(s + i, '\\', end - i))
-        return 0;
-    uint64_t high = 0;
-    for (; end - i >= 16; i += 16) {  /* two words a step: half the loop's own cost */
-        uint64_t a, b;
-        memcpy(&a, s + i, 8);
-        memcpy(&b, s + i + 8, 8);
-        if (has_byte_below_0x20(a) | has_byte_below_0x20(b))
-            return 0;
-        high |= (a | b) & HIGHS;
-    }
-    for (; i < end; i++) {
-        if (s[i] < 0x20)
-            return 0;
-        high |= s[i] & 0x80;
-    }
     if (high && !tay_utf8_valid(s + start, end - start))
         return 0;
     return end + 1;

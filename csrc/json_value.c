@@ -25,9 +25,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#ifdef __SSE2__  /* every x86-64 CPU: the baseline, so no run-time choice is needed */
-#include <emmintrin.h>
-#endif
+#include "json_scan.h"
 
 /* strtod must not follow LC_NUMERIC (a ',' decimal point would stop it at the '.'). */
 static locale_t c_numeric_locale;
@@ -130,58 +128,12 @@ static int read_unicode_escape(json_reader *j, size_t quote, uint32_t *cp) {
     return 0;
 }
 
-/* Word-at-a-time byte tests (each is nonzero iff some byte of v matches). */
-#define ONES 0x0101010101010101ULL
-#define HIGHS 0x8080808080808080ULL
-static uint64_t has_zero_byte(uint64_t v) { return (v - ONES) & ~v & HIGHS; }
-static uint64_t has_byte_below_0x20(uint64_t v) { return (v - 0x20 * ONES) & ~v & HIGHS; }
-
 /* Advance pos over plain string bytes (anything but '"', '\\' and controls) and say
- * whether any of them is >= 0x80: only such a run needs the UTF-8 check. With SSE2,
- * sixteen bytes are tested at a time and the first block holding a stop byte ends the run
- * at that byte; the last 15 bytes of the input (and every byte without SSE2) go eight at
- * a time until a word holds a byte that stops the run, then one at a time. */
+ * whether any of them is >= 0x80 (json_plain_run, json_scan.h). */
 static int scan_plain(json_reader *j) {
-    const uint8_t *in = j->in;
-    size_t pos = j->pos, size = j->size;
-    uint64_t high = 0;
-#ifdef __SSE2__
-    const __m128i quote = _mm_set1_epi8('"'), backslash = _mm_set1_epi8('\\');
-    const __m128i control_max = _mm_set1_epi8(0x1F);
-    while (size - pos >= 16) {
-        __m128i v = _mm_loadu_si128((const __m128i *)(const void *)(in + pos));
-        __m128i stop = _mm_or_si128(
-            _mm_or_si128(_mm_cmpeq_epi8(v, quote), _mm_cmpeq_epi8(v, backslash)),
-            _mm_cmpeq_epi8(_mm_min_epu8(v, control_max), v));  /* min(b, 0x1F) == b: b < 0x20 */
-        unsigned stops = (unsigned)_mm_movemask_epi8(stop);
-        unsigned highs = (unsigned)_mm_movemask_epi8(v);  /* bit k: byte k >= 0x80 */
-        if (stops) {
-            unsigned first = (unsigned)__builtin_ctz(stops);
-            high |= highs & ((1u << first) - 1u);  /* only the bytes before the stop */
-            j->pos = pos + first;
-            return high != 0;
-        }
-        high |= highs;
-        pos += 16;
-    }
-#endif
-    while (size - pos >= 8) {
-        uint64_t v;
-        memcpy(&v, in + pos, 8);
-        if (has_zero_byte(v ^ ('"' * ONES)) | has_zero_byte(v ^ ('\\' * ONES))
-            | has_byte_below_0x20(v))
-            break;
-        high |= v & HIGHS;
-        pos += 8;
-    }
-    while (pos < size) {
-        uint8_t c = in[pos];
-        if (c == '"' || c == '\\' || c < 0x20) break;
-        high |= c & 0x80;
-        pos++;
-    }
-    j->pos = pos;
-    return high != 0;
+    int high;
+    j->pos = json_plain_run(j->in, j->pos, j->size, &high);
+    return high;
 }
 
 /* The string at pos (its opening quote) -> tag 06 + u32 length + UTF-8 body. */

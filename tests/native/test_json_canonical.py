@@ -169,3 +169,20 @@ def test_every_byte_inside_a_string():
         for at in range(9):
             text = b'{"a":"' + b"z" * at + bytes([byte]) + b"z" * 16 + b'"}'
             assert check(text) is (0x20 <= byte < 0x80 and byte not in b'"\\')
+
+
+def test_every_kind_of_byte_at_every_place_of_a_block_and_before_the_end():
+    # the string scan goes sixteen bytes, then eight, then one at a time (json_plain_run):
+    # a byte that stops or spoils a string (quote, backslash, control, DEL, bad or good
+    # UTF-8) at every place of strings 0..40 bytes long, as a value and as a key, the
+    # closing quote that many bytes before the end of the text
+    pieces = [b'"', b"\\", b"\x00", b"\x1f", b"\x7f", b"\x80", b"\xff", b"\xc3", b"\xc3\xa9",
+              b"\xed\xa0\x80", b"\xf0\x9f\x98\x80", b"z"]
+    for length in range(41):
+        for at in range(length + 1):
+            for piece in pieces:
+                body = b"y" * at + piece + b"y" * (length - at)
+                for text in (b'{"a":"' + body + b'"}', b'{"' + body + b'":1}',
+                             b'{"a":"' + body + b'","b":1,"c":"yyyyyyyyyyyyyyyy"}'):
+                    plain = piece in (b"z", b"\x7f", b"\xc3\xa9", b"\xf0\x9f\x98\x80")
+                    assert check(text) is plain, text
