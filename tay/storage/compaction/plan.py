@@ -48,14 +48,13 @@ def expires(job: JobState, retention: Retention, captured_at: int) -> bool:
             and retention.expires(job.terminal_at, captured_at))
 
 
-def without_cut_result(job: JobState) -> JobState:
-    """An executing job with a result or failure details recorded since its start: a
-    success or worker failure a crash cut after its result or details, before its finish
-    (the engine writes those first; an offline compaction of the store as the crash left
-    it). The restart's interrupted finish would drop that result and keep the details (the
-    job's last failure), so the base holds the job at its start's revision (an executing
-    snapshot's execution is its revision, storage.md §3.5) without the result, with the
-    details."""
+def as_started(job: JobState) -> JobState:
+    """An executing job with a result or failure details recorded since its start (a
+    success or worker failure a crash cut after those records, before its finish: the
+    engine writes them first) as its start left it, the way the restart settles it: at
+    its start's revision (an executing snapshot's execution is its revision, storage.md
+    §3.5), the result dropped as the interrupted finish drops it, the details kept as the
+    job's last failure."""
     return _evolve(job, revision=job.execution, result_present=False, result=None)
 
 
@@ -68,7 +67,7 @@ def retention_split(jobs: Iterable[JobState], retention: Retention,
         if expires(job, retention, captured_at):
             expired.append(job.id)
         elif job.state == "executing" and job.revision != job.execution:
-            kept.append(without_cut_result(job))
+            kept.append(as_started(job))
         else:
             kept.append(job)
     kept.sort(key=lambda job: job.id)
