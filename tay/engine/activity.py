@@ -22,34 +22,104 @@ OUTCOMES = ("enqueued", "completed", "failed", "timed_out", "interrupted", "disc
 FAILED_OUTCOMES = frozenset({"failed", "timed_out", "discarded"})
 # outcome -> its column of the per-minute ring (enqueued, completed, failed); others: none
 _COLUMNS = {"enqueued": 0, "completed": 1, **{outcome: 2 for outcome in FAILED_OUTCOMES}}
+# outcome -> its place in a (queue, task)'s row of counts
+_PLACES = {outcome: place for place, outcome in enumerate(OUTCOMES)}
 
 
 class Activity:
     def __init__(self) -> None:
         # minute -> [enqueued, completed, failed]; only the last RING_MINUTES are kept
         self._minutes: dict[int, list[int]] = {}
-        # (outcome, queue, task) -> n; a plain dict: a Counter's item update costs about
-        # twice a dict's (no specialised subscript for a subclass)
-        self.jobs: dict[tuple[str, str, str], int] = {}
+        # the bucket of the minute counted last and its span [start, end) in ms: a count in
+        # the same minute adds to it without the division and the ring lookup
+        self._bucket: list[int] = [0, 0, 0]
+        self._bucket_start = self._bucket_end = 0
+        # queue -> task -> one count per outcome (OUTCOMES' order); ``jobs`` reads them as
+        # (outcome, queue, task) -> n. Two subscripts, no key tuple.
+        self._rows: dict[str, dict[str, list[int]]] = {}
+        self._others: dict[tuple[str, str, str], int] = {}  # an outcome not in OUTCOMES
         self.failures: deque[dict[str, Any]] = deque(maxlen=RECENT_FAILURES)
         self.unlogged: list[dict[str, Any]] = []  # failures the server has not logged yet
         # dispatch attempts a history cap refused, by cap (max_history_bytes / max_segments):
         # the job stays available; the server logs these (rate-limited) and exports them
         self.start_refusals: Counter[str] = Counter()
 
+    @property
+    def jobs(self) -> dict[tuple[str, str, str], int]:
+        """(outcome, queue, task) -> n for every count above zero (a new dict each read)."""
+        jobs = {}
+        for queue, tasks in self._rows.items():
+            for task, row in tasks.items():
+                for outcome, n in zip(OUTCOMES, row):
+                    if n:
+                        jobs[(outcome, queue, task)] = n
+        jobs.update(self._others)
+        return jobs
+
+    def enqueued(self, queue: str, task: str, at: int) -> None:
+        """``count("enqueued", ...)`` without the routing (the enqueue's hot path)."""
+        if self._bucket_start <= at < self._bucket_end:
+            self._bucket[0] += 1
+        else:
+            self._minute(at)[0] += 1
+        try:
+            self._rows[queue][task][0] += 1
+        except KeyError:
+            self._row(queue, task)[0] += 1
+
+    def completed(self, queue: str, task: str, at: int) -> None:
+        """``count("completed", ...)`` without the routing (the success's hot path)."""
+        if self._bucket_start <= at < self._bucket_end:
+            self._bucket[1] += 1
+        else:
+            self._minute(at)[1] += 1
+        try:
+            self._rows[queue][task][1] += 1
+        except KeyError:
+            self._row(queue, task)[1] += 1
+
     def count(self, outcome: str, queue: str, task: str, at: int) -> None:
-        jobs, key = self.jobs, (outcome, queue, task)
-        jobs[key] = jobs.get(key, 0) + 1
+        place = _PLACES.get(outcome)
+        if place is None:
+            key = (outcome, queue, task)
+            self._others[key] = self._others.get(key, 0) + 1
+        else:
+            try:
+                self._rows[queue][task][place] += 1
+            except KeyError:
+                self._row(queue, task)[place] += 1
         column = _COLUMNS.get(outcome)
         if column is None:
             return
+        if self._bucket_start <= at < self._bucket_end:
+            self._bucket[column] += 1
+        else:
+            self._minute(at)[column] += 1
+
+    def _row(self, queue: str, task: str) -> list[int]:
+        tasks = self._rows.get(queue)
+        if tasks is None:
+            tasks = self._rows[queue] = {}
+        row = tasks.get(task)
+        if row is None:
+            row = tasks[task] = [0] * len(OUTCOMES)
+        return row
+
+    def _minute(self, at: int) -> list[int]:
+        """The ring's bucket of ``at``'s minute (made, trimming the oldest, if new), cached
+        for the counts after it. A bucket the trim drops at once (a minute older than the
+        whole ring) is cached too: the ring would drop each new one for that minute again,
+        so counting into the dropped one shows the same."""
         minute = at // MINUTE_MS
         bucket = self._minutes.get(minute)
         if bucket is None:
             bucket = self._minutes[minute] = [0, 0, 0]
             if len(self._minutes) > RING_MINUTES + 1:
                 del self._minutes[min(self._minutes)]
-        bucket[column] += 1
+        self._bucket = bucket
+        self._bucket_start = start = minute * MINUTE_MS
+        self._bucket_end = start + MINUTE_MS
+        return bucket
 
     def failure(self, at: int, job_id: bytes, queue: str, task: str, attempt: int,
                 outcome: str, error: dict[str, str] | None) -> None:

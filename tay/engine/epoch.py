@@ -356,7 +356,7 @@ class EpochEngine(AdminCommands):
         payload.fields = (at, definition, eligible_at, 0, job_id)
         out.events.append((sequence, event_with_raw(8, 1, "job_inserted", payload, raw)))
         self.next_sequence = sequence + 1
-        self.activity.count("enqueued", queue, entry.task, at)
+        self.activity.enqueued(queue, entry.task, at)
         return entry
 
     def _start_fused(self, entry: JobEntry, job: JobState, at: int, out: Outcome) -> bool:
@@ -507,7 +507,7 @@ class EpochEngine(AdminCommands):
         second.__class__ = Event
         out.events += ((sequence, first), (sequence + 1, second))
         self.next_sequence = sequence + 2
-        self.activity.count("completed", entry.queue, entry.task, at)
+        self.activity.completed(entry.queue, entry.task, at)
         return True
 
     def _commit_entity(self, event: ev.Event, out: Outcome) -> None:
