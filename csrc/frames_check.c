@@ -225,13 +225,20 @@ static size_t skip_space(const uint8_t *s, size_t n, size_t i) {
     return i;
 }
 
-static const size_t report_key_lengths[F_KEYS] = {7, 4, 10, 14, 12, 6};
-
+/* The report key of that name, or -1. The six keys' lengths differ (7, 4, 10, 14, 12, 6),
+ * so the length alone names the one key to compare. */
 static int report_key(const uint8_t *key, size_t length) {
-    for (int f = 0; f < F_KEYS; f++)
-        if (report_key_lengths[f] == length && memcmp(report_keys[f], key, length) == 0)
-            return f;
-    return -1;
+    int f;
+    switch (length) {
+    case 7: f = F_VERSION; break;
+    case 4: f = F_TYPE; break;
+    case 10: f = F_REQUEST_ID; break;
+    case 14: f = F_RESERVATION_ID; break;
+    case 12: f = F_EXECUTION_ID; break;
+    case 6: f = F_RESULT; break;
+    default: return -1;
+    }
+    return memcmp(report_keys[f], key, length) == 0 ? f : -1;
 }
 
 /* What a report needs besides its own rules to be clean for sure (what
