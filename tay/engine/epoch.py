@@ -31,7 +31,7 @@ from tay.engine.state import MAX_TIMELINE, definition_nodes
 from tay.failures import RecoveryRefused
 from tay.storage import events as ev
 from tay.storage.events import schedules as se
-from tay.storage.events.registry import Event, _Filling, event_with_raw
+from tay.storage.events.registry import Event, EventFilling, event_with_raw
 from tay.storage.events.operations import QUEUE_PAIRS, queue_paused, queue_resumed
 from tay.storage.events.definition import (
     ATTEMPT_MAX, MAX_ATTEMPTS, SCHEDULED_AT, TIME_MAX, U64_MAX, LazyDefinition,
@@ -407,7 +407,7 @@ class EpochEngine(AdminCommands):
         sequence = self.next_sequence
         payload = StartedPayload()  # fields_payload, inline
         payload.fields = (at, attempt, cycle, revision - 1, job_id)
-        event = _Filling()  # ``event_with_raw``, inline (one call less per job)
+        event = EventFilling()  # ``event_with_raw``, inline (one call less per job)
         event.type = 8
         event.schema = 1
         event.name = "job_started"
@@ -491,14 +491,14 @@ class EpochEngine(AdminCommands):
         payload.fields = (at, None, ev.COMPLETED, execution, revision, job_id, None, None,
                           ev.SUCCESS)
         # the two events, ``event_with_raw`` inline (two calls less per job)
-        first = _Filling()
+        first = EventFilling()
         first.type = 30
         first.schema = 2
         first.name = "result_recorded"
         first.payload = recorded
         first.raw = result
         first.__class__ = Event
-        second = _Filling()
+        second = EventFilling()
         second.type = 8
         second.schema = 1
         second.name = "job_finished"

@@ -51,10 +51,10 @@ class Event:
     What ``@dataclass(frozen=True, slots=True)`` with ``raw`` out of the comparison and the
     repr would make, written out: the decorator execs its generated methods and builds
     the class twice at import (~0.9 ms of every ``tay serve`` start). Not a
-    ``tay._frozen.Frozen``: ``event_with_raw`` switches a filled ``_Filling`` to this class,
-    which CPython allows only between classes of the same base, and a ``_Filling`` under
-    ``Frozen`` stores through a Python-level ``__setattr__`` (measured 245 -> 868 ns an
-    event).
+    ``tay._frozen.Frozen``: ``event_with_raw`` switches a filled ``EventFilling`` to this
+    class, which CPython allows only between classes of the same base, and an
+    ``EventFilling`` under ``Frozen`` stores through a Python-level ``__setattr__``
+    (measured 245 -> 868 ns an event).
     """
 
     __slots__ = ("type", "schema", "name", "payload", "raw")
@@ -235,9 +235,10 @@ def decode_event_exact(
     return Event(event_type, schema, spec.name, MappingProxyType(obj), bytes(payload))
 
 
-class _Filling:
-    """``Event``'s slot layout without its frozen ``__setattr__``: ``event_with_raw`` fills
-    one of these with plain attribute stores, then makes it an ``Event``. The layouts are
+class EventFilling:
+    """``Event``'s slot layout without its frozen ``__setattr__``: ``event_with_raw`` (and
+    the engine's fused commits, which inline it) fill one of these with plain attribute
+    stores, then make it an ``Event`` by setting its ``__class__``. The layouts are
     the same slots in the same order, which is what lets CPython switch the class (a
     layout that ever differs makes the switch raise, it cannot go wrong silently)."""
 
@@ -245,11 +246,12 @@ class _Filling:
 
 
 def event_with_raw(event_type: int, schema: int, name: str, payload: Mapping[str, Any],
-                   raw: bytes | None, _filling: Any = _Filling, _event: Any = Event) -> Event:
+                   raw: bytes | None, _filling: Any = EventFilling,
+                   _event: Any = Event) -> Event:
     """``Event(...)`` for hot paths (replay, the live writer): the same fields, without
     the frozen ``__init__`` (a guarded ``setattr`` per field: ~3x the cost).
-    ``_Filling()`` rather than ``object.__new__(_Filling)``: the type's own call, without
-    the ``__new__`` wrapper's argument tuple and checks (~250 instructions less)."""
+    ``EventFilling()`` rather than ``object.__new__(EventFilling)``: the type's own call,
+    without the ``__new__`` wrapper's argument tuple and checks (~250 instructions less)."""
     event = _filling()
     event.type = event_type
     event.schema = schema
