@@ -799,3 +799,143 @@ after:
     depth--;
     goto after;
 }
+
+/* ---- an `enqueued` reply, read without a JSON decoder (the SDK's producer) ------------
+ * tay serve answers an enqueue with {"version":1,"type":"enqueued","request_id":"R",
+ * "job_id":"J","job":{...}}, compact. The SDK returns only J and the job's durability, so a
+ * reply written exactly so, in a strict subset of JSON, is read here: R and J plain strings
+ * (printable ASCII without a backslash; R 1..TAY_REPORT_MAX_ID bytes, J not empty), then
+ * the job object, nothing after it but the closing brace, and everything inside the job in
+ * the subset: no whitespace, plain strings and keys, numbers -?(0|[1-9][0-9]*)(.[0-9]+)?
+ * without a run of 19 digits, true, false, null, no object repeating a key, at most
+ * CHECK_DEPTH containers deep and CHECK_KEYS keys per object. Such a payload is valid JSON
+ * that orjson reads exactly (and the SDK's envelope checks pass), so what is read here is
+ * what the decoder would give. Anything else is TAY_ENQUEUED_NONE: the SDK decodes it in
+ * full, which names any error (the mark is never a refusal). */
+
+/* A number of the subset at s[i]: the offset after it, 0 when it is not one. What follows
+ * is the caller's to check (a ',', '}' or ']'; an exponent is not in the subset). */
+static size_t plain_number_end(const uint8_t *s, size_t n, size_t i) {
+    if (s[i] == '-') i++;
+    if (i == n || s[i] < '0' || s[i] > '9') return 0;
+    size_t start = i;
+    if (s[i] == '0') {
+        i++;
+    } else {
+        while (i < n && s[i] >= '0' && s[i] <= '9') i++;
+    }
+    if (i - start >= 19) return 0;
+    if (i < n && s[i] == '.') {
+        size_t fraction = ++i;
+        while (i < n && s[i] >= '0' && s[i] <= '9') i++;
+        if (i == fraction || i - fraction >= 19) return 0;
+    }
+    return i;
+}
+
+/* The offset after the object opened at s[i] when all of it is in the subset, 0 otherwise;
+ * durability[0..1] is the span of its own "durability" member's value when that is a
+ * plain string, (0, 0) when it has none or another value. */
+static size_t plain_object_end(const uint8_t *s, size_t n, size_t i, uint64_t *durability) {
+    enum { WANT_VALUE, WANT_VALUE_OR_CLOSE, WANT_KEY, WANT_KEY_OR_CLOSE, AFTER_VALUE };
+    uint8_t is_object[CHECK_DEPTH + 1];
+    size_t key_base[CHECK_DEPTH + 1];
+    key_span keys[CHECK_OPEN_KEYS];
+    size_t depth = 0, open_keys = 0;
+    int state = WANT_VALUE, is_durability = 0;
+    durability[0] = durability[1] = 0;
+    if (i >= n || s[i] != '{') return 0;
+    while (i < n) {
+        uint8_t c = s[i];
+        if (state == AFTER_VALUE) {
+            if (c == ',') {
+                state = is_object[depth] ? WANT_KEY : WANT_VALUE;
+                i++;
+                continue;
+            }
+            if (c != (is_object[depth] ? '}' : ']')) return 0;
+        } else if (state == WANT_KEY || state == WANT_KEY_OR_CLOSE) {
+            if (c != '}' || state != WANT_KEY_OR_CLOSE) {
+                if (c != '"') return 0;
+                size_t end = plain_string_end(s, n, i);
+                if (!end || end == n || s[end] != ':') return 0;
+                if (open_keys == CHECK_OPEN_KEYS || open_keys - key_base[depth] == CHECK_KEYS) return 0;
+                keys[open_keys].start = (uint32_t)(i + 1);
+                keys[open_keys].length = (uint32_t)(end - i - 2);
+                open_keys++;
+                is_durability = depth == 1 && end - i - 2 == 10 && memcmp(s + i + 1, "durability", 10) == 0;
+                i = end + 1;
+                state = WANT_VALUE;
+                continue;
+            }
+        } else if (c != ']' || state != WANT_VALUE_OR_CLOSE) {
+            if (c == '{' || c == '[') {
+                if (depth == CHECK_DEPTH) return 0;
+                depth++;
+                is_object[depth] = c == '{';
+                key_base[depth] = open_keys;
+                state = c == '{' ? WANT_KEY_OR_CLOSE : WANT_VALUE_OR_CLOSE;
+                is_durability = 0;
+                i++;
+                continue;
+            }
+            if (c == '"') {
+                size_t end = plain_string_end(s, n, i);
+                if (!end) return 0;
+                if (is_durability) {
+                    durability[0] = i + 1;
+                    durability[1] = end - 1;
+                }
+                i = end;
+            } else if (c == '-' || (c >= '0' && c <= '9')) {
+                i = plain_number_end(s, n, i);
+                if (!i) return 0;
+            } else if (c == 't' && n - i >= 4 && memcmp(s + i, "true", 4) == 0) {
+                i += 4;
+            } else if (c == 'f' && n - i >= 5 && memcmp(s + i, "false", 5) == 0) {
+                i += 5;
+            } else if (c == 'n' && n - i >= 4 && memcmp(s + i, "null", 4) == 0) {
+                i += 4;
+            } else {
+                return 0;
+            }
+            is_durability = 0;
+            state = AFTER_VALUE;
+            continue;
+        }
+        /* c closes the container at this depth */
+        if (is_object[depth] && !keys_distinct(s, keys, key_base[depth], open_keys)) return 0;
+        open_keys = key_base[depth];
+        depth--;
+        i++;
+        if (depth == 0) return i;
+        state = AFTER_VALUE;
+    }
+    return 0;
+}
+
+int tay_json_enqueued(const uint8_t *s, size_t n, uint64_t *fields) {
+    static const char head[] = "{\"version\":1,\"type\":\"enqueued\",\"request_id\":\"";
+    static const char job_id_key[] = ",\"job_id\":\"";
+    static const char job_key[] = ",\"job\":";
+    size_t i = sizeof head - 2, end;  /* the request id's opening quote */
+    if (n < sizeof head - 1 || memcmp(s, head, sizeof head - 1) != 0) return TAY_ENQUEUED_NONE;
+    end = plain_string_end(s, n, i);
+    if (!end || end - i - 2 < 1 || end - i - 2 > TAY_REPORT_MAX_ID) return TAY_ENQUEUED_NONE;
+    fields[0] = i + 1;
+    fields[1] = end - 1;
+    i = end;
+    if (n - i < sizeof job_id_key - 1 || memcmp(s + i, job_id_key, sizeof job_id_key - 1) != 0)
+        return TAY_ENQUEUED_NONE;
+    i += sizeof job_id_key - 2;  /* the job id's opening quote */
+    end = plain_string_end(s, n, i);
+    if (!end || end - i - 2 < 1) return TAY_ENQUEUED_NONE;
+    fields[2] = i + 1;
+    fields[3] = end - 1;
+    i = end;
+    if (n - i < sizeof job_key - 1 || memcmp(s + i, job_key, sizeof job_key - 1) != 0)
+        return TAY_ENQUEUED_NONE;
+    end = plain_object_end(s, n, i + sizeof job_key - 1, fields + 4);
+    if (!end || n - end != 1 || s[end] != '}') return TAY_ENQUEUED_NONE;
+    return TAY_ENQUEUED;
+}

@@ -329,6 +329,14 @@ size_t tay_json_plain_string_end(const uint8_t *json, size_t size, size_t at);
 #define TAY_ENQUEUE_MAX_TASK 255
 #define TAY_ENQUEUE_MAX_RETRIES 65534
 int tay_json_enqueue(const uint8_t *json, size_t size, uint64_t *fields);
+/* An `enqueued` reply written as tay serve writes it, all in a strict subset of JSON (see
+ * frames_check.c): TAY_ENQUEUED with the (start, end) offsets of request_id, job_id and the
+ * job's durability string in fields[0..5] (durability 0, 0 when the job has no member of
+ * that name with a plain string value); TAY_ENQUEUED_NONE leaves the payload to the
+ * decoder (never a refusal). */
+#define TAY_ENQUEUED_NONE 0
+#define TAY_ENQUEUED 1
+int tay_json_enqueued(const uint8_t *json, size_t size, uint64_t *fields);
 /* 1 when json is an object written exactly as orjson.dumps(orjson.loads(json),
  * option=OPT_SORT_KEYS) writes it, for sure: no whitespace, each object's keys in strictly
  * increasing byte order, strings of valid UTF-8 with no escape and no control byte,

@@ -88,6 +88,12 @@ API (see docs/native.md for the details and error conventions):
   (retries 0), or None when they are not (then the options text must be decoded), and
   last whether the options are plain and the args text is ``json_canonical`` (the split's
   only: ``json_enqueue`` does not check the args).
+- ``json_enqueued(json) -> (mark, spans)``: mark 1 when ``json`` is an ``enqueued`` reply
+  written exactly as tay serve writes it, all of it in a strict subset of JSON (no
+  whitespace, plain ASCII strings, numbers without an exponent or a run of 19 digits, no
+  repeated key), so it is valid JSON that a decoder reads exactly: spans are the (start,
+  end) of request_id, job_id and the job's durability string ((0, 0) when it has none);
+  ``(0, ())`` otherwise, never a refusal (the SDK's producer reads its reply with it).
 - ``json_canonical(json) -> bool``: whether ``json`` is an object written exactly as
   ``orjson.dumps(orjson.loads(json), option=orjson.OPT_SORT_KEYS)`` writes it, for sure (no
   whitespace, keys in strictly increasing byte order, strings of valid UTF-8 without escapes
@@ -137,6 +143,7 @@ split_frames_marked = _active.split_frames_marked
 FrameScan = _active.FrameScan
 json_report = _active.json_report
 json_enqueue = _active.json_enqueue
+json_enqueued = _active.json_enqueued
 json_domain_clean = _active.json_domain_clean
 json_canonical = _active.json_canonical
 json_member_count = _active.json_member_count
@@ -162,6 +169,6 @@ __all__ = [
     "value_decode", "json_to_value", "json_to_value_measured", "value_to_json",
     "split_frames", "events_scan", "snapshots_scan", "mutations_scan", "base_jobs", "base_ids", "base_keys", "tail_jobs", "LiveTable", "write_all_at", "fdatasync", "fsync", "fsync_dir", "flock_exclusive",
     "json_domain_clean", "split_frames_marked", "FrameScan", "json_report",
-    "json_enqueue", "json_canonical",
+    "json_enqueue", "json_enqueued", "json_canonical",
     "rename_noreplace", "filesystem_magic",
 ]

@@ -288,6 +288,13 @@ def json_enqueue(json: Any) -> tuple[int, tuple[int, ...]]:
     return (mark, tuple(fields)) if mark else (0, ())
 
 
+def json_enqueued(json: Any) -> tuple[int, tuple[int, ...]]:
+    """``(mark, spans)`` of one ``enqueued`` reply (see ``tay._native.pure.json_enqueued``)."""
+    fields = ffi.new("uint64_t[6]")
+    mark = lib.tay_json_enqueued(json if type(json) is bytes else ffi.from_buffer("uint8_t[]", json), len(json), fields)
+    return (mark, tuple(fields)) if mark else (0, ())
+
+
 def json_plain_string_end(json: Any, at: int) -> int:
     """The offset after the plain string opened at ``json[at]``, else 0 (see
     ``tay._native.pure.json_plain_string_end``)."""

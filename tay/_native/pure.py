@@ -45,7 +45,7 @@ __all__ = [
     "IMPLEMENTATION", "CRC32C_IMPLEMENTATION", "ValueCodecError", "crc32c", "encode_records",
     "scan_records", "scan_record_columns", "value_encode", "value_decode", "split_frames",
     "json_domain_clean",
-    "json_member_count", "json_canonical", "json_plain_string_end",
+    "json_member_count", "json_canonical", "json_plain_string_end", "json_enqueued",
     "json_to_value", "json_to_value_measured", "value_to_json",
     "write_all_at",
     "fdatasync", "fsync", "fsync_dir", "flock_exclusive", "rename_noreplace",
@@ -791,3 +791,143 @@ class FrameScan:
         ``buf``."""
         frames, consumed, error = split_frames_marked(buf, *self._limits)
         return [(buf[start:end], mark, ids) for start, end, mark, ids in frames], consumed, error
+
+
+_ENQUEUED_HEAD = b'{"version":1,"type":"enqueued","request_id":"'
+_ENQUEUED_DEPTH = 255  # CHECK_DEPTH of csrc/frames_check.c
+_ENQUEUED_KEYS = 64  # CHECK_KEYS: keys of one object
+_ENQUEUED_OPEN_KEYS = 256  # CHECK_OPEN_KEYS: keys of all open objects together
+_DIGITS = b"0123456789"
+
+
+def _plain_number_end(s: bytes, i: int) -> int:
+    """The offset after a number ``-?(0|[1-9][0-9]*)(.[0-9]+)?`` without a run of 19 digits
+    at s[i], else 0 (what follows is the caller's to check)."""
+    n = len(s)
+    if s[i] == 0x2D:  # -
+        i += 1
+    if i == n or s[i] not in _DIGITS:
+        return 0
+    start = i
+    if s[i] == 0x30:
+        i += 1
+    else:
+        while i < n and s[i] in _DIGITS:
+            i += 1
+    if i - start >= 19:
+        return 0
+    if i < n and s[i] == 0x2E:  # .
+        i += 1
+        fraction = i
+        while i < n and s[i] in _DIGITS:
+            i += 1
+        if i == fraction or i - fraction >= 19:
+            return 0
+    return i
+
+
+def _plain_object_end(s: bytes, i: int) -> tuple[int, tuple[int, int]]:
+    """(the offset after the object opened at s[i] when all of it is in the subset, else 0;
+    the span of its own "durability" member's value when that is a plain string, else (0, 0))."""
+    n = len(s)
+    durability = (0, 0)
+    if i >= n or s[i] != 0x7B:
+        return 0, durability
+    stack: list[tuple[bool, list[bytes]]] = []  # (is an object, its keys)
+    state = "value"
+    is_durability = False
+    while i < n:
+        c = s[i]
+        if state == "after":
+            if c == 0x2C:  # ,
+                state = "key" if stack[-1][0] else "value"
+                i += 1
+                continue
+            if c != (0x7D if stack[-1][0] else 0x5D):
+                return 0, durability
+        elif state in ("key", "key_or_close"):
+            if not (c == 0x7D and state == "key_or_close"):
+                if c != 0x22:
+                    return 0, durability
+                end = _plain_string_end(s, i)
+                if not end or end == n or s[end] != 0x3A:
+                    return 0, durability
+                keys = stack[-1][1]
+                if sum(len(keys) for _, keys in stack) == _ENQUEUED_OPEN_KEYS or len(keys) == _ENQUEUED_KEYS:
+                    return 0, durability
+                keys.append(s[i + 1:end - 1])
+                is_durability = len(stack) == 1 and s[i + 1:end - 1] == b"durability"
+                i = end + 1
+                state = "value"
+                continue
+        elif not (c == 0x5D and state == "value_or_close"):
+            if c in (0x7B, 0x5B):  # { [
+                if len(stack) == _ENQUEUED_DEPTH:
+                    return 0, durability
+                stack.append((c == 0x7B, []))
+                state = "key_or_close" if c == 0x7B else "value_or_close"
+                is_durability = False
+                i += 1
+                continue
+            if c == 0x22:
+                end = _plain_string_end(s, i)
+                if not end:
+                    return 0, durability
+                if is_durability:
+                    durability = (i + 1, end - 1)
+                i = end
+            elif c == 0x2D or c in _DIGITS:
+                i = _plain_number_end(s, i)
+                if not i:
+                    return 0, durability
+            elif s.startswith(b"true", i) or s.startswith(b"null", i):
+                i += 4
+            elif s.startswith(b"false", i):
+                i += 5
+            else:
+                return 0, durability
+            is_durability = False
+            state = "after"
+            continue
+        # c closes the innermost container
+        is_object, keys = stack.pop()
+        if is_object and len(set(keys)) != len(keys):
+            return 0, durability
+        i += 1
+        if not stack:
+            return i, durability
+        state = "after"
+    return 0, durability
+
+
+def json_enqueued(json: Any) -> tuple[int, tuple[int, ...]]:
+    """``(1, spans)`` when ``json`` is an ``enqueued`` reply written as tay serve writes it,
+    ``{"version":1,"type":"enqueued","request_id":"R","job_id":"J","job":{...}}``, all in a
+    strict subset of JSON (csrc/frames_check.c: no whitespace, strings and keys of printable
+    ASCII without a backslash, numbers ``-?(0|[1-9][0-9]*)(.[0-9]+)?`` without a run of 19
+    digits, true, false, null, no object repeating a key, at most 255 levels and 64 keys per
+    object; R of 1..128 bytes, J not empty): spans are the (start, end) of R, J and the
+    job's own durability string, (0, 0) when the job has no such member with a plain string
+    value. ``(0, ())`` otherwise: the caller decodes it in full (never a refusal)."""
+    s = bytes(json)
+    n = len(s)
+    if not s.startswith(_ENQUEUED_HEAD):
+        return 0, ()
+    i = len(_ENQUEUED_HEAD) - 1
+    end = _plain_string_end(s, i)
+    if not end or not 1 <= end - i - 2 <= REPORT_MAX_ID:
+        return 0, ()
+    request = (i + 1, end - 1)
+    if not s.startswith(b',"job_id":"', end):
+        return 0, ()
+    i = end + len(b',"job_id":"') - 1
+    end = _plain_string_end(s, i)
+    if not end or end - i - 2 < 1:
+        return 0, ()
+    job = (i + 1, end - 1)
+    if not s.startswith(b',"job":', end):
+        return 0, ()
+    end, durability = _plain_object_end(s, end + len(b',"job":'))
+    if not end or n - end != 1 or s[end] != 0x7D:
+        return 0, ()
+    return 1, (*request, *job, *durability)

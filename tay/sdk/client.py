@@ -391,7 +391,9 @@ class Tay:
         }
         link = self._link
         if link is not None and self.connected:  # _request's first check, made once here
-            reply = await link.request("enqueue", payload, timeout=self.request_timeout, plain=True)
+            reply = await link.request("enqueue", payload, timeout=self.request_timeout, plain=True, lean=True)
+            if type(reply) is tuple:  # (job_id, durability), read without a decode (Link._enqueued)
+                return JobHandle(reply[0], self, reply[1])
         else:  # _request connects first, or refuses
             reply = await self._request("enqueue", payload, plain=True)
         return JobHandle(reply_identifier(reply, "job_id", "job"), self, reply_durability(reply))

@@ -20,6 +20,7 @@ from collections.abc import Callable, Mapping
 from typing import Any, cast
 
 from tay.errors import ConnectionLost, ProtocolError
+import tay.sdk.wire as wire
 from tay.sdk.wire import RequestIds, decode_payload, message_frame, report_frame, server_error
 
 log = logging.getLogger("tay.sdk")
@@ -30,6 +31,8 @@ _ERROR_TYPES = frozenset({"error", "protocol_error"})
 # How tay serve frames the reply to an event; other spellings are decoded in full.
 _ACCEPTED_HEAD = b'{"version":1,"type":"accepted","request_id":"'
 _ACCEPTED_AT = len(_ACCEPTED_HEAD)
+# How tay serve begins the reply to an enqueue (wire.enqueued_reply reads the rest).
+_ENQUEUED_HEAD = b'{"version":1,"type":"enqueued","request_id":"'
 
 
 class Link(asyncio.Protocol):
@@ -41,8 +44,8 @@ class Link(asyncio.Protocol):
         self.loop = asyncio.get_running_loop()  # (asyncio.get_running_loop() costs a getpid call)
         self._transport: asyncio.Transport | None = None
         self.request_id = RequestIds()
-        # request id -> (future, deadline in loop time, message type, timeout)
-        self._pending: dict[str, tuple[asyncio.Future[dict[str, Any]], float, str, float]] = {}
+        # request id -> (future, deadline in loop time, message type, timeout, lean: see request)
+        self._pending: dict[str, tuple[asyncio.Future[Any], float, str, float, bool]] = {}
         self._event_ids: set[str] = set()
         self._deadline_timer: asyncio.TimerHandle | None = None
         self._deadline_at = 0.0
@@ -108,7 +111,11 @@ class Link(asyncio.Protocol):
             if data.startswith(_ACCEPTED_HEAD, at + 4) and self._acknowledged(data[at + 4 + _ACCEPTED_AT : stop]):
                 at = stop
                 continue
-            self._dispatch(decode_payload(data[at + 4 : stop], max_frame_bytes=limit))
+            payload = data[at + 4 : stop]
+            if payload.startswith(_ENQUEUED_HEAD) and self._enqueued(payload):
+                at = stop
+                continue
+            self._dispatch(decode_payload(payload, max_frame_bytes=limit))
             if self._shut:
                 return
             at = stop
@@ -131,6 +138,28 @@ class Link(asyncio.Protocol):
         if request_id not in self._event_ids:
             return False
         self._event_ids.discard(request_id)
+        return True
+
+    def _enqueued(self, payload: bytes) -> bool:
+        """Answer a lean request (``Tay.enqueue``'s) from its ``enqueued`` reply without
+        decoding it: ``(job_id, durability)``, all that ``enqueue`` returns of it.
+
+        Only a reply that ``wire.enqueued_reply`` reads for sure (written as tay serve writes
+        it, valid JSON that the decoder would read to the same values) and whose request is a
+        pending lean one; anything else takes the full decoder and ``_dispatch``, as before.
+        """
+        read = wire.enqueued_reply(payload)
+        if read is None:
+            return False
+        request_id, job_id, durability = read
+        entry = self._pending.get(request_id)
+        if entry is None or not entry[4]:
+            return False
+        del self._pending[request_id]
+        future = entry[0]
+        if not future.done():
+            future.set_result((job_id, durability))
+            self._replied = True
         return True
 
     def connection_lost(self, exc: Exception | None) -> None:
@@ -174,11 +203,13 @@ class Link(asyncio.Protocol):
             raise ConnectionLost(f"writing to Tay failed: {self.close_reason}")
 
     def request(self, message_type: str, fields: Mapping[str, Any], *, timeout: float,
-                plain: bool = False) -> asyncio.Future[dict[str, Any]]:
+                plain: bool = False, lean: bool = False) -> asyncio.Future[Any]:
         """Send one request now; the future is its reply (an ``error`` reply raises
         ``ServerError``; no reply within ``timeout`` seconds raises ``ConnectionLost``).
 
         ``plain``: ``fields`` holds only plain JSON values already (see ``message_frame``).
+        ``lean`` (an ``enqueue``): an ``enqueued`` reply that ``_enqueued`` reads gives
+        ``(job_id, durability)`` instead of the decoded message; any other reply the message.
         Encoding errors raise here, before anything is sent.
         """
         request_id = self.request_id()
@@ -186,7 +217,7 @@ class Link(asyncio.Protocol):
         self._write(frame)
         future: asyncio.Future[dict[str, Any]] = self.loop.create_future()
         deadline = self.loop.time() + timeout
-        self._pending[request_id] = (future, deadline, message_type, timeout)
+        self._pending[request_id] = (future, deadline, message_type, timeout, lean)
         if self._deadline_timer is None or deadline < self._deadline_at:
             self._arm_deadline(deadline)
         if self._write_paused:
@@ -208,7 +239,7 @@ class Link(asyncio.Protocol):
         self._deadline_timer = None
         now = self.loop.time()
         earliest: float | None = None
-        for request_id, (future, deadline, message_type, timeout) in list(self._pending.items()):
+        for request_id, (future, deadline, message_type, timeout, _) in list(self._pending.items()):
             if deadline <= now:
                 del self._pending[request_id]
                 if not future.done():

@@ -393,6 +393,39 @@ def server_error(payload: Any) -> ServerError:
     return ServerError(str(message), code=code, details=dict(payload))
 
 
+def _resolve_enqueued(payload: bytes) -> tuple[str, str, Literal["persistent", "volatile"] | None] | None:
+    """The first call picks the reader (importing ``tay._native`` only when a reply comes):
+    the C scan, or none with the pure twin (a Python walk would cost more than the decode)."""
+    global enqueued_reply
+    from tay import _native
+
+    enqueued_reply = _reader(_native.json_enqueued) if _native.IMPLEMENTATION == "c" else _no_reader
+    return enqueued_reply(payload)
+
+
+def _no_reader(payload: bytes) -> None:
+    return None
+
+
+def _reader(spans_of: Any) -> Any:
+    def read(payload: bytes) -> tuple[str, str, Literal["persistent", "volatile"] | None] | None:
+        mark, spans = spans_of(payload)
+        if not mark:
+            return None
+        durability = payload[spans[4] : spans[5]]
+        return (payload[spans[0] : spans[1]].decode("ascii"), payload[spans[2] : spans[3]].decode("ascii"),
+                "persistent" if durability == b"persistent" else "volatile" if durability == b"volatile" else None)
+
+    return read
+
+
+# ``enqueued_reply(payload)``: ``(request_id, job_id, durability)`` of an ``enqueued`` reply
+# that ``tay._native.json_enqueued`` reads for sure (written as tay serve writes it, all in a
+# strict subset of JSON: the decoder would give the same request id and job id, and
+# ``reply_durability`` the same durability), else None (decode it in full).
+enqueued_reply = _resolve_enqueued
+
+
 def reply_identifier(reply: Mapping[str, Any], field: str, nested: str) -> str:
     """``reply[field]``, else ``reply[nested]["id"]``; a ProtocolError if neither is a string."""
     identifier = reply.get(field)

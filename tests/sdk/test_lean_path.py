@@ -253,3 +253,62 @@ def test_call_with_takes_the_keyword_shortcut_only_where_it_is_the_same_call(fun
             return type(exc)
 
     assert outcome(task) == outcome(general)
+
+
+def _serve_enqueued(request_id, job):
+    """An enqueued reply as tay serve writes it (compact, its keys in this order)."""
+    payload = json.dumps({"version": 1, "type": "enqueued", "request_id": request_id, "job_id": "00ff", "job": job},
+                         separators=(",", ":")).encode()
+    return payload
+
+
+@pytest.mark.parametrize(("payload", "lean"), [
+    (_serve_enqueued("@", {"id": "00ff", "args": {"n": [1, 2.5, None, True]}, "durability": "volatile"}), True),
+    (_serve_enqueued("@", {"id": "00ff", "args": {"durability": "volatile"}}), True),  # not the job's own
+    (_serve_enqueued("@", {"id": "00ff", "durability": None}), True),
+    (_serve_enqueued("@", {"id": "00ff", "args": {"t": "caf\\u00e9"}, "durability": "persistent"}), False),  # an escape
+    (_serve_enqueued("@", {"id": "00ff", "durability": "persistent"}).replace(b'"job_id":"00ff",', b""), False),
+])
+def test_an_enqueue_reply_read_lean_gives_what_the_decoded_reply_gives(payload, lean):
+    from tay.sdk.wire import reply_durability, reply_identifier
+
+    async def scenario():
+        results = []
+        for lean_request in (True, False):
+            link = Link(max_frame_bytes=4096, on_message=lambda *_: None)
+            link.connection_made(_Wire())
+            future = link.request("enqueue", {"task": "t", "args": {}}, timeout=5.0, lean=lean_request)
+            request_id = next(iter(link._pending))
+            frame_payload = payload.replace(b'"request_id":"@"', b'"request_id":"%s"' % request_id.encode())
+            link.data_received(len(frame_payload).to_bytes(4, "big") + frame_payload)
+            results.append(await future)
+            assert link.is_open
+        lean_reply, decoded = results
+        assert type(decoded) is dict
+        assert type(lean_reply) is (tuple if lean else dict)
+        if lean:
+            assert lean_reply == (reply_identifier(decoded, "job_id", "job"), reply_durability(decoded))
+
+    asyncio.run(scenario())
+
+
+@pytest.mark.parametrize("fault", [b'"attempt":01', b'"a":1,"a":2', b'"x":[1,}', b'"big":12345678901234567890'])
+def test_a_faulty_enqueued_reply_still_drops_the_connection_or_reads_exactly(fault):
+    async def scenario():
+        link = Link(max_frame_bytes=4096, on_message=lambda *_: None)
+        wire = _Wire()
+        link.connection_made(wire)
+        future = link.request("enqueue", {"task": "t", "args": {}}, timeout=5.0, lean=True)
+        request_id = next(iter(link._pending))
+        payload = _serve_enqueued(request_id, {"id": "00ff", "durability": "persistent"})
+        payload = payload[:-2] + b"," + fault + b"}}"
+        link.data_received(len(payload).to_bytes(4, "big") + payload)
+        if fault.startswith(b'"big"'):  # valid JSON: decoded in full, the big integer exactly
+            reply = await future
+            assert reply["job"]["big"] == 12345678901234567890 and link.is_open
+            return
+        assert not link.is_open and wire.closed and isinstance(link.close_reason, ProtocolError)
+        with pytest.raises(ConnectionLost):
+            await future
+
+    asyncio.run(scenario())
