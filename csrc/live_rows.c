@@ -211,6 +211,12 @@ static long apply_one(tay_live_table *t, const uint8_t *id, const uint64_t *m) {
     return (long)r;
 }
 
+int tay_live_take_order(tay_live_table *t, uint64_t order) {
+    if (order != t->next_order) return -1;
+    t->next_order++;
+    return 0;
+}
+
 long tay_live_apply_one(tay_live_table *t, const uint8_t *id, const uint64_t *row) {
     return apply_one(t, id, row);
 }

@@ -8,8 +8,13 @@
  * success finish of that execution (token 2) at revision 4, as the engine writes a success,
  * or (stores written before 2026-12-04) the finish at revision 3, then the result at
  * revision 4. Every payload must pass the mutation or event fast path
- * (tay_mutations_scan, tay_events_scan). It stops before the first record that is
- * anything else and never refuses: the caller replays from there the exact way.
+ * (tay_mutations_scan, tay_events_scan). A record of a job it knows outside that lifecycle
+ * (a worker failure's finish or its (22,2) details in either order, a value result, a
+ * retry's available, a cancel...) sends the job the general way: the walk goes on and all
+ * that job's records are pending (each such mutation one state change, and a ready push
+ * when it carries an order, which the allocator takes here). It stops before the first
+ * record that is anything else and never refuses: the caller replays from there the exact
+ * way.
  *
  * Output, offsets absolute in buf: for each job whose four records were all taken (done,
  * in the order of its finish) TAY_BASE_JOB u64s (base_jobs.c's columns: RECORD the
@@ -28,16 +33,16 @@
  * as that row instead of replaying its records. The pure twin is tay/_native/_pure_tail.py
  * (same output, same stop).
  */
-#include "tay_native.h"
+#include "value_walk.h"
 
 #include <stdlib.h>
-#include <string.h>
 
 #define FRAME_HEADER 24
 #define COMPLETED_STATE 4
 
-enum { INSERTED = 1, EXECUTING, FINISHED, DONE, RESULTED };  /* RESULTED: executing, its
-                                                                 * result recorded */
+/* RESULTED: executing, its result recorded; GENERAL: a record of the job is outside the
+ * lifecycle, all its records go the general way */
+enum { INSERTED = 1, EXECUTING, FINISHED, DONE, RESULTED, GENERAL };
 /* per job scratch beside its live row (live_rows.c, which checks each step): step, insert,
  * eligible_at, started, started_at, finished,
  * finished_at, stamp, result, result_bytes, six definition columns, the insert's index */
@@ -46,10 +51,28 @@ enum { W_STEP, W_INSERT, W_ELIGIBLE, W_STARTED, W_STARTED_AT, W_FINISHED,
        W_WORKER_LENGTH, W_DEFINITION_LENGTH, W_ARGS_NODES, W_INSERT_INDEX, W_ORDER,
        W_START_STAMP, W_WIDTH };
 
-static uint64_t rd64(const uint8_t *p) {
-    uint64_t v = 0;
-    for (int i = 0; i < 8; i++) v = (v << 8) | p[i];
-    return v;
+/* The job id of a failure_recorded (22,2) Event-v1 payload: a canonical Value within the
+ * budgets, a map of exactly at, error, expected_revision and job_id, the id 16 bytes; NULL
+ * when not (the walk stops there; the exact decoder decides). Nothing else is checked: the
+ * record is replayed the exact way. */
+static const uint8_t *failure_job(const uint8_t *d, size_t length, uint32_t max_depth,
+                                  uint64_t max_nodes, uint64_t max_binary,
+                                  size_t tape_capacity, uint8_t *tags, uint64_t *values,
+                                  uint32_t *tape_offsets, double *reals) {
+    static const char *names[4] = {"at", "error", "expected_revision", "job_id"};
+    cursor_ctx c = {d, 0, 0};
+    size_t nodes, error_offset, pos, v = 0;
+    if (length == 0 || length > tape_capacity
+        || tay_value_scan(d, length, max_depth, max_nodes, max_binary, tape_capacity, tags,
+                          values, tape_offsets, reals, &nodes, &error_offset) < 0
+        || !(pos = open_map(d, 0, 4)))
+        return NULL;
+    for (int k = 0; k < 4; k++) {
+        if (!(v = key(d, &pos, names[k]))) return NULL;
+        if (k < 3) pos = skip(&c, v);
+    }
+    if (d[v] != 0x07 || rd32(d + v + 1) != 16) return NULL;
+    return d + v + 5;
 }
 
 long tay_tail_jobs(const uint8_t *buf, size_t size, size_t count, const uint64_t *offsets,
@@ -64,9 +87,11 @@ long tay_tail_jobs(const uint8_t *buf, size_t size, size_t count, const uint64_t
     uint32_t *owner = malloc((count ? count : 1) * sizeof(uint32_t)); /* job + 1 per record */
     uint32_t *finish_order = malloc((count ? count : 1) * sizeof(uint32_t));
     uint64_t *work = malloc((count ? count : 1) * W_WIDTH * sizeof(uint64_t));
+    uint8_t *pushes = malloc(count ? count : 1);  /* per record: 1 when it pushes ready */
     uint64_t row[TAY_MUTATION_ROW], stamps = 0, readies = 0;
-    if (tay_live_new(count, *next_order, &table) < 0 || !owner || !finish_order || !work) {
-        tay_live_free(table), free(owner), free(finish_order), free(work);
+    if (tay_live_new(count, *next_order, &table) < 0 || !owner || !finish_order || !work
+        || !pushes) {
+        tay_live_free(table), free(owner), free(finish_order), free(work), free(pushes);
         return -1;
     }
     for (i = 0; i < count; i++) {
@@ -75,80 +100,121 @@ long tay_tail_jobs(const uint8_t *buf, size_t size, size_t count, const uint64_t
         const uint8_t *p = buf + offset;
         uint32_t job;
         uint64_t *w;
+        long found;
         if (offsets[i] > size || size - offsets[i] < FRAME_HEADER + (uint64_t)length) break;
+        pushes[i] = 0;
         if (types[i] == 8 && schemas[i] == 1) {
             tay_mutations_scan(buf, 1, &offset, &length, max_depth, max_nodes, max_binary,
                                tape_capacity, tags, values, tape_offsets, reals, row);
             if (row[TAY_EF_STATUS] != TAY_EVENT_FAST) break;
             uint64_t kind = row[TAY_MF_KIND], at = row[TAY_EF_AT];
+            int ordered = !((row[TAY_EF_NIL] >> TAY_MF_ORDER) & 1);
             /* the walk's lifecycle: an insert available at once, its start, a success; the
-             * live table applies each as the reducer would, or refuses it (the walk stops) */
-            if ((kind != 1 && kind != 3 && kind != 4)
-                || (kind == 1 && ((row[TAY_EF_NIL] >> TAY_MF_ORDER) & 1)))
-                break;
-            int resulted = 0;
-            if (kind == 4) {
-                long found = tay_live_find(table, p);
-                resulted = found >= 0 && work[(size_t)found * W_WIDTH + W_STEP] == RESULTED;
+             * live table applies each as the reducer would, or refuses it: the walk stops
+             * at an insert it refuses, and any other record of a job it knows sends that
+             * job the general way (below) */
+            if (kind == 1 && !ordered) break;
+            found = kind == 1 ? -1 : tay_live_find(table, p);
+            if (kind != 1 && found < 0) break;
+            w = found >= 0 ? work + (size_t)found * W_WIDTH : NULL;
+            long number = -1;
+            if (kind == 1 || ((kind == 3 || kind == 4) && w[W_STEP] != GENERAL)) {
+                int resulted = kind == 4 && w[W_STEP] == RESULTED;
                 /* the live table knows no results: it applies this finish as the finish of
                  * revision 2 (a done job's row is never read again) */
                 if (resulted) row[TAY_EF_EXPECTED] -= 1;
+                number = tay_live_apply_one(table, p, row);
+                if (number == -2) {
+                    tay_live_free(table), free(owner), free(finish_order), free(work);
+                    free(pushes);
+                    return -1;
+                }
+                if (number < 0 && kind == 1) break;
+                if (number >= 0) {
+                    job = (uint32_t)number + 1;
+                    w = work + (size_t)number * W_WIDTH;
+                    if (kind == 1) {
+                        n++;
+                        w[W_STEP] = INSERTED;
+                        w[W_INSERT] = offset;
+                        w[W_INSERT_INDEX] = i;
+                        w[W_ELIGIBLE] = row[TAY_EF_A];
+                        w[W_QUEUE] = offset + row[TAY_EF_QUEUE];
+                        w[W_QUEUE_LENGTH] = row[TAY_EF_QUEUE_LENGTH];
+                        w[W_WORKER] = offset + row[TAY_EF_WORKER];
+                        w[W_WORKER_LENGTH] = row[TAY_EF_WORKER_LENGTH];
+                        w[W_DEFINITION_LENGTH] = row[TAY_EF_DEFINITION_LENGTH];
+                        w[W_ARGS_NODES] = row[TAY_EF_ARGS_NODES];
+                        w[W_ORDER] = row[TAY_MF_ORDER];
+                        pushes[i] = 1;
+                        readies++;
+                    } else if (kind == 3) {
+                        w[W_STEP] = EXECUTING;
+                        w[W_STARTED] = i;
+                        w[W_STARTED_AT] = at;
+                        w[W_START_STAMP] = stamps + 1;
+                    } else {
+                        w[W_STEP] = resulted ? DONE : FINISHED;
+                        w[W_FINISHED] = i;
+                        w[W_FINISHED_AT] = at;
+                        w[W_STAMP] = stamps + 1;
+                        finish_order[finishes++] = job;
+                    }
+                }
             }
-            long number = tay_live_apply_one(table, p, row);
-            if (number == -2) {
-                tay_live_free(table), free(owner), free(finish_order), free(work);
-                return -1;
-            }
-            if (number < 0) break;
-            job = (uint32_t)number + 1;
-            w = work + (size_t)number * W_WIDTH;
-            if (kind == 1) {
-                n++;
-                w[W_STEP] = INSERTED;
-                w[W_INSERT] = offset;
-                w[W_INSERT_INDEX] = i;
-                w[W_ELIGIBLE] = row[TAY_EF_A];
-                w[W_QUEUE] = offset + row[TAY_EF_QUEUE];
-                w[W_QUEUE_LENGTH] = row[TAY_EF_QUEUE_LENGTH];
-                w[W_WORKER] = offset + row[TAY_EF_WORKER];
-                w[W_WORKER_LENGTH] = row[TAY_EF_WORKER_LENGTH];
-                w[W_DEFINITION_LENGTH] = row[TAY_EF_DEFINITION_LENGTH];
-                w[W_ARGS_NODES] = row[TAY_EF_ARGS_NODES];
-                w[W_ORDER] = row[TAY_MF_ORDER];
-                readies++;
-            } else if (kind == 3) {
-                w[W_STEP] = EXECUTING;
-                w[W_STARTED] = i;
-                w[W_STARTED_AT] = at;
-                w[W_START_STAMP] = stamps + 1;
-            } else {
-                w[W_STEP] = resulted ? DONE : FINISHED;
-                w[W_FINISHED] = i;
-                w[W_FINISHED_AT] = at;
-                w[W_STAMP] = stamps + 1;
-                finish_order[finishes++] = job;
+            if (number < 0) {
+                /* a record of a known job outside the lifecycle (a failure finish, a retry,
+                 * a cancel, a second start...): the job goes the general way, all its
+                 * records replayed the exact way, which refuses what the reducer refuses.
+                 * Every mutation the reducer accepts changes the job's state (one state
+                 * change) and pushes it ready exactly when it carries an order, which the
+                 * allocator must take here (the exact replay trusts the walk's check) */
+                if (ordered && tay_live_take_order(table, row[TAY_MF_ORDER]) < 0) break;
+                w[W_STEP] = GENERAL;
+                job = (uint32_t)found + 1;
+                pushes[i] = (uint8_t)ordered;
+                readies += (uint64_t)ordered;
             }
             stamps++;
         } else if (types[i] == 30 && schemas[i] == 2) {
             uint64_t event_offset = offset + 10, revision;
             uint32_t event_length = length - 10;
             uint8_t type = 10, schema = 2;
-            if (length < 10 || p[0] != 10 || p[1] != 2) break;
+            if (length < 10 || p[1] != 2) break;
+            if (p[0] == 22) {
+                /* a worker failure's details: never a state change nor a ready push; the
+                 * job goes the general way */
+                const uint8_t *id = failure_job(p + 10, event_length, max_depth, max_nodes,
+                                                max_binary, tape_capacity, tags, values,
+                                                tape_offsets, reals);
+                found = id ? tay_live_find(table, id) : -1;
+                if (found < 0) break;
+                work[(size_t)found * W_WIDTH + W_STEP] = GENERAL;
+                owner[i] = (uint32_t)found + 1;
+                continue;
+            }
+            if (p[0] != 10) break;
             revision = rd64(p + 2);
             tay_events_scan(buf, 1, &event_offset, &event_length, &type, &schema, max_depth,
                             max_nodes, max_binary, tape_capacity, tags, values, tape_offsets,
                             reals, row);
-            if (row[TAY_EF_STATUS] != TAY_EVENT_FAST || revision != row[TAY_EF_EXPECTED] + 1)
-                break;
-            job = (uint32_t)(tay_live_find(table, buf + event_offset + row[TAY_EF_JOB_ID]) + 1);
-            w = job ? work + (size_t)(job - 1) * W_WIDTH : NULL;
-            if (!w || !((w[W_STEP] == FINISHED && row[TAY_EF_EXPECTED] == 3)
-                        || (w[W_STEP] == EXECUTING && row[TAY_EF_EXPECTED] == 2))
-                || row[TAY_EF_B] != 1 || buf[event_offset + row[TAY_EF_A]] != 0)
-                break;
-            w[W_STEP] = w[W_STEP] == FINISHED ? DONE : RESULTED;
-            w[W_RESULT] = i;
-            w[W_RESULT_BYTES] = row[TAY_EF_B];
+            if (row[TAY_EF_STATUS] != TAY_EVENT_FAST) break;
+            found = tay_live_find(table, buf + event_offset + row[TAY_EF_JOB_ID]);
+            if (found < 0) break;
+            job = (uint32_t)found + 1;
+            w = work + (size_t)found * W_WIDTH;
+            if (revision != row[TAY_EF_EXPECTED] + 1
+                || !((w[W_STEP] == FINISHED && row[TAY_EF_EXPECTED] == 3)
+                     || (w[W_STEP] == EXECUTING && row[TAY_EF_EXPECTED] == 2))
+                || row[TAY_EF_B] != 1 || buf[event_offset + row[TAY_EF_A]] != 0) {
+                /* a result outside the lifecycle (not nil, or not where a success has
+                 * it): the job goes the general way (a result changes no state) */
+                w[W_STEP] = GENERAL;
+            } else {
+                w[W_STEP] = w[W_STEP] == FINISHED ? DONE : RESULTED;
+                w[W_RESULT] = i;
+                w[W_RESULT_BYTES] = row[TAY_EF_B];
+            }
         } else {
             break;
         }
@@ -193,10 +259,8 @@ long tay_tail_jobs(const uint8_t *buf, size_t size, size_t count, const uint64_t
             out[1] = before;
             out[2] = ready;
         }
-        if (types[r] == 8) {
-            before++;
-            if (w[W_INSERT_INDEX] == r) ready++;
-        }
+        if (types[r] == 8) before++;
+        ready += pushes[r];
     }
     /* the jobs left at their insert or their start, in insert order (job numbers are given
      * at the insert) */
@@ -221,7 +285,7 @@ long tay_tail_jobs(const uint8_t *buf, size_t size, size_t count, const uint64_t
         out[TAY_TV_ARGS_NODES] = w[W_ARGS_NODES];
     }
     *next_order = tay_live_next_order(table);
-    tay_live_free(table), free(owner), free(finish_order), free(work);
+    tay_live_free(table), free(owner), free(finish_order), free(work), free(pushes);
     *live_count = held;
     *job_count = done;
     *pending_count = waiting;

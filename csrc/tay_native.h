@@ -194,7 +194,9 @@ long tay_base_keys(const uint8_t *buf, size_t size, uint64_t origin, const uint6
 
 /* ---- Store-v2 tail replay in columns (tail_jobs.c) ----
  * The common job lifecycle (insert, start, success finish, nil result) of tail records
- * taken while each is one, from a record boundary (Record v1 offsets, payload at +24).
+ * taken while each is one, from a record boundary (Record v1 offsets, payload at +24); a
+ * record of a known job outside it (a failure, a retry, a value result) sends that job's
+ * records to `pending` and the walk goes on.
  * Per done job TAY_BASE_JOB u64s (as above; RECORD the insert's index) and TAY_TAIL_LINK
  * u64s; per record taken of a job not done, (index, state changes before it, ready pushes
  * before it) in `pending`; totals: state changes and ready pushes of all records taken;
@@ -286,6 +288,9 @@ long tay_live_apply(tay_live_table *t, const uint8_t *buf, size_t count,
 /* one row (the walk of tail_jobs.c applies row by row as it scans): its row number, -1 not
  * applicable, -2 out of memory */
 long tay_live_apply_one(tay_live_table *t, const uint8_t *id, const uint64_t *row);
+/* the allocator takes `order` when it is the next one (0), else -1, nothing changed (a
+ * record the walk of tail_jobs.c leaves to the exact replay carries it) */
+int tay_live_take_order(tay_live_table *t, uint64_t order);
 
 /* ---- Unix-socket framing (frames.c) ---- */
 #define TAY_FRAME_OK 0

@@ -10,9 +10,14 @@ a (30,2) ``result_recorded`` of a nil result for it at revision 3 and an (8,1) s
 finish of that execution (no diagnostic, completed) at revision 4, as the engine writes a
 success, or (stores written before 2026-12-04) the finish at revision 3, then the result at
 revision 4. Every payload must pass the
-mutation or event fast path. It stops before the first record that is anything else
-(another pair or kind, a slow payload, an id it does not know or knows in another step, a
-record outside ``buf``); it never refuses.
+mutation or event fast path. A record of a job it knows outside that lifecycle (a worker
+failure's finish or its (22,2) ``failure_recorded`` details, in either order, a value
+result, a retry's available, a cancel...) sends the job the general way: the walk goes on,
+and every record of that job is pending (each such mutation one state change, and a ready
+push when it carries an order, which the allocator takes there). It stops before the
+first record that is anything else (another pair or kind, a slow payload, an insert it
+refuses, an id it does not know, an order not the allocator's, a record outside ``buf``);
+it never refuses.
 
 Returns ``(next, next_order, jobs, links, pending, totals)``: ``next`` the first record it
 did not take; the allocator after the records taken; per job whose four records were all
@@ -45,6 +50,8 @@ from typing import Any, Sequence
 from tay._native import _pure_events as er
 from tay._native import _pure_mutations as mr
 from tay._native._pure_base import BASE_JOB, FRAME_HEADER, COMPLETED
+from tay._native._pure_value import value_decode
+from tay._native.errors import ValueCodecError
 
 TAIL_LINK = 6
 STAMP, STARTED, STARTED_LENGTH, STARTED_AT, FINISHED, FINISHED_LENGTH = range(TAIL_LINK)
@@ -53,9 +60,10 @@ TAIL_LIVE = 13
  ARGS_NODES, STATE, START, START_AT, START_STAMP) = range(TAIL_LIVE)
 # a live row's STATE: the index of available or executing in transitions.STATES
 AVAILABLE, EXECUTING = 1, 2
-# a job's step: inserted (available), executing, completed (no result yet), done, or
-# executing with its result (the result recorded before the finish)
-_INSERTED, _EXECUTING, _COMPLETED, _DONE, _RESULTED = 1, 2, 3, 4, 5
+# a job's step: inserted (available), executing, completed (no result yet), done,
+# executing with its result (the result recorded before the finish), or sent the general
+# way (a record of it outside the lifecycle: all its records are replayed the exact way)
+_INSERTED, _EXECUTING, _COMPLETED, _DONE, _RESULTED, _GENERAL = 1, 2, 3, 4, 5, 6
 
 
 class _Job:
@@ -68,20 +76,28 @@ def _mutation(buf: Any, offset: int, length: int, limits: tuple) -> list[int] | 
     return row if row[er.STATUS] == er.EVENT_FAST else None
 
 
+def _failure_job(buf: Any, offset: int, length: int, limits: tuple) -> bytes | None:
+    """The job id of a failure_recorded (22,2) Event-v1 payload: a canonical Value within
+    the budgets, a map of exactly at, error, expected_revision and job_id, the id 16 bytes;
+    None when not. Nothing else is checked: the record is replayed the exact way."""
+    if length == 0 or length > er.TAPE_CAPACITY:
+        return None
+    data = bytes(buf[offset:offset + length])
+    try:
+        value = value_decode(data, *limits)
+    except ValueCodecError:
+        return None
+    if type(value) is not dict or sorted(value) != ["at", "error", "expected_revision",
+                                                    "job_id"]:
+        return None
+    job_id = value["job_id"]
+    return job_id if type(job_id) is bytes and len(job_id) == 16 else None
+
+
 def _result(buf: Any, offset: int, length: int, limits: tuple) -> list[int] | None:
-    """The inner result_recorded row of a (30,2) payload at revision expected + 1."""
-    if length < 10 or buf[offset] != 10 or buf[offset + 1] != 2:
-        return None
-    revision = int.from_bytes(buf[offset + 2:offset + 10], "big")
+    """The inner result_recorded row of a (30,2) payload (its revision not checked)."""
     row = er.events_scan(buf, [(offset + 10, length - 10, 10, 2)], *limits)
-    if row[er.STATUS] != er.EVENT_FAST or revision != row[er.EXPECTED] + 1:
-        return None
-    return row
-
-
-def _step(table: Any, numbered: list[_Job], job_id: bytes) -> int | None:
-    number = table.find(job_id)
-    return None if number is None else numbered[number].step
+    return row if row[er.STATUS] == er.EVENT_FAST else None
 
 
 def tail_jobs(buf: Any, offsets: Sequence[int], lengths: Sequence[int], types: Sequence[int],
@@ -103,59 +119,93 @@ def tail_jobs(buf: Any, offsets: Sequence[int], lengths: Sequence[int], types: S
         if offset + length > len(buf):
             break
         pair = (types[i], schemas[i])
+        pushes = 0
         if pair == (8, 1):
             row = _mutation(buf, offset, length, limits)
             if row is None:
                 break
             kind, at = row[mr.KIND], row[er.AT]
+            ordered = not (row[er.NIL] >> mr.ORDER) & 1
             # the walk's lifecycle: an insert available at once, its start, a success; the
-            # live table applies each as the reducer would, or refuses it (the walk stops)
-            if kind not in (1, 3, 4) or (kind == 1 and (row[er.NIL] >> mr.ORDER) & 1):
+            # live table applies each as the reducer would, or refuses it: the walk stops at
+            # an insert it refuses, and any other record of a job it knows sends that job
+            # the general way (below)
+            if kind == 1 and not ordered:
                 break
             job_id = bytes(buf[offset:offset + 16])
-            resulted = kind == 4 and _step(table, numbered, job_id) == _RESULTED
-            if resulted:  # the live table knows no results: it applies this finish as the
-                row = list(row)  # finish of revision 2 (a done job's row is never read)
-                row[er.EXPECTED] -= 1
-            number = table.apply_one(job_id, row)
+            found = None if kind == 1 else table.find(job_id)
+            if kind != 1 and found is None:
+                break
+            job = None if found is None else numbered[found]
+            number = None
+            if kind == 1 or (kind in (3, 4) and job.step != _GENERAL):
+                resulted = kind == 4 and job.step == _RESULTED
+                if resulted:  # the live table knows no results: it applies this finish as
+                    row = list(row)  # the finish of revision 2 (a done job's row is unread)
+                    row[er.EXPECTED] -= 1
+                number = table.apply_one(job_id, row)
+                if number is None and kind == 1:
+                    break
+                if kind == 1 and number is not None:
+                    job = _Job()
+                    numbered.append(job)
+                    job.step, job.insert, job.eligible_at = _INSERTED, i, row[er.A]
+                    job.keys = [offset + row[er.QUEUE], row[er.QUEUE_LENGTH],
+                                offset + row[er.WORKER], row[er.WORKER_LENGTH],
+                                row[er.DEFINITION_LENGTH], row[er.ARGS_NODES]]
+                    job.order = row[mr.ORDER]
+                    pushes = 1
+                    readies += 1
+                elif kind == 3 and number is not None:
+                    job.step, job.started, job.started_at = _EXECUTING, i, at
+                    job.start_stamp = stamps + 1
+                elif number is not None:
+                    job.step = _DONE if resulted else _COMPLETED
+                    job.finished, job.finished_at = i, at
+                    job.stamp = stamps + 1
+                    finishes.append(job)
             if number is None:
-                break
-            if kind == 1:
-                job = _Job()
-                numbered.append(job)
-                job.step, job.insert, job.eligible_at = _INSERTED, i, row[er.A]
-                job.keys = [offset + row[er.QUEUE], row[er.QUEUE_LENGTH],
-                            offset + row[er.WORKER], row[er.WORKER_LENGTH],
-                            row[er.DEFINITION_LENGTH], row[er.ARGS_NODES]]
-                job.order = row[mr.ORDER]
-                readies += 1
-            elif kind == 3:
-                job = numbered[number]
-                job.step, job.started, job.started_at = _EXECUTING, i, at
-                job.start_stamp = stamps + 1
-            else:
-                job = numbered[number]
-                job.step = _DONE if resulted else _COMPLETED
-                job.finished, job.finished_at = i, at
-                job.stamp = stamps + 1
-                finishes.append(job)
+                # a record of a known job outside the lifecycle: the job goes the general
+                # way (all its records replayed the exact way); an accepted mutation is one
+                # state change and pushes ready exactly when it carries an order, which the
+                # allocator takes here (the exact replay trusts the walk's check)
+                if ordered:
+                    if row[mr.ORDER] != table.next_order:
+                        break
+                    table.next_order += 1
+                job.step = _GENERAL
+                pushes = int(ordered)
+                readies += pushes
         elif pair == (30, 2):
-            row = _result(buf, offset, length, limits)
-            if row is None:
+            if length < 10 or buf[offset + 1] != 2:
                 break
-            start_id = offset + 10 + row[er.JOB_ID]
-            number = table.find(bytes(buf[start_id:start_id + 16]))
-            job = None if number is None else numbered[number]
-            if job is None or (job.step, row[er.EXPECTED]) not in ((_COMPLETED, 3),
-                                                                   (_EXECUTING, 2)) \
-                    or row[er.B] != 1 or buf[offset + 10 + row[er.A]] != 0:
-                break
-            job.step = _DONE if job.step == _COMPLETED else _RESULTED
-            job.result, job.result_bytes = i, row[er.B]
+            if buf[offset] == 22:  # a failure's details: no state change, no ready push
+                job_id = _failure_job(buf, offset + 10, length - 10, limits)
+                found = None if job_id is None else table.find(job_id)
+                if found is None:
+                    break
+                job = numbered[found]
+                job.step = _GENERAL
+            else:
+                row = _result(buf, offset, length, limits)
+                if row is None:
+                    break
+                start_id = offset + 10 + row[er.JOB_ID]
+                found = table.find(bytes(buf[start_id:start_id + 16]))
+                if found is None:
+                    break
+                job = numbered[found]
+                if int.from_bytes(buf[offset + 2:offset + 10], "big") != row[er.EXPECTED] + 1 \
+                        or (job.step, row[er.EXPECTED]) not in ((_COMPLETED, 3), (_EXECUTING, 2)) \
+                        or row[er.B] != 1 or buf[offset + 10 + row[er.A]] != 0:
+                    job.step = _GENERAL  # a result outside the lifecycle: the general way
+                else:
+                    job.step = _DONE if job.step == _COMPLETED else _RESULTED
+                    job.result, job.result_bytes = i, row[er.B]
         else:
             break
         adds = 0 if pair == (30, 2) else 1
-        taken.append((i, job, adds))
+        taken.append((i, job, adds, pushes))
         stamps += adds
         i += 1
     rows: list[int] = []
@@ -173,11 +223,10 @@ def tail_jobs(buf: Any, offsets: Sequence[int], lengths: Sequence[int], types: S
                   job.started_at, offsets[finished] + FRAME_HEADER, lengths[finished]]
     pending: list[int] = []
     before = ready = 0
-    for index, job, adds in taken:
+    for index, job, adds, pushes in taken:
         if job.step != _DONE:
             pending += [index, before, ready]
-        if types[index] == 8 and index == job.insert:
-            ready += 1
+        ready += pushes
         before += adds
     live: list[int] = []
     for job in numbered:  # insert order; expected 0 and eligible at once: live

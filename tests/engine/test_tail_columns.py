@@ -211,6 +211,8 @@ def test_the_native_walk_equals_its_twin(seed, actions, damage, start, order, ol
             if types[i] == 8 else None
         if row is not None and row[mr.KIND] == 1 and not (row[er.NIL] >> mr.ORDER) & 1:
             walks.add((i, len(frames), row[mr.ORDER]))
+        if types[i] == 30 and buf[offsets[i] + FRAME_HEADER] == 22:  # cut after details
+            walks.add((start, i + 1, 1 + order))
     for start, stop, next_order in sorted(walks):
         args = (buf, offsets, lengths, types, schemas, start, stop, next_order, *LIMITS_)
         walked = _native.tail_jobs(*args)
@@ -246,29 +248,29 @@ def test_the_common_lifecycle_is_taken_whole() -> None:
         assert _pure_tail.tail_jobs(buf, offsets, lengths, types, schemas, 0, len(order), 1,
                                     *LIMITS_)[:2] == (12, 4)
     assert finish_first(frames) != frames
-    # a value result leaves the common case: the walk stops at it (before its finish), and
-    # the records it took (three inserts and starts) are all of jobs not done: pending
+    # a value result leaves the common case: its job goes the general way and the walk goes
+    # on to its finish; the records it took (three inserts and starts, the result and the
+    # finish) are all of jobs not done: pending
     frames = tail_frames(1, actions[:3] + [("start", 0), ("finish", 0, "value")])
     buf, offsets, lengths, types, schemas = columns(frames)
     taken, _, rows, _, pending, _, live = _native.tail_jobs(
         buf, offsets, lengths, types, schemas, 0, len(frames), 1, *LIMITS_)
-    assert taken == 6 and len(rows) == 0 and len(pending) == 3 * 6
+    assert taken == len(frames) == 8 and len(rows) == 0 and len(pending) == 3 * 8
     # the jobs it took only the insert of, or the insert and the start, are also live rows,
-    # in insert order (here the three jobs left executing)
+    # in insert order (here the two jobs left executing; the general one is not)
     at = [offsets[i] + FRAME_HEADER for i in range(len(offsets))]
     inserts = [i for i in pending[::3] if types[i] == 8 and buf[at[i] + 16] == 1]
     finished = {bytes(buf[at[i]:at[i] + 16]) for i in pending[::3] if buf[at[i] + 16] == 4}
     assert list(live[_pure_tail.RECORD::_pure_tail.TAIL_LIVE]) == [
         i for i in inserts if bytes(buf[at[i]:at[i] + 16]) not in finished]
-    assert list(live[_pure_tail.STATE::_pure_tail.TAIL_LIVE]) == [_pure_tail.EXECUTING] * 3
+    assert list(live[_pure_tail.STATE::_pure_tail.TAIL_LIVE]) == [_pure_tail.EXECUTING] * 2
 
 
 def test_a_tail_in_the_older_order_recovers_the_same_jobs() -> None:
     """Successes and worker failures written finish first (stores before 2026-12-04) or
     result / details first (the engine now) recover to the same JobState for every job,
-    with the columnar tail replay or without; the walk stops at a failure's first record
-    in either order (the live table refuses a failure finish, the twin the carried
-    (22,2)), so neither order leaves the other the longer exact replay."""
+    with the columnar tail replay or without; the walk takes a failure's records in either
+    order, sending its job the general way, and goes on to the end of the tail."""
     actions = ([("enqueue", "a", None, {})] * 4
                + [("start", 0), ("finish", 0, "nil"), ("finish", 0, "failed"),
                   ("finish", 0, "value"), ("finish", 0, "failed"), ("advance", 2500)]) * 2
@@ -281,10 +283,7 @@ def test_a_tail_in_the_older_order_recovers_the_same_jobs() -> None:
                                    *LIMITS_)[0],
                  _pure_tail.tail_jobs(buf, offsets, lengths, types, schemas, 0, len(order), 1,
                                       *LIMITS_)[0]}
-        details = min(i for i, (t, s, p) in enumerate(order)
-                      if t == 30 and p[:2] == b"\x16\x02")
-        (stop,) = stops  # the same in both walks, at the first failure's batch at the latest
-        assert stop <= details
+        assert stops == {len(order)}  # the same in both walks: past every failure
         root = scratch_path("tail-columns")
         try:
             empty_store(root)
@@ -409,7 +408,12 @@ def recovers_the_same(seed, actions, damage, batch, old=0) -> None:
     """``old``: which successes and failures the tail holds finish first (stores before
     2026-12-04; ``finish_first``)."""
     frames = tail_frames(seed, actions)
-    frames = damaged(finish_first(frames, old) if old else frames, damage)
+    recovers_the_same_from(damaged(finish_first(frames, old) if old else frames, damage), batch)
+
+
+def recovers_the_same_from(frames: list, batch: int):
+    """A store whose tail is ``frames`` recovers the same with the columnar tail replay as
+    without (or is refused the same way); returns the columnar engine (None: refused)."""
     root = scratch_path("tail-columns")
     saved = store_v2._BATCH
     try:
@@ -421,7 +425,7 @@ def recovers_the_same(seed, actions, damage, batch, old=0) -> None:
         columnar = outcome(root)
         if isinstance(plain, tuple):
             assert columnar == plain
-            return
+            return None
         assert bookkeeping(columnar) == bookkeeping(plain)
         assert answers(columnar) == answers(plain)
         for job_id, entry in all_entries(plain).items():
@@ -432,9 +436,98 @@ def recovers_the_same(seed, actions, damage, batch, old=0) -> None:
         assert by_id(columnar.retained_jobs()) == by_id(plain.retained_jobs())
         assert bookkeeping(columnar) == bookkeeping(plain)
         assert columnar.durable_executing == plain.durable_executing
+        return columnar
     finally:
         store_v2._BATCH = saved
         shutil.rmtree(root, ignore_errors=True)
+
+
+# worker failures among nil successes (a worker of capacity 3, one retry): a job fails
+# twice (retryable, then discarded), one fails and is cancelled while retryable, one fails
+# and runs again to a success; then more successes, three jobs left executing and two
+# waiting (their ready keys count the ready pushes before them)
+FAILURES = ([("enqueue", "a", None, {})] * 6
+            + [("finish", 0, "failed"), ("finish", 0, "nil"), ("finish", 0, "failed"),
+               ("advance", 2500), ("finish", 0, "nil"), ("finish", 0, "nil"),
+               ("finish", 0, "failed"), ("advance", 2500), ("finish", 0, "failed"),
+               ("finish", 0, "nil"), ("cancel", 3)]
+            + [("enqueue", "a", None, {})] * 5 + [("finish", 0, "nil")] * 3
+            + [("enqueue", "a", None, {})] * 3)
+
+
+def owners(frames: list) -> list[bytes]:
+    """The job id of each record (mutations, results and failure details)."""
+    return [payload[:16] if rtype == 8 else decode_epoch_event(payload).event["job_id"]
+            for rtype, _, payload in frames]
+
+
+def test_a_failed_job_goes_the_general_way_and_the_walk_goes_on() -> None:
+    """A worker failure's records, in either order (and mixed), send its job the general
+    way: the walk takes every record to the end of the tail, holds the successes as done
+    jobs, and leaves every record of a failed job (before and after the failure) pending
+    with the state changes and ready pushes of all records before it: one per mutation,
+    and one per mutation carrying an order (the inserts, the failed job's availability)."""
+    frames = tail_frames(9, FAILURES)
+    for order in (frames, finish_first(frames), finish_first(frames, 0b0101)):
+        buf, offsets, lengths, types, schemas = columns(order)
+        args = (buf, offsets, lengths, types, schemas, 0, len(order), 1, *LIMITS_)
+        walked = _native.tail_jobs(*args)
+        assert walked == _pure_tail.tail_jobs(*args)
+        taken, next_order, rows, _, pending, totals, live = walked
+        ids = owners(order)
+        failed = {ids[i] for i, (t, _, p) in enumerate(order) if t == 30 and p[0] == 22}
+        done = {bytes(buf[at:at + 16]) for at in rows[1::15]}  # SNAPSHOT: the insert
+        assert taken == len(order) and len(failed) == 3 and len(done) == 6
+        assert not failed & done and len(live) == 5 * _pure_tail.TAIL_LIVE
+        assert {i for i in range(len(order)) if ids[i] in failed} <= set(pending[::3])
+        assert not any(ids[i] in done for i in pending[::3])
+        mutations = [i for i in range(len(order)) if types[i] == 8]
+        ordered = [i for i in mutations if not (_pure_tail._mutation(
+            buf, offsets[i] + FRAME_HEADER, lengths[i], LIMITS_)[er.NIL] >> mr.ORDER) & 1]
+        assert len(ordered) == 14 + 2  # the inserts and the two availabilities after a failure
+        assert totals == (len(mutations), len(ordered)) and next_order == 1 + len(ordered)
+        for k in range(0, len(pending), 3):
+            i = pending[k]
+            assert list(pending[k + 1:k + 3]) == [sum(m < i for m in mutations),
+                                                  sum(m < i for m in ordered)]
+    # a walk that ends between a failure's details and its finish (the engine's order) leaves
+    # that job pending, not held as a live executing row
+    first = min(i for i, (t, _, p) in enumerate(frames) if t == 30 and p[0] == 22)
+    buf, offsets, lengths, types, schemas = columns(frames)
+    assert (types[first + 1], frames[first + 1][2][16]) == (8, 4)
+    args = (buf, offsets, lengths, types, schemas, 0, first + 1, 1, *LIMITS_)
+    walked = _native.tail_jobs(*args)
+    assert walked == _pure_tail.tail_jobs(*args) and walked[0] == first + 1
+    ids = owners(frames)
+    assert first in walked[4][::3]
+    assert ids[first] not in {ids[i] for i in walked[6][_pure_tail.RECORD::_pure_tail.TAIL_LIVE]}
+
+
+@pytest.mark.parametrize("old", [0, -1, 0b0110])
+@pytest.mark.parametrize("batch", [1, 256])
+def test_a_tail_with_failures_recovers_the_same_held_in_columns(old, batch) -> None:
+    """The tail of ``FAILURES`` (retryable, discarded, failed then succeeded, failed then
+    cancelled), in either order or mixed, recovers the same with the columnar tail replay
+    as record by record, its six successes held in columns; and so does every cut of it
+    around the first failure's two records (between details and finish, or finish and
+    details)."""
+    frames = tail_frames(9, FAILURES)
+    frames = finish_first(frames, old) if old else frames
+    root = scratch_path("tail-columns")
+    saved = store_v2._BATCH
+    try:
+        empty_store(root)
+        rewrite_tail(root, frames)
+        store_v2._BATCH = batch
+        assert len(recovered(root).finished) == 6
+    finally:
+        store_v2._BATCH = saved
+        shutil.rmtree(root, ignore_errors=True)
+    engine = recovers_the_same_from(frames, batch)
+    assert sum(job.state.failure is not None for job in all_entries(engine).values()) == 3
+    first = min(i for i, (t, _, p) in enumerate(frames) if t == 30 and p[0] == 22)
+    for cut in (first - 1, first, first + 1, first + 2):
+        assert recovers_the_same_from(frames[:cut], batch) is not None
 
 
 @pytest.mark.parametrize("old", [False, True])
@@ -558,9 +651,10 @@ def test_a_walk_that_inserts_a_held_id_is_left_to_the_exact_replay() -> None:
             install(self, jobs, inserted)) or calls[-1]
         assert outcome(root) == plain
         assert plain[:2] == ("consumer_rejected", "job_already_exists")
-        # the first walk holds the first job as a live executing row (its value result, which
-        # comes before its finish, stops the walk); the second installs nothing
-        assert calls == [(0, 0), None], calls
+        # the first walk takes the first job's records, all the general way (its value
+        # result), so it has nothing to hold and installs nothing (no call); a later walk
+        # takes the job inserted under its id and installs nothing either
+        assert calls == [None], calls
     finally:
         EpochEngine.epoch_install_tail = install
         store_v2._BATCH = saved
