@@ -22,19 +22,21 @@ from typing import TYPE_CHECKING, Any
 
 from tay._frozen import LazyModule
 from tay.engine.admin import AdminCommands
-from tay.engine.admission import job_charge
 from tay.engine.effects import Outcome
 from tay.engine.finished import charges
-from tay.engine.jobs import _STATE_SLOT, CompletedRow, JobEntry, LazyJobEntry, StartedRow, peek
+from tay.engine.jobs import (
+    _INDEX_KEYS, _STATE_SLOT, CompletedRow, JobEntry, LazyJobEntry, StartedRow, _index_keys, peek,
+)
 from tay.engine.payloads import FinishedPayload, InsertedPayload, ResultPayload, StartedPayload
-from tay.engine.state import MAX_TIMELINE, definition_nodes
+from tay.engine.state import MAX_TIMELINE
 from tay.failures import RecoveryRefused
 from tay.storage import events as ev
 from tay.storage.events import schedules as se
 from tay.storage.events.registry import Event, EventFilling, event_with_raw
 from tay.storage.events.operations import QUEUE_PAIRS, queue_paused, queue_resumed
 from tay.storage.events.definition import (
-    ATTEMPT_MAX, MAX_ATTEMPTS, SCHEDULED_AT, TIME_MAX, U64_MAX, LazyDefinition,
+    ATTEMPT_MAX, MAX_ATTEMPTS, QUEUE_KEY, SCHEDULED_AT, TIME_MAX, U64_MAX, WORKER_KEY,
+    LazyDefinition,
 )
 from tay.storage.events.transitions import STATES, JobState
 from tay.storage.journal.history_budget import frame_size
@@ -104,6 +106,23 @@ _U64_TAGGED = struct.Struct(">BQ")
 _INSERTED_DEFINITION = _INSERTED_KEYS["definition"]
 _INSERTED_ELIGIBLE_AT = _INSERTED_KEYS["eligible_at"]
 _ZERO_ID = bytes(16)
+_new_object = object.__new__
+
+
+def _inserted_layout(size: int) -> struct.Struct:
+    """A persistent insert's whole (8,1) record, available at once, with a definition of
+    ``size`` canonical bytes, as one struct: the prefix, the body's map header and
+    availability_order key, its tag and order, the definition key and bytes, the
+    eligible_at key, its tag and time (remembered per size, bounded)."""
+    layout = struct.Struct(">16sBQQQ{}sBQ{}s{}s{}sBQ".format(
+        len(_INSERTED_HEAD), len(_INSERTED_DEFINITION), size, len(_INSERTED_ELIGIBLE_AT)))
+    if len(_INSERTED_LAYOUTS) >= 64:
+        _INSERTED_LAYOUTS.clear()  # many distinct sizes: start over, stay bounded
+    _INSERTED_LAYOUTS[size] = layout
+    return layout
+
+
+_INSERTED_LAYOUTS: dict[int, struct.Struct] = {}
 _set_row = _STATE_SLOT.__set__  # the entry's state slot, below LazyJobEntry's property
 _get_row = _STATE_SLOT.__get__
 # JobState field positions, for the fused commits that build the next state in one step
@@ -294,9 +313,11 @@ class EpochEngine(AdminCommands):
 
     fused = True  # False: every commit takes the general path (the tests' reference twin)
 
-    def _insert_fused(self, job_id: bytes, at: int, definition: Any, nodes: int,
+    def _insert_fused(self, job_id: bytes, at: int, definition: Any, charge: int,
                       out: Outcome) -> JobEntry | None:
-        """A persistent insert's (8,1) commit; None when it is not the common case."""
+        """A persistent insert's (8,1) commit; None when it is not the common case.
+        ``charge``: the job's state-budget charge, ``job_charge(len(definition.canonical),
+        definition_nodes(definition))``, which the caller admitted already."""
         if type(definition) is not LazyDefinition:
             return None
         reducer = self.epoch
@@ -311,10 +332,15 @@ class EpochEngine(AdminCommands):
         available = eligible_at <= at
         order = reducer.next_order if available else None
         canonical = definition.canonical
-        raw = b"".join((_MUTATION_PREFIX.pack(job_id, 1, 0, 1, at), _INSERTED_HEAD,
-                        b"\x00" if order is None else _U64_TAGGED.pack(4, order),
-                        _INSERTED_DEFINITION, canonical, _INSERTED_ELIGIBLE_AT,
-                        _U64_TAGGED.pack(4, eligible_at)))
+        if order is None:
+            raw = b"".join((_MUTATION_PREFIX.pack(job_id, 1, 0, 1, at), _INSERTED_HEAD,
+                            b"\x00", _INSERTED_DEFINITION, canonical, _INSERTED_ELIGIBLE_AT,
+                            _U64_TAGGED.pack(4, eligible_at)))
+        else:  # available at once: the whole record in one pack
+            layout = _INSERTED_LAYOUTS.get(len(canonical)) or _inserted_layout(len(canonical))
+            raw = layout.pack(job_id, 1, 0, 1, at, _INSERTED_HEAD, 4, order,
+                              _INSERTED_DEFINITION, canonical, _INSERTED_ELIGIBLE_AT,
+                              4, eligible_at)
         history = self.history
         if history is not None:  # an admission: may refuse, before anything changed
             if history.uncapped:
@@ -328,15 +354,27 @@ class EpochEngine(AdminCommands):
             job_id, definition, canonical, name, 1, 0, 1,
             1, None, eligible_at, order, at, None, None, None, None, False, None, None))
         # ``_install`` of a new persistent job, inline (one call less per job): the charge,
-        # the counts and queue row, the stamp and index, then the ready heap or the timer
-        if nodes is None:
-            nodes = definition_nodes(definition)
-        charge = job_charge(len(canonical), nodes)
-        entry = JobEntry(state, False, charge)
+        # the counts and queue row, the stamp and index, then the ready heap or the timer.
+        # ``JobEntry(state, False, charge)``, its ``__init__`` inline (a live definition)
+        entry = _new_object(JobEntry)
+        entry.state = state
+        entry.volatile = False
+        entry.charge = charge
+        entry.margin = 0
+        entry.ready_key = None
+        entry.reservation_id = None
+        scalars = definition.scalars
+        entry.queue = queue = scalars[QUEUE_KEY]
+        entry.task = task = scalars[WORKER_KEY]
+        entry.stamp = 0
+        entry.attempts = None
+        entry.schedule_id = None
+        entry.index_keys = _INDEX_KEYS.get((queue, task)) or _index_keys(queue, task)
         self.jobs[job_id] = entry
-        self.budget.charge(charge, admitted=True)
+        budget = self.budget  # ``budget.charge(charge, admitted=True)``, inline
+        budget.used += charge
+        budget.admitted += charge
         self.counts[name] += 1
-        queue = entry.queue
         queue_counts = self.queue_counts
         row = entry.queue_row = queue_counts.get(queue) \
             or queue_counts.setdefault(queue, [0] * len(STATES))
@@ -348,15 +386,22 @@ class EpochEngine(AdminCommands):
         if available:
             self._ready_counter = counter = self._ready_counter + 1
             key = entry.ready_key = (eligible_at, counter, job_id)
-            self._ready.push(queue, entry.task, key)
+            self._ready.push(queue, task, key)
         else:
             self._timers.push(eligible_at, (job_id, 1))
         sequence = self.next_sequence
         payload = InsertedPayload()  # fields_payload, inline
         payload.fields = (at, definition, eligible_at, 0, job_id)
-        out.events.append((sequence, event_with_raw(8, 1, "job_inserted", payload, raw)))
+        event = EventFilling()  # ``event_with_raw``, inline (one call less per job)
+        event.type = 8
+        event.schema = 1
+        event.name = "job_inserted"
+        event.payload = payload
+        event.raw = raw
+        event.__class__ = Event
+        out.events.append((sequence, event))
         self.next_sequence = sequence + 1
-        self.activity.enqueued(queue, entry.task, at)
+        self.activity.enqueued(queue, task, at)
         return entry
 
     def _start_fused(self, entry: JobEntry, job: JobState, at: int, out: Outcome) -> bool:

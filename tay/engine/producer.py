@@ -60,9 +60,10 @@ class ProducerCommands(EngineState):
                     job_id=job_id.hex(),
                 )
         else:
-            self.budget.admit(job_charge(size, nodes))
+            charge = job_charge(size, nodes)  # size is len(definition.canonical)
+            self.budget.admit(charge)
             volatile = durability == "volatile"
-            entry = self._insert_fused(job_id, now_ms, definition, nodes, out) \
+            entry = self._insert_fused(job_id, now_ms, definition, charge, out) \
                 if not volatile and self.epoch is not None and self.fused else None
             if entry is None:  # the general path (tay.engine.epoch, "fused per-job commits")
                 entry = self._commit(None, ev.job_inserted(job_id, now_ms, definition),
