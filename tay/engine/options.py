@@ -25,7 +25,7 @@ from tay.engine.ids import RandomSource, is_identifier, job_id_from_submission, 
 from tay.engine.values import Measure, UnsupportedValue, measure
 from tay.failures import RequestRefused
 from tay.storage.formats import value
-from tay.storage.events.definition import LazyDefinition, build_definition
+from tay.storage.events.definition import LazyDefinition, build_definition, live_definition
 
 _new_tuple = tuple.__new__  # a named tuple built without its Python-level __new__
 OPTION_KEYS = frozenset(
@@ -301,9 +301,8 @@ def _parse_plain_decoded(task: Any, args: dict, options: dict, config: EngineCon
         queue = "default"
     queue = (_KEYS_SEEN.get(queue) if type(queue) is str else None) \
         or _interned_key(queue, "queue")
-    live = LazyDefinition.from_args_value(args_value, nodes, worker_key=task, queue_key=queue,
-                                          max_attempts=retries + 1, scheduled_at=None,
-                                          timeout_ms=config.default_timeout_ms)
+    live = live_definition(args_value, nodes, task, queue, retries + 1, None,
+                           config.default_timeout_ms)
     size = len(live.canonical)
     if size > config.max_payload_bytes:
         raise _too_large(size, config)
@@ -347,9 +346,8 @@ def parse_plain_enqueue(task: Any, args: Any, plain: tuple[int, str | None, str 
         queue = "default"
     queue = (_KEYS_SEEN.get(queue) if type(queue) is str else None) \
         or _interned_key(queue, "queue")
-    live = LazyDefinition.from_args_value(args_value, nodes, worker_key=task, queue_key=queue,
-                                          max_attempts=retries + 1, scheduled_at=None,
-                                          timeout_ms=config.default_timeout_ms)
+    live = live_definition(args_value, nodes, task, queue, retries + 1, None,
+                           config.default_timeout_ms)
     size = len(live.canonical)
     if size > config.max_payload_bytes:
         raise _too_large(size, config)
@@ -417,9 +415,8 @@ def _parse_general(task: Any, args: Any, options: Any, now_ms: int, config: Engi
                                            timeout_ms, args_size)
     else:
         args_json = transcoded[1]
-        live = LazyDefinition.from_args_value(transcoded[2], args_size.nodes, worker_key=task,
-                                              queue_key=queue, max_attempts=retries + 1,
-                                              scheduled_at=scheduled_at, timeout_ms=timeout_ms)
+        live = live_definition(transcoded[2], args_size.nodes, task, queue, retries + 1,
+                               scheduled_at, timeout_ms)
     size = len(live.canonical)
     if size > config.max_payload_bytes:
         raise _too_large(size, config)

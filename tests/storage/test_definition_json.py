@@ -9,7 +9,9 @@ from hypothesis import strategies as st
 
 from tay.failures import RecoveryRefused
 from tay.storage.formats import value
-from tay.storage.events.definition import LazyDefinition, PayloadRefused, args_json, build_definition
+from tay.storage.events.definition import (
+    LazyDefinition, PayloadRefused, args_json, build_definition, live_definition,
+)
 from tests.storage.json_strategies import SETTINGS, json_values
 
 args_maps = st.dictionaries(st.text(max_size=8), json_values, max_size=5)
@@ -61,6 +63,18 @@ def test_a_remembered_suffix_never_lets_bad_scalars_through():
         LazyDefinition.from_args_json(b"{}", 1, **{**FIELDS, "max_attempts": True})
     with pytest.raises(PayloadRefused, match="timeout_ms"):
         LazyDefinition.from_args_json(b"{}", 1, **{**FIELDS, "timeout_ms": 30_000.0})
+    # the same through the positional builder, each after its kind (same scalars, same
+    # args size) is known: the one lookup that gives the shared scalars and the suffix
+    known = live_definition(value.encode_json(b"{}"), 1, "bench.task", "alpha", 2, 5, 30_000)
+    assert known.scalars[:5] == (2, "alpha", 5, 30_000, "bench.task")
+    for max_attempts, scheduled_at, timeout_ms, field in (
+            (2.0, 5, 30_000, "max_attempts"), (2, 5.0, 30_000, "scheduled_at"),
+            (2, 5, 30_000.0, "timeout_ms")):
+        with pytest.raises(PayloadRefused, match=field):
+            live_definition(value.encode_json(b"{}"), 1, "bench.task", "alpha", max_attempts,
+                            scheduled_at, timeout_ms)
+    again = live_definition(value.encode_json(b"{}"), 1, "bench.task", "alpha", 2, 5, 30_000)
+    assert again.scalars is known.scalars and again.canonical == known.canonical
 
 
 def test_to_json_refuses_like_decode():

@@ -276,26 +276,8 @@ class LazyDefinition(Mapping[str, Any]):
                         queue_key: str, max_attempts: int, scheduled_at: int | None,
                         timeout_ms: int) -> "LazyDefinition":
         """``from_args_json`` of args already transcoded to their canonical bytes."""
-        if args_value[0] != 0x09:  # never empty: one JSON document is at least one Value
-            raise invalid("args must be a map", "definition.args")
-        scalars = (max_attempts, queue_key, scheduled_at, timeout_ms, worker_key)
-        suffix = _SUFFIXES.get(scalars)
-        if suffix is None or type(max_attempts) is not int or type(timeout_ms) is not int \
-                or (scheduled_at is not None and type(scheduled_at) is not int):
-            suffix = _definition_suffix(*scalars)  # True == 1 as a dict key: checked again
-        # what __init__ does, without its call (one per live insert): args start at
-        # _ARGS_START by construction, and the three numbers are plain ints (or None) now,
-        # so of _shared_scalars' checks only the keys' are left
-        definition = _new_object(cls)
-        definition.canonical = b"".join((_ARGS_PREFIX, args_value, suffix))
-        definition.args_nodes = args_nodes
-        definition._args = _NOT_DECODED
-        scalars = (max_attempts, queue_key, scheduled_at, timeout_ms, worker_key,
-                   _ARGS_START + len(args_value))
-        if type(queue_key) is str and type(worker_key) is str:
-            scalars = _SCALARS.get(scalars) or _remember_scalars(scalars)
-        definition.scalars = scalars
-        return definition
+        return live_definition(args_value, args_nodes, worker_key, queue_key, max_attempts,
+                               scheduled_at, timeout_ms)
 
     def args_json(self) -> bytes:
         """The args as the compact JSON orjson writes for them, straight from the bytes."""
@@ -347,6 +329,49 @@ class LazyDefinition(Mapping[str, Any]):
 
     def __repr__(self) -> str:
         return f"LazyDefinition({dict(self)!r})"
+
+
+def live_definition(args_value: bytes, args_nodes: int, worker_key: str, queue_key: str,
+                    max_attempts: int, scheduled_at: int | None,
+                    timeout_ms: int) -> LazyDefinition:
+    """``LazyDefinition.from_args_value`` with positional arguments (the engine's enqueue
+    calls it once per live insert; a call with keywords costs more)."""
+    if args_value[0] != 0x09:  # never empty: one JSON document is at least one Value
+        raise invalid("args must be a map", "definition.args")
+    scalars = (max_attempts, queue_key, scheduled_at, timeout_ms, worker_key,
+               _ARGS_START + len(args_value))
+    # jobs of one kind and args size: one lookup gives the shared scalars and the suffix.
+    # Equal is not enough (True == 1 == 1.0, a str subclass equals its str): the types are
+    # checked as the first definition of the kind had them checked
+    known = _KINDS.get(scalars)
+    if known is not None and type(max_attempts) is int and type(timeout_ms) is int \
+            and type(queue_key) is str and type(worker_key) is str \
+            and (scheduled_at is None or type(scheduled_at) is int):
+        scalars, suffix = known
+    else:
+        suffix = _SUFFIXES.get(scalars[:5])
+        if suffix is None or type(max_attempts) is not int or type(timeout_ms) is not int \
+                or (scheduled_at is not None and type(scheduled_at) is not int):
+            suffix = _definition_suffix(*scalars[:5])  # True == 1 as a dict key: checked again
+        # args start at _ARGS_START by construction, and the three numbers are plain ints
+        # (or None) now, so of _shared_scalars' checks only the keys' are left
+        if type(queue_key) is str and type(worker_key) is str:
+            scalars = _SCALARS.get(scalars) or _remember_scalars(scalars)
+            if len(_KINDS) >= _SCALARS_MAX:
+                _KINDS.clear()  # many distinct kinds: start over, stay bounded
+            _KINDS[scalars] = (scalars, suffix)
+    # what __init__ does, without its call (one per live insert)
+    definition = _new_object(LazyDefinition)
+    definition.canonical = b"".join((_ARGS_PREFIX, args_value, suffix))
+    definition.args_nodes = args_nodes
+    definition._args = _NOT_DECODED
+    definition.scalars = scalars
+    return definition
+
+
+# (max_attempts, queue_key, scheduled_at, timeout_ms, worker_key, args end) of plain ints,
+# None and str -> (those shared scalars, the canonical bytes after args): one lookup
+_KINDS: dict[tuple, tuple[tuple, bytes]] = {}
 
 
 # The canonical bytes after args, by (max_attempts, queue_key, scheduled_at, timeout_ms,
