@@ -10,7 +10,8 @@
  * revision 4. Every payload must pass the mutation or event fast path
  * (tay_mutations_scan, tay_events_scan). A record of a job it knows outside that lifecycle
  * (a worker failure's finish or its (22,2) details in either order, a value result, a
- * retry's available, a cancel...) sends the job the general way: the walk goes on and all
+ * retry's available, a cancel...) sends the job the general way, and so does a delayed
+ * insert (no order, no ready push): the walk goes on and all
  * that job's records are pending (each such mutation one state change, and a ready push
  * when it carries an order, which the allocator takes here). It stops before the first
  * record that is anything else and never refuses: the caller replays from there the exact
@@ -113,7 +114,6 @@ long tay_tail_jobs(const uint8_t *buf, size_t size, size_t count, const uint64_t
              * live table applies each as the reducer would, or refuses it: the walk stops
              * at an insert it refuses, and any other record of a job it knows sends that
              * job the general way (below) */
-            if (kind == 1 && !ordered) break;
             found = kind == 1 ? -1 : tay_live_find(table, p);
             if (kind != 1 && found < 0) break;
             w = found >= 0 ? work + (size_t)found * W_WIDTH : NULL;
@@ -133,7 +133,11 @@ long tay_tail_jobs(const uint8_t *buf, size_t size, size_t count, const uint64_t
                 if (number >= 0) {
                     job = (uint32_t)number + 1;
                     w = work + (size_t)number * W_WIDTH;
-                    if (kind == 1) {
+                    if (kind == 1 && !ordered) {
+                        /* a delayed insert (scheduled): its job goes the general way */
+                        n++;
+                        w[W_STEP] = GENERAL;
+                    } else if (kind == 1) {
                         n++;
                         w[W_STEP] = INSERTED;
                         w[W_INSERT] = offset;

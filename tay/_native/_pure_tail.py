@@ -12,7 +12,8 @@ success, or (stores written before 2026-12-04) the finish at revision 3, then th
 revision 4. Every payload must pass the
 mutation or event fast path. A record of a job it knows outside that lifecycle (a worker
 failure's finish or its (22,2) ``failure_recorded`` details, in either order, a value
-result, a retry's available, a cancel...) sends the job the general way: the walk goes on,
+result, a retry's available, a cancel...) sends the job the general way, and so does a
+delayed insert (no order, no ready push): the walk goes on,
 and every record of that job is pending (each such mutation one state change, and a ready
 push when it carries an order, which the allocator takes there). It stops before the
 first record that is anything else (another pair or kind, a slow payload, an insert it
@@ -130,8 +131,6 @@ def tail_jobs(buf: Any, offsets: Sequence[int], lengths: Sequence[int], types: S
             # live table applies each as the reducer would, or refuses it: the walk stops at
             # an insert it refuses, and any other record of a job it knows sends that job
             # the general way (below)
-            if kind == 1 and not ordered:
-                break
             job_id = bytes(buf[offset:offset + 16])
             found = None if kind == 1 else table.find(job_id)
             if kind != 1 and found is None:
@@ -146,7 +145,11 @@ def tail_jobs(buf: Any, offsets: Sequence[int], lengths: Sequence[int], types: S
                 number = table.apply_one(job_id, row)
                 if number is None and kind == 1:
                     break
-                if kind == 1 and number is not None:
+                if kind == 1 and number is not None and not ordered:
+                    job = _Job()  # a delayed insert (scheduled): the general way
+                    numbered.append(job)
+                    job.step = _GENERAL
+                elif kind == 1 and number is not None:
                     job = _Job()
                     numbered.append(job)
                     job.step, job.insert, job.eligible_at = _INSERTED, i, row[er.A]

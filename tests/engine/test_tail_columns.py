@@ -503,6 +503,33 @@ def test_a_failed_job_goes_the_general_way_and_the_walk_goes_on() -> None:
     assert ids[first] not in {ids[i] for i in walked[6][_pure_tail.RECORD::_pure_tail.TAIL_LIVE]}
 
 
+@pytest.mark.parametrize("batch", [1, 256])
+def test_a_delayed_insert_goes_the_general_way(batch) -> None:
+    """A delayed insert (not available at once: no order, no ready push) sends its job the
+    general way instead of stopping the walk: the walk takes the whole tail, every record
+    of that job pending (its insert, its availability when due, its start and success),
+    the other successes held; the store recovers as record by record."""
+    actions = ([("enqueue", "a", None, {}), ("enqueue", "a", 300, {}), ("finish", 0, "nil"),
+                ("advance", 400), ("finish", 0, "nil"), ("finish", 0, "nil")]
+               + [("enqueue", "a", None, {}), ("finish", 0, "nil")] * 3
+               + [("enqueue", "a", None, {})] * 4)
+    frames = tail_frames(13, actions)
+    buf, offsets, lengths, types, schemas = columns(frames)
+    args = (buf, offsets, lengths, types, schemas, 0, len(frames), 1, *LIMITS_)
+    walked = _native.tail_jobs(*args)
+    assert walked == _pure_tail.tail_jobs(*args)
+    taken, _, rows, _, pending, _, _ = walked
+    ids = owners(frames)
+    (delayed,) = [i for i in range(len(frames)) if types[i] == 8 and frames[i][2][16] == 1
+                  and (_pure_tail._mutation(buf, offsets[i] + FRAME_HEADER, lengths[i],
+                                            LIMITS_)[er.NIL] >> mr.ORDER) & 1]
+    mine = {i for i in range(len(frames)) if ids[i] == ids[delayed]}
+    assert taken == len(frames) and len(mine) == 5 and mine <= set(pending[::3])
+    done = {bytes(buf[at:at + 16]) for at in rows[1::15]}  # SNAPSHOT: the insert
+    assert len(done) == 4 and ids[delayed] not in done
+    assert recovers_the_same_from(frames, batch) is not None
+
+
 @pytest.mark.parametrize("old", [0, -1, 0b0110])
 @pytest.mark.parametrize("batch", [1, 256])
 def test_a_tail_with_failures_recovers_the_same_held_in_columns(old, batch) -> None:
