@@ -25,7 +25,7 @@ from tay.engine.admin import AdminCommands
 from tay.engine.effects import Outcome
 from tay.engine.finished import charges
 from tay.engine.jobs import (
-    _INDEX_KEYS, _STATE_SLOT, CompletedRow, JobEntry, LazyJobEntry, StartedRow, _index_keys, peek,
+    INDEX_KEYS, STATE_SLOT, CompletedRow, JobEntry, LazyJobEntry, StartedRow, index_keys_for, peek,
 )
 from tay.engine.payloads import FinishedPayload, InsertedPayload, ResultPayload, StartedPayload
 from tay.engine.state import MAX_TIMELINE
@@ -123,8 +123,8 @@ def _inserted_layout(size: int) -> struct.Struct:
 
 
 _INSERTED_LAYOUTS: dict[int, struct.Struct] = {}
-_set_row = _STATE_SLOT.__set__  # the entry's state slot, below LazyJobEntry's property
-_get_row = _STATE_SLOT.__get__
+_set_row = STATE_SLOT.__set__  # the entry's state slot, below LazyJobEntry's property
+_get_row = STATE_SLOT.__get__
 # JobState field positions, for the fused commits that build the next state in one step
 (_ID, _DEFINITION, _DEFINITION_BYTES, _STATE, _REVISION, _ATTEMPT, _NEXT_ATTEMPT, _CYCLE,
  _EXECUTION, _ELIGIBLE_AT, _READY_ORDER, _INSERTED_AT, _ATTEMPTED_AT, _COMPLETED_AT,
@@ -369,7 +369,7 @@ class EpochEngine(AdminCommands):
         entry.stamp = 0
         entry.attempts = None
         entry.schedule_id = None
-        entry.index_keys = _INDEX_KEYS.get((queue, task)) or _index_keys(queue, task)
+        entry.index_keys = INDEX_KEYS.get((queue, task)) or index_keys_for(queue, task)
         self.jobs[job_id] = entry
         budget = self.budget  # ``budget.charge(charge, admitted=True)``, inline
         budget.used += charge

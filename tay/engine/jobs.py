@@ -48,7 +48,7 @@ class JobEntry:
         self.stamp = 0
         self.attempts: tuple[tuple[int, int, int | None, str | None], ...] | None = None
         self.schedule_id: str | None = None
-        self.index_keys = _index_keys(self.queue, self.task)  # job_index lists
+        self.index_keys = index_keys_for(self.queue, self.task)  # job_index lists
         self.queue_row: list[int] = []  # its queue's counts by state (EngineState.queue_counts)
 
     @property
@@ -56,7 +56,8 @@ class JobEntry:
         return "volatile" if self.volatile else "persistent"
 
 
-_STATE_SLOT = JobEntry.__dict__["state"]  # the slot itself, below LazyJobEntry's property
+STATE_SLOT = JobEntry.__dict__["state"]  # the slot itself, below LazyJobEntry's property
+# (tay.engine.epoch's fused start and success read and set a row through it)
 
 
 class LazyJobEntry(JobEntry):
@@ -70,7 +71,7 @@ class LazyJobEntry(JobEntry):
     __slots__ = ()
 
     def __init__(self, row: "JobRow | LiveRow", charge: int) -> None:  # noqa: no JobState yet
-        _STATE_SLOT.__set__(self, row)
+        STATE_SLOT.__set__(self, row)
         self.volatile = False
         self.charge = charge
         self.margin = 0
@@ -81,19 +82,19 @@ class LazyJobEntry(JobEntry):
         self.stamp = 0
         self.attempts = None
         self.schedule_id = None
-        self.index_keys = _index_keys(self.queue, self.task)
+        self.index_keys = index_keys_for(self.queue, self.task)
         self.queue_row = []
 
     @property  # type: ignore[override]
     def state(self) -> JobState:
-        job = _STATE_SLOT.__get__(self).job_state()
-        _STATE_SLOT.__set__(self, job)
+        job = STATE_SLOT.__get__(self).job_state()
+        STATE_SLOT.__set__(self, job)
         self.__class__ = JobEntry
         return job
 
     @state.setter
     def state(self, job: JobState) -> None:
-        _STATE_SLOT.__set__(self, job)
+        STATE_SLOT.__set__(self, job)
         self.__class__ = JobEntry
 
 
@@ -166,21 +167,23 @@ def peek(entry: JobEntry) -> "JobState | JobRow | LiveRow | StartedRow | Complet
     """The entry's JobState, or its JobRow or LiveRow when not built yet, for bookkeeping
     that reads only what they all hold alike (``id``, ``state``, ``revision``,
     ``terminal``, ``terminal_at``, ``ready_order``): walking every job builds none."""
-    return _STATE_SLOT.__get__(entry)
+    return STATE_SLOT.__get__(entry)
 
 
 # One index_keys tuple per (queue, task), shared by its jobs: three tuples less per job
 # (about 1.7 MB for 10,000 retained jobs). Bounded: many distinct pairs just start it over.
-_INDEX_KEYS: dict[tuple[str, str], tuple[tuple[str, str], tuple[str, str]]] = {}
+INDEX_KEYS: dict[tuple[str, str], tuple[tuple[str, str], tuple[str, str]]] = {}
 _INDEX_KEYS_MAX = 4096
 
 
-def _index_keys(queue: str, task: str) -> tuple[tuple[str, str], tuple[str, str]]:
-    keys = _INDEX_KEYS.get((queue, task))
+def index_keys_for(queue: str, task: str) -> tuple[tuple[str, str], tuple[str, str]]:
+    """The shared ``index_keys`` of a (queue, task) pair (the fused insert in
+    tay.engine.epoch reads ``INDEX_KEYS`` first, inline, and calls this on a miss)."""
+    keys = INDEX_KEYS.get((queue, task))
     if keys is None:
-        if len(_INDEX_KEYS) >= _INDEX_KEYS_MAX:
-            _INDEX_KEYS.clear()
-        keys = _INDEX_KEYS[(queue, task)] = (("queue", queue), ("task", task))
+        if len(INDEX_KEYS) >= _INDEX_KEYS_MAX:
+            INDEX_KEYS.clear()
+        keys = INDEX_KEYS[(queue, task)] = (("queue", queue), ("task", task))
     return keys
 
 

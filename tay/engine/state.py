@@ -28,7 +28,7 @@ from tay.engine.executors import Executor, ExecutorRegistry, Reservation
 from tay.engine.finished import FinishedJobs
 from tay.engine.ids import BufferedSystemRandom, RandomSource, random_token
 from tay.engine.job_index import JobIndex
-from tay.engine.jobs import JobEntry, LazyJobEntry, _index_keys, peek
+from tay.engine.jobs import JobEntry, LazyJobEntry, index_keys_for, peek
 from tay.engine.options import DEFINITION_FIXED_NODES
 from tay.engine.ready import DueHeap, ReadyIndex
 from tay.engine.values import measure
@@ -132,7 +132,7 @@ class EngineState:
             texts = self.finished.texts
             for jobs, k in self.finished.held():
                 job_id = jobs.job_id(k)
-                rows.append((stamps[job_id], job_id, jobs.state(k), _index_keys(
+                rows.append((stamps[job_id], job_id, jobs.state(k), index_keys_for(
                     jobs.text(k, bj.QUEUE, texts), jobs.text(k, bj.WORKER, texts))))
             index = self._job_index = JobIndex.build(self._stamp_of, rows)
         return index
@@ -455,7 +455,7 @@ class EngineState:
         index = self._job_index
         if index is not None:  # kept up to date (not deferred): each job's entries
             for k, job_id in enumerate(ids):
-                index.touch(stamps[k], job_id, held.state(k), _index_keys(
+                index.touch(stamps[k], job_id, held.state(k), index_keys_for(
                     held.text(k, bj.QUEUE, texts), held.text(k, bj.WORKER, texts)), None)
 
     def _charge_attachments(self, entry: JobEntry, old: JobState | None,
