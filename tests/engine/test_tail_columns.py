@@ -192,6 +192,15 @@ def columns(frames: list) -> tuple:
             bytes(s for _, s, _ in frames))
 
 
+def walk_both(columns_: tuple, start: int, stop: int, next_order: int) -> tuple:
+    """The C walk of ``columns_`` (``columns``' five) from ``start`` to ``stop``, checked
+    equal to the pure twin's."""
+    args = (*columns_, start, stop, next_order, *LIMITS_)
+    walked = _native.tail_jobs(*args)
+    assert walked == _pure_tail.tail_jobs(*args)
+    return walked
+
+
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.integers(0, 2**32), st.one_of(ACTIONS, WALK_ACTIONS), DAMAGE,
        st.one_of(st.just(0), st.integers(0, 40)), st.integers(0, 3), OLDER)
@@ -214,9 +223,7 @@ def test_the_native_walk_equals_its_twin(seed, actions, damage, start, order, ol
         if types[i] == 30 and buf[offsets[i] + FRAME_HEADER] == 22:  # cut after details
             walks.add((start, i + 1, 1 + order))
     for start, stop, next_order in sorted(walks):
-        args = (buf, offsets, lengths, types, schemas, start, stop, next_order, *LIMITS_)
-        walked = _native.tail_jobs(*args)
-        assert walked == _pure_tail.tail_jobs(*args)
+        walked = walk_both((buf, offsets, lengths, types, schemas), start, stop, next_order)
         # a live row is a pending insert whose job has no other record pending, or (an
         # executing row) no other than its start, the record START names
         pending, live = walked[4], walked[6]
@@ -470,9 +477,7 @@ def test_a_failed_job_goes_the_general_way_and_the_walk_goes_on() -> None:
     frames = tail_frames(9, FAILURES)
     for order in (frames, finish_first(frames), finish_first(frames, 0b0101)):
         buf, offsets, lengths, types, schemas = columns(order)
-        args = (buf, offsets, lengths, types, schemas, 0, len(order), 1, *LIMITS_)
-        walked = _native.tail_jobs(*args)
-        assert walked == _pure_tail.tail_jobs(*args)
+        walked = walk_both((buf, offsets, lengths, types, schemas), 0, len(order), 1)
         taken, next_order, rows, _, pending, totals, live = walked
         ids = owners(order)
         failed = {ids[i] for i, (t, _, p) in enumerate(order) if t == 30 and p[0] == 22}
@@ -495,9 +500,8 @@ def test_a_failed_job_goes_the_general_way_and_the_walk_goes_on() -> None:
     first = min(i for i, (t, _, p) in enumerate(frames) if t == 30 and p[0] == 22)
     buf, offsets, lengths, types, schemas = columns(frames)
     assert (types[first + 1], frames[first + 1][2][16]) == (8, 4)
-    args = (buf, offsets, lengths, types, schemas, 0, first + 1, 1, *LIMITS_)
-    walked = _native.tail_jobs(*args)
-    assert walked == _pure_tail.tail_jobs(*args) and walked[0] == first + 1
+    walked = walk_both((buf, offsets, lengths, types, schemas), 0, first + 1, 1)
+    assert walked[0] == first + 1
     ids = owners(frames)
     assert first in walked[4][::3]
     assert ids[first] not in {ids[i] for i in walked[6][_pure_tail.RECORD::_pure_tail.TAIL_LIVE]}
@@ -515,9 +519,7 @@ def test_a_delayed_insert_goes_the_general_way(batch) -> None:
                + [("enqueue", "a", None, {})] * 4)
     frames = tail_frames(13, actions)
     buf, offsets, lengths, types, schemas = columns(frames)
-    args = (buf, offsets, lengths, types, schemas, 0, len(frames), 1, *LIMITS_)
-    walked = _native.tail_jobs(*args)
-    assert walked == _pure_tail.tail_jobs(*args)
+    walked = walk_both((buf, offsets, lengths, types, schemas), 0, len(frames), 1)
     taken, _, rows, _, pending, _, _ = walked
     ids = owners(frames)
     (delayed,) = [i for i in range(len(frames)) if types[i] == 8 and frames[i][2][16] == 1
