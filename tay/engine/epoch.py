@@ -354,7 +354,7 @@ class EpochEngine(AdminCommands):
             job_id, definition, canonical, name, 1, 0, 1,
             1, None, eligible_at, order, at, None, None, None, None, False, None, None))
         # ``_install`` of a new persistent job, inline (one call less per job): the charge,
-        # the counts and queue row, the stamp and index, then the ready heap or the timer.
+        # the queue row (the counts are its sums), the stamp and index, then the ready heap or the timer.
         # ``JobEntry(state, False, charge)``, its ``__init__`` inline (a live definition)
         entry = _new_object(JobEntry)
         entry.state = state
@@ -374,7 +374,6 @@ class EpochEngine(AdminCommands):
         budget = self.budget  # ``budget.charge(charge, admitted=True)``, inline
         budget.used += charge
         budget.admitted += charge
-        self.counts[name] += 1
         queue_counts = self.queue_counts
         row = entry.queue_row = queue_counts.get(queue) \
             or queue_counts.setdefault(queue, [0] * len(STATES))
@@ -433,9 +432,6 @@ class EpochEngine(AdminCommands):
         entry.state = _new_tuple(StartedRow, (job, revision, attempt, at))  # a JobEntry here:
         entry.__class__ = LazyJobEntry  # `_start` read its state (a plain slot store)
         # ``_moved(entry, job_id, "available", "executing")``, inline (one call less per job)
-        counts = self.counts
-        counts["available"] -= 1
-        counts["executing"] += 1
         row = entry.queue_row
         row[_ROW_AVAILABLE] -= 1
         row[_ROW_EXECUTING] += 1
@@ -515,9 +511,6 @@ class EpochEngine(AdminCommands):
             entry.attempts = attempts[:-1] + ((attempts[-1][0], attempts[-1][1], at,
                                                "completed"),)
         # ``_moved(entry, job_id, "executing", "completed")``, inline (one call less per job)
-        counts = self.counts
-        counts["executing"] -= 1
-        counts["completed"] += 1
         row = entry.queue_row
         row[_ROW_EXECUTING] -= 1
         row[_ROW_COMPLETED] += 1
@@ -675,9 +668,7 @@ class EpochEngine(AdminCommands):
                 continue
             del self.jobs[job_id]
             state = peek(entry).state
-            self.counts[state] -= 1
-            if entry.queue_row is not None:
-                entry.queue_row[STATE_INDEX[state]] -= 1
+            entry.queue_row[STATE_INDEX[state]] -= 1
             index.forget(state, entry.index_keys)
             self.budget.release(entry.charge, entry.charge - entry.margin)
             dropped += 1

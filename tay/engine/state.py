@@ -46,6 +46,32 @@ from tay.storage.events.transitions import (
 WAITING_FOR_TIME = ("scheduled", "retryable")
 _new_tuple = tuple.__new__  # a named tuple built without its Python-level __new__
 STATE_INDEX = {state: index for index, state in enumerate(STATES)}
+
+
+class StateCounts(Mapping[str, int]):
+    """Jobs per state, read from the queue rows (``EngineState.queue_counts``: a queue's
+    jobs per state in ``STATES`` order) when asked. The rows are the one record of the
+    counts: the per-job paths move a row's two cells and nothing else, and the readers
+    (metrics, ``tay status``, the admin stats, the start-up log) sum the rows, one per
+    queue, when they read."""
+
+    __slots__ = ("_rows",)
+
+    def __init__(self, rows: dict[str, list[int]]) -> None:
+        self._rows = rows
+
+    def __getitem__(self, state: str) -> int:
+        index = STATE_INDEX[state]
+        return sum(row[index] for row in self._rows.values())
+
+    def __iter__(self):  # type: ignore[no-untyped-def]
+        return iter(STATES)
+
+    def __len__(self) -> int:
+        return len(STATES)
+
+    def __repr__(self) -> str:
+        return f"StateCounts({dict(self)!r})"
 _AVAILABLE = STATE_INDEX["available"]
 _EXECUTING = STATE_INDEX["executing"]
 MAX_TIMELINE = 25  # attempts kept per job for the admin timeline (the latest ones)
@@ -89,7 +115,6 @@ class EngineState:
         # finished base jobs not touched since the restart, in their columns
         self.finished = FinishedJobs()
         self._finished_ids = self.finished.stamps
-        self.counts: dict[str, int] = dict.fromkeys(STATES, 0)  # jobs per state
         self.executors = ExecutorRegistry(self.config.settled_memory)
         self.budget = StateBudget(self.config.max_state_bytes)
         self.permits = ClientPermits(self.config)
@@ -108,6 +133,8 @@ class EngineState:
         self._stamp = 0
         self._job_index: JobIndex | None = JobIndex(self._stamp_of)  # None: built on use
         self.queue_counts: dict[str, list[int]] = {}  # queue -> job counts in STATES order
+        # jobs per state: the queue rows' sums, read when asked (kept nowhere else)
+        self.counts: Mapping[str, int] = StateCounts(self.queue_counts)
         self.activity = Activity()
         # Store v2 (tay.engine.epoch): the epoch's reducer once the store is v2, else None
         self.epoch: Any = None
@@ -285,15 +312,12 @@ class EngineState:
                 or (old is not None and old.result_present):
             self._charge_attachments(entry, old, state)
         name = state.state
-        counts = self.counts
         if previous != name:  # a result or failure record keeps the job in place
-            counts[name] += 1
             row = entry.queue_row
             if previous is None:
                 row = entry.queue_row = self.queue_counts.get(entry.queue) \
                     or self.queue_counts.setdefault(entry.queue, [0] * len(STATES))
             else:
-                counts[previous] -= 1
                 row[STATE_INDEX[previous]] -= 1
             row[STATE_INDEX[name]] += 1
             self._stamp = stamp = self._stamp + 1
@@ -323,12 +347,11 @@ class EngineState:
     def _install_rows(self, rows: Iterable[JobRow]) -> None:
         """``_install`` of new terminal jobs from a base, in order, each kept as its row: the
         same charges, counts and stamps, read from the rows' fields (no index or timer holds
-        a terminal job), the budget and the counts added up once for the run."""
+        a terminal job), the budget added up once for the run."""
         table, queue_counts, index = self.jobs, self.queue_counts, self._job_index
         states = len(STATES)
         stamp = self._stamp
         charged = margins = 0
-        counts: dict[str, int] = {}
         for row in rows:
             charge = job_charge(row.definition_length, row.args_nodes + DEFINITION_FIXED_NODES)
             entry = LazyJobEntry(row, charge)
@@ -339,7 +362,6 @@ class EngineState:
                 entry.margin = row.result_bytes
                 margins += row.result_bytes
             state = row.state
-            counts[state] = counts.get(state, 0) + 1
             queue_row = entry.queue_row = queue_counts.get(entry.queue) \
                 or queue_counts.setdefault(entry.queue, [0] * states)
             queue_row[STATE_INDEX[state]] += 1
@@ -350,8 +372,6 @@ class EngineState:
         self._stamp = stamp
         self.budget.charge(charged, admitted=True)
         self.budget.charge(margins)
-        for state, count in counts.items():
-            self.counts[state] += count
 
     def _install_columns(self, jobs: BaseJobs) -> None:
         """``_install_rows`` of a columnar run, kept in columns (tay.engine.finished): the
@@ -401,7 +421,6 @@ class EngineState:
         job_id = row.id
         self.jobs[job_id] = entry
         self.budget.charge(charge, admitted=True)
-        self.counts["available"] += 1
         queue = entry.queue
         queue_row = entry.queue_row = self.queue_counts.get(queue) \
             or self.queue_counts.setdefault(queue, [0] * len(STATES))
@@ -421,7 +440,6 @@ class EngineState:
         entry = JobEntry(job, False, charge)
         self.jobs[job.id] = entry
         self.budget.charge(charge, admitted=True)
-        self.counts["executing"] += 1
         queue = entry.queue
         queue_row = entry.queue_row = self.queue_counts.get(queue) \
             or self.queue_counts.setdefault(queue, [0] * len(STATES))
@@ -446,12 +464,11 @@ class EngineState:
         self.budget.charge(charged, admitted=True)
         self.budget.charge(margins)
         states = columns[bj.STATE::bj.BASE_JOB]
-        counts, queue_counts = self.counts, self.queue_counts
+        queue_counts = self.queue_counts
         width = len(STATES)
         for (queue, state), count in Counter(zip(held.keys(bj.QUEUE, texts), states)).items():
             row = queue_counts.get(queue) or queue_counts.setdefault(queue, [0] * width)
             row[state] += count
-            counts[STATES[state]] += count
         index = self._job_index
         if index is not None:  # kept up to date (not deferred): each job's entries
             for k, job_id in enumerate(ids):

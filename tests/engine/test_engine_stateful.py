@@ -12,6 +12,7 @@ from tay.engine import EngineConfig
 from tay.engine import commands as c
 from tay.engine.effects import Refuse, Reply
 from tay.storage.events import encode_event
+from tay.storage.events.transitions import STATES
 from tests.engine.conftest import Driver
 
 TASKS = ("a", "b", "c")
@@ -129,7 +130,15 @@ class EngineMachine(RuleBasedStateMachine):
             assert executing == engine._executing[queue]
         for executor in engine.executors.executors.values():
             assert len(executor.reservations) <= executor.capacity
-        assert sum(engine.counts.values()) == len(engine.jobs)
+        # the per-state counts (the queue rows' sums) are the jobs in each state, per queue
+        by_queue: dict[tuple[str, str], int] = {}
+        for entry in engine.jobs.values():
+            key = (entry.queue, entry.state.state)
+            by_queue[key] = by_queue.get(key, 0) + 1
+        assert {(queue, state): count for queue, row in engine.queue_counts.items()
+                for state, count in zip(STATES, row) if count} == by_queue
+        assert dict(engine.counts) == {state: sum(n for (_, s), n in by_queue.items() if s == state)
+                                       for state in STATES}
 
     def teardown(self):
         if not hasattr(self, "driver"):
