@@ -39,6 +39,7 @@ from tay.storage.events.definition import (
     LazyDefinition,
 )
 from tay.storage.events.transitions import STATES, JobState
+from tay.storage.formats.record import FIXED_SIZE as _RECORD_OVERHEAD
 from tay.storage.journal.history_budget import frame_size
 
 STATE_INDEX = {name: index for index, name in enumerate(STATES)}
@@ -343,8 +344,10 @@ class EpochEngine(AdminCommands):
                               4, eligible_at)
         history = self.history
         if history is not None:  # an admission: may refuse, before anything changed
-            if history.uncapped:
-                history.account_payload(len(raw))
+            if history.uncapped:  # nothing to refuse: the frame accounted, placed later
+                history.unplaced = unplaced = history.unplaced + _RECORD_OVERHEAD + len(raw)
+                if unplaced > history.room:
+                    history.place(_RECORD_OVERHEAD + len(raw))
             else:
                 history.admit((frame_size(len(raw)),), self.durable_executing)
         if order is not None:
@@ -423,8 +426,10 @@ class EpochEngine(AdminCommands):
                             _STARTED_ATTEMPT, attempt, _STARTED_CYCLE, cycle)
         history = self.history
         if history is not None:  # an admission counting this execution's reserve
-            if history.uncapped:
-                history.account_payload(len(raw))
+            if history.uncapped:  # nothing to refuse: the frame accounted, placed later
+                history.unplaced = unplaced = history.unplaced + _RECORD_OVERHEAD + len(raw)
+                if unplaced > history.room:
+                    history.place(_RECORD_OVERHEAD + len(raw))
             else:
                 history.admit((frame_size(len(raw)),), self.durable_executing + 1)
         # the executing job kept as a row (tay.engine.jobs.StartedRow): its JobState is
@@ -491,7 +496,13 @@ class EpochEngine(AdminCommands):
                                  ev.SUCCESS)
         history = self.history
         if history is not None:  # the end of an execution: accounted, never refused
-            history.account_payloads(len(result), len(finish))
+            if history.uncapped:  # both frames accounted, placed later
+                history.unplaced = unplaced = \
+                    history.unplaced + 2 * _RECORD_OVERHEAD + len(result) + len(finish)
+                if unplaced > history.room:
+                    history.place(_RECORD_OVERHEAD + len(result), _RECORD_OVERHEAD + len(finish))
+            else:
+                history.account_payloads(len(result), len(finish))
         # the completed JobState in one tuple (no list copy and field stores): state,
         # revision, next attempt, execution, eligible_at, completed/terminal times and
         # result_present change; every other field is the executing job's

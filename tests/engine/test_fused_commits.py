@@ -115,6 +115,9 @@ class FusedMachine(RuleBasedStateMachine):
         fused, general = outs
         assert records(fused) == records(general)
         assert effects(fused) == effects(general)
+        for driver in (self.fused, self.general):
+            if driver.engine.history is not None:  # frames the fused commits left unplaced
+                driver.engine.history.place()
         images = [snapshot(driver.engine) for driver in (self.fused, self.general)]
         for image in images:
             del image[1]["fused"]  # the one intended difference

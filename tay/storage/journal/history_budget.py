@@ -140,6 +140,13 @@ class HistoryBudget:
         self.uncapped = caps.max_history_bytes is None and caps.max_segments is None
         self.rotation_target = rotation_target
         self.layout = _Layout(history_bytes, segments, active_size)
+        # Frames accounted but not placed in ``layout`` yet, in bytes: the engine's
+        # uncapped commits add a frame's size here and call ``place`` only when the sum
+        # passes ``room``, the bytes the active segment still takes without a rotation.
+        # Every unplaced frame fits (their sum is within ``room``), so placing them is one
+        # addition; every reader and every other account places them first.
+        self.unplaced = 0
+        self.room = rotation_target - FOOTER_SIZE - active_size
         finishing = FINISH_FRAME_BYTES + max(result_frame_bytes(caps.result_bytes),
                                              failure_frame_bytes(caps.error_bytes))
         # Each of the two frames rotates at most once; both fit one fresh segment unless
@@ -156,21 +163,50 @@ class HistoryBudget:
 
     @property
     def history_bytes(self) -> int:
+        if self.unplaced:
+            self.place()
         return self.layout.history_bytes
 
     @property
     def segments(self) -> int:
+        if self.unplaced:
+            self.place()
         return self.layout.segments
+
+    def place(self, *last: int) -> None:
+        """Place the unplaced frames in ``layout``: ``last``, the sizes of the frames added
+        to ``unplaced`` last (the ones that took it past ``room``), one by one by the
+        rotation rule; every frame before them fits the active segment (one addition).
+        Then ``room`` is the active segment's again. The engine's uncapped commit:
+
+            history.unplaced = unplaced = history.unplaced + frame_size
+            if unplaced > history.room:
+                history.place(frame_size)
+        """
+        layout = self.layout
+        fitting = self.unplaced - sum(last)
+        layout.active_size += fitting
+        layout.history_bytes += fitting
+        target = self.rotation_target
+        for size in last:
+            layout.add(size, target)
+        self.unplaced = 0
+        self.room = target - FOOTER_SIZE - layout.active_size
 
     def account(self, frame_sizes: Iterable[int]) -> None:
         """Record frames the engine emitted that are not admissions. Never refuses."""
+        if self.unplaced:
+            self.place()
         layout, target = self.layout, self.rotation_target
         for size in frame_sizes:
             layout.add(size, target)
+        self.room = target - FOOTER_SIZE - layout.active_size
 
     def account_payload(self, payload_length: int) -> None:
         """``account((frame_size(payload_length),))`` in one step (the engine's per-commit
         path when nothing can be refused)."""
+        if self.unplaced:
+            self.place()
         layout = self.layout
         size = RECORD_OVERHEAD + payload_length
         active = layout.active_size
@@ -178,19 +214,24 @@ class HistoryBudget:
         if active == HEADER_SIZE or active + size + FOOTER_SIZE <= self.rotation_target:
             layout.active_size = active + size
             layout.history_bytes += size
+            self.room -= size
             return
         layout.add(size, self.rotation_target)
+        self.room = self.rotation_target - FOOTER_SIZE - layout.active_size
 
     def account_payloads(self, first: int, second: int) -> None:
         """``account_payload(first)`` then ``account_payload(second)`` in one call (a
         success's result and finish records): both frames fit the active segment, or each
         is accounted as it would be alone."""
+        if self.unplaced:
+            self.place()
         layout = self.layout
         active = layout.active_size
         size = 2 * RECORD_OVERHEAD + first + second
         if active != HEADER_SIZE and active + size + FOOTER_SIZE <= self.rotation_target:
             layout.active_size = active + size
             layout.history_bytes += size
+            self.room -= size
             return
         self.account_payload(first)
         self.account_payload(second)
@@ -204,9 +245,10 @@ class HistoryBudget:
         reserve of every active execution would pass a cap; nothing is accounted then.
         """
         if self.uncapped:
-            self.account(frame_sizes)  # nothing capped: nothing to refuse (the hot path)
+            self.account(frame_sizes)  # nothing capped: nothing to refuse
             return
-        self.layout = self._projected(frame_sizes, active_executions)
+        self.layout = layout = self._projected(frame_sizes, active_executions)
+        self.room = self.rotation_target - FOOTER_SIZE - layout.active_size
 
 
     def check(self, frame_sizes: Iterable[int], active_executions: int) -> None:
@@ -215,6 +257,8 @@ class HistoryBudget:
         self._projected(frame_sizes, active_executions)
 
     def _projected(self, frame_sizes: Iterable[int], active_executions: int) -> _Layout:
+        if self.unplaced:
+            self.place()
         projected = replace(self.layout)
         for size in frame_sizes:
             projected.add(size, self.rotation_target)
