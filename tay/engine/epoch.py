@@ -357,7 +357,8 @@ class EpochEngine(AdminCommands):
             job_id, definition, canonical, name, 1, 0, 1,
             1, None, eligible_at, order, at, None, None, None, None, False, None, None))
         # ``_install`` of a new persistent job, inline (one call less per job): the charge,
-        # the queue row (the counts are its sums), the stamp and index, then the ready heap or the timer.
+        # the queue row (the counts are its sums), the stamp and index, then the ready heap
+        # or the timer.
         # ``JobEntry(state, False, charge)``, its ``__init__`` inline (a live definition)
         entry = _new_object(JobEntry)
         entry.state = state

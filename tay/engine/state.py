@@ -17,7 +17,7 @@ from __future__ import annotations
 from array import array
 from collections import Counter
 from itertools import compress
-from typing import Any, Iterable, Mapping, Sequence
+from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 from tay.engine.activity import Activity
 from tay.engine.admission import ClientPermits, StateBudget, job_charge, jobs_charge
@@ -46,6 +46,12 @@ from tay.storage.events.transitions import (
 WAITING_FOR_TIME = ("scheduled", "retryable")
 _new_tuple = tuple.__new__  # a named tuple built without its Python-level __new__
 STATE_INDEX = {state: index for index, state in enumerate(STATES)}
+_AVAILABLE = STATE_INDEX["available"]
+_EXECUTING = STATE_INDEX["executing"]
+MAX_TIMELINE = 25  # attempts kept per job for the admin timeline (the latest ones)
+# The records that end an execution: written against its finishing reserve, never refused
+# by the history caps (a job can always finish). Every other record is an admission.
+FINISHING = frozenset({ev.JOB_FINISHED, ev.RESULT_RECORDED, ev.FAILURE_RECORDED})
 
 
 class StateCounts(Mapping[str, int]):
@@ -64,7 +70,7 @@ class StateCounts(Mapping[str, int]):
         index = STATE_INDEX[state]
         return sum(row[index] for row in self._rows.values())
 
-    def __iter__(self):  # type: ignore[no-untyped-def]
+    def __iter__(self) -> Iterator[str]:
         return iter(STATES)
 
     def __len__(self) -> int:
@@ -72,12 +78,6 @@ class StateCounts(Mapping[str, int]):
 
     def __repr__(self) -> str:
         return f"StateCounts({dict(self)!r})"
-_AVAILABLE = STATE_INDEX["available"]
-_EXECUTING = STATE_INDEX["executing"]
-MAX_TIMELINE = 25  # attempts kept per job for the admin timeline (the latest ones)
-# The records that end an execution: written against its finishing reserve, never refused
-# by the history caps (a job can always finish). Every other record is an admission.
-FINISHING = frozenset({ev.JOB_FINISHED, ev.RESULT_RECORDED, ev.FAILURE_RECORDED})
 
 
 def definition_nodes(definition: Mapping[str, Any]) -> int:
