@@ -1,7 +1,9 @@
-"""The uncapped fast path of ``HistoryBudget`` (frames added to ``unplaced``, ``place``d
-only when their sum passes ``room`` or when read) lays out the journal exactly as
-accounting each frame at once does: the same bytes, segments and active size after any
-sequence of frames, pairs and reads, across rotations and oversized frames."""
+"""``HistoryBudget`` accounts every frame the one way (its size added to ``unplaced``,
+``place``d only when the sum passes ``room`` or when read), and the engine's fused commits
+do the same inline. Whichever way the frames come (one by one, a success's pair, a batch
+through ``account``, an uncapped admission), the layout must be the journal's own: the
+rotation rule (``rotation_needed``) applied to each frame in turn, across rotations and
+oversized frames."""
 
 from __future__ import annotations
 
@@ -10,8 +12,29 @@ from hypothesis import given, strategies as st
 from tay.storage.formats.record import FIXED_SIZE
 from tay.storage.formats.segment import FOOTER_SIZE, HEADER_SIZE
 from tay.storage.journal.history_budget import HistoryBudget, HistoryCaps
+from tay.storage.journal.writer import rotation_needed
 
 OVERHEAD = FIXED_SIZE  # a record's bytes besides its payload
+
+
+class Journal:
+    """What the writer does with frames: the reference the budget must equal."""
+
+    def __init__(self, target: int) -> None:
+        self.target = target
+        self.history_bytes, self.segments, self.active_size = HEADER_SIZE, 1, HEADER_SIZE
+
+    def write(self, size: int) -> None:
+        if rotation_needed(self.active_size, size, self.target):
+            self.history_bytes += FOOTER_SIZE + HEADER_SIZE  # seal, open the next
+            self.segments += 1
+            self.active_size = HEADER_SIZE
+        self.active_size += size
+        self.history_bytes += size
+
+    def figures(self) -> tuple[int, int, int, int]:
+        room = self.target - FOOTER_SIZE - self.active_size
+        return (self.history_bytes, self.segments, self.active_size, room)
 
 
 def budget(target: int) -> HistoryBudget:
@@ -19,19 +42,26 @@ def budget(target: int) -> HistoryBudget:
                          active_size=HEADER_SIZE)
 
 
-def fast(history: HistoryBudget, *payloads: int) -> None:
-    """What the engine's fused commits do with one frame or a success's two."""
+def fused(history: HistoryBudget, *payloads: int) -> None:
+    """What the engine's fused commits do inline with one frame or a success's two."""
     sizes = [OVERHEAD + payload for payload in payloads]
     history.unplaced = unplaced = history.unplaced + sum(sizes)
     if unplaced > history.room:
         history.place(*sizes)
 
 
-def accounted(history: HistoryBudget, *payloads: int) -> None:
-    if len(payloads) == 2:
+def accounted(history: HistoryBudget, way: int, *payloads: int) -> None:
+    sizes = [OVERHEAD + payload for payload in payloads]
+    if way == 0:
+        fused(history, *payloads)
+    elif way == 1 and len(payloads) == 2:
         history.account_payloads(*payloads)
-    else:
+    elif way == 1:
         history.account_payload(payloads[0])
+    elif way == 2:
+        history.account(sizes)
+    else:
+        history.admit(sizes, 3)  # uncapped: accounted, never refused
 
 
 def figures(history: HistoryBudget) -> tuple[int, int, int, int]:
@@ -40,44 +70,42 @@ def figures(history: HistoryBudget) -> tuple[int, int, int, int]:
 
 
 steps = st.lists(st.one_of(
-    st.tuples(st.booleans(), st.integers(0, 900)),                      # one frame
-    st.tuples(st.booleans(), st.integers(0, 900), st.integers(0, 900)),  # a success's two
-    st.just(()),                                                        # a reader
+    st.tuples(st.integers(0, 3), st.integers(0, 900)),                      # one frame
+    st.tuples(st.integers(0, 3), st.integers(0, 900), st.integers(0, 900)),  # a pair
+    st.just(()),                                                           # a reader
 ), max_size=80)
 
 
 @given(target=st.integers(HEADER_SIZE + OVERHEAD + FOOTER_SIZE, 3_000), steps=steps)
-def test_placing_later_lays_out_as_accounting_at_once(target, steps):
-    """``lazy`` takes each frame the fast way or the accounted way (the engine's fused and
-    general commits interleave), ``eager`` always the accounted way."""
-    lazy, eager = budget(target), budget(target)
+def test_every_way_of_accounting_lays_out_as_the_journal_writes(target, steps):
+    history, journal = budget(target), Journal(target)
     for step in steps:
         if not step:
-            assert (lazy.history_bytes, lazy.segments) == (eager.history_bytes, eager.segments)
+            assert (history.history_bytes, history.segments) == journal.figures()[:2]
             continue
-        quick, *payloads = step
-        (fast if quick else accounted)(lazy, *payloads)
-        accounted(eager, *payloads)
-    assert figures(lazy) == figures(eager)
+        way, *payloads = step
+        accounted(history, way, *payloads)
+        for payload in payloads:
+            journal.write(OVERHEAD + payload)
+        assert history.unplaced <= history.room or history.unplaced == 0
+    assert figures(history) == journal.figures()
 
 
-def test_a_frame_past_the_room_rotates_where_accounting_would():
-    lazy, eager = budget(1_000), budget(1_000)
+def test_a_frame_past_the_room_rotates_where_the_journal_would():
+    history, journal = budget(1_000), Journal(1_000)
     # the third frame rotates, the fourth too; the oversized fifth fills one alone, the sixth
     # rotates past it
     for payload in (300, 300, 300, 600, 2_000, 10):
-        fast(lazy, payload)
-        accounted(eager, payload)
-    assert eager.segments == 5
-    assert figures(lazy) == figures(eager)
+        fused(history, payload)
+        journal.write(OVERHEAD + payload)
+    assert journal.segments == 5
+    assert figures(history) == journal.figures()
 
 
-def test_every_other_account_places_the_unplaced_frames_first():
-    lazy, eager = budget(4_000), budget(4_000)
-    fast(lazy, 100)
-    accounted(eager, 100)
-    assert lazy.unplaced == OVERHEAD + 100 and lazy.layout.history_bytes == HEADER_SIZE
-    lazy.account((OVERHEAD + 50,))
-    eager.account((OVERHEAD + 50,))
-    assert lazy.unplaced == 0
-    assert figures(lazy) == figures(eager)
+def test_frames_that_fit_wait_unplaced_until_read():
+    history = budget(4_000)
+    history.account_payload(100)
+    history.account((OVERHEAD + 50,))
+    assert history.unplaced == 2 * OVERHEAD + 150 and history.layout.history_bytes == HEADER_SIZE
+    assert history.history_bytes == HEADER_SIZE + 2 * OVERHEAD + 150
+    assert history.unplaced == 0

@@ -140,11 +140,12 @@ class HistoryBudget:
         self.uncapped = caps.max_history_bytes is None and caps.max_segments is None
         self.rotation_target = rotation_target
         self.layout = _Layout(history_bytes, segments, active_size)
-        # Frames accounted but not placed in ``layout`` yet, in bytes: the engine's
-        # uncapped commits add a frame's size here and call ``place`` only when the sum
-        # passes ``room``, the bytes the active segment still takes without a rotation.
-        # Every unplaced frame fits (their sum is within ``room``), so placing them is one
-        # addition; every reader and every other account places them first.
+        # Frames accounted but not placed in ``layout`` yet, in bytes. Every account adds
+        # its frames' sizes here and calls ``place`` only when the sum passes ``room``, the
+        # bytes the active segment still takes without a rotation (the engine's uncapped
+        # commits do the same inline). Every unplaced frame fits (their sum is within
+        # ``room``), so placing them is one addition; the readers and the admissions place
+        # them first.
         self.unplaced = 0
         self.room = rotation_target - FOOTER_SIZE - active_size
         finishing = FINISH_FRAME_BYTES + max(result_frame_bytes(caps.result_bytes),
@@ -177,7 +178,8 @@ class HistoryBudget:
         """Place the unplaced frames in ``layout``: ``last``, the sizes of the frames added
         to ``unplaced`` last (the ones that took it past ``room``), one by one by the
         rotation rule; every frame before them fits the active segment (one addition).
-        Then ``room`` is the active segment's again. The engine's uncapped commit:
+        Then ``room`` is the active segment's again. Every account, and the engine's
+        uncapped commits inline:
 
             history.unplaced = unplaced = history.unplaced + frame_size
             if unplaced > history.room:
@@ -195,46 +197,27 @@ class HistoryBudget:
 
     def account(self, frame_sizes: Iterable[int]) -> None:
         """Record frames the engine emitted that are not admissions. Never refuses."""
-        if self.unplaced:
-            self.place()
-        layout, target = self.layout, self.rotation_target
         for size in frame_sizes:
-            layout.add(size, target)
-        self.room = target - FOOTER_SIZE - layout.active_size
+            self.unplaced = unplaced = self.unplaced + size
+            if unplaced > self.room:
+                self.place(size)
 
     def account_payload(self, payload_length: int) -> None:
         """``account((frame_size(payload_length),))`` in one step (the engine's per-commit
         path when nothing can be refused)."""
-        if self.unplaced:
-            self.place()
-        layout = self.layout
         size = RECORD_OVERHEAD + payload_length
-        active = layout.active_size
-        # rotation_needed(active, size, target), inline: the frame fits the active segment
-        if active == HEADER_SIZE or active + size + FOOTER_SIZE <= self.rotation_target:
-            layout.active_size = active + size
-            layout.history_bytes += size
-            self.room -= size
-            return
-        layout.add(size, self.rotation_target)
-        self.room = self.rotation_target - FOOTER_SIZE - layout.active_size
+        self.unplaced = unplaced = self.unplaced + size
+        if unplaced > self.room:
+            self.place(size)
 
     def account_payloads(self, first: int, second: int) -> None:
         """``account_payload(first)`` then ``account_payload(second)`` in one call (a
-        success's result and finish records): both frames fit the active segment, or each
-        is accounted as it would be alone."""
-        if self.unplaced:
-            self.place()
-        layout = self.layout
-        active = layout.active_size
-        size = 2 * RECORD_OVERHEAD + first + second
-        if active != HEADER_SIZE and active + size + FOOTER_SIZE <= self.rotation_target:
-            layout.active_size = active + size
-            layout.history_bytes += size
-            self.room -= size
-            return
-        self.account_payload(first)
-        self.account_payload(second)
+        success's result and finish records)."""
+        first += RECORD_OVERHEAD
+        second += RECORD_OVERHEAD
+        self.unplaced = unplaced = self.unplaced + first + second
+        if unplaced > self.room:
+            self.place(first, second)
 
     def admit(self, frame_sizes: Iterable[int], active_executions: int) -> None:
         """Check then account frames that are not the end of an execution.
@@ -247,9 +230,8 @@ class HistoryBudget:
         if self.uncapped:
             self.account(frame_sizes)  # nothing capped: nothing to refuse
             return
-        self.layout = layout = self._projected(frame_sizes, active_executions)
-        self.room = self.rotation_target - FOOTER_SIZE - layout.active_size
-
+        self.layout = self._projected(frame_sizes, active_executions)
+        self.place()  # nothing unplaced: ``room`` becomes the new layout's
 
     def check(self, frame_sizes: Iterable[int], active_executions: int) -> None:
         """Refuse as ``admit`` would, accounting nothing (frames admitted one by one later,
