@@ -22,7 +22,7 @@ from typing import Any, Callable
 from tay.engine.commands import Admin
 from tay.engine.effects import Outcome
 from tay.engine.ids import parse_job_id
-from tay.engine.jobs import JobEntry, peek
+from tay.engine.jobs import JobEntry, peek, timeline
 from tay._native._pure_base import QUEUE, WORKER
 from tay.engine.schedule_commands import ScheduleCommands, request_fields
 from tay.engine.schedules import schedule_timing  # the engine's lazy boundary
@@ -180,7 +180,7 @@ class AdminCommands(ScheduleCommands):
             "result": job.result if job.result_present else None,
             "attempts": [{"attempt": attempt, "started_at": started, "finished_at": finished,
                           "outcome": outcome}
-                         for attempt, started, finished, outcome in entry.attempts or ()],
+                         for attempt, started, finished, outcome in timeline(entry) or ()],
             "running_on": None if executor is None else executor.runtime_id,
         }}
 

@@ -446,10 +446,9 @@ class EpochEngine(AdminCommands):
         if self._job_index is not None:
             self._job_index.touch(stamp, job_id, "executing", entry.index_keys, "available")
         entry.ready_key = None
-        attempts = entry.attempts  # _start_attempt
-        started = (attempt, at, None, None)
-        entry.attempts = (started,) if attempts is None \
-            else attempts[1 - MAX_TIMELINE:] + (started,)
+        attempts = entry.attempts  # _start_attempt; a first timeline is the row's (timeline)
+        if attempts is not None:
+            entry.attempts = attempts[1 - MAX_TIMELINE:] + ((attempt, at, None, None),)
         self.durable_executing += 1
         sequence = self.next_sequence
         payload = StartedPayload()  # fields_payload, inline
@@ -518,7 +517,7 @@ class EpochEngine(AdminCommands):
                 None, None, order, inserted_at, attempted_at, at, at, diagnostic, True,
                 result_value, failure))
         self.durable_executing -= 1
-        attempts = entry.attempts  # _finish_attempt
+        attempts = entry.attempts  # _finish_attempt (None: the row's, CompletedRow.timeline)
         if attempts and attempts[-1][2] is None:
             entry.attempts = attempts[:-1] + ((attempts[-1][0], attempts[-1][1], at,
                                                "completed"),)

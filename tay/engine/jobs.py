@@ -87,13 +87,19 @@ class LazyJobEntry(JobEntry):
 
     @property  # type: ignore[override]
     def state(self) -> JobState:
-        job = STATE_SLOT.__get__(self).job_state()
+        row = STATE_SLOT.__get__(self)
+        job = row.job_state()
+        if self.attempts is None and isinstance(row, _FusedRow):
+            self.attempts = row.timeline()  # the first attempt the row implied
         STATE_SLOT.__set__(self, job)
         self.__class__ = JobEntry
         return job
 
     @state.setter
     def state(self, job: JobState) -> None:
+        row = STATE_SLOT.__get__(self)
+        if self.attempts is None and isinstance(row, _FusedRow):
+            self.attempts = row.timeline()
         STATE_SLOT.__set__(self, job)
         self.__class__ = JobEntry
 
@@ -103,7 +109,10 @@ _new_tuple = tuple.__new__
 
 class _FusedRow(tuple):
     """What the fused start's and success's rows share: the available JobState the start
-    began from comes first (its id is the job's), and neither is in a ready queue."""
+    began from comes first (its id is the job's), and neither is in a ready queue. A job
+    with no attempt timeline when the fused start took it keeps ``attempts`` None: its
+    timeline is the one attempt the row holds (``timeline``), set in ``attempts`` when the
+    JobState is built."""
 
     __slots__ = ()
     ready_order = None
@@ -135,6 +144,9 @@ class StartedRow(_FusedRow):
         job, revision, attempt, at = self
         return started_state(job, revision, attempt, at)
 
+    def timeline(self) -> tuple[tuple[int, int, None, None]]:
+        return ((self[2], self[3], None, None),)
+
 
 class CompletedRow(_FusedRow):
     """A job the fused start and fused success made completed with a nil result, not built
@@ -162,12 +174,26 @@ class CompletedRow(_FusedRow):
             None, None, None, inserted_at, started_at, at, at, diagnostic, True, result,
             failure))
 
+    def timeline(self) -> tuple[tuple[int, int, int, str]]:
+        return ((self[2], self[3], self[4], "completed"),)
+
 
 def peek(entry: JobEntry) -> "JobState | JobRow | LiveRow | StartedRow | CompletedRow":
     """The entry's JobState, or its JobRow or LiveRow when not built yet, for bookkeeping
     that reads only what they all hold alike (``id``, ``state``, ``revision``,
     ``terminal``, ``terminal_at``, ``ready_order``): walking every job builds none."""
     return STATE_SLOT.__get__(entry)
+
+
+def timeline(entry: JobEntry) -> tuple[tuple[int, int, int | None, str | None], ...] | None:
+    """The entry's attempt timeline: ``attempts``, or the first attempt a fused start's or
+    success's row holds (the entry's ``attempts`` stays None until its JobState is built)."""
+    attempts = entry.attempts
+    if attempts is None:
+        row = STATE_SLOT.__get__(entry)
+        if isinstance(row, _FusedRow):
+            return row.timeline()
+    return attempts
 
 
 # One index_keys tuple per (queue, task), shared by its jobs: three tuples less per job

@@ -23,10 +23,10 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition,
 from tay.engine import EngineConfig
 from tay.engine import commands as c
 from tay.engine.effects import Refuse
-from tay.engine.jobs import JobEntry, peek
+from tay.engine.jobs import JobEntry, peek, timeline
 from tay.storage.events.transitions import JobState
 from tay.storage.journal.history_budget import HistoryBudget
-from tests.engine.conftest import Driver
+from tests.engine.conftest import Driver, reply
 
 TASKS = ("a", "b")
 QUEUES = ("q1", "q2")
@@ -60,6 +60,8 @@ def snapshot(obj, path=()):
         # row builds, read without the ``state`` read that would make it a plain entry
         row = peek(obj)
         fields["state"] = snapshot(row if isinstance(row, JobState) else row.job_state(), path)
+        # and its attempt timeline as read (a first attempt's is the row's, not a slot's)
+        fields["attempts"] = snapshot(timeline(obj), path)
         name = "JobEntry"
     else:
         name = type(obj).__name__
@@ -206,3 +208,30 @@ def test_the_fused_path_is_taken():
         out = driver.succeed(execute)
         assert [event.name for _, event in out.events] == ["result_recorded", "job_finished"]
         assert calls == (["_insert_fused", "_start_fused", "_succeed_fused"] if fused else [])
+
+
+def test_a_first_attempt_kept_as_a_row_reads_as_its_timeline():
+    """A fused start and success leave a first attempt's timeline in their rows, not in
+    ``attempts``: read through ``timeline``, the admin job view, or once the JobState is
+    built, it is the attempt's start and finish times, the same as the general path's."""
+    views = []
+    for fused in (True, False):
+        driver = epoch_driver(5, "none", fused)
+        driver.worker(conn="w1", tasks=("t",))
+        out = driver.enqueue(task="t", args={})
+        (execute,) = [e for e in out.effects if type(e).__name__ == "Execute"]
+        started_at = driver.now
+        driver.advance(700)
+        (entry,) = driver.engine.jobs.values()
+        assert timeline(entry) == ((1, started_at, None, None),)
+        driver.succeed(execute)
+        expected = ((1, started_at, started_at + 700, "completed"),)
+        assert timeline(entry) == expected
+        if fused:  # still the row: nothing built the JobState
+            assert type(peek(entry)).__name__ == "CompletedRow" and entry.attempts is None
+        view = reply(driver.run(c.Admin("p", driver.rid(), "job",
+                                        {"job_id": execute.job_id}))).fields["job"]["attempts"]
+        assert entry.attempts == expected  # the JobState built: the slot holds it
+        views.append(view)
+    assert views[0] == views[1] == [{"attempt": 1, "started_at": started_at,
+                                     "finished_at": started_at + 700, "outcome": "completed"}]
