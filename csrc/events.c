@@ -1,4 +1,4 @@
-/* Batch fast path for Event-v1 payloads (pairs (1..6,1) and (10,2); storage-events.md).
+/* Batch fast path for Event-v1 payloads (pairs (1..6,1), (10,2) and (22,2); storage-events.md).
  *
  * tay_events_scan() looks at many payloads in one call. For each it first runs the full
  * canonical Value check (tay_value_scan, with the caller's depth/node/binary budgets), then
@@ -12,11 +12,40 @@
  */
 #include "value_walk.h"
 
+/* A failure's error object (22,2): a map of 1..3 of message, traceback and type (in that,
+ * the canonical, order), each a text, the type at most ERROR_TYPE_MAX_BYTES. Each text's
+ * offset and length go to row[slot], row[slot + 1] (message A, traceback C, type E); an
+ * absent key sets the nil bit of its offset slot. */
+#define ERROR_TYPE_MAX_BYTES 128u
+static int check_error(const uint8_t *d, size_t v, uint64_t *row) {
+    static const char *const names[3] = {"message", "traceback", "type"};
+    static const int slots[3] = {TAY_EF_A, TAY_EF_C, TAY_EF_E};
+    if (d[v] != 0x09) return 0;
+    uint32_t count = rd32(d + v + 1), next = 0;
+    if (count < 1 || count > 3) return 0;
+    row[TAY_EF_NIL] |= (1ull << TAY_EF_A) | (1ull << TAY_EF_C) | (1ull << TAY_EF_E);
+    size_t pos = v + 5;
+    for (uint32_t i = 0; i < count; i++) {
+        size_t value = 0;
+        while (next < 3 && !(value = key(d, &pos, names[next]))) next++;
+        if (next == 3 || d[value] != 0x06) return 0;
+        uint32_t n = rd32(d + value + 1);
+        if (next == 2 && n > ERROR_TYPE_MAX_BYTES) return 0;
+        row[slots[next]] = value + 5;
+        row[slots[next] + 1] = n;
+        row[TAY_EF_NIL] &= ~(1ull << slots[next]);
+        next++;
+        pos = value + 5 + n;
+    }
+    return 1;
+}
+
 /* The payload-local rules of every supported pair; 1 = well-formed, row filled. */
 static int check_event(const uint8_t *d, int type, int schema, uint64_t *row) {
-    static const uint8_t key_counts[7] = {5, 4, 5, 9, 4, 5, 4};
+    static const uint8_t key_counts[8] = {5, 4, 5, 9, 4, 5, 4, 4};
     cursor_ctx c = {d, 0, 0};
-    int slot = schema == 2 && type == 10 ? 6 : (schema == 1 && type >= 1 && type <= 6 ? type - 1 : -1);
+    int slot = schema == 2 && type == 10 ? 6 : schema == 2 && type == 22 ? 7
+        : (schema == 1 && type >= 1 && type <= 6 ? type - 1 : -1);
     if (slot < 0) return 0;
     size_t pos = open_map(d, 0, key_counts[slot]), v;
     uint64_t at;
@@ -83,6 +112,11 @@ static int check_event(const uint8_t *d, int type, int schema, uint64_t *row) {
         FIELD("execution_token");
         if (!opt_uint_in(d, v, 1, UINT64_MAX, &row[TAY_EF_A], &row[TAY_EF_NIL], TAY_EF_A))
             return 0;
+        NEXT();
+        break;
+    case 7: /* failure_recorded */
+        FIELD("error");
+        if (!check_error(d, v, row)) return 0;
         NEXT();
         break;
     }

@@ -21,7 +21,9 @@ EVENT_FAST, EVENT_SLOW, EVENT_ROW = 0, 1, 24
  TIMEOUT_MS, END, ARGS_NODES) = range(24)
 TAPE_CAPACITY = 65536  # longer payloads always take the slow path (as in C)
 TIME_MAX, U64_MAX, ATTEMPT_MAX, TIMEOUT_MAX_MS = 2**63 - 1, 2**64 - 1, 65535, 86_400_000
-_KEY_COUNTS = (5, 4, 5, 9, 4, 5, 4)
+_KEY_COUNTS = (5, 4, 5, 9, 4, 5, 4, 4)
+ERROR_TYPE_MAX_BYTES = 128
+_ERROR_KEYS = (("message", A), ("traceback", C), ("type", E))  # canonical order, text slots
 _POLICY = (("base_ms", 1000), ("cap_ms", 60000), ("jitter_divisor", 4), ("version", 1))
 
 
@@ -169,9 +171,35 @@ def _finish_rules(w: _Walker, diag: int, next_attempt: int, next_due: int) -> No
         row[NIL] |= (1 << E) | (1 << F)
 
 
+def _error(w: _Walker, start: int) -> None:
+    """A failure's error object: 1..3 of message, traceback, type, each a text (the type at
+    most ERROR_TYPE_MAX_BYTES); offsets and lengths in the A/B, C/D, E/F slots, an absent
+    key's offset slot nil."""
+    row, d = w.row, w.d
+    if d[start] != 0x09 or not 1 <= _u32(d, start + 1) <= 3:
+        raise _Slow
+    row[NIL] |= (1 << A) | (1 << C) | (1 << E)
+    pos, names = start + 5, iter(_ERROR_KEYS)
+    for _ in range(_u32(d, start + 1)):
+        for name, slot in names:
+            raw = name.encode()
+            if _u32(d, pos + 1) == len(raw) and d[pos + 5:pos + 5 + len(raw)] == raw:
+                break
+        else:
+            raise _Slow
+        value = pos + 5 + len(raw)
+        length = _u32(d, value + 1)
+        if d[value] != 0x06 or (slot == E and length > ERROR_TYPE_MAX_BYTES):
+            raise _Slow
+        row[slot], row[slot + 1] = value + 5, length
+        row[NIL] &= ~(1 << slot)
+        pos = value + 5 + length
+
+
 def _event(w: _Walker, rtype: int, schema: int) -> int:
     row = w.row
-    slot = 6 if (rtype, schema) == (10, 2) else rtype - 1 if schema == 1 and 1 <= rtype <= 6 else -1
+    slot = 6 if (rtype, schema) == (10, 2) else 7 if (rtype, schema) == (22, 2) \
+        else rtype - 1 if schema == 1 and 1 <= rtype <= 6 else -1
     if slot < 0:
         raise _Slow
     pos = w.open_map(0, _KEY_COUNTS[slot])
@@ -198,6 +226,10 @@ def _event(w: _Walker, rtype: int, schema: int) -> int:
     elif slot == 4:
         value = w.key(pos, "execution_token")
         row[A] = w.opt_uint(value, 1, U64_MAX, A)
+        pos = w.skip(value)
+    elif slot == 7:
+        value = w.key(pos, "error")
+        _error(w, value)
         pos = w.skip(value)
     (revision, job_id), pos = w.fields(pos, ("expected_revision", "job_id"))
     row[EXPECTED] = w.uint(revision, 0, 0) if slot == 0 else w.uint(revision, 1, U64_MAX)

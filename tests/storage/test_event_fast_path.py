@@ -15,8 +15,9 @@ from hypothesis import strategies as st
 from tay._native import _pure_events, pure
 from tay.failures import RecoveryRefused
 from tay.storage import events as ev
-from tay.storage.formats import record
+from tay.storage.formats import record, value
 from tay.storage.events.definition import build_definition
+from tay.storage.events.operations import failure_recorded
 from tests.build_guard import c_twin
 
 c_native = c_twin()
@@ -63,6 +64,11 @@ def sample_events() -> list[ev.Event]:
         ev.job_cancelled(JOB, 70, 4, 9),
         ev.job_retried(JOB, 80, 5, ev.MODE_NEW_CYCLE),
         ev.result_recorded(JOB, 90, 6, {"ok": True, "n": -3}),
+        failure_recorded(JOB, 91, 3, {"type": "ValueError", "message": "bad \u00e9 input",
+                                         "traceback": "Traceback ...\n  line 1"}),
+        failure_recorded(JOB, 92, 7, {"type": "T" * 128}),
+        failure_recorded(JOB, 93, 2, {"message": ""}),
+        failure_recorded(JOB, 94, 2, {"message": "m", "type": "E"}),
     ]
 
 
@@ -122,7 +128,7 @@ def test_c_and_pure_batch_rows_agree_on_mutated_batches(items) -> None:
 
 
 @settings(max_examples=100, deadline=None)
-@given(st.binary(max_size=64), st.sampled_from([(1, 1), (2, 1), (4, 1), (10, 2), (7, 1)]))
+@given(st.binary(max_size=64), st.sampled_from([(1, 1), (2, 1), (4, 1), (10, 2), (22, 2), (7, 1)]))
 def test_c_and_pure_agree_on_arbitrary_bytes(payload, pair) -> None:
     records = [(0, len(payload), *pair)]
     assert c_native.events_scan(payload, records) == pure.events_scan(payload, records)
@@ -157,3 +163,49 @@ def test_args_nodes_from_both_twins_equal_the_engine_measure(args) -> None:
     assert rows[_pure_events.STATUS] == _pure_events.EVENT_FAST
     definition = ev.decode_event(1, 1, payload)["definition"]
     assert definition.args_nodes == rows[_pure_events.ARGS_NODES] == measure(args, "args").nodes
+
+
+ERROR_TEXTS = st.text(max_size=12) | st.text(max_size=140, alphabet="ab\u00e9\u4e2d")
+ERRORS = st.dictionaries(st.sampled_from(["message", "traceback", "type"]), ERROR_TEXTS,
+                         max_size=3)
+ODD_ERRORS = st.dictionaries(st.sampled_from(["message", "traceback", "type", "code", "m", ""]),
+                             ERROR_TEXTS | st.integers(0, 3) | st.none() | st.binary(max_size=3),
+                             max_size=4)
+
+
+@settings(max_examples=300, deadline=None)
+@given(error=ERRORS | ODD_ERRORS, at=st.integers(0, 2**64 - 1) | st.integers(-3, -1),
+       expected=st.integers(0, 3), job_id=st.sampled_from([JOB, bytes(16), b"\x01" * 15]),
+       extra=st.booleans())
+def test_failure_details_decode_on_both_paths_as_the_exact_decoder(error, at, expected, job_id,
+                                                                   extra) -> None:
+    """A (22,2) payload of any error object (valid or not: a missing or unknown key, a
+    value that is not text, a type past 128 bytes, an empty map) and any field values:
+    the fast path gives exactly the exact decoder's event or refusal, and C equals its twin."""
+    payload = {"at": at, "error": error, "expected_revision": expected, "job_id": job_id}
+    if extra:
+        payload["queue"] = "q"
+    data = value.encode(payload)
+    assert outcome(22, 2, data, False) == outcome(22, 2, data, True)
+    records = [(0, len(data), 22, 2)]
+    rows = c_native.events_scan(data, records)
+    assert rows == pure.events_scan(data, records)
+    valid = (not extra and 1 <= len(error) and 0 <= at < 2**63 and expected >= 1
+             and job_id == JOB and all(type(text) is str for text in error.values())
+             and set(error) <= {"message", "traceback", "type"}
+             and len(error.get("type", "").encode()) <= 128)
+    assert (rows[0] == _pure_events.EVENT_FAST) == valid
+
+
+@pytest.mark.parametrize("type_text", ["T" * n for n in range(126, 131)]
+                         + ["\u00e9" * n for n in range(63, 66)] + ["T" + "\u00e9" * 64])
+def test_a_failure_type_at_the_byte_limit_decodes_as_the_exact_decoder(type_text) -> None:
+    """The error type's limit is 128 bytes of UTF-8, not characters: at, just under and just
+    past it, on both twins."""
+    data = value.encode({"at": 5, "error": {"type": type_text}, "expected_revision": 1,
+                         "job_id": JOB})
+    records = [(0, len(data), 22, 2)]
+    for twin in (c_native, pure):
+        rows = twin.events_scan(data, records)
+        assert (rows[0] == _pure_events.EVENT_FAST) == (len(type_text.encode()) <= 128)
+    assert outcome(22, 2, data, False) == outcome(22, 2, data, True)

@@ -21,6 +21,7 @@ from tay.failures import RecoveryRefused
 from tay.storage import events as ev
 from tay.storage.compaction.offline import compact_offline
 from tay.storage.events.definition import build_definition
+from tay.storage.events.operations import failure_recorded
 from tay.storage.events.transitions import apply, attachments
 from tay.storage.formats import value
 from tay.storage.formats.value import DecodeLimits
@@ -433,3 +434,25 @@ def test_threads_scanning_at_once_get_the_single_threaded_rows() -> None:
     for thread in threads:
         thread.join()
     assert results == [True] * 80
+
+
+ERRORS = st.dictionaries(st.sampled_from(["message", "traceback", "type"]),
+                         st.text(max_size=10), min_size=1, max_size=3)
+
+
+@settings(max_examples=150, deadline=None)
+@given(error=ERRORS, at=st.integers(0, 2**40), expected=st.integers(1, 50),
+       extra=st.integers(1, 5), data=st.data())
+def test_failure_details_take_the_fast_path_and_decode_exactly(error, at, expected, extra,
+                                                                data) -> None:
+    """A failure's (22,2) details as a base's (31,2) attachment and as a tail's (30,2)
+    event: the fast path gives exactly the exact decoder's object, and a damaged copy is
+    refused or decodes the same on both paths."""
+    event = failure_recorded(b"\x00" * 15 + b"\x07", at, expected, error)
+    for pair, payload in (((31, 2), encode_job_attachment(event)),
+                          ((30, 2), encode_epoch_event(event, expected + extra))):
+        decoded = fast_decoded(pair, payload)
+        assert decoded is not None and decoded == exact(pair, payload)
+        raw = bytearray(payload)
+        raw[data.draw(st.integers(0, len(raw) - 1))] ^= data.draw(st.integers(1, 255))
+        check_one(pair, bytes(raw))

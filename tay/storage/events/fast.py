@@ -14,11 +14,14 @@ from tay import _native
 from tay._native import _pure_events as slots
 from tay.storage.formats import value
 from tay.storage.events.definition import CHECKED_LIMITS, LazyDefinition
-from tay.storage.events.registry import JOB_PAIRS, Event, decode_event_exact, event_with_raw
+from tay.storage.events.registry import (
+    FAILURE_RECORDED, JOB_PAIRS, Event, decode_event_exact, event_with_raw,
+)
 from tay.storage.events.v1 import diagnostic
 
 _DEFAULT_LIMITS = value.DecodeLimits()
-_FAST_PAIRS = frozenset(JOB_PAIRS)
+# the pairs the native scan decodes: the job lifecycle, its result and a failure's details
+FAST_PAIRS = frozenset(JOB_PAIRS | {FAILURE_RECORDED})
 
 
 def decode_event(
@@ -30,7 +33,7 @@ def decode_event(
     Well-formed Event-v1 payloads take the native fast path; anything else (including
     every payload that will be refused) goes through ``decode_event_exact``.
     """
-    if (event_type, schema) in _FAST_PAIRS:
+    if (event_type, schema) in FAST_PAIRS:
         limits = limits if limits is not None else _DEFAULT_LIMITS
         row = _native.events_scan(payload, ((0, len(payload), event_type, schema),),
                                   limits.depth, limits.nodes, limits.binary)
@@ -167,7 +170,27 @@ def _fast_result(event_type: int, schema: int, data: bytes, row: list[int], base
                  data if raw else None)
 
 
+_ERROR_SLOTS = (("message", slots.A), ("traceback", slots.C), ("type", slots.E))
+
+
+def _fast_failure(event_type: int, schema: int, data: bytes, row: list[int], base: int,
+                  raw: bool = True) -> Event:
+    """The exact decoder's failure_recorded: its keys and the error's in canonical order."""
+    nil = row[base + slots.NIL]
+    error = {}
+    for name, slot in _ERROR_SLOTS:
+        if not (nil >> slot) & 1:
+            start = row[base + slot]
+            error[name] = data[start:start + row[base + slot + 1]].decode("utf-8")
+    job_id = row[base + slots.JOB_ID]
+    payload = {"at": row[base + slots.AT], "error": error,
+               "expected_revision": row[base + slots.EXPECTED],
+               "job_id": data[job_id:job_id + 16]}
+    return _make(event_type, schema, "failure_recorded", MappingProxyType(payload),
+                 data if raw else None)
+
+
 _FAST_BUILDERS: dict[int, Callable[[int, int, bytes, list[int], int], Event]] = {
     1: _fast_inserted, 2: _fast_available, 3: _fast_started, 4: _fast_finished,
-    5: _fast_cancelled, 6: _fast_retried, 10: _fast_result,
+    5: _fast_cancelled, 6: _fast_retried, 10: _fast_result, 22: _fast_failure,
 }

@@ -24,8 +24,7 @@ from tay._native import _pure_mutations as mr
 from tay._native import _pure_snapshots as sr
 from tay.storage import events as ev
 from tay.storage.events import epoch_carry
-from tay.storage.events.fast import _FAST_BUILDERS
-from tay.storage.events.registry import JOB_PAIRS
+from tay.storage.events.fast import _FAST_BUILDERS, FAST_PAIRS
 from tay.storage.formats.value import DecodeLimits
 from tay.storage.v2.epoch_records import EPOCH_EVENT_PAIR, JOB_ATTACHMENT_PAIR, EpochEvent
 from tay.storage.v2.records import MUTATION_PAIR, SNAPSHOT_PAIR, Mutation
@@ -41,7 +40,7 @@ _RESULT = ev.RESULT_RECORDED
 def _carried(attachment: bool) -> dict[tuple[int, int], Any]:
     """Inner pairs the Event-v1 scan decodes that may appear in the record, with their carry."""
     out = {}
-    for pair in JOB_PAIRS:
+    for pair in FAST_PAIRS:
         carry = epoch_carry(pair)
         if pair[0] in _FAST_BUILDERS and carry is not None and (carry.attachment or not attachment):
             out[pair] = carry
