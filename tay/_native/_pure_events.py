@@ -23,7 +23,9 @@ TAPE_CAPACITY = 65536  # longer payloads always take the slow path (as in C)
 TIME_MAX, U64_MAX, ATTEMPT_MAX, TIMEOUT_MAX_MS = 2**63 - 1, 2**64 - 1, 65535, 86_400_000
 _KEY_COUNTS = (5, 4, 5, 9, 4, 5, 4, 4)
 ERROR_TYPE_MAX_BYTES = 128
-_ERROR_KEYS = (("message", A), ("traceback", C), ("type", E))  # canonical order, text slots
+# a failure's error keys in canonical order, each with the slot of its text's offset (the
+# length follows it); tay.storage.events.fast builds the error from the same table
+ERROR_TEXT_SLOTS = (("message", A), ("traceback", C), ("type", E))
 _POLICY = (("base_ms", 1000), ("cap_ms", 60000), ("jitter_divisor", 4), ("version", 1))
 
 
@@ -179,7 +181,7 @@ def _error(w: _Walker, start: int) -> None:
     if d[start] != 0x09 or not 1 <= _u32(d, start + 1) <= 3:
         raise _Slow
     row[NIL] |= (1 << A) | (1 << C) | (1 << E)
-    pos, names = start + 5, iter(_ERROR_KEYS)
+    pos, names = start + 5, iter(ERROR_TEXT_SLOTS)
     for _ in range(_u32(d, start + 1)):
         for name, slot in names:
             raw = name.encode()

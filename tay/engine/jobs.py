@@ -87,19 +87,15 @@ class LazyJobEntry(JobEntry):
 
     @property  # type: ignore[override]
     def state(self) -> JobState:
-        row = STATE_SLOT.__get__(self)
-        job = row.job_state()
-        if self.attempts is None and isinstance(row, _FusedRow):
-            self.attempts = row.timeline()  # the first attempt the row implied
-        STATE_SLOT.__set__(self, job)
-        self.__class__ = JobEntry
+        job = STATE_SLOT.__get__(self).job_state()
+        self.state = job
         return job
 
     @state.setter
     def state(self, job: JobState) -> None:
-        row = STATE_SLOT.__get__(self)
-        if self.attempts is None and isinstance(row, _FusedRow):
-            self.attempts = row.timeline()
+        """The entry becomes a plain one holding ``job``; a first attempt its fused row
+        implied moves to ``attempts``."""
+        self.attempts = timeline(self)
         STATE_SLOT.__set__(self, job)
         self.__class__ = JobEntry
 

@@ -170,15 +170,12 @@ def _fast_result(event_type: int, schema: int, data: bytes, row: list[int], base
                  data if raw else None)
 
 
-_ERROR_SLOTS = (("message", slots.A), ("traceback", slots.C), ("type", slots.E))
-
-
 def _fast_failure(event_type: int, schema: int, data: bytes, row: list[int], base: int,
                   raw: bool = True) -> Event:
     """The exact decoder's failure_recorded: its keys and the error's in canonical order."""
     nil = row[base + slots.NIL]
     error = {}
-    for name, slot in _ERROR_SLOTS:
+    for name, slot in slots.ERROR_TEXT_SLOTS:
         if not (nil >> slot) & 1:
             start = row[base + slot]
             error[name] = data[start:start + row[base + slot + 1]].decode("utf-8")
