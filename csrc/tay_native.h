@@ -204,9 +204,12 @@ long tay_base_keys(const uint8_t *buf, size_t size, uint64_t origin, const uint6
  * (expected revision 0, eligible at once: replay leaves it available at revision 1), or
  * whose only records taken are its insert and its first start (executing at revision 2),
  * TAY_TAIL_LIVE u64s in `live`, in insert order (STATE, START, START_AT, START_STAMP: the
- * start's index, time and state changes up to it, for an executing job). Returns how many
- * records it took, -1 out of memory. Each output holds up to `count` entries (pending:
- * 3 * count u64s). */
+ * start's index, time and state changes up to it, for an executing job). So does each job
+ * whose four records taken are its insert, its first start, a worker failure's finish left
+ * retryable and that failure's (22,2) details (STATE retryable, ELIGIBLE_AT the retry's due
+ * time, FINISH / FINISH_AT / FINISH_STAMP the finish, DETAILS the details' index,
+ * FAILURE_BYTES the details' texts in UTF-8 bytes). Returns how many records it took, -1
+ * out of memory. Each output holds up to `count` entries (pending: 3 * count u64s). */
 #define TAY_TAIL_LINK 6
 #define TAY_TL_STAMP 0
 #define TAY_TL_STARTED 1
@@ -214,7 +217,7 @@ long tay_base_keys(const uint8_t *buf, size_t size, uint64_t origin, const uint6
 #define TAY_TL_STARTED_AT 3
 #define TAY_TL_FINISHED 4
 #define TAY_TL_FINISHED_LENGTH 5
-#define TAY_TAIL_LIVE 13
+#define TAY_TAIL_LIVE 18
 #define TAY_TV_RECORD 0
 #define TAY_TV_ELIGIBLE_AT 1
 #define TAY_TV_ORDER 2
@@ -228,8 +231,14 @@ long tay_base_keys(const uint8_t *buf, size_t size, uint64_t origin, const uint6
 #define TAY_TV_START 10
 #define TAY_TV_START_AT 11
 #define TAY_TV_START_STAMP 12
+#define TAY_TV_FINISH 13
+#define TAY_TV_FINISH_AT 14
+#define TAY_TV_FINISH_STAMP 15
+#define TAY_TV_DETAILS 16
+#define TAY_TV_FAILURE_BYTES 17
 #define TAY_STATE_AVAILABLE 1
 #define TAY_STATE_EXECUTING 2
+#define TAY_STATE_RETRYABLE 3
 long tay_tail_jobs(const uint8_t *buf, size_t size, size_t count, const uint64_t *offsets,
                    const uint32_t *lengths, const uint8_t *types, const uint8_t *schemas,
                    uint64_t *next_order, uint32_t max_depth, uint64_t max_nodes,

@@ -58,9 +58,10 @@ API (see docs/native.md for the details and error conventions):
   Store-v2 tail's common job lifecycles (insert, start, success, nil result) taken while
   every record is one (``tay._native._pure_tail``): ``BASE_JOB`` rows and ``TAIL_LINK`` (6)
   ints per job whose four records were taken, (index, state changes before, ready pushes
-  before) per record of a job not done, the allocator after them, and ``TAIL_LIVE`` (13)
-  ints per job left available at its insert or executing at its start (held as a row
-  or built from its two records instead of replaying them one by one).
+  before) per record of a job not done, the allocator after them, and ``TAIL_LIVE`` (18)
+  ints per job left available at its insert, executing at its start or retryable after a
+  worker failure (held as a row, or built from its insert and start, instead of replaying
+  its records one by one).
 - ``LiveTable(next_order)``: live job rows (``tay._native._pure_live``): a 16-byte id to
   ``LIVE_ROW`` (14) ints of its durable fields; ``.apply(buf, offsets, rows) -> (applied,
   numbers)`` applies ``mutations_scan`` rows as the reducer would and stops before the first

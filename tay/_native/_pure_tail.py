@@ -9,11 +9,13 @@ available at once, its availability order the allocator's next (``next_order`` o
 a (30,2) ``result_recorded`` of a nil result for it at revision 3 and an (8,1) success
 finish of that execution (no diagnostic, completed) at revision 4, as the engine writes a
 success, or (stores written before 2026-12-04) the finish at revision 3, then the result at
-revision 4. Every payload must pass the
-mutation or event fast path. A record of a job it knows outside that lifecycle (a worker
-failure's finish or its (22,2) ``failure_recorded`` details, in either order, a value
-result, a retry's available, a cancel...) sends the job the general way, and so does a
-delayed insert (no order, no ready push): the walk goes on,
+revision 4. After the start it also follows a worker failure of that first attempt left
+retryable: its (22,2) ``failure_recorded`` details at revision 3 and its finish at revision
+4 (the engine's order), or the finish at 3 with the details right after it at 4. Every
+payload must pass the mutation or event fast path. A record of a job it knows outside that
+lifecycle (a discarding failure, a timeout, a value result, a retry's available, a
+cancel...) sends the job the general way, and so does a delayed insert (no order, no ready
+push): the walk goes on,
 and every record of that job is pending (each such mutation one state change, and a ready
 push when it carries an order, which the allocator takes there). It stops before the
 first record that is anything else (another pair or kind, a slow payload, an insert it
@@ -37,7 +39,12 @@ executing at revision 2), ``TAIL_LIVE`` integers (RECORD its insert's index, ELI
 ORDER, the definition's keys and sizes, STATE ``AVAILABLE`` or ``EXECUTING``, START the
 start's index (the insert's when not started), START_AT, START_STAMP the state changes from
 ``start`` up to and including the start (0 when not started)), in insert order: the caller
-may hold such a job as that row instead of replaying its records. Offsets are absolute in
+may hold such a job as that row instead of replaying its records. So does a job whose four
+records taken are its insert, start, failure finish and details (STATE ``RETRYABLE``,
+ELIGIBLE_AT the retry's due time, FINISH / FINISH_AT / FINISH_STAMP the finish's index, time
+and state changes up to it, DETAILS the details' index, FAILURE_BYTES the error texts'
+UTF-8 bytes plus 64, ``tay.engine.state.failure_bytes``); an available or executing row
+has FINISH and DETAILS its insert's index and the rest 0. Offsets are absolute in
 ``buf``. A replay that installs the done jobs and replays the pending records with the
 stamps and ready counter so positioned ends in the state the record-by-record replay
 reaches.
@@ -56,20 +63,48 @@ from tay._native.errors import ValueCodecError
 
 TAIL_LINK = 6
 STAMP, STARTED, STARTED_LENGTH, STARTED_AT, FINISHED, FINISHED_LENGTH = range(TAIL_LINK)
-TAIL_LIVE = 13
+TAIL_LIVE = 18
 (RECORD, ELIGIBLE_AT, ORDER, QUEUE, QUEUE_LENGTH, WORKER, WORKER_LENGTH, DEFINITION_LENGTH,
- ARGS_NODES, STATE, START, START_AT, START_STAMP) = range(TAIL_LIVE)
-# a live row's STATE: the index of available or executing in transitions.STATES
-AVAILABLE, EXECUTING = 1, 2
+ ARGS_NODES, STATE, START, START_AT, START_STAMP, FINISH, FINISH_AT, FINISH_STAMP, DETAILS,
+ FAILURE_BYTES) = range(TAIL_LIVE)
+# a live row's STATE: the index of available, executing or retryable in transitions.STATES
+AVAILABLE, EXECUTING, RETRYABLE = 1, 2, 3
 # a job's step: inserted (available), executing, completed (no result yet), done,
 # executing with its result (the result recorded before the finish), or sent the general
-# way (a record of it outside the lifecycle: all its records are replayed the exact way)
-_INSERTED, _EXECUTING, _COMPLETED, _DONE, _RESULTED, _GENERAL = 1, 2, 3, 4, 5, 6
+# way (a record of it outside the lifecycle: all its records are replayed the exact way);
+# then the failure lifecycle, which the live table does not follow: failed (a worker
+# failure's finish left it retryable, waiting for the details), detailed (executing with
+# the failure's details, waiting for the finish), both (held as a retryable row)
+(_INSERTED, _EXECUTING, _COMPLETED, _DONE, _RESULTED, _GENERAL, _FAILED, _DETAILED,
+ _RETRYABLE) = range(1, 10)
+# transitions.retry_window(1) and failure_bytes' fixed part, as csrc/tail_jobs.c has them
+_FIRST_RETRY_LOW, _FIRST_RETRY_HIGH, _FAILURE_FIXED_BYTES = 1000, 1250, 64
+_TIME_MAX = 2**63 - 1
 
 
 class _Job:
     __slots__ = ("step", "insert", "eligible_at", "started", "started_at", "finished",
-                 "finished_at", "stamp", "result", "result_bytes", "keys", "order", "start_stamp")
+                 "finished_at", "stamp", "result", "result_bytes", "keys", "order", "start_stamp",
+                 "max_attempts", "due", "details", "failure_bytes")
+
+
+def _failure_left_retryable(row: list[int], job: _Job, ordered: bool) -> bool:
+    """A finish the reducer accepts as a worker failure of the job's first attempt left
+    retryable (executing at revision 2, or 3 after its failure's details): outcome failed,
+    disposition retryable, the start's execution token, next attempt 2 within max_attempts,
+    no order, the retry due inside the first window."""
+    at, due = row[er.AT], row[er.F]
+    return (not ordered and row[er.C] == 1 and row[er.B] == 1 and row[er.A] == 2
+            and row[er.E] == 2 and job.max_attempts >= 2
+            and row[er.EXPECTED] == (3 if job.step == _DETAILED else 2)
+            and min(_TIME_MAX, at + _FIRST_RETRY_LOW) <= due
+            <= min(_TIME_MAX, at + _FIRST_RETRY_HIGH))
+
+
+def _failure_bytes(row: list[int]) -> int:
+    """The error texts' bytes plus the fixed part, from a failure_recorded row."""
+    return _FAILURE_FIXED_BYTES + sum(row[slot + 1] for slot in (er.A, er.C, er.E)
+                                      if not (row[er.NIL] >> slot) & 1)
 
 
 def _mutation(buf: Any, offset: int, length: int, limits: tuple) -> list[int] | None:
@@ -137,7 +172,15 @@ def tail_jobs(buf: Any, offsets: Sequence[int], lengths: Sequence[int], types: S
                 break
             job = None if found is None else numbered[found]
             number = None
-            if kind == 1 or (kind in (3, 4) and job.step != _GENERAL):
+            if kind == 4 and job.step in (_EXECUTING, _DETAILED) \
+                    and _failure_left_retryable(row, job, ordered):
+                # the live table knows no failures: the job's row there stays executing,
+                # and no later record of the job reaches it (the steps after _GENERAL)
+                number = found
+                job.step = _RETRYABLE if job.step == _DETAILED else _FAILED
+                job.finished, job.finished_at, job.stamp = i, at, stamps + 1
+                job.due = row[er.F]
+            elif kind == 1 or (kind in (3, 4) and job.step < _GENERAL):
                 resulted = kind == 4 and job.step == _RESULTED
                 if resulted:  # the live table knows no results: it applies this finish as
                     row = list(row)  # the finish of revision 2 (a done job's row is unread)
@@ -157,6 +200,7 @@ def tail_jobs(buf: Any, offsets: Sequence[int], lengths: Sequence[int], types: S
                                 offset + row[er.WORKER], row[er.WORKER_LENGTH],
                                 row[er.DEFINITION_LENGTH], row[er.ARGS_NODES]]
                     job.order = row[mr.ORDER]
+                    job.max_attempts = row[er.MAX_ATTEMPTS]
                     pushes = 1
                     readies += 1
                 elif kind == 3 and number is not None:
@@ -183,12 +227,28 @@ def tail_jobs(buf: Any, offsets: Sequence[int], lengths: Sequence[int], types: S
             if length < 10 or buf[offset + 1] != 2:
                 break
             if buf[offset] == 22:  # a failure's details: no state change, no ready push
-                job_id = _failure_job(buf, offset + 10, length - 10, limits)
+                # held with its finish when right before it (the engine's order) or right
+                # after it (stores before 2026-12-04), each at its revision; elsewhere the
+                # job goes the general way
+                row = er.events_scan(buf, [(offset + 10, length - 10, 22, 2)], *limits)
+                fast = row[er.STATUS] == er.EVENT_FAST
+                if fast:
+                    start_id = offset + 10 + row[er.JOB_ID]
+                    job_id = bytes(buf[start_id:start_id + 16])
+                else:
+                    job_id = _failure_job(buf, offset + 10, length - 10, limits)
                 found = None if job_id is None else table.find(job_id)
                 if found is None:
                     break
                 job = numbered[found]
-                job.step = _GENERAL
+                expected = row[er.EXPECTED]
+                if fast and int.from_bytes(buf[offset + 2:offset + 10], "big") == expected + 1 \
+                        and ((job.step, expected) == (_EXECUTING, 2)
+                             or ((job.step, expected) == (_FAILED, 3) and job.finished + 1 == i)):
+                    job.step = _DETAILED if job.step == _EXECUTING else _RETRYABLE
+                    job.details, job.failure_bytes = i, _failure_bytes(row)
+                else:
+                    job.step = _GENERAL
             else:
                 row = _result(buf, offset, length, limits)
                 if row is None:
@@ -235,10 +295,14 @@ def tail_jobs(buf: Any, offsets: Sequence[int], lengths: Sequence[int], types: S
     for job in numbered:  # insert order; expected 0 and eligible at once: live
         if job.step == _INSERTED:
             live += [job.insert, job.eligible_at, job.order, *job.keys, AVAILABLE, job.insert,
-                     0, 0]
+                     0, 0, job.insert, 0, 0, job.insert, 0]
         elif job.step == _EXECUTING:
             live += [job.insert, job.eligible_at, job.order, *job.keys, EXECUTING, job.started,
-                     job.started_at, job.start_stamp]
+                     job.started_at, job.start_stamp, job.insert, 0, 0, job.insert, 0]
+        elif job.step == _RETRYABLE:
+            live += [job.insert, job.due, job.order, *job.keys, RETRYABLE, job.started,
+                     job.started_at, job.start_stamp, job.finished, job.finished_at, job.stamp,
+                     job.details, job.failure_bytes]
     assert len(rows) // BASE_JOB == len(links) // TAIL_LINK
     return i, table.next_order, array("Q", rows), array("Q", links), array("Q", pending), \
         (stamps, readies), array("Q", live)

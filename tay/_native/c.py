@@ -511,8 +511,9 @@ def tail_jobs(buf: Any, offsets: Any, lengths: Any, types: Any, schemas: Any, st
         for slot in range(0, len(waiting), 3):
             waiting[slot] += start
         for slot in range(0, len(held), lib.TAY_TAIL_LIVE):
-            held[slot + lib.TAY_TV_RECORD] += start
-            held[slot + lib.TAY_TV_START] += start
+            for index in (lib.TAY_TV_RECORD, lib.TAY_TV_START, lib.TAY_TV_FINISH,
+                          lib.TAY_TV_DETAILS):
+                held[slot + index] += start
     return start + taken, order[0], rows, link_rows, waiting, (totals[0], totals[1]), held
 
 

@@ -3,8 +3,8 @@
 ``JobState`` (tay.storage.events.transitions) is the durable part and only changes through
 ``apply``. ``JobEntry`` adds what is not durable: whether the job is volatile, its budget
 charge, and the ready key that orders it inside its queue. ``LazyJobEntry`` is a terminal
-job from a restart's base, or a job a restart's tail walk left available at its insert,
-whose JobState is built on first read.
+job from a restart's base, or a job a restart's tail walk left available at its insert or
+retryable after a worker failure, whose JobState is built on first read.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from tay.storage.events.transitions import JobState, started_state
 from tay.storage.v2.rows import JobRow
 
 if TYPE_CHECKING:
-    from tay.storage.v2.tail import LiveRow
+    from tay.storage.v2.tail import LiveRow, RetryableRow
 
 
 class JobEntry:
@@ -62,7 +62,8 @@ STATE_SLOT = JobEntry.__dict__["state"]  # the slot itself, below LazyJobEntry's
 
 class LazyJobEntry(JobEntry):
     """A terminal job replayed from a base and kept as its ``JobRow`` (tay.storage.v2.rows),
-    an available tail job kept as its ``LiveRow`` (tay.storage.v2.tail), or a live job the
+    an available tail job kept as its ``LiveRow`` or a retryable one as its ``RetryableRow``
+    (tay.storage.v2.tail), or a live job the
     fused start or success left as its ``StartedRow`` / ``CompletedRow`` (below; made by
     tay.engine.epoch, which sets the class), until something reads ``state``: that builds
     the JobState once and the entry becomes a plain ``JobEntry`` (same slots), so nothing
@@ -70,7 +71,7 @@ class LazyJobEntry(JobEntry):
 
     __slots__ = ()
 
-    def __init__(self, row: "JobRow | LiveRow", charge: int) -> None:  # noqa: no JobState yet
+    def __init__(self, row: "JobRow | LiveRow | RetryableRow", charge: int) -> None:  # noqa
         STATE_SLOT.__set__(self, row)
         self.volatile = False
         self.charge = charge
@@ -174,8 +175,9 @@ class CompletedRow(_FusedRow):
         return ((self[2], self[3], self[4], "completed"),)
 
 
-def peek(entry: JobEntry) -> "JobState | JobRow | LiveRow | StartedRow | CompletedRow":
-    """The entry's JobState, or its JobRow or LiveRow when not built yet, for bookkeeping
+def peek(entry: JobEntry
+         ) -> "JobState | JobRow | LiveRow | RetryableRow | StartedRow | CompletedRow":
+    """The entry's JobState, or its row when not built yet, for bookkeeping
     that reads only what they all hold alike (``id``, ``state``, ``revision``,
     ``terminal``, ``terminal_at``, ``ready_order``): walking every job builds none."""
     return STATE_SLOT.__get__(entry)

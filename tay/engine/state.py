@@ -37,7 +37,7 @@ from tay.storage import events as ev
 from tay.storage.events.definition import TIMEOUT_MS, LazyDefinition, args_json
 from tay.storage.journal.history_budget import HistoryBudget, frame_size
 from tay.storage.v2.rows import BaseJobs, JobRow
-from tay.storage.v2.tail import ExecutingRow, LiveRow, TailJobs
+from tay.storage.v2.tail import ExecutingRow, LiveRow, RetryableRow, TailJobs
 from tay._native import _pure_base as bj
 from tay.storage.events.transitions import (
     STATES, JobState, apply, expected_finish, retry_due_range,
@@ -48,6 +48,7 @@ _new_tuple = tuple.__new__  # a named tuple built without its Python-level __new
 STATE_INDEX = {state: index for index, state in enumerate(STATES)}
 _AVAILABLE = STATE_INDEX["available"]
 _EXECUTING = STATE_INDEX["executing"]
+_RETRYABLE = STATE_INDEX["retryable"]
 MAX_TIMELINE = 25  # attempts kept per job for the admin timeline (the latest ones)
 # The records that end an execution: written against its finishing reserve, never refused
 # by the history caps (a job can always finish). Every other record is an admission.
@@ -214,8 +215,11 @@ class EngineState:
 
     def _timer_live(self, item: tuple) -> bool:
         job_id, revision = item[2]
-        job = self.jobs.get(job_id)
-        return job is not None and job.state.revision == revision and job.state.state in WAITING_FOR_TIME
+        entry = self.jobs.get(job_id)
+        if entry is None:
+            return False
+        job = peek(entry)  # a held retryable row stays a row (its revision and state read)
+        return job.revision == revision and job.state in WAITING_FOR_TIME
 
     def _timeout_live(self, item: tuple) -> bool:
         return item[2] in self.executors.reservations
@@ -406,16 +410,20 @@ class EngineState:
         self._hold_columns(kept, ids, stamps)
         return start, self._ready_counter
 
-    def _install_live(self, row: LiveRow | ExecutingRow) -> None:
+    def _install_live(self, row: LiveRow | ExecutingRow | RetryableRow) -> None:
         """``_install`` of a new available job, kept as its row (a ``LazyJobEntry`` built on
         first read): the same charge, counts, stamp, ready key and heap push, read from the
         row's fields. A job left executing (``ExecutingRow``, built, in its insert's place)
         gets what its insert and start give it: the start's stamp, no ready key, its
         attempt's start in the timeline, a durable execution (which ``finish_recovery``
-        settles)."""
+        settles). A job left retryable (``RetryableRow``, kept as its row) gets what its four
+        records give it (``_install_retryable``)."""
         charge = job_charge(row.definition_length, row.args_nodes + DEFINITION_FIXED_NODES)
         if type(row) is ExecutingRow:
             self._install_executing(row, charge)
+            return
+        if type(row) is RetryableRow:
+            self._install_retryable(row, charge)
             return
         entry = LazyJobEntry(row, charge)
         job_id = row.id
@@ -449,6 +457,29 @@ class EngineState:
             self._job_index.touch(row.stamp, job.id, "executing", entry.index_keys, None)
         entry.attempts = ((job.attempt, job.attempted_at, None, None),)
         self.durable_executing += 1
+
+    def _install_retryable(self, row: RetryableRow, charge: int) -> None:
+        """A job a worker failure left retryable, kept as its row: the definition's charge
+        and the failure details' margin (``_charge_attachments``), counted retryable, the
+        finish's stamp (the replayed records position ``self._stamp``), the failed attempt
+        in the timeline, no ready key, and the timer entries replay pushes."""
+        entry = LazyJobEntry(row, charge)
+        self.jobs[row.id] = entry
+        self.budget.charge(charge, admitted=True)
+        extra = row.failure_bytes
+        entry.charge += extra
+        entry.margin = extra
+        self.budget.charge(extra)
+        queue = entry.queue
+        queue_row = entry.queue_row = self.queue_counts.get(queue) \
+            or self.queue_counts.setdefault(queue, [0] * len(STATES))
+        queue_row[_RETRYABLE] += 1
+        entry.stamp = row.stamp
+        if self._job_index is not None:
+            self._job_index.touch(row.stamp, row.id, "retryable", entry.index_keys, None)
+        entry.attempts = row.attempts
+        for due, key in row.timers:
+            self._timers.push(due, key)
 
     def _hold_columns(self, held: BaseJobs, ids: list[bytes], stamps: Sequence[int]) -> None:
         """The charges, counts and index entries of a run just held in columns."""

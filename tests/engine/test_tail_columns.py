@@ -39,6 +39,7 @@ from tay.storage.recovery.recover import TableConsumer
 from tay.storage.v2 import Retention
 from tay.storage.v2.epoch_records import decode_epoch_event, encode_epoch_event
 from tay.storage.v2.rows import BaseReadFailed
+from tests.engine.conftest import M0, T0
 from tests.engine.test_fused_commits import epoch_driver
 from tests.engine.test_lazy_rows import (
     all_entries, answers, bookkeeping, by_id, job_answers, recovered,
@@ -237,10 +238,23 @@ def test_the_native_walk_equals_its_twin(seed, actions, damage, start, order, ol
             if live[k + _pure_tail.STATE] == _pure_tail.AVAILABLE:
                 assert started == record and ids.count(job_id) == 1
                 continue
-            assert live[k + _pure_tail.STATE] == _pure_tail.EXECUTING
             at = offsets[started] + FRAME_HEADER
-            assert started > record and started in pending[::3] and ids.count(job_id) == 2
+            assert started > record and started in pending[::3]
             assert (types[started], bytes(buf[at:at + 16]), buf[at + 16]) == (8, job_id, 3)
+            if live[k + _pure_tail.STATE] == _pure_tail.EXECUTING:
+                assert ids.count(job_id) == 2
+                continue
+            # a retryable row: its other records pending are the failure's finish and its
+            # details, the details before the finish or right after it
+            assert live[k + _pure_tail.STATE] == _pure_tail.RETRYABLE
+            assert sum(types[i] == 8 for i, one in zip(pending[::3], ids) if one == job_id) == 3
+            finish, details = live[k + _pure_tail.FINISH], live[k + _pure_tail.DETAILS]
+            assert {finish, details} <= set(pending[::3]) and started < min(finish, details)
+            at = offsets[finish] + FRAME_HEADER
+            assert (types[finish], bytes(buf[at:at + 16]), buf[at + 16]) == (8, job_id, 4)
+            assert (types[details], buf[offsets[details] + FRAME_HEADER]) == (30, 22)
+            assert details < finish or details == finish + 1
+            assert live[k + _pure_tail.FAILURE_BYTES] > 64
 
 
 def test_the_common_lifecycle_is_taken_whole() -> None:
@@ -434,6 +448,7 @@ def recovers_the_same_from(frames: list, batch: int):
             assert columnar == plain
             return None
         assert bookkeeping(columnar) == bookkeeping(plain)
+        assert timers(columnar) == timers(plain)
         assert answers(columnar) == answers(plain)
         for job_id, entry in all_entries(plain).items():
             assert job_answers(columnar, job_id) == job_answers(plain, job_id)
@@ -557,6 +572,143 @@ def test_a_tail_with_failures_recovers_the_same_held_in_columns(old, batch) -> N
     first = min(i for i, (t, _, p) in enumerate(frames) if t == 30 and p[0] == 22)
     for cut in (first - 1, first, first + 1, first + 2):
         assert recovers_the_same_from(frames[:cut], batch) is not None
+
+
+# worker failures of first attempts left retryable among nil successes (a worker of
+# capacity 3, one retry): the walk holds each failed job as a retryable row
+RETRYABLE = ([("enqueue", "a", None, {}), ("enqueue", "b", None, {"k": [1, "x"]})] * 3
+             + [("finish", 0, "failed"), ("finish", 0, "nil"), ("finish", 1, "failed")]
+             + [("enqueue", "a", None, {})] * 2 + [("finish", 0, "failed")])
+
+
+def timers(engine) -> list:
+    """The timer heap's entries (due, push counter, key), stale ones included, in order."""
+    return sorted(engine._timers._heap)
+
+
+@pytest.mark.parametrize("old", [0, -1, 0b010])
+@pytest.mark.parametrize("batch", [1, 256])
+def test_jobs_left_retryable_are_held_as_rows_as_replay_leaves_them(old, batch) -> None:
+    """Jobs a worker failure of their first attempt left retryable are held as their rows
+    (``RetryableRow``) with what their four records give them, details first (the engine)
+    or finish first (older stores) or mixed: counted retryable, the finish's stamp, the
+    definition's charge and the details' margin, the failed attempt in the timeline, no
+    ready key, and the same timer entries pushed in the same order as the record-by-record
+    replay; reading one builds its JobState; their retries come due alike."""
+    frames = tail_frames(11, RETRYABLE)
+    frames = finish_first(frames, old) if old else frames
+    root = scratch_path("tail-columns")
+    saved = store_v2._BATCH
+    installed: list = []
+    install = EpochEngine.epoch_install_live
+    try:
+        empty_store(root)
+        rewrite_tail(root, frames)
+        store_v2._BATCH = batch
+        EpochEngine.epoch_install_live = lambda self, row: (
+            installed.append(type(row).__name__), install(self, row))
+        with not_activated():
+            engine = recovered(root)
+            with record_by_record():
+                plain = recovered(root)
+        assert installed.count("RetryableRow") == 3
+        held = {job_id: entry for job_id, entry in engine.jobs.items()
+                if type(entry) is LazyJobEntry and peek(entry).state == "retryable"}
+        assert len(held) == 3
+        assert bookkeeping(engine) == bookkeeping(plain)
+        assert timers(engine) == timers(plain)
+        assert all(type(entry) is LazyJobEntry for entry in held.values())  # still rows
+        assert answers(engine) == answers(plain)
+        for job_id in held:
+            assert job_answers(engine, job_id) == job_answers(plain, job_id)
+        assert_same_jobs(engine, plain)
+        assert all(type(entry) is JobEntry for entry in held.values())
+        assert all(entry.state.failure == {"type": "E", "message": "no"}
+                   for entry in held.values())
+        # the retries come due: both engines make the same jobs available the same way
+        ticks = [one.tick(T0 + 60_000, M0 + 60_000) for one in (engine, plain)]
+        assert [(n, bytes(e.raw)) for n, e in ticks[0].events] == [
+            (n, bytes(e.raw)) for n, e in ticks[1].events]
+        assert len(ticks[0].events) == 3
+        assert bookkeeping(engine) == bookkeeping(plain)
+    finally:
+        EpochEngine.epoch_install_live = install
+        store_v2._BATCH = saved
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.mark.parametrize("field,value", [("due", 999), ("due", 1251), ("token", 3),
+                                         ("details", 1)])
+def test_a_failure_the_reducer_refuses_is_not_held(field, value) -> None:
+    """A worker failure's finish with its retry due outside the first window (1,000 to
+    1,250 ms after it), another execution's token, or details at a revision the job does
+    not have: the walk holds no row for that job (the other two are held), and the store is
+    refused as the record-by-record replay refuses it."""
+    frames = tail_frames(11, RETRYABLE)
+    buf, offsets, lengths, types, schemas = columns(frames)
+    finish = min(i for i in range(len(frames)) if types[i] == 8 and frames[i][2][16] == 4
+                 and _pure_tail._mutation(buf, offsets[i] + FRAME_HEADER, lengths[i],
+                                          LIMITS_)[er.C] == 1)
+    row = _pure_tail._mutation(buf, offsets[finish] + FRAME_HEADER, lengths[finish], LIMITS_)
+    rtype, schema, payload = frames[finish]
+    if field == "details":  # the details before this finish: claim the revision after it
+        details = finish - 1
+        assert frames[details][2][:2] == b"\x16\x02"
+        event = decode_epoch_event(frames[details][2]).event
+        frames[details] = (30, 2, encode_epoch_event(failure_recorded(
+            event["job_id"], event["at"], 2 + value, event["error"]), 3 + value))
+    else:
+        key = b"next_due_at\x04" if field == "due" else b"execution_token\x04"
+        old = key + (row[er.F] if field == "due" else row[er.A]).to_bytes(8, "big")
+        new = key + (row[er.AT] + value if field == "due" else value).to_bytes(8, "big")
+        assert payload.count(old) == 1
+        frames[finish] = (rtype, schema, payload.replace(old, new))
+    walked = walk_both(columns(frames), 0, len(frames), 1)
+    live = walked[6]
+    assert list(live[_pure_tail.STATE::_pure_tail.TAIL_LIVE]).count(_pure_tail.RETRYABLE) == 2
+    assert recovers_the_same_from(frames, 256) is None
+
+
+def test_details_apart_from_their_finish_are_not_held() -> None:
+    """Finish first (older stores), with the first failure's details moved past the next
+    failure's finish: the walk holds the first failure's job only when its details come
+    right after its finish (its row pushes both timer entries where the details are, and
+    replay pushed the first where the finish is, before the other job's), so it is left to
+    the exact replay, and the store recovers the same, timers included."""
+    frames = finish_first(tail_frames(11, RETRYABLE))
+    ids = owners(frames)
+    finishes = [i for i, (t, _, p) in enumerate(frames) if t == 8 and p[16] == 4
+                and i + 1 < len(frames) and frames[i + 1][2][:2] == b"\x16\x02"]
+    first, second = finishes[:2]
+    assert ids[first] != ids[second] and first + 1 < second
+    frames.insert(second + 1, frames.pop(first + 1))
+    walked = walk_both(columns(frames), 0, len(frames), 1)
+    live = walked[6]
+    assert list(live[_pure_tail.STATE::_pure_tail.TAIL_LIVE]).count(_pure_tail.RETRYABLE) == 2
+    for batch in (1, 256):
+        assert recovers_the_same_from(frames, batch) is not None
+
+
+def test_a_retryable_row_is_built_from_its_records_when_its_retry_comes_due() -> None:
+    """Held retryable rows stay rows until read: the recovery's timer heap does not build
+    them (its liveness check reads the row), and the retry's tick builds each one."""
+    root = scratch_path("tail-columns")
+    try:
+        empty_store(root)
+        rewrite_tail(root, finish_first(tail_frames(11, RETRYABLE), 0b001))
+        with not_activated():  # the activation's interrupted jobs come due first
+            engine = recovered(root)
+        held = [entry for entry in engine.jobs.values() if type(entry) is LazyJobEntry
+                and peek(entry).state == "retryable"]
+        assert len(held) == 3
+        assert engine._timers.peek_due() == min(peek(entry).eligible_at for entry in held)
+        engine._timers._sweep()
+        assert all(type(entry) is LazyJobEntry for entry in held)
+        engine.tick(T0 + 60_000, M0 + 60_000)
+        assert all(type(entry) is JobEntry and entry.state.state == "available"
+                   for entry in held)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
 
 
 @pytest.mark.parametrize("old", [False, True])
