@@ -7,12 +7,12 @@
  * it is eligible; then a (30,2) result_recorded of a nil result at revision 3 and an (8,1)
  * success finish of that execution (token 2) at revision 4, as the engine writes a success,
  * or (stores written before 2026-12-04) the finish at revision 3, then the result at
- * revision 4. After the start it also follows a worker failure of that first attempt left
- * retryable: its (22,2) details at revision 3 and its finish at revision 4 (the engine's
- * order), or the finish at 3 with the details right after it at 4. Every payload must pass
- * the mutation or event fast path (tay_mutations_scan, tay_events_scan). A record of a job
- * it knows outside that lifecycle (a discarding failure, a timeout, a value result, a
- * retry's available, a cancel...) sends the job the general way, and so does a delayed
+ * revision 4. After the start it also follows a worker failure of that first attempt, left
+ * retryable or discarded (max_attempts 1): its (22,2) details at revision 3 and its finish
+ * at revision 4 (the engine's order), or the finish at 3 with the details right after it
+ * at 4. Every payload must pass the mutation or event fast path (tay_mutations_scan,
+ * tay_events_scan). A record of a job it knows outside that lifecycle (a timeout, a value
+ * result, a retry's available, a cancel...) sends the job the general way, and so does a delayed
  * insert (no order, no ready push): the walk goes on and all
  * that job's records are pending (each such mutation one state change, and a ready push
  * when it carries an order, which the allocator takes here). It stops before the first
@@ -34,9 +34,9 @@
  * start's index (the insert's when not started), START_AT, START_STAMP the state changes
  * from `start` up to and including the start (0 when not started)): the caller may hold it
  * as that row instead of replaying its records. A job whose four records taken are its
- * insert, start, failure finish and details gets them too (STATE retryable, ELIGIBLE_AT the
- * retry's due time, FINISH, FINISH_AT, FINISH_STAMP, DETAILS, FAILURE_BYTES; its records are
- * pending, as an executing job's). The pure twin is tay/_native/_pure_tail.py
+ * insert, start, failure finish and details gets them too (STATE retryable or discarded,
+ * ELIGIBLE_AT the retry's due time (0 when discarded), FINISH, FINISH_AT, FINISH_STAMP,
+ * DETAILS, FAILURE_BYTES; its records are pending, as an executing job's). The pure twin is tay/_native/_pure_tail.py
  * (same output, same stop).
  */
 #include "value_walk.h"
@@ -49,18 +49,20 @@
 /* RESULTED: executing, its result recorded; GENERAL: a record of the job is outside the
  * lifecycle, all its records go the general way. The failure lifecycle the walk holds
  * (steps after GENERAL: the live table does not follow them): FAILED, a worker failure's
- * finish left it retryable (waiting for the details); DETAILED, executing with the
- * failure's details (waiting for the finish); RETRYABLE, both: held as a retryable row */
+ * finish left it retryable or discarded (waiting for the details); DETAILED, executing
+ * with the failure's details (waiting for the finish); FAILURE_HELD, both: held as a row */
 enum { INSERTED = 1, EXECUTING, FINISHED, DONE, RESULTED, GENERAL, FAILED, DETAILED,
-       RETRYABLE };
+       FAILURE_HELD };
 /* per job scratch beside its live row (live_rows.c, which checks each step): step, insert,
  * eligible_at, started, started_at, finished,
  * finished_at, stamp, result, result_bytes, six definition columns, the insert's index,
- * and for a failure: max_attempts, the retry's due time, the details' index and size */
+ * and for a failure: max_attempts, the retry's due time, the details' index and size, the
+ * state the finish left (retryable or discarded) */
 enum { W_STEP, W_INSERT, W_ELIGIBLE, W_STARTED, W_STARTED_AT, W_FINISHED,
        W_FINISHED_AT, W_STAMP, W_RESULT, W_RESULT_BYTES, W_QUEUE, W_QUEUE_LENGTH, W_WORKER,
        W_WORKER_LENGTH, W_DEFINITION_LENGTH, W_ARGS_NODES, W_INSERT_INDEX, W_ORDER,
-       W_START_STAMP, W_MAX_ATTEMPTS, W_DUE, W_DETAILS, W_FAILURE_BYTES, W_WIDTH };
+       W_START_STAMP, W_MAX_ATTEMPTS, W_DUE, W_DETAILS, W_FAILURE_BYTES, W_FAILED_STATE,
+       W_WIDTH };
 
 /* transitions.retry_window(1): a first attempt's retry is due 1,000 to 1,250 ms after its
  * failure (saturating at TIME_MAX); failure_bytes: the engine's charge of kept details */
@@ -68,18 +70,25 @@ enum { W_STEP, W_INSERT, W_ELIGIBLE, W_STARTED, W_STARTED_AT, W_FINISHED,
 #define FIRST_RETRY_HIGH 1250u
 #define FAILURE_FIXED_BYTES 64u
 
-/* A finish (mutation row `m`, a job executing its first attempt of its first cycle at
- * revision 2, or 3 after its failure's details) the reducer accepts as a worker failure
- * left retryable: outcome failed, disposition retryable, the start's execution token, next
- * attempt 2 within max_attempts, no order, the retry due inside the first window. */
-static int failure_left_retryable(const uint64_t *m, const uint64_t *w, int ordered) {
+/* The state a finish (mutation row `m`, of a job executing its first attempt of its first
+ * cycle at revision 2, or 3 after its failure's details) leaves when the reducer accepts it
+ * as a worker failure: outcome failed, the start's execution token, no order, and either
+ * disposition retryable with next attempt 2 within max_attempts and the retry due inside
+ * the first window (TAY_STATE_RETRYABLE), or, max_attempts 1, disposition discarded
+ * (TAY_STATE_DISCARDED; the scan checked that it has no next attempt nor due time); 0 for
+ * any other finish. */
+static int failure_finish(const uint64_t *m, const uint64_t *w, int ordered) {
     uint64_t at = m[TAY_EF_AT], due = m[TAY_EF_F];
     uint64_t low = at > TIME_MAX - FIRST_RETRY_LOW ? TIME_MAX : at + FIRST_RETRY_LOW;
     uint64_t high = at > TIME_MAX - FIRST_RETRY_HIGH ? TIME_MAX : at + FIRST_RETRY_HIGH;
-    return !ordered && m[TAY_EF_C] == 1 && m[TAY_EF_B] == 1 && m[TAY_EF_A] == 2
-        && m[TAY_EF_E] == 2 && w[W_MAX_ATTEMPTS] >= 2
-        && m[TAY_EF_EXPECTED] == (w[W_STEP] == DETAILED ? 3u : 2u) && low <= due
-        && due <= high;
+    if (ordered || m[TAY_EF_C] != 1 || m[TAY_EF_A] != 2
+        || m[TAY_EF_EXPECTED] != (w[W_STEP] == DETAILED ? 3u : 2u))
+        return 0;
+    if (m[TAY_EF_B] == 1 && m[TAY_EF_E] == 2 && w[W_MAX_ATTEMPTS] >= 2 && low <= due
+        && due <= high)
+        return TAY_STATE_RETRYABLE;
+    if (m[TAY_EF_B] == 2 && w[W_MAX_ATTEMPTS] == 1) return TAY_STATE_DISCARDED;
+    return 0;
 }
 
 /* The error texts' UTF-8 bytes plus the fixed part (tay.engine.state.failure_bytes), from
@@ -157,17 +166,19 @@ long tay_tail_jobs(const uint8_t *buf, size_t size, size_t count, const uint64_t
             if (kind != 1 && found < 0) break;
             w = found >= 0 ? work + (size_t)found * W_WIDTH : NULL;
             long number = -1;
-            if (kind == 4 && (w[W_STEP] == EXECUTING || w[W_STEP] == DETAILED)
-                && failure_left_retryable(row, w, ordered)) {
+            int failed_state = kind == 4 && (w[W_STEP] == EXECUTING || w[W_STEP] == DETAILED)
+                ? failure_finish(row, w, ordered) : 0;
+            if (failed_state) {
                 /* the live table knows no failures: the job's row there stays executing,
                  * and no later record of the job reaches it (the steps after GENERAL) */
                 number = found;
                 job = (uint32_t)found + 1;
-                w[W_STEP] = w[W_STEP] == DETAILED ? RETRYABLE : FAILED;
+                w[W_STEP] = w[W_STEP] == DETAILED ? FAILURE_HELD : FAILED;
+                w[W_FAILED_STATE] = (uint64_t)failed_state;
                 w[W_FINISHED] = i;
                 w[W_FINISHED_AT] = at;
                 w[W_STAMP] = stamps + 1;
-                w[W_DUE] = row[TAY_EF_F];
+                w[W_DUE] = failed_state == TAY_STATE_RETRYABLE ? row[TAY_EF_F] : 0;
             } else if (kind == 1 || ((kind == 3 || kind == 4) && w[W_STEP] < GENERAL)) {
                 int resulted = kind == 4 && w[W_STEP] == RESULTED;
                 /* the live table knows no results: it applies this finish as the finish of
@@ -259,7 +270,7 @@ long tay_tail_jobs(const uint8_t *buf, size_t size, size_t count, const uint64_t
                     && ((w[W_STEP] == EXECUTING && row[TAY_EF_EXPECTED] == 2)
                         || (w[W_STEP] == FAILED && row[TAY_EF_EXPECTED] == 3
                             && w[W_FINISHED] + 1 == i))) {
-                    w[W_STEP] = w[W_STEP] == EXECUTING ? DETAILED : RETRYABLE;
+                    w[W_STEP] = w[W_STEP] == EXECUTING ? DETAILED : FAILURE_HELD;
                     w[W_DETAILS] = i;
                     w[W_FAILURE_BYTES] = failure_bytes(row);
                 } else {
@@ -337,27 +348,27 @@ long tay_tail_jobs(const uint8_t *buf, size_t size, size_t count, const uint64_t
         if (types[r] == 8) before++;
         ready += pushes[r];
     }
-    /* the jobs left at their insert, their start or retryable after a failure, in insert
-     * order (job numbers are given at the insert) */
+    /* the jobs left at their insert, their start or retryable or discarded after a
+     * failure, in insert order (job numbers are given at the insert) */
     size_t held = 0;
     for (size_t j = 0; j < n; j++) {
         const uint64_t *w = work + j * W_WIDTH;
-        int executing = w[W_STEP] == EXECUTING, retryable = w[W_STEP] == RETRYABLE;
-        int started = executing || retryable;
+        int executing = w[W_STEP] == EXECUTING, failed = w[W_STEP] == FAILURE_HELD;
+        int started = executing || failed;
         if (w[W_STEP] != INSERTED && !started) continue;  /* expected 0, eligible at once */
         uint64_t *out = live + held++ * TAY_TAIL_LIVE;
         out[TAY_TV_RECORD] = w[W_INSERT_INDEX];
-        out[TAY_TV_STATE] = retryable ? TAY_STATE_RETRYABLE
+        out[TAY_TV_STATE] = failed ? w[W_FAILED_STATE]
                           : executing ? TAY_STATE_EXECUTING : TAY_STATE_AVAILABLE;
         out[TAY_TV_START] = started ? w[W_STARTED] : w[W_INSERT_INDEX];
         out[TAY_TV_START_AT] = started ? w[W_STARTED_AT] : 0;
         out[TAY_TV_START_STAMP] = started ? w[W_START_STAMP] : 0;
-        out[TAY_TV_FINISH] = retryable ? w[W_FINISHED] : w[W_INSERT_INDEX];
-        out[TAY_TV_FINISH_AT] = retryable ? w[W_FINISHED_AT] : 0;
-        out[TAY_TV_FINISH_STAMP] = retryable ? w[W_STAMP] : 0;
-        out[TAY_TV_DETAILS] = retryable ? w[W_DETAILS] : w[W_INSERT_INDEX];
-        out[TAY_TV_FAILURE_BYTES] = retryable ? w[W_FAILURE_BYTES] : 0;
-        out[TAY_TV_ELIGIBLE_AT] = retryable ? w[W_DUE] : w[W_ELIGIBLE];
+        out[TAY_TV_FINISH] = failed ? w[W_FINISHED] : w[W_INSERT_INDEX];
+        out[TAY_TV_FINISH_AT] = failed ? w[W_FINISHED_AT] : 0;
+        out[TAY_TV_FINISH_STAMP] = failed ? w[W_STAMP] : 0;
+        out[TAY_TV_DETAILS] = failed ? w[W_DETAILS] : w[W_INSERT_INDEX];
+        out[TAY_TV_FAILURE_BYTES] = failed ? w[W_FAILURE_BYTES] : 0;
+        out[TAY_TV_ELIGIBLE_AT] = failed ? w[W_DUE] : w[W_ELIGIBLE];
         out[TAY_TV_ORDER] = w[W_ORDER];
         out[TAY_TV_QUEUE] = w[W_QUEUE];
         out[TAY_TV_QUEUE_LENGTH] = w[W_QUEUE_LENGTH];

@@ -206,8 +206,8 @@ long tay_base_keys(const uint8_t *buf, size_t size, uint64_t origin, const uint6
  * TAY_TAIL_LIVE u64s in `live`, in insert order (STATE, START, START_AT, START_STAMP: the
  * start's index, time and state changes up to it, for an executing job). So does each job
  * whose four records taken are its insert, its first start, a worker failure's finish left
- * retryable and that failure's (22,2) details (STATE retryable, ELIGIBLE_AT the retry's due
- * time, FINISH / FINISH_AT / FINISH_STAMP the finish, DETAILS the details' index,
+ * retryable or discarded and that failure's (22,2) details (STATE retryable or discarded,
+ * ELIGIBLE_AT the retry's due time or 0, FINISH / FINISH_AT / FINISH_STAMP the finish, DETAILS the details' index,
  * FAILURE_BYTES the details' texts in UTF-8 bytes). Returns how many records it took, -1
  * out of memory. Each output holds up to `count` entries (pending: 3 * count u64s). */
 #define TAY_TAIL_LINK 6
@@ -239,6 +239,7 @@ long tay_base_keys(const uint8_t *buf, size_t size, uint64_t origin, const uint6
 #define TAY_STATE_AVAILABLE 1
 #define TAY_STATE_EXECUTING 2
 #define TAY_STATE_RETRYABLE 3
+#define TAY_STATE_DISCARDED 6
 long tay_tail_jobs(const uint8_t *buf, size_t size, size_t count, const uint64_t *offsets,
                    const uint32_t *lengths, const uint8_t *types, const uint8_t *schemas,
                    uint64_t *next_order, uint32_t max_depth, uint64_t max_nodes,

@@ -9,12 +9,12 @@ available at once, its availability order the allocator's next (``next_order`` o
 a (30,2) ``result_recorded`` of a nil result for it at revision 3 and an (8,1) success
 finish of that execution (no diagnostic, completed) at revision 4, as the engine writes a
 success, or (stores written before 2026-12-04) the finish at revision 3, then the result at
-revision 4. After the start it also follows a worker failure of that first attempt left
-retryable: its (22,2) ``failure_recorded`` details at revision 3 and its finish at revision
-4 (the engine's order), or the finish at 3 with the details right after it at 4. Every
-payload must pass the mutation or event fast path. A record of a job it knows outside that
-lifecycle (a discarding failure, a timeout, a value result, a retry's available, a
-cancel...) sends the job the general way, and so does a delayed insert (no order, no ready
+revision 4. After the start it also follows a worker failure of that first attempt, left
+retryable or discarded (max_attempts 1): its (22,2) ``failure_recorded`` details at
+revision 3 and its finish at revision 4 (the engine's order), or the finish at 3 with the
+details right after it at 4. Every payload must pass the mutation or event fast path. A
+record of a job it knows outside that lifecycle (a timeout, a value result, a retry's
+available, a cancel...) sends the job the general way, and so does a delayed insert (no order, no ready
 push): the walk goes on,
 and every record of that job is pending (each such mutation one state change, and a ready
 push when it carries an order, which the allocator takes there). It stops before the
@@ -40,8 +40,8 @@ ORDER, the definition's keys and sizes, STATE ``AVAILABLE`` or ``EXECUTING``, ST
 start's index (the insert's when not started), START_AT, START_STAMP the state changes from
 ``start`` up to and including the start (0 when not started)), in insert order: the caller
 may hold such a job as that row instead of replaying its records. So does a job whose four
-records taken are its insert, start, failure finish and details (STATE ``RETRYABLE``,
-ELIGIBLE_AT the retry's due time, FINISH / FINISH_AT / FINISH_STAMP the finish's index, time
+records taken are its insert, start, failure finish and details (STATE ``RETRYABLE`` or
+``DISCARDED``, ELIGIBLE_AT the retry's due time (0 when discarded), FINISH / FINISH_AT / FINISH_STAMP the finish's index, time
 and state changes up to it, DETAILS the details' index, FAILURE_BYTES the error texts'
 UTF-8 bytes plus 64, ``tay.engine.state.failure_bytes``); an available or executing row
 has FINISH and DETAILS its insert's index and the rest 0. Offsets are absolute in
@@ -67,16 +67,16 @@ TAIL_LIVE = 18
 (RECORD, ELIGIBLE_AT, ORDER, QUEUE, QUEUE_LENGTH, WORKER, WORKER_LENGTH, DEFINITION_LENGTH,
  ARGS_NODES, STATE, START, START_AT, START_STAMP, FINISH, FINISH_AT, FINISH_STAMP, DETAILS,
  FAILURE_BYTES) = range(TAIL_LIVE)
-# a live row's STATE: the index of available, executing or retryable in transitions.STATES
-AVAILABLE, EXECUTING, RETRYABLE = 1, 2, 3
+# a live row's STATE: its index in transitions.STATES
+AVAILABLE, EXECUTING, RETRYABLE, DISCARDED = 1, 2, 3, 6
 # a job's step: inserted (available), executing, completed (no result yet), done,
 # executing with its result (the result recorded before the finish), or sent the general
 # way (a record of it outside the lifecycle: all its records are replayed the exact way);
 # then the failure lifecycle, which the live table does not follow: failed (a worker
-# failure's finish left it retryable, waiting for the details), detailed (executing with
-# the failure's details, waiting for the finish), both (held as a retryable row)
+# failure's finish left it retryable or discarded, waiting for the details), detailed
+# (executing with the failure's details, waiting for the finish), both (held as a row)
 (_INSERTED, _EXECUTING, _COMPLETED, _DONE, _RESULTED, _GENERAL, _FAILED, _DETAILED,
- _RETRYABLE) = range(1, 10)
+ _FAILURE_HELD) = range(1, 10)
 # transitions.retry_window(1) and failure_bytes' fixed part, as csrc/tail_jobs.c has them
 _FIRST_RETRY_LOW, _FIRST_RETRY_HIGH, _FAILURE_FIXED_BYTES = 1000, 1250, 64
 _TIME_MAX = 2**63 - 1
@@ -85,20 +85,27 @@ _TIME_MAX = 2**63 - 1
 class _Job:
     __slots__ = ("step", "insert", "eligible_at", "started", "started_at", "finished",
                  "finished_at", "stamp", "result", "result_bytes", "keys", "order", "start_stamp",
-                 "max_attempts", "due", "details", "failure_bytes")
+                 "max_attempts", "due", "details", "failure_bytes", "failed_state")
 
 
-def _failure_left_retryable(row: list[int], job: _Job, ordered: bool) -> bool:
-    """A finish the reducer accepts as a worker failure of the job's first attempt left
-    retryable (executing at revision 2, or 3 after its failure's details): outcome failed,
-    disposition retryable, the start's execution token, next attempt 2 within max_attempts,
-    no order, the retry due inside the first window."""
+def _failure_finish(row: list[int], job: _Job, ordered: bool) -> int:
+    """The state a finish leaves when the reducer accepts it as a worker failure of the
+    job's first attempt (executing at revision 2, or 3 after its failure's details):
+    outcome failed, the start's execution token, no order, and either disposition retryable
+    with next attempt 2 within max_attempts and the retry due inside the first window
+    (``RETRYABLE``), or, max_attempts 1, disposition discarded (``DISCARDED``; the scan
+    checked it has no next attempt nor due time); 0 for any other finish."""
     at, due = row[er.AT], row[er.F]
-    return (not ordered and row[er.C] == 1 and row[er.B] == 1 and row[er.A] == 2
-            and row[er.E] == 2 and job.max_attempts >= 2
-            and row[er.EXPECTED] == (3 if job.step == _DETAILED else 2)
-            and min(_TIME_MAX, at + _FIRST_RETRY_LOW) <= due
-            <= min(_TIME_MAX, at + _FIRST_RETRY_HIGH))
+    if ordered or row[er.C] != 1 or row[er.A] != 2 \
+            or row[er.EXPECTED] != (3 if job.step == _DETAILED else 2):
+        return 0
+    if row[er.B] == 1 and row[er.E] == 2 and job.max_attempts >= 2 \
+            and min(_TIME_MAX, at + _FIRST_RETRY_LOW) <= due \
+            <= min(_TIME_MAX, at + _FIRST_RETRY_HIGH):
+        return RETRYABLE
+    if row[er.B] == 2 and job.max_attempts == 1:
+        return DISCARDED
+    return 0
 
 
 def _failure_bytes(row: list[int]) -> int:
@@ -172,14 +179,16 @@ def tail_jobs(buf: Any, offsets: Sequence[int], lengths: Sequence[int], types: S
                 break
             job = None if found is None else numbered[found]
             number = None
-            if kind == 4 and job.step in (_EXECUTING, _DETAILED) \
-                    and _failure_left_retryable(row, job, ordered):
+            failed_state = _failure_finish(row, job, ordered) \
+                if kind == 4 and job.step in (_EXECUTING, _DETAILED) else 0
+            if failed_state:
                 # the live table knows no failures: the job's row there stays executing,
                 # and no later record of the job reaches it (the steps after _GENERAL)
                 number = found
-                job.step = _RETRYABLE if job.step == _DETAILED else _FAILED
+                job.step = _FAILURE_HELD if job.step == _DETAILED else _FAILED
+                job.failed_state = failed_state
                 job.finished, job.finished_at, job.stamp = i, at, stamps + 1
-                job.due = row[er.F]
+                job.due = row[er.F] if failed_state == RETRYABLE else 0
             elif kind == 1 or (kind in (3, 4) and job.step < _GENERAL):
                 resulted = kind == 4 and job.step == _RESULTED
                 if resulted:  # the live table knows no results: it applies this finish as
@@ -245,7 +254,7 @@ def tail_jobs(buf: Any, offsets: Sequence[int], lengths: Sequence[int], types: S
                 if fast and int.from_bytes(buf[offset + 2:offset + 10], "big") == expected + 1 \
                         and ((job.step, expected) == (_EXECUTING, 2)
                              or ((job.step, expected) == (_FAILED, 3) and job.finished + 1 == i)):
-                    job.step = _DETAILED if job.step == _EXECUTING else _RETRYABLE
+                    job.step = _DETAILED if job.step == _EXECUTING else _FAILURE_HELD
                     job.details, job.failure_bytes = i, _failure_bytes(row)
                 else:
                     job.step = _GENERAL
@@ -299,8 +308,8 @@ def tail_jobs(buf: Any, offsets: Sequence[int], lengths: Sequence[int], types: S
         elif job.step == _EXECUTING:
             live += [job.insert, job.eligible_at, job.order, *job.keys, EXECUTING, job.started,
                      job.started_at, job.start_stamp, job.insert, 0, 0, job.insert, 0]
-        elif job.step == _RETRYABLE:
-            live += [job.insert, job.due, job.order, *job.keys, RETRYABLE, job.started,
+        elif job.step == _FAILURE_HELD:
+            live += [job.insert, job.due, job.order, *job.keys, job.failed_state, job.started,
                      job.started_at, job.start_stamp, job.finished, job.finished_at, job.stamp,
                      job.details, job.failure_bytes]
     assert len(rows) // BASE_JOB == len(links) // TAIL_LINK

@@ -52,7 +52,7 @@ from tay.storage.v2.manifest import Retention
 from tay.storage.v2.records import MUTATION_BODY_KEYS, MUTATION_PAIR, Mutation
 from tay.storage.v2.reducer import EpochReducer
 from tay.storage.v2.rows import BaseJobs, JobRow
-from tay.storage.v2.tail import ExecutingRow, LiveRow, RetryableRow, TailJobs
+from tay.storage.v2.tail import ExecutingRow, LiveRow, FailedRow, TailJobs
 
 # What only a compaction reads (``checkpoints``) loads with the first compaction.
 if TYPE_CHECKING:
@@ -213,8 +213,8 @@ class EpochEngine(AdminCommands):
         """The done jobs of a columnar tail run, kept in columns (tay.storage.v2.tail)."""
         return self._install_tail(jobs, inserted)
 
-    def epoch_install_live(self, row: LiveRow | ExecutingRow | RetryableRow) -> None:
-        """A tail job left available at its insert or retryable after a worker failure,
+    def epoch_install_live(self, row: LiveRow | ExecutingRow | FailedRow) -> None:
+        """A tail job left available at its insert or retryable or discarded by a failure,
         held as its row until read, or executing at its start (tay.storage.v2.tail); the
         counters are where its last record's replay would find them."""
         self._install_live(row)

@@ -4,7 +4,7 @@
 ``apply``. ``JobEntry`` adds what is not durable: whether the job is volatile, its budget
 charge, and the ready key that orders it inside its queue. ``LazyJobEntry`` is a terminal
 job from a restart's base, or a job a restart's tail walk left available at its insert or
-retryable after a worker failure, whose JobState is built on first read.
+retryable or discarded by a worker failure, whose JobState is built on first read.
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ from tay.storage.events.transitions import JobState, started_state
 from tay.storage.v2.rows import JobRow
 
 if TYPE_CHECKING:
-    from tay.storage.v2.tail import LiveRow, RetryableRow
+    from tay.storage.v2.tail import LiveRow, FailedRow
 
 
 class JobEntry:
@@ -62,7 +62,7 @@ STATE_SLOT = JobEntry.__dict__["state"]  # the slot itself, below LazyJobEntry's
 
 class LazyJobEntry(JobEntry):
     """A terminal job replayed from a base and kept as its ``JobRow`` (tay.storage.v2.rows),
-    an available tail job kept as its ``LiveRow`` or a retryable one as its ``RetryableRow``
+    an available tail job kept as its ``LiveRow`` or a failed one as its ``FailedRow``
     (tay.storage.v2.tail), or a live job the
     fused start or success left as its ``StartedRow`` / ``CompletedRow`` (below; made by
     tay.engine.epoch, which sets the class), until something reads ``state``: that builds
@@ -71,7 +71,7 @@ class LazyJobEntry(JobEntry):
 
     __slots__ = ()
 
-    def __init__(self, row: "JobRow | LiveRow | RetryableRow", charge: int) -> None:  # noqa
+    def __init__(self, row: "JobRow | LiveRow | FailedRow", charge: int) -> None:  # noqa
         STATE_SLOT.__set__(self, row)
         self.volatile = False
         self.charge = charge
@@ -176,7 +176,7 @@ class CompletedRow(_FusedRow):
 
 
 def peek(entry: JobEntry
-         ) -> "JobState | JobRow | LiveRow | RetryableRow | StartedRow | CompletedRow":
+         ) -> "JobState | JobRow | LiveRow | FailedRow | StartedRow | CompletedRow":
     """The entry's JobState, or its row when not built yet, for bookkeeping
     that reads only what they all hold alike (``id``, ``state``, ``revision``,
     ``terminal``, ``terminal_at``, ``ready_order``): walking every job builds none."""

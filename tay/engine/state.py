@@ -37,7 +37,7 @@ from tay.storage import events as ev
 from tay.storage.events.definition import TIMEOUT_MS, LazyDefinition, args_json
 from tay.storage.journal.history_budget import HistoryBudget, frame_size
 from tay.storage.v2.rows import BaseJobs, JobRow
-from tay.storage.v2.tail import ExecutingRow, LiveRow, RetryableRow, TailJobs
+from tay.storage.v2.tail import ExecutingRow, FailedRow, LiveRow, TailJobs
 from tay._native import _pure_base as bj
 from tay.storage.events.transitions import (
     STATES, JobState, apply, expected_finish, retry_due_range,
@@ -48,7 +48,6 @@ _new_tuple = tuple.__new__  # a named tuple built without its Python-level __new
 STATE_INDEX = {state: index for index, state in enumerate(STATES)}
 _AVAILABLE = STATE_INDEX["available"]
 _EXECUTING = STATE_INDEX["executing"]
-_RETRYABLE = STATE_INDEX["retryable"]
 MAX_TIMELINE = 25  # attempts kept per job for the admin timeline (the latest ones)
 # The records that end an execution: written against its finishing reserve, never refused
 # by the history caps (a job can always finish). Every other record is an admission.
@@ -218,7 +217,7 @@ class EngineState:
         entry = self.jobs.get(job_id)
         if entry is None:
             return False
-        job = peek(entry)  # a held retryable row stays a row (its revision and state read)
+        job = peek(entry)  # a held failed row stays a row (its revision and state read)
         return job.revision == revision and job.state in WAITING_FOR_TIME
 
     def _timeout_live(self, item: tuple) -> bool:
@@ -410,20 +409,20 @@ class EngineState:
         self._hold_columns(kept, ids, stamps)
         return start, self._ready_counter
 
-    def _install_live(self, row: LiveRow | ExecutingRow | RetryableRow) -> None:
+    def _install_live(self, row: LiveRow | ExecutingRow | FailedRow) -> None:
         """``_install`` of a new available job, kept as its row (a ``LazyJobEntry`` built on
         first read): the same charge, counts, stamp, ready key and heap push, read from the
         row's fields. A job left executing (``ExecutingRow``, built, in its insert's place)
         gets what its insert and start give it: the start's stamp, no ready key, its
         attempt's start in the timeline, a durable execution (which ``finish_recovery``
-        settles). A job left retryable (``RetryableRow``, kept as its row) gets what its four
-        records give it (``_install_retryable``)."""
+        settles). A job left retryable or discarded by a worker failure (``FailedRow``, kept
+        as its row) gets what its four records give it (``_install_failed``)."""
         charge = job_charge(row.definition_length, row.args_nodes + DEFINITION_FIXED_NODES)
         if type(row) is ExecutingRow:
             self._install_executing(row, charge)
             return
-        if type(row) is RetryableRow:
-            self._install_retryable(row, charge)
+        if type(row) is FailedRow:
+            self._install_failed(row, charge)
             return
         entry = LazyJobEntry(row, charge)
         job_id = row.id
@@ -458,11 +457,12 @@ class EngineState:
         entry.attempts = ((job.attempt, job.attempted_at, None, None),)
         self.durable_executing += 1
 
-    def _install_retryable(self, row: RetryableRow, charge: int) -> None:
-        """A job a worker failure left retryable, kept as its row: the definition's charge
-        and the failure details' margin (``_charge_attachments``), counted retryable, the
-        finish's stamp (the replayed records position ``self._stamp``), the failed attempt
-        in the timeline, no ready key, and the timer entries replay pushes."""
+    def _install_failed(self, row: FailedRow, charge: int) -> None:
+        """A job a worker failure left retryable or discarded, kept as its row: the
+        definition's charge and the failure details' margin (``_charge_attachments``),
+        counted in its state, the finish's stamp (the replayed records position
+        ``self._stamp``), the failed attempt in the timeline, no ready key, and the timer
+        entries replay pushes (a retryable job's)."""
         entry = LazyJobEntry(row, charge)
         self.jobs[row.id] = entry
         self.budget.charge(charge, admitted=True)
@@ -473,10 +473,10 @@ class EngineState:
         queue = entry.queue
         queue_row = entry.queue_row = self.queue_counts.get(queue) \
             or self.queue_counts.setdefault(queue, [0] * len(STATES))
-        queue_row[_RETRYABLE] += 1
+        queue_row[STATE_INDEX[row.state]] += 1
         entry.stamp = row.stamp
         if self._job_index is not None:
-            self._job_index.touch(row.stamp, row.id, "retryable", entry.index_keys, None)
+            self._job_index.touch(row.stamp, row.id, row.state, entry.index_keys, None)
         entry.attempts = row.attempts
         for due, key in row.timers:
             self._timers.push(due, key)

@@ -48,9 +48,10 @@ from tests.storage.conftest import scratch_path
 from tests.storage.test_store_v2_rules import rewrite_tail
 from tests.storage.test_v2_fast_path import LIMITS
 
+# an enqueue: ("enqueue", task, delay_ms, args[, retries: 1 when absent])
 ACTIONS = st.lists(st.one_of(
     st.tuples(st.just("enqueue"), st.sampled_from(["a", "b"]), st.sampled_from([None, 0, 300]),
-              st.sampled_from([{}, {"k": [1, "x"]}])),
+              st.sampled_from([{}, {"k": [1, "x"]}]), st.sampled_from([1, 1, 0])),
     st.tuples(st.just("start"), st.integers(0, 9)),
     st.tuples(st.just("finish"), st.integers(0, 9),
               st.sampled_from(["nil", "nil", "nil", "value", "failed"])),
@@ -62,7 +63,7 @@ ACTIONS = st.lists(st.one_of(
 # failures and value results among them: tails whose walks reach done jobs in either order
 WALK_ACTIONS = st.lists(st.one_of(
     st.tuples(st.just("enqueue"), st.just("a"), st.sampled_from([None, None, None, 300]),
-              st.just({})),
+              st.just({}), st.sampled_from([1, 1, 0])),
     st.tuples(st.just("finish"), st.integers(0, 9),
               st.sampled_from(["nil", "nil", "nil", "failed", "value"])),
 ), max_size=60)
@@ -88,8 +89,9 @@ def tail_driver(seed: int, actions: list):
         live = sorted(driver.engine.executors.reservations.values(),
                       key=lambda r: r.reservation_id)
         if action[0] == "enqueue":
+            retries = action[4] if len(action) > 4 else 1
             out = driver.run(c.Enqueue("p", f"e{n}", action[1], dict(action[3]),
-                                       {"delay_ms": action[2], "retries": 1}))
+                                       {"delay_ms": action[2], "retries": retries}))
             job_ids += [e.fields["job_id"] for e in out.effects
                         if type(e).__name__ == "Reply" and e.type == "enqueued"]
         elif action[0] in ("start", "finish") and live:
@@ -244,9 +246,9 @@ def test_the_native_walk_equals_its_twin(seed, actions, damage, start, order, ol
             if live[k + _pure_tail.STATE] == _pure_tail.EXECUTING:
                 assert ids.count(job_id) == 2
                 continue
-            # a retryable row: its other records pending are the failure's finish and its
-            # details, the details before the finish or right after it
-            assert live[k + _pure_tail.STATE] == _pure_tail.RETRYABLE
+            # a retryable or discarded row: its other records pending are the failure's
+            # finish and its details, the details before the finish or right after it
+            assert live[k + _pure_tail.STATE] in (_pure_tail.RETRYABLE, _pure_tail.DISCARDED)
             assert sum(types[i] == 8 for i, one in zip(pending[::3], ids) if one == job_id) == 3
             finish, details = live[k + _pure_tail.FINISH], live[k + _pure_tail.DETAILS]
             assert {finish, details} <= set(pending[::3]) and started < min(finish, details)
@@ -574,11 +576,12 @@ def test_a_tail_with_failures_recovers_the_same_held_in_columns(old, batch) -> N
         assert recovers_the_same_from(frames[:cut], batch) is not None
 
 
-# worker failures of first attempts left retryable among nil successes (a worker of
-# capacity 3, one retry): the walk holds each failed job as a retryable row
+# worker failures of first attempts among nil successes (a worker of capacity 3, one retry,
+# or none: discarded): the walk holds each failed job as a row
 RETRYABLE = ([("enqueue", "a", None, {}), ("enqueue", "b", None, {"k": [1, "x"]})] * 3
              + [("finish", 0, "failed"), ("finish", 0, "nil"), ("finish", 1, "failed")]
              + [("enqueue", "a", None, {})] * 2 + [("finish", 0, "failed")])
+DISCARDED = [(*action, 0) if action[0] == "enqueue" else action for action in RETRYABLE]
 
 
 def timers(engine) -> list:
@@ -586,16 +589,18 @@ def timers(engine) -> list:
     return sorted(engine._timers._heap)
 
 
+@pytest.mark.parametrize("state", ["retryable", "discarded"])
 @pytest.mark.parametrize("old", [0, -1, 0b010])
 @pytest.mark.parametrize("batch", [1, 256])
-def test_jobs_left_retryable_are_held_as_rows_as_replay_leaves_them(old, batch) -> None:
-    """Jobs a worker failure of their first attempt left retryable are held as their rows
-    (``RetryableRow``) with what their four records give them, details first (the engine)
-    or finish first (older stores) or mixed: counted retryable, the finish's stamp, the
-    definition's charge and the details' margin, the failed attempt in the timeline, no
-    ready key, and the same timer entries pushed in the same order as the record-by-record
-    replay; reading one builds its JobState; their retries come due alike."""
-    frames = tail_frames(11, RETRYABLE)
+def test_failed_jobs_are_held_as_rows_as_replay_leaves_them(state, old, batch) -> None:
+    """Jobs a worker failure of their first attempt left retryable (or discarded, with no
+    retry) are held as their rows (``FailedRow``) with what their four records give them,
+    details first (the engine) or finish first (older stores) or mixed: counted in their
+    state, the finish's stamp, the definition's charge and the details' margin, the failed
+    attempt in the timeline, no ready key, and the same timer entries pushed in the same
+    order as the record-by-record replay (none when discarded); reading one builds its
+    JobState; the retries come due alike."""
+    frames = tail_frames(11, RETRYABLE if state == "retryable" else DISCARDED)
     frames = finish_first(frames, old) if old else frames
     root = scratch_path("tail-columns")
     saved = store_v2._BATCH
@@ -611,9 +616,9 @@ def test_jobs_left_retryable_are_held_as_rows_as_replay_leaves_them(old, batch) 
             engine = recovered(root)
             with record_by_record():
                 plain = recovered(root)
-        assert installed.count("RetryableRow") == 3
+        assert installed.count("FailedRow") == 3
         held = {job_id: entry for job_id, entry in engine.jobs.items()
-                if type(entry) is LazyJobEntry and peek(entry).state == "retryable"}
+                if type(entry) is LazyJobEntry and peek(entry).state == state}
         assert len(held) == 3
         assert bookkeeping(engine) == bookkeeping(plain)
         assert timers(engine) == timers(plain)
@@ -629,7 +634,7 @@ def test_jobs_left_retryable_are_held_as_rows_as_replay_leaves_them(old, batch) 
         ticks = [one.tick(T0 + 60_000, M0 + 60_000) for one in (engine, plain)]
         assert [(n, bytes(e.raw)) for n, e in ticks[0].events] == [
             (n, bytes(e.raw)) for n, e in ticks[1].events]
-        assert len(ticks[0].events) == 3
+        assert len(ticks[0].events) == (3 if state == "retryable" else 0)
         assert bookkeeping(engine) == bookkeeping(plain)
     finally:
         EpochEngine.epoch_install_live = install
@@ -638,20 +643,27 @@ def test_jobs_left_retryable_are_held_as_rows_as_replay_leaves_them(old, batch) 
 
 
 @pytest.mark.parametrize("field,value", [("due", 999), ("due", 1251), ("token", 3),
-                                         ("details", 1)])
+                                         ("details", 1), ("max_attempts", 2)])
 def test_a_failure_the_reducer_refuses_is_not_held(field, value) -> None:
     """A worker failure's finish with its retry due outside the first window (1,000 to
     1,250 ms after it), another execution's token, or details at a revision the job does
-    not have: the walk holds no row for that job (the other two are held), and the store is
-    refused as the record-by-record replay refuses it."""
-    frames = tail_frames(11, RETRYABLE)
+    not have, or a discarding finish of a job with a retry left: the walk holds no row for
+    that job (the other two are held), and the store is refused as the record-by-record
+    replay refuses it."""
+    frames = tail_frames(11, DISCARDED if field == "max_attempts" else RETRYABLE)
     buf, offsets, lengths, types, schemas = columns(frames)
     finish = min(i for i in range(len(frames)) if types[i] == 8 and frames[i][2][16] == 4
                  and _pure_tail._mutation(buf, offsets[i] + FRAME_HEADER, lengths[i],
                                           LIMITS_)[er.C] == 1)
     row = _pure_tail._mutation(buf, offsets[finish] + FRAME_HEADER, lengths[finish], LIMITS_)
     rtype, schema, payload = frames[finish]
-    if field == "details":  # the details before this finish: claim the revision after it
+    if field == "max_attempts":  # the job's insert: a retry left for it
+        insert = next(i for i in range(finish) if frames[i][2][:17] == payload[:16] + b"\x01")
+        key = b"max_attempts\x04" + (1).to_bytes(8, "big")
+        assert frames[insert][2].count(key) == 1
+        frames[insert] = (8, 1, frames[insert][2].replace(
+            key, key[:-8] + value.to_bytes(8, "big")))
+    elif field == "details":  # the details before this finish: claim the revision after it
         details = finish - 1
         assert frames[details][2][:2] == b"\x16\x02"
         event = decode_epoch_event(frames[details][2]).event
@@ -665,7 +677,8 @@ def test_a_failure_the_reducer_refuses_is_not_held(field, value) -> None:
         frames[finish] = (rtype, schema, payload.replace(old, new))
     walked = walk_both(columns(frames), 0, len(frames), 1)
     live = walked[6]
-    assert list(live[_pure_tail.STATE::_pure_tail.TAIL_LIVE]).count(_pure_tail.RETRYABLE) == 2
+    assert len([state for state in live[_pure_tail.STATE::_pure_tail.TAIL_LIVE]
+                if state in (_pure_tail.RETRYABLE, _pure_tail.DISCARDED)]) == 2
     assert recovers_the_same_from(frames, 256) is None
 
 

@@ -51,7 +51,7 @@ from tay.storage.v2.records import MUTATION_PAIR, SNAPSHOT_PAIR, decode_mutation
 from tay.storage.v2.fast import decode_batch
 from tay.storage.v2.reducer import EpochReducer
 from tay.storage.v2.rows import BaseJobs, BaseSource, ResultRow
-from tay.storage.v2.tail import TailJobs, executing_rows, live_row, retryable_row
+from tay.storage.v2.tail import TailJobs, executing_rows, failed_row, live_row
 
 _HASH_CHUNK = 1 << 20
 _BATCH = 256  # records decoded per native call in replay (bounds what is held at once)
@@ -556,7 +556,8 @@ def _tail_run(mapping: Any, buffer: memoryview, records: RecordTable, position: 
     record-by-record replay has them; a job of which it took only the insert is handed to
     the consumer as its ``LiveRow`` (``install_live``) in its insert's place instead, one
     of which it took the insert and start as an ``ExecutingRow`` (built from both), and one
-    a worker failure left retryable as a ``RetryableRow`` in its last record's place.
+    a worker failure left retryable or discarded as a ``FailedRow`` in its last record's
+    place.
     Returns the index of the first record not taken (``position``: none), or -1 when an id
     it saw inserted is one the consumer holds (the record-by-record replay refuses it where
     it stands)."""
@@ -581,21 +582,21 @@ def _tail_run(mapping: Any, buffer: memoryview, records: RecordTable, position: 
     # the jobs left available at their insert are held as rows, and those left executing at
     # their start are built from both records in a batch, in their insert's place, not
     # replayed one record at a time (the walk vouched for each record: the step apply and
-    # the allocator accept); such a job's start is skipped. A job left retryable by a
-    # worker failure is held as a row in its last record's place (where replay's last
-    # timer push is), its other three records skipped
+    # the allocator accept); such a job's start is skipped. A job left retryable or
+    # discarded by a worker failure is held as a row in its last record's place (where
+    # replay's last timer push is), its other three records skipped
     held: dict[int, int] = {}
     executing: dict[int, int] = {}  # insert index -> row, of the jobs left executing
     starts: set[int] = set()  # their starts and the retryable jobs' other records, skipped
     if install_live is not None:
         held.update(zip(live[tl.RECORD::tl.TAIL_LIVE], range(0, len(live), tl.TAIL_LIVE)))
         states = live[tl.STATE::tl.TAIL_LIVE]
-        if tl.EXECUTING in states or tl.RETRYABLE in states:  # nothing per job on a backlog
+        if tl.EXECUTING in states or tl.RETRYABLE in states or tl.DISCARDED in states:
             for k in range(0, len(live), tl.TAIL_LIVE):
                 if live[k + tl.STATE] == tl.EXECUTING:
                     executing[live[k + tl.RECORD]] = k
                     starts.add(live[k + tl.START])
-                elif live[k + tl.STATE] == tl.RETRYABLE:
+                elif live[k + tl.STATE] != tl.AVAILABLE:  # retryable or discarded
                     finish, details = live[k + tl.FINISH], live[k + tl.DETAILS]
                     del held[live[k + tl.RECORD]]
                     held[max(finish, details)] = k
@@ -626,9 +627,9 @@ def _tail_run(mapping: Any, buffer: memoryview, records: RecordTable, position: 
             if at is not None:
                 if built and at in built:
                     install_live(built[at])
-                elif live[at + tl.STATE] == tl.RETRYABLE:
-                    install_live(retryable_row(buffer, offsets, lengths, live, at, limits, texts,
-                                               stamp))
+                elif live[at + tl.STATE] != tl.AVAILABLE:  # retryable or discarded
+                    install_live(failed_row(buffer, offsets, lengths, live, at, limits, texts,
+                                            stamp))
                 else:
                     install_live(live_row(buffer, offsets, lengths, live, at, limits, texts))
                 continue

@@ -16,9 +16,10 @@ until something reads its state, which is then built by replaying its insert the
 A job of which it took the insert and the start (executing when the tail was cut) is
 built from both at once, in a batch with the others (``executing_rows``), and installed
 executing: the recovery's activation settles (interrupts) every such job, so it would be
-built then anyway. A job of which it took the insert, the start and a worker failure left
-retryable (its finish and details) is a ``RetryableRow``, built on first read from its four
-records (its retry is due a second later, when its timer builds it).
+built then anyway. A job of which it took the insert, the start and a worker failure (its
+finish and details) that left it retryable or discarded is a ``FailedRow``, built on first
+read from its four records (a retryable one's retry is due a second later, when its timer
+builds it).
 """
 
 from __future__ import annotations
@@ -134,22 +135,20 @@ class LiveRow:
         return replay_job([(self.snapshot, MUTATION_PAIR)], self.limits)
 
 
-class RetryableRow:
-    """A tail job a worker failure of its first attempt left retryable, not built yet: the
-    attributes named like ``JobState``'s hold the same values (``revision`` 4: insert, start,
-    the finish and the details, either way round); ``records`` its four (payload, pair) in
-    the tail's order; the engine installs it as replay does at its last record, with
-    ``stamp`` the finish's admin-index stamp, ``failure_bytes`` the details' charge,
-    ``attempts`` the timeline replay keeps and ``timers`` the timer entries replay pushes
-    (the finish's, and the details' when they came after it)."""
+class FailedRow:
+    """A tail job a worker failure of its first attempt left retryable or discarded, not
+    built yet: the attributes named like ``JobState``'s hold the same values (``revision``
+    4: insert, start, the finish and the details, either way round); ``records`` its four
+    (payload, pair) in the tail's order; the engine installs it as replay does at its last
+    record, with ``stamp`` the finish's admin-index stamp, ``failure_bytes`` the details'
+    charge, ``attempts`` the timeline replay keeps and ``timers`` the timer entries replay
+    pushes for a retryable job (the finish's, and the details' when they came after it)."""
 
-    __slots__ = ("id", "eligible_at", "queue", "task", "definition_length", "args_nodes",
-                 "records", "stamp", "failure_bytes", "attempts", "timers", "limits")
+    __slots__ = ("id", "state", "terminal", "terminal_at", "eligible_at", "queue", "task",
+                 "definition_length", "args_nodes", "records", "stamp", "failure_bytes",
+                 "attempts", "timers", "limits")
 
-    state = "retryable"
     revision = 4
-    terminal = False
-    terminal_at = None
     ready_order = None
     result_present = False
 
@@ -157,9 +156,9 @@ class RetryableRow:
         return replay_job(list(self.records), self.limits)
 
 
-def retryable_row(data: Any, offsets: Any, lengths: Any, live: Any, k: int,
-                  limits: DecodeLimits, texts: dict[bytes, str], stamp: int) -> RetryableRow:
-    """The walk's retryable row at ``live[k:k + TAIL_LIVE]`` (offsets absolute in ``data``,
+def failed_row(data: Any, offsets: Any, lengths: Any, live: Any, k: int,
+               limits: DecodeLimits, texts: dict[bytes, str], stamp: int) -> FailedRow:
+    """The walk's retryable or discarded row at ``live[k:k + TAIL_LIVE]`` (offsets absolute in ``data``,
     Record v1: payload at +24), with copies of its four payloads; ``stamp``: the stamp the
     walk started from."""
     insert, finish, details = live[k + tl.RECORD], live[k + tl.FINISH], live[k + tl.DETAILS]
@@ -167,8 +166,13 @@ def retryable_row(data: Any, offsets: Any, lengths: Any, live: Any, k: int,
                     (finish, MUTATION_PAIR), (details, EPOCH_EVENT_PAIR)))
     records = tuple((bytes(data[offsets[i] + 24:offsets[i] + 24 + lengths[i]]), pair)
                     for i, pair in spans)
-    row = RetryableRow.__new__(RetryableRow)
+    row = FailedRow.__new__(FailedRow)
     row.records = records
+    discarded = live[k + tl.STATE] == tl.DISCARDED
+    finished_at = live[k + tl.FINISH_AT]
+    row.state = "discarded" if discarded else "retryable"
+    row.terminal = discarded
+    row.terminal_at = finished_at if discarded else None
     row.id = job_id = records[0][0][:16]
     row.eligible_at = due = live[k + tl.ELIGIBLE_AT]
     row.queue = _text(data, live[k + tl.QUEUE], live[k + tl.QUEUE_LENGTH], texts)
@@ -177,11 +181,12 @@ def retryable_row(data: Any, offsets: Any, lengths: Any, live: Any, k: int,
     row.args_nodes = live[k + tl.ARGS_NODES]
     row.stamp = stamp + live[k + tl.FINISH_STAMP]
     row.failure_bytes = live[k + tl.FAILURE_BYTES]
-    row.attempts = ((1, live[k + tl.START_AT], live[k + tl.FINISH_AT], "failed"),)
+    row.attempts = ((1, live[k + tl.START_AT], finished_at, row.state if discarded
+                     else "failed"),)  # tay.engine.state.finish_outcome
     # every install of a job waiting for time pushes its timer: the finish's at revision 3
     # when the details follow it (at revision 4), else the finish's alone at revision 4
-    row.timers = ((due, (job_id, 3)), (due, (job_id, 4))) if finish < details \
-        else ((due, (job_id, 4)),)
+    row.timers = () if discarded else ((due, (job_id, 3)), (due, (job_id, 4))) \
+        if finish < details else ((due, (job_id, 4)),)
     row.limits = limits
     return row
 
