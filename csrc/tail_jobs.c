@@ -12,8 +12,8 @@
  * at revision 4 (the engine's order), or the finish at 3 with the details right after it
  * at 4. Every payload must pass the mutation or event fast path (tay_mutations_scan,
  * tay_events_scan). A record of a job it knows outside that lifecycle (a timeout, a value
- * result, a retry's available, a cancel...) sends the job the general way, and so does a delayed
- * insert (no order, no ready push): the walk goes on and all
+ * result, a retry's available, a cancel...) sends the job the general way, and so does a
+ * delayed insert (no order, no ready push): the walk goes on and all
  * that job's records are pending (each such mutation one state change, and a ready push
  * when it carries an order, which the allocator takes here). It stops before the first
  * record that is anything else and never refuses: the caller replays from there the exact
@@ -36,8 +36,8 @@
  * as that row instead of replaying its records. A job whose four records taken are its
  * insert, start, failure finish and details gets them too (STATE retryable or discarded,
  * ELIGIBLE_AT the retry's due time (0 when discarded), FINISH, FINISH_AT, FINISH_STAMP,
- * DETAILS, FAILURE_BYTES; its records are pending, as an executing job's). The pure twin is tay/_native/_pure_tail.py
- * (same output, same stop).
+ * DETAILS, FAILURE_BYTES; its records are pending, as an executing job's). The pure twin
+ * is tay/_native/_pure_tail.py (same output, same stop).
  */
 #include "value_walk.h"
 

@@ -207,8 +207,8 @@ long tay_base_keys(const uint8_t *buf, size_t size, uint64_t origin, const uint6
  * start's index, time and state changes up to it, for an executing job). So does each job
  * whose four records taken are its insert, its first start, a worker failure's finish left
  * retryable or discarded and that failure's (22,2) details (STATE retryable or discarded,
- * ELIGIBLE_AT the retry's due time or 0, FINISH / FINISH_AT / FINISH_STAMP the finish, DETAILS the details' index,
- * FAILURE_BYTES the details' texts in UTF-8 bytes). Returns how many records it took, -1
+ * ELIGIBLE_AT the retry's due time or 0, FINISH / FINISH_AT / FINISH_STAMP the finish,
+ * DETAILS the details' index, FAILURE_BYTES the details' texts in UTF-8 bytes plus 64). Returns how many records it took, -1
  * out of memory. Each output holds up to `count` entries (pending: 3 * count u64s). */
 #define TAY_TAIL_LINK 6
 #define TAY_TL_STAMP 0

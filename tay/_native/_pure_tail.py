@@ -14,9 +14,8 @@ retryable or discarded (max_attempts 1): its (22,2) ``failure_recorded`` details
 revision 3 and its finish at revision 4 (the engine's order), or the finish at 3 with the
 details right after it at 4. Every payload must pass the mutation or event fast path. A
 record of a job it knows outside that lifecycle (a timeout, a value result, a retry's
-available, a cancel...) sends the job the general way, and so does a delayed insert (no order, no ready
-push): the walk goes on,
-and every record of that job is pending (each such mutation one state change, and a ready
+available, a cancel...) sends the job the general way, and so does a delayed insert (no
+order, no ready push): the walk goes on, and every record of that job is pending (each such mutation one state change, and a ready
 push when it carries an order, which the allocator takes there). It stops before the
 first record that is anything else (another pair or kind, a slow payload, an insert it
 refuses, an id it does not know, an order not the allocator's, a record outside ``buf``);
@@ -41,8 +40,8 @@ start's index (the insert's when not started), START_AT, START_STAMP the state c
 ``start`` up to and including the start (0 when not started)), in insert order: the caller
 may hold such a job as that row instead of replaying its records. So does a job whose four
 records taken are its insert, start, failure finish and details (STATE ``RETRYABLE`` or
-``DISCARDED``, ELIGIBLE_AT the retry's due time (0 when discarded), FINISH / FINISH_AT / FINISH_STAMP the finish's index, time
-and state changes up to it, DETAILS the details' index, FAILURE_BYTES the error texts'
+``DISCARDED``, ELIGIBLE_AT the retry's due time (0 when discarded), FINISH / FINISH_AT /
+FINISH_STAMP the finish's index, time and state changes up to it, DETAILS the details' index, FAILURE_BYTES the error texts'
 UTF-8 bytes plus 64, ``tay.engine.state.failure_bytes``); an available or executing row
 has FINISH and DETAILS its insert's index and the rest 0. Offsets are absolute in
 ``buf``. A replay that installs the done jobs and replays the pending records with the

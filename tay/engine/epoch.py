@@ -52,7 +52,7 @@ from tay.storage.v2.manifest import Retention
 from tay.storage.v2.records import MUTATION_BODY_KEYS, MUTATION_PAIR, Mutation
 from tay.storage.v2.reducer import EpochReducer
 from tay.storage.v2.rows import BaseJobs, JobRow
-from tay.storage.v2.tail import ExecutingRow, LiveRow, FailedRow, TailJobs
+from tay.storage.v2.tail import ExecutingRow, FailedRow, LiveRow, TailJobs
 
 # What only a compaction reads (``checkpoints``) loads with the first compaction.
 if TYPE_CHECKING:

@@ -18,7 +18,7 @@ from tay.storage.events.transitions import JobState, started_state
 from tay.storage.v2.rows import JobRow
 
 if TYPE_CHECKING:
-    from tay.storage.v2.tail import LiveRow, FailedRow
+    from tay.storage.v2.tail import FailedRow, LiveRow
 
 
 class JobEntry:

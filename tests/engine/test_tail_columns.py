@@ -623,6 +623,7 @@ def test_failed_jobs_are_held_as_rows_as_replay_leaves_them(state, old, batch) -
         assert bookkeeping(engine) == bookkeeping(plain)
         assert timers(engine) == timers(plain)
         assert all(type(entry) is LazyJobEntry for entry in held.values())  # still rows
+        rows = {job_id: peek(entry) for job_id, entry in held.items()}
         assert answers(engine) == answers(plain)
         for job_id in held:
             assert job_answers(engine, job_id) == job_answers(plain, job_id)
@@ -630,6 +631,12 @@ def test_failed_jobs_are_held_as_rows_as_replay_leaves_them(state, old, batch) -
         assert all(type(entry) is JobEntry for entry in held.values())
         assert all(entry.state.failure == {"type": "E", "message": "no"}
                    for entry in held.values())
+        for job_id, row in rows.items():  # the row's attributes read as its JobState's
+            job = held[job_id].state
+            assert (row.id, row.state, row.revision, row.terminal, row.terminal_at,
+                    row.ready_order, row.eligible_at, row.result_present) == (
+                job.id, job.state, job.revision, job.terminal, job.terminal_at,
+                job.ready_order, job.eligible_at, job.result_present)
         # the retries come due: both engines make the same jobs available the same way
         ticks = [one.tick(T0 + 60_000, M0 + 60_000) for one in (engine, plain)]
         assert [(n, bytes(e.raw)) for n, e in ticks[0].events] == [

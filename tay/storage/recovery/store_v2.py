@@ -587,11 +587,11 @@ def _tail_run(mapping: Any, buffer: memoryview, records: RecordTable, position: 
     # replay's last timer push is), its other three records skipped
     held: dict[int, int] = {}
     executing: dict[int, int] = {}  # insert index -> row, of the jobs left executing
-    starts: set[int] = set()  # their starts and the retryable jobs' other records, skipped
+    starts: set[int] = set()  # their starts and the failed jobs' other records, skipped
     if install_live is not None:
         held.update(zip(live[tl.RECORD::tl.TAIL_LIVE], range(0, len(live), tl.TAIL_LIVE)))
         states = live[tl.STATE::tl.TAIL_LIVE]
-        if tl.EXECUTING in states or tl.RETRYABLE in states or tl.DISCARDED in states:
+        if states.count(tl.AVAILABLE) != len(states):  # nothing per job on a backlog
             for k in range(0, len(live), tl.TAIL_LIVE):
                 if live[k + tl.STATE] == tl.EXECUTING:
                     executing[live[k + tl.RECORD]] = k
@@ -633,7 +633,7 @@ def _tail_run(mapping: Any, buffer: memoryview, records: RecordTable, position: 
                 else:
                     install_live(live_row(buffer, offsets, lengths, live, at, limits, texts))
                 continue
-            if starts and index in starts:  # the start of a job left executing: built
+            if starts and index in starts:  # built (executing) or held (failed) already
                 continue
             offset, rtype, schema, sequence, length = described[j]
             record = decoded[j]

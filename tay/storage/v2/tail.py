@@ -158,9 +158,9 @@ class FailedRow:
 
 def failed_row(data: Any, offsets: Any, lengths: Any, live: Any, k: int,
                limits: DecodeLimits, texts: dict[bytes, str], stamp: int) -> FailedRow:
-    """The walk's retryable or discarded row at ``live[k:k + TAIL_LIVE]`` (offsets absolute in ``data``,
-    Record v1: payload at +24), with copies of its four payloads; ``stamp``: the stamp the
-    walk started from."""
+    """The walk's retryable or discarded row at ``live[k:k + TAIL_LIVE]`` (offsets absolute
+    in ``data``, Record v1: payload at +24), with copies of its four payloads; ``stamp``: the
+    stamp the walk started from."""
     insert, finish, details = live[k + tl.RECORD], live[k + tl.FINISH], live[k + tl.DETAILS]
     spans = sorted(((insert, MUTATION_PAIR), (live[k + tl.START], MUTATION_PAIR),
                     (finish, MUTATION_PAIR), (details, EPOCH_EVENT_PAIR)))
@@ -174,19 +174,24 @@ def failed_row(data: Any, offsets: Any, lengths: Any, live: Any, k: int,
     row.terminal = discarded
     row.terminal_at = finished_at if discarded else None
     row.id = job_id = records[0][0][:16]
-    row.eligible_at = due = live[k + tl.ELIGIBLE_AT]
+    due = live[k + tl.ELIGIBLE_AT]
+    row.eligible_at = None if discarded else due
     row.queue = _text(data, live[k + tl.QUEUE], live[k + tl.QUEUE_LENGTH], texts)
     row.task = _text(data, live[k + tl.WORKER], live[k + tl.WORKER_LENGTH], texts)
     row.definition_length = live[k + tl.DEFINITION_LENGTH]
     row.args_nodes = live[k + tl.ARGS_NODES]
     row.stamp = stamp + live[k + tl.FINISH_STAMP]
     row.failure_bytes = live[k + tl.FAILURE_BYTES]
-    row.attempts = ((1, live[k + tl.START_AT], finished_at, row.state if discarded
-                     else "failed"),)  # tay.engine.state.finish_outcome
+    outcome = "discarded" if discarded else "failed"  # tay.engine.state.finish_outcome
+    row.attempts = ((1, live[k + tl.START_AT], finished_at, outcome),)
     # every install of a job waiting for time pushes its timer: the finish's at revision 3
     # when the details follow it (at revision 4), else the finish's alone at revision 4
-    row.timers = () if discarded else ((due, (job_id, 3)), (due, (job_id, 4))) \
-        if finish < details else ((due, (job_id, 4)),)
+    if discarded:
+        row.timers = ()
+    elif finish < details:
+        row.timers = ((due, (job_id, 3)), (due, (job_id, 4)))
+    else:
+        row.timers = ((due, (job_id, 4)),)
     row.limits = limits
     return row
 
