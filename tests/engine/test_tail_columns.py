@@ -364,6 +364,44 @@ def not_activated():
         Engine.finish_recovery = settle
 
 
+@contextlib.contextmanager
+def tail_store(frames: list, batch: int):
+    """A Store-v2 store whose tail is ``frames`` (an empty base), replayed ``batch`` records
+    at a time between walks; removed afterwards."""
+    root = scratch_path("tail-columns")
+    saved = store_v2._BATCH
+    try:
+        empty_store(root)
+        rewrite_tail(root, frames)
+        store_v2._BATCH = batch
+        yield root
+    finally:
+        store_v2._BATCH = saved
+        shutil.rmtree(root, ignore_errors=True)
+
+
+@contextlib.contextmanager
+def installs_seen():
+    """The kinds of row the recovery hands to ``epoch_install_live``, in order."""
+    installed: list = []
+    install = EpochEngine.epoch_install_live
+    EpochEngine.epoch_install_live = lambda self, row: (
+        installed.append(type(row).__name__), install(self, row))
+    try:
+        yield installed
+    finally:
+        EpochEngine.epoch_install_live = install
+
+
+def both_recovered(root) -> tuple:
+    """The store at ``root`` recovered with the columnar tail replay and record by record,
+    neither activated (what replay left)."""
+    with not_activated():
+        engine = recovered(root)
+        with record_by_record():
+            return engine, recovered(root)
+
+
 def outcome(root):
     try:
         return recovered(root)
@@ -559,16 +597,8 @@ def test_a_tail_with_failures_recovers_the_same_held_in_columns(old, batch) -> N
     details)."""
     frames = tail_frames(9, FAILURES)
     frames = finish_first(frames, old) if old else frames
-    root = scratch_path("tail-columns")
-    saved = store_v2._BATCH
-    try:
-        empty_store(root)
-        rewrite_tail(root, frames)
-        store_v2._BATCH = batch
+    with tail_store(frames, batch) as root:
         assert len(recovered(root).finished) == 6
-    finally:
-        store_v2._BATCH = saved
-        shutil.rmtree(root, ignore_errors=True)
     engine = recovers_the_same_from(frames, batch)
     assert sum(job.state.failure is not None for job in all_entries(engine).values()) == 3
     first = min(i for i, (t, _, p) in enumerate(frames) if t == 30 and p[0] == 22)
@@ -602,20 +632,8 @@ def test_failed_jobs_are_held_as_rows_as_replay_leaves_them(state, old, batch) -
     JobState; the retries come due alike."""
     frames = tail_frames(11, RETRYABLE if state == "retryable" else DISCARDED)
     frames = finish_first(frames, old) if old else frames
-    root = scratch_path("tail-columns")
-    saved = store_v2._BATCH
-    installed: list = []
-    install = EpochEngine.epoch_install_live
-    try:
-        empty_store(root)
-        rewrite_tail(root, frames)
-        store_v2._BATCH = batch
-        EpochEngine.epoch_install_live = lambda self, row: (
-            installed.append(type(row).__name__), install(self, row))
-        with not_activated():
-            engine = recovered(root)
-            with record_by_record():
-                plain = recovered(root)
+    with tail_store(frames, batch) as root, installs_seen() as installed:
+        engine, plain = both_recovered(root)
         assert installed.count("FailedRow") == 3
         held = {job_id: entry for job_id, entry in engine.jobs.items()
                 if type(entry) is LazyJobEntry and peek(entry).state == state}
@@ -643,10 +661,6 @@ def test_failed_jobs_are_held_as_rows_as_replay_leaves_them(state, old, batch) -
             (n, bytes(e.raw)) for n, e in ticks[1].events]
         assert len(ticks[0].events) == (3 if state == "retryable" else 0)
         assert bookkeeping(engine) == bookkeeping(plain)
-    finally:
-        EpochEngine.epoch_install_live = install
-        store_v2._BATCH = saved
-        shutil.rmtree(root, ignore_errors=True)
 
 
 @pytest.mark.parametrize("field,value", [("due", 999), ("due", 1251), ("token", 3),
@@ -810,24 +824,17 @@ def test_jobs_left_executing_are_installed_from_the_walk_as_replay_leaves_them()
     durable executions, the start's stamp, no ready key, the attempt's start in the
     timeline; the same engine as the record-by-record replay before the activation."""
     root = scratch_path("tail-columns")
-    installed: list = []
-    install = EpochEngine.epoch_install_live
     try:
         empty_store(root)
         rewrite_tail(root, tail_frames(7, WAITING[:-1] + [("advance", 1)]))
-        EpochEngine.epoch_install_live = lambda self, row: (
-            installed.append(type(row).__name__), install(self, row))
-        with not_activated():
-            engine = recovered(root)
-            with record_by_record():
-                plain = recovered(root)
+        with installs_seen() as installed:
+            engine, plain = both_recovered(root)
         assert sorted(installed) == ["ExecutingRow"] * 3 + ["LiveRow"] * 3
         assert engine.durable_executing == plain.durable_executing == 3
         assert bookkeeping(engine) == bookkeeping(plain)
         assert answers(engine) == answers(plain)
         assert_same_jobs(engine, plain)
     finally:
-        EpochEngine.epoch_install_live = install
         shutil.rmtree(root, ignore_errors=True)
 
 
