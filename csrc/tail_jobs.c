@@ -100,30 +100,6 @@ static uint64_t failure_bytes(const uint64_t *row) {
     return bytes;
 }
 
-/* The job id of a failure_recorded (22,2) Event-v1 payload: a canonical Value within the
- * budgets, a map of exactly at, error, expected_revision and job_id, the id 16 bytes; NULL
- * when not (the walk stops there; the exact decoder decides). Nothing else is checked: the
- * record is replayed the exact way. */
-static const uint8_t *failure_job(const uint8_t *d, size_t length, uint32_t max_depth,
-                                  uint64_t max_nodes, uint64_t max_binary,
-                                  size_t tape_capacity, uint8_t *tags, uint64_t *values,
-                                  uint32_t *tape_offsets, double *reals) {
-    static const char *names[4] = {"at", "error", "expected_revision", "job_id"};
-    cursor_ctx c = {d, 0, 0};
-    size_t nodes, error_offset, pos, v = 0;
-    if (length == 0 || length > tape_capacity
-        || tay_value_scan(d, length, max_depth, max_nodes, max_binary, tape_capacity, tags,
-                          values, tape_offsets, reals, &nodes, &error_offset) < 0
-        || !(pos = open_map(d, 0, 4)))
-        return NULL;
-    for (int k = 0; k < 4; k++) {
-        if (!(v = key(d, &pos, names[k]))) return NULL;
-        if (k < 3) pos = skip(&c, v);
-    }
-    if (d[v] != 0x07 || rd32(d + v + 1) != 16) return NULL;
-    return d + v + 5;
-}
-
 long tay_tail_jobs(const uint8_t *buf, size_t size, size_t count, const uint64_t *offsets,
                    const uint32_t *lengths, const uint8_t *types, const uint8_t *schemas,
                    uint64_t *next_order, uint32_t max_depth, uint64_t max_nodes,
@@ -243,43 +219,13 @@ long tay_tail_jobs(const uint8_t *buf, size_t size, size_t count, const uint64_t
             }
             stamps++;
         } else if (types[i] == 30 && schemas[i] == 2) {
+            /* a job's result (10,2) or a worker failure's details (22,2): never a state
+             * change nor a ready push; a payload the event scan does not vouch for stops
+             * the walk (the exact decoder decides) */
             uint64_t event_offset = offset + 10, revision;
             uint32_t event_length = length - 10;
-            uint8_t type = 10, schema = 2;
-            if (length < 10 || p[1] != 2) break;
-            if (p[0] == 22) {
-                /* a worker failure's details: never a state change nor a ready push. Held
-                 * with its finish when it comes right before it (the engine's order) or
-                 * right after it (stores before 2026-12-04), each at its revision; in any
-                 * other place its job goes the general way */
-                const uint8_t *id;
-                type = 22;
-                tay_events_scan(buf, 1, &event_offset, &event_length, &type, &schema,
-                                max_depth, max_nodes, max_binary, tape_capacity, tags, values,
-                                tape_offsets, reals, row);
-                int fast = row[TAY_EF_STATUS] == TAY_EVENT_FAST;
-                id = fast ? buf + event_offset + row[TAY_EF_JOB_ID]
-                          : failure_job(p + 10, event_length, max_depth, max_nodes,
-                                        max_binary, tape_capacity, tags, values, tape_offsets,
-                                        reals);
-                found = id ? tay_live_find(table, id) : -1;
-                if (found < 0) break;
-                w = work + (size_t)found * W_WIDTH;
-                revision = rd64(p + 2);
-                if (fast && revision == row[TAY_EF_EXPECTED] + 1
-                    && ((w[W_STEP] == EXECUTING && row[TAY_EF_EXPECTED] == 2)
-                        || (w[W_STEP] == FAILED && row[TAY_EF_EXPECTED] == 3
-                            && w[W_FINISHED] + 1 == i))) {
-                    w[W_STEP] = w[W_STEP] == EXECUTING ? DETAILED : FAILURE_HELD;
-                    w[W_DETAILS] = i;
-                    w[W_FAILURE_BYTES] = failure_bytes(row);
-                } else {
-                    w[W_STEP] = GENERAL;
-                }
-                owner[i] = (uint32_t)found + 1;
-                continue;
-            }
-            if (p[0] != 10) break;
+            uint8_t type = p[0], schema = 2;
+            if (length < 10 || p[1] != 2 || (type != 10 && type != 22)) break;
             revision = rd64(p + 2);
             tay_events_scan(buf, 1, &event_offset, &event_length, &type, &schema, max_depth,
                             max_nodes, max_binary, tape_capacity, tags, values, tape_offsets,
@@ -289,10 +235,24 @@ long tay_tail_jobs(const uint8_t *buf, size_t size, size_t count, const uint64_t
             if (found < 0) break;
             job = (uint32_t)found + 1;
             w = work + (size_t)found * W_WIDTH;
-            if (revision != row[TAY_EF_EXPECTED] + 1
-                || !((w[W_STEP] == FINISHED && row[TAY_EF_EXPECTED] == 3)
-                     || (w[W_STEP] == EXECUTING && row[TAY_EF_EXPECTED] == 2))
-                || row[TAY_EF_B] != 1 || buf[event_offset + row[TAY_EF_A]] != 0) {
+            if (type == 22) {
+                /* held with its finish when it comes right before it (the engine's order)
+                 * or right after it (stores before 2026-12-04), each at its revision; in
+                 * any other place its job goes the general way */
+                if (revision == row[TAY_EF_EXPECTED] + 1
+                    && ((w[W_STEP] == EXECUTING && row[TAY_EF_EXPECTED] == 2)
+                        || (w[W_STEP] == FAILED && row[TAY_EF_EXPECTED] == 3
+                            && w[W_FINISHED] + 1 == i))) {
+                    w[W_STEP] = w[W_STEP] == EXECUTING ? DETAILED : FAILURE_HELD;
+                    w[W_DETAILS] = i;
+                    w[W_FAILURE_BYTES] = failure_bytes(row);
+                } else {
+                    w[W_STEP] = GENERAL;
+                }
+            } else if (revision != row[TAY_EF_EXPECTED] + 1
+                       || !((w[W_STEP] == FINISHED && row[TAY_EF_EXPECTED] == 3)
+                            || (w[W_STEP] == EXECUTING && row[TAY_EF_EXPECTED] == 2))
+                       || row[TAY_EF_B] != 1 || buf[event_offset + row[TAY_EF_A]] != 0) {
                 /* a result outside the lifecycle (not nil, or not where a success has
                  * it): the job goes the general way (a result changes no state) */
                 w[W_STEP] = GENERAL;

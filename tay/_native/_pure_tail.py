@@ -57,8 +57,6 @@ from typing import Any, Sequence
 from tay._native import _pure_events as er
 from tay._native import _pure_mutations as mr
 from tay._native._pure_base import BASE_JOB, FRAME_HEADER, COMPLETED
-from tay._native._pure_value import value_decode
-from tay._native.errors import ValueCodecError
 
 TAIL_LINK = 6
 STAMP, STARTED, STARTED_LENGTH, STARTED_AT, FINISHED, FINISHED_LENGTH = range(TAIL_LINK)
@@ -118,27 +116,10 @@ def _mutation(buf: Any, offset: int, length: int, limits: tuple) -> list[int] | 
     return row if row[er.STATUS] == er.EVENT_FAST else None
 
 
-def _failure_job(buf: Any, offset: int, length: int, limits: tuple) -> bytes | None:
-    """The job id of a failure_recorded (22,2) Event-v1 payload: a canonical Value within
-    the budgets, a map of exactly at, error, expected_revision and job_id, the id 16 bytes;
-    None when not. Nothing else is checked: the record is replayed the exact way."""
-    if length == 0 or length > er.TAPE_CAPACITY:
-        return None
-    data = bytes(buf[offset:offset + length])
-    try:
-        value = value_decode(data, *limits)
-    except ValueCodecError:
-        return None
-    if type(value) is not dict or sorted(value) != ["at", "error", "expected_revision",
-                                                    "job_id"]:
-        return None
-    job_id = value["job_id"]
-    return job_id if type(job_id) is bytes and len(job_id) == 16 else None
-
-
-def _result(buf: Any, offset: int, length: int, limits: tuple) -> list[int] | None:
-    """The inner result_recorded row of a (30,2) payload (its revision not checked)."""
-    row = er.events_scan(buf, [(offset + 10, length - 10, 10, 2)], *limits)
+def _event(buf: Any, offset: int, length: int, inner: int, limits: tuple) -> list[int] | None:
+    """The row of the (inner, 2) event a (30,2) payload carries (its revision not checked),
+    or None when the scan does not vouch for it."""
+    row = er.events_scan(buf, [(offset + 10, length - 10, inner, 2)], *limits)
     return row if row[er.STATUS] == er.EVENT_FAST else None
 
 
@@ -234,45 +215,37 @@ def tail_jobs(buf: Any, offsets: Sequence[int], lengths: Sequence[int], types: S
         elif pair == (30, 2):
             if length < 10 or buf[offset + 1] != 2:
                 break
-            if buf[offset] == 22:  # a failure's details: no state change, no ready push
+            # a job's result (10,2) or a worker failure's details (22,2): never a state
+            # change nor a ready push; a payload the event scan does not vouch for stops
+            # the walk (the exact decoder decides)
+            inner = buf[offset]
+            row = _event(buf, offset, length, inner, limits) if inner in (10, 22) else None
+            if row is None:
+                break
+            start_id = offset + 10 + row[er.JOB_ID]
+            found = table.find(bytes(buf[start_id:start_id + 16]))
+            if found is None:
+                break
+            job = numbered[found]
+            expected = row[er.EXPECTED]
+            consecutive = int.from_bytes(buf[offset + 2:offset + 10], "big") == expected + 1
+            if inner == 22:
                 # held with its finish when right before it (the engine's order) or right
                 # after it (stores before 2026-12-04), each at its revision; elsewhere the
                 # job goes the general way
-                row = er.events_scan(buf, [(offset + 10, length - 10, 22, 2)], *limits)
-                fast = row[er.STATUS] == er.EVENT_FAST
-                if fast:
-                    start_id = offset + 10 + row[er.JOB_ID]
-                    job_id = bytes(buf[start_id:start_id + 16])
-                else:
-                    job_id = _failure_job(buf, offset + 10, length - 10, limits)
-                found = None if job_id is None else table.find(job_id)
-                if found is None:
-                    break
-                job = numbered[found]
-                expected = row[er.EXPECTED]
-                if fast and int.from_bytes(buf[offset + 2:offset + 10], "big") == expected + 1 \
-                        and ((job.step, expected) == (_EXECUTING, 2)
-                             or ((job.step, expected) == (_FAILED, 3) and job.finished + 1 == i)):
+                if consecutive and ((job.step, expected) == (_EXECUTING, 2) or (
+                        (job.step, expected) == (_FAILED, 3) and job.finished + 1 == i)):
                     job.step = _DETAILED if job.step == _EXECUTING else _FAILURE_HELD
                     job.details, job.failure_bytes = i, _failure_bytes(row)
                 else:
                     job.step = _GENERAL
+            elif not consecutive \
+                    or (job.step, expected) not in ((_COMPLETED, 3), (_EXECUTING, 2)) \
+                    or row[er.B] != 1 or buf[offset + 10 + row[er.A]] != 0:
+                job.step = _GENERAL  # a result outside the lifecycle: the general way
             else:
-                row = _result(buf, offset, length, limits)
-                if row is None:
-                    break
-                start_id = offset + 10 + row[er.JOB_ID]
-                found = table.find(bytes(buf[start_id:start_id + 16]))
-                if found is None:
-                    break
-                job = numbered[found]
-                if int.from_bytes(buf[offset + 2:offset + 10], "big") != row[er.EXPECTED] + 1 \
-                        or (job.step, row[er.EXPECTED]) not in ((_COMPLETED, 3), (_EXECUTING, 2)) \
-                        or row[er.B] != 1 or buf[offset + 10 + row[er.A]] != 0:
-                    job.step = _GENERAL  # a result outside the lifecycle: the general way
-                else:
-                    job.step = _DONE if job.step == _COMPLETED else _RESULTED
-                    job.result, job.result_bytes = i, row[er.B]
+                job.step = _DONE if job.step == _COMPLETED else _RESULTED
+                job.result, job.result_bytes = i, row[er.B]
         else:
             break
         adds = 0 if pair == (30, 2) else 1
