@@ -5,8 +5,8 @@ Both SDKs share one public API, so one script body (``PRODUCER``, ``WORKER``) ru
 either interpreter; each process is a fresh interpreter like a real deployment. They talk
 to the harness by lines: the producer prints ``ready``, waits for ``go`` on stdin, prints
 ``submitted N`` as it goes and one final JSON line (first send time, its own CPU from the
-go signal to its last acknowledgement, and every insert round trip, send to durable
-acknowledgement); the worker prints ``ready`` once its task is
+go signal to its last acknowledgement, the last acknowledgement's time, and every insert
+round trip, send to durable acknowledgement); the worker prints ``ready`` once its task is
 registered, ``executed N`` as jobs run, and stops when stdin closes.
 
 Caller ``c`` submits every job ``i`` with ``i % callers == c``, one at a time; our SDK runs
@@ -69,9 +69,11 @@ async def main():
         cpu = time.process_time()
         progress = asyncio.ensure_future(report())
         await asyncio.gather(*(caller(number, tay) for number in plan["mine"]))
+        last_ack_ns = time.time_ns()
         progress.cancel()
         cpu = time.process_time() - cpu
     print(json.dumps({"first_send_ns": first[0] if first else None, "cpu_s": cpu,
+                      "last_ack_ns": last_ack_ns,
                       "round_trips": base64.b64encode(round_trips.tobytes()).decode()}),
           flush=True)
 

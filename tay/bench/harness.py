@@ -101,6 +101,10 @@ def _measure(profile: Profile, mode: CommitMode, settings: ServerSettings,
         "jobs_per_s": round(rate(completed, last_finish_s - first_send_s), 2),
         "elapsed_s": round(last_finish_s - first_send_s, 4),
         "harness_elapsed_s": round(load["harness_elapsed_s"], 4),
+        # when the producers were done, beside elapsed_s: well before the last finish, the
+        # workers' side bounded the run (a backlog built up); near it, the producers' side
+        "inserts_done_s": round(load["last_ack_ns"] / 1e9 - first_send_s, 4),
+        "backlog_at_inserts_done": profile.jobs - load["executed_at_inserts_done"],
         "insert_rtt_ms": latency_summary_ms(load["round_trips"]),
         "events": facts["job_lifecycle_events"], "expected_events": profile.expected_events,
         "events_by_name": facts["events_by_name"], "history_bytes": facts["history_bytes"],
@@ -219,12 +223,15 @@ def _drive(profile: Profile, workers: list[Any], producers: list[Any], server_pi
     for producer in producers:
         producer.send("go")
     done = 0
+    executed_at_inserts_done = None  # as the workers last reported it (every 20 ms)
     while done < profile.jobs or any(p.result is None for p in producers):
         for client in workers + producers:
             if client.process.poll() is not None and client.result is None:
                 raise ConfigurationError("bench", f"a client process exited with "
                                          f"{client.process.returncode}: {client.error}")
         done = sum(worker.count for worker in workers)
+        if executed_at_inserts_done is None and all(p.result is not None for p in producers):
+            executed_at_inserts_done = done
         if bar:
             bar.update(done, f"inserted {sum(p.count for p in producers)}")
         if time.monotonic() > deadline:
@@ -232,6 +239,8 @@ def _drive(profile: Profile, workers: list[Any], producers: list[Any], server_pi
                                               f"{sum(p.count for p in producers)} inserted")
         time.sleep(0.01)
     harness_elapsed = time.monotonic() - started
+    if executed_at_inserts_done is None:  # the last results came in after the last poll
+        executed_at_inserts_done = done
     cpu_after = server.cpu_times()
     threads_after = snapshot(server_pid)
     worker_s = worker_cpu.used_s()
@@ -245,6 +254,8 @@ def _drive(profile: Profile, workers: list[Any], producers: list[Any], server_pi
         round_trips.frombytes(base64.b64decode(producer.result["round_trips"]))
     return {"first_send_ns": min(p.result["first_send_ns"] for p in producers
                                  if p.result["first_send_ns"]),
+            "last_ack_ns": max(p.result["last_ack_ns"] for p in producers),
+            "executed_at_inserts_done": executed_at_inserts_done,
             "round_trips": list(round_trips), "harness_elapsed_s": harness_elapsed,
             "load_cpu_user_s": cpu_after.user - cpu_before.user,
             "load_cpu_system_s": cpu_after.system - cpu_before.system,

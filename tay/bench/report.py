@@ -32,6 +32,10 @@ def markdown_table(runs: list[dict[str, Any]]) -> str:
         lambda r: f"{r['group_commit']['max_events']} / {r['group_commit']['interval_ms']}")
     row("completed jobs", lambda r: f"{r['completed']:,} / {r['jobs']:,}")
     row("completed jobs/s (first insert to last finish)", lambda r: f"{r['jobs_per_s']:,.1f}")
+    row("last insert acknowledged / last finish (s after the first insert); jobs not "
+        "executed then", lambda r: "-" if r.get("inserts_done_s") is None
+        else f"{r['inserts_done_s']:.3f} / {r['elapsed_s']:.3f}; "
+             f"{r['backlog_at_inserts_done']:,}")
     row("insert RTT p50 / p95 / p99 / p999 / max (ms)", lambda r: " / ".join(
         f"{r['insert_rtt_ms'].get(key, 0):.3f}" for key in ("p50", "p95", "p99", "p999", "max")))
     row("job events (expected)", lambda r: f"{r['events']:,} ({r['expected_events']:,})")

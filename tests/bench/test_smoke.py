@@ -30,6 +30,9 @@ def test_tay_bench_tiny_profile_end_to_end(tmp_path, capsys, client):
         assert run["insert_rtt_ms"]["count"] == 50
         assert 0 < run["insert_rtt_ms"]["p50"] <= run["insert_rtt_ms"]["max"]
         assert run["jobs_per_s"] > 0 and run["history_bytes"] > 50 * 1024
+        # when the producers were done (their own clock) and how many jobs had not run yet
+        assert 0 < run["inserts_done_s"] < 60
+        assert 0 <= run["backlog_at_inserts_done"] <= 50
         assert run["engine_max_rss_bytes"] > 1024 * 1024 and run["cold_restart_s"] > 0
         assert run["commit_stats"]["events"] >= 150
         assert run["server_exit_code"] == 0
