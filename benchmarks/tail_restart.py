@@ -1,0 +1,143 @@
+"""Restart of a Store-v2 tail by the shape of its jobs: what failures, retries and delays
+cost the replay, beside a tail of plain successes.
+
+Usage:
+    .venv/bin/python -m benchmarks.tail_restart [--jobs 10000] [--every 10] [--runs 5]
+        [--shapes success,failed,discarded,retried,delayed]
+
+Each shape is a tail of ``--jobs`` jobs behind an empty base, written by a Store-v2
+engine (``tests.engine.test_tail_columns.tail_frames``: the engine's own records for
+enqueues, starts, reports, clock moves and ticks) with the reference job's nil success,
+except every ``--every``-th job:
+
+* ``success``: none (every job inserted, started, its nil result, finished);
+* ``failed``: its first attempt failed by the worker, left retryable (its retry not run);
+* ``discarded``: the same with no retry left (``retries=0``, as the reference profile);
+* ``retried``: failed once, then its retry ran and succeeded (eight records; the retries
+  of each hundred jobs run after them, a clock move past the first retry window apart);
+* ``delayed``: inserted with a 300 ms delay, made available by the tick after a clock
+  move and then run to success.
+
+The store is recovered in process as ``tay serve`` recovers it (``recover_engine``, not
+activated), ``--runs`` times; the least CPU (user+sys of this process) is reported, with
+the same store recovered record by record (without the columnar tail walk) beside it,
+the jobs the engine holds as rows or columns rather than built, and what each odd job
+adds over the success tail's cost per job. The tail is rewritten under the bench scratch
+(``tay.bench.paths``) and removed after.
+"""
+
+from __future__ import annotations
+
+import argparse
+import gc
+import shutil
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+SHAPES = ("success", "failed", "discarded", "retried", "delayed")
+
+
+def shape_actions(shape: str, jobs: int, every: int) -> list:
+    """``tail_driver`` actions of one shape (a worker of capacity 3 takes each job as it is
+    enqueued; ``("finish", 0, ...)`` reports on the one it runs)."""
+    actions: list = []
+    odd_jobs = 0
+    for n in range(jobs):
+        odd = shape != "success" and n % every == every - 1
+        odd_jobs += odd
+        if shape == "delayed" and odd:
+            actions.append(("enqueue", "a", 300, {}))
+        else:
+            actions.append(("enqueue", "a", None, {},
+                            0 if shape == "discarded" and odd else 1))
+            actions.append(("finish", 0, "failed" if odd else "nil"))
+        if shape in ("retried", "delayed") and (n % 100 == 99 or n == jobs - 1) and odd_jobs:
+            # the retries (or delayed jobs) of these jobs come due and run, one by one
+            actions.append(("advance", 2500))
+            actions += [("finish", 0, "nil")] * odd_jobs
+            odd_jobs = 0
+    return actions
+
+
+def measure(frames: list, runs: int) -> dict:
+    """Recover a store whose tail is ``frames``: least CPU with the columnar walk and
+    record by record, and how many jobs the engine holds unbuilt."""
+    from tay.engine.jobs import LazyJobEntry
+    from tests.engine.test_lazy_rows import recovered
+    from tests.engine.test_tail_columns import empty_store, record_by_record
+    from tests.storage.conftest import scratch_path
+    from tests.storage.test_store_v2_rules import rewrite_tail
+
+    root = scratch_path("tail-restart")
+    try:
+        empty_store(root)
+        rewrite_tail(root, frames)
+        figures: dict = {}
+        for way in ("columnar", "record by record"):
+            best = None
+            for _ in range(runs):
+                gc.collect()
+                started = time.process_time()
+                if way == "columnar":
+                    engine = recovered(root)
+                else:
+                    with record_by_record():
+                        engine = recovered(root)
+                used = time.process_time() - started
+                best = used if best is None else min(best, used)
+                if way == "columnar":
+                    figures["held"] = len(engine.finished) + sum(
+                        type(entry) is LazyJobEntry for entry in engine.jobs.values())
+                    figures["jobs"] = len(engine.finished) + len(engine.jobs)
+                del engine
+            figures[way] = best
+        return figures
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--jobs", type=int, default=10_000)
+    parser.add_argument("--every", type=int, default=10, help="every Nth job is odd")
+    parser.add_argument("--runs", type=int, default=5)
+    parser.add_argument("--shapes", default=",".join(SHAPES))
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    shapes = args.shapes.split(",")
+    unknown = [shape for shape in shapes if shape not in SHAPES]
+    if unknown or args.jobs < 1 or args.every < 2 or args.runs < 1:
+        parser.error(f"--shapes from {', '.join(SHAPES)}; --jobs >= 1, --every >= 2, "
+                     f"--runs >= 1" + (f" (unknown: {', '.join(unknown)})" if unknown else ""))
+    from tests.engine.test_tail_columns import tail_frames
+
+    print(f"{args.jobs:,} jobs, every {args.every}th odd, least CPU of {args.runs} runs")
+    print("| shape | records | jobs held unbuilt | recovery CPU (s) | record by record (s) "
+          "| added per odd job (us) |")
+    print("|---|---|---|---|---|---|")
+    base = None
+    for shape in shapes:
+        frames = tail_frames(0, shape_actions(shape, args.jobs, args.every))
+        figures = measure(frames, args.runs)
+        assert figures["jobs"] == args.jobs, figures
+        if shape == "success":
+            base = figures["columnar"]
+        odd = args.jobs // args.every
+        added = "-" if base is None or shape == "success" \
+            else f"{(figures['columnar'] - base) / odd * 1e6:,.1f}"
+        print(f"| {shape} | {len(frames):,} | {figures['held']:,} | {figures['columnar']:.4f} "
+              f"| {figures['record by record']:.4f} | {added} |", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,42 @@
+"""benchmarks.tail_restart builds each shape's tail from the engine and recovers it both
+ways: the jobs held unbuilt tell which shapes the columnar walk takes whole."""
+
+from __future__ import annotations
+
+import pytest
+
+from benchmarks import tail_restart
+from tests.engine.test_tail_columns import tail_frames
+
+
+def test_each_shape_recovers_all_its_jobs_and_reports_both_ways(capsys) -> None:
+    assert tail_restart.main(["--jobs", "40", "--every", "4", "--runs", "1"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    rows = {cells[0]: cells[1:] for cells in (
+        [cell.strip() for cell in line.strip("|").split("|")] for line in lines[3:])}
+    assert list(rows) == list(tail_restart.SHAPES)
+    # records: four per job, eight per retried job, five per delayed one
+    assert [rows[shape][0] for shape in rows] == ["160", "160", "160", "200", "170"]
+    # held unbuilt: every job but the retried and delayed ones (they go the general way)
+    assert [rows[shape][1] for shape in rows] == ["40", "40", "40", "30", "30"]
+    for shape, (_, _, columnar, exact, added) in rows.items():
+        assert float(columnar) > 0 and float(exact) > 0
+        assert (added == "-") == (shape == "success")
+
+
+@pytest.mark.parametrize("shape", tail_restart.SHAPES)
+def test_every_odd_job_of_a_shape_ends_as_the_shape_says(shape) -> None:
+    frames = tail_frames(0, tail_restart.shape_actions(shape, 20, 5))
+    kinds = [payload[16] for rtype, _, payload in frames if rtype == 8]  # a mutation's kind
+    details = [p for t, _, p in frames if t == 30 and p[:2] == b"\x16\x02"]  # (22,2)
+    # every job finished once, a retried one twice; four failed first attempts; a retry or
+    # a delayed job made available by a tick
+    assert kinds.count(4) == 20 + (4 if shape == "retried" else 0)
+    assert len(details) == (4 if shape in ("failed", "discarded", "retried") else 0)
+    assert kinds.count(2) == (4 if shape in ("retried", "delayed") else 0)
+
+
+def test_bad_flags_are_refused(capsys) -> None:
+    with pytest.raises(SystemExit):
+        tail_restart.main(["--shapes", "success,bogus"])
+    assert "unknown: bogus" in capsys.readouterr().err
