@@ -89,7 +89,8 @@ def declare(parser: Any) -> None:
     add("--journal-writer-rt-priority", metavar="N",
         help="run the C writer thread SCHED_FIFO at priority N (1..99), so it wakes at once "
              "after each fdatasync on a busy machine; needs CAP_SYS_NICE or RLIMIT_RTPRIO >= N "
-             "(default 0: normal scheduling; TAY_JOURNAL_WRITER_RT_PRIORITY)")
+             "(default 0: normal scheduling; TAY_JOURNAL_WRITER_RT_PRIORITY). It can cost more "
+             "than it gives (smaller batches: docs/journal.md); measure on your machine")
     add("--queue", action="append", default=[], metavar="NAME=CREDITS",
         help="queue concurrency, repeatable; default default=10 (TAY_QUEUES=alpha=2,beta=2)")
     add("--default-queue-concurrency", help="credits of queues not listed, 1..65536; default 10 "
