@@ -120,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
                      f"--runs >= 1" + (f" (unknown: {', '.join(unknown)})" if unknown else ""))
     from tests.engine.test_tail_columns import tail_frames
 
-    print(f"{args.jobs:,} jobs, every {args.every}th odd, least CPU of {args.runs} runs")
+    print(f"{args.jobs:,} jobs, one in {args.every} odd, least CPU of {args.runs} runs")
     print("| shape | records | jobs held unbuilt | recovery CPU (s) | record by record (s) "
           "| added per odd job (us) |")
     print("|---|---|---|---|---|---|")
