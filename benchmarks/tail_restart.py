@@ -3,7 +3,7 @@ cost the replay, beside a tail of plain successes.
 
 Usage:
     .venv/bin/python -m benchmarks.tail_restart [--jobs 10000] [--every 10] [--runs 5]
-        [--shapes success,failed,discarded,retried,delayed]
+        [--shapes success,failed,discarded,retried,delayed,waiting]
 
 Each shape is a tail of ``--jobs`` jobs behind an empty base, written by a Store-v2
 engine (``tests.engine.test_tail_columns.tail_frames``: the engine's own records for
@@ -16,7 +16,8 @@ except every ``--every``-th job:
 * ``retried``: failed once, then its retry ran and succeeded (eight records; the retries
   of each hundred jobs run after them, a clock move past the first retry window apart);
 * ``delayed``: inserted with a 300 ms delay, made available by the tick after a clock
-  move and then run to success.
+  move and then run to success;
+* ``waiting``: inserted with an hour's delay, still scheduled at the end of the tail.
 
 The store is recovered in process as ``tay serve`` recovers it (``recover_engine``, not
 activated), ``--runs`` times; the least CPU (user+sys of this process) is reported, with
@@ -40,7 +41,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-SHAPES = ("success", "failed", "discarded", "retried", "delayed")
+SHAPES = ("success", "failed", "discarded", "retried", "delayed", "waiting")
 
 
 def shape_actions(shape: str, jobs: int, every: int) -> list:
@@ -51,8 +52,8 @@ def shape_actions(shape: str, jobs: int, every: int) -> list:
     for n in range(jobs):
         odd = shape != "success" and n % every == every - 1
         odd_jobs += odd
-        if shape == "delayed" and odd:
-            actions.append(("enqueue", "a", 300, {}))
+        if shape in ("delayed", "waiting") and odd:
+            actions.append(("enqueue", "a", 300 if shape == "delayed" else 3_600_000, {}))
         else:
             actions.append(("enqueue", "a", None, {},
                             0 if shape == "discarded" and odd else 1))

@@ -11,23 +11,27 @@
  * retryable or discarded (max_attempts 1): its (22,2) details at revision 3 and its finish
  * at revision 4 (the engine's order), or the finish at 3 with the details right after it
  * at 4. Every payload must pass the mutation or event fast path (tay_mutations_scan,
- * tay_events_scan). A record of a job it knows outside that lifecycle (a timeout, a value
- * result, a retry's available, a cancel...) sends the job the general way, and so does a
- * delayed insert (no order, no ready push): the walk goes on and all
- * that job's records are pending (each such mutation one state change, and a ready push
+ * tay_events_scan). A delayed insert (scheduled: no order, a timer push) is followed too:
+ * its (8,1) availability (the allocator's order, a ready push) and then the lifecycle
+ * above, each step one revision later (a success finish at revision 5). A record of a job
+ * it knows outside that lifecycle (a timeout, a value result, a retry's available, a
+ * cancel, a delayed job's failure...) sends the job the general way: the walk goes on and
+ * all that job's records are pending (each such mutation one state change, and a ready push
  * when it carries an order, which the allocator takes here). It stops before the first
  * record that is anything else and never refuses: the caller replays from there the exact
  * way.
  *
  * Output, offsets absolute in buf: for each job whose four records were all taken (done,
  * in the order of its finish) TAY_BASE_JOB u64s (base_jobs.c's columns: RECORD the
- * insert's index from `start`, SNAPSHOT the insert payload, STATE completed, REVISION 4,
- * RESULT the (30,2) payload) and TAY_TAIL_LINK u64s (the state changes the records made
- * up to its finish, the start and finish payloads, the start's time); for each record
- * taken of a job not done, (index from `start`, state changes before it, ready pushes
- * before it) in `pending`; totals[0..1] the state changes and ready pushes of all records
- * taken. Each job whose only record taken is its insert, with expected revision 0 and
- * eligible at once (so replay leaves it available at revision 1), and each job whose records
+ * insert's index from `start`, SNAPSHOT the insert payload, STATE completed, REVISION 4
+ * (5 delayed), RESULT the (30,2) payload) and TAY_TAIL_LINK u64s (the state changes the
+ * records made up to its finish, the start and finish payloads, the start's time, a
+ * delayed job's availability payload); for each record taken of a job not done, (index
+ * from `start`, state changes before it, ready pushes before it, timer pushes of done
+ * delayed jobs' inserts before it) in `pending`; totals[0..2] the same three of all
+ * records taken. Each job whose only record taken is its insert, with expected revision 0
+ * (so replay leaves it available at revision 1 when eligible at once, else scheduled:
+ * STATE tells), and each job whose records
  * taken are its insert and its start (replay leaves it executing at revision 2), also gets
  * TAY_TAIL_LIVE u64s in `live`, in insert order (RECORD its insert's index from `start`,
  * ELIGIBLE_AT, ORDER, the definition's keys and sizes; STATE the state index, START the
@@ -46,23 +50,25 @@
 #define FRAME_HEADER 24
 #define COMPLETED_STATE 4
 
-/* RESULTED: executing, its result recorded; GENERAL: a record of the job is outside the
+/* RESULTED: executing, its result recorded; SCHEDULED: a delayed insert waiting for its
+ * availability (the job is then W_DELAYED: each later step one revision on); GENERAL: a record of the job is outside the
  * lifecycle, all its records go the general way. The failure lifecycle the walk holds
  * (steps after GENERAL: the live table does not follow them): FAILED, a worker failure's
  * finish left it retryable or discarded (waiting for the details); DETAILED, executing
  * with the failure's details (waiting for the finish); FAILURE_HELD, both: held as a row */
-enum { INSERTED = 1, EXECUTING, FINISHED, DONE, RESULTED, GENERAL, FAILED, DETAILED,
-       FAILURE_HELD };
+enum { INSERTED = 1, EXECUTING, FINISHED, DONE, RESULTED, SCHEDULED, GENERAL, FAILED,
+       DETAILED, FAILURE_HELD };
 /* per job scratch beside its live row (live_rows.c, which checks each step): step, insert,
  * eligible_at, started, started_at, finished,
  * finished_at, stamp, result, result_bytes, six definition columns, the insert's index,
  * and for a failure: max_attempts, the retry's due time, the details' index and size, the
- * state the finish left (retryable or discarded) */
+ * state the finish left (retryable or discarded); for a delayed insert: 1, and the index
+ * of its availability once taken */
 enum { W_STEP, W_INSERT, W_ELIGIBLE, W_STARTED, W_STARTED_AT, W_FINISHED,
        W_FINISHED_AT, W_STAMP, W_RESULT, W_RESULT_BYTES, W_QUEUE, W_QUEUE_LENGTH, W_WORKER,
        W_WORKER_LENGTH, W_DEFINITION_LENGTH, W_ARGS_NODES, W_INSERT_INDEX, W_ORDER,
        W_START_STAMP, W_MAX_ATTEMPTS, W_DUE, W_DETAILS, W_FAILURE_BYTES, W_FAILED_STATE,
-       W_WIDTH };
+       W_DELAYED, W_AVAILABLE, W_WIDTH };
 
 /* transitions.retry_window(1): a first attempt's retry is due 1,000 to 1,250 ms after its
  * failure (saturating at TIME_MAX); failure_bytes: the engine's charge of kept details */
@@ -142,7 +148,8 @@ long tay_tail_jobs(const uint8_t *buf, size_t size, size_t count, const uint64_t
             if (kind != 1 && found < 0) break;
             w = found >= 0 ? work + (size_t)found * W_WIDTH : NULL;
             long number = -1;
-            int failed_state = kind == 4 && (w[W_STEP] == EXECUTING || w[W_STEP] == DETAILED)
+            int failed_state = kind == 4 && !w[W_DELAYED]
+                && (w[W_STEP] == EXECUTING || w[W_STEP] == DETAILED)
                 ? failure_finish(row, w, ordered) : 0;
             if (failed_state) {
                 /* the live table knows no failures: the job's row there stays executing,
@@ -155,7 +162,8 @@ long tay_tail_jobs(const uint8_t *buf, size_t size, size_t count, const uint64_t
                 w[W_FINISHED_AT] = at;
                 w[W_STAMP] = stamps + 1;
                 w[W_DUE] = failed_state == TAY_STATE_RETRYABLE ? row[TAY_EF_F] : 0;
-            } else if (kind == 1 || ((kind == 3 || kind == 4) && w[W_STEP] < GENERAL)) {
+            } else if (kind == 1 || ((kind == 3 || kind == 4) && w[W_STEP] < GENERAL)
+                       || (kind == 2 && w[W_STEP] == SCHEDULED)) {
                 int resulted = kind == 4 && w[W_STEP] == RESULTED;
                 /* the live table knows no results: it applies this finish as the finish of
                  * revision 2 (a done job's row is never read again) */
@@ -170,13 +178,13 @@ long tay_tail_jobs(const uint8_t *buf, size_t size, size_t count, const uint64_t
                 if (number >= 0) {
                     job = (uint32_t)number + 1;
                     w = work + (size_t)number * W_WIDTH;
-                    if (kind == 1 && !ordered) {
-                        /* a delayed insert (scheduled): its job goes the general way */
+                    if (kind == 1) {
+                        /* available at once (a ready push), or delayed: scheduled until
+                         * its availability (a timer push, no order) */
                         n++;
-                        w[W_STEP] = GENERAL;
-                    } else if (kind == 1) {
-                        n++;
-                        w[W_STEP] = INSERTED;
+                        w[W_STEP] = ordered ? INSERTED : SCHEDULED;
+                        w[W_DELAYED] = !ordered;
+                        w[W_AVAILABLE] = 0;
                         w[W_INSERT] = offset;
                         w[W_INSERT_INDEX] = i;
                         w[W_ELIGIBLE] = row[TAY_EF_A];
@@ -188,6 +196,12 @@ long tay_tail_jobs(const uint8_t *buf, size_t size, size_t count, const uint64_t
                         w[W_ARGS_NODES] = row[TAY_EF_ARGS_NODES];
                         w[W_ORDER] = row[TAY_MF_ORDER];
                         w[W_MAX_ATTEMPTS] = row[TAY_EF_MAX_ATTEMPTS];
+                        pushes[i] = (uint8_t)ordered;
+                        readies += (uint64_t)ordered;
+                    } else if (kind == 2) {  /* a delayed job's availability: a ready push */
+                        w[W_STEP] = INSERTED;
+                        w[W_AVAILABLE] = i;
+                        w[W_ORDER] = row[TAY_MF_ORDER];
                         pushes[i] = 1;
                         readies++;
                     } else if (kind == 3) {
@@ -239,7 +253,7 @@ long tay_tail_jobs(const uint8_t *buf, size_t size, size_t count, const uint64_t
                 /* held with its finish when it comes right before it (the engine's order)
                  * or right after it (stores before 2026-12-04), each at its revision; in
                  * any other place its job goes the general way */
-                if (revision == row[TAY_EF_EXPECTED] + 1
+                if (revision == row[TAY_EF_EXPECTED] + 1 && !w[W_DELAYED]
                     && ((w[W_STEP] == EXECUTING && row[TAY_EF_EXPECTED] == 2)
                         || (w[W_STEP] == FAILED && row[TAY_EF_EXPECTED] == 3
                             && w[W_FINISHED] + 1 == i))) {
@@ -250,8 +264,9 @@ long tay_tail_jobs(const uint8_t *buf, size_t size, size_t count, const uint64_t
                     w[W_STEP] = GENERAL;
                 }
             } else if (revision != row[TAY_EF_EXPECTED] + 1
-                       || !((w[W_STEP] == FINISHED && row[TAY_EF_EXPECTED] == 3)
-                            || (w[W_STEP] == EXECUTING && row[TAY_EF_EXPECTED] == 2))
+                       || !((w[W_STEP] == FINISHED && row[TAY_EF_EXPECTED] == 3 + w[W_DELAYED])
+                            || (w[W_STEP] == EXECUTING
+                                && row[TAY_EF_EXPECTED] == 2 + w[W_DELAYED]))
                        || row[TAY_EF_B] != 1 || buf[event_offset + row[TAY_EF_A]] != 0) {
                 /* a result outside the lifecycle (not nil, or not where a success has
                  * it): the job goes the general way (a result changes no state) */
@@ -276,7 +291,7 @@ long tay_tail_jobs(const uint8_t *buf, size_t size, size_t count, const uint64_t
         out[TAY_BJ_SNAPSHOT] = w[W_INSERT];
         out[TAY_BJ_SNAPSHOT_LENGTH] = lengths[w[W_INSERT_INDEX]];
         out[TAY_BJ_STATE] = COMPLETED_STATE;
-        out[TAY_BJ_REVISION] = 4;
+        out[TAY_BJ_REVISION] = 4 + w[W_DELAYED];
         out[TAY_BJ_TERMINAL_AT] = w[W_FINISHED_AT];
         out[TAY_BJ_QUEUE] = w[W_QUEUE];
         out[TAY_BJ_QUEUE_LENGTH] = w[W_QUEUE_LENGTH];
@@ -293,33 +308,43 @@ long tay_tail_jobs(const uint8_t *buf, size_t size, size_t count, const uint64_t
         link[TAY_TL_STARTED_AT] = w[W_STARTED_AT];
         link[TAY_TL_FINISHED] = offsets[finished] + FRAME_HEADER;
         link[TAY_TL_FINISHED_LENGTH] = lengths[finished];
+        link[TAY_TL_AVAILABILITY] = w[W_DELAYED] ? offsets[w[W_AVAILABLE]] + FRAME_HEADER : 0;
+        link[TAY_TL_AVAILABILITY_LENGTH] = w[W_DELAYED] ? lengths[w[W_AVAILABLE]] : 0;
         done++;
     }
-    /* the records of jobs not done, with the state changes and ready pushes before each */
-    uint64_t before = 0, ready = 0;
+    /* the records of jobs not done, with the state changes, ready pushes and timer pushes
+     * of done jobs (a delayed insert's) before each */
+    uint64_t before = 0, ready = 0, timers = 0;
     for (size_t r = 0; r < i; r++) {
         const uint64_t *w = work + (size_t)(owner[r] - 1) * W_WIDTH;
         if (w[W_STEP] != DONE) {
-            uint64_t *out = pending + waiting++ * 3;
+            uint64_t *out = pending + waiting++ * 4;
             out[0] = r;
             out[1] = before;
             out[2] = ready;
+            out[3] = timers;
+        } else if (w[W_DELAYED] && w[W_INSERT_INDEX] == r) {
+            timers++;
         }
         if (types[r] == 8) before++;
         ready += pushes[r];
     }
-    /* the jobs left at their insert, their start or retryable or discarded after a
-     * failure, in insert order (job numbers are given at the insert) */
+    /* the jobs left at their insert (available, or scheduled when delayed), their start or
+     * retryable or discarded after a failure, in insert order (job numbers are given at the
+     * insert); a delayed job past its insert goes the general way */
     size_t held = 0;
     for (size_t j = 0; j < n; j++) {
         const uint64_t *w = work + j * W_WIDTH;
         int executing = w[W_STEP] == EXECUTING, failed = w[W_STEP] == FAILURE_HELD;
-        int started = executing || failed;
-        if (w[W_STEP] != INSERTED && !started) continue;  /* expected 0, eligible at once */
+        int started = executing || failed, scheduled = w[W_STEP] == SCHEDULED;
+        if ((w[W_STEP] != INSERTED && !started && !scheduled)
+            || (w[W_DELAYED] && !scheduled))
+            continue;
         uint64_t *out = live + held++ * TAY_TAIL_LIVE;
         out[TAY_TV_RECORD] = w[W_INSERT_INDEX];
         out[TAY_TV_STATE] = failed ? w[W_FAILED_STATE]
-                          : executing ? TAY_STATE_EXECUTING : TAY_STATE_AVAILABLE;
+                          : executing ? TAY_STATE_EXECUTING
+                          : scheduled ? TAY_STATE_SCHEDULED : TAY_STATE_AVAILABLE;
         out[TAY_TV_START] = started ? w[W_STARTED] : w[W_INSERT_INDEX];
         out[TAY_TV_START_AT] = started ? w[W_STARTED_AT] : 0;
         out[TAY_TV_START_STAMP] = started ? w[W_START_STAMP] : 0;
@@ -344,5 +369,6 @@ long tay_tail_jobs(const uint8_t *buf, size_t size, size_t count, const uint64_t
     *pending_count = waiting;
     totals[0] = stamps;
     totals[1] = readies;
+    totals[2] = timers;
     return (long)i;
 }

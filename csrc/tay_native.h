@@ -195,28 +195,36 @@ long tay_base_keys(const uint8_t *buf, size_t size, uint64_t origin, const uint6
 /* ---- Store-v2 tail replay in columns (tail_jobs.c) ----
  * The common job lifecycle (insert, start, success finish, nil result) of tail records
  * taken while each is one, from a record boundary (Record v1 offsets, payload at +24); a
- * record of a known job outside it (a failure, a retry, a value result) sends that job's
+ * delayed insert is followed through its availability (each later step one revision on);
+ * a record of a known job outside it (a failure, a retry, a value result) sends that job's
  * records to `pending` and the walk goes on.
- * Per done job TAY_BASE_JOB u64s (as above; RECORD the insert's index) and TAY_TAIL_LINK
- * u64s; per record taken of a job not done, (index, state changes before it, ready pushes
- * before it) in `pending`; totals: state changes and ready pushes of all records taken;
+ * Per done job TAY_BASE_JOB u64s (as above; RECORD the insert's index, REVISION 4, or 5
+ * when delayed) and TAY_TAIL_LINK u64s (AVAILABILITY / _LENGTH a delayed job's
+ * availability payload, 0 / 0 otherwise); per record taken of a job not done, (index,
+ * state changes before it, ready pushes before it, done delayed jobs' inserts before it:
+ * timer pushes replay makes that the columns skip) in `pending`; totals: state changes,
+ * ready pushes and those timer pushes of all records taken;
  * *next_order: the allocator, advanced. Per job whose only record taken is its insert
- * (expected revision 0, eligible at once: replay leaves it available at revision 1), or
+ * (expected revision 0: replay leaves it available at revision 1 when eligible at once,
+ * else scheduled), or
  * whose only records taken are its insert and its first start (executing at revision 2),
  * TAY_TAIL_LIVE u64s in `live`, in insert order (STATE, START, START_AT, START_STAMP: the
  * start's index, time and state changes up to it, for an executing job). So does each job
  * whose four records taken are its insert, its first start, a worker failure's finish left
  * retryable or discarded and that failure's (22,2) details (STATE retryable or discarded,
  * ELIGIBLE_AT the retry's due time or 0, FINISH / FINISH_AT / FINISH_STAMP the finish,
- * DETAILS the details' index, FAILURE_BYTES the details' texts in UTF-8 bytes plus 64). Returns how many records it took, -1
- * out of memory. Each output holds up to `count` entries (pending: 3 * count u64s). */
-#define TAY_TAIL_LINK 6
+ * DETAILS the details' index, FAILURE_BYTES the details' texts in UTF-8 bytes plus 64).
+ * Returns how many records it took, -1 out of memory. Each output holds up to `count`
+ * entries (pending: 4 * count u64s; totals: 3). */
+#define TAY_TAIL_LINK 8
 #define TAY_TL_STAMP 0
 #define TAY_TL_STARTED 1
 #define TAY_TL_STARTED_LENGTH 2
 #define TAY_TL_STARTED_AT 3
 #define TAY_TL_FINISHED 4
 #define TAY_TL_FINISHED_LENGTH 5
+#define TAY_TL_AVAILABILITY 6
+#define TAY_TL_AVAILABILITY_LENGTH 7
 #define TAY_TAIL_LIVE 18
 #define TAY_TV_RECORD 0
 #define TAY_TV_ELIGIBLE_AT 1
@@ -236,6 +244,7 @@ long tay_base_keys(const uint8_t *buf, size_t size, uint64_t origin, const uint6
 #define TAY_TV_FINISH_STAMP 15
 #define TAY_TV_DETAILS 16
 #define TAY_TV_FAILURE_BYTES 17
+#define TAY_STATE_SCHEDULED 0
 #define TAY_STATE_AVAILABLE 1
 #define TAY_STATE_EXECUTING 2
 #define TAY_STATE_RETRYABLE 3

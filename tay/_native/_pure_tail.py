@@ -12,11 +12,14 @@ success, or (stores written before 2026-12-04) the finish at revision 3, then th
 revision 4. After the start it also follows a worker failure of that first attempt, left
 retryable or discarded (max_attempts 1): its (22,2) ``failure_recorded`` details at
 revision 3 and its finish at revision 4 (the engine's order), or the finish at 3 with the
-details right after it at 4. Every payload must pass the mutation or event fast path. A
-record of a job it knows outside that lifecycle (a timeout, a value result, a retry's
-available, a cancel...) sends the job the general way, and so does a delayed insert (no
-order, no ready push): the walk goes on, and every record of that job is pending (each such mutation one state change, and a ready
-push when it carries an order, which the allocator takes there). It stops before the
+details right after it at 4. A delayed insert (no order: scheduled, a timer push) is
+followed through its (8,1) availability (its order the allocator's next, a ready push) and
+then the lifecycle above, each step one revision later (the success finish at 5). Every
+payload must pass the mutation or event fast path. A record of a job it knows outside that
+lifecycle (a timeout, a value result, a retry's available, a cancel, a delayed job's
+failure...) sends the job the general way: the walk goes on, and every record of that job
+is pending (each such mutation one state change, and a ready push when it carries an
+order, which the allocator takes there). It stops before the
 first record that is anything else (another pair or kind, a slow payload, an insert it
 refuses, an id it does not know, an order not the allocator's, a record outside ``buf``);
 it never refuses.
@@ -25,15 +28,18 @@ Returns ``(next, next_order, jobs, links, pending, totals)``: ``next`` the first
 did not take; the allocator after the records taken; per job whose four records were all
 taken (a *done* job, in the order of its finish record) ``BASE_JOB`` integers (the
 ``_pure_base`` columns: RECORD the insert's index, SNAPSHOT / SNAPSHOT_LENGTH the insert's
-payload, STATE completed, REVISION 4, TERMINAL_AT the finish's time, the definition's keys
-and sizes, RESULT / RESULT_LENGTH / RESULT_BYTES the (30,2) payload and its result's
-size) and ``TAIL_LINK`` integers (STAMP: how many state changes the records from ``start``
-made up to and including its finish; the start and finish payloads; the start's time);
-``pending``: (index, stamps before it, ready pushes before it) for each record taken of a
-job that is not done (the caller replays those the exact way); ``totals``: (state
-changes, ready pushes) of all records taken; ``live``: per job whose only record taken is
-its insert, with expected revision 0 and eligible at once (replay leaves it available at
-revision 1), or whose only records taken are its insert and its start (replay leaves it
+payload, STATE completed, REVISION 4 (5 delayed), TERMINAL_AT the finish's time, the
+definition's keys and sizes, RESULT / RESULT_LENGTH / RESULT_BYTES the (30,2) payload and
+its result's size) and ``TAIL_LINK`` integers (STAMP: how many state changes the records
+from ``start`` made up to and including its finish; the start and finish payloads; the
+start's time; AVAILABILITY / AVAILABILITY_LENGTH a delayed job's availability payload, 0
+otherwise); ``pending``: (index, stamps before it, ready pushes before it, done delayed
+jobs' inserts before it) for each record taken of a job that is not done (the caller
+replays those the exact way; the last count is the timer pushes replay makes that the
+columns skip); ``totals``: the same three of all records taken; ``live``: per job whose
+only record taken is its insert, with expected revision 0 (replay leaves it available at
+revision 1 when eligible at once, else ``SCHEDULED``), or whose only records taken are its
+insert and its start (replay leaves it
 executing at revision 2), ``TAIL_LIVE`` integers (RECORD its insert's index, ELIGIBLE_AT,
 ORDER, the definition's keys and sizes, STATE ``AVAILABLE`` or ``EXECUTING``, START the
 start's index (the insert's when not started), START_AT, START_STAMP the state changes from
@@ -58,22 +64,25 @@ from tay._native import _pure_events as er
 from tay._native import _pure_mutations as mr
 from tay._native._pure_base import BASE_JOB, FRAME_HEADER, COMPLETED
 
-TAIL_LINK = 6
-STAMP, STARTED, STARTED_LENGTH, STARTED_AT, FINISHED, FINISHED_LENGTH = range(TAIL_LINK)
+TAIL_LINK = 8
+(STAMP, STARTED, STARTED_LENGTH, STARTED_AT, FINISHED, FINISHED_LENGTH, AVAILABILITY,
+ AVAILABILITY_LENGTH) = range(TAIL_LINK)
 TAIL_LIVE = 18
 (RECORD, ELIGIBLE_AT, ORDER, QUEUE, QUEUE_LENGTH, WORKER, WORKER_LENGTH, DEFINITION_LENGTH,
  ARGS_NODES, STATE, START, START_AT, START_STAMP, FINISH, FINISH_AT, FINISH_STAMP, DETAILS,
  FAILURE_BYTES) = range(TAIL_LIVE)
 # a live row's STATE: its index in transitions.STATES
-AVAILABLE, EXECUTING, RETRYABLE, DISCARDED = 1, 2, 3, 6
+SCHEDULED, AVAILABLE, EXECUTING, RETRYABLE, DISCARDED = 0, 1, 2, 3, 6
 # a job's step: inserted (available), executing, completed (no result yet), done,
-# executing with its result (the result recorded before the finish), or sent the general
+# executing with its result (the result recorded before the finish), scheduled (a delayed
+# insert waiting for its availability; the job is then delayed: each later step one
+# revision on), or sent the general
 # way (a record of it outside the lifecycle: all its records are replayed the exact way);
 # then the failure lifecycle, which the live table does not follow: failed (a worker
 # failure's finish left it retryable or discarded, waiting for the details), detailed
 # (executing with the failure's details, waiting for the finish), both (held as a row)
-(_INSERTED, _EXECUTING, _COMPLETED, _DONE, _RESULTED, _GENERAL, _FAILED, _DETAILED,
- _FAILURE_HELD) = range(1, 10)
+(_INSERTED, _EXECUTING, _COMPLETED, _DONE, _RESULTED, _SCHEDULED, _GENERAL, _FAILED, _DETAILED,
+ _FAILURE_HELD) = range(1, 11)
 # transitions.retry_window(1) and failure_bytes' fixed part, as csrc/tail_jobs.c has them
 _FIRST_RETRY_LOW, _FIRST_RETRY_HIGH, _FAILURE_FIXED_BYTES = 1000, 1250, 64
 _TIME_MAX = 2**63 - 1
@@ -82,7 +91,8 @@ _TIME_MAX = 2**63 - 1
 class _Job:
     __slots__ = ("step", "insert", "eligible_at", "started", "started_at", "finished",
                  "finished_at", "stamp", "result", "result_bytes", "keys", "order", "start_stamp",
-                 "max_attempts", "due", "details", "failure_bytes", "failed_state")
+                 "max_attempts", "due", "details", "failure_bytes", "failed_state", "delayed",
+                 "available")
 
 
 def _failure_finish(row: list[int], job: _Job, ordered: bool) -> int:
@@ -126,7 +136,7 @@ def _event(buf: Any, offset: int, length: int, inner: int, limits: tuple) -> lis
 def tail_jobs(buf: Any, offsets: Sequence[int], lengths: Sequence[int], types: Sequence[int],
               schemas: Sequence[int], start: int, stop: int, next_order: int,
               max_depth: int = 64, max_nodes: int = 100_000, max_binary: int = 16_777_216
-              ) -> tuple[int, int, array, array, array, tuple[int, int], array]:
+              ) -> tuple[int, int, array, array, array, tuple[int, int, int], array]:
     limits = (max_depth, max_nodes, max_binary)
     from tay._native._pure_live import LiveTable  # here: recovery imports this module
 
@@ -160,7 +170,7 @@ def tail_jobs(buf: Any, offsets: Sequence[int], lengths: Sequence[int], types: S
             job = None if found is None else numbered[found]
             number = None
             failed_state = _failure_finish(row, job, ordered) \
-                if kind == 4 and job.step in (_EXECUTING, _DETAILED) else 0
+                if kind == 4 and not job.delayed and job.step in (_EXECUTING, _DETAILED) else 0
             if failed_state:
                 # the live table knows no failures: the job's row there stays executing,
                 # and no later record of the job reaches it (the steps after _GENERAL)
@@ -169,7 +179,8 @@ def tail_jobs(buf: Any, offsets: Sequence[int], lengths: Sequence[int], types: S
                 job.failed_state = failed_state
                 job.finished, job.finished_at, job.stamp = i, at, stamps + 1
                 job.due = row[er.F] if failed_state == RETRYABLE else 0
-            elif kind == 1 or (kind in (3, 4) and job.step < _GENERAL):
+            elif kind == 1 or (kind in (3, 4) and job.step < _GENERAL) \
+                    or (kind == 2 and job.step == _SCHEDULED):
                 resulted = kind == 4 and job.step == _RESULTED
                 if resulted:  # the live table knows no results: it applies this finish as
                     row = list(row)  # the finish of revision 2 (a done job's row is unread)
@@ -177,19 +188,23 @@ def tail_jobs(buf: Any, offsets: Sequence[int], lengths: Sequence[int], types: S
                 number = table.apply_one(job_id, row)
                 if number is None and kind == 1:
                     break
-                if kind == 1 and number is not None and not ordered:
-                    job = _Job()  # a delayed insert (scheduled): the general way
-                    numbered.append(job)
-                    job.step = _GENERAL
-                elif kind == 1 and number is not None:
+                if kind == 1 and number is not None:
+                    # available at once (a ready push), or delayed: scheduled until its
+                    # availability (a timer push, no order)
                     job = _Job()
                     numbered.append(job)
-                    job.step, job.insert, job.eligible_at = _INSERTED, i, row[er.A]
+                    job.step = _INSERTED if ordered else _SCHEDULED
+                    job.delayed, job.available = int(not ordered), 0
+                    job.insert, job.eligible_at = i, row[er.A]
                     job.keys = [offset + row[er.QUEUE], row[er.QUEUE_LENGTH],
                                 offset + row[er.WORKER], row[er.WORKER_LENGTH],
                                 row[er.DEFINITION_LENGTH], row[er.ARGS_NODES]]
                     job.order = row[mr.ORDER]
                     job.max_attempts = row[er.MAX_ATTEMPTS]
+                    pushes = int(ordered)
+                    readies += pushes
+                elif kind == 2 and number is not None:  # a delayed job's availability
+                    job.step, job.available, job.order = _INSERTED, i, row[mr.ORDER]
                     pushes = 1
                     readies += 1
                 elif kind == 3 and number is not None:
@@ -233,14 +248,14 @@ def tail_jobs(buf: Any, offsets: Sequence[int], lengths: Sequence[int], types: S
                 # held with its finish when right before it (the engine's order) or right
                 # after it (stores before 2026-12-04), each at its revision; elsewhere the
                 # job goes the general way
-                if consecutive and ((job.step, expected) == (_EXECUTING, 2) or (
+                if consecutive and not job.delayed and ((job.step, expected) == (_EXECUTING, 2) or (
                         (job.step, expected) == (_FAILED, 3) and job.finished + 1 == i)):
                     job.step = _DETAILED if job.step == _EXECUTING else _FAILURE_HELD
                     job.details, job.failure_bytes = i, _failure_bytes(row)
                 else:
                     job.step = _GENERAL
-            elif not consecutive \
-                    or (job.step, expected) not in ((_COMPLETED, 3), (_EXECUTING, 2)) \
+            elif not consecutive or (job.step, expected - job.delayed) not in (
+                    (_COMPLETED, 3), (_EXECUTING, 2)) \
                     or row[er.B] != 1 or buf[offset + 10 + row[er.A]] != 0:
                 job.step = _GENERAL  # a result outside the lifecycle: the general way
             else:
@@ -259,22 +274,33 @@ def tail_jobs(buf: Any, offsets: Sequence[int], lengths: Sequence[int], types: S
             continue
         insert, started, finished, result = job.insert, job.started, job.finished, job.result
         queue, queue_length, worker, worker_length, definition_length, nodes = job.keys
-        rows += [insert, offsets[insert] + FRAME_HEADER, lengths[insert], COMPLETED, 4,
+        rows += [insert, offsets[insert] + FRAME_HEADER, lengths[insert], COMPLETED,
+                 4 + job.delayed,
                  job.finished_at, queue, queue_length, worker, worker_length,
                  definition_length, nodes, offsets[result] + FRAME_HEADER, lengths[result],
                  job.result_bytes]
+        available = job.available
         links += [job.stamp, offsets[started] + FRAME_HEADER, lengths[started],
-                  job.started_at, offsets[finished] + FRAME_HEADER, lengths[finished]]
+                  job.started_at, offsets[finished] + FRAME_HEADER, lengths[finished],
+                  offsets[available] + FRAME_HEADER if job.delayed else 0,
+                  lengths[available] if job.delayed else 0]
     pending: list[int] = []
-    before = ready = 0
+    before = ready = timers = 0
     for index, job, adds, pushes in taken:
         if job.step != _DONE:
-            pending += [index, before, ready]
+            pending += [index, before, ready, timers]
+        elif job.delayed and index == job.insert:
+            timers += 1  # replay's timer push at the insert, which the columns skip
         ready += pushes
         before += adds
     live: list[int] = []
-    for job in numbered:  # insert order; expected 0 and eligible at once: live
-        if job.step == _INSERTED:
+    for job in numbered:  # insert order; a delayed job past its insert: the general way
+        if job.step == _SCHEDULED:
+            live += [job.insert, job.eligible_at, 0, *job.keys, SCHEDULED, job.insert,
+                     0, 0, job.insert, 0, 0, job.insert, 0]
+        elif job.delayed:
+            continue
+        elif job.step == _INSERTED:
             live += [job.insert, job.eligible_at, job.order, *job.keys, AVAILABLE, job.insert,
                      0, 0, job.insert, 0, 0, job.insert, 0]
         elif job.step == _EXECUTING:
@@ -286,4 +312,4 @@ def tail_jobs(buf: Any, offsets: Sequence[int], lengths: Sequence[int], types: S
                      job.details, job.failure_bytes]
     assert len(rows) // BASE_JOB == len(links) // TAIL_LINK
     return i, table.next_order, array("Q", rows), array("Q", links), array("Q", pending), \
-        (stamps, readies), array("Q", live)
+        (stamps, readies, timers), array("Q", live)

@@ -473,7 +473,7 @@ def base_jobs(buf: Any, offsets: Any, lengths: Any, types: Any, schemas: Any, st
 def tail_jobs(buf: Any, offsets: Any, lengths: Any, types: Any, schemas: Any, start: int,
               stop: int, next_order: int, max_depth: int = 64, max_nodes: int = 100_000,
               max_binary: int = 16_777_216) -> tuple[int, int, array, array, array,
-                                                    tuple[int, int], array]:
+                                                    tuple[int, int, int], array]:
     """A tail's common job lifecycles as columns; see ``tay._native._pure_tail.tail_jobs``.
     The record columns are read in place, as ``base_jobs`` reads them."""
     check_limits(max_depth, max_nodes, max_binary)
@@ -483,15 +483,15 @@ def tail_jobs(buf: Any, offsets: Any, lengths: Any, types: Any, schemas: Any, st
         raise ValueError("next_order must be a u64")
     count = stop - start
     if not count:
-        return start, next_order, array("Q"), array("Q"), array("Q"), (0, 0), array("Q")
+        return start, next_order, array("Q"), array("Q"), array("Q"), (0, 0, 0), array("Q")
     data = ffi.from_buffer("uint8_t[]", buf)
     jobs = _new_uncleared("uint64_t[]", count * lib.TAY_BASE_JOB)
     links = _new_uncleared("uint64_t[]", count * lib.TAY_TAIL_LINK)
-    pending = _new_uncleared("uint64_t[]", count * 3)
+    pending = _new_uncleared("uint64_t[]", count * 4)
     live = _new_uncleared("uint64_t[]", count * lib.TAY_TAIL_LIVE)
     order = ffi.new("uint64_t *", next_order)
     found = ffi.new("size_t[3]")
-    totals = ffi.new("uint64_t[2]")
+    totals = ffi.new("uint64_t[3]")
     taken = lib.tay_tail_jobs(data, len(data), count, _column("uint64_t[]", offsets, start, count),
                               _column("uint32_t[]", lengths, start, count),
                               ffi.from_buffer("uint8_t[]", types) + start,
@@ -503,18 +503,19 @@ def tail_jobs(buf: Any, offsets: Any, lengths: Any, types: Any, schemas: Any, st
     rows, link_rows, waiting, held = array("Q"), array("Q"), array("Q"), array("Q")
     rows.frombytes(ffi.buffer(jobs, found[0] * lib.TAY_BASE_JOB * 8))
     link_rows.frombytes(ffi.buffer(links, found[0] * lib.TAY_TAIL_LINK * 8))
-    waiting.frombytes(ffi.buffer(pending, found[1] * 3 * 8))
+    waiting.frombytes(ffi.buffer(pending, found[1] * 4 * 8))
     held.frombytes(ffi.buffer(live, found[2] * lib.TAY_TAIL_LIVE * 8))
     if start:
         for slot in range(lib.TAY_BJ_RECORD, len(rows), lib.TAY_BASE_JOB):
             rows[slot] += start
-        for slot in range(0, len(waiting), 3):
+        for slot in range(0, len(waiting), 4):
             waiting[slot] += start
         for slot in range(0, len(held), lib.TAY_TAIL_LIVE):
             for index in (lib.TAY_TV_RECORD, lib.TAY_TV_START, lib.TAY_TV_FINISH,
                           lib.TAY_TV_DETAILS):
                 held[slot + index] += start
-    return start + taken, order[0], rows, link_rows, waiting, (totals[0], totals[1]), held
+    return (start + taken, order[0], rows, link_rows, waiting, (totals[0], totals[1], totals[2]),
+            held)
 
 
 def base_ids(buf: Any, jobs: Any, origin: int) -> list[bytes]:

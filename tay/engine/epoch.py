@@ -219,11 +219,16 @@ class EpochEngine(AdminCommands):
         counters are where its last record's replay would find them."""
         self._install_live(row)
 
-    def epoch_counters(self, stamp: int, ready: int) -> None:
+    def epoch_counters(self, stamp: int, ready: int, skipped_timers: int = 0) -> None:
         """The admin-index stamp and ready counter the next replayed record continues from
-        (the columnar tail replay positions them as the record-by-record replay has them)."""
+        (the columnar tail replay positions them as the record-by-record replay has them);
+        ``skipped_timers``: timer pushes that replay made since the last call for records
+        held in columns (a done delayed job's insert), which the timer tiebreak moves past
+        so that every later entry gets the counter replay gives it."""
         self._stamp = stamp
         self._ready_counter = ready
+        if skipped_timers:
+            self._timers.skip(skipped_timers)
 
     def epoch_entity(self, revision: int, event: ev.Event) -> None:
         if event.pair in se.SCHEDULE_PAIRS:

@@ -114,6 +114,11 @@ class DueHeap:
         if len(heap) > 2 * self._swept + COMPACT_FLOOR:
             self._sweep()
 
+    def skip(self, pushes: int) -> None:
+        """Move the tiebreak on as ``pushes`` pushes would, without their entries (a
+        recovery holds jobs whose timer entries replay would push, already stale)."""
+        self._counter += pushes
+
     def _sweep(self) -> None:
         is_live = self._is_live
         heap = [item for item in self._heap if is_live(item)]

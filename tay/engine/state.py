@@ -37,7 +37,7 @@ from tay.storage import events as ev
 from tay.storage.events.definition import TIMEOUT_MS, LazyDefinition, args_json
 from tay.storage.journal.history_budget import HistoryBudget, frame_size
 from tay.storage.v2.rows import BaseJobs, JobRow
-from tay.storage.v2.tail import ExecutingRow, FailedRow, LiveRow, TailJobs
+from tay.storage.v2.tail import ExecutingRow, FailedRow, LiveRow, ScheduledRow, TailJobs
 from tay._native import _pure_base as bj
 from tay.storage.events.transitions import (
     STATES, JobState, apply, expected_finish, retry_due_range,
@@ -46,6 +46,7 @@ from tay.storage.events.transitions import (
 WAITING_FOR_TIME = ("scheduled", "retryable")
 _new_tuple = tuple.__new__  # a named tuple built without its Python-level __new__
 STATE_INDEX = {state: index for index, state in enumerate(STATES)}
+_SCHEDULED = STATE_INDEX["scheduled"]
 _AVAILABLE = STATE_INDEX["available"]
 _EXECUTING = STATE_INDEX["executing"]
 MAX_TIMELINE = 25  # attempts kept per job for the admin timeline (the latest ones)
@@ -416,13 +417,19 @@ class EngineState:
         gets what its insert and start give it: the start's stamp, no ready key, its
         attempt's start in the timeline, a durable execution (which ``finish_recovery``
         settles). A job left retryable or discarded by a worker failure (``FailedRow``, kept
-        as its row) gets what its four records give it (``_install_failed``)."""
+        as its row) gets what its four records give it (``_install_failed``), and one left
+        scheduled at its delayed insert (``ScheduledRow``) what that insert gives it
+        (``_install_scheduled``)."""
         charge = job_charge(row.definition_length, row.args_nodes + DEFINITION_FIXED_NODES)
-        if type(row) is ExecutingRow:
+        kind = type(row)
+        if kind is ExecutingRow:
             self._install_executing(row, charge)
             return
-        if type(row) is FailedRow:
+        if kind is FailedRow:
             self._install_failed(row, charge)
+            return
+        if kind is ScheduledRow:
+            self._install_scheduled(row, charge)
             return
         entry = LazyJobEntry(row, charge)
         job_id = row.id
@@ -439,6 +446,24 @@ class EngineState:
         self._ready_counter = counter = self._ready_counter + 1
         key = entry.ready_key = (row.eligible_at, counter, job_id)
         self._ready.push(queue, entry.task, key)
+
+    def _install_scheduled(self, row: ScheduledRow, charge: int) -> None:
+        """A job left scheduled at its delayed insert, kept as its row: ``_install`` of a
+        scheduled insert (its charge, counted scheduled, the next stamp, no ready key, its
+        timer entry at revision 1), read from the row's fields."""
+        entry = LazyJobEntry(row, charge)
+        job_id = row.id
+        self.jobs[job_id] = entry
+        self.budget.charge(charge, admitted=True)
+        queue = entry.queue
+        queue_row = entry.queue_row = self.queue_counts.get(queue) \
+            or self.queue_counts.setdefault(queue, [0] * len(STATES))
+        queue_row[_SCHEDULED] += 1
+        self._stamp = stamp = self._stamp + 1
+        entry.stamp = stamp
+        if self._job_index is not None:
+            self._job_index.touch(stamp, job_id, "scheduled", entry.index_keys, None)
+        self._timers.push(row.eligible_at, (job_id, 1))
 
     def _install_executing(self, row: ExecutingRow, charge: int) -> None:
         # written out as _install_live's available branch is (a helper call per job costs

@@ -68,6 +68,17 @@ WALK_ACTIONS = st.lists(st.one_of(
               st.sampled_from(["nil", "nil", "nil", "failed", "value"])),
 ), max_size=60)
 
+# delayed jobs among the common lifecycle: most come due (an advance past their delay) and
+# run to a nil success, some wait (a minute), fail, record a value or are cancelled
+DELAYED_ACTIONS = st.lists(st.one_of(
+    st.tuples(st.just("enqueue"), st.just("a"), st.sampled_from([None, 300, 300, 60_000]),
+              st.just({}), st.sampled_from([1, 1, 0])),
+    st.tuples(st.just("finish"), st.integers(0, 9),
+              st.sampled_from(["nil", "nil", "nil", "failed", "value"])),
+    st.tuples(st.just("advance"), st.just(400)),
+    st.tuples(st.just("cancel"), st.integers(0, 9)),
+), max_size=60)
+
 
 def tail_frames(seed: int, actions: list) -> list[tuple[int, int, bytes]]:
     """The (type, schema, payload) records a Store-v2 engine writes for ``actions``."""
@@ -231,17 +242,21 @@ def test_the_native_walk_equals_its_twin(seed, actions, damage, start, order, ol
         # executing row) no other than its start, the record START names
         pending, live = walked[4], walked[6]
         ids = [bytes(buf[offsets[i] + FRAME_HEADER:offsets[i] + FRAME_HEADER + 16])
-               for i in pending[::3]]
+               for i in pending[::4]]
         for k in range(0, len(live), _pure_tail.TAIL_LIVE):
             record, started = live[k + _pure_tail.RECORD], live[k + _pure_tail.START]
             at = offsets[record] + FRAME_HEADER
-            assert record in pending[::3] and (types[record], buf[at + 16]) == (8, 1)
+            assert record in pending[::4] and (types[record], buf[at + 16]) == (8, 1)
             job_id = bytes(buf[at:at + 16])
-            if live[k + _pure_tail.STATE] == _pure_tail.AVAILABLE:
+            if live[k + _pure_tail.STATE] in (_pure_tail.AVAILABLE, _pure_tail.SCHEDULED):
+                # a scheduled row: a delayed insert, its job's only record taken
                 assert started == record and ids.count(job_id) == 1
+                assert (live[k + _pure_tail.STATE] == _pure_tail.SCHEDULED) == bool(
+                    (_pure_tail._mutation(buf, at, lengths[record], LIMITS_)[er.NIL]
+                     >> mr.ORDER) & 1)
                 continue
             at = offsets[started] + FRAME_HEADER
-            assert started > record and started in pending[::3]
+            assert started > record and started in pending[::4]
             assert (types[started], bytes(buf[at:at + 16]), buf[at + 16]) == (8, job_id, 3)
             if live[k + _pure_tail.STATE] == _pure_tail.EXECUTING:
                 assert ids.count(job_id) == 2
@@ -249,9 +264,9 @@ def test_the_native_walk_equals_its_twin(seed, actions, damage, start, order, ol
             # a retryable or discarded row: its other records pending are the failure's
             # finish and its details, the details before the finish or right after it
             assert live[k + _pure_tail.STATE] in (_pure_tail.RETRYABLE, _pure_tail.DISCARDED)
-            assert sum(types[i] == 8 for i, one in zip(pending[::3], ids) if one == job_id) == 3
+            assert sum(types[i] == 8 for i, one in zip(pending[::4], ids) if one == job_id) == 3
             finish, details = live[k + _pure_tail.FINISH], live[k + _pure_tail.DETAILS]
-            assert {finish, details} <= set(pending[::3]) and started < min(finish, details)
+            assert {finish, details} <= set(pending[::4]) and started < min(finish, details)
             at = offsets[finish] + FRAME_HEADER
             assert (types[finish], bytes(buf[at:at + 16]), buf[at + 16]) == (8, job_id, 4)
             assert (types[details], buf[offsets[details] + FRAME_HEADER]) == (30, 22)
@@ -267,7 +282,7 @@ def test_the_common_lifecycle_is_taken_whole() -> None:
         taken, next_order, rows, links, pending, totals, live = _native.tail_jobs(
             buf, offsets, lengths, types, schemas, 0, len(order), 1, *LIMITS_)
         assert (taken, next_order, len(rows) // 15, len(pending), totals, len(live)) \
-            == (12, 4, 3, 0, (9, 3), 0)
+            == (12, 4, 3, 0, (9, 3, 0), 0)
         assert _pure_tail.tail_jobs(buf, offsets, lengths, types, schemas, 0, len(order), 1,
                                     *LIMITS_)[:2] == (12, 4)
     assert finish_first(frames) != frames
@@ -278,12 +293,12 @@ def test_the_common_lifecycle_is_taken_whole() -> None:
     buf, offsets, lengths, types, schemas = columns(frames)
     taken, _, rows, _, pending, _, live = _native.tail_jobs(
         buf, offsets, lengths, types, schemas, 0, len(frames), 1, *LIMITS_)
-    assert taken == len(frames) == 8 and len(rows) == 0 and len(pending) == 3 * 8
+    assert taken == len(frames) == 8 and len(rows) == 0 and len(pending) == 4 * 8
     # the jobs it took only the insert of, or the insert and the start, are also live rows,
     # in insert order (here the two jobs left executing; the general one is not)
     at = [offsets[i] + FRAME_HEADER for i in range(len(offsets))]
-    inserts = [i for i in pending[::3] if types[i] == 8 and buf[at[i] + 16] == 1]
-    finished = {bytes(buf[at[i]:at[i] + 16]) for i in pending[::3] if buf[at[i] + 16] == 4}
+    inserts = [i for i in pending[::4] if types[i] == 8 and buf[at[i] + 16] == 1]
+    finished = {bytes(buf[at[i]:at[i] + 16]) for i in pending[::4] if buf[at[i] + 16] == 4}
     assert list(live[_pure_tail.RECORD::_pure_tail.TAIL_LIVE]) == [
         i for i in inserts if bytes(buf[at[i]:at[i] + 16]) not in finished]
     assert list(live[_pure_tail.STATE::_pure_tail.TAIL_LIVE]) == [_pure_tail.EXECUTING] * 2
@@ -416,6 +431,18 @@ def test_a_tail_recovers_the_same_with_columns_or_refuses_the_same(seed, actions
     recovers_the_same(seed, actions, damage, batch, old)
 
 
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(0, 2**32), DELAYED_ACTIONS, DAMAGE, st.sampled_from([1, 3, 256]), OLDER)
+def test_a_tail_of_delayed_jobs_recovers_the_same(seed, actions, damage, batch, old) -> None:
+    """Done delayed jobs held in columns, waiting ones held as rows, the others replayed:
+    the same recovery as record by record, or the same refusal of a damaged tail (the
+    walks C == pure twin)."""
+    frames = tail_frames(seed, actions)
+    frames = damaged(finish_first(frames, old) if old else frames, damage)
+    walk_both(columns(frames), 0, len(frames), 1)
+    recovers_the_same(seed, actions, damage, batch, old)
+
+
 # six enqueues for a worker of capacity 3, then a nil success (which starts a fourth): the
 # walk takes a done job and leaves two jobs at their insert, held as rows (LiveRow)
 WAITING = [("enqueue", "a", None, {})] * 6 + [("finish", 0, "nil")]
@@ -488,7 +515,7 @@ def recovers_the_same_from(frames: list, batch: int):
             assert columnar == plain
             return None
         assert bookkeeping(columnar) == bookkeeping(plain)
-        assert timers(columnar) == timers(plain)
+        assert live_timers(columnar) == live_timers(plain)
         assert answers(columnar) == answers(plain)
         for job_id, entry in all_entries(plain).items():
             assert job_answers(columnar, job_id) == job_answers(plain, job_id)
@@ -539,17 +566,18 @@ def test_a_failed_job_goes_the_general_way_and_the_walk_goes_on() -> None:
         done = {bytes(buf[at:at + 16]) for at in rows[1::15]}  # SNAPSHOT: the insert
         assert taken == len(order) and len(failed) == 3 and len(done) == 6
         assert not failed & done and len(live) == 5 * _pure_tail.TAIL_LIVE
-        assert {i for i in range(len(order)) if ids[i] in failed} <= set(pending[::3])
-        assert not any(ids[i] in done for i in pending[::3])
+        assert {i for i in range(len(order)) if ids[i] in failed} <= set(pending[::4])
+        assert not any(ids[i] in done for i in pending[::4])
         mutations = [i for i in range(len(order)) if types[i] == 8]
         ordered = [i for i in mutations if not (_pure_tail._mutation(
             buf, offsets[i] + FRAME_HEADER, lengths[i], LIMITS_)[er.NIL] >> mr.ORDER) & 1]
         assert len(ordered) == 14 + 2  # the inserts and the two availabilities after a failure
-        assert totals == (len(mutations), len(ordered)) and next_order == 1 + len(ordered)
-        for k in range(0, len(pending), 3):
+        assert totals == (len(mutations), len(ordered), 0) \
+            and next_order == 1 + len(ordered)
+        for k in range(0, len(pending), 4):
             i = pending[k]
-            assert list(pending[k + 1:k + 3]) == [sum(m < i for m in mutations),
-                                                  sum(m < i for m in ordered)]
+            assert list(pending[k + 1:k + 4]) == [sum(m < i for m in mutations),
+                                                  sum(m < i for m in ordered), 0]
     # a walk that ends between a failure's details and its finish (the engine's order) leaves
     # that job pending, not held as a live executing row
     first = min(i for i, (t, _, p) in enumerate(frames) if t == 30 and p[0] == 22)
@@ -558,33 +586,102 @@ def test_a_failed_job_goes_the_general_way_and_the_walk_goes_on() -> None:
     walked = walk_both((buf, offsets, lengths, types, schemas), 0, first + 1, 1)
     assert walked[0] == first + 1
     ids = owners(frames)
-    assert first in walked[4][::3]
+    assert first in walked[4][::4]
     assert ids[first] not in {ids[i] for i in walked[6][_pure_tail.RECORD::_pure_tail.TAIL_LIVE]}
 
 
+# a delayed job among nil successes runs to its own success (revision 5), then a failure
+# leaves a job retryable (a timer entry pushed after the delayed job's stale one), two
+# delayed jobs wait for their due time, and two jobs wait at their insert
+DELAYED = ([("enqueue", "a", None, {}), ("enqueue", "a", 300, {}), ("finish", 0, "nil"),
+            ("advance", 400), ("finish", 0, "nil"), ("finish", 0, "nil")]
+           + [("enqueue", "a", None, {}), ("finish", 0, "nil")] * 3
+           + [("enqueue", "a", None, {}), ("finish", 0, "failed")]
+           + [("enqueue", "a", 60_000, {})] * 2 + [("enqueue", "a", None, {})] * 4)
+
+
+def delayed_inserts(frames: list, buf, offsets, lengths, types) -> list[int]:
+    return [i for i in range(len(frames)) if types[i] == 8 and frames[i][2][16] == 1
+            and (_pure_tail._mutation(buf, offsets[i] + FRAME_HEADER, lengths[i],
+                                      LIMITS_)[er.NIL] >> mr.ORDER) & 1]
+
+
+@pytest.mark.parametrize("old", [0, -1])
 @pytest.mark.parametrize("batch", [1, 256])
-def test_a_delayed_insert_goes_the_general_way(batch) -> None:
-    """A delayed insert (not available at once: no order, no ready push) sends its job the
-    general way instead of stopping the walk: the walk takes the whole tail, every record
-    of that job pending (its insert, its availability when due, its start and success),
-    the other successes held; the store recovers as record by record."""
-    actions = ([("enqueue", "a", None, {}), ("enqueue", "a", 300, {}), ("finish", 0, "nil"),
-                ("advance", 400), ("finish", 0, "nil"), ("finish", 0, "nil")]
-               + [("enqueue", "a", None, {}), ("finish", 0, "nil")] * 3
-               + [("enqueue", "a", None, {})] * 4)
-    frames = tail_frames(13, actions)
+def test_a_delayed_job_is_followed_through_its_availability(old, batch) -> None:
+    """A delayed insert (no order, a timer push) is followed through its availability (the
+    allocator's order, a ready push), its start and its success, each one revision later
+    than an insert available at once: the done job is held in columns at revision 5, none
+    of its records pending, and every pending record after its insert counts the timer
+    push replay made there (stale by the end), so later timer entries get replay's
+    tiebreak. A delayed job still waiting for its due time is held as a ``ScheduledRow``.
+    The store recovers as record by record (the same JobStates, timelines, live timer
+    entries and push counter, bookkeeping), in either order of result and finish."""
+    frames = tail_frames(13, DELAYED)
+    frames = finish_first(frames, old) if old else frames
     buf, offsets, lengths, types, schemas = columns(frames)
     walked = walk_both((buf, offsets, lengths, types, schemas), 0, len(frames), 1)
-    taken, _, rows, _, pending, _, _ = walked
+    taken, _, rows, links, pending, totals, live = walked
     ids = owners(frames)
-    (delayed,) = [i for i in range(len(frames)) if types[i] == 8 and frames[i][2][16] == 1
-                  and (_pure_tail._mutation(buf, offsets[i] + FRAME_HEADER, lengths[i],
-                                            LIMITS_)[er.NIL] >> mr.ORDER) & 1]
-    mine = {i for i in range(len(frames)) if ids[i] == ids[delayed]}
-    assert taken == len(frames) and len(mine) == 5 and mine <= set(pending[::3])
-    done = {bytes(buf[at:at + 16]) for at in rows[1::15]}  # SNAPSHOT: the insert
-    assert len(done) == 4 and ids[delayed] not in done
+    first, *waiting = delayed_inserts(frames, buf, offsets, lengths, types)
+    assert taken == len(frames) and len(waiting) == 2
+    done = {bytes(buf[at:at + 16]): k for k, at in enumerate(rows[1::15])}  # SNAPSHOT
+    assert len(done) == 5 and ids[first] in done
+    k = done[ids[first]]
+    assert rows[k * 15 + 4] == 5  # REVISION
+    assert links[k * _pure_tail.TAIL_LINK + _pure_tail.AVAILABILITY_LENGTH] > 0
+    assert not {i for i in range(len(frames)) if ids[i] == ids[first]} & set(pending[::4])
+    assert totals[2] == 1
+    assert all(pending[j + 3] == (pending[j] > first) for j in range(0, len(pending), 4))
+    states = dict(zip(live[_pure_tail.RECORD::_pure_tail.TAIL_LIVE],
+                      live[_pure_tail.STATE::_pure_tail.TAIL_LIVE]))
+    assert [states[i] for i in waiting] == [_pure_tail.SCHEDULED] * 2
+    with tail_store(frames, batch) as root, installs_seen() as installed:
+        engine, plain = both_recovered(root)
+        assert installed.count("ScheduledRow") == 2
+        assert len(engine.finished) == 5
+        held = [engine.jobs[ids[i]] for i in waiting]
+        assert all(type(entry) is LazyJobEntry for entry in held)
+        assert live_timers(engine) == live_timers(plain)
+        assert len(live_timers(engine)[0]) == 3  # the two waiting and the retry
+        assert bookkeeping(engine) == bookkeeping(plain)
+        assert answers(engine) == answers(plain)
+        assert_same_jobs(engine, plain)
+        assert engine.jobs[ids[first]].state.revision == 5
+        assert [entry.state.state for entry in held] == ["scheduled"] * 2
+        # their due time comes: both engines make the same jobs available the same way
+        ticks = [one.tick(T0 + 120_000, M0 + 120_000) for one in (engine, plain)]
+        assert [(n, bytes(e.raw)) for n, e in ticks[0].events] == [
+            (n, bytes(e.raw)) for n, e in ticks[1].events]
+        assert len(ticks[0].events) == 3
+        assert bookkeeping(engine) == bookkeeping(plain)
     assert recovers_the_same_from(frames, batch) is not None
+    # cut anywhere in the delayed job's life (waiting, available, executing, resulted): the
+    # walk leaves it scheduled as a row, or pending (past its insert), and recovers the same
+    mine = [i for i in range(len(frames)) if ids[i] == ids[first]]
+    for cut in [i + 1 for i in mine]:
+        assert recovers_the_same_from(frames[:cut], batch) is not None
+
+
+def test_a_delayed_job_outside_the_lifecycle_goes_the_general_way() -> None:
+    """A delayed job that fails, is cancelled while waiting, or records a value result
+    goes the general way: all its records pending, none held, and the store recovers as
+    record by record."""
+    actions = ([("enqueue", "a", 300, {}), ("enqueue", "a", 300, {}),
+                ("enqueue", "a", 300, {}), ("cancel", 2), ("advance", 400),
+                ("finish", 0, "failed"), ("finish", 0, "value")]
+               + [("enqueue", "a", None, {}), ("finish", 0, "nil")] * 2)
+    frames = tail_frames(5, actions)
+    buf, offsets, lengths, types, schemas = columns(frames)
+    taken, _, rows, _, pending, totals, live = walk_both(
+        (buf, offsets, lengths, types, schemas), 0, len(frames), 1)
+    ids = owners(frames)
+    delayed = {ids[i] for i in delayed_inserts(frames, buf, offsets, lengths, types)}
+    assert taken == len(frames) and len(delayed) == 3 and totals[2] == 0
+    assert not delayed & {bytes(buf[at:at + 16]) for at in rows[1::15]}
+    assert {i for i in range(len(frames)) if ids[i] in delayed} <= set(pending[::4])
+    assert not delayed & {ids[i] for i in live[_pure_tail.RECORD::_pure_tail.TAIL_LIVE]}
+    assert recovers_the_same_from(frames, 256) is not None
 
 
 @pytest.mark.parametrize("old", [0, -1, 0b0110])
@@ -617,6 +714,13 @@ DISCARDED = [(*action, 0) if action[0] == "enqueue" else action for action in RE
 def timers(engine) -> list:
     """The timer heap's entries (due, push counter, key), stale ones included, in order."""
     return sorted(engine._timers._heap)
+
+
+def live_timers(engine) -> tuple[list, int]:
+    """The timer heap's live entries, in order, and its push counter: a done delayed job
+    held in columns has no entry (replay's is stale) but takes its place in the counter."""
+    heap = engine._timers
+    return sorted(item for item in heap._heap if engine._timer_live(item)), heap._counter
 
 
 @pytest.mark.parametrize("state", ["retryable", "discarded"])

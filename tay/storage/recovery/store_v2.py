@@ -16,7 +16,7 @@ A consumer takes part in the reduction through three methods: ``epoch_job(job_id
 ``TableConsumer`` have them), and optionally ``epoch_install_row(row)`` to keep terminal
 base jobs as rows until first read (``tay.storage.v2.rows``; with it, runs of finished base
 jobs are replayed in columns, and ``epoch_install_rows(jobs)`` may install a whole run), and
-``epoch_install_tail(jobs, inserted)`` with ``epoch_counters(stamp, ready)`` to take the
+``epoch_install_tail(jobs, inserted)`` with ``epoch_counters(stamp, ready, skipped_timers)`` to take the
 tail's common job lifecycles in columns (``_tail_run``, ``tay.storage.v2.tail``). A plain
 ``consumer(sequence, type, schema, payload)`` is fed the physical records instead (profile
 checks only).
@@ -569,7 +569,7 @@ def _tail_run(mapping: Any, buffer: memoryview, records: RecordTable, position: 
     if not columns and (install_live is None or not live):
         return position  # nothing to hold: the exact way from here
     offsets, types = records.offsets, records.types
-    inserted = [bytes(buffer[offsets[i] + 24:offsets[i] + 40]) for i in pending[::3]
+    inserted = [bytes(buffer[offsets[i] + 24:offsets[i] + 40]) for i in pending[::4]
                 if types[i] == 8 and buffer[offsets[i] + 40] == 1]
     if columns and not held_from:  # the consumer reads the done jobs' records later
         held_from.append(BaseSource(segment_view.path, segment_view.inode))
@@ -591,12 +591,13 @@ def _tail_run(mapping: Any, buffer: memoryview, records: RecordTable, position: 
     if install_live is not None:
         held.update(zip(live[tl.RECORD::tl.TAIL_LIVE], range(0, len(live), tl.TAIL_LIVE)))
         states = live[tl.STATE::tl.TAIL_LIVE]
-        if states.count(tl.AVAILABLE) != len(states):  # nothing per job on a backlog
-            for k in range(0, len(live), tl.TAIL_LIVE):
-                if live[k + tl.STATE] == tl.EXECUTING:
+        if states.count(tl.AVAILABLE) + states.count(tl.SCHEDULED) != len(states):
+            for k in range(0, len(live), tl.TAIL_LIVE):  # (nothing per job on a backlog)
+                state = live[k + tl.STATE]
+                if state == tl.EXECUTING:
                     executing[live[k + tl.RECORD]] = k
                     starts.add(live[k + tl.START])
-                elif live[k + tl.STATE] != tl.AVAILABLE:  # retryable or discarded
+                elif state == tl.RETRYABLE or state == tl.DISCARDED:
                     finish, details = live[k + tl.FINISH], live[k + tl.DETAILS]
                     del held[live[k + tl.RECORD]]
                     held[max(finish, details)] = k
@@ -605,9 +606,10 @@ def _tail_run(mapping: Any, buffer: memoryview, records: RecordTable, position: 
     texts: dict[bytes, str] = {}
     lengths = records.lengths
     dropped = 0  # the held jobs' records are read from the segment: their pages can go
-    for first in range(0, len(pending), 3 * _BATCH):  # decoded a batch at a time, as below
-        chunk = pending[first:first + 3 * _BATCH]
-        indexes = chunk[::3]
+    skipped = 0  # the done delayed jobs' timer pushes passed so far (replay's, not made)
+    for first in range(0, len(pending), 4 * _BATCH):  # decoded a batch at a time, as below
+        chunk = pending[first:first + 4 * _BATCH]
+        indexes = chunk[::4]
         if offsets[indexes[0]] > dropped:
             drop_pages(mapping, dropped, offsets[indexes[0]])
             dropped = offsets[indexes[0]]
@@ -622,12 +624,14 @@ def _tail_run(mapping: Any, buffer: memoryview, records: RecordTable, position: 
                                limits, reducer.install_row is not None) if described else []
         j = 0
         for k, index in enumerate(indexes):
-            reducer.counters(stamp + chunk[3 * k + 1], ready + chunk[3 * k + 2])
+            reducer.counters(stamp + chunk[4 * k + 1], ready + chunk[4 * k + 2],
+                             chunk[4 * k + 3] - skipped)
+            skipped = chunk[4 * k + 3]
             at = held.get(index)
             if at is not None:
                 if built and at in built:
                     install_live(built[at])
-                elif live[at + tl.STATE] != tl.AVAILABLE:  # retryable or discarded
+                elif live[at + tl.STATE] in (tl.RETRYABLE, tl.DISCARDED):
                     install_live(failed_row(buffer, offsets, lengths, live, at, limits, texts,
                                             stamp))
                 else:
@@ -649,7 +653,7 @@ def _tail_run(mapping: Any, buffer: memoryview, records: RecordTable, position: 
                 dispatch.decoded(pair, record, False)
             except StorageFailure as failure:
                 raise _at_record(failure, offset, _where(segment_view, sequence)) from None
-    reducer.counters(stamp + totals[0], ready + totals[1])
+    reducer.counters(stamp + totals[0], ready + totals[1], totals[2] - skipped)
     reducer.next_order = next_order
     return taken
 

@@ -49,7 +49,7 @@ class EpochReducer:
                  install_row: InstallRow | None = None,
                  install_rows: InstallRows | None = None,
                  install_tail: Callable | None = None,
-                 counters: Callable[[int, int], None] | None = None,
+                 counters: Callable[[int, int, int], None] | None = None,
                  install_live: Callable | None = None) -> None:
         self.lookup = lookup
         self.install = install
@@ -58,7 +58,9 @@ class EpochReducer:
         self.install_rows = install_rows
         # the columnar tail replay (tay.storage.v2.tail): install_tail(jobs, inserted) ->
         # the consumer's (stamp, ready) counters before the run, or None when an inserted id
-        # is held already; counters(stamp, ready) positions them for the next record
+        # is held already; counters(stamp, ready, skipped_timers) positions them for the
+        # next record (skipped_timers: timer pushes replay made since the last call for
+        # records held in columns, which the consumer's timer tiebreak must move past)
         self.install_tail = install_tail
         self.counters = counters
         # install_live(row): a tail job the walk left available at its insert, held as its

@@ -1,7 +1,8 @@
 """Finished tail jobs taken whole by the columnar tail replay (``tay._native.tail_jobs``).
 
 After a restart without a compaction most of the tail is jobs that went through the common
-lifecycle: an insert, a start, a success and a nil result, four records each. The native
+lifecycle: an insert, a start, a success and a nil result, four records each (five for a
+delayed job: its availability after the insert). The native
 walk vouches for such a job's four records (each passes the fast path, each is the step
 ``transitions.apply`` and the reducer accept, the availability order is the allocator's),
 and the engine keeps the job in its finished columns (``tay.engine.finished``) as it keeps
@@ -11,7 +12,7 @@ bytes, plus a few links per job (its start and finish records, its stamp). A job
 decoders and a reducer, so the JobState is the one the record-by-record replay makes.
 
 A job of which the walk took only the insert (a job still waiting at the end of the tail
-or where the walk stopped) is a ``LiveRow``: the engine holds it, available, as that row
+or where the walk stopped) is a ``LiveRow`` (a ``ScheduledRow`` when delayed): the engine holds it, available, as that row
 until something reads its state, which is then built by replaying its insert the same way.
 A job of which it took the insert and the start (executing when the tail was cut) is
 built from both at once, in a batch with the others (``executing_rows``), and installed
@@ -89,21 +90,23 @@ def _no_entity(revision: int, event: Any) -> None:
 
 class TailRow(JobRow):
     """A completed tail job not built yet: ``snapshot`` is its insert's payload, ``result``
-    its (30,2) result payload, ``records`` its start and finish payloads; ``attempts`` its
-    attempt timeline as replay keeps it."""
+    its (30,2) result payload, ``records`` its start and finish payloads and a delayed
+    job's availability payload (None when it was available at once; its revision is then
+    5, not 4); ``attempts`` its attempt timeline as replay keeps it."""
 
     __slots__ = ("records", "attempts")
 
     def job_state(self) -> JobState:
-        started, finished = self.records
+        started, finished, available = self.records
         records = [(self.snapshot, MUTATION_PAIR), (started, MUTATION_PAIR),
                    (finished, MUTATION_PAIR), (self.result, EPOCH_EVENT_PAIR)]
-        if finished[17:25] == _AFTER_RESULT:  # the finish's expected revision: the result
-            records[2:] = records[3], records[2]  # came first (the engine's order)
+        # the finish's expected revision: the result's when the result came first (the
+        # engine's order), the start's when the finish did (stores before 2026-12-04)
+        if int.from_bytes(finished[17:25], "big") == self.revision - 1:
+            records[2:] = records[3], records[2]
+        if available is not None:
+            records.insert(1, (available, MUTATION_PAIR))
         return replay_job(records, self.limits)
-
-
-_AFTER_RESULT = (3).to_bytes(8, "big")
 
 
 def _span(columns: Any, links: Any) -> tuple[int, int]:
@@ -119,7 +122,8 @@ def _span(columns: Any, links: Any) -> tuple[int, int]:
 class LiveRow:
     """A tail job left available at its insert (revision 1), not built yet: the attributes
     named like ``JobState``'s hold the same values, so bookkeeping that reads only those
-    need not build it; ``snapshot`` is the insert's payload (a copy)."""
+    need not build it; ``snapshot`` is the insert's payload (a copy). ``ScheduledRow``:
+    a delayed insert's job, waiting for its due time."""
 
     __slots__ = ("id", "ready_order", "eligible_at", "queue", "task", "definition_length",
                  "args_nodes", "snapshot", "limits")
@@ -133,6 +137,15 @@ class LiveRow:
 
     def job_state(self) -> JobState:
         return replay_job([(self.snapshot, MUTATION_PAIR)], self.limits)
+
+
+class ScheduledRow(LiveRow):
+    """A tail job left scheduled at its delayed insert (revision 1; ``eligible_at`` its due
+    time, ``ready_order`` None), not built yet: replay pushed its timer at the insert."""
+
+    __slots__ = ()
+
+    state = "scheduled"
 
 
 class FailedRow:
@@ -228,15 +241,17 @@ def executing_rows(data: Any, offsets: Any, lengths: Any, live: Any, at: list[in
 
 def live_row(data: Any, offsets: Any, lengths: Any, live: Any, k: int,
              limits: DecodeLimits, texts: dict[bytes, str]) -> LiveRow:
-    """The walk's live row at ``live[k:k + TAIL_LIVE]`` of a job left available (offsets
+    """The walk's live row at ``live[k:k + TAIL_LIVE]`` of a job left available or
+    scheduled (``ScheduledRow``) at its insert (offsets
     absolute in ``data``, Record v1: payload at +24), with a copy of its insert payload, so
     the segment's pages may go."""
     index = live[k + tl.RECORD]
     start = offsets[index] + 24
-    row = LiveRow.__new__(LiveRow)
+    scheduled = live[k + tl.STATE] == tl.SCHEDULED
+    row = ScheduledRow.__new__(ScheduledRow) if scheduled else LiveRow.__new__(LiveRow)
     row.snapshot = snapshot = bytes(data[start:start + lengths[index]])
     row.id = snapshot[:16]
-    row.ready_order = live[k + tl.ORDER]
+    row.ready_order = None if scheduled else live[k + tl.ORDER]
     row.eligible_at = live[k + tl.ELIGIBLE_AT]
     row.queue = _text(data, live[k + tl.QUEUE], live[k + tl.QUEUE_LENGTH], texts)
     row.task = _text(data, live[k + tl.WORKER], live[k + tl.WORKER_LENGTH], texts)
@@ -302,7 +317,10 @@ class TailJobs(BaseJobs):
         start = links[link + tl.STARTED] - origin
         started = data[start:start + links[link + tl.STARTED_LENGTH]]
         start = links[link + tl.FINISHED] - origin
-        row.records = (started, data[start:start + links[link + tl.FINISHED_LENGTH]])
+        finished = data[start:start + links[link + tl.FINISHED_LENGTH]]
+        start = links[link + tl.AVAILABILITY] - origin
+        length = links[link + tl.AVAILABILITY_LENGTH]
+        row.records = (started, finished, data[start:start + length] if length else None)
         row.attempts = ((1, links[link + tl.STARTED_AT], row.terminal_at, "completed"),)
         return row
 
@@ -341,10 +359,13 @@ class HeldTailJobs(HeldJobs):
         and finish payloads and the attempt timeline replay keeps."""
         row = super().row(k)
         links, link = self.links, k * _TL
+        length = links[link + tl.AVAILABILITY_LENGTH]
         row.records = (self._payload(links[link + tl.STARTED], links[link + tl.STARTED_LENGTH],
                                      MUTATION_PAIR),
                        self._payload(links[link + tl.FINISHED],
-                                     links[link + tl.FINISHED_LENGTH], MUTATION_PAIR))
+                                     links[link + tl.FINISHED_LENGTH], MUTATION_PAIR),
+                       self._payload(links[link + tl.AVAILABILITY], length, MUTATION_PAIR)
+                       if length else None)
         row.attempts = ((1, links[link + tl.STARTED_AT], row.terminal_at, "completed"),)
         return row  # type: ignore[return-value]
 
