@@ -211,6 +211,20 @@ static long apply_one(tay_live_table *t, const uint8_t *id, const uint64_t *m) {
     return (long)r;
 }
 
+int tay_live_retryable(tay_live_table *t, size_t number, uint64_t revision,
+                       uint64_t next_attempt, uint64_t eligible_at) {
+    if (number >= t->count) return -1;
+    uint64_t *w = t->rows + number * TAY_LIVE_ROW;
+    w[TAY_LR_STATE] = RETRYABLE;
+    w[TAY_LR_REVISION] = revision;
+    w[TAY_LR_NEXT_ATTEMPT] = next_attempt;
+    w[TAY_LR_ELIGIBLE_AT] = eligible_at;
+    w[TAY_LR_EXECUTION] = w[TAY_LR_READY_ORDER] = 0;
+    w[TAY_LR_NIL] = (w[TAY_LR_NIL] & ~(NIL(TAY_LR_NEXT_ATTEMPT) | NIL(TAY_LR_ELIGIBLE_AT)))
+                    | NIL(TAY_LR_EXECUTION) | NIL(TAY_LR_READY_ORDER);
+    return 0;
+}
+
 int tay_live_take_order(tay_live_table *t, uint64_t order) {
     if (order != t->next_order) return -1;
     t->next_order++;

@@ -10,7 +10,9 @@
  * revision 4. After the start it also follows a worker failure of that first attempt, left
  * retryable or discarded (max_attempts 1): its (22,2) details at revision 3 and its finish
  * at revision 4 (the engine's order), or the finish at 3 with the details right after it
- * at 4. Every payload must pass the mutation or event fast path (tay_mutations_scan,
+ * at 4; a retryable one's row is then set retryable in the live table (hold_failure) and
+ * the walk follows its retry: availability, start of attempt 2, nil result and success at
+ * revisions 5-8, a retried success. Every payload must pass the mutation or event fast path (tay_mutations_scan,
  * tay_events_scan). A delayed insert (scheduled: no order, a timer push) is followed too:
  * its (8,1) availability (the allocator's order, a ready push) and then the lifecycle
  * above, each step one revision later (a success finish at revision 5). A record of a job
@@ -40,7 +42,10 @@
  * as that row instead of replaying its records. A job whose four records taken are its
  * insert, start, failure finish and details gets them too (STATE retryable or discarded,
  * ELIGIBLE_AT the retry's due time (0 when discarded), FINISH, FINISH_AT, FINISH_STAMP,
- * DETAILS, FAILURE_BYTES; its records are pending, as an executing job's). The pure twin
+ * DETAILS, FAILURE_BYTES; its records are pending, as an executing job's), and so does a
+ * retried success (STATE completed; START / FINISH the first attempt's, RETRY, RESTART,
+ * RESULT, COMPLETE the retry's records with their times and the success's stamp; its
+ * records pending, its failure's timer pushes counted as skipped). The pure twin
  * is tay/_native/_pure_tail.py (same output, same stop).
  */
 #include "value_walk.h"
@@ -63,12 +68,15 @@ enum { INSERTED = 1, EXECUTING, FINISHED, DONE, RESULTED, SCHEDULED, GENERAL, FA
  * finished_at, stamp, result, result_bytes, six definition columns, the insert's index,
  * and for a failure: max_attempts, the retry's due time, the details' index and size, the
  * state the finish left (retryable or discarded); for a delayed insert: 1, and the index
- * of its availability once taken */
+ * of its availability once taken; the revisions its later steps are on (1 delayed, 4
+ * retried), whether it is a retry, and a retry's first start and failure finish (index,
+ * time) */
 enum { W_STEP, W_INSERT, W_ELIGIBLE, W_STARTED, W_STARTED_AT, W_FINISHED,
        W_FINISHED_AT, W_STAMP, W_RESULT, W_RESULT_BYTES, W_QUEUE, W_QUEUE_LENGTH, W_WORKER,
        W_WORKER_LENGTH, W_DEFINITION_LENGTH, W_ARGS_NODES, W_INSERT_INDEX, W_ORDER,
        W_START_STAMP, W_MAX_ATTEMPTS, W_DUE, W_DETAILS, W_FAILURE_BYTES, W_FAILED_STATE,
-       W_DELAYED, W_AVAILABLE, W_WIDTH };
+       W_DELAYED, W_AVAILABLE, W_SHIFT, W_RETRIED, W_FIRST_START, W_FIRST_START_AT,
+       W_FAIL_FINISH, W_FAIL_AT, W_WIDTH };
 
 /* transitions.retry_window(1): a first attempt's retry is due 1,000 to 1,250 ms after its
  * failure (saturating at TIME_MAX); failure_bytes: the engine's charge of kept details */
@@ -99,6 +107,14 @@ static int failure_finish(const uint64_t *m, const uint64_t *w, int ordered) {
 
 /* The error texts' UTF-8 bytes plus the fixed part (tay.engine.state.failure_bytes), from
  * a failure_recorded row (message A, traceback C, type E; an absent one's nil bit set). */
+/* A worker failure held with its details leaves a retryable job's live row retryable at
+ * revision 4 (next attempt 2, due at the retry's time): the table then follows the retry's
+ * availability, start and success as it follows a first attempt's. */
+static void hold_failure(tay_live_table *table, const uint64_t *w, size_t number) {
+    if (w[W_FAILED_STATE] == TAY_STATE_RETRYABLE)
+        tay_live_retryable(table, number, 4, 2, w[W_DUE]);
+}
+
 static uint64_t failure_bytes(const uint64_t *row) {
     uint64_t bytes = FAILURE_FIXED_BYTES;
     for (int slot = TAY_EF_A; slot <= TAY_EF_E; slot += 2)
@@ -148,12 +164,13 @@ long tay_tail_jobs(const uint8_t *buf, size_t size, size_t count, const uint64_t
             if (kind != 1 && found < 0) break;
             w = found >= 0 ? work + (size_t)found * W_WIDTH : NULL;
             long number = -1;
-            int failed_state = kind == 4 && !w[W_DELAYED]
+            int failed_state = kind == 4 && !w[W_SHIFT]
                 && (w[W_STEP] == EXECUTING || w[W_STEP] == DETAILED)
                 ? failure_finish(row, w, ordered) : 0;
             if (failed_state) {
-                /* the live table knows no failures: the job's row there stays executing,
-                 * and no later record of the job reaches it (the steps after GENERAL) */
+                /* the live table applies no failure: the job's row there stays executing
+                 * until the failure is held whole (finish and details), then it is set
+                 * retryable (hold_failure) for the retry */
                 number = found;
                 job = (uint32_t)found + 1;
                 w[W_STEP] = w[W_STEP] == DETAILED ? FAILURE_HELD : FAILED;
@@ -162,8 +179,11 @@ long tay_tail_jobs(const uint8_t *buf, size_t size, size_t count, const uint64_t
                 w[W_FINISHED_AT] = at;
                 w[W_STAMP] = stamps + 1;
                 w[W_DUE] = failed_state == TAY_STATE_RETRYABLE ? row[TAY_EF_F] : 0;
+                if (w[W_STEP] == FAILURE_HELD) hold_failure(table, w, (size_t)found);
             } else if (kind == 1 || ((kind == 3 || kind == 4) && w[W_STEP] < GENERAL)
-                       || (kind == 2 && w[W_STEP] == SCHEDULED)) {
+                       || (kind == 2 && (w[W_STEP] == SCHEDULED
+                                         || (w[W_STEP] == FAILURE_HELD
+                                             && w[W_FAILED_STATE] == TAY_STATE_RETRYABLE)))) {
                 int resulted = kind == 4 && w[W_STEP] == RESULTED;
                 /* the live table knows no results: it applies this finish as the finish of
                  * revision 2 (a done job's row is never read again) */
@@ -183,8 +203,8 @@ long tay_tail_jobs(const uint8_t *buf, size_t size, size_t count, const uint64_t
                          * its availability (a timer push, no order) */
                         n++;
                         w[W_STEP] = ordered ? INSERTED : SCHEDULED;
-                        w[W_DELAYED] = !ordered;
-                        w[W_AVAILABLE] = 0;
+                        w[W_DELAYED] = w[W_SHIFT] = !ordered;
+                        w[W_RETRIED] = w[W_AVAILABLE] = 0;
                         w[W_INSERT] = offset;
                         w[W_INSERT_INDEX] = i;
                         w[W_ELIGIBLE] = row[TAY_EF_A];
@@ -198,7 +218,17 @@ long tay_tail_jobs(const uint8_t *buf, size_t size, size_t count, const uint64_t
                         w[W_MAX_ATTEMPTS] = row[TAY_EF_MAX_ATTEMPTS];
                         pushes[i] = (uint8_t)ordered;
                         readies += (uint64_t)ordered;
-                    } else if (kind == 2) {  /* a delayed job's availability: a ready push */
+                    } else if (kind == 2) {
+                        /* a delayed job's availability, or a retry's (the first attempt's
+                         * start and failure finish kept aside): a ready push */
+                        if (w[W_STEP] == FAILURE_HELD) {
+                            w[W_RETRIED] = 1;
+                            w[W_SHIFT] = 4;
+                            w[W_FIRST_START] = w[W_STARTED];
+                            w[W_FIRST_START_AT] = w[W_STARTED_AT];
+                            w[W_FAIL_FINISH] = w[W_FINISHED];
+                            w[W_FAIL_AT] = w[W_FINISHED_AT];
+                        }
                         w[W_STEP] = INSERTED;
                         w[W_AVAILABLE] = i;
                         w[W_ORDER] = row[TAY_MF_ORDER];
@@ -253,20 +283,21 @@ long tay_tail_jobs(const uint8_t *buf, size_t size, size_t count, const uint64_t
                 /* held with its finish when it comes right before it (the engine's order)
                  * or right after it (stores before 2026-12-04), each at its revision; in
                  * any other place its job goes the general way */
-                if (revision == row[TAY_EF_EXPECTED] + 1 && !w[W_DELAYED]
+                if (revision == row[TAY_EF_EXPECTED] + 1 && !w[W_SHIFT]
                     && ((w[W_STEP] == EXECUTING && row[TAY_EF_EXPECTED] == 2)
                         || (w[W_STEP] == FAILED && row[TAY_EF_EXPECTED] == 3
                             && w[W_FINISHED] + 1 == i))) {
                     w[W_STEP] = w[W_STEP] == EXECUTING ? DETAILED : FAILURE_HELD;
                     w[W_DETAILS] = i;
                     w[W_FAILURE_BYTES] = failure_bytes(row);
+                    if (w[W_STEP] == FAILURE_HELD) hold_failure(table, w, (size_t)found);
                 } else {
                     w[W_STEP] = GENERAL;
                 }
             } else if (revision != row[TAY_EF_EXPECTED] + 1
-                       || !((w[W_STEP] == FINISHED && row[TAY_EF_EXPECTED] == 3 + w[W_DELAYED])
+                       || !((w[W_STEP] == FINISHED && row[TAY_EF_EXPECTED] == 3 + w[W_SHIFT])
                             || (w[W_STEP] == EXECUTING
-                                && row[TAY_EF_EXPECTED] == 2 + w[W_DELAYED]))
+                                && row[TAY_EF_EXPECTED] == 2 + w[W_SHIFT]))
                        || row[TAY_EF_B] != 1 || buf[event_offset + row[TAY_EF_A]] != 0) {
                 /* a result outside the lifecycle (not nil, or not where a success has
                  * it): the job goes the general way (a result changes no state) */
@@ -284,14 +315,14 @@ long tay_tail_jobs(const uint8_t *buf, size_t size, size_t count, const uint64_t
     size_t done = 0, waiting = 0;
     for (size_t f = 0; f < finishes; f++) {
         const uint64_t *w = work + (size_t)(finish_order[f] - 1) * W_WIDTH;
-        if (w[W_STEP] != DONE) continue;
+        if (w[W_STEP] != DONE || w[W_RETRIED]) continue;  /* a retry's: a live row */
         uint64_t *out = jobs + done * TAY_BASE_JOB, *link = links + done * TAY_TAIL_LINK;
         size_t started = w[W_STARTED], finished = w[W_FINISHED], result = w[W_RESULT];
         out[TAY_BJ_RECORD] = w[W_INSERT_INDEX];
         out[TAY_BJ_SNAPSHOT] = w[W_INSERT];
         out[TAY_BJ_SNAPSHOT_LENGTH] = lengths[w[W_INSERT_INDEX]];
         out[TAY_BJ_STATE] = COMPLETED_STATE;
-        out[TAY_BJ_REVISION] = 4 + w[W_DELAYED];
+        out[TAY_BJ_REVISION] = 4 + w[W_SHIFT];
         out[TAY_BJ_TERMINAL_AT] = w[W_FINISHED_AT];
         out[TAY_BJ_QUEUE] = w[W_QUEUE];
         out[TAY_BJ_QUEUE_LENGTH] = w[W_QUEUE_LENGTH];
@@ -317,7 +348,8 @@ long tay_tail_jobs(const uint8_t *buf, size_t size, size_t count, const uint64_t
     uint64_t before = 0, ready = 0, timers = 0;
     for (size_t r = 0; r < i; r++) {
         const uint64_t *w = work + (size_t)(owner[r] - 1) * W_WIDTH;
-        if (w[W_STEP] != DONE) {
+        int retried = w[W_STEP] == DONE && w[W_RETRIED];  /* held as a completed row */
+        if (w[W_STEP] != DONE || retried) {
             uint64_t *out = pending + waiting++ * 4;
             out[0] = r;
             out[1] = before;
@@ -326,6 +358,11 @@ long tay_tail_jobs(const uint8_t *buf, size_t size, size_t count, const uint64_t
         } else if (w[W_DELAYED] && w[W_INSERT_INDEX] == r) {
             timers++;
         }
+        /* a retried job's failure pushed its (then stale) timer at its finish, and again
+         * at its details when they came after it (the older order) */
+        if (retried && (r == w[W_FAIL_FINISH]
+                        || (r == w[W_DETAILS] && w[W_DETAILS] > w[W_FAIL_FINISH])))
+            timers++;
         if (types[r] == 8) before++;
         ready += pushes[r];
     }
@@ -337,23 +374,31 @@ long tay_tail_jobs(const uint8_t *buf, size_t size, size_t count, const uint64_t
         const uint64_t *w = work + j * W_WIDTH;
         int executing = w[W_STEP] == EXECUTING, failed = w[W_STEP] == FAILURE_HELD;
         int started = executing || failed, scheduled = w[W_STEP] == SCHEDULED;
-        if ((w[W_STEP] != INSERTED && !started && !scheduled)
-            || (w[W_DELAYED] && !scheduled))
+        int completed = w[W_STEP] == DONE && w[W_RETRIED];
+        uint64_t insert = w[W_INSERT_INDEX];
+        if (w[W_SHIFT] ? !scheduled && !completed : w[W_STEP] != INSERTED && !started)
             continue;
         uint64_t *out = live + held++ * TAY_TAIL_LIVE;
         out[TAY_TV_RECORD] = w[W_INSERT_INDEX];
-        out[TAY_TV_STATE] = failed ? w[W_FAILED_STATE]
+        out[TAY_TV_STATE] = completed ? TAY_STATE_COMPLETED : failed ? w[W_FAILED_STATE]
                           : executing ? TAY_STATE_EXECUTING
                           : scheduled ? TAY_STATE_SCHEDULED : TAY_STATE_AVAILABLE;
-        out[TAY_TV_START] = started ? w[W_STARTED] : w[W_INSERT_INDEX];
-        out[TAY_TV_START_AT] = started ? w[W_STARTED_AT] : 0;
+        out[TAY_TV_START] = completed ? w[W_FIRST_START] : started ? w[W_STARTED] : insert;
+        out[TAY_TV_START_AT] = completed ? w[W_FIRST_START_AT] : started ? w[W_STARTED_AT] : 0;
         out[TAY_TV_START_STAMP] = started ? w[W_START_STAMP] : 0;
-        out[TAY_TV_FINISH] = failed ? w[W_FINISHED] : w[W_INSERT_INDEX];
-        out[TAY_TV_FINISH_AT] = failed ? w[W_FINISHED_AT] : 0;
+        out[TAY_TV_FINISH] = completed ? w[W_FAIL_FINISH] : failed ? w[W_FINISHED] : insert;
+        out[TAY_TV_FINISH_AT] = completed ? w[W_FAIL_AT] : failed ? w[W_FINISHED_AT] : 0;
         out[TAY_TV_FINISH_STAMP] = failed ? w[W_STAMP] : 0;
-        out[TAY_TV_DETAILS] = failed ? w[W_DETAILS] : w[W_INSERT_INDEX];
-        out[TAY_TV_FAILURE_BYTES] = failed ? w[W_FAILURE_BYTES] : 0;
-        out[TAY_TV_ELIGIBLE_AT] = failed ? w[W_DUE] : w[W_ELIGIBLE];
+        out[TAY_TV_DETAILS] = failed || completed ? w[W_DETAILS] : insert;
+        out[TAY_TV_FAILURE_BYTES] = failed || completed ? w[W_FAILURE_BYTES] : 0;
+        out[TAY_TV_ELIGIBLE_AT] = failed ? w[W_DUE] : completed ? 0 : w[W_ELIGIBLE];
+        out[TAY_TV_RETRY] = completed ? w[W_AVAILABLE] : insert;
+        out[TAY_TV_RESTART] = completed ? w[W_STARTED] : insert;
+        out[TAY_TV_RESTART_AT] = completed ? w[W_STARTED_AT] : 0;
+        out[TAY_TV_RESULT] = completed ? w[W_RESULT] : insert;
+        out[TAY_TV_COMPLETE] = completed ? w[W_FINISHED] : insert;
+        out[TAY_TV_COMPLETE_AT] = completed ? w[W_FINISHED_AT] : 0;
+        out[TAY_TV_COMPLETE_STAMP] = completed ? w[W_STAMP] : 0;
         out[TAY_TV_ORDER] = w[W_ORDER];
         out[TAY_TV_QUEUE] = w[W_QUEUE];
         out[TAY_TV_QUEUE_LENGTH] = w[W_QUEUE_LENGTH];

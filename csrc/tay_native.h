@@ -213,8 +213,11 @@ long tay_base_keys(const uint8_t *buf, size_t size, uint64_t origin, const uint6
  * whose four records taken are its insert, its first start, a worker failure's finish left
  * retryable or discarded and that failure's (22,2) details (STATE retryable or discarded,
  * ELIGIBLE_AT the retry's due time or 0, FINISH / FINISH_AT / FINISH_STAMP the finish,
- * DETAILS the details' index, FAILURE_BYTES the details' texts in UTF-8 bytes plus 64).
- * Returns how many records it took, -1 out of memory. Each output holds up to `count`
+ * DETAILS the details' index, FAILURE_BYTES the details' texts in UTF-8 bytes plus 64),
+ * and each retried success: that failure, the retry's availability, start, nil result and
+ * success finish (STATE completed, RETRY / RESTART / RESTART_AT / RESULT / COMPLETE /
+ * COMPLETE_AT / COMPLETE_STAMP the retry's records, times and the success's stamp; its
+ * failure's timer pushes counted with the skipped ones). Returns how many records it took, -1 out of memory. Each output holds up to `count`
  * entries (pending: 4 * count u64s; totals: 3). */
 #define TAY_TAIL_LINK 8
 #define TAY_TL_STAMP 0
@@ -225,7 +228,7 @@ long tay_base_keys(const uint8_t *buf, size_t size, uint64_t origin, const uint6
 #define TAY_TL_FINISHED_LENGTH 5
 #define TAY_TL_AVAILABILITY 6
 #define TAY_TL_AVAILABILITY_LENGTH 7
-#define TAY_TAIL_LIVE 18
+#define TAY_TAIL_LIVE 25
 #define TAY_TV_RECORD 0
 #define TAY_TV_ELIGIBLE_AT 1
 #define TAY_TV_ORDER 2
@@ -244,10 +247,18 @@ long tay_base_keys(const uint8_t *buf, size_t size, uint64_t origin, const uint6
 #define TAY_TV_FINISH_STAMP 15
 #define TAY_TV_DETAILS 16
 #define TAY_TV_FAILURE_BYTES 17
+#define TAY_TV_RETRY 18
+#define TAY_TV_RESTART 19
+#define TAY_TV_RESTART_AT 20
+#define TAY_TV_RESULT 21
+#define TAY_TV_COMPLETE 22
+#define TAY_TV_COMPLETE_AT 23
+#define TAY_TV_COMPLETE_STAMP 24
 #define TAY_STATE_SCHEDULED 0
 #define TAY_STATE_AVAILABLE 1
 #define TAY_STATE_EXECUTING 2
 #define TAY_STATE_RETRYABLE 3
+#define TAY_STATE_COMPLETED 4
 #define TAY_STATE_DISCARDED 6
 long tay_tail_jobs(const uint8_t *buf, size_t size, size_t count, const uint64_t *offsets,
                    const uint32_t *lengths, const uint8_t *types, const uint8_t *schemas,
@@ -310,6 +321,11 @@ long tay_live_apply_one(tay_live_table *t, const uint8_t *id, const uint64_t *ro
 /* the allocator takes `order` when it is the next one (0), else -1, nothing changed (a
  * record the walk of tail_jobs.c leaves to the exact replay carries it) */
 int tay_live_take_order(tay_live_table *t, uint64_t order);
+/* row `number` left retryable at `revision` by a worker failure the walk of tail_jobs.c
+ * checked (the table applies no failure): its next attempt and the retry's due time, no
+ * execution nor order; -1 outside the rows */
+int tay_live_retryable(tay_live_table *t, size_t number, uint64_t revision,
+                       uint64_t next_attempt, uint64_t eligible_at);
 
 /* ---- Unix-socket framing (frames.c) ---- */
 #define TAY_FRAME_OK 0

@@ -66,6 +66,20 @@ class LiveTable:
             numbers.append(number)
         return len(numbers), numbers
 
+    def retryable(self, number: int, revision: int, next_attempt: int,
+                  eligible_at: int) -> None:
+        """Row ``number`` left retryable at ``revision`` by a worker failure the tail walk
+        checked (the table applies no failure): its next attempt and the retry's due time,
+        no execution nor order (``tay_live_retryable``)."""
+        if not 0 <= number < len(self._rows):
+            raise IndexError(f"no live row {number}")
+        w = self._rows[number]
+        w[STATE], w[REVISION], w[NEXT_ATTEMPT], w[ELIGIBLE_AT] = (
+            RETRYABLE, revision, next_attempt, eligible_at)
+        w[EXECUTION] = w[READY_ORDER] = 0
+        w[NIL] = (w[NIL] & ~(_bit(NEXT_ATTEMPT) | _bit(ELIGIBLE_AT))) \
+            | _bit(EXECUTION) | _bit(READY_ORDER)
+
     def apply_one(self, job_id: bytes, m: Sequence[int]) -> int | None:
         """One mutation row: its job's row number, or None (nothing changed)."""
         if m[er.STATUS] != er.EVENT_FAST:

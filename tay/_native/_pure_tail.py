@@ -12,7 +12,10 @@ success, or (stores written before 2026-12-04) the finish at revision 3, then th
 revision 4. After the start it also follows a worker failure of that first attempt, left
 retryable or discarded (max_attempts 1): its (22,2) ``failure_recorded`` details at
 revision 3 and its finish at revision 4 (the engine's order), or the finish at 3 with the
-details right after it at 4. A delayed insert (no order: scheduled, a timer push) is
+details right after it at 4; when the failure left it retryable, the table's row is set
+retryable (``LiveTable.retryable``) and the walk follows its retry: the availability, the
+start of attempt 2, the nil result and the success at revisions 5-8 (a retried success,
+held as a completed live row). A delayed insert (no order: scheduled, a timer push) is
 followed through its (8,1) availability (its order the allocator's next, a ready push) and
 then the lifecycle above, each step one revision later (the success finish at 5). Every
 payload must pass the mutation or event fast path. A record of a job it knows outside that
@@ -48,8 +51,13 @@ may hold such a job as that row instead of replaying its records. So does a job 
 records taken are its insert, start, failure finish and details (STATE ``RETRYABLE`` or
 ``DISCARDED``, ELIGIBLE_AT the retry's due time (0 when discarded), FINISH / FINISH_AT /
 FINISH_STAMP the finish's index, time and state changes up to it, DETAILS the details' index, FAILURE_BYTES the error texts'
-UTF-8 bytes plus 64, ``tay.engine.state.failure_bytes``); an available or executing row
-has FINISH and DETAILS its insert's index and the rest 0. Offsets are absolute in
+UTF-8 bytes plus 64, ``tay.engine.state.failure_bytes``). So does a job whose eight records
+taken are such a retryable failure, its retry's availability, start, nil result and success
+(STATE ``COMPLETED``, START / START_AT and FINISH / FINISH_AT the first attempt's, RETRY
+the availability's index, RESTART / RESTART_AT the retry's start, RESULT, COMPLETE /
+COMPLETE_AT / COMPLETE_STAMP the success's finish); its records are pending, its failure's
+timer pushes (at the finish, and at the details after it) counted as skipped. Index fields
+a row does not use hold its insert's index, the others 0. Offsets are absolute in
 ``buf``. A replay that installs the done jobs and replays the pending records with the
 stamps and ready counter so positioned ends in the state the record-by-record replay
 reaches.
@@ -67,11 +75,12 @@ from tay._native._pure_base import BASE_JOB, FRAME_HEADER, COMPLETED
 TAIL_LINK = 8
 (STAMP, STARTED, STARTED_LENGTH, STARTED_AT, FINISHED, FINISHED_LENGTH, AVAILABILITY,
  AVAILABILITY_LENGTH) = range(TAIL_LINK)
-TAIL_LIVE = 18
+TAIL_LIVE = 25
 (RECORD, ELIGIBLE_AT, ORDER, QUEUE, QUEUE_LENGTH, WORKER, WORKER_LENGTH, DEFINITION_LENGTH,
  ARGS_NODES, STATE, START, START_AT, START_STAMP, FINISH, FINISH_AT, FINISH_STAMP, DETAILS,
- FAILURE_BYTES) = range(TAIL_LIVE)
-# a live row's STATE: its index in transitions.STATES
+ FAILURE_BYTES, RETRY, RESTART, RESTART_AT, RESULT, COMPLETE, COMPLETE_AT,
+ COMPLETE_STAMP) = range(TAIL_LIVE)
+# a live row's STATE: its index in transitions.STATES (COMPLETED: a retried job's success)
 SCHEDULED, AVAILABLE, EXECUTING, RETRYABLE, DISCARDED = 0, 1, 2, 3, 6
 # a job's step: inserted (available), executing, completed (no result yet), done,
 # executing with its result (the result recorded before the finish), scheduled (a delayed
@@ -92,7 +101,8 @@ class _Job:
     __slots__ = ("step", "insert", "eligible_at", "started", "started_at", "finished",
                  "finished_at", "stamp", "result", "result_bytes", "keys", "order", "start_stamp",
                  "max_attempts", "due", "details", "failure_bytes", "failed_state", "delayed",
-                 "available")
+                 "available", "shift", "retried", "first_start", "first_start_at",
+                 "fail_finish", "fail_at")
 
 
 def _failure_finish(row: list[int], job: _Job, ordered: bool) -> int:
@@ -113,6 +123,14 @@ def _failure_finish(row: list[int], job: _Job, ordered: bool) -> int:
     if row[er.B] == 2 and job.max_attempts == 1:
         return DISCARDED
     return 0
+
+
+def _hold_failure(table: Any, job: _Job, number: int) -> None:
+    """A worker failure held with its details leaves a retryable job's live row retryable
+    at revision 4 (next attempt 2, due at the retry's time): the table then follows the
+    retry's availability, start and success as it follows a first attempt's."""
+    if job.failed_state == RETRYABLE:
+        table.retryable(number, 4, 2, job.due)
 
 
 def _failure_bytes(row: list[int]) -> int:
@@ -170,17 +188,21 @@ def tail_jobs(buf: Any, offsets: Sequence[int], lengths: Sequence[int], types: S
             job = None if found is None else numbered[found]
             number = None
             failed_state = _failure_finish(row, job, ordered) \
-                if kind == 4 and not job.delayed and job.step in (_EXECUTING, _DETAILED) else 0
+                if kind == 4 and not job.shift and job.step in (_EXECUTING, _DETAILED) else 0
             if failed_state:
-                # the live table knows no failures: the job's row there stays executing,
-                # and no later record of the job reaches it (the steps after _GENERAL)
+                # the live table applies no failure: the job's row there stays executing
+                # until the failure is held whole (finish and details), then it is set
+                # retryable (_hold_failure) for the retry
                 number = found
                 job.step = _FAILURE_HELD if job.step == _DETAILED else _FAILED
                 job.failed_state = failed_state
                 job.finished, job.finished_at, job.stamp = i, at, stamps + 1
                 job.due = row[er.F] if failed_state == RETRYABLE else 0
+                if job.step == _FAILURE_HELD:
+                    _hold_failure(table, job, found)
             elif kind == 1 or (kind in (3, 4) and job.step < _GENERAL) \
-                    or (kind == 2 and job.step == _SCHEDULED):
+                    or (kind == 2 and (job.step == _SCHEDULED or (
+                        job.step == _FAILURE_HELD and job.failed_state == RETRYABLE))):
                 resulted = kind == 4 and job.step == _RESULTED
                 if resulted:  # the live table knows no results: it applies this finish as
                     row = list(row)  # the finish of revision 2 (a done job's row is unread)
@@ -194,7 +216,8 @@ def tail_jobs(buf: Any, offsets: Sequence[int], lengths: Sequence[int], types: S
                     job = _Job()
                     numbered.append(job)
                     job.step = _INSERTED if ordered else _SCHEDULED
-                    job.delayed, job.available = int(not ordered), 0
+                    job.delayed = job.shift = int(not ordered)
+                    job.retried = job.available = 0
                     job.insert, job.eligible_at = i, row[er.A]
                     job.keys = [offset + row[er.QUEUE], row[er.QUEUE_LENGTH],
                                 offset + row[er.WORKER], row[er.WORKER_LENGTH],
@@ -203,7 +226,13 @@ def tail_jobs(buf: Any, offsets: Sequence[int], lengths: Sequence[int], types: S
                     job.max_attempts = row[er.MAX_ATTEMPTS]
                     pushes = int(ordered)
                     readies += pushes
-                elif kind == 2 and number is not None:  # a delayed job's availability
+                elif kind == 2 and number is not None:
+                    # a delayed job's availability, or a retry's (the first attempt's start
+                    # and failure finish kept aside)
+                    if job.step == _FAILURE_HELD:
+                        job.retried, job.shift = 1, 4
+                        job.first_start, job.first_start_at = job.started, job.started_at
+                        job.fail_finish, job.fail_at = job.finished, job.finished_at
                     job.step, job.available, job.order = _INSERTED, i, row[mr.ORDER]
                     pushes = 1
                     readies += 1
@@ -248,13 +277,15 @@ def tail_jobs(buf: Any, offsets: Sequence[int], lengths: Sequence[int], types: S
                 # held with its finish when right before it (the engine's order) or right
                 # after it (stores before 2026-12-04), each at its revision; elsewhere the
                 # job goes the general way
-                if consecutive and not job.delayed and ((job.step, expected) == (_EXECUTING, 2) or (
+                if consecutive and not job.shift and ((job.step, expected) == (_EXECUTING, 2) or (
                         (job.step, expected) == (_FAILED, 3) and job.finished + 1 == i)):
                     job.step = _DETAILED if job.step == _EXECUTING else _FAILURE_HELD
                     job.details, job.failure_bytes = i, _failure_bytes(row)
+                    if job.step == _FAILURE_HELD:
+                        _hold_failure(table, job, found)
                 else:
                     job.step = _GENERAL
-            elif not consecutive or (job.step, expected - job.delayed) not in (
+            elif not consecutive or (job.step, expected - job.shift) not in (
                     (_COMPLETED, 3), (_EXECUTING, 2)) \
                     or row[er.B] != 1 or buf[offset + 10 + row[er.A]] != 0:
                 job.step = _GENERAL  # a result outside the lifecycle: the general way
@@ -270,12 +301,12 @@ def tail_jobs(buf: Any, offsets: Sequence[int], lengths: Sequence[int], types: S
     rows: list[int] = []
     links: list[int] = []
     for job in finishes:
-        if job.step != _DONE:
+        if job.step != _DONE or job.retried:  # a retry's success: a live row
             continue
         insert, started, finished, result = job.insert, job.started, job.finished, job.result
         queue, queue_length, worker, worker_length, definition_length, nodes = job.keys
         rows += [insert, offsets[insert] + FRAME_HEADER, lengths[insert], COMPLETED,
-                 4 + job.delayed,
+                 4 + job.shift,
                  job.finished_at, queue, queue_length, worker, worker_length,
                  definition_length, nodes, offsets[result] + FRAME_HEADER, lengths[result],
                  job.result_bytes]
@@ -287,29 +318,41 @@ def tail_jobs(buf: Any, offsets: Sequence[int], lengths: Sequence[int], types: S
     pending: list[int] = []
     before = ready = timers = 0
     for index, job, adds, pushes in taken:
-        if job.step != _DONE:
+        retried = job.step == _DONE and job.retried  # held as a completed row
+        if job.step != _DONE or retried:
             pending += [index, before, ready, timers]
         elif job.delayed and index == job.insert:
             timers += 1  # replay's timer push at the insert, which the columns skip
+        if retried and (index == job.fail_finish
+                        or index == job.details and job.details > job.fail_finish):
+            timers += 1  # its failure's (then stale) timer push: at the finish, and at
+            # the details when they came after it (the older order)
         ready += pushes
         before += adds
     live: list[int] = []
-    for job in numbered:  # insert order; a delayed job past its insert: the general way
+    for job in numbered:  # insert order; a delayed or retried job past its insert and not
+        insert = job.insert  # done: the general way
+        unused = [insert, insert, 0, insert, insert, 0, 0]  # RETRY..COMPLETE_STAMP
         if job.step == _SCHEDULED:
-            live += [job.insert, job.eligible_at, 0, *job.keys, SCHEDULED, job.insert,
-                     0, 0, job.insert, 0, 0, job.insert, 0]
-        elif job.delayed:
+            live += [insert, job.eligible_at, job.order, *job.keys, SCHEDULED, insert,
+                     0, 0, insert, 0, 0, insert, 0, *unused]
+        elif job.step == _DONE and job.retried:
+            live += [insert, 0, job.order, *job.keys, COMPLETED, job.first_start,
+                     job.first_start_at, 0, job.fail_finish, job.fail_at, 0, job.details,
+                     job.failure_bytes, job.available, job.started, job.started_at,
+                     job.result, job.finished, job.finished_at, job.stamp]
+        elif job.shift:
             continue
         elif job.step == _INSERTED:
-            live += [job.insert, job.eligible_at, job.order, *job.keys, AVAILABLE, job.insert,
-                     0, 0, job.insert, 0, 0, job.insert, 0]
+            live += [insert, job.eligible_at, job.order, *job.keys, AVAILABLE, insert,
+                     0, 0, insert, 0, 0, insert, 0, *unused]
         elif job.step == _EXECUTING:
-            live += [job.insert, job.eligible_at, job.order, *job.keys, EXECUTING, job.started,
-                     job.started_at, job.start_stamp, job.insert, 0, 0, job.insert, 0]
+            live += [insert, job.eligible_at, job.order, *job.keys, EXECUTING, job.started,
+                     job.started_at, job.start_stamp, insert, 0, 0, insert, 0, *unused]
         elif job.step == _FAILURE_HELD:
-            live += [job.insert, job.due, job.order, *job.keys, job.failed_state, job.started,
+            live += [insert, job.due, job.order, *job.keys, job.failed_state, job.started,
                      job.started_at, job.start_stamp, job.finished, job.finished_at, job.stamp,
-                     job.details, job.failure_bytes]
+                     job.details, job.failure_bytes, *unused]
     assert len(rows) // BASE_JOB == len(links) // TAIL_LINK
     return i, table.next_order, array("Q", rows), array("Q", links), array("Q", pending), \
         (stamps, readies, timers), array("Q", live)

@@ -512,7 +512,8 @@ def tail_jobs(buf: Any, offsets: Any, lengths: Any, types: Any, schemas: Any, st
             waiting[slot] += start
         for slot in range(0, len(held), lib.TAY_TAIL_LIVE):
             for index in (lib.TAY_TV_RECORD, lib.TAY_TV_START, lib.TAY_TV_FINISH,
-                          lib.TAY_TV_DETAILS):
+                          lib.TAY_TV_DETAILS, lib.TAY_TV_RETRY, lib.TAY_TV_RESTART,
+                          lib.TAY_TV_RESULT, lib.TAY_TV_COMPLETE):
                 held[slot + index] += start
     return (start + taken, order[0], rows, link_rows, waiting, (totals[0], totals[1], totals[2]),
             held)
@@ -769,6 +770,12 @@ class LiveTable:
         if number < 0 or lib.tay_live_get(self._table, number, job_id, row) < 0:
             raise IndexError(f"no live row {number}")
         return bytes(ffi.buffer(job_id)), tuple(row)
+
+    def retryable(self, number: int, revision: int, next_attempt: int,
+                  eligible_at: int) -> None:
+        if number < 0 or lib.tay_live_retryable(self._table, number, revision, next_attempt,
+                                                eligible_at) < 0:
+            raise IndexError(f"no live row {number}")
 
     def apply(self, buf: Any, offsets: Sequence[int], rows: Sequence[int]
               ) -> tuple[int, list[int]]:

@@ -37,7 +37,8 @@ from tay.storage import events as ev
 from tay.storage.events.definition import TIMEOUT_MS, LazyDefinition, args_json
 from tay.storage.journal.history_budget import HistoryBudget, frame_size
 from tay.storage.v2.rows import BaseJobs, JobRow
-from tay.storage.v2.tail import ExecutingRow, FailedRow, LiveRow, ScheduledRow, TailJobs
+from tay.storage.v2.tail import (ExecutingRow, FailedRow, LiveRow, RetriedRow, ScheduledRow,
+                                 TailJobs)
 from tay._native import _pure_base as bj
 from tay.storage.events.transitions import (
     STATES, JobState, apply, expected_finish, retry_due_range,
@@ -417,7 +418,8 @@ class EngineState:
         gets what its insert and start give it: the start's stamp, no ready key, its
         attempt's start in the timeline, a durable execution (which ``finish_recovery``
         settles). A job left retryable or discarded by a worker failure (``FailedRow``, kept
-        as its row) gets what its four records give it (``_install_failed``), and one left
+        as its row) gets what its four records give it (``_install_failed``), as does one
+        whose retry then succeeded (``RetriedRow``, its eight records), and one left
         scheduled at its delayed insert (``ScheduledRow``) what that insert gives it
         (``_install_scheduled``)."""
         charge = job_charge(row.definition_length, row.args_nodes + DEFINITION_FIXED_NODES)
@@ -425,7 +427,7 @@ class EngineState:
         if kind is ExecutingRow:
             self._install_executing(row, charge)
             return
-        if kind is FailedRow:
+        if kind is FailedRow or kind is RetriedRow:
             self._install_failed(row, charge)
             return
         if kind is ScheduledRow:
@@ -483,8 +485,9 @@ class EngineState:
         self.durable_executing += 1
 
     def _install_failed(self, row: FailedRow, charge: int) -> None:
-        """A job a worker failure left retryable or discarded, kept as its row: the
-        definition's charge and the failure details' margin (``_charge_attachments``),
+        """A job a worker failure left retryable or discarded, or whose retry then succeeded
+        (``RetriedRow``), kept as its row: the definition's charge and the margin of the
+        failure's details (and the nil result's) (``_charge_attachments``),
         counted in its state, the finish's stamp (the replayed records position
         ``self._stamp``), the failed attempt in the timeline, no ready key, and the timer
         entries replay pushes (a retryable job's)."""

@@ -21,6 +21,7 @@ from tay._native import _pure_live as lv
 from tay._native import _pure_mutations as mr
 from tay.failures import TayFailure
 from tay.storage.events.transitions import STATES
+from tay.storage.v2.epoch_records import decode_epoch_event
 from tay.storage.v2.records import decode_mutation
 from tay.storage.v2.reducer import EpochReducer
 from tests.engine.test_tail_columns import ACTIONS, DAMAGE, LIMITS_, damaged, tail_frames
@@ -103,6 +104,47 @@ def test_live_rows_equal_the_twin_and_the_reducer(seed, actions, damage, batch) 
     assert c_table.next_order == twin.next_order
     for number in range(len(c_table)):
         assert c_table.get(number) == twin.get(number)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2])
+def test_a_row_set_retryable_follows_the_retry_as_the_reducer_does(seed) -> None:
+    """The table applies no failure: the tail walk sets a row retryable once it holds a
+    worker failure (``retryable``). From there both twins apply the retry's availability,
+    start and success as the reducer does, row for row."""
+    frames = tail_frames(seed, [("enqueue", "a", None, {}), ("finish", 0, "failed"),
+                                ("advance", 2500), ("finish", 0, "nil")])
+    buf, offsets, rows = mutation_stream(frames)
+    assert [rows[k * mr.MUTATION_ROW + mr.KIND] for k in range(len(offsets))] == [
+        1, 3, 4, 2, 3, 4]
+    states: dict[bytes, object] = {}
+    reducer = EpochReducer(states.get, lambda state, _: states.__setitem__(state.id, state),
+                           lambda *_: None)
+    reducer.end_base()
+    for rtype, _, payload in frames:  # the details (30,2) at revision 3, before the finish
+        if rtype == 8:
+            reducer.mutation(decode_mutation(payload))
+        else:
+            reducer.event(decode_epoch_event(payload))
+    width = mr.MUTATION_ROW
+    for table in (_native.LiveTable(1), lv.LiveTable(1)):
+        assert table.apply(buf, offsets[:2], rows[:2 * width]) == (2, [0, 0])
+        assert table.apply(buf, offsets[2:3], rows[2 * width:3 * width]) == (0, [])  # a failure
+        due = rows[2 * width + er.F]
+        table.retryable(0, 4, 2, due)  # at the finish's revision, after the details
+        assert table.apply(buf, offsets[3:5], rows[3 * width:5 * width]) == (2, [0, 0])
+        # the success's finish comes after its result (revision 7): the table knows no
+        # results, so the walk applies it as the finish of the start's revision
+        finish = list(rows[5 * width:])
+        finish[er.EXPECTED] -= 1
+        assert table.apply(buf, offsets[5:], finish) == (1, [0])
+        job_id, row = table.get(0)
+        job = states[job_id]
+        fields = list(as_fields(row)[:len(FIELDS)])
+        fields[lv.REVISION] += 1
+        assert fields == [getattr(job, name) for name in FIELDS]
+        assert (job.state, job.attempt, job.revision) == ("completed", 2, 8)
+        with pytest.raises(IndexError):
+            table.retryable(1, 4, 2, due)
 
 
 def test_bad_input_is_refused_clearly() -> None:

@@ -51,7 +51,7 @@ from tay.storage.v2.records import MUTATION_PAIR, SNAPSHOT_PAIR, decode_mutation
 from tay.storage.v2.fast import decode_batch
 from tay.storage.v2.reducer import EpochReducer
 from tay.storage.v2.rows import BaseJobs, BaseSource, ResultRow
-from tay.storage.v2.tail import TailJobs, executing_rows, failed_row, live_row
+from tay.storage.v2.tail import TailJobs, executing_rows, failed_row, live_row, retried_row
 
 _HASH_CHUNK = 1 << 20
 _BATCH = 256  # records decoded per native call in replay (bounds what is held at once)
@@ -546,6 +546,11 @@ def _base_run(mapping: Any, records: RecordTable, position: int, reducer: EpochR
     return taken
 
 
+# a retried job's eight records (tay.storage.v2.tail.retried_row), as its live row names them
+_RETRIED_RECORDS = (tl.RECORD, tl.START, tl.DETAILS, tl.FINISH, tl.RETRY, tl.RESTART,
+                    tl.RESULT, tl.COMPLETE)
+
+
 def _tail_run(mapping: Any, buffer: memoryview, records: RecordTable, position: int,
               dispatch: _Dispatch, limits: DecodeLimits, segment_view: SegmentView,
               held_from: list[BaseSource]) -> int:
@@ -597,6 +602,12 @@ def _tail_run(mapping: Any, buffer: memoryview, records: RecordTable, position: 
                 if state == tl.EXECUTING:
                     executing[live[k + tl.RECORD]] = k
                     starts.add(live[k + tl.START])
+                elif state == tl.COMPLETED:  # a retried job's success: at its last record
+                    spans = [live[k + slot] for slot in _RETRIED_RECORDS]
+                    del held[live[k + tl.RECORD]]
+                    held[max(spans)] = k
+                    starts.update(spans)
+                    starts.discard(max(spans))
                 elif state == tl.RETRYABLE or state == tl.DISCARDED:
                     finish, details = live[k + tl.FINISH], live[k + tl.DETAILS]
                     del held[live[k + tl.RECORD]]
@@ -631,6 +642,9 @@ def _tail_run(mapping: Any, buffer: memoryview, records: RecordTable, position: 
             if at is not None:
                 if built and at in built:
                     install_live(built[at])
+                elif live[at + tl.STATE] == tl.COMPLETED:
+                    install_live(retried_row(buffer, offsets, lengths, live, at, limits,
+                                             texts, stamp))
                 elif live[at + tl.STATE] in (tl.RETRYABLE, tl.DISCARDED):
                     install_live(failed_row(buffer, offsets, lengths, live, at, limits, texts,
                                             stamp))

@@ -20,7 +20,8 @@ executing: the recovery's activation settles (interrupts) every such job, so it 
 built then anyway. A job of which it took the insert, the start and a worker failure (its
 finish and details) that left it retryable or discarded is a ``FailedRow``, built on first
 read from its four records (a retryable one's retry is due a second later, when its timer
-builds it).
+builds it); one whose retry then succeeded is a ``RetriedRow``, completed, built on first
+read from its eight.
 """
 
 from __future__ import annotations
@@ -167,6 +168,53 @@ class FailedRow:
 
     def job_state(self) -> JobState:
         return replay_job(list(self.records), self.limits)
+
+
+class RetriedRow(FailedRow):
+    """A tail job whose first attempt a worker failure left retryable and whose retry then
+    succeeded with a nil result, not built yet (revision 8: the first four records, the
+    retry's availability, start, result and finish, either way round each): ``records`` its
+    eight (payload, pair), ``stamp`` the success's admin-index stamp, ``failure_bytes`` the
+    margin replay charges (the details' and the nil result's), ``attempts`` both attempts;
+    no timer entry (replay's are stale by its success)."""
+
+    __slots__ = ()
+
+    revision = 8
+    result_present = True
+
+
+def retried_row(data: Any, offsets: Any, lengths: Any, live: Any, k: int,
+                limits: DecodeLimits, texts: dict[bytes, str], stamp: int) -> RetriedRow:
+    """The walk's completed row of a retried job at ``live[k:k + TAIL_LIVE]`` (offsets
+    absolute in ``data``, Record v1: payload at +24), with copies of its eight payloads;
+    ``stamp``: the stamp the walk started from."""
+    spans = sorted([(live[k + slot], MUTATION_PAIR) for slot in (
+        tl.RECORD, tl.START, tl.FINISH, tl.RETRY, tl.RESTART, tl.COMPLETE)]
+        + [(live[k + tl.DETAILS], EPOCH_EVENT_PAIR), (live[k + tl.RESULT], EPOCH_EVENT_PAIR)])
+    records = tuple((bytes(data[offsets[i] + 24:offsets[i] + 24 + lengths[i]]), pair)
+                    for i, pair in spans)
+    row = RetriedRow.__new__(RetriedRow)
+    row.records = records
+    row.state = "completed"
+    row.terminal = True
+    row.terminal_at = completed_at = live[k + tl.COMPLETE_AT]
+    row.id = records[0][0][:16]
+    row.eligible_at = None
+    row.queue = _text(data, live[k + tl.QUEUE], live[k + tl.QUEUE_LENGTH], texts)
+    row.task = _text(data, live[k + tl.WORKER], live[k + tl.WORKER_LENGTH], texts)
+    row.definition_length = live[k + tl.DEFINITION_LENGTH]
+    row.args_nodes = live[k + tl.ARGS_NODES]
+    row.stamp = stamp + live[k + tl.COMPLETE_STAMP]
+    row.failure_bytes = live[k + tl.FAILURE_BYTES] + _NIL_RESULT_BYTES
+    row.attempts = ((1, live[k + tl.START_AT], live[k + tl.FINISH_AT], "failed"),
+                    (2, live[k + tl.RESTART_AT], completed_at, "completed"))
+    row.timers = ()
+    row.limits = limits
+    return row
+
+
+_NIL_RESULT_BYTES = 1  # a nil result's charge (tay.engine.state._charge_attachments)
 
 
 def failed_row(data: Any, offsets: Any, lengths: Any, live: Any, k: int,
