@@ -16,6 +16,7 @@ import shutil
 import tempfile
 import unittest.mock
 
+import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
@@ -436,3 +437,44 @@ def test_a_job_retried_out_of_the_columns_answers_like_the_rows() -> None:
     inner = test_an_engine_in_columns_takes_every_later_command_as_one_recovered_record_by_record
     with unittest.mock.patch(f"{__name__}.event"):  # hypothesis' event() needs a test run
         inner.hypothesis.inner_test([[inserted, cancelled], [inserted]], [("retry_job", 1)], 1)
+
+
+# ---- a base whose live jobs stand one by one among its finished ones ---------------------
+
+@pytest.mark.parametrize("every", [7, 100])
+def test_lone_live_jobs_in_a_base_leave_the_finished_jobs_in_columns(every) -> None:
+    """A base orders its jobs by id, so a live job (here retryable: a failed first attempt)
+    stands alone among finished ones. Where a run of finished jobs stops at one, only a few
+    records go the record-by-record way before the next run: with one live job in 100,
+    nearly every finished job is held in columns (the whole next batch of 256 records used
+    to go the slow way: about 40 % were held).
+    Dense live jobs (one in 7) recover the same; either way as record by record."""
+    from benchmarks.tail_restart import shape_actions
+    from tests.engine.test_tail_columns import empty_store, tail_frames
+    from tests.storage.test_store_v2_rules import rewrite_tail
+    from tay.storage.compaction.offline import compact_offline
+    from tay.storage.recovery.recover import TableConsumer
+    from tay.storage.v2 import Retention
+
+    jobs = 1000
+    root = scratch_path("base-columns")
+    try:
+        empty_store(root)
+        rewrite_tail(root, tail_frames(0, shape_actions("failed", jobs, every)))
+        compact_offline(str(root), consumer=TableConsumer(), durability="write",
+                        retention=Retention("infinity"), now_ms=lambda: 1_000)
+        with record_by_record():
+            before = recovered(root)
+        after = recovered(root)
+        live = jobs // every
+        assert len(before.finished) == 0 and len(before.jobs) == jobs
+        if every == 100:  # (all but where two live jobs stand close: 985 of 990)
+            assert len(after.finished) >= 0.95 * (jobs - live)
+        assert bookkeeping(after) == bookkeeping(before)
+        assert answers(after) == answers(before)
+        for job_id in before.jobs:
+            assert job_answers(after, job_id) == job_answers(before, job_id)
+            assert after.jobs[job_id].state == before.jobs[job_id].state
+        assert bookkeeping(after) == bookkeeping(before)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)

@@ -55,6 +55,9 @@ from tay.storage.v2.tail import TailJobs, executing_rows, failed_row, live_row, 
 
 _HASH_CHUNK = 1 << 20
 _BATCH = 256  # records decoded per native call in replay (bounds what is held at once)
+_FIRST_SMALL = 2  # records decoded where a base run stopped: a lone live job's snapshot and
+# the next record (its attachment, or the next run's first job)
+_RUN_WORTH = 64  # records a base run takes for the next stop to decode a small batch again
 BASE_PAIRS = frozenset({SNAPSHOT_PAIR, JOB_ATTACHMENT_PAIR, EPOCH_EVENT_PAIR})
 TAIL_PAIRS = frozenset({MUTATION_PAIR, EPOCH_EVENT_PAIR})
 
@@ -443,16 +446,27 @@ def _replay_segment(segment_view: SegmentView, in_base: bool, expected: int, con
     held_from: list[BaseSource] = []  # the segment, opened once for the runs kept in columns
     count = len(records)
     position = 0
+    # A base orders its jobs by id, so its live jobs (available, scheduled, retryable...)
+    # stand one by one among the finished ones. Where a base run stopped at one (or a run
+    # tried there took nothing: ``no_run``) the next batch decodes only ``small`` records,
+    # doubled until a run takes ``_RUN_WORTH`` records or more, so a run in columns starts
+    # again right after a lone live job, while dense live jobs (short runs, each paying a
+    # native call) and stretches of them still go in full batches.
+    no_run, small = -1, _FIRST_SMALL
     try:
         while position < count:
             # a run in columns (a base's finished jobs, a tail's common lifecycles) where
             # the record-by-record way stands between batches
             taken = position
             if (columnar or tail_columns) and position - first >= len(batch) \
-                    and records.first_sequence + position == expected:
+                    and records.first_sequence + position == expected and position != no_run:
                 if columnar and dispatch.reducer.takes_base_jobs:
                     taken = _base_run(mapping, records, position, dispatch.reducer, limits,
                                       segment_view, held_from)
+                    if taken < min(count, position + _RUN):  # stopped before its cap
+                        no_run = taken
+                    if taken - position >= _RUN_WORTH:
+                        small = _FIRST_SMALL
                 elif tail_columns:
                     taken = _tail_run(mapping, buffer, records, position, dispatch, limits,
                                       segment_view, held_from)
@@ -475,8 +489,11 @@ def _replay_segment(segment_view: SegmentView, in_base: bool, expected: int, con
             # one record the record-by-record way, its batch's descriptors read at once
             if position - first >= len(batch):
                 first = position
-                batch = list(records.batch(first, first + _BATCH)) \
-                    if isinstance(records, RecordTable) else records[first:first + _BATCH]
+                size = _BATCH
+                if position == no_run:  # where a base run stopped
+                    size, small = small, min(_BATCH, 2 * small)
+                batch = list(records.batch(first, first + size)) \
+                    if isinstance(records, RecordTable) else records[first:first + size]
                 if dispatch is not None:  # the batch through the native fast path
                     offset = batch[0][0]
                     if mapping is not None and offset > dropped:
