@@ -3,7 +3,7 @@ cost the replay, beside a tail of plain successes.
 
 Usage:
     .venv/bin/python -m benchmarks.tail_restart [--jobs 10000] [--every 10] [--runs 5]
-        [--shapes success,failed,discarded,retried,delayed,waiting]
+        [--shapes success,failed,discarded,retried,delayed,waiting] [--base]
 
 Each shape is a tail of ``--jobs`` jobs behind an empty base, written by a Store-v2
 engine (``tests.engine.test_tail_columns.tail_frames``: the engine's own records for
@@ -18,6 +18,11 @@ except every ``--every``-th job:
 * ``delayed``: inserted with a 300 ms delay, made available by the tick after a clock
   move and then run to success;
 * ``waiting``: inserted with an hour's delay, still scheduled at the end of the tail.
+
+With ``--base`` the store is compacted offline first, so its jobs are snapshots in the
+base (a finished job in columns, a live one, such as a retryable or still-waiting job, record
+by record between the runs of finished ones), and "record by record" is the base without
+its columnar runs.
 
 The store is recovered in process as ``tay serve`` recovers it (``recover_engine``, not
 activated), ``--runs`` times; the least CPU (user+sys of this process) is reported, with
@@ -66,22 +71,31 @@ def shape_actions(shape: str, jobs: int, every: int) -> list:
     return actions
 
 
-def measure(frames: list, runs: int) -> dict:
-    """Recover a store whose tail is ``frames``: least CPU with the columnar walk and
-    record by record, and how many jobs the engine holds unbuilt."""
+def measure(frames: list, runs: int, base: bool = False) -> dict:
+    """Recover a store whose tail is ``frames`` (``base``: compacted into its base first):
+    least CPU with the columnar walk and record by record, and how many jobs the engine
+    holds unbuilt."""
     from tay.engine.jobs import LazyJobEntry
     from tests.engine.test_lazy_rows import recovered
     from tests.engine.test_tail_columns import empty_store, record_by_record
     from tests.storage.conftest import scratch_path
+    from tests.storage.test_base_columns import record_by_record as base_record_by_record
     from tests.storage.test_store_v2_rules import rewrite_tail
+    from tay.storage.compaction.offline import compact_offline
+    from tay.storage.recovery.recover import TableConsumer
+    from tay.storage.v2 import Retention
 
     root = scratch_path("tail-restart")
     try:
         empty_store(root)
         rewrite_tail(root, frames)
+        if base:
+            compact_offline(str(root), consumer=TableConsumer(), durability="write",
+                            retention=Retention("infinity"), now_ms=lambda: 1_000)
         figures: dict = {}
         for way, replay in (("columnar", contextlib.nullcontext),
-                            ("record by record", record_by_record)):
+                            ("record by record",
+                             base_record_by_record if base else record_by_record)):
             used = []
             for _ in range(runs):
                 gc.collect()
@@ -106,6 +120,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--every", type=int, default=10, help="every Nth job is odd")
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--shapes", default=",".join(SHAPES))
+    parser.add_argument("--base", action="store_true",
+                        help="compact the store first: the jobs are replayed from its base")
     return parser
 
 
@@ -119,14 +135,15 @@ def main(argv: list[str] | None = None) -> int:
                      f"--runs >= 1" + (f" (unknown: {', '.join(unknown)})" if unknown else ""))
     from tests.engine.test_tail_columns import tail_frames
 
-    print(f"{args.jobs:,} jobs, one in {args.every} odd, least CPU of {args.runs} runs")
+    print(f"{args.jobs:,} jobs, one in {args.every} odd, least CPU of {args.runs} runs"
+          + (", from the base (records: the tail compacted into it)" if args.base else ""))
     print("| shape | records | jobs held unbuilt | recovery CPU (s) | record by record (s) "
           "| added per odd job (us) |")
     print("|---|---|---|---|---|---|")
     base = None
     for shape in shapes:
         frames = tail_frames(0, shape_actions(shape, args.jobs, args.every))
-        figures = measure(frames, args.runs)
+        figures = measure(frames, args.runs, args.base)
         assert figures["jobs"] == args.jobs, figures
         if shape == "success":
             base = figures["columnar"]

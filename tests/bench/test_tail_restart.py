@@ -24,6 +24,17 @@ def test_each_shape_recovers_all_its_jobs_and_reports_both_ways(capsys) -> None:
         assert (added == "-") == (shape == "success")
 
 
+def test_from_the_base_each_shape_holds_its_finished_jobs_in_columns(capsys) -> None:
+    assert tail_restart.main(["--jobs", "40", "--every", "4", "--runs", "1", "--base"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert "from the base" in lines[0]
+    rows = {cells[0]: cells[1:] for cells in (
+        [cell.strip() for cell in line.strip("|").split("|")] for line in lines[3:])}
+    # held in columns: the finished jobs (a retried or discarded job's failure details are a
+    # second attachment: built); the live ones (retryable, scheduled) are built
+    assert [rows[shape][1] for shape in rows] == ["40", "30", "30", "30", "40", "30"]
+
+
 @pytest.mark.parametrize("shape", tail_restart.SHAPES)
 def test_every_odd_job_of_a_shape_ends_as_the_shape_says(shape) -> None:
     frames = tail_frames(0, tail_restart.shape_actions(shape, 20, 5))

@@ -441,10 +441,12 @@ def test_a_job_retried_out_of_the_columns_answers_like_the_rows() -> None:
 
 # ---- a base whose live jobs stand one by one among its finished ones ---------------------
 
+@pytest.mark.parametrize("shape", ["failed", "waiting"])
 @pytest.mark.parametrize("every", [7, 100])
-def test_lone_live_jobs_in_a_base_leave_the_finished_jobs_in_columns(every) -> None:
-    """A base orders its jobs by id, so a live job (here retryable: a failed first attempt)
-    stands alone among finished ones. Where a run of finished jobs stops at one, only a few
+def test_lone_live_jobs_in_a_base_leave_the_finished_jobs_in_columns(every, shape) -> None:
+    """A base orders its jobs by id, so a live job (retryable after a failed first attempt:
+    its snapshot and its failure's details; or scheduled: its snapshot alone) stands alone
+    among finished ones (a snapshot and its result each). Where a run of finished jobs stops at one, only a few
     records go the record-by-record way before the next run: with one live job in 100,
     nearly every finished job is held in columns (the whole next batch of 256 records used
     to go the slow way: about 40 % were held).
@@ -460,7 +462,7 @@ def test_lone_live_jobs_in_a_base_leave_the_finished_jobs_in_columns(every) -> N
     root = scratch_path("base-columns")
     try:
         empty_store(root)
-        rewrite_tail(root, tail_frames(0, shape_actions("failed", jobs, every)))
+        rewrite_tail(root, tail_frames(0, shape_actions(shape, jobs, every)))
         compact_offline(str(root), consumer=TableConsumer(), durability="write",
                         retention=Retention("infinity"), now_ms=lambda: 1_000)
         with record_by_record():

@@ -448,8 +448,9 @@ def _replay_segment(segment_view: SegmentView, in_base: bool, expected: int, con
     position = 0
     # A base orders its jobs by id, so its live jobs (available, scheduled, retryable...)
     # stand one by one among the finished ones. Where a base run stopped at one (or a run
-    # tried there took nothing: ``no_run``) the next batch decodes only ``small`` records,
-    # doubled until a run takes ``_RUN_WORTH`` records or more, so a run in columns starts
+    # tried there took nothing: ``no_run``) the next batch decodes only ``small`` records
+    # (and on to the next job's snapshot, where a run may start), ``small`` doubled until a
+    # run takes ``_RUN_WORTH`` records or more, so a run in columns starts
     # again right after a lone live job, while dense live jobs (short runs, each paying a
     # native call) and stretches of them still go in full batches.
     no_run, small = -1, _FIRST_SMALL
@@ -490,8 +491,8 @@ def _replay_segment(segment_view: SegmentView, in_base: bool, expected: int, con
             if position - first >= len(batch):
                 first = position
                 size = _BATCH
-                if position == no_run:  # where a base run stopped
-                    size, small = small, min(_BATCH, 2 * small)
+                if position == no_run:  # where a base run stopped: up to a job's start
+                    size, small = _to_next_job(records, position, small), min(_BATCH, 2 * small)
                 batch = list(records.batch(first, first + size)) \
                     if isinstance(records, RecordTable) else records[first:first + size]
                 if dispatch is not None:  # the batch through the native fast path
@@ -566,6 +567,17 @@ def _base_run(mapping: Any, records: RecordTable, position: int, reducer: EpochR
 # a retried job's eight records (tay.storage.v2.tail.retried_row), as its live row names them
 _RETRIED_RECORDS = (tl.RECORD, tl.START, tl.DETAILS, tl.FINISH, tl.RETRY, tl.RESTART,
                     tl.RESULT, tl.COMPLETE)
+
+
+def _to_next_job(records: Any, position: int, least: int) -> int:
+    """How many records from ``position`` to the first base job's snapshot at least
+    ``least`` records on (a job's attachments follow its snapshot), at most ``_BATCH``: a
+    batch that ends there leaves the next run to start at a snapshot."""
+    types, end = records.types, min(len(records), position + least)
+    limit = min(len(records), position + _BATCH)
+    while end < limit and types[end] != SNAPSHOT_PAIR[0]:
+        end += 1
+    return end - position
 
 
 def _tail_run(mapping: Any, buffer: memoryview, records: RecordTable, position: int,
