@@ -12,14 +12,15 @@
  * at revision 4 (the engine's order), or the finish at 3 with the details right after it
  * at 4; a retryable one's row is then set retryable in the live table (hold_failure) and
  * the walk follows its retry: availability, start of attempt 2, nil result and success at
- * revisions 5-8, a retried success. Every payload must pass the mutation or event fast path (tay_mutations_scan,
- * tay_events_scan). A delayed insert (scheduled: no order, a timer push) is followed too:
- * its (8,1) availability (the allocator's order, a ready push) and then the lifecycle
- * above, each step one revision later (a success finish at revision 5). A record of a job
- * it knows outside that lifecycle (a timeout, a value result, a retry's available, a
- * cancel, a delayed job's failure...) sends the job the general way: the walk goes on and
- * all that job's records are pending (each such mutation one state change, and a ready push
- * when it carries an order, which the allocator takes here). It stops before the first
+ * revisions 5-8, a retried success. Every payload must pass the mutation or event fast
+ * path (tay_mutations_scan, tay_events_scan). A delayed insert (scheduled: no order, a
+ * timer push) is followed too: its (8,1) availability (the allocator's order, a ready
+ * push) and then the lifecycle above, each step one revision later (a success finish at
+ * revision 5). A record of a job it knows outside that lifecycle (a timeout, a value
+ * result, a second failure, a cancel, a delayed job's failure...) sends the job the
+ * general way: the walk goes on and all that job's records are pending (each such
+ * mutation one state change, and a ready push when it carries an order, which the
+ * allocator takes here). It stops before the first
  * record that is anything else and never refuses: the caller replays from there the exact
  * way.
  *
@@ -56,11 +57,13 @@
 #define COMPLETED_STATE 4
 
 /* RESULTED: executing, its result recorded; SCHEDULED: a delayed insert waiting for its
- * availability (the job is then W_DELAYED: each later step one revision on); GENERAL: a record of the job is outside the
- * lifecycle, all its records go the general way. The failure lifecycle the walk holds
- * (steps after GENERAL: the live table does not follow them): FAILED, a worker failure's
- * finish left it retryable or discarded (waiting for the details); DETAILED, executing
- * with the failure's details (waiting for the finish); FAILURE_HELD, both: held as a row */
+ * availability (the job is then W_DELAYED: each later step one revision on); GENERAL: a
+ * record of the job is outside the lifecycle, all its records go the general way. The
+ * failure lifecycle the walk holds (steps after GENERAL: the live table applies none of
+ * them; once a retryable failure is held, hold_failure sets the job's row retryable):
+ * FAILED, a worker failure's finish left it retryable or discarded (waiting for the
+ * details); DETAILED, executing with the failure's details (waiting for the finish);
+ * FAILURE_HELD, both: held as a row */
 enum { INSERTED = 1, EXECUTING, FINISHED, DONE, RESULTED, SCHEDULED, GENERAL, FAILED,
        DETAILED, FAILURE_HELD };
 /* per job scratch beside its live row (live_rows.c, which checks each step): step, insert,

@@ -217,8 +217,9 @@ long tay_base_keys(const uint8_t *buf, size_t size, uint64_t origin, const uint6
  * and each retried success: that failure, the retry's availability, start, nil result and
  * success finish (STATE completed, RETRY / RESTART / RESTART_AT / RESULT / COMPLETE /
  * COMPLETE_AT / COMPLETE_STAMP the retry's records, times and the success's stamp; its
- * failure's timer pushes counted with the skipped ones). Returns how many records it took, -1 out of memory. Each output holds up to `count`
- * entries (pending: 4 * count u64s; totals: 3). */
+ * failure's timer pushes counted with the skipped ones). Returns how many records it
+ * took, -1 out of memory. Each output holds up to `count` entries (pending: 4 * count
+ * u64s; totals: 3). */
 #define TAY_TAIL_LINK 8
 #define TAY_TL_STAMP 0
 #define TAY_TL_STARTED 1

@@ -19,7 +19,7 @@ held as a completed live row). A delayed insert (no order: scheduled, a timer pu
 followed through its (8,1) availability (its order the allocator's next, a ready push) and
 then the lifecycle above, each step one revision later (the success finish at 5). Every
 payload must pass the mutation or event fast path. A record of a job it knows outside that
-lifecycle (a timeout, a value result, a retry's available, a cancel, a delayed job's
+lifecycle (a timeout, a value result, a second failure, a cancel, a delayed job's
 failure...) sends the job the general way: the walk goes on, and every record of that job
 is pending (each such mutation one state change, and a ready push when it carries an
 order, which the allocator takes there). It stops before the
@@ -85,9 +85,10 @@ SCHEDULED, AVAILABLE, EXECUTING, RETRYABLE, DISCARDED = 0, 1, 2, 3, 6
 # a job's step: inserted (available), executing, completed (no result yet), done,
 # executing with its result (the result recorded before the finish), scheduled (a delayed
 # insert waiting for its availability; the job is then delayed: each later step one
-# revision on), or sent the general
-# way (a record of it outside the lifecycle: all its records are replayed the exact way);
-# then the failure lifecycle, which the live table does not follow: failed (a worker
+# revision on), or sent the general way (a record of it outside the lifecycle: all its
+# records are replayed the exact way);
+# then the failure lifecycle, which the live table does not apply (once a retryable
+# failure is held, _hold_failure sets the job's row retryable): failed (a worker
 # failure's finish left it retryable or discarded, waiting for the details), detailed
 # (executing with the failure's details, waiting for the finish), both (held as a row)
 (_INSERTED, _EXECUTING, _COMPLETED, _DONE, _RESULTED, _SCHEDULED, _GENERAL, _FAILED, _DETAILED,

@@ -223,8 +223,9 @@ class EpochEngine(AdminCommands):
         """The admin-index stamp and ready counter the next replayed record continues from
         (the columnar tail replay positions them as the record-by-record replay has them);
         ``skipped_timers``: timer pushes that replay made since the last call for records
-        held in columns (a done delayed job's insert), which the timer tiebreak moves past
-        so that every later entry gets the counter replay gives it."""
+        held in columns or rows (a done delayed job's insert, a retried success's failure),
+        which the timer tiebreak moves past so that every later entry gets the counter
+        replay gives it."""
         self._stamp = stamp
         self._ready_counter = ready
         if skipped_timers:

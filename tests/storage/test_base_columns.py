@@ -446,10 +446,11 @@ def test_a_job_retried_out_of_the_columns_answers_like_the_rows() -> None:
 def test_lone_live_jobs_in_a_base_leave_the_finished_jobs_in_columns(every, shape) -> None:
     """A base orders its jobs by id, so a live job (retryable after a failed first attempt:
     its snapshot and its failure's details; or scheduled: its snapshot alone) stands alone
-    among finished ones (a snapshot and its result each). Where a run of finished jobs stops at one, only a few
-    records go the record-by-record way before the next run: with one live job in 100,
-    nearly every finished job is held in columns (the whole next batch of 256 records used
-    to go the slow way: about 40 % were held).
+    among finished ones (a snapshot and its result each). Where a run of finished jobs
+    stops at one, only the records up to the next job's snapshot go the record-by-record
+    way before the next run: with one live job in 100, nearly every finished job is held in
+    columns (the whole next batch of 256 records used to go the slow way: about 40 % were
+    held).
     Dense live jobs (one in 7) recover the same; either way as record by record."""
     from benchmarks.tail_restart import shape_actions
     from tests.engine.test_tail_columns import empty_store, tail_frames

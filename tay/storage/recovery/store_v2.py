@@ -16,8 +16,9 @@ A consumer takes part in the reduction through three methods: ``epoch_job(job_id
 ``TableConsumer`` have them), and optionally ``epoch_install_row(row)`` to keep terminal
 base jobs as rows until first read (``tay.storage.v2.rows``; with it, runs of finished base
 jobs are replayed in columns, and ``epoch_install_rows(jobs)`` may install a whole run), and
-``epoch_install_tail(jobs, inserted)`` with ``epoch_counters(stamp, ready, skipped_timers)`` to take the
-tail's common job lifecycles in columns (``_tail_run``, ``tay.storage.v2.tail``). A plain
+``epoch_install_tail(jobs, inserted)`` with ``epoch_counters(stamp, ready,
+skipped_timers)`` to take the tail's common job lifecycles in columns (``_tail_run``,
+``tay.storage.v2.tail``). A plain
 ``consumer(sequence, type, schema, payload)`` is fed the physical records instead (profile
 checks only).
 """
@@ -646,7 +647,9 @@ def _tail_run(mapping: Any, buffer: memoryview, records: RecordTable, position: 
     texts: dict[bytes, str] = {}
     lengths = records.lengths
     dropped = 0  # the held jobs' records are read from the segment: their pages can go
-    skipped = 0  # the done delayed jobs' timer pushes passed so far (replay's, not made)
+    # the timer pushes replay makes for held jobs (a done delayed job's insert, a retried
+    # success's failure), stale by the end and not made, passed so far
+    skipped = 0
     for first in range(0, len(pending), 4 * _BATCH):  # decoded a batch at a time, as below
         chunk = pending[first:first + 4 * _BATCH]
         indexes = chunk[::4]

@@ -12,8 +12,9 @@ bytes, plus a few links per job (its start and finish records, its stamp). A job
 decoders and a reducer, so the JobState is the one the record-by-record replay makes.
 
 A job of which the walk took only the insert (a job still waiting at the end of the tail
-or where the walk stopped) is a ``LiveRow`` (a ``ScheduledRow`` when delayed): the engine holds it, available, as that row
-until something reads its state, which is then built by replaying its insert the same way.
+or where the walk stopped) is a ``LiveRow`` (a ``ScheduledRow`` when delayed): the engine
+holds it, available (or scheduled), as that row until something reads its state, which
+is then built by replaying its insert the same way.
 A job of which it took the insert and the start (executing when the tail was cut) is
 built from both at once, in a batch with the others (``executing_rows``), and installed
 executing: the recovery's activation settles (interrupts) every such job, so it would be
