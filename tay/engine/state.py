@@ -47,8 +47,6 @@ from tay.storage.events.transitions import (
 WAITING_FOR_TIME = ("scheduled", "retryable")
 _new_tuple = tuple.__new__  # a named tuple built without its Python-level __new__
 STATE_INDEX = {state: index for index, state in enumerate(STATES)}
-_SCHEDULED = STATE_INDEX["scheduled"]
-_AVAILABLE = STATE_INDEX["available"]
 _EXECUTING = STATE_INDEX["executing"]
 MAX_TIMELINE = 25  # attempts kept per job for the admin timeline (the latest ones)
 # The records that end an execution: written against its finishing reserve, never refused
@@ -420,8 +418,8 @@ class EngineState:
         settles). A job left retryable or discarded by a worker failure (``FailedRow``, kept
         as its row) gets what its four records give it (``_install_failed``), as does one
         whose retry then succeeded (``RetriedRow``, its eight records), and one left
-        scheduled at its delayed insert (``ScheduledRow``) what that insert gives it
-        (``_install_scheduled``)."""
+        scheduled at its delayed insert (``ScheduledRow``) what that insert gives it:
+        counted scheduled, its timer entry instead of a ready key."""
         charge = job_charge(row.definition_length, row.args_nodes + DEFINITION_FIXED_NODES)
         kind = type(row)
         if kind is ExecutingRow:
@@ -430,9 +428,8 @@ class EngineState:
         if kind is FailedRow or kind is RetriedRow:
             self._install_failed(row, charge)
             return
-        if kind is ScheduledRow:
-            self._install_scheduled(row, charge)
-            return
+        # a job waiting at its insert: available (a ready key and push) or, delayed,
+        # scheduled (its timer entry at revision 1)
         entry = LazyJobEntry(row, charge)
         job_id = row.id
         self.jobs[job_id] = entry
@@ -440,32 +437,18 @@ class EngineState:
         queue = entry.queue
         queue_row = entry.queue_row = self.queue_counts.get(queue) \
             or self.queue_counts.setdefault(queue, [0] * len(STATES))
-        queue_row[_AVAILABLE] += 1
+        name = row.state
+        queue_row[STATE_INDEX[name]] += 1
         self._stamp = stamp = self._stamp + 1
         entry.stamp = stamp
         if self._job_index is not None:
-            self._job_index.touch(stamp, job_id, "available", entry.index_keys, None)
+            self._job_index.touch(stamp, job_id, name, entry.index_keys, None)
+        if kind is ScheduledRow:
+            self._timers.push(row.eligible_at, (job_id, 1))
+            return
         self._ready_counter = counter = self._ready_counter + 1
         key = entry.ready_key = (row.eligible_at, counter, job_id)
         self._ready.push(queue, entry.task, key)
-
-    def _install_scheduled(self, row: ScheduledRow, charge: int) -> None:
-        """A job left scheduled at its delayed insert, kept as its row: ``_install`` of a
-        scheduled insert (its charge, counted scheduled, the next stamp, no ready key, its
-        timer entry at revision 1), read from the row's fields."""
-        entry = LazyJobEntry(row, charge)
-        job_id = row.id
-        self.jobs[job_id] = entry
-        self.budget.charge(charge, admitted=True)
-        queue = entry.queue
-        queue_row = entry.queue_row = self.queue_counts.get(queue) \
-            or self.queue_counts.setdefault(queue, [0] * len(STATES))
-        queue_row[_SCHEDULED] += 1
-        self._stamp = stamp = self._stamp + 1
-        entry.stamp = stamp
-        if self._job_index is not None:
-            self._job_index.touch(stamp, job_id, "scheduled", entry.index_keys, None)
-        self._timers.push(row.eligible_at, (job_id, 1))
 
     def _install_executing(self, row: ExecutingRow, charge: int) -> None:
         # written out as _install_live's available branch is (a helper call per job costs

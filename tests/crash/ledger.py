@@ -13,7 +13,7 @@ import random
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
-from tests.crash.wire import ConnectionLost, WireClient
+from tests.crash.wire import ConnectionLost, WireClient, serve_executions
 
 TASK = "crash.echo.v1"
 DEFINITION_FIELDS = ("id", "task", "args", "max_attempts", "queue", "durability")
@@ -89,7 +89,6 @@ async def work(socket_path: str, ledger: Ledger, life: int, capacity: int,
     client = await WireClient.connect(socket_path, "worker", capacity)
     await client.request("register_tasks", tasks=[TASK])
     received: list[str] = []
-    running: set[asyncio.Task[None]] = set()
 
     async def execute(frame: dict[str, Any]) -> None:
         ids = {"reservation_id": frame["reservation_id"],
@@ -104,28 +103,13 @@ async def work(socket_path: str, ledger: Ledger, life: int, capacity: int,
             ledger.completed[frame["job_id"]] = result
             ledger.note()
 
+    def note_received(frame: dict[str, Any]) -> None:
+        received.append(frame["job_id"])
+        ledger.executed.setdefault(frame["job_id"], life)
+        ledger.note()
+
     try:
-        while not stop.is_set():
-            getter = asyncio.ensure_future(client.pushed.get())
-            stopper = asyncio.ensure_future(stop.wait())
-            done, _ = await asyncio.wait({getter, stopper}, return_when=asyncio.FIRST_COMPLETED)
-            stopper.cancel()
-            if getter not in done:
-                getter.cancel()
-                break
-            frame = getter.result()
-            if frame is None:  # connection lost
-                break
-            if frame.get("type") != "execute":
-                continue
-            received.append(frame["job_id"])
-            ledger.executed.setdefault(frame["job_id"], life)
-            ledger.note()
-            task = asyncio.ensure_future(execute(frame))
-            running.add(task)
-            task.add_done_callback(running.discard)
-        if running:
-            await asyncio.wait(running, timeout=5)
+        await serve_executions(client, stop, execute, note_received)
     finally:
         await client.close()
     return received

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 
 from tests.crash.cluster import SCRATCH, ServerProcess, inspect_after_kill
-from tests.crash.wire import WireClient
+from tests.crash.wire import WireClient, serve_executions
 
 TASK = "later"
 PLAIN, DELAYED, RETRIED, WAITING = 12, 8, 8, 4
@@ -72,25 +72,8 @@ async def run_worker(socket_path: str, finished: dict[str, int], stop: asyncio.E
             finished[frame["job_id"]] = finished.get(frame["job_id"], 0) + 1
         assert reply["type"] == "accepted", reply
 
-    running: set[asyncio.Task] = set()
     try:
-        while not stop.is_set():
-            getter = asyncio.ensure_future(client.pushed.get())
-            stopper = asyncio.ensure_future(stop.wait())
-            done, _ = await asyncio.wait({getter, stopper}, return_when=asyncio.FIRST_COMPLETED)
-            stopper.cancel()
-            if getter not in done:
-                getter.cancel()
-                break
-            frame = getter.result()
-            if frame is None:
-                break
-            if frame.get("type") == "execute":
-                task = asyncio.ensure_future(execute(frame))
-                running.add(task)
-                task.add_done_callback(running.discard)
-        if running:
-            await asyncio.wait(running, timeout=5)
+        await serve_executions(client, stop, execute)
     finally:
         await client.close()
 

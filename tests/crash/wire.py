@@ -11,6 +11,7 @@ import asyncio
 import itertools
 import json
 import struct
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 
@@ -87,6 +88,35 @@ class WireClient:
         except (ConnectionError, OSError):
             pass
         self.reading.cancel()
+
+
+async def serve_executions(client: "WireClient", stop: asyncio.Event,
+                           execute: Callable[[dict[str, Any]], Awaitable[None]],
+                           received: Callable[[dict[str, Any]], None] = lambda frame: None
+                           ) -> None:
+    """Run ``execute(frame)`` as a task for each ``execute`` frame pushed to ``client``
+    (``received(frame)`` first, in arrival order) until ``stop`` is set or the connection
+    drops, then wait up to 5 s for the ones still running."""
+    running: set[asyncio.Task[None]] = set()
+    while not stop.is_set():
+        getter = asyncio.ensure_future(client.pushed.get())
+        stopper = asyncio.ensure_future(stop.wait())
+        done, _ = await asyncio.wait({getter, stopper}, return_when=asyncio.FIRST_COMPLETED)
+        stopper.cancel()
+        if getter not in done:
+            getter.cancel()
+            break
+        frame = getter.result()
+        if frame is None:  # connection lost
+            break
+        if frame.get("type") != "execute":
+            continue
+        received(frame)
+        task = asyncio.ensure_future(execute(frame))
+        running.add(task)
+        task.add_done_callback(running.discard)
+    if running:
+        await asyncio.wait(running, timeout=5)
 
 
 async def enqueue_until_refused(socket_path: str, *, task: str, pad: int, limit: int,

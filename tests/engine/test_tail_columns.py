@@ -744,6 +744,24 @@ RETRYABLE = ([("enqueue", "a", None, {}), ("enqueue", "b", None, {"k": [1, "x"]}
 DISCARDED = [(*action, 0) if action[0] == "enqueue" else action for action in RETRYABLE]
 
 
+def held_rows_read_alike(engine, plain, held: dict) -> dict:
+    """The rows of ``held`` (entries of ``engine`` not built yet), peeked; then ``engine``
+    answers as ``plain`` for them and all its jobs read the same, and each row's attributes
+    read as the JobState reading built. Returns the rows."""
+    rows = {job_id: peek(entry) for job_id, entry in held.items()}
+    assert answers(engine) == answers(plain)
+    for job_id in held:
+        assert job_answers(engine, job_id) == job_answers(plain, job_id)
+    assert_same_jobs(engine, plain)
+    for job_id, row in rows.items():
+        job = held[job_id].state
+        assert (row.id, row.state, row.revision, row.terminal, row.terminal_at,
+                row.ready_order, row.eligible_at, row.result_present) == (
+            job.id, job.state, job.revision, job.terminal, job.terminal_at,
+            job.ready_order, job.eligible_at, job.result_present)
+    return rows
+
+
 def timers(engine) -> list:
     """The timer heap's entries (due, push counter, key), stale ones included, in order."""
     return sorted(engine._timers._heap)
@@ -778,20 +796,10 @@ def test_failed_jobs_are_held_as_rows_as_replay_leaves_them(state, old, batch) -
         assert bookkeeping(engine) == bookkeeping(plain)
         assert timers(engine) == timers(plain)
         assert all(type(entry) is LazyJobEntry for entry in held.values())  # still rows
-        rows = {job_id: peek(entry) for job_id, entry in held.items()}
-        assert answers(engine) == answers(plain)
-        for job_id in held:
-            assert job_answers(engine, job_id) == job_answers(plain, job_id)
-        assert_same_jobs(engine, plain)
+        held_rows_read_alike(engine, plain, held)
         assert all(type(entry) is JobEntry for entry in held.values())
         assert all(entry.state.failure == {"type": "E", "message": "no"}
                    for entry in held.values())
-        for job_id, row in rows.items():  # the row's attributes read as its JobState's
-            job = held[job_id].state
-            assert (row.id, row.state, row.revision, row.terminal, row.terminal_at,
-                    row.ready_order, row.eligible_at, row.result_present) == (
-                job.id, job.state, job.revision, job.terminal, job.terminal_at,
-                job.ready_order, job.eligible_at, job.result_present)
         # the retries come due: both engines make the same jobs available the same way
         ticks = [one.tick(T0 + 60_000, M0 + 60_000) for one in (engine, plain)]
         assert [(n, bytes(e.raw)) for n, e in ticks[0].events] == [
@@ -830,17 +838,9 @@ def test_a_retried_success_is_held_as_a_completed_row(old, batch) -> None:
         assert len(held) == 2
         assert bookkeeping(engine) == bookkeeping(plain)
         assert live_timers(engine) == live_timers(plain)
-        rows = {job_id: peek(entry) for job_id, entry in held.items()}
-        assert answers(engine) == answers(plain)
-        for job_id in held:
-            assert job_answers(engine, job_id) == job_answers(plain, job_id)
-        assert_same_jobs(engine, plain)
-        for job_id, row in rows.items():  # the row's attributes read as its JobState's
+        rows = held_rows_read_alike(engine, plain, held)
+        for job_id in rows:
             job = held[job_id].state
-            assert (row.id, row.state, row.revision, row.terminal, row.terminal_at,
-                    row.ready_order, row.eligible_at, row.result_present) == (
-                job.id, job.state, job.revision, job.terminal, job.terminal_at,
-                job.ready_order, job.eligible_at, job.result_present)
             assert (job.revision, job.attempt, job.failure) == (
                 8, 2, {"type": "E", "message": "no"})
             assert [attempt[3] for attempt in held[job_id].attempts] == ["failed", "completed"]

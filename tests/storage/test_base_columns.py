@@ -288,6 +288,17 @@ def keyed_histories(draw):
             *history[1:]]
 
 
+def assert_alike(after, before) -> None:
+    """``after`` (recovered in columns) answers as ``before`` (record by record) for every
+    job, and reading them all leaves the two engines' bookkeeping equal."""
+    assert bookkeeping(after) == bookkeeping(before)
+    assert answers(after) == answers(before)
+    for job_id in before.jobs:
+        assert job_answers(after, job_id) == job_answers(before, job_id)
+        assert after.jobs[job_id].state == before.jobs[job_id].state
+    assert bookkeeping(after) == bookkeeping(before)
+
+
 @settings(max_examples=15, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(keyed_histories(), min_size=1, max_size=6))
 def test_an_engine_recovered_in_columns_answers_as_one_recovered_record_by_record(
@@ -298,12 +309,7 @@ def test_an_engine_recovered_in_columns_answers_as_one_recovered_record_by_recor
         with record_by_record():
             before = recovered(root)
         after = recovered(root)
-        assert bookkeeping(after) == bookkeeping(before)
-        assert answers(after) == answers(before)
-        for job_id in before.jobs:
-            assert job_answers(after, job_id) == job_answers(before, job_id)
-            assert after.jobs[job_id].state == before.jobs[job_id].state
-        assert bookkeeping(after) == bookkeeping(before)
+        assert_alike(after, before)
     finally:
         shutil.rmtree(root, ignore_errors=True)
 
@@ -473,11 +479,6 @@ def test_lone_live_jobs_in_a_base_leave_the_finished_jobs_in_columns(every, shap
         assert len(before.finished) == 0 and len(before.jobs) == jobs
         if every == 100:  # (all but where two live jobs stand close: 985 of 990)
             assert len(after.finished) >= 0.95 * (jobs - live)
-        assert bookkeeping(after) == bookkeeping(before)
-        assert answers(after) == answers(before)
-        for job_id in before.jobs:
-            assert job_answers(after, job_id) == job_answers(before, job_id)
-            assert after.jobs[job_id].state == before.jobs[job_id].state
-        assert bookkeeping(after) == bookkeeping(before)
+        assert_alike(after, before)
     finally:
         shutil.rmtree(root, ignore_errors=True)

@@ -185,6 +185,26 @@ class RetriedRow(FailedRow):
     result_present = True
 
 
+_NIL_RESULT_BYTES = 1  # a nil result's charge (tay.engine.state._charge_attachments)
+
+
+def _copies(data: Any, offsets: Any, lengths: Any,
+            spans: list[tuple[int, tuple[int, int]]]) -> tuple[tuple[bytes, tuple[int, int]], ...]:
+    """Copies of the payloads of the records ``spans`` name, (index, pair) in order (Record
+    v1: payload at +24), so that the segment's pages may go."""
+    return tuple((bytes(data[offsets[i] + 24:offsets[i] + 24 + lengths[i]]), pair)
+                 for i, pair in spans)
+
+
+def _take_keys(row: Any, data: Any, live: Any, k: int, texts: dict[bytes, str]) -> None:
+    """A held row's queue and task (shared texts) and its definition's sizes, from the
+    walk's live row at ``live[k:k + TAIL_LIVE]``."""
+    row.queue = _text(data, live[k + tl.QUEUE], live[k + tl.QUEUE_LENGTH], texts)
+    row.task = _text(data, live[k + tl.WORKER], live[k + tl.WORKER_LENGTH], texts)
+    row.definition_length = live[k + tl.DEFINITION_LENGTH]
+    row.args_nodes = live[k + tl.ARGS_NODES]
+
+
 def retried_row(data: Any, offsets: Any, lengths: Any, live: Any, k: int,
                 limits: DecodeLimits, texts: dict[bytes, str], stamp: int) -> RetriedRow:
     """The walk's completed row of a retried job at ``live[k:k + TAIL_LIVE]`` (offsets
@@ -193,8 +213,7 @@ def retried_row(data: Any, offsets: Any, lengths: Any, live: Any, k: int,
     spans = sorted([(live[k + slot], MUTATION_PAIR) for slot in (
         tl.RECORD, tl.START, tl.FINISH, tl.RETRY, tl.RESTART, tl.COMPLETE)]
         + [(live[k + tl.DETAILS], EPOCH_EVENT_PAIR), (live[k + tl.RESULT], EPOCH_EVENT_PAIR)])
-    records = tuple((bytes(data[offsets[i] + 24:offsets[i] + 24 + lengths[i]]), pair)
-                    for i, pair in spans)
+    records = _copies(data, offsets, lengths, spans)
     row = RetriedRow.__new__(RetriedRow)
     row.records = records
     row.state = "completed"
@@ -202,10 +221,7 @@ def retried_row(data: Any, offsets: Any, lengths: Any, live: Any, k: int,
     row.terminal_at = completed_at = live[k + tl.COMPLETE_AT]
     row.id = records[0][0][:16]
     row.eligible_at = None
-    row.queue = _text(data, live[k + tl.QUEUE], live[k + tl.QUEUE_LENGTH], texts)
-    row.task = _text(data, live[k + tl.WORKER], live[k + tl.WORKER_LENGTH], texts)
-    row.definition_length = live[k + tl.DEFINITION_LENGTH]
-    row.args_nodes = live[k + tl.ARGS_NODES]
+    _take_keys(row, data, live, k, texts)
     row.stamp = stamp + live[k + tl.COMPLETE_STAMP]
     row.failure_bytes = live[k + tl.FAILURE_BYTES] + _NIL_RESULT_BYTES
     row.attempts = ((1, live[k + tl.START_AT], live[k + tl.FINISH_AT], "failed"),
@@ -213,9 +229,6 @@ def retried_row(data: Any, offsets: Any, lengths: Any, live: Any, k: int,
     row.timers = ()
     row.limits = limits
     return row
-
-
-_NIL_RESULT_BYTES = 1  # a nil result's charge (tay.engine.state._charge_attachments)
 
 
 def failed_row(data: Any, offsets: Any, lengths: Any, live: Any, k: int,
@@ -226,8 +239,7 @@ def failed_row(data: Any, offsets: Any, lengths: Any, live: Any, k: int,
     insert, finish, details = live[k + tl.RECORD], live[k + tl.FINISH], live[k + tl.DETAILS]
     spans = sorted(((insert, MUTATION_PAIR), (live[k + tl.START], MUTATION_PAIR),
                     (finish, MUTATION_PAIR), (details, EPOCH_EVENT_PAIR)))
-    records = tuple((bytes(data[offsets[i] + 24:offsets[i] + 24 + lengths[i]]), pair)
-                    for i, pair in spans)
+    records = _copies(data, offsets, lengths, spans)
     row = FailedRow.__new__(FailedRow)
     row.records = records
     discarded = live[k + tl.STATE] == tl.DISCARDED
@@ -238,10 +250,7 @@ def failed_row(data: Any, offsets: Any, lengths: Any, live: Any, k: int,
     row.id = job_id = records[0][0][:16]
     due = live[k + tl.ELIGIBLE_AT]
     row.eligible_at = None if discarded else due
-    row.queue = _text(data, live[k + tl.QUEUE], live[k + tl.QUEUE_LENGTH], texts)
-    row.task = _text(data, live[k + tl.WORKER], live[k + tl.WORKER_LENGTH], texts)
-    row.definition_length = live[k + tl.DEFINITION_LENGTH]
-    row.args_nodes = live[k + tl.ARGS_NODES]
+    _take_keys(row, data, live, k, texts)
     row.stamp = stamp + live[k + tl.FINISH_STAMP]
     row.failure_bytes = live[k + tl.FAILURE_BYTES]
     outcome = "discarded" if discarded else "failed"  # tay.engine.state.finish_outcome
@@ -291,9 +300,8 @@ def executing_rows(data: Any, offsets: Any, lengths: Any, live: Any, at: list[in
 def live_row(data: Any, offsets: Any, lengths: Any, live: Any, k: int,
              limits: DecodeLimits, texts: dict[bytes, str]) -> LiveRow:
     """The walk's live row at ``live[k:k + TAIL_LIVE]`` of a job left available or
-    scheduled (``ScheduledRow``) at its insert (offsets
-    absolute in ``data``, Record v1: payload at +24), with a copy of its insert payload, so
-    the segment's pages may go."""
+    scheduled (``ScheduledRow``) at its insert (offsets absolute in ``data``, Record v1:
+    payload at +24), with a copy of its insert payload, so the segment's pages may go."""
     index = live[k + tl.RECORD]
     start = offsets[index] + 24
     scheduled = live[k + tl.STATE] == tl.SCHEDULED
@@ -302,6 +310,7 @@ def live_row(data: Any, offsets: Any, lengths: Any, live: Any, k: int,
     row.id = snapshot[:16]
     row.ready_order = None if scheduled else live[k + tl.ORDER]
     row.eligible_at = live[k + tl.ELIGIBLE_AT]
+    # written out, not _take_keys: once per held job of a backlog
     row.queue = _text(data, live[k + tl.QUEUE], live[k + tl.QUEUE_LENGTH], texts)
     row.task = _text(data, live[k + tl.WORKER], live[k + tl.WORKER_LENGTH], texts)
     row.definition_length = live[k + tl.DEFINITION_LENGTH]
