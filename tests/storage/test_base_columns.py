@@ -253,6 +253,50 @@ def check_prefix(raw: bytes, cut: RecordTable) -> None:
     assert outcome(replay_base(raw, cut, bulk=True)) == expected  # a run at once
 
 
+def test_a_run_cut_by_its_cap_leaves_its_last_jobs_attachment_to_the_exact_way() -> None:
+    """A run is at most ``_RUN`` records. A job without attachments (a cancelled one) puts
+    the later snapshots and results out of step with the cap, so a run can end at a
+    completed job's snapshot with its result just past it: that job must go the exact way
+    with its result, not be taken alone (the result would then come without its snapshot
+    and recovery refuse the base: found while taking live jobs into the runs)."""
+    from tay.storage import events as ev
+    from tay.storage.events.definition import build_definition
+    from tay.storage.events.transitions import apply, expected_finish
+
+    def final(*steps):
+        job, history = None, []
+        for step in steps:
+            history.append(step(job))
+            job = apply(job, len(history), history[-1])
+        return job
+
+    def numbered(job, number: int):
+        return job._replace(id=number.to_bytes(16, "big"))
+
+    definition = build_definition(worker_key="w", queue_key="q", max_attempts=1)
+    job_id = (1).to_bytes(16, "big")
+    inserted = lambda job: ev.job_inserted(job_id, 0, definition)  # noqa: E731
+    disposition, next_attempt = expected_finish(0, 1, 1)
+    completed = final(
+        inserted,
+        lambda job: ev.job_started(job_id, 0, job.revision, job.next_attempt, job.cycle),
+        lambda job: ev.job_finished(job_id, 0, job.revision, execution_token=job.execution,
+                                    outcome=0, diagnostic_code=None, disposition=disposition,
+                                    next_attempt=next_attempt, next_due_at=None),
+        lambda job: ev.result_recorded(job_id, 0, job.revision, None))
+    cancelled = final(inserted, lambda job: ev.job_cancelled(job_id, 0, job.revision, None))
+    assert len(payloads(completed)) == 2
+    for first in (cancelled,):
+        records = payloads(numbered(first, 1))
+        for number in range(2, store_v2._RUN // 2 + 40):
+            records += payloads(numbered(completed, number))
+        raw, table = frames(records)
+        assert len(table) > store_v2._RUN and table.types[store_v2._RUN] == 31
+        check_prefix(raw, table)
+
+
+
+
 def outcome(replayed):
     """What a replay leaves: everything installed, in order, or the refusal alone (a refused
     recovery discards its consumer; the columns may have installed a finished job the

@@ -32,6 +32,7 @@ from typing import Any
 from tay._frozen import Record
 from tay.failures import RecoveryRefused, StorageFailure
 from tay import _native
+from tay._native import _pure_base as bj
 from tay._native import _pure_tail as tl
 from tay.storage.formats import segment, store_marker
 from tay.storage.formats.record_table import RecordTable
@@ -555,6 +556,12 @@ def _base_run(mapping: Any, records: RecordTable, position: int, reducer: EpochR
                                        records.types, records.schemas, position, stop,
                                        reducer.last_job_id, limits.depth, limits.nodes,
                                        limits.binary)
+    if taken == stop < len(records) and records.types[stop] == JOB_ATTACHMENT_PAIR[0]:
+        # the run ends at its cap, and the attachments of its last job lie past it (a job
+        # with none, a cancelled one, puts the later jobs out of step with the cap): that
+        # job goes the exact way
+        taken, columns = columns[len(columns) - bj.BASE_JOB + bj.RECORD], \
+            columns[:len(columns) - bj.BASE_JOB]
     if columns:
         source = None
         if reducer.install_rows is not None:
