@@ -3,7 +3,7 @@ cost the replay, beside a tail of plain successes.
 
 Usage:
     .venv/bin/python -m benchmarks.tail_restart [--jobs 10000] [--every 10] [--runs 5]
-        [--shapes success,failed,discarded,retried,delayed,waiting] [--base]
+        [--shapes success,failed,discarded,retried,delayed,waiting,backlog] [--base]
 
 Each shape is a tail of ``--jobs`` jobs behind an empty base, written by a Store-v2
 engine (``tests.engine.test_tail_columns.tail_frames``: the engine's own records for
@@ -17,12 +17,15 @@ except every ``--every``-th job:
   of each hundred jobs run after them, a clock move past the first retry window apart);
 * ``delayed``: inserted with a 300 ms delay, made available by the tick after a clock
   move and then run to success;
-* ``waiting``: inserted with an hour's delay, still scheduled at the end of the tail.
+* ``waiting``: inserted with an hour's delay, still scheduled at the end of the tail;
+* ``backlog``: inserted for a task no worker runs, still available at the end (with
+  ``--every 1``, a tail or base that is all backlog).
 
 With ``--base`` the store is compacted offline first, so its jobs are snapshots in the
-base (a finished job in columns, a live one, such as a retryable or still-waiting job, record
-by record between the runs of finished ones), and "record by record" is the base without
-its columnar runs.
+base (a finished job in columns, a waiting one with no attachment, such as a scheduled or
+backlog job, as its row among them, and one with attachments, such as a retryable job and
+its failure's details, record by record between the runs), and "record by record" is the
+base without its columnar runs.
 
 The store is recovered in process as ``tay serve`` recovers it (``recover_engine``, not
 activated), ``--runs`` times; the least CPU (user+sys of this process) is reported, with
@@ -46,7 +49,7 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-SHAPES = ("success", "failed", "discarded", "retried", "delayed", "waiting")
+SHAPES = ("success", "failed", "discarded", "retried", "delayed", "waiting", "backlog")
 
 
 def shape_actions(shape: str, jobs: int, every: int) -> list:
@@ -59,6 +62,8 @@ def shape_actions(shape: str, jobs: int, every: int) -> list:
         odd_jobs += odd
         if shape in ("delayed", "waiting") and odd:
             actions.append(("enqueue", "a", 300 if shape == "delayed" else 3_600_000, {}))
+        elif shape == "backlog" and odd:  # a task no worker runs: it stays available
+            actions.append(("enqueue", "z", None, {}))
         else:
             actions.append(("enqueue", "a", None, {},
                             0 if shape == "discarded" and odd else 1))
@@ -117,7 +122,8 @@ def measure(frames: list, runs: int, base: bool = False) -> dict:
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--jobs", type=int, default=10_000)
-    parser.add_argument("--every", type=int, default=10, help="every Nth job is odd")
+    parser.add_argument("--every", type=int, default=10,
+                        help="every Nth job is odd (1: every job)")
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--shapes", default=",".join(SHAPES))
     parser.add_argument("--base", action="store_true",
@@ -130,8 +136,8 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     shapes = args.shapes.split(",")
     unknown = [shape for shape in shapes if shape not in SHAPES]
-    if unknown or args.jobs < 1 or args.every < 2 or args.runs < 1:
-        parser.error(f"--shapes from {', '.join(SHAPES)}; --jobs >= 1, --every >= 2, "
+    if unknown or args.jobs < 1 or args.every < 1 or args.runs < 1:
+        parser.error(f"--shapes from {', '.join(SHAPES)}; --jobs >= 1, --every >= 1, "
                      f"--runs >= 1" + (f" (unknown: {', '.join(unknown)})" if unknown else ""))
     from tests.engine.test_tail_columns import tail_frames
 

@@ -10,6 +10,10 @@
  * record it cannot take so (any other pair, a slow payload, a job that is not finished, a
  * second attachment, an attachment it does not take, a record outside buf's size bytes): the caller replays from there the
  * exact way, so every refusal keeps its class, reason and offset. It never refuses.
+ * With take_live it also takes a live job alone (available, scheduled or retryable, with a
+ * due time and no attachment) as a TAY_BASE_LIVE row in `live`, with the count of the
+ * finished jobs before it, so that a base's backlog and its lone live jobs need not stop
+ * the run (the engine holds them as rows: tay.storage.v2.rows.BaseLiveRow).
  * The pure twin is tay/_native/_pure_base.py (same rows, same stop).
  */
 #include "tay_native.h"
@@ -46,10 +50,10 @@ size_t tay_base_jobs(const uint8_t *buf, size_t size, size_t count, const uint64
                      const uint8_t *last_id, uint32_t max_depth, uint64_t max_nodes,
                      uint64_t max_binary, size_t tape_capacity, uint8_t *tags,
                      uint64_t *values, uint32_t *tape_offsets, double *reals, uint64_t *jobs,
-                     size_t *job_count) {
+                     size_t *job_count, int take_live, uint64_t *live, size_t *live_count) {
     uint64_t row[TAY_SNAPSHOT_ROW];
     const uint8_t *previous = last_id;
-    size_t i = 0, n = 0;
+    size_t i = 0, n = 0, held = 0;
     while (i < count) {
         if (types[i] != 7 || schemas[i] != 1) break;
         uint64_t offset = offsets[i] + FRAME_HEADER;
@@ -58,12 +62,39 @@ size_t tay_base_jobs(const uint8_t *buf, size_t size, size_t count, const uint64
         const uint8_t *p = buf + offset;
         tay_snapshots_scan(buf, 1, &offset, &length, max_depth, max_nodes, max_binary,
                            tape_capacity, tags, values, tape_offsets, reals, row);
-        if (row[0] != TAY_EVENT_FAST || row[TAY_SF_STATE] < 4
-            || !((row[TAY_SF_NIL] >> TAY_SF_ORDER) & 1)
-            || (previous != NULL && memcmp(p, previous, 16) <= 0))
+        if (row[0] != TAY_EVENT_FAST || (previous != NULL && memcmp(p, previous, 16) <= 0))
             break;
-        uint64_t *out = jobs + n * TAY_BASE_JOB;
         const uint64_t *d = row + TAY_SF_DEFINITION;
+        if (row[TAY_SF_STATE] < 4) {
+            /* a live job waiting for a worker or its time, alone: one that is executing,
+             * has no due time or has attachments goes the exact way */
+            uint64_t state = row[TAY_SF_STATE];
+            if (!take_live || state == 2 || ((row[TAY_SF_NIL] >> TAY_SF_ELIGIBLE_AT) & 1)
+                || (i + 1 < count && types[i + 1] == 31 && schemas[i + 1] == 2))
+                break;
+            uint64_t *out = live + held * TAY_BASE_LIVE;
+            out[TAY_BL_BEFORE] = n;
+            out[TAY_BL_RECORD] = i;
+            out[TAY_BL_SNAPSHOT] = offset;
+            out[TAY_BL_SNAPSHOT_LENGTH] = length;
+            out[TAY_BL_STATE] = state;
+            out[TAY_BL_REVISION] = row[TAY_SF_REVISION];
+            out[TAY_BL_HAS_ORDER] = !((row[TAY_SF_NIL] >> TAY_SF_ORDER) & 1);
+            out[TAY_BL_ORDER] = out[TAY_BL_HAS_ORDER] ? row[TAY_SF_ORDER] : 0;
+            out[TAY_BL_ELIGIBLE_AT] = row[TAY_SF_ELIGIBLE_AT];
+            out[TAY_BL_QUEUE] = offset + d[TAY_EF_QUEUE];
+            out[TAY_BL_QUEUE_LENGTH] = d[TAY_EF_QUEUE_LENGTH];
+            out[TAY_BL_WORKER] = offset + d[TAY_EF_WORKER];
+            out[TAY_BL_WORKER_LENGTH] = d[TAY_EF_WORKER_LENGTH];
+            out[TAY_BL_DEFINITION_LENGTH] = d[TAY_EF_DEFINITION_LENGTH];
+            out[TAY_BL_ARGS_NODES] = d[TAY_EF_ARGS_NODES];
+            previous = p;
+            i++;
+            held++;
+            continue;
+        }
+        if (!((row[TAY_SF_NIL] >> TAY_SF_ORDER) & 1)) break;
+        uint64_t *out = jobs + n * TAY_BASE_JOB;
         size_t used = 1;
         out[TAY_BJ_SNAPSHOT] = offset;
         out[TAY_BJ_SNAPSHOT_LENGTH] = length;
@@ -98,6 +129,7 @@ size_t tay_base_jobs(const uint8_t *buf, size_t size, size_t count, const uint64
         n++;
     }
     *job_count = n;
+    *live_count = held;
     return i;
 }
 

@@ -174,12 +174,32 @@ int tay_snapshots_scan(const uint8_t *buf, size_t count, const uint64_t *offsets
 #define TAY_BJ_RESULT 12
 #define TAY_BJ_RESULT_LENGTH 13
 #define TAY_BJ_RESULT_BYTES 14
+/* With take_live, a live job (available, scheduled or retryable; its eligible_at present
+ * and no attachment after its snapshot) is taken too, as TAY_BASE_LIVE u64s in `live`:
+ * BEFORE the finished jobs of the run before it, ORDER its availability order when
+ * HAS_ORDER is 1, the other slots as TAY_BJ's; *live_count the live jobs. */
+#define TAY_BASE_LIVE 15
+#define TAY_BL_BEFORE 0
+#define TAY_BL_RECORD 1
+#define TAY_BL_SNAPSHOT 2
+#define TAY_BL_SNAPSHOT_LENGTH 3
+#define TAY_BL_STATE 4
+#define TAY_BL_REVISION 5
+#define TAY_BL_ORDER 6
+#define TAY_BL_HAS_ORDER 7
+#define TAY_BL_ELIGIBLE_AT 8
+#define TAY_BL_QUEUE 9
+#define TAY_BL_QUEUE_LENGTH 10
+#define TAY_BL_WORKER 11
+#define TAY_BL_WORKER_LENGTH 12
+#define TAY_BL_DEFINITION_LENGTH 13
+#define TAY_BL_ARGS_NODES 14
 size_t tay_base_jobs(const uint8_t *buf, size_t size, size_t count, const uint64_t *offsets,
                      const uint32_t *lengths, const uint8_t *types, const uint8_t *schemas,
                      const uint8_t *last_id, uint32_t max_depth, uint64_t max_nodes,
                      uint64_t max_binary, size_t tape_capacity, uint8_t *tags,
                      uint64_t *values, uint32_t *tape_offsets, double *reals, uint64_t *jobs,
-                     size_t *job_count);
+                     size_t *job_count, int take_live, uint64_t *live, size_t *live_count);
 /* What an engine keeps of a run per job, gathered from tay_base_jobs() rows over the bytes
  * from segment offset `origin` on: every job id (16 bytes each into out; 0, or -1 if one
  * lies outside buf), and every key of column `slot` (TAY_BJ_QUEUE or TAY_BJ_WORKER) as an

@@ -1,14 +1,18 @@
 """Pure-Python twin of ``csrc/base_jobs.c``: a Store-v2 base's finished jobs as columns.
 
 ``base_jobs(buf, offsets, lengths, types, schemas, start, stop, last_id, max_depth,
-max_nodes, max_binary)`` walks records ``start <= i < stop`` (Record v1 offsets: each
-payload starts 24 bytes after its record) and takes every finished job it can vouch for
-whole: a (7,1) snapshot the snapshot fast path accepts, in a terminal state, its id above
-the previous one (``last_id``: the id before ``start``, None for none), then at most one
-(31,2) attachment carrying a (10,2) result the event fast path accepts for that job at its
-revision, when the job is completed; a record outside ``buf`` ends the walk. Returns ``(next, rows)``: the index of the first record
-it did not take and ``BASE_JOB`` integers per job (offsets absolute in ``buf``) in an
-``array('Q')`` (what the engine keeps of a run, made without an int object per field).
+max_nodes, max_binary, take_live)`` walks records ``start <= i < stop`` (Record v1
+offsets: each payload starts 24 bytes after its record) and takes every finished job it
+can vouch for whole: a (7,1) snapshot the snapshot fast path accepts, in a terminal state,
+its id above the previous one (``last_id``: the id before ``start``, None for none), then
+at most one (31,2) attachment carrying a (10,2) result the event fast path accepts for that
+job at its revision, when the job is completed; a record outside ``buf`` ends the walk.
+With ``take_live`` it also takes a live job's snapshot (available, scheduled or retryable,
+its due time present) when no attachment follows it. Returns ``(next, rows, live)``: the
+index of the first record it did not take, ``BASE_JOB`` integers per finished job (offsets
+absolute in ``buf``) and ``BASE_LIVE`` per live job (``BEFORE``: the finished jobs before
+it in ``rows``), each an ``array('Q')`` (what the engine keeps of a run, made without an
+int object per field).
 
 ``base_ids`` and ``base_keys`` gather from those rows what an engine keeps of a run per job
 (its id, its queue and worker keys as indexes into the run's distinct keys).
@@ -26,8 +30,13 @@ BASE_JOB = 15
 (RECORD, SNAPSHOT, SNAPSHOT_LENGTH, STATE, REVISION, TERMINAL_AT, QUEUE, QUEUE_LENGTH,
  WORKER, WORKER_LENGTH, DEFINITION_LENGTH, ARGS_NODES, RESULT, RESULT_LENGTH,
  RESULT_BYTES) = range(BASE_JOB)
+BASE_LIVE = 15
+(BEFORE, LIVE_RECORD, LIVE_SNAPSHOT, LIVE_SNAPSHOT_LENGTH, LIVE_STATE, LIVE_REVISION, ORDER,
+ HAS_ORDER, ELIGIBLE_AT, LIVE_QUEUE, LIVE_QUEUE_LENGTH, LIVE_WORKER, LIVE_WORKER_LENGTH,
+ LIVE_DEFINITION_LENGTH, LIVE_ARGS_NODES) = range(BASE_LIVE)
 FRAME_HEADER = 24
 COMPLETED = sr.STATES.index("completed")
+EXECUTING = sr.STATES.index("executing")
 
 
 def _result(buf: Any, offset: int, length: int, job_id: bytes, revision: int,
@@ -46,10 +55,12 @@ def _result(buf: Any, offset: int, length: int, job_id: bytes, revision: int,
 def base_jobs(buf: Any, offsets: Sequence[int], lengths: Sequence[int], types: Sequence[int],
               schemas: Sequence[int], start: int, stop: int, last_id: bytes | None,
               max_depth: int = 64, max_nodes: int = 100_000,
-              max_binary: int = 16_777_216) -> tuple[int, array]:
+              max_binary: int = 16_777_216, take_live: bool = False
+              ) -> tuple[int, array, array]:
     limits = (max_depth, max_nodes, max_binary)
     previous = last_id
     rows: list[int] = []
+    live: list[int] = []
     i = start
     while i < stop:
         if types[i] != 7 or schemas[i] != 1:
@@ -60,11 +71,28 @@ def base_jobs(buf: Any, offsets: Sequence[int], lengths: Sequence[int], types: S
             break
         snapshot = sr.snapshots_scan(buf, [(offset, length)], *limits)
         job_id = bytes(buf[offset:offset + 16])
-        if snapshot[sr.STATUS] != er.EVENT_FAST or snapshot[sr.STATE] < COMPLETED \
-                or not (snapshot[sr.NIL] >> sr.ORDER) & 1 \
+        if snapshot[sr.STATUS] != er.EVENT_FAST \
                 or (previous is not None and not job_id > previous):
             break
         d = sr.DEFINITION
+        state = snapshot[sr.STATE]
+        if state < COMPLETED:  # a live job: alone, waiting with a due time
+            if not take_live or state == EXECUTING \
+                    or (snapshot[sr.NIL] >> sr.ELIGIBLE_AT) & 1 \
+                    or (i + 1 < stop and types[i + 1] == 31 and schemas[i + 1] == 2):
+                break
+            has_order = 0 if (snapshot[sr.NIL] >> sr.ORDER) & 1 else 1
+            live += [len(rows) // BASE_JOB, i, offset, length, state,
+                     snapshot[sr.REVISION], snapshot[sr.ORDER] if has_order else 0,
+                     has_order, snapshot[sr.ELIGIBLE_AT], offset + snapshot[d + er.QUEUE],
+                     snapshot[d + er.QUEUE_LENGTH], offset + snapshot[d + er.WORKER],
+                     snapshot[d + er.WORKER_LENGTH], snapshot[d + er.DEFINITION_LENGTH],
+                     snapshot[d + er.ARGS_NODES]]
+            previous = job_id
+            i += 1
+            continue
+        if not (snapshot[sr.NIL] >> sr.ORDER) & 1:
+            break
         result = [0, 0, 0]
         used = 1
         if i + 1 < stop and types[i + 1] == 31 and schemas[i + 1] == 2:
@@ -86,7 +114,7 @@ def base_jobs(buf: Any, offsets: Sequence[int], lengths: Sequence[int], types: S
                  snapshot[d + er.ARGS_NODES], *result]
         previous = job_id
         i += used
-    return i, array("Q", rows)
+    return i, array("Q", rows), array("Q", live)
 
 
 def base_ids(buf: Any, jobs: Sequence[int], origin: int) -> list[bytes]:

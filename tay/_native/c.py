@@ -440,7 +440,8 @@ def _rows_scan(scan: Any, width: int, buf: Any, records: Sequence[tuple[int, int
 
 def base_jobs(buf: Any, offsets: Any, lengths: Any, types: Any, schemas: Any, start: int,
               stop: int, last_id: bytes | None, max_depth: int = 64, max_nodes: int = 100_000,
-              max_binary: int = 16_777_216) -> tuple[int, array]:
+              max_binary: int = 16_777_216, take_live: bool = False
+              ) -> tuple[int, array, array]:
     """A base's finished jobs as columns; see ``tay._native._pure_base.base_jobs``.
     ``offsets`` (u64), ``lengths`` (u32), ``types`` and ``schemas`` (bytes) are the record
     scan's columns (``RecordTable``), read in place."""
@@ -451,23 +452,30 @@ def base_jobs(buf: Any, offsets: Any, lengths: Any, types: Any, schemas: Any, st
         raise ValueError("last_id must be 16 bytes")
     count = stop - start
     if not count:
-        return start, array("Q")
+        return start, array("Q"), array("Q")
     data = ffi.from_buffer("uint8_t[]", buf)
     offset_column = _column("uint64_t[]", offsets, start, count)
     length_column = _column("uint32_t[]", lengths, start, count)
     jobs = _new_uncleared("uint64_t[]", count * lib.TAY_BASE_JOB)
-    found = ffi.new("size_t *")
+    live = _new_uncleared("uint64_t[]", count * lib.TAY_BASE_LIVE) if take_live else ffi.NULL
+    found, held = ffi.new("size_t *"), ffi.new("size_t *")
     taken = lib.tay_base_jobs(data, len(data), count, offset_column, length_column,
                               ffi.from_buffer("uint8_t[]", types) + start,
                               ffi.from_buffer("uint8_t[]", schemas) + start,
                               ffi.NULL if last_id is None else last_id, max_depth, max_nodes,
-                              max_binary, _EVENT_TAPE, *_event_tape(), jobs, found)
+                              max_binary, _EVENT_TAPE, *_event_tape(), jobs, found,
+                              1 if take_live else 0, live, held)
     rows = array("Q")  # copied in one piece: no int object per field
     rows.frombytes(ffi.buffer(jobs, found[0] * lib.TAY_BASE_JOB * 8))
+    live_rows = array("Q")
+    if held[0]:
+        live_rows.frombytes(ffi.buffer(live, held[0] * lib.TAY_BASE_LIVE * 8))
     if start:
         for slot in range(lib.TAY_BJ_RECORD, len(rows), lib.TAY_BASE_JOB):
             rows[slot] += start
-    return start + taken, rows
+        for slot in range(lib.TAY_BL_RECORD, len(live_rows), lib.TAY_BASE_LIVE):
+            live_rows[slot] += start
+    return start + taken, rows, live_rows
 
 
 def tail_jobs(buf: Any, offsets: Any, lengths: Any, types: Any, schemas: Any, start: int,

@@ -18,7 +18,7 @@ This module also gives compaction what it reads from the engine (``retained_jobs
 from __future__ import annotations
 
 import struct
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Sequence
 
 from tay._frozen import LazyModule
 from tay.engine.admin import AdminCommands
@@ -51,7 +51,7 @@ from tay.storage.v2.epoch_records import EPOCH_EVENT_PAIR, EpochEvent, encode_ep
 from tay.storage.v2.manifest import Retention
 from tay.storage.v2.records import MUTATION_BODY_KEYS, MUTATION_PAIR, Mutation
 from tay.storage.v2.reducer import EpochReducer
-from tay.storage.v2.rows import BaseJobs, JobRow
+from tay.storage.v2.rows import BaseJobs, BaseLiveRow, JobRow
 from tay.storage.v2.tail import ExecutingRow, FailedRow, LiveRow, TailJobs
 
 # What only a compaction reads (``checkpoints``) loads with the first compaction.
@@ -208,6 +208,13 @@ class EpochEngine(AdminCommands):
         """A run of finished base jobs from the columnar replay, kept in its columns
         (tay.engine.finished) until something touches one of them."""
         self._install_columns(jobs)
+
+    def epoch_install_base_live(self, jobs: BaseJobs, rows: list[BaseLiveRow],
+                                befores: Sequence[int]) -> None:
+        """A columnar base run whose live jobs stand among its finished ones: the finished
+        ones kept in columns, each live one as its row (``rows[m]`` after ``befores[m]``
+        of ``jobs``), every job with the stamp its snapshot's replay gives it."""
+        self._install_base_live(jobs, rows, befores)
 
     def epoch_install_tail(self, jobs: TailJobs, inserted: list[bytes]) -> tuple[int, int] | None:
         """The done jobs of a columnar tail run, kept in columns (tay.storage.v2.tail)."""

@@ -36,9 +36,8 @@ from tay.failures import RequestRefused
 from tay.storage import events as ev
 from tay.storage.events.definition import TIMEOUT_MS, LazyDefinition, args_json
 from tay.storage.journal.history_budget import HistoryBudget, frame_size
-from tay.storage.v2.rows import BaseJobs, JobRow
-from tay.storage.v2.tail import (ExecutingRow, FailedRow, LiveRow, RetriedRow, ScheduledRow,
-                                 TailJobs)
+from tay.storage.v2.rows import BaseJobs, BaseLiveRow, JobRow
+from tay.storage.v2.tail import ExecutingRow, FailedRow, LiveRow, RetriedRow, TailJobs
 from tay._native import _pure_base as bj
 from tay.storage.events.transitions import (
     STATES, JobState, apply, expected_finish, retry_due_range,
@@ -385,6 +384,31 @@ class EngineState:
         self._stamp += len(ids)
         self._hold_columns(held, ids, range(first, first + len(ids)))
 
+    def _install_base_live(self, jobs: BaseJobs, rows: list[BaseLiveRow],
+                           befores: Sequence[int]) -> None:
+        """``_install_columns`` of a run with live jobs among its finished ones (``rows[m]``
+        after ``befores[m]`` of ``jobs``): each job takes the next stamp in the run's
+        order, the finished ones held in columns with theirs and each live one installed
+        as its row (``_install_live``: its ready key or timer entry, in order)."""
+        start, count = self._stamp, len(jobs)
+        stamps = array("Q")
+        live_stamps = []
+        stamp, previous = start + 1, 0
+        for before in befores:
+            stamps.extend(range(stamp, stamp + before - previous))
+            stamp += before - previous
+            live_stamps.append(stamp)
+            stamp, previous = stamp + 1, before
+        stamps.extend(range(stamp, stamp + count - previous))
+        if count:
+            held = jobs.held(self.finished.texts)
+            ids = self.finished.add(held, stamps[0], stamps)
+            self._hold_columns(held, ids, stamps)
+        for row, stamp in zip(rows, live_stamps):
+            self._stamp = stamp - 1
+            self._install_live(row)
+        self._stamp = start + count + len(rows)
+
     def _install_tail(self, jobs: TailJobs, inserted: list[bytes]) -> tuple[int, int] | None:
         """The done jobs of a columnar tail run (tay.storage.v2.tail), kept in columns as a
         base run is, each with the stamp the record-by-record replay gives it (the state
@@ -409,7 +433,7 @@ class EngineState:
         self._hold_columns(kept, ids, stamps)
         return start, self._ready_counter
 
-    def _install_live(self, row: LiveRow | ExecutingRow | FailedRow) -> None:
+    def _install_live(self, row: LiveRow | ExecutingRow | FailedRow | BaseLiveRow) -> None:
         """``_install`` of a new available job, kept as its row (a ``LazyJobEntry`` built on
         first read): the same charge, counts, stamp, ready key and heap push, read from the
         row's fields. A job left executing (``ExecutingRow``, built, in its insert's place)
@@ -419,7 +443,9 @@ class EngineState:
         as its row) gets what its four records give it (``_install_failed``), as does one
         whose retry then succeeded (``RetriedRow``, its eight records), and one left
         scheduled at its delayed insert (``ScheduledRow``) what that insert gives it:
-        counted scheduled, its timer entry instead of a ready key."""
+        counted scheduled, its timer entry instead of a ready key. A live base job
+        (``BaseLiveRow``) gets what its snapshot gives it: available as a ``LiveRow``,
+        scheduled or retryable its timer entry at its revision."""
         charge = job_charge(row.definition_length, row.args_nodes + DEFINITION_FIXED_NODES)
         kind = type(row)
         if kind is ExecutingRow:
@@ -428,8 +454,8 @@ class EngineState:
         if kind is FailedRow or kind is RetriedRow:
             self._install_failed(row, charge)
             return
-        # a job waiting at its insert: available (a ready key and push) or, delayed,
-        # scheduled (its timer entry at revision 1)
+        # a job waiting at its insert (or snapshot): available (a ready key and push) or
+        # waiting for its time (its timer entry)
         entry = LazyJobEntry(row, charge)
         job_id = row.id
         self.jobs[job_id] = entry
@@ -443,8 +469,8 @@ class EngineState:
         entry.stamp = stamp
         if self._job_index is not None:
             self._job_index.touch(stamp, job_id, name, entry.index_keys, None)
-        if kind is ScheduledRow:
-            self._timers.push(row.eligible_at, (job_id, 1))
+        if name != "available":  # scheduled, or retryable (a base row)
+            self._timers.push(row.eligible_at, (job_id, row.revision))
             return
         self._ready_counter = counter = self._ready_counter + 1
         key = entry.ready_key = (row.eligible_at, counter, job_id)

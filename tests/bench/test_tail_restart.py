@@ -16,9 +16,11 @@ def test_each_shape_recovers_all_its_jobs_and_reports_both_ways(capsys) -> None:
         [cell.strip() for cell in line.strip("|").split("|")] for line in lines[3:])}
     assert list(rows) == list(tail_restart.SHAPES)
     # records: four per job, eight per retried job, five per delayed one, one per waiting
-    assert [rows[shape][0] for shape in rows] == ["160", "160", "160", "200", "170", "130"]
+    # or backlog one
+    assert [rows[shape][0] for shape in rows] == ["160", "160", "160", "200", "170", "130",
+                                                  "130"]
     # held unbuilt: every job (a retried success as a completed row)
-    assert [rows[shape][1] for shape in rows] == ["40"] * 6
+    assert [rows[shape][1] for shape in rows] == ["40"] * 7
     for shape, (_, _, columnar, exact, added) in rows.items():
         assert float(columnar) > 0 and float(exact) > 0
         assert (added == "-") == (shape == "success")
@@ -31,8 +33,9 @@ def test_from_the_base_each_shape_holds_its_finished_jobs_in_columns(capsys) -> 
     rows = {cells[0]: cells[1:] for cells in (
         [cell.strip() for cell in line.strip("|").split("|")] for line in lines[3:])}
     # held in columns: the finished jobs (a retried or discarded job's failure details are a
-    # second attachment: built); the live ones (retryable, scheduled) are built
-    assert [rows[shape][1] for shape in rows] == ["40", "30", "30", "30", "40", "30"]
+    # second attachment: built); as rows the live ones with no attachment (scheduled,
+    # available); built the retryable ones (their failure's details attached)
+    assert [rows[shape][1] for shape in rows] == ["40", "30", "30", "30", "40", "40", "40"]
 
 
 @pytest.mark.parametrize("shape", tail_restart.SHAPES)
@@ -42,9 +45,18 @@ def test_every_odd_job_of_a_shape_ends_as_the_shape_says(shape) -> None:
     details = [p for t, _, p in frames if t == 30 and p[:2] == b"\x16\x02"]  # (22,2)
     # every job finished once (but those still waiting), a retried one twice; four failed
     # first attempts; a retry or a delayed job made available by a tick
-    assert kinds.count(4) == 20 + {"retried": 4, "waiting": -4}.get(shape, 0)
+    assert kinds.count(4) == 20 + {"retried": 4, "waiting": -4, "backlog": -4}.get(shape, 0)
     assert len(details) == (4 if shape in ("failed", "discarded", "retried") else 0)
     assert kinds.count(2) == (4 if shape in ("retried", "delayed") else 0)
+
+
+def test_a_base_that_is_all_backlog_holds_every_job_as_its_row(capsys) -> None:
+    assert tail_restart.main(["--jobs", "30", "--every", "1", "--runs", "1", "--base",
+                              "--shapes", "backlog,waiting"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    rows = {cells[0]: cells[1:] for cells in (
+        [cell.strip() for cell in line.strip("|").split("|")] for line in lines[3:])}
+    assert {shape: row[1] for shape, row in rows.items()} == {"backlog": "30", "waiting": "30"}
 
 
 def test_bad_flags_are_refused(capsys) -> None:

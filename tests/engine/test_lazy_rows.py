@@ -28,7 +28,7 @@ from tay.storage.events import result_recorded
 from tay.storage.v2 import Retention, fast
 from tay.storage.v2.epoch_records import encode_job_attachment
 from tay.storage.v2.reducer import EpochReducer
-from tay.storage.v2.rows import JobRow, ResultRow
+from tay.storage.v2.rows import BaseLiveRow, JobRow, ResultRow
 from tests.engine.conftest import reply
 from tests.storage.conftest import scratch_path
 from tests.storage.test_transitions import histories
@@ -136,13 +136,18 @@ def test_rows_answer_every_query_as_the_eager_replay(histories_) -> None:
             eager = recovered(root)
         lazy = recovered(root)
         assert all(type(entry) is JobEntry for entry in eager.jobs.values())
-        # the terminal base jobs are held as rows or in columns (tay.engine.finished)
+        # the terminal base jobs are held as rows or in columns (tay.engine.finished), and
+        # waiting ones with no attachment as their live rows
         entries = all_entries(lazy)
         rows = [job_id for job_id, entry in entries.items() if type(entry) is LazyJobEntry]
-        assert all(peek(entries[job_id]).terminal for job_id in rows)
-        assert all(type(peek(entries[job_id])) is JobRow for job_id in rows)
+        kinds = {job_id: type(peek(entries[job_id])) for job_id in rows}
+        assert set(kinds.values()) <= {JobRow, BaseLiveRow}
+        terminal = [job_id for job_id in rows if kinds[job_id] is JobRow]
+        assert all(peek(entries[job_id]).terminal for job_id in terminal)
+        assert all(peek(entries[job_id]).state in ("available", "scheduled", "retryable")
+                   for job_id in rows if kinds[job_id] is BaseLiveRow)
         assert sorted(job_id for job_id, e in eager.jobs.items() if peek(e).terminal) \
-            == sorted(rows)
+            == sorted(terminal)
         assert bookkeeping(lazy) == bookkeeping(eager)
         assert answers(lazy) == answers(eager)
         for job_id, entry in eager.jobs.items():

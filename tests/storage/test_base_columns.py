@@ -29,7 +29,7 @@ from tay.storage.recovery import store_v2
 from tay.storage.recovery.physical import SegmentView
 from tay.storage.v2.epoch_records import encode_job_attachment
 from tay.storage.v2.reducer import EpochReducer
-from tay.storage.v2.rows import JobRow
+from tay.storage.v2.rows import BaseLiveRow, JobRow
 from tests.build_guard import c_twin
 from tay.engine.jobs import peek
 from tests.engine.test_lazy_rows import answers, bookkeeping, job_answers, recovered
@@ -47,7 +47,9 @@ def bases(draw):
     their attachments, now and then an extra result or failure attachment or a result for
     another revision or job instead of their own."""
     finished = jobs().filter(lambda job: job.terminal)  # what the columns take, mostly
-    jobs_ = draw(st.lists(st.one_of(finished, finished, jobs()), min_size=1, max_size=6))
+    waiting = jobs().filter(lambda job: job.state in ("available", "scheduled", "retryable"))
+    jobs_ = draw(st.lists(st.one_of(finished, finished, waiting, jobs()), min_size=1,
+                          max_size=6))
     number = 0
     records = []
     for job in jobs_:
@@ -85,9 +87,10 @@ def frames(records: list[tuple[int, int, bytes]]) -> tuple[bytes, RecordTable]:
     return data, table
 
 
-def walk(twin, data, table: RecordTable, start: int, stop: int, last_id):
+def walk(twin, data, table: RecordTable, start: int, stop: int, last_id,
+         take_live: bool = False):
     return twin.base_jobs(data, table.offsets, table.lengths, table.types, table.schemas,
-                          start, stop, last_id)
+                          start, stop, last_id, take_live=take_live)
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -99,17 +102,21 @@ def test_c_equals_python_on_any_base(records, data) -> None:
     stop = data.draw(st.just(count) | st.integers(start, count))
     last_id = data.draw(st.none() | st.binary(min_size=16, max_size=16)
                         | st.integers(0, 3).map(lambda n: n.to_bytes(16, "big")))
-    taken = walk(c_native, raw, table, start, stop, last_id)
-    assert taken == walk(pure, raw, table, start, stop, last_id)
-    event(f"jobs taken: {min(len(taken[1]) // _pure_base.BASE_JOB, 3)}")
+    live = data.draw(st.booleans())
+    taken = walk(c_native, raw, table, start, stop, last_id, live)
+    assert taken == walk(pure, raw, table, start, stop, last_id, live)
+    event(f"jobs taken: {min(len(taken[1]) // _pure_base.BASE_JOB, 3)}, "
+          f"live: {min(len(taken[2]) // _pure_base.BASE_LIVE, 2)}")
+    if not live:
+        assert not taken[2]
     # one flipped byte anywhere, or a buffer cut short: still the same walk
     flip = data.draw(st.integers(0, len(raw) - 1))
     damaged = bytearray(raw)
     damaged[flip] ^= data.draw(st.integers(1, 255))
     cut = raw[:data.draw(st.integers(0, len(raw)))]
     for buffer in (bytes(damaged), cut):
-        assert walk(c_native, buffer, table, start, stop, last_id) == \
-            walk(pure, buffer, table, start, stop, last_id)
+        assert walk(c_native, buffer, table, start, stop, last_id, live) == \
+            walk(pure, buffer, table, start, stop, last_id, live)
 
 
 def gathered(twin, buf, rows, origin: int, max_distinct: int):
@@ -129,7 +136,7 @@ def test_ids_and_keys_gather_the_same_in_c_and_python(records, data) -> None:
     is what slicing each job's bytes gives, in both twins, over the segment or a part of it
     starting at ``origin``."""
     raw, table = frames(records)
-    _, rows = walk(pure, raw, table, 0, len(table), None)
+    _, rows, _ = walk(pure, raw, table, 0, len(table), None)
     origin = data.draw(st.integers(0, min(rows[_pure_base.SNAPSHOT::_pure_base.BASE_JOB],
                                           default=0)))
     buf = raw[origin:]
@@ -169,6 +176,12 @@ def test_the_row_layout_is_the_documented_one() -> None:
     assert c_native.lib.TAY_BASE_JOB == _pure_base.BASE_JOB == 15
     assert (c_native.lib.TAY_BJ_RECORD, c_native.lib.TAY_BJ_RESULT_BYTES) == \
         (_pure_base.RECORD, _pure_base.RESULT_BYTES)
+    assert c_native.lib.TAY_BASE_LIVE == _pure_base.BASE_LIVE == 15
+    lib = c_native.lib
+    assert (lib.TAY_BL_BEFORE, lib.TAY_BL_RECORD, lib.TAY_BL_STATE, lib.TAY_BL_ORDER,
+            lib.TAY_BL_HAS_ORDER, lib.TAY_BL_ELIGIBLE_AT, lib.TAY_BL_ARGS_NODES) == \
+        (_pure_base.BEFORE, _pure_base.LIVE_RECORD, _pure_base.LIVE_STATE, _pure_base.ORDER,
+         _pure_base.HAS_ORDER, _pure_base.ELIGIBLE_AT, _pure_base.LIVE_ARGS_NODES)
 
 
 # ---- any prefix of a base replays the same through the columns ----------------------------
@@ -184,9 +197,11 @@ def record_by_record():
         store_v2._base_run = original
 
 
-def replay_base(raw: bytes, table: RecordTable, bulk: bool):
+def replay_base(raw: bytes, table: RecordTable, bulk: bool, live: bool = False):
     """The base replayed as recovery does (a mapped file, the rows consumer); what was
-    installed, in order, each row with its fields and the job it builds."""
+    installed, in order, each row with its fields and the job it builds. ``live``: the
+    consumer holds a run's live jobs as rows too (each is installed as the job it builds,
+    after checking the fields the engine reads from the row against it)."""
     installed: list = []
 
     def row(job: JobRow) -> None:
@@ -198,9 +213,29 @@ def replay_base(raw: bytes, table: RecordTable, bulk: bool):
         for job in jobs.job_rows():
             row(job)
 
+    def live_rows(jobs, held, befores) -> None:
+        finished = list(jobs.job_rows())
+        assert list(befores) == sorted(befores) and (not befores or befores[-1] <= len(finished))
+        done = 0
+        for before, live_row in zip(befores, held):
+            for job in finished[done:before]:
+                row(job)
+            done = before
+            job = live_row.job_state()
+            assert (live_row.id, live_row.state, live_row.revision, live_row.ready_order,
+                    live_row.eligible_at, live_row.queue, live_row.task,
+                    live_row.definition_length) == \
+                (job.id, job.state, job.revision, job.ready_order, job.eligible_at,
+                 job.definition["queue_key"], job.definition["worker_key"],
+                 len(job.definition_bytes))
+            installed.append(("job", job))
+        for job in finished[done:]:
+            row(job)
+
     reducer = EpochReducer(lambda job_id: None,
                            lambda job, event: installed.append(("job", job)),
-                           lambda revision, event: None, row, rows if bulk else None)
+                           lambda revision, event: None, row, rows if bulk else None,
+                           install_base_live=live_rows if live else None)
     fd, path = tempfile.mkstemp(prefix="base-columns-")
     try:
         os.write(fd, raw)
@@ -251,14 +286,17 @@ def check_prefix(raw: bytes, cut: RecordTable) -> None:
         expected = outcome(replay_base(raw, cut, bulk=False))
     assert outcome(replay_base(raw, cut, bulk=False)) == expected  # rows one by one
     assert outcome(replay_base(raw, cut, bulk=True)) == expected  # a run at once
+    # a run with its live jobs as rows
+    assert outcome(replay_base(raw, cut, bulk=True, live=True)) == expected
 
 
 def test_a_run_cut_by_its_cap_leaves_its_last_jobs_attachment_to_the_exact_way() -> None:
-    """A run is at most ``_RUN`` records. A job without attachments (a cancelled one) puts
-    the later snapshots and results out of step with the cap, so a run can end at a
-    completed job's snapshot with its result just past it: that job must go the exact way
-    with its result, not be taken alone (the result would then come without its snapshot
-    and recovery refuse the base: found while taking live jobs into the runs)."""
+    """A run is at most ``_RUN`` records. A job without attachments (a cancelled one, or a
+    waiting one the run holds as a row) puts the later snapshots and results out of step
+    with the cap, so a run can end at a completed job's snapshot with its result just past
+    it: that job must go the exact way with its result, not be taken alone (the result
+    would then come without its snapshot and recovery refuse the base: found while taking
+    live jobs into the runs)."""
     from tay.storage import events as ev
     from tay.storage.events.definition import build_definition
     from tay.storage.events.transitions import apply, expected_finish
@@ -285,8 +323,9 @@ def test_a_run_cut_by_its_cap_leaves_its_last_jobs_attachment_to_the_exact_way()
                                     next_attempt=next_attempt, next_due_at=None),
         lambda job: ev.result_recorded(job_id, 0, job.revision, None))
     cancelled = final(inserted, lambda job: ev.job_cancelled(job_id, 0, job.revision, None))
-    assert len(payloads(completed)) == 2
-    for first in (cancelled,):
+    waiting = final(inserted)
+    assert waiting.state == "available" and len(payloads(completed)) == 2
+    for first in (cancelled, waiting):
         records = payloads(numbered(first, 1))
         for number in range(2, store_v2._RUN // 2 + 40):
             records += payloads(numbered(completed, number))
@@ -332,10 +371,21 @@ def keyed_histories(draw):
             *history[1:]]
 
 
+def waiting(engine) -> tuple:
+    """What a base's live jobs leave besides their entries: the ready heaps (queue, task,
+    entries, and the rotation's order), the ready counter and the timer heap."""
+    ready = engine._ready
+    heaps = {queue: {task: sorted(heap) for task, heap in tasks.items()}
+             for queue, tasks in ready._queues.items()}
+    return (heaps, list(ready.rotation), engine._ready_counter, sorted(engine._timers._heap),
+            engine._timers._counter)
+
+
 def assert_alike(after, before) -> None:
     """``after`` (recovered in columns) answers as ``before`` (record by record) for every
     job, and reading them all leaves the two engines' bookkeeping equal."""
     assert bookkeeping(after) == bookkeeping(before)
+    assert waiting(after) == waiting(before)
     assert answers(after) == answers(before)
     for job_id in before.jobs:
         assert job_answers(after, job_id) == job_answers(before, job_id)
@@ -457,9 +507,12 @@ def test_an_engine_in_columns_takes_every_later_command_as_one_recovered_record_
             store_v2._BATCH = batch
             after = recovered(root)
         assert not before.finished
+        assert waiting(after) == waiting(before)
         held = len(after.finished)
         assert held <= sum(1 for e in before.jobs.values() if peek(e).terminal)
         event(f"jobs held in columns: {min(held, 3)}")
+        live = sum(1 for entry in after.jobs.values() if type(peek(entry)) is BaseLiveRow)
+        event(f"live jobs held as rows: {min(live, 3)}")
         for number, step in enumerate(later):
             now = 10_000 + 1_000 * number
             assert take(after, step, now) == take(before, step, now)
@@ -487,6 +540,40 @@ def test_a_job_retried_out_of_the_columns_answers_like_the_rows() -> None:
     inner = test_an_engine_in_columns_takes_every_later_command_as_one_recovered_record_by_record
     with unittest.mock.patch(f"{__name__}.event"):  # hypothesis' event() needs a test run
         inner.hypothesis.inner_test([[inserted, cancelled], [inserted]], [("retry_job", 1)], 1)
+
+
+@pytest.mark.parametrize("target", [9_001, 9_075, 9_223])
+@pytest.mark.parametrize("shape", ["success", "waiting", "backlog"])
+def test_a_job_whose_attachment_is_in_the_next_base_segment_recovers(shape, target) -> None:
+    """A base rolls to its next segment at the rotation target wherever that falls, so a
+    job's result may be the next segment's first record: a run that ends at a segment's
+    end must leave its last job to the exact way, which takes the attachment from the next
+    segment (taken alone, the result came without its snapshot and recovery refused the
+    base: found while taking live jobs into the runs; with these targets, at least one
+    of the three fails before the fix for each shape)."""
+    from benchmarks.tail_restart import shape_actions
+    from tests.engine.test_tail_columns import empty_store, tail_frames
+    from tests.storage.test_store_v2_rules import rewrite_tail
+    from tay.storage.compaction.offline import compact_offline
+    from tay.storage.recovery.recover import TableConsumer
+    from tay.storage.v2 import Retention
+
+    root = scratch_path("base-columns")
+    try:
+        empty_store(root)
+        rewrite_tail(root, tail_frames(0, shape_actions(shape, 200, 3)))
+        compact_offline(str(root), consumer=TableConsumer(), durability="write",
+                        retention=Retention("infinity"), now_ms=lambda: 1_000,
+                        rotation_target=target, allow_small_rotation_target_for_tests=True)
+        assert len(list(root.glob("epochs/*/segments/*.tay"))) >= 5  # the base's, rolled
+        with record_by_record():
+            before = recovered(root)
+        after = recovered(root)
+        assert len(before.jobs) == 200
+        assert len(after.finished) >= 100
+        assert_alike(after, before)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
 
 
 # ---- a base whose live jobs stand one by one among its finished ones ---------------------

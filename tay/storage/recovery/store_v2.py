@@ -52,7 +52,7 @@ from tay.storage.v2.markers import CURRENT_SIZE, MARKER_SIZE, decode_current
 from tay.storage.v2.records import MUTATION_PAIR, SNAPSHOT_PAIR, decode_mutation, decode_snapshot
 from tay.storage.v2.fast import decode_batch
 from tay.storage.v2.reducer import EpochReducer
-from tay.storage.v2.rows import BaseJobs, BaseSource, ResultRow
+from tay.storage.v2.rows import BaseJobs, BaseSource, ResultRow, base_live_rows
 from tay.storage.v2.tail import TailJobs, executing_rows, failed_row, live_row, retried_row
 
 _HASH_CHUNK = 1 << 20
@@ -407,7 +407,8 @@ def replay_v2(view: EpochView, consumer: Any, limits: DecodeLimits,
                                getattr(consumer, "epoch_install_rows", None),
                                getattr(consumer, "epoch_install_tail", None),
                                getattr(consumer, "epoch_counters", None),
-                               getattr(consumer, "epoch_install_live", None))
+                               getattr(consumer, "epoch_install_live", None),
+                               getattr(consumer, "epoch_install_base_live", None))
         dispatch = _Dispatch(reducer, limits)
     elif not callable(consumer):
         raise RecoveryRefused("unsupported_physical", "consumer_cannot_read_store_v2",
@@ -419,7 +420,7 @@ def replay_v2(view: EpochView, consumer: Any, limits: DecodeLimits,
         if not in_base and reducer is not None and reducer.in_base:
             reducer.end_base()
         expected = _replay_segment(segment_view, in_base, expected, consumer, dispatch,
-                                   limits, timer)
+                                   limits, timer, base_goes_on=index + 1 < base_count)
     if reducer is not None and reducer.in_base:
         reducer.end_base()
     return expected - 1, reducer
@@ -427,8 +428,10 @@ def replay_v2(view: EpochView, consumer: Any, limits: DecodeLimits,
 
 def _replay_segment(segment_view: SegmentView, in_base: bool, expected: int, consumer: Any,
                     dispatch: _Dispatch | None, limits: DecodeLimits,
-                    timer: RecoveryTimer | None) -> int:
+                    timer: RecoveryTimer | None, base_goes_on: bool = False) -> int:
     """Replay one segment's records from global sequence ``expected``; returns the next.
+    ``base_goes_on``: a base segment the next segment of the base follows (its first
+    records may be the attachments of this one's last job).
 
     In a base, runs of finished jobs go through the columnar replay (``_base_run``) when
     the consumer keeps rows; every record it does not take goes the record-by-record way."""
@@ -446,6 +449,7 @@ def _replay_segment(segment_view: SegmentView, in_base: bool, expected: int, con
     first = 0  # index of batch[0] in records
     dropped = 0  # pages below this offset were released
     held_from: list[BaseSource] = []  # the segment, opened once for the runs kept in columns
+    texts: dict[bytes, str] = {}  # the live rows' queue and worker keys decoded so far
     count = len(records)
     position = 0
     # A base orders its jobs by id, so its live jobs (available, scheduled, retryable...)
@@ -465,7 +469,7 @@ def _replay_segment(segment_view: SegmentView, in_base: bool, expected: int, con
                     and records.first_sequence + position == expected and position != no_run:
                 if columnar and dispatch.reducer.takes_base_jobs:
                     taken = _base_run(mapping, records, position, dispatch.reducer, limits,
-                                      segment_view, held_from)
+                                      segment_view, held_from, texts, base_goes_on)
                     if taken < min(count, position + _RUN):  # stopped before its cap
                         no_run = taken
                     if taken - position >= _RUN_WORTH:
@@ -543,32 +547,52 @@ _RUN = 1024
 
 def _base_run(mapping: Any, records: RecordTable, position: int, reducer: EpochReducer,
               limits: DecodeLimits, segment_view: SegmentView,
-              held_from: list[BaseSource]) -> int:
+              held_from: list[BaseSource], texts: dict[bytes, str],
+              base_goes_on: bool = False) -> int:
     """The finished jobs from ``position`` on, taken in one native call and installed in
-    columns (``tay._native.base_jobs``, ``EpochReducer.base_jobs``); returns the index of
-    the first record not taken (``position`` when none was). Sequences are the table's
+    columns (``tay._native.base_jobs``, ``EpochReducer.base_jobs``), and with a consumer
+    that holds them (``takes_base_live``) the live jobs among them as rows
+    (``BaseLiveRow``; ``texts``: their keys decoded so far); returns the index of the first
+    record not taken (``position`` when none was). Sequences are the table's
     (``first_sequence + index``, which the caller checked at ``position``), and the pairs
     taken, (7,1) and (31,2), are base pairs. A consumer that keeps the runs in columns
     reads their snapshots and results from the segment later (``BaseSource``, opened once
-    per segment in ``held_from``), not from a copy made now."""
+    per segment in ``held_from``), not from a copy made now. ``base_goes_on``: the next
+    segment is the base's too (its first records may belong to this one's last job)."""
     stop = min(len(records), position + _RUN)
-    taken, columns = _native.base_jobs(mapping, records.offsets, records.lengths,
-                                       records.types, records.schemas, position, stop,
-                                       reducer.last_job_id, limits.depth, limits.nodes,
-                                       limits.binary)
-    if taken == stop < len(records) and records.types[stop] == JOB_ATTACHMENT_PAIR[0]:
+    taken, columns, live = _native.base_jobs(
+        mapping, records.offsets, records.lengths, records.types, records.schemas, position,
+        stop, reducer.last_job_id, limits.depth, limits.nodes, limits.binary,
+        take_live=reducer.takes_base_live)
+    if taken == stop and (base_goes_on if stop == len(records)
+                          else records.types[stop] == JOB_ATTACHMENT_PAIR[0]):
         # the run ends at its cap, and the attachments of its last job lie past it (a job
-        # with none, a cancelled one, puts the later jobs out of step with the cap): that
-        # job goes the exact way
-        taken, columns = columns[len(columns) - bj.BASE_JOB + bj.RECORD], \
-            columns[:len(columns) - bj.BASE_JOB]
-    if columns:
+        # with none, a cancelled or a live one, puts the later jobs out of step with the
+        # cap), or at the segment's end, and they may be the next segment's first records
+        # (a base rolls at its rotation target wherever that falls): that job goes the
+        # exact way
+        last = columns[len(columns) - bj.BASE_JOB + bj.RECORD] if columns else -1
+        last_live = live[len(live) - bj.BASE_LIVE + bj.LIVE_RECORD] if live else -1
+        if last > last_live:
+            taken, columns = last, columns[:len(columns) - bj.BASE_JOB]
+        elif live:
+            taken, live = last_live, live[:len(live) - bj.BASE_LIVE]
+    rows = None
+    if live:
+        rows = base_live_rows(mapping, live, limits, texts)
+        fresh = reducer.fresh_orders(rows)
+        if fresh < len(rows):  # an order given out before: the exact way refuses it there
+            k = fresh * bj.BASE_LIVE
+            taken, columns = live[k + bj.LIVE_RECORD], columns[:live[k + bj.BEFORE] * bj.BASE_JOB]
+            rows, live = rows[:fresh], live[:k]
+    if columns or rows:
         source = None
-        if reducer.install_rows is not None:
+        if reducer.install_rows is not None and columns:
             if not held_from:
                 held_from.append(BaseSource(segment_view.path, segment_view.inode))
             source = held_from[0]
-        reducer.base_jobs(BaseJobs(mapping, columns, limits, source=source))
+        reducer.base_jobs(BaseJobs(mapping, columns, limits, source=source), rows,
+                          live[bj.BEFORE::bj.BASE_LIVE])
     return taken
 
 

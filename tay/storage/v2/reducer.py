@@ -29,7 +29,7 @@ from tay.storage.events.transitions import JobState, apply, attach, with_ready_o
 from tay.storage.v2.epoch_records import EpochEvent
 from tay.storage.v2.jobs import job_of
 from tay.storage.v2.records import Mutation, Snapshot
-from tay.storage.v2.rows import BaseJobs, JobRow, ResultRow
+from tay.storage.v2.rows import BaseJobs, BaseLiveRow, JobRow, ResultRow
 
 Lookup = Callable[[bytes], "JobState | None"]
 Install = Callable[[JobState, "ev.Event | None"], None]  # the event that led to it
@@ -50,7 +50,8 @@ class EpochReducer:
                  install_rows: InstallRows | None = None,
                  install_tail: Callable | None = None,
                  counters: Callable[[int, int, int], None] | None = None,
-                 install_live: Callable | None = None) -> None:
+                 install_live: Callable | None = None,
+                 install_base_live: Callable | None = None) -> None:
         self.lookup = lookup
         self.install = install
         self.apply_entity = apply_entity
@@ -66,6 +67,10 @@ class EpochReducer:
         # install_live(row): a tail job the walk left available at its insert, held as its
         # LiveRow (tay.storage.v2.tail) instead of replaying the insert; None: replayed
         self.install_live = install_live
+        # install_base_live(jobs, rows, befores): a base run's finished jobs in columns and
+        # its live jobs as rows (BaseLiveRow), rows[m] coming after befores[m] of the jobs;
+        # None: the columnar replay takes no live base job
+        self.install_base_live = install_base_live
         self.next_order = 1
         self.entities: dict[tuple, int] = {}  # entity -> its logical revision
         self.in_base = True
@@ -108,14 +113,50 @@ class EpochReducer:
         """Whether ``base_jobs`` may come now: in the base, before any checkpoint."""
         return self.in_base and not self._checkpoints_started
 
-    def base_jobs(self, jobs: BaseJobs) -> None:
+    @property
+    def takes_base_live(self) -> bool:
+        """Whether a columnar base run may hold live jobs as rows (``base_jobs``' ``live``)."""
+        return self.install_base_live is not None
+
+    def fresh_orders(self, rows: list[BaseLiveRow]) -> int:
+        """How many of ``rows`` (in order) ``snapshot_state`` would take without refusing
+        an availability order given out before (the rest go the exact way, which refuses
+        the first where it stands)."""
+        seen = self._base_orders
+        orders = [row.ready_order for row in rows if row.ready_order is not None]
+        if len(set(orders)) == len(orders) and seen.isdisjoint(orders):
+            return len(rows)
+        taken: set[int] = set()
+        for k, row in enumerate(rows):
+            order = row.ready_order
+            if order is not None:
+                if order in seen or order in taken:
+                    return k
+                taken.add(order)
+        return len(rows)
+
+    def base_jobs(self, jobs: BaseJobs, live: list[BaseLiveRow] | None = None,
+                  befores: list[int] | None = None) -> None:
         """Finished jobs the columnar replay took whole (``tay._native.base_jobs``: each a
         terminal snapshot above ``last_job_id`` with no order, and at most one result it
         takes as ``JobRow.take`` would), as ``snapshot_state`` and ``attachment_row`` would
-        have taken them one by one; only while ``takes_base_jobs``."""
+        have taken them one by one; only while ``takes_base_jobs``. ``live``: the run's
+        live jobs (with ``takes_base_live``), ``live[m]`` after ``befores[m]`` of ``jobs``,
+        their orders fresh (``fresh_orders``)."""
         if not self.takes_base_jobs:
             raise RuntimeError("base jobs only in the base, before any checkpoint")
         self._flush()
+        if live:
+            if self.install_base_live is None:
+                raise RuntimeError("live base rows only for a consumer that holds them")
+            orders = [row.ready_order for row in live if row.ready_order is not None]
+            if orders:
+                self._base_orders.update(orders)
+                self.next_order = max(self.next_order, max(orders) + 1)
+            self.install_base_live(jobs, live, befores)
+            last = live[-1].id
+            self._last_job_id = max(last, jobs.last_id) if len(jobs) else last
+            return
         if self.install_rows is not None:
             self.install_rows(jobs)
         elif self.install_row is not None:

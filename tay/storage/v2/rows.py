@@ -111,6 +111,52 @@ class JobRow:
         return job
 
 
+class BaseLiveRow:
+    """A live base job not built yet: a waiting snapshot (available, scheduled or
+    retryable, with its due time and no attachment) that the columnar replay took alone.
+    The attributes named like ``JobState``'s hold the same values, so bookkeeping that
+    reads only those need not build it; ``snapshot`` is the (7,1) payload (a copy, so the
+    segment's pages may go)."""
+
+    __slots__ = ("id", "state", "revision", "ready_order", "eligible_at", "queue", "task",
+                 "definition_length", "args_nodes", "snapshot", "limits")
+
+    terminal = False
+    terminal_at = None
+    result_present = False
+    attempts = None  # a base job's attempt timeline starts empty
+
+    def job_state(self) -> JobState:
+        return snapshot_state(self.snapshot, self.limits)
+
+
+def base_live_rows(data: Any, live: Any, limits: DecodeLimits,
+                   texts: dict[bytes, str]) -> list[BaseLiveRow]:
+    """The ``BaseLiveRow`` of each live job of a ``base_jobs`` walk (``live``: its
+    ``BASE_LIVE`` rows, offsets absolute in ``data``); ``texts``: the keys decoded so far."""
+    rows = []
+    states = _STATES
+    new = BaseLiveRow.__new__
+    for k in range(0, len(live), bj.BASE_LIVE):
+        start = live[k + bj.LIVE_SNAPSHOT]
+        row = new(BaseLiveRow)
+        row.snapshot = snapshot = bytes(data[start:start + live[k + bj.LIVE_SNAPSHOT_LENGTH]])
+        row.id = snapshot[:16]
+        row.state = states[live[k + bj.LIVE_STATE]]
+        row.revision = live[k + bj.LIVE_REVISION]
+        row.ready_order = live[k + bj.ORDER] if live[k + bj.HAS_ORDER] else None
+        row.eligible_at = live[k + bj.ELIGIBLE_AT]
+        start = live[k + bj.LIVE_QUEUE]
+        row.queue = _decoded(bytes(data[start:start + live[k + bj.LIVE_QUEUE_LENGTH]]), texts)
+        start = live[k + bj.LIVE_WORKER]
+        row.task = _decoded(bytes(data[start:start + live[k + bj.LIVE_WORKER_LENGTH]]), texts)
+        row.definition_length = live[k + bj.LIVE_DEFINITION_LENGTH]
+        row.args_nodes = live[k + bj.LIVE_ARGS_NODES]
+        row.limits = limits
+        rows.append(row)
+    return rows
+
+
 class BaseReadFailed(StorageFailure):
     """A finished job's bytes could not be read back from the base (an I/O error, or bytes
     that are no longer the records replay checked): what asked for them is refused."""
