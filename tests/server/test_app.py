@@ -110,10 +110,15 @@ def test_a_v1_store_is_adopted_at_start_and_its_epoch_feeds_the_engine(data_dir:
     from tay.engine import Engine
 
     seen: list[bytes] = []
-    original = Engine.epoch_install
+    original, original_live = Engine.epoch_install, Engine.epoch_install_base_live
     monkeypatch.setattr(Engine, "epoch_install",
                         lambda self, state, event: (seen.append(state.id),
                                                     original(self, state, event)))
+    # the base's available jobs, held as rows
+    monkeypatch.setattr(Engine, "epoch_install_base_live",
+                        lambda self, jobs, rows, befores: (
+                            seen.extend(row.id for row in rows),
+                            original_live(self, jobs, rows, befores)))
     store = open_store(config(data_dir))
     try:
         assert store.store_version == 2 and len(seen) == 5
@@ -165,6 +170,8 @@ def test_replay_runs_without_the_cycle_collector_and_gives_it_back(data_dir: str
 
     monkeypatch.setattr(Engine, "epoch_install", spied(Engine.epoch_install))
     monkeypatch.setattr(Engine, "epoch_install_live", spied(Engine.epoch_install_live))
+    monkeypatch.setattr(Engine, "epoch_install_base_live",
+                        spied(Engine.epoch_install_base_live))
     was = gc.isenabled()
     try:
         for collecting in (True, False):
