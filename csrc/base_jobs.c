@@ -10,9 +10,9 @@
  * record it cannot take so (any other pair, a slow payload, a job that is not finished, a
  * second attachment, an attachment it does not take, a record outside buf's size bytes): the caller replays from there the
  * exact way, so every refusal keeps its class, reason and offset. It never refuses.
- * With take_live it also takes a live job alone (available, scheduled or retryable, with a
- * due time and no attachment) as a TAY_BASE_LIVE row in `live`, with the count of the
- * finished jobs before it, so that a base's backlog and its lone live jobs need not stop
+ * With take_live it also takes a live job (available, scheduled or retryable, with a due
+ * time, and at most one attachment: its failure's details, for that job at its revision) as
+ * a TAY_BASE_LIVE row in `live`, with the count of the finished jobs before it, so that a base's backlog and its lone live jobs need not stop
  * the run (the engine holds them as rows: tay.storage.v2.rows.BaseLiveRow).
  * The pure twin is tay/_native/_pure_base.py (same rows, same stop).
  */
@@ -21,27 +21,38 @@
 #include <string.h>
 
 #define FRAME_HEADER 24 /* Record v1: the payload starts 24 bytes after the record */
+#define FAILURE_FIXED_BYTES 64u
 
-static int result_taken(const uint8_t *buf, uint64_t offset, uint32_t length,
-                        const uint8_t *job_id, uint64_t revision, uint32_t max_depth,
-                        uint64_t max_nodes, uint64_t max_binary, size_t tape_capacity,
-                        uint8_t *tags, uint64_t *values, uint32_t *tape_offsets, double *reals,
-                        uint64_t *out) {
+uint64_t tay_failure_bytes(const uint64_t *row) {
+    uint64_t bytes = FAILURE_FIXED_BYTES;
+    for (int slot = TAY_EF_A; slot <= TAY_EF_E; slot += 2)
+        if (!((row[TAY_EF_NIL] >> slot) & 1)) bytes += row[slot + 1];
+    return bytes;
+}
+
+/* A (31,2) attachment at offset carrying a (wanted,2) event the event scan accepts for
+ * job_id at revision: out is (offset, length, charge): a result's canonical size (10) or
+ * the failure details' (22); 0 when it is not one. */
+static int attachment_taken(const uint8_t *buf, uint64_t offset, uint32_t length,
+                            uint8_t wanted, const uint8_t *job_id, uint64_t revision,
+                            uint32_t max_depth, uint64_t max_nodes, uint64_t max_binary,
+                            size_t tape_capacity, uint8_t *tags, uint64_t *values,
+                            uint32_t *tape_offsets, double *reals, uint64_t *out) {
     const uint8_t *p = buf + offset;
     uint64_t event_offset = offset + 2;
     uint32_t event_length;
-    uint8_t type = 10, schema = 2;
+    uint8_t type = wanted, schema = 2;
     uint64_t row[TAY_EVENT_ROW];
-    if (length < 2 || p[0] != 10 || p[1] != 2) return 0;
+    if (length < 2 || p[0] != wanted || p[1] != 2) return 0;
     event_length = length - 2;
     tay_events_scan(buf, 1, &event_offset, &event_length, &type, &schema, max_depth, max_nodes,
                     max_binary, tape_capacity, tags, values, tape_offsets, reals, row);
     if (row[TAY_EF_STATUS] != TAY_EVENT_FAST || row[TAY_EF_EXPECTED] != revision
         || memcmp(buf + event_offset + row[TAY_EF_JOB_ID], job_id, 16) != 0)
         return 0;
-    out[TAY_BJ_RESULT] = offset;
-    out[TAY_BJ_RESULT_LENGTH] = length;
-    out[TAY_BJ_RESULT_BYTES] = row[TAY_EF_B];
+    out[0] = offset;
+    out[1] = length;
+    out[2] = wanted == 10 ? row[TAY_EF_B] : tay_failure_bytes(row);
     return 1;
 }
 
@@ -66,12 +77,24 @@ size_t tay_base_jobs(const uint8_t *buf, size_t size, size_t count, const uint64
             break;
         const uint64_t *d = row + TAY_SF_DEFINITION;
         if (row[TAY_SF_STATE] < 4) {
-            /* a live job waiting for a worker or its time, alone: one that is executing,
-             * has no due time or has attachments goes the exact way */
-            uint64_t state = row[TAY_SF_STATE];
-            if (!take_live || state == 2 || ((row[TAY_SF_NIL] >> TAY_SF_ELIGIBLE_AT) & 1)
-                || (i + 1 < count && types[i + 1] == 31 && schemas[i + 1] == 2))
+            /* a live job waiting for a worker or its time, with at most its failure's
+             * details: one that is executing, has no due time or other attachments goes
+             * the exact way */
+            uint64_t state = row[TAY_SF_STATE], failure[3] = {0, 0, 0};
+            size_t used = 1;
+            if (!take_live || state == 2 || ((row[TAY_SF_NIL] >> TAY_SF_ELIGIBLE_AT) & 1))
                 break;
+            if (i + 1 < count && types[i + 1] == 31 && schemas[i + 1] == 2) {
+                if (offsets[i + 1] > size
+                    || size - offsets[i + 1] < FRAME_HEADER + (uint64_t)lengths[i + 1]
+                    || !attachment_taken(buf, offsets[i + 1] + FRAME_HEADER, lengths[i + 1], 22,
+                                         p, row[TAY_SF_REVISION], max_depth, max_nodes,
+                                         max_binary, tape_capacity, tags, values,
+                                         tape_offsets, reals, failure)
+                    || (i + 2 < count && types[i + 2] == 31 && schemas[i + 2] == 2))
+                    break;
+                used = 2;
+            }
             uint64_t *out = live + held * TAY_BASE_LIVE;
             out[TAY_BL_BEFORE] = n;
             out[TAY_BL_RECORD] = i;
@@ -88,8 +111,11 @@ size_t tay_base_jobs(const uint8_t *buf, size_t size, size_t count, const uint64
             out[TAY_BL_WORKER_LENGTH] = d[TAY_EF_WORKER_LENGTH];
             out[TAY_BL_DEFINITION_LENGTH] = d[TAY_EF_DEFINITION_LENGTH];
             out[TAY_BL_ARGS_NODES] = d[TAY_EF_ARGS_NODES];
+            out[TAY_BL_FAILURE] = failure[0];
+            out[TAY_BL_FAILURE_LENGTH] = failure[1];
+            out[TAY_BL_FAILURE_BYTES] = failure[2];
             previous = p;
-            i++;
+            i += used;
             held++;
             continue;
         }
@@ -116,9 +142,10 @@ size_t tay_base_jobs(const uint8_t *buf, size_t size, size_t count, const uint64
                 break;
             /* a completed job's one result; anything else attached goes the exact way */
             if (row[TAY_SF_STATE] != 4
-                || !result_taken(buf, offsets[i + 1] + FRAME_HEADER, lengths[i + 1], p,
-                                 row[TAY_SF_REVISION], max_depth, max_nodes, max_binary,
-                                 tape_capacity, tags, values, tape_offsets, reals, out))
+                || !attachment_taken(buf, offsets[i + 1] + FRAME_HEADER, lengths[i + 1], 10,
+                                     p, row[TAY_SF_REVISION], max_depth, max_nodes,
+                                     max_binary, tape_capacity, tags, values, tape_offsets,
+                                     reals, out + TAY_BJ_RESULT))
                 break;
             used = 2;
             if (i + 2 < count && types[i + 2] == 31 && schemas[i + 2] == 2) break;

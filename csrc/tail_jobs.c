@@ -82,10 +82,9 @@ enum { W_STEP, W_INSERT, W_ELIGIBLE, W_STARTED, W_STARTED_AT, W_FINISHED,
        W_FAIL_FINISH, W_FAIL_AT, W_WIDTH };
 
 /* transitions.retry_window(1): a first attempt's retry is due 1,000 to 1,250 ms after its
- * failure (saturating at TIME_MAX); failure_bytes: the engine's charge of kept details */
+ * failure (saturating at TIME_MAX) */
 #define FIRST_RETRY_LOW 1000u
 #define FIRST_RETRY_HIGH 1250u
-#define FAILURE_FIXED_BYTES 64u
 
 /* The state a finish (mutation row `m`, of a job executing its first attempt of its first
  * cycle at revision 2, or 3 after its failure's details) leaves when the reducer accepts it
@@ -108,21 +107,12 @@ static int failure_finish(const uint64_t *m, const uint64_t *w, int ordered) {
     return 0;
 }
 
-/* The error texts' UTF-8 bytes plus the fixed part (tay.engine.state.failure_bytes), from
- * a failure_recorded row (message A, traceback C, type E; an absent one's nil bit set). */
 /* A worker failure held with its details leaves a retryable job's live row retryable at
  * revision 4 (next attempt 2, due at the retry's time): the table then follows the retry's
  * availability, start and success as it follows a first attempt's. */
 static void hold_failure(tay_live_table *table, const uint64_t *w, size_t number) {
     if (w[W_FAILED_STATE] == TAY_STATE_RETRYABLE)
         tay_live_retryable(table, number, 4, 2, w[W_DUE]);
-}
-
-static uint64_t failure_bytes(const uint64_t *row) {
-    uint64_t bytes = FAILURE_FIXED_BYTES;
-    for (int slot = TAY_EF_A; slot <= TAY_EF_E; slot += 2)
-        if (!((row[TAY_EF_NIL] >> slot) & 1)) bytes += row[slot + 1];
-    return bytes;
 }
 
 long tay_tail_jobs(const uint8_t *buf, size_t size, size_t count, const uint64_t *offsets,
@@ -292,7 +282,7 @@ long tay_tail_jobs(const uint8_t *buf, size_t size, size_t count, const uint64_t
                             && w[W_FINISHED] + 1 == i))) {
                     w[W_STEP] = w[W_STEP] == EXECUTING ? DETAILED : FAILURE_HELD;
                     w[W_DETAILS] = i;
-                    w[W_FAILURE_BYTES] = failure_bytes(row);
+                    w[W_FAILURE_BYTES] = tay_failure_bytes(row);
                     if (w[W_STEP] == FAILURE_HELD) hold_failure(table, w, (size_t)found);
                 } else {
                     w[W_STEP] = GENERAL;

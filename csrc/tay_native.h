@@ -175,10 +175,12 @@ int tay_snapshots_scan(const uint8_t *buf, size_t count, const uint64_t *offsets
 #define TAY_BJ_RESULT_LENGTH 13
 #define TAY_BJ_RESULT_BYTES 14
 /* With take_live, a live job (available, scheduled or retryable; its eligible_at present
- * and no attachment after its snapshot) is taken too, as TAY_BASE_LIVE u64s in `live`:
- * BEFORE the finished jobs of the run before it, ORDER its availability order when
- * HAS_ORDER is 1, the other slots as TAY_BJ's; *live_count the live jobs. */
-#define TAY_BASE_LIVE 15
+ * and at most one attachment after its snapshot, its failure's details) is taken too, as
+ * TAY_BASE_LIVE u64s in `live`: BEFORE the finished jobs of the run before it, ORDER its
+ * availability order when HAS_ORDER is 1, FAILURE the details' attachment (its length 0:
+ * none) and FAILURE_BYTES their charge (tay_failure_bytes), the other slots as TAY_BJ's;
+ * *live_count the live jobs. */
+#define TAY_BASE_LIVE 18
 #define TAY_BL_BEFORE 0
 #define TAY_BL_RECORD 1
 #define TAY_BL_SNAPSHOT 2
@@ -194,6 +196,13 @@ int tay_snapshots_scan(const uint8_t *buf, size_t count, const uint64_t *offsets
 #define TAY_BL_WORKER_LENGTH 12
 #define TAY_BL_DEFINITION_LENGTH 13
 #define TAY_BL_ARGS_NODES 14
+#define TAY_BL_FAILURE 15
+#define TAY_BL_FAILURE_LENGTH 16
+#define TAY_BL_FAILURE_BYTES 17
+/* The engine's charge of kept failure details (tay.engine.state.failure_bytes: the error
+ * texts' UTF-8 bytes plus 64) from a failure_recorded events-scan row (message A,
+ * traceback C, type E; an absent one's nil bit set). */
+uint64_t tay_failure_bytes(const uint64_t *row);
 size_t tay_base_jobs(const uint8_t *buf, size_t size, size_t count, const uint64_t *offsets,
                      const uint32_t *lengths, const uint8_t *types, const uint8_t *schemas,
                      const uint8_t *last_id, uint32_t max_depth, uint64_t max_nodes,

@@ -8,7 +8,8 @@ its id above the previous one (``last_id``: the id before ``start``, None for no
 at most one (31,2) attachment carrying a (10,2) result the event fast path accepts for that
 job at its revision, when the job is completed; a record outside ``buf`` ends the walk.
 With ``take_live`` it also takes a live job's snapshot (available, scheduled or retryable,
-its due time present) when no attachment follows it. Returns ``(next, rows, live)``: the
+its due time present) and at most one attachment after it, a (22,2) failure_recorded the
+event fast path accepts for that job at its revision (its charge: ``failure_bytes``). Returns ``(next, rows, live)``: the
 index of the first record it did not take, ``BASE_JOB`` integers per finished job (offsets
 absolute in ``buf``) and ``BASE_LIVE`` per live job (``BEFORE``: the finished jobs before
 it in ``rows``), each an ``array('Q')`` (what the engine keeps of a run, made without an
@@ -30,26 +31,37 @@ BASE_JOB = 15
 (RECORD, SNAPSHOT, SNAPSHOT_LENGTH, STATE, REVISION, TERMINAL_AT, QUEUE, QUEUE_LENGTH,
  WORKER, WORKER_LENGTH, DEFINITION_LENGTH, ARGS_NODES, RESULT, RESULT_LENGTH,
  RESULT_BYTES) = range(BASE_JOB)
-BASE_LIVE = 15
+BASE_LIVE = 18
 (BEFORE, LIVE_RECORD, LIVE_SNAPSHOT, LIVE_SNAPSHOT_LENGTH, LIVE_STATE, LIVE_REVISION, ORDER,
  HAS_ORDER, ELIGIBLE_AT, LIVE_QUEUE, LIVE_QUEUE_LENGTH, LIVE_WORKER, LIVE_WORKER_LENGTH,
- LIVE_DEFINITION_LENGTH, LIVE_ARGS_NODES) = range(BASE_LIVE)
+ LIVE_DEFINITION_LENGTH, LIVE_ARGS_NODES, FAILURE, FAILURE_LENGTH,
+ FAILURE_BYTES) = range(BASE_LIVE)
+FAILURE_FIXED_BYTES = 64  # failure_bytes' fixed part, as csrc/base_jobs.c has it
 FRAME_HEADER = 24
 COMPLETED = sr.STATES.index("completed")
 EXECUTING = sr.STATES.index("executing")
 
 
-def _result(buf: Any, offset: int, length: int, job_id: bytes, revision: int,
-            limits: tuple) -> list[int] | None:
-    """(RESULT, RESULT_LENGTH, RESULT_BYTES) of a result attachment taken as it is."""
-    if length < 2 or buf[offset] != 10 or buf[offset + 1] != 2:
+def failure_bytes(row: list[int]) -> int:
+    """The engine's charge of kept failure details (``tay.engine.state.failure_bytes``: the
+    error texts' bytes plus the fixed part), from a failure_recorded events-scan row."""
+    return FAILURE_FIXED_BYTES + sum(row[slot + 1] for slot in (er.A, er.C, er.E)
+                                     if not (row[er.NIL] >> slot) & 1)
+
+
+def _attachment(buf: Any, offset: int, length: int, wanted: int, job_id: bytes,
+                revision: int, limits: tuple) -> list[int] | None:
+    """(offset, length, charge) of a (31,2) attachment carrying a (wanted,2) event for the
+    job at its revision, taken as it is: a result's canonical size (10) or the failure
+    details' charge (22)."""
+    if length < 2 or buf[offset] != wanted or buf[offset + 1] != 2:
         return None
-    row = er.events_scan(buf, [(offset + 2, length - 2, 10, 2)], *limits)
+    row = er.events_scan(buf, [(offset + 2, length - 2, wanted, 2)], *limits)
     start = offset + 2 + row[er.JOB_ID]
     if row[er.STATUS] != er.EVENT_FAST or row[er.EXPECTED] != revision \
             or bytes(buf[start:start + 16]) != job_id:
         return None
-    return [offset, length, row[er.B]]
+    return [offset, length, row[er.B] if wanted == 10 else failure_bytes(row)]
 
 
 def base_jobs(buf: Any, offsets: Sequence[int], lengths: Sequence[int], types: Sequence[int],
@@ -77,19 +89,29 @@ def base_jobs(buf: Any, offsets: Sequence[int], lengths: Sequence[int], types: S
         d = sr.DEFINITION
         state = snapshot[sr.STATE]
         if state < COMPLETED:  # a live job: alone, waiting with a due time
-            if not take_live or state == EXECUTING \
-                    or (snapshot[sr.NIL] >> sr.ELIGIBLE_AT) & 1 \
-                    or (i + 1 < stop and types[i + 1] == 31 and schemas[i + 1] == 2):
+            if not take_live or state == EXECUTING or (snapshot[sr.NIL] >> sr.ELIGIBLE_AT) & 1:
                 break
+            failure = [0, 0, 0]
+            used = 1
+            if i + 1 < stop and types[i + 1] == 31 and schemas[i + 1] == 2:
+                taken = None
+                if offsets[i + 1] + FRAME_HEADER + lengths[i + 1] <= len(buf):
+                    taken = _attachment(buf, offsets[i + 1] + FRAME_HEADER, lengths[i + 1], 22,
+                                        job_id, snapshot[sr.REVISION], limits)
+                if taken is None or (i + 2 < stop and types[i + 2] == 31
+                                     and schemas[i + 2] == 2):
+                    break
+                failure = taken
+                used = 2
             has_order = 0 if (snapshot[sr.NIL] >> sr.ORDER) & 1 else 1
             live += [len(rows) // BASE_JOB, i, offset, length, state,
                      snapshot[sr.REVISION], snapshot[sr.ORDER] if has_order else 0,
                      has_order, snapshot[sr.ELIGIBLE_AT], offset + snapshot[d + er.QUEUE],
                      snapshot[d + er.QUEUE_LENGTH], offset + snapshot[d + er.WORKER],
                      snapshot[d + er.WORKER_LENGTH], snapshot[d + er.DEFINITION_LENGTH],
-                     snapshot[d + er.ARGS_NODES]]
+                     snapshot[d + er.ARGS_NODES], *failure]
             previous = job_id
-            i += 1
+            i += used
             continue
         if not (snapshot[sr.NIL] >> sr.ORDER) & 1:
             break
@@ -99,8 +121,8 @@ def base_jobs(buf: Any, offsets: Sequence[int], lengths: Sequence[int], types: S
             taken = None
             if snapshot[sr.STATE] == COMPLETED \
                     and offsets[i + 1] + FRAME_HEADER + lengths[i + 1] <= len(buf):
-                taken = _result(buf, offsets[i + 1] + FRAME_HEADER, lengths[i + 1], job_id,
-                                snapshot[sr.REVISION], limits)
+                taken = _attachment(buf, offsets[i + 1] + FRAME_HEADER, lengths[i + 1], 10,
+                                    job_id, snapshot[sr.REVISION], limits)
             if taken is None:
                 break
             result = taken

@@ -70,7 +70,7 @@ from typing import Any, Sequence
 
 from tay._native import _pure_events as er
 from tay._native import _pure_mutations as mr
-from tay._native._pure_base import BASE_JOB, FRAME_HEADER, COMPLETED
+from tay._native._pure_base import BASE_JOB, FRAME_HEADER, COMPLETED, failure_bytes
 
 TAIL_LINK = 8
 (STAMP, STARTED, STARTED_LENGTH, STARTED_AT, FINISHED, FINISHED_LENGTH, AVAILABILITY,
@@ -94,7 +94,7 @@ SCHEDULED, AVAILABLE, EXECUTING, RETRYABLE, DISCARDED = 0, 1, 2, 3, 6
 (_INSERTED, _EXECUTING, _COMPLETED, _DONE, _RESULTED, _SCHEDULED, _GENERAL, _FAILED, _DETAILED,
  _FAILURE_HELD) = range(1, 11)
 # transitions.retry_window(1) and failure_bytes' fixed part, as csrc/tail_jobs.c has them
-_FIRST_RETRY_LOW, _FIRST_RETRY_HIGH, _FAILURE_FIXED_BYTES = 1000, 1250, 64
+_FIRST_RETRY_LOW, _FIRST_RETRY_HIGH = 1000, 1250
 _TIME_MAX = 2**63 - 1
 
 
@@ -132,12 +132,6 @@ def _hold_failure(table: Any, job: _Job, number: int) -> None:
     retry's availability, start and success as it follows a first attempt's."""
     if job.failed_state == RETRYABLE:
         table.retryable(number, 4, 2, job.due)
-
-
-def _failure_bytes(row: list[int]) -> int:
-    """The error texts' bytes plus the fixed part, from a failure_recorded row."""
-    return _FAILURE_FIXED_BYTES + sum(row[slot + 1] for slot in (er.A, er.C, er.E)
-                                      if not (row[er.NIL] >> slot) & 1)
 
 
 def _mutation(buf: Any, offset: int, length: int, limits: tuple) -> list[int] | None:
@@ -281,7 +275,7 @@ def tail_jobs(buf: Any, offsets: Sequence[int], lengths: Sequence[int], types: S
                 if consecutive and not job.shift and ((job.step, expected) == (_EXECUTING, 2) or (
                         (job.step, expected) == (_FAILED, 3) and job.finished + 1 == i)):
                     job.step = _DETAILED if job.step == _EXECUTING else _FAILURE_HELD
-                    job.details, job.failure_bytes = i, _failure_bytes(row)
+                    job.details, job.failure_bytes = i, failure_bytes(row)
                     if job.step == _FAILURE_HELD:
                         _hold_failure(table, job, found)
                 else:

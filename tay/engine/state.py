@@ -445,7 +445,8 @@ class EngineState:
         scheduled at its delayed insert (``ScheduledRow``) what that insert gives it:
         counted scheduled, its timer entry instead of a ready key. A live base job
         (``BaseLiveRow``) gets what its snapshot gives it: available as a ``LiveRow``,
-        scheduled or retryable its timer entry at its revision."""
+        scheduled or retryable its timer entry at its revision, and the margin of its
+        failure's details when they are attached."""
         charge = job_charge(row.definition_length, row.args_nodes + DEFINITION_FIXED_NODES)
         kind = type(row)
         if kind is ExecutingRow:
@@ -460,6 +461,11 @@ class EngineState:
         job_id = row.id
         self.jobs[job_id] = entry
         self.budget.charge(charge, admitted=True)
+        extra = row.failure_bytes  # a live base job's failure details (_charge_attachments)
+        if extra:
+            entry.charge += extra
+            entry.margin = extra
+            self.budget.charge(extra)
         queue = entry.queue
         queue_row = entry.queue_row = self.queue_counts.get(queue) \
             or self.queue_counts.setdefault(queue, [0] * len(STATES))

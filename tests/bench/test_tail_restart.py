@@ -33,9 +33,9 @@ def test_from_the_base_each_shape_holds_its_finished_jobs_in_columns(capsys) -> 
     rows = {cells[0]: cells[1:] for cells in (
         [cell.strip() for cell in line.strip("|").split("|")] for line in lines[3:])}
     # held in columns: the finished jobs (a retried or discarded job's failure details are a
-    # second attachment: built); as rows the live ones with no attachment (scheduled,
-    # available); built the retryable ones (their failure's details attached)
-    assert [rows[shape][1] for shape in rows] == ["40", "30", "30", "30", "40", "40", "40"]
+    # second attachment: built); as rows the live ones (scheduled, available, and retryable
+    # with their failure's details)
+    assert [rows[shape][1] for shape in rows] == ["40", "40", "30", "30", "40", "40", "40"]
 
 
 @pytest.mark.parametrize("shape", tail_restart.SHAPES)

@@ -44,8 +44,8 @@ HEADER = 44  # a segment header comes before the first record
 @st.composite
 def bases(draw):
     """Base records of a few jobs: ids mostly ascending (sometimes repeated or falling),
-    their attachments, now and then an extra result or failure attachment or a result for
-    another revision or job instead of their own."""
+    their attachments, now and then an extra result or failure attachment (often for a
+    waiting job) or a result for another revision or job instead of their own."""
     finished = jobs().filter(lambda job: job.terminal)  # what the columns take, mostly
     waiting = jobs().filter(lambda job: job.state in ("available", "scheduled", "retryable"))
     jobs_ = draw(st.lists(st.one_of(finished, finished, waiting, jobs()), min_size=1,
@@ -68,8 +68,9 @@ def bases(draw):
         elif extra == 2:
             records.append((31, 2, encode_job_attachment(
                 result_recorded(job.id, 5, job.revision + 1, None))))
-        elif extra == 3:
-            records.append((31, 2, encode_job_attachment(
+        elif extra == 3 or (extra > 6 and job.state in ("available", "scheduled",
+                                                        "retryable")):
+            records.append((31, 2, encode_job_attachment(  # a waiting job's: often
                 failure_recorded(job.id, 5, job.revision, {"message": "m"}))))
     return records
 
@@ -105,8 +106,10 @@ def test_c_equals_python_on_any_base(records, data) -> None:
     live = data.draw(st.booleans())
     taken = walk(c_native, raw, table, start, stop, last_id, live)
     assert taken == walk(pure, raw, table, start, stop, last_id, live)
+    live_rows = taken[2]
     event(f"jobs taken: {min(len(taken[1]) // _pure_base.BASE_JOB, 3)}, "
-          f"live: {min(len(taken[2]) // _pure_base.BASE_LIVE, 2)}")
+          f"live: {min(len(live_rows) // _pure_base.BASE_LIVE, 2)}, with details: "
+          f"{min(sum(map(bool, live_rows[_pure_base.FAILURE_LENGTH::_pure_base.BASE_LIVE])), 1)}")
     if not live:
         assert not taken[2]
     # one flipped byte anywhere, or a buffer cut short: still the same walk
@@ -176,12 +179,14 @@ def test_the_row_layout_is_the_documented_one() -> None:
     assert c_native.lib.TAY_BASE_JOB == _pure_base.BASE_JOB == 15
     assert (c_native.lib.TAY_BJ_RECORD, c_native.lib.TAY_BJ_RESULT_BYTES) == \
         (_pure_base.RECORD, _pure_base.RESULT_BYTES)
-    assert c_native.lib.TAY_BASE_LIVE == _pure_base.BASE_LIVE == 15
+    assert c_native.lib.TAY_BASE_LIVE == _pure_base.BASE_LIVE == 18
     lib = c_native.lib
     assert (lib.TAY_BL_BEFORE, lib.TAY_BL_RECORD, lib.TAY_BL_STATE, lib.TAY_BL_ORDER,
-            lib.TAY_BL_HAS_ORDER, lib.TAY_BL_ELIGIBLE_AT, lib.TAY_BL_ARGS_NODES) == \
+            lib.TAY_BL_HAS_ORDER, lib.TAY_BL_ELIGIBLE_AT, lib.TAY_BL_ARGS_NODES,
+            lib.TAY_BL_FAILURE, lib.TAY_BL_FAILURE_BYTES) == \
         (_pure_base.BEFORE, _pure_base.LIVE_RECORD, _pure_base.LIVE_STATE, _pure_base.ORDER,
-         _pure_base.HAS_ORDER, _pure_base.ELIGIBLE_AT, _pure_base.LIVE_ARGS_NODES)
+         _pure_base.HAS_ORDER, _pure_base.ELIGIBLE_AT, _pure_base.LIVE_ARGS_NODES,
+         _pure_base.FAILURE, _pure_base.FAILURE_BYTES)
 
 
 # ---- any prefix of a base replays the same through the columns ----------------------------

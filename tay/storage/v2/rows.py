@@ -113,13 +113,15 @@ class JobRow:
 
 class BaseLiveRow:
     """A live base job not built yet: a waiting snapshot (available, scheduled or
-    retryable, with its due time and no attachment) that the columnar replay took alone.
-    The attributes named like ``JobState``'s hold the same values, so bookkeeping that
-    reads only those need not build it; ``snapshot`` is the (7,1) payload (a copy, so the
-    segment's pages may go)."""
+    retryable, with its due time) that the columnar replay took with at most its failure's
+    details. The attributes named like ``JobState``'s hold the same values, so bookkeeping
+    that reads only those need not build it; ``snapshot`` is the (7,1) payload and
+    ``failure`` the details' (31,2) payload or None (copies, so the segment's pages may
+    go), ``failure_bytes`` their charge."""
 
     __slots__ = ("id", "state", "revision", "ready_order", "eligible_at", "queue", "task",
-                 "definition_length", "args_nodes", "snapshot", "limits")
+                 "definition_length", "args_nodes", "snapshot", "failure", "failure_bytes",
+                 "limits")
 
     terminal = False
     terminal_at = None
@@ -127,7 +129,10 @@ class BaseLiveRow:
     attempts = None  # a base job's attempt timeline starts empty
 
     def job_state(self) -> JobState:
-        return snapshot_state(self.snapshot, self.limits)
+        job = snapshot_state(self.snapshot, self.limits)
+        if self.failure is not None:
+            job = attach(job, _attachment_event(self.failure, self.limits))
+        return job
 
 
 def base_live_rows(data: Any, live: Any, limits: DecodeLimits,
@@ -152,6 +157,14 @@ def base_live_rows(data: Any, live: Any, limits: DecodeLimits,
         row.task = _decoded(bytes(data[start:start + live[k + bj.LIVE_WORKER_LENGTH]]), texts)
         row.definition_length = live[k + bj.LIVE_DEFINITION_LENGTH]
         row.args_nodes = live[k + bj.LIVE_ARGS_NODES]
+        length = live[k + bj.FAILURE_LENGTH]
+        if length:
+            start = live[k + bj.FAILURE]
+            row.failure = bytes(data[start:start + length])
+            row.failure_bytes = live[k + bj.FAILURE_BYTES]
+        else:
+            row.failure = None
+            row.failure_bytes = 0
         row.limits = limits
         rows.append(row)
     return rows

@@ -136,6 +136,7 @@ class LiveRow:
     terminal_at = None
     result_present = False
     attempts = None
+    failure_bytes = 0  # no failure's details (a BaseLiveRow's may have some)
 
     def job_state(self) -> JobState:
         return replay_job([(self.snapshot, MUTATION_PAIR)], self.limits)
