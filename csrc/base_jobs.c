@@ -30,6 +30,18 @@ uint64_t tay_failure_bytes(const uint64_t *row) {
     return bytes;
 }
 
+/* A job's keys and definition sizes from its snapshot row's definition slots `d` (the
+ * snapshot's payload at `offset`), in the order both row layouts keep them: QUEUE offset
+ * and length, WORKER offset and length, DEFINITION_LENGTH, ARGS_NODES. */
+static void definition_slots(uint64_t *out, uint64_t offset, const uint64_t *d) {
+    out[0] = offset + d[TAY_EF_QUEUE];
+    out[1] = d[TAY_EF_QUEUE_LENGTH];
+    out[2] = offset + d[TAY_EF_WORKER];
+    out[3] = d[TAY_EF_WORKER_LENGTH];
+    out[4] = d[TAY_EF_DEFINITION_LENGTH];
+    out[5] = d[TAY_EF_ARGS_NODES];
+}
+
 /* A (31,2) attachment at offset carrying a (wanted,2) event the event scan accepts for
  * job_id at revision: out is (offset, length, charge): a result's canonical size (10) or
  * the failure details' (22); 0 when it is not one. */
@@ -105,12 +117,7 @@ size_t tay_base_jobs(const uint8_t *buf, size_t size, size_t count, const uint64
             out[TAY_BL_HAS_ORDER] = !((row[TAY_SF_NIL] >> TAY_SF_ORDER) & 1);
             out[TAY_BL_ORDER] = out[TAY_BL_HAS_ORDER] ? row[TAY_SF_ORDER] : 0;
             out[TAY_BL_ELIGIBLE_AT] = row[TAY_SF_ELIGIBLE_AT];
-            out[TAY_BL_QUEUE] = offset + d[TAY_EF_QUEUE];
-            out[TAY_BL_QUEUE_LENGTH] = d[TAY_EF_QUEUE_LENGTH];
-            out[TAY_BL_WORKER] = offset + d[TAY_EF_WORKER];
-            out[TAY_BL_WORKER_LENGTH] = d[TAY_EF_WORKER_LENGTH];
-            out[TAY_BL_DEFINITION_LENGTH] = d[TAY_EF_DEFINITION_LENGTH];
-            out[TAY_BL_ARGS_NODES] = d[TAY_EF_ARGS_NODES];
+            definition_slots(out + TAY_BL_QUEUE, offset, d);
             out[TAY_BL_FAILURE] = failure[0];
             out[TAY_BL_FAILURE_LENGTH] = failure[1];
             out[TAY_BL_FAILURE_BYTES] = failure[2];
@@ -127,12 +134,7 @@ size_t tay_base_jobs(const uint8_t *buf, size_t size, size_t count, const uint64
         out[TAY_BJ_STATE] = row[TAY_SF_STATE];
         out[TAY_BJ_REVISION] = row[TAY_SF_REVISION];
         out[TAY_BJ_TERMINAL_AT] = row[TAY_SF_TERMINAL_AT]; /* present in every terminal state */
-        out[TAY_BJ_QUEUE] = offset + d[TAY_EF_QUEUE];
-        out[TAY_BJ_QUEUE_LENGTH] = d[TAY_EF_QUEUE_LENGTH];
-        out[TAY_BJ_WORKER] = offset + d[TAY_EF_WORKER];
-        out[TAY_BJ_WORKER_LENGTH] = d[TAY_EF_WORKER_LENGTH];
-        out[TAY_BJ_DEFINITION_LENGTH] = d[TAY_EF_DEFINITION_LENGTH];
-        out[TAY_BJ_ARGS_NODES] = d[TAY_EF_ARGS_NODES];
+        definition_slots(out + TAY_BJ_QUEUE, offset, d);
         out[TAY_BJ_RESULT] = 0;
         out[TAY_BJ_RESULT_LENGTH] = 0;
         out[TAY_BJ_RESULT_BYTES] = 0;

@@ -180,6 +180,12 @@ def test_the_row_layout_is_the_documented_one() -> None:
     assert (c_native.lib.TAY_BJ_RECORD, c_native.lib.TAY_BJ_RESULT_BYTES) == \
         (_pure_base.RECORD, _pure_base.RESULT_BYTES)
     assert c_native.lib.TAY_BASE_LIVE == _pure_base.BASE_LIVE == 18
+    # base_jobs.c's definition_slots writes both layouts' six key and size slots in order
+    assert [getattr(c_native.lib, f"TAY_B{kind}_{name}")
+            - getattr(c_native.lib, f"TAY_B{kind}_QUEUE")
+            for kind in "JL" for name in ("QUEUE", "QUEUE_LENGTH", "WORKER", "WORKER_LENGTH",
+                                          "DEFINITION_LENGTH", "ARGS_NODES")] == \
+        [0, 1, 2, 3, 4, 5] * 2
     lib = c_native.lib
     assert (lib.TAY_BL_BEFORE, lib.TAY_BL_RECORD, lib.TAY_BL_STATE, lib.TAY_BL_ORDER,
             lib.TAY_BL_HAS_ORDER, lib.TAY_BL_ELIGIBLE_AT, lib.TAY_BL_ARGS_NODES,
