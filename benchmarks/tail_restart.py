@@ -82,21 +82,14 @@ def measure(frames: list, runs: int, base: bool = False) -> dict:
     holds unbuilt."""
     from tay.engine.jobs import LazyJobEntry
     from tests.engine.test_lazy_rows import recovered
-    from tests.engine.test_tail_columns import empty_store, record_by_record
+    from tests.engine.test_tail_columns import record_by_record
     from tests.storage.conftest import scratch_path
     from tests.storage.test_base_columns import record_by_record as base_record_by_record
-    from tests.storage.test_store_v2_rules import rewrite_tail
-    from tay.storage.compaction.offline import compact_offline
-    from tay.storage.recovery.recover import TableConsumer
-    from tay.storage.v2 import Retention
+    from tests.storage.test_base_columns import write_store
 
     root = scratch_path("tail-restart")
     try:
-        empty_store(root)
-        rewrite_tail(root, frames)
-        if base:
-            compact_offline(str(root), consumer=TableConsumer(), durability="write",
-                            retention=Retention("infinity"), now_ms=lambda: 1_000)
+        write_store(root, frames, compact=base)
         figures: dict = {}
         for way, replay in (("columnar", contextlib.nullcontext),
                             ("record by record",

@@ -6,15 +6,18 @@
  * availability order), its job id above the previous one, optionally followed by exactly
  * one (31,2) attachment carrying a (10,2) result the event fast path accepts, for that job
  * at its revision, when the job is completed (what tay.storage.v2.rows.JobRow.take takes).
- * For each it writes TAY_BASE_JOB u64s (offsets absolute in buf). It stops before the first
- * record it cannot take so (any other pair, a slow payload, a job that is not finished, a
- * second attachment, an attachment it does not take, a record outside buf's size bytes): the caller replays from there the
- * exact way, so every refusal keeps its class, reason and offset. It never refuses.
- * With take_live it also takes a live job (available, scheduled or retryable, with a due
- * time, and at most one attachment: its failure's details, for that job at its revision) as
- * a TAY_BASE_LIVE row in `live`, with the count of the finished jobs before it, so that a base's backlog and its lone live jobs need not stop
- * the run (the engine holds them as rows: tay.storage.v2.rows.BaseLiveRow).
- * The pure twin is tay/_native/_pure_base.py (same rows, same stop).
+ * For each it writes TAY_BASE_JOB u64s (offsets absolute in buf). With take_live it also
+ * takes a live job (available, scheduled or retryable, with a due time, and at most one
+ * attachment: its failure's details, for that job at its revision) as a TAY_BASE_LIVE row
+ * in `live`, with the count of the finished jobs before it, so that a base's backlog and
+ * its lone live jobs need not stop the run (the engine holds them as rows:
+ * tay.storage.v2.rows.BaseLiveRow). With open_end the records after `count` may hold the
+ * attachments of the last job: a job whose records end the range is not taken.
+ * It stops before the first record it cannot take so (any other pair, a slow payload, a
+ * job it does not take, a second attachment, an attachment it does not take, a record
+ * outside buf's size bytes, a job that may have attachments past the range): the caller
+ * replays from there the exact way, so every refusal keeps its class, reason and offset.
+ * It never refuses. The pure twin is tay/_native/_pure_base.py (same rows, same stop).
  */
 #include "tay_native.h"
 
@@ -42,19 +45,22 @@ static void definition_slots(uint64_t *out, uint64_t offset, const uint64_t *d) 
     out[5] = d[TAY_EF_ARGS_NODES];
 }
 
-/* A (31,2) attachment at offset carrying a (wanted,2) event the event scan accepts for
- * job_id at revision: out is (offset, length, charge): a result's canonical size (10) or
- * the failure details' (22); 0 when it is not one. */
-static int attachment_taken(const uint8_t *buf, uint64_t offset, uint32_t length,
-                            uint8_t wanted, const uint8_t *job_id, uint64_t revision,
-                            uint32_t max_depth, uint64_t max_nodes, uint64_t max_binary,
-                            size_t tape_capacity, uint8_t *tags, uint64_t *values,
-                            uint32_t *tape_offsets, double *reals, uint64_t *out) {
-    const uint8_t *p = buf + offset;
-    uint64_t event_offset = offset + 2;
+/* The (31,2) record at `record` (Record v1, inside buf's size bytes) carrying a (wanted,2)
+ * event the event scan accepts for job_id at revision: out is (payload offset, length,
+ * charge): a result's canonical size (10) or the failure details' (22); 0 when it is not
+ * one. */
+static int attachment_taken(const uint8_t *buf, size_t size, uint64_t record,
+                            uint32_t length, uint8_t wanted, const uint8_t *job_id,
+                            uint64_t revision, uint32_t max_depth, uint64_t max_nodes,
+                            uint64_t max_binary, size_t tape_capacity, uint8_t *tags,
+                            uint64_t *values, uint32_t *tape_offsets, double *reals,
+                            uint64_t *out) {
+    uint64_t offset = record + FRAME_HEADER, event_offset = offset + 2;
     uint32_t event_length;
     uint8_t type = wanted, schema = 2;
     uint64_t row[TAY_EVENT_ROW];
+    if (record > size || size - record < FRAME_HEADER + (uint64_t)length) return 0;
+    const uint8_t *p = buf + offset;
     if (length < 2 || p[0] != wanted || p[1] != 2) return 0;
     event_length = length - 2;
     tay_events_scan(buf, 1, &event_offset, &event_length, &type, &schema, max_depth, max_nodes,
@@ -73,7 +79,8 @@ size_t tay_base_jobs(const uint8_t *buf, size_t size, size_t count, const uint64
                      const uint8_t *last_id, uint32_t max_depth, uint64_t max_nodes,
                      uint64_t max_binary, size_t tape_capacity, uint8_t *tags,
                      uint64_t *values, uint32_t *tape_offsets, double *reals, uint64_t *jobs,
-                     size_t *job_count, int take_live, uint64_t *live, size_t *live_count) {
+                     size_t *job_count, int take_live, uint64_t *live, size_t *live_count,
+                     int open_end) {
     uint64_t row[TAY_SNAPSHOT_ROW];
     const uint8_t *previous = last_id;
     size_t i = 0, n = 0, held = 0;
@@ -97,16 +104,15 @@ size_t tay_base_jobs(const uint8_t *buf, size_t size, size_t count, const uint64
             if (!take_live || state == 2 || ((row[TAY_SF_NIL] >> TAY_SF_ELIGIBLE_AT) & 1))
                 break;
             if (i + 1 < count && types[i + 1] == 31 && schemas[i + 1] == 2) {
-                if (offsets[i + 1] > size
-                    || size - offsets[i + 1] < FRAME_HEADER + (uint64_t)lengths[i + 1]
-                    || !attachment_taken(buf, offsets[i + 1] + FRAME_HEADER, lengths[i + 1], 22,
-                                         p, row[TAY_SF_REVISION], max_depth, max_nodes,
-                                         max_binary, tape_capacity, tags, values,
-                                         tape_offsets, reals, failure)
+                if (!attachment_taken(buf, size, offsets[i + 1], lengths[i + 1], 22, p,
+                                      row[TAY_SF_REVISION], max_depth, max_nodes, max_binary,
+                                      tape_capacity, tags, values, tape_offsets, reals,
+                                      failure)
                     || (i + 2 < count && types[i + 2] == 31 && schemas[i + 2] == 2))
                     break;
                 used = 2;
             }
+            if (open_end && i + used == count) break;
             uint64_t *out = live + held * TAY_BASE_LIVE;
             out[TAY_BL_BEFORE] = n;
             out[TAY_BL_RECORD] = i;
@@ -139,19 +145,17 @@ size_t tay_base_jobs(const uint8_t *buf, size_t size, size_t count, const uint64
         out[TAY_BJ_RESULT_LENGTH] = 0;
         out[TAY_BJ_RESULT_BYTES] = 0;
         if (i + 1 < count && types[i + 1] == 31 && schemas[i + 1] == 2) {
-            if (offsets[i + 1] > size
-                || size - offsets[i + 1] < FRAME_HEADER + (uint64_t)lengths[i + 1])
-                break;
             /* a completed job's one result; anything else attached goes the exact way */
             if (row[TAY_SF_STATE] != 4
-                || !attachment_taken(buf, offsets[i + 1] + FRAME_HEADER, lengths[i + 1], 10,
-                                     p, row[TAY_SF_REVISION], max_depth, max_nodes,
-                                     max_binary, tape_capacity, tags, values, tape_offsets,
-                                     reals, out + TAY_BJ_RESULT))
+                || !attachment_taken(buf, size, offsets[i + 1], lengths[i + 1], 10, p,
+                                     row[TAY_SF_REVISION], max_depth, max_nodes, max_binary,
+                                     tape_capacity, tags, values, tape_offsets, reals,
+                                     out + TAY_BJ_RESULT))
                 break;
             used = 2;
             if (i + 2 < count && types[i + 2] == 31 && schemas[i + 2] == 2) break;
         }
+        if (open_end && i + used == count) break;
         out[TAY_BJ_RECORD] = i;
         previous = p;
         i += used;

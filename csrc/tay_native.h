@@ -179,7 +179,10 @@ int tay_snapshots_scan(const uint8_t *buf, size_t count, const uint64_t *offsets
  * TAY_BASE_LIVE u64s in `live`: BEFORE the finished jobs of the run before it, ORDER its
  * availability order when HAS_ORDER is 1, FAILURE the details' attachment (its length 0:
  * none) and FAILURE_BYTES their charge (tay_failure_bytes), the other slots as TAY_BJ's;
- * *live_count the live jobs. */
+ * *live_count the live jobs. With open_end (the records after `count` may be the last
+ * job's attachments: the range ends at the run's cap before a (31,2), or at the end of a
+ * base segment the base's next segment follows) a job whose records end the range is not
+ * taken. */
 #define TAY_BASE_LIVE 18
 #define TAY_BL_BEFORE 0
 #define TAY_BL_RECORD 1
@@ -208,7 +211,8 @@ size_t tay_base_jobs(const uint8_t *buf, size_t size, size_t count, const uint64
                      const uint8_t *last_id, uint32_t max_depth, uint64_t max_nodes,
                      uint64_t max_binary, size_t tape_capacity, uint8_t *tags,
                      uint64_t *values, uint32_t *tape_offsets, double *reals, uint64_t *jobs,
-                     size_t *job_count, int take_live, uint64_t *live, size_t *live_count);
+                     size_t *job_count, int take_live, uint64_t *live, size_t *live_count,
+                     int open_end);
 /* What an engine keeps of a run per job, gathered from tay_base_jobs() rows over the bytes
  * from segment offset `origin` on: every job id (16 bytes each into out; 0, or -1 if one
  * lies outside buf), and every key of column `slot` (TAY_BJ_QUEUE or TAY_BJ_WORKER) as an

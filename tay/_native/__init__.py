@@ -44,12 +44,13 @@ API (see docs/native.md for the details and error conventions):
   per record: the Event-v1 row (``events_scan`` slots) of the event the mutation stands for,
   then ORDER and KIND (``tay._native._pure_mutations``).
 - ``base_jobs(buf, offsets, lengths, types, schemas, start, stop, last_id, max_depth,
-  max_nodes, max_binary, take_live=False) -> (next, rows, live)``: a Store-v2 base
-  segment's finished jobs as columns, one call per run of records
+  max_nodes, max_binary, take_live=False, open_end=False) -> (next, rows, live)``: a
+  Store-v2 base segment's finished jobs as columns, one call per run of records
   (``tay._native._pure_base``): ``BASE_JOB`` (15) ints (one ``array('Q')``) per job taken
   whole (a terminal snapshot and at most one result attachment), and with ``take_live``
-  ``BASE_LIVE`` (15) per live job taken alone (a waiting snapshot with no attachment),
-  stopping before the first record it cannot vouch for; ``next`` is that record's index.
+  ``BASE_LIVE`` (18) per live job (a waiting snapshot and at most its failure's details),
+  stopping before the first record it cannot vouch for (with ``open_end``, before a job
+  whose records end the range); ``next`` is that record's index.
 - ``base_ids(buf, jobs, origin) -> list[bytes]`` and ``base_keys(buf, jobs, origin, slot,
   max_distinct) -> (index, raws) | None``: from ``base_jobs`` rows over ``buf`` (its byte 0
   at segment offset ``origin``), every job's id, and a queue or worker key column as an

@@ -1,19 +1,21 @@
 """Pure-Python twin of ``csrc/base_jobs.c``: a Store-v2 base's finished jobs as columns.
 
 ``base_jobs(buf, offsets, lengths, types, schemas, start, stop, last_id, max_depth,
-max_nodes, max_binary, take_live)`` walks records ``start <= i < stop`` (Record v1
-offsets: each payload starts 24 bytes after its record) and takes every finished job it
+max_nodes, max_binary, take_live, open_end)`` walks records ``start <= i < stop`` (Record
+v1 offsets: each payload starts 24 bytes after its record) and takes every finished job it
 can vouch for whole: a (7,1) snapshot the snapshot fast path accepts, in a terminal state,
 its id above the previous one (``last_id``: the id before ``start``, None for none), then
 at most one (31,2) attachment carrying a (10,2) result the event fast path accepts for that
 job at its revision, when the job is completed; a record outside ``buf`` ends the walk.
 With ``take_live`` it also takes a live job's snapshot (available, scheduled or retryable,
 its due time present) and at most one attachment after it, a (22,2) failure_recorded the
-event fast path accepts for that job at its revision (its charge: ``failure_bytes``). Returns ``(next, rows, live)``: the
-index of the first record it did not take, ``BASE_JOB`` integers per finished job (offsets
-absolute in ``buf``) and ``BASE_LIVE`` per live job (``BEFORE``: the finished jobs before
-it in ``rows``), each an ``array('Q')`` (what the engine keeps of a run, made without an
-int object per field).
+event fast path accepts for that job at its revision (its charge: ``failure_bytes``).
+With ``open_end`` the records after ``stop`` may be the last job's attachments: a job
+whose records end the range is not taken. Returns ``(next, rows, live)``: the index of the
+first record it did not take, ``BASE_JOB`` integers per finished job (offsets absolute in
+``buf``) and ``BASE_LIVE`` per live job (``BEFORE``: the finished jobs before it in
+``rows``), each an ``array('Q')`` (what the engine keeps of a run, made without an int
+object per field).
 
 ``base_ids`` and ``base_keys`` gather from those rows what an engine keeps of a run per job
 (its id, its queue and worker keys as indexes into the run's distinct keys).
@@ -49,12 +51,14 @@ def failure_bytes(row: list[int]) -> int:
                                      if not (row[er.NIL] >> slot) & 1)
 
 
-def _attachment(buf: Any, offset: int, length: int, wanted: int, job_id: bytes,
+def _attachment(buf: Any, record: int, length: int, wanted: int, job_id: bytes,
                 revision: int, limits: tuple) -> list[int] | None:
-    """(offset, length, charge) of a (31,2) attachment carrying a (wanted,2) event for the
-    job at its revision, taken as it is: a result's canonical size (10) or the failure
-    details' charge (22)."""
-    if length < 2 or buf[offset] != wanted or buf[offset + 1] != 2:
+    """(payload offset, length, charge) of the (31,2) record at ``record`` carrying a
+    (wanted,2) event for the job at its revision, taken as it is: a result's canonical size
+    (10) or the failure details' charge (22); None for that or a record outside ``buf``."""
+    offset = record + FRAME_HEADER
+    if offset + length > len(buf) or length < 2 or buf[offset] != wanted \
+            or buf[offset + 1] != 2:
         return None
     row = er.events_scan(buf, [(offset + 2, length - 2, wanted, 2)], *limits)
     start = offset + 2 + row[er.JOB_ID]
@@ -67,8 +71,8 @@ def _attachment(buf: Any, offset: int, length: int, wanted: int, job_id: bytes,
 def base_jobs(buf: Any, offsets: Sequence[int], lengths: Sequence[int], types: Sequence[int],
               schemas: Sequence[int], start: int, stop: int, last_id: bytes | None,
               max_depth: int = 64, max_nodes: int = 100_000,
-              max_binary: int = 16_777_216, take_live: bool = False
-              ) -> tuple[int, array, array]:
+              max_binary: int = 16_777_216, take_live: bool = False,
+              open_end: bool = False) -> tuple[int, array, array]:
     limits = (max_depth, max_nodes, max_binary)
     previous = last_id
     rows: list[int] = []
@@ -94,15 +98,15 @@ def base_jobs(buf: Any, offsets: Sequence[int], lengths: Sequence[int], types: S
             failure = [0, 0, 0]
             used = 1
             if i + 1 < stop and types[i + 1] == 31 and schemas[i + 1] == 2:
-                taken = None
-                if offsets[i + 1] + FRAME_HEADER + lengths[i + 1] <= len(buf):
-                    taken = _attachment(buf, offsets[i + 1] + FRAME_HEADER, lengths[i + 1], 22,
-                                        job_id, snapshot[sr.REVISION], limits)
+                taken = _attachment(buf, offsets[i + 1], lengths[i + 1], 22, job_id,
+                                    snapshot[sr.REVISION], limits)
                 if taken is None or (i + 2 < stop and types[i + 2] == 31
                                      and schemas[i + 2] == 2):
                     break
                 failure = taken
                 used = 2
+            if open_end and i + used == stop:
+                break
             has_order = 0 if (snapshot[sr.NIL] >> sr.ORDER) & 1 else 1
             live += [len(rows) // BASE_JOB, i, offset, length, state,
                      snapshot[sr.REVISION], snapshot[sr.ORDER] if has_order else 0,
@@ -118,17 +122,16 @@ def base_jobs(buf: Any, offsets: Sequence[int], lengths: Sequence[int], types: S
         result = [0, 0, 0]
         used = 1
         if i + 1 < stop and types[i + 1] == 31 and schemas[i + 1] == 2:
-            taken = None
-            if snapshot[sr.STATE] == COMPLETED \
-                    and offsets[i + 1] + FRAME_HEADER + lengths[i + 1] <= len(buf):
-                taken = _attachment(buf, offsets[i + 1] + FRAME_HEADER, lengths[i + 1], 10,
-                                    job_id, snapshot[sr.REVISION], limits)
-            if taken is None:
+            # a completed job's one result; anything else attached goes the exact way
+            taken = _attachment(buf, offsets[i + 1], lengths[i + 1], 10, job_id,
+                                snapshot[sr.REVISION], limits) \
+                if snapshot[sr.STATE] == COMPLETED else None
+            if taken is None or (i + 2 < stop and types[i + 2] == 31 and schemas[i + 2] == 2):
                 break
             result = taken
             used = 2
-            if i + 2 < stop and types[i + 2] == 31 and schemas[i + 2] == 2:
-                break
+        if open_end and i + used == stop:
+            break
         rows += [i, offset, length, snapshot[sr.STATE], snapshot[sr.REVISION],
                  snapshot[sr.TERMINAL_AT], offset + snapshot[d + er.QUEUE],
                  snapshot[d + er.QUEUE_LENGTH], offset + snapshot[d + er.WORKER],

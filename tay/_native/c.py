@@ -440,8 +440,8 @@ def _rows_scan(scan: Any, width: int, buf: Any, records: Sequence[tuple[int, int
 
 def base_jobs(buf: Any, offsets: Any, lengths: Any, types: Any, schemas: Any, start: int,
               stop: int, last_id: bytes | None, max_depth: int = 64, max_nodes: int = 100_000,
-              max_binary: int = 16_777_216, take_live: bool = False
-              ) -> tuple[int, array, array]:
+              max_binary: int = 16_777_216, take_live: bool = False,
+              open_end: bool = False) -> tuple[int, array, array]:
     """A base's finished jobs as columns; see ``tay._native._pure_base.base_jobs``.
     ``offsets`` (u64), ``lengths`` (u32), ``types`` and ``schemas`` (bytes) are the record
     scan's columns (``RecordTable``), read in place."""
@@ -464,7 +464,7 @@ def base_jobs(buf: Any, offsets: Any, lengths: Any, types: Any, schemas: Any, st
                               ffi.from_buffer("uint8_t[]", schemas) + start,
                               ffi.NULL if last_id is None else last_id, max_depth, max_nodes,
                               max_binary, _EVENT_TAPE, *_event_tape(), jobs, found,
-                              1 if take_live else 0, live, held)
+                              1 if take_live else 0, live, held, 1 if open_end else 0)
     rows = array("Q")  # copied in one piece: no int object per field
     rows.frombytes(ffi.buffer(jobs, found[0] * lib.TAY_BASE_JOB * 8))
     live_rows = array("Q")

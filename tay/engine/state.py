@@ -375,14 +375,20 @@ class EngineState:
         self.budget.charge(charged, admitted=True)
         self.budget.charge(margins)
 
-    def _install_columns(self, jobs: BaseJobs) -> None:
+    def _install_columns(self, jobs: BaseJobs, stamps: Sequence[int] | None = None) -> None:
         """``_install_rows`` of a columnar run, kept in columns (tay.engine.finished): the
-        same stamps, charges and counts, added up from the columns."""
+        same stamps, charges and counts, added up from the columns. ``stamps``: each job's
+        (ascending, above every stamp so far; the caller positions ``self._stamp``), else
+        the next ones in turn."""
         held = jobs.held(self.finished.texts)
-        first = self._stamp + 1
-        ids = self.finished.add(held, first)
-        self._stamp += len(ids)
-        self._hold_columns(held, ids, range(first, first + len(ids)))
+        if stamps is None:
+            first = self._stamp + 1
+            ids = self.finished.add(held, first)
+            self._stamp += len(ids)
+            stamps = range(first, first + len(ids))
+        else:
+            ids = self.finished.add(held, stamps[0], stamps)
+        self._hold_columns(held, ids, stamps)
 
     def _install_base_live(self, jobs: BaseJobs, rows: list[BaseLiveRow],
                            befores: Sequence[int]) -> None:
@@ -401,9 +407,7 @@ class EngineState:
             stamp, previous = stamp + 1, before
         stamps.extend(range(stamp, stamp + count - previous))
         if count:
-            held = jobs.held(self.finished.texts)
-            ids = self.finished.add(held, stamps[0], stamps)
-            self._hold_columns(held, ids, stamps)
+            self._install_columns(jobs, stamps)
         for row, stamp in zip(rows, live_stamps):
             self._stamp = stamp - 1
             self._install_live(row)
@@ -428,9 +432,7 @@ class EngineState:
         stamps = array("Q", jobs.stamps())
         for k in range(len(stamps)):
             stamps[k] += start
-        kept = jobs.held(self.finished.texts)
-        self.finished.add(kept, stamps[0], stamps)
-        self._hold_columns(kept, ids, stamps)
+        self._install_columns(jobs, stamps)
         return start, self._ready_counter
 
     def _install_live(self, row: LiveRow | ExecutingRow | FailedRow | BaseLiveRow) -> None:

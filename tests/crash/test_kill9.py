@@ -13,15 +13,13 @@ from __future__ import annotations
 
 import asyncio
 import random
-import shutil
-import tempfile
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 import pytest
 
 from tay.engine.ids import job_id_from_submission
-from tests.crash.cluster import SCRATCH, ServerProcess, inspect_after_kill, inspect_store
+from tests.crash.cluster import ServerProcess, inspect_after_kill, inspect_store
 from tests.crash.ledger import DEFINITION_FIELDS, TASK, Ledger, expected_result, produce, work
 from tests.crash.wire import WireClient
 
@@ -35,14 +33,6 @@ ROUNDS = [
     ("group_commit", 31, GROUP_COMMIT),
     ("group_commit", 32, GROUP_COMMIT),
 ]
-
-
-@pytest.fixture
-def scratch():
-    SCRATCH.mkdir(exist_ok=True)
-    root = Path(tempfile.mkdtemp(prefix="crash-", dir=SCRATCH))
-    yield root
-    shutil.rmtree(root, ignore_errors=True)
 
 
 def make_server(root: Path, *extra: str) -> ServerProcess:

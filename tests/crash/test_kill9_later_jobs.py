@@ -13,25 +13,14 @@ waiting jobs still come due in the second life.
 from __future__ import annotations
 
 import asyncio
-import shutil
-import tempfile
-from pathlib import Path
 
 import pytest
 
-from tests.crash.cluster import SCRATCH, ServerProcess, inspect_after_kill
+from tests.crash.cluster import ServerProcess, inspect_after_kill
 from tests.crash.wire import WireClient, serve_executions
 
 TASK = "later"
 PLAIN, DELAYED, RETRIED, WAITING = 12, 8, 8, 4
-
-
-@pytest.fixture
-def scratch():
-    SCRATCH.mkdir(exist_ok=True)
-    root = Path(tempfile.mkdtemp(prefix="crash-later-", dir=SCRATCH))
-    yield root
-    shutil.rmtree(root, ignore_errors=True)
 
 
 async def enqueue_all(socket_path: str, waiting_ms: int) -> dict[str, str]:

@@ -19,11 +19,9 @@ from __future__ import annotations
 import asyncio
 import os
 import random
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Awaitable, Callable
@@ -33,7 +31,7 @@ import pytest
 
 from tay.admin.client import SocketAdmin
 from tests.crash.cluster import (
-    REPO, SCRATCH, ServerProcess, inspect_after_kill, inspect_store, serve_command,
+    REPO, ServerProcess, inspect_after_kill, inspect_store, serve_command,
 )
 from tests.crash.ledger import Ledger, produce, work
 from tests.crash.test_kill9 import run_both_lives, second_life
@@ -41,14 +39,6 @@ from tests.crash.test_kill9 import run_both_lives, second_life
 # seed -> extra serve arguments: the automatic trigger small enough to fire under the load
 TRIGGER = ("--compact-history-bytes", "64KiB", "--compact-ratio", "1.1")
 ROUNDS = [(41, ()), (42, TRIGGER), (43, TRIGGER + ("--journal-writer", "python"))]
-
-
-@pytest.fixture
-def scratch():
-    SCRATCH.mkdir(exist_ok=True)
-    root = Path(tempfile.mkdtemp(prefix="crash-oc-", dir=SCRATCH))
-    yield root
-    shutil.rmtree(root, ignore_errors=True)
 
 
 def request_compaction(socket_path: str, outcome: dict) -> threading.Thread:

@@ -14,17 +14,15 @@ import asyncio
 import json
 import os
 import resource
-import shutil
 import signal
 import subprocess
 import sys
-import tempfile
 from pathlib import Path
 
 import pytest
 
 from tay.storage.v2.layout import history_dir
-from tests.crash.cluster import REPO, SCRATCH, ServerProcess, inspect_store, serve_command
+from tests.crash.cluster import REPO, ServerProcess, inspect_store, serve_command
 from tests.crash import wire
 from tests.crash.wire import WireClient
 from tay.bench.server import socket_accepts
@@ -34,11 +32,8 @@ PAD = 5_000  # argument bytes per job: a frame of ~5 KB crosses the limit part-w
 
 
 @pytest.fixture
-def root():
-    SCRATCH.mkdir(exist_ok=True)
-    path = Path(tempfile.mkdtemp(prefix="short-write-", dir=SCRATCH))
-    yield path
-    shutil.rmtree(path, ignore_errors=True)
+def root(scratch):
+    return scratch
 
 
 def limited_server(data_dir: Path, socket_path: str, log_path: Path,

@@ -89,9 +89,9 @@ def frames(records: list[tuple[int, int, bytes]]) -> tuple[bytes, RecordTable]:
 
 
 def walk(twin, data, table: RecordTable, start: int, stop: int, last_id,
-         take_live: bool = False):
+         take_live: bool = False, open_end: bool = False):
     return twin.base_jobs(data, table.offsets, table.lengths, table.types, table.schemas,
-                          start, stop, last_id, take_live=take_live)
+                          start, stop, last_id, take_live=take_live, open_end=open_end)
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -103,9 +103,11 @@ def test_c_equals_python_on_any_base(records, data) -> None:
     stop = data.draw(st.just(count) | st.integers(start, count))
     last_id = data.draw(st.none() | st.binary(min_size=16, max_size=16)
                         | st.integers(0, 3).map(lambda n: n.to_bytes(16, "big")))
-    live = data.draw(st.booleans())
-    taken = walk(c_native, raw, table, start, stop, last_id, live)
-    assert taken == walk(pure, raw, table, start, stop, last_id, live)
+    live, open_end = data.draw(st.booleans()), data.draw(st.booleans())
+    taken = walk(c_native, raw, table, start, stop, last_id, live, open_end)
+    assert taken == walk(pure, raw, table, start, stop, last_id, live, open_end)
+    if open_end and stop > start:  # no job taken whose records end the range
+        assert taken[0] < stop
     live_rows = taken[2]
     event(f"jobs taken: {min(len(taken[1]) // _pure_base.BASE_JOB, 3)}, "
           f"live: {min(len(live_rows) // _pure_base.BASE_LIVE, 2)}, with details: "
@@ -118,8 +120,8 @@ def test_c_equals_python_on_any_base(records, data) -> None:
     damaged[flip] ^= data.draw(st.integers(1, 255))
     cut = raw[:data.draw(st.integers(0, len(raw)))]
     for buffer in (bytes(damaged), cut):
-        assert walk(c_native, buffer, table, start, stop, last_id, live) == \
-            walk(pure, buffer, table, start, stop, last_id, live)
+        assert walk(c_native, buffer, table, start, stop, last_id, live, open_end) == \
+            walk(pure, buffer, table, start, stop, last_id, live, open_end)
 
 
 def gathered(twin, buf, rows, origin: int, max_distinct: int):
@@ -553,6 +555,23 @@ def test_a_job_retried_out_of_the_columns_answers_like_the_rows() -> None:
         inner.hypothesis.inner_test([[inserted, cancelled], [inserted]], [("retry_job", 1)], 1)
 
 
+def write_store(root, frames: list, compact: bool = False, **options) -> None:
+    """A store at ``root`` whose tail is ``frames`` (an engine's records:
+    ``tests.engine.test_tail_columns.tail_frames``); with ``compact`` compacted offline into
+    its base, every job kept (``options``: more of ``compact_offline``'s)."""
+    from tests.engine.test_tail_columns import empty_store
+    from tests.storage.test_store_v2_rules import rewrite_tail
+    from tay.storage.compaction.offline import compact_offline
+    from tay.storage.recovery.recover import TableConsumer
+    from tay.storage.v2 import Retention
+
+    empty_store(root)
+    rewrite_tail(root, frames)
+    if compact:
+        compact_offline(str(root), consumer=TableConsumer(), durability="write",
+                        retention=Retention("infinity"), now_ms=lambda: 1_000, **options)
+
+
 @pytest.mark.parametrize("target", [9_001, 9_075, 9_223])
 @pytest.mark.parametrize("shape", ["success", "waiting", "backlog"])
 def test_a_job_whose_attachment_is_in_the_next_base_segment_recovers(shape, target) -> None:
@@ -563,19 +582,12 @@ def test_a_job_whose_attachment_is_in_the_next_base_segment_recovers(shape, targ
     base: found while taking live jobs into the runs; with these targets, at least one
     of the three fails before the fix for each shape)."""
     from benchmarks.tail_restart import shape_actions
-    from tests.engine.test_tail_columns import empty_store, tail_frames
-    from tests.storage.test_store_v2_rules import rewrite_tail
-    from tay.storage.compaction.offline import compact_offline
-    from tay.storage.recovery.recover import TableConsumer
-    from tay.storage.v2 import Retention
+    from tests.engine.test_tail_columns import tail_frames
 
     root = scratch_path("base-columns")
     try:
-        empty_store(root)
-        rewrite_tail(root, tail_frames(0, shape_actions(shape, 200, 3)))
-        compact_offline(str(root), consumer=TableConsumer(), durability="write",
-                        retention=Retention("infinity"), now_ms=lambda: 1_000,
-                        rotation_target=target, allow_small_rotation_target_for_tests=True)
+        write_store(root, tail_frames(0, shape_actions(shape, 200, 3)), compact=True,
+                    rotation_target=target, allow_small_rotation_target_for_tests=True)
         assert len(list(root.glob("epochs/*/segments/*.tay"))) >= 5  # the base's, rolled
         with record_by_record():
             before = recovered(root)
@@ -601,19 +613,12 @@ def test_lone_live_jobs_in_a_base_leave_the_finished_jobs_in_columns(every, shap
     held).
     Dense live jobs (one in 7) recover the same; either way as record by record."""
     from benchmarks.tail_restart import shape_actions
-    from tests.engine.test_tail_columns import empty_store, tail_frames
-    from tests.storage.test_store_v2_rules import rewrite_tail
-    from tay.storage.compaction.offline import compact_offline
-    from tay.storage.recovery.recover import TableConsumer
-    from tay.storage.v2 import Retention
+    from tests.engine.test_tail_columns import tail_frames
 
     jobs = 1000
     root = scratch_path("base-columns")
     try:
-        empty_store(root)
-        rewrite_tail(root, tail_frames(0, shape_actions(shape, jobs, every)))
-        compact_offline(str(root), consumer=TableConsumer(), durability="write",
-                        retention=Retention("infinity"), now_ms=lambda: 1_000)
+        write_store(root, tail_frames(0, shape_actions(shape, jobs, every)), compact=True)
         with record_by_record():
             before = recovered(root)
         after = recovered(root)

@@ -560,23 +560,16 @@ def _base_run(mapping: Any, records: RecordTable, position: int, reducer: EpochR
     per segment in ``held_from``), not from a copy made now. ``base_goes_on``: the next
     segment is the base's too (its first records may belong to this one's last job)."""
     stop = min(len(records), position + _RUN)
+    # the records past the range may be the last job's attachments: at the run's cap, when
+    # one follows (a job without any, a cancelled or a live one, puts the later jobs out of
+    # step with the cap), or at the segment's end, when the base goes on (it rolls at its
+    # rotation target wherever that falls); the walk then leaves that job to the exact way
+    open_end = base_goes_on if stop == len(records) \
+        else records.types[stop] == JOB_ATTACHMENT_PAIR[0]
     taken, columns, live = _native.base_jobs(
         mapping, records.offsets, records.lengths, records.types, records.schemas, position,
         stop, reducer.last_job_id, limits.depth, limits.nodes, limits.binary,
-        take_live=reducer.takes_base_live)
-    if taken == stop and (base_goes_on if stop == len(records)
-                          else records.types[stop] == JOB_ATTACHMENT_PAIR[0]):
-        # the run ends at its cap, and the attachments of its last job lie past it (a job
-        # with none, a cancelled or a live one, puts the later jobs out of step with the
-        # cap), or at the segment's end, and they may be the next segment's first records
-        # (a base rolls at its rotation target wherever that falls): that job goes the
-        # exact way
-        last = columns[len(columns) - bj.BASE_JOB + bj.RECORD] if columns else -1
-        last_live = live[len(live) - bj.BASE_LIVE + bj.LIVE_RECORD] if live else -1
-        if last > last_live:
-            taken, columns = last, columns[:len(columns) - bj.BASE_JOB]
-        elif live:
-            taken, live = last_live, live[:len(live) - bj.BASE_LIVE]
+        take_live=reducer.takes_base_live, open_end=open_end)
     rows = None
     if live:
         rows = base_live_rows(mapping, live, limits, texts)
