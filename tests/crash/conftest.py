@@ -12,11 +12,11 @@ from tests.crash.cluster import SCRATCH
 
 
 @pytest.fixture
-def scratch(request):
+def scratch():
     """A fresh directory under the scratch root (strict sync accepts it wherever the checkout
-    is), named after the test's module, removed after the test."""
+    is), removed after the test. Its name stays short: a server's socket inside it must fit
+    in 100 bytes, and the root is under ~/.local/share when the checkout is under /tmp."""
     SCRATCH.mkdir(exist_ok=True)
-    module = request.module.__name__.rsplit(".", 1)[-1]
-    root = Path(tempfile.mkdtemp(prefix=f"{module}-", dir=SCRATCH))
+    root = Path(tempfile.mkdtemp(prefix="crash-", dir=SCRATCH))
     yield root
     shutil.rmtree(root, ignore_errors=True)
