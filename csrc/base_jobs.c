@@ -3,9 +3,9 @@
  * tay_base_jobs() walks the records of one base segment from a record boundary and takes
  * every finished job it can vouch for whole: a (7,1) snapshot the snapshot fast path
  * accepts, in a terminal state (completed, cancelled, discarded; such a snapshot carries no
- * availability order), its job id above the previous one, optionally followed by exactly
- * one (31,2) attachment carrying a (10,2) result the event fast path accepts, for that job
- * at its revision, when the job is completed (what tay.storage.v2.rows.JobRow.take takes).
+ * availability order), its job id above the previous one, then the (31,2) attachments the
+ * event fast path accepts for that job at its revision, in pair order: at most one (10,2)
+ * result when the job is completed, then at most one (22,2) failure's details.
  * For each it writes TAY_BASE_JOB u64s (offsets absolute in buf). With take_live it also
  * takes a live job (available, scheduled or retryable, with a due time, and at most one
  * attachment: its failure's details, for that job at its revision) as a TAY_BASE_LIVE row
@@ -14,7 +14,7 @@
  * tay.storage.v2.rows.BaseLiveRow). With open_end the records after `count` may hold the
  * attachments of the last job: a job whose records end the range is not taken.
  * It stops before the first record it cannot take so (any other pair, a slow payload, a
- * job it does not take, a second attachment, an attachment it does not take, a record
+ * job it does not take, attachments out of that order, one it does not take, a record
  * outside buf's size bytes, a job that may have attachments past the range): the caller
  * replays from there the exact way, so every refusal keeps its class, reason and offset.
  * It never refuses. The pure twin is tay/_native/_pure_base.py (same rows, same stop).
@@ -141,21 +141,29 @@ size_t tay_base_jobs(const uint8_t *buf, size_t size, size_t count, const uint64
         out[TAY_BJ_REVISION] = row[TAY_SF_REVISION];
         out[TAY_BJ_TERMINAL_AT] = row[TAY_SF_TERMINAL_AT]; /* present in every terminal state */
         definition_slots(out + TAY_BJ_QUEUE, offset, d);
-        out[TAY_BJ_RESULT] = 0;
-        out[TAY_BJ_RESULT_LENGTH] = 0;
-        out[TAY_BJ_RESULT_BYTES] = 0;
-        if (i + 1 < count && types[i + 1] == 31 && schemas[i + 1] == 2) {
-            /* a completed job's one result; anything else attached goes the exact way */
-            if (row[TAY_SF_STATE] != 4
-                || !attachment_taken(buf, size, offsets[i + 1], lengths[i + 1], 10, p,
+        memset(out + TAY_BJ_RESULT, 0, 6 * sizeof *out); /* no result, no failure */
+        /* its attachments in pair order: a completed job's result, then the details of its
+         * last failure (any finished job may have them); anything else attached, or in
+         * another order, goes the exact way */
+        int refused = 0;
+        while (i + used < count && types[i + used] == 31 && schemas[i + used] == 2) {
+            uint64_t record = offsets[i + used];
+            uint8_t inner = record < size && size - record > FRAME_HEADER
+                                ? buf[record + FRAME_HEADER] : 0;
+            uint64_t *slot = inner == 10 && used == 1 && row[TAY_SF_STATE] == 4
+                                 ? out + TAY_BJ_RESULT
+                             : inner == 22 && out[TAY_BJ_FAILURE_LENGTH] == 0
+                                 ? out + TAY_BJ_FAILURE : NULL;
+            if (slot == NULL
+                || !attachment_taken(buf, size, record, lengths[i + used], inner, p,
                                      row[TAY_SF_REVISION], max_depth, max_nodes, max_binary,
-                                     tape_capacity, tags, values, tape_offsets, reals,
-                                     out + TAY_BJ_RESULT))
+                                     tape_capacity, tags, values, tape_offsets, reals, slot)) {
+                refused = 1;
                 break;
-            used = 2;
-            if (i + 2 < count && types[i + 2] == 31 && schemas[i + 2] == 2) break;
+            }
+            used++;
         }
-        if (open_end && i + used == count) break;
+        if (refused || (open_end && i + used == count)) break;
         out[TAY_BJ_RECORD] = i;
         previous = p;
         i += used;

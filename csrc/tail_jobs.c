@@ -326,6 +326,9 @@ long tay_tail_jobs(const uint8_t *buf, size_t size, size_t count, const uint64_t
         out[TAY_BJ_RESULT] = offsets[result] + FRAME_HEADER;
         out[TAY_BJ_RESULT_LENGTH] = lengths[result];
         out[TAY_BJ_RESULT_BYTES] = w[W_RESULT_BYTES];
+        out[TAY_BJ_FAILURE] = 0; /* a tail job done in columns has no failure */
+        out[TAY_BJ_FAILURE_LENGTH] = 0;
+        out[TAY_BJ_FAILURE_BYTES] = 0;
         link[TAY_TL_STAMP] = w[W_STAMP];
         link[TAY_TL_STARTED] = offsets[started] + FRAME_HEADER;
         link[TAY_TL_STARTED_LENGTH] = lengths[started];

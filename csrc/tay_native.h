@@ -155,10 +155,12 @@ int tay_snapshots_scan(const uint8_t *buf, size_t count, const uint64_t *offsets
 /* ---- Store-v2 base replay in columns (base_jobs.c) ----
  * Finished jobs taken whole from a run of base records (Record v1 offsets, payload at +24;
  * types, schemas and lengths as the record scan gives them), TAY_BASE_JOB u64s each:
- * offsets absolute in buf; RESULT_LENGTH 0 when no result is attached; RECORD the index of
- * the job's snapshot. ``last_id``: the job id before the run (NULL: none). Returns how many
- * records it took (it stops before the first one it cannot take); *job_count the jobs. */
-#define TAY_BASE_JOB 15
+ * offsets absolute in buf; RESULT_LENGTH 0 when no result is attached, FAILURE_LENGTH 0
+ * when no failure's details are (FAILURE_BYTES their charge, tay_failure_bytes); RECORD the
+ * index of the job's snapshot. ``last_id``: the job id before the run (NULL: none). Returns
+ * how many records it took (it stops before the first one it cannot take); *job_count the
+ * jobs. */
+#define TAY_BASE_JOB 18
 #define TAY_BJ_RECORD 0
 #define TAY_BJ_SNAPSHOT 1
 #define TAY_BJ_SNAPSHOT_LENGTH 2
@@ -174,6 +176,9 @@ int tay_snapshots_scan(const uint8_t *buf, size_t count, const uint64_t *offsets
 #define TAY_BJ_RESULT 12
 #define TAY_BJ_RESULT_LENGTH 13
 #define TAY_BJ_RESULT_BYTES 14
+#define TAY_BJ_FAILURE 15
+#define TAY_BJ_FAILURE_LENGTH 16
+#define TAY_BJ_FAILURE_BYTES 17
 /* With take_live, a live job (available, scheduled or retryable; its eligible_at present
  * and at most one attachment after its snapshot, its failure's details) is taken too, as
  * TAY_BASE_LIVE u64s in `live`: BEFORE the finished jobs of the run before it, ORDER its

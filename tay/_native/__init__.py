@@ -46,8 +46,9 @@ API (see docs/native.md for the details and error conventions):
 - ``base_jobs(buf, offsets, lengths, types, schemas, start, stop, last_id, max_depth,
   max_nodes, max_binary, take_live=False, open_end=False) -> (next, rows, live)``: a
   Store-v2 base segment's finished jobs as columns, one call per run of records
-  (``tay._native._pure_base``): ``BASE_JOB`` (15) ints (one ``array('Q')``) per job taken
-  whole (a terminal snapshot and at most one result attachment), and with ``take_live``
+  (``tay._native._pure_base``): ``BASE_JOB`` (18) ints (one ``array('Q')``) per job taken
+  whole (a terminal snapshot, then at most a completed job's result and at most its
+  failure's details, in that order), and with ``take_live``
   ``BASE_LIVE`` (18) per live job (a waiting snapshot and at most its failure's details),
   stopping before the first record it cannot vouch for (with ``open_end``, before a job
   whose records end the range); ``next`` is that record's index.

@@ -5,8 +5,11 @@ max_nodes, max_binary, take_live, open_end)`` walks records ``start <= i < stop`
 v1 offsets: each payload starts 24 bytes after its record) and takes every finished job it
 can vouch for whole: a (7,1) snapshot the snapshot fast path accepts, in a terminal state,
 its id above the previous one (``last_id``: the id before ``start``, None for none), then
-at most one (31,2) attachment carrying a (10,2) result the event fast path accepts for that
-job at its revision, when the job is completed; a record outside ``buf`` ends the walk.
+the (31,2) attachments the event fast path accepts for that job at its revision, in pair
+order: at most one (10,2) result when the job is completed (RESULT / RESULT_LENGTH /
+RESULT_BYTES its payload and canonical size), then at most one (22,2) failure's details
+(FAILURE / FAILURE_LENGTH / FAILURE_BYTES, the charge ``failure_bytes`` gives); a record
+outside ``buf`` ends the walk.
 With ``take_live`` it also takes a live job's snapshot (available, scheduled or retryable,
 its due time present) and at most one attachment after it, a (22,2) failure_recorded the
 event fast path accepts for that job at its revision (its charge: ``failure_bytes``).
@@ -29,15 +32,15 @@ from typing import Any, Sequence
 from tay._native import _pure_events as er
 from tay._native import _pure_snapshots as sr
 
-BASE_JOB = 15
+BASE_JOB = 18
 (RECORD, SNAPSHOT, SNAPSHOT_LENGTH, STATE, REVISION, TERMINAL_AT, QUEUE, QUEUE_LENGTH,
  WORKER, WORKER_LENGTH, DEFINITION_LENGTH, ARGS_NODES, RESULT, RESULT_LENGTH,
- RESULT_BYTES) = range(BASE_JOB)
+ RESULT_BYTES, FAILURE, FAILURE_LENGTH, FAILURE_BYTES) = range(BASE_JOB)
 BASE_LIVE = 18
 (BEFORE, LIVE_RECORD, LIVE_SNAPSHOT, LIVE_SNAPSHOT_LENGTH, LIVE_STATE, LIVE_REVISION, ORDER,
  HAS_ORDER, ELIGIBLE_AT, LIVE_QUEUE, LIVE_QUEUE_LENGTH, LIVE_WORKER, LIVE_WORKER_LENGTH,
- LIVE_DEFINITION_LENGTH, LIVE_ARGS_NODES, FAILURE, FAILURE_LENGTH,
- FAILURE_BYTES) = range(BASE_LIVE)
+ LIVE_DEFINITION_LENGTH, LIVE_ARGS_NODES, LIVE_FAILURE, LIVE_FAILURE_LENGTH,
+ LIVE_FAILURE_BYTES) = range(BASE_LIVE)
 FAILURE_FIXED_BYTES = 64  # failure_bytes' fixed part, as csrc/base_jobs.c has it
 FRAME_HEADER = 24
 COMPLETED = sr.STATES.index("completed")
@@ -119,24 +122,33 @@ def base_jobs(buf: Any, offsets: Sequence[int], lengths: Sequence[int], types: S
             continue
         if not (snapshot[sr.NIL] >> sr.ORDER) & 1:
             break
-        result = [0, 0, 0]
+        result = failure = [0, 0, 0]
         used = 1
-        if i + 1 < stop and types[i + 1] == 31 and schemas[i + 1] == 2:
-            # a completed job's one result; anything else attached goes the exact way
-            taken = _attachment(buf, offsets[i + 1], lengths[i + 1], 10, job_id,
-                                snapshot[sr.REVISION], limits) \
-                if snapshot[sr.STATE] == COMPLETED else None
-            if taken is None or (i + 2 < stop and types[i + 2] == 31 and schemas[i + 2] == 2):
+        # its attachments in pair order: a completed job's result, then the details of its
+        # last failure; anything else attached, or in another order, goes the exact way
+        while i + used < stop and types[i + used] == 31 and schemas[i + used] == 2:
+            record = offsets[i + used]
+            inner = buf[record + FRAME_HEADER] if record + FRAME_HEADER < len(buf) else 0
+            if inner == 10 and used == 1 and state == COMPLETED:
+                taken = result = _attachment(buf, record, lengths[i + used], 10, job_id,
+                                             snapshot[sr.REVISION], limits)
+            elif inner == 22 and not failure[1]:
+                taken = failure = _attachment(buf, record, lengths[i + used], 22, job_id,
+                                              snapshot[sr.REVISION], limits)
+            else:
+                taken = None
+            if taken is None:
                 break
-            result = taken
-            used = 2
-        if open_end and i + used == stop:
+            used += 1
+        else:
+            taken = True
+        if taken is None or (open_end and i + used == stop):
             break
         rows += [i, offset, length, snapshot[sr.STATE], snapshot[sr.REVISION],
                  snapshot[sr.TERMINAL_AT], offset + snapshot[d + er.QUEUE],
                  snapshot[d + er.QUEUE_LENGTH], offset + snapshot[d + er.WORKER],
                  snapshot[d + er.WORKER_LENGTH], snapshot[d + er.DEFINITION_LENGTH],
-                 snapshot[d + er.ARGS_NODES], *result]
+                 snapshot[d + er.ARGS_NODES], *result, *failure]
         previous = job_id
         i += used
     return i, array("Q", rows), array("Q", live)

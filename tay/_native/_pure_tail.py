@@ -33,10 +33,10 @@ taken (a *done* job, in the order of its finish record) ``BASE_JOB`` integers (t
 ``_pure_base`` columns: RECORD the insert's index, SNAPSHOT / SNAPSHOT_LENGTH the insert's
 payload, STATE completed, REVISION 4 (5 delayed), TERMINAL_AT the finish's time, the
 definition's keys and sizes, RESULT / RESULT_LENGTH / RESULT_BYTES the (30,2) payload and
-its result's size) and ``TAIL_LINK`` integers (STAMP: how many state changes the records
-from ``start`` made up to and including its finish; the start and finish payloads; the
-start's time; AVAILABILITY / AVAILABILITY_LENGTH a delayed job's availability payload, 0
-otherwise); ``pending``: (index, stamps before it, ready pushes before it, done delayed
+its result's size, FAILURE / FAILURE_LENGTH / FAILURE_BYTES 0) and ``TAIL_LINK`` integers
+(STAMP: how many state changes the records from ``start`` made up to and including its
+finish; the start and finish payloads; the start's time; AVAILABILITY /
+AVAILABILITY_LENGTH a delayed job's availability payload, 0 otherwise); ``pending``: (index, stamps before it, ready pushes before it, done delayed
 jobs' inserts before it) for each record taken of a job that is not done (the caller
 replays those the exact way; the last count is the timer pushes replay makes that the
 columns skip); ``totals``: the same three of all records taken; ``live``: per job whose
@@ -304,7 +304,7 @@ def tail_jobs(buf: Any, offsets: Sequence[int], lengths: Sequence[int], types: S
                  4 + job.shift,
                  job.finished_at, queue, queue_length, worker, worker_length,
                  definition_length, nodes, offsets[result] + FRAME_HEADER, lengths[result],
-                 job.result_bytes]
+                 job.result_bytes, 0, 0, 0]  # no failure's details
         available = job.available
         links += [job.stamp, offsets[started] + FRAME_HEADER, lengths[started],
                   job.started_at, offsets[finished] + FRAME_HEADER, lengths[finished],

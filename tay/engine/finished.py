@@ -28,13 +28,14 @@ assert sr.STATES == STATES  # a column's state index is the engine's queue-count
 
 
 def charges(jobs: BaseJobs, k: int) -> tuple[int, int]:
-    """Job ``k``'s state-budget charge and the margin part of it (its result's size), as
-    the row install charges them."""
+    """Job ``k``'s state-budget charge and the margin part of it (its result's size and its
+    failure's details' charge), as the row install charges them."""
     columns = jobs.columns
     base = k * _BJ
     charge = job_charge(columns[base + bj.DEFINITION_LENGTH],
                         columns[base + bj.ARGS_NODES] + DEFINITION_FIXED_NODES)
-    margin = columns[base + bj.RESULT_BYTES] if columns[base + bj.RESULT_LENGTH] else 0
+    margin = (columns[base + bj.RESULT_BYTES] if columns[base + bj.RESULT_LENGTH] else 0) \
+        + columns[base + bj.FAILURE_BYTES]
     return charge + margin, margin
 
 

@@ -359,10 +359,12 @@ class EngineState:
             entry = LazyJobEntry(row, charge)
             table[row.id] = entry
             charged += charge
-            if row.result is not None:  # _charge_attachments: a result's canonical size
-                entry.charge += row.result_bytes
-                entry.margin = row.result_bytes
-                margins += row.result_bytes
+            # _charge_attachments: a result's canonical size, its failure's details
+            margin = (row.result_bytes if row.result is not None else 0) + row.failure_bytes
+            if margin:
+                entry.charge += margin
+                entry.margin = margin
+                margins += margin
             state = row.state
             queue_row = entry.queue_row = queue_counts.get(entry.queue) \
                 or queue_counts.setdefault(entry.queue, [0] * states)
@@ -534,9 +536,11 @@ class EngineState:
         charged = jobs_charge(sum(columns[bj.DEFINITION_LENGTH::bj.BASE_JOB]),
                               sum(columns[bj.ARGS_NODES::bj.BASE_JOB])
                               + DEFINITION_FIXED_NODES * count, count)
-        # a job's margin is its result's size, when it has a result
+        # a job's margin is its result's size, when it has a result, and its failure's
+        # details' charge (0 without them)
         margins = sum(compress(columns[bj.RESULT_BYTES::bj.BASE_JOB],
-                               columns[bj.RESULT_LENGTH::bj.BASE_JOB]))
+                               columns[bj.RESULT_LENGTH::bj.BASE_JOB])) \
+            + sum(columns[bj.FAILURE_BYTES::bj.BASE_JOB])
         self.budget.charge(charged, admitted=True)
         self.budget.charge(margins)
         states = columns[bj.STATE::bj.BASE_JOB]

@@ -24,7 +24,7 @@ from tay import _native
 from tay._native import _pure_events as er
 from tay._native import _pure_mutations as mr
 from tay._native import _pure_tail
-from tay._native._pure_base import FRAME_HEADER
+from tay._native._pure_base import BASE_JOB, FRAME_HEADER, REVISION, SNAPSHOT
 from tay.engine import commands as c
 from tay.engine.core import Engine
 from tay.engine.epoch import _RESULT_FIXED, EpochEngine
@@ -591,7 +591,7 @@ def test_a_failed_job_goes_the_general_way_and_the_walk_goes_on() -> None:
         taken, next_order, rows, _, pending, totals, live = walked
         ids = owners(order)
         failed = {ids[i] for i, (t, _, p) in enumerate(order) if t == 30 and p[0] == 22}
-        done = {bytes(buf[at:at + 16]) for at in rows[1::15]}  # SNAPSHOT: the insert
+        done = {bytes(buf[at:at + 16]) for at in rows[SNAPSHOT::BASE_JOB]}  # the insert
         assert taken == len(order) and len(failed) == 3 and len(done) == 6
         assert not failed & done and len(live) == 6 * _pure_tail.TAIL_LIVE
         (retried,) = [k for k in range(0, len(live), _pure_tail.TAIL_LIVE)
@@ -658,10 +658,10 @@ def test_a_delayed_job_is_followed_through_its_availability(old, batch) -> None:
     ids = owners(frames)
     first, *waiting = delayed_inserts(frames, buf, offsets, lengths, types)
     assert taken == len(frames) and len(waiting) == 2
-    done = {bytes(buf[at:at + 16]): k for k, at in enumerate(rows[1::15])}  # SNAPSHOT
+    done = {bytes(buf[at:at + 16]): k for k, at in enumerate(rows[SNAPSHOT::BASE_JOB])}
     assert len(done) == 5 and ids[first] in done
     k = done[ids[first]]
-    assert rows[k * 15 + 4] == 5  # REVISION
+    assert rows[k * BASE_JOB + REVISION] == 5
     assert links[k * _pure_tail.TAIL_LINK + _pure_tail.AVAILABILITY_LENGTH] > 0
     assert not {i for i in range(len(frames)) if ids[i] == ids[first]} & set(pending[::4])
     assert totals[2] == 1
@@ -711,7 +711,7 @@ def test_a_delayed_job_outside_the_lifecycle_goes_the_general_way() -> None:
     ids = owners(frames)
     delayed = {ids[i] for i in delayed_inserts(frames, buf, offsets, lengths, types)}
     assert taken == len(frames) and len(delayed) == 3 and totals[2] == 0
-    assert not delayed & {bytes(buf[at:at + 16]) for at in rows[1::15]}
+    assert not delayed & {bytes(buf[at:at + 16]) for at in rows[SNAPSHOT::BASE_JOB]}
     assert {i for i in range(len(frames)) if ids[i] in delayed} <= set(pending[::4])
     assert not delayed & {ids[i] for i in live[_pure_tail.RECORD::_pure_tail.TAIL_LIVE]}
     assert recovers_the_same_from(frames, 256) is not None

@@ -12,6 +12,7 @@ import tempfile
 
 import pytest
 
+from tay._native import _pure_base as bj
 from tay.engine import Engine, commands
 from tay.engine.config import EngineConfig
 from tay.engine.effects import Refuse, Reply
@@ -97,7 +98,7 @@ def test_a_base_read_that_fails_refuses_the_request_and_changes_nothing(data_dir
     try:
         engine = store.engine
         jobs, k = engine.finished.where(ids[3])
-        snapshot = jobs.columns[k * 15 + 1]  # bj.SNAPSHOT: where its payload starts
+        snapshot = jobs.columns[k * bj.BASE_JOB + bj.SNAPSHOT]  # where its payload starts
         with open(base_segment(data_dir), "r+b") as handle:
             if damage == "flipped":  # in place, under the open descriptor
                 handle.seek(snapshot + 40)

@@ -45,7 +45,8 @@ HEADER = 44  # a segment header comes before the first record
 def bases(draw):
     """Base records of a few jobs: ids mostly ascending (sometimes repeated or falling),
     their attachments, now and then an extra result or failure attachment (often for a
-    waiting job) or a result for another revision or job instead of their own."""
+    waiting job, or before a finished job's own), or a result for another revision or job
+    instead of their own."""
     finished = jobs().filter(lambda job: job.terminal)  # what the columns take, mostly
     waiting = jobs().filter(lambda job: job.state in ("available", "scheduled", "retryable"))
     jobs_ = draw(st.lists(st.one_of(finished, finished, waiting, jobs()), min_size=1,
@@ -69,9 +70,14 @@ def bases(draw):
             records.append((31, 2, encode_job_attachment(
                 result_recorded(job.id, 5, job.revision + 1, None))))
         elif extra == 3 or (extra > 6 and job.state in ("available", "scheduled",
-                                                        "retryable")):
+                                                        "retryable")) \
+                or (extra == 8 and job.terminal and job.failure is None):
             records.append((31, 2, encode_job_attachment(  # a waiting job's: often
                 failure_recorded(job.id, 5, job.revision, {"message": "m"}))))
+        elif extra == 7 and job.terminal:  # details before its own attachments (a result's)
+            records[len(records) - len(own) + 1:len(records) - len(own) + 1] = [
+                (31, 2, encode_job_attachment(failure_recorded(
+                    job.id, 5, job.revision, {"message": "m", "type": "E"})))]
     return records
 
 
@@ -111,7 +117,9 @@ def test_c_equals_python_on_any_base(records, data) -> None:
     live_rows = taken[2]
     event(f"jobs taken: {min(len(taken[1]) // _pure_base.BASE_JOB, 3)}, "
           f"live: {min(len(live_rows) // _pure_base.BASE_LIVE, 2)}, with details: "
-          f"{min(sum(map(bool, live_rows[_pure_base.FAILURE_LENGTH::_pure_base.BASE_LIVE])), 1)}")
+          f"{min(sum(map(bool, live_rows[_pure_base.LIVE_FAILURE_LENGTH::_pure_base.BASE_LIVE])), 1)}, "
+          f"finished with details: "
+          f"{min(sum(map(bool, taken[1][_pure_base.FAILURE_LENGTH::_pure_base.BASE_JOB])), 1)}")
     if not live:
         assert not taken[2]
     # one flipped byte anywhere, or a buffer cut short: still the same walk
@@ -178,7 +186,7 @@ def test_ids_and_keys_refuse_bytes_outside_the_buffer_alike(buf, values, origin,
 
 
 def test_the_row_layout_is_the_documented_one() -> None:
-    assert c_native.lib.TAY_BASE_JOB == _pure_base.BASE_JOB == 15
+    assert c_native.lib.TAY_BASE_JOB == _pure_base.BASE_JOB == 18
     assert (c_native.lib.TAY_BJ_RECORD, c_native.lib.TAY_BJ_RESULT_BYTES) == \
         (_pure_base.RECORD, _pure_base.RESULT_BYTES)
     assert c_native.lib.TAY_BASE_LIVE == _pure_base.BASE_LIVE == 18
@@ -194,7 +202,11 @@ def test_the_row_layout_is_the_documented_one() -> None:
             lib.TAY_BL_FAILURE, lib.TAY_BL_FAILURE_BYTES) == \
         (_pure_base.BEFORE, _pure_base.LIVE_RECORD, _pure_base.LIVE_STATE, _pure_base.ORDER,
          _pure_base.HAS_ORDER, _pure_base.ELIGIBLE_AT, _pure_base.LIVE_ARGS_NODES,
-         _pure_base.FAILURE, _pure_base.FAILURE_BYTES)
+         _pure_base.LIVE_FAILURE, _pure_base.LIVE_FAILURE_BYTES)
+    assert (lib.TAY_BASE_JOB, lib.TAY_BJ_RESULT_BYTES, lib.TAY_BJ_FAILURE,
+            lib.TAY_BJ_FAILURE_LENGTH, lib.TAY_BJ_FAILURE_BYTES) == \
+        (_pure_base.BASE_JOB, _pure_base.RESULT_BYTES, _pure_base.FAILURE,
+         _pure_base.FAILURE_LENGTH, _pure_base.FAILURE_BYTES)
 
 
 # ---- any prefix of a base replays the same through the columns ----------------------------
@@ -356,8 +368,26 @@ def outcome(replayed):
     installed, end = replayed
     if isinstance(end, tuple):
         return end
-    return [entry[:-1] + (built(entry[-1]),) if entry[0] == "row" else entry
+    return [with_details(entry[-1]) if entry[0] == "row" and entry[-1].failure is not None
+            else entry[:-1] + (built(entry[-1]),) if entry[0] == "row" else entry
             for entry in installed], end
+
+
+def with_details(row: JobRow):
+    """A finished job the columns took with its failure's details, which the record-by-record
+    way builds: the job it builds, its row's fields and charges checked against it."""
+    from tay.engine.state import failure_bytes
+    from tay.engine.values import measure
+
+    job = row.job_state()
+    assert (row.id, row.state, row.revision, row.terminal_at, row.queue, row.task,
+            row.definition_length, row.result_present, row.failure_bytes) == \
+        (job.id, job.state, job.revision, job.terminal_at, job.definition["queue_key"],
+         job.definition["worker_key"], len(job.definition_bytes), job.result_present,
+         failure_bytes(job.failure))
+    assert row.result_bytes == (0 if not job.result_present else 1 if job.result is None
+                                else measure(job.result, "result").encoded_bytes)
+    return ("job", job)
 
 
 def built(row: JobRow):
@@ -416,9 +446,16 @@ def test_an_engine_recovered_in_columns_answers_as_one_recovered_record_by_recor
         with record_by_record():
             before = recovered(root)
         after = recovered(root)
+        event(f"finished jobs held with failure details: {min(held_with_details(after), 2)}")
         assert_alike(after, before)
     finally:
         shutil.rmtree(root, ignore_errors=True)
+
+
+def held_with_details(engine) -> int:
+    """How many finished jobs the engine holds in columns with their failure's details."""
+    return sum(1 for jobs, k in engine.finished.held()
+               if jobs.columns[k * _pure_base.BASE_JOB + _pure_base.FAILURE_LENGTH])
 
 
 # ---- and every later command: jobs held in columns are taken out as they are touched ------
@@ -626,6 +663,47 @@ def test_lone_live_jobs_in_a_base_leave_the_finished_jobs_in_columns(every, shap
         assert len(before.finished) == 0 and len(before.jobs) == jobs
         if every == 100:  # (all but where two live jobs stand close: 985 of 990)
             assert len(after.finished) >= 0.95 * (jobs - live)
+        assert_alike(after, before)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+# ---- finished jobs with their failure's details -------------------------------------------
+
+@pytest.mark.parametrize("shape", ["discarded", "retried"])
+@pytest.mark.parametrize("every", [1, 7])
+def test_finished_jobs_with_failure_details_are_held_in_columns(every, shape) -> None:
+    """A job discarded by a worker failure keeps its failure's details, and so does one whose
+    retry then succeeded (beside its result): the base attaches them after the snapshot
+    (the result first). The columns take both, charging the details to the job's margin as
+    the record-by-record way does (they used to stop the run: ~85 µs a job the exact way).
+    Then every job is still read, retried and expired as one recovered record by record."""
+    from benchmarks.tail_restart import shape_actions
+    from tay.engine import commands as c
+    from tests.engine.test_tail_columns import tail_frames
+
+    jobs = 300
+    root = scratch_path("base-columns")
+    try:
+        write_store(root, tail_frames(0, shape_actions(shape, jobs, every)), compact=True)
+        with record_by_record():
+            before = recovered(root)
+        after = recovered(root)
+        odd = jobs // every
+        assert len(before.finished) == 0 and len(before.jobs) == jobs
+        assert len(after.finished) >= 0.95 * jobs  # (a run's cap leaves a few the exact way)
+        assert held_with_details(after) >= 0.9 * odd
+        assert_alike(after, before)
+        # a held discarded job retried by an operator: its details go with it, alike
+        discarded = [job_id for job_id, entry in before.jobs.items()
+                     if peek(entry).state == "discarded"][:3]
+        assert len(discarded) == (3 if shape == "discarded" else 0)
+        for job_id in discarded:
+            retry = c.Admin("p", "r", "retry_job", {"job_id": job_id.hex()})
+            written = [(s, e.pair, e.raw) for s, e in
+                       after.handle(retry, 20_000, 20_000).events]
+            assert written and written == [
+                (s, e.pair, e.raw) for s, e in before.handle(retry, 20_000, 20_000).events]
         assert_alike(after, before)
     finally:
         shutil.rmtree(root, ignore_errors=True)

@@ -3,14 +3,16 @@
 Most of a compacted base is finished jobs that a restart only counts, charges and indexes.
 Replay through the fast path (``tay.storage.v2.fast``, for a consumer that offers
 ``epoch_install_row``) keeps each such job as a ``JobRow``: its (7,1) snapshot payload,
-the payloads of its (31,2) result attachment, and the handful of fields the engine's
-bookkeeping reads (state, revision, terminal time, keys, sizes). ``job_state()`` builds the
+the payloads of its (31,2) attachments (a result; the columnar walk also takes a failure's
+details), and the handful of fields the engine's bookkeeping reads (state, revision,
+terminal time, keys, sizes, the attachments' charges). ``job_state()`` builds the
 ``JobState`` the eager path would have built, from the same bytes with the same decoders,
 when something first reads the job.
 
 Every record is still checked at replay (the native scans vouch for each payload; the
 reducer checks order and attachment rules on the row's fields), and whatever a row cannot
-decide (an attachment that would be refused, a failure detail) makes the reducer
+decide (an attachment that would be refused; in the record-by-record fast path, a
+failure's details) makes the reducer
 materialise the job and take the exact path, so refusals keep their class and reason.
 """
 
@@ -67,7 +69,7 @@ class JobRow:
 
     __slots__ = ("id", "state", "revision", "terminal_at", "queue", "task",
                  "definition_length", "args_nodes", "snapshot", "result", "result_bytes",
-                 "limits")
+                 "failure", "failure_bytes", "limits")
 
     terminal = True
     ready_order = None  # a terminal snapshot carries no availability order
@@ -87,6 +89,8 @@ class JobRow:
         self.snapshot = snapshot  # the (7,1) payload
         self.result: bytes | None = None  # the (31,2) payload of its result, if any
         self.result_bytes = 0  # the result's canonical Value size
+        self.failure: bytes | None = None  # the (31,2) payload of its failure's details
+        self.failure_bytes = 0  # their charge (tay.engine.state.failure_bytes)
         self.limits = limits
 
     @property
@@ -108,6 +112,8 @@ class JobRow:
         job = snapshot_state(self.snapshot, self.limits)
         if self.result is not None:
             job = attach(job, _attachment_event(self.result, self.limits))
+        if self.failure is not None:
+            job = attach(job, _attachment_event(self.failure, self.limits))
         return job
 
 
@@ -157,11 +163,11 @@ def base_live_rows(data: Any, live: Any, limits: DecodeLimits,
         row.task = _decoded(bytes(data[start:start + live[k + bj.LIVE_WORKER_LENGTH]]), texts)
         row.definition_length = live[k + bj.LIVE_DEFINITION_LENGTH]
         row.args_nodes = live[k + bj.LIVE_ARGS_NODES]
-        length = live[k + bj.FAILURE_LENGTH]
+        length = live[k + bj.LIVE_FAILURE_LENGTH]
         if length:
-            start = live[k + bj.FAILURE]
+            start = live[k + bj.LIVE_FAILURE]
             row.failure = bytes(data[start:start + length])
-            row.failure_bytes = live[k + bj.FAILURE_BYTES]
+            row.failure_bytes = live[k + bj.LIVE_FAILURE_BYTES]
         else:
             row.failure = None
             row.failure_bytes = 0
@@ -374,6 +380,14 @@ class BaseJobs(_JobColumns):
             else:
                 row.result = None
                 row.result_bytes = 0
+            length = columns[base + 16]  # bj.FAILURE_LENGTH
+            if length:
+                start = columns[base + 15] - origin
+                row.failure = data[start:start + length]
+                row.failure_bytes = columns[base + 17]
+            else:
+                row.failure = None
+                row.failure_bytes = 0
             yield row
 
 
@@ -389,7 +403,8 @@ def _span(columns: Any) -> tuple[int, int]:
     last = len(columns) - _BJ
     return columns[bj.SNAPSHOT], max(
         columns[last + bj.SNAPSHOT] + columns[last + bj.SNAPSHOT_LENGTH],
-        columns[last + bj.RESULT] + columns[last + bj.RESULT_LENGTH])
+        columns[last + bj.RESULT] + columns[last + bj.RESULT_LENGTH],
+        columns[last + bj.FAILURE] + columns[last + bj.FAILURE_LENGTH])
 
 
 class HeldJobs(_JobColumns):
@@ -485,6 +500,13 @@ class HeldJobs(_JobColumns):
         else:
             row.result = None
             row.result_bytes = 0
+        length = columns[base + bj.FAILURE_LENGTH]
+        if length:  # a base's failure details, a (31,2) as its result is
+            row.failure = self._payload(columns[base + bj.FAILURE], length, (31, 2))
+            row.failure_bytes = columns[base + bj.FAILURE_BYTES]
+        else:
+            row.failure = None
+            row.failure_bytes = 0
         return row
 
     def job_rows(self, first: int = 0, end: int | None = None,
@@ -496,7 +518,8 @@ class HeldJobs(_JobColumns):
 _BJ = bj.BASE_JOB
 assert (bj.SNAPSHOT, bj.SNAPSHOT_LENGTH, bj.STATE, bj.REVISION, bj.TERMINAL_AT, bj.QUEUE,
         bj.QUEUE_LENGTH, bj.WORKER, bj.WORKER_LENGTH, bj.DEFINITION_LENGTH, bj.ARGS_NODES,
-        bj.RESULT, bj.RESULT_LENGTH, bj.RESULT_BYTES) == tuple(range(1, 15))
+        bj.RESULT, bj.RESULT_LENGTH, bj.RESULT_BYTES, bj.FAILURE, bj.FAILURE_LENGTH,
+        bj.FAILURE_BYTES) == tuple(range(1, 18))
 
 
 def result_row(payload: bytes, rows: list[int], base: int, inner_offset: int,

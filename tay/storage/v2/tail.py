@@ -372,6 +372,8 @@ class TailJobs(BaseJobs):
         start = columns[base + bj.RESULT] - origin
         row.result = data[start:start + columns[base + bj.RESULT_LENGTH]]
         row.result_bytes = columns[base + bj.RESULT_BYTES]
+        row.failure = None  # a tail job done in columns succeeded at its first attempt
+        row.failure_bytes = 0
         row.limits = self.limits
         start = links[link + tl.STARTED] - origin
         started = data[start:start + links[link + tl.STARTED_LENGTH]]
