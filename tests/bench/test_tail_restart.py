@@ -32,10 +32,10 @@ def test_from_the_base_each_shape_holds_its_finished_jobs_in_columns(capsys) -> 
     assert "from the base" in lines[0]
     rows = {cells[0]: cells[1:] for cells in (
         [cell.strip() for cell in line.strip("|").split("|")] for line in lines[3:])}
-    # held in columns: the finished jobs (a retried or discarded job's failure details are a
-    # second attachment: built); as rows the live ones (scheduled, available, and retryable
-    # with their failure's details)
-    assert [rows[shape][1] for shape in rows] == ["40", "40", "30", "30", "40", "40", "40"]
+    # held in columns: the finished jobs (a discarded job's or a retried success's with its
+    # failure's details); as rows the live ones (scheduled, available, and retryable with
+    # their failure's details)
+    assert [rows[shape][1] for shape in rows] == ["40"] * 7
 
 
 @pytest.mark.parametrize("shape", tail_restart.SHAPES)
