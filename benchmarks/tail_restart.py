@@ -3,7 +3,8 @@ cost the replay, beside a tail of plain successes.
 
 Usage:
     .venv/bin/python -m benchmarks.tail_restart [--jobs 10000] [--every 10] [--runs 5]
-        [--shapes success,failed,discarded,retried,delayed,waiting,backlog] [--base]
+        [--shapes success,failed,discarded,retried,delayed,waiting,backlog,valued,cancelled]
+        [--base]
 
 Each shape is a tail of ``--jobs`` jobs behind an empty base, written by a Store-v2
 engine (``tests.engine.test_tail_columns.tail_frames``: the engine's own records for
@@ -19,13 +20,14 @@ except every ``--every``-th job:
   move and then run to success;
 * ``waiting``: inserted with an hour's delay, still scheduled at the end of the tail;
 * ``backlog``: inserted for a task no worker runs, still available at the end (with
-  ``--every 1``, a tail or base that is all backlog).
+  ``--every 1``, a tail or base that is all backlog);
+* ``valued``: its success carries a value (``{"ok": 1}``) instead of nil;
+* ``cancelled``: inserted for a task no worker runs, then cancelled by its producer.
 
 With ``--base`` the store is compacted offline first, so its jobs are snapshots in the
-base (a finished job in columns, a waiting one with no attachment, such as a scheduled or
-backlog job, as its row among them, and one with attachments, such as a retryable job and
-its failure's details, record by record between the runs), and "record by record" is the
-base without its columnar runs.
+base (a finished job in columns with its result and failure's details, a waiting one,
+such as a scheduled, backlog or retryable job, as its row among them, with its failure's
+details), and "record by record" is the base without its columnar runs.
 
 The store is recovered in process as ``tay serve`` recovers it (``recover_engine``, not
 activated), ``--runs`` times; the least CPU (user+sys of this process) is reported, with
@@ -49,7 +51,8 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-SHAPES = ("success", "failed", "discarded", "retried", "delayed", "waiting", "backlog")
+SHAPES = ("success", "failed", "discarded", "retried", "delayed", "waiting", "backlog",
+          "valued", "cancelled")
 
 
 def shape_actions(shape: str, jobs: int, every: int) -> list:
@@ -62,12 +65,15 @@ def shape_actions(shape: str, jobs: int, every: int) -> list:
         odd_jobs += odd
         if shape in ("delayed", "waiting") and odd:
             actions.append(("enqueue", "a", 300 if shape == "delayed" else 3_600_000, {}))
-        elif shape == "backlog" and odd:  # a task no worker runs: it stays available
+        elif shape in ("backlog", "cancelled") and odd:  # a task no worker runs
             actions.append(("enqueue", "z", None, {}))
+            if shape == "cancelled":
+                actions.append(("cancel", n))
         else:
             actions.append(("enqueue", "a", None, {},
                             0 if shape == "discarded" and odd else 1))
-            actions.append(("finish", 0, "failed" if odd else "nil"))
+            actions.append(("finish", 0, "nil" if not odd
+                            else "value" if shape == "valued" else "failed"))
         if shape in ("retried", "delayed") and (n % 100 == 99 or n == jobs - 1) and odd_jobs:
             # the retries (or delayed jobs) of these jobs come due and run, one by one
             actions.append(("advance", 2500))

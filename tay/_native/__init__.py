@@ -59,7 +59,7 @@ API (see docs/native.md for the details and error conventions):
   there are more than ``max_distinct``); ``ValueError`` for bytes outside ``buf``.
 - ``tail_jobs(buf, offsets, lengths, types, schemas, start, stop, next_order, max_depth,
   max_nodes, max_binary) -> (next, next_order, rows, links, pending, totals, live)``: a
-  Store-v2 tail's common job lifecycles (insert, start, success, nil result) taken while
+  Store-v2 tail's common job lifecycles (insert, start, success, its result) taken while
   every record is one (``tay._native._pure_tail``): ``BASE_JOB`` rows and ``TAIL_LINK`` (6)
   ints per job whose four records were taken, (index, state changes before, ready pushes
   before) per record of a job not done, the allocator after them, and ``TAIL_LIVE`` (18)

@@ -6,7 +6,7 @@ payload starts 24 bytes after its record) while each one is a step of the common
 that ``transitions.apply`` and ``EpochReducer`` accept: an (8,1) insert of a new id,
 available at once, its availability order the allocator's next (``next_order`` on); an
 (8,1) start of that job's first attempt in its first cycle, not before it is eligible; then
-a (30,2) ``result_recorded`` of a nil result for it at revision 3 and an (8,1) success
+a (30,2) ``result_recorded`` of its result at revision 3 and an (8,1) success
 finish of that execution (no diagnostic, completed) at revision 4, as the engine writes a
 success, or (stores written before 2026-12-04) the finish at revision 3, then the result at
 revision 4. After the start it also follows a worker failure of that first attempt, left
@@ -19,7 +19,7 @@ held as a completed live row). A delayed insert (no order: scheduled, a timer pu
 followed through its (8,1) availability (its order the allocator's next, a ready push) and
 then the lifecycle above, each step one revision later (the success finish at 5). Every
 payload must pass the mutation or event fast path. A record of a job it knows outside that
-lifecycle (a timeout, a value result, a second failure, a cancel, a delayed job's
+lifecycle (a timeout, a retry's value result, a second failure, a cancel, a delayed job's
 failure...) sends the job the general way: the walk goes on, and every record of that job
 is pending (each such mutation one state change, and a ready push when it carries an
 order, which the allocator takes there). It stops before the
@@ -282,8 +282,10 @@ def tail_jobs(buf: Any, offsets: Sequence[int], lengths: Sequence[int], types: S
                     job.step = _GENERAL
             elif not consecutive or (job.step, expected - job.shift) not in (
                     (_COMPLETED, 3), (_EXECUTING, 2)) \
-                    or row[er.B] != 1 or buf[offset + 10 + row[er.A]] != 0:
-                job.step = _GENERAL  # a result outside the lifecycle: the general way
+                    or (job.retried and (row[er.B] != 1 or buf[offset + 10 + row[er.A]] != 0)):
+                # a result outside the lifecycle, or a retried success's not nil (its live
+                # row charges a nil result): the general way
+                job.step = _GENERAL
             else:
                 job.step = _DONE if job.step == _COMPLETED else _RESULTED
                 job.result, job.result_bytes = i, row[er.B]

@@ -16,11 +16,12 @@ def test_each_shape_recovers_all_its_jobs_and_reports_both_ways(capsys) -> None:
         [cell.strip() for cell in line.strip("|").split("|")] for line in lines[3:])}
     assert list(rows) == list(tail_restart.SHAPES)
     # records: four per job, eight per retried job, five per delayed one, one per waiting
-    # or backlog one
+    # or backlog one, two per cancelled one
     assert [rows[shape][0] for shape in rows] == ["160", "160", "160", "200", "170", "130",
-                                                  "130"]
-    # held unbuilt: every job (a retried success as a completed row)
-    assert [rows[shape][1] for shape in rows] == ["40"] * 7
+                                                  "130", "160", "140"]
+    # held unbuilt: every job (a retried success as a completed row) but the cancelled
+    # ones (their records the general way)
+    assert [rows[shape][1] for shape in rows] == ["40"] * 8 + ["30"]
     for shape, (_, _, columnar, exact, added) in rows.items():
         assert float(columnar) > 0 and float(exact) > 0
         assert (added == "-") == (shape == "success")
@@ -33,9 +34,9 @@ def test_from_the_base_each_shape_holds_its_finished_jobs_in_columns(capsys) -> 
     rows = {cells[0]: cells[1:] for cells in (
         [cell.strip() for cell in line.strip("|").split("|")] for line in lines[3:])}
     # held in columns: the finished jobs (a discarded job's or a retried success's with its
-    # failure's details); as rows the live ones (scheduled, available, and retryable with
-    # their failure's details)
-    assert [rows[shape][1] for shape in rows] == ["40"] * 7
+    # failure's details, a cancelled one); as rows the live ones (scheduled, available, and
+    # retryable with their failure's details)
+    assert [rows[shape][1] for shape in rows] == ["40"] * 9
 
 
 @pytest.mark.parametrize("shape", tail_restart.SHAPES)
@@ -45,7 +46,8 @@ def test_every_odd_job_of_a_shape_ends_as_the_shape_says(shape) -> None:
     details = [p for t, _, p in frames if t == 30 and p[:2] == b"\x16\x02"]  # (22,2)
     # every job finished once (but those still waiting), a retried one twice; four failed
     # first attempts; a retry or a delayed job made available by a tick
-    assert kinds.count(4) == 20 + {"retried": 4, "waiting": -4, "backlog": -4}.get(shape, 0)
+    assert kinds.count(4) == 20 + {"retried": 4, "waiting": -4, "backlog": -4,
+                                   "cancelled": -4}.get(shape, 0)
     assert len(details) == (4 if shape in ("failed", "discarded", "retried") else 0)
     assert kinds.count(2) == (4 if shape in ("retried", "delayed") else 0)
 

@@ -625,8 +625,11 @@ def _tail_run(mapping: Any, buffer: memoryview, records: RecordTable, position: 
         mapping, records.offsets, records.lengths, records.types, records.schemas, position,
         len(records), reducer.next_order, limits.depth, limits.nodes, limits.binary)
     install_live = reducer.install_live
-    if not columns and (install_live is None or not live):
-        return position  # nothing to hold: the exact way from here
+    if taken == position:
+        return position  # nothing taken: the exact way from here
+    # what it took is replayed below even when it holds nothing (every job went the general
+    # way): leaving it to the exact way would walk the rest of the segment again after each
+    # batch, quadratic in a tail of such jobs (cancels, timeouts...)
     offsets, types = records.offsets, records.types
     inserted = [bytes(buffer[offsets[i] + 24:offsets[i] + 40]) for i in pending[::4]
                 if types[i] == 8 and buffer[offsets[i] + 40] == 1]
