@@ -11,13 +11,13 @@
  * retryable or discarded (max_attempts 1): its (22,2) details at revision 3 and its finish
  * at revision 4 (the engine's order), or the finish at 3 with the details right after it
  * at 4; a retryable one's row is then set retryable in the live table (hold_failure) and
- * the walk follows its retry: availability, start of attempt 2, a nil result and success at
+ * the walk follows its retry: availability, start of attempt 2, its result and success at
  * revisions 5-8, a retried success. Every payload must pass the mutation or event fast
  * path (tay_mutations_scan, tay_events_scan). A delayed insert (scheduled: no order, a
  * timer push) is followed too: its (8,1) availability (the allocator's order, a ready
  * push) and then the lifecycle above, each step one revision later (a success finish at
- * revision 5). A record of a job it knows outside that lifecycle (a timeout, a retry's
- * value result, a second failure, a cancel, a delayed job's failure...) sends the job the
+ * revision 5). A record of a job it knows outside that lifecycle (a timeout, a second
+ * failure, a cancel, a delayed job's failure...) sends the job the
  * general way: the walk goes on and all that job's records are pending (each such
  * mutation one state change, and a ready push when it carries an order, which the
  * allocator takes here). It stops before the first
@@ -290,12 +290,9 @@ long tay_tail_jobs(const uint8_t *buf, size_t size, size_t count, const uint64_t
             } else if (revision != row[TAY_EF_EXPECTED] + 1
                        || !((w[W_STEP] == FINISHED && row[TAY_EF_EXPECTED] == 3 + w[W_SHIFT])
                             || (w[W_STEP] == EXECUTING
-                                && row[TAY_EF_EXPECTED] == 2 + w[W_SHIFT]))
-                       || (w[W_RETRIED]
-                           && (row[TAY_EF_B] != 1 || buf[event_offset + row[TAY_EF_A]] != 0))) {
-                /* a result outside the lifecycle (not where a success has it, or a retried
-                 * success's not nil: its live row charges a nil result): the job goes the
-                 * general way (a result changes no state) */
+                                && row[TAY_EF_EXPECTED] == 2 + w[W_SHIFT]))) {
+                /* a result outside the lifecycle (not where a success has it): the job
+                 * goes the general way (a result changes no state) */
                 w[W_STEP] = GENERAL;
             } else {
                 w[W_STEP] = w[W_STEP] == FINISHED ? DONE : RESULTED;
@@ -397,6 +394,7 @@ long tay_tail_jobs(const uint8_t *buf, size_t size, size_t count, const uint64_t
         out[TAY_TV_COMPLETE] = completed ? w[W_FINISHED] : insert;
         out[TAY_TV_COMPLETE_AT] = completed ? w[W_FINISHED_AT] : 0;
         out[TAY_TV_COMPLETE_STAMP] = completed ? w[W_STAMP] : 0;
+        out[TAY_TV_RESULT_BYTES] = completed ? w[W_RESULT_BYTES] : 0;
         out[TAY_TV_ORDER] = w[W_ORDER];
         out[TAY_TV_QUEUE] = w[W_QUEUE];
         out[TAY_TV_QUEUE_LENGTH] = w[W_QUEUE_LENGTH];

@@ -267,7 +267,7 @@ long tay_base_keys(const uint8_t *buf, size_t size, uint64_t origin, const uint6
 #define TAY_TL_FINISHED_LENGTH 5
 #define TAY_TL_AVAILABILITY 6
 #define TAY_TL_AVAILABILITY_LENGTH 7
-#define TAY_TAIL_LIVE 25
+#define TAY_TAIL_LIVE 26
 #define TAY_TV_RECORD 0
 #define TAY_TV_ELIGIBLE_AT 1
 #define TAY_TV_ORDER 2
@@ -293,6 +293,7 @@ long tay_base_keys(const uint8_t *buf, size_t size, uint64_t origin, const uint6
 #define TAY_TV_COMPLETE 22
 #define TAY_TV_COMPLETE_AT 23
 #define TAY_TV_COMPLETE_STAMP 24
+#define TAY_TV_RESULT_BYTES 25
 #define TAY_STATE_SCHEDULED 0
 #define TAY_STATE_AVAILABLE 1
 #define TAY_STATE_EXECUTING 2

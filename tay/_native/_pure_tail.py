@@ -14,12 +14,12 @@ retryable or discarded (max_attempts 1): its (22,2) ``failure_recorded`` details
 revision 3 and its finish at revision 4 (the engine's order), or the finish at 3 with the
 details right after it at 4; when the failure left it retryable, the table's row is set
 retryable (``LiveTable.retryable``) and the walk follows its retry: the availability, the
-start of attempt 2, the nil result and the success at revisions 5-8 (a retried success,
+start of attempt 2, its result and the success at revisions 5-8 (a retried success,
 held as a completed live row). A delayed insert (no order: scheduled, a timer push) is
 followed through its (8,1) availability (its order the allocator's next, a ready push) and
 then the lifecycle above, each step one revision later (the success finish at 5). Every
 payload must pass the mutation or event fast path. A record of a job it knows outside that
-lifecycle (a timeout, a retry's value result, a second failure, a cancel, a delayed job's
+lifecycle (a timeout, a second failure, a cancel, a delayed job's
 failure...) sends the job the general way: the walk goes on, and every record of that job
 is pending (each such mutation one state change, and a ready push when it carries an
 order, which the allocator takes there). It stops before the
@@ -75,11 +75,11 @@ from tay._native._pure_base import BASE_JOB, FRAME_HEADER, COMPLETED, failure_by
 TAIL_LINK = 8
 (STAMP, STARTED, STARTED_LENGTH, STARTED_AT, FINISHED, FINISHED_LENGTH, AVAILABILITY,
  AVAILABILITY_LENGTH) = range(TAIL_LINK)
-TAIL_LIVE = 25
+TAIL_LIVE = 26
 (RECORD, ELIGIBLE_AT, ORDER, QUEUE, QUEUE_LENGTH, WORKER, WORKER_LENGTH, DEFINITION_LENGTH,
  ARGS_NODES, STATE, START, START_AT, START_STAMP, FINISH, FINISH_AT, FINISH_STAMP, DETAILS,
  FAILURE_BYTES, RETRY, RESTART, RESTART_AT, RESULT, COMPLETE, COMPLETE_AT,
- COMPLETE_STAMP) = range(TAIL_LIVE)
+ COMPLETE_STAMP, RESULT_BYTES) = range(TAIL_LIVE)
 # a live row's STATE: its index in transitions.STATES (COMPLETED: a retried job's success)
 SCHEDULED, AVAILABLE, EXECUTING, RETRYABLE, DISCARDED = 0, 1, 2, 3, 6
 # a job's step: inserted (available), executing, completed (no result yet), done,
@@ -281,11 +281,8 @@ def tail_jobs(buf: Any, offsets: Sequence[int], lengths: Sequence[int], types: S
                 else:
                     job.step = _GENERAL
             elif not consecutive or (job.step, expected - job.shift) not in (
-                    (_COMPLETED, 3), (_EXECUTING, 2)) \
-                    or (job.retried and (row[er.B] != 1 or buf[offset + 10 + row[er.A]] != 0)):
-                # a result outside the lifecycle, or a retried success's not nil (its live
-                # row charges a nil result): the general way
-                job.step = _GENERAL
+                    (_COMPLETED, 3), (_EXECUTING, 2)):
+                job.step = _GENERAL  # a result outside the lifecycle: the general way
             else:
                 job.step = _DONE if job.step == _COMPLETED else _RESULTED
                 job.result, job.result_bytes = i, row[er.B]
@@ -329,7 +326,7 @@ def tail_jobs(buf: Any, offsets: Sequence[int], lengths: Sequence[int], types: S
     live: list[int] = []
     for job in numbered:  # insert order; a delayed or retried job past its insert and not
         insert = job.insert  # done: the general way
-        unused = [insert, insert, 0, insert, insert, 0, 0]  # RETRY..COMPLETE_STAMP
+        unused = [insert, insert, 0, insert, insert, 0, 0, 0]  # RETRY..RESULT_BYTES
         if job.step == _SCHEDULED:
             live += [insert, job.eligible_at, job.order, *job.keys, SCHEDULED, insert,
                      0, 0, insert, 0, 0, insert, 0, *unused]
@@ -337,7 +334,7 @@ def tail_jobs(buf: Any, offsets: Sequence[int], lengths: Sequence[int], types: S
             live += [insert, 0, job.order, *job.keys, COMPLETED, job.first_start,
                      job.first_start_at, 0, job.fail_finish, job.fail_at, 0, job.details,
                      job.failure_bytes, job.available, job.started, job.started_at,
-                     job.result, job.finished, job.finished_at, job.stamp]
+                     job.result, job.finished, job.finished_at, job.stamp, job.result_bytes]
         elif job.shift:
             continue
         elif job.step == _INSERTED:

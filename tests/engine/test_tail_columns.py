@@ -330,9 +330,9 @@ def test_the_common_lifecycle_is_taken_whole() -> None:
     assert list(live[_pure_tail.RECORD::_pure_tail.TAIL_LIVE]) == [
         i for i in inserts if bytes(buf[at[i]:at[i] + 16]) not in finished]
     assert list(live[_pure_tail.STATE::_pure_tail.TAIL_LIVE]) == [_pure_tail.EXECUTING] * 2
-    # a retried success's value result leaves the common case (its live row charges a nil
-    # result): the job goes the general way, every record of it pending; a nil one is held
-    for result, held in (("value", 0), ("nil", 1)):
+    # a retried success is held as a completed live row, its records pending, whatever its
+    # result (the row's RESULT_BYTES: its canonical size, in the margin with the details')
+    for result, held in (("value", 1), ("nil", 1)):
         frames = tail_frames(1, [("enqueue", "a", None, {}), ("finish", 0, "failed"),
                                  ("advance", 2500), ("finish", 0, result)])
         buf, offsets, lengths, types, schemas = columns(frames)
@@ -340,6 +340,8 @@ def test_the_common_lifecycle_is_taken_whole() -> None:
             buf, offsets, lengths, types, schemas, 0, len(frames), 1, *LIMITS_)
         assert (taken, len(rows), len(pending), len(live) // _pure_tail.TAIL_LIVE) == \
             (8, 0, 4 * 8, held)
+        assert live[_pure_tail.RESULT_BYTES] == len(encode_value(None if result == "nil"
+                                                                 else {"ok": 1}))
 
 
 def test_a_tail_in_the_older_order_recovers_the_same_jobs() -> None:
@@ -1117,3 +1119,17 @@ def test_a_tail_of_general_jobs_is_walked_once(monkeypatch) -> None:
     monkeypatch.setattr(_native, "tail_jobs", lambda *args: walks.append(args[5]) or walk(*args))
     assert recovers_the_same_from(frames, 8) is not None
     assert walks == [0]  # one walk, from the tail's first record (and none record by record)
+
+
+def test_retried_successes_with_value_results_recover_the_same_held_as_rows() -> None:
+    """A retried success whose result is a value (not nil) is held as its completed row
+    too, its margin the details' charge and the result's canonical size, as record by
+    record."""
+    actions = [("enqueue", "a", None, {}), ("finish", 0, "failed")] * 3 \
+        + [("advance", 2500)] + [("finish", 0, "value"), ("finish", 0, "nil"),
+                                 ("finish", 0, "value")]
+    frames = tail_frames(7, actions)
+    buf, offsets, lengths, types, schemas = columns(frames)
+    live = walk_both((buf, offsets, lengths, types, schemas), 0, len(frames), 1)[6]
+    assert list(live[_pure_tail.STATE::_pure_tail.TAIL_LIVE]) == [_pure_tail.COMPLETED] * 3
+    assert recovers_the_same_from(frames, 256) is not None

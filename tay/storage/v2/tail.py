@@ -186,9 +186,6 @@ class RetriedRow(FailedRow):
     result_present = True
 
 
-_NIL_RESULT_BYTES = 1  # a nil result's charge (tay.engine.state._charge_attachments)
-
-
 def _copies(data: Any, offsets: Any, lengths: Any,
             spans: list[tuple[int, tuple[int, int]]]) -> tuple[tuple[bytes, tuple[int, int]], ...]:
     """Copies of the payloads of the records ``spans`` name, (index, pair) in order (Record
@@ -224,7 +221,7 @@ def retried_row(data: Any, offsets: Any, lengths: Any, live: Any, k: int,
     row.eligible_at = None
     _take_keys(row, data, live, k, texts)
     row.stamp = stamp + live[k + tl.COMPLETE_STAMP]
-    row.failure_bytes = live[k + tl.FAILURE_BYTES] + _NIL_RESULT_BYTES
+    row.failure_bytes = live[k + tl.FAILURE_BYTES] + live[k + tl.RESULT_BYTES]  # margin
     row.attempts = ((1, live[k + tl.START_AT], live[k + tl.FINISH_AT], "failed"),
                     (2, live[k + tl.RESTART_AT], completed_at, "completed"))
     row.timers = ()
