@@ -609,6 +609,26 @@ def write_store(root, frames: list, compact: bool = False, **options) -> None:
                         retention=Retention("infinity"), now_ms=lambda: 1_000, **options)
 
 
+@contextlib.contextmanager
+def recovered_both_ways(shape: str, jobs: int, every: int, **options):
+    """``jobs`` jobs of a ``benchmarks.tail_restart`` shape (one in ``every`` odd) compacted
+    into a base (``options``: more of ``compact_offline``'s) in a scratch store, recovered
+    record by record and through the columns: ``(root, before, after)``; the store goes
+    afterwards."""
+    from benchmarks.tail_restart import shape_actions
+    from tests.engine.test_tail_columns import tail_frames
+
+    root = scratch_path("base-columns")
+    try:
+        write_store(root, tail_frames(0, shape_actions(shape, jobs, every)), compact=True,
+                    **options)
+        with record_by_record():
+            before = recovered(root)
+        yield root, before, recovered(root)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
 @pytest.mark.parametrize("target", [9_001, 9_075, 9_223])
 @pytest.mark.parametrize("shape", ["success", "waiting", "backlog"])
 def test_a_job_whose_attachment_is_in_the_next_base_segment_recovers(shape, target) -> None:
@@ -618,22 +638,12 @@ def test_a_job_whose_attachment_is_in_the_next_base_segment_recovers(shape, targ
     segment (taken alone, the result came without its snapshot and recovery refused the
     base: found while taking live jobs into the runs; with these targets, at least one
     of the three fails before the fix for each shape)."""
-    from benchmarks.tail_restart import shape_actions
-    from tests.engine.test_tail_columns import tail_frames
-
-    root = scratch_path("base-columns")
-    try:
-        write_store(root, tail_frames(0, shape_actions(shape, 200, 3)), compact=True,
-                    rotation_target=target, allow_small_rotation_target_for_tests=True)
+    with recovered_both_ways(shape, 200, 3, rotation_target=target,
+                             allow_small_rotation_target_for_tests=True) as (root, before, after):
         assert len(list(root.glob("epochs/*/segments/*.tay"))) >= 5  # the base's, rolled
-        with record_by_record():
-            before = recovered(root)
-        after = recovered(root)
         assert len(before.jobs) == 200
         assert len(after.finished) >= 100
         assert_alike(after, before)
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
 
 
 # ---- a base whose live jobs stand one by one among its finished ones ---------------------
@@ -649,23 +659,13 @@ def test_lone_live_jobs_in_a_base_leave_the_finished_jobs_in_columns(every, shap
     columns (the whole next batch of 256 records used to go the slow way: about 40 % were
     held).
     Dense live jobs (one in 7) recover the same; either way as record by record."""
-    from benchmarks.tail_restart import shape_actions
-    from tests.engine.test_tail_columns import tail_frames
-
     jobs = 1000
-    root = scratch_path("base-columns")
-    try:
-        write_store(root, tail_frames(0, shape_actions(shape, jobs, every)), compact=True)
-        with record_by_record():
-            before = recovered(root)
-        after = recovered(root)
+    with recovered_both_ways(shape, jobs, every) as (_, before, after):
         live = jobs // every
         assert len(before.finished) == 0 and len(before.jobs) == jobs
         if every == 100:  # (all but where two live jobs stand close: 985 of 990)
             assert len(after.finished) >= 0.95 * (jobs - live)
         assert_alike(after, before)
-    finally:
-        shutil.rmtree(root, ignore_errors=True)
 
 
 # ---- finished jobs with their failure's details -------------------------------------------
@@ -677,18 +677,12 @@ def test_finished_jobs_with_failure_details_are_held_in_columns(every, shape) ->
     retry then succeeded (beside its result): the base attaches them after the snapshot
     (the result first). The columns take both, charging the details to the job's margin as
     the record-by-record way does (they used to stop the run: ~85 µs a job the exact way).
-    Then every job is still read, retried and expired as one recovered record by record."""
-    from benchmarks.tail_restart import shape_actions
+    Every job then answers, and an operator's retry of a held discarded one writes the
+    same records, as one recovered record by record."""
     from tay.engine import commands as c
-    from tests.engine.test_tail_columns import tail_frames
 
     jobs = 300
-    root = scratch_path("base-columns")
-    try:
-        write_store(root, tail_frames(0, shape_actions(shape, jobs, every)), compact=True)
-        with record_by_record():
-            before = recovered(root)
-        after = recovered(root)
+    with recovered_both_ways(shape, jobs, every) as (_, before, after):
         odd = jobs // every
         assert len(before.finished) == 0 and len(before.jobs) == jobs
         assert len(after.finished) >= 0.95 * jobs  # (a run's cap leaves a few the exact way)
@@ -705,5 +699,3 @@ def test_finished_jobs_with_failure_details_are_held_in_columns(every, shape) ->
             assert written and written == [
                 (s, e.pair, e.raw) for s, e in before.handle(retry, 20_000, 20_000).events]
         assert_alike(after, before)
-    finally:
-        shutil.rmtree(root, ignore_errors=True)

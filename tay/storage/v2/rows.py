@@ -372,23 +372,19 @@ class BaseJobs(_JobColumns):
             row.args_nodes = columns[base + 11]
             row.snapshot = snapshot
             row.limits = limits
-            length = columns[base + 13]  # bj.RESULT_LENGTH
-            if length:
-                start = columns[base + 12] - origin
-                row.result = data[start:start + length]
-                row.result_bytes = columns[base + 14]
-            else:
-                row.result = None
-                row.result_bytes = 0
-            length = columns[base + 16]  # bj.FAILURE_LENGTH
-            if length:
-                start = columns[base + 15] - origin
-                row.failure = data[start:start + length]
-                row.failure_bytes = columns[base + 17]
-            else:
-                row.failure = None
-                row.failure_bytes = 0
+            row.result, row.result_bytes = _attached(data, columns, base + 12, origin)
+            row.failure, row.failure_bytes = _attached(data, columns, base + 15, origin)
             yield row
+
+
+def _attached(data: Any, columns: Any, slot: int, origin: int) -> tuple[Any, int]:
+    """The payload and charge of the attachment whose offset, length and charge columns
+    start at ``slot`` (``bj.RESULT`` or ``bj.FAILURE`` of a job): (None, 0) for none."""
+    length = columns[slot + 1]
+    if not length:
+        return None, 0
+    start = columns[slot] - origin
+    return data[start:start + length], columns[slot + 2]
 
 
 def _decoded(raw: bytes, texts: dict[bytes, str]) -> str:
@@ -493,21 +489,18 @@ class HeldJobs(_JobColumns):
         row.args_nodes = columns[base + bj.ARGS_NODES]
         row.snapshot = snapshot
         row.limits = self.limits
-        length = columns[base + bj.RESULT_LENGTH]
-        if length:
-            row.result = self._payload(columns[base + bj.RESULT], length, self._RESULT_PAIR)
-            row.result_bytes = columns[base + bj.RESULT_BYTES]
-        else:
-            row.result = None
-            row.result_bytes = 0
-        length = columns[base + bj.FAILURE_LENGTH]
-        if length:  # a base's failure details, a (31,2) as its result is
-            row.failure = self._payload(columns[base + bj.FAILURE], length, (31, 2))
-            row.failure_bytes = columns[base + bj.FAILURE_BYTES]
-        else:
-            row.failure = None
-            row.failure_bytes = 0
+        row.result, row.result_bytes = self._attached(base + bj.RESULT, self._RESULT_PAIR)
+        # a base's failure details: a (31,2) as its result is (a tail run's are none)
+        row.failure, row.failure_bytes = self._attached(base + bj.FAILURE, (31, 2))
         return row
+
+    def _attached(self, slot: int, pair: tuple[int, int]) -> tuple[bytes | None, int]:
+        """``_attached`` read through ``_payload`` (checked as ``pair``)."""
+        columns = self.columns
+        length = columns[slot + 1]
+        if not length:
+            return None, 0
+        return self._payload(columns[slot], length, pair), columns[slot + 2]
 
     def job_rows(self, first: int = 0, end: int | None = None,
                  texts: dict[bytes, str] | None = None) -> Iterator[JobRow]:
