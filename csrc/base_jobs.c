@@ -45,16 +45,24 @@ static void definition_slots(uint64_t *out, uint64_t offset, const uint64_t *d) 
     out[5] = d[TAY_EF_ARGS_NODES];
 }
 
+/* The event scan's limits and tape, as the caller gave them. */
+typedef struct {
+    uint32_t max_depth;
+    uint64_t max_nodes, max_binary;
+    size_t tape_capacity;
+    uint8_t *tags;
+    uint64_t *values;
+    uint32_t *tape_offsets;
+    double *reals;
+} scan_tape;
+
 /* The (31,2) record at `record` (Record v1, inside buf's size bytes) carrying a (wanted,2)
  * event the event scan accepts for job_id at revision: out is (payload offset, length,
  * charge): a result's canonical size (10) or the failure details' (22); 0 when it is not
  * one. */
 static int attachment_taken(const uint8_t *buf, size_t size, uint64_t record,
                             uint32_t length, uint8_t wanted, const uint8_t *job_id,
-                            uint64_t revision, uint32_t max_depth, uint64_t max_nodes,
-                            uint64_t max_binary, size_t tape_capacity, uint8_t *tags,
-                            uint64_t *values, uint32_t *tape_offsets, double *reals,
-                            uint64_t *out) {
+                            uint64_t revision, const scan_tape *t, uint64_t *out) {
     uint64_t offset = record + FRAME_HEADER, event_offset = offset + 2;
     uint32_t event_length;
     uint8_t type = wanted, schema = 2;
@@ -63,8 +71,9 @@ static int attachment_taken(const uint8_t *buf, size_t size, uint64_t record,
     const uint8_t *p = buf + offset;
     if (length < 2 || p[0] != wanted || p[1] != 2) return 0;
     event_length = length - 2;
-    tay_events_scan(buf, 1, &event_offset, &event_length, &type, &schema, max_depth, max_nodes,
-                    max_binary, tape_capacity, tags, values, tape_offsets, reals, row);
+    tay_events_scan(buf, 1, &event_offset, &event_length, &type, &schema, t->max_depth,
+                    t->max_nodes, t->max_binary, t->tape_capacity, t->tags, t->values,
+                    t->tape_offsets, t->reals, row);
     if (row[TAY_EF_STATUS] != TAY_EVENT_FAST || row[TAY_EF_EXPECTED] != revision
         || memcmp(buf + event_offset + row[TAY_EF_JOB_ID], job_id, 16) != 0)
         return 0;
@@ -72,6 +81,34 @@ static int attachment_taken(const uint8_t *buf, size_t size, uint64_t record,
     out[1] = length;
     out[2] = wanted == 10 ? row[TAY_EF_B] : tay_failure_bytes(row);
     return 1;
+}
+
+/* A job's (31,2) attachments, the records from `first` (right after its snapshot) on, in
+ * the order a base writes them: at most one result where `result` is not NULL (a completed
+ * job), then at most one failure's details; each written as attachment_taken writes it
+ * (3 u64s; left as it is when there is none). Returns how many records they are, -1 when
+ * one is not an attachment the walk takes or they come in another order (the job goes the
+ * exact way). Both row layouts take their attachments here. */
+static long job_attachments(const uint8_t *buf, size_t size, size_t first, size_t count,
+                            const uint64_t *offsets, const uint32_t *lengths,
+                            const uint8_t *types, const uint8_t *schemas,
+                            const uint8_t *job_id, uint64_t revision, const scan_tape *t,
+                            uint64_t *result, uint64_t *failure) {
+    size_t used = 0;
+    int failed = 0;
+    while (first + used < count && types[first + used] == 31 && schemas[first + used] == 2) {
+        uint64_t record = offsets[first + used];
+        uint8_t inner = record < size && size - record > FRAME_HEADER
+                            ? buf[record + FRAME_HEADER] : 0;
+        uint64_t *slot = inner == 10 && used == 0 && result != NULL ? result
+                         : inner == 22 && !failed ? failure : NULL;
+        if (slot == NULL || !attachment_taken(buf, size, record, lengths[first + used], inner,
+                                              job_id, revision, t, slot))
+            return -1;
+        failed |= slot == failure;
+        used++;
+    }
+    return (long)used;
 }
 
 size_t tay_base_jobs(const uint8_t *buf, size_t size, size_t count, const uint64_t *offsets,
@@ -82,6 +119,8 @@ size_t tay_base_jobs(const uint8_t *buf, size_t size, size_t count, const uint64
                      size_t *job_count, int take_live, uint64_t *live, size_t *live_count,
                      int open_end) {
     uint64_t row[TAY_SNAPSHOT_ROW];
+    const scan_tape tape = {max_depth, max_nodes, max_binary, tape_capacity, tags, values,
+                            tape_offsets, reals};
     const uint8_t *previous = last_id;
     size_t i = 0, n = 0, held = 0;
     while (i < count) {
@@ -100,19 +139,13 @@ size_t tay_base_jobs(const uint8_t *buf, size_t size, size_t count, const uint64
              * details: one that is executing, has no due time or other attachments goes
              * the exact way */
             uint64_t state = row[TAY_SF_STATE], failure[3] = {0, 0, 0};
-            size_t used = 1;
             if (!take_live || state == 2 || ((row[TAY_SF_NIL] >> TAY_SF_ELIGIBLE_AT) & 1))
                 break;
-            if (i + 1 < count && types[i + 1] == 31 && schemas[i + 1] == 2) {
-                if (!attachment_taken(buf, size, offsets[i + 1], lengths[i + 1], 22, p,
-                                      row[TAY_SF_REVISION], max_depth, max_nodes, max_binary,
-                                      tape_capacity, tags, values, tape_offsets, reals,
-                                      failure)
-                    || (i + 2 < count && types[i + 2] == 31 && schemas[i + 2] == 2))
-                    break;
-                used = 2;
-            }
-            if (open_end && i + used == count) break;
+            long attached = job_attachments(buf, size, i + 1, count, offsets, lengths, types,
+                                            schemas, p, row[TAY_SF_REVISION], &tape, NULL,
+                                            failure);
+            size_t used = 1 + (size_t)attached;
+            if (attached < 0 || (open_end && i + used == count)) break;
             uint64_t *out = live + held * TAY_BASE_LIVE;
             out[TAY_BL_BEFORE] = n;
             out[TAY_BL_RECORD] = i;
@@ -134,7 +167,6 @@ size_t tay_base_jobs(const uint8_t *buf, size_t size, size_t count, const uint64
         }
         if (!((row[TAY_SF_NIL] >> TAY_SF_ORDER) & 1)) break;
         uint64_t *out = jobs + n * TAY_BASE_JOB;
-        size_t used = 1;
         out[TAY_BJ_SNAPSHOT] = offset;
         out[TAY_BJ_SNAPSHOT_LENGTH] = length;
         out[TAY_BJ_STATE] = row[TAY_SF_STATE];
@@ -142,28 +174,14 @@ size_t tay_base_jobs(const uint8_t *buf, size_t size, size_t count, const uint64
         out[TAY_BJ_TERMINAL_AT] = row[TAY_SF_TERMINAL_AT]; /* present in every terminal state */
         definition_slots(out + TAY_BJ_QUEUE, offset, d);
         memset(out + TAY_BJ_RESULT, 0, 6 * sizeof *out); /* no result, no failure */
-        /* its attachments in pair order: a completed job's result, then the details of its
-         * last failure (any finished job may have them); anything else attached, or in
-         * another order, goes the exact way */
-        int refused = 0;
-        while (i + used < count && types[i + used] == 31 && schemas[i + used] == 2) {
-            uint64_t record = offsets[i + used];
-            uint8_t inner = record < size && size - record > FRAME_HEADER
-                                ? buf[record + FRAME_HEADER] : 0;
-            uint64_t *slot = inner == 10 && used == 1 && row[TAY_SF_STATE] == 4
-                                 ? out + TAY_BJ_RESULT
-                             : inner == 22 && out[TAY_BJ_FAILURE_LENGTH] == 0
-                                 ? out + TAY_BJ_FAILURE : NULL;
-            if (slot == NULL
-                || !attachment_taken(buf, size, record, lengths[i + used], inner, p,
-                                     row[TAY_SF_REVISION], max_depth, max_nodes, max_binary,
-                                     tape_capacity, tags, values, tape_offsets, reals, slot)) {
-                refused = 1;
-                break;
-            }
-            used++;
-        }
-        if (refused || (open_end && i + used == count)) break;
+        /* a completed job's result, then the details of its last failure (any finished job
+         * may have them) */
+        long attached = job_attachments(buf, size, i + 1, count, offsets, lengths, types,
+                                        schemas, p, row[TAY_SF_REVISION], &tape,
+                                        row[TAY_SF_STATE] == 4 ? out + TAY_BJ_RESULT : NULL,
+                                        out + TAY_BJ_FAILURE);
+        size_t used = 1 + (size_t)attached;
+        if (attached < 0 || (open_end && i + used == count)) break;
         out[TAY_BJ_RECORD] = i;
         previous = p;
         i += used;

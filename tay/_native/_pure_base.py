@@ -71,6 +71,35 @@ def _attachment(buf: Any, record: int, length: int, wanted: int, job_id: bytes,
     return [offset, length, row[er.B] if wanted == 10 else failure_bytes(row)]
 
 
+def _job_attachments(buf: Any, offsets: Sequence[int], lengths: Sequence[int],
+                     types: Sequence[int], schemas: Sequence[int], first: int, stop: int,
+                     job_id: bytes, revision: int, limits: tuple,
+                     completed: bool) -> tuple[int, list[int], list[int]] | None:
+    """A job's (31,2) attachments, records ``first`` (right after its snapshot) to ``stop``,
+    in the order a base writes them: at most one result when ``completed``, then at most
+    one failure's details. Returns (records used, result, failure), each attachment as
+    ``_attachment`` gives it ([0, 0, 0]: none), or None when one is not an attachment the
+    walk takes or they come in another order. Both row layouts take their attachments
+    here."""
+    result = failure = [0, 0, 0]
+    used = 0
+    while first + used < stop and types[first + used] == 31 and schemas[first + used] == 2:
+        record = offsets[first + used]
+        inner = buf[record + FRAME_HEADER] if record + FRAME_HEADER < len(buf) else 0
+        if inner == 10 and used == 0 and completed:
+            taken = result = _attachment(buf, record, lengths[first + used], 10, job_id,
+                                         revision, limits)
+        elif inner == 22 and not failure[1]:
+            taken = failure = _attachment(buf, record, lengths[first + used], 22, job_id,
+                                          revision, limits)
+        else:
+            taken = None
+        if taken is None:
+            return None
+        used += 1
+    return used, result, failure
+
+
 def base_jobs(buf: Any, offsets: Sequence[int], lengths: Sequence[int], types: Sequence[int],
               schemas: Sequence[int], start: int, stop: int, last_id: bytes | None,
               max_depth: int = 64, max_nodes: int = 100_000,
@@ -98,18 +127,12 @@ def base_jobs(buf: Any, offsets: Sequence[int], lengths: Sequence[int], types: S
         if state < COMPLETED:  # a live job: alone, waiting with a due time
             if not take_live or state == EXECUTING or (snapshot[sr.NIL] >> sr.ELIGIBLE_AT) & 1:
                 break
-            failure = [0, 0, 0]
-            used = 1
-            if i + 1 < stop and types[i + 1] == 31 and schemas[i + 1] == 2:
-                taken = _attachment(buf, offsets[i + 1], lengths[i + 1], 22, job_id,
-                                    snapshot[sr.REVISION], limits)
-                if taken is None or (i + 2 < stop and types[i + 2] == 31
-                                     and schemas[i + 2] == 2):
-                    break
-                failure = taken
-                used = 2
-            if open_end and i + used == stop:
+            attached = _job_attachments(buf, offsets, lengths, types, schemas, i + 1, stop,
+                                        job_id, snapshot[sr.REVISION], limits, False)
+            if attached is None or (open_end and i + 1 + attached[0] == stop):
                 break
+            used, _, failure = attached
+            used += 1
             has_order = 0 if (snapshot[sr.NIL] >> sr.ORDER) & 1 else 1
             live += [len(rows) // BASE_JOB, i, offset, length, state,
                      snapshot[sr.REVISION], snapshot[sr.ORDER] if has_order else 0,
@@ -122,28 +145,13 @@ def base_jobs(buf: Any, offsets: Sequence[int], lengths: Sequence[int], types: S
             continue
         if not (snapshot[sr.NIL] >> sr.ORDER) & 1:
             break
-        result = failure = [0, 0, 0]
-        used = 1
-        # its attachments in pair order: a completed job's result, then the details of its
-        # last failure; anything else attached, or in another order, goes the exact way
-        while i + used < stop and types[i + used] == 31 and schemas[i + used] == 2:
-            record = offsets[i + used]
-            inner = buf[record + FRAME_HEADER] if record + FRAME_HEADER < len(buf) else 0
-            if inner == 10 and used == 1 and state == COMPLETED:
-                taken = result = _attachment(buf, record, lengths[i + used], 10, job_id,
-                                             snapshot[sr.REVISION], limits)
-            elif inner == 22 and not failure[1]:
-                taken = failure = _attachment(buf, record, lengths[i + used], 22, job_id,
-                                              snapshot[sr.REVISION], limits)
-            else:
-                taken = None
-            if taken is None:
-                break
-            used += 1
-        else:
-            taken = True
-        if taken is None or (open_end and i + used == stop):
+        # a completed job's result, then the details of its last failure
+        attached = _job_attachments(buf, offsets, lengths, types, schemas, i + 1, stop, job_id,
+                                    snapshot[sr.REVISION], limits, state == COMPLETED)
+        if attached is None or (open_end and i + 1 + attached[0] == stop):
             break
+        used, result, failure = attached
+        used += 1
         rows += [i, offset, length, snapshot[sr.STATE], snapshot[sr.REVISION],
                  snapshot[sr.TERMINAL_AT], offset + snapshot[d + er.QUEUE],
                  snapshot[d + er.QUEUE_LENGTH], offset + snapshot[d + er.WORKER],

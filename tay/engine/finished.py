@@ -34,8 +34,7 @@ def charges(jobs: BaseJobs, k: int) -> tuple[int, int]:
     base = k * _BJ
     charge = job_charge(columns[base + bj.DEFINITION_LENGTH],
                         columns[base + bj.ARGS_NODES] + DEFINITION_FIXED_NODES)
-    margin = (columns[base + bj.RESULT_BYTES] if columns[base + bj.RESULT_LENGTH] else 0) \
-        + columns[base + bj.FAILURE_BYTES]
+    margin = columns[base + bj.RESULT_BYTES] + columns[base + bj.FAILURE_BYTES]  # 0: none
     return charge + margin, margin
 
 

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 from array import array
 from collections import Counter
-from itertools import compress
 from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 from tay.engine.activity import Activity
@@ -359,8 +358,8 @@ class EngineState:
             entry = LazyJobEntry(row, charge)
             table[row.id] = entry
             charged += charge
-            # _charge_attachments: a result's canonical size, its failure's details
-            margin = (row.result_bytes if row.result is not None else 0) + row.failure_bytes
+            # _charge_attachments: a result's canonical size, its failure's details (0 without)
+            margin = row.result_bytes + row.failure_bytes
             if margin:
                 entry.charge += margin
                 entry.margin = margin
@@ -536,10 +535,9 @@ class EngineState:
         charged = jobs_charge(sum(columns[bj.DEFINITION_LENGTH::bj.BASE_JOB]),
                               sum(columns[bj.ARGS_NODES::bj.BASE_JOB])
                               + DEFINITION_FIXED_NODES * count, count)
-        # a job's margin is its result's size, when it has a result, and its failure's
-        # details' charge (0 without them)
-        margins = sum(compress(columns[bj.RESULT_BYTES::bj.BASE_JOB],
-                               columns[bj.RESULT_LENGTH::bj.BASE_JOB])) \
+        # a job's margin is its result's size and its failure's details' charge (the walks
+        # write 0 for an attachment a job does not have)
+        margins = sum(columns[bj.RESULT_BYTES::bj.BASE_JOB]) \
             + sum(columns[bj.FAILURE_BYTES::bj.BASE_JOB])
         self.budget.charge(charged, admitted=True)
         self.budget.charge(margins)

@@ -144,7 +144,8 @@ class BaseLiveRow:
 def base_live_rows(data: Any, live: Any, limits: DecodeLimits,
                    texts: dict[bytes, str]) -> list[BaseLiveRow]:
     """The ``BaseLiveRow`` of each live job of a ``base_jobs`` walk (``live``: its
-    ``BASE_LIVE`` rows, offsets absolute in ``data``); ``texts``: the keys decoded so far."""
+    ``BASE_LIVE`` rows, offsets absolute in ``data``, the mapped segment: its slices are
+    copies); ``texts``: the keys decoded so far."""
     rows = []
     states = _STATES
     new = BaseLiveRow.__new__
@@ -163,14 +164,7 @@ def base_live_rows(data: Any, live: Any, limits: DecodeLimits,
         row.task = _decoded(bytes(data[start:start + live[k + bj.LIVE_WORKER_LENGTH]]), texts)
         row.definition_length = live[k + bj.LIVE_DEFINITION_LENGTH]
         row.args_nodes = live[k + bj.LIVE_ARGS_NODES]
-        length = live[k + bj.LIVE_FAILURE_LENGTH]
-        if length:
-            start = live[k + bj.LIVE_FAILURE]
-            row.failure = bytes(data[start:start + length])
-            row.failure_bytes = live[k + bj.LIVE_FAILURE_BYTES]
-        else:
-            row.failure = None
-            row.failure_bytes = 0
+        row.failure, row.failure_bytes = attached(data, live, k + bj.LIVE_FAILURE, 0)
         row.limits = limits
         rows.append(row)
     return rows
@@ -372,14 +366,15 @@ class BaseJobs(_JobColumns):
             row.args_nodes = columns[base + 11]
             row.snapshot = snapshot
             row.limits = limits
-            row.result, row.result_bytes = _attached(data, columns, base + 12, origin)
-            row.failure, row.failure_bytes = _attached(data, columns, base + 15, origin)
+            row.result, row.result_bytes = attached(data, columns, base + 12, origin)
+            row.failure, row.failure_bytes = attached(data, columns, base + 15, origin)
             yield row
 
 
-def _attached(data: Any, columns: Any, slot: int, origin: int) -> tuple[Any, int]:
+def attached(data: Any, columns: Any, slot: int, origin: int) -> tuple[Any, int]:
     """The payload and charge of the attachment whose offset, length and charge columns
-    start at ``slot`` (``bj.RESULT`` or ``bj.FAILURE`` of a job): (None, 0) for none."""
+    start at ``slot`` (``bj.RESULT`` or ``bj.FAILURE`` of a job, ``bj.LIVE_FAILURE`` of a
+    live one): (None, 0) for none."""
     length = columns[slot + 1]
     if not length:
         return None, 0
@@ -495,7 +490,7 @@ class HeldJobs(_JobColumns):
         return row
 
     def _attached(self, slot: int, pair: tuple[int, int]) -> tuple[bytes | None, int]:
-        """``_attached`` read through ``_payload`` (checked as ``pair``)."""
+        """``attached`` read through ``_payload`` (checked as ``pair``)."""
         columns = self.columns
         length = columns[slot + 1]
         if not length:
@@ -513,6 +508,8 @@ assert (bj.SNAPSHOT, bj.SNAPSHOT_LENGTH, bj.STATE, bj.REVISION, bj.TERMINAL_AT, 
         bj.QUEUE_LENGTH, bj.WORKER, bj.WORKER_LENGTH, bj.DEFINITION_LENGTH, bj.ARGS_NODES,
         bj.RESULT, bj.RESULT_LENGTH, bj.RESULT_BYTES, bj.FAILURE, bj.FAILURE_LENGTH,
         bj.FAILURE_BYTES) == tuple(range(1, 18))
+# attached() reads a live row's details as a finished row's: offset, length, charge in turn
+assert (bj.LIVE_FAILURE_LENGTH, bj.LIVE_FAILURE_BYTES) == (bj.LIVE_FAILURE + 1, bj.LIVE_FAILURE + 2)
 
 
 def result_row(payload: bytes, rows: list[int], base: int, inner_offset: int,

@@ -38,7 +38,7 @@ from tay.storage.v2.epoch_records import EPOCH_EVENT_PAIR, decode_epoch_event
 from tay.storage.v2.fast import decode_batch
 from tay.storage.v2.records import MUTATION_PAIR, decode_mutation
 from tay.storage.v2.reducer import EpochReducer
-from tay.storage.v2.rows import BaseJobs, BaseSource, HeldJobs, JobRow
+from tay.storage.v2.rows import BaseJobs, BaseSource, HeldJobs, JobRow, attached
 
 _BJ = bj.BASE_JOB
 _TL = tl.TAIL_LINK
@@ -366,11 +366,9 @@ class TailJobs(BaseJobs):
         row.task = self.text(k, bj.WORKER, texts)
         row.definition_length = columns[base + bj.DEFINITION_LENGTH]
         row.args_nodes = columns[base + bj.ARGS_NODES]
-        start = columns[base + bj.RESULT] - origin
-        row.result = data[start:start + columns[base + bj.RESULT_LENGTH]]
-        row.result_bytes = columns[base + bj.RESULT_BYTES]
-        row.failure = None  # a tail job done in columns succeeded at its first attempt
-        row.failure_bytes = 0
+        row.result, row.result_bytes = attached(data, columns, base + bj.RESULT, origin)
+        # none: a tail job done in columns succeeded at its first attempt
+        row.failure, row.failure_bytes = attached(data, columns, base + bj.FAILURE, origin)
         row.limits = self.limits
         start = links[link + tl.STARTED] - origin
         started = data[start:start + links[link + tl.STARTED_LENGTH]]
