@@ -460,13 +460,17 @@ def _replay_segment(segment_view: SegmentView, in_base: bool, expected: int, con
     # again right after a lone live job, while dense live jobs (short runs, each paying a
     # native call) and stretches of them still go in full batches.
     no_run, small = -1, _FIRST_SMALL
+    # a tail walk that held nothing (every job it took left the common lifecycle) leaves
+    # the records it took to the record-by-record way, the walk not tried again before them
+    walk_from = 0
     try:
         while position < count:
             # a run in columns (a base's finished jobs, a tail's common lifecycles) where
             # the record-by-record way stands between batches
             taken = position
             if (columnar or tail_columns) and position - first >= len(batch) \
-                    and records.first_sequence + position == expected and position != no_run:
+                    and records.first_sequence + position == expected and position != no_run \
+                    and position >= walk_from:
                 if columnar and dispatch.reducer.takes_base_jobs:
                     taken = _base_run(mapping, records, position, dispatch.reducer, limits,
                                       segment_view, held_from, texts, base_goes_on)
@@ -475,11 +479,13 @@ def _replay_segment(segment_view: SegmentView, in_base: bool, expected: int, con
                     if taken - position >= _RUN_WORTH:
                         small = _FIRST_SMALL
                 elif tail_columns:
-                    taken = _tail_run(mapping, buffer, records, position, dispatch, limits,
-                                      segment_view, held_from)
+                    taken, held = _tail_run(mapping, buffer, records, position, dispatch,
+                                            limits, segment_view, held_from)
                     if taken < 0:  # an inserted id is held already: the exact way from here
                         tail_columns = False
                         taken = position
+                    elif not held:
+                        walk_from, taken = taken, position
                 if taken > position:
                     expected += taken - position
                     position = taken
@@ -607,7 +613,7 @@ def _to_next_job(records: Any, position: int, least: int) -> int:
 
 def _tail_run(mapping: Any, buffer: memoryview, records: RecordTable, position: int,
               dispatch: _Dispatch, limits: DecodeLimits, segment_view: SegmentView,
-              held_from: list[BaseSource]) -> int:
+              held_from: list[BaseSource]) -> tuple[int, bool]:
     """The tail's common job lifecycles from ``position`` on, walked in one native call
     (``tay._native.tail_jobs``): the jobs whose four records it took are installed in
     columns (``TailJobs``), and the records it took of the other jobs are replayed the exact
@@ -619,17 +625,19 @@ def _tail_run(mapping: Any, buffer: memoryview, records: RecordTable, position: 
     place.
     Returns the index of the first record not taken (``position``: none), or -1 when an id
     it saw inserted is one the consumer holds (the record-by-record replay refuses it where
-    it stands)."""
+    it stands), and whether the run held any job: one that held none (every job it took
+    left the common lifecycle: cancels, timeouts...) replays nothing, and the caller's
+    record-by-record way, cheaper per record than the pending replay below, takes the
+    records up to the index."""
     reducer = dispatch.reducer
     taken, next_order, columns, links, pending, totals, live = _native.tail_jobs(
         mapping, records.offsets, records.lengths, records.types, records.schemas, position,
         len(records), reducer.next_order, limits.depth, limits.nodes, limits.binary)
     install_live = reducer.install_live
     if taken == position:
-        return position  # nothing taken: the exact way from here
-    # what it took is replayed below even when it holds nothing (every job went the general
-    # way): leaving it to the exact way would walk the rest of the segment again after each
-    # batch, quadratic in a tail of such jobs (cancels, timeouts...)
+        return position, True  # nothing taken: the exact way from here
+    if not columns and not (live and install_live is not None):
+        return taken, False
     offsets, types = records.offsets, records.types
     inserted = [bytes(buffer[offsets[i] + 24:offsets[i] + 40]) for i in pending[::4]
                 if types[i] == 8 and buffer[offsets[i] + 40] == 1]
@@ -639,7 +647,7 @@ def _tail_run(mapping: Any, buffer: memoryview, records: RecordTable, position: 
                                              source=held_from[0] if columns else None),
                                     inserted)
     if counters is None:
-        return -1
+        return -1, True
     stamp, ready = counters
     # the jobs left available at their insert are held as rows, and those left executing at
     # their start are built from both records in a batch, in their insert's place, not
@@ -728,7 +736,7 @@ def _tail_run(mapping: Any, buffer: memoryview, records: RecordTable, position: 
                 raise _at_record(failure, offset, _where(segment_view, sequence)) from None
     reducer.counters(stamp + totals[0], ready + totals[1], totals[2] - skipped)
     reducer.next_order = next_order
-    return taken
+    return taken, True
 
 
 def _exact(payload: memoryview, pair: tuple[int, int], sequence: int, consumer: Any,
