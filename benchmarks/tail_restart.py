@@ -3,7 +3,8 @@ cost the replay, beside a tail of plain successes.
 
 Usage:
     .venv/bin/python -m benchmarks.tail_restart [--jobs 10000] [--every 10] [--runs 5]
-        [--shapes success,failed,discarded,retried,delayed,waiting,backlog,valued,cancelled]
+        [--shapes success,failed,discarded,retried,delayed,delayed-failed,waiting,backlog,
+                  valued,cancelled]
         [--base]
 
 Each shape is a tail of ``--jobs`` jobs behind an empty base, written by a Store-v2
@@ -18,6 +19,8 @@ except every ``--every``-th job:
   of each hundred jobs run after them, a clock move past the first retry window apart);
 * ``delayed``: inserted with a 300 ms delay, made available by the tick after a clock
   move and then run to success;
+* ``delayed-failed``: inserted with a 300 ms delay and no retry (``retries=0``), made
+  available by the tick after a clock move, then failed by the worker (discarded);
 * ``waiting``: inserted with an hour's delay, still scheduled at the end of the tail;
 * ``backlog``: inserted for a task no worker runs, still available at the end (with
   ``--every 1``, a tail or base that is all backlog);
@@ -51,8 +54,8 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-SHAPES = ("success", "failed", "discarded", "retried", "delayed", "waiting", "backlog",
-          "valued", "cancelled")
+SHAPES = ("success", "failed", "discarded", "retried", "delayed", "delayed-failed", "waiting",
+          "backlog", "valued", "cancelled")
 
 
 def shape_actions(shape: str, jobs: int, every: int) -> list:
@@ -65,6 +68,8 @@ def shape_actions(shape: str, jobs: int, every: int) -> list:
         odd_jobs += odd
         if shape in ("delayed", "waiting") and odd:
             actions.append(("enqueue", "a", 300 if shape == "delayed" else 3_600_000, {}))
+        elif shape == "delayed-failed" and odd:
+            actions.append(("enqueue", "a", 300, {}, 0))
         elif shape in ("backlog", "cancelled") and odd:  # a task no worker runs
             actions.append(("enqueue", "z", None, {}))
             if shape == "cancelled":
@@ -74,10 +79,12 @@ def shape_actions(shape: str, jobs: int, every: int) -> list:
                             0 if shape == "discarded" and odd else 1))
             actions.append(("finish", 0, "nil" if not odd
                             else "value" if shape == "valued" else "failed"))
-        if shape in ("retried", "delayed") and (n % 100 == 99 or n == jobs - 1) and odd_jobs:
+        if shape in ("retried", "delayed", "delayed-failed") \
+                and (n % 100 == 99 or n == jobs - 1) and odd_jobs:
             # the retries (or delayed jobs) of these jobs come due and run, one by one
             actions.append(("advance", 2500))
-            actions += [("finish", 0, "nil")] * odd_jobs
+            actions += [("finish", 0, "failed" if shape == "delayed-failed" else "nil")] \
+                * odd_jobs
             odd_jobs = 0
     return actions
 

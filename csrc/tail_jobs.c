@@ -10,14 +10,15 @@
  * revision 4. After the start it also follows a worker failure of that first attempt, left
  * retryable or discarded (max_attempts 1): its (22,2) details at revision 3 and its finish
  * at revision 4 (the engine's order), or the finish at 3 with the details right after it
- * at 4; a retryable one's row is then set retryable in the live table (hold_failure) and
+ * at 4 (a delayed job's one revision later; its retry goes the general way); a retryable
+ * one's row is then set retryable in the live table (hold_failure) and
  * the walk follows its retry: availability, start of attempt 2, its result and success at
  * revisions 5-8, a retried success. Every payload must pass the mutation or event fast
  * path (tay_mutations_scan, tay_events_scan). A delayed insert (scheduled: no order, a
  * timer push) is followed too: its (8,1) availability (the allocator's order, a ready
  * push) and then the lifecycle above, each step one revision later (a success finish at
  * revision 5). A record of a job it knows outside that lifecycle (a timeout, a second
- * failure, a cancel, a delayed job's failure...) sends the job the
+ * failure, a cancel, a delayed job's retry...) sends the job the
  * general way: the walk goes on and all that job's records are pending (each such
  * mutation one state change, and a ready push when it carries an order, which the
  * allocator takes here). It stops before the first
@@ -87,8 +88,9 @@ enum { W_STEP, W_INSERT, W_ELIGIBLE, W_STARTED, W_STARTED_AT, W_FINISHED,
 #define FIRST_RETRY_HIGH 1250u
 
 /* The state a finish (mutation row `m`, of a job executing its first attempt of its first
- * cycle at revision 2, or 3 after its failure's details) leaves when the reducer accepts it
- * as a worker failure: outcome failed, the start's execution token, no order, and either
+ * cycle at revision 2, or 3 after its failure's details; a delayed job's one later) leaves
+ * when the reducer accepts it as a worker failure: outcome failed, the start's execution
+ * token (2, a delayed job's 3), no order, and either
  * disposition retryable with next attempt 2 within max_attempts and the retry due inside
  * the first window (TAY_STATE_RETRYABLE), or, max_attempts 1, disposition discarded
  * (TAY_STATE_DISCARDED; the scan checked that it has no next attempt nor due time); 0 for
@@ -97,8 +99,8 @@ static int failure_finish(const uint64_t *m, const uint64_t *w, int ordered) {
     uint64_t at = m[TAY_EF_AT], due = m[TAY_EF_F];
     uint64_t low = at > TIME_MAX - FIRST_RETRY_LOW ? TIME_MAX : at + FIRST_RETRY_LOW;
     uint64_t high = at > TIME_MAX - FIRST_RETRY_HIGH ? TIME_MAX : at + FIRST_RETRY_HIGH;
-    if (ordered || m[TAY_EF_C] != 1 || m[TAY_EF_A] != 2
-        || m[TAY_EF_EXPECTED] != (w[W_STEP] == DETAILED ? 3u : 2u))
+    if (ordered || m[TAY_EF_C] != 1 || m[TAY_EF_A] != 2 + w[W_SHIFT]
+        || m[TAY_EF_EXPECTED] != (w[W_STEP] == DETAILED ? 3u : 2u) + w[W_SHIFT])
         return 0;
     if (m[TAY_EF_B] == 1 && m[TAY_EF_E] == 2 && w[W_MAX_ATTEMPTS] >= 2 && low <= due
         && due <= high)
@@ -109,9 +111,10 @@ static int failure_finish(const uint64_t *m, const uint64_t *w, int ordered) {
 
 /* A worker failure held with its details leaves a retryable job's live row retryable at
  * revision 4 (next attempt 2, due at the retry's time): the table then follows the retry's
- * availability, start and success as it follows a first attempt's. */
+ * availability, start and success as it follows a first attempt's. A delayed job's retry
+ * is not followed (its row stays executing: the retry goes the general way). */
 static void hold_failure(tay_live_table *table, const uint64_t *w, size_t number) {
-    if (w[W_FAILED_STATE] == TAY_STATE_RETRYABLE)
+    if (w[W_FAILED_STATE] == TAY_STATE_RETRYABLE && !w[W_DELAYED])
         tay_live_retryable(table, number, 4, 2, w[W_DUE]);
 }
 
@@ -157,7 +160,7 @@ long tay_tail_jobs(const uint8_t *buf, size_t size, size_t count, const uint64_t
             if (kind != 1 && found < 0) break;
             w = found >= 0 ? work + (size_t)found * W_WIDTH : NULL;
             long number = -1;
-            int failed_state = kind == 4 && !w[W_SHIFT]
+            int failed_state = kind == 4 && !w[W_RETRIED]
                 && (w[W_STEP] == EXECUTING || w[W_STEP] == DETAILED)
                 ? failure_finish(row, w, ordered) : 0;
             if (failed_state) {
@@ -175,7 +178,7 @@ long tay_tail_jobs(const uint8_t *buf, size_t size, size_t count, const uint64_t
                 if (w[W_STEP] == FAILURE_HELD) hold_failure(table, w, (size_t)found);
             } else if (kind == 1 || ((kind == 3 || kind == 4) && w[W_STEP] < GENERAL)
                        || (kind == 2 && (w[W_STEP] == SCHEDULED
-                                         || (w[W_STEP] == FAILURE_HELD
+                                         || (w[W_STEP] == FAILURE_HELD && !w[W_DELAYED]
                                              && w[W_FAILED_STATE] == TAY_STATE_RETRYABLE)))) {
                 int resulted = kind == 4 && w[W_STEP] == RESULTED;
                 /* the live table knows no results: it applies this finish as the finish of
@@ -274,11 +277,12 @@ long tay_tail_jobs(const uint8_t *buf, size_t size, size_t count, const uint64_t
             w = work + (size_t)found * W_WIDTH;
             if (type == 22) {
                 /* held with its finish when it comes right before it (the engine's order)
-                 * or right after it (stores before 2026-12-04), each at its revision; in
-                 * any other place its job goes the general way */
-                if (revision == row[TAY_EF_EXPECTED] + 1 && !w[W_SHIFT]
-                    && ((w[W_STEP] == EXECUTING && row[TAY_EF_EXPECTED] == 2)
-                        || (w[W_STEP] == FAILED && row[TAY_EF_EXPECTED] == 3
+                 * or right after it (stores before 2026-12-04), each at its revision (a
+                 * delayed job's one later); in any other place its job goes the general
+                 * way */
+                if (revision == row[TAY_EF_EXPECTED] + 1 && !w[W_RETRIED]
+                    && ((w[W_STEP] == EXECUTING && row[TAY_EF_EXPECTED] == 2 + w[W_SHIFT])
+                        || (w[W_STEP] == FAILED && row[TAY_EF_EXPECTED] == 3 + w[W_SHIFT]
                             && w[W_FINISHED] + 1 == i))) {
                     w[W_STEP] = w[W_STEP] == EXECUTING ? DETAILED : FAILURE_HELD;
                     w[W_DETAILS] = i;
@@ -353,6 +357,9 @@ long tay_tail_jobs(const uint8_t *buf, size_t size, size_t count, const uint64_t
         } else if (w[W_DELAYED] && w[W_INSERT_INDEX] == r) {
             timers++;
         }
+        /* a delayed job held failed: replay's timer push at its insert, which its row
+         * skips (stale by its availability) */
+        if (w[W_STEP] == FAILURE_HELD && w[W_DELAYED] && w[W_INSERT_INDEX] == r) timers++;
         /* a retried job's failure pushed its (then stale) timer at its finish, and again
          * at its details when they came after it (the older order) */
         if (retried && (r == w[W_FAIL_FINISH]
@@ -363,7 +370,7 @@ long tay_tail_jobs(const uint8_t *buf, size_t size, size_t count, const uint64_t
     }
     /* the jobs left at their insert (available, or scheduled when delayed), their start or
      * retryable or discarded after a failure, in insert order (job numbers are given at the
-     * insert); a delayed job past its insert goes the general way */
+     * insert); a delayed job past its insert and not failed goes the general way */
     size_t held = 0;
     for (size_t j = 0; j < n; j++) {
         const uint64_t *w = work + j * W_WIDTH;
@@ -371,7 +378,8 @@ long tay_tail_jobs(const uint8_t *buf, size_t size, size_t count, const uint64_t
         int started = executing || failed, scheduled = w[W_STEP] == SCHEDULED;
         int completed = w[W_STEP] == DONE && w[W_RETRIED];
         uint64_t insert = w[W_INSERT_INDEX];
-        if (w[W_SHIFT] ? !scheduled && !completed : w[W_STEP] != INSERTED && !started)
+        if (w[W_SHIFT] ? !scheduled && !completed && !failed
+                       : w[W_STEP] != INSERTED && !started)
             continue;
         uint64_t *out = live + held++ * TAY_TAIL_LIVE;
         out[TAY_TV_RECORD] = w[W_INSERT_INDEX];
@@ -395,6 +403,7 @@ long tay_tail_jobs(const uint8_t *buf, size_t size, size_t count, const uint64_t
         out[TAY_TV_COMPLETE_AT] = completed ? w[W_FINISHED_AT] : 0;
         out[TAY_TV_COMPLETE_STAMP] = completed ? w[W_STAMP] : 0;
         out[TAY_TV_RESULT_BYTES] = completed ? w[W_RESULT_BYTES] : 0;
+        out[TAY_TV_AVAILABILITY_RECORD] = failed && w[W_DELAYED] ? w[W_AVAILABLE] : insert;
         out[TAY_TV_ORDER] = w[W_ORDER];
         out[TAY_TV_QUEUE] = w[W_QUEUE];
         out[TAY_TV_QUEUE_LENGTH] = w[W_QUEUE_LENGTH];

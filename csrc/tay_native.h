@@ -251,8 +251,10 @@ long tay_base_keys(const uint8_t *buf, size_t size, uint64_t origin, const uint6
  * whose four records taken are its insert, its first start, a worker failure's finish left
  * retryable or discarded and that failure's (22,2) details (STATE retryable or discarded,
  * ELIGIBLE_AT the retry's due time or 0, FINISH / FINISH_AT / FINISH_STAMP the finish,
- * DETAILS the details' index, FAILURE_BYTES the details' texts in UTF-8 bytes plus 64),
- * and each retried success: that failure, the retry's availability, start, nil result and
+ * DETAILS the details' index, FAILURE_BYTES the details' texts in UTF-8 bytes plus 64;
+ * a delayed job's failure, its availability between its insert and start, is one such job
+ * too, each record one revision later, AVAILABILITY_RECORD its availability's index; its insert's
+ * timer push counted with the skipped ones), and each retried success: that failure, the retry's availability, start, nil result and
  * success finish (STATE completed, RETRY / RESTART / RESTART_AT / RESULT / COMPLETE /
  * COMPLETE_AT / COMPLETE_STAMP the retry's records, times and the success's stamp; its
  * failure's timer pushes counted with the skipped ones). Returns how many records it
@@ -267,7 +269,7 @@ long tay_base_keys(const uint8_t *buf, size_t size, uint64_t origin, const uint6
 #define TAY_TL_FINISHED_LENGTH 5
 #define TAY_TL_AVAILABILITY 6
 #define TAY_TL_AVAILABILITY_LENGTH 7
-#define TAY_TAIL_LIVE 26
+#define TAY_TAIL_LIVE 27
 #define TAY_TV_RECORD 0
 #define TAY_TV_ELIGIBLE_AT 1
 #define TAY_TV_ORDER 2
@@ -294,6 +296,7 @@ long tay_base_keys(const uint8_t *buf, size_t size, uint64_t origin, const uint6
 #define TAY_TV_COMPLETE_AT 23
 #define TAY_TV_COMPLETE_STAMP 24
 #define TAY_TV_RESULT_BYTES 25
+#define TAY_TV_AVAILABILITY_RECORD 26
 #define TAY_STATE_SCHEDULED 0
 #define TAY_STATE_AVAILABLE 1
 #define TAY_STATE_EXECUTING 2

@@ -62,7 +62,7 @@ API (see docs/native.md for the details and error conventions):
   Store-v2 tail's common job lifecycles (insert, start, success, its result) taken while
   every record is one (``tay._native._pure_tail``): ``BASE_JOB`` rows and ``TAIL_LINK`` (8)
   ints per job whose four records were taken, (index, state changes before, ready pushes
-  before) per record of a job not done, the allocator after them, and ``TAIL_LIVE`` (26)
+  before) per record of a job not done, the allocator after them, and ``TAIL_LIVE`` (27)
   ints per job left available at its insert, executing at its start or retryable after a
   worker failure (held as a row, or built from its insert and start, instead of replaying
   its records one by one).

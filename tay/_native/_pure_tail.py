@@ -17,10 +17,11 @@ retryable (``LiveTable.retryable``) and the walk follows its retry: the availabi
 start of attempt 2, its result and the success at revisions 5-8 (a retried success,
 held as a completed live row). A delayed insert (no order: scheduled, a timer push) is
 followed through its (8,1) availability (its order the allocator's next, a ready push) and
-then the lifecycle above, each step one revision later (the success finish at 5). Every
+then the lifecycle above, each step one revision later (the success finish at 5; a
+failure's details and finish at 4 and 5, its retry not followed). Every
 payload must pass the mutation or event fast path. A record of a job it knows outside that
 lifecycle (a timeout, a second failure, a cancel, a delayed job's
-failure...) sends the job the general way: the walk goes on, and every record of that job
+retry...) sends the job the general way: the walk goes on, and every record of that job
 is pending (each such mutation one state change, and a ready push when it carries an
 order, which the allocator takes there). It stops before the
 first record that is anything else (another pair or kind, a slow payload, an insert it
@@ -51,7 +52,9 @@ may hold such a job as that row instead of replaying its records. So does a job 
 records taken are its insert, start, failure finish and details (STATE ``RETRYABLE`` or
 ``DISCARDED``, ELIGIBLE_AT the retry's due time (0 when discarded), FINISH / FINISH_AT /
 FINISH_STAMP the finish's index, time and state changes up to it, DETAILS the details' index, FAILURE_BYTES the error texts'
-UTF-8 bytes plus 64, ``tay.engine.state.failure_bytes``). So does a job whose eight records
+UTF-8 bytes plus 64, ``tay.engine.state.failure_bytes``; a delayed job's failure,
+AVAILABILITY_RECORD the index of its availability between its insert and start (the insert's
+otherwise), its insert's timer push counted with the skipped ones). So does a job whose eight records
 taken are such a retryable failure, its retry's availability, start, nil result and success
 (STATE ``COMPLETED``, START / START_AT and FINISH / FINISH_AT the first attempt's, RETRY
 the availability's index, RESTART / RESTART_AT the retry's start, RESULT, COMPLETE /
@@ -75,11 +78,11 @@ from tay._native._pure_base import BASE_JOB, FRAME_HEADER, COMPLETED, failure_by
 TAIL_LINK = 8
 (STAMP, STARTED, STARTED_LENGTH, STARTED_AT, FINISHED, FINISHED_LENGTH, AVAILABILITY,
  AVAILABILITY_LENGTH) = range(TAIL_LINK)
-TAIL_LIVE = 26
+TAIL_LIVE = 27
 (RECORD, ELIGIBLE_AT, ORDER, QUEUE, QUEUE_LENGTH, WORKER, WORKER_LENGTH, DEFINITION_LENGTH,
  ARGS_NODES, STATE, START, START_AT, START_STAMP, FINISH, FINISH_AT, FINISH_STAMP, DETAILS,
  FAILURE_BYTES, RETRY, RESTART, RESTART_AT, RESULT, COMPLETE, COMPLETE_AT,
- COMPLETE_STAMP, RESULT_BYTES) = range(TAIL_LIVE)
+ COMPLETE_STAMP, RESULT_BYTES, AVAILABILITY_RECORD) = range(TAIL_LIVE)
 # a live row's STATE: its index in transitions.STATES (COMPLETED: a retried job's success)
 SCHEDULED, AVAILABLE, EXECUTING, RETRYABLE, DISCARDED = 0, 1, 2, 3, 6
 # a job's step: inserted (available), executing, completed (no result yet), done,
@@ -108,14 +111,15 @@ class _Job:
 
 def _failure_finish(row: list[int], job: _Job, ordered: bool) -> int:
     """The state a finish leaves when the reducer accepts it as a worker failure of the
-    job's first attempt (executing at revision 2, or 3 after its failure's details):
-    outcome failed, the start's execution token, no order, and either disposition retryable
+    job's first attempt (executing at revision 2, or 3 after its failure's details; a
+    delayed job's one later):
+    outcome failed, the start's execution token (2, a delayed job's 3), no order, and either disposition retryable
     with next attempt 2 within max_attempts and the retry due inside the first window
     (``RETRYABLE``), or, max_attempts 1, disposition discarded (``DISCARDED``; the scan
     checked it has no next attempt nor due time); 0 for any other finish."""
     at, due = row[er.AT], row[er.F]
-    if ordered or row[er.C] != 1 or row[er.A] != 2 \
-            or row[er.EXPECTED] != (3 if job.step == _DETAILED else 2):
+    if ordered or row[er.C] != 1 or row[er.A] != 2 + job.shift \
+            or row[er.EXPECTED] != (3 if job.step == _DETAILED else 2) + job.shift:
         return 0
     if row[er.B] == 1 and row[er.E] == 2 and job.max_attempts >= 2 \
             and min(_TIME_MAX, at + _FIRST_RETRY_LOW) <= due \
@@ -129,8 +133,9 @@ def _failure_finish(row: list[int], job: _Job, ordered: bool) -> int:
 def _hold_failure(table: Any, job: _Job, number: int) -> None:
     """A worker failure held with its details leaves a retryable job's live row retryable
     at revision 4 (next attempt 2, due at the retry's time): the table then follows the
-    retry's availability, start and success as it follows a first attempt's."""
-    if job.failed_state == RETRYABLE:
+    retry's availability, start and success as it follows a first attempt's. A delayed
+    job's retry is not followed (its row stays executing: the retry goes the general way)."""
+    if job.failed_state == RETRYABLE and not job.delayed:
         table.retryable(number, 4, 2, job.due)
 
 
@@ -183,7 +188,7 @@ def tail_jobs(buf: Any, offsets: Sequence[int], lengths: Sequence[int], types: S
             job = None if found is None else numbered[found]
             number = None
             failed_state = _failure_finish(row, job, ordered) \
-                if kind == 4 and not job.shift and job.step in (_EXECUTING, _DETAILED) else 0
+                if kind == 4 and not job.retried and job.step in (_EXECUTING, _DETAILED) else 0
             if failed_state:
                 # the live table applies no failure: the job's row there stays executing
                 # until the failure is held whole (finish and details), then it is set
@@ -197,7 +202,8 @@ def tail_jobs(buf: Any, offsets: Sequence[int], lengths: Sequence[int], types: S
                     _hold_failure(table, job, found)
             elif kind == 1 or (kind in (3, 4) and job.step < _GENERAL) \
                     or (kind == 2 and (job.step == _SCHEDULED or (
-                        job.step == _FAILURE_HELD and job.failed_state == RETRYABLE))):
+                        job.step == _FAILURE_HELD and not job.delayed
+                        and job.failed_state == RETRYABLE))):
                 resulted = kind == 4 and job.step == _RESULTED
                 if resulted:  # the live table knows no results: it applies this finish as
                     row = list(row)  # the finish of revision 2 (a done job's row is unread)
@@ -270,10 +276,11 @@ def tail_jobs(buf: Any, offsets: Sequence[int], lengths: Sequence[int], types: S
             consecutive = int.from_bytes(buf[offset + 2:offset + 10], "big") == expected + 1
             if inner == 22:
                 # held with its finish when right before it (the engine's order) or right
-                # after it (stores before 2026-12-04), each at its revision; elsewhere the
-                # job goes the general way
-                if consecutive and not job.shift and ((job.step, expected) == (_EXECUTING, 2) or (
-                        (job.step, expected) == (_FAILED, 3) and job.finished + 1 == i)):
+                # after it (stores before 2026-12-04), each at its revision (a delayed job's
+                # one later); elsewhere the job goes the general way
+                step = (job.step, expected - job.shift)
+                if consecutive and not job.retried and (step == (_EXECUTING, 2) or (
+                        step == (_FAILED, 3) and job.finished + 1 == i)):
                     job.step = _DETAILED if job.step == _EXECUTING else _FAILURE_HELD
                     job.details, job.failure_bytes = i, failure_bytes(row)
                     if job.step == _FAILURE_HELD:
@@ -317,6 +324,8 @@ def tail_jobs(buf: Any, offsets: Sequence[int], lengths: Sequence[int], types: S
             pending += [index, before, ready, timers]
         elif job.delayed and index == job.insert:
             timers += 1  # replay's timer push at the insert, which the columns skip
+        if job.step == _FAILURE_HELD and job.delayed and index == job.insert:
+            timers += 1  # the same, which its failed row skips (stale by its availability)
         if retried and (index == job.fail_finish
                         or index == job.details and job.details > job.fail_finish):
             timers += 1  # its failure's (then stale) timer push: at the finish, and at
@@ -326,7 +335,7 @@ def tail_jobs(buf: Any, offsets: Sequence[int], lengths: Sequence[int], types: S
     live: list[int] = []
     for job in numbered:  # insert order; a delayed or retried job past its insert and not
         insert = job.insert  # done: the general way
-        unused = [insert, insert, 0, insert, insert, 0, 0, 0]  # RETRY..RESULT_BYTES
+        unused = [insert, insert, 0, insert, insert, 0, 0, 0, insert]  # RETRY.. the last
         if job.step == _SCHEDULED:
             live += [insert, job.eligible_at, job.order, *job.keys, SCHEDULED, insert,
                      0, 0, insert, 0, 0, insert, 0, *unused]
@@ -334,7 +343,13 @@ def tail_jobs(buf: Any, offsets: Sequence[int], lengths: Sequence[int], types: S
             live += [insert, 0, job.order, *job.keys, COMPLETED, job.first_start,
                      job.first_start_at, 0, job.fail_finish, job.fail_at, 0, job.details,
                      job.failure_bytes, job.available, job.started, job.started_at,
-                     job.result, job.finished, job.finished_at, job.stamp, job.result_bytes]
+                     job.result, job.finished, job.finished_at, job.stamp, job.result_bytes,
+                     insert]
+        elif job.step == _FAILURE_HELD:  # a delayed job's failure too
+            live += [insert, job.due, job.order, *job.keys, job.failed_state, job.started,
+                     job.started_at, job.start_stamp, job.finished, job.finished_at, job.stamp,
+                     job.details, job.failure_bytes, *unused[:-1],
+                     job.available if job.delayed else insert]
         elif job.shift:
             continue
         elif job.step == _INSERTED:
@@ -343,10 +358,6 @@ def tail_jobs(buf: Any, offsets: Sequence[int], lengths: Sequence[int], types: S
         elif job.step == _EXECUTING:
             live += [insert, job.eligible_at, job.order, *job.keys, EXECUTING, job.started,
                      job.started_at, job.start_stamp, insert, 0, 0, insert, 0, *unused]
-        elif job.step == _FAILURE_HELD:
-            live += [insert, job.due, job.order, *job.keys, job.failed_state, job.started,
-                     job.started_at, job.start_stamp, job.finished, job.finished_at, job.stamp,
-                     job.details, job.failure_bytes, *unused]
     assert len(rows) // BASE_JOB == len(links) // TAIL_LINK
     return i, table.next_order, array("Q", rows), array("Q", links), array("Q", pending), \
         (stamps, readies, timers), array("Q", live)

@@ -521,7 +521,8 @@ def tail_jobs(buf: Any, offsets: Any, lengths: Any, types: Any, schemas: Any, st
         for slot in range(0, len(held), lib.TAY_TAIL_LIVE):
             for index in (lib.TAY_TV_RECORD, lib.TAY_TV_START, lib.TAY_TV_FINISH,
                           lib.TAY_TV_DETAILS, lib.TAY_TV_RETRY, lib.TAY_TV_RESTART,
-                          lib.TAY_TV_RESULT, lib.TAY_TV_COMPLETE):
+                          lib.TAY_TV_RESULT, lib.TAY_TV_COMPLETE,
+                          lib.TAY_TV_AVAILABILITY_RECORD):
                 held[slot + index] += start
     return (start + taken, order[0], rows, link_rows, waiting, (totals[0], totals[1], totals[2]),
             held)

@@ -72,13 +72,15 @@ WALK_ACTIONS = st.lists(st.one_of(
 ), max_size=60)
 
 # delayed jobs and retries among the common lifecycle: most delayed jobs come due (an
-# advance past their delay) and run to a nil success, some wait (a minute); failed jobs'
+# advance past their delay) and run to a nil success or a failure (retryable, or discarded
+# without retries), some wait (a minute); failed jobs'
 # retries come due after the longer advance and mostly succeed; some fail again, record a
 # value or are cancelled. Drawn from a seeded random.Random (hypothesis draws the seed and
 # the length): hypothesis's own lists seldom reach a retry that succeeds
 LATER_CHOICES = [
     ("enqueue", "a", None, {}), ("enqueue", "a", None, {}), ("enqueue", "a", None, {}, 0),
     ("enqueue", "a", 300, {}), ("enqueue", "a", 300, {}), ("enqueue", "a", 60_000, {}),
+    ("enqueue", "a", 300, {}, 0),
     ("finish", 0, "nil"), ("finish", 0, "nil"), ("finish", 0, "nil"), ("finish", 1, "nil"),
     ("finish", 0, "failed"), ("finish", 1, "failed"), ("finish", 0, "value"),
     ("advance", 400), ("advance", 2500), ("cancel", 0), ("cancel", 5)]
@@ -713,9 +715,10 @@ def test_a_delayed_job_is_followed_through_its_availability(old, batch) -> None:
 
 
 def test_a_delayed_job_outside_the_lifecycle_goes_the_general_way() -> None:
-    """A delayed job that fails or is cancelled while waiting goes the general way: all
-    its records pending, none held, and the store recovers as record by record. One that
-    records a value result is done in columns (its insert's timer push skipped)."""
+    """A delayed job cancelled while waiting goes the general way: all its records
+    pending, none held, and the store recovers as record by record. One that records a
+    value result is done in columns, and one whose first attempt fails is held as a
+    retryable row (its five records pending; the insert's timer push of both skipped)."""
     actions = ([("enqueue", "a", 300, {}), ("enqueue", "a", 300, {}),
                 ("enqueue", "a", 300, {}), ("cancel", 2), ("advance", 400),
                 ("finish", 0, "failed"), ("finish", 0, "value")]
@@ -726,11 +729,19 @@ def test_a_delayed_job_outside_the_lifecycle_goes_the_general_way() -> None:
         (buf, offsets, lengths, types, schemas), 0, len(frames), 1)
     ids = owners(frames)
     delayed = {ids[i] for i in delayed_inserts(frames, buf, offsets, lengths, types)}
-    assert taken == len(frames) and len(delayed) == 3 and totals[2] == 1
+    assert taken == len(frames) and len(delayed) == 3 and totals[2] == 2
     done = [k for k in range(0, len(rows), BASE_JOB)
             if bytes(buf[rows[k + SNAPSHOT]:rows[k + SNAPSHOT] + 16]) in delayed]
     assert len(done) == 1 and rows[done[0] + REVISION] == 5  # each step one revision on
-    general = delayed - {bytes(buf[rows[done[0] + SNAPSHOT]:rows[done[0] + SNAPSHOT] + 16])}
+    failed = [k for k in range(0, len(live), _pure_tail.TAIL_LIVE)
+              if ids[live[k + _pure_tail.RECORD]] in delayed]
+    assert len(failed) == 1 and live[failed[0] + _pure_tail.STATE] == _pure_tail.RETRYABLE
+    k = failed[0]
+    assert live[k + _pure_tail.AVAILABILITY_RECORD] not in (live[k + _pure_tail.RECORD],
+                                                            live[k + _pure_tail.START])
+    general = delayed - {bytes(buf[rows[done[0] + SNAPSHOT]:rows[done[0] + SNAPSHOT] + 16]),
+                         ids[live[k + _pure_tail.RECORD]]}
+    assert len(general) == 1
     assert {i for i in range(len(frames)) if ids[i] in general} <= set(pending[::4])
     assert not general & {ids[i] for i in live[_pure_tail.RECORD::_pure_tail.TAIL_LIVE]}
     assert recovers_the_same_from(frames, 256) is not None
@@ -825,6 +836,63 @@ def test_failed_jobs_are_held_as_rows_as_replay_leaves_them(state, old, batch) -
             (n, bytes(e.raw)) for n, e in ticks[1].events]
         assert len(ticks[0].events) == (3 if state == "retryable" else 0)
         assert bookkeeping(engine) == bookkeeping(plain)
+
+
+def delayed_failures(retries: int, due: bool = False) -> list:
+    """Delayed jobs (a worker of capacity 3) whose first attempt fails, left retryable
+    (``retries`` 1) or discarded (0), among nil successes of delayed and plain jobs; then,
+    with ``due``, the retries come due and one succeeds (the general way)."""
+    delayed = ("enqueue", "a", 300, {}, retries)
+    return ([delayed, delayed, ("enqueue", "a", None, {})] + [("advance", 400)]
+            + [("finish", 0, "failed"), ("finish", 0, "nil"), ("finish", 0, "failed")]
+            + [delayed] * 2 + [("advance", 400), ("finish", 0, "failed"),
+                               ("finish", 0, "nil")]
+            + ([("advance", 2500), ("finish", 0, "nil")] if due else []))
+
+
+@pytest.mark.parametrize("retries", [1, 0])
+@pytest.mark.parametrize("old", [0, -1, 0b010])
+@pytest.mark.parametrize("batch", [1, 256])
+def test_delayed_failed_jobs_are_held_as_rows_as_replay_leaves_them(retries, old,
+                                                                       batch) -> None:
+    """A delayed job a worker failure of its first attempt left retryable or discarded is
+    held as its row (``DelayedFailedRow``, revision 5: insert, availability, start, the
+    finish and its details, either way round): counted in its state, the finish's stamp,
+    the details' margin, the failed attempt in the timeline, the live timer entries replay
+    leaves (its insert's stale one skipped in the tiebreak); reading one builds its
+    JobState. A delayed job's retry goes the general way, and every prefix of the tail
+    recovers as record by record."""
+    frames = tail_frames(13, delayed_failures(retries))
+    frames = finish_first(frames, old) if old else frames
+    state = "retryable" if retries else "discarded"
+    with tail_store(frames, batch) as root, installs_seen() as installed:
+        engine, plain = both_recovered(root)
+        assert installed.count("DelayedFailedRow") == 3
+        held = {job_id: entry for job_id, entry in engine.jobs.items()
+                if type(entry) is LazyJobEntry and peek(entry).state == state}
+        assert len(held) == 3
+        assert bookkeeping(engine) == bookkeeping(plain)
+        assert live_timers(engine) == live_timers(plain)
+        rows = held_rows_read_alike(engine, plain, held)
+        for job_id in rows:
+            job = held[job_id].state
+            assert (job.revision, job.attempt, job.failure) == (
+                5, 1, {"type": "E", "message": "no"})
+        # the retries come due: both engines make the same jobs available the same way
+        ticks = [one.tick(T0 + 60_000, M0 + 60_000) for one in (engine, plain)]
+        assert [(n, bytes(e.raw)) for n, e in ticks[0].events] == [
+            (n, bytes(e.raw)) for n, e in ticks[1].events]
+        assert len(ticks[0].events) == (3 if retries else 0)
+    ids = owners(frames)
+    first = next(iter(rows))
+    for cut in [i + 1 for i in range(len(frames)) if ids[i] == first]:
+        assert recovers_the_same_from(frames[:cut], batch) is not None
+    assert recovers_the_same_from(frames, batch) is not None
+    due = tail_frames(13, delayed_failures(retries, due=True))
+    with tail_store(due, batch) as root, installs_seen() as installed:
+        both_recovered(root)
+        assert installed.count("DelayedFailedRow") == (0 if retries else 3)
+    assert recovers_the_same_from(due, batch) is not None
 
 
 # jobs whose first attempt fails and whose retry succeeds (a worker of capacity 3), among

@@ -678,7 +678,7 @@ def _tail_run(mapping: Any, buffer: memoryview, records: RecordTable, position: 
                     del held[live[k + tl.RECORD]]
                     held[max(finish, details)] = k
                     starts.update((live[k + tl.RECORD], live[k + tl.START],
-                                   min(finish, details)))
+                                   min(finish, details), live[k + tl.AVAILABILITY_RECORD]))
     texts: dict[bytes, str] = {}
     lengths = records.lengths
     dropped = 0  # the held jobs' records are read from the segment: their pages can go

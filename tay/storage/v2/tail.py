@@ -172,6 +172,17 @@ class FailedRow:
         return replay_job(list(self.records), self.limits)
 
 
+class DelayedFailedRow(FailedRow):
+    """A delayed job whose first attempt a worker failure left retryable or discarded
+    (revision 5: its insert, availability, start, the finish and the details): ``records``
+    its five (payload, pair), and ``timers`` each one revision later than a
+    ``FailedRow``'s (its insert's timer push, stale by its availability, is not made)."""
+
+    __slots__ = ()
+
+    revision = 5
+
+
 class RetriedRow(FailedRow):
     """A tail job whose first attempt a worker failure left retryable and whose retry then
     succeeded with a nil result, not built yet (revision 8: the first four records, the
@@ -232,13 +243,17 @@ def retried_row(data: Any, offsets: Any, lengths: Any, live: Any, k: int,
 def failed_row(data: Any, offsets: Any, lengths: Any, live: Any, k: int,
                limits: DecodeLimits, texts: dict[bytes, str], stamp: int) -> FailedRow:
     """The walk's retryable or discarded row at ``live[k:k + TAIL_LIVE]`` (offsets absolute
-    in ``data``, Record v1: payload at +24), with copies of its four payloads; ``stamp``: the
-    stamp the walk started from."""
+    in ``data``, Record v1: payload at +24), with copies of its four payloads (five: a
+    delayed job's, its availability's too); ``stamp``: the stamp the walk started from."""
     insert, finish, details = live[k + tl.RECORD], live[k + tl.FINISH], live[k + tl.DETAILS]
-    spans = sorted(((insert, MUTATION_PAIR), (live[k + tl.START], MUTATION_PAIR),
-                    (finish, MUTATION_PAIR), (details, EPOCH_EVENT_PAIR)))
-    records = _copies(data, offsets, lengths, spans)
-    row = FailedRow.__new__(FailedRow)
+    available = live[k + tl.AVAILABILITY_RECORD]
+    spans = [(insert, MUTATION_PAIR), (live[k + tl.START], MUTATION_PAIR),
+             (finish, MUTATION_PAIR), (details, EPOCH_EVENT_PAIR)]
+    if available != insert:
+        spans.append((available, MUTATION_PAIR))
+    records = _copies(data, offsets, lengths, sorted(spans))
+    kind = FailedRow if available == insert else DelayedFailedRow
+    row = kind.__new__(kind)
     row.records = records
     discarded = live[k + tl.STATE] == tl.DISCARDED
     finished_at = live[k + tl.FINISH_AT]
@@ -254,13 +269,15 @@ def failed_row(data: Any, offsets: Any, lengths: Any, live: Any, k: int,
     outcome = "discarded" if discarded else "failed"  # tay.engine.state.finish_outcome
     row.attempts = ((1, live[k + tl.START_AT], finished_at, outcome),)
     # every install of a job waiting for time pushes its timer: the finish's at revision 3
-    # when the details follow it (at revision 4), else the finish's alone at revision 4
+    # when the details follow it (at revision 4), else the finish's alone at revision 4 (a
+    # delayed job's one later)
+    last = kind.revision
     if discarded:
         row.timers = ()
     elif finish < details:
-        row.timers = ((due, (job_id, 3)), (due, (job_id, 4)))
+        row.timers = ((due, (job_id, last - 1)), (due, (job_id, last)))
     else:
-        row.timers = ((due, (job_id, 4)),)
+        row.timers = ((due, (job_id, last)),)
     row.limits = limits
     return row
 
