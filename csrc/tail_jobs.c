@@ -17,8 +17,11 @@
  * path (tay_mutations_scan, tay_events_scan). A delayed insert (scheduled: no order, a
  * timer push) is followed too: its (8,1) availability (the allocator's order, a ready
  * push) and then the lifecycle above, each step one revision later (a success finish at
- * revision 5). A record of a job it knows outside that lifecycle (a timeout, a second
- * failure, a cancel, a delayed job's retry...) sends the job the
+ * revision 5). A (8,1) cancel of a job waiting at its insert (available or scheduled, at
+ * revision 1) or at its delayed availability (revision 2), with no execution token nor
+ * order, makes the job done, cancelled at the next revision. A record of a job it knows
+ * outside that lifecycle (a timeout, a second failure, a delayed job's retry, anything
+ * after a cancel...) sends the job the
  * general way: the walk goes on and all that job's records are pending (each such
  * mutation one state change, and a ready push when it carries an order, which the
  * allocator takes here). It stops before the first
@@ -30,7 +33,9 @@
  * insert's index from `start`, SNAPSHOT the insert payload, STATE completed, REVISION 4
  * (5 delayed), RESULT the (30,2) payload) and TAY_TAIL_LINK u64s (the state changes the
  * records made up to its finish, the start and finish payloads, the start's time, a
- * delayed job's availability payload); for each record taken of a job not done, (index
+ * delayed job's availability payload); so for each cancelled job (STATE cancelled,
+ * REVISION the cancel's, RESULT 0 / 0; STARTED 0 / 0, FINISHED its cancel, AVAILABILITY
+ * when its delayed availability came before the cancel); for each record taken of a job not done, (index
  * from `start`, state changes before it, ready pushes before it, timer pushes of done
  * delayed jobs' inserts before it) in `pending`; totals[0..2] the same three of all
  * records taken. Each job whose only record taken is its insert, with expected revision 0
@@ -55,10 +60,11 @@
 #include <stdlib.h>
 
 #define FRAME_HEADER 24
-#define COMPLETED_STATE 4
 
 /* RESULTED: executing, its result recorded; SCHEDULED: a delayed insert waiting for its
- * availability (the job is then W_DELAYED: each later step one revision on); GENERAL: a
+ * availability (the job is then W_DELAYED: each later step one revision on); CANCELLED:
+ * done by a cancel while it waited (after GENERAL: the live table applies no cancel, and
+ * any later record of the job sends it the general way); GENERAL: a
  * record of the job is outside the lifecycle, all its records go the general way. The
  * failure lifecycle the walk holds (steps after GENERAL: the live table applies none of
  * them; once a retryable failure is held, hold_failure sets the job's row retryable):
@@ -66,7 +72,7 @@
  * details); DETAILED, executing with the failure's details (waiting for the finish);
  * FAILURE_HELD, both: held as a row */
 enum { INSERTED = 1, EXECUTING, FINISHED, DONE, RESULTED, SCHEDULED, GENERAL, FAILED,
-       DETAILED, FAILURE_HELD };
+       DETAILED, FAILURE_HELD, CANCELLED };
 /* per job scratch beside its live row (live_rows.c, which checks each step): step, insert,
  * eligible_at, started, started_at, finished,
  * finished_at, stamp, result, result_bytes, six definition columns, the insert's index,
@@ -80,7 +86,7 @@ enum { W_STEP, W_INSERT, W_ELIGIBLE, W_STARTED, W_STARTED_AT, W_FINISHED,
        W_WORKER_LENGTH, W_DEFINITION_LENGTH, W_ARGS_NODES, W_INSERT_INDEX, W_ORDER,
        W_START_STAMP, W_MAX_ATTEMPTS, W_DUE, W_DETAILS, W_FAILURE_BYTES, W_FAILED_STATE,
        W_DELAYED, W_AVAILABLE, W_SHIFT, W_RETRIED, W_FIRST_START, W_FIRST_START_AT,
-       W_FAIL_FINISH, W_FAIL_AT, W_WIDTH };
+       W_FAIL_FINISH, W_FAIL_AT, W_REVISION, W_WIDTH };
 
 /* transitions.retry_window(1): a first attempt's retry is due 1,000 to 1,250 ms after its
  * failure (saturating at TIME_MAX) */
@@ -107,6 +113,15 @@ static int failure_finish(const uint64_t *m, const uint64_t *w, int ordered) {
         return TAY_STATE_RETRYABLE;
     if (m[TAY_EF_B] == 2 && w[W_MAX_ATTEMPTS] == 1) return TAY_STATE_DISCARDED;
     return 0;
+}
+
+/* Whether a cancel (mutation row `m`) is one the reducer accepts of a job waiting at its
+ * insert, available or scheduled (revision 1), or available after its delayed
+ * availability (revision 2): at that revision, no execution token, no order. */
+static int waiting_cancel(const uint64_t *m, const uint64_t *w, int ordered) {
+    if (ordered || !((m[TAY_EF_NIL] >> TAY_EF_A) & 1) || w[W_RETRIED]) return 0;
+    if (w[W_STEP] == SCHEDULED) return m[TAY_EF_EXPECTED] == 1;
+    return w[W_STEP] == INSERTED && m[TAY_EF_EXPECTED] == (w[W_DELAYED] ? 2u : 1u);
 }
 
 /* A worker failure held with its details leaves a retryable job's live row retryable at
@@ -163,7 +178,17 @@ long tay_tail_jobs(const uint8_t *buf, size_t size, size_t count, const uint64_t
             int failed_state = kind == 4 && !w[W_RETRIED]
                 && (w[W_STEP] == EXECUTING || w[W_STEP] == DETAILED)
                 ? failure_finish(row, w, ordered) : 0;
-            if (failed_state) {
+            if (kind == 5 && waiting_cancel(row, w, ordered)) {
+                /* done: cancelled at the next revision; its ready or timer push stale */
+                number = found;
+                job = (uint32_t)found + 1;
+                w[W_STEP] = CANCELLED;
+                w[W_REVISION] = row[TAY_EF_EXPECTED] + 1;
+                w[W_FINISHED] = i;
+                w[W_FINISHED_AT] = at;
+                w[W_STAMP] = stamps + 1;
+                finish_order[finishes++] = job;
+            } else if (failed_state) {
                 /* the live table applies no failure: the job's row there stays executing
                  * until the failure is held whole (finish and details), then it is set
                  * retryable (hold_failure) for the retry */
@@ -311,14 +336,19 @@ long tay_tail_jobs(const uint8_t *buf, size_t size, size_t count, const uint64_t
     size_t done = 0, waiting = 0;
     for (size_t f = 0; f < finishes; f++) {
         const uint64_t *w = work + (size_t)(finish_order[f] - 1) * W_WIDTH;
-        if (w[W_STEP] != DONE || w[W_RETRIED]) continue;  /* a retry's: a live row */
+        int cancelled = w[W_STEP] == CANCELLED;
+        /* a retry's success: a live row */
+        if ((w[W_STEP] != DONE || w[W_RETRIED]) && !cancelled) continue;
         uint64_t *out = jobs + done * TAY_BASE_JOB, *link = links + done * TAY_TAIL_LINK;
         size_t started = w[W_STARTED], finished = w[W_FINISHED], result = w[W_RESULT];
+        /* a cancelled job has no start nor result (0 / 0) and a delayed one an availability
+         * only when it came before the cancel (never at index 0: its insert precedes it) */
+        int available = w[W_DELAYED] && w[W_AVAILABLE];
         out[TAY_BJ_RECORD] = w[W_INSERT_INDEX];
         out[TAY_BJ_SNAPSHOT] = w[W_INSERT];
         out[TAY_BJ_SNAPSHOT_LENGTH] = lengths[w[W_INSERT_INDEX]];
-        out[TAY_BJ_STATE] = COMPLETED_STATE;
-        out[TAY_BJ_REVISION] = 4 + w[W_SHIFT];
+        out[TAY_BJ_STATE] = cancelled ? TAY_STATE_CANCELLED : TAY_STATE_COMPLETED;
+        out[TAY_BJ_REVISION] = cancelled ? w[W_REVISION] : 4 + w[W_SHIFT];
         out[TAY_BJ_TERMINAL_AT] = w[W_FINISHED_AT];
         out[TAY_BJ_QUEUE] = w[W_QUEUE];
         out[TAY_BJ_QUEUE_LENGTH] = w[W_QUEUE_LENGTH];
@@ -326,20 +356,20 @@ long tay_tail_jobs(const uint8_t *buf, size_t size, size_t count, const uint64_t
         out[TAY_BJ_WORKER_LENGTH] = w[W_WORKER_LENGTH];
         out[TAY_BJ_DEFINITION_LENGTH] = w[W_DEFINITION_LENGTH];
         out[TAY_BJ_ARGS_NODES] = w[W_ARGS_NODES];
-        out[TAY_BJ_RESULT] = offsets[result] + FRAME_HEADER;
-        out[TAY_BJ_RESULT_LENGTH] = lengths[result];
-        out[TAY_BJ_RESULT_BYTES] = w[W_RESULT_BYTES];
+        out[TAY_BJ_RESULT] = cancelled ? 0 : offsets[result] + FRAME_HEADER;
+        out[TAY_BJ_RESULT_LENGTH] = cancelled ? 0 : lengths[result];
+        out[TAY_BJ_RESULT_BYTES] = cancelled ? 0 : w[W_RESULT_BYTES];
         out[TAY_BJ_FAILURE] = 0; /* a tail job done in columns has no failure */
         out[TAY_BJ_FAILURE_LENGTH] = 0;
         out[TAY_BJ_FAILURE_BYTES] = 0;
         link[TAY_TL_STAMP] = w[W_STAMP];
-        link[TAY_TL_STARTED] = offsets[started] + FRAME_HEADER;
-        link[TAY_TL_STARTED_LENGTH] = lengths[started];
-        link[TAY_TL_STARTED_AT] = w[W_STARTED_AT];
+        link[TAY_TL_STARTED] = cancelled ? 0 : offsets[started] + FRAME_HEADER;
+        link[TAY_TL_STARTED_LENGTH] = cancelled ? 0 : lengths[started];
+        link[TAY_TL_STARTED_AT] = cancelled ? 0 : w[W_STARTED_AT];
         link[TAY_TL_FINISHED] = offsets[finished] + FRAME_HEADER;
         link[TAY_TL_FINISHED_LENGTH] = lengths[finished];
-        link[TAY_TL_AVAILABILITY] = w[W_DELAYED] ? offsets[w[W_AVAILABLE]] + FRAME_HEADER : 0;
-        link[TAY_TL_AVAILABILITY_LENGTH] = w[W_DELAYED] ? lengths[w[W_AVAILABLE]] : 0;
+        link[TAY_TL_AVAILABILITY] = available ? offsets[w[W_AVAILABLE]] + FRAME_HEADER : 0;
+        link[TAY_TL_AVAILABILITY_LENGTH] = available ? lengths[w[W_AVAILABLE]] : 0;
         done++;
     }
     /* the records of jobs not done, with the state changes, ready pushes and timer pushes
@@ -348,7 +378,8 @@ long tay_tail_jobs(const uint8_t *buf, size_t size, size_t count, const uint64_t
     for (size_t r = 0; r < i; r++) {
         const uint64_t *w = work + (size_t)(owner[r] - 1) * W_WIDTH;
         int retried = w[W_STEP] == DONE && w[W_RETRIED];  /* held as a completed row */
-        if (w[W_STEP] != DONE || retried) {
+        int done_job = (w[W_STEP] == DONE && !retried) || w[W_STEP] == CANCELLED;
+        if (!done_job) {
             uint64_t *out = pending + waiting++ * 4;
             out[0] = r;
             out[1] = before;

@@ -234,11 +234,13 @@ long tay_base_keys(const uint8_t *buf, size_t size, uint64_t origin, const uint6
  * The common job lifecycle (insert, start, success finish, nil result) of tail records
  * taken while each is one, from a record boundary (Record v1 offsets, payload at +24); a
  * delayed insert is followed through its availability (each later step one revision on);
- * a record of a known job outside it (a failure, a retry, a value result) sends that job's
- * records to `pending` and the walk goes on.
+ * a cancel of a job waiting at its insert or availability makes it done too; a record of a
+ * known job outside it (a second failure, a delayed job's retry, a timeout) sends that
+ * job's records to `pending` and the walk goes on.
  * Per done job TAY_BASE_JOB u64s (as above; RECORD the insert's index, REVISION 4, or 5
- * when delayed) and TAY_TAIL_LINK u64s (AVAILABILITY / _LENGTH a delayed job's
- * availability payload, 0 / 0 otherwise); per record taken of a job not done, (index,
+ * when delayed; a cancelled job's STATE cancelled, REVISION the cancel's, no RESULT) and
+ * TAY_TAIL_LINK u64s (AVAILABILITY / _LENGTH a delayed job's availability payload, 0 / 0
+ * otherwise; a cancelled job's STARTED 0 / 0, FINISHED its cancel); per record taken of a job not done, (index,
  * state changes before it, ready pushes before it, done delayed jobs' inserts before it:
  * timer pushes replay makes that the columns skip) in `pending`; totals: state changes,
  * ready pushes and those timer pushes of all records taken;
@@ -302,6 +304,7 @@ long tay_base_keys(const uint8_t *buf, size_t size, uint64_t origin, const uint6
 #define TAY_STATE_EXECUTING 2
 #define TAY_STATE_RETRYABLE 3
 #define TAY_STATE_COMPLETED 4
+#define TAY_STATE_CANCELLED 5
 #define TAY_STATE_DISCARDED 6
 long tay_tail_jobs(const uint8_t *buf, size_t size, size_t count, const uint64_t *offsets,
                    const uint32_t *lengths, const uint8_t *types, const uint8_t *schemas,

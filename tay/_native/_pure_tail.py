@@ -18,10 +18,13 @@ start of attempt 2, its result and the success at revisions 5-8 (a retried succe
 held as a completed live row). A delayed insert (no order: scheduled, a timer push) is
 followed through its (8,1) availability (its order the allocator's next, a ready push) and
 then the lifecycle above, each step one revision later (the success finish at 5; a
-failure's details and finish at 4 and 5, its retry not followed). Every
+failure's details and finish at 4 and 5, its retry not followed). An (8,1) cancel of a job
+waiting at its insert (available or scheduled, revision 1) or at its delayed availability
+(revision 2), with no execution token nor order, makes the job done (``CANCELLED`` at the
+next revision: no start nor result in its columns). Every
 payload must pass the mutation or event fast path. A record of a job it knows outside that
-lifecycle (a timeout, a second failure, a cancel, a delayed job's
-retry...) sends the job the general way: the walk goes on, and every record of that job
+lifecycle (a timeout, a second failure, a delayed job's retry, anything
+after a cancel...) sends the job the general way: the walk goes on, and every record of that job
 is pending (each such mutation one state change, and a ready push when it carries an
 order, which the allocator takes there). It stops before the
 first record that is anything else (another pair or kind, a slow payload, an insert it
@@ -75,6 +78,8 @@ from tay._native import _pure_events as er
 from tay._native import _pure_mutations as mr
 from tay._native._pure_base import BASE_JOB, FRAME_HEADER, COMPLETED, failure_bytes
 
+CANCELLED = 5  # a done job's STATE when a cancel made it done (transitions.STATES)
+
 TAIL_LINK = 8
 (STAMP, STARTED, STARTED_LENGTH, STARTED_AT, FINISHED, FINISHED_LENGTH, AVAILABILITY,
  AVAILABILITY_LENGTH) = range(TAIL_LINK)
@@ -93,9 +98,10 @@ SCHEDULED, AVAILABLE, EXECUTING, RETRYABLE, DISCARDED = 0, 1, 2, 3, 6
 # then the failure lifecycle, which the live table does not apply (once a retryable
 # failure is held, _hold_failure sets the job's row retryable): failed (a worker
 # failure's finish left it retryable or discarded, waiting for the details), detailed
-# (executing with the failure's details, waiting for the finish), both (held as a row)
+# (executing with the failure's details, waiting for the finish), both (held as a row);
+# cancelled: done by a cancel while it waited (any later record sends it the general way)
 (_INSERTED, _EXECUTING, _COMPLETED, _DONE, _RESULTED, _SCHEDULED, _GENERAL, _FAILED, _DETAILED,
- _FAILURE_HELD) = range(1, 11)
+ _FAILURE_HELD, _CANCELLED) = range(1, 12)
 # transitions.retry_window(1) and failure_bytes' fixed part, as csrc/tail_jobs.c has them
 _FIRST_RETRY_LOW, _FIRST_RETRY_HIGH = 1000, 1250
 _TIME_MAX = 2**63 - 1
@@ -106,7 +112,7 @@ class _Job:
                  "finished_at", "stamp", "result", "result_bytes", "keys", "order", "start_stamp",
                  "max_attempts", "due", "details", "failure_bytes", "failed_state", "delayed",
                  "available", "shift", "retried", "first_start", "first_start_at",
-                 "fail_finish", "fail_at")
+                 "fail_finish", "fail_at", "revision")
 
 
 def _failure_finish(row: list[int], job: _Job, ordered: bool) -> int:
@@ -128,6 +134,17 @@ def _failure_finish(row: list[int], job: _Job, ordered: bool) -> int:
     if row[er.B] == 2 and job.max_attempts == 1:
         return DISCARDED
     return 0
+
+
+def _waiting_cancel(row: list[int], job: _Job, ordered: bool) -> bool:
+    """Whether a cancel is one the reducer accepts of a job waiting at its insert,
+    available or scheduled (revision 1), or available after its delayed availability
+    (revision 2): at that revision, no execution token, no order."""
+    if ordered or not (row[er.NIL] >> er.A) & 1 or job.retried:
+        return False
+    if job.step == _SCHEDULED:
+        return row[er.EXPECTED] == 1
+    return job.step == _INSERTED and row[er.EXPECTED] == (2 if job.delayed else 1)
 
 
 def _hold_failure(table: Any, job: _Job, number: int) -> None:
@@ -189,7 +206,13 @@ def tail_jobs(buf: Any, offsets: Sequence[int], lengths: Sequence[int], types: S
             number = None
             failed_state = _failure_finish(row, job, ordered) \
                 if kind == 4 and not job.retried and job.step in (_EXECUTING, _DETAILED) else 0
-            if failed_state:
+            if kind == 5 and _waiting_cancel(row, job, ordered):
+                # done: cancelled at the next revision; its ready or timer push stale
+                number = found
+                job.step, job.revision = _CANCELLED, row[er.EXPECTED] + 1
+                job.finished, job.finished_at, job.stamp = i, at, stamps + 1
+                finishes.append(job)
+            elif failed_state:
                 # the live table applies no failure: the job's row there stays executing
                 # until the failure is held whole (finish and details), then it is set
                 # retryable (_hold_failure) for the retry
@@ -302,25 +325,30 @@ def tail_jobs(buf: Any, offsets: Sequence[int], lengths: Sequence[int], types: S
     rows: list[int] = []
     links: list[int] = []
     for job in finishes:
-        if job.step != _DONE or job.retried:  # a retry's success: a live row
-            continue
-        insert, started, finished, result = job.insert, job.started, job.finished, job.result
+        cancelled = job.step == _CANCELLED
+        if (job.step != _DONE or job.retried) and not cancelled:  # a retry's success: a
+            continue  # live row
+        insert, finished = job.insert, job.finished
         queue, queue_length, worker, worker_length, definition_length, nodes = job.keys
-        rows += [insert, offsets[insert] + FRAME_HEADER, lengths[insert], COMPLETED,
-                 4 + job.shift,
+        if cancelled:  # no start nor result
+            state, revision, result, started = CANCELLED, job.revision, [0, 0, 0], [0, 0, 0]
+        else:
+            state, revision = COMPLETED, 4 + job.shift
+            result = [offsets[job.result] + FRAME_HEADER, lengths[job.result], job.result_bytes]
+            started = [offsets[job.started] + FRAME_HEADER, lengths[job.started], job.started_at]
+        rows += [insert, offsets[insert] + FRAME_HEADER, lengths[insert], state, revision,
                  job.finished_at, queue, queue_length, worker, worker_length,
-                 definition_length, nodes, offsets[result] + FRAME_HEADER, lengths[result],
-                 job.result_bytes, 0, 0, 0]  # no failure's details
-        available = job.available
-        links += [job.stamp, offsets[started] + FRAME_HEADER, lengths[started],
-                  job.started_at, offsets[finished] + FRAME_HEADER, lengths[finished],
-                  offsets[available] + FRAME_HEADER if job.delayed else 0,
-                  lengths[available] if job.delayed else 0]
+                 definition_length, nodes, *result, 0, 0, 0]  # no failure's details
+        # a delayed job's availability (a cancelled one's when it came before the cancel)
+        available = job.available if job.delayed else 0
+        links += [job.stamp, *started, offsets[finished] + FRAME_HEADER, lengths[finished],
+                  offsets[available] + FRAME_HEADER if available else 0,
+                  lengths[available] if available else 0]
     pending: list[int] = []
     before = ready = timers = 0
     for index, job, adds, pushes in taken:
         retried = job.step == _DONE and job.retried  # held as a completed row
-        if job.step != _DONE or retried:
+        if (job.step != _DONE or retried) and job.step != _CANCELLED:
             pending += [index, before, ready, timers]
         elif job.delayed and index == job.insert:
             timers += 1  # replay's timer push at the insert, which the columns skip

@@ -25,7 +25,8 @@ from tay._native import _pure_events as er
 from tay._native import _pure_mutations as mr
 from tay._native import _pure_tail
 from tay._native import _pure_base
-from tay._native._pure_base import BASE_JOB, FRAME_HEADER, REVISION, SNAPSHOT
+from tay._native._pure_base import (BASE_JOB, COMPLETED, FRAME_HEADER, RESULT_LENGTH, REVISION,
+                                     SNAPSHOT, STATE)
 from tay.engine import commands as c
 from tay.engine.core import Engine
 from tay.engine.epoch import _RESULT_FIXED, EpochEngine
@@ -714,33 +715,66 @@ def test_a_delayed_job_is_followed_through_its_availability(old, batch) -> None:
         assert recovers_the_same_from(frames[:cut], batch) is not None
 
 
+# a queue purged: jobs waiting for a task no worker runs (at once, delayed and still
+# scheduled, delayed and come due) cancelled, among nil successes; one cancelled while it
+# runs (the general way), one cancelled twice (the second refused: no record)
+PURGED = ([("enqueue", "z", None, {})] * 4 + [("enqueue", "z", 300, {})] * 2
+          + [("enqueue", "z", 60_000, {}), ("enqueue", "a", None, {}), ("finish", 0, "nil"),
+             ("advance", 400), ("enqueue", "a", None, {})]
+          + [("cancel", n) for n in (0, 1, 2, 4, 5, 6, 8, 0)]
+          + [("finish", 0, "nil"), ("enqueue", "z", None, {}), ("enqueue", "a", None, {}),
+             ("cancel", 9)])
+
+
+@pytest.mark.parametrize("batch", [1, 3, 256])
+def test_jobs_cancelled_while_they_wait_are_done_in_columns(batch) -> None:
+    """A job cancelled while it waits, at its insert (available or scheduled) or at its
+    delayed availability, is done in columns: cancelled at the cancel's revision, no start
+    nor result, its insert's stale ready or timer push not made; a job cancelled while it
+    runs goes the general way. The store, and every cut of it, recovers as record by
+    record (bookkeeping, answers, every JobState and timeline)."""
+    frames = tail_frames(21, PURGED)
+    buf, offsets, lengths, types, schemas = columns(frames)
+    rows = walk_both((buf, offsets, lengths, types, schemas), 0, len(frames), 1)[2]
+    states = list(rows[STATE::BASE_JOB])
+    assert states.count(_pure_tail.CANCELLED) == 7 and states.count(COMPLETED) == 1
+    assert {rows[k + REVISION] for k in range(0, len(rows), BASE_JOB)
+            if rows[k + STATE] == _pure_tail.CANCELLED} == {2, 3}  # 3: after availability
+    with tail_store(frames, batch) as root:
+        engine = recovered(root)
+        assert [jobs.state(k) for jobs, k in engine.finished.held()].count("cancelled") == 7
+    assert recovers_the_same_from(frames, batch) is not None
+    for cut in range(1, len(frames)):
+        assert recovers_the_same_from(frames[:cut], batch) is not None
+
+
 def test_a_delayed_job_outside_the_lifecycle_goes_the_general_way() -> None:
-    """A delayed job cancelled while waiting goes the general way: all its records
-    pending, none held, and the store recovers as record by record. One that records a
-    value result is done in columns, and one whose first attempt fails is held as a
-    retryable row (its five records pending; the insert's timer push of both skipped)."""
+    """A delayed job whose retry comes due goes the general way: all its records pending,
+    none held, and the store recovers as record by record. One that records a value result
+    is done in columns, and so is one cancelled while it waited (cancelled at revision 2,
+    no start nor result); the insert's timer push of both skipped."""
     actions = ([("enqueue", "a", 300, {}), ("enqueue", "a", 300, {}),
                 ("enqueue", "a", 300, {}), ("cancel", 2), ("advance", 400),
                 ("finish", 0, "failed"), ("finish", 0, "value")]
-               + [("enqueue", "a", None, {}), ("finish", 0, "nil")] * 2)
+               + [("enqueue", "a", None, {}), ("finish", 0, "nil")] * 2 + [("advance", 2500)])
     frames = tail_frames(5, actions)
     buf, offsets, lengths, types, schemas = columns(frames)
-    taken, _, rows, _, pending, totals, live = walk_both(
+    taken, _, rows, links, pending, totals, live = walk_both(
         (buf, offsets, lengths, types, schemas), 0, len(frames), 1)
     ids = owners(frames)
     delayed = {ids[i] for i in delayed_inserts(frames, buf, offsets, lengths, types)}
     assert taken == len(frames) and len(delayed) == 3 and totals[2] == 2
-    done = [k for k in range(0, len(rows), BASE_JOB)
-            if bytes(buf[rows[k + SNAPSHOT]:rows[k + SNAPSHOT] + 16]) in delayed]
-    assert len(done) == 1 and rows[done[0] + REVISION] == 5  # each step one revision on
-    failed = [k for k in range(0, len(live), _pure_tail.TAIL_LIVE)
-              if ids[live[k + _pure_tail.RECORD]] in delayed]
-    assert len(failed) == 1 and live[failed[0] + _pure_tail.STATE] == _pure_tail.RETRYABLE
-    k = failed[0]
-    assert live[k + _pure_tail.AVAILABILITY_RECORD] not in (live[k + _pure_tail.RECORD],
-                                                            live[k + _pure_tail.START])
-    general = delayed - {bytes(buf[rows[done[0] + SNAPSHOT]:rows[done[0] + SNAPSHOT] + 16]),
-                         ids[live[k + _pure_tail.RECORD]]}
+    done = {rows[k + STATE]: k for k in range(0, len(rows), BASE_JOB)
+            if bytes(buf[rows[k + SNAPSHOT]:rows[k + SNAPSHOT] + 16]) in delayed}
+    assert sorted(done) == [COMPLETED, _pure_tail.CANCELLED]
+    assert rows[done[COMPLETED] + REVISION] == 5  # each step one revision on
+    cancelled = done[_pure_tail.CANCELLED]
+    link = cancelled // BASE_JOB * _pure_tail.TAIL_LINK
+    assert (rows[cancelled + REVISION], rows[cancelled + RESULT_LENGTH],
+            links[link + _pure_tail.STARTED_LENGTH],
+            links[link + _pure_tail.AVAILABILITY_LENGTH]) == (2, 0, 0, 0)
+    general = delayed - {bytes(buf[rows[k + SNAPSHOT]:rows[k + SNAPSHOT] + 16])
+                         for k in done.values()}
     assert len(general) == 1
     assert {i for i in range(len(frames)) if ids[i] in general} <= set(pending[::4])
     assert not general & {ids[i] for i in live[_pure_tail.RECORD::_pure_tail.TAIL_LIVE]}
@@ -1116,10 +1150,9 @@ def test_jobs_left_executing_are_installed_from_the_walk_as_replay_leaves_them()
 @pytest.mark.parametrize("first", ["value", "cancelled"])
 def test_a_walk_that_inserts_a_held_id_is_left_to_the_exact_replay(first) -> None:
     """The first walk stops at an insert of the first job's id (a walk's own table knows
-    it): the first job is then held by the engine, done in columns (a value result) or
-    replayed record by record (cancelled: that walk held nothing), when the next walk takes
-    the job inserted under its id: nothing is installed, and the record-by-record replay
-    refuses that insert."""
+    it): the first job is then held by the engine, done in columns (a value result, or
+    cancelled while it waited), when the next walk takes the job inserted under its id:
+    nothing is installed, and the record-by-record replay refuses that insert."""
     actions = ([("enqueue", "a", None, {}), ("finish", 0, "value")] if first == "value"
                else [("enqueue", "z", None, {}), ("cancel", 0)]) \
         + [("enqueue", "a", None, {}), ("finish", 0, "nil")]
@@ -1139,10 +1172,9 @@ def test_a_walk_that_inserts_a_held_id_is_left_to_the_exact_replay(first) -> Non
         assert outcome(root) == plain
         assert plain[:2] == ("consumer_rejected", "job_already_exists")
         # the first walk takes the first job's records and installs its run holding the
-        # job ((stamp, ready counter) 0, 0), or, holding none, installs nothing and leaves
-        # them to the record-by-record way; a later walk takes the job inserted under its
+        # job ((stamp, ready counter) 0, 0); a later walk takes the job inserted under its
         # id and installs nothing (None)
-        assert calls == ([(0, 0), None] if first == "value" else [None]), calls
+        assert calls == [(0, 0), None], calls
     finally:
         EpochEngine.epoch_install_tail = install
         store_v2._BATCH = saved
@@ -1176,13 +1208,14 @@ def test_held_tail_jobs_read_their_records_from_the_segment_checked() -> None:
 
 
 def test_a_tail_of_general_jobs_is_walked_once(monkeypatch) -> None:
-    """A tail whose every job leaves the common lifecycle (cancelled while waiting) holds
+    """A tail whose every job leaves the common lifecycle (its retry fails again) holds
     nothing: the records its walk took go the record-by-record way (nothing is installed;
     the run's pending replay cost ~10 % more per record), the segment is walked once, not
     again after each record-by-record batch (which made such a tail quadratic: 3x slower
     than record by record at 10,000 jobs), and it recovers the same."""
-    actions = [action for n in range(60) for action in (("enqueue", "z", None, {}),
-                                                         ("cancel", n))]
+    actions = [action for n in range(60) for action in (
+        ("enqueue", "a", None, {}), ("finish", 0, "failed"), ("advance", 2500),
+        ("finish", 0, "failed"))]
     frames = tail_frames(6, actions)
     walks: list = []
     walk = _native.tail_jobs

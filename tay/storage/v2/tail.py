@@ -32,7 +32,7 @@ from typing import Any, Iterator
 
 from tay._native import _pure_base as bj
 from tay._native import _pure_tail as tl
-from tay.storage.events.transitions import JobState
+from tay.storage.events.transitions import STATES, JobState
 from tay.storage.formats.value import DecodeLimits
 from tay.storage.v2.epoch_records import EPOCH_EVENT_PAIR, decode_epoch_event
 from tay.storage.v2.fast import decode_batch
@@ -91,24 +91,35 @@ def _no_entity(revision: int, event: Any) -> None:
 
 
 class TailRow(JobRow):
-    """A completed tail job not built yet: ``snapshot`` is its insert's payload, ``result``
-    its (30,2) result payload, ``records`` its start and finish payloads and a delayed
-    job's availability payload (None when it was available at once; its revision is then
-    5, not 4); ``attempts`` its attempt timeline as replay keeps it."""
+    """A completed or cancelled tail job not built yet: ``snapshot`` is its insert's
+    payload, ``result`` its (30,2) result payload, ``records`` its start and finish (or
+    cancel) payloads and a delayed job's availability payload (None when it was available
+    at once; a completed job's revision is then 5, not 4; a cancelled job has no start nor
+    result, and its availability only when it came before the cancel); ``attempts`` its
+    attempt timeline as replay keeps it."""
 
     __slots__ = ("records", "attempts")
 
     def job_state(self) -> JobState:
         started, finished, available = self.records
-        records = [(self.snapshot, MUTATION_PAIR), (started, MUTATION_PAIR),
-                   (finished, MUTATION_PAIR), (self.result, EPOCH_EVENT_PAIR)]
-        # the finish's expected revision: the result's when the result came first (the
-        # engine's order), the start's when the finish did (stores before 2026-12-04)
-        if int.from_bytes(finished[17:25], "big") == self.revision - 1:
-            records[2:] = records[3], records[2]
+        if started is None:  # cancelled while it waited
+            records = [(self.snapshot, MUTATION_PAIR), (finished, MUTATION_PAIR)]
+        else:
+            records = [(self.snapshot, MUTATION_PAIR), (started, MUTATION_PAIR),
+                       (finished, MUTATION_PAIR), (self.result, EPOCH_EVENT_PAIR)]
+            # the finish's expected revision: the result's when the result came first (the
+            # engine's order), the start's when the finish did (stores before 2026-12-04)
+            if int.from_bytes(finished[17:25], "big") == self.revision - 1:
+                records[2:] = records[3], records[2]
         if available is not None:
             records.insert(1, (available, MUTATION_PAIR))
         return replay_job(records, self.limits)
+
+
+def _attempts(row: Any, started_at: int, started: bool) -> tuple | None:
+    """The attempt timeline replay keeps for a done tail job: its one attempt to its
+    success, or none (None) for a job cancelled while it waited."""
+    return ((1, started_at, row.terminal_at, "completed"),) if started else None
 
 
 def _span(columns: Any, links: Any) -> tuple[int, int]:
@@ -376,7 +387,7 @@ class TailJobs(BaseJobs):
         start = columns[base + bj.SNAPSHOT] - origin
         row.snapshot = data[start:start + columns[base + bj.SNAPSHOT_LENGTH]]
         row.id = row.snapshot[:16]
-        row.state = "completed"
+        row.state = STATES[columns[base + bj.STATE]]  # completed or cancelled
         row.revision = columns[base + bj.REVISION]
         row.terminal_at = columns[base + bj.TERMINAL_AT]
         row.queue = self.text(k, bj.QUEUE, texts)
@@ -384,17 +395,18 @@ class TailJobs(BaseJobs):
         row.definition_length = columns[base + bj.DEFINITION_LENGTH]
         row.args_nodes = columns[base + bj.ARGS_NODES]
         row.result, row.result_bytes = attached(data, columns, base + bj.RESULT, origin)
-        # none: a tail job done in columns succeeded at its first attempt
+        # none: a tail job done in columns succeeded at its first attempt or was cancelled
         row.failure, row.failure_bytes = attached(data, columns, base + bj.FAILURE, origin)
         row.limits = self.limits
+        length = links[link + tl.STARTED_LENGTH]
         start = links[link + tl.STARTED] - origin
-        started = data[start:start + links[link + tl.STARTED_LENGTH]]
+        started = data[start:start + length] if length else None
         start = links[link + tl.FINISHED] - origin
         finished = data[start:start + links[link + tl.FINISHED_LENGTH]]
         start = links[link + tl.AVAILABILITY] - origin
         length = links[link + tl.AVAILABILITY_LENGTH]
         row.records = (started, finished, data[start:start + length] if length else None)
-        row.attempts = ((1, links[link + tl.STARTED_AT], row.terminal_at, "completed"),)
+        row.attempts = _attempts(row, links[link + tl.STARTED_AT], started is not None)
         return row
 
     def job_rows(self, first: int = 0, end: int | None = None,
@@ -432,13 +444,13 @@ class HeldTailJobs(HeldJobs):
         and finish payloads and the attempt timeline replay keeps."""
         row = super().row(k)
         links, link = self.links, k * _TL
-        length = links[link + tl.AVAILABILITY_LENGTH]
-        row.records = (self._payload(links[link + tl.STARTED], links[link + tl.STARTED_LENGTH],
-                                     MUTATION_PAIR),
+        length, started = links[link + tl.AVAILABILITY_LENGTH], links[link + tl.STARTED_LENGTH]
+        row.records = (self._payload(links[link + tl.STARTED], started, MUTATION_PAIR)
+                       if started else None,
                        self._payload(links[link + tl.FINISHED],
                                      links[link + tl.FINISHED_LENGTH], MUTATION_PAIR),
                        self._payload(links[link + tl.AVAILABILITY], length, MUTATION_PAIR)
                        if length else None)
-        row.attempts = ((1, links[link + tl.STARTED_AT], row.terminal_at, "completed"),)
+        row.attempts = _attempts(row, links[link + tl.STARTED_AT], bool(started))
         return row  # type: ignore[return-value]
 
