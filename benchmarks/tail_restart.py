@@ -3,8 +3,8 @@ cost the replay, beside a tail of plain successes.
 
 Usage:
     .venv/bin/python -m benchmarks.tail_restart [--jobs 10000] [--every 10] [--runs 5]
-        [--shapes success,failed,discarded,retried,delayed,delayed-failed,waiting,backlog,
-                  valued,cancelled]
+        [--shapes success,failed,discarded,retried,delayed,delayed-failed,timed-out,waiting,
+                  backlog,valued,cancelled]
         [--base]
 
 Each shape is a tail of ``--jobs`` jobs behind an empty base, written by a Store-v2
@@ -21,6 +21,8 @@ except every ``--every``-th job:
   move and then run to success;
 * ``delayed-failed``: inserted with a 300 ms delay and no retry (``retries=0``), made
   available by the tick after a clock move, then failed by the worker (discarded);
+* ``timed-out``: inserted with a 500 ms timeout and no retry, started, then timed out by
+  the engine's tick after a clock move (discarded, no details);
 * ``waiting``: inserted with an hour's delay, still scheduled at the end of the tail;
 * ``backlog``: inserted for a task no worker runs, still available at the end (with
   ``--every 1``, a tail or base that is all backlog);
@@ -54,8 +56,8 @@ ROOT = Path(__file__).resolve().parents[1]
 if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
-SHAPES = ("success", "failed", "discarded", "retried", "delayed", "delayed-failed", "waiting",
-          "backlog", "valued", "cancelled")
+SHAPES = ("success", "failed", "discarded", "retried", "delayed", "delayed-failed", "timed-out",
+          "waiting", "backlog", "valued", "cancelled")
 
 
 def shape_actions(shape: str, jobs: int, every: int) -> list:
@@ -70,6 +72,8 @@ def shape_actions(shape: str, jobs: int, every: int) -> list:
             actions.append(("enqueue", "a", 300 if shape == "delayed" else 3_600_000, {}))
         elif shape == "delayed-failed" and odd:
             actions.append(("enqueue", "a", 300, {}, 0))
+        elif shape == "timed-out" and odd:  # running at once, timed out by the next tick
+            actions += [("enqueue", "a", None, {}, 0, 500), ("advance", 1000)]
         elif shape in ("backlog", "cancelled") and odd:  # a task no worker runs
             actions.append(("enqueue", "z", None, {}))
             if shape == "cancelled":

@@ -10,7 +10,9 @@
  * revision 4. After the start it also follows a worker failure of that first attempt, left
  * retryable or discarded (max_attempts 1): its (22,2) details at revision 3 and its finish
  * at revision 4 (the engine's order), or the finish at 3 with the details right after it
- * at 4 (a delayed job's one revision later; its retry goes the general way); a retryable
+ * at 4 (a delayed job's one revision later; its retry goes the general way), or a
+ * timeout of that attempt (the engine's finish, outcome timed out, no details) at revision
+ * 3, left retryable or discarded likewise, its retry the general way; a retryable
  * one's row is then set retryable in the live table (hold_failure) and
  * the walk follows its retry: availability, start of attempt 2, its result and success at
  * revisions 5-8, a retried success. Every payload must pass the mutation or event fast
@@ -86,7 +88,7 @@ enum { W_STEP, W_INSERT, W_ELIGIBLE, W_STARTED, W_STARTED_AT, W_FINISHED,
        W_WORKER_LENGTH, W_DEFINITION_LENGTH, W_ARGS_NODES, W_INSERT_INDEX, W_ORDER,
        W_START_STAMP, W_MAX_ATTEMPTS, W_DUE, W_DETAILS, W_FAILURE_BYTES, W_FAILED_STATE,
        W_DELAYED, W_AVAILABLE, W_SHIFT, W_RETRIED, W_FIRST_START, W_FIRST_START_AT,
-       W_FAIL_FINISH, W_FAIL_AT, W_REVISION, W_WIDTH };
+       W_FAIL_FINISH, W_FAIL_AT, W_REVISION, W_TIMED_OUT, W_WIDTH };
 
 /* transitions.retry_window(1): a first attempt's retry is due 1,000 to 1,250 ms after its
  * failure (saturating at TIME_MAX) */
@@ -105,7 +107,9 @@ static int failure_finish(const uint64_t *m, const uint64_t *w, int ordered) {
     uint64_t at = m[TAY_EF_AT], due = m[TAY_EF_F];
     uint64_t low = at > TIME_MAX - FIRST_RETRY_LOW ? TIME_MAX : at + FIRST_RETRY_LOW;
     uint64_t high = at > TIME_MAX - FIRST_RETRY_HIGH ? TIME_MAX : at + FIRST_RETRY_HIGH;
-    if (ordered || m[TAY_EF_C] != 1 || m[TAY_EF_A] != 2 + w[W_SHIFT]
+    /* outcome failed (1), or timed out (2: the engine's own finish, no details) */
+    int outcome_ok = m[TAY_EF_C] == 1 || (m[TAY_EF_C] == 2 && w[W_STEP] == EXECUTING);
+    if (ordered || !outcome_ok || m[TAY_EF_A] != 2 + w[W_SHIFT]
         || m[TAY_EF_EXPECTED] != (w[W_STEP] == DETAILED ? 3u : 2u) + w[W_SHIFT])
         return 0;
     if (m[TAY_EF_B] == 1 && m[TAY_EF_E] == 2 && w[W_MAX_ATTEMPTS] >= 2 && low <= due
@@ -126,10 +130,11 @@ static int waiting_cancel(const uint64_t *m, const uint64_t *w, int ordered) {
 
 /* A worker failure held with its details leaves a retryable job's live row retryable at
  * revision 4 (next attempt 2, due at the retry's time): the table then follows the retry's
- * availability, start and success as it follows a first attempt's. A delayed job's retry
- * is not followed (its row stays executing: the retry goes the general way). */
+ * availability, start and success as it follows a first attempt's. A delayed job's retry,
+ * or a timed-out job's, is not followed (its row stays executing: the retry goes the
+ * general way). */
 static void hold_failure(tay_live_table *table, const uint64_t *w, size_t number) {
-    if (w[W_FAILED_STATE] == TAY_STATE_RETRYABLE && !w[W_DELAYED])
+    if (w[W_FAILED_STATE] == TAY_STATE_RETRYABLE && !w[W_DELAYED] && !w[W_TIMED_OUT])
         tay_live_retryable(table, number, 4, 2, w[W_DUE]);
 }
 
@@ -194,7 +199,13 @@ long tay_tail_jobs(const uint8_t *buf, size_t size, size_t count, const uint64_t
                  * retryable (hold_failure) for the retry */
                 number = found;
                 job = (uint32_t)found + 1;
-                w[W_STEP] = w[W_STEP] == DETAILED ? FAILURE_HELD : FAILED;
+                /* a timeout has no details: held at its finish */
+                w[W_TIMED_OUT] = row[TAY_EF_C] == 2;
+                w[W_STEP] = w[W_STEP] == DETAILED || w[W_TIMED_OUT] ? FAILURE_HELD : FAILED;
+                if (w[W_TIMED_OUT]) {
+                    w[W_DETAILS] = w[W_INSERT_INDEX];
+                    w[W_FAILURE_BYTES] = 0;
+                }
                 w[W_FAILED_STATE] = (uint64_t)failed_state;
                 w[W_FINISHED] = i;
                 w[W_FINISHED_AT] = at;
@@ -204,6 +215,7 @@ long tay_tail_jobs(const uint8_t *buf, size_t size, size_t count, const uint64_t
             } else if (kind == 1 || ((kind == 3 || kind == 4) && w[W_STEP] < GENERAL)
                        || (kind == 2 && (w[W_STEP] == SCHEDULED
                                          || (w[W_STEP] == FAILURE_HELD && !w[W_DELAYED]
+                                             && !w[W_TIMED_OUT]
                                              && w[W_FAILED_STATE] == TAY_STATE_RETRYABLE)))) {
                 int resulted = kind == 4 && w[W_STEP] == RESULTED;
                 /* the live table knows no results: it applies this finish as the finish of
@@ -225,7 +237,7 @@ long tay_tail_jobs(const uint8_t *buf, size_t size, size_t count, const uint64_t
                         n++;
                         w[W_STEP] = ordered ? INSERTED : SCHEDULED;
                         w[W_DELAYED] = w[W_SHIFT] = !ordered;
-                        w[W_RETRIED] = w[W_AVAILABLE] = 0;
+                        w[W_RETRIED] = w[W_AVAILABLE] = w[W_TIMED_OUT] = 0;
                         w[W_INSERT] = offset;
                         w[W_INSERT_INDEX] = i;
                         w[W_ELIGIBLE] = row[TAY_EF_A];

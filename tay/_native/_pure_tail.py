@@ -18,7 +18,9 @@ start of attempt 2, its result and the success at revisions 5-8 (a retried succe
 held as a completed live row). A delayed insert (no order: scheduled, a timer push) is
 followed through its (8,1) availability (its order the allocator's next, a ready push) and
 then the lifecycle above, each step one revision later (the success finish at 5; a
-failure's details and finish at 4 and 5, its retry not followed). An (8,1) cancel of a job
+failure's details and finish at 4 and 5, its retry not followed). A timeout of a first
+attempt (the engine's finish, outcome timed out, no details) is held as a failure is, at
+its finish, its retry not followed. An (8,1) cancel of a job
 waiting at its insert (available or scheduled, revision 1) or at its delayed availability
 (revision 2), with no execution token nor order, makes the job done (``CANCELLED`` at the
 next revision: no start nor result in its columns). Every
@@ -112,7 +114,7 @@ class _Job:
                  "finished_at", "stamp", "result", "result_bytes", "keys", "order", "start_stamp",
                  "max_attempts", "due", "details", "failure_bytes", "failed_state", "delayed",
                  "available", "shift", "retried", "first_start", "first_start_at",
-                 "fail_finish", "fail_at", "revision")
+                 "fail_finish", "fail_at", "revision", "timed_out")
 
 
 def _failure_finish(row: list[int], job: _Job, ordered: bool) -> int:
@@ -124,7 +126,9 @@ def _failure_finish(row: list[int], job: _Job, ordered: bool) -> int:
     (``RETRYABLE``), or, max_attempts 1, disposition discarded (``DISCARDED``; the scan
     checked it has no next attempt nor due time); 0 for any other finish."""
     at, due = row[er.AT], row[er.F]
-    if ordered or row[er.C] != 1 or row[er.A] != 2 + job.shift \
+    # outcome failed (1), or timed out (2: the engine's own finish, no details)
+    outcome_ok = row[er.C] == 1 or (row[er.C] == 2 and job.step == _EXECUTING)
+    if ordered or not outcome_ok or row[er.A] != 2 + job.shift \
             or row[er.EXPECTED] != (3 if job.step == _DETAILED else 2) + job.shift:
         return 0
     if row[er.B] == 1 and row[er.E] == 2 and job.max_attempts >= 2 \
@@ -151,8 +155,9 @@ def _hold_failure(table: Any, job: _Job, number: int) -> None:
     """A worker failure held with its details leaves a retryable job's live row retryable
     at revision 4 (next attempt 2, due at the retry's time): the table then follows the
     retry's availability, start and success as it follows a first attempt's. A delayed
-    job's retry is not followed (its row stays executing: the retry goes the general way)."""
-    if job.failed_state == RETRYABLE and not job.delayed:
+    job's retry, or a timed-out job's, is not followed (its row stays executing: the retry
+    goes the general way)."""
+    if job.failed_state == RETRYABLE and not job.delayed and not job.timed_out:
         table.retryable(number, 4, 2, job.due)
 
 
@@ -217,7 +222,11 @@ def tail_jobs(buf: Any, offsets: Sequence[int], lengths: Sequence[int], types: S
                 # until the failure is held whole (finish and details), then it is set
                 # retryable (_hold_failure) for the retry
                 number = found
-                job.step = _FAILURE_HELD if job.step == _DETAILED else _FAILED
+                # a timeout has no details: held at its finish
+                job.timed_out = int(row[er.C] == 2)
+                job.step = _FAILURE_HELD if job.step == _DETAILED or job.timed_out else _FAILED
+                if job.timed_out:
+                    job.details, job.failure_bytes = job.insert, 0
                 job.failed_state = failed_state
                 job.finished, job.finished_at, job.stamp = i, at, stamps + 1
                 job.due = row[er.F] if failed_state == RETRYABLE else 0
@@ -225,7 +234,7 @@ def tail_jobs(buf: Any, offsets: Sequence[int], lengths: Sequence[int], types: S
                     _hold_failure(table, job, found)
             elif kind == 1 or (kind in (3, 4) and job.step < _GENERAL) \
                     or (kind == 2 and (job.step == _SCHEDULED or (
-                        job.step == _FAILURE_HELD and not job.delayed
+                        job.step == _FAILURE_HELD and not job.delayed and not job.timed_out
                         and job.failed_state == RETRYABLE))):
                 resulted = kind == 4 and job.step == _RESULTED
                 if resulted:  # the live table knows no results: it applies this finish as
@@ -241,7 +250,7 @@ def tail_jobs(buf: Any, offsets: Sequence[int], lengths: Sequence[int], types: S
                     numbered.append(job)
                     job.step = _INSERTED if ordered else _SCHEDULED
                     job.delayed = job.shift = int(not ordered)
-                    job.retried = job.available = 0
+                    job.retried = job.available = job.timed_out = 0
                     job.insert, job.eligible_at = i, row[er.A]
                     job.keys = [offset + row[er.QUEUE], row[er.QUEUE_LENGTH],
                                 offset + row[er.WORKER], row[er.WORKER_LENGTH],

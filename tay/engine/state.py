@@ -36,8 +36,7 @@ from tay.storage import events as ev
 from tay.storage.events.definition import TIMEOUT_MS, LazyDefinition, args_json
 from tay.storage.journal.history_budget import HistoryBudget, frame_size
 from tay.storage.v2.rows import BaseJobs, BaseLiveRow, JobRow
-from tay.storage.v2.tail import (DelayedFailedRow, ExecutingRow, FailedRow, LiveRow, RetriedRow,
-                                 TailJobs)
+from tay.storage.v2.tail import ExecutingRow, FailedRow, LiveRow, RetriedRow, TailJobs
 from tay._native import _pure_base as bj
 from tay.storage.events.transitions import (
     STATES, JobState, apply, expected_finish, retry_due_range,
@@ -444,8 +443,8 @@ class EngineState:
         gets what its insert and start give it: the start's stamp, no ready key, its
         attempt's start in the timeline, a durable execution (which ``finish_recovery``
         settles). A job left retryable or discarded by a worker failure (``FailedRow``, kept
-        as its row) gets what its four records give it (``_install_failed``; a delayed
-        job's five, ``DelayedFailedRow``), as does one
+        as its row, or a timeout) gets what its records give it (``_install_failed``), as
+        does one
         whose retry then succeeded (``RetriedRow``, its eight records), and one left
         scheduled at its delayed insert (``ScheduledRow``) what that insert gives it:
         counted scheduled, its timer entry instead of a ready key. A live base job
@@ -457,7 +456,7 @@ class EngineState:
         if kind is ExecutingRow:
             self._install_executing(row, charge)
             return
-        if kind is FailedRow or kind is RetriedRow or kind is DelayedFailedRow:
+        if kind is FailedRow or kind is RetriedRow:
             self._install_failed(row, charge)
             return
         # a job waiting at its insert (or snapshot): available (a ready key and push) or

@@ -16,12 +16,12 @@ def test_each_shape_recovers_all_its_jobs_and_reports_both_ways(capsys) -> None:
         [cell.strip() for cell in line.strip("|").split("|")] for line in lines[3:])}
     assert list(rows) == list(tail_restart.SHAPES)
     # records: four per job, eight per retried job, five per delayed one (succeeded or
-    # failed), one per waiting or backlog one, two per cancelled one
+    # failed), three per timed-out one, one per waiting or backlog one, two per cancelled one
     assert [rows[shape][0] for shape in rows] == ["160", "160", "160", "200", "170", "170",
-                                                  "130", "130", "160", "140"]
+                                                  "150", "130", "130", "160", "140"]
     # held unbuilt: every job (a retried success as a completed row, a delayed failure as
     # its discarded row, a cancelled one in columns)
-    assert [rows[shape][1] for shape in rows] == ["40"] * 10
+    assert [rows[shape][1] for shape in rows] == ["40"] * 11
     for shape, (_, _, columnar, exact, added) in rows.items():
         assert float(columnar) > 0 and float(exact) > 0
         assert (added == "-") == (shape == "success")
@@ -36,7 +36,7 @@ def test_from_the_base_each_shape_holds_its_finished_jobs_in_columns(capsys) -> 
     # held in columns: the finished jobs (a discarded job's or a retried success's with its
     # failure's details, a cancelled one); as rows the live ones (scheduled, available, and
     # retryable with their failure's details)
-    assert [rows[shape][1] for shape in rows] == ["40"] * 10
+    assert [rows[shape][1] for shape in rows] == ["40"] * 11
 
 
 @pytest.mark.parametrize("shape", tail_restart.SHAPES)

@@ -74,14 +74,15 @@ WALK_ACTIONS = st.lists(st.one_of(
 
 # delayed jobs and retries among the common lifecycle: most delayed jobs come due (an
 # advance past their delay) and run to a nil success or a failure (retryable, or discarded
-# without retries), some wait (a minute); failed jobs'
+# without retries), some wait (a minute), some time out (500 ms); failed jobs'
 # retries come due after the longer advance and mostly succeed; some fail again, record a
 # value or are cancelled. Drawn from a seeded random.Random (hypothesis draws the seed and
 # the length): hypothesis's own lists seldom reach a retry that succeeds
 LATER_CHOICES = [
     ("enqueue", "a", None, {}), ("enqueue", "a", None, {}), ("enqueue", "a", None, {}, 0),
     ("enqueue", "a", 300, {}), ("enqueue", "a", 300, {}), ("enqueue", "a", 60_000, {}),
-    ("enqueue", "a", 300, {}, 0),
+    ("enqueue", "a", 300, {}, 0), ("enqueue", "a", None, {}, 1, 500),
+    ("enqueue", "a", 300, {}, 0, 500),
     ("finish", 0, "nil"), ("finish", 0, "nil"), ("finish", 0, "nil"), ("finish", 1, "nil"),
     ("finish", 0, "failed"), ("finish", 1, "failed"), ("finish", 0, "value"),
     ("advance", 400), ("advance", 2500), ("cancel", 0), ("cancel", 5)]
@@ -116,8 +117,10 @@ def tail_driver(seed: int, actions: list):
                       key=lambda r: r.reservation_id)
         if action[0] == "enqueue":
             retries = action[4] if len(action) > 4 else 1
-            out = driver.run(c.Enqueue("p", f"e{n}", action[1], dict(action[3]),
-                                       {"delay_ms": action[2], "retries": retries}))
+            options = {"delay_ms": action[2], "retries": retries}
+            if len(action) > 5:  # a timeout (ms): the engine's tick times the job out
+                options["timeout_ms"] = action[5]
+            out = driver.run(c.Enqueue("p", f"e{n}", action[1], dict(action[3]), options))
             job_ids += [e.fields["job_id"] for e in out.effects
                         if type(e).__name__ == "Reply" and e.type == "enqueued"]
         elif action[0] in ("start", "finish") and live:
@@ -231,7 +234,7 @@ def walk_both(columns_: tuple, start: int, stop: int, next_order: int) -> tuple:
 
 
 @settings(max_examples=80, deadline=None, suppress_health_check=[HealthCheck.too_slow])
-@given(st.integers(0, 2**32), st.one_of(ACTIONS, WALK_ACTIONS), DAMAGE,
+@given(st.integers(0, 2**32), st.one_of(ACTIONS, WALK_ACTIONS, DELAYED_ACTIONS), DAMAGE,
        st.one_of(st.just(0), st.integers(0, 40)), st.integers(0, 3), OLDER)
 def test_the_native_walk_equals_its_twin(seed, actions, damage, start, order, old) -> None:
     frames = tail_frames(seed, actions)
@@ -281,7 +284,9 @@ def test_the_native_walk_equals_its_twin(seed, actions, damage, start, order, ol
                 spans = {slot: live[k + slot] for slot in (
                     _pure_tail.FINISH, _pure_tail.DETAILS, _pure_tail.RETRY,
                     _pure_tail.RESTART, _pure_tail.RESULT, _pure_tail.COMPLETE)}
-                assert set(spans.values()) <= set(pending[::4]) and ids.count(job_id) == 8
+                # (ids: the first 16 bytes of each pending payload, a job's id in its
+                # mutations: six of its eight records)
+                assert set(spans.values()) <= set(pending[::4]) and ids.count(job_id) == 6
                 assert started < min(spans[_pure_tail.FINISH], spans[_pure_tail.DETAILS])
                 assert max(spans[_pure_tail.FINISH], spans[_pure_tail.DETAILS]) \
                     < spans[_pure_tail.RETRY] < spans[_pure_tail.RESTART] \
@@ -291,13 +296,25 @@ def test_the_native_walk_equals_its_twin(seed, actions, damage, start, order, ol
                     _pure_tail.COMPLETE)] == [4, 2, 3, 4]
                 continue
             # a retryable or discarded row: its other records pending are the failure's
-            # finish and its details, the details before the finish or right after it
+            # finish and its details, the details before the finish or right after it (a
+            # timeout's finish alone: DETAILS its insert's index), and a delayed job's
+            # availability between its insert and start
             assert live[k + _pure_tail.STATE] in (_pure_tail.RETRYABLE, _pure_tail.DISCARDED)
-            assert sum(types[i] == 8 for i, one in zip(pending[::4], ids) if one == job_id) == 3
             finish, details = live[k + _pure_tail.FINISH], live[k + _pure_tail.DETAILS]
-            assert {finish, details} <= set(pending[::4]) and started < min(finish, details)
+            available = live[k + _pure_tail.AVAILABILITY_RECORD]
+            delayed, timed_out = available != record, details == record
+            assert sum(types[i] == 8 for i, one in zip(pending[::4], ids)
+                       if one == job_id) == 3 + delayed
+            assert finish in pending[::4] and started < finish
             at = offsets[finish] + FRAME_HEADER
             assert (types[finish], bytes(buf[at:at + 16]), buf[at + 16]) == (8, job_id, 4)
+            if delayed:
+                assert record < available < started and available in pending[::4]
+                assert buf[offsets[available] + FRAME_HEADER + 16] == 2
+            if timed_out:
+                assert live[k + _pure_tail.FAILURE_BYTES] == 0
+                continue
+            assert details in pending[::4] and started < details
             assert (types[details], buf[offsets[details] + FRAME_HEADER]) == (30, 22)
             assert details < finish or details == finish + 1
             assert live[k + _pure_tail.FAILURE_BYTES] > 64
@@ -890,7 +907,7 @@ def delayed_failures(retries: int, due: bool = False) -> list:
 def test_delayed_failed_jobs_are_held_as_rows_as_replay_leaves_them(retries, old,
                                                                        batch) -> None:
     """A delayed job a worker failure of its first attempt left retryable or discarded is
-    held as its row (``DelayedFailedRow``, revision 5: insert, availability, start, the
+    held as its row (``FailedRow``, revision 5: insert, availability, start, the
     finish and its details, either way round): counted in its state, the finish's stamp,
     the details' margin, the failed attempt in the timeline, the live timer entries replay
     leaves (its insert's stale one skipped in the tiebreak); reading one builds its
@@ -901,7 +918,7 @@ def test_delayed_failed_jobs_are_held_as_rows_as_replay_leaves_them(retries, old
     state = "retryable" if retries else "discarded"
     with tail_store(frames, batch) as root, installs_seen() as installed:
         engine, plain = both_recovered(root)
-        assert installed.count("DelayedFailedRow") == 3
+        assert installed.count("FailedRow") == 3
         held = {job_id: entry for job_id, entry in engine.jobs.items()
                 if type(entry) is LazyJobEntry and peek(entry).state == state}
         assert len(held) == 3
@@ -925,7 +942,55 @@ def test_delayed_failed_jobs_are_held_as_rows_as_replay_leaves_them(retries, old
     due = tail_frames(13, delayed_failures(retries, due=True))
     with tail_store(due, batch) as root, installs_seen() as installed:
         both_recovered(root)
-        assert installed.count("DelayedFailedRow") == (0 if retries else 3)
+        assert installed.count("FailedRow") == (0 if retries else 3)
+    assert recovers_the_same_from(due, batch) is not None
+
+
+def timeouts(retries: int, due: bool = False) -> list:
+    """A job and a delayed job (a worker of capacity 3) whose first attempt the engine
+    times out (500 ms), left retryable (``retries`` 1) or discarded (0), beside a nil
+    success; then, with ``due``, their retries come due (the general way)."""
+    return ([("enqueue", "a", None, {}), ("finish", 0, "nil"),
+             ("enqueue", "a", None, {}, retries, 500), ("enqueue", "a", 300, {}, retries, 500),
+             ("advance", 400), ("advance", 1000)] + ([("advance", 2500)] if due else []))
+
+
+@pytest.mark.parametrize("retries", [1, 0])
+@pytest.mark.parametrize("batch", [1, 256])
+def test_timed_out_jobs_are_held_as_rows_as_replay_leaves_them(retries, batch) -> None:
+    """A job whose first attempt the engine timed out (its finish: outcome timed out, a
+    timeout diagnostic, no details) is held as its row, retryable or discarded at revision
+    3 (4 when delayed: its availability among its records): counted in its state, the
+    finish's stamp, no margin, the timed-out attempt in the timeline, the live timer
+    entries replay leaves; reading one builds its JobState. Its retry goes the general
+    way, and every prefix recovers as record by record."""
+    frames = tail_frames(15, timeouts(retries))
+    state = "retryable" if retries else "discarded"
+    with tail_store(frames, batch) as root, installs_seen() as installed:
+        engine, plain = both_recovered(root)
+        assert installed.count("FailedRow") == 2
+        held = {job_id: entry for job_id, entry in engine.jobs.items()
+                if type(entry) is LazyJobEntry and peek(entry).state == state}
+        assert sorted(peek(entry).revision for entry in held.values()) == [3, 4]
+        assert [entry.attempts[0][3] for entry in held.values()] == [
+            "timed_out" if retries else "discarded"] * 2
+        assert bookkeeping(engine) == bookkeeping(plain)
+        assert live_timers(engine) == live_timers(plain)
+        rows = held_rows_read_alike(engine, plain, held)
+        for job_id in rows:
+            job = held[job_id].state
+            assert (job.failure, job.diagnostic["code"]) == (None, 5)
+        ticks = [one.tick(T0 + 60_000, M0 + 60_000) for one in (engine, plain)]
+        assert [(n, bytes(e.raw)) for n, e in ticks[0].events] == [
+            (n, bytes(e.raw)) for n, e in ticks[1].events]
+        assert len(ticks[0].events) == (2 if retries else 0)
+    for cut in range(1, len(frames)):
+        assert recovers_the_same_from(frames[:cut], batch) is not None
+    assert recovers_the_same_from(frames, batch) is not None
+    due = tail_frames(15, timeouts(retries, due=True))
+    with tail_store(due, batch) as root, installs_seen() as installed:
+        both_recovered(root)
+        assert installed.count("FailedRow") == (0 if retries else 2)
     assert recovers_the_same_from(due, batch) is not None
 
 

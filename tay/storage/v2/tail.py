@@ -163,35 +163,25 @@ class ScheduledRow(LiveRow):
 
 
 class FailedRow:
-    """A tail job a worker failure of its first attempt left retryable or discarded, not
-    built yet: the attributes named like ``JobState``'s hold the same values (``revision``
-    4: insert, start, the finish and the details, either way round); ``records`` its four
-    (payload, pair) in the tail's order; the engine installs it as replay does at its last
-    record, with ``stamp`` the finish's admin-index stamp, ``failure_bytes`` the details'
-    charge, ``attempts`` the timeline replay keeps and ``timers`` the timer entries replay
-    pushes for a retryable job (the finish's, and the details' when they came after it)."""
+    """A tail job a worker failure or a timeout of its first attempt left retryable or
+    discarded, not built yet: the attributes named like ``JobState``'s hold the same values
+    (``revision`` 4: insert, start, the finish and the details, either way round; 3 for a
+    timeout, which has no details; a delayed job's one more, its availability among its
+    records); ``records`` its (payload, pair) in the tail's order; the engine installs it
+    as replay does at its last record, with ``stamp`` the finish's admin-index stamp,
+    ``failure_bytes`` the details' charge, ``attempts`` the timeline replay keeps and
+    ``timers`` the timer entries replay pushes for a retryable job (the finish's, and the
+    details' when they came after it)."""
 
-    __slots__ = ("id", "state", "terminal", "terminal_at", "eligible_at", "queue", "task",
-                 "definition_length", "args_nodes", "records", "stamp", "failure_bytes",
-                 "attempts", "timers", "limits")
+    __slots__ = ("id", "state", "revision", "terminal", "terminal_at", "eligible_at", "queue",
+                 "task", "definition_length", "args_nodes", "records", "stamp",
+                 "failure_bytes", "attempts", "timers", "limits")
 
-    revision = 4
     ready_order = None
     result_present = False
 
     def job_state(self) -> JobState:
         return replay_job(list(self.records), self.limits)
-
-
-class DelayedFailedRow(FailedRow):
-    """A delayed job whose first attempt a worker failure left retryable or discarded
-    (revision 5: its insert, availability, start, the finish and the details): ``records``
-    its five (payload, pair), and ``timers`` each one revision later than a
-    ``FailedRow``'s (its insert's timer push, stale by its availability, is not made)."""
-
-    __slots__ = ()
-
-    revision = 5
 
 
 class RetriedRow(FailedRow):
@@ -254,17 +244,22 @@ def retried_row(data: Any, offsets: Any, lengths: Any, live: Any, k: int,
 def failed_row(data: Any, offsets: Any, lengths: Any, live: Any, k: int,
                limits: DecodeLimits, texts: dict[bytes, str], stamp: int) -> FailedRow:
     """The walk's retryable or discarded row at ``live[k:k + TAIL_LIVE]`` (offsets absolute
-    in ``data``, Record v1: payload at +24), with copies of its four payloads (five: a
-    delayed job's, its availability's too); ``stamp``: the stamp the walk started from."""
+    in ``data``, Record v1: payload at +24), with copies of its payloads: insert, start,
+    finish and details (a timeout has none: DETAILS is its insert's index), and a delayed
+    job's availability (AVAILABILITY_RECORD, else its insert's index); ``stamp``: the stamp
+    the walk started from."""
     insert, finish, details = live[k + tl.RECORD], live[k + tl.FINISH], live[k + tl.DETAILS]
     available = live[k + tl.AVAILABILITY_RECORD]
+    timed_out = details == insert
     spans = [(insert, MUTATION_PAIR), (live[k + tl.START], MUTATION_PAIR),
-             (finish, MUTATION_PAIR), (details, EPOCH_EVENT_PAIR)]
+             (finish, MUTATION_PAIR)]
+    if not timed_out:
+        spans.append((details, EPOCH_EVENT_PAIR))
     if available != insert:
         spans.append((available, MUTATION_PAIR))
     records = _copies(data, offsets, lengths, sorted(spans))
-    kind = FailedRow if available == insert else DelayedFailedRow
-    row = kind.__new__(kind)
+    row = FailedRow.__new__(FailedRow)
+    row.revision = last = len(records)  # one revision per record
     row.records = records
     discarded = live[k + tl.STATE] == tl.DISCARDED
     finished_at = live[k + tl.FINISH_AT]
@@ -277,12 +272,12 @@ def failed_row(data: Any, offsets: Any, lengths: Any, live: Any, k: int,
     _take_keys(row, data, live, k, texts)
     row.stamp = stamp + live[k + tl.FINISH_STAMP]
     row.failure_bytes = live[k + tl.FAILURE_BYTES]
-    outcome = "discarded" if discarded else "failed"  # tay.engine.state.finish_outcome
+    # tay.engine.state.finish_outcome
+    outcome = "discarded" if discarded else "timed_out" if timed_out else "failed"
     row.attempts = ((1, live[k + tl.START_AT], finished_at, outcome),)
     # every install of a job waiting for time pushes its timer: the finish's at revision 3
-    # when the details follow it (at revision 4), else the finish's alone at revision 4 (a
-    # delayed job's one later)
-    last = kind.revision
+    # when the details follow it (at revision 4), else the finish's alone at the last
+    # revision (a timeout's, a delayed job's)
     if discarded:
         row.timers = ()
     elif finish < details:
