@@ -118,7 +118,7 @@ OWN_PARSERS = frozenset({
     "tay.worker", "benchmarks.peers.run_peers", "benchmarks.sdk_compare", "benchmarks.sdk_path",
     "benchmarks.server_path", "benchmarks.engine_path", "benchmarks.engine_calls",
     "benchmarks.restart", "benchmarks.backlog_store", "benchmarks.compaction",
-    "benchmarks.soak_online", "benchmarks.tail_restart",
+    "benchmarks.soak_online", "benchmarks.tail_restart", "benchmarks.retained_state",
 })
 
 
