@@ -74,14 +74,10 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
-    args = parser.parse_args(argv)
-    shapes = args.shapes.split(",")
-    unknown = [shape for shape in shapes if shape not in SHAPES]
-    if unknown or args.jobs < 1 or args.runs < 1:
-        parser.error(f"--shapes from {', '.join(SHAPES)}; --jobs >= 1, --runs >= 1"
-                     + (f" (unknown: {', '.join(unknown)})" if unknown else ""))
-    from benchmarks.tail_restart import shape_actions
+    from benchmarks.tail_restart import checked_args, shape_actions
+
+    args = checked_args(build_parser(), argv, SHAPES, ("jobs", "runs"))
+    shapes = args.shapes
     from tests.engine.test_lazy_rows import recovered
     from tests.engine.test_tail_columns import journal_frames, tail_driver
     from tests.storage.conftest import scratch_path

@@ -141,14 +141,23 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
-def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+def checked_args(parser: argparse.ArgumentParser, argv: list[str] | None,
+                 known: tuple[str, ...], positive: tuple[str, ...]) -> argparse.Namespace:
+    """``parser``'s arguments, ``--shapes`` split into a list; a shape not in ``known``, or
+    a ``positive`` flag below 1, is refused as argparse refuses a bad flag."""
     args = parser.parse_args(argv)
-    shapes = args.shapes.split(",")
-    unknown = [shape for shape in shapes if shape not in SHAPES]
-    if unknown or args.jobs < 1 or args.every < 1 or args.runs < 1:
-        parser.error(f"--shapes from {', '.join(SHAPES)}; --jobs >= 1, --every >= 1, "
-                     f"--runs >= 1" + (f" (unknown: {', '.join(unknown)})" if unknown else ""))
+    args.shapes = args.shapes.split(",")
+    unknown = [shape for shape in args.shapes if shape not in known]
+    if unknown or any(getattr(args, name) < 1 for name in positive):
+        parser.error(f"--shapes from {', '.join(known)}; "
+                     + ", ".join(f"--{name} >= 1" for name in positive)
+                     + (f" (unknown: {', '.join(unknown)})" if unknown else ""))
+    return args
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = checked_args(build_parser(), argv, SHAPES, ("jobs", "every", "runs"))
+    shapes = args.shapes
     from tests.engine.test_tail_columns import tail_frames
 
     print(f"{args.jobs:,} jobs, one in {args.every} odd, least CPU of {args.runs} runs"

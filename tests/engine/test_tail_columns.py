@@ -855,6 +855,44 @@ def live_timers(engine) -> tuple[list, int]:
     return sorted(item for item in heap._heap if engine._timer_live(item)), heap._counter
 
 
+def held_in(engine, state: str) -> dict:
+    """The jobs ``engine`` holds as rows not built yet, in ``state``."""
+    return {job_id: entry for job_id, entry in engine.jobs.items()
+            if type(entry) is LazyJobEntry and peek(entry).state == state}
+
+
+def rows_held_alike(engine, plain, installed: list, kind: str, state: str,
+                    count: int) -> tuple[dict, dict]:
+    """``count`` jobs installed as ``kind`` rows (``installs_seen``) and still held so in
+    ``state``; ``engine``'s bookkeeping and live timer entries are ``plain``'s (recovered
+    record by record), and the rows read alike (``held_rows_read_alike``). Returns the
+    held entries and their rows."""
+    assert installed.count(kind) == count
+    held = held_in(engine, state)
+    assert len(held) == count
+    assert bookkeeping(engine) == bookkeeping(plain)
+    assert live_timers(engine) == live_timers(plain)
+    return held, held_rows_read_alike(engine, plain, held)
+
+
+def retries_come_due_alike(engine, plain) -> int:
+    """A tick a minute on makes the same jobs available the same way in both engines;
+    returns how many events it wrote."""
+    ticks = [one.tick(T0 + 60_000, M0 + 60_000) for one in (engine, plain)]
+    assert [(n, bytes(e.raw)) for n, e in ticks[0].events] == [
+        (n, bytes(e.raw)) for n, e in ticks[1].events]
+    return len(ticks[0].events)
+
+
+def recovers_the_same_once_due(frames: list, batch: int, failed_rows: int) -> None:
+    """``frames``, where retries came due (a retry the walk does not follow goes the general
+    way), recovers as record by record with ``failed_rows`` jobs held as ``FailedRow``s."""
+    with tail_store(frames, batch) as root, installs_seen() as installed:
+        both_recovered(root)
+        assert installed.count("FailedRow") == failed_rows
+    assert recovers_the_same_from(frames, batch) is not None
+
+
 @pytest.mark.parametrize("state", ["retryable", "discarded"])
 @pytest.mark.parametrize("old", [0, -1, 0b010])
 @pytest.mark.parametrize("batch", [1, 256])
@@ -871,8 +909,7 @@ def test_failed_jobs_are_held_as_rows_as_replay_leaves_them(state, old, batch) -
     with tail_store(frames, batch) as root, installs_seen() as installed:
         engine, plain = both_recovered(root)
         assert installed.count("FailedRow") == 3
-        held = {job_id: entry for job_id, entry in engine.jobs.items()
-                if type(entry) is LazyJobEntry and peek(entry).state == state}
+        held = held_in(engine, state)
         assert len(held) == 3
         assert bookkeeping(engine) == bookkeeping(plain)
         assert timers(engine) == timers(plain)
@@ -881,11 +918,7 @@ def test_failed_jobs_are_held_as_rows_as_replay_leaves_them(state, old, batch) -
         assert all(type(entry) is JobEntry for entry in held.values())
         assert all(entry.state.failure == {"type": "E", "message": "no"}
                    for entry in held.values())
-        # the retries come due: both engines make the same jobs available the same way
-        ticks = [one.tick(T0 + 60_000, M0 + 60_000) for one in (engine, plain)]
-        assert [(n, bytes(e.raw)) for n, e in ticks[0].events] == [
-            (n, bytes(e.raw)) for n, e in ticks[1].events]
-        assert len(ticks[0].events) == (3 if state == "retryable" else 0)
+        assert retries_come_due_alike(engine, plain) == (3 if state == "retryable" else 0)
         assert bookkeeping(engine) == bookkeeping(plain)
 
 
@@ -918,32 +951,19 @@ def test_delayed_failed_jobs_are_held_as_rows_as_replay_leaves_them(retries, old
     state = "retryable" if retries else "discarded"
     with tail_store(frames, batch) as root, installs_seen() as installed:
         engine, plain = both_recovered(root)
-        assert installed.count("FailedRow") == 3
-        held = {job_id: entry for job_id, entry in engine.jobs.items()
-                if type(entry) is LazyJobEntry and peek(entry).state == state}
-        assert len(held) == 3
-        assert bookkeeping(engine) == bookkeeping(plain)
-        assert live_timers(engine) == live_timers(plain)
-        rows = held_rows_read_alike(engine, plain, held)
+        held, rows = rows_held_alike(engine, plain, installed, "FailedRow", state, 3)
         for job_id in rows:
             job = held[job_id].state
             assert (job.revision, job.attempt, job.failure) == (
                 5, 1, {"type": "E", "message": "no"})
-        # the retries come due: both engines make the same jobs available the same way
-        ticks = [one.tick(T0 + 60_000, M0 + 60_000) for one in (engine, plain)]
-        assert [(n, bytes(e.raw)) for n, e in ticks[0].events] == [
-            (n, bytes(e.raw)) for n, e in ticks[1].events]
-        assert len(ticks[0].events) == (3 if retries else 0)
+        assert retries_come_due_alike(engine, plain) == (3 if retries else 0)
     ids = owners(frames)
     first = next(iter(rows))
     for cut in [i + 1 for i in range(len(frames)) if ids[i] == first]:
         assert recovers_the_same_from(frames[:cut], batch) is not None
     assert recovers_the_same_from(frames, batch) is not None
-    due = tail_frames(13, delayed_failures(retries, due=True))
-    with tail_store(due, batch) as root, installs_seen() as installed:
-        both_recovered(root)
-        assert installed.count("FailedRow") == (0 if retries else 3)
-    assert recovers_the_same_from(due, batch) is not None
+    recovers_the_same_once_due(tail_frames(13, delayed_failures(retries, due=True)), batch,
+                               0 if retries else 3)
 
 
 def timeouts(retries: int, due: bool = False) -> list:
@@ -968,30 +988,20 @@ def test_timed_out_jobs_are_held_as_rows_as_replay_leaves_them(retries, batch) -
     state = "retryable" if retries else "discarded"
     with tail_store(frames, batch) as root, installs_seen() as installed:
         engine, plain = both_recovered(root)
-        assert installed.count("FailedRow") == 2
-        held = {job_id: entry for job_id, entry in engine.jobs.items()
-                if type(entry) is LazyJobEntry and peek(entry).state == state}
+        held = held_in(engine, state)
         assert sorted(peek(entry).revision for entry in held.values()) == [3, 4]
         assert [entry.attempts[0][3] for entry in held.values()] == [
             "timed_out" if retries else "discarded"] * 2
-        assert bookkeeping(engine) == bookkeeping(plain)
-        assert live_timers(engine) == live_timers(plain)
-        rows = held_rows_read_alike(engine, plain, held)
+        held, rows = rows_held_alike(engine, plain, installed, "FailedRow", state, 2)
         for job_id in rows:
             job = held[job_id].state
             assert (job.failure, job.diagnostic["code"]) == (None, 5)
-        ticks = [one.tick(T0 + 60_000, M0 + 60_000) for one in (engine, plain)]
-        assert [(n, bytes(e.raw)) for n, e in ticks[0].events] == [
-            (n, bytes(e.raw)) for n, e in ticks[1].events]
-        assert len(ticks[0].events) == (2 if retries else 0)
+        assert retries_come_due_alike(engine, plain) == (2 if retries else 0)
     for cut in range(1, len(frames)):
         assert recovers_the_same_from(frames[:cut], batch) is not None
     assert recovers_the_same_from(frames, batch) is not None
-    due = tail_frames(15, timeouts(retries, due=True))
-    with tail_store(due, batch) as root, installs_seen() as installed:
-        both_recovered(root)
-        assert installed.count("FailedRow") == (0 if retries else 2)
-    assert recovers_the_same_from(due, batch) is not None
+    recovers_the_same_once_due(tail_frames(15, timeouts(retries, due=True)), batch,
+                               0 if retries else 2)
 
 
 # jobs whose first attempt fails and whose retry succeeds (a worker of capacity 3), among
@@ -1018,13 +1028,7 @@ def test_a_retried_success_is_held_as_a_completed_row(old, batch) -> None:
     frames = finish_first(frames, old) if old else frames
     with tail_store(frames, batch) as root, installs_seen() as installed:
         engine, plain = both_recovered(root)
-        assert installed.count("RetriedRow") == 2
-        held = {job_id: entry for job_id, entry in engine.jobs.items()
-                if type(entry) is LazyJobEntry and peek(entry).state == "completed"}
-        assert len(held) == 2
-        assert bookkeeping(engine) == bookkeeping(plain)
-        assert live_timers(engine) == live_timers(plain)
-        rows = held_rows_read_alike(engine, plain, held)
+        held, rows = rows_held_alike(engine, plain, installed, "RetriedRow", "completed", 2)
         for job_id in rows:
             job = held[job_id].state
             assert (job.revision, job.attempt, job.failure) == (

@@ -275,9 +275,9 @@ def failed_row(data: Any, offsets: Any, lengths: Any, live: Any, k: int,
     # tay.engine.state.finish_outcome
     outcome = "discarded" if discarded else "timed_out" if timed_out else "failed"
     row.attempts = ((1, live[k + tl.START_AT], finished_at, outcome),)
-    # every install of a job waiting for time pushes its timer: the finish's at revision 3
-    # when the details follow it (at revision 4), else the finish's alone at the last
-    # revision (a timeout's, a delayed job's)
+    # every install of a job waiting for time pushes its timer: the finish's at the
+    # revision before the last when the details follow it (at the last), else the finish's
+    # alone at the last (a timeout's: no details)
     if discarded:
         row.timers = ()
     elif finish < details:
