@@ -128,6 +128,19 @@ static int waiting_cancel(const uint64_t *m, const uint64_t *w, int ordered) {
     return w[W_STEP] == INSERTED && m[TAY_EF_EXPECTED] == (w[W_DELAYED] ? 2u : 1u);
 }
 
+/* Whether the job is done in columns: completed at its first attempt (a retried success
+ * is a live row), or cancelled while it waited. */
+static int in_columns(const uint64_t *w) {
+    return (w[W_STEP] == DONE && !w[W_RETRIED]) || w[W_STEP] == CANCELLED;
+}
+
+/* Whether the job is held (in columns or as a failed row) past its delayed insert: replay
+ * pushed the insert's timer, stale by then, and the holder does not, so the tiebreak
+ * skips it. */
+static int skips_insert_timer(const uint64_t *w) {
+    return w[W_DELAYED] && (in_columns(w) || w[W_STEP] == FAILURE_HELD);
+}
+
 /* A worker failure held with its details leaves a retryable job's live row retryable at
  * revision 4 (next attempt 2, due at the retry's time): the table then follows the retry's
  * availability, start and success as it follows a first attempt's. A delayed job's retry,
@@ -348,9 +361,8 @@ long tay_tail_jobs(const uint8_t *buf, size_t size, size_t count, const uint64_t
     size_t done = 0, waiting = 0;
     for (size_t f = 0; f < finishes; f++) {
         const uint64_t *w = work + (size_t)(finish_order[f] - 1) * W_WIDTH;
+        if (!in_columns(w)) continue;
         int cancelled = w[W_STEP] == CANCELLED;
-        /* a retry's success: a live row */
-        if ((w[W_STEP] != DONE || w[W_RETRIED]) && !cancelled) continue;
         uint64_t *out = jobs + done * TAY_BASE_JOB, *link = links + done * TAY_TAIL_LINK;
         size_t started = w[W_STARTED], finished = w[W_FINISHED], result = w[W_RESULT];
         /* a cancelled job has no start nor result (0 / 0) and a delayed one an availability
@@ -390,19 +402,14 @@ long tay_tail_jobs(const uint8_t *buf, size_t size, size_t count, const uint64_t
     for (size_t r = 0; r < i; r++) {
         const uint64_t *w = work + (size_t)(owner[r] - 1) * W_WIDTH;
         int retried = w[W_STEP] == DONE && w[W_RETRIED];  /* held as a completed row */
-        int done_job = (w[W_STEP] == DONE && !retried) || w[W_STEP] == CANCELLED;
-        if (!done_job) {
+        if (!in_columns(w)) {
             uint64_t *out = pending + waiting++ * 4;
             out[0] = r;
             out[1] = before;
             out[2] = ready;
             out[3] = timers;
-        } else if (w[W_DELAYED] && w[W_INSERT_INDEX] == r) {
-            timers++;
         }
-        /* a delayed job held failed: replay's timer push at its insert, which its row
-         * skips (stale by its availability) */
-        if (w[W_STEP] == FAILURE_HELD && w[W_DELAYED] && w[W_INSERT_INDEX] == r) timers++;
+        if (w[W_INSERT_INDEX] == r && skips_insert_timer(w)) timers++;
         /* a retried job's failure pushed its (then stale) timer at its finish, and again
          * at its details when they came after it (the older order) */
         if (retried && (r == w[W_FAIL_FINISH]

@@ -151,6 +151,19 @@ def _waiting_cancel(row: list[int], job: _Job, ordered: bool) -> bool:
     return job.step == _INSERTED and row[er.EXPECTED] == (2 if job.delayed else 1)
 
 
+def _in_columns(job: _Job) -> bool:
+    """Whether the job is done in columns: completed at its first attempt (a retried
+    success is a live row), or cancelled while it waited."""
+    return (job.step == _DONE and not job.retried) or job.step == _CANCELLED
+
+
+def _skips_insert_timer(job: _Job) -> bool:
+    """Whether the job is held (in columns or as a failed row) past its delayed insert:
+    replay pushed the insert's timer, stale by then, and the holder does not, so the
+    tiebreak skips it."""
+    return bool(job.delayed) and (_in_columns(job) or job.step == _FAILURE_HELD)
+
+
 def _hold_failure(table: Any, job: _Job, number: int) -> None:
     """A worker failure held with its details leaves a retryable job's live row retryable
     at revision 4 (next attempt 2, due at the retry's time): the table then follows the
@@ -334,9 +347,9 @@ def tail_jobs(buf: Any, offsets: Sequence[int], lengths: Sequence[int], types: S
     rows: list[int] = []
     links: list[int] = []
     for job in finishes:
+        if not _in_columns(job):
+            continue
         cancelled = job.step == _CANCELLED
-        if (job.step != _DONE or job.retried) and not cancelled:  # a retry's success: a
-            continue  # live row
         insert, finished = job.insert, job.finished
         queue, queue_length, worker, worker_length, definition_length, nodes = job.keys
         if cancelled:  # no start nor result
@@ -357,12 +370,10 @@ def tail_jobs(buf: Any, offsets: Sequence[int], lengths: Sequence[int], types: S
     before = ready = timers = 0
     for index, job, adds, pushes in taken:
         retried = job.step == _DONE and job.retried  # held as a completed row
-        if (job.step != _DONE or retried) and job.step != _CANCELLED:
+        if not _in_columns(job):
             pending += [index, before, ready, timers]
-        elif job.delayed and index == job.insert:
-            timers += 1  # replay's timer push at the insert, which the columns skip
-        if job.step == _FAILURE_HELD and job.delayed and index == job.insert:
-            timers += 1  # the same, which its failed row skips (stale by its availability)
+        if index == job.insert and _skips_insert_timer(job):
+            timers += 1
         if retried and (index == job.fail_finish
                         or index == job.details and job.details > job.fail_finish):
             timers += 1  # its failure's (then stale) timer push: at the finish, and at

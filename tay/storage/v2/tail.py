@@ -32,7 +32,7 @@ from typing import Any, Iterator
 
 from tay._native import _pure_base as bj
 from tay._native import _pure_tail as tl
-from tay.storage.events.transitions import STATES, JobState
+from tay.storage.events.transitions import JobState
 from tay.storage.formats.value import DecodeLimits
 from tay.storage.v2.epoch_records import EPOCH_EVENT_PAIR, decode_epoch_event
 from tay.storage.v2.fast import decode_batch
@@ -382,7 +382,7 @@ class TailJobs(BaseJobs):
         start = columns[base + bj.SNAPSHOT] - origin
         row.snapshot = data[start:start + columns[base + bj.SNAPSHOT_LENGTH]]
         row.id = row.snapshot[:16]
-        row.state = STATES[columns[base + bj.STATE]]  # completed or cancelled
+        row.state = self.state(k)  # completed or cancelled
         row.revision = columns[base + bj.REVISION]
         row.terminal_at = columns[base + bj.TERMINAL_AT]
         row.queue = self.text(k, bj.QUEUE, texts)
