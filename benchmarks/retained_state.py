@@ -1,5 +1,6 @@
 """What retained jobs cost the cycle collector and memory: jobs kept live (run through the
-engine) against the same jobs recovered from the store (held in columns or rows).
+engine), the same jobs packed as a running server packs the finished ones, and recovered
+from the store (held in columns or rows).
 
 Usage:
     .venv/bin/python -m benchmarks.retained_state [--jobs 100000] [--runs 3]
@@ -99,10 +100,21 @@ def main(argv: list[str] | None = None) -> int:
                 driver.journal.clear()  # the harness's copy of the records, not the engine's
                 return driver.engine
 
+            def packed():
+                """Live, then packed as ``tay serve``'s packer does (tay.engine.packed)."""
+                engine = live()
+                engine.start_packing()
+                for _ in range(2):  # the first round takes what finished before it began
+                    while engine.pack_finished(1 << 30):
+                        pass
+                return engine
+
             root = scratch_path("retained-state")
             try:
                 figures = {}
                 figures["live"], engine = measure(live, args.runs)
+                del engine
+                figures["packed"], engine = measure(packed, args.runs)
                 del engine
                 # the same engine's records (the driver is deterministic), written as a tail
                 write_store(root, journal_frames(tail_driver(0, actions)), compact=False)

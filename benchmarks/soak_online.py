@@ -5,7 +5,7 @@ Usage:
     nice -n 10 flock /work/tools/bench.lock .venv/bin/python -m benchmarks.soak_online \
         [--jobs 1000000] [--jobs-per-hour 5000] [--retention 1h] [--batch 256] \
         [--sample-every 50000] [--history-bytes 64MiB] [--ratio 2.0] [--state-ratio 0.5] [--writer auto] \
-        [--check-interval-s 2] [--deadline-s S] [--json FILE]
+        [--check-interval-s 2] [--deadline-s S] [--packer on|off] [--json FILE]
 
 The sibling of ``benchmarks/soak.py`` (which ran offline compaction and rebuilt the engine
 at each trigger). Here the parts are those of ``tay serve``, in process on one uvloop
@@ -25,7 +25,9 @@ compactor's timer, backoff and budget cooldown stay in real time, as in serve.
 A producer connection enqueues ``--batch`` jobs (replies arrive once durable), a worker
 connection takes each ``Execute`` and reports success, awaited the same way; then the next
 batch. Samples as in soak.py: jobs done, data directory bytes, RSS and RSS after
-``malloc_trim``, state bytes, retained jobs, history bytes, compactions, refused enqueues.
+``malloc_trim``, state bytes, retained jobs, history bytes, compactions, refused enqueues;
+and the cycle collector's full collections since the last sample (how many, the longest
+and the total pause), with the finished jobs packed as serve packs them (``--packer``).
 The store lives under the bench scratch (``tay.bench.paths``) and is removed afterwards.
 """
 
@@ -33,6 +35,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import gc
 import json
 import shutil
 import sys
@@ -56,6 +59,7 @@ from tay.server.app import ServeConfig, open_store  # noqa: E402
 from tay.server.compactor import OnlineCompactor  # noqa: E402
 from tay.server.driver import EngineDriver  # noqa: E402
 from tay.server.metrics import ServerMetrics  # noqa: E402
+from tay.server.packer import FinishedPacker  # noqa: E402
 from tay.storage.compaction.trigger import CompactionPolicy  # noqa: E402
 from tay.storage.v2.manifest import parse_retention  # noqa: E402
 
@@ -76,6 +80,26 @@ class Clock:
         return int(self.offset)
 
 
+class FullCollections:
+    """The cycle collector's full collections (their pauses stop the loop), timed through
+    ``gc.callbacks``; ``take`` returns (count, longest ms, total ms) since the last take."""
+
+    def __init__(self) -> None:
+        self.pauses: list[float] = []
+        self._started = 0.0
+
+    def __call__(self, phase: str, info: dict) -> None:
+        if info["generation"] == 2:
+            if phase == "start":
+                self._started = time.perf_counter()
+            else:
+                self.pauses.append((time.perf_counter() - self._started) * 1000)
+
+    def take(self) -> tuple[int, float, float]:
+        pauses, self.pauses = self.pauses, []
+        return len(pauses), max(pauses, default=0.0), sum(pauses)
+
+
 class OnlineSoak:
     def __init__(self, root: Path, args: argparse.Namespace) -> None:
         self.clock = Clock(3_600_000 / args.jobs_per_hour)
@@ -88,6 +112,7 @@ class OnlineSoak:
             engine=EngineConfig(queues={q: 2 for q in QUEUES}),
             terminal_retention=parse_retention(args.retention), compaction=policy)
         self.batch = args.batch
+        self.packing = args.packer == "on"
         self.refused: dict[str, int] = {}
         self.refusals: list[dict] = []
         self.compactions: list[dict] = []
@@ -105,6 +130,9 @@ class OnlineSoak:
         self.compactor = OnlineCompactor(self.driver, self.store, self.config, ServerMetrics(),
                                          clock=self.clock.wall)
         self.compactor.start()
+        self.packer = FinishedPacker(self.store.engine, loop) if self.packing else None
+        if self.packer is not None:
+            self.packer.start()
         self.seen_report: Any = None
         await self.call(lambda rid: c.Connect("w", "worker", "soak-worker", self.batch * 2,
                                               None, rid))
@@ -117,6 +145,8 @@ class OnlineSoak:
                 await asyncio.shield(running)
             except Exception:
                 pass  # counted in last_failure
+        if self.packer is not None:
+            self.packer.stop()
         await self.compactor.close()
         self.driver.close()
         self.store.close()
@@ -209,6 +239,8 @@ def build_parser() -> argparse.ArgumentParser:
                         help="the journal writer (tay serve --journal-writer)")
     parser.add_argument("--deadline-s", type=float, default=None,
                         help="stop after this many seconds of wall time (reported)")
+    parser.add_argument("--packer", choices=("on", "off"), default="on",
+                        help="pack finished jobs as tay serve does (tay.server.packer)")
     parser.add_argument("--json", help="write the samples and compactions here")
     parser.add_argument("--keep", action="store_true", help="keep the store afterwards")
     return parser
@@ -227,9 +259,13 @@ async def soak(args: argparse.Namespace) -> dict:
     wall0, cpu0 = time.monotonic(), process.cpu_times()
     print(f"{'jobs':>9} {'sim_h':>6} {'data_MB':>8} {'rss_MB':>7} {'trim_MB':>7} "
           f"{'state_MB':>8} {'retained':>8} {'hist_MB':>7} {'compact':>7} {'refused':>7} "
-          f"{'wall_s':>7} {'cpu_us/job':>10}", flush=True)
+          f"{'wall_s':>7} {'cpu_us/job':>10} {'full_gcs':>8} {'gc_max_ms':>9} "
+          f"{'gc_ms':>7}", flush=True)
     done = 0
+    collections = FullCollections()
+    gc.callbacks.append(collections)
     await run.start()
+    gc.freeze()  # as tay serve freezes what start-up made (its modules, its recovery)
     try:
         while done < args.jobs:
             if args.deadline_s is not None and time.monotonic() - wall0 > args.deadline_s:
@@ -245,10 +281,12 @@ async def soak(args: argparse.Namespace) -> dict:
                       f"paused {row['pause_ms']:.1f} ms)", flush=True)
             if done // args.sample_every > (done - count) // args.sample_every \
                     or done == args.jobs:
-                samples.append(sample(run, process, root, done, wall0, cpu0))
+                samples.append(sample(run, process, root, done, wall0, cpu0, collections))
     finally:
         if samples and samples[-1]["jobs"] != done and done:
-            samples.append(sample(run, process, root, done, wall0, cpu0))
+            samples.append(sample(run, process, root, done, wall0, cpu0, collections))
+        gc.callbacks.remove(collections)
+        gc.unfreeze()
         await run.close()
         result = {"args": vars(args), "jobs_done": done, "samples": samples,
                   "compactions": run.compactions, "failures": run.compactor.last_failure,
@@ -261,7 +299,7 @@ async def soak(args: argparse.Namespace) -> dict:
 
 
 def sample(run: OnlineSoak, process: Any, root: Path, done: int, wall0: float,
-           cpu0: Any) -> dict:
+           cpu0: Any, collections: FullCollections) -> dict:
     cpu = process.cpu_times()
     used = cpu.user + cpu.system - cpu0.user - cpu0.system
     rss = process.memory_info().rss
@@ -270,16 +308,19 @@ def sample(run: OnlineSoak, process: Any, root: Path, done: int, wall0: float,
            "data_dir_bytes": dir_bytes(root), "rss_bytes": rss,
            "rss_trimmed_bytes": trimmed_rss(process),
            "python_blocks": sys.getallocatedblocks(),
-           "state_bytes": engine.budget.used, "retained_jobs": len(engine.jobs),
+           "state_bytes": engine.budget.used, "retained_jobs": engine.job_count(),
+           "packed_jobs": len(engine.finished.packed),
            "history_bytes": run.history_bytes(), "compactions": len(run.compactions),
            "refused": sum(run.refused.values()), "refused_by_code": dict(run.refused),
            "wall_s": round(time.monotonic() - wall0, 1),
            "cpu_us_per_job": round(used / done * 1e6, 1)}
+    row["full_collections"], row["gc_max_ms"], row["gc_total_ms"] = collections.take()
     print(f"{done:>9,} {row['simulated_h']:>6.1f} {row['data_dir_bytes'] / 1e6:>8.1f} "
           f"{row['rss_bytes'] / 1e6:>7.1f} {row['rss_trimmed_bytes'] / 1e6:>7.1f} "
           f"{row['state_bytes'] / 1e6:>8.1f} {row['retained_jobs']:>8,} "
           f"{row['history_bytes'] / 1e6:>7.1f} {row['compactions']:>7} {row['refused']:>7} "
-          f"{row['wall_s']:>7} {row['cpu_us_per_job']:>10}", flush=True)
+          f"{row['wall_s']:>7} {row['cpu_us_per_job']:>10} {row['full_collections']:>8} "
+          f"{row['gc_max_ms']:>9.1f} {row['gc_total_ms']:>7.0f}", flush=True)
     return row
 
 

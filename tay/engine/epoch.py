@@ -543,6 +543,8 @@ class EpochEngine(AdminCommands):
         entry.stamp = stamp
         if self._job_index is not None:
             self._job_index.touch(stamp, job_id, "completed", entry.index_keys, "executing")
+        if self.finishing is not None:  # packed by a later round (EngineState.pack_finished)
+            self.finishing.append(job_id)
         entry.ready_key = None
         entry.charge += 1  # _charge_attachments: a nil result's one byte
         entry.margin += 1

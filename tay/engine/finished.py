@@ -9,15 +9,20 @@ terminal time, keys, charge) read them in place; anything else takes the job out
 (``EngineState._thaw``): it becomes the ``LazyJobEntry`` the row replay would have made, with
 the same charge, stamp and counts, and from then on it is an ordinary job. Nothing here
 changes state: the columns are only how untouched finished jobs are stored.
+
+A running server also hands over the jobs it finished itself, each packed into one tuple
+(tay.engine.packed): ``packed`` holds them by id, read through ``PACKED`` where a run would
+be, and ``stamps`` has their stamps too.
 """
 
 from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
-from typing import Iterator, Sequence
+from typing import Any, Iterator, Sequence
 
 from tay.engine.admission import job_charge
 from tay.engine.options import DEFINITION_FIXED_NODES
+from tay.engine.packed import PACKED, PackedJobs
 from tay.storage.v2.rows import BaseJobs, JobRow
 from tay.storage.events.transitions import STATES
 from tay._native import _pure_base as bj
@@ -27,9 +32,11 @@ _BJ = bj.BASE_JOB
 assert sr.STATES == STATES  # a column's state index is the engine's queue-counts index
 
 
-def charges(jobs: BaseJobs, k: int) -> tuple[int, int]:
+def charges(jobs: "BaseJobs | PackedJobs", k: Any) -> tuple[int, int]:
     """Job ``k``'s state-budget charge and the margin part of it (its result's size and its
     failure's details' charge), as the row install charges them."""
+    if jobs is PACKED:
+        return PACKED.charges(k)
     columns = jobs.columns
     base = k * _BJ
     charge = job_charge(columns[base + bj.DEFINITION_LENGTH],
@@ -41,9 +48,10 @@ def charges(jobs: BaseJobs, k: int) -> tuple[int, int]:
 class FinishedJobs:
     """``stamps``: id -> admin-index stamp of every job still held here, in stamp order;
     each run keeps a byte per job saying whether it still is (``alive``), and is let go
-    when none is."""
+    when none is. ``packed``: id -> packed tuple of every job a running server packed."""
 
-    __slots__ = ("stamps", "_runs", "_alive", "_held", "_firsts", "_stamped", "texts")
+    __slots__ = ("stamps", "_runs", "_alive", "_held", "_firsts", "_stamped", "texts",
+                 "packed")
 
     def __init__(self) -> None:
         self.stamps: dict[bytes, int] = {}
@@ -54,6 +62,12 @@ class FinishedJobs:
         # per run: its jobs' stamps when they are not consecutive (a tail run), else None
         self._stamped: list[Sequence[int] | None] = []
         self.texts: dict[bytes, str] = {}  # queue and worker keys decoded so far
+        self.packed: dict[bytes, tuple] = {}
+
+    def add_packed(self, job_id: bytes, stamp: int, packed: tuple) -> None:
+        """Hold a job packed by ``tay.engine.packed.pack``, with its admin-index stamp."""
+        self.packed[job_id] = packed
+        self.stamps[job_id] = stamp
 
     def add(self, jobs: BaseJobs, first_stamp: int,
             stamps: Sequence[int] | None = None) -> list[bytes]:
@@ -81,25 +95,32 @@ class FinishedJobs:
     def __contains__(self, job_id: object) -> bool:
         return job_id in self.stamps
 
-    def where(self, job_id: bytes) -> tuple[BaseJobs, int] | None:
-        """(run, index in it) of a held job, else None."""
+    def where(self, job_id: bytes) -> tuple[BaseJobs, int] | tuple[PackedJobs, tuple] | None:
+        """(run, index in it) of a held job, (``PACKED``, its tuple) of a packed one, else
+        None."""
         stamp = self.stamps.get(job_id)
         if stamp is None:
             return None
+        packed = self.packed.get(job_id)
+        if packed is not None:
+            return PACKED, packed
         run, k = self._index(stamp)
         return self._runs[run], k  # type: ignore[return-value]
 
     def row(self, job_id: bytes) -> tuple[JobRow, int, int, int] | None:
-        """(row, stamp, charge, margin) of a held job, else None."""
+        """(row, stamp, charge, margin) of a job held in a run, else None."""
         found = self.where(job_id)
-        if found is None:
+        if found is None or found[0] is PACKED:
             return None
         jobs, k = found
         return (jobs.row(k, self.texts), self.stamps[job_id], *charges(jobs, k))
 
     def remove(self, job_id: bytes) -> None:
         """The job is no longer held here (taken out, or expired)."""
-        run, k = self._index(self.stamps.pop(job_id))
+        stamp = self.stamps.pop(job_id)
+        if self.packed.pop(job_id, None) is not None:
+            return
+        run, k = self._index(stamp)
         self._alive[run][k] = 0
         self._held[run] -= 1
         if not self._held[run]:
@@ -114,10 +135,13 @@ class FinishedJobs:
             if jobs is not None and hasattr(jobs, "load"):
                 jobs.load()
 
-    def held(self) -> Iterator[tuple[BaseJobs, int]]:
-        """(run, index) of every job still held, in stamp order."""
+    def held(self) -> Iterator[tuple[BaseJobs, int] | tuple[PackedJobs, tuple]]:
+        """(run, index) of every job still held in a run, in stamp order, then (``PACKED``,
+        tuple) of every packed one."""
         for jobs, alive in zip(self._runs, self._alive):
             if jobs is not None:
                 for k in range(len(alive)):
                     if alive[k]:
                         yield jobs, k
+        for packed in self.packed.values():
+            yield PACKED, packed

@@ -15,7 +15,7 @@ every other live change stay on this path.
 from __future__ import annotations
 
 from array import array
-from collections import Counter
+from collections import Counter, deque
 from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 from tay.engine.activity import Activity
@@ -28,6 +28,7 @@ from tay.engine.finished import FinishedJobs
 from tay.engine.ids import BufferedSystemRandom, RandomSource, random_token
 from tay.engine.job_index import JobIndex
 from tay.engine.jobs import JobEntry, LazyJobEntry, index_keys_for, peek
+from tay.engine import packed as packing
 from tay.engine.options import DEFINITION_FIXED_NODES
 from tay.engine.ready import DueHeap, ReadyIndex
 from tay.engine.values import measure
@@ -39,7 +40,7 @@ from tay.storage.v2.rows import BaseJobs, BaseLiveRow, JobRow
 from tay.storage.v2.tail import ExecutingRow, FailedRow, LiveRow, RetriedRow, TailJobs
 from tay._native import _pure_base as bj
 from tay.storage.events.transitions import (
-    STATES, JobState, apply, expected_finish, retry_due_range,
+    STATES, TERMINAL_STATES, JobState, apply, expected_finish, retry_due_range,
 )
 
 WAITING_FOR_TIME = ("scheduled", "retryable")
@@ -139,6 +140,10 @@ class EngineState:
         self._pending_nodes: int | None = None  # a live insert's measured nodes
         self.execute_args = ExecuteArgs(self._may_dispatch)  # enqueues' args JSON, kept
         # for their dispatch
+        # ids of jobs that finished (or were taken out finished) since packing started, in
+        # that order, for ``pack_finished``; None: packing is off (replay, tests, tools)
+        self.finishing: deque[bytes] | None = None
+        self._pack_round = 0  # how many of ``finishing`` the current packing round takes
 
     def defer_job_index(self) -> None:
         """Replay is about to start: stamp jobs but build the admin index only when it is
@@ -173,9 +178,14 @@ class EngineState:
             entry = self._thaw(job_id)
         return entry
 
-    def _finished_entry(self, job_id: bytes) -> LazyJobEntry | None:
+    def _finished_entry(self, job_id: bytes) -> JobEntry | None:
         """A job held in columns as the entry the row install makes of it (the same
-        charge, margin, stamp and queue counts row), not taken out; None when not held."""
+        charge, margin, stamp and queue counts row), or a packed job as the entry it was,
+        not taken out; None when not held."""
+        packed = self.finished.packed.get(job_id)
+        if packed is not None:
+            return packing.unpack(packed, self._finished_ids[job_id],
+                                  self.queue_counts[packed[packing.QUEUE]])
         found = self.finished.row(job_id)
         if found is None:
             return None
@@ -193,7 +203,45 @@ class EngineState:
         if entry is not None:
             self.finished.remove(job_id)
             dict.__setitem__(self.jobs, job_id, entry)
+            if self.finishing is not None:  # packed again later if it stays finished
+                self.finishing.append(job_id)
         return entry
+
+    # ---- packing finished jobs (tay.engine.packed) ----------------------------------
+
+    def start_packing(self) -> None:
+        """From now on a job that finishes is packed by a later ``pack_finished`` round (a
+        running server). The jobs retained now are looked at by the first round: those a
+        restart replayed record by record are entries too (the rest it holds in columns)."""
+        if self.finishing is None:
+            self.finishing = deque(self.jobs)
+
+    def pack_finished(self, limit: int) -> bool:
+        """Pack up to ``limit`` of the jobs that had finished when the last round ended,
+        oldest first (the job passed over when it is gone, changed since, or not
+        ``packable``); True when this round has more left (call again soon), False when it
+        is over (the next round, after the caller's interval, takes the jobs that finished
+        until now). So a job stays as it is for at least one interval: a result read right
+        after the finish does not unpack it."""
+        finishing = self.finishing
+        if finishing is None:
+            return False
+        take = min(limit, self._pack_round)
+        jobs = self.jobs
+        finished = self.finished
+        pack, packable = packing.pack, packing.packable
+        pop = finishing.popleft
+        for _ in range(take):
+            job_id = pop()
+            entry = jobs.get(job_id)
+            if entry is not None and packable(entry):
+                finished.add_packed(job_id, entry.stamp, pack(entry))
+                dict.__delitem__(jobs, job_id)
+        self._pack_round -= take
+        if self._pack_round:
+            return True
+        self._pack_round = len(finishing)
+        return False
 
     def _may_dispatch(self, job_id: bytes) -> bool:
         entry = self.jobs.get(job_id)
@@ -325,6 +373,8 @@ class EngineState:
             entry.stamp = stamp
             if self._job_index is not None:  # else built from the stamps on first use
                 self._job_index.touch(stamp, state.id, name, entry.index_keys, previous)
+            if name in TERMINAL_STATES and self.finishing is not None and not volatile:
+                self.finishing.append(state.id)
         if name == "available":
             self._ready_counter = counter = self._ready_counter + 1
             # the heap entry itself: the job is live in the heap while it holds this key

@@ -392,9 +392,13 @@ async def serve(config: ServeConfig, ready: "asyncio.Event | None" = None,
     admin.facts["http"] = lambda: None  # the HTTP listener replaces it once it listens
     driver.metrics = admin.metrics
     admin.metrics.attach_commit(store.committer)
+    admin.metrics.watch_collections()
     from .compactor import OnlineCompactor
 
     admin.compactor = compactor = OnlineCompactor(driver, store, config, admin.metrics)
+    from .packer import FinishedPacker
+
+    packer = FinishedPacker(store.engine, loop)
     closers: list[Callable[[], Awaitable[None]]] = []
     try:
         # before anything listens: a SIGTERM right after the socket accepts is a clean stop
@@ -411,6 +415,7 @@ async def serve(config: ServeConfig, ready: "asyncio.Event | None" = None,
         driver.on_stopped = lifecycle.on_writer_stopped
         lifecycle.start()
         compactor.start()
+        packer.start()
         driver.tick()  # dispatch recovered work and arm the wake-up timer
         log.info("tay serving: data dir %s, durability %s, socket %s", config.data_dir,
                  describe_durability(config), config.socket.path if config.socket else "off")
@@ -423,11 +428,13 @@ async def serve(config: ServeConfig, ready: "asyncio.Event | None" = None,
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(signum)
         lifecycle.close()
+        packer.stop()
         await compactor.close()
         for close in reversed(closers):
             await close()
         await listener.close()
         admin.metrics.detach_commit()
+        admin.metrics.unwatch_collections()
         admin.close()
         driver.close()
         store.close()

@@ -59,6 +59,31 @@ class ServerMetrics:
         self.compactions: dict[str, int] = {}  # online compactions by outcome
         self.compaction = Histogram(COMPACTION_BUCKETS)  # published: capture to reclaim
         self.compaction_pause = Histogram(LATENCY_BUCKETS)  # published: writes paused
+        self.full_collections = Histogram(LATENCY_BUCKETS)  # the cycle collector's pauses
+        self._collection_started = 0.0
+
+    def _on_collection(self, phase: str, info: dict[str, int]) -> None:
+        """A ``gc.callbacks`` hook: times each full collection (the oldest generation, the
+        one that walks every long-lived object; its pause stops the loop). Collections do
+        not overlap, so this has one writer at a time whatever thread collects."""
+        if info["generation"] != 2:
+            return
+        if phase == "start":
+            self._collection_started = time.perf_counter()
+        else:
+            self.full_collections.observe(time.perf_counter() - self._collection_started)
+
+    def watch_collections(self) -> None:
+        import gc
+
+        if self._on_collection not in gc.callbacks:
+            gc.callbacks.append(self._on_collection)
+
+    def unwatch_collections(self) -> None:
+        import gc
+
+        if self._on_collection in gc.callbacks:
+            gc.callbacks.remove(self._on_collection)
 
     def observe_compaction(self, outcome: str, seconds: float | None,
                            pause_s: float | None) -> None:
@@ -185,6 +210,9 @@ def collector(engine: Any, driver: Any, store: Any, metrics: ServerMetrics,
                                 value=engine.permits.in_use)
         yield GaugeMetricFamily("tay_state_bytes", "charged retained-state bytes",
                                 value=engine.budget.used)
+        yield GaugeMetricFamily("tay_jobs_held_compact", "retained finished jobs held packed "
+                                "or in columns, out of the cycle collector's sight",
+                                value=len(engine.finished))
         yield GaugeMetricFamily("tay_state_bytes_limit", "--max-state-bytes",
                                 value=engine.budget.limit)
         if engine.history is not None:
@@ -224,6 +252,8 @@ def collector(engine: Any, driver: Any, store: Any, metrics: ServerMetrics,
                         "reclaim", metrics.compaction)
         yield histogram("tay_compaction_pause_seconds", "writes paused by an online "
                         "compaction's switch", metrics.compaction_pause)
+        yield histogram("tay_gc_full_collection_seconds", "the cycle collector's full "
+                        "collections (the event loop waits for each)", metrics.full_collections)
 
     return collect
 

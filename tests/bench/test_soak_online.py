@@ -14,6 +14,8 @@ from tests.scratch import scratch_dir
 @pytest.mark.parametrize("writer", ["python", "c"])
 def test_a_tiny_online_soak_compacts_and_expires_on_its_own(monkeypatch, capsys, writer):
     from benchmarks import soak_online
+    from tay.server import packer
+    monkeypatch.setattr(packer, "INTERVAL_S", 0.01)  # rounds within a run of a second
     scratch = scratch_dir("soak-online-")  # accepted by strict sync wherever the checkout is
     monkeypatch.setattr(soak_online, "SCRATCH", scratch)
     args = soak_online.build_parser().parse_args([
@@ -28,6 +30,8 @@ def test_a_tiny_online_soak_compacts_and_expires_on_its_own(monkeypatch, capsys,
     assert all(row["reclaimed"] for row in compactions)
     last = result["samples"][-1]
     assert last["jobs"] == 3000 and last["retained_jobs"] < 3000
+    assert 0 < last["packed_jobs"] <= last["retained_jobs"]  # finished jobs packed
+    assert all(row["full_collections"] >= 0 for row in result["samples"])
     # the store was removed afterwards
     assert os.listdir(scratch) == []
     os.rmdir(scratch)

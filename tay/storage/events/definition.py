@@ -279,6 +279,17 @@ class LazyDefinition(Mapping[str, Any]):
         return live_definition(args_value, args_nodes, worker_key, queue_key, max_attempts,
                                scheduled_at, timeout_ms)
 
+    @classmethod
+    def restored(cls, canonical: bytes, args_nodes: int, scalars: tuple) -> "LazyDefinition":
+        """The definition whose ``canonical``, ``args_nodes`` and ``scalars`` these are (as
+        another one held them), its args not decoded yet: no validation, no decode."""
+        definition = cls.__new__(cls)
+        definition.canonical = canonical
+        definition.args_nodes = args_nodes
+        definition._args = _NOT_DECODED
+        definition.scalars = scalars
+        return definition
+
     def args_json(self) -> bytes:
         """The args as the compact JSON orjson writes for them, straight from the bytes."""
         return value.to_json(memoryview(self.canonical)[_ARGS_START:self.scalars[5]],

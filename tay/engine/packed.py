@@ -1,0 +1,200 @@
+"""Finished live jobs packed into one plain tuple each, out of the cycle collector's sight.
+
+A job the server ran and finished stays retained until a compaction expires it, as a
+``JobEntry``, its ``JobState`` (or a fused row), the available state a fused row holds, and
+its ``LazyDefinition``: four objects the cycle collector tracks, which every full collection
+walks (about 130 ms per collection for the 64,000 small jobs the default state budget
+retains, docs/benchmarks.md). Packed, a job is one exact tuple of bytes, strings, integers,
+None and other such tuples (its result and failure details as they were), which CPython's
+collector stops tracking once it has looked at it, and which is about half the bytes.
+
+A packed job is held by ``FinishedJobs`` beside the columnar runs a restart leaves: readers
+that only need its state, revision, terminal time, queue, task or charge read the tuple in
+place (``PACKED``, the same interface as a run); anything else takes it out
+(``EngineState._thaw``), which rebuilds the entry it was, equal field for field. Packing
+changes nothing durable, counted or indexed: only how an untouched finished job is stored.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+from tay.engine.jobs import CompletedRow, JobEntry, peek, timeline
+from tay.storage.events.definition import LazyDefinition
+from tay.storage.events.transitions import JobState
+from tay._native import _pure_base as bj
+
+_new_tuple = tuple.__new__
+
+# A packed job is flat: the collector untracks a tuple only once every tuple inside it is
+# untracked, and its pass does not go in the order objects were made, so a nested tuple
+# could keep a packed one tracked until a later pass. JobState's 19 fields (a
+# LazyDefinition as its canonical bytes, with its args' node count and scalars further
+# on), then the entry's, then its attempt timeline, four fields an attempt. A dict or a
+# list is tracked whatever it holds, and keeps the tuple that holds it tracked: the
+# diagnostic, result and failure details are kept as their JSON text where that reads back
+# equal (``ENCODED`` says which).
+ID, DEFINITION, STATE, REVISION, TERMINAL_AT = 0, 1, 3, 4, 14
+_ATTACHMENTS = (15, 17, 18)  # diagnostic, result, failure
+QUEUE, TASK, CHARGE, MARGIN, SCHEDULE_ID, ARGS_NODES, SCALARS, ENCODED, ATTEMPTS = \
+    range(19, 28)
+_STATE_FIELDS = len(JobState._fields)
+assert _STATE_FIELDS == 19 and JobState._fields[TERMINAL_AT] == "terminal_at"
+
+
+def packable(entry: JobEntry) -> bool:
+    """Whether ``entry`` is a persistent finished job that nothing is about to touch: no
+    ready key, no reservation (a job being cancelled out of an execution waits for it)."""
+    return (not entry.volatile and peek(entry).terminal and entry.ready_key is None
+            and entry.reservation_id is None)
+
+
+def pack(entry: JobEntry) -> tuple:
+    """The entry of a ``packable`` job as one tuple (its stamp stays in ``FinishedJobs``)."""
+    row = peek(entry)
+    if type(row) is CompletedRow and entry.attempts is None:
+        # the fused start's and success's job (most of them): its fields taken from the
+        # row as CompletedRow.job_state and .timeline take them, without building either
+        job, revision, attempt, started_at, at = row
+        (job_id, definition, canonical, _, _, _, _, cycle, _, _, _, inserted_at, _, _, _,
+         diagnostic, _, result, failure) = job
+        if type(definition) is LazyDefinition and diagnostic is None and result is None \
+                and failure is None:
+            return (job_id, definition.canonical, canonical, "completed", revision + 2,
+                    attempt, None, cycle, None, None, None, inserted_at, started_at, at, at,
+                    None, True, None, None, entry.queue, entry.task, entry.charge,
+                    entry.margin, entry.schedule_id, definition.args_nodes,
+                    definition.scalars, 0, 1, attempt, started_at, at, "completed")
+    state = row if type(row) is JobState else row.job_state()  # a row is read, not kept
+    fields = list(state)
+    encoded = 0
+    for bit, at in enumerate(_ATTACHMENTS):
+        if fields[at] is not None:
+            text = _as_json(fields[at])
+            if text is not None:
+                fields[at] = text
+                encoded |= 1 << bit
+    definition = state[DEFINITION]
+    if type(definition) is LazyDefinition:  # its bytes and scalars: no object of its own
+        fields[DEFINITION] = definition.canonical
+        fields += (entry.queue, entry.task, entry.charge, entry.margin, entry.schedule_id,
+                   definition.args_nodes, definition.scalars, encoded)
+    else:
+        fields += (entry.queue, entry.task, entry.charge, entry.margin, entry.schedule_id,
+                   None, None, encoded)
+    attempts = timeline(entry)
+    if attempts is None:
+        fields.append(None)
+    else:
+        fields.append(len(attempts))
+        fields += [field for attempt in attempts for field in attempt]
+    return tuple(fields)
+
+
+def _as_json(attachment: Any) -> bytes | None:
+    """A dict's or list's JSON text when it reads back equal, key order included; else
+    None (it is kept as it is)."""
+    if type(attachment) is not dict and type(attachment) is not list:
+        return None
+    try:
+        text = orjson.dumps(attachment)
+    except TypeError:  # a key or value JSON has no text for
+        return None
+    if orjson.loads(text) != attachment or _key_orders(orjson.loads(text)) \
+            != _key_orders(attachment):
+        return None
+    return text
+
+
+def _key_orders(value: Any) -> Any:
+    if type(value) is dict:
+        return [(key, _key_orders(item)) for key, item in value.items()]
+    if type(value) is list:
+        return [_key_orders(item) for item in value]
+    return type(value)
+
+
+def job_state(packed: tuple) -> JobState:
+    fields = list(packed[:_STATE_FIELDS])
+    if packed[ARGS_NODES] is not None:
+        fields[DEFINITION] = LazyDefinition.restored(packed[DEFINITION], packed[ARGS_NODES],
+                                                     packed[SCALARS])
+    encoded = packed[ENCODED]
+    if encoded:
+        for bit, at in enumerate(_ATTACHMENTS):
+            if encoded >> bit & 1:
+                fields[at] = orjson.loads(fields[at])
+    return _new_tuple(JobState, fields)
+
+
+def attempts(packed: tuple) -> tuple[tuple[int, int, int | None, str | None], ...] | None:
+    count = packed[ATTEMPTS]
+    if count is None:
+        return None
+    return tuple([packed[at:at + 4] for at in range(ATTEMPTS + 1, ATTEMPTS + 1 + 4 * count, 4)])
+
+
+def unpack(packed: tuple, stamp: int, queue_row: list[int]) -> JobEntry:
+    """The entry ``pack`` was given, rebuilt (``queue_row``: its queue's counts row)."""
+    entry = JobEntry(job_state(packed), False, packed[CHARGE])
+    entry.margin = packed[MARGIN]
+    entry.stamp = stamp
+    entry.attempts = attempts(packed)
+    entry.schedule_id = packed[SCHEDULE_ID]
+    entry.queue_row = queue_row
+    return entry
+
+
+class PackedRow:
+    """A packed job read as a run's row is (``job_state``), for a compaction's capture."""
+
+    __slots__ = ("packed",)
+
+    def __init__(self, packed: tuple) -> None:
+        self.packed = packed
+
+    def job_state(self) -> JobState:
+        return job_state(self.packed)
+
+
+class PackedJobs:
+    """The run interface of ``FinishedJobs`` (``tay.storage.v2.rows.BaseJobs``'s readers)
+    over packed jobs: where a run takes an index, these take the packed tuple itself."""
+
+    __slots__ = ()
+
+    @staticmethod
+    def job_id(packed: tuple) -> bytes:
+        return packed[ID]
+
+    @staticmethod
+    def state(packed: tuple) -> str:
+        return packed[STATE]
+
+    @staticmethod
+    def revision(packed: tuple) -> int:
+        return packed[REVISION]
+
+    @staticmethod
+    def terminal_at(packed: tuple) -> int:
+        return packed[TERMINAL_AT]
+
+    @staticmethod
+    def text(packed: tuple, field: int, texts: Any = None) -> str:
+        if field == bj.QUEUE:
+            return packed[QUEUE]
+        if field == bj.WORKER:
+            return packed[TASK]
+        raise ValueError(f"a packed job has no text field {field}")
+
+    @staticmethod
+    def row(packed: tuple, texts: Any = None) -> PackedRow:
+        return PackedRow(packed)
+
+    @staticmethod
+    def charges(packed: tuple) -> tuple[int, int]:
+        return packed[CHARGE], packed[MARGIN]
+
+
+PACKED = PackedJobs()
