@@ -24,6 +24,7 @@ from tay._frozen import LazyModule
 from tay.engine.admin import AdminCommands
 from tay.engine.effects import Outcome
 from tay.engine.finished import charges
+from tay._native import _pure_base as bj
 from tay.engine.jobs import (
     INDEX_KEYS, STATE_SLOT, CompletedRow, JobEntry, LazyJobEntry, StartedRow, index_keys_for, peek,
 )
@@ -590,10 +591,18 @@ class EpochEngine(AdminCommands):
 
     def retained_jobs(self) -> list[JobState]:
         """Every persistent job's durable state (volatile jobs stay out of the store), in no
-        particular order; the jobs held in columns are built for the list, not kept."""
-        out = [entry.state for entry in self.jobs.values() if not entry.volatile]
+        particular order; the jobs held in columns or packed are built for the list, not
+        kept."""
+        return [job if type(job) is JobState else job.job_state()
+                for job in self.captured_jobs()]
+
+    def captured_jobs(self) -> list[Any]:
+        """``retained_jobs`` as an online compaction captures them on the loop: a held job
+        (in columns or packed) as the row its JobState is built from (``job_state()``,
+        immutable), so that the compaction's worker thread builds them, not the loop."""
+        out: list[Any] = [entry.state for entry in self.jobs.values() if not entry.volatile]
         texts = self.finished.texts
-        out += [jobs.row(k, texts).job_state() for jobs, k in self.finished.held()]
+        out += [jobs.row(k, texts) for jobs, k in self.finished.held()]
         return out
 
     def checkpoints(self, captured_at: int) -> list[Checkpoint]:
@@ -617,11 +626,12 @@ class EpochEngine(AdminCommands):
             out.append(compaction_plan.Checkpoint(builder(queue, captured_at), max(revision, 1)))
         return out
 
-    def online_capture(self) -> tuple[list[JobState], int]:
-        """What an online compaction freezes on the loop: every persistent job's state (an
-        immutable value, so the list is a snapshot) and the availability allocator."""
+    def online_capture(self) -> tuple[list[Any], int]:
+        """What an online compaction freezes on the loop: every persistent job's state or
+        the row it is built from (``captured_jobs``: immutable values, so the list is a
+        snapshot) and the availability allocator."""
         assert self.epoch is not None, "online compaction needs a Store-v2 epoch"
-        return self.retained_jobs(), self.epoch.next_order
+        return self.captured_jobs(), self.epoch.next_order
 
     def stale_expiries(self, expired: dict[bytes, int]) -> list[bytes]:
         """Jobs a compaction planned to expire that changed since its capture (a retried
@@ -689,9 +699,25 @@ class EpochEngine(AdminCommands):
         and state-budget charge are released. Returns how many were dropped."""
         dropped = 0
         index = self.job_index  # built (if replay deferred it) before any job leaves
+        finished = self.finished
+        texts = finished.texts
         for job_id in job_ids:
-            entry = self._entry(job_id)  # one held in columns is taken out to be dropped
-            if entry is None or entry.volatile or not peek(entry).terminal:
+            entry = self.jobs.get(job_id)
+            if entry is None:  # held in columns or packed (finished, persistent): in place
+                found = finished.where(job_id)
+                if found is None:
+                    continue
+                held, k = found
+                state = held.state(k)
+                queue = held.text(k, bj.QUEUE, texts)
+                charge, margin = charges(held, k)
+                finished.remove(job_id)
+                self.queue_counts[queue][STATE_INDEX[state]] -= 1
+                index.forget(state, index_keys_for(queue, held.text(k, bj.WORKER, texts)))
+                self.budget.release(charge, charge - margin)
+                dropped += 1
+                continue
+            if entry.volatile or not peek(entry).terminal:
                 continue
             del self.jobs[job_id]
             state = peek(entry).state

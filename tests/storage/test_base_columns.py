@@ -20,6 +20,7 @@ import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
+from tay.storage.events.transitions import JobState
 from tay._native import _pure_base, pure
 from tay.failures import RecoveryRefused
 from tay.storage.events import result_recorded
@@ -534,8 +535,8 @@ def take(engine, step, now: int):
     elif kind == "retained":
         return by_id(engine.retained_jobs())
     else:  # capture
-        jobs, order = engine.online_capture()
-        return by_id(jobs), order
+        jobs, order = engine.online_capture()  # held jobs as rows, built by the compaction
+        return by_id([job if type(job) is JobState else job.job_state() for job in jobs]), order
     out = engine.handle(command, now, now)
     return ([(s, e.pair, e.raw) for s, e in out.events],
             [("refused", e.failure.wire_error()) if isinstance(e, Refuse) else e

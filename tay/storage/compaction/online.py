@@ -84,7 +84,7 @@ class Capture:
     source: OnlineSource
     captured_at: int
     retention: Retention  # the one this compaction applies (already in durable form)
-    jobs: list[JobState]
+    jobs: list[Any]  # JobStates, or rows whose job_state() builds one (on the worker)
     checkpoints: list[Checkpoint]
     next_order: int  # the live allocator ``L``
     started: float = field(default_factory=time.monotonic)
@@ -130,6 +130,8 @@ def prepare(capture: Capture, *, io: RealIO | None = None,
     kept: list[JobState] = []
     expired: dict[bytes, int] = {}
     for job in capture.jobs:
+        if type(job) is not JobState:  # a held job's row: built here, off the loop
+            job = job.job_state()
         if expires(job, capture.retention, capture.captured_at):
             expired[job.id] = job.revision
         else:
