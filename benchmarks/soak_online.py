@@ -59,7 +59,7 @@ from tay.server.app import ServeConfig, open_store  # noqa: E402
 from tay.server.compactor import OnlineCompactor  # noqa: E402
 from tay.server.driver import EngineDriver  # noqa: E402
 from tay.server.metrics import ServerMetrics  # noqa: E402
-from tay.server.packer import FinishedPacker  # noqa: E402
+from tay.server.finished_rounds import FinishedRounds  # noqa: E402
 from tay.storage.compaction.trigger import CompactionPolicy  # noqa: E402
 from tay.storage.v2.manifest import parse_retention  # noqa: E402
 
@@ -130,9 +130,9 @@ class OnlineSoak:
         self.compactor = OnlineCompactor(self.driver, self.store, self.config, ServerMetrics(),
                                          clock=self.clock.wall)
         self.compactor.start()
-        self.packer = FinishedPacker(self.store.engine, loop) if self.packing else None
-        if self.packer is not None:
-            self.packer.start()
+        self.rounds = FinishedRounds(self.driver, self.store) if self.packing else None
+        if self.rounds is not None:
+            self.rounds.start()
         self.seen_report: Any = None
         await self.call(lambda rid: c.Connect("w", "worker", "soak-worker", self.batch * 2,
                                               None, rid))
@@ -145,8 +145,8 @@ class OnlineSoak:
                 await asyncio.shield(running)
             except Exception:
                 pass  # counted in last_failure
-        if self.packer is not None:
-            self.packer.stop()
+        if self.rounds is not None:
+            self.rounds.stop()
         await self.compactor.close()
         self.driver.close()
         self.store.close()
@@ -240,7 +240,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--deadline-s", type=float, default=None,
                         help="stop after this many seconds of wall time (reported)")
     parser.add_argument("--packer", choices=("on", "off"), default="on",
-                        help="pack finished jobs as tay serve does (tay.server.packer)")
+                        help="pack finished jobs as tay serve does (tay.server.finished_rounds)")
     parser.add_argument("--json", help="write the samples and compactions here")
     parser.add_argument("--keep", action="store_true", help="keep the store afterwards")
     return parser

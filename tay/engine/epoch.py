@@ -719,10 +719,6 @@ class EpochEngine(AdminCommands):
                 continue
             if entry.volatile or not peek(entry).terminal:
                 continue
-            del self.jobs[job_id]
-            state = peek(entry).state
-            entry.queue_row[STATE_INDEX[state]] -= 1
-            index.forget(state, entry.index_keys)
-            self.budget.release(entry.charge, entry.charge - entry.margin)
+            self._drop(job_id, entry)
             dropped += 1
         return dropped

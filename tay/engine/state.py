@@ -144,6 +144,9 @@ class EngineState:
         # that order, for ``pack_finished``; None: packing is off (replay, tests, tools)
         self.finishing: deque[bytes] | None = None
         self._pack_round = 0  # how many of ``finishing`` the current packing round takes
+        # ids of volatile jobs as they finished, for ``expire_volatile`` (they are in no
+        # store, so no compaction expires them)
+        self.volatile_finished: deque[bytes] = deque()
 
     def defer_job_index(self) -> None:
         """Replay is about to start: stamp jobs but build the admin index only when it is
@@ -206,6 +209,41 @@ class EngineState:
             if self.finishing is not None:  # packed again later if it stays finished
                 self.finishing.append(job_id)
         return entry
+
+    # ---- volatile finished jobs expire on their own ---------------------------------
+
+    def expire_volatile(self, retention: Any, now_ms: int) -> int:
+        """Drop the volatile jobs that finished long enough ago to expire under
+        ``retention`` (a ``tay.storage.v2.manifest.Retention``: the store's terminal
+        retention, judged at ``now_ms`` as a compaction judges persistent jobs at its
+        capture). They are in no store, so no compaction expires them; without this they
+        would hold their budget charge until the process stops. Oldest first; returns how
+        many were dropped."""
+        finished = self.volatile_finished
+        dropped = 0
+        while finished:
+            job_id = finished[0]
+            entry = self.jobs.get(job_id)
+            job = peek(entry) if entry is not None else None
+            if job is None or not entry.volatile or not job.terminal:
+                finished.popleft()  # gone, or retried since: back when it finishes again
+                continue
+            if not retention.expires(job.terminal_at, now_ms):
+                break
+            finished.popleft()
+            self._drop(job_id, entry)
+            dropped += 1
+        return dropped
+
+    def _drop(self, job_id: bytes, entry: JobEntry) -> None:
+        """A finished job leaves the engine: its id, definition, result and state-budget
+        charge are released, and its index entries are stale."""
+        index = self.job_index  # built (if replay deferred it) before any job leaves
+        del self.jobs[job_id]
+        state = peek(entry).state
+        entry.queue_row[STATE_INDEX[state]] -= 1
+        index.forget(state, entry.index_keys)
+        self.budget.release(entry.charge, entry.charge - entry.margin)
 
     # ---- packing finished jobs (tay.engine.packed) ----------------------------------
 
@@ -373,8 +411,11 @@ class EngineState:
             entry.stamp = stamp
             if self._job_index is not None:  # else built from the stamps on first use
                 self._job_index.touch(stamp, state.id, name, entry.index_keys, previous)
-            if name in TERMINAL_STATES and self.finishing is not None and not volatile:
-                self.finishing.append(state.id)
+            if name in TERMINAL_STATES:
+                if volatile:
+                    self.volatile_finished.append(state.id)
+                elif self.finishing is not None:
+                    self.finishing.append(state.id)
         if name == "available":
             self._ready_counter = counter = self._ready_counter + 1
             # the heap entry itself: the job is live in the heap while it holds this key

@@ -396,9 +396,9 @@ async def serve(config: ServeConfig, ready: "asyncio.Event | None" = None,
     from .compactor import OnlineCompactor
 
     admin.compactor = compactor = OnlineCompactor(driver, store, config, admin.metrics)
-    from .packer import FinishedPacker
+    from .finished_rounds import FinishedRounds
 
-    packer = FinishedPacker(store.engine, loop)
+    finished_rounds = FinishedRounds(driver, store)
     closers: list[Callable[[], Awaitable[None]]] = []
     try:
         # before anything listens: a SIGTERM right after the socket accepts is a clean stop
@@ -415,7 +415,7 @@ async def serve(config: ServeConfig, ready: "asyncio.Event | None" = None,
         driver.on_stopped = lifecycle.on_writer_stopped
         lifecycle.start()
         compactor.start()
-        packer.start()
+        finished_rounds.start()
         driver.tick()  # dispatch recovered work and arm the wake-up timer
         log.info("tay serving: data dir %s, durability %s, socket %s", config.data_dir,
                  describe_durability(config), config.socket.path if config.socket else "off")
@@ -428,7 +428,7 @@ async def serve(config: ServeConfig, ready: "asyncio.Event | None" = None,
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(signum)
         lifecycle.close()
-        packer.stop()
+        finished_rounds.stop()
         await compactor.close()
         for close in reversed(closers):
             await close()

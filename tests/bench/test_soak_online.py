@@ -14,8 +14,8 @@ from tests.scratch import scratch_dir
 @pytest.mark.parametrize("writer", ["python", "c"])
 def test_a_tiny_online_soak_compacts_and_expires_on_its_own(monkeypatch, capsys, writer):
     from benchmarks import soak_online
-    from tay.server import packer
-    monkeypatch.setattr(packer, "INTERVAL_S", 0.01)  # rounds within a run of a second
+    from tay.server import finished_rounds
+    monkeypatch.setattr(finished_rounds, "INTERVAL_S", 0.01)  # rounds within a run of a second
     scratch = scratch_dir("soak-online-")  # accepted by strict sync wherever the checkout is
     monkeypatch.setattr(soak_online, "SCRATCH", scratch)
     args = soak_online.build_parser().parse_args([

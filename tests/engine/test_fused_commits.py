@@ -121,7 +121,7 @@ class TwinMachine(RuleBasedStateMachine):
         options = {"queue": queue, "retries": retries, "delay_ms": delay_ms,
                    "durability": "volatile" if volatile else "persistent"}
         if again and self.job_ids:  # the same id again: idempotent, or a conflict
-            options["job_id"] = self.job_ids[-1]
+            options["id"] = self.job_ids[-1]
         self.sequence += 1
         out = self.both(c.Enqueue("p", f"e{self.sequence}", task, dict(args), options))
         for effect in out.effects:

@@ -235,3 +235,45 @@ def test_a_packed_job_taken_out_is_packed_again_by_a_later_round():
     assert bytes.fromhex(job_id) not in engine.finished.packed  # not before a round ends
     engine.pack_finished(10)
     assert bytes.fromhex(job_id) in engine.finished.packed
+
+
+def test_volatile_jobs_expire_under_the_terminal_retention():
+    """Volatile jobs are in no store, so no compaction expires them: ``expire_volatile``
+    drops those finished long enough ago, oldest first, releasing their id and charge (the
+    same id is a new job after), and keeps the rest, a retried one, and every one under
+    an infinite retention."""
+    from tay.storage.v2.manifest import INFINITY, Retention
+
+    driver = epoch_driver(6, "none", True)
+    engine = driver.engine
+    driver.worker(conn="w1", tasks=("t",), capacity=4)
+    empty = engine.budget.used
+
+    def volatile_job(n, **options):
+        out = driver.enqueue(task="t", args={"n": n}, durability="volatile", **options)
+        (execute,) = [e for e in out.effects if type(e).__name__ == "Execute"]
+        driver.succeed(execute)
+        return execute.job_id
+
+    first = volatile_job(1)
+    driver.advance(30 * 60_000)
+    second = volatile_job(2)
+    kept = reply(driver.run(c.Enqueue("p", "k", "nobody", {"n": 3},
+                                      {"durability": "volatile"})))  # no worker runs it
+    hour = Retention("hours", 1)
+    assert engine.expire_volatile(hour, driver.now) == 0
+    assert engine.expire_volatile(INFINITY, driver.now + 10**9) == 0
+    driver.advance(31 * 60_000)  # the first finished an hour ago, the second half an hour
+    assert engine.expire_volatile(hour, driver.now) == 1
+    assert bytes.fromhex(first) not in engine.jobs and bytes.fromhex(second) in engine.jobs
+    (refused,) = driver.run(c.Status("p", "s", first)).effects
+    assert refused.failure.wire_error()["code"] == "not_found"
+    assert engine.counts["completed"] == 1 and engine.counts["available"] == 1
+    driver.advance(60 * 60_000)
+    assert engine.expire_volatile(hour, driver.now) == 1
+    assert engine.job_count() == 1  # the waiting one stays, however old
+    assert engine.budget.used == empty + engine.jobs[bytes.fromhex(
+        kept.fields["job_id"])].charge
+    assert engine.job_index.size(("state", "completed")) == 0
+    again = volatile_job(9, id=first)  # the first job's id is free: a new job
+    assert again == first and engine.job_count() == 2

@@ -630,3 +630,46 @@ def test_packed_jobs_expire_and_carry_through_an_online_compaction(data_dir, mon
         assert every_state(store.engine) == live
     finally:
         store.close()
+
+
+def test_the_rounds_pack_finished_jobs_and_drop_expired_volatile_ones(data_dir):
+    """``tay serve``'s rounds (tay.server.finished_rounds) on a real store and driver:
+    finished persistent jobs are packed; finished volatile ones stay until they expire under
+    the store's terminal retention (the driver's clock moved two hours on), then go with
+    their budget charge; persistent ones expire only at a compaction."""
+    from tay.server.finished_rounds import FinishedRounds
+
+    async def scenario():
+        h = Harness(data_dir, "c")
+        engine = h.store.engine
+        ahead = [0]
+        h.driver.wall_ms = lambda: compactor_module.wall_ms() + ahead[0]
+        rounds = FinishedRounds(h.driver, h.store, interval_s=0.005)
+        rounds.start()
+        try:
+            persistent = [await h.enqueue(n) for n in range(2)]
+            volatile = []
+            for n in range(2):
+                reply = await h.call(lambda rid: commands.Enqueue(
+                    "p", rid, "t.v1", {"n": n}, {"durability": "volatile"}))
+                volatile.append(reply.fields["job_id"])
+            for job_id in persistent + volatile:
+                await h.cancel(job_id)
+            charge = sum(engine.jobs[bytes.fromhex(job_id)].charge for job_id in persistent)
+            deadline = time.monotonic() + 5
+            while len(engine.finished.packed) < 2 and time.monotonic() < deadline:
+                await asyncio.sleep(0.005)
+            packed = set(engine.finished.packed)
+            await asyncio.sleep(0.05)  # rounds go on: the volatile jobs are kept an hour
+            kept = engine.job_count()
+            ahead[0] = 2 * HOUR_MS
+            while engine.job_count() > 2 and time.monotonic() < deadline:
+                await asyncio.sleep(0.005)
+            return packed, kept, engine.job_count(), engine.budget.used, charge, persistent
+        finally:
+            rounds.stop()
+            h.close()
+
+    packed, kept, left, used, charge, persistent = asyncio.run(scenario())
+    assert packed == {bytes.fromhex(job_id) for job_id in persistent}
+    assert kept == 4 and left == 2 and used == charge

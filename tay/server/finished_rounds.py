@@ -1,0 +1,50 @@
+"""What becomes of finished jobs while the server runs, a round at a time between loop turns.
+
+Every ``interval_s`` a round
+* packs the persistent jobs that had finished when the previous round ended
+  (``EngineState.pack_finished``, tay.engine.packed), at most ``slice_jobs`` per loop
+  callback, so a round of a busy second never holds the loop for long. A job is thus packed
+  between one and two intervals after it finished: a client reading its result right away
+  finds it unpacked;
+* drops the volatile jobs that expired under the store's terminal retention
+  (``EngineState.expire_volatile``): they are in no store, so no compaction expires them.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+INTERVAL_S = 1.0
+SLICE_JOBS = 1024  # about 2-3 ms of packing per callback
+
+
+class FinishedRounds:
+    """``driver``: the engine's (its loop and wall clock); ``store``: its open store (the
+    terminal retention, which a compaction may change)."""
+
+    def __init__(self, driver: Any, store: Any, interval_s: float | None = None,
+                 slice_jobs: int | None = None) -> None:
+        self.driver = driver
+        self.store = store
+        self.engine = store.engine
+        self.interval_s = INTERVAL_S if interval_s is None else interval_s
+        self.slice_jobs = SLICE_JOBS if slice_jobs is None else slice_jobs
+        self._handle: asyncio.Handle | None = None
+
+    def start(self) -> None:
+        self.engine.start_packing()
+        self._handle = self.driver.loop.call_later(self.interval_s, self._round)
+
+    def stop(self) -> None:
+        if self._handle is not None:
+            self._handle.cancel()
+            self._handle = None
+
+    def _round(self) -> None:
+        loop = self.driver.loop
+        if self.engine.pack_finished(self.slice_jobs):
+            self._handle = loop.call_soon(self._round)
+            return
+        self.engine.expire_volatile(self.store.retention, self.driver.wall_ms())
+        self._handle = loop.call_later(self.interval_s, self._round)
