@@ -22,7 +22,7 @@ def test_each_shape_reports_live_packed_and_recovered(capsys) -> None:
     assert tracked[("success", "live")] >= 3.5 and tracked[("success", "recovered")] < 0.5
     assert tracked[("success", "packed")] < 0.5
     # a backlog waits: nothing of it is finished, nothing packed
-    assert tracked[("backlog", "packed")] == tracked[("backlog", "live")]
+    assert abs(tracked[("backlog", "packed")] - tracked[("backlog", "live")]) < 0.2
     assert 1.5 <= tracked[("backlog", "recovered")] <= tracked[("backlog", "live")]
     memory = {key: int(row[3].replace(",", "")) for key, row in rows.items()}
     assert memory[("success", "recovered")] < memory[("success", "packed")] \
