@@ -24,7 +24,6 @@ from tay._frozen import LazyModule
 from tay.engine.admin import AdminCommands
 from tay.engine.effects import Outcome
 from tay.engine.finished import charges
-from tay._native import _pure_base as bj
 from tay.engine.jobs import (
     INDEX_KEYS, STATE_SLOT, CompletedRow, JobEntry, LazyJobEntry, StartedRow, index_keys_for, peek,
 )
@@ -698,27 +697,11 @@ class EpochEngine(AdminCommands):
         """Drop jobs a published compaction no longer retains: their id, definition, result
         and state-budget charge are released. Returns how many were dropped."""
         dropped = 0
-        index = self.job_index  # built (if replay deferred it) before any job leaves
-        finished = self.finished
-        texts = finished.texts
         for job_id in job_ids:
             entry = self.jobs.get(job_id)
-            if entry is None:  # held in columns or packed (finished, persistent): in place
-                found = finished.where(job_id)
-                if found is None:
-                    continue
-                held, k = found
-                state = held.state(k)
-                queue = held.text(k, bj.QUEUE, texts)
-                charge, margin = charges(held, k)
-                finished.remove(job_id)
-                self.queue_counts[queue][STATE_INDEX[state]] -= 1
-                index.forget(state, index_keys_for(queue, held.text(k, bj.WORKER, texts)))
-                self.budget.release(charge, charge - margin)
+            if entry is None:  # held in columns or packed: dropped in place
+                dropped += self._drop_held(job_id)
+            elif not entry.volatile and peek(entry).terminal:
+                self._drop(job_id, entry)
                 dropped += 1
-                continue
-            if entry.volatile or not peek(entry).terminal:
-                continue
-            self._drop(job_id, entry)
-            dropped += 1
         return dropped

@@ -3,10 +3,10 @@
 A job the server ran and finished stays retained until a compaction expires it, as a
 ``JobEntry``, its ``JobState`` (or a fused row), the available state a fused row holds, and
 its ``LazyDefinition``: four objects the cycle collector tracks, which every full collection
-walks (about 130 ms per collection for the 64,000 small jobs the default state budget
-retains, docs/benchmarks.md). Packed, a job is one exact tuple of bytes, strings, integers,
-None and other such tuples (its result and failure details as they were), which CPython's
-collector stops tracking once it has looked at it, and which is about half the bytes.
+walks (about 130-160 ms per collection for the 64,000 small jobs the default state budget
+retains, docs/benchmarks.md). Packed, a job is one flat exact tuple of bytes, strings,
+integers and None (its result and failure details as JSON text where that reads back
+equal), which CPython's collector stops tracking once it has looked at it.
 
 A packed job is held by ``FinishedJobs`` beside the columnar runs a restart leaves: readers
 that only need its state, revision, terminal time, queue, task or charge read the tuple in
@@ -76,13 +76,12 @@ def pack(entry: JobEntry) -> tuple:
                 fields[at] = text
                 encoded |= 1 << bit
     definition = state[DEFINITION]
+    args_nodes = scalars = None
     if type(definition) is LazyDefinition:  # its bytes and scalars: no object of its own
         fields[DEFINITION] = definition.canonical
-        fields += (entry.queue, entry.task, entry.charge, entry.margin, entry.schedule_id,
-                   definition.args_nodes, definition.scalars, encoded)
-    else:
-        fields += (entry.queue, entry.task, entry.charge, entry.margin, entry.schedule_id,
-                   None, None, encoded)
+        args_nodes, scalars = definition.args_nodes, definition.scalars
+    fields += (entry.queue, entry.task, entry.charge, entry.margin, entry.schedule_id,
+               args_nodes, scalars, encoded)
     attempts = timeline(entry)
     if attempts is None:
         fields.append(None)
@@ -101,18 +100,16 @@ def _as_json(attachment: Any) -> bytes | None:
         text = orjson.dumps(attachment)
     except TypeError:  # a key or value JSON has no text for
         return None
-    if orjson.loads(text) != attachment or _key_orders(orjson.loads(text)) \
-            != _key_orders(attachment):
-        return None
-    return text
+    return text if _exact(orjson.loads(text)) == _exact(attachment) else None
 
 
-def _key_orders(value: Any) -> Any:
+def _exact(value: Any) -> Any:
+    """``value`` with every map's key order and every leaf's type made part of equality."""
     if type(value) is dict:
-        return [(key, _key_orders(item)) for key, item in value.items()]
+        return [(key, _exact(item)) for key, item in value.items()]
     if type(value) is list:
-        return [_key_orders(item) for item in value]
-    return type(value)
+        return [_exact(item) for item in value]
+    return type(value), value
 
 
 def job_state(packed: tuple) -> JobState:

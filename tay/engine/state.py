@@ -24,7 +24,7 @@ from tay.engine.config import EngineConfig
 from tay.engine.effects import Execute, Outcome
 from tay.engine.execute_args import ExecuteArgs
 from tay.engine.executors import Executor, ExecutorRegistry, Reservation
-from tay.engine.finished import FinishedJobs
+from tay.engine.finished import FinishedJobs, charges
 from tay.engine.ids import BufferedSystemRandom, RandomSource, random_token
 from tay.engine.job_index import JobIndex
 from tay.engine.jobs import JobEntry, LazyJobEntry, index_keys_for, peek
@@ -240,10 +240,32 @@ class EngineState:
         charge are released, and its index entries are stale."""
         index = self.job_index  # built (if replay deferred it) before any job leaves
         del self.jobs[job_id]
-        state = peek(entry).state
-        entry.queue_row[STATE_INDEX[state]] -= 1
-        index.forget(state, entry.index_keys)
-        self.budget.release(entry.charge, entry.charge - entry.margin)
+        self._released(index, peek(entry).state, entry.queue_row, entry.index_keys,
+                       entry.charge, entry.margin)
+
+    def _drop_held(self, job_id: bytes) -> bool:
+        """``_drop`` of a job held in columns or packed (finished and persistent), read in
+        place, not taken out first; False when it is not held."""
+        finished = self.finished
+        found = finished.where(job_id)
+        if found is None:
+            return False
+        held, k = found
+        index = self.job_index  # built (if replay deferred it) before any job leaves
+        texts = finished.texts
+        queue = held.text(k, bj.QUEUE, texts)
+        finished.remove(job_id)
+        self._released(index, held.state(k), self.queue_counts[queue],
+                       index_keys_for(queue, held.text(k, bj.WORKER, texts)),
+                       *charges(held, k))
+        return True
+
+    def _released(self, index: JobIndex, state: str, queue_row: list[int], index_keys: Any,
+                  charge: int, margin: int) -> None:
+        """What a job that left gives back: its count, its index entries, its charge."""
+        queue_row[STATE_INDEX[state]] -= 1
+        index.forget(state, index_keys)
+        self.budget.release(charge, charge - margin)
 
     # ---- packing finished jobs (tay.engine.packed) ----------------------------------
 
