@@ -428,8 +428,9 @@ def _shared_scalars(scalars: tuple) -> tuple:
 
 def _remember_scalars(scalars: tuple) -> tuple:
     """Share ``scalars`` from now on (the first job of its kind)."""
-    if len(_SCALARS) >= _SCALARS_MAX:
-        _SCALARS.clear()  # many distinct scheduled_at values: start over
+    if len(_SCALARS) >= _SCALARS_MAX:  # many distinct scheduled_at values: start over,
+        _SCALARS.clear()  # and so do the kinds, which hold the same tuples (else a kind
+        _KINDS.clear()  # would keep handing out a tuple that is no longer the shared one)
     _SCALARS[scalars] = scalars
     return scalars
 
