@@ -24,6 +24,8 @@ from tay._frozen import LazyModule
 from tay.engine.admin import AdminCommands
 from tay.engine.effects import Outcome
 from tay.engine.finished import charges
+from tay.engine.packed import ID as PACKED_ID, PACKED
+from tay.engine.packed import job_state as packed_job_state
 from tay.engine.jobs import (
     INDEX_KEYS, STATE_SLOT, CompletedRow, JobEntry, LazyJobEntry, StartedRow, index_keys_for, peek,
 )
@@ -592,16 +594,16 @@ class EpochEngine(AdminCommands):
         """Every persistent job's durable state (volatile jobs stay out of the store), in no
         particular order; the jobs held in columns or packed are built for the list, not
         kept."""
-        return [job if type(job) is JobState else job.job_state()
-                for job in self.captured_jobs()]
+        return [captured_state(job) for job in self.captured_jobs()]
 
     def captured_jobs(self) -> list[Any]:
-        """``retained_jobs`` as an online compaction captures them on the loop: a held job
-        (in columns or packed) as the row its JobState is built from (``job_state()``,
-        immutable), so that the compaction's worker thread builds them, not the loop."""
+        """``retained_jobs`` as an online compaction captures them on the loop, immutable
+        values the compaction's worker thread builds (``captured_state``) one at a time: a
+        live job's JobState, a job held in columns as the row its JobState is built from,
+        and a packed job as its packed tuple, which the collector does not track."""
         out: list[Any] = [entry.state for entry in self.jobs.values() if not entry.volatile]
         texts = self.finished.texts
-        out += [jobs.row(k, texts) for jobs, k in self.finished.held()]
+        out += [k if jobs is PACKED else jobs.row(k, texts) for jobs, k in self.finished.held()]
         return out
 
     def checkpoints(self, captured_at: int) -> list[Checkpoint]:
@@ -705,3 +707,18 @@ class EpochEngine(AdminCommands):
                 self._drop(job_id, entry)
                 dropped += 1
         return dropped
+
+
+def captured_state(job: Any) -> JobState:
+    """The JobState of one of ``captured_jobs``."""
+    kind = type(job)
+    if kind is JobState:
+        return job
+    if kind is tuple:
+        return packed_job_state(job)
+    return job.job_state()
+
+
+def captured_id(job: Any) -> bytes:
+    """The id of one of ``captured_jobs``, without building its JobState."""
+    return job[PACKED_ID] if type(job) is tuple else job.id

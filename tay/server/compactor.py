@@ -32,6 +32,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
+from tay.engine.epoch import captured_id, captured_state
 from tay.failures import RequestRefused, StorageFailure, WriterStopped
 from tay.storage.fsio import RealIO
 from tay.storage.journal.history_budget import HistoryBudget
@@ -323,7 +324,8 @@ class OnlineCompactor:
         applied = durable_form(retention or store.retention)
         driver.tap = []
         return online.Capture(source, captured_at, applied, jobs,
-                              engine.checkpoints(captured_at), next_order)
+                              engine.checkpoints(captured_at), next_order,
+                              state_of=captured_state, id_of=captured_id)
 
     def _switch(self, prepared: online.Prepared, expected: int) -> dict[str, Any]:
         """On the loop, admission paused: catch-up, publish, CURRENT, the new tail."""

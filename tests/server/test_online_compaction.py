@@ -673,3 +673,109 @@ def test_the_rounds_pack_finished_jobs_and_drop_expired_volatile_ones(data_dir):
     packed, kept, left, used, charge, persistent = asyncio.run(scenario())
     assert packed == {bytes.fromhex(job_id) for job_id in persistent}
     assert kept == 4 and left == 2 and used == charge
+
+
+def _altered(job):
+    from tay.storage.events.transitions import _evolve
+    return _evolve(job, inserted_at=job.inserted_at - 1)
+
+
+def _extra(jobs):
+    """A copy of the finished job (no availability order to collide) after every other."""
+    from tay.storage.events.transitions import _evolve
+    return _evolve(next(job for job in jobs if job.terminal), id=b"\xff" * 16)
+
+
+@pytest.mark.parametrize("change,what", [
+    (lambda jobs: jobs[:1] + jobs[2:], "job"),  # the replay misses a planned job
+    (lambda jobs: jobs[:-1], "job_count"),  # it misses the last
+    (lambda jobs: jobs + [_extra(jobs)], "job_count"),  # it holds one more
+    (lambda jobs: jobs[:1] + [_altered(jobs[1])] + jobs[2:], "job"),  # one field differs
+])
+def test_a_candidate_that_does_not_replay_to_the_plan_is_not_published(data_dir, monkeypatch,
+                                                                        change, what):
+    """The verification compares the replayed base with the plan job by job as it comes
+    (``PlannedTable``), holding neither whole: a base written with a job missing, one too
+    many or one field changed is refused, and the store keeps serving its epoch."""
+    real = online.base_records
+    monkeypatch.setattr(online, "base_records",
+                        lambda jobs, checkpoints: real(change(list(jobs)), checkpoints))
+    refusals = []
+    real_mismatch = online.mismatch
+
+    def noted(kind, **extra):
+        refusals.append(kind)
+        return real_mismatch(kind, **extra)
+
+    monkeypatch.setattr(online, "mismatch", noted)
+    from tay.storage.compaction import verify
+    monkeypatch.setattr(verify, "mismatch", noted)
+
+    async def scenario():
+        h = Harness(data_dir, "auto")
+        try:
+            ids = [await h.enqueue(n) for n in range(4)]
+            await h.cancel(ids[0])
+            epoch = h.store.journal.epoch_id
+            with pytest.raises(CompactionFailed) as failed:
+                await h.compactor.request("admin")
+            assert failed.value.reason == "verification_mismatch"
+            assert h.store.journal.epoch_id == epoch and h.driver.stopped is None
+            ids.append(await h.enqueue(9))  # still serving
+            return every_state(h.store.engine)
+        finally:
+            h.close()
+
+    live = asyncio.run(scenario())
+    assert refusals == [what] and len(live) == 5
+    store = open_store(config(data_dir))
+    try:
+        assert every_state(store.engine) == live
+    finally:
+        store.close()
+
+
+def test_an_online_compaction_holds_no_retained_job_twice(data_dir, monkeypatch):
+    """While the candidate is verified, the retained jobs held packed are not built into
+    objects that live on: the plan streams (each job built when written and when compared,
+    then dropped), and the replay keeps none of the base's jobs."""
+    import gc
+
+    from tay.storage.events.transitions import JobState
+
+    alive: list[int] = []
+    real = online._replay
+
+    def counted(*args):
+        reducer = real(*args)
+        gc.collect()
+        alive.append(sum(1 for o in gc.get_objects() if type(o) is JobState))
+        return reducer
+
+    monkeypatch.setattr(online, "_replay", counted)
+
+    async def scenario():
+        h = Harness(data_dir, "c")
+        engine = h.store.engine
+        engine.start_packing()
+        try:
+            ids = [await h.enqueue(n) for n in range(300)]
+            for job_id in ids[:290]:
+                await h.cancel(job_id)
+            pack_all(engine)
+            assert len(engine.finished.packed) == 290
+            gc.collect()
+            before = sum(1 for o in gc.get_objects() if type(o) is JobState)
+            report = await h.compactor.request("admin")
+            return report, before, every_state(engine)
+        finally:
+            h.close()
+
+    report, before, live = asyncio.run(scenario())
+    assert report["retained_jobs"] == 300 and report["expired_jobs"] == 0
+    assert alive and alive[0] <= before + 5, (alive, before)  # not 290 more, nor 580
+    store = open_store(config(data_dir))
+    try:
+        assert every_state(store.engine) == live
+    finally:
+        store.close()

@@ -32,6 +32,7 @@ from tay.storage.v2.epoch_records import encode_job_attachment
 from tay.storage.v2.reducer import EpochReducer
 from tay.storage.v2.rows import BaseLiveRow, JobRow
 from tests.build_guard import c_twin
+from tay.engine.epoch import captured_state
 from tay.engine.jobs import peek
 from tests.engine.test_lazy_rows import answers, bookkeeping, job_answers, recovered
 from tests.storage.conftest import scratch_path
@@ -536,7 +537,7 @@ def take(engine, step, now: int):
         return by_id(engine.retained_jobs())
     else:  # capture
         jobs, order = engine.online_capture()  # held jobs as rows, built by the compaction
-        return by_id([job if type(job) is JobState else job.job_state() for job in jobs]), order
+        return by_id([captured_state(job) for job in jobs]), order
     out = engine.handle(command, now, now)
     return ([(s, e.pair, e.raw) for s, e in out.events],
             [("refused", e.failure.wire_error()) if isinstance(e, Refuse) else e

@@ -6,11 +6,12 @@ storage side:
 1. **Capture**, on the event loop: the journal is drained and rotated, so the frozen source
    is exactly the segments before the new active one, and the engine's retained state (jobs,
    entity checkpoints, the availability allocator) is taken at that journal position
-   (``OnlineSource`` + ``Capture``). The jobs are immutable ``JobState`` values, so the
-   snapshot is a list of references.
+   (``OnlineSource`` + ``Capture``). The jobs are immutable values (a live job's
+   ``JobState``, a held job's row or packed tuple), so the snapshot is a list of references.
 2. **Prepare**, on a worker thread (``prepare``): retention filter, source inventory, space
    admission, candidate base + MANIFEST + empty tail, and an independent replay of the
-   candidate compared with the plan (steps 1-6). The engine keeps writing to the source's
+   candidate compared with the plan job by job as it comes (steps 1-6; ``PlannedTable``:
+   no retained job is held twice as objects). The engine keeps writing to the source's
    new active segment meanwhile; the driver keeps a copy of those records.
 3. **Switch**, on the loop with admission paused (the server): the records written since
    the capture are re-framed with the tail's sequences (``reframe``) and appended to the
@@ -32,16 +33,16 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import dataclass, field
-from typing import Any, Sequence
+from typing import Any, Callable, Sequence
 
 from tay.failures import RecoveryRefused
 from tay.storage.compaction import publish
 from tay.storage.compaction.candidate import Candidate, CandidateWriter, TailAppender
 from tay.storage.compaction.leftovers import reclaim_leftovers
 from tay.storage.compaction.plan import Checkpoint, base_records, expires
-from tay.storage.compaction.space import admit_space, estimate_base_bytes
+from tay.storage.compaction.space import admit_space, base_estimate, estimate_job_bytes
 from tay.storage.compaction.trigger import source_bytes  # noqa: F401 (re-exported)
-from tay.storage.compaction.verify import EpochTable, compare_jobs, job_fields, mismatch
+from tay.storage.compaction.verify import PlannedTable, job_fields, mismatch
 from tay.storage.events.transitions import JobState
 from tay.storage.formats.segment import segment_file_name
 from tay.storage.fsio import RealIO
@@ -77,6 +78,14 @@ class OnlineSource:
     rotation_target: int
 
 
+def _as_job_state(job: Any) -> JobState:
+    return job if type(job) is JobState else job.job_state()
+
+
+def _job_id(job: Any) -> bytes:
+    return job.id
+
+
 @dataclass
 class Capture:
     """The engine's retained state at the source frontier."""
@@ -84,9 +93,11 @@ class Capture:
     source: OnlineSource
     captured_at: int
     retention: Retention  # the one this compaction applies (already in durable form)
-    jobs: list[Any]  # JobStates, or rows whose job_state() builds one (on the worker)
+    jobs: list[Any]  # immutable values, built by state_of (on the worker), id by id_of
     checkpoints: list[Checkpoint]
     next_order: int  # the live allocator ``L``
+    state_of: Callable[[Any], JobState] = _as_job_state
+    id_of: Callable[[Any], bytes] = _job_id
     started: float = field(default_factory=time.monotonic)
 
 
@@ -103,7 +114,7 @@ class Prepared:
     base_bytes: int
     base_next_order: int  # ``B``
     reducer: EpochReducer  # the replayed base, where the catch-up check continues
-    table: EpochTable
+    table: PlannedTable  # the replayed epoch, where the catch-up check looks jobs up
     timings_ms: dict[str, int]
     appender: TailAppender | None = None  # the tail, open for the catch-up
     catch_up_records: int = 0  # appended so far
@@ -127,27 +138,32 @@ def prepare(capture: Capture, *, io: RealIO | None = None,
     def mark(step: str) -> None:
         timings[step] = round((time.monotonic() - started) * 1000)
 
-    kept: list[JobState] = []
+    # The plan streams: the kept jobs are the captured values (ascending id), each built
+    # into its JobState when the base is written and again when the replay is compared with
+    # it, and dropped in between, so the retained jobs are not held a second time as objects
+    # (a full collection would walk them all, with the loop stopped).
+    state_of, id_of = capture.state_of, capture.id_of
+    kept: list[Any] = []
     expired: dict[bytes, int] = {}
-    for job in capture.jobs:
-        if type(job) is not JobState:  # a held job's row: built here, off the loop
-            job = job.job_state()
+    job_bytes = 0
+    for captured in sorted(capture.jobs, key=id_of):
+        job = state_of(captured)
         if expires(job, capture.retention, capture.captured_at):
             expired[job.id] = job.revision
         else:
-            kept.append(job)
-    kept.sort(key=lambda job: job.id)
+            kept.append(captured)
+            job_bytes += estimate_job_bytes(job)
     inventory = tuple(
         (segment_id, file_sha256(io, path, io.lstat(path).st_size))
         for segment_id, path in ((i, os.path.join(source.segments_dir, segment_file_name(i)))
                                  for i in range(1, source.active_id)))
     mark("planned")
-    admit_space(io, source.root, estimate_base_bytes(kept, capture.checkpoints),
+    admit_space(io, source.root, base_estimate(job_bytes, capture.checkpoints),
                 len(inventory), max_candidate_bytes)
     reclaim_leftovers(io, source.root)  # leaked candidates, unselected epochs, staging
     writer = CandidateWriter(io, source.root, source.store_id, source.rotation_target)
     writer.create_directories()
-    base = writer.write_base(base_records(kept, capture.checkpoints))
+    base = writer.write_base(base_records(map(state_of, kept), capture.checkpoints))
     epoch_id = new_store_id()
     manifest, manifest_bytes = writer.write_manifest(
         epoch_id=epoch_id, captured_at=capture.captured_at, retention=capture.retention,
@@ -155,8 +171,9 @@ def prepare(capture: Capture, *, io: RealIO | None = None,
         source_segments=inventory)
     candidate = writer.create_tail(manifest, manifest_bytes)
     mark("candidate_written")
-    table, reducer = _replay(io, candidate.path, source.store_id, options)
-    compare_jobs(kept, table.jobs)
+    table = PlannedTable(kept, state_of, id_of, options.event_limits)
+    reducer = _replay(io, candidate.path, source.store_id, options, table)
+    table.end_base()
     if len(table.entities) != len(capture.checkpoints):
         raise mismatch("entity_count", expected=len(capture.checkpoints),
                        found=len(table.entities))
@@ -190,14 +207,13 @@ def catch_up(prepared: Prepared, chunk: Sequence[JournalRecord],
     prepared.catch_up_records += len(records)
 
 
-def _replay(io: RealIO, path: str, store_id: bytes,
-            options: RecoveryOptions) -> tuple[EpochTable, EpochReducer]:
+def _replay(io: RealIO, path: str, store_id: bytes, options: RecoveryOptions,
+            table: PlannedTable) -> EpochReducer:
     view = read_epoch_dir(io, path, store_id, options)
     try:
-        table = EpochTable(options.event_limits)
         _, reducer = replay_v2(view, table, table.limits)
         assert reducer is not None
-        return table, reducer
+        return reducer
     finally:
         view.close()
 
@@ -266,14 +282,15 @@ def verify_catch_up(prepared: Prepared, chunk: Sequence[JournalRecord],
     entity revisions; ``live`` maps each touched id to its live state at the switch (None:
     not retained)."""
     catch_up(prepared, chunk, rest)
-    jobs = prepared.table.jobs
+    table = prepared.table
     for job_id, state in live.items():
-        found = jobs.get(job_id)
+        found = table.job(job_id)
         if (found is None) != (state is None) or (
                 state is not None and job_fields(found) != job_fields(state)):
             raise mismatch("job", job_id=job_id.hex(), step="catch_up")
-    if len(jobs) != live_count:
-        raise mismatch("job_count", expected=live_count, found=len(jobs), step="catch_up")
+    if table.count() != live_count:
+        raise mismatch("job_count", expected=live_count, found=table.count(),
+                       step="catch_up")
     if prepared.reducer.entities != live_entities:
         raise mismatch("entities", step="catch_up")
 

@@ -9,7 +9,7 @@ that does not fit is refused (kind ``resource_limit``) and changes nothing.
 from __future__ import annotations
 
 import os
-from typing import Sequence
+from typing import Iterable, Sequence
 
 from tay.failures import RecoveryRefused
 from tay.storage.events.transitions import JobState
@@ -26,13 +26,22 @@ SNAPSHOT_OVERHEAD = 420
 ATTACHMENT_OVERHEAD = 120
 
 
-def estimate_base_bytes(jobs: Sequence[JobState], checkpoints: Sequence) -> int:
+def estimate_base_bytes(jobs: Iterable[JobState], checkpoints: Sequence) -> int:
     """An upper estimate of the base's size (frames, plus one header/footer per 64 MiB)."""
-    total = 0
-    for job in jobs:
-        total += FIXED_SIZE + SNAPSHOT_OVERHEAD + len(job.definition_bytes)
-        if job.result_present:
-            total += FIXED_SIZE + ATTACHMENT_OVERHEAD + len(value.encode(job.result))
+    return base_estimate(sum(map(estimate_job_bytes, jobs)), checkpoints)
+
+
+def estimate_job_bytes(job: JobState) -> int:
+    """One kept job's share of ``estimate_base_bytes``: its snapshot and its result."""
+    total = FIXED_SIZE + SNAPSHOT_OVERHEAD + len(job.definition_bytes)
+    if job.result_present:
+        total += FIXED_SIZE + ATTACHMENT_OVERHEAD + len(value.encode(job.result))
+    return total
+
+
+def base_estimate(job_bytes: int, checkpoints: Sequence) -> int:
+    """``estimate_base_bytes`` from its jobs' summed ``estimate_job_bytes``."""
+    total = job_bytes
     for checkpoint in checkpoints:
         total += FIXED_SIZE + 16 + len(value.encode_map(checkpoint.event.payload))
     segments = total // (64 * 1024 * 1024) + 1

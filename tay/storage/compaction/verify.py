@@ -8,7 +8,8 @@ first difference, so nothing is published from a candidate that does not replay 
 
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping
+from bisect import bisect_left
+from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from tay.failures import RecoveryRefused
 from tay.storage import events as ev
@@ -32,6 +33,77 @@ class EpochTable:
 
     def epoch_install(self, job: JobState, event: ev.Event | None = None) -> None:
         self.jobs[job.id] = job
+
+    def epoch_entity(self, revision: int, event: ev.Event) -> None:
+        carry = ev.epoch_carry(event.pair)
+        self.entities[carry.entity(event.payload)] = (revision, event)
+
+
+class PlannedTable:
+    """The reducer sink of an online compaction's verification, which holds no retained job
+    a second time: the replayed base's jobs (ascending id, as the base orders them) are
+    compared with the plan's as they are installed and then dropped; once the base is
+    complete (``end_base``), the catch-up looks a base job up by rebuilding the plan's
+    (``state_of``: equal to the replayed one, field by field, or the replay was refused)
+    and keeps only the jobs it changes.
+
+    ``planned``: the kept jobs in ascending id, as whatever ``state_of`` builds a JobState
+    from and ``id_of`` reads the id of (a JobState, a held row, a packed tuple)."""
+
+    def __init__(self, planned: Sequence[Any], state_of: Callable[[Any], JobState],
+                 id_of: Callable[[Any], bytes], limits: DecodeLimits | None = None) -> None:
+        self.limits = limits or DecodeLimits()
+        self.entities: dict[tuple, tuple[int, ev.Event]] = {}
+        self._planned = planned
+        self._state_of = state_of
+        self._ids = [id_of(job) for job in planned]
+        self._compared = 0  # base jobs installed and found equal so far
+        self._in_base = True
+        self._changed: dict[bytes, JobState] = {}  # the catch-up's jobs, by id
+        self._added = 0  # of them, those the base does not hold
+
+    def _base_index(self, job_id: bytes) -> int | None:
+        ids = self._ids
+        k = bisect_left(ids, job_id)
+        return k if k < len(ids) and ids[k] == job_id else None
+
+    def job(self, job_id: bytes) -> JobState | None:
+        """The job's state as the replay has it (after ``end_base``)."""
+        found = self._changed.get(job_id)
+        if found is not None:
+            return found
+        k = self._base_index(job_id)
+        return None if k is None else self._state_of(self._planned[k])
+
+    def count(self) -> int:
+        return len(self._ids) + self._added
+
+    def end_base(self) -> None:
+        """The base replayed to the end: every planned job must have come."""
+        if self._compared != len(self._ids):
+            raise mismatch("job_count", expected=len(self._ids), found=self._compared)
+        self._in_base = False
+
+    # ---- the reducer's sink -----------------------------------------------------------
+
+    def epoch_job(self, job_id: bytes) -> JobState | None:
+        if self._in_base:
+            raise mismatch("lookup_in_base", job_id=job_id.hex())
+        return self.job(job_id)
+
+    def epoch_install(self, job: JobState, event: ev.Event | None = None) -> None:
+        if self._in_base:
+            k = self._compared
+            if k >= len(self._ids):
+                raise mismatch("job_count", expected=len(self._ids), found=k + 1)
+            if job.id != self._ids[k] or (
+                    job_fields(job) != job_fields(self._state_of(self._planned[k]))):
+                raise mismatch("job", job_id=job.id.hex())
+            self._compared = k + 1
+            return
+        if job.id not in self._changed and self._base_index(job.id) is None:
+            self._added += 1
+        self._changed[job.id] = job
 
     def epoch_entity(self, revision: int, event: ev.Event) -> None:
         carry = ev.epoch_carry(event.pair)
