@@ -634,12 +634,17 @@ class EpochEngine(AdminCommands):
         assert self.epoch is not None, "online compaction needs a Store-v2 epoch"
         return self.captured_jobs(), self.epoch.next_order
 
-    def stale_expiries(self, expired: dict[bytes, int]) -> list[bytes]:
+    def stale_expiries(self, expired: dict[bytes, int],
+                       touched: set[bytes] | None = None) -> list[bytes]:
         """Jobs a compaction planned to expire that changed since its capture (a retried
         discarded job): the new base does not hold them, so that compaction must not
-        publish."""
+        publish. ``touched``: the ids of the jobs the records written since the capture
+        change (a job changes only through a record), so only those are looked at; None:
+        every planned one."""
         stale = []
         finished = self.finished
+        if touched is not None:
+            expired = {job_id: expired[job_id] for job_id in touched if job_id in expired}
         for job_id, revision in expired.items():
             entry = self.jobs.get(job_id)
             if entry is None:
@@ -699,14 +704,19 @@ class EpochEngine(AdminCommands):
         """Drop jobs a published compaction no longer retains: their id, definition, result
         and state-budget charge are released. Returns how many were dropped."""
         dropped = 0
+        packed = self.finished.packed
+        packed_ids = []
         for job_id in job_ids:
             entry = self.jobs.get(job_id)
             if entry is None:  # held in columns or packed: dropped in place
-                dropped += self._drop_held(job_id)
+                if job_id in packed:
+                    packed_ids.append(job_id)
+                else:
+                    dropped += self._drop_held(job_id)
             elif not entry.volatile and peek(entry).terminal:
                 self._drop(job_id, entry)
                 dropped += 1
-        return dropped
+        return dropped + self._drop_packed(packed_ids)
 
 
 def captured_state(job: Any) -> JobState:

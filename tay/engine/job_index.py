@@ -105,11 +105,13 @@ class JobIndex:
         live[ALL] = len(everything)
         return index
 
-    def forget(self, state: str, job_keys: tuple[tuple[str, str], tuple[str, str]]) -> None:
-        """A job left the engine (it expired at a compaction): its entries are stale now."""
+    def forget(self, state: str, job_keys: tuple[tuple[str, str], tuple[str, str]],
+               count: int = 1) -> None:
+        """``count`` jobs of one state and keys left the engine (they expired at a
+        compaction): their entries are stale now."""
         live = self.live
         for key in (ALL, STATE_KEYS[state], *job_keys):
-            live[key] -= 1
+            live[key] -= count
 
     def _compact(self, key: tuple[str, str]) -> None:
         stamp_of = self._stamp_of

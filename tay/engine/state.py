@@ -238,7 +238,7 @@ class EngineState:
     def _drop(self, job_id: bytes, entry: JobEntry) -> None:
         """A finished job leaves the engine: its id, definition, result and state-budget
         charge are released, and its index entries are stale."""
-        index = self.job_index  # built (if replay deferred it) before any job leaves
+        index = self._job_index  # None: deferred by replay, built later without it
         del self.jobs[job_id]
         self._released(index, peek(entry).state, entry.queue_row, entry.index_keys,
                        entry.charge, entry.margin)
@@ -251,7 +251,7 @@ class EngineState:
         if found is None:
             return False
         held, k = found
-        index = self.job_index  # built (if replay deferred it) before any job leaves
+        index = self._job_index  # None: deferred by replay, built later without it
         texts = finished.texts
         queue = held.text(k, bj.QUEUE, texts)
         finished.remove(job_id)
@@ -260,11 +260,40 @@ class EngineState:
                        *charges(held, k))
         return True
 
-    def _released(self, index: JobIndex, state: str, queue_row: list[int], index_keys: Any,
-                  charge: int, margin: int) -> None:
+    def _drop_packed(self, job_ids: list[bytes]) -> int:
+        """``_drop_held`` of packed jobs, many at once (a compaction's switch expires
+        thousands while writes wait): their counts, index entries and charges are given
+        back per (state, queue, task), not job by job. Returns how many were dropped."""
+        if not job_ids:
+            return 0
+        index = self._job_index  # None: deferred by replay, built later without it
+        finished = self.finished
+        packed_jobs, stamps = finished.packed, finished.stamps
+        groups: Counter = Counter()
+        charge = admitted = dropped = 0
+        for job_id in job_ids:
+            packed = packed_jobs.pop(job_id, None)
+            if packed is None:  # named twice
+                continue
+            dropped += 1
+            del stamps[job_id]
+            groups[packed[packing.STATE], packed[packing.QUEUE], packed[packing.TASK]] += 1
+            charge += packed[packing.CHARGE]
+            admitted += packed[packing.CHARGE] - packed[packing.MARGIN]
+        queue_counts = self.queue_counts
+        for (state, queue, task), count in groups.items():
+            queue_counts[queue][STATE_INDEX[state]] -= count
+            if index is not None:
+                index.forget(state, index_keys_for(queue, task), count)
+        self.budget.release(charge, admitted)
+        return dropped
+
+    def _released(self, index: JobIndex | None, state: str, queue_row: list[int],
+                  index_keys: Any, charge: int, margin: int) -> None:
         """What a job that left gives back: its count, its index entries, its charge."""
         queue_row[STATE_INDEX[state]] -= 1
-        index.forget(state, index_keys)
+        if index is not None:
+            index.forget(state, index_keys)
         self.budget.release(charge, charge - margin)
 
     # ---- packing finished jobs (tay.engine.packed) ----------------------------------

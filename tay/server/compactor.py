@@ -332,10 +332,6 @@ class OnlineCompactor:
         from tay.storage.compaction import online, publish
         driver, store, engine = self.driver, self.store, self.store.engine
         paused = time.perf_counter()
-        stale = engine.stale_expiries(prepared.expired)
-        if stale:
-            raise CompactionFailed("expired_job_changed", f"{len(stale)} job(s) the plan "
-                                   f"expires changed since the capture (e.g. {stale[0].hex()})")
         journal = driver.suspend_writer()
         records, driver.tap = driver.tap or [], None
         source = prepared.capture.source
@@ -343,6 +339,14 @@ class OnlineCompactor:
             if _continues(records, expected) != journal.next_sequence:
                 raise CompactionFailed("catch_up_gap", "the journal moved past the copied "
                                        f"records ({journal.next_sequence})")
+            # every job changed since the capture is in a record of the catch-up, so only
+            # those are looked at, not every job the plan expires
+            touched = prepared.touched | online.touched_jobs(records)
+            stale = engine.stale_expiries(prepared.expired, touched)
+            if stale:
+                raise CompactionFailed("expired_job_changed", f"{len(stale)} job(s) the plan "
+                                       "expires changed since the capture (e.g. "
+                                       f"{stale[0].hex()})")
             rest = online.reframe(records, prepared.order_shift)
             tail, current = online.publish_switch(prepared, rest, self.io)
         except BaseException:
@@ -374,7 +378,6 @@ class OnlineCompactor:
         driver.resume_writer(new_journal)
         self._reattach_history(new_journal)
         pause_ms = (time.perf_counter() - paused) * 1000
-        touched = prepared.touched | online.touched_jobs(records)
         live = {job_id: engine.epoch_job(job_id) for job_id in touched}
         live_count = sum(1 for entry in engine.jobs.values() if not entry.volatile) \
             + len(engine.finished)  # jobs held in columns are persistent

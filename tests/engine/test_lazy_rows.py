@@ -113,6 +113,7 @@ def answers(engine) -> dict:
         out["pages"][str(key)] = admin(engine, "jobs", **key)
     out["overview"] = admin(engine, "overview")
     out["queues"] = admin(engine, "queues")
+    out["index_live"] = {key: n for key, n in engine.job_index.live.items() if n}
     return out
 
 

@@ -122,10 +122,12 @@ class PackingMachine(TwinMachine):
         self.both(c.Admin("p", "l", "jobs", body))
 
     @precondition(lambda self: self.job_ids)
-    @rule(index=st.integers(0, 200))
-    def expire(self, index):
-        job_id = bytes.fromhex(self.job_ids[index % len(self.job_ids)])
-        dropped = [driver.engine.expire([job_id]) for driver in (self.packing, self.plain)]
+    @rule(indexes=st.lists(st.integers(0, 200), min_size=1, max_size=8))
+    def expire(self, indexes):
+        """A compaction's expiry of several jobs at once (packed ones are dropped together,
+        ``EngineState._drop_packed``), a job named twice included."""
+        job_ids = [bytes.fromhex(self.job_ids[index % len(self.job_ids)]) for index in indexes]
+        dropped = [driver.engine.expire(job_ids) for driver in (self.packing, self.plain)]
         assert dropped[0] == dropped[1]
         assert engine_image(self.packing.engine) == engine_image(self.plain.engine)
 
