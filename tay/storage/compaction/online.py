@@ -78,14 +78,6 @@ class OnlineSource:
     rotation_target: int
 
 
-def _as_job_state(job: Any) -> JobState:
-    return job if type(job) is JobState else job.job_state()
-
-
-def _job_id(job: Any) -> bytes:
-    return job.id
-
-
 @dataclass
 class Capture:
     """The engine's retained state at the source frontier."""
@@ -93,11 +85,11 @@ class Capture:
     source: OnlineSource
     captured_at: int
     retention: Retention  # the one this compaction applies (already in durable form)
-    jobs: list[Any]  # immutable values, built by state_of (on the worker), id by id_of
+    jobs: list[Any]  # immutable values (the engine's ``captured_jobs``)
     checkpoints: list[Checkpoint]
     next_order: int  # the live allocator ``L``
-    state_of: Callable[[Any], JobState] = _as_job_state
-    id_of: Callable[[Any], bytes] = _job_id
+    state_of: Callable[[Any], JobState]  # builds one of ``jobs`` (on the worker thread)
+    id_of: Callable[[Any], bytes]  # one of ``jobs``' id, without building it
     started: float = field(default_factory=time.monotonic)
 
 

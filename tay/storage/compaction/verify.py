@@ -1,9 +1,11 @@
 """Verification of a compaction (storage.md §3.8 steps 6, 7 and 10): replay what was
 written, independently of the writer, and compare it with the planned state.
 
-``EpochTable`` is a reducer sink that keeps every job and every other entity's events;
-``compare`` refuses (kind ``consumer_rejected``, reason ``verification_mismatch``) at the
-first difference, so nothing is published from a candidate that does not replay to the plan.
+``EpochTable`` is a reducer sink that keeps every job and every other entity's events (an
+offline compaction); ``PlannedTable`` compares each job with the plan as the replay
+installs it and keeps none (an online one, while the server runs). Both refuse (kind
+``consumer_rejected``, reason ``verification_mismatch``) at the first difference, so
+nothing is published from a candidate that does not replay to the plan.
 """
 
 from __future__ import annotations
