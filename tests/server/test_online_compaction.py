@@ -586,6 +586,15 @@ def every_state(engine) -> dict[bytes, object]:
     return states
 
 
+def recovered_states(data_dir: str) -> dict[bytes, object]:
+    """``every_state`` of the store at ``data_dir`` as a restart recovers it."""
+    store = open_store(config(data_dir))
+    try:
+        return every_state(store.engine)
+    finally:
+        store.close()
+
+
 def pack_all(engine) -> None:
     """Two packing rounds: every job finished so far is packed (tay.engine.packed)."""
     engine.pack_finished(10_000)
@@ -625,11 +634,7 @@ def test_packed_jobs_expire_and_carry_through_an_online_compaction(data_dir, mon
     assert report["expired_jobs"] == 4 and report["retained_jobs"] == 2
     assert set(live) == {bytes.fromhex(ids[4]), bytes.fromhex(ids[5])}
     assert packed == {bytes.fromhex(ids[4])} and live[bytes.fromhex(ids[4])].state == "cancelled"
-    store = open_store(config(data_dir))
-    try:
-        assert every_state(store.engine) == live
-    finally:
-        store.close()
+    assert recovered_states(data_dir) == live
 
 
 def test_the_rounds_pack_finished_jobs_and_drop_expired_volatile_ones(data_dir):
@@ -728,11 +733,7 @@ def test_a_candidate_that_does_not_replay_to_the_plan_is_not_published(data_dir,
 
     live = asyncio.run(scenario())
     assert refusals == [what] and len(live) == 5
-    store = open_store(config(data_dir))
-    try:
-        assert every_state(store.engine) == live
-    finally:
-        store.close()
+    assert recovered_states(data_dir) == live
 
 
 def test_an_online_compaction_holds_no_retained_job_twice(data_dir, monkeypatch):
@@ -774,8 +775,4 @@ def test_an_online_compaction_holds_no_retained_job_twice(data_dir, monkeypatch)
     report, before, live = asyncio.run(scenario())
     assert report["retained_jobs"] == 300 and report["expired_jobs"] == 0
     assert alive and alive[0] <= before + 5, (alive, before)  # not 290 more, nor 580
-    store = open_store(config(data_dir))
-    try:
-        assert every_state(store.engine) == live
-    finally:
-        store.close()
+    assert recovered_states(data_dir) == live
