@@ -143,21 +143,10 @@ def unpack(packed: tuple, stamp: int, queue_row: list[int]) -> JobEntry:
     return entry
 
 
-class PackedRow:
-    """A packed job read as a run's row is (``job_state``), for a compaction's capture."""
-
-    __slots__ = ("packed",)
-
-    def __init__(self, packed: tuple) -> None:
-        self.packed = packed
-
-    def job_state(self) -> JobState:
-        return job_state(self.packed)
-
-
 class PackedJobs:
     """The run interface of ``FinishedJobs`` (``tay.storage.v2.rows.BaseJobs``'s readers)
-    over packed jobs: where a run takes an index, these take the packed tuple itself."""
+    over packed jobs: where a run takes an index, these take the packed tuple itself. No
+    ``row``: a compaction captures the tuple itself (``EpochEngine.captured_jobs``)."""
 
     __slots__ = ()
 
@@ -184,10 +173,6 @@ class PackedJobs:
         if field == bj.WORKER:
             return packed[TASK]
         raise ValueError(f"a packed job has no text field {field}")
-
-    @staticmethod
-    def row(packed: tuple, texts: Any = None) -> PackedRow:
-        return PackedRow(packed)
 
     @staticmethod
     def charges(packed: tuple) -> tuple[int, int]:
