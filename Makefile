@@ -45,8 +45,16 @@ run: venv
 		--durability $(DURABILITY) $(if $(filter sync,$(DURABILITY)),--validated-filesystem)
 
 # curl with HTTP/2 drives the HTTP/2 tests; Debian's curl has it (CI runs as root).
+# Debian's faketime (libfaketime) moves a real server's wall clock in the wall-clock tests;
+# without root they are skipped, and the run ends with a section that says so.
 test-deps:
 	command -v curl >/dev/null || { apt-get update -qq && apt-get install -y -qq curl; }
+	@command -v faketime >/dev/null || { \
+		if [ "$$(id -u)" = 0 ]; then \
+			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq faketime >/dev/null; \
+		else \
+			echo "WARNING: faketime is missing and this is not root: the wall-clock tests will be skipped" >&2; \
+		fi; }
 
 test: venv client-venv browser-deps test-deps
 	TAY_CLIENT_PYTHON=$(abspath $(CLIENT_PY)) $(PY) -m pytest -q $(PYTEST_ARGS)

@@ -76,6 +76,9 @@ class CommitterLike(Protocol):
     def stopped(self) -> WriterStopped | None: ...
 
 
+# the longest the engine's timer waits before the wall clock is read again (_arm_wakeup)
+WALL_RECHECK_MS = 1000
+
 _last_wall_ms = 0
 
 
@@ -388,9 +391,14 @@ class EngineDriver:
     # -- timers ------------------------------------------------------------------------
     def _arm_wakeup(self, wake: int, now: int) -> None:
         """Arm the loop timer for the engine's wake-up at monotonic ``wake`` (ms), earlier
-        than the one armed (``_end_turn`` decides)."""
+        than the one armed (``_end_turn`` decides). It fires ``WALL_RECHECK_MS`` from now
+        at the latest: delayed jobs and schedules fall due on the wall clock, which the
+        engine maps to monotonic time with the offset it saw last, and a step of the wall
+        clock (NTP, an operator) moves them with nothing else to tell an idle server."""
         if self._wake_handle is not None:
             self._wake_handle.cancel()
+        if wake - now > WALL_RECHECK_MS:
+            wake = now + WALL_RECHECK_MS
         self._wake_at = wake
         delay = max(0, wake - now) / 1000.0
         self._wake_handle = self.loop.call_later(delay, self.tick)

@@ -113,7 +113,8 @@ def wait_for_lines(path: Path, count: int, limit_s: float = 15.0) -> int:
 class Server:
     """One ``tay serve`` process on a private data dir and socket."""
 
-    def __init__(self, *extra: str, sdk: str = "tay-client", durability: str = "write") -> None:
+    def __init__(self, *extra: str, sdk: str = "tay-client", durability: str = "write",
+                 env: dict[str, str] | None = None) -> None:
         SCRATCH.mkdir(exist_ok=True)
         self.sdk = sdk
         self.python, self.sdk_env = sdk_command(sdk)
@@ -123,12 +124,13 @@ class Server:
         self.data_dir = self.root / "data"
         self.socket = str(self.root / "tay.sock")
         self.extra = extra
+        self.env = env or {}  # the server's alone (tests.wall_clock's, say), not the SDKs'
         self.process: subprocess.Popen[bytes] | None = None
         self.workers: list[subprocess.Popen[bytes]] = []
 
     def start(self, timeout: float = 10) -> "Server":
         log = open(self.root / "server.log", "ab")
-        env = {**os.environ, "PYTHONPATH": str(REPO)}
+        env = {**os.environ, "PYTHONPATH": str(REPO), **self.env}
         self.process = subprocess.Popen(
             [sys.executable, "-m", "tay.cli", "serve", "--data-dir", str(self.data_dir),
              "--socket", self.socket, "--init-if-missing", *self.durability, *self.extra],
