@@ -1,0 +1,355 @@
+"""Weeks of a daemon's life in minutes: a real ``tay serve`` under a steady load, its wall
+clock moved ``--speed`` times faster than real time (Debian's libfaketime), the monotonic
+clock real.
+
+Usage:
+    .venv/bin/python -m benchmarks.soak_daemon [--days 30] [--speed 3600] [--rate 150]
+        [--retention 24h] [--schedule "0 * * * *"] [--json FILE]
+
+What runs, each its own process as in production: ``tay serve`` in strict sync mode on
+the bench scratch (``tay.bench.paths``) with serve's defaults (compaction on, its
+triggers, packing), under libfaketime with its offset in a file that this process moves
+forward four times a second (``FAKETIME_TIMESTAMP_FILE``, read by the server at most once a
+second: ``FAKETIME_CACHE_DURATION=1``) and ``FAKETIME_DONT_FAKE_MONOTONIC=1``. So the wall
+clock runs at real speed and steps forward once a real second by the ``--speed`` - 1
+seconds that passed meanwhile. (libfaketime's own speed-up, ``x<speed>``, also shortens
+every poll and sleep timeout by the same factor: the event loop then spins.) One worker (our SDK, capacity 8) and one producer that
+enqueues ``--rate`` reference-shape jobs per real second (args ``{"account_key",
+"payload": "x" * 1024, "version"}``), one at a time, each acknowledged before the next;
+and one cron schedule (``--schedule``, ``catch_up=all``, ``overlap=allow``: every
+occurrence is a job) whose occurrences the worker runs.
+
+Delayed jobs, schedules and terminal retention run on the wall clock, so at ``--speed``
+3600 a real second is an hour of the daemon's life: ``--rate`` 150 is 150 jobs an hour,
+3,600 a day, and a job is expired by the first compaction after it is ``--retention``
+old. Execution timeouts and request deadlines run on the monotonic clock and stay real.
+The engine reads the wall clock at least once a real second, so an hourly schedule is
+delivered on time and a five-minute one in bursts of twelve.
+
+Once a simulated day it prints (and ``--json`` keeps) one row: simulated day, jobs
+acknowledged and completed, retained jobs, the data directory's bytes, the server's RSS,
+its CPU per job so far, compactions so far (from the server's log) and schedule
+occurrences run. At the end: the server's clean stop, then cold restarts (spawn to an
+accepted connection) of the store as the load left it, and the schedule's occurrences
+against the hours that passed. The question it answers: do disk, memory, restart time
+and CPU stay flat while the days pass?
+"""
+
+from __future__ import annotations
+
+import argparse
+import glob
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+if str(ROOT) not in sys.path:
+    sys.path.insert(0, str(ROOT))
+
+import psutil  # noqa: E402
+
+from tay.bench.paths import bench_scratch  # noqa: E402
+
+LIBFAKETIME = "/usr/lib/*/faketime/libfaketimeMT.so.1"
+DAY_S = 86_400
+
+WORKER = r'''
+import asyncio, sys
+from tay import Tay
+
+async def main():
+    worker = Tay(socket_path=sys.argv[1], mode="worker", capacity=8)
+
+    @worker.task(name="soak.job.v1")
+    def job(account_key, payload, version):
+        return None
+
+    @worker.task(name="soak.hourly.v1")
+    def hourly():
+        print("occurrence", flush=True)
+        return None
+
+    await worker.start()
+    print("ready", flush=True)
+    await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)
+    await worker.close()
+
+asyncio.run(main())
+'''
+
+PRODUCER = r'''
+import asyncio, sys, time
+from tay import Tay
+
+async def main():
+    rate = float(sys.argv[2])
+    tay = Tay(socket_path=sys.argv[1], mode="client")
+    await tay.start()
+    hourly = await tay.schedule("soak.hourly.v1", cron=sys.argv[3], catch_up="all",
+                                overlap="allow", declaration_id="soak-hourly")
+    state = await hourly.status()  # the first occurrence: run at once, or next
+    print("ready", state["next_at"] if state["last_at"] is None else state["last_at"],
+          flush=True)
+    payload = "x" * 1024
+    start = time.monotonic()
+    sent = 0
+    while True:
+        due = start + sent / rate
+        pause = due - time.monotonic()
+        if pause > 0:
+            await asyncio.sleep(pause)
+        await tay.enqueue("soak.job.v1", {"account_key": f"account-{sent % 1000}",
+                                         "payload": payload, "version": 1})
+        sent += 1
+        if sent % 10 == 0:
+            print("sent", sent, flush=True)
+
+asyncio.run(main())
+'''
+
+
+def faketime_library() -> str:
+    found = sorted(glob.glob(LIBFAKETIME))
+    if not found:
+        raise SystemExit("soak_daemon needs Debian's faketime (apt-get install faketime)")
+    return found[0]
+
+
+def dir_bytes(path: Path) -> int:
+    return sum(entry.stat().st_size for entry in path.rglob("*") if entry.is_file())
+
+
+def admin(socket_path: str, *args: str) -> dict[str, Any]:
+    done = subprocess.run([sys.executable, "-m", "tay.cli", *args, "--socket", socket_path,
+                           "--json"], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    if done.returncode != 0:
+        raise RuntimeError(f"tay {' '.join(args)} failed: {done.stderr}")
+    return json.loads(done.stdout)
+
+
+def accepts(path: str) -> bool:
+    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
+        try:
+            probe.connect(path)
+        except OSError:
+            return False
+    return True
+
+
+class Serve:
+    """``tay serve`` on one data directory; ``env`` adds to the environment."""
+
+    def __init__(self, root: Path, env: dict[str, str], extra: list[str]) -> None:
+        self.root = root
+        self.data_dir = root / "data"
+        self.socket = str(root / "tay.sock")
+        self.log_path = root / "server.log"
+        self.env = env
+        self.extra = extra
+        self.process: subprocess.Popen[bytes] | None = None
+
+    def start(self) -> float:
+        """Spawn and wait until the socket accepts; the seconds it took."""
+        if os.path.exists(self.socket):
+            os.unlink(self.socket)
+        started = time.perf_counter()
+        with open(self.log_path, "ab") as log:
+            self.process = subprocess.Popen(
+                [sys.executable, "-m", "tay.cli", "serve", "--data-dir", str(self.data_dir),
+                 "--socket", self.socket, "--init-if-missing", "--durability", "sync",
+                 "--validated-filesystem", *self.extra],
+                cwd=ROOT, stdout=log, stderr=log, env={**os.environ, **self.env})
+        while not (os.path.exists(self.socket) and accepts(self.socket)):
+            if self.process.poll() is not None:
+                raise RuntimeError("tay serve exited:\n" + self.log_path.read_text())
+            time.sleep(0.002)
+        return time.perf_counter() - started
+
+    def stop(self) -> float:
+        assert self.process is not None
+        started = time.perf_counter()
+        self.process.terminate()
+        self.process.wait(timeout=120)
+        return time.perf_counter() - started
+
+    def compactions(self) -> int:
+        return self.log_path.read_text().count("compacted the store online")
+
+
+class FastClock:
+    """The offset file of the server's wall clock, moved forward on a thread: the clock
+    gains ``speed - 1`` seconds each real second (across restarts too)."""
+
+    def __init__(self, path: Path, speed: int) -> None:
+        import threading
+
+        self.path = path
+        self.speed = speed
+        self.origin = time.monotonic()
+        self._write(0)
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _write(self, offset_s: int) -> None:
+        staging = self.path.with_suffix(".next")
+        staging.write_text(f"+{offset_s}\n")
+        os.replace(staging, self.path)  # the server reads the old offset or the new, whole
+
+    def _run(self) -> None:
+        while not self._stop.wait(0.25):
+            self._write(int((time.monotonic() - self.origin) * (self.speed - 1)))
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+def spawn(script: str, *args: str) -> tuple[subprocess.Popen[str], list[str]]:
+    """A client process, once it printed ``ready``; the words after it."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
+    child = subprocess.Popen([sys.executable, "-s", "-c", script, *args],
+                             cwd=tempfile.gettempdir(), env={**env, "PYTHONPATH": str(ROOT)},
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+    line = child.stdout.readline().split()
+    if not line or line[0] != "ready":
+        raise RuntimeError(f"a client did not start: {line!r}")
+    return child, line[1:]
+
+
+class LineCounter:
+    """Counts a child's output lines that start with ``word``, read on a thread."""
+
+    def __init__(self, child: subprocess.Popen[str], word: str) -> None:
+        import threading
+
+        self.count = 0
+        self.last = 0
+        self._word = word
+        self._thread = threading.Thread(target=self._read, args=(child,), daemon=True)
+        self._thread.start()
+
+    def _read(self, child: subprocess.Popen[str]) -> None:
+        for line in child.stdout:
+            if line.startswith(self._word):
+                parts = line.split()
+                self.count += 1
+                self.last = int(parts[1]) if len(parts) > 1 else self.count
+
+
+def main(argv: list[str] | None = None) -> dict[str, Any]:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--days", type=float, default=30)
+    parser.add_argument("--speed", type=int, default=3600,
+                        help="simulated seconds per real second of the wall clock")
+    parser.add_argument("--rate", type=float, default=150, help="jobs per real second")
+    parser.add_argument("--retention", default="24h")
+    parser.add_argument("--schedule", default="0 * * * *")
+    parser.add_argument("--history-bytes", type=int, default=None,
+                        help="serve's --compact-history-bytes (default: serve's, 64 MiB)")
+    parser.add_argument("--restarts", type=int, default=3)
+    parser.add_argument("--dir", type=Path, default=None,
+                        help="where the store goes (default: the bench scratch, "
+                             "tay.bench.paths; strict sync refuses /tmp)")
+    parser.add_argument("--keep", action="store_true", help="keep the store afterwards")
+    parser.add_argument("--json", type=Path)
+    options = parser.parse_args(argv)
+    if options.days <= 0 or options.speed < 1 or options.rate <= 0 or options.restarts < 1:
+        parser.error("--days, --speed, --rate and --restarts must be positive")
+
+    root = (options.dir or bench_scratch()) / f"soak-daemon-{uuid.uuid4().hex[:8]}"
+    root.mkdir(parents=True)
+    clock = FastClock(root / "faketime-offset", options.speed)
+    fake = {"LD_PRELOAD": faketime_library(), "FAKETIME_TIMESTAMP_FILE": str(clock.path),
+            "FAKETIME_CACHE_DURATION": "1", "FAKETIME_DONT_FAKE_MONOTONIC": "1",
+            "NO_FAKE_STAT": "1"}
+    extra = ["--terminal-retention", options.retention]
+    if options.history_bytes is not None:
+        extra += ["--compact-history-bytes", str(options.history_bytes)]
+    serve = Serve(root, fake, extra)
+    rows: list[dict[str, Any]] = []
+    print(f"daemon soak: {options.days:g} days at {options.speed}x wall clock, "
+          f"{options.rate:g} jobs/s real ({options.rate * 3600 / options.speed * 24:,.0f} a "
+          f"day), retention {options.retention}, schedule {options.schedule!r}, store "
+          f"{serve.data_dir}")
+    print(f"{'day':>5} {'acked':>9} {'completed':>9} {'retained':>9} {'data_MB':>8} {'rss_MB':>7} "
+          f"{'cpu_us/job':>10} {'compact':>7} {'hourly':>6}")
+    try:
+        serve.start()
+        server = psutil.Process(serve.process.pid)
+        worker, _ = spawn(WORKER, serve.socket)
+        producer, (first_due,) = spawn(PRODUCER, serve.socket, str(options.rate),
+                                       options.schedule)
+        acked = LineCounter(producer, "sent")
+        hourly = LineCounter(worker, "occurrence")
+        started = time.monotonic()
+        day_s = DAY_S / options.speed
+        for day in range(1, int(options.days) + 1):
+            time.sleep(max(0.0, started + day * day_s - time.monotonic()))
+            for child in (worker, producer):
+                if child.poll() is not None:
+                    raise RuntimeError("a client exited:\n" + serve.log_path.read_text()[-3000:])
+            status = admin(serve.socket, "status")
+            jobs = status["engine"]["jobs"]
+            cpu = server.cpu_times()
+            row = {"day": day, "acked": acked.last,
+                   "completed": jobs["by_state"]["completed"], "retained": jobs["total"],
+                   "data_bytes": dir_bytes(serve.data_dir),
+                   "rss_bytes": server.memory_info().rss,
+                   "cpu_us_per_job": (cpu.user + cpu.system) * 1e6 / max(1, acked.last),
+                   "compactions": serve.compactions(), "occurrences": hourly.count}
+            rows.append(row)
+            print(f"{day:5d} {row['acked']:9,d} {row['completed']:9,d} {row['retained']:9,d} "
+                  f"{row['data_bytes'] / 1e6:8.1f} {row['rss_bytes'] / 1e6:7.1f} "
+                  f"{row['cpu_us_per_job']:10.1f} {row['compactions']:7d} "
+                  f"{row['occurrences']:6d}", flush=True)
+        producer.kill()
+        producer.wait()
+        simulated_h = (time.monotonic() - started) * options.speed / 3600
+        # no occurrence after this one: each one up to it must have run once
+        last_due = admin(serve.socket, "schedule", "cancel", "soak-hourly")["schedule"]["last_at"]
+        expected = (last_due - int(first_due)) // 3_600_000 + 1 if last_due is not None else 0
+        time.sleep(1)  # the last acknowledged jobs and occurrences finish
+        worker.stdin.close()
+        worker.wait(timeout=30)
+        stop_s = serve.stop()
+        restarts = []
+        for _ in range(options.restarts):
+            restarts.append(serve.start())
+            restart_rss = psutil.Process(serve.process.pid).memory_info().rss
+            serve.stop()
+        summary = {"days": options.days, "speed": options.speed, "rate": options.rate,
+                   "retention": options.retention, "schedule": options.schedule,
+                   "simulated_hours": round(simulated_h, 1),
+                   "occurrences_run": hourly.count, "occurrences_due": expected,
+                   "clean_stop_s": round(stop_s, 3),
+                   "cold_restart_s": [round(s, 3) for s in restarts],
+                   "restart_rss_bytes": restart_rss, "data_bytes": dir_bytes(serve.data_dir)}
+        print(f"stopped in {stop_s:.3f} s; cold restarts {', '.join(f'{s:.3f}' for s in restarts)} "
+              f"s (RSS {restart_rss / 1e6:.1f} MB); schedule occurrences run {hourly.count} of "
+              f"{expected} due over {simulated_h:,.1f} simulated hours; data "
+              f"{summary['data_bytes'] / 1e6:.1f} MB")
+        if options.json is not None:
+            options.json.write_text(json.dumps({"rows": rows, "summary": summary}, indent=1))
+        result = {"rows": rows, "summary": summary}
+    finally:
+        if serve.process is not None and serve.process.poll() is None:
+            serve.process.kill()
+        clock.close()
+        if not options.keep:
+            shutil.rmtree(root, ignore_errors=True)
+    return result
+
+
+if __name__ == "__main__":
+    main()
