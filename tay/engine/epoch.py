@@ -700,6 +700,26 @@ class EpochEngine(AdminCommands):
                 earliest = terminal_at
         return released, None if earliest is None else earliest + duration
 
+    def oldest_terminal(self) -> int | None:
+        """The earliest ``terminal_at`` of the persistent terminal jobs held (None: none
+        is): when the retention trigger is due. One pass over the jobs."""
+        counts = self.counts
+        oldest = None
+        if counts["completed"] or counts["cancelled"] or counts["discarded"]:
+            for entry in self.jobs.values():
+                if entry.volatile:
+                    continue
+                state = peek(entry)
+                terminal_at = state.terminal_at
+                if terminal_at is not None and state.terminal \
+                        and (oldest is None or terminal_at < oldest):
+                    oldest = terminal_at
+        for jobs, k in self.finished.held():  # all terminal and persistent
+            terminal_at = jobs.terminal_at(k)
+            if oldest is None or terminal_at < oldest:
+                oldest = terminal_at
+        return oldest
+
     def expire(self, job_ids: list[bytes]) -> int:
         """Drop jobs a published compaction no longer retains: their id, definition, result
         and state-budget charge are released. Returns how many were dropped."""

@@ -36,7 +36,7 @@ from tay.engine.epoch import captured_id, captured_state
 from tay.failures import RequestRefused, StorageFailure, WriterStopped
 from tay.storage.fsio import RealIO
 from tay.storage.journal.history_budget import HistoryBudget
-from tay.storage.compaction.trigger import StateTrigger, source_bytes
+from tay.storage.compaction.trigger import RetentionTrigger, StateTrigger, source_bytes
 from tay.storage.journal.writer import Journal
 from tay.storage.v2.manifest import Retention, durable_form
 
@@ -88,6 +88,7 @@ class OnlineCompactor:
         self._refusals_seen = 0  # the state budget's refusal count at the last look
         self._budget_asked = -float("inf")
         self.state_trigger = StateTrigger(self.policy)
+        self.retention_trigger = RetentionTrigger(self.policy)
 
     # ---- what the store is now ----------------------------------------------------------
     @property
@@ -139,6 +140,8 @@ class OnlineCompactor:
                     self.request("state_budget")
                 elif self._state_pressed():
                     self.request("state_ratio")
+                elif self._retention_pressed():
+                    self.request("retention")
         except OSError as error:  # the epoch directory is unreadable: recovery's business
             log.warning("compaction trigger could not measure the history: %s", error)
         self._arm()
@@ -158,6 +161,13 @@ class OnlineCompactor:
         enough of it (``StateTrigger``: it backs off after a look that finds too little)."""
         budget = self.store.engine.budget
         return self.state_trigger.due(budget.used, budget.limit, self.clock(), self.releasable)
+
+    def _retention_pressed(self) -> bool:
+        """The oldest terminal job outlived its retention by the slack (``RetentionTrigger``)."""
+        retention = self.store.retention
+        duration = None if retention is None else durable_form(retention).duration_ms
+        return self.retention_trigger.due(self.clock(), duration,
+                                          self.store.engine.oldest_terminal)
 
     def releasable(self, wall: int) -> tuple[int, int | None]:
         """What a compaction at ``wall`` would release (``EpochEngine.expirable``)."""

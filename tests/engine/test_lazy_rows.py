@@ -101,6 +101,7 @@ def answers(engine) -> dict:
     out: dict = {"pages": {}}
     retention = Retention("minutes", 1)
     out["expirable"] = [engine.expirable(retention, at) for at in (0, 5_000, 10**7)]
+    out["oldest_terminal"] = engine.oldest_terminal()
     # in id order: stale_expiries answers in the order it is asked, and all_entries lists
     # a job taken out of the columns after the jobs that never were in them
     out["stale"] = sorted(engine.stale_expiries({job_id: peek(e).revision

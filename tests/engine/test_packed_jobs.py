@@ -139,6 +139,14 @@ class PackingMachine(TwinMachine):
         assert captured[0] == captured[1]
         assert engines[0].expirable(_Keep(), self.packing.now) \
             == engines[1].expirable(_Keep(), self.plain.now)
+        # the retention trigger's oldest terminal job, whatever holds it (a packed job is
+        # rebuilt by _finished_entry to be read here)
+        entries = [engine.jobs.get(job_id) or engine._finished_entry(job_id)
+                   for engine in engines for job_id in set(engine.jobs) | set(engine.finished.stamps)]
+        finished = [entry.state.terminal_at for entry in entries
+                    if not entry.volatile and entry.state.terminal]
+        assert engines[0].oldest_terminal() == engines[1].oldest_terminal() \
+            == min(finished, default=None)
 
     @rule(ms=st.sampled_from([0, 250, 1500, 6000]))
     def advance(self, ms):

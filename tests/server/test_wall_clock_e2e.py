@@ -253,3 +253,26 @@ def test_a_backward_step_keeps_serving_and_recovering_and_holds_delayed_jobs_to_
             assert wait_for_state(server, job_id, "completed")["result"] == {"slept": 0}
     finally:
         server.close()
+
+
+def test_a_quiet_engine_compacts_by_itself_once_finished_jobs_outlived_their_retention() -> None:
+    """Neither size nor state calls for a compaction here; the retention trigger does once
+    the oldest finished job is past its retention (1 h) by the slack (at least 1 h)."""
+    server, clock = started("--terminal-retention", "1h")
+    try:
+        server.start_worker()
+        done = completed(server, 4)
+        clock.step(2 * HOUR_S - 60)  # a minute short of retention and slack
+        time.sleep(5)  # the trigger is looked at every 2 s
+        assert admin(server, "status")["storage"]["last_compaction"] is None
+        clock.step(120)
+        deadline = time.monotonic() + 15
+        while (last := admin(server, "status")["storage"]["last_compaction"]) is None:
+            assert time.monotonic() < deadline, server.log()
+            time.sleep(0.2)
+        assert last["trigger"] == "retention", last
+        assert (last["expired_jobs"], last["retained_jobs"]) == (4, 0), last
+        for job_id in done:
+            assert "not found" in missing(server, job_id)
+    finally:
+        server.close()

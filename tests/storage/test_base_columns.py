@@ -530,7 +530,7 @@ def take(engine, step, now: int):
     elif kind == "expire":
         return engine.expire([n.to_bytes(16, "big") for n in arg])
     elif kind == "expirable":
-        return engine.expirable(Retention("minutes", 1), arg)
+        return engine.expirable(Retention("minutes", 1), arg), engine.oldest_terminal()
     elif kind == "stale":
         return engine.stale_expiries({n.to_bytes(16, "big"): r for n, r in arg})
     elif kind == "retained":

@@ -1,10 +1,12 @@
-"""The compaction policy's rules: the history size/ratio trigger and the state trigger."""
+"""The compaction policy's rules: the history size/ratio trigger, the state trigger and
+the retention trigger."""
 
 from __future__ import annotations
 
 import pytest
 
-from tay.storage.compaction.trigger import CompactionPolicy, StateTrigger
+from tay.storage.compaction.trigger import (CompactionPolicy, RetentionTrigger, StateTrigger,
+                                            retention_slack_ms)
 
 LIMIT = 256 * 2**20
 FLOOR = LIMIT // 16  # the least a compaction must release: 16 MiB ...
@@ -87,3 +89,59 @@ def test_the_state_trigger_rescans_a_small_release_and_asks_near_the_limit_once_
     assert trigger.due(near, LIMIT, 40_000, jobs)
     assert not trigger.due(near, LIMIT, 80_000, jobs)  # ... at most once a minute
     assert trigger.due(near, LIMIT, 100_000, jobs)
+
+
+HOUR = 3_600_000
+
+
+def test_the_retention_slack_is_half_the_retention_and_at_least_an_hour() -> None:
+    assert retention_slack_ms(HOUR) == HOUR
+    assert retention_slack_ms(90 * 60_000) == HOUR
+    assert retention_slack_ms(24 * HOUR) == 12 * HOUR
+
+
+class Oldest:
+    """The engine's oldest terminal job, counting how often it was asked."""
+
+    def __init__(self, at: int | None) -> None:
+        self.at = at
+        self.asked = 0
+
+    def __call__(self) -> int | None:
+        self.asked += 1
+        return self.at
+
+
+def test_the_retention_trigger_is_due_once_the_oldest_terminal_job_outlived_the_slack() -> None:
+    trigger = RetentionTrigger(CompactionPolicy())
+    oldest = Oldest(10 * HOUR)
+    due_at = 10 * HOUR + 24 * HOUR + 12 * HOUR  # finished, its retention, the slack
+    assert not trigger.due(due_at - 1, 24 * HOUR, oldest)
+    assert oldest.asked == 1
+    # the answer holds until then: a job finishing later cannot be the older one
+    for now in (due_at - 1000, due_at - 1):
+        assert not trigger.due(now, 24 * HOUR, oldest)
+    assert oldest.asked == 1
+    assert trigger.due(due_at, 24 * HOUR, oldest)
+    assert oldest.asked == 2
+    # one per slack: a job the compaction could not expire does not make it loop
+    assert not trigger.due(due_at + 12 * HOUR - 1, 24 * HOUR, oldest)
+    assert oldest.asked == 2
+    assert trigger.due(due_at + 12 * HOUR, 24 * HOUR, oldest)
+
+
+def test_the_retention_trigger_waits_a_whole_window_when_nothing_finished() -> None:
+    trigger = RetentionTrigger(CompactionPolicy())
+    oldest = Oldest(None)
+    assert not trigger.due(5 * HOUR, HOUR, oldest)
+    assert not trigger.due(5 * HOUR + 2 * HOUR - 1, HOUR, oldest)  # retention + slack
+    assert oldest.asked == 1
+    oldest.at = 5 * HOUR  # finished at the first look, at the earliest
+    assert trigger.due(7 * HOUR, HOUR, oldest)
+
+
+def test_the_retention_trigger_is_off_for_infinite_retention_and_without_compaction() -> None:
+    oldest = Oldest(0)
+    assert not RetentionTrigger(CompactionPolicy()).due(10**12, None, oldest)
+    assert not RetentionTrigger(CompactionPolicy(enabled=False)).due(10**12, HOUR, oldest)
+    assert oldest.asked == 0

@@ -18,6 +18,15 @@ compaction rewrites all that is retained, so it must free a fair share of it; ne
 than ``STATE_RELEASE_FRACTION`` of the budget), or anything at all once less than
 ``STATE_HEADROOM_FRACTION`` of the budget is left (at most once per ``cooldown_s``). The
 server decides what could be released; ``state_due`` is the rule.
+
+The retention trigger bounds how long a finished job outlives its retention when neither
+size nor state calls for a compaction (a quiet store: at a few thousand jobs a day the
+64 MiB history takes weeks to fill, and every finished job stays that long). A compaction
+is due once the oldest terminal job has been past its retention for ``retention_slack_ms``:
+half the retention, at least an hour. So a finished job is gone by 1.5 times its
+retention (at least retention plus an hour), and each compaction it triggers rewrites at
+most that window: a job is rewritten about three times in its life. At most one such
+compaction per slack, whatever it expired.
 """
 
 from __future__ import annotations
@@ -47,6 +56,14 @@ STATE_RESCAN_MS = 30_000
 # a tail much smaller than the base is not worth rewriting the whole base for)
 STOP_MIN_TAIL_BYTES = 4096
 STOP_TAIL_SHARE = 1 / 16
+# the retention trigger: how long the oldest terminal job may stay past its retention
+RETENTION_SLACK_SHARE = 1 / 2  # of the retention
+RETENTION_SLACK_MIN_MS = 3_600_000
+
+
+def retention_slack_ms(retention_ms: int) -> int:
+    """How long past its retention the oldest terminal job may stay before it is due."""
+    return max(int(retention_ms * RETENTION_SLACK_SHARE), RETENTION_SLACK_MIN_MS)
 
 
 class CompactionPolicy(Frozen):
@@ -148,6 +165,38 @@ class StateTrigger:
             until = next_expiry if next_expiry is not None else float("inf")
         self.quiet = (used, until)
         return False
+
+
+class RetentionTrigger:
+    """The retention trigger of one running engine: due once the oldest terminal job has
+    been past its retention for ``retention_slack_ms``. ``oldest`` (one pass over the
+    jobs) is asked only once that moment may have come: a job that finishes later cannot
+    move it earlier, so the answer holds until then (a wall clock stepped back only
+    delays the next look)."""
+
+    def __init__(self, policy: CompactionPolicy) -> None:
+        self.policy = policy
+        self.until: float = -float("inf")  # wall ms: no look before this
+        self.looks = 0  # how often ``oldest`` was asked
+
+    def due(self, now_ms: int, retention_ms: int | None,
+            oldest: Callable[[], int | None]) -> bool:
+        """``oldest()``: the earliest ``terminal_at`` of the retained persistent terminal
+        jobs, None when there is none."""
+        if not self.policy.enabled or retention_ms is None or now_ms < self.until:
+            return False
+        slack = retention_slack_ms(retention_ms)
+        self.looks += 1
+        oldest_at = oldest()
+        if oldest_at is None:  # a job that finishes from now on is due no sooner than this
+            self.until = now_ms + retention_ms + slack
+            return False
+        due_at = oldest_at + retention_ms + slack
+        if now_ms < due_at:
+            self.until = due_at
+            return False
+        self.until = now_ms + slack  # one per slack, even if that job did not expire
+        return True
 
 
 def source_bytes(segments_dir: str) -> int:
