@@ -44,17 +44,16 @@ run: venv
 	$(VENV)/bin/tay serve --data-dir "$(DATA_DIR)" --init-if-missing \
 		--durability $(DURABILITY) $(if $(filter sync,$(DURABILITY)),--validated-filesystem)
 
+# $(call debian_package,NAME,WHAT): Debian's package NAME (its command of the same name),
+# installed when missing and this is root; otherwise a warning that WHAT will be skipped.
+debian_package = command -v $(1) >/dev/null || { if [ "$$(id -u)" = 0 ]; then apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq $(1) >/dev/null; else echo "WARNING: $(1) is missing and this is not root: $(2) will be skipped" >&2; fi; }
+
 # curl with HTTP/2 drives the HTTP/2 tests; Debian's curl has it (CI runs as root).
 # Debian's faketime (libfaketime) moves a real server's wall clock in the wall-clock tests;
 # without root they are skipped, and the run ends with a section that says so.
 test-deps:
 	command -v curl >/dev/null || { apt-get update -qq && apt-get install -y -qq curl; }
-	@command -v faketime >/dev/null || { \
-		if [ "$$(id -u)" = 0 ]; then \
-			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq faketime >/dev/null; \
-		else \
-			echo "WARNING: faketime is missing and this is not root: the wall-clock tests will be skipped" >&2; \
-		fi; }
+	@$(call debian_package,faketime,the wall-clock tests)
 
 test: venv client-venv browser-deps test-deps
 	TAY_CLIENT_PYTHON=$(abspath $(CLIENT_PY)) $(PY) -m pytest -q $(PYTEST_ARGS)
@@ -63,12 +62,7 @@ test: venv client-venv browser-deps test-deps
 # download is never used). Installed when running as root; otherwise the tests are skipped
 # and the run ends with a loud "BROWSER TESTS NOT RUN" section.
 browser-deps:
-	@command -v chromium >/dev/null || { \
-		if [ "$$(id -u)" = 0 ]; then \
-			apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null; \
-		else \
-			echo "WARNING: chromium is missing and this is not root: the dashboard's browser tests will be skipped" >&2; \
-		fi; }
+	@$(call debian_package,chromium,the dashboard's browser tests)
 
 # The long fuzz run: every fuzzer of tests/fuzz with FUZZ_EXAMPLES examples (make test runs
 # a short pass); what went in is printed and written to .tmp/fuzz-report.json.

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import glob
 import os
+import time
 from pathlib import Path
 
 import pytest
@@ -53,6 +54,10 @@ class WallClock:
         if not self.monotonic:
             env["FAKETIME_DONT_FAKE_MONOTONIC"] = "1"
         return env
+
+    def now_ms(self) -> int:
+        """The faked wall clock now, as the process reads it (Unix ms)."""
+        return int(time.time() * 1000) + self.offset_s * 1000
 
     def step(self, seconds: int) -> None:
         """Move the clock by ``seconds`` (forward or back) from where it runs now."""

@@ -145,3 +145,15 @@ def test_the_retention_trigger_is_off_for_infinite_retention_and_without_compact
     assert not RetentionTrigger(CompactionPolicy()).due(10**12, None, oldest)
     assert not RetentionTrigger(CompactionPolicy(enabled=False)).due(10**12, HOUR, oldest)
     assert oldest.asked == 0
+
+
+def test_the_retention_trigger_looks_again_under_another_retention() -> None:
+    """An admin compaction may apply a shorter retention: the wait judged by the old one
+    does not hold the new one back."""
+    trigger = RetentionTrigger(CompactionPolicy())
+    oldest = Oldest(0)
+    assert not trigger.due(2 * HOUR, 24 * HOUR, oldest)  # due at 36 h under 24 h
+    assert not trigger.due(2 * HOUR + 1, 24 * HOUR, oldest)
+    assert oldest.asked == 1
+    assert trigger.due(2 * HOUR + 1, HOUR, oldest)  # 1 h + its 1 h slack passed
+    assert oldest.asked == 2

@@ -171,20 +171,25 @@ class RetentionTrigger:
     """The retention trigger of one running engine: due once the oldest terminal job has
     been past its retention for ``retention_slack_ms``. ``oldest`` (one pass over the
     jobs) is asked only once that moment may have come: a job that finishes later cannot
-    move it earlier, so the answer holds until then (a wall clock stepped back only
-    delays the next look)."""
+    move it earlier, so the answer holds until then, for the retention it was judged by (a
+    compaction that applies another one makes it look again; a wall clock stepped back
+    only delays the next look)."""
 
     def __init__(self, policy: CompactionPolicy) -> None:
         self.policy = policy
-        self.until: float = -float("inf")  # wall ms: no look before this
+        self.until: float = -float("inf")  # wall ms: no look before this ...
+        self.judged_by: int | None = None  # ... under this retention (ms)
         self.looks = 0  # how often ``oldest`` was asked
 
     def due(self, now_ms: int, retention_ms: int | None,
             oldest: Callable[[], int | None]) -> bool:
         """``oldest()``: the earliest ``terminal_at`` of the retained persistent terminal
         jobs, None when there is none."""
-        if not self.policy.enabled or retention_ms is None or now_ms < self.until:
+        if not self.policy.enabled or retention_ms is None:
             return False
+        if now_ms < self.until and retention_ms == self.judged_by:
+            return False
+        self.judged_by = retention_ms
         slack = retention_slack_ms(retention_ms)
         self.looks += 1
         oldest_at = oldest()
