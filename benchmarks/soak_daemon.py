@@ -154,7 +154,9 @@ class Serve:
     def __init__(self, root: Path, env: dict[str, str], extra: list[str]) -> None:
         self.root = root
         self.data_dir = root / "data"
-        self.socket = str(root / "tay.sock")
+        # a socket path has at most 100 bytes; the store's directory may be deeper
+        self.socket_dir = tempfile.mkdtemp(prefix="tay-soak-")
+        self.socket = os.path.join(self.socket_dir, "tay.sock")
         self.log_path = root / "server.log"
         self.env = env
         self.extra = extra
@@ -356,6 +358,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         if serve.process is not None and serve.process.poll() is None:
             serve.process.kill()
         clock.close()
+        shutil.rmtree(serve.socket_dir, ignore_errors=True)
         if not options.keep:
             shutil.rmtree(root, ignore_errors=True)
     return result

@@ -20,9 +20,10 @@ def test_three_simulated_days_expire_compact_deliver_hourly_and_restart(capsys) 
     from benchmarks import soak_daemon
 
     scratch = scratch_dir("soak-daemon-")  # accepted by strict sync wherever the checkout is
+    deep = scratch / ("d" * 60)  # the socket must not follow the store (100 bytes at most)
     result = soak_daemon.main([
         "--days", "3", "--speed", "43200", "--rate", "40", "--retention", "1h",
-        "--history-bytes", "65536", "--restarts", "1", "--dir", str(scratch)])
+        "--history-bytes", "65536", "--restarts", "1", "--dir", str(deep)])
     rows, summary = result["rows"], result["summary"]
     assert [row["day"] for row in rows] == [1, 2, 3]
     last = rows[-1]
@@ -36,5 +37,6 @@ def test_three_simulated_days_expire_compact_deliver_hourly_and_restart(capsys) 
     assert due - 1 <= summary["occurrences_run"] <= due
     assert len(summary["cold_restart_s"]) == 1
     assert "cold restarts" in capsys.readouterr().out
-    assert os.listdir(scratch) == []  # the store was removed afterwards
+    assert os.listdir(deep) == []  # the store was removed afterwards
+    os.rmdir(deep)
     os.rmdir(scratch)
