@@ -40,15 +40,14 @@ and CPU stay flat while the days pass?
 from __future__ import annotations
 
 import argparse
-import glob
 import json
 import os
-import re
 import shutil
 import socket
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from pathlib import Path
@@ -60,9 +59,9 @@ if str(ROOT) not in sys.path:
 
 import psutil  # noqa: E402
 
+from tay.bench import faketime  # noqa: E402
 from tay.bench.paths import bench_scratch  # noqa: E402
 
-LIBFAKETIME = "/usr/lib/*/faketime/libfaketimeMT.so.1"
 DAY_S = 86_400
 
 WORKER = r'''
@@ -118,13 +117,6 @@ async def main():
 
 asyncio.run(main())
 '''
-
-
-def faketime_library() -> str:
-    found = sorted(glob.glob(LIBFAKETIME))
-    if not found:
-        raise SystemExit("soak_daemon needs Debian's faketime (apt-get install faketime)")
-    return found[0]
 
 
 def dir_bytes(path: Path) -> int:
@@ -194,28 +186,20 @@ class Serve:
 
 
 class FastClock:
-    """The offset file of the server's wall clock, moved forward on a thread: the clock
-    gains ``speed - 1`` seconds each real second (across restarts too)."""
+    """The server's wall clock (``OffsetClock``), moved forward on a thread: it gains
+    ``speed - 1`` seconds each real second (across restarts too)."""
 
-    def __init__(self, path: Path, speed: int) -> None:
-        import threading
-
-        self.path = path
+    def __init__(self, clock: faketime.OffsetClock, speed: int) -> None:
+        self.clock = clock
         self.speed = speed
         self.origin = time.monotonic()
-        self._write(0)
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, daemon=True)
         self._thread.start()
 
-    def _write(self, offset_s: int) -> None:
-        staging = self.path.with_suffix(".next")
-        staging.write_text(f"+{offset_s}\n")
-        os.replace(staging, self.path)  # the server reads the old offset or the new, whole
-
     def _run(self) -> None:
         while not self._stop.wait(0.25):
-            self._write(int((time.monotonic() - self.origin) * (self.speed - 1)))
+            self.clock.set(int((time.monotonic() - self.origin) * (self.speed - 1)))
 
     def close(self) -> None:
         self._stop.set()
@@ -238,8 +222,6 @@ class LineCounter:
     """Counts a child's output lines that start with ``word``, read on a thread."""
 
     def __init__(self, child: subprocess.Popen[str], word: str) -> None:
-        import threading
-
         self.count = 0
         self.last = 0
         self._word = word
@@ -281,10 +263,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
 
     root = (options.dir or bench_scratch()) / f"soak-daemon-{uuid.uuid4().hex[:8]}"
     root.mkdir(parents=True)
-    clock = FastClock(root / "faketime-offset", options.speed)
-    fake = {"LD_PRELOAD": faketime_library(), "FAKETIME_TIMESTAMP_FILE": str(clock.path),
-            "FAKETIME_CACHE_DURATION": "1", "FAKETIME_DONT_FAKE_MONOTONIC": "1",
-            "NO_FAKE_STAT": "1"}
+    library = faketime.library()
+    if library is None:
+        raise SystemExit("soak_daemon needs Debian's faketime (apt-get install faketime)")
+    offset = faketime.OffsetClock(library, root / "faketime-offset")
+    clock = FastClock(offset, options.speed)
+    fake = offset.env(cache_s=1)  # read at most once a second: the clock steps each second
     extra = ["--terminal-retention", options.retention]
     if options.history_bytes is not None:
         extra += ["--compact-history-bytes", str(options.history_bytes)]

@@ -601,6 +601,17 @@ def pack_all(engine) -> None:
     engine.pack_finished(10_000)
 
 
+async def packed_cancels(h, enqueued: int, cancelled: int) -> list[str]:
+    """``enqueued`` jobs with packing on, the first ``cancelled`` of them cancelled and
+    packed; their ids."""
+    h.store.engine.start_packing()
+    ids = [await h.enqueue(n) for n in range(enqueued)]
+    for job_id in ids[:cancelled]:
+        await h.cancel(job_id)
+    pack_all(h.store.engine)
+    return ids
+
+
 def test_packed_jobs_expire_and_carry_through_an_online_compaction(data_dir, monkeypatch):
     """Jobs a running server packed are captured, expired and caught up like any other: a
     packed job read during the compaction (taken out) still expires, one packed during it
@@ -610,12 +621,8 @@ def test_packed_jobs_expire_and_carry_through_an_online_compaction(data_dir, mon
     async def scenario():
         h = Harness(data_dir, "c", clock_offset_ms=2 * HOUR_MS)
         engine = h.store.engine
-        engine.start_packing()
         try:
-            ids = [await h.enqueue(n) for n in range(6)]
-            for job_id in ids[:4]:
-                await h.cancel(job_id)
-            pack_all(engine)
+            ids = await packed_cancels(h, 6, 4)
             assert set(engine.finished.packed) == {bytes.fromhex(i) for i in ids[:4]}
             task = h.compactor.request("admin", ONE_HOUR)
             await gate.wait_entered()
@@ -758,12 +765,8 @@ def test_an_online_compaction_holds_no_retained_job_twice(data_dir, monkeypatch)
     async def scenario():
         h = Harness(data_dir, "c")
         engine = h.store.engine
-        engine.start_packing()
         try:
-            ids = [await h.enqueue(n) for n in range(300)]
-            for job_id in ids[:290]:
-                await h.cancel(job_id)
-            pack_all(engine)
+            await packed_cancels(h, 300, 290)
             assert len(engine.finished.packed) == 290
             gc.collect()
             before = sum(1 for o in gc.get_objects() if type(o) is JobState)

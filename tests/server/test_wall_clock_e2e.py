@@ -162,23 +162,22 @@ def test_cron_schedules_catch_up_after_the_wall_clock_steps_and_across_a_restart
     server, clock = started()
     try:
         server.start_worker()
+        # the first mark ten minutes or more ahead: nothing is delivered before the step
+        # (one in the current minute would be delivered at once, racing the reads below)
+        first = (clock.now_ms() // FIVE_MINUTES_MS + 3) * FIVE_MINUTES_MS
         server.client("""
             for catch_up in ("all", "latest"):
                 await tay.schedule("demo.sleep.v1", cron="*/5 * * * *",
                                    kwargs={"seconds": 0, "key": catch_up},
-                                   declaration_id=catch_up, catch_up=catch_up, overlap="allow")
+                                   declaration_id=catch_up, catch_up=catch_up, overlap="allow",
+                                   start_at=FIRST)
             return None
-        """)
-        delivered: dict[str, list[int]] = {}  # each schedule's occurrences so far
-        for schedule_id in ("all", "latest"):
+        """.replace("FIRST", str(first)))
+        delivered: dict[str, list[int]] = {"all": [], "latest": []}  # occurrences so far
+        for schedule_id in delivered:
             schedule = admin(server, "schedule", "show", schedule_id)["schedule"]
-            # the current minute fires at once when it is a mark (spec/protocol.md 4.5)
-            delivered[schedule_id] = [] if schedule["last_at"] is None else [schedule["last_at"]]
-            assert schedule["next_at"] % FIVE_MINUTES_MS == 0
-            if delivered[schedule_id]:
-                assert wait_for_lines(server.root / schedule_id, 1) == 1
-        first = admin(server, "schedule", "show", "all")["schedule"]["next_at"]
-        waiting = admin(server, "schedule", "show", "latest")["schedule"]["next_at"]
+            assert (schedule["last_at"], schedule["next_at"]) == (None, first), schedule
+        waiting = first
 
         def check(fake_now: int) -> None:
             every = admin(server, "schedule", "show", "all")["schedule"]
@@ -199,9 +198,10 @@ def test_cron_schedules_catch_up_after_the_wall_clock_steps_and_across_a_restart
             assert runs(server, "all") == len(delivered["all"])
             assert runs(server, "latest") == len(delivered["latest"])
 
-        clock.step(HOUR_S)  # twelve marks at least
-        fake_now = clock.now_ms()
-        marks = (fake_now - first) // FIVE_MINUTES_MS + 1
+        # to the middle of an interval, thirteen marks on (no mark passes while we look)
+        half = FIVE_MINUTES_MS // 2
+        clock.step((first + 12 * FIVE_MINUTES_MS + half - clock.now_ms()) // 1000)
+        marks = 13
         # nothing asks the server meanwhile: idle, it must notice the step by itself
         assert wait_for_lines(server.root / "all", len(delivered["all"]) + marks) \
             >= len(delivered["all"]) + marks, server.log()
@@ -209,15 +209,16 @@ def test_cron_schedules_catch_up_after_the_wall_clock_steps_and_across_a_restart
             == len(delivered["latest"]) + 1
         delivered["latest"].append(waiting)
         check(clock.now_ms())
-        assert len(delivered["all"]) >= 12
+        assert len(delivered["all"]) == 13
         waiting = admin(server, "schedule", "show", "latest")["schedule"]["next_at"]
         server.stop()
-        clock.step(HOUR_S // 2)  # six marks more pass while the server is down
+        # six marks more pass while the server is down
+        clock.step((first + 18 * FIVE_MINUTES_MS + half - clock.now_ms()) // 1000)
         server.start()
         time.sleep(1)
         delivered["latest"].append(waiting)
         check(clock.now_ms())
-        assert len(delivered["all"]) >= 18
+        assert len(delivered["all"]) == 19
     finally:
         server.close()
 
@@ -232,14 +233,16 @@ def test_a_backward_step_keeps_serving_and_recovering_and_holds_delayed_jobs_to_
         before = completed(server, 2)
         delayed = server.client("""
             jobs = [await tay.enqueue("demo.sleep.v1", {"seconds": 0, "key": "delayed"},
-                                      delay=2) for _ in range(3)]
+                                      delay=5) for _ in range(3)]
             return [job.id for job in jobs]
         """)
-        clock.step(-HOUR_S)
+        due_by = time.monotonic() + 5  # enqueued before the client returned
+        clock.step(-HOUR_S)  # at once: well before the five seconds pass
         after = completed(server, 2)
         stamps = [admin(server, "job", job_id)["job"]["inserted_at"] for job_id in before + after]
         assert max(stamps[2:]) < min(stamps[:2]) - (HOUR_S - 60) * 1000, stamps
-        time.sleep(3)  # the delay passed on the monotonic clock, not on the wall clock
+        # the delay passes on the monotonic clock, not on the wall clock
+        time.sleep(max(0.0, due_by + 1 - time.monotonic()))
         assert not (server.root / "delayed").exists()
         server.stop()
         server.start()
