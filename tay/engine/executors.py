@@ -6,16 +6,30 @@ sessions) serve the job's queue, the one with the fewest reservations wins, ties
 runtime_id. Settled reservations are remembered (bounded) so that a late report for an
 execution that was cancelled, timed out or already completed is recognised and answered
 ``accepted`` instead of an error the SDK would treat as fatal.
+
+The settled memory holds a 60-bit digest per execution: the hash of the connection's
+serial and both ids, in a set and a queue (about 70 bytes each where the ids themselves,
+a tuple and the connection cost about 250 and kept a closed connection alive). The hash
+of ``str`` is keyed per process, so a client cannot aim at a digest; a made-up pair
+matches one by chance with odds under 2**-44 at the default 65,536 entries, and the
+answer then is ``accepted``, which changes nothing.
 """
 
 from __future__ import annotations
 
 from collections import deque
+from itertools import count
 from typing import Hashable
 
 from tay._frozen import Record
 
 Conn = Hashable
+
+_DIGEST_MASK = (1 << 60) - 1  # two 30-bit digits: the smallest int object above one digit
+
+
+def settled_digest(serial: int, reservation_id: str, execution_id: str) -> int:
+    return hash((serial, reservation_id, execution_id)) & _DIGEST_MASK
 
 
 class Reservation(Record):
@@ -38,7 +52,8 @@ class Reservation(Record):
 
 
 class Executor(Record):
-    __slots__ = ("conn", "mode", "runtime_id", "capacity", "queue", "tasks", "reservations")
+    __slots__ = ("conn", "mode", "runtime_id", "capacity", "queue", "tasks", "reservations",
+                 "serial")
     conn: Conn
     mode: str
     runtime_id: str
@@ -46,10 +61,11 @@ class Executor(Record):
     queue: str | None
     tasks: set[str]
     reservations: dict[str, Reservation]
+    serial: int  # set by ExecutorRegistry.connect: unique in an engine run, never reused
 
     def __init__(self, conn: Conn, mode: str, runtime_id: str, capacity: int, queue: str | None,
                  tasks: set[str] | None = None,
-                 reservations: dict[str, Reservation] | None = None) -> None:
+                 reservations: dict[str, Reservation] | None = None, serial: int = 0) -> None:
         self.conn = conn
         self.mode = mode
         self.runtime_id = runtime_id
@@ -57,6 +73,7 @@ class Executor(Record):
         self.queue = queue
         self.tasks = set() if tasks is None else tasks  # a new set and dict for each
         self.reservations = {} if reservations is None else reservations
+        self.serial = serial
 
     def has_room(self) -> bool:
         return len(self.reservations) < self.capacity
@@ -67,13 +84,14 @@ class ExecutorRegistry:
         self.executors: dict[Conn, Executor] = {}
         self.by_task: dict[str, set[Conn]] = {}
         self.reservations: dict[str, Reservation] = {}
-        # settled reservations, oldest first: a dict and a queue of its keys hold them in
-        # less than half the memory of an OrderedDict (65,536 by default)
-        self._settled: dict[str, tuple[Conn, str]] = {}
-        self._settled_order: deque[str] = deque()
+        # digests of settled executions (settled_digest), and the same oldest first
+        self._settled: set[int] = set()
+        self._settled_order: deque[int] = deque()
         self._settled_memory = settled_memory
+        self._serials = count(1)
 
     def connect(self, executor: Executor) -> None:
+        executor.serial = next(self._serials)
         self.executors[executor.conn] = executor
 
     def disconnect(self, conn: Conn) -> Executor | None:
@@ -112,18 +130,22 @@ class ExecutorRegistry:
         return best
 
     def release(self, reservation: Reservation) -> None:
-        """Forget a live reservation and remember it as settled."""
+        """Forget a live reservation and remember it as settled (while its connection is
+        open: a closed one sends no more reports)."""
         self.reservations.pop(reservation.reservation_id, None)
         executor = self.executors.get(reservation.conn)
-        if executor is not None:
-            executor.reservations.pop(reservation.reservation_id, None)
+        if executor is None:
+            return
+        executor.reservations.pop(reservation.reservation_id, None)
         if self._settled_memory:
-            settled, key = self._settled, reservation.reservation_id
-            if key not in settled:  # a key keeps its place, as in an OrderedDict
-                self._settled_order.append(key)
-            settled[key] = (reservation.conn, reservation.execution_id)
-            while len(settled) > self._settled_memory:
-                del settled[self._settled_order.popleft()]
+            settled = self._settled
+            digest = settled_digest(executor.serial, reservation.reservation_id,
+                                    reservation.execution_id)
+            if digest not in settled:  # a digest keeps its place, as in an OrderedDict
+                settled.add(digest)
+                self._settled_order.append(digest)
+                if len(settled) > self._settled_memory:
+                    settled.discard(self._settled_order.popleft())
 
     def live(self, conn: Conn, reservation_id: str, execution_id: str) -> Reservation | None:
         """The in-flight reservation matching both ids on this connection, if any."""
@@ -133,4 +155,6 @@ class ExecutorRegistry:
         return reservation
 
     def was_settled(self, conn: Conn, reservation_id: str, execution_id: str) -> bool:
-        return self._settled.get(reservation_id) == (conn, execution_id)
+        executor = self.executors.get(conn)
+        return executor is not None and \
+            settled_digest(executor.serial, reservation_id, execution_id) in self._settled

@@ -1,5 +1,8 @@
 """Execution reports (results, failure objects, pairing) and admission budgets."""
 
+import gc
+import weakref
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -176,6 +179,49 @@ def test_a_late_report_is_recognised_for_the_latest_settled_memory_executions():
             assert reply(out).type == "accepted" and not out.events
         else:
             assert refusal(out)["code"] == "unknown_execution"
+
+
+def test_a_late_report_is_recognised_only_on_the_connection_that_ran_it():
+    driver = Driver(EngineConfig(settled_memory=8))
+    driver.worker("w1")
+    driver.worker("w2")
+    (execute,) = executes(driver.enqueue())
+    driver.succeed(execute)
+    other = "w2" if execute.conn == "w1" else "w1"
+    assert reply(driver.succeed(execute)).type == "accepted"
+    assert refusal(driver.succeed(execute, conn=other))["code"] == "unknown_execution"
+    swapped = c.Succeeded(execute.conn, driver.rid(), execute.execution_id,
+                          execute.reservation_id, None)
+    assert refusal(driver.run(swapped))["code"] == "unknown_execution"
+
+
+class _Conn:
+    """A connection handle as the server's: an object, compared by identity."""
+
+
+def test_the_settled_memory_keeps_no_closed_connection_alive():
+    driver = Driver(EngineConfig(settled_memory=8))
+    conn = _Conn()
+    driver.worker(conn)
+    (execute,) = executes(driver.enqueue())
+    driver.succeed(execute)
+    assert reply(driver.succeed(execute)).type == "accepted"
+    gone = weakref.ref(conn)
+    driver.run(c.Disconnect(conn))
+    del conn, execute
+    gc.collect()
+    assert gone() is None
+
+
+def test_a_connection_handle_said_hello_again_after_a_disconnect_starts_afresh():
+    """Its reports from before the disconnect name executions it no longer holds."""
+    driver = Driver(EngineConfig(settled_memory=8))
+    driver.worker("w1")
+    (execute,) = executes(driver.enqueue())
+    driver.succeed(execute)
+    driver.run(c.Disconnect("w1"))
+    driver.worker("w1")
+    assert refusal(driver.succeed(execute))["code"] == "unknown_execution"
 
 
 @given(st.lists(st.tuples(st.integers(0, 1 << 40), st.integers(0, 1 << 40)), max_size=50))
