@@ -43,6 +43,7 @@ import argparse
 import json
 import os
 import shutil
+import signal
 import socket
 import subprocess
 import sys
@@ -181,6 +182,22 @@ class Serve:
         self.process.wait(timeout=120)
         return time.perf_counter() - started
 
+    def ended(self) -> str:
+        """How the server process stands: running, or how it exited."""
+        assert self.process is not None
+        code = self.process.poll()
+        if code is None:
+            return "was still running"
+        if code < 0:
+            return f"was killed by signal {-code} ({signal.Signals(-code).name})"
+        return f"exited with status {code}"
+
+    def log_tail(self, limit: int = 3000) -> str:
+        try:
+            return self.log_path.read_text(errors="replace")[-limit:]
+        except OSError as error:
+            return f"(unreadable: {error})"
+
     def compactions(self) -> int:
         return self.log_path.read_text().count("compacted the store online")
 
@@ -292,9 +309,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         day_s = DAY_S / options.speed
         for day in range(1, int(options.days) + 1):
             time.sleep(max(0.0, started + day * day_s - time.monotonic()))
+            if serve.process.poll() is not None:
+                raise RuntimeError(f"tay serve {serve.ended()} on day {day}")
             for child in (worker, producer):
                 if child.poll() is not None:
-                    raise RuntimeError("a client exited:\n" + serve.log_path.read_text()[-3000:])
+                    raise RuntimeError(f"a client exited on day {day}")
             status = admin(serve.socket, "status")
             jobs = status["engine"]["jobs"]
             cpu = server.cpu_times()
@@ -338,6 +357,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         if options.json is not None:
             options.json.write_text(json.dumps({"rows": rows, "summary": summary}, indent=1))
         result = {"rows": rows, "summary": summary}
+    except BaseException:
+        # keep what explains it: the store, the server's log, how the server ended
+        ended = serve.ended() if serve.process is not None else "never started"
+        print(f"the soak failed; tay serve {ended}. Its store and log are kept in {root}; "
+              f"the log ends:\n{serve.log_tail()}", file=sys.stderr, flush=True)
+        options.keep = True
+        raise
     finally:
         if serve.process is not None and serve.process.poll() is None:
             serve.process.kill()

@@ -6,6 +6,9 @@ restarts cold."""
 from __future__ import annotations
 
 import os
+import shutil
+import threading
+import time
 
 import pytest
 
@@ -40,3 +43,44 @@ def test_three_simulated_days_expire_compact_deliver_hourly_and_restart(capsys) 
     assert os.listdir(deep) == []  # the store was removed afterwards
     os.rmdir(deep)
     os.rmdir(scratch)
+
+
+def test_a_run_whose_server_dies_keeps_the_store_and_says_how_it_ended(capsys) -> None:
+    library()
+    import psutil
+
+    from benchmarks import soak_daemon
+
+    scratch = scratch_dir("soak-daemon-")
+    killed: list[int] = []
+
+    def kill_the_server() -> None:
+        deadline = time.monotonic() + 60
+        while time.monotonic() < deadline and not killed:
+            for child in psutil.Process().children(recursive=True):
+                try:
+                    if "serve" in child.cmdline():
+                        time.sleep(0.5)  # serving: the producer and worker connect
+                        child.kill()
+                        killed.append(child.pid)
+                        return
+                except psutil.NoSuchProcess:
+                    pass
+            time.sleep(0.05)
+
+    killer = threading.Thread(target=kill_the_server)
+    killer.start()
+    try:
+        with pytest.raises(RuntimeError, match="killed by signal 9|tay status failed"):
+            soak_daemon.main(["--days", "3", "--speed", "43200", "--rate", "40",
+                              "--restarts", "1", "--dir", str(scratch)])
+    finally:
+        killer.join()
+    assert killed
+    err = capsys.readouterr().err
+    assert "tay serve was killed by signal 9 (SIGKILL)" in err
+    (kept,) = scratch.iterdir()  # the store and its log stay for a look
+    assert f"kept in {kept}" in err
+    assert (kept / "server.log").read_text().count("tay serving") == 1
+    assert (kept / "data").is_dir()
+    shutil.rmtree(scratch)
