@@ -35,6 +35,11 @@ libfaketime slows a start that replays a store by 0.1-0.15 s) of the store as th
 left it, and the schedule's occurrences
 against the hours that passed. The question it answers: do disk, memory, restart time
 and CPU stay flat while the days pass?
+
+Run it alone. Under libfaketime a timed wait on the monotonic clock misbehaves
+(``time.sleep`` fails with EINVAL; the GIL's waits return early, so waiting threads spin):
+its CPU per job is higher than the reference profile's, and two soaks side by side on two
+cores stalled their servers for 30 s and more (docs/benchmarks.md, thirty-seventh session).
 """
 
 from __future__ import annotations
