@@ -49,7 +49,6 @@ import json
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -65,8 +64,10 @@ if str(ROOT) not in sys.path:
 
 import psutil  # noqa: E402
 
+from benchmarks.soak import dir_bytes  # noqa: E402
 from tay.bench import faketime  # noqa: E402
 from tay.bench.paths import bench_scratch  # noqa: E402
+from tay.bench.server import socket_accepts  # noqa: E402
 
 DAY_S = 86_400
 
@@ -125,25 +126,12 @@ asyncio.run(main())
 '''
 
 
-def dir_bytes(path: Path) -> int:
-    return sum(entry.stat().st_size for entry in path.rglob("*") if entry.is_file())
-
-
 def admin(socket_path: str, *args: str) -> dict[str, Any]:
     done = subprocess.run([sys.executable, "-m", "tay.cli", *args, "--socket", socket_path,
                            "--json"], cwd=ROOT, capture_output=True, text=True, timeout=60)
     if done.returncode != 0:
         raise RuntimeError(f"tay {' '.join(args)} failed: {done.stderr}")
     return json.loads(done.stdout)
-
-
-def accepts(path: str) -> bool:
-    with socket.socket(socket.AF_UNIX, socket.SOCK_STREAM) as probe:
-        try:
-            probe.connect(path)
-        except OSError:
-            return False
-    return True
 
 
 class Serve:
@@ -174,7 +162,7 @@ class Serve:
                  "--validated-filesystem", *self.extra],
                 cwd=ROOT, stdout=log, stderr=log,
                 env={**os.environ, **self.env} if faked else dict(os.environ))
-        while not (os.path.exists(self.socket) and accepts(self.socket)):
+        while not (os.path.exists(self.socket) and socket_accepts(self.socket)):
             if self.process.poll() is not None:
                 raise RuntimeError("tay serve exited:\n" + self.log_path.read_text())
             time.sleep(0.002)
@@ -362,10 +350,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         if options.json is not None:
             options.json.write_text(json.dumps({"rows": rows, "summary": summary}, indent=1))
         result = {"rows": rows, "summary": summary}
-    except BaseException:
+    except BaseException:  # a failure, or an interrupt
         # keep what explains it: the store, the server's log, how the server ended
         ended = serve.ended() if serve.process is not None else "never started"
-        print(f"the soak failed; tay serve {ended}. Its store and log are kept in {root}; "
+        print(f"the soak did not finish; tay serve {ended}. Its store and log are kept in {root}; "
               f"the log ends:\n{serve.log_tail()}", file=sys.stderr, flush=True)
         options.keep = True
         raise
