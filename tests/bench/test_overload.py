@@ -1,0 +1,72 @@
+"""benchmarks/overload.py on a short run: a real ``tay serve`` beside a CPU hog, compacted
+every second, answers every status probe and acknowledges the producer throughout."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import tempfile
+
+import pytest
+
+from tests.scratch import scratch_dir
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
+
+
+def test_a_starved_compacting_server_answers_every_probe(capsys) -> None:
+    from benchmarks import overload
+
+    scratch = scratch_dir("overload-")  # accepted by strict sync wherever the checkout is
+    summary = overload.main(["--seconds", "4", "--hogs", "1", "--compact-every", "1",
+                             "--probe-every", "0.1", "--dir", str(scratch)])
+    status, enqueue, compactions = summary["status"], summary["enqueue"], summary["compactions"]
+    assert status["probes"] >= 10 and status["answered"] == status["probes"]
+    assert status["failed"] == [] and status["max_ms"] is not None
+    assert status["during_compaction"]["answered"] >= 1
+    assert compactions["succeeded"] == compactions["runs"] >= 2 and compactions["failed"] == []
+    assert all(ms >= 0 for ms in compactions["duration_ms"])
+    assert enqueue["acked"] >= 100 and enqueue["p50_ms"] <= enqueue["max_ms"]
+    assert enqueue["refused"] == {}
+    assert summary["server"]["cpu_us_per_job"] > 0 and summary["server"]["peak_rss_bytes"] > 0
+    out = capsys.readouterr().out
+    assert f"status: {status['answered']} of {status['probes']} answered" in out
+    assert os.listdir(scratch) == []  # the store was removed afterwards
+    os.rmdir(scratch)
+
+
+def test_a_probe_that_finds_no_server_is_counted_as_not_answered() -> None:
+    from benchmarks import overload
+
+    with tempfile.TemporaryDirectory() as directory:
+        prober = overload.Prober(os.path.join(directory, "none.sock"), every=0.01, timeout_s=1)
+        while len(prober.probes) < 3:
+            pass
+        prober.close()
+    assert all(p.seconds is None and "cannot connect" in p.error for p in prober.probes)
+    options = argparse.Namespace(seconds=1, hogs=0, compact_every=1, retention="1m")
+    compaction = overload.Compaction(started=prober.probes[0].at - 1,
+                                     ended=prober.probes[0].at + 0.001,
+                                     report={"duration_ms": 5, "pause_ms": 1.5,
+                                             "expired_jobs": 2})
+    summary = overload.summarize(prober.probes, [compaction],
+                                 {"acked": 2, "refused": {"capacity": 1}, "seconds": 1.0,
+                                  "latencies_s": [0.001, 0.003]},
+                                 cpu_s=0.001, peak_rss=1, options=options)
+    assert summary["status"]["answered"] == 0 and summary["status"]["max_ms"] is None
+    assert len(summary["status"]["failed"]) == len(prober.probes)
+    assert summary["enqueue"]["max_ms"] == 3.0 and summary["enqueue"]["p50_ms"] == 1.0
+    assert summary["enqueue"]["refused"] == {"capacity": 1}
+    assert summary["compactions"]["expired_jobs"] == 2
+    assert summary["compactions"]["max_pause_ms"] == 1.5
+
+
+def test_a_probe_overlaps_a_compaction_only_while_both_run() -> None:
+    from benchmarks.overload import Compaction, Probe, during
+
+    runs = [Compaction(started=10.0, ended=12.0)]
+    assert during(Probe(at=9.9, seconds=0.2), runs)  # answered after the compaction began
+    assert during(Probe(at=11.0, seconds=0.01), runs)
+    assert not during(Probe(at=9.0, seconds=0.5), runs)
+    assert not during(Probe(at=12.5, seconds=0.1), runs)
+    assert during(Probe(at=11.5, seconds=None), runs)  # a failed probe, sent meanwhile
