@@ -202,6 +202,21 @@ def during(probe: Probe, compactions: list[Compaction]) -> bool:
     return any(run.started <= end and probe.at <= run.ended for run in compactions)
 
 
+def slowest(probes: list[Probe], compactions: list[Compaction],
+            count: int = 5) -> list[dict[str, float | None]]:
+    """The slowest answered probes: their latency and when they were sent, in seconds after
+    the start of the compaction they overlapped (None: they overlapped none)."""
+    out = []
+    for probe in sorted((p for p in probes if p.seconds is not None),
+                        key=lambda p: p.seconds, reverse=True)[:count]:
+        end = probe.at + probe.seconds
+        runs = [run for run in compactions if run.started <= end and probe.at <= run.ended]
+        out.append({"ms": round(probe.seconds * 1000, 2),
+                    "after_compaction_start_s": round(probe.at - runs[0].started, 3)
+                    if runs else None})
+    return out
+
+
 def summarize(probes: list[Probe], compactions: list[Compaction], produced: dict[str, Any],
               cpu_s: float, peak_rss: int, options: argparse.Namespace) -> dict[str, Any]:
     answered = [p for p in probes if p.seconds is not None]
@@ -214,7 +229,8 @@ def summarize(probes: list[Probe], compactions: list[Compaction], produced: dict
         "status": {"probes": len(probes), "answered": len(answered),
                    "failed": [p.error for p in probes if p.seconds is None],
                    **spread([p.seconds for p in answered]),
-                   "during_compaction": {"answered": len(overlapping), **spread(overlapping)}},
+                   "during_compaction": {"answered": len(overlapping), **spread(overlapping)},
+                   "slowest": slowest(probes, compactions)},
         "enqueue": {"acked": acked, "refused": produced["refused"],
                     "jobs_per_s": round(acked / produced["seconds"], 1),
                     **spread(produced["latencies_s"])},
@@ -239,6 +255,10 @@ def show(summary: dict[str, Any]) -> None:
           f"{ms(status['p50_ms'])} ms, p99 {ms(status['p99_ms'])} ms, max "
           f"{ms(status['max_ms'])} ms; during a compaction {overlap['answered']}, max "
           f"{ms(overlap['max_ms'])} ms")
+    print("  slowest: " + ", ".join(
+        f"{p['ms']:,.1f} ms" + ("" if p["after_compaction_start_s"] is None else
+                                f" ({p['after_compaction_start_s']:+.2f} s into a compaction)")
+        for p in status["slowest"]))
     for error in status["failed"][:5]:
         print(f"  not answered: {error}")
     print(f"enqueue: {enqueue['acked']:,} acknowledged, {enqueue['jobs_per_s']:,.1f} jobs/s, "

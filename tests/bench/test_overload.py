@@ -24,6 +24,9 @@ def test_a_starved_compacting_server_answers_every_probe(capsys) -> None:
     assert status["probes"] >= 10 and status["answered"] == status["probes"]
     assert status["failed"] == [] and status["max_ms"] is not None
     assert status["during_compaction"]["answered"] >= 1
+    slowest = status["slowest"]
+    assert len(slowest) == 5 and slowest[0]["ms"] == status["max_ms"]
+    assert [p["ms"] for p in slowest] == sorted((p["ms"] for p in slowest), reverse=True)
     assert compactions["succeeded"] == compactions["runs"] >= 2 and compactions["failed"] == []
     assert all(ms >= 0 for ms in compactions["duration_ms"])
     assert enqueue["acked"] >= 100 and enqueue["p50_ms"] <= enqueue["max_ms"]
@@ -70,3 +73,13 @@ def test_a_probe_overlaps_a_compaction_only_while_both_run() -> None:
     assert not during(Probe(at=9.0, seconds=0.5), runs)
     assert not during(Probe(at=12.5, seconds=0.1), runs)
     assert during(Probe(at=11.5, seconds=None), runs)  # a failed probe, sent meanwhile
+
+
+def test_the_slowest_probes_say_when_in_a_compaction_they_were_sent() -> None:
+    from benchmarks.overload import Compaction, Probe, slowest
+
+    probes = [Probe(at=1.0, seconds=0.002), Probe(at=10.5, seconds=0.080),
+              Probe(at=20.0, seconds=0.030), Probe(at=11.0, seconds=None, error="x")]
+    assert slowest(probes, [Compaction(started=10.0, ended=12.0)], count=2) == [
+        {"ms": 80.0, "after_compaction_start_s": 0.5},
+        {"ms": 30.0, "after_compaction_start_s": None}]
