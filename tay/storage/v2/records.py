@@ -14,7 +14,7 @@ from tay._frozen import Fields, Frozen, set_field
 from tay.storage import events as ev
 from tay.storage.formats import value
 from tay.storage.events.definition import (
-    PayloadRefused, U64_MAX, check_exact_keys, check_optional, check_time, check_unsigned,
+    PayloadRefused, U64_MAX, check_exact_keys, check_time, check_unsigned,
     decode_value, invalid, is_unsigned, lazy_definition, lazy_definition_in,
     validate_definition,
 )
@@ -166,6 +166,10 @@ def _require(condition: bool, rule: str) -> None:
         raise invalid(rule, "snapshot")
 
 
+_TIME_FIELDS = tuple((key, f"snapshot.{key}")
+                     for key in ("attempted_at", "completed_at", "eligible_at", "terminal_at"))
+
+
 def validate_snapshot(s: Snapshot) -> None:
     """§3.5 validity (domains, presence by state, terminal_at) and credibility rules."""
     check_exact_keys(s.body, SNAPSHOT_KEYS, "snapshot")
@@ -177,13 +181,14 @@ def validate_snapshot(s: Snapshot) -> None:
     definition = validate_definition(b["definition"], "snapshot.definition")
     max_attempts = definition["max_attempts"]
     check_unsigned(b["attempt"], "snapshot.attempt", 0, max_attempts)
-    check_optional(b["next_attempt"], "snapshot.next_attempt",
-                   lambda v, f: check_unsigned(v, f, 1, max_attempts))
-    for key in ("attempted_at", "completed_at", "eligible_at", "terminal_at"):
-        check_optional(b[key], f"snapshot.{key}", check_time)
+    if b["next_attempt"] is not None:
+        check_unsigned(b["next_attempt"], "snapshot.next_attempt", 1, max_attempts)
+    for key, field in _TIME_FIELDS:
+        if b[key] is not None:
+            check_time(b[key], field)
     check_time(b["inserted_at"], "snapshot.inserted_at")
-    check_optional(b["availability_order"], "snapshot.availability_order",
-                   lambda v, f: check_unsigned(v, f, 1))
+    if b["availability_order"] is not None:
+        check_unsigned(b["availability_order"], "snapshot.availability_order", 1)
     if b["diagnostic"] is not None:
         ev.check_diagnostic(b["diagnostic"], "snapshot.diagnostic")
     state = b["state"]
@@ -193,31 +198,36 @@ def validate_snapshot(s: Snapshot) -> None:
     _check_credibility(s, state)
 
 
+# state -> (field, whether it must be set), checked in this order; fields not listed are
+# free in that state
+_PRESENCE: dict[str, tuple[tuple[str, bool], ...]] = {
+    "scheduled": (("next_attempt", True), ("eligible_at", True), ("availability_order", False),
+                  ("execution", False), ("completed_at", False)),
+    "available": (("next_attempt", True), ("eligible_at", True), ("availability_order", True)),
+    "retryable": (("next_attempt", True), ("eligible_at", True), ("availability_order", False)),
+    "executing": (("next_attempt", True), ("execution", True), ("eligible_at", False),
+                  ("availability_order", False)),
+    "completed": (("completed_at", True), ("next_attempt", False), ("eligible_at", False),
+                  ("availability_order", False), ("execution", False)),
+}
+_PRESENCE_ELSE = (("next_attempt", False), ("eligible_at", False), ("availability_order", False),
+                  ("execution", False), ("completed_at", False))
+
+
 def _check_presence(s: Snapshot, state: str) -> None:
     b = s.body
-    present = {key: b[key] is not None for key in
-               ("next_attempt", "eligible_at", "availability_order", "completed_at")}
-    present["execution"] = s.execution is not None
-    rules = {   # key -> required presence; keys not listed are free
-        "scheduled": dict(next_attempt=True, eligible_at=True, availability_order=False,
-                          execution=False, completed_at=False),
-        "available": dict(next_attempt=True, eligible_at=True, availability_order=True),
-        "retryable": dict(next_attempt=True, eligible_at=True, availability_order=False),
-        "executing": dict(next_attempt=True, execution=True, eligible_at=False,
-                          availability_order=False),
-        "completed": dict(completed_at=True, next_attempt=False, eligible_at=False,
-                          availability_order=False, execution=False),
-    }.get(state, dict(next_attempt=False, eligible_at=False, availability_order=False,
-                      execution=False, completed_at=False))
-    for key, required in rules.items():
-        _require(present[key] == required, f"{state} needs {key} {'set' if required else 'nil'}")
+    for key, required in _PRESENCE.get(state, _PRESENCE_ELSE):
+        present = (s.execution if key == "execution" else b[key]) is not None
+        if present != required:
+            raise invalid(f"{state} needs {key} {'set' if required else 'nil'}", "snapshot")
     if state == "completed":
         _require(b["terminal_at"] == b["completed_at"],
                  "completed needs terminal_at = completed_at")
     elif state in ("cancelled", "discarded"):
-        _require(b["terminal_at"] is not None, f"{state} needs terminal_at")
-    else:
-        _require(b["terminal_at"] is None, f"{state} needs terminal_at nil")
+        if b["terminal_at"] is None:
+            raise invalid(f"{state} needs terminal_at", "snapshot")
+    elif b["terminal_at"] is not None:
+        raise invalid(f"{state} needs terminal_at nil", "snapshot")
 
 
 def _check_credibility(s: Snapshot, state: str) -> None:
@@ -230,8 +240,8 @@ def _check_credibility(s: Snapshot, state: str) -> None:
         _require(b["attempt"] > 0 and attempted and s.execution == s.revision
                  and b["next_attempt"] == b["attempt"], "executing is not credible")
     elif state in ("retryable", "discarded"):
-        _require(b["attempt"] > 0 and attempted and b["diagnostic"] is not None,
-                 f"{state} is not credible")
+        if not (b["attempt"] > 0 and attempted and b["diagnostic"] is not None):
+            raise invalid(f"{state} is not credible", "snapshot")
     elif state == "completed":
         _require(b["attempt"] > 0 and attempted, "completed is not credible")
     elif state == "available":
