@@ -54,7 +54,7 @@ from tay.storage.v2.manifest import Retention
 from tay.storage.v2.records import MUTATION_BODY_KEYS, MUTATION_PAIR, Mutation
 from tay.storage.v2.reducer import EpochReducer
 from tay.storage.v2.rows import BaseJobs, BaseLiveRow, JobRow
-from tay.storage.v2.tail import ExecutingRow, FailedRow, LiveRow, TailJobs
+from tay.storage.v2.tail import ExecutingRow, FailedRow, LiveRow, TailJobs, TailRow, tail_job_states
 
 # What only a compaction reads (``checkpoints``) loads with the first compaction.
 if TYPE_CHECKING:
@@ -747,6 +747,24 @@ def captured_state(job: Any) -> JobState:
     if kind is tuple:
         return packed_job_state(job)
     return job.job_state()
+
+
+def captured_states(jobs: Sequence[Any]) -> list[JobState]:
+    """``captured_state`` of each of ``jobs``, in order; the finished tail jobs (most of a
+    store's jobs after a restart without a compaction) built together, in one decode."""
+    states: list[Any] = []
+    rows: list[TailRow] = []
+    where: list[int] = []
+    for job in jobs:
+        if type(job) is TailRow:
+            where.append(len(states))
+            rows.append(job)
+            states.append(None)
+        else:
+            states.append(captured_state(job))
+    for k, state in zip(where, tail_job_states(rows)):
+        states[k] = state
+    return states
 
 
 def captured_id(job: Any) -> bytes:

@@ -29,7 +29,7 @@ from tay._native._pure_base import (BASE_JOB, COMPLETED, FRAME_HEADER, RESULT_LE
                                      SNAPSHOT, STATE)
 from tay.engine import commands as c
 from tay.engine.core import Engine
-from tay.engine.epoch import _RESULT_FIXED, EpochEngine
+from tay.engine.epoch import _RESULT_FIXED, EpochEngine, captured_state, captured_states
 from tay.engine.effects import Outcome
 from tay.engine.jobs import CompletedRow, JobEntry, LazyJobEntry, StartedRow, peek, public_job
 from tay.failures import RecoveryRefused
@@ -584,12 +584,25 @@ def recovers_the_same_from(frames: list, batch: int):
             assert columnar.jobs[job_id].state == plain.jobs[job_id].state
             assert columnar.jobs[job_id].attempts == plain.jobs[job_id].attempts
         assert by_id(columnar.retained_jobs()) == by_id(plain.retained_jobs())
+        captured_equal_alone_and_together(columnar)
         assert bookkeeping(columnar) == bookkeeping(plain)
         assert columnar.durable_executing == plain.durable_executing
         return columnar
     finally:
         store_v2._BATCH = saved
         shutil.rmtree(root, ignore_errors=True)
+
+
+def captured_equal_alone_and_together(engine) -> list:
+    """What a compaction captures builds the same jobs one at a time as in chunks of any
+    size (``captured_states``: the finished tail jobs decoded together); returns them."""
+    captured, _ = engine.online_capture()
+    alone = [captured_state(job) for job in captured]
+    for size in (1, 3, 256):
+        together = [state for start in range(0, len(captured), size)
+                    for state in captured_states(captured[start:start + size])]
+        assert together == alone
+    return captured
 
 
 # worker failures among nil successes (a worker of capacity 3, one retry): a job fails
@@ -1136,6 +1149,9 @@ def test_a_long_common_tail_is_held_in_columns(old) -> None:
         with record_by_record():
             plain = recovered(root)
         assert bookkeeping(plain) == bookkeeping(engine)
+        captured = captured_equal_alone_and_together(engine)
+        assert {type(job).__name__ for job in captured} == {"TailRow"}
+        assert by_id(captured_states(captured)) == by_id(plain.retained_jobs())
         first, second, *_ = sorted(all_entries(plain))
         for one in (plain, engine):  # expiring a held job, then reading one, as any job
             assert one.expire([first]) == 1

@@ -42,7 +42,9 @@ from tay.storage.compaction.leftovers import reclaim_leftovers
 from tay.storage.compaction.plan import Checkpoint, base_records, expires
 from tay.storage.compaction.space import admit_space, base_estimate, estimate_job_bytes
 from tay.storage.compaction.trigger import source_bytes  # noqa: F401 (re-exported)
-from tay.storage.compaction.verify import PlannedTable, job_fields, mismatch
+from tay.storage.compaction.verify import (
+    PlannedTable, built, job_fields, mismatch, one_at_a_time,
+)
 from tay.storage.events.transitions import JobState
 from tay.storage.formats.segment import segment_file_name
 from tay.storage.fsio import RealIO
@@ -91,6 +93,8 @@ class Capture:
     state_of: Callable[[Any], JobState]  # builds one of ``jobs`` (on the worker thread)
     id_of: Callable[[Any], bytes]  # one of ``jobs``' id, without building it
     started: float = field(default_factory=time.monotonic)
+    # builds several of ``jobs`` at once, in order (None: ``state_of`` of each)
+    states_of: Callable[[Sequence[Any]], list[JobState]] | None = None
 
 
 @dataclass
@@ -132,19 +136,22 @@ def prepare(capture: Capture, *, io: RealIO | None = None,
 
     # The plan streams: the kept jobs are the captured values (ascending id), each built
     # into its JobState when the base is written and again when the replay is compared with
-    # it, and dropped in between, so the retained jobs are not held a second time as objects
-    # (a full collection would walk them all, with the loop stopped).
+    # it, a chunk of BUILD_CHUNK at a time (the finished tail jobs in one decode: 28 against
+    # 52 µs a job), and dropped in between, so the retained jobs are not held a second time
+    # as objects (a full collection would walk them all, with the loop stopped).
     state_of, id_of = capture.state_of, capture.id_of
+    states_of = capture.states_of or one_at_a_time(state_of)  # BUILD_CHUNK at a time
     kept: list[Any] = []
     expired: dict[bytes, int] = {}
     job_bytes = 0
-    for captured in sorted(capture.jobs, key=id_of):
-        job = state_of(captured)
+    ordered = sorted(capture.jobs, key=id_of)
+    for captured, job in zip(ordered, built(ordered, states_of)):
         if expires(job, capture.retention, capture.captured_at):
             expired[job.id] = job.revision
         else:
             kept.append(captured)
             job_bytes += estimate_job_bytes(job)
+    del ordered
     inventory = tuple(
         (segment_id, file_sha256(io, path, io.lstat(path).st_size))
         for segment_id, path in ((i, os.path.join(source.segments_dir, segment_file_name(i)))
@@ -155,7 +162,7 @@ def prepare(capture: Capture, *, io: RealIO | None = None,
     reclaim_leftovers(io, source.root)  # leaked candidates, unselected epochs, staging
     writer = CandidateWriter(io, source.root, source.store_id, source.rotation_target)
     writer.create_directories()
-    base = writer.write_base(base_records(map(state_of, kept), capture.checkpoints))
+    base = writer.write_base(base_records(built(kept, states_of), capture.checkpoints))
     epoch_id = new_store_id()
     manifest, manifest_bytes = writer.write_manifest(
         epoch_id=epoch_id, captured_at=capture.captured_at, retention=capture.retention,
@@ -163,7 +170,7 @@ def prepare(capture: Capture, *, io: RealIO | None = None,
         source_segments=inventory)
     candidate = writer.create_tail(manifest, manifest_bytes)
     mark("candidate_written")
-    table = PlannedTable(kept, state_of, id_of, options.event_limits)
+    table = PlannedTable(kept, state_of, id_of, options.event_limits, states_of)
     reducer = _replay(io, candidate.path, source.store_id, options, table)
     table.end_base()
     if len(table.entities) != len(capture.checkpoints):

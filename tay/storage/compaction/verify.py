@@ -41,6 +41,22 @@ class EpochTable:
         self.entities[carry.entity(event.payload)] = (revision, event)
 
 
+BUILD_CHUNK = 256  # planned jobs built at once (``states_of``), and held meanwhile
+
+
+def one_at_a_time(state_of: Callable[[Any], JobState]) -> Callable[[Sequence[Any]],
+                                                                     list[JobState]]:
+    """A ``states_of`` that builds each job alone."""
+    return lambda items: [state_of(item) for item in items]
+
+
+def built(items: Sequence[Any], states_of: Callable[[Sequence[Any]], list[JobState]],
+          chunk: int = BUILD_CHUNK) -> Iterable[JobState]:
+    """Each of ``items`` built into its JobState, ``chunk`` at a time, in order."""
+    for start in range(0, len(items), chunk):
+        yield from states_of(items[start:start + chunk])
+
+
 class PlannedTable:
     """The reducer sink of an online compaction's verification, which holds no retained job
     a second time: the replayed base's jobs (ascending id, as the base orders them) are
@@ -50,14 +66,20 @@ class PlannedTable:
     and keeps only the jobs it changes.
 
     ``planned``: the kept jobs in ascending id, as whatever ``state_of`` builds a JobState
-    from and ``id_of`` reads the id of (a JobState, a held row, a packed tuple)."""
+    from and ``id_of`` reads the id of (a JobState, a held row, a packed tuple). The base's
+    are built ``BUILD_CHUNK`` at a time (``states_of``, default one at a time), as the
+    replay comes to them."""
 
     def __init__(self, planned: Sequence[Any], state_of: Callable[[Any], JobState],
-                 id_of: Callable[[Any], bytes], limits: DecodeLimits | None = None) -> None:
+                 id_of: Callable[[Any], bytes], limits: DecodeLimits | None = None,
+                 states_of: Callable[[Sequence[Any]], list[JobState]] | None = None) -> None:
         self.limits = limits or DecodeLimits()
         self.entities: dict[tuple, tuple[int, ev.Event]] = {}
         self._planned = planned
         self._state_of = state_of
+        self._states_of = states_of or one_at_a_time(state_of)
+        self._chunk: list[JobState] = []  # the planned jobs from _chunk_start, built
+        self._chunk_start = 0
         self._ids = [id_of(job) for job in planned]
         self._compared = 0  # base jobs installed and found equal so far
         self._in_base = True
@@ -76,6 +98,16 @@ class PlannedTable:
             return found
         k = self._base_index(job_id)
         return None if k is None else self._state_of(self._planned[k])
+
+    def _base_job(self, k: int) -> JobState:
+        """The k-th planned job, built with the ``BUILD_CHUNK`` - 1 after it (the base comes
+        in planned order); the chunk before is dropped."""
+        offset = k - self._chunk_start
+        if not 0 <= offset < len(self._chunk):
+            self._chunk = []  # dropped before the next one is built
+            self._chunk = self._states_of(self._planned[k:k + BUILD_CHUNK])
+            self._chunk_start, offset = k, 0
+        return self._chunk[offset]
 
     def count(self) -> int:
         return len(self._ids) + self._added
@@ -98,10 +130,11 @@ class PlannedTable:
             k = self._compared
             if k >= len(self._ids):
                 raise mismatch("job_count", expected=len(self._ids), found=k + 1)
-            if job.id != self._ids[k] or (
-                    job_fields(job) != job_fields(self._state_of(self._planned[k]))):
+            if job.id != self._ids[k] or job_fields(job) != job_fields(self._base_job(k)):
                 raise mismatch("job", job_id=job.id.hex())
             self._compared = k + 1
+            if k + 1 == len(self._ids):
+                self._chunk = []  # the last one compared: none is held on
             return
         if job.id not in self._changed and self._base_index(job.id) is None:
             self._added += 1
