@@ -54,14 +54,19 @@ from tay.storage.v2.manifest import Retention
 from tay.storage.v2.records import MUTATION_BODY_KEYS, MUTATION_PAIR, Mutation
 from tay.storage.v2.reducer import EpochReducer
 from tay.storage.v2.rows import BaseJobs, BaseLiveRow, JobRow
-from tay.storage.v2.tail import ExecutingRow, FailedRow, LiveRow, TailJobs, TailRow, tail_job_states
+from tay.storage.v2.tail import (
+    ExecutingRow, FailedRow, LiveRow, TailJobs, TailRow, tail_job_states,
+)
 
-# What only a compaction reads (``checkpoints``) loads with the first compaction.
+# What only a compaction reads (``checkpoints``, ``captured_plan``) loads with the first
+# compaction.
 if TYPE_CHECKING:
     from tay.storage.compaction import plan as compaction_plan
+    from tay.storage.compaction import space as compaction_space
     from tay.storage.compaction.plan import Checkpoint
 else:
     compaction_plan = LazyModule("tay.storage.compaction.plan")
+    compaction_space = LazyModule("tay.storage.compaction.space")
 
 _MUTATION_PREFIX = struct.Struct(">16sBQQQ")
 _new_tuple = tuple.__new__  # a named tuple built without its Python-level __new__
@@ -765,6 +770,17 @@ def captured_states(jobs: Sequence[Any]) -> list[JobState]:
     for k, state in zip(where, tail_job_states(rows)):
         states[k] = state
     return states
+
+
+def captured_plan(job: Any) -> tuple[Any, int] | None:
+    """What a compaction's plan reads of one of ``captured_jobs`` without building it: a
+    held row (its id, state, revision and terminal_at are its JobState's) and its
+    ``estimate_job_bytes``; None for the others (built: a live job's JobState is itself, a
+    packed tuple's is cheap)."""
+    if not isinstance(job, JobRow):
+        return None
+    return job, compaction_space.estimate_bytes(
+        job.definition_length, job.result_bytes if job.result_present else None)
 
 
 def captured_id(job: Any) -> bytes:

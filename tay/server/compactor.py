@@ -32,7 +32,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from tay.engine.epoch import captured_id, captured_state, captured_states
+from tay.engine.epoch import captured_id, captured_plan, captured_state, captured_states
 from tay.failures import RequestRefused, StorageFailure, WriterStopped
 from tay.storage.fsio import RealIO
 from tay.storage.journal.history_budget import HistoryBudget
@@ -336,7 +336,7 @@ class OnlineCompactor:
         return online.Capture(source, captured_at, applied, jobs,
                               engine.checkpoints(captured_at), next_order,
                               state_of=captured_state, id_of=captured_id,
-                              states_of=captured_states)
+                              states_of=captured_states, plan_of=captured_plan)
 
     def _switch(self, prepared: online.Prepared, expected: int) -> dict[str, Any]:
         """On the loop, admission paused: catch-up, publish, CURRENT, the new tail."""

@@ -29,7 +29,10 @@ from tay._native._pure_base import (BASE_JOB, COMPLETED, FRAME_HEADER, RESULT_LE
                                      SNAPSHOT, STATE)
 from tay.engine import commands as c
 from tay.engine.core import Engine
-from tay.engine.epoch import _RESULT_FIXED, EpochEngine, captured_state, captured_states
+from tay.engine.epoch import (
+    _RESULT_FIXED, EpochEngine, captured_plan, captured_state, captured_states,
+)
+from tay.storage.compaction.space import estimate_job_bytes
 from tay.engine.effects import Outcome
 from tay.engine.jobs import CompletedRow, JobEntry, LazyJobEntry, StartedRow, peek, public_job
 from tay.failures import RecoveryRefused
@@ -595,14 +598,28 @@ def recovers_the_same_from(frames: list, batch: int):
 
 def captured_equal_alone_and_together(engine) -> list:
     """What a compaction captures builds the same jobs one at a time as in chunks of any
-    size (``captured_states``: the finished tail jobs decoded together); returns them."""
+    size (``captured_states``: the finished tail jobs decoded together), and a held row's
+    plan (``captured_plan``) reads what its JobState holds; returns them."""
     captured, _ = engine.online_capture()
     alone = [captured_state(job) for job in captured]
     for size in (1, 3, 256):
         together = [state for start in range(0, len(captured), size)
                     for state in captured_states(captured[start:start + size])]
         assert together == alone
+    plans_equal_builds(captured, alone)
     return captured
+
+
+def plans_equal_builds(captured: list, states: list) -> None:
+    """Each captured row's plan has its built JobState's id, state, revision, terminal_at
+    and base estimate."""
+    for job, state in zip(captured, states):
+        planned = captured_plan(job)
+        if planned is not None:
+            view, estimate = planned
+            assert (view.id, view.state, view.revision, view.terminal_at) == (
+                state.id, state.state, state.revision, state.terminal_at)
+            assert estimate == estimate_job_bytes(state)
 
 
 # worker failures among nil successes (a worker of capacity 3, one retry): a job fails
@@ -1151,6 +1168,7 @@ def test_a_long_common_tail_is_held_in_columns(old) -> None:
         assert bookkeeping(plain) == bookkeeping(engine)
         captured = captured_equal_alone_and_together(engine)
         assert {type(job).__name__ for job in captured} == {"TailRow"}
+        assert all(captured_plan(job) is not None for job in captured)
         assert by_id(captured_states(captured)) == by_id(plain.retained_jobs())
         first, second, *_ = sorted(all_entries(plain))
         for one in (plain, engine):  # expiring a held job, then reading one, as any job

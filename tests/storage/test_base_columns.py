@@ -35,6 +35,7 @@ from tests.build_guard import c_twin
 from tay.engine.epoch import captured_state
 from tay.engine.jobs import peek
 from tests.engine.test_lazy_rows import answers, bookkeeping, job_answers, recovered
+from tests.engine.test_tail_columns import plans_equal_builds
 from tests.storage.conftest import scratch_path
 from tests.storage.test_transitions import histories
 from tests.storage.test_v2_fast_path import LIMITS, jobs, payloads, write_and_compact
@@ -537,7 +538,9 @@ def take(engine, step, now: int):
         return by_id(engine.retained_jobs())
     else:  # capture
         jobs, order = engine.online_capture()  # held jobs as rows, built by the compaction
-        return by_id([captured_state(job) for job in jobs]), order
+        states = [captured_state(job) for job in jobs]
+        plans_equal_builds(jobs, states)  # a held row's plan reads what its state holds
+        return by_id(states), order
     out = engine.handle(command, now, now)
     return ([(s, e.pair, e.raw) for s, e in out.events],
             [("refused", e.failure.wire_error()) if isinstance(e, Refuse) else e

@@ -95,6 +95,9 @@ class Capture:
     started: float = field(default_factory=time.monotonic)
     # builds several of ``jobs`` at once, in order (None: ``state_of`` of each)
     states_of: Callable[[Sequence[Any]], list[JobState]] | None = None
+    # what the plan reads of one of ``jobs`` without building it: a value with its id,
+    # state, revision and terminal_at, and its ``estimate_job_bytes``; None: build it
+    plan_of: Callable[[Any], tuple[Any, int] | None] | None = None
 
 
 @dataclass
@@ -121,6 +124,11 @@ class Prepared:
         return self.capture.next_order - self.base_next_order
 
 
+def _build_to_plan(captured: Any) -> None:
+    """``Capture.plan_of`` when none is given: every job is built to be planned."""
+    return None
+
+
 def prepare(capture: Capture, *, io: RealIO | None = None,
             options: RecoveryOptions | None = None,
             max_candidate_bytes: int | None = None) -> Prepared:
@@ -134,24 +142,26 @@ def prepare(capture: Capture, *, io: RealIO | None = None,
     def mark(step: str) -> None:
         timings[step] = round((time.monotonic() - started) * 1000)
 
-    # The plan streams: the kept jobs are the captured values (ascending id), each built
-    # into its JobState when the base is written and again when the replay is compared with
-    # it, a chunk of BUILD_CHUNK at a time (the finished tail jobs in one decode: 28 against
-    # 52 µs a job), and dropped in between, so the retained jobs are not held a second time
-    # as objects (a full collection would walk them all, with the loop stopped).
+    # The plan streams: the kept jobs are the captured values (ascending id), planned from
+    # a held row's own fields (``plan_of``) or else built, then built into their JobStates
+    # when the base is written and again when the replay is compared with it, a chunk of
+    # BUILD_CHUNK at a time (the finished tail jobs in one decode: 28 against 52 µs a job),
+    # and dropped in between, so the retained jobs are not held a second time as objects
+    # (a full collection would walk them all, with the loop stopped).
     state_of, id_of = capture.state_of, capture.id_of
     states_of = capture.states_of or one_at_a_time(state_of)  # BUILD_CHUNK at a time
     kept: list[Any] = []
     expired: dict[bytes, int] = {}
     job_bytes = 0
-    ordered = sorted(capture.jobs, key=id_of)
-    for captured, job in zip(ordered, built(ordered, states_of)):
+    plan_of = capture.plan_of or _build_to_plan
+    for captured in sorted(capture.jobs, key=id_of):
+        planned = plan_of(captured)  # a held row is planned from its own fields
+        job, estimate = planned if planned is not None else (state_of(captured), None)
         if expires(job, capture.retention, capture.captured_at):
             expired[job.id] = job.revision
         else:
             kept.append(captured)
-            job_bytes += estimate_job_bytes(job)
-    del ordered
+            job_bytes += estimate if estimate is not None else estimate_job_bytes(job)
     inventory = tuple(
         (segment_id, file_sha256(io, path, io.lstat(path).st_size))
         for segment_id, path in ((i, os.path.join(source.segments_dir, segment_file_name(i)))

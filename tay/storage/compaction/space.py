@@ -33,9 +33,16 @@ def estimate_base_bytes(jobs: Iterable[JobState], checkpoints: Sequence) -> int:
 
 def estimate_job_bytes(job: JobState) -> int:
     """One kept job's share of ``estimate_base_bytes``: its snapshot and its result."""
-    total = FIXED_SIZE + SNAPSHOT_OVERHEAD + len(job.definition_bytes)
-    if job.result_present:
-        total += FIXED_SIZE + ATTACHMENT_OVERHEAD + len(value.encode(job.result))
+    return estimate_bytes(len(job.definition_bytes),
+                          len(value.encode(job.result)) if job.result_present else None)
+
+
+def estimate_bytes(definition_length: int, result_length: int | None) -> int:
+    """``estimate_job_bytes`` of a job whose definition's canonical bytes and result's
+    canonical Value (None: no result) have these lengths."""
+    total = FIXED_SIZE + SNAPSHOT_OVERHEAD + definition_length
+    if result_length is not None:
+        total += FIXED_SIZE + ATTACHMENT_OVERHEAD + result_length
     return total
 
 
