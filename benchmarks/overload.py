@@ -12,7 +12,8 @@ bench scratch (``tay.bench.paths``) with serve's defaults, ``--terminal-retentio
 MiB budget, which charges ~6.8 KB a job; a refusal is counted, and the producer goes on); one
 worker (our SDK, capacity 8); one producer (our SDK) that enqueues reference-shape jobs one
 at a time, each as soon as the last was acknowledged, and times every acknowledgement;
-``--hogs`` processes that spin on the CPU (``while 1: pass``) for the whole run; ``tay
+``--hogs`` processes that spin on the CPU (``while 1: pass``) for the whole run, and that
+the kernel kills when this process ends, however it ends (``PR_SET_PDEATHSIG``); ``tay
 compact`` (the CLI, as an operator would run it) every ``--compact-every`` seconds; and,
 in this process, a status probe every ``--probe-every`` seconds: a new connection to the
 socket, ``admin_status``, timed to the reply (``tay status`` without the CLI's start).
@@ -28,6 +29,7 @@ its operator's view and its acknowledgements within a second, with no stall?
 from __future__ import annotations
 
 import argparse
+import ctypes
 import json
 import shutil
 import signal
@@ -106,6 +108,18 @@ asyncio.run(main())
 '''
 
 HOG = "while 1: pass"
+PR_SET_PDEATHSIG = 1  # prctl(2)
+
+
+def _die_with_parent() -> None:
+    """In a hog, before it runs: the kernel kills it when this process ends, however it
+    ends (a SIGKILL of this benchmark leaves no process spinning on the CPU)."""
+    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+
+
+def spin_hog() -> subprocess.Popen[bytes]:
+    """A process that spins on a CPU until it is killed, or this process ends."""
+    return subprocess.Popen([sys.executable, "-c", HOG], preexec_fn=_die_with_parent)
 
 
 @dataclass
@@ -325,7 +339,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         producer, _ = spawn(PRODUCER, serve.socket)
         clients.append(producer)
         cpu_before = server.cpu_times()
-        hogs = [subprocess.Popen([sys.executable, "-c", HOG]) for _ in range(options.hogs)]
+        hogs = [spin_hog() for _ in range(options.hogs)]
         prober = Prober(serve.socket, options.probe_every, options.probe_timeout)
         compactor = Compactor(serve.socket, options.compact_every)
         watchers += [prober, compactor]

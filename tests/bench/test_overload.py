@@ -4,6 +4,7 @@ every second, answers every status probe and acknowledges the producer throughou
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import tempfile
 
@@ -83,3 +84,29 @@ def test_the_slowest_probes_say_when_in_a_compaction_they_were_sent() -> None:
     assert slowest(probes, [Compaction(started=10.0, ended=12.0)], count=2) == [
         {"ms": 80.0, "after_compaction_start_s": 0.5},
         {"ms": 30.0, "after_compaction_start_s": None}]
+
+
+def test_a_hog_dies_with_the_benchmark_even_killed() -> None:
+    import signal
+    import subprocess
+    import sys
+    import time
+
+    import psutil
+
+    from benchmarks.overload import ROOT
+
+    parent = subprocess.Popen(
+        [sys.executable, "-c", "import time; from benchmarks.overload import spin_hog; "
+         "print(spin_hog().pid, flush=True); time.sleep(60)"],
+        cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    hog = psutil.Process(int(parent.stdout.readline()))
+    try:
+        assert hog.is_running() and hog.status() != psutil.STATUS_ZOMBIE
+        parent.send_signal(signal.SIGKILL)  # no cleanup runs in the benchmark
+        parent.wait()
+        hog.wait(timeout=10)  # the kernel killed it
+    finally:
+        parent.kill()
+        with contextlib.suppress(psutil.NoSuchProcess):
+            hog.kill()  # the test failed: no spinning process is left behind
