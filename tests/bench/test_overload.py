@@ -90,7 +90,6 @@ def test_a_hog_dies_with_the_benchmark_even_killed() -> None:
     import signal
     import subprocess
     import sys
-    import time
 
     import psutil
 
