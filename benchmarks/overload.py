@@ -48,30 +48,11 @@ if str(ROOT) not in sys.path:
 
 import psutil  # noqa: E402
 
-from benchmarks.soak_daemon import Serve, spawn  # noqa: E402
+from benchmarks.soak_daemon import WORKER, Serve, add_store_options, spawn  # noqa: E402
 from tay.admin.client import AdminRefused, AdminUnreachable, SocketAdmin  # noqa: E402
 from tay.bench.metrics import percentile  # noqa: E402
 from tay.bench.paths import bench_scratch  # noqa: E402
 from tay.bench.server import peak_rss_bytes  # noqa: E402
-
-WORKER = r'''
-import asyncio, sys
-from tay import Tay
-
-async def main():
-    worker = Tay(socket_path=sys.argv[1], mode="worker", capacity=8)
-
-    @worker.task(name="overload.job.v1")
-    def job(account_key, payload, version):
-        return None
-
-    await worker.start()
-    print("ready", flush=True)
-    await asyncio.get_running_loop().run_in_executor(None, sys.stdin.read)
-    await worker.close()
-
-asyncio.run(main())
-'''
 
 PRODUCER = r'''
 import asyncio, json, sys, time
@@ -91,7 +72,7 @@ async def main():
     while not stop.done():
         before = time.perf_counter()
         try:
-            await tay.enqueue("overload.job.v1", {"account_key": f"account-{sent % 1000}",
+            await tay.enqueue("soak.job.v1", {"account_key": f"account-{sent % 1000}",
                                                   "payload": payload, "version": 1})
         except ServerError as error:  # a refusal (a budget, a deadline): counted, then on
             refused[error.code] = refused.get(error.code, 0) + 1
@@ -137,17 +118,32 @@ class Compaction:
     error: str = ""
 
 
-class Prober:
-    """Times ``admin_status`` on a new connection every ``every`` seconds, on a thread."""
+class Repeating:
+    """``_run`` on a thread of its own, from construction until ``close`` (which waits for
+    the step in progress); ``_run`` ends when ``_stop`` is set."""
+
+    def __init__(self) -> None:
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        self._stop.set()
+        self._thread.join()
+
+
+class Prober(Repeating):
+    """Times ``admin_status`` on a new connection every ``every`` seconds."""
 
     def __init__(self, socket_path: str, every: float, timeout_s: float) -> None:
         self.socket_path = socket_path
         self.every = every
         self.timeout_s = timeout_s
         self.probes: list[Probe] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
+        super().__init__()
 
     def _run(self) -> None:
         next_at = time.monotonic()
@@ -164,22 +160,15 @@ class Prober:
             next_at = max(next_at + self.every, time.monotonic())
             self._stop.wait(next_at - time.monotonic())
 
-    def close(self) -> None:
-        self._stop.set()
-        self._thread.join()
 
-
-class Compactor:
-    """Runs ``tay compact --json`` every ``every`` seconds (from the end of the last one),
-    on a thread."""
+class Compactor(Repeating):
+    """Runs ``tay compact --json`` every ``every`` seconds (from the end of the last one)."""
 
     def __init__(self, socket_path: str, every: float) -> None:
         self.socket_path = socket_path
         self.every = every
         self.runs: list[Compaction] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._run, daemon=True)
-        self._thread.start()
+        super().__init__()
 
     def _run(self) -> None:
         while not self._stop.wait(self.every):
@@ -193,10 +182,6 @@ class Compactor:
             else:
                 run.error = done.stderr.strip()[-500:] or f"exit status {done.returncode}"
             self.runs.append(run)
-
-    def close(self) -> None:
-        self._stop.set()
-        self._thread.join()
 
 
 def spread(seconds: list[float]) -> dict[str, float | None]:
@@ -305,11 +290,7 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--max-state-bytes", default="1GiB", help="serve's --max-state-bytes")
     parser.add_argument("--probe-every", type=float, default=0.25, metavar="SECONDS")
     parser.add_argument("--probe-timeout", type=float, default=10.0, metavar="SECONDS")
-    parser.add_argument("--dir", type=Path, default=None,
-                        help="where the store goes (default: the bench scratch, "
-                             "tay.bench.paths; strict sync refuses /tmp)")
-    parser.add_argument("--keep", action="store_true", help="keep the store afterwards")
-    parser.add_argument("--json", type=Path)
+    add_store_options(parser)
     return parser
 
 
@@ -366,9 +347,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         if options.json is not None:
             options.json.write_text(json.dumps(summary, indent=1))
     except BaseException:  # a failure, or an interrupt
-        ended = serve.ended() if serve.process is not None else "never started"
-        print(f"the run did not finish; tay serve {ended}. Its store and log are kept in {root}; "
-              f"the log ends:\n{serve.log_tail()}", file=sys.stderr, flush=True)
+        serve.unfinished("the run")  # its store and log are kept
         options.keep = True
         raise
     finally:

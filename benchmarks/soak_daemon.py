@@ -185,6 +185,13 @@ class Serve:
             return f"was killed by signal {-code} ({signal.Signals(-code).name})"
         return f"exited with status {code}"
 
+    def unfinished(self, run: str) -> None:
+        """Say, on stderr, that ``run`` did not finish: how the server ended, where its store
+        and log are kept (the caller keeps them) and how the log ends."""
+        ended = self.ended() if self.process is not None else "never started"
+        print(f"{run} did not finish; tay serve {ended}. Its store and log are kept in "
+              f"{self.root}; the log ends:\n{self.log_tail()}", file=sys.stderr, flush=True)
+
     def log_tail(self, limit: int = 3000) -> str:
         try:
             return self.log_path.read_text(errors="replace")[-limit:]
@@ -257,12 +264,17 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--history-bytes", type=int, default=None,
                         help="serve's --compact-history-bytes (default: serve's, 64 MiB)")
     parser.add_argument("--restarts", type=int, default=3)
+    add_store_options(parser)
+    return parser
+
+
+def add_store_options(parser: argparse.ArgumentParser) -> None:
+    """``--dir``, ``--keep`` and ``--json`` of a benchmark that serves a throw-away store."""
     parser.add_argument("--dir", type=Path, default=None,
                         help="where the store goes (default: the bench scratch, "
                              "tay.bench.paths; strict sync refuses /tmp)")
     parser.add_argument("--keep", action="store_true", help="keep the store afterwards")
     parser.add_argument("--json", type=Path)
-    return parser
 
 
 def main(argv: list[str] | None = None) -> dict[str, Any]:
@@ -352,9 +364,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         result = {"rows": rows, "summary": summary}
     except BaseException:  # a failure, or an interrupt
         # keep what explains it: the store, the server's log, how the server ended
-        ended = serve.ended() if serve.process is not None else "never started"
-        print(f"the soak did not finish; tay serve {ended}. Its store and log are kept in {root}; "
-              f"the log ends:\n{serve.log_tail()}", file=sys.stderr, flush=True)
+        serve.unfinished("the soak")
         options.keep = True
         raise
     finally:
