@@ -195,10 +195,15 @@ def spread(seconds: list[float]) -> dict[str, float | None]:
             "max_ms": round(values[-1] * 1000, 2)}
 
 
+def overlapped(probe: Probe, compactions: list[Compaction]) -> list[Compaction]:
+    """The compactions that ran while the probe was in flight."""
+    end = probe.at + (probe.seconds or 0.0)
+    return [run for run in compactions if run.started <= end and probe.at <= run.ended]
+
+
 def during(probe: Probe, compactions: list[Compaction]) -> bool:
     """Whether the probe was in flight while a compaction ran."""
-    end = probe.at + (probe.seconds or 0.0)
-    return any(run.started <= end and probe.at <= run.ended for run in compactions)
+    return bool(overlapped(probe, compactions))
 
 
 def slowest(probes: list[Probe], compactions: list[Compaction],
@@ -208,8 +213,7 @@ def slowest(probes: list[Probe], compactions: list[Compaction],
     out = []
     for probe in sorted((p for p in probes if p.seconds is not None),
                         key=lambda p: p.seconds, reverse=True)[:count]:
-        end = probe.at + probe.seconds
-        runs = [run for run in compactions if run.started <= end and probe.at <= run.ended]
+        runs = overlapped(probe, compactions)
         out.append({"ms": round(probe.seconds * 1000, 2),
                     "after_compaction_start_s": round(probe.at - runs[0].started, 3)
                     if runs else None})

@@ -47,43 +47,71 @@ _TL = tl.TAIL_LINK
 def replay_job(records: list[tuple[bytes, tuple[int, int]]], limits: DecodeLimits) -> JobState:
     """One job's tail records, in order, through the decoders and a reducer of its own, as
     ``replay_v2`` feeds them (each insert's order is the allocator's: checked at replay)."""
-    jobs: dict[bytes, JobState] = {}
-    reducer = EpochReducer(jobs.get, lambda job, event: jobs.__setitem__(job.id, job),
-                           _no_entity)
-    reducer.in_base = False
-    job = None
-    for payload, pair in records:
-        decoded = decode_batch(payload, [(0, len(payload), *pair)], limits)[0]
-        if pair == MUTATION_PAIR:
-            mutation = decoded if decoded is not None \
-                else decode_mutation(memoryview(payload), limits)
-            if mutation.availability_order is not None:
-                reducer.next_order = mutation.availability_order
-            job = reducer.mutation(mutation)
-        else:
-            job = reducer.event(decoded if decoded is not None
-                                else decode_epoch_event(memoryview(payload), limits))
-    assert job is not None
-    return job
+    return replay_runs([records], limits)[0]
+
+
+def replay_runs(runs: list[list[tuple[Any, tuple[int, int]]]],
+                limits: DecodeLimits) -> list[JobState]:
+    """``replay_job`` of several jobs (distinct ids) at once, each given as its records in
+    order, joined into one buffer for ``replay_spans``. Returns each job's state, in order."""
+    payloads: list[Any] = []
+    spans: list[tuple[int, int, int, int]] = []
+    ends: list[int] = []  # where each job's spans end
+    offset = 0
+    for records in runs:
+        for payload, pair in records:
+            payloads.append(payload)
+            spans.append((offset, len(payload), *pair))
+            offset += len(payload)
+        ends.append(len(spans))
+    return replay_spans(b"".join(payloads), spans, ends, limits)
 
 
 def replay_jobs(buffer: Any, records: list[tuple[tuple[int, int], ...]],
                 limits: DecodeLimits) -> list[JobState]:
     """``replay_job`` of many jobs at once (distinct ids), each given as the (offset,
-    length) spans of its (8,1) payloads in ``buffer``, in order: all decoded in one
-    ``decode_batch`` call and applied by one reducer. Returns each job's state."""
-    spans = [(offset, length, *MUTATION_PAIR) for job in records for offset, length in job]
+    length) spans of its (8,1) payloads in ``buffer``, in order. Returns each job's state."""
+    spans: list[tuple[int, int, int, int]] = []
+    ends: list[int] = []
+    for job in records:
+        spans += [(offset, length, *MUTATION_PAIR) for offset, length in job]
+        ends.append(len(spans))
+    return replay_spans(buffer, spans, ends, limits)
+
+
+def replay_spans(buffer: Any, spans: list[tuple[int, int, int, int]], ends: list[int],
+                 limits: DecodeLimits) -> list[JobState]:
+    """Jobs (distinct ids) whose records are ``spans`` of ``buffer`` (offset, length, type,
+    schema), each job's in order and ending before its entry of ``ends``: all decoded in one
+    ``decode_batch`` call and applied by one reducer, as ``replay_v2`` feeds them (each
+    insert's order is the allocator's: checked at replay). A record the fast decoders leave
+    is decoded exactly from a copy of its bytes (no view into ``buffer``, which may be a
+    map). Returns each job's state."""
     jobs: dict[bytes, JobState] = {}
     reducer = EpochReducer(jobs.get, lambda job, event: jobs.__setitem__(job.id, job),
                            _no_entity)
     reducer.in_base = False
-    for (offset, length, _, _), mutation in zip(spans, decode_batch(buffer, spans, limits)):
-        if mutation is None:
-            mutation = decode_mutation(buffer[offset:offset + length], limits)
-        if mutation.availability_order is not None:
-            reducer.next_order = mutation.availability_order
-        reducer.mutation(mutation)
-    return list(jobs.values())
+    decoded = decode_batch(buffer, spans, limits)
+    states: list[JobState] = []
+    first = 0
+    for end in ends:
+        job = None
+        for index in range(first, end):
+            start, length, rtype, schema = spans[index]
+            one = decoded[index]
+            if (rtype, schema) == MUTATION_PAIR:
+                if one is None:
+                    one = decode_mutation(buffer[start:start + length], limits)
+                if one.availability_order is not None:
+                    reducer.next_order = one.availability_order
+                job = reducer.mutation(one)
+            else:
+                job = reducer.event(one if one is not None else
+                                    decode_epoch_event(buffer[start:start + length], limits))
+        assert job is not None
+        states.append(job)
+        first = end
+    return states
 
 
 def _no_entity(revision: int, event: Any) -> None:
@@ -121,53 +149,15 @@ class TailRow(JobRow):
 
 
 def tail_job_states(rows: list[TailRow]) -> list[JobState]:
-    """``TailRow.job_state`` of many rows (distinct jobs) at once, in their order: every
-    row's records joined into one buffer, decoded in one ``decode_batch`` call and applied
-    by one reducer, each job's records in its order. A compaction builds every retained
-    job this way, a chunk at a time; one row at a time costs four decoder calls and a
-    reducer each."""
+    """``TailRow.job_state`` of many rows (distinct jobs) at once, in their order, through
+    ``replay_runs``. A compaction builds every retained job this way, a chunk at a time;
+    one row at a time costs a decode and a reducer each."""
     if not rows:
         return []
     limits = rows[0].limits
     if any(row.limits is not limits for row in rows):  # not one recovery's: one by one
         return [row.job_state() for row in rows]
-    payloads: list[Any] = []
-    spans: list[tuple[int, int, int, int]] = []
-    ends: list[int] = []  # where each row's spans end
-    offset = 0
-    for row in rows:
-        for payload, pair in row.ordered_records():
-            payloads.append(payload)
-            spans.append((offset, len(payload), *pair))
-            offset += len(payload)
-        ends.append(len(spans))
-    buffer = b"".join(payloads)
-    view = memoryview(buffer)
-    jobs: dict[bytes, JobState] = {}
-    reducer = EpochReducer(jobs.get, lambda job, event: jobs.__setitem__(job.id, job),
-                           _no_entity)
-    reducer.in_base = False
-    decoded = decode_batch(buffer, spans, limits)
-    states: list[JobState] = []
-    first = 0
-    for end in ends:
-        job = None
-        for index in range(first, end):
-            start, length, rtype, schema = spans[index]
-            one = decoded[index]
-            if (rtype, schema) == MUTATION_PAIR:
-                if one is None:
-                    one = decode_mutation(view[start:start + length], limits)
-                if one.availability_order is not None:
-                    reducer.next_order = one.availability_order
-                job = reducer.mutation(one)
-            else:
-                job = reducer.event(one if one is not None else
-                                    decode_epoch_event(view[start:start + length], limits))
-        assert job is not None
-        states.append(job)
-        first = end
-    return states
+    return replay_runs([row.ordered_records() for row in rows], limits)
 
 
 def _attempts(row: Any, started_at: int, started: bool) -> tuple | None:
