@@ -53,7 +53,7 @@ if TYPE_CHECKING:  # the real classes for type checkers (`X as X`: an explicit r
         Task as Task,
     )
 
-__version__ = "0.1.0"
+from tay._version import __version__ as __version__
 
 _SDK_NAMES = frozenset({
     "ConnectionLost", "Durability", "HTTPJobHandle", "JobHandle", "ModeError", "ProtocolError",

@@ -38,7 +38,7 @@ OWN_MODULE: dict[str, str] = {
 
 def build_parser(modules: Sequence[str] = GROUPS) -> argparse.ArgumentParser:
     """The top parser with the groups of ``modules`` (default: every registered group)."""
-    from tay import __version__
+    from tay._version import __version__
     from tay.cli_help import TayArgumentParser
 
     parser = TayArgumentParser(prog="tay", description="tay: durable background jobs")

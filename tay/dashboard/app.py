@@ -20,7 +20,7 @@ from urllib.parse import parse_qsl, quote, unquote
 
 import jinja2
 
-from tay import __version__
+from tay._version import __version__
 from tay.failures import RequestRefused, TayFailure
 from tay.protocol.http_api import HttpRequest, HttpResponse, origin_target
 

@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from tay import __version__
+from tay._version import __version__
 from tay.engine.admin import ADMIN_OPS
 from tay.engine.commands import Admin
 from tay.engine.effects import Refuse, Reply

@@ -18,21 +18,19 @@ import sys
 from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any
 
-from tay._frozen import Frozen, Record, set_field
-from tay.engine.config import EngineConfig
+from tay._frozen import Record
 from tay.failures import StorageFailure
-from tay.protocol.limits import ProtocolLimits
-from tay.storage.compaction.trigger import CompactionPolicy
 from tay.storage.fsio import RealIO
 from tay.storage.v2.manifest import Retention
-from tay.storage.journal.commit import GATHER_US, GroupCommitter
+from tay.storage.journal.commit import GroupCommitter
 from tay.storage.journal.native_commit import NativeCommitter, make_committer
 from tay.storage.events import journal_records
 from tay.storage.journal.writer import Journal, init_store
 from tay.storage.modes import describe_loose, loose_modes
 
 from .recovery import recover_engine
-from .socket_path import SocketPlan, check_outside_data_dir
+from .serve_config import ServeConfig
+from .socket_path import check_outside_data_dir
 
 if TYPE_CHECKING:
     import asyncio
@@ -49,67 +47,9 @@ SWITCH_INTERVAL_S = 0.0002
 
 # An extra listener: started on the driver once recovery is durable; returns its closer.
 ExtraListener = Callable[["EngineDriver", "Listener"], Awaitable[Callable[[], Awaitable[None]]]]
-
-
-class ServeConfig(Frozen):
-    """Everything ``tay serve`` needs, already validated by the CLI."""
-
-    __slots__ = ("data_dir", "socket", "socket_mode", "init_if_missing", "durability",
-                 "validated_filesystem", "group_commit_max_events", "group_commit_interval_ms",
-                 "group_commit_linger", "group_commit_gather_us", "journal_writer",
-                 "journal_writer_rt_priority", "engine", "limits", "drain_timeout_s",
-                 "metrics_port", "terminal_retention", "compaction")
-    data_dir: str
-    socket: SocketPlan | None
-    socket_mode: int
-    init_if_missing: bool
-    durability: str
-    validated_filesystem: bool
-    group_commit_max_events: int
-    group_commit_interval_ms: int
-    group_commit_linger: bool
-    group_commit_gather_us: int  # the longest a batch waits for siblings under load
-    journal_writer: str  # "c", "python" or "auto" (C when built)
-    journal_writer_rt_priority: int  # 1..99: the C writer thread runs SCHED_FIFO
-    engine: EngineConfig
-    limits: ProtocolLimits
-    drain_timeout_s: float  # SIGTERM waits this long for running executions
-    metrics_port: int | None  # a loopback /metrics, /healthz, /readyz listener
-    # Store v2 (docs/compaction.md): the retention of a store that has none yet, and the
-    # automatic compaction (a v1 store is adopted to Store v2 when compaction is on)
-    terminal_retention: Retention
-    compaction: CompactionPolicy
-
-    def __init__(self, data_dir: str, socket: SocketPlan | None, socket_mode: int = 0o600,
-                 init_if_missing: bool = False, durability: str = "sync",
-                 validated_filesystem: bool = False, group_commit_max_events: int = 1,
-                 group_commit_interval_ms: int = 0, group_commit_linger: bool = False,
-                 group_commit_gather_us: int = GATHER_US, journal_writer: str = "auto",
-                 journal_writer_rt_priority: int = 0,
-                 engine: EngineConfig | None = None, limits: ProtocolLimits | None = None,
-                 drain_timeout_s: float = 30.0, metrics_port: int | None = None,
-                 terminal_retention: Retention | None = None,
-                 compaction: CompactionPolicy | None = None) -> None:
-        set_field(self, "data_dir", data_dir)
-        set_field(self, "socket", socket)
-        set_field(self, "socket_mode", socket_mode)
-        set_field(self, "init_if_missing", init_if_missing)
-        set_field(self, "durability", durability)
-        set_field(self, "validated_filesystem", validated_filesystem)
-        set_field(self, "group_commit_max_events", group_commit_max_events)
-        set_field(self, "group_commit_interval_ms", group_commit_interval_ms)
-        set_field(self, "group_commit_linger", group_commit_linger)
-        set_field(self, "group_commit_gather_us", group_commit_gather_us)
-        set_field(self, "journal_writer", journal_writer)
-        set_field(self, "journal_writer_rt_priority", journal_writer_rt_priority)
-        # None: the defaults (a fresh value for each config, as the dataclass's factories)
-        set_field(self, "engine", EngineConfig() if engine is None else engine)
-        set_field(self, "limits", ProtocolLimits() if limits is None else limits)
-        set_field(self, "drain_timeout_s", drain_timeout_s)
-        set_field(self, "metrics_port", metrics_port)
-        set_field(self, "terminal_retention", Retention("hours", 24) if terminal_retention is None
-                  else terminal_retention)
-        set_field(self, "compaction", CompactionPolicy() if compaction is None else compaction)
+# What the HTTP listener serves under /ui/, made from the admin service's ``call``: the
+# dashboard, which the command line hands in (the server imports no layer above it).
+UiFactory = Callable[[Callable[..., Any]], Any]
 
 
 class OpenStore(Record):
@@ -235,10 +175,11 @@ def describe_durability(config: ServeConfig) -> str:
     return f"sync (validated filesystem, {batching})"
 
 
-def run_serve(config: ServeConfig, http: Any = None) -> int:
+def run_serve(config: ServeConfig, http: Any = None, ui: UiFactory | None = None) -> int:
     """``tay serve``: run the start-up checks (data dir, lock, socket, TLS files, port)
     before creating anything, recover and commit recovery, and only then import the loop
-    stack (uvloop, the listeners, httptools) and listen."""
+    stack (uvloop, the listeners, httptools) and listen. ``http``: the HTTP listener's
+    ``HttpConfig`` (None: off); ``ui``: what it serves under /ui/ (``serve_with_http``)."""
     from .preflight import preflight
 
     preflight(config, http)
@@ -254,9 +195,7 @@ def run_serve(config: ServeConfig, http: Any = None) -> int:
             if http is None:
                 main = serve(config, store=store)
             else:
-                from .http_listener import serve_with_http
-
-                main = serve_with_http(config, http, store=store)
+                main = serve_with_http(config, http, store=store, ui=ui)
         except BaseException:
             store.close()
             raise
@@ -445,3 +384,39 @@ async def serve(config: ServeConfig, ready: "asyncio.Event | None" = None,
         return 1
     log.info("tay stopped cleanly")
     return 0
+
+
+async def serve_with_http(config: ServeConfig, http: Any,
+                          ready: "asyncio.Event | None" = None, store: OpenStore | None = None,
+                          ui: UiFactory | None = None) -> int:
+    """``tay serve`` with the HTTP listener: ``serve`` (its one start-up order, recovery
+    durable before anything listens) with HTTP as an extra listener on the same driver.
+
+    ``http``: its ``HttpConfig`` (None: ``serve`` alone). ``store``: an ``OpenStore``
+    already recovered by ``run_serve`` (which checked the TLS files before opening it);
+    None checks TLS here, then ``serve`` opens the store. ``ui``: what the listener serves
+    under /ui/ (None: nothing, /ui/ is not found).
+    """
+    if http is None:
+        return await serve(config, ready, store=store)
+    from .http_config import tls_context
+    from .http_listener import start_http_listener
+
+    if http.tls and store is None:
+        tls_context(http)  # refuse bad TLS files before touching the store
+
+    async def start_http(driver: "EngineDriver", listener: "Listener") -> Callable[[], Any]:
+        server = await start_http_listener(
+            driver, http, config.limits,
+            lambda: config.limits.max_connections - len(listener.connections))
+        server.admin = listener.admin
+        if server.admin is not None and ui is not None:
+            server.ui = ui(server.admin.call)
+        if server.admin is not None:
+            scheme = "https" if http.tls else "http"
+            server.admin.facts["http"] = lambda: {
+                "address": f"{scheme}://{http.ip}:{server.bound_port}",
+                "connections": len(server.connections), "worker_sessions": len(server.sessions)}
+        return server.close
+
+    return await serve(config, ready, extra_listeners=(start_http,), store=store)

@@ -12,20 +12,20 @@ from collections.abc import Iterator, Mapping
 from contextlib import contextmanager
 from typing import TYPE_CHECKING, Any
 
-from tay._frozen import LazyPattern, replace
+from tay._frozen import replace
 from tay.failures import ConfigurationError, StorageFailure
+
+from .flag_values import HTTP_TLS_OPTIONS, http_port_text, parse_int, parse_size
 
 if TYPE_CHECKING:
     import argparse
     from types import SimpleNamespace
 
-    from .app import ServeConfig
+    from .serve_config import ServeConfig
 
 # The server stack (engine, storage, uvloop) is imported only when `serve` runs, so other
 # `tay` commands stay light.
 
-_SIZE = LazyPattern(r"^\s*(\d+)\s*(KB|MB|GB|KiB|MiB|GiB)?\s*$")
-_UNITS = {None: 1, "KB": 10**3, "MB": 10**6, "GB": 10**9, "KiB": 2**10, "MiB": 2**20, "GiB": 2**30}
 _TRUE, _FALSE = ("true", "TRUE", "1"), ("false", "FALSE", "0")
 
 
@@ -129,11 +129,6 @@ def declare(parser: Any) -> None:
     add_http_arguments(parser)
 
 
-HTTP_TLS_OPTIONS = (("certfile", "--http-tls-certfile", "TAY_HTTP_TLS_CERTFILE"),
-                    ("keyfile", "--http-tls-keyfile", "TAY_HTTP_TLS_KEYFILE"),
-                    ("cacertfile", "--http-tls-cacertfile", "TAY_HTTP_TLS_CACERTFILE"))
-
-
 def add_http_arguments(parser: argparse.ArgumentParser) -> None:
     """The HTTP listener's flags (read by ``tay.server.http_config``, which a start without
     an HTTP port never imports)."""
@@ -148,11 +143,6 @@ def add_http_arguments(parser: argparse.ArgumentParser) -> None:
     add("--dashboard", choices=("on", "off"),
         help="serve the web dashboard under /ui/ on the HTTP listener, default on "
              "(TAY_DASHBOARD)")
-
-
-def http_port_text(args: argparse.Namespace, env: Mapping[str, str]) -> Any:
-    """The HTTP port as given (flag, else ``TAY_HTTP_PORT``); empty or None: HTTP is off."""
-    return getattr(args, "http_port", None) or env.get("TAY_HTTP_PORT")
 
 
 def setting(args: argparse.Namespace, name: str, env: Mapping[str, str], variable: str,
@@ -222,7 +212,8 @@ def run(args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> i
     try:
         from .app import run_serve  # HTTP off: httptools and ssl are not imported at all
 
-        return run_serve(config, http)
+        return run_serve(config, http, dashboard if http is not None and http.dashboard
+                         else None)
     except ConfigurationError as error:
         print(f"tay serve: {error.message}", file=sys.stderr)
         return 2
@@ -233,12 +224,20 @@ def run(args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> i
         return 1
 
 
+def dashboard(admin_call: Any) -> Any:
+    """The web dashboard the HTTP listener serves under /ui/ (``--dashboard on``): the UI
+    layer above the server, which the command line hands in and imports only then."""
+    from tay.dashboard import Dashboard
+
+    return Dashboard(admin_call)
+
+
 def build_config(args: argparse.Namespace, env: Mapping[str, str]) -> "ServeConfig":
     from tay.engine.config import EngineConfig
     from tay.protocol.limits import ProtocolLimits
     from tay.storage.journal.commit import GATHER_US
 
-    from .app import ServeConfig
+    from .serve_config import ServeConfig
     from .socket_path import resolve_socket_path
 
     data_dir = args.data_dir or env.get("TAY_DATA_DIR")
@@ -419,28 +418,6 @@ def parse_queues(flags: list[str], env_value: str | None) -> dict[str, int]:
             raise ConfigurationError(option, f"queue {name!r} given twice")
         queues[name] = parse_int(option, credits, 1, 65_536)
     return queues
-
-
-def parse_size(option: str, text: str) -> int:
-    text = str(text)
-    if text.isascii() and text.isdigit():  # plain bytes (every start's default): no pattern
-        return int(text)
-    match = _SIZE.match(text)
-    if match is None:
-        raise ConfigurationError(option, f"{text!r} must be an integer with an optional "
-                                         "KB/MB/GB/KiB/MiB/GiB suffix")
-    return int(match.group(1)) * _UNITS[match.group(2)]
-
-
-def parse_int(option: str, text: Any, low: int, high: int) -> int:
-    """``text`` as a base-10 integer within ``low..high``, refused under ``option``'s name."""
-    try:
-        value = int(str(text), 10)
-    except ValueError:
-        raise ConfigurationError(option, f"{text!r} is not an integer") from None
-    if not low <= value <= high:
-        raise ConfigurationError(option, f"must be {low}..{high}, got {value}")
-    return value
 
 
 def _flag(option: str, text: str) -> bool:

@@ -25,20 +25,18 @@ import asyncio
 import logging
 from collections import Counter
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from tay.engine import commands as engine_commands
 from tay.engine.effects import Effect, Execute, Refuse, Reply
 from tay.failures import ConnectionFatal, RequestRefused
 from tay.protocol import requests as wire
+from tay.protocol.limits import ProtocolLimits
 from tay.protocol.replies import (error_frame, execute_frame_into, message_frame,
                                   message_frame_into)
 from tay.protocol.session import ProtocolSession
 
 from .deadlines import RequestDeadlines
-
-if TYPE_CHECKING:
-    from .listener import Listener
 
 log = logging.getLogger("tay.server")
 # execution reports: the session builds them as engine commands (see ProtocolSession)
@@ -51,10 +49,25 @@ WRITE_HIGH_WATER = 1 << 20
 WRITE_LOW_WATER = 1 << 18
 
 
+class ConnectionHost(Protocol):
+    """What a connection uses of the listener that accepted it (``Listener``), named here
+    so that this module needs nothing of the listener's, which makes connections."""
+
+    driver: Any  # the EngineDriver
+    limits: ProtocolLimits
+    admin: Any  # the AdminService, or None
+
+    def admit(self, connection: "Connection") -> bool: ...
+
+    def greeted(self, connection: "Connection") -> None: ...
+
+    def release(self, connection: "Connection") -> None: ...
+
+
 class Connection(asyncio.Protocol):
     """Protocol state of one socket; engine commands go through the shared driver."""
 
-    def __init__(self, listener: "Listener") -> None:
+    def __init__(self, listener: ConnectionHost) -> None:
         self.listener = listener
         self._driver = listener.driver
         self.session = ProtocolSession(listener.limits, report_makers(self),

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import h2.config
 import h2.connection
@@ -32,9 +32,6 @@ from h2.errors import ErrorCodes
 
 from tay.failures import RequestRefused
 from tay.protocol.http_api import HttpRequest, HttpResponse, error_response
-
-if TYPE_CHECKING:
-    from .http_listener import HttpServer
 
 log = logging.getLogger("tay.server.http")
 
@@ -53,10 +50,23 @@ class _Stream:
         self.unacknowledged = 0  # flow-controlled bytes whose window is not reopened yet
 
 
+class StreamHost(Protocol):
+    """What an HTTP/2 connection uses of the listener's ``HttpServer``, named here so that
+    this module needs nothing of the listener's, which makes its connections."""
+
+    driver: Any  # the EngineDriver
+    limits: Any  # HttpLimits
+    connections: set[Any]
+
+    def handle(self, request: HttpRequest) -> "asyncio.Future[HttpResponse]": ...
+
+    def response(self, future: "asyncio.Future[HttpResponse]") -> HttpResponse: ...
+
+
 class Http2Connection(asyncio.Protocol):
     """One HTTP/2 connection: h2's state machine, requests in flight and pending output."""
 
-    def __init__(self, server: "HttpServer") -> None:
+    def __init__(self, server: StreamHost) -> None:
         self.server = server
         self.limits = server.limits
         self.loop = server.driver.loop
@@ -206,9 +216,7 @@ class Http2Connection(asyncio.Protocol):
                  head_only: bool) -> None:
         if self.answering.pop(stream_id, None) is None or future.cancelled() or self.closing:
             return
-        from .http_listener import _result_or_internal
-
-        self._send_response(stream_id, _result_or_internal(future), head_only)
+        self._send_response(stream_id, self.server.response(future), head_only)
         self._send()
         self._check_idle()
 

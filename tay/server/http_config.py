@@ -3,8 +3,8 @@ flags, the loopback/TLS rules and the server TLS context.
 
 Kept apart from the listener so ``tay`` can read its configuration without importing the
 server stack (httptools, the engine, storage). The flags themselves are declared by
-``tay.server.cli`` (``add_http_arguments``), so a serve start without an HTTP port does not
-load this module at all.
+``tay.server.cli`` (``add_http_arguments``, their names from ``flag_values``), so a serve
+start without an HTTP port does not load this module at all.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 from tay._frozen import Frozen, replace, set_field
 from tay.failures import ConfigurationError
 
-from .cli import HTTP_TLS_OPTIONS, http_port_text, parse_int
+from .flag_values import HTTP_TLS_OPTIONS, http_port_text, parse_int
 
 MAX_BODY_BYTES_CEILING = 16 * 1_048_576
 CLAIM_WAIT_S = 20.0
@@ -74,7 +74,7 @@ class HttpConfig(Frozen):
     keyfile: str | None
     cacertfile: str | None
     limits: HttpLimits
-    dashboard: bool  # the web UI under /ui/ (docs/dashboard.md)
+    dashboard: bool  # the web UI under /ui/ (docs/dashboard.md); the command line hands it in
 
     def __init__(self, ip: str = "127.0.0.1", port: int = 0, certfile: str | None = None,
                  keyfile: str | None = None, cacertfile: str | None = None,

@@ -104,6 +104,16 @@ class HttpServer:
         log.info("tay listening on %s://%s:%d", "https" if tls else "http", host, bound)
         return bound
 
+    @staticmethod
+    def response(future: "asyncio.Future[HttpResponse]") -> HttpResponse:
+        """What a finished ``handle`` future answers: its response, or a logged 500 for a
+        handler that failed."""
+        error = future.exception()
+        if error is None:
+            return future.result()
+        log.error("HTTP request handler failed", exc_info=error)
+        return error_response(RequestRefused("internal server error", code="internal"))
+
     def handle(self, request: HttpRequest) -> "asyncio.Future[HttpResponse]":
         """Start answering one request; the future resolves with its response."""
         loop = self.driver.loop
@@ -353,7 +363,7 @@ class HttpConnection(asyncio.Protocol):
             future, keep_alive, head_only = self.pipeline.popleft()
             if future.cancelled() or self.transport is None or self.transport.is_closing():
                 continue
-            response = _result_or_internal(future)
+            response = self.server.response(future)
             keep_alive = keep_alive and not response.close and not (
                 self.closing and not self.pipeline)
             self.transport.write(encode_response(response, keep_alive, head_only))
@@ -461,14 +471,6 @@ def _too_large(message: str) -> HttpResponse:
     return error_response(RequestRefused(message, code="request_too_large"), close=True)
 
 
-def _result_or_internal(future: "asyncio.Future[HttpResponse]") -> HttpResponse:
-    error = future.exception()
-    if error is None:
-        return future.result()
-    log.error("HTTP request handler failed", exc_info=error)
-    return error_response(RequestRefused("internal server error", code="internal"))
-
-
 async def start_http_listener(driver: EngineDriver, config: HttpConfig,
                               protocol_limits: ProtocolLimits | None = None,
                               spare_connections: Callable[[], int] = lambda: 1 << 30) -> HttpServer:
@@ -495,37 +497,3 @@ async def start_ops_listener(driver: EngineDriver, admin: Any, port: int,
     server.bound_port = await server.start(ip, port, None)
     admin.facts["metrics"] = lambda: {"address": f"http://{ip}:{server.bound_port}"}
     return server.close
-
-
-async def serve_with_http(config: Any, http: HttpConfig | None,
-                          ready: asyncio.Event | None = None, store: Any = None) -> int:
-    """``tay serve`` with the HTTP listener: ``app.serve`` (its one start-up order, recovery
-    durable before anything listens) with HTTP as an extra listener on the same driver.
-
-    ``store``: an ``OpenStore`` already recovered by ``run_serve`` (which checked the TLS
-    files before opening it); None checks TLS here, then ``serve`` opens the store.
-    """
-    from .app import serve
-
-    if http is None:
-        return await serve(config, ready, store=store)
-    if http.tls and store is None:
-        tls_context(http)  # refuse bad TLS files before touching the store
-
-    async def start_http(driver: EngineDriver, listener: Any) -> Callable[[], Any]:
-        server = await start_http_listener(
-            driver, http, config.limits,
-            lambda: config.limits.max_connections - len(listener.connections))
-        server.admin = listener.admin
-        if server.admin is not None and http.dashboard:
-            from tay.dashboard import Dashboard  # the UI layer; it imports no tay.server
-
-            server.ui = Dashboard(server.admin.call)
-        if server.admin is not None:
-            scheme = "https" if http.tls else "http"
-            server.admin.facts["http"] = lambda: {
-                "address": f"{scheme}://{http.ip}:{server.bound_port}",
-                "connections": len(server.connections), "worker_sessions": len(server.sessions)}
-        return server.close
-
-    return await serve(config, ready, extra_listeners=(start_http,), store=store)

@@ -150,7 +150,7 @@ def collector(engine: Any, driver: Any, store: Any, metrics: ServerMetrics,
     from prometheus_client.core import (
         CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, InfoMetricFamily,
     )
-    from tay import __version__
+    from tay._version import __version__
     from tay.storage.events.transitions import STATES
 
     def histogram(name: str, doc: str, source: Histogram) -> HistogramMetricFamily:

@@ -28,7 +28,7 @@ from .socket_path import (SocketPlan, check_outside_data_dir, live_listener,
                           socket_directory_problem)
 
 if TYPE_CHECKING:
-    from .app import ServeConfig
+    from .serve_config import ServeConfig
 
 STORE_NAMES = frozenset({layout.LOCK_NAME, layout.STORE_NAME, layout.SEGMENTS_DIR, *layout.V2_MARKERS})
 WRITE_HINT = "--durability write (no power-loss claim)"

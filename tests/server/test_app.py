@@ -249,9 +249,7 @@ app._import_loop_stack = spy_imports
 app._base_dominates = lambda data_dir: True  # a fresh store is all tail: force the thread
 app.serve = stop
 http = HttpConfig(port=0) if sys.argv[2] == "http" else None
-if http is not None:
-    from tay.server import http_listener
-    http_listener.serve_with_http = lambda config, http, store: stop(store=store)
+app.serve_with_http = lambda config, http, store, ui: stop(store=store)
 try:
     app.run_serve(ServeConfig(data_dir=sys.argv[1], socket=None, init_if_missing=True,
                               durability="write"), http)
@@ -372,7 +370,6 @@ def test_run_serve_refuses_bad_tls_files_before_touching_the_store(data_dir, tmp
 
 def test_run_serve_with_http_serves_on_the_recovered_store(data_dir, monkeypatch):
     """The store ``run_serve`` opened is the one HTTP serves (no second open)."""
-    from tay.server import http_listener
     from tay.server.http_config import HttpConfig
 
     opened: list[object] = []
@@ -383,18 +380,18 @@ def test_run_serve_with_http_serves_on_the_recovered_store(data_dir, monkeypatch
         assert not gc.isenabled()  # recovery runs without the cycle collector
         return real_open(serve_config)
 
-    async def stop_when_ready(serve_config, http, ready=None, store=None):
+    async def stop_when_ready(serve_config, http, ready=None, store=None, ui=None):
         assert store is not None
         ready = asyncio.Event()
-        task = asyncio.ensure_future(real_serve_with_http(serve_config, http, ready, store))
+        task = asyncio.ensure_future(real_serve_with_http(serve_config, http, ready, store, ui))
         await ready.wait()
         assert gc.isenabled() and gc.get_freeze_count() > 0  # on again, past the frozen state
         os.kill(os.getpid(), signal.SIGTERM)
         return await task
 
-    real_serve_with_http = http_listener.serve_with_http
+    real_serve_with_http = app.serve_with_http
     monkeypatch.setattr(app, "open_store", counting_open)
-    monkeypatch.setattr(http_listener, "serve_with_http", stop_when_ready)
+    monkeypatch.setattr(app, "serve_with_http", stop_when_ready)
     assert app.run_serve(config(data_dir), HttpConfig(port=0)) == 0
     assert opened == [data_dir]
     assert gc.isenabled() and gc.get_freeze_count() == 0

@@ -197,3 +197,30 @@ def test_serve_help_shows_the_store_v2_options_with_defaults(capsys, monkeypatch
                    "TAY_COMPACT_RATIO", "--compact-state-ratio", "TAY_COMPACT_STATE_RATIO",
                    "(default 0.5)", "--compact-on-stop", "TAY_COMPACT_ON_STOP"):
         assert needle in text
+
+
+@pytest.mark.parametrize(("flags", "env", "served"), [
+    (("--http-port", "0"), {}, True),
+    (("--http-port", "0", "--dashboard", "off"), {}, False),
+    (("--http-port", "0"), {"TAY_DASHBOARD": "off"}, False),
+    ((), {}, False),  # no HTTP listener: nothing to serve it on
+])
+def test_the_command_line_hands_the_server_the_dashboard_when_it_is_on(
+        flags: tuple[str, ...], env: dict[str, str], served: bool, monkeypatch) -> None:
+    """The server imports no dashboard: ``tay serve``'s command line hands it in."""
+    from tay.server import app, cli
+
+    handed = []
+    monkeypatch.setattr(app, "run_serve", lambda config, http, ui: handed.append(ui) or 0)
+    assert run(parse(*flags), environ=env) == 0
+    assert handed == [cli.dashboard if served else None]
+
+
+def test_the_dashboard_handed_in_is_the_ui_layers_own() -> None:
+    from tay.dashboard import Dashboard
+    from tay.server.cli import dashboard
+
+    async def admin_call(*args):
+        raise AssertionError("not called")
+
+    assert type(dashboard(admin_call)) is Dashboard
