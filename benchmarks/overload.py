@@ -12,11 +12,12 @@ bench scratch (``tay.bench.paths``) with serve's defaults, ``--terminal-retentio
 MiB budget, which charges ~6.8 KB a job; a refusal is counted, and the producer goes on); one
 worker (our SDK, capacity 8); one producer (our SDK) that enqueues reference-shape jobs one
 at a time, each as soon as the last was acknowledged, and times every acknowledgement;
-``--hogs`` processes that spin on the CPU (``while 1: pass``) for the whole run, and that
-the kernel kills when this process ends, however it ends (``PR_SET_PDEATHSIG``); ``tay
+``--hogs`` processes that spin on the CPU (``while 1: pass``) for the whole run; ``tay
 compact`` (the CLI, as an operator would run it) every ``--compact-every`` seconds; and,
 in this process, a status probe every ``--probe-every`` seconds: a new connection to the
 socket, ``admin_status``, timed to the reply (``tay status`` without the CLI's start).
+The kernel ends every process it starts when it ends, however it ends
+(``PR_SET_PDEATHSIG``): SIGTERM to the server (a clean stop), SIGKILL to the others.
 
 It prints and returns: the status probes answered, failed and their latency (all, and those
 that overlapped a compaction); the producer's acknowledgement latency (p50, p99, p999,
@@ -29,7 +30,6 @@ its operator's view and its acknowledgements within a second, with no stall?
 from __future__ import annotations
 
 import argparse
-import ctypes
 import json
 import shutil
 import signal
@@ -48,7 +48,9 @@ if str(ROOT) not in sys.path:
 
 import psutil  # noqa: E402
 
-from benchmarks.soak_daemon import WORKER, Serve, add_store_options, spawn  # noqa: E402
+from benchmarks.soak_daemon import (  # noqa: E402
+    WORKER, Serve, add_store_options, die_with_parent, spawn,
+)
 from tay.admin.client import AdminRefused, AdminUnreachable, SocketAdmin  # noqa: E402
 from tay.bench.metrics import percentile  # noqa: E402
 from tay.bench.paths import bench_scratch  # noqa: E402
@@ -89,18 +91,12 @@ asyncio.run(main())
 '''
 
 HOG = "while 1: pass"
-PR_SET_PDEATHSIG = 1  # prctl(2)
-
-
-def _die_with_parent() -> None:
-    """In a hog, before it runs: the kernel kills it when this process ends, however it
-    ends (a SIGKILL of this benchmark leaves no process spinning on the CPU)."""
-    ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
 
 
 def spin_hog() -> subprocess.Popen[bytes]:
     """A process that spins on a CPU until it is killed, or this process ends."""
-    return subprocess.Popen([sys.executable, "-c", HOG], preexec_fn=_die_with_parent)
+    return subprocess.Popen([sys.executable, "-c", HOG],
+                            preexec_fn=die_with_parent(signal.SIGKILL))
 
 
 @dataclass

@@ -36,6 +36,9 @@ left it, and the schedule's occurrences
 against the hours that passed. The question it answers: do disk, memory, restart time
 and CPU stay flat while the days pass?
 
+The processes it starts end with it, however it ends (``die_with_parent``): the kernel
+sends the server SIGTERM (a clean stop) and the clients SIGKILL.
+
 Run it alone. Under libfaketime a timed wait on the monotonic clock misbehaves
 (``time.sleep`` fails with EINVAL; the GIL's waits return early, so waiting threads spin):
 its CPU per job is higher than the reference profile's, and two soaks side by side on two
@@ -45,6 +48,7 @@ cores stalled their servers for 30 s and more (docs/benchmarks.md, thirty-sevent
 from __future__ import annotations
 
 import argparse
+import ctypes
 import json
 import os
 import shutil
@@ -161,7 +165,8 @@ class Serve:
                  "--socket", self.socket, "--init-if-missing", "--durability", "sync",
                  "--validated-filesystem", *self.extra],
                 cwd=ROOT, stdout=log, stderr=log,
-                env={**os.environ, **self.env} if faked else dict(os.environ))
+                env={**os.environ, **self.env} if faked else dict(os.environ),
+                preexec_fn=die_with_parent(signal.SIGTERM))  # a clean stop, if orphaned
         while not (os.path.exists(self.socket) and socket_accepts(self.socket)):
             if self.process.poll() is not None:
                 raise RuntimeError("tay serve exited:\n" + self.log_path.read_text())
@@ -223,12 +228,31 @@ class FastClock:
         self._thread.join()
 
 
+PR_SET_PDEATHSIG = 1  # prctl(2)
+
+
+def die_with_parent(signum: int) -> Any:
+    """A ``preexec_fn`` after which the kernel sends the child ``signum`` when this process
+    ends, however it ends: a benchmark killed with SIGKILL (no cleanup of its own runs)
+    leaves no server, client or CPU hog behind. The signal follows the thread that spawns
+    (spawn from the main thread); a parent already gone by then ends the child at once."""
+    parent = os.getpid()
+
+    def arm() -> None:
+        ctypes.CDLL(None, use_errno=True).prctl(PR_SET_PDEATHSIG, signum)
+        if os.getppid() != parent:  # the parent died before the death signal was armed
+            os.kill(os.getpid(), signum)
+
+    return arm
+
+
 def spawn(script: str, *args: str) -> tuple[subprocess.Popen[str], list[str]]:
     """A client process, once it printed ``ready``; the words after it."""
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTHON")}
     child = subprocess.Popen([sys.executable, "-s", "-c", script, *args],
                              cwd=tempfile.gettempdir(), env={**env, "PYTHONPATH": str(ROOT)},
-                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+                             stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+                             preexec_fn=die_with_parent(signal.SIGKILL))
     line = child.stdout.readline().split()
     if not line or line[0] != "ready":
         raise RuntimeError(f"a client did not start: {line!r}")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import os
+import shutil
 import tempfile
 
 import pytest
@@ -109,3 +110,43 @@ def test_a_hog_dies_with_the_benchmark_even_killed() -> None:
         parent.kill()
         with contextlib.suppress(psutil.NoSuchProcess):
             hog.kill()  # the test failed: no spinning process is left behind
+
+
+def test_the_server_and_its_clients_end_with_the_benchmark_even_killed() -> None:
+    """A killed benchmark's server gets SIGTERM (a clean stop) and its clients SIGKILL."""
+    import signal
+    import subprocess
+    import sys
+
+    import psutil
+
+    from benchmarks.overload import ROOT
+
+    scratch = scratch_dir("orphans-")
+    parent = subprocess.Popen(
+        [sys.executable, "-c",
+         "import sys, time; from pathlib import Path\n"
+         "from benchmarks.soak_daemon import Serve, spawn\n"
+         "serve = Serve(Path(sys.argv[1]), {}, [])\n"
+         "serve.start(faked=False)\n"
+         # a client that reads no input and talks to no server: only the signal ends it
+         "client, _ = spawn('import time; print(\"ready\", flush=True); time.sleep(60)')\n"
+         "print(serve.process.pid, client.pid, flush=True)\n"
+         "time.sleep(60)\n", str(scratch)],
+        cwd=ROOT, stdout=subprocess.PIPE, text=True)
+    children = [psutil.Process(int(pid)) for pid in parent.stdout.readline().split()]
+    server, client = children
+    try:
+        assert len(children) == 2 and all(child.is_running() for child in children)
+        parent.send_signal(signal.SIGKILL)  # no cleanup runs in the benchmark
+        parent.wait()
+        client.wait(timeout=10)  # the kernel killed it
+        server.wait(timeout=30)  # stopped on its SIGTERM
+        log = (scratch / "server.log").read_text()
+        assert "tay stopped cleanly" in log
+    finally:
+        parent.kill()
+        for child in children:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                child.kill()  # the test failed: nothing is left behind
+        shutil.rmtree(scratch, ignore_errors=True)
