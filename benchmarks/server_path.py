@@ -111,9 +111,9 @@ async def run_round(data_dir: str, jobs: int, mode: str, durability: str,
     from tay.storage.compaction.trigger import CompactionPolicy
     from tay.protocol.limits import ProtocolLimits
     from tay.server.app import ServeConfig, open_store
-    from tay.server.connection import Connection
+    from tay.server.uds.connection import Connection
     from tay.server.driver import EngineDriver
-    from tay.server.listener import Listener
+    from tay.server.uds.listener import Listener
 
     max_events = 64 if mode == "group" else 1
     store = open_store(ServeConfig(

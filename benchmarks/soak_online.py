@@ -56,7 +56,7 @@ from tay.engine import Execute, Refuse  # noqa: E402
 from tay.engine import commands as c  # noqa: E402
 from tay.engine.config import EngineConfig  # noqa: E402
 from tay.server.app import ServeConfig, open_store  # noqa: E402
-from tay.server.compactor import OnlineCompactor  # noqa: E402
+from tay.server.compaction.compactor import OnlineCompactor  # noqa: E402
 from tay.server.driver import EngineDriver  # noqa: E402
 from tay.server.metrics import ServerMetrics  # noqa: E402
 from tay.server.finished_rounds import FinishedRounds  # noqa: E402

@@ -32,9 +32,9 @@ from typing import Any, Self, TypeVar
 from tay.engine.config import EngineConfig
 from tay.errors import ConnectionLost
 from tay.protocol.limits import ProtocolLimits
-from tay.server.connection import Connection
+from tay.server.uds.connection import Connection
 from tay.server.driver import EngineDriver, mono_ms, wall_ms
-from tay.server.listener import Listener
+from tay.server.uds.listener import Listener
 
 P = TypeVar("P", bound=asyncio.Protocol)
 
@@ -89,7 +89,7 @@ class InMemoryEngine:
         self.engine: Any = None
         self._driver: EngineDriver | None = None
         self._listener: Listener | None = None
-        self._http: Any = None  # tay.server.http_listener.HttpServer, never listening
+        self._http: Any = None  # tay.server.http.listener.HttpServer, never listening
         self._offset_ms = 0
         self._pipes: list[_Pipe] = []
 
@@ -161,7 +161,7 @@ class InMemoryEngine:
     async def _open_http(self, transport: Any) -> Any:
         """What ``HTTPTransport._connect`` gives: a connection to the server's HTTP layer."""
         from tay.sdk.http_transport import _Connection
-        from tay.server.http_listener import HttpConnection
+        from tay.server.http.listener import HttpConnection
 
         if self._http is None:
             raise ConnectionLost("the InMemoryEngine is not running (use `async with InMemoryEngine()`)")
@@ -252,8 +252,8 @@ class _Pipe(asyncio.Transport):
 def _http_server(driver: EngineDriver, limits: ProtocolLimits) -> Any:
     """The server's HTTP layer with its default limits, answering pipes instead of a port."""
     from tay.protocol.http_api import HttpApi
-    from tay.server.http_config import HttpLimits
-    from tay.server.http_listener import HttpServer
+    from tay.server.http.config import HttpLimits
+    from tay.server.http.listener import HttpServer
 
     http_limits = HttpLimits()
     return HttpServer(driver, HttpApi(http_limits.max_body_bytes, limits), http_limits)

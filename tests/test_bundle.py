@@ -162,7 +162,7 @@ def test_a_serve_start_imports_tay_from_the_bundle_and_listens() -> None:
         report = json.loads(out.stdout.strip().splitlines()[-1])
         assert report["wrong"] == []
         assert {"tay.server.app", "tay.engine.core", "tay.storage.recovery.epoch_recover",
-                "tay.server.listener"} <= set(report["bundled"]), start
+                "tay.server.uds.listener"} <= set(report["bundled"]), start
         assert len(report["bundled"]) >= 100, start
         assert {"asyncio.base_events", "uvloop", "logging", "concurrent.futures"} <= set(
             report["others"]), start

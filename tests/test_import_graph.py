@@ -122,8 +122,8 @@ def test_the_graph_counts_lazy_and_type_checking_imports():
     graph = package_graph()
     assert "tay.sdk.client" in graph["tay.sdk"]  # the package re-exports its modules
     # Listener.start imports the connection inside the function; the driver only for types
-    assert {"tay.server.connection", "tay.server.driver"} <= graph["tay.server.listener"]
-    assert "tay._native" in graph["tay.server.socket_path"]  # from tay import _native
+    assert {"tay.server.uds.connection", "tay.server.driver"} <= graph["tay.server.uds.listener"]
+    assert "tay._native" in graph["tay.server.uds.socket_path"]  # from tay import _native
 
 
 def test_every_module_has_a_layer():

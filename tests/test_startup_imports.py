@@ -14,9 +14,9 @@ from tay.cli import GROUPS, OWN_MODULE, build_parser
 # What ``tay serve`` has imported by the time it listens (with ``tay.engine.core``, which
 # run_serve imports beside recovery): the probes below import exactly these.
 SERVING_MODULES = ("tay.server.cli", "tay.server.app", "tay.server.admin", "tay.server.driver",
-                   "tay.server.listener", "tay.server.lifecycle", "tay.server.compactor",
-                   "tay.server.connection", "tay.storage.recovery.epoch_recover",
-                   "tay.engine.core")
+                   "tay.server.uds.listener", "tay.server.lifecycle",
+                   "tay.server.compaction.compactor", "tay.server.uds.connection",
+                   "tay.storage.recovery.epoch_recover", "tay.engine.core")
 IMPORT_SERVING = "import " + ", ".join(SERVING_MODULES) + "\n"
 
 PROBE = """
@@ -71,7 +71,7 @@ def test_the_serving_stack_does_not_load_the_compaction_machinery() -> None:
 # configuration) imported by ``tay.server.cli.run`` only when an HTTP port is given.
 LAZY_MODULES = ("tay.engine.cron", "tay.engine.schedule_declaration",
                 "tay.engine.schedule_timing", "tay.storage.compaction.plan",
-                "tay.storage.recovery.inspect", "tay.server.http_config")
+                "tay.storage.recovery.inspect", "tay.server.http.config")
 
 # At listen: the lazy modules loaded, and tay's ``LazyPattern``s compiled (none: the names and
 # values a start reads are read without a pattern).

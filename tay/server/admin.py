@@ -45,7 +45,7 @@ class AdminService:
         self._started_mono = time.monotonic()
         # name -> callable giving a JSON-safe fact (listeners add theirs: socket, http)
         self.facts: dict[str, Callable[[], Any]] = {}
-        self.compactor: Any = None  # tay.server.compactor.OnlineCompactor, set by serve
+        self.compactor: Any = None  # tay.server.compaction.compactor.OnlineCompactor, set by serve
         self.metrics = ServerMetrics()
         self._collect: Callable[[], Any] | None = None  # prometheus_client on the first scrape
 

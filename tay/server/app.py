@@ -30,13 +30,13 @@ from tay.storage.modes import describe_loose, loose_modes
 
 from .recovery import recover_engine
 from .serve_config import ServeConfig
-from .socket_path import check_outside_data_dir
+from .uds.socket_path import check_outside_data_dir
 
 if TYPE_CHECKING:
     import asyncio
 
     from .driver import EngineDriver
-    from .listener import Listener
+    from .uds.listener import Listener
 
 log = logging.getLogger("tay.server")
 
@@ -285,10 +285,12 @@ def _import_loop_stack(with_http: bool) -> None:
 
     import uvloop  # noqa: F401
 
-    from . import admin, compactor, driver, lifecycle, listener  # noqa: F401
+    from . import admin, driver, lifecycle  # noqa: F401
+    from .compaction import compactor  # noqa: F401
+    from .uds import listener  # noqa: F401
 
     if with_http:
-        from . import http_listener  # noqa: F401
+        from .http import listener as http_listener  # noqa: F401
 
 
 async def serve(config: ServeConfig, ready: "asyncio.Event | None" = None,
@@ -308,7 +310,7 @@ async def serve(config: ServeConfig, ready: "asyncio.Event | None" = None,
     from .admin import AdminService
     from .driver import EngineDriver
     from .lifecycle import Lifecycle
-    from .listener import Listener
+    from .uds.listener import Listener
 
     if store is None:
         if config.socket is not None:
@@ -332,7 +334,7 @@ async def serve(config: ServeConfig, ready: "asyncio.Event | None" = None,
     driver.metrics = admin.metrics
     admin.metrics.attach_commit(store.committer)
     admin.metrics.watch_collections()
-    from .compactor import OnlineCompactor
+    from .compaction.compactor import OnlineCompactor
 
     admin.compactor = compactor = OnlineCompactor(driver, store, config, admin.metrics)
     from .finished_rounds import FinishedRounds
@@ -348,7 +350,7 @@ async def serve(config: ServeConfig, ready: "asyncio.Event | None" = None,
         for start_extra in extra_listeners:
             closers.append(await start_extra(driver, listener))
         if config.metrics_port is not None:
-            from .http_listener import start_ops_listener
+            from .http.listener import start_ops_listener
 
             closers.append(await start_ops_listener(driver, admin, config.metrics_port))
         driver.on_stopped = lifecycle.on_writer_stopped
@@ -399,8 +401,8 @@ async def serve_with_http(config: ServeConfig, http: Any,
     """
     if http is None:
         return await serve(config, ready, store=store)
-    from .http_config import tls_context
-    from .http_listener import start_http_listener
+    from .http.config import tls_context
+    from .http.listener import start_http_listener
 
     if http.tls and store is None:
         tls_context(http)  # refuse bad TLS files before touching the store

@@ -123,14 +123,14 @@ def declare(parser: Any) -> None:
     add("--log-level", type=str.upper, choices=("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"),
         help="default INFO (TAY_LOG_LEVEL)")
     add("--log-format", choices=("text", "json"), help="default text (TAY_LOG_FORMAT)")
-    from .compaction_config import add_compaction_arguments
+    from .compaction.config import add_compaction_arguments
 
     add_compaction_arguments(parser)
     add_http_arguments(parser)
 
 
 def add_http_arguments(parser: argparse.ArgumentParser) -> None:
-    """The HTTP listener's flags (read by ``tay.server.http_config``, which a start without
+    """The HTTP listener's flags (read by ``tay.server.http.config``, which a start without
     an HTTP port never imports)."""
     add = parser.add_argument
     add("--http-port", help="enable the HTTP/JSON API on this TCP port (0: any free port); "
@@ -199,8 +199,8 @@ def run(args: argparse.Namespace, environ: Mapping[str, str] | None = None) -> i
         return 2
     configure_logging(level, log_format)
     try:
-        if http_port_text(args, env):  # HTTP off: tay.server.http_config is not imported
-            from .http_config import apply_http
+        if http_port_text(args, env):  # HTTP off: tay.server.http.config is not imported
+            from .http.config import apply_http
 
             config, http = apply_http(args, env, build_config(args, env))
         else:
@@ -238,7 +238,7 @@ def build_config(args: argparse.Namespace, env: Mapping[str, str]) -> "ServeConf
     from tay.storage.journal.commit import GATHER_US
 
     from .serve_config import ServeConfig
-    from .socket_path import resolve_socket_path
+    from .uds.socket_path import resolve_socket_path
 
     data_dir = args.data_dir or env.get("TAY_DATA_DIR")
     if not data_dir:
@@ -314,7 +314,7 @@ def build_config(args: argparse.Namespace, env: Mapping[str, str]) -> "ServeConf
             result_bytes=limits.result_bytes, error_bytes=limits.error_bytes,
             **budgets,
         )
-    from .compaction_config import compaction_config
+    from .compaction.config import compaction_config
 
     retention, compaction = compaction_config(args, env, parse_size)
     return ServeConfig(

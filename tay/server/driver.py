@@ -284,7 +284,7 @@ class EngineDriver:
             conn.flush()
         dirty.clear()
 
-    # -- an online compaction switching the journal (tay.server.compactor) -------------------
+    # -- an online compaction switching the journal (tay.server.compaction.compactor) -------
     def suspend_writer(self) -> Any:
         """Drain the committer and stop its thread (the loop is held meanwhile, so nothing
         is submitted); every stage is released. Returns the journal. Raises

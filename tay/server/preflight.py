@@ -24,7 +24,7 @@ from tay.storage import layout
 from tay.storage.fsio import RealIO
 from tay.storage.journal.setup import check_durability
 
-from .socket_path import (SocketPlan, check_outside_data_dir, live_listener,
+from .uds.socket_path import (SocketPlan, check_outside_data_dir, live_listener,
                           socket_directory_problem)
 
 if TYPE_CHECKING:
@@ -54,7 +54,7 @@ def preflight(config: "ServeConfig", http: Any = None) -> None:
         check_socket_free(config.socket)
     if http is not None:
         if http.tls:
-            from .http_config import tls_context
+            from .http.config import tls_context
 
             tls_context(http)
         check_port_free(http.ip, http.port)

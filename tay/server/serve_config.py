@@ -11,7 +11,7 @@ from tay.storage.compaction.trigger import CompactionPolicy
 from tay.storage.journal.commit import GATHER_US
 from tay.storage.v2.manifest import Retention
 
-from .socket_path import SocketPlan
+from .uds.socket_path import SocketPlan
 
 
 class ServeConfig(Frozen):

@@ -46,7 +46,7 @@ class StepKillIO(PowerCutIO):
 def install(io: StepKillIO, arm_file: str) -> None:
     """Give every ``OnlineCompactor`` ``io``, armed when a compaction starts after
     ``arm_file`` appeared."""
-    from tay.server import compactor
+    from tay.server.compaction import compactor
 
     make, run = compactor.OnlineCompactor.__init__, compactor.OnlineCompactor._run
 

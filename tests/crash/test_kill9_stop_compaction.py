@@ -57,7 +57,7 @@ def stop(root: Path, io=None) -> dict | None:
     """Open ``root`` as ``tay serve`` does and stop it cleanly with ``--compact-on-stop``:
     the snapshot's report, or None if none was due."""
     from tay.server.app import open_store
-    from tay.server.compactor import OnlineCompactor
+    from tay.server.compaction.compactor import OnlineCompactor
     from tay.server.driver import EngineDriver
 
     async def life() -> dict | None:

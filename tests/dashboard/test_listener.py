@@ -13,7 +13,7 @@ from urllib.parse import urlencode
 import pytest
 
 from tay.dashboard import Dashboard
-from tay.server.http_config import HttpConfig, tls_context
+from tay.server.http.config import HttpConfig, tls_context
 from tay.storage.layout import LOCK_NAME
 from tests.http.certs import scratch_pki
 from tests.http.conftest import SCRATCH, http_stack, parse_responses, run

@@ -12,7 +12,7 @@ from tay.dashboard.csrf import CsrfGuard
 from tay.failures import ConfigurationError, RequestRefused
 from tay.protocol.http_api import HttpRequest
 from tay.server.cli import add_http_arguments
-from tay.server.http_config import http_config_from
+from tay.server.http.config import http_config_from
 
 
 def post(*headers: tuple[bytes, bytes]) -> HttpRequest:

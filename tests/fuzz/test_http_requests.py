@@ -25,8 +25,8 @@ from hypothesis import strategies as st
 
 from tay.failures import WIRE_CODES
 from tay.protocol.admin_api import ROUTES
-from tay.server.http2 import Http2Connection
-from tay.server.http_config import HttpLimits
+from tay.server.http.http2 import Http2Connection
+from tay.server.http.config import HttpLimits
 from tests.http.conftest import Client, FakeTransport, Response, http_stack
 
 from . import grammar

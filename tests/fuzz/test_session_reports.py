@@ -22,7 +22,7 @@ from tay.engine.options import parse_enqueue, parse_plain_enqueue
 from tay.failures import RequestRefused
 from tay.protocol.limits import ProtocolLimits
 from tay.protocol.session import ProtocolSession
-from tay.server.connection import Connection, to_engine_command
+from tay.server.uds.connection import Connection, to_engine_command
 
 from . import grammar
 from .conftest import COUNTS, examples

@@ -1,5 +1,5 @@
 """Fuzzing the Unix-socket path: bytes -> ``ProtocolSession`` -> engine command -> engine ->
-reply frames and journal records, as ``tay.server.connection`` runs it, minus asyncio.
+reply frames and journal records, as ``tay.server.uds.connection`` runs it, minus asyncio.
 
 Each example is one connection: usually a worker hello and a task registration first (so
 jobs are dispatched to it and reports can name real executions), then messages from
@@ -25,7 +25,7 @@ from tay.protocol.admin_api import AdminRequest
 from tay.protocol.limits import ProtocolLimits
 from tay.protocol.replies import error_frame, message_frame
 from tay.protocol.session import ProtocolSession
-from tay.server.connection import UnsupportedRequest, to_engine_command
+from tay.server.uds.connection import UnsupportedRequest, to_engine_command
 from tay.storage.events import decode_event, journal_records
 
 from . import grammar

@@ -18,8 +18,8 @@ from tay.protocol.http_api import HttpApi
 from tay.server.admin import AdminService
 from tay.server.app import ServeConfig, open_store
 from tay.server.driver import EngineDriver
-from tay.server.http_config import HttpLimits
-from tay.server.http_listener import HttpConnection, HttpServer
+from tay.server.http.config import HttpLimits
+from tay.server.http.listener import HttpConnection, HttpServer
 from tests.scratch import scratch_root
 
 SCRATCH = scratch_root()  # strict sync accepts it wherever the checkout is

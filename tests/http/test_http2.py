@@ -14,7 +14,7 @@ import h2.events
 import httpx
 import pytest
 
-from tay.server.http_config import HttpConfig, HttpLimits, tls_context
+from tay.server.http.config import HttpConfig, HttpLimits, tls_context
 
 from .certs import scratch_pki
 from .conftest import SCRATCH, http_stack, run

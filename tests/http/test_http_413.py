@@ -15,7 +15,7 @@ import ssl
 
 import pytest
 
-from tay.server.http_config import HttpConfig, HttpLimits, tls_context
+from tay.server.http.config import HttpConfig, HttpLimits, tls_context
 
 from tests.conformance.harness import Server
 

@@ -8,7 +8,7 @@ import pytest
 
 from tay.failures import ConfigurationError
 from tay.server.cli import add_http_arguments
-from tay.server.http_config import apply_http, http_config_from, tls_context
+from tay.server.http.config import apply_http, http_config_from, tls_context
 
 
 def parse(*argv: str) -> argparse.Namespace:

@@ -7,9 +7,9 @@ import asyncio
 
 from hypothesis import HealthCheck, example, given, settings, strategies as st
 
-from tay.server.http2 import Http2Connection
-from tay.server.http_config import HttpLimits
-from tay.server.http_listener import PREFACE
+from tay.server.http.http2 import Http2Connection
+from tay.server.http.config import HttpLimits
+from tay.server.http.listener import PREFACE
 
 from .conftest import Client, http_stack, parse_responses, request, run, until
 

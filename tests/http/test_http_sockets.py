@@ -8,7 +8,7 @@ import ssl
 
 import pytest
 
-from tay.server.http_config import HttpConfig, HttpLimits, tls_context
+from tay.server.http.config import HttpConfig, HttpLimits, tls_context
 
 from .certs import scratch_pki
 from .conftest import SCRATCH, http_stack, parse_responses, request, run

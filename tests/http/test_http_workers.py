@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from tay.server.http_config import HttpLimits
+from tay.server.http.config import HttpLimits
 from tay.storage.layout import LOCK_NAME
 
 from .conftest import Client, claim_waiting, http_stack, request, run, until

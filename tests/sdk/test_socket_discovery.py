@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 from tay.failures import ConfigurationError
 from tay.errors import ValidationError
 from tay.sdk.socket_path import resolve_socket_path as sdk_resolve
-from tay.server.socket_path import resolve_socket_path as server_resolve
+from tay.server.uds.socket_path import resolve_socket_path as server_resolve
 from tay.socket_discovery import (FROM_ENVIRONMENT, FROM_EXPLICIT, FROM_SHARED_DIR, FROM_TMP_FALLBACK, FROM_USER_DIR,
                                   DiscoveredSocket, SocketPathError, discover_socket)
 

@@ -223,7 +223,7 @@ RECOVER_WHILE_IMPORTING = """
 import sys, threading
 from tay.server import app
 from tay.server.app import ServeConfig
-from tay.server.http_config import HttpConfig
+from tay.server.http.config import HttpConfig
 
 seen = {}
 real_open = app.open_store
@@ -255,7 +255,7 @@ try:
                               durability="write"), http)
 except RuntimeError:
     pass
-loaded = sorted(m for m in ("asyncio", "uvloop", "httptools", "tay.server.listener")
+loaded = sorted(m for m in ("asyncio", "uvloop", "httptools", "tay.server.uds.listener")
                 if m in sys.modules)
 print(seen["open_thread"], seen["import_thread"], seen["with_http"], loaded)
 """
@@ -273,8 +273,8 @@ def test_run_serve_recovers_on_a_thread_while_importing_the_event_loop_stack(dat
                           cwd=Path(__file__).resolve().parents[2])
     assert done.returncode == 0, done.stderr
     http = listeners == "http"
-    loaded = ["asyncio", "httptools", "tay.server.listener", "uvloop"] if http else \
-        ["asyncio", "tay.server.listener", "uvloop"]
+    loaded = ["asyncio", "httptools", "tay.server.uds.listener", "uvloop"] if http else \
+        ["asyncio", "tay.server.uds.listener", "uvloop"]
     assert done.stdout.strip() == f"True True {http} {loaded}"
     assert os.path.isdir(data_dir)  # the store really was opened (initialized) then
 
@@ -358,7 +358,7 @@ def test_run_serve_closes_the_recovered_store_when_the_imports_fail(data_dir, mo
 
 def test_run_serve_refuses_bad_tls_files_before_touching_the_store(data_dir, tmp_path):
     from tay.failures import ConfigurationError
-    from tay.server.http_config import HttpConfig
+    from tay.server.http.config import HttpConfig
 
     missing = str(tmp_path / "missing.pem")
     http = HttpConfig(port=0, certfile=missing, keyfile=missing, cacertfile=missing)
@@ -370,7 +370,7 @@ def test_run_serve_refuses_bad_tls_files_before_touching_the_store(data_dir, tmp
 
 def test_run_serve_with_http_serves_on_the_recovered_store(data_dir, monkeypatch):
     """The store ``run_serve`` opened is the one HTTP serves (no second open)."""
-    from tay.server.http_config import HttpConfig
+    from tay.server.http.config import HttpConfig
 
     opened: list[object] = []
     real_open = app.open_store

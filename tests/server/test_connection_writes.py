@@ -8,8 +8,8 @@ import asyncio
 import orjson
 
 from tay.engine.effects import Reply
-from tay.server.connection import Connection
-from tay.server.listener import Listener
+from tay.server.uds.connection import Connection
+from tay.server.uds.listener import Listener
 from tay.protocol.limits import ProtocolLimits
 from tests.http.conftest import FakeTransport
 

@@ -283,8 +283,8 @@ def test_a_completion_writes_what_it_released_at_once_one_write_per_connection(g
     callback (not on a later loop turn), in one write per connection; before the batch's
     fsync returns, the same callback writes nothing."""
     from tay.protocol.limits import ProtocolLimits
-    from tay.server.connection import Connection
-    from tay.server.listener import Listener
+    from tay.server.uds.connection import Connection
+    from tay.server.uds.listener import Listener
     from tests.server.test_connection_writes import CountingTransport, frames
 
     store, gate = gated_store

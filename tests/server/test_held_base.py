@@ -190,7 +190,7 @@ def test_a_base_that_no_longer_reads_fails_the_online_compaction_and_changes_not
         data_dir) -> None:
     import asyncio
 
-    from tay.server.compactor import CompactionFailed
+    from tay.server.compaction.compactor import CompactionFailed
     from tests.server.test_online_compaction import Harness
 
     ids = compacted_store(data_dir)

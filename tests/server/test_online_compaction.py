@@ -20,9 +20,9 @@ import pytest
 from tay.engine import commands
 from tay.engine.config import EngineConfig
 from tay.failures import RecoveryRefused
-from tay.server import compactor as compactor_module
+from tay.server.compaction import compactor as compactor_module
 from tay.server.app import ServeConfig, open_store
-from tay.server.compactor import CompactionFailed, OnlineCompactor
+from tay.server.compaction.compactor import CompactionFailed, OnlineCompactor
 from tay.server.driver import EngineDriver
 from tay.server.metrics import ServerMetrics
 from tay.storage.compaction import online, publish

@@ -14,7 +14,7 @@ import pytest
 from tay.cli import main
 from tay.failures import RecoveryRefused
 from tay.server.preflight import StartupRefused, check_socket_free, explain
-from tay.server.socket_path import SocketPlan
+from tay.server.uds.socket_path import SocketPlan
 from tay.storage.journal.writer import init_store
 from tests.scratch import scratch_dir
 

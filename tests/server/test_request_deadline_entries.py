@@ -17,8 +17,8 @@ import orjson
 
 from tay.protocol.admin_api import SOCKET_TYPES
 from tay.protocol.limits import ProtocolLimits
-from tay.server.connection import Connection
-from tay.server.listener import Listener
+from tay.server.uds.connection import Connection
+from tay.server.uds.listener import Listener
 from tests.server.test_connection_writes import CountingTransport, frames
 
 TIMEOUT_MS = 20

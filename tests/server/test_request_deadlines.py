@@ -3,7 +3,7 @@ answers settle per ``request_id`` first-in first-out, only pending requests expi
 
 from __future__ import annotations
 
-from tay.server.deadlines import RequestDeadlines
+from tay.server.uds.deadlines import RequestDeadlines
 
 
 class FakeLoop:

@@ -7,7 +7,7 @@ import pytest
 from tay.cli import build_parser
 from tay.failures import ConfigurationError
 from tay.server.cli import build_config, fit_replies, run
-from tay.server.http_config import apply_http
+from tay.server.http.config import apply_http
 
 
 def parse(*flags: str):

@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from tay.failures import ConfigurationError
-from tay.server.socket_path import SocketPlan, bind_unix_socket, socket_directory_problem
+from tay.server.uds.socket_path import SocketPlan, bind_unix_socket, socket_directory_problem
 
 REPO = Path(__file__).resolve().parents[2]
 STRANGER = 4242  # a uid that is neither this user nor root

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 
 from tay.failures import ConfigurationError
-from tay.server.socket_path import (
+from tay.server.uds.socket_path import (
     SocketPlan, bind_unix_socket, check_outside_data_dir, remove_socket, resolve_socket_path,
 )
 from tests.unprivileged import NOBODY, unprivileged

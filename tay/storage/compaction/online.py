@@ -1,7 +1,7 @@
 """Online compaction (storage.md §3.8 "Online"): the pieces that run while the engine serves.
 
-The server drives three phases (``tay.server.compactor``); this module is their synchronous
-storage side:
+The server drives three phases (``tay.server.compaction.compactor``); this module is their
+synchronous storage side:
 
 1. **Capture**, on the event loop: the journal is drained and rotated, so the frozen source
    is exactly the segments before the new active one, and the engine's retained state (jobs,
