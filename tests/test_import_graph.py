@@ -42,11 +42,15 @@ def module_name(path: Path) -> str:
 
 def imports_of(name: str, path: Path, modules: set[str]) -> set[str]:
     """The package's modules that ``path`` imports anywhere in it; ``from p import x`` counts
-    the submodule ``p.x`` when there is one, else the module ``p``."""
+    the submodule ``p.x`` when there is one, else the module ``p``; a ``LazyModule("p")``
+    (tay._frozen: imported at its first use) counts ``p``."""
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
     found = set()
     for node in ast.walk(ast.parse(path.read_text())):
-        if isinstance(node, ast.Import):
+        if isinstance(node, ast.Call) and getattr(node.func, "id", None) == "LazyModule":
+            found.update(arg.value for arg in node.args[:1]
+                         if isinstance(arg, ast.Constant) and arg.value in modules)
+        elif isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names if alias.name in modules)
         elif isinstance(node, ast.ImportFrom):
             if node.level:
@@ -124,6 +128,14 @@ def test_the_graph_counts_lazy_and_type_checking_imports():
     # Listener.start imports the connection inside the function; the driver only for types
     assert {"tay.server.uds.connection", "tay.server.driver"} <= graph["tay.server.uds.listener"]
     assert "tay._native" in graph["tay.server.uds.socket_path"]  # from tay import _native
+
+
+def test_a_lazy_module_counts_as_an_import(tmp_path: Path):
+    source = tmp_path / "lazy.py"
+    source.write_text('from tay._frozen import LazyModule\n'
+                      'core = LazyModule("tay.engine.core")\n')
+    assert imports_of("tay.lazy", source, set(package_graph())) == {
+        "tay._frozen", "tay.engine.core"}
 
 
 def test_every_module_has_a_layer():
