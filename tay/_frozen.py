@@ -156,9 +156,9 @@ class LazyModule:
     under ``TYPE_CHECKING`` to the real module for type checkers::
 
         if TYPE_CHECKING:
-            from tay.engine import schedule_timing
+            from tay.engine.schedules import timing as schedule_timing
         else:
-            schedule_timing = LazyModule("tay.engine.schedule_timing")
+            schedule_timing = LazyModule("tay.engine.schedules.timing")
 
     Each attribute is looked up in the module once and then kept on the proxy, so later
     uses are a plain attribute read."""

@@ -70,7 +70,7 @@ def test_engine_values_keep_their_dataclass_behaviour() -> None:
     from tay._frozen import replace
     from tay.engine.effects import Outcome
     from tay.engine.executors import Executor
-    from tay.engine.schedules import ScheduleState
+    from tay.engine.schedules.table import ScheduleState
 
     assert Outcome() == Outcome() and not Outcome() and Outcome().events is not Outcome().events
     first, second = Executor("c", "worker", "r", 8, None), Executor("c", "worker", "r", 8, None)
@@ -248,11 +248,11 @@ def test_a_lazy_module_imports_its_module_at_the_first_attribute_use() -> None:
 
     probe = ("import sys\n"
              "from tay._frozen import LazyModule\n"
-             "lazy = LazyModule('tay.engine.cron')\n"
-             "print('tay.engine.cron' in sys.modules, repr(lazy))\n"
+             "lazy = LazyModule('tay.engine.schedules.cron')\n"
+             "print('tay.engine.schedules.cron' in sys.modules, repr(lazy))\n"
              "found = lazy.parse_cron\n"
-             "import tay.engine.cron as real\n"
-             "print('tay.engine.cron' in sys.modules, found is real.parse_cron,\n"
+             "import tay.engine.schedules.cron as real\n"
+             "print('tay.engine.schedules.cron' in sys.modules, found is real.parse_cron,\n"
              "      lazy.LAST_COMPUTABLE_MS == real.LAST_COMPUTABLE_MS, 'parse_cron' in vars(lazy))\n"
              "try:\n"
              "    lazy.no_such_name\n"
@@ -260,5 +260,5 @@ def test_a_lazy_module_imports_its_module_at_the_first_attribute_use() -> None:
              "    print('AttributeError', 'no_such_name' in str(error))\n")
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
                          check=True).stdout.splitlines()
-    assert out == ["False <LazyModule 'tay.engine.cron'>", "True True True True",
+    assert out == ["False <LazyModule 'tay.engine.schedules.cron'>", "True True True True",
                    "AttributeError True"]

@@ -69,8 +69,8 @@ def test_the_serving_stack_does_not_load_the_compaction_machinery() -> None:
 # What a default ``tay serve`` (no schedules, no HTTP, no compaction yet) never runs before
 # it listens: each is reached through a named ``tay._frozen.LazyModule`` seam, or (the HTTP
 # configuration) imported by ``tay.server.cli.run`` only when an HTTP port is given.
-LAZY_MODULES = ("tay.engine.cron", "tay.engine.schedule_declaration",
-                "tay.engine.schedule_timing", "tay.storage.compaction.plan",
+LAZY_MODULES = ("tay.engine.schedules.cron", "tay.engine.schedules.declaration",
+                "tay.engine.schedules.timing", "tay.storage.compaction.plan",
                 "tay.storage.recovery.inspect", "tay.server.http.config")
 
 # At listen: the lazy modules loaded, and tay's ``LazyPattern``s compiled (none: the names and

@@ -24,8 +24,8 @@ from tay.engine.effects import Outcome
 from tay.engine.ids import parse_job_id
 from tay.engine.jobs import JobEntry, peek, timeline
 from tay._native._pure_base import QUEUE, WORKER
-from tay.engine.schedule_commands import ScheduleCommands, request_fields
-from tay.engine.schedules import schedule_timing  # the engine's lazy boundary
+from tay.engine.schedules.commands import ScheduleCommands, request_fields
+from tay.engine.schedules.table import schedule_timing  # the engine's lazy boundary
 from tay.failures import RequestRefused
 from tay.storage import events as ev
 from tay.storage.events.definition import KEY_MAX_BYTES

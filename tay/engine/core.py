@@ -19,7 +19,7 @@ from tay.engine.jobs import peek, public_job
 from tay.engine.state import finish_outcome
 from tay.engine.admin import AdminCommands
 from tay.engine.epoch import EpochEngine
-from tay.engine.schedules import ScheduleState
+from tay.engine.schedules.table import ScheduleState
 from tay.engine.workers import WorkerCommands
 from tay.failures import RecoveryRefused, RequestRefused
 from tay.storage import events as ev

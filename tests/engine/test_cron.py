@@ -8,7 +8,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tay.engine.cron import (
+from tay.engine.schedules.cron import (
     MINUTE_MS,
     first_at_or_after_minute,
     next_after,

@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from tay.engine import EngineConfig
 from tay.engine import commands as c
-from tay.engine.schedule_timing import Timing, occurrence_job_id
+from tay.engine.schedules.timing import Timing, occurrence_job_id
 from tay.storage.events import encode_event
 from tests.engine.conftest import T0, Driver, executes, refusal, reply
 

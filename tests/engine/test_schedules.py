@@ -13,8 +13,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tay.engine.schedule_timing import Timing, occurrence_job_id
-from tay.engine.schedules import Occurrence, ScheduleTable
+from tay.engine.schedules.timing import Timing, occurrence_job_id
+from tay.engine.schedules.table import Occurrence, ScheduleTable
 from tay.failures import RecoveryRefused, RequestRefused
 from tay.storage.events import schedules as se
 from tay.storage.events import Event, decode_event, encode_event
@@ -509,7 +509,7 @@ def test_random_histories_replay_to_the_same_table(steps):
 
 
 def test_cron_sequences_end_at_the_last_computable_date():
-    from tay.engine.cron import LAST_COMPUTABLE_MS, next_after, parse_cron
+    from tay.engine.schedules.cron import LAST_COMPUTABLE_MS, next_after, parse_cron
 
     assert next_after(parse_cron("* * * * *"), 0, LAST_COMPUTABLE_MS) is None
     late = LAST_COMPUTABLE_MS - 300 * 86_400_000  # the next 1 January is in year 10000

@@ -15,7 +15,7 @@ from typing import Any
 from hypothesis import strategies as st
 
 from tay.engine.options import OPTION_KEYS
-from tay.engine.schedule_declaration import REQUEST_FIELDS
+from tay.engine.schedules.declaration import REQUEST_FIELDS
 from tay.protocol.admin_api import ROUTES
 
 EDGE_NUMBERS = [0, 1, -1, 2, 59, 60, 255, 256, 65_534, 65_535, 65_536, 86_400, 86_400_000,

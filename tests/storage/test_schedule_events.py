@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
-from tay.engine.schedule_timing import occurrence_job_id
-from tay.engine.schedules import ScheduleTable
+from tay.engine.schedules.timing import occurrence_job_id
+from tay.engine.schedules.table import ScheduleTable
 from tay.storage.events import schedules as se
 from tay.storage.formats import value
 from tay.storage.events.definition import PayloadRefused

@@ -8,7 +8,7 @@ Every payload is one canonical Value map with an exact key set (docs/schedules.m
 grammar and a worked example). These validators check only what a payload says on its own
 (``invalid_payload``); rules that need the schedule's previous state (revisions, the due
 time being the current one, membership only shrinking) live in the one ``apply`` of
-``tay.engine.schedules`` and refuse with ``consumer_rejected``.
+``tay.engine.schedules.table`` and refuse with ``consumer_rejected``.
 
 Pairs:
 

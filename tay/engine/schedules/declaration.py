@@ -21,7 +21,7 @@ from collections.abc import Callable
 from typing import Any, Mapping
 
 from tay._frozen import Frozen, set_field
-from tay.engine.cron import DEFAULT_TIMEZONE, parse_cron, parse_timezone
+from tay.engine.schedules.cron import DEFAULT_TIMEZONE, parse_cron, parse_timezone
 from tay.engine.options import round_half_away
 from tay.failures import RequestRefused, TayFailure
 from tay.storage.events.definition import PayloadRefused, check_json_value

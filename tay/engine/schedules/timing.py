@@ -19,7 +19,9 @@ import hashlib
 from typing import Any, Mapping
 
 from tay._frozen import Frozen, set_field
-from tay.engine.cron import CronSpec, first_at_or_after_minute, next_after, parse_cron, parse_timezone
+from tay.engine.schedules.cron import (
+    CronSpec, first_at_or_after_minute, next_after, parse_cron, parse_timezone,
+)
 
 TIME_MAX = 2**63 - 1
 OCCURRENCE_PREFIX = b"tay-schedule-occurrence-v1:"

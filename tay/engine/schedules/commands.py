@@ -1,6 +1,6 @@
 """Schedules inside the engine: the four schedule requests, occurrence delivery and replay.
 
-The ``ScheduleTable`` (tay.engine.schedules) proposes events; this module sequences them
+The ``ScheduleTable`` (tay.engine.schedules.table) proposes events; this module sequences them
 from the engine's one counter, appends them to the Outcome and applies them, so every reply
 is released only after its schedule mutation is durable (docs/engine.md). Delivery admits an
 occurrence as a job with a stable id and appends the (11,2) ``delivered`` event AFTER that
@@ -20,7 +20,7 @@ from tay.engine.config import EngineConfig
 from tay.engine.effects import Outcome
 from tay.engine.ids import RandomSource, random_token
 from tay.engine.options import parse_enqueue
-from tay.engine.schedules import Occurrence, ScheduleState, ScheduleTable
+from tay.engine.schedules.table import Occurrence, ScheduleState, ScheduleTable
 from tay.engine.values import measure
 from tay.engine.workers import WorkerCommands
 from tay.failures import RequestRefused

@@ -38,12 +38,14 @@ from tay.storage.events import Event
 # The engine's lazy boundary: cron parsing, declaration checks and occurrence times load
 # with the first schedule (declared or replayed), not with every ``tay serve`` start.
 if TYPE_CHECKING:
-    from tay.engine import cron, schedule_declaration, schedule_timing
-    from tay.engine.schedule_declaration import OptionsValidator
+    from tay.engine.schedules import cron
+    from tay.engine.schedules import declaration as schedule_declaration
+    from tay.engine.schedules import timing as schedule_timing
+    from tay.engine.schedules.declaration import OptionsValidator
 else:
-    cron = LazyModule("tay.engine.cron")
-    schedule_declaration = LazyModule("tay.engine.schedule_declaration")
-    schedule_timing = LazyModule("tay.engine.schedule_timing")
+    cron = LazyModule("tay.engine.schedules.cron")
+    schedule_declaration = LazyModule("tay.engine.schedules.declaration")
+    schedule_timing = LazyModule("tay.engine.schedules.timing")
 
 JobLookup = Callable[[bytes], "str | None"]
 TERMINAL_STATES = frozenset({"completed", "cancelled", "discarded"})
