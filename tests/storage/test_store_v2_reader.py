@@ -249,6 +249,73 @@ def test_base_file_is_checked_against_the_manifest_before_it_is_scanned(data_dir
     assert failure.path == str(base)
 
 
+@pytest.mark.parametrize("at", [0, 40, 64, 100, -30, -1])  # header, first frame, footer
+def test_a_flipped_base_byte_anywhere_is_refused_by_its_digest(data_dir, at):
+    """The digest is taken from the scan's own mapping; a file the scan refuses is still
+    named by its digest, as when the digest was read before the scan."""
+    root = materialize(data_dir)
+    base = epoch_dir(root) / "segments" / f"{1:020d}.tay"
+    data = bytearray(base.read_bytes())
+    data[at] ^= 0x40
+    base.write_bytes(bytes(data))
+    failure = refused(root)
+    assert (failure.kind, failure.reason) == ("physical_corruption", "base_segment_digest")
+
+
+@pytest.mark.parametrize("window", [None, 64, 100, 4096])
+def test_a_base_file_is_hashed_whole_from_the_scans_mapping(data_dir, monkeypatch, window):
+    """Every byte, header to footer, in windows that end anywhere (each hashed before its
+    pages are dropped), and nothing twice."""
+    from tay.storage.formats import segment
+    from tay.storage.fsio import RealIO
+    from tay.storage.recovery.limits import RecoveryOptions, RecoveryTimer
+    from tay.storage.recovery.physical import ScanPass, scan_one
+
+    if window is not None:
+        monkeypatch.setattr(segment, "SCAN_WINDOW", window)
+    root = materialize(data_dir)
+    base = epoch_dir(root) / "segments" / f"{1:020d}.tay"
+    options = RecoveryOptions()
+    for keep in (True, False):
+        digest = hashlib.sha256()
+        view = scan_one(RealIO(), str(base), 1, ONE, False,
+                        ScanPass(options, RecoveryTimer(options), "preflight", keep),
+                        digest=digest)
+        assert digest.digest() == hashlib.sha256(base.read_bytes()).digest()
+        assert view.scan.count > 0 and (view.mapping is not None) == keep
+        if view.mapping is not None:
+            view.mapping.close()  # no view of it is left open
+
+
+def test_a_base_file_that_scans_but_differs_from_its_manifest_is_refused(data_dir):
+    """A file whose records are all sound is still refused when its digest is not the
+    MANIFEST's (its mapping is closed: nothing it holds is used)."""
+    from types import SimpleNamespace
+
+    from tay.storage.fsio import RealIO
+    from tay.storage.recovery.limits import RecoveryOptions, RecoveryTimer
+    from tay.storage.recovery.physical import ScanPass
+    from tay.storage.recovery.store_v2 import _scan_base_file
+
+    root = materialize(data_dir)
+    base = epoch_dir(root) / "segments" / f"{1:020d}.tay"
+    size = base.stat().st_size
+    epoch = SimpleNamespace(segment_sizes={1: size})
+    options = RecoveryOptions()
+    run = ScanPass(options, RecoveryTimer(options), "preflight", True)
+    right = hashlib.sha256(base.read_bytes()).digest()
+    view = _scan_base_file(RealIO(), str(base), 1, SimpleNamespace(id=1, bytes=size,
+                                                                   digest=right),
+                           epoch, ONE, False, run)
+    view.mapping.close()
+    with pytest.raises(RecoveryRefused) as caught:
+        _scan_base_file(RealIO(), str(base), 1, SimpleNamespace(id=1, bytes=size,
+                                                                digest=bytes(32)),
+                        epoch, ONE, False, run)
+    assert (caught.value.kind, caught.value.reason) == ("physical_corruption",
+                                                        "base_segment_digest")
+
+
 @pytest.mark.parametrize(("frames", "kind", "reason"), [
     ([(7, 1, None)], "unsupported_semantics", "record_profile"),      # a snapshot in the tail
     ([(1, 1, b"")], "unsupported_semantics", "payload_schema"),       # an Event-v1 pair

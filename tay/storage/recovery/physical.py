@@ -113,9 +113,13 @@ class ScanPass(Record):
 
 
 def scan_one(io: RealIO, path: str, segment_id: int, store_id: bytes,
-              highest: bool, run: ScanPass, length: int | None = None) -> SegmentView:
+              highest: bool, run: ScanPass, length: int | None = None,
+              digest: Any = None) -> SegmentView:
     """Map and scan one segment; ``length`` scans only its first bytes (``tay storage
-    repair`` judging the store as it would be without a torn tail; nothing is changed)."""
+    repair`` judging the store as it would be without a torn tail; nothing is changed).
+    ``digest`` (a hashlib object) takes in the whole file's bytes from the same mapping, a
+    window at a time as the scan walks it (no second read of the file, no copy), once the
+    scan succeeded; the caller compares it before using anything the scan found."""
     fd = io.open(path, os.O_RDONLY)
     try:
         info = io.fstat(fd)
@@ -126,15 +130,19 @@ def scan_one(io: RealIO, path: str, segment_id: int, store_id: bytes,
     buffer: Any = mapping if mapping is not None else b""
     if length is not None and mapping is not None:
         buffer = memoryview(mapping)[:size]
+    windows = _WindowDone(mapping, run, path, segment_id, digest)
     try:
         run.timer.check(run.stage, path=path, segment_id=segment_id, offset=0)
         scan = segment.scan_segment(
             buffer, segment_id=segment_id, store_id=store_id,
             highest=highest, budget=run.options.max_decode_payload_bytes, path=path,
-            release=_WindowDone(mapping, run, path, segment_id))
+            release=windows)
+        windows.hash_to(size)  # what the walk did not cover: the footer, or the whole file
     except StorageFailure as failure:
+        windows.close()
         _close_mapping(mapping, buffer)
         raise locate(failure, path=path, segment_id=segment_id, stage=run.stage) from None
+    windows.close()
     if isinstance(buffer, memoryview):
         buffer.release()
     if mapping is not None:
@@ -171,18 +179,34 @@ def drop_pages(mapping: mmap.mmap, start: int, end: int) -> None:
 
 
 class _WindowDone:
-    """``release`` for a windowed scan: drops the whole pages of a mapping once walked,
-    then checks the time limits (a scan window is one I/O step)."""
+    """``release`` for a windowed scan: feeds a digest the bytes walked (if one is kept),
+    drops the whole pages of a mapping once walked, then checks the time limits (a scan
+    window is one I/O step)."""
 
-    __slots__ = ("mapping", "dropped", "run", "path", "segment_id")
+    __slots__ = ("mapping", "dropped", "run", "path", "segment_id", "digest", "view", "hashed")
 
     def __init__(self, mapping: mmap.mmap | None, run: ScanPass, path: str,
-                 segment_id: int) -> None:
+                 segment_id: int, digest: Any = None) -> None:
         self.mapping = mapping
         self.dropped = 0  # every page below this offset is already handed back
         self.run, self.path, self.segment_id = run, path, segment_id
+        self.digest = digest
+        self.view = memoryview(mapping) if digest is not None and mapping is not None else None
+        self.hashed = 0  # the digest has taken in every byte below this offset
+
+    def hash_to(self, end: int) -> None:
+        if self.view is not None and end > self.hashed:
+            self.digest.update(self.view[self.hashed:end])  # hashlib releases the GIL
+            self.hashed = end
+
+    def close(self) -> None:
+        """Let go of the view, so the mapping can be closed."""
+        if self.view is not None:
+            self.view.release()
+            self.view = None
 
     def __call__(self, start: int, end: int) -> None:
+        self.hash_to(end)  # before the pages are dropped: no fault brings them back
         last = end // _PAGE * _PAGE
         if self.mapping is not None and last > self.dropped:
             self.mapping.madvise(mmap.MADV_DONTNEED, self.dropped, last - self.dropped)

@@ -281,11 +281,13 @@ def _scan_epoch(io: RealIO, epoch: v2_layout.EpochInventory, manifest: Manifest,
         records = 0
         for segment_id in epoch.segment_ids:
             path = epoch.segment_path(segment_id)
-            if segment_id <= len(base):
-                _check_base_file(io, path, base[segment_id - 1], epoch, run.stage)
             last = segment_id == highest
-            view = scan_one(io, path, segment_id, store_id, last, run,
-                             highest_length if last else None)
+            if segment_id <= len(base):
+                view = _scan_base_file(io, path, segment_id, base[segment_id - 1], epoch,
+                                       store_id, last, run)
+            else:
+                view = scan_one(io, path, segment_id, store_id, last, run,
+                                highest_length if last else None)
             views.append(view)
             records += view.scan.count
             if run.options.max_replay_records is not None and \
@@ -305,16 +307,37 @@ def _scan_epoch(io: RealIO, epoch: v2_layout.EpochInventory, manifest: Manifest,
     return views
 
 
-def _check_base_file(io: RealIO, path: str, entry: Any, epoch: v2_layout.EpochInventory,
-                     stage: str) -> None:
-    """§3.7 step 6: size and SHA-256 against the MANIFEST before the file is scanned."""
+def _scan_base_file(io: RealIO, path: str, segment_id: int, entry: Any,
+                    epoch: v2_layout.EpochInventory, store_id: bytes, last: bool,
+                    run: ScanPass) -> SegmentView:
+    """§3.7 step 6: a base file's size and SHA-256 against the MANIFEST, then its scan.
+
+    The digest is taken from the scan's own mapping, a window at a time as the scan walks
+    it (one read of the file instead of two, no copies), and compared before anything the
+    scan found is used. A file the scan refuses is hashed on its own, and a wrong digest
+    is the refusal, as when the digest came first: the outcome is the same either way."""
     size = epoch.segment_sizes[entry.id]
     if size != entry.bytes:
         raise RecoveryRefused("physical_corruption", "base_segment_size", path=path,
-                              segment_id=entry.id, stage=stage, expected=entry.bytes, found=size)
-    if file_sha256(io, path, size) != entry.digest:
-        raise RecoveryRefused("physical_corruption", "base_segment_digest", path=path,
-                              segment_id=entry.id, stage=stage)
+                              segment_id=entry.id, stage=run.stage, expected=entry.bytes,
+                              found=size)
+    digest = hashlib.sha256()
+    try:
+        view = scan_one(io, path, segment_id, store_id, last, run, digest=digest)
+    except StorageFailure:
+        if file_sha256(io, path, size) != entry.digest:
+            raise _digest_mismatch(path, entry, run.stage) from None
+        raise
+    if digest.digest() != entry.digest:
+        if view.mapping is not None:
+            view.mapping.close()
+        raise _digest_mismatch(path, entry, run.stage)
+    return view
+
+
+def _digest_mismatch(path: str, entry: Any, stage: str) -> RecoveryRefused:
+    return RecoveryRefused("physical_corruption", "base_segment_digest", path=path,
+                           segment_id=entry.id, stage=stage)
 
 
 def _check_topology(views: list[SegmentView], manifest: Manifest,
