@@ -316,7 +316,7 @@ def build_config(args: argparse.Namespace, env: Mapping[str, str]) -> "ServeConf
         )
     from .compaction.config import compaction_config
 
-    retention, compaction = compaction_config(args, env, parse_size)
+    retention, compaction = compaction_config(args, env)
     return ServeConfig(
         data_dir=data_dir, socket=resolve_socket_path(args.socket, environ=env),
         socket_mode=int(socket_mode, 8), init_if_missing=init,

@@ -1,7 +1,7 @@
 """A flag's (or its environment variable's) text read as a value, refused under the flag's
 name: shared by the ``tay serve`` command line (``tay.server.cli``) and the configurations
-it reads only when they are used (``tay.server.http.config``), which need nothing else of
-the command line."""
+it reads only when they are used (``tay.server.http.config``, ``tay.server.compaction.config``),
+which need nothing else of the command line."""
 
 from __future__ import annotations
 

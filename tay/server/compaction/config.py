@@ -18,7 +18,7 @@ compaction made durable, which overrides this option (storage.md §3.4). Change 
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 from tay.failures import ConfigurationError
 from tay.storage.compaction.trigger import (
@@ -26,6 +26,8 @@ from tay.storage.compaction.trigger import (
     MIN_STATE_RATIO, CompactionPolicy,
 )
 from tay.storage.v2.manifest import Retention, parse_retention
+
+from ..flag_values import parse_size
 
 if TYPE_CHECKING:
     import argparse
@@ -62,8 +64,8 @@ def add_compaction_arguments(parser: argparse.ArgumentParser) -> None:
              "reference jobs; a kill meanwhile is safe) (default off) (TAY_COMPACT_ON_STOP)")
 
 
-def compaction_config(args: argparse.Namespace, env: Mapping[str, str],
-                      parse_size: Any) -> tuple[Retention, CompactionPolicy]:
+def compaction_config(args: argparse.Namespace,
+                      env: Mapping[str, str]) -> tuple[Retention, CompactionPolicy]:
     """The retention and the policy, refused under the option's name when invalid."""
     text = getattr(args, "terminal_retention", None) or env.get("TAY_TERMINAL_RETENTION",
                                                                 DEFAULT_RETENTION)

@@ -20,7 +20,7 @@ if TYPE_CHECKING:
 from tay._frozen import Frozen, replace, set_field
 from tay.failures import ConfigurationError
 
-from tay.server.flag_values import HTTP_TLS_OPTIONS, http_port_text, parse_int
+from ..flag_values import HTTP_TLS_OPTIONS, http_port_text, parse_int
 
 MAX_BODY_BYTES_CEILING = 16 * 1_048_576
 CLAIM_WAIT_S = 20.0

@@ -30,10 +30,10 @@ from tay.protocol.http_api import (
 )
 from tay.protocol.limits import ProtocolLimits
 
-from tay.server.driver import EngineDriver
-from tay.server.http.config import HttpConfig, HttpLimits, tls_context
-from tay.server.engine_port import EnginePort
-from tay.server.http.sessions import SessionRegistry
+from ..driver import EngineDriver
+from ..engine_port import EnginePort
+from .config import HttpConfig, HttpLimits, tls_context
+from .sessions import SessionRegistry
 
 PREFACE = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n"  # what a prior-knowledge h2c client sends first
 
@@ -97,7 +97,7 @@ class HttpServer:
                 lambda: HttpConnection(self), host, port, ssl=tls, reuse_address=True,
                 ssl_handshake_timeout=10.0 if tls is not None else None)
         except OSError as error:  # taken since the pre-flight probe: still a sentence
-            from tay.server.preflight import StartupRefused, port_sentence
+            from ..preflight import StartupRefused, port_sentence
 
             raise StartupRefused("--http-port", port_sentence(host, port, error)) from None
         bound = self._server.sockets[0].getsockname()[1]
@@ -274,7 +274,7 @@ class HttpConnection(asyncio.Protocol):
 
     def _become_http2(self, received: bytes) -> None:
         """Hand the transport to an ``Http2Connection`` (same server, same routes)."""
-        from tay.server.http.http2 import Http2Connection
+        from .http2 import Http2Connection
 
         self._sniffing = False
         self.closing = True  # this object is done; the transport now feeds the new one

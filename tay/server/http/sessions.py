@@ -32,9 +32,9 @@ from tay.protocol.http_api import (
 )
 from tay.protocol.requests import Failed, Succeeded
 
-from tay.server.driver import EngineDriver
-from tay.server.engine_port import EnginePort
-from tay.server.http.config import CLAIM_WAIT_S, SESSION_IDLE_S
+from ..driver import EngineDriver
+from ..engine_port import EnginePort
+from .config import CLAIM_WAIT_S, SESSION_IDLE_S
 
 log = logging.getLogger("tay.server.http")
 

@@ -36,7 +36,7 @@ from tay.protocol.replies import (error_frame, execute_frame_into, message_frame
                                   message_frame_into)
 from tay.protocol.session import ProtocolSession
 
-from tay.server.uds.deadlines import RequestDeadlines
+from .deadlines import RequestDeadlines
 
 log = logging.getLogger("tay.server")
 # execution reports: the session builds them as engine commands (see ProtocolSession)

@@ -9,11 +9,11 @@ from typing import TYPE_CHECKING, Any
 
 from tay.protocol.limits import ProtocolLimits
 
-from tay.server.uds.socket_path import SocketPlan, bind_unix_socket, remove_socket
+from .socket_path import SocketPlan, bind_unix_socket, remove_socket
 
 if TYPE_CHECKING:
-    from tay.server.uds.connection import Connection
-    from tay.server.driver import EngineDriver
+    from ..driver import EngineDriver
+    from .connection import Connection
 
 log = logging.getLogger("tay.server")
 
@@ -62,7 +62,7 @@ class Listener:
             await asyncio.sleep(0.01)
 
     async def start(self, plan: SocketPlan, mode: int = 0o600) -> str:
-        from tay.server.uds.connection import Connection
+        from .connection import Connection
 
         sock = bind_unix_socket(plan, mode)
         loop = asyncio.get_running_loop()

@@ -124,11 +124,6 @@ class Prepared:
         return self.capture.next_order - self.base_next_order
 
 
-def _build_to_plan(captured: Any) -> None:
-    """``Capture.plan_of`` when none is given: every job is built to be planned."""
-    return None
-
-
 def prepare(capture: Capture, *, io: RealIO | None = None,
             options: RecoveryOptions | None = None,
             max_candidate_bytes: int | None = None) -> Prepared:
@@ -153,9 +148,9 @@ def prepare(capture: Capture, *, io: RealIO | None = None,
     kept: list[Any] = []
     expired: dict[bytes, int] = {}
     job_bytes = 0
-    plan_of = capture.plan_of or _build_to_plan
+    plan_of = capture.plan_of  # None: every job is built to be planned
     for captured in sorted(capture.jobs, key=id_of):
-        planned = plan_of(captured)  # a held row is planned from its own fields
+        planned = plan_of(captured) if plan_of is not None else None  # a held row: its fields
         job, estimate = planned if planned is not None else (state_of(captured), None)
         if expires(job, capture.retention, capture.captured_at):
             expired[job.id] = job.revision
