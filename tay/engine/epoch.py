@@ -53,7 +53,7 @@ from tay.storage.v2.epoch_records import EPOCH_EVENT_PAIR, EpochEvent, encode_ep
 from tay.storage.v2.manifest import Retention
 from tay.storage.v2.records import MUTATION_BODY_KEYS, MUTATION_PAIR, Mutation
 from tay.storage.v2.reducer import EpochReducer
-from tay.storage.v2.rows import BaseJobs, BaseLiveRow, JobRow
+from tay.storage.v2.rows import BaseJobs, BaseLiveRow, JobRow, row_states
 from tay.storage.v2.tail import (
     ExecutingRow, FailedRow, LiveRow, TailJobs, TailRow, tail_job_states,
 )
@@ -599,7 +599,11 @@ class EpochEngine(AdminCommands):
         """Every persistent job's durable state (volatile jobs stay out of the store), in no
         particular order; the jobs held in columns or packed are built for the list, not
         kept."""
-        return [captured_state(job) for job in self.captured_jobs()]
+        captured = self.captured_jobs()
+        states: list[JobState] = []
+        for start in range(0, len(captured), _BUILT_TOGETHER):
+            states += captured_states(captured[start:start + _BUILT_TOGETHER])
+        return states
 
     def captured_jobs(self) -> list[Any]:
         """``retained_jobs`` as an online compaction captures them on the loop, immutable
@@ -744,6 +748,9 @@ class EpochEngine(AdminCommands):
         return dropped + self._drop_packed(packed_ids)
 
 
+_BUILT_TOGETHER = 256  # captured jobs built in one call, so their rows share one scan
+
+
 def captured_state(job: Any) -> JobState:
     """The JobState of one of ``captured_jobs``."""
     kind = type(job)
@@ -755,19 +762,29 @@ def captured_state(job: Any) -> JobState:
 
 
 def captured_states(jobs: Sequence[Any]) -> list[JobState]:
-    """``captured_state`` of each of ``jobs``, in order; the finished tail jobs (most of a
-    store's jobs after a restart without a compaction) built together, in one decode."""
+    """``captured_state`` of each of ``jobs``, in order. The jobs held as rows (most of a
+    store's jobs after a restart) are built together, by kind: the finished tail jobs in
+    one decode, the base's in one scan."""
     states: list[Any] = []
-    rows: list[TailRow] = []
-    where: list[int] = []
+    tail_rows: list[TailRow] = []
+    tail_at: list[int] = []
+    base_rows: list[JobRow | BaseLiveRow] = []
+    base_at: list[int] = []
     for job in jobs:
-        if type(job) is TailRow:
-            where.append(len(states))
-            rows.append(job)
+        kind = type(job)
+        if kind is TailRow:
+            tail_at.append(len(states))
+            tail_rows.append(job)
+            states.append(None)
+        elif kind is JobRow or kind is BaseLiveRow:
+            base_at.append(len(states))
+            base_rows.append(job)
             states.append(None)
         else:
             states.append(captured_state(job))
-    for k, state in zip(where, tail_job_states(rows)):
+    for k, state in zip(tail_at, tail_job_states(tail_rows)):
+        states[k] = state
+    for k, state in zip(base_at, row_states(base_rows)):
         states[k] = state
     return states
 

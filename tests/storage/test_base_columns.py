@@ -21,20 +21,22 @@ from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
 
 from tay.storage.events.transitions import JobState
-from tay._native import _pure_base, pure
+from tay import _native
+from tay._native import _pure_base, _pure_events, pure
 from tay.failures import RecoveryRefused
 from tay.storage.events import result_recorded
 from tay.storage.events.operations import failure_recorded
 from tay.storage.formats.record_table import RecordTable
+from tay.storage.formats.value import DecodeLimits
 from tay.storage.recovery import store_v2
 from tay.storage.recovery.physical import SegmentView
 from tay.storage.v2.epoch_records import encode_job_attachment
 from tay.storage.v2.reducer import EpochReducer
 from tay.storage.v2.rows import BaseLiveRow, JobRow
 from tests.build_guard import c_twin
-from tay.engine.epoch import captured_state
+from tay.engine.epoch import captured_state, captured_states
 from tay.engine.jobs import peek
-from tests.engine.test_lazy_rows import answers, bookkeeping, job_answers, recovered
+from tests.engine.test_lazy_rows import answers, bookkeeping, by_id, job_answers, recovered
 from tests.engine.test_tail_columns import plans_equal_builds
 from tests.storage.conftest import scratch_path
 from tests.storage.test_transitions import histories
@@ -539,6 +541,7 @@ def take(engine, step, now: int):
     else:  # capture
         jobs, order = engine.online_capture()  # held jobs as rows, built by the compaction
         states = [captured_state(job) for job in jobs]
+        assert captured_states(jobs) == states  # held rows built together as one by one
         plans_equal_builds(jobs, states)  # a held row's plan reads what its state holds
         return by_id(states), order
     out = engine.handle(command, now, now)
@@ -741,3 +744,41 @@ def test_finished_jobs_with_failure_details_are_held_in_columns(every, shape) ->
             assert written and written == [
                 (s, e.pair, e.raw) for s, e in before.handle(retry, 20_000, 20_000).events]
         assert_alike(after, before)
+
+
+# ---- held rows built together (a compaction's builds) --------------------------------------
+
+def unvouched(scan):
+    """``scan`` with every row one the native scan could not vouch for: its status slow and
+    its other slots zero, so a job built from them would be wrong."""
+    def marked(buf, records, *limits):
+        rows = scan(buf, records, *limits)
+        return [_pure_events.EVENT_SLOW if k % (len(rows) // len(records)) == 0 else 0
+                for k in range(len(rows))]
+    return marked
+
+
+@pytest.mark.parametrize("shape", ["discarded", "retried", "failed", "waiting", "success"])
+def test_held_rows_build_together_what_they_build_one_by_one(shape) -> None:
+    """A compaction builds the held jobs in chunks (``captured_states``: every snapshot in
+    one native scan, every attachment in one decode): the same JobStates as one by one, for
+    finished rows with a result, a failure's details or both, and live rows with their
+    details; also where the scans vouch for nothing (each payload decoded the exact way),
+    and for rows of two recoveries (their limits differ: built one by one)."""
+    with recovered_both_ways(shape, 60, 7) as (_, before, after):
+        captured, _ = after.online_capture()
+        kinds = {type(job).__name__ for job in captured}
+        assert kinds & {"JobRow", "BaseLiveRow"}, kinds
+        alone = [captured_state(job) for job in captured]
+        assert captured_states(captured) == alone
+        assert by_id(after.retained_jobs()) == by_id(before.retained_jobs())
+        with unittest.mock.patch.object(_native, "snapshots_scan",
+                                        unvouched(_native.snapshots_scan)), \
+                unittest.mock.patch.object(_native, "events_scan",
+                                           unvouched(_native.events_scan)):
+            assert captured_states(captured) == alone
+        rows = [job for job in captured if type(job) in (JobRow, BaseLiveRow)]
+        other = DecodeLimits(LIMITS.depth, LIMITS.nodes, LIMITS.binary)
+        for row in rows[::2]:
+            row.limits = other
+        assert captured_states(captured) == alone

@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import os
 from array import array
-from typing import Any, Iterator
+from typing import Any, Iterator, Sequence
 
 from tay import _native
 from tay.failures import RecoveryRefused, StorageFailure
@@ -29,7 +29,7 @@ from tay._native import _pure_events as er
 from tay._native import _pure_snapshots as sr
 from tay.storage.events import Event
 from tay.storage.events.definition import LazyDefinition
-from tay.storage.events.fast import decode_event
+from tay.storage.events.fast import decode_event, decode_events
 from tay.storage.events.transitions import JobState, attach
 from tay.storage.formats.record import FIXED_SIZE, HEADER_SIZE, MAX_PAYLOAD, decode_record
 from tay.storage.formats.value import DecodeLimits
@@ -531,6 +531,55 @@ def snapshot_state(data: bytes, limits: DecodeLimits) -> JobState:
     if rows[0] == er.EVENT_FAST:
         return snapshot_job(data, rows, 0, {})
     return job_of(decode_snapshot(data, limits))
+
+
+def row_states(rows: Sequence[JobRow | BaseLiveRow]) -> list[JobState]:
+    """``row.job_state()`` of many rows at once, in their order: every snapshot in one
+    native scan and every attachment in one decode. A compaction builds each held job
+    twice (to write the base, then to compare its replay); one at a time, the calls around
+    each scan cost more than the scans."""
+    if not rows:
+        return []
+    limits = rows[0].limits
+    if any(row.limits is not limits for row in rows):  # not one recovery's: one by one
+        return [row.job_state() for row in rows]
+    snapshots = [row.snapshot for row in rows]
+    spans = []
+    offset = 0
+    for snapshot in snapshots:
+        spans.append((offset, len(snapshot)))
+        offset += len(snapshot)
+    # the scan's slots are offsets within each payload, so each job reads its own bytes
+    scanned = _native.snapshots_scan(b"".join(snapshots), spans, limits.depth, limits.nodes,
+                                     limits.binary)
+    texts: dict[bytes, str] = {}  # queue and worker keys repeat: one str each
+    jobs = []
+    base = 0
+    for snapshot in snapshots:
+        jobs.append(snapshot_job(snapshot, scanned, base, texts)
+                    if scanned[base] == er.EVENT_FAST
+                    else job_of(decode_snapshot(snapshot, limits)))
+        base += sr.SNAPSHOT_ROW
+    # the attachments as ``job_state`` makes them: a result, then a failure's details
+    owners: list[int] = []
+    payloads: list[bytes] = []
+    for k, row in enumerate(rows):
+        result = row.result if type(row) is JobRow else None
+        if result is not None:
+            owners.append(k)
+            payloads.append(result)
+        if row.failure is not None:
+            owners.append(k)
+            payloads.append(row.failure)
+    if payloads:
+        records = []
+        offset = 0
+        for payload in payloads:  # each (31,2) payload: its inner pair, then the event
+            records.append((offset + 2, len(payload) - 2, payload[0], payload[1]))
+            offset += len(payload)
+        for k, event in zip(owners, decode_events(b"".join(payloads), records, limits)):
+            jobs[k] = attach(jobs[k], event)
+    return jobs
 
 
 def job_row(data: bytes, rows: list[int], base: int, texts: dict[bytes, str],
