@@ -9,7 +9,7 @@ exactly TARGET's calls and what they call. TARGET is a command class name (``Enq
 ``Started``, ``Succeeded``: ``Engine.handle`` of that kind, its dispatch included) or
 ``module:Owner.attribute`` / ``module:function`` (a function the engine looks up at call
 time, e.g. ``tay.engine.state:EngineState._dispatch`` or
-``tay.engine.producer:parse_enqueue``). Instructions per job are the difference of two runs
+``tay.engine.handlers.producer:parse_enqueue``). Instructions per job are the difference of two runs
 (``--jobs 2500`` minus ``--jobs 500``) over 2,000, as for ``engine_path``.
 """
 

@@ -101,7 +101,7 @@ def main(argv: list[str] | None = None) -> int:
                 return driver.engine
 
             def packed():
-                """Live, then packed as ``tay serve``'s packer does (tay.engine.packed)."""
+                """Live, then packed as ``tay serve``'s packer does (tay.engine.retained.packed)."""
                 engine = live()
                 engine.start_packing()
                 for _ in range(2):  # the first round takes what finished before it began

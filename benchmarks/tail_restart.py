@@ -97,7 +97,7 @@ def measure(frames: list, runs: int, base: bool = False) -> dict:
     """Recover a store whose tail is ``frames`` (``base``: compacted into its base first):
     least CPU with the columnar walk and record by record, and how many jobs the engine
     holds unbuilt."""
-    from tay.engine.jobs import LazyJobEntry
+    from tay.engine.retained.jobs import LazyJobEntry
     from tests.engine.test_lazy_rows import recovered
     from tests.engine.test_tail_columns import record_by_record
     from tests.storage.conftest import scratch_path

@@ -167,8 +167,8 @@ def test_replay_values_keep_their_dataclass_behaviour() -> None:
 
 def _named_tuple_classes() -> list[type]:
     from tay.engine.effects import CancelExecution, Execute, Refuse, Reply
-    from tay.engine.options import JobRequest
-    from tay.engine.values import Measure
+    from tay.engine.validation.options import JobRequest
+    from tay.engine.validation.values import Measure
     from tay.storage.events.transitions import JobState
     from tay.storage.v2.epoch_records import EpochEvent
     from tay.storage.v2.records import Mutation

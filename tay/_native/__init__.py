@@ -26,7 +26,7 @@ API (see docs/native.md for the details and error conventions):
   ``integer_out_of_range``, ``invalid_utf8``, ``non_finite_float``, ``depth_limit`` at input
   offsets; ``unsupported_type`` for bytes in value_to_json). ``json_to_value_measured(json)
   -> (bytes, depth, nodes)``: the same, with the depth and node count
-  ``tay.engine.values.measure`` gives the decoded value.
+  ``tay.engine.validation.values.measure`` gives the decoded value.
 - ``events_scan(buf, [(payload_offset, length, type, schema), ...], max_depth, max_nodes,
   max_binary) -> list[int]``: the Event-v1 batch fast path, ``EVENT_ROW`` (24) ints per
   record; slot 0 is 0 (fast: fields filled) or 1 (slow: decode it with the exact decoder).

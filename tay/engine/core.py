@@ -14,13 +14,13 @@ from typing import Any, Callable
 
 from tay.engine import commands as cmd
 from tay.engine.effects import CancelExecution, Outcome, Refuse
-from tay.engine.ids import random_token
-from tay.engine.jobs import peek, public_job
+from tay.engine.validation.ids import random_token
+from tay.engine.retained.jobs import peek, public_job
 from tay.engine.state import finish_outcome
-from tay.engine.admin import AdminCommands
+from tay.engine.handlers.admin import AdminCommands
 from tay.engine.epoch import EpochEngine
 from tay.engine.schedules.table import ScheduleState
-from tay.engine.workers import WorkerCommands
+from tay.engine.handlers.workers import WorkerCommands
 from tay.failures import RecoveryRefused, RequestRefused
 from tay.storage import events as ev
 from tay.storage.journal.history_budget import HistoryBudget

@@ -21,15 +21,15 @@ import struct
 from typing import TYPE_CHECKING, Any, Sequence
 
 from tay._frozen import LazyModule
-from tay.engine.admin import AdminCommands
+from tay.engine.handlers.admin import AdminCommands
 from tay.engine.effects import Outcome
-from tay.engine.finished import charges
-from tay.engine.packed import ID as PACKED_ID, PACKED
-from tay.engine.packed import job_state as packed_job_state
-from tay.engine.jobs import (
+from tay.engine.retained.finished import charges
+from tay.engine.retained.packed import ID as PACKED_ID, PACKED
+from tay.engine.retained.packed import job_state as packed_job_state
+from tay.engine.retained.jobs import (
     INDEX_KEYS, STATE_SLOT, CompletedRow, JobEntry, LazyJobEntry, StartedRow, index_keys_for, peek,
 )
-from tay.engine.payloads import FinishedPayload, InsertedPayload, ResultPayload, StartedPayload
+from tay.engine.retained.payloads import FinishedPayload, InsertedPayload, ResultPayload, StartedPayload
 from tay.engine.state import MAX_TIMELINE
 from tay.failures import RecoveryRefused
 from tay.storage import events as ev
@@ -213,7 +213,7 @@ class EpochEngine(AdminCommands):
 
     def epoch_install_rows(self, jobs: BaseJobs) -> None:
         """A run of finished base jobs from the columnar replay, kept in its columns
-        (tay.engine.finished) until something touches one of them."""
+        (tay.engine.retained.finished) until something touches one of them."""
         self._install_columns(jobs)
 
     def epoch_install_base_live(self, jobs: BaseJobs, rows: list[BaseLiveRow],
@@ -454,7 +454,7 @@ class EpochEngine(AdminCommands):
                     history.place(_RECORD_OVERHEAD + len(raw))
             else:
                 history.admit((frame_size(len(raw)),), self.durable_executing + 1)
-        # the executing job kept as a row (tay.engine.jobs.StartedRow): its JobState is
+        # the executing job kept as a row (tay.engine.retained.jobs.StartedRow): its JobState is
         # built only if something reads ``entry.state`` before the fused success
         entry.state = _new_tuple(StartedRow, (job, revision, attempt, at))  # a JobEntry here:
         entry.__class__ = LazyJobEntry  # `_start` read its state (a plain slot store)

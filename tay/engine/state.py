@@ -22,16 +22,16 @@ from tay.engine.activity import Activity
 from tay.engine.admission import ClientPermits, StateBudget, job_charge, jobs_charge
 from tay.engine.config import EngineConfig
 from tay.engine.effects import Execute, Outcome
-from tay.engine.execute_args import ExecuteArgs
+from tay.engine.retained.execute_args import ExecuteArgs
 from tay.engine.executors import Executor, ExecutorRegistry, Reservation
-from tay.engine.finished import FinishedJobs, charges
-from tay.engine.ids import BufferedSystemRandom, RandomSource, random_token
-from tay.engine.job_index import JobIndex
-from tay.engine.jobs import JobEntry, LazyJobEntry, index_keys_for, peek
-from tay.engine import packed as packing
-from tay.engine.options import DEFINITION_FIXED_NODES
+from tay.engine.retained.finished import FinishedJobs, charges
+from tay.engine.validation.ids import BufferedSystemRandom, RandomSource, random_token
+from tay.engine.retained.job_index import JobIndex
+from tay.engine.retained.jobs import JobEntry, LazyJobEntry, index_keys_for, peek
+from tay.engine.retained import packed as packing
+from tay.engine.validation.options import DEFINITION_FIXED_NODES
 from tay.engine.ready import DueHeap, ReadyIndex
-from tay.engine.values import measure
+from tay.engine.validation.values import measure
 from tay.failures import RequestRefused
 from tay.storage import events as ev
 from tay.storage.events.definition import TIMEOUT_MS, LazyDefinition, args_json
@@ -88,7 +88,7 @@ def definition_nodes(definition: Mapping[str, Any]) -> int:
 
 class JobTable(dict):
     """The engine's jobs by id. ``[]`` of a finished job still held in columns
-    (tay.engine.finished) takes it out first, so it is found like any other; ``get``, ``in``,
+    (tay.engine.retained.finished) takes it out first, so it is found like any other; ``get``, ``in``,
     ``len`` and iteration see only the jobs out of the columns: the engine looks jobs up
     through ``EngineState._entry`` and counts them with ``job_count``."""
 
@@ -296,7 +296,7 @@ class EngineState:
             index.forget(state, index_keys)
         self.budget.release(charge, charge - margin)
 
-    # ---- packing finished jobs (tay.engine.packed) ----------------------------------
+    # ---- packing finished jobs (tay.engine.retained.packed) ----------------------------------
 
     def start_packing(self) -> None:
         """From now on a job that finishes is packed by a later ``pack_finished`` round (a
@@ -519,7 +519,7 @@ class EngineState:
         self.budget.charge(margins)
 
     def _install_columns(self, jobs: BaseJobs, stamps: Sequence[int] | None = None) -> None:
-        """``_install_rows`` of a columnar run, kept in columns (tay.engine.finished): the
+        """``_install_rows`` of a columnar run, kept in columns (tay.engine.retained.finished): the
         same stamps, charges and counts, added up from the columns. ``stamps``: each job's
         (ascending, above every stamp so far; the caller positions ``self._stamp``), else
         the next ones in turn."""

@@ -17,7 +17,7 @@ from collections.abc import Callable
 from typing import Any
 
 from tay._version import __version__
-from tay.engine.admin import ADMIN_OPS
+from tay.engine.handlers.admin import ADMIN_OPS
 from tay.engine.commands import Admin
 from tay.engine.effects import Refuse, Reply
 from tay.failures import RequestRefused

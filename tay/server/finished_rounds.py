@@ -2,7 +2,7 @@
 
 Every ``interval_s`` a round
 * packs the persistent jobs that had finished when the previous round ended
-  (``EngineState.pack_finished``, tay.engine.packed), at most ``slice_jobs`` per loop
+  (``EngineState.pack_finished``, tay.engine.retained.packed), at most ``slice_jobs`` per loop
   callback, so a round of a busy second never holds the loop for long. A job is thus packed
   between one and two intervals after it finished: a client reading its result right away
   finds it unpacked;

@@ -8,7 +8,7 @@ import shutil
 import pytest
 
 from benchmarks import backlog_store
-from tay.engine.jobs import LazyJobEntry
+from tay.engine.retained.jobs import LazyJobEntry
 from tests.engine.test_lazy_rows import recovered
 from tests.storage.conftest import scratch_path
 

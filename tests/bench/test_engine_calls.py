@@ -7,12 +7,12 @@ import operator
 import pytest
 
 from benchmarks import engine_calls
-from tay.engine import producer
+from tay.engine.handlers import producer
 from tay.engine.core import Engine
 
 
 @pytest.mark.parametrize("target, expected", [("Succeeded", 3), ("Started", 3),
-                                              ("tay.engine.producer:parse_enqueue", 3)])
+                                              ("tay.engine.handlers.producer:parse_enqueue", 3)])
 def test_the_target_alone_goes_through_operator_call(tmp_path, monkeypatch, target, expected):
     handle, parse = Engine.handle, producer.parse_enqueue
     routed = []

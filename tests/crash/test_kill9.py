@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from tay.engine.ids import job_id_from_submission
+from tay.engine.validation.ids import job_id_from_submission
 from tests.crash.cluster import ServerProcess, inspect_after_kill, inspect_store
 from tests.crash.ledger import DEFINITION_FIELDS, TASK, Ledger, expected_result, produce, work
 from tests.crash.wire import WireClient

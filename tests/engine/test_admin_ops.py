@@ -8,8 +8,8 @@ import pytest
 
 from tay.engine import Engine, EngineConfig, Execute
 from tay.engine import commands as c
-from tay.engine import admin as admin_ops
-from tay.engine.job_index import COMPACT_FLOOR
+from tay.engine.handlers import admin as admin_ops
+from tay.engine.retained.job_index import COMPACT_FLOOR
 from tay.engine.state import MAX_TIMELINE
 
 from .conftest import Driver, refusal, reply

@@ -75,7 +75,7 @@ def test_repr_and_match_positional_patterns():
 
 from hypothesis import given, settings, strategies as st  # noqa: E402
 
-from tay.engine.jobs import canonical_order  # noqa: E402
+from tay.engine.retained.jobs import canonical_order  # noqa: E402
 from tay.storage.formats import value  # noqa: E402
 
 _json = st.recursive(

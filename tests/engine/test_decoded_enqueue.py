@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 
 from tay.engine import EngineConfig
 from tay.engine import commands as c
-from tay.engine.options import parse_enqueue
-from tay.engine.values import measure
+from tay.engine.validation.options import parse_enqueue
+from tay.engine.validation.values import measure
 from tests.engine.test_fused_commits import effects, epoch_driver, records, snapshot
 
 scalars = (st.none() | st.booleans() | st.integers(-(2**63), 2**64 - 1)

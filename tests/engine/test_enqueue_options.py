@@ -4,8 +4,8 @@ import pytest
 
 from tay.engine import EngineConfig
 from tay.engine.commands import Enqueue
-from tay.engine.ids import job_id_from_submission
-from tay.engine.options import round_half_away, seconds_to_ms
+from tay.engine.validation.ids import job_id_from_submission
+from tay.engine.validation.options import round_half_away, seconds_to_ms
 from tests.engine.conftest import Driver, refusal, reply
 
 SUBMISSION_VECTORS = {

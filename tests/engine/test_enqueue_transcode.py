@@ -10,8 +10,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from tay.engine import EngineConfig
-from tay.engine.options import parse_enqueue
-from tay.engine.values import measure
+from tay.engine.validation.options import parse_enqueue
+from tay.engine.validation.values import measure
 from tay.storage.formats import value
 from tay.storage.events.definition import build_definition
 from tests.engine.conftest import Driver, executes
@@ -89,7 +89,7 @@ def test_a_dispatch_without_the_kept_json_carries_the_same_args():
 
 
 def test_the_kept_args_are_bounded_and_tied_to_their_definition():
-    from tay.engine.execute_args import ExecuteArgs
+    from tay.engine.retained.execute_args import ExecuteArgs
 
     waiting: set[bytes] = set()
     kept = ExecuteArgs(waiting.__contains__, max_bytes=1000)
@@ -124,7 +124,7 @@ def test_the_kept_args_cost_about_their_size():
     """What the bound counts is what is held: orjson's output over-allocates its buffer."""
     import tracemalloc
 
-    from tay.engine.execute_args import ExecuteArgs
+    from tay.engine.retained.execute_args import ExecuteArgs
 
     kept = ExecuteArgs(lambda job_id: True, max_bytes=1 << 30)
     args = {"payload": "x" * 1024}

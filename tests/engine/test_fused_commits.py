@@ -23,7 +23,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition,
 from tay.engine import EngineConfig
 from tay.engine import commands as c
 from tay.engine.effects import Refuse
-from tay.engine.jobs import JobEntry, peek, timeline
+from tay.engine.retained.jobs import JobEntry, peek, timeline
 from tay.storage.events.definition import LazyDefinition
 from tay.storage.events.transitions import JobState
 from tay.storage.journal.history_budget import HistoryBudget

@@ -11,8 +11,8 @@ from collections import Counter
 import pytest
 from hypothesis import given, strategies as st
 
-from tay.engine import ids
-from tay.engine.ids import BufferedSystemRandom, random_job_id, random_token
+from tay.engine.validation import ids
+from tay.engine.validation.ids import BufferedSystemRandom, random_job_id, random_token
 from tay.failures import RequestRefused
 
 

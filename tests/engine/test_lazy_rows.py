@@ -20,7 +20,7 @@ from tay.engine import EngineConfig, Refuse
 from tay.engine import commands as c
 from tay.engine import state as engine_state
 from tay.engine.epoch import EpochEngine
-from tay.engine.jobs import JobEntry, LazyJobEntry, peek, public_job
+from tay.engine.retained.jobs import JobEntry, LazyJobEntry, peek, public_job
 from tay.failures import RecoveryRefused
 from tay.server import recovery as server_recovery
 from tay.server.recovery import recover_engine
@@ -60,7 +60,7 @@ def recovered(root) -> object:
 
 
 def all_entries(engine) -> dict:
-    """Every job's entry, a job held in columns (tay.engine.finished) as the entry it would
+    """Every job's entry, a job held in columns (tay.engine.retained.finished) as the entry it would
     be taken out as, without taking it out."""
     entries = dict(engine.jobs)
     for job_id in engine.finished.stamps:
@@ -138,7 +138,7 @@ def test_rows_answer_every_query_as_the_eager_replay(histories_) -> None:
             eager = recovered(root)
         lazy = recovered(root)
         assert all(type(entry) is JobEntry for entry in eager.jobs.values())
-        # the terminal base jobs are held as rows or in columns (tay.engine.finished), and
+        # the terminal base jobs are held as rows or in columns (tay.engine.retained.finished), and
         # waiting ones with no attachment as their live rows
         entries = all_entries(lazy)
         rows = [job_id for job_id, entry in entries.items() if type(entry) is LazyJobEntry]

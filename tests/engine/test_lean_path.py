@@ -22,8 +22,8 @@ from tay.engine import commands as c
 from tay.engine.core import Engine
 from tay.engine.effects import Execute
 from tay.engine.executors import Reservation
-from tay.engine.jobs import JobEntry, public_job
-from tay.engine.options import parse_enqueue
+from tay.engine.retained.jobs import JobEntry, public_job
+from tay.engine.validation.options import parse_enqueue
 from tay.engine.ready import ReadyIndex
 from tay.failures import RequestRefused
 from tay.storage.events.definition import (

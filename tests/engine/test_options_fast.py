@@ -12,7 +12,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from tay.engine import EngineConfig
-from tay.engine import options as o
+from tay.engine.validation import options as o
 from tay.failures import RequestRefused
 
 scalars = (st.none() | st.booleans() | st.integers(-(2**63), 2**64 - 1)

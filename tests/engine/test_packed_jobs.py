@@ -1,4 +1,4 @@
-"""Finished jobs packed by a running server (tay.engine.packed) read as they did unpacked.
+"""Finished jobs packed by a running server (tay.engine.retained.packed) read as they did unpacked.
 
 Two Store-v2 engines get the same random commands and ticks; one packs the jobs that
 finished (``pack_finished`` rounds with random slice sizes, at random points), the other
@@ -17,8 +17,8 @@ from hypothesis import settings, strategies as st
 from hypothesis.stateful import initialize, precondition, rule
 
 from tay.engine import commands as c
-from tay.engine.jobs import JobEntry
-from tay.engine.packed import PACKED
+from tay.engine.retained.jobs import JobEntry
+from tay.engine.retained.packed import PACKED
 from tests.engine.conftest import reply
 from tests.engine.test_fused_commits import (
     QUEUES, TASKS, TwinMachine, effects, epoch_driver, records, snapshot,

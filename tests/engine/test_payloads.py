@@ -1,4 +1,4 @@
-"""The fused commits' payloads (tay.engine.payloads) read as the event builders' payloads.
+"""The fused commits' payloads (tay.engine.retained.payloads) read as the event builders' payloads.
 
 Each kind is compared with the payload the general path's builder makes for the same values
 (a ``dict`` in a ``MappingProxyType``): the same keys in the same order, the same items,
@@ -12,7 +12,7 @@ from types import MappingProxyType
 import orjson
 import pytest
 
-from tay.engine.payloads import (
+from tay.engine.retained.payloads import (
     FinishedPayload, InsertedPayload, ResultPayload, StartedPayload, fields_payload,
 )
 from tay.storage import events as ev

@@ -8,7 +8,7 @@ import math
 import pytest
 from hypothesis import given, settings, strategies as st
 
-from tay.engine.values import UnsupportedValue, _measure_located, measure
+from tay.engine.validation.values import UnsupportedValue, _measure_located, measure
 from tay.storage.formats import value
 
 INT = st.integers(min_value=-(2**63), max_value=2**64 - 1)

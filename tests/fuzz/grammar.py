@@ -14,7 +14,7 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from tay.engine.options import OPTION_KEYS
+from tay.engine.validation.options import OPTION_KEYS
 from tay.engine.schedules.declaration import REQUEST_FIELDS
 from tay.protocol.admin_api import ROUTES
 

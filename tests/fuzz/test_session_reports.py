@@ -18,7 +18,7 @@ from hypothesis import strategies as st
 from tay._native import split_frames_marked
 from tay.engine import EngineConfig
 from tay.engine import commands as engine_commands
-from tay.engine.options import parse_enqueue, parse_plain_enqueue
+from tay.engine.validation.options import parse_enqueue, parse_plain_enqueue
 from tay.failures import RequestRefused
 from tay.protocol.limits import ProtocolLimits
 from tay.protocol.session import ProtocolSession

@@ -223,7 +223,7 @@ def measured_outcome(function, data):
 @SETTINGS
 @given(json_values)
 def test_measured_transcoding_counts_as_the_decoded_value(obj):
-    from tay.engine.values import measure
+    from tay.engine.validation.values import measure
 
     size = measure(obj, "obj")
     for text in spellings(obj):

@@ -511,7 +511,7 @@ def test_a_compaction_after_a_restart_writes_the_same_records_with_or_without_ro
             async def again() -> None:
                 h = Harness(copy, "auto")
                 try:
-                    engine = h.store.engine  # rows, or held in columns (tay.engine.finished)
+                    engine = h.store.engine  # rows, or held in columns (tay.engine.retained.finished)
                     lazy = sum(1 for entry in engine.jobs.values()
                                if type(entry).__name__ == "LazyJobEntry") + len(engine.finished)
                     # two completed, two cancelled, and four available held as rows
@@ -596,7 +596,7 @@ def recovered_states(data_dir: str) -> dict[bytes, object]:
 
 
 def pack_all(engine) -> None:
-    """Two packing rounds: every job finished so far is packed (tay.engine.packed)."""
+    """Two packing rounds: every job finished so far is packed (tay.engine.retained.packed)."""
     engine.pack_finished(10_000)
     engine.pack_finished(10_000)
 

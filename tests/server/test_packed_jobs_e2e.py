@@ -1,4 +1,4 @@
-"""A real ``tay serve`` packs the jobs it finished (tay.engine.packed), and they read the
+"""A real ``tay serve`` packs the jobs it finished (tay.engine.retained.packed), and they read the
 same through both the producer API and the admin API, before and after a restart."""
 
 from __future__ import annotations

@@ -35,7 +35,7 @@ from tay.storage.v2.reducer import EpochReducer
 from tay.storage.v2.rows import BaseLiveRow, JobRow
 from tests.build_guard import c_twin
 from tay.engine.epoch import captured_state, captured_states
-from tay.engine.jobs import peek
+from tay.engine.retained.jobs import peek
 from tests.engine.test_lazy_rows import answers, bookkeeping, by_id, job_answers, recovered
 from tests.engine.test_tail_columns import plans_equal_builds
 from tests.storage.conftest import scratch_path
@@ -382,7 +382,7 @@ def with_details(row: JobRow):
     """A finished job the columns took with its failure's details, which the record-by-record
     way builds: the job it builds, its row's fields and charges checked against it."""
     from tay.engine.state import failure_bytes
-    from tay.engine.values import measure
+    from tay.engine.validation.values import measure
 
     job = row.job_state()
     assert (row.id, row.state, row.revision, row.terminal_at, row.queue, row.task,

@@ -153,7 +153,7 @@ JSON_VALUES = st.recursive(JSON_SCALARS, lambda inner: st.lists(inner, max_size=
 @settings(max_examples=100, deadline=None)
 @given(st.dictionaries(st.text(max_size=6), JSON_VALUES, max_size=5))
 def test_args_nodes_from_both_twins_equal_the_engine_measure(args) -> None:
-    from tay.engine.values import measure
+    from tay.engine.validation.values import measure
 
     payload = ev.encode_event(ev.job_inserted(JOB, 10, build_definition(
         worker_key="w", queue_key="q", args=args)))

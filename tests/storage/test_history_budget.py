@@ -34,7 +34,7 @@ LARGEST = 2**63 - 1  # integers are fixed-width in a Value: any value gives the 
 
 
 def json_bytes(value) -> int:
-    """The size the engine's result limit measures (tay.engine.completion)."""
+    """The size the engine's result limit measures (tay.engine.validation.completion)."""
     return len(json.dumps(value, separators=(",", ":"), ensure_ascii=False).encode())
 
 

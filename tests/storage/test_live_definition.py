@@ -6,7 +6,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from tay.engine.values import measure
+from tay.engine.validation.values import measure
 from tay.storage import events as ev
 from tay.storage.formats import value
 from tay.storage.events.definition import (

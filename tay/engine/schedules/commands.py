@@ -18,11 +18,11 @@ from tay.engine.admission import job_charge, schedule_charge
 from tay.engine.commands import CancelSchedule, ListSchedules, Schedule, ScheduleStatus
 from tay.engine.config import EngineConfig
 from tay.engine.effects import Outcome
-from tay.engine.ids import RandomSource, random_token
-from tay.engine.options import parse_enqueue
+from tay.engine.validation.ids import RandomSource, random_token
+from tay.engine.validation.options import parse_enqueue
 from tay.engine.schedules.table import Occurrence, ScheduleState, ScheduleTable
-from tay.engine.values import measure
-from tay.engine.workers import WorkerCommands
+from tay.engine.validation.values import measure
+from tay.engine.handlers.workers import WorkerCommands
 from tay.failures import RequestRefused
 from tay.storage import events as ev
 from tay.storage.formats import value

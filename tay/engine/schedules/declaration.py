@@ -22,7 +22,7 @@ from typing import Any, Mapping
 
 from tay._frozen import Frozen, set_field
 from tay.engine.schedules.cron import DEFAULT_TIMEZONE, parse_cron, parse_timezone
-from tay.engine.options import round_half_away
+from tay.engine.validation.options import round_half_away
 from tay.failures import RequestRefused, TayFailure
 from tay.storage.events.definition import PayloadRefused, check_json_value
 from tay.storage.events.schedules import (

@@ -184,7 +184,7 @@ def encode_json(json_text: bytes) -> bytes:
 
 def encode_json_measured(json_text: bytes) -> tuple[bytes, int, int]:
     """``encode_json(json_text)`` and the Value's depth and node count, counted as
-    ``tay.engine.values.measure`` counts them; the same ``EncodeError`` refusals."""
+    ``tay.engine.validation.values.measure`` counts them; the same ``EncodeError`` refusals."""
     try:
         return _native.json_to_value_measured(json_text)
     except _native.ValueCodecError as exc:

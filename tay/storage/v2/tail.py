@@ -5,7 +5,7 @@ lifecycle: an insert, a start, a success and a nil result, four records each (fi
 delayed job: its availability after the insert). The native
 walk vouches for such a job's four records (each passes the fast path, each is the step
 ``transitions.apply`` and the reducer accept, the availability order is the allocator's),
-and the engine keeps the job in its finished columns (``tay.engine.finished``) as it keeps
+and the engine keeps the job in its finished columns (``tay.engine.retained.finished``) as it keeps
 a base run's: ``TailJobs`` has the same ``BASE_JOB`` columns over one copy of the run's
 bytes, plus a few links per job (its start and finish records, its stamp). A job is built
 (``TailRow.job_state``) the way replay builds it: its four records through the fast

@@ -11,7 +11,7 @@ the same charge, stamp and counts, and from then on it is an ordinary job. Nothi
 changes state: the columns are only how untouched finished jobs are stored.
 
 A running server also hands over the jobs it finished itself, each packed into one tuple
-(tay.engine.packed): ``packed`` holds them by id, read through ``PACKED`` where a run would
+(tay.engine.retained.packed): ``packed`` holds them by id, read through ``PACKED`` where a run would
 be, and ``stamps`` has their stamps too.
 """
 
@@ -21,8 +21,8 @@ from bisect import bisect_left, bisect_right
 from typing import Any, Iterator, Sequence
 
 from tay.engine.admission import job_charge
-from tay.engine.options import DEFINITION_FIXED_NODES
-from tay.engine.packed import PACKED, PackedJobs
+from tay.engine.validation.options import DEFINITION_FIXED_NODES
+from tay.engine.retained.packed import PACKED, PackedJobs
 from tay.storage.v2.rows import BaseJobs, JobRow
 from tay.storage.events.transitions import STATES
 from tay._native import _pure_base as bj
@@ -65,7 +65,7 @@ class FinishedJobs:
         self.packed: dict[bytes, tuple] = {}
 
     def add_packed(self, job_id: bytes, stamp: int, packed: tuple) -> None:
-        """Hold a job packed by ``tay.engine.packed.pack``, with its admin-index stamp."""
+        """Hold a job packed by ``tay.engine.retained.packed.pack``, with its admin-index stamp."""
         self.packed[job_id] = packed
         self.stamps[job_id] = stamp
 

@@ -11,8 +11,8 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from tay.engine.ids import is_identifier
-from tay.engine.values import UnsupportedValue, measure
+from tay.engine.validation.ids import is_identifier
+from tay.engine.validation.values import UnsupportedValue, measure
 from tay.failures import RequestRefused
 from tay.storage.journal.history_budget import MAX_FAILURE_VALUE_BYTES, MAX_RESULT_VALUE_BYTES
 

@@ -11,11 +11,11 @@ from __future__ import annotations
 from typing import Any
 
 from tay.engine.commands import MODES, Connect, Disconnect, Failed, RegisterTasks, Started, Succeeded, UnregisterTasks
-from tay.engine.completion import check_execution_ids, check_failure, check_result
+from tay.engine.validation.completion import check_execution_ids, check_failure, check_result
 from tay.engine.effects import Outcome, Reply
 from tay.engine.executors import Executor, Reservation
-from tay.engine.ids import is_identifier
-from tay.engine.producer import ProducerCommands
+from tay.engine.validation.ids import is_identifier
+from tay.engine.handlers.producer import ProducerCommands
 from tay.failures import RequestRefused
 from tay.engine.state import finish_outcome
 from tay.storage import events as ev

@@ -11,9 +11,9 @@ import orjson
 from tay.engine.admission import job_charge
 from tay.engine.commands import Cancel, DecodedEnqueue, Enqueue, PlainEnqueue, Result, Status
 from tay.engine.effects import CancelExecution, Outcome, Reply
-from tay.engine.ids import parse_job_id, random_token
-from tay.engine.jobs import JobEntry, canonical_order, public_job
-from tay.engine.options import parse_enqueue, parse_plain_enqueue
+from tay.engine.validation.ids import parse_job_id, random_token
+from tay.engine.retained.jobs import JobEntry, canonical_order, public_job
+from tay.engine.validation.options import parse_enqueue, parse_plain_enqueue
 from tay.engine.state import EngineState
 from tay.failures import RequestRefused
 from tay.storage import events as ev

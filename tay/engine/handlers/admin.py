@@ -21,8 +21,8 @@ from typing import Any, Callable
 
 from tay.engine.commands import Admin
 from tay.engine.effects import Outcome
-from tay.engine.ids import parse_job_id
-from tay.engine.jobs import JobEntry, peek, timeline
+from tay.engine.validation.ids import parse_job_id
+from tay.engine.retained.jobs import JobEntry, peek, timeline
 from tay._native._pure_base import QUEUE, WORKER
 from tay.engine.schedules.commands import ScheduleCommands, request_fields
 from tay.engine.schedules.table import schedule_timing  # the engine's lazy boundary

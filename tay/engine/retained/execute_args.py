@@ -1,7 +1,7 @@
 """The args JSON of recently enqueued jobs, kept for their first ``execute`` frame.
 
 An enqueue writes the args as sorted compact JSON on the way to their canonical bytes
-(``tay.engine.options``); an ``execute`` frame carries exactly that JSON, which the
+(``tay.engine.validation.options``); an ``execute`` frame carries exactly that JSON, which the
 transcoder would otherwise write back from the stored bytes at every dispatch. A job that
 is dispatched soon after it was enqueued (the common case) takes its JSON from here; one
 that waits longer, is retried, or was replayed falls back to the transcoder. Bounded by

@@ -20,7 +20,7 @@ from __future__ import annotations
 from typing import Any
 
 import orjson
-from tay.engine.jobs import CompletedRow, JobEntry, peek, timeline
+from tay.engine.retained.jobs import CompletedRow, JobEntry, peek, timeline
 from tay.storage.events.definition import LazyDefinition
 from tay.storage.events.transitions import JobState
 from tay._native import _pure_base as bj

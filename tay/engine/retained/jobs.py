@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
 
 class JobEntry:
-    """``stamp``: the admin index stamp of the job's last transition (tay.engine.job_index);
+    """``stamp``: the admin index stamp of the job's last transition (tay.engine.retained.job_index);
     ``attempts``: the attempt timeline (tuples of attempt, started_at, finished_at, outcome)
     kept since the job was replayed or inserted; ``schedule_id``: the schedule that admitted
     it, when known."""
