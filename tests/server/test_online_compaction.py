@@ -687,6 +687,22 @@ def test_the_rounds_pack_finished_jobs_and_drop_expired_volatile_ones(data_dir):
     assert kept == 4 and left == 2 and used == charge
 
 
+def test_the_compared_fields_are_every_durable_field_but_the_definition_object() -> None:
+    """``job_fields``, what a verification compares, tells apart two jobs that differ in
+    any one field but the definition, which it compares by its canonical bytes."""
+    from tay.storage.compaction.verify import job_fields
+    from tay.storage.events.transitions import JobState
+
+    job = JobState(b"\x01" * 16, {"args": [1]}, b"canonical", "completed", 3, 1, None, 1, 2,
+                   None, None, 5, 6, 7, 8, None, True, None, None)
+    for k, name in enumerate(JobState._fields):
+        other = job._replace(**{name: ("changed", k)})
+        if name == "definition":
+            assert job_fields(other) == job_fields(job)
+        else:
+            assert job_fields(other) != job_fields(job), name
+
+
 def _altered(job):
     from tay.storage.events.transitions import _evolve
     return _evolve(job, inserted_at=job.inserted_at - 1)
