@@ -126,8 +126,9 @@ class DecodedEnqueue(Enqueue):
     (``tay.protocol.values.decode_message``, for the socket and HTTP alike):
     dicts, lists, str, int within -2^63..2^64-1 (larger numbers decode as floats), finite
     floats, bools and None only. The engine measures such args in the native transcoder on
-    their way to canonical bytes instead of walking them (tay.engine.validation.options.parse_enqueue);
-    it is handled exactly as an ``Enqueue`` with the same fields."""
+    their way to canonical bytes instead of walking them
+    (tay.engine.validation.options.parse_enqueue); it is handled exactly as an ``Enqueue``
+    with the same fields."""
 
     __slots__ = ()
 
@@ -137,10 +138,11 @@ class PlainEnqueue(DecodedEnqueue):
     (csrc/frames_check.c): ``options`` is ``(retries, queue, durability)``, each value one
     the option checks take as it is (None: a null or absent queue or durability). It is
     handled exactly as a ``DecodedEnqueue`` whose options are
-    ``tay.engine.validation.options.plain_options(options)``, without reading them again. ``args`` may
-    also be the args' JSON text as bytes when it is written exactly as ``orjson.dumps(args,
-    option=OPT_SORT_KEYS)`` writes the object it decodes to (``tay._native.json_canonical``
-    said so): that object's command, with no decode and no encode of the text."""
+    ``tay.engine.validation.options.plain_options(options)``, without reading them again.
+    ``args`` may also be the args' JSON text as bytes when it is written exactly as
+    ``orjson.dumps(args, option=OPT_SORT_KEYS)`` writes the object it decodes to
+    (``tay._native.json_canonical`` said so): that object's command, with no decode and no
+    encode of the text."""
 
     __slots__ = ()
 

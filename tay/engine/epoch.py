@@ -29,7 +29,9 @@ from tay.engine.retained.packed import job_state as packed_job_state
 from tay.engine.retained.jobs import (
     INDEX_KEYS, STATE_SLOT, CompletedRow, JobEntry, LazyJobEntry, StartedRow, index_keys_for, peek,
 )
-from tay.engine.retained.payloads import FinishedPayload, InsertedPayload, ResultPayload, StartedPayload
+from tay.engine.retained.payloads import (
+    FinishedPayload, InsertedPayload, ResultPayload, StartedPayload,
+)
 from tay.engine.state import MAX_TIMELINE
 from tay.failures import RecoveryRefused
 from tay.storage import events as ev

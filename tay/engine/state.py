@@ -88,9 +88,9 @@ def definition_nodes(definition: Mapping[str, Any]) -> int:
 
 class JobTable(dict):
     """The engine's jobs by id. ``[]`` of a finished job still held in columns
-    (tay.engine.retained.finished) takes it out first, so it is found like any other; ``get``, ``in``,
-    ``len`` and iteration see only the jobs out of the columns: the engine looks jobs up
-    through ``EngineState._entry`` and counts them with ``job_count``."""
+    (tay.engine.retained.finished) takes it out first, so it is found like any other;
+    ``get``, ``in``, ``len`` and iteration see only the jobs out of the columns: the engine
+    looks jobs up through ``EngineState._entry`` and counts them with ``job_count``."""
 
     __slots__ = ("thaw",)
 

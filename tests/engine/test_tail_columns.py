@@ -34,7 +34,9 @@ from tay.engine.epoch import (
 )
 from tay.storage.compaction.space import estimate_job_bytes
 from tay.engine.effects import Outcome
-from tay.engine.retained.jobs import CompletedRow, JobEntry, LazyJobEntry, StartedRow, peek, public_job
+from tay.engine.retained.jobs import (
+    CompletedRow, JobEntry, LazyJobEntry, StartedRow, peek, public_job,
+)
 from tay.failures import RecoveryRefused
 from tay.storage.compaction.offline import compact_offline
 from tay.storage.formats.record import FIXED_SIZE

@@ -511,7 +511,8 @@ def test_a_compaction_after_a_restart_writes_the_same_records_with_or_without_ro
             async def again() -> None:
                 h = Harness(copy, "auto")
                 try:
-                    engine = h.store.engine  # rows, or held in columns (tay.engine.retained.finished)
+                    # rows, or held in columns (tay.engine.retained.finished)
+                    engine = h.store.engine
                     lazy = sum(1 for entry in engine.jobs.values()
                                if type(entry).__name__ == "LazyJobEntry") + len(engine.finished)
                     # two completed, two cancelled, and four available held as rows

@@ -22,10 +22,10 @@ if TYPE_CHECKING:
 
 
 class JobEntry:
-    """``stamp``: the admin index stamp of the job's last transition (tay.engine.retained.job_index);
-    ``attempts``: the attempt timeline (tuples of attempt, started_at, finished_at, outcome)
-    kept since the job was replayed or inserted; ``schedule_id``: the schedule that admitted
-    it, when known."""
+    """``stamp``: the admin index stamp of the job's last transition
+    (tay.engine.retained.job_index); ``attempts``: the attempt timeline (tuples of attempt,
+    started_at, finished_at, outcome) kept since the job was replayed or inserted;
+    ``schedule_id``: the schedule that admitted it, when known."""
 
     __slots__ = ("state", "volatile", "charge", "margin", "ready_key", "reservation_id",
                  "queue", "task", "stamp", "attempts", "schedule_id", "index_keys", "queue_row")
