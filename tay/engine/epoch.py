@@ -601,11 +601,9 @@ class EpochEngine(AdminCommands):
         """Every persistent job's durable state (volatile jobs stay out of the store), in no
         particular order; the jobs held in columns or packed are built for the list, not
         kept."""
-        captured = self.captured_jobs()
-        states: list[JobState] = []
-        for start in range(0, len(captured), _BUILT_TOGETHER):
-            states += captured_states(captured[start:start + _BUILT_TOGETHER])
-        return states
+        from tay.storage.compaction.verify import built  # a chunk of rows in one decode
+
+        return list(built(self.captured_jobs(), captured_states))
 
     def captured_jobs(self) -> list[Any]:
         """``retained_jobs`` as an online compaction captures them on the loop, immutable
@@ -750,9 +748,6 @@ class EpochEngine(AdminCommands):
         return dropped + self._drop_packed(packed_ids)
 
 
-_BUILT_TOGETHER = 256  # captured jobs built in one call, so their rows share one scan
-
-
 def captured_state(job: Any) -> JobState:
     """The JobState of one of ``captured_jobs``."""
     kind = type(job)
@@ -768,27 +763,24 @@ def captured_states(jobs: Sequence[Any]) -> list[JobState]:
     store's jobs after a restart) are built together, by kind: the finished tail jobs in
     one decode, the base's in one scan."""
     states: list[Any] = []
-    tail_rows: list[TailRow] = []
-    tail_at: list[int] = []
-    base_rows: list[JobRow | BaseLiveRow] = []
-    base_at: list[int] = []
+    groups: dict[Any, tuple[list[int], list[Any]]] = {}  # builder -> (where, rows)
     for job in jobs:
-        kind = type(job)
-        if kind is TailRow:
-            tail_at.append(len(states))
-            tail_rows.append(job)
-            states.append(None)
-        elif kind is JobRow or kind is BaseLiveRow:
-            base_at.append(len(states))
-            base_rows.append(job)
-            states.append(None)
-        else:
+        build = _BUILT_TOGETHER.get(type(job))
+        if build is None:
             states.append(captured_state(job))
-    for k, state in zip(tail_at, tail_job_states(tail_rows)):
-        states[k] = state
-    for k, state in zip(base_at, row_states(base_rows)):
-        states[k] = state
+        else:
+            where, rows = groups.setdefault(build, ([], []))
+            where.append(len(states))
+            rows.append(job)
+            states.append(None)
+    for build, (where, rows) in groups.items():
+        for k, state in zip(where, build(rows)):
+            states[k] = state
     return states
+
+
+# the captured rows built many at once: each kind's builder
+_BUILT_TOGETHER = {TailRow: tail_job_states, JobRow: row_states, BaseLiveRow: row_states}
 
 
 def captured_plan(job: Any) -> tuple[Any, int] | None:

@@ -21,7 +21,9 @@ import orjson
 
 from tay._frozen import Fields
 from tay.engine.config import EngineConfig
-from tay.engine.validation.ids import RandomSource, is_identifier, job_id_from_submission, parse_job_id, random_job_id
+from tay.engine.validation.ids import (
+    RandomSource, is_identifier, job_id_from_submission, parse_job_id, random_job_id,
+)
 from tay.engine.validation.values import Measure, UnsupportedValue, measure
 from tay.failures import RequestRefused
 from tay.storage.formats import value

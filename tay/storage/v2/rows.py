@@ -533,6 +533,17 @@ def snapshot_state(data: bytes, limits: DecodeLimits) -> JobState:
     return job_of(decode_snapshot(data, limits))
 
 
+def joined(payloads: list[Any]) -> tuple[bytes, list[int]]:
+    """``payloads`` in one buffer, for one native call over all of them, and where each
+    starts in it."""
+    starts = []
+    offset = 0
+    for payload in payloads:
+        starts.append(offset)
+        offset += len(payload)
+    return b"".join(payloads), starts
+
+
 def row_states(rows: Sequence[JobRow | BaseLiveRow]) -> list[JobState]:
     """``row.job_state()`` of many rows at once, in their order: every snapshot in one
     native scan and every attachment in one decode. A compaction builds each held job
@@ -544,14 +555,11 @@ def row_states(rows: Sequence[JobRow | BaseLiveRow]) -> list[JobState]:
     if any(row.limits is not limits for row in rows):  # not one recovery's: one by one
         return [row.job_state() for row in rows]
     snapshots = [row.snapshot for row in rows]
-    spans = []
-    offset = 0
-    for snapshot in snapshots:
-        spans.append((offset, len(snapshot)))
-        offset += len(snapshot)
+    buffer, starts = joined(snapshots)
     # the scan's slots are offsets within each payload, so each job reads its own bytes
-    scanned = _native.snapshots_scan(b"".join(snapshots), spans, limits.depth, limits.nodes,
-                                     limits.binary)
+    scanned = _native.snapshots_scan(
+        buffer, [(start, len(snapshot)) for start, snapshot in zip(starts, snapshots)],
+        limits.depth, limits.nodes, limits.binary)
     texts: dict[bytes, str] = {}  # queue and worker keys repeat: one str each
     jobs = []
     base = 0
@@ -572,12 +580,11 @@ def row_states(rows: Sequence[JobRow | BaseLiveRow]) -> list[JobState]:
             owners.append(k)
             payloads.append(row.failure)
     if payloads:
-        records = []
-        offset = 0
-        for payload in payloads:  # each (31,2) payload: its inner pair, then the event
-            records.append((offset + 2, len(payload) - 2, payload[0], payload[1]))
-            offset += len(payload)
-        for k, event in zip(owners, decode_events(b"".join(payloads), records, limits)):
+        buffer, starts = joined(payloads)
+        # each (31,2) payload: its inner pair, then the event
+        records = [(start + 2, len(payload) - 2, payload[0], payload[1])
+                   for start, payload in zip(starts, payloads)]
+        for k, event in zip(owners, decode_events(buffer, records, limits)):
             jobs[k] = attach(jobs[k], event)
     return jobs
 

@@ -38,7 +38,7 @@ from tay.storage.v2.epoch_records import EPOCH_EVENT_PAIR, decode_epoch_event
 from tay.storage.v2.fast import decode_batch
 from tay.storage.v2.records import MUTATION_PAIR, decode_mutation
 from tay.storage.v2.reducer import EpochReducer
-from tay.storage.v2.rows import BaseJobs, BaseSource, HeldJobs, JobRow, attached
+from tay.storage.v2.rows import BaseJobs, BaseSource, HeldJobs, JobRow, attached, joined
 
 _BJ = bj.BASE_JOB
 _TL = tl.TAIL_LINK
@@ -55,16 +55,17 @@ def replay_runs(runs: list[list[tuple[Any, tuple[int, int]]]],
     """``replay_job`` of several jobs (distinct ids) at once, each given as its records in
     order, joined into one buffer for ``replay_spans``. Returns each job's state, in order."""
     payloads: list[Any] = []
-    spans: list[tuple[int, int, int, int]] = []
+    pairs: list[tuple[int, int]] = []
     ends: list[int] = []  # where each job's spans end
-    offset = 0
     for records in runs:
         for payload, pair in records:
             payloads.append(payload)
-            spans.append((offset, len(payload), *pair))
-            offset += len(payload)
-        ends.append(len(spans))
-    return replay_spans(b"".join(payloads), spans, ends, limits)
+            pairs.append(pair)
+        ends.append(len(payloads))
+    buffer, starts = joined(payloads)
+    spans = [(start, len(payload), *pair)
+             for start, payload, pair in zip(starts, payloads, pairs)]
+    return replay_spans(buffer, spans, ends, limits)
 
 
 def replay_jobs(buffer: Any, records: list[tuple[tuple[int, int], ...]],
