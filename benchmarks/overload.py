@@ -4,7 +4,7 @@ again?
 
 Usage:
     .venv/bin/python -m benchmarks.overload [--seconds 90] [--hogs 2] [--compact-every 3]
-        [--retention 1m] [--probe-every 0.25] [--json FILE]
+        [--retention 1m] [--backlog 0] [--probe-every 0.25] [--json FILE]
 
 What runs, each its own process as in production: ``tay serve`` in strict sync mode on the
 bench scratch (``tay.bench.paths``) with serve's defaults, ``--terminal-retention`` and
@@ -13,8 +13,10 @@ MiB budget, which charges ~6.8 KB a job; a refusal is counted, and the producer 
 worker (our SDK, capacity 8); one producer (our SDK) that enqueues reference-shape jobs one
 at a time, each as soon as the last was acknowledged, and times every acknowledgement;
 ``--hogs`` processes that spin on the CPU (``while 1: pass``) for the whole run; ``tay
-compact`` (the CLI, as an operator would run it) every ``--compact-every`` seconds; and,
-in this process, a status probe every ``--probe-every`` seconds: a new connection to the
+compact`` (the CLI, as an operator would run it) every ``--compact-every`` seconds;
+with ``--backlog N``, N jobs of a task no worker takes, enqueued before the load and
+waiting through it (what a full collection walks: tay.engine.retained.jobs.ParkedJobEntry);
+and, in this process, a status probe every ``--probe-every`` seconds: a new connection to the
 socket, ``admin_status``, timed to the reply (``tay status`` without the CLI's start).
 The kernel ends every process it starts when it ends, however it ends
 (``PR_SET_PDEATHSIG``): SIGTERM to the server (a clean stop), SIGKILL to the others.
@@ -91,6 +93,28 @@ asyncio.run(main())
 '''
 
 HOG = "while 1: pass"
+
+# ``--backlog``: jobs of a task no worker takes, enqueued 64 at a time (the most a
+# connection may have pending), before the load
+FILLER = r'''
+import asyncio, sys
+from tay import Tay
+
+async def main():
+    tay = Tay(socket_path=sys.argv[1], mode="client")
+    await tay.start()
+    print("ready", flush=True)
+    total, sent = int(sys.argv[2]), 0
+    while sent < total:
+        batch = range(sent, min(total, sent + 64))
+        await asyncio.gather(*(tay.enqueue("backlog.idle.v1", {"n": n, "note": "x" * 100})
+                               for n in batch))
+        sent += len(batch)
+    print("done", sent, flush=True)
+    await tay.close()
+
+asyncio.run(main())
+'''
 
 
 def spin_hog() -> subprocess.Popen[bytes]:
@@ -224,6 +248,7 @@ def summarize(probes: list[Probe], compactions: list[Compaction], produced: dict
     acked = produced["acked"]
     return {
         "seconds": options.seconds, "hogs": options.hogs, "compact_every_s": options.compact_every,
+        "backlog": options.backlog,
         "retention": options.retention,
         "status": {"probes": len(probes), "answered": len(answered),
                    "failed": [p.error for p in probes if p.seconds is None],
@@ -276,6 +301,20 @@ def show(summary: dict[str, Any]) -> None:
           f"{server['peak_rss_bytes'] / 2**20:.1f} MiB")
 
 
+def fill_backlog(socket_path: str, jobs: int) -> None:
+    """``jobs`` waiting jobs that no worker takes, then two seconds: the server's rounds
+    (tay.server.finished_rounds) find them waiting and park them before the load."""
+    started = time.monotonic()
+    filler, _ = spawn(FILLER, socket_path, str(jobs))
+    line = filler.stdout.readline().split()
+    filler.wait(timeout=60)
+    if line[:2] != ["done", str(jobs)]:
+        raise RuntimeError(f"the backlog filler did not finish: {line!r}")
+    print(f"backlog: {jobs:,} jobs waiting after {time.monotonic() - started:.1f} s",
+          flush=True)
+    time.sleep(2.0)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--seconds", type=float, default=90,
@@ -288,6 +327,9 @@ def build_parser() -> argparse.ArgumentParser:
     # a minute's finished jobs at ~1,000 jobs/s are ~60,000, charged ~6.8 KB each against
     # the budget (1 KB args; the budget is an estimate, not RSS): serve's 256 MiB refuses
     parser.add_argument("--max-state-bytes", default="1GiB", help="serve's --max-state-bytes")
+    parser.add_argument("--backlog", type=int, default=0, metavar="JOBS",
+                        help="jobs that wait the whole run (a task no worker takes), "
+                             "enqueued before the load")
     parser.add_argument("--probe-every", type=float, default=0.25, metavar="SECONDS")
     parser.add_argument("--probe-timeout", type=float, default=10.0, metavar="SECONDS")
     add_store_options(parser)
@@ -298,9 +340,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     parser = build_parser()
     options = parser.parse_args(argv)
     if options.seconds <= 0 or options.hogs < 0 or options.compact_every <= 0 \
-            or options.probe_every <= 0 or options.probe_timeout <= 0:
+            or options.probe_every <= 0 or options.probe_timeout <= 0 or options.backlog < 0:
         parser.error("--seconds, --compact-every, --probe-every and --probe-timeout must be "
-                     "positive, --hogs at least 0")
+                     "positive, --hogs and --backlog at least 0")
 
     root = (options.dir or bench_scratch()) / f"overload-{uuid.uuid4().hex[:8]}"
     root.mkdir(parents=True)
@@ -315,6 +357,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     try:
         serve.start(faked=False)
         server = psutil.Process(serve.process.pid)
+        if options.backlog:
+            fill_backlog(serve.socket, options.backlog)
         worker, _ = spawn(WORKER, serve.socket)
         clients.append(worker)
         producer, _ = spawn(PRODUCER, serve.socket)

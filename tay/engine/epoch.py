@@ -24,10 +24,11 @@ from tay._frozen import LazyModule
 from tay.engine.handlers.admin import AdminCommands
 from tay.engine.effects import Outcome
 from tay.engine.retained.finished import charges
-from tay.engine.retained.packed import ID as PACKED_ID, PACKED
+from tay.engine.retained.packed import ID as PACKED_ID, PACKED, reordered
 from tay.engine.retained.packed import job_state as packed_job_state
 from tay.engine.retained.jobs import (
-    INDEX_KEYS, STATE_SLOT, CompletedRow, JobEntry, LazyJobEntry, StartedRow, index_keys_for, peek,
+    INDEX_KEYS, STATE_SLOT, CompletedRow, JobEntry, LazyJobEntry, ParkedJobEntry, StartedRow,
+    index_keys_for, peek,
 )
 from tay.engine.retained.payloads import (
     FinishedPayload, InsertedPayload, ResultPayload, StartedPayload,
@@ -203,7 +204,11 @@ class EpochEngine(AdminCommands):
         entry = self.jobs.get(job_id)  # ``_entry`` inline: once per replayed tail record
         if entry is None and job_id in self._finished_ids:
             entry = self._thaw(job_id)
-        return entry.state if entry is not None and not entry.volatile else None
+        if entry is None or entry.volatile:
+            return None
+        if type(entry) is ParkedJobEntry:  # built for the reader; the job stays parked
+            return packed_job_state(_get_row(entry))
+        return entry.state
 
     def epoch_install(self, state: JobState, event: ev.Event | None) -> None:
         at = event.payload["at"] if event is not None else 0
@@ -415,6 +420,8 @@ class EpochEngine(AdminCommands):
             self._ready.push(queue, task, key)
         else:
             self._timers.push(eligible_at, (job_id, 1))
+        if self.parking is not None:  # parked by a later round if it still waits
+            self.parking.append(job_id)
         sequence = self.next_sequence
         payload = InsertedPayload()  # fields_payload, inline
         payload.fields = (at, definition, eligible_at, 0, job_id)
@@ -609,8 +616,10 @@ class EpochEngine(AdminCommands):
         """``retained_jobs`` as an online compaction captures them on the loop, immutable
         values the compaction's worker thread builds (``captured_state``) one at a time: a
         live job's JobState, a job held in columns as the row its JobState is built from,
-        and a packed job as its packed tuple, which the collector does not track."""
-        out: list[Any] = [entry.state for entry in self.jobs.values() if not entry.volatile]
+        and a packed or parked job as its packed tuple, which the collector does not track
+        (a parked one stays parked)."""
+        out: list[Any] = [_get_row(entry) if type(entry) is ParkedJobEntry else entry.state
+                          for entry in self.jobs.values() if not entry.volatile]
         texts = self.finished.texts
         out += [k if jobs is PACKED else jobs.row(k, texts) for jobs, k in self.finished.held()]
         return out
@@ -675,6 +684,10 @@ class EpochEngine(AdminCommands):
                 state = peek(entry)  # a terminal row has no order: it stays a row
                 if state.ready_order is not None and state.ready_order >= order_from \
                         and not entry.volatile:
+                    if type(entry) is ParkedJobEntry:  # moved in its tuple, still parked
+                        _set_row(entry, reordered(_get_row(entry),
+                                                  state.ready_order - order_shift))
+                        continue
                     state = entry.state  # a held available job (a LiveRow) is built
                     entry.state = state._replace(ready_order=state.ready_order - order_shift)
             self.epoch.next_order -= order_shift
@@ -693,6 +706,8 @@ class EpochEngine(AdminCommands):
         released = 0
         earliest = None
         for entry in self.jobs.values():
+            if type(entry) is ParkedJobEntry:  # a waiting job: nothing to expire
+                continue
             state = peek(entry)
             terminal_at = state.terminal_at
             if terminal_at is None or entry.volatile or not state.terminal:
@@ -716,7 +731,7 @@ class EpochEngine(AdminCommands):
         oldest = None
         if counts["completed"] or counts["cancelled"] or counts["discarded"]:
             for entry in self.jobs.values():
-                if entry.volatile:
+                if entry.volatile or type(entry) is ParkedJobEntry:  # not terminal
                     continue
                 state = peek(entry)
                 terminal_at = state.terminal_at

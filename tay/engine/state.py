@@ -144,6 +144,10 @@ class EngineState:
         # that order, for ``pack_finished``; None: packing is off (replay, tests, tools)
         self.finishing: deque[bytes] | None = None
         self._pack_round = 0  # how many of ``finishing`` the current packing round takes
+        # ids of jobs that began to wait (for a dispatch or their due time) since parking
+        # started, in that order, for ``park_waiting``; None: parking is off
+        self.parking: deque[bytes] | None = None
+        self._park_round = 0  # how many of ``parking`` the current parking round takes
         # ids of volatile jobs as they finished, for ``expire_volatile`` (they are in no
         # store, so no compaction expires them)
         self.volatile_finished: deque[bytes] = deque()
@@ -332,10 +336,42 @@ class EngineState:
         self._pack_round = len(finishing)
         return False
 
+    # ---- parking waiting jobs (tay.engine.retained.jobs.ParkedJobEntry) --------------------
+
+    def start_parking(self) -> None:
+        """From now on a job that begins to wait is parked by a later ``park_waiting``
+        round if it still waits then (a running server). The jobs retained now are looked
+        at by the first round."""
+        if self.parking is None:
+            self.parking = deque(self.jobs)
+
+    def park_waiting(self, limit: int) -> bool:
+        """Park up to ``limit`` of the jobs that had begun to wait when the last round
+        ended, oldest first (the job passed over when it is gone, no longer waits, or is not
+        ``parkable``); True when this round has more left (call again soon), False when it
+        is over. So a job waits at least one interval as it is: one dispatched soon after
+        its enqueue is never parked."""
+        parking = self.parking
+        if parking is None:
+            return False
+        take = min(limit, self._park_round)
+        jobs = self.jobs
+        park, parkable = packing.park, packing.parkable
+        pop = parking.popleft
+        for _ in range(take):
+            entry = jobs.get(pop())
+            if entry is not None and parkable(entry):
+                park(entry)
+        self._park_round -= take
+        if self._park_round:
+            return True
+        self._park_round = len(parking)
+        return False
+
     def _may_dispatch(self, job_id: bytes) -> bool:
         entry = self.jobs.get(job_id)
-        return entry is not None and entry.state.state in ("available", "scheduled",
-                                                            "retryable")
+        return entry is not None and peek(entry).state in ("available", "scheduled",
+                                                           "retryable")
 
     def _stamp_of(self, job_id: bytes) -> int | None:
         entry = self.jobs.get(job_id)
@@ -472,6 +508,8 @@ class EngineState:
             # the heap entry itself: the job is live in the heap while it holds this key
             key = entry.ready_key = (state.eligible_at, counter, state.id)
             self._ready.push(entry.queue, entry.task, key)
+            if self.parking is not None:  # parked by a later round if it still waits
+                self.parking.append(state.id)
             return entry
         entry.ready_key = None
         if name == "executing":
@@ -481,6 +519,8 @@ class EngineState:
                 self.durable_executing += 1
         elif name in WAITING_FOR_TIME:
             self._timers.push(state.eligible_at, (state.id, state.revision))
+            if self.parking is not None:  # parked by a later round if it still waits
+                self.parking.append(state.id)
         return entry
 
     def _install_row(self, row: JobRow) -> None:

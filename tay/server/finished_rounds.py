@@ -6,6 +6,10 @@ Every ``interval_s`` a round
   callback, so a round of a busy second never holds the loop for long. A job is thus packed
   between one and two intervals after it finished: a client reading its result right away
   finds it unpacked;
+* parks the jobs that had begun to wait (for a dispatch or their due time) when the
+  previous round ended and still wait (``EngineState.park_waiting``,
+  tay.engine.retained.jobs.ParkedJobEntry): a backlog is then one object a job to the
+  cycle collector instead of three, in slices as packing is;
 * drops the volatile jobs that expired under the store's terminal retention
   (``EngineState.expire_volatile``): they are in no store, so no compaction expires them.
 """
@@ -34,6 +38,7 @@ class FinishedRounds:
 
     def start(self) -> None:
         self.engine.start_packing()
+        self.engine.start_parking()
         self._handle = self.driver.loop.call_later(self.interval_s, self._round)
 
     def stop(self) -> None:
@@ -45,6 +50,13 @@ class FinishedRounds:
         loop = self.driver.loop
         if self.engine.pack_finished(self.slice_jobs):
             self._handle = loop.call_soon(self._round)
+            return
+        self._park()
+
+    def _park(self) -> None:
+        loop = self.driver.loop
+        if self.engine.park_waiting(self.slice_jobs):
+            self._handle = loop.call_soon(self._park)
             return
         self.engine.expire_volatile(self.store.retention, self.driver.wall_ms())
         self._handle = loop.call_later(self.interval_s, self._round)

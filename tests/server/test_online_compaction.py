@@ -645,6 +645,55 @@ def test_packed_jobs_expire_and_carry_through_an_online_compaction(data_dir, mon
     assert recovered_states(data_dir) == live
 
 
+def park_all(engine) -> None:
+    """Two parking rounds: every job waiting so far is parked (ParkedJobEntry)."""
+    engine.park_waiting(10_000)
+    engine.park_waiting(10_000)
+
+
+def test_parked_jobs_carry_through_an_online_compaction_and_a_restart(data_dir, monkeypatch):
+    """Waiting jobs a running server parked are captured as their tuples and stay parked;
+    jobs enqueued during the compaction and parked before its switch have their ready
+    order moved down in their tuple; one read meanwhile is unparked; and a restart
+    recovers exactly the jobs the engine holds, in the same ready order."""
+    from tay.engine.retained.jobs import ParkedJobEntry, peek
+
+    gate = Gate(monkeypatch)
+
+    async def scenario():
+        h = Harness(data_dir, "c", clock_offset_ms=2 * HOUR_MS)
+        engine = h.store.engine
+        try:
+            engine.start_parking()
+            ids = [await h.enqueue(n) for n in range(6)]
+            for job_id in [await h.enqueue(n) for n in range(3)]:  # the highest orders
+                await h.cancel(job_id)  # expire: later orders move down in the new epoch
+            await h.call(lambda rid: commands.Enqueue("p", rid, "t.v1", {"n": "later"},
+                                                      {"delay_ms": 3_600_000}))
+            park_all(engine)
+            assert sum(type(e) is ParkedJobEntry for e in engine.jobs.values()) == 7
+            task = h.compactor.request("admin", ONE_HOUR)
+            await gate.wait_entered()
+            ids += [await h.enqueue(n) for n in range(6, 9)]
+            read = await h.call(lambda rid: commands.Status("p", rid, ids[2]))
+            assert read.fields["job"]["state"] == "available", read
+            park_all(engine)
+            gate.open.set()
+            report = await task
+            kinds = {job_id.hex(): type(entry) for job_id, entry in engine.jobs.items()}
+            orders = {job_id.hex(): peek(entry).ready_order
+                      for job_id, entry in engine.jobs.items()}
+            return report, ids, kinds, orders, every_state(engine)
+        finally:
+            h.close()
+
+    report, ids, kinds, orders, live = asyncio.run(scenario())
+    assert report["retained_jobs"] == 7 and report["expired_jobs"] == 3
+    assert [kinds[job_id].__name__ for job_id in ids] == ["ParkedJobEntry"] * 2 + [
+        "JobEntry"] + ["ParkedJobEntry"] * 6
+    assert [orders[job_id] for job_id in ids] == sorted(orders[job_id] for job_id in ids)
+    assert recovered_states(data_dir) == live
+
 def test_the_rounds_pack_finished_jobs_and_drop_expired_volatile_ones(data_dir):
     """``tay serve``'s rounds (tay.server.finished_rounds) on a real store and driver:
     finished persistent jobs are packed; finished volatile ones stay until they expire under

@@ -5,16 +5,20 @@
 charge, and the ready key that orders it inside its queue. ``LazyJobEntry`` is a terminal
 job from a restart's base, or a job a restart's tail walk left available at its insert or
 retryable or discarded by a worker failure, whose JobState is built on first read.
+``ParkedJobEntry`` is a job that has waited a while (for a dispatch or its due time), its
+JobState packed into one plain tuple that the cycle collector does not track, until it is
+read.
 """
 
 from __future__ import annotations
 
 from typing import TYPE_CHECKING, Any
 
+from tay.engine.retained import packed_layout as layout
 from tay.storage.events.definition import (
     MAX_ATTEMPTS, QUEUE_KEY, WORKER_KEY, LazyDefinition,
 )
-from tay.storage.events.transitions import JobState, started_state
+from tay.storage.events.transitions import TERMINAL_STATES, JobState, started_state
 from tay.storage.v2.rows import JobRow
 
 if TYPE_CHECKING:
@@ -101,6 +105,63 @@ class LazyJobEntry(JobEntry):
         self.__class__ = JobEntry
 
 
+class ParkedJobEntry(JobEntry):
+    """A waiting job parked by a running server's rounds (``EngineState.park_waiting``):
+    its state slot holds its JobState packed into one flat tuple (the layout of
+    tay.engine.retained.packed_layout), so of the three objects a waiting job was to the
+    cycle collector (this entry, its JobState, its LazyDefinition) only the entry is left,
+    and a full collection walks a backlog a third as long. Reading ``state`` builds the
+    JobState again and makes the entry a plain ``JobEntry`` (same slots); ``peek`` reads
+    the tuple in place (``ParkedRow``). Nothing durable, counted or indexed changes."""
+
+    __slots__ = ()
+
+    @property  # type: ignore[override]
+    def state(self) -> JobState:
+        job = layout.job_state(STATE_SLOT.__get__(self))
+        self.state = job
+        return job
+
+    @state.setter
+    def state(self, job: JobState) -> None:
+        STATE_SLOT.__set__(self, job)
+        self.__class__ = JobEntry
+
+
+class ParkedRow(tuple):
+    """What ``peek`` hands out for a parked job: a copy of its packed tuple whose attributes
+    named like JobState's read the same values in place (made per read, never kept)."""
+
+    __slots__ = ()
+
+    @property
+    def id(self) -> bytes:
+        return self[layout.ID]
+
+    @property
+    def state(self) -> str:
+        return self[layout.STATE]
+
+    @property
+    def revision(self) -> int:
+        return self[layout.REVISION]
+
+    @property
+    def ready_order(self) -> int | None:
+        return self[layout.READY_ORDER]
+
+    @property
+    def terminal_at(self) -> int | None:
+        return self[layout.TERMINAL_AT]
+
+    @property
+    def terminal(self) -> bool:
+        return self[layout.STATE] in TERMINAL_STATES
+
+    def job_state(self) -> JobState:
+        return layout.job_state(self)
+
+
 _new_tuple = tuple.__new__
 
 
@@ -176,11 +237,14 @@ class CompletedRow(_FusedRow):
 
 
 def peek(entry: JobEntry
-         ) -> "JobState | JobRow | LiveRow | FailedRow | StartedRow | CompletedRow":
+         ) -> "JobState | JobRow | LiveRow | FailedRow | StartedRow | CompletedRow | ParkedRow":
     """The entry's JobState, or its row when not built yet, for bookkeeping
     that reads only what they all hold alike (``id``, ``state``, ``revision``,
     ``terminal``, ``terminal_at``, ``ready_order``): walking every job builds none."""
-    return STATE_SLOT.__get__(entry)
+    row = STATE_SLOT.__get__(entry)
+    if type(row) is tuple:  # a parked job's packed tuple (ParkedJobEntry)
+        return _new_tuple(ParkedRow, row)
+    return row
 
 
 def timeline(entry: JobEntry) -> tuple[tuple[int, int, int | None, str | None], ...] | None:

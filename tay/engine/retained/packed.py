@@ -13,6 +13,11 @@ that only need its state, revision, terminal time, queue, task or charge read th
 place (``PACKED``, the same interface as a run); anything else takes it out
 (``EngineState._thaw``), which rebuilds the entry it was, equal field for field. Packing
 changes nothing durable, counted or indexed: only how an untouched finished job is stored.
+
+A job that waits (for a dispatch or its due time) is packed the same way but stays in the
+engine's job table, its entry a ``ParkedJobEntry`` (tay.engine.retained.jobs) whose state
+slot holds the tuple (``park``): its JobState and LazyDefinition are built again when
+something reads its state, at its dispatch at the latest.
 """
 
 from __future__ import annotations
@@ -20,27 +25,16 @@ from __future__ import annotations
 from typing import Any
 
 import orjson
-from tay.engine.retained.jobs import CompletedRow, JobEntry, peek, timeline
+from tay.engine.retained.jobs import (
+    STATE_SLOT, CompletedRow, JobEntry, ParkedJobEntry, peek, timeline,
+)
+from tay.engine.retained.packed_layout import (
+    _ATTACHMENTS, CHARGE, DEFINITION, ID, MARGIN, QUEUE, READY_ORDER, REVISION, SCHEDULE_ID,
+    STATE, TASK, TERMINAL_AT, attempts, job_state,
+)
 from tay.storage.events.definition import LazyDefinition
 from tay.storage.events.transitions import JobState
 from tay._native import _pure_base as bj
-
-_new_tuple = tuple.__new__
-
-# A packed job is flat: the collector untracks a tuple only once every tuple inside it is
-# untracked, and its pass does not go in the order objects were made, so a nested tuple
-# could keep a packed one tracked until a later pass. JobState's 19 fields (a
-# LazyDefinition as its canonical bytes, with its args' node count and scalars further
-# on), then the entry's, then its attempt timeline, four fields an attempt. A dict or a
-# list is tracked whatever it holds, and keeps the tuple that holds it tracked: the
-# diagnostic, result and failure details are kept as their JSON text where that reads back
-# equal (``ENCODED`` says which).
-ID, DEFINITION, STATE, REVISION, TERMINAL_AT = 0, 1, 3, 4, 14
-_ATTACHMENTS = (15, 17, 18)  # diagnostic, result, failure
-QUEUE, TASK, CHARGE, MARGIN, SCHEDULE_ID, ARGS_NODES, SCALARS, ENCODED, ATTEMPTS = \
-    range(19, 28)
-_STATE_FIELDS = len(JobState._fields)
-assert _STATE_FIELDS == 19 and JobState._fields[TERMINAL_AT] == "terminal_at"
 
 
 def packable(entry: JobEntry) -> bool:
@@ -48,6 +42,31 @@ def packable(entry: JobEntry) -> bool:
     ready key, no reservation (a job being cancelled out of an execution waits for it)."""
     return (not entry.volatile and peek(entry).terminal and entry.ready_key is None
             and entry.reservation_id is None)
+
+
+_WAITING = frozenset({"available", "scheduled", "retryable"})
+
+
+def parkable(entry: JobEntry) -> bool:
+    """Whether ``entry`` is a plain entry of a job that waits for a dispatch or its due
+    time, with a live definition (a ``LazyDefinition``: its bytes and scalars are all a
+    packed tuple needs of it) and no reservation."""
+    if type(entry) is not JobEntry or entry.reservation_id is not None:
+        return False
+    job = STATE_SLOT.__get__(entry)
+    return type(job) is JobState and job.state in _WAITING \
+        and type(job.definition) is LazyDefinition
+
+
+def park(entry: JobEntry) -> None:
+    """Hold a ``parkable`` job as its packed tuple (``ParkedJobEntry``) until it is read."""
+    STATE_SLOT.__set__(entry, pack(entry))
+    entry.__class__ = ParkedJobEntry
+
+
+def reordered(packed: tuple, ready_order: int) -> tuple:
+    """A parked job's tuple with another ready order (a compaction's order shift)."""
+    return packed[:READY_ORDER] + (ready_order,) + packed[READY_ORDER + 1:]
 
 
 def pack(entry: JobEntry) -> tuple:
@@ -110,26 +129,6 @@ def _exact(value: Any) -> Any:
     if type(value) is list:
         return [_exact(item) for item in value]
     return type(value), value
-
-
-def job_state(packed: tuple) -> JobState:
-    fields = list(packed[:_STATE_FIELDS])
-    if packed[ARGS_NODES] is not None:
-        fields[DEFINITION] = LazyDefinition.restored(packed[DEFINITION], packed[ARGS_NODES],
-                                                     packed[SCALARS])
-    encoded = packed[ENCODED]
-    if encoded:
-        for bit, at in enumerate(_ATTACHMENTS):
-            if encoded >> bit & 1:
-                fields[at] = orjson.loads(fields[at])
-    return _new_tuple(JobState, fields)
-
-
-def attempts(packed: tuple) -> tuple[tuple[int, int, int | None, str | None], ...] | None:
-    count = packed[ATTEMPTS]
-    if count is None:
-        return None
-    return tuple([packed[at:at + 4] for at in range(ATTEMPTS + 1, ATTEMPTS + 1 + 4 * count, 4)])
 
 
 def unpack(packed: tuple, stamp: int, queue_row: list[int]) -> JobEntry:
