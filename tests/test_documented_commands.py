@@ -119,7 +119,7 @@ OWN_PARSERS = frozenset({
     "benchmarks.server_path", "benchmarks.engine_path", "benchmarks.engine_calls",
     "benchmarks.restart", "benchmarks.backlog_store", "benchmarks.compaction",
     "benchmarks.soak_online", "benchmarks.tail_restart", "benchmarks.retained_state",
-    "benchmarks.soak_daemon", "benchmarks.overload",
+    "benchmarks.soak_daemon", "benchmarks.overload", "benchmarks.backlog_gc",
 })
 
 

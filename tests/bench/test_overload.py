@@ -49,7 +49,8 @@ def test_a_probe_that_finds_no_server_is_counted_as_not_answered() -> None:
             pass
         prober.close()
     assert all(p.seconds is None and "cannot connect" in p.error for p in prober.probes)
-    options = argparse.Namespace(seconds=1, hogs=0, compact_every=1, retention="1m")
+    options = argparse.Namespace(seconds=1, hogs=0, compact_every=1, retention="1m",
+                                 backlog=0)
     compaction = overload.Compaction(started=prober.probes[0].at - 1,
                                      ended=prober.probes[0].at + 0.001,
                                      report={"duration_ms": 5, "pause_ms": 1.5,
