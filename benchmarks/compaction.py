@@ -16,7 +16,7 @@ N retained completed jobs, with producers (our SDK, ``--producers`` x ``--concur
 enqueues in flight) and one worker completing every job. After a warm-up the enqueue ack
 latency is recorded for ``--seconds`` without compaction, then an online compaction is
 requested through the admin API and the latency is recorded until it answers. Prints the
-compaction's report (publish time, writes paused), ack p50/p99 in both windows, jobs/s and
+compaction's report (publish time, writes paused), ack p50/p99/max in both windows, jobs/s and
 the server's CPU per job in each window.
 """
 
@@ -124,6 +124,13 @@ class Latencies:
     def window(self, start: float, end: float) -> list[float]:
         return [s for at, s in self.samples if start <= at < end]
 
+    def slowest(self, start: float, end: float) -> str:
+        """The slowest acknowledgement in the window and when its enqueue was sent."""
+        at, seconds = max(((at, s) for at, s in self.samples if start <= at < end),
+                          key=lambda sample: sample[1], default=(start, 0.0))
+        return (f"slowest ack {seconds * 1000:.1f} ms, its enqueue sent "
+                f"{at - seconds - start:+.2f} s after the window began")
+
 
 def summarize(name: str, values: list[float], seconds: float, cpu_s: float) -> str:
     if not values:
@@ -132,7 +139,7 @@ def summarize(name: str, values: list[float], seconds: float, cpu_s: float) -> s
     p99 = ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
     return (f"{name:24s} {len(values):7d} acks  {len(values) / seconds:8.0f} enqueues/s  "
             f"ack p50 {statistics.median(ordered) * 1000:7.2f} ms  p99 {p99 * 1000:7.2f} ms  "
-            f"server CPU {cpu_s / max(1, len(values)) * 1e6:6.0f} us/enqueue")
+            f"max {ordered[-1] * 1000:7.2f} ms  server CPU {cpu_s / max(1, len(values)) * 1e6:6.0f} us/enqueue")
 
 
 async def load(socket_path: str, producers: int, concurrency: int, latencies: Latencies,
@@ -243,6 +250,7 @@ def online(jobs: int, seconds: float, producers: int, concurrency: int, writer: 
         print(summarize("during compaction", latencies.window(marks["compact"],
                                                               marks["compacted"]), comp_s,
                         marks["cpu_compacted"] - marks["cpu_compact"]))
+        print("during compaction: " + latencies.slowest(marks["compact"], marks["compacted"]))
     finally:
         if server is not None and server.poll() is None:
             server.send_signal(signal.SIGTERM)

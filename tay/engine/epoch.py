@@ -17,6 +17,7 @@ This module also gives compaction what it reads from the engine (``retained_jobs
 
 from __future__ import annotations
 
+from operator import itemgetter
 import struct
 from typing import TYPE_CHECKING, Any, Sequence
 
@@ -56,7 +57,8 @@ from tay.storage.v2.epoch_records import EPOCH_EVENT_PAIR, EpochEvent, encode_ep
 from tay.storage.v2.manifest import Retention
 from tay.storage.v2.records import MUTATION_BODY_KEYS, MUTATION_PAIR, Mutation
 from tay.storage.v2.reducer import EpochReducer
-from tay.storage.v2.rows import BaseJobs, BaseLiveRow, JobRow, row_states
+from tay.storage.v2.rows import BaseJobs, BaseLiveRow, HeldJobs, JobRow, row_states
+from tay._native import _pure_base as bj
 from tay.storage.v2.tail import (
     ExecutingRow, FailedRow, LiveRow, TailJobs, TailRow, tail_job_states,
 )
@@ -204,11 +206,7 @@ class EpochEngine(AdminCommands):
         entry = self.jobs.get(job_id)  # ``_entry`` inline: once per replayed tail record
         if entry is None and job_id in self._finished_ids:
             entry = self._thaw(job_id)
-        if entry is None or entry.volatile:
-            return None
-        if type(entry) is ParkedJobEntry:  # built for the reader; the job stays parked
-            return packed_job_state(_get_row(entry))
-        return entry.state
+        return entry.state if entry is not None and not entry.volatile else None
 
     def epoch_install(self, state: JobState, event: ev.Event | None) -> None:
         at = event.payload["at"] if event is not None else 0
@@ -610,19 +608,51 @@ class EpochEngine(AdminCommands):
         kept."""
         from tay.storage.compaction.verify import built  # a chunk of rows in one decode
 
-        return list(built(self.captured_jobs(), captured_states))
+        captured = self.captured_jobs()
+        return list(built(captured.jobs, captured.states_of))
 
-    def captured_jobs(self) -> list[Any]:
-        """``retained_jobs`` as an online compaction captures them on the loop, immutable
-        values the compaction's worker thread builds (``captured_state``) one at a time: a
-        live job's JobState, a job held in columns as the row its JobState is built from,
-        and a packed or parked job as its packed tuple, which the collector does not track
-        (a parked one stays parked)."""
-        out: list[Any] = [_get_row(entry) if type(entry) is ParkedJobEntry else entry.state
-                          for entry in self.jobs.values() if not entry.volatile]
-        texts = self.finished.texts
-        out += [k if jobs is PACKED else jobs.row(k, texts) for jobs, k in self.finished.held()]
-        return out
+    def captured_jobs(self) -> CapturedJobs:
+        """``retained_jobs`` as an online compaction captures them on the loop, without
+        building any (``CapturedJobs``)."""
+        finished = self.finished
+        jobs: list[Any] = [_get_row(entry) if type(entry) is ParkedJobEntry else entry.state
+                           for entry in self.jobs.values() if not entry.volatile]
+        runs = []
+        for run, held in finished.held_runs():
+            place = len(runs) << _RUN_SHIFT
+            runs.append(run)
+            jobs += [place | k for k in held]
+        jobs += finished.packed.values()
+        return CapturedJobs(jobs, tuple(runs), finished.texts)
+
+    def captured_jobs_of(self, job_ids: Sequence[bytes]) -> CapturedJobs:
+        """``captured_jobs`` of just ``job_ids``, in that order (None for one not retained,
+        or volatile): what a compaction's switch compares the replayed catch-up with, taken
+        without building or taking out any job on the loop (a packed or held job read there
+        was taken out of its tuple or run, tens of thousands of them after a busy
+        compaction)."""
+        finished = self.finished
+        jobs: list[Any] = []
+        places: dict[int, int] = {}  # id(run) -> its place in runs
+        runs: list[Any] = []
+        for job_id in job_ids:
+            entry = self.jobs.get(job_id)
+            if entry is not None:
+                jobs.append(None if entry.volatile else _get_row(entry))
+                continue
+            found = finished.where(job_id)
+            if found is None:
+                jobs.append(None)
+            elif found[0] is PACKED:
+                jobs.append(found[1])
+            else:
+                run, k = found
+                place = places.get(id(run))
+                if place is None:
+                    place = places[id(run)] = len(runs)
+                    runs.append(run)
+                jobs.append(place << _RUN_SHIFT | k)
+        return CapturedJobs(jobs, tuple(runs), finished.texts)
 
     def checkpoints(self, captured_at: int) -> list[Checkpoint]:
         """One creating event per non-job entity, at the revision its chain has reached."""
@@ -645,9 +675,9 @@ class EpochEngine(AdminCommands):
             out.append(compaction_plan.Checkpoint(builder(queue, captured_at), max(revision, 1)))
         return out
 
-    def online_capture(self) -> tuple[list[Any], int]:
-        """What an online compaction freezes on the loop: every persistent job's state or
-        the row it is built from (``captured_jobs``: immutable values, so the list is a
+    def online_capture(self) -> tuple[CapturedJobs, int]:
+        """What an online compaction freezes on the loop: every persistent job as a value
+        its worker thread builds (``captured_jobs``: immutable values, so the list is a
         snapshot) and the availability allocator."""
         assert self.epoch is not None, "online compaction needs a Store-v2 epoch"
         return self.captured_jobs(), self.epoch.next_order
@@ -796,6 +826,73 @@ def captured_states(jobs: Sequence[Any]) -> list[JobState]:
 
 # the captured rows built many at once: each kind's builder
 _BUILT_TOGETHER = {TailRow: tail_job_states, JobRow: row_states, BaseLiveRow: row_states}
+
+
+_RUN_SHIFT = 32  # a held job captured as an int: its run's place, then its index in it
+_INDEX_MASK = (1 << _RUN_SHIFT) - 1
+
+
+class CapturedJobs:
+    """What an online compaction captures of the engine's jobs on the loop (``jobs``:
+    immutable values) and how its worker thread reads them (``id_of``, ``plan_of``,
+    ``state_of``, ``states_of``). A live job is its JobState, a packed or parked job its
+    tuple (a parked one stays parked), and a job held in a run of columns (a restart's
+    base or tail, tay.engine.retained.finished) one int: its run's place in ``runs`` and
+    its index there. Its row (its snapshot and attachments, read from the run) is made on
+    the worker thread, a chunk at a time, so the capture makes no object for a held job
+    and reads nothing with the loop stopped (making the rows there took ~12 µs a job: over
+    a second for 100,000). A run's bytes and columns do not change while it is captured,
+    whatever the engine takes out of it meanwhile."""
+
+    __slots__ = ("jobs", "runs", "texts")
+
+    def __init__(self, jobs: list[Any], runs: tuple[Any, ...], texts: dict[bytes, str]) -> None:
+        self.jobs = jobs
+        self.runs = runs
+        self.texts = texts  # the engine's decoded keys (tay.engine.retained.finished)
+
+    def row(self, job: int) -> Any:
+        """The row of a held job (an int of ``jobs``), read from its run."""
+        return self.runs[job >> _RUN_SHIFT].row(job & _INDEX_MASK, self.texts)
+
+    def id_of(self, job: Any) -> bytes:
+        """The id of one of ``jobs``, without building its JobState."""
+        if type(job) is int:
+            return self.runs[job >> _RUN_SHIFT].job_id(job & _INDEX_MASK)
+        return captured_id(job)
+
+    def state_of(self, job: Any) -> JobState:
+        return captured_state(self.row(job) if type(job) is int else job)
+
+    def states_of(self, jobs: Sequence[Any]) -> list[JobState]:
+        """``state_of`` of each of ``jobs``, the held ones' rows built together."""
+        return captured_states([self.row(job) if type(job) is int else job for job in jobs])
+
+    def plan_of(self, job: Any) -> tuple[Any, int] | None:
+        """``captured_plan``; a job held in a base run's columns is planned from them,
+        without reading its payloads (a tail run's row is made)."""
+        if type(job) is int:
+            run, k = self.runs[job >> _RUN_SHIFT], job & _INDEX_MASK
+            if type(run) is not HeldJobs and type(run) is not BaseJobs:
+                return captured_plan(run.row(k, self.texts))
+            columns = run.columns
+            at = k * bj.BASE_JOB
+            return _HeldPlan((run.job_id(k), run.state(k), run.revision(k),
+                              run.terminal_at(k))), compaction_space.estimate_bytes(
+                columns[at + bj.DEFINITION_LENGTH],
+                columns[at + bj.RESULT_BYTES] if columns[at + bj.RESULT_LENGTH] else None)
+        return captured_plan(job)
+
+
+class _HeldPlan(tuple):
+    """What the plan reads of a held job, from its run's columns: (id, state, revision,
+    terminal_at), under the names its JobState has."""
+
+    __slots__ = ()
+    id = property(itemgetter(0))
+    state = property(itemgetter(1))
+    revision = property(itemgetter(2))
+    terminal_at = property(itemgetter(3))
 
 
 def captured_plan(job: Any) -> tuple[Any, int] | None:

@@ -29,9 +29,7 @@ from tay._native._pure_base import (BASE_JOB, COMPLETED, FRAME_HEADER, RESULT_LE
                                      SNAPSHOT, STATE)
 from tay.engine import commands as c
 from tay.engine.core import Engine
-from tay.engine.epoch import (
-    _RESULT_FIXED, EpochEngine, captured_plan, captured_state, captured_states,
-)
+from tay.engine.epoch import _RESULT_FIXED, EpochEngine
 from tay.storage.compaction.space import estimate_job_bytes
 from tay.engine.effects import Outcome
 from tay.engine.retained.jobs import (
@@ -603,20 +601,22 @@ def captured_equal_alone_and_together(engine) -> list:
     size (``captured_states``: the finished tail jobs decoded together), and a held row's
     plan (``captured_plan``) reads what its JobState holds; returns them."""
     captured, _ = engine.online_capture()
-    alone = [captured_state(job) for job in captured]
+    jobs = captured.jobs
+    alone = [captured.state_of(job) for job in jobs]
     for size in (1, 3, 256):
-        together = [state for start in range(0, len(captured), size)
-                    for state in captured_states(captured[start:start + size])]
+        together = [state for start in range(0, len(jobs), size)
+                    for state in captured.states_of(jobs[start:start + size])]
         assert together == alone
     plans_equal_builds(captured, alone)
     return captured
 
 
-def plans_equal_builds(captured: list, states: list) -> None:
+def plans_equal_builds(captured, states: list) -> None:
     """Each captured row's plan has its built JobState's id, state, revision, terminal_at
-    and base estimate."""
-    for job, state in zip(captured, states):
-        planned = captured_plan(job)
+    and base estimate, and every captured job its id."""
+    for job, state in zip(captured.jobs, states):
+        assert captured.id_of(job) == state.id
+        planned = captured.plan_of(job)
         if planned is not None:
             view, estimate = planned
             assert (view.id, view.state, view.revision, view.terminal_at) == (
@@ -1169,9 +1169,9 @@ def test_a_long_common_tail_is_held_in_columns(old) -> None:
             plain = recovered(root)
         assert bookkeeping(plain) == bookkeeping(engine)
         captured = captured_equal_alone_and_together(engine)
-        assert {type(job).__name__ for job in captured} == {"TailRow"}
-        assert all(captured_plan(job) is not None for job in captured)
-        assert by_id(captured_states(captured)) == by_id(plain.retained_jobs())
+        assert {type(captured.row(job)).__name__ for job in captured.jobs} == {"TailRow"}
+        assert all(captured.plan_of(job) is not None for job in captured.jobs)
+        assert by_id(captured.states_of(captured.jobs)) == by_id(plain.retained_jobs())
         first, second, *_ = sorted(all_entries(plain))
         for one in (plain, engine):  # expiring a held job, then reading one, as any job
             assert one.expire([first]) == 1

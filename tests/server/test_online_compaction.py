@@ -694,6 +694,45 @@ def test_parked_jobs_carry_through_an_online_compaction_and_a_restart(data_dir, 
     assert [orders[job_id] for job_id in ids] == sorted(orders[job_id] for job_id in ids)
     assert recovered_states(data_dir) == live
 
+def test_the_switch_verifies_touched_jobs_without_taking_them_out(data_dir, monkeypatch):
+    """The jobs the catch-up touched are compared with the replay on the compaction's
+    thread, built from what the engine holds: jobs packed or parked since the capture stay
+    packed or parked through the switch (reading them there took each out of its tuple, with
+    the loop stopped), and the verification still holds them to the replay."""
+    from tay.engine.retained.jobs import ParkedJobEntry
+
+    gate = Gate(monkeypatch)
+
+    async def scenario():
+        h = Harness(data_dir, "c")
+        engine = h.store.engine
+        try:
+            engine.start_packing()
+            engine.start_parking()
+            task = h.compactor.request("admin", ONE_HOUR)
+            await gate.wait_entered()
+            cancelled = [await h.enqueue(n) for n in range(3)]
+            for job_id in cancelled:
+                await h.cancel(job_id)
+            waiting = [await h.enqueue(n) for n in range(3, 5)]
+            pack_all(engine)
+            engine.park_waiting(10_000)
+            engine.park_waiting(10_000)
+            gate.open.set()
+            report = await task
+            packed = set(engine.finished.packed)
+            parked = {job_id for job_id, entry in engine.jobs.items()
+                      if type(entry) is ParkedJobEntry}
+            return report, cancelled, waiting, packed, parked, every_state(engine)
+        finally:
+            h.close()
+
+    report, cancelled, waiting, packed, parked, live = asyncio.run(scenario())
+    assert report["catch_up_records"] >= 8
+    assert packed == {bytes.fromhex(job_id) for job_id in cancelled}
+    assert parked == {bytes.fromhex(job_id) for job_id in waiting}
+    assert recovered_states(data_dir) == live
+
 def test_the_rounds_pack_finished_jobs_and_drop_expired_volatile_ones(data_dir):
     """``tay serve``'s rounds (tay.server.finished_rounds) on a real store and driver:
     finished persistent jobs are packed; finished volatile ones stay until they expire under

@@ -539,10 +539,10 @@ def take(engine, step, now: int):
     elif kind == "retained":
         return by_id(engine.retained_jobs())
     else:  # capture
-        jobs, order = engine.online_capture()  # held jobs as rows, built by the compaction
-        states = [captured_state(job) for job in jobs]
-        assert captured_states(jobs) == states  # held rows built together as one by one
-        plans_equal_builds(jobs, states)  # a held row's plan reads what its state holds
+        captured, order = engine.online_capture()  # held jobs built by the compaction
+        states = [captured.state_of(job) for job in captured.jobs]
+        assert captured.states_of(captured.jobs) == states  # together as one by one
+        plans_equal_builds(captured, states)  # a held job's plan reads what its state holds
         return by_id(states), order
     out = engine.handle(command, now, now)
     return ([(s, e.pair, e.raw) for s, e in out.events],
@@ -766,11 +766,13 @@ def test_held_rows_build_together_what_they_build_one_by_one(shape) -> None:
     details; also where the scans vouch for nothing (each payload decoded the exact way),
     and for rows of two recoveries (their limits differ: built one by one)."""
     with recovered_both_ways(shape, 60, 7) as (_, before, after):
-        captured, _ = after.online_capture()
+        capture, _ = after.online_capture()
+        captured = [capture.row(job) if type(job) is int else job for job in capture.jobs]
         kinds = {type(job).__name__ for job in captured}
         assert kinds & {"JobRow", "BaseLiveRow"}, kinds
         alone = [captured_state(job) for job in captured]
         assert captured_states(captured) == alone
+        assert capture.states_of(capture.jobs) == alone
         assert by_id(after.retained_jobs()) == by_id(before.retained_jobs())
         with unittest.mock.patch.object(_native, "snapshots_scan",
                                         unvouched(_native.snapshots_scan)), \
@@ -782,3 +784,29 @@ def test_held_rows_build_together_what_they_build_one_by_one(shape) -> None:
         for row in rows[::2]:
             row.limits = other
         assert captured_states(captured) == alone
+
+
+def test_a_capture_reads_no_held_job_and_builds_them_as_they_were() -> None:
+    """An online compaction's capture runs with the loop stopped: a job held in columns is
+    captured as an int, its row made from its run on the worker thread (no row made and
+    nothing read during the capture). The capture stays a snapshot: a held job taken out
+    (read) or expired after it, and the run let go once it holds none, still build as
+    they were, and every held job's plan, read from the columns, is its JobState's."""
+    from tay.storage.v2.rows import BaseJobs, HeldJobs
+
+    with recovered_both_ways("success", 40, 7) as (_, before, after):
+        expected = by_id(before.retained_jobs())
+        calls = []
+        with unittest.mock.patch.object(HeldJobs, "row", lambda *a: calls.append(a)), \
+                unittest.mock.patch.object(BaseJobs, "row", lambda *a: calls.append(a)):
+            capture, _ = after.online_capture()
+        assert calls == []
+        held = [job for job in capture.jobs if type(job) is int]
+        assert len(held) == len(capture.jobs) == len(expected)
+        ids = [capture.id_of(job) for job in held]
+        after.jobs[ids[0]].state  # taken out of its run
+        assert after.expire(ids[1:]) == len(ids) - 1  # every other one expires
+        assert list(after.finished.held_runs()) == []  # the runs are let go
+        states = capture.states_of(capture.jobs)
+        assert by_id(states) == expected
+        plans_equal_builds(capture, states)

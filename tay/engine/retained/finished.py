@@ -135,6 +135,12 @@ class FinishedJobs:
             if jobs is not None and hasattr(jobs, "load"):
                 jobs.load()
 
+    def held_runs(self) -> Iterator[tuple[BaseJobs, list[int]]]:
+        """(run, the indexes of the jobs it still holds) of every run that holds any."""
+        for jobs, alive in zip(self._runs, self._alive):
+            if jobs is not None:
+                yield jobs, [k for k in range(len(alive)) if alive[k]]
+
     def held(self) -> Iterator[tuple[BaseJobs, int] | tuple[PackedJobs, tuple]]:
         """(run, index) of every job still held in a run, in stamp order, then (``PACKED``,
         tuple) of every packed one."""

@@ -32,7 +32,6 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from tay.engine.epoch import captured_id, captured_plan, captured_state, captured_states
 from tay.failures import RequestRefused, StorageFailure, WriterStopped
 from tay.storage.fsio import RealIO
 from tay.storage.journal.history_budget import HistoryBudget
@@ -271,10 +270,10 @@ class OnlineCompactor:
                 raise error if isinstance(error, CompactionFailed) else CompactionFailed(
                     getattr(error, "reason", type(error).__name__), str(error)) from None
             raise
-        chunk, rest, live, live_count, entities = report.pop("_verify")
+        chunk, rest, live, live_count, entities, states_of = report.pop("_verify")
         try:
             await loop.run_in_executor(None, lambda: online.verify_catch_up(
-                prepared, chunk, rest, live, live_count, entities))
+                prepared, chunk, rest, live, live_count, entities, states_of))
         except StorageFailure as failure:
             log.critical("the published epoch %s does not replay to the engine's state (%s); "
                          "writing stops, restart to serve what the store holds",
@@ -330,13 +329,13 @@ class OnlineCompactor:
             segments_dir=journal.segments_dir, active_id=journal.segment_id,
             frontier=journal.next_sequence - 1, rotation_target=journal.rotation_target)
         captured_at = self.clock()
-        jobs, next_order = engine.online_capture()
+        captured, next_order = engine.online_capture()
         applied = durable_form(retention or store.retention)
         driver.tap = []
-        return online.Capture(source, captured_at, applied, jobs,
+        return online.Capture(source, captured_at, applied, captured.jobs,
                               engine.checkpoints(captured_at), next_order,
-                              state_of=captured_state, id_of=captured_id,
-                              states_of=captured_states, plan_of=captured_plan)
+                              state_of=captured.state_of, id_of=captured.id_of,
+                              states_of=captured.states_of, plan_of=captured.plan_of)
 
     def _switch(self, prepared: online.Prepared, expected: int) -> dict[str, Any]:
         """On the loop, admission paused: catch-up, publish, CURRENT, the new tail."""
@@ -389,7 +388,9 @@ class OnlineCompactor:
         driver.resume_writer(new_journal)
         self._reattach_history(new_journal)
         pause_ms = (time.perf_counter() - paused) * 1000
-        live = {job_id: engine.epoch_job(job_id) for job_id in touched}
+        touched_ids = list(touched)  # taken as values the verification builds on its thread
+        captured = engine.captured_jobs_of(touched_ids)
+        live = dict(zip(touched_ids, captured.jobs))
         live_count = sum(1 for entry in engine.jobs.values() if not entry.volatile) \
             + len(engine.finished)  # jobs held in columns are persistent
         return {
@@ -402,7 +403,8 @@ class OnlineCompactor:
             "switch_records": len(rest),
             "pause_ms": round(pause_ms, 3), "timings_ms": prepared.timings_ms,
             "_current": current,
-            "_verify": (records, rest, live, live_count, dict(engine.epoch.entities)),
+            "_verify": (records, rest, live, live_count, dict(engine.epoch.entities),
+                        captured.states_of),
         }
 
     def _reattach_history(self, journal: Journal) -> None:
