@@ -100,8 +100,8 @@ def run(jobs: int, park: bool, repeat: int, directory: str) -> dict:
             times.append(time.perf_counter() - started)
         rss = rss_mib() - base_rss
         cpu = time.thread_time()
-        out = handle(c.Connect(worker, "worker", "bench-worker", min(waiting, DISPATCHED),
-                               None, "hw"))
+        handle(c.Connect(worker, "worker", "bench-worker", min(waiting, DISPATCHED), None,
+                         "hw"))
         out = handle(c.RegisterTasks(worker, (TASK,), "rt"))
         dispatched = sum(type(e) is Execute for e in out.effects)
         dispatch_cpu = time.thread_time() - cpu

@@ -615,8 +615,8 @@ class EpochEngine(AdminCommands):
         """``retained_jobs`` as an online compaction captures them on the loop, without
         building any (``CapturedJobs``)."""
         finished = self.finished
-        jobs: list[Any] = [_get_row(entry) if type(entry) is ParkedJobEntry else entry.state
-                           for entry in self.jobs.values() if not entry.volatile]
+        jobs: list[Any] = [_get_row(entry) for entry in self.jobs.values()
+                           if not entry.volatile]
         runs = []
         for run, held in finished.held_runs():
             place = len(runs) << _RUN_SHIFT
@@ -835,10 +835,11 @@ _INDEX_MASK = (1 << _RUN_SHIFT) - 1
 class CapturedJobs:
     """What an online compaction captures of the engine's jobs on the loop (``jobs``:
     immutable values) and how its worker thread reads them (``id_of``, ``plan_of``,
-    ``state_of``, ``states_of``). A live job is its JobState, a packed or parked job its
-    tuple (a parked one stays parked), and a job held in a run of columns (a restart's
-    base or tail, tay.engine.retained.finished) one int: its run's place in ``runs`` and
-    its index there. Its row (its snapshot and attachments, read from the run) is made on
+    ``state_of``, ``states_of``). A job in the engine's table is what its state slot holds
+    (its JobState, the row it is built from, or a parked job's tuple: none is built or
+    unparked), a packed job its tuple, and a job held in a run of columns (a restart's base
+    or tail, tay.engine.retained.finished) one int: its run's place in ``runs`` and its
+    index there. Its row (its snapshot and attachments, read from the run) is made on
     the worker thread, a chunk at a time, so the capture makes no object for a held job
     and reads nothing with the loop stopped (making the rows there took ~12 µs a job: over
     a second for 100,000). A run's bytes and columns do not change while it is captured,

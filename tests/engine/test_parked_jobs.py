@@ -240,12 +240,18 @@ def test_a_job_dispatched_within_a_round_is_never_parked():
     assert parked(engine) == 0
 
 
+def parked_jobs(seed: int, count: int):
+    """A driver whose engine parked ``count`` waiting jobs; (driver, their ids)."""
+    driver = epoch_driver(seed, "none", True)
+    driver.engine.start_parking()
+    ids = waiting_jobs(driver, count)
+    park_all(driver.engine)
+    return driver, ids
+
+
 def test_a_parked_job_dispatches_with_its_args_and_becomes_a_plain_entry():
-    driver = epoch_driver(4, "none", True)
+    driver, ids = parked_jobs(4, 3)
     engine = driver.engine
-    engine.start_parking()
-    ids = waiting_jobs(driver, 3)
-    park_all(engine)
     assert all(parkable(entry) is False for entry in engine.jobs.values())  # parked already
     out = driver.worker(conn="w1", tasks=("t",), capacity=3)
     executes = [e for e in out.effects if type(e) is Execute]
@@ -258,11 +264,8 @@ def test_a_parked_job_dispatches_with_its_args_and_becomes_a_plain_entry():
 
 
 def test_a_read_unparks_only_the_job_it_reads():
-    driver = epoch_driver(5, "none", True)
+    driver, ids = parked_jobs(5, 3)
     engine = driver.engine
-    engine.start_parking()
-    ids = waiting_jobs(driver, 3)
-    park_all(engine)
     assert driver.status(ids[1])["state"] == "available"
     assert type(engine.jobs[bytes.fromhex(ids[1])]) is JobEntry
     assert parked(engine) == 2

@@ -22,7 +22,7 @@ from typing import Any, Callable
 from tay.engine.commands import Admin
 from tay.engine.effects import Outcome
 from tay.engine.validation.ids import parse_job_id
-from tay.engine.retained.jobs import JobEntry, peek, timeline
+from tay.engine.retained.jobs import WAITING, JobEntry, peek, timeline
 from tay._native._pure_base import QUEUE, WORKER
 from tay.engine.schedules.commands import ScheduleCommands, request_fields
 from tay.engine.schedules.table import schedule_timing  # the engine's lazy boundary
@@ -35,7 +35,6 @@ from tay.storage.events.transitions import STATES
 PAGE_DEFAULT, PAGE_MAX = 50, 100
 SCAN_LIMIT = 10_000  # index entries one jobs page may examine (docs/admin.md)
 PURGE_DEFAULT, PURGE_MAX = 1_000, 10_000
-WAITING = frozenset({"scheduled", "available", "retryable"})
 NEXT_OCCURRENCES = 5
 FAILURE_WINDOW_MS = 3_600_000
 FAILURES_MAX = 100

@@ -144,10 +144,8 @@ class FinishedJobs:
     def held(self) -> Iterator[tuple[BaseJobs, int] | tuple[PackedJobs, tuple]]:
         """(run, index) of every job still held in a run, in stamp order, then (``PACKED``,
         tuple) of every packed one."""
-        for jobs, alive in zip(self._runs, self._alive):
-            if jobs is not None:
-                for k in range(len(alive)):
-                    if alive[k]:
-                        yield jobs, k
+        for jobs, held in self.held_runs():
+            for k in held:
+                yield jobs, k
         for packed in self.packed.values():
             yield PACKED, packed

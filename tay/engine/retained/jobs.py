@@ -164,6 +164,9 @@ class ParkedRow(tuple):
 
 _new_tuple = tuple.__new__
 
+# the states of a job that waits: for a dispatch (available) or its due time
+WAITING = frozenset({"scheduled", "available", "retryable"})
+
 
 class _FusedRow(tuple):
     """What the fused start's and success's rows share: the available JobState the start
@@ -296,14 +299,12 @@ def public_job(entry: JobEntry, args: dict[str, Any] | None = None) -> dict[str,
         "max_attempts": definition.scalars[MAX_ATTEMPTS]
         if type(definition) is LazyDefinition else definition["max_attempts"],
         "queue": entry.queue,  # definition["queue_key"]
-        "scheduled_at": job.eligible_at if state in _WAITING else None,
+        "scheduled_at": job.eligible_at if state in WAITING else None,
         "completed_at": job.completed_at,
         "errors": [dict(diagnostic)] if diagnostic is not None else [],
         "durability": "volatile" if entry.volatile else "persistent",  # entry.durability
     }
 
-
-_WAITING = frozenset({"scheduled", "available", "retryable"})
 
 
 def canonical_order(value: Any) -> bool:

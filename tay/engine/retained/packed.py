@@ -26,7 +26,7 @@ from typing import Any
 
 import orjson
 from tay.engine.retained.jobs import (
-    STATE_SLOT, CompletedRow, JobEntry, ParkedJobEntry, peek, timeline,
+    STATE_SLOT, WAITING, CompletedRow, JobEntry, ParkedJobEntry, peek, timeline,
 )
 from tay.engine.retained.packed_layout import (
     _ATTACHMENTS, CHARGE, DEFINITION, ID, MARGIN, QUEUE, READY_ORDER, REVISION, SCHEDULE_ID,
@@ -44,9 +44,6 @@ def packable(entry: JobEntry) -> bool:
             and entry.reservation_id is None)
 
 
-_WAITING = frozenset({"available", "scheduled", "retryable"})
-
-
 def parkable(entry: JobEntry) -> bool:
     """Whether ``entry`` is a plain entry of a job that waits for a dispatch or its due
     time, with a live definition (a ``LazyDefinition``: its bytes and scalars are all a
@@ -54,7 +51,7 @@ def parkable(entry: JobEntry) -> bool:
     if type(entry) is not JobEntry or entry.reservation_id is not None:
         return False
     job = STATE_SLOT.__get__(entry)
-    return type(job) is JobState and job.state in _WAITING \
+    return type(job) is JobState and job.state in WAITING \
         and type(job.definition) is LazyDefinition
 
 

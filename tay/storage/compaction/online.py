@@ -279,19 +279,18 @@ def epoch_segments(root: str, epoch_id: bytes) -> str:
 def verify_catch_up(prepared: Prepared, chunk: Sequence[JournalRecord],
                     rest: Sequence[tuple[int, int, bytes]], live: dict[bytes, Any],
                     live_count: int, live_entities: dict[tuple, int],
-                    states_of: Callable[[Sequence[Any]], list[JobState]] | None = None,
-                    ) -> None:
+                    states_of: Callable[[Sequence[Any]], list[JobState]]) -> None:
     """Step 10 for the online path: the whole catch-up (the earlier rounds were replayed as
     they were copied; ``rest`` is what the switch appended), replayed onto the verified
     base, must give the jobs the engine holds (every job it touched, and the count) and the
-    entity revisions; ``live`` maps each touched id to its live state at the switch, or to
-    the value ``states_of`` builds it from, here (None: not retained)."""
+    entity revisions; ``live`` maps each touched id to the value ``states_of`` builds its
+    live state at the switch from, here (None: not retained)."""
     catch_up(prepared, chunk, rest)
     table = prepared.table
     retained = [job_id for job_id, value in live.items() if value is not None]
     values = [live[job_id] for job_id in retained]
     states = dict.fromkeys(live)  # None: not retained
-    states.update(zip(retained, values if states_of is None else built(values, states_of)))
+    states.update(zip(retained, built(values, states_of)))
     for job_id, state in states.items():
         found = table.job(job_id)
         if (found is None) != (state is None) or (
