@@ -251,6 +251,11 @@ def online(jobs: int, seconds: float, producers: int, concurrency: int, writer: 
                                                               marks["compacted"]), comp_s,
                         marks["cpu_compacted"] - marks["cpu_compact"]))
         print("during compaction: " + latencies.slowest(marks["compact"], marks["compacted"]))
+        loop = admin.call("status", {})["loop"]
+        print(f"event loop: {loop['stalls']} stall(s) over {loop['stall_threshold_s']} s, "
+              f"longest {loop['longest_stall_s']:.3f} s")
+        log.flush()
+        print("".join(stall_lines((base / "serve.log").read_text())), end="")
     finally:
         if server is not None and server.poll() is None:
             server.send_signal(signal.SIGTERM)
@@ -260,6 +265,19 @@ def online(jobs: int, seconds: float, producers: int, concurrency: int, writer: 
                 server.kill()
         shutil.rmtree(base, ignore_errors=True)
         shutil.rmtree(sockets, ignore_errors=True)
+
+
+def stall_lines(log_text: str) -> list[str]:
+    """The server's stall warnings (tay.server.loop_watch) with their sampled stacks."""
+    lines, inside = [], False
+    for line in log_text.splitlines(keepends=True):
+        if "event loop stalled" in line:
+            inside = True
+        elif not line.startswith("  "):
+            inside = False
+        if inside:
+            lines.append(line)
+    return lines
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -51,6 +51,18 @@ def _writer(writer: dict[str, Any]) -> str:
     return f"running ({how})" if how else "running"
 
 
+def _loop(loop: dict[str, Any]) -> str:
+    threshold = loop["stall_threshold_s"]
+    if not threshold:
+        return "stalls not watched (--loop-stall-ms 0)"
+    if not loop["stalls"]:
+        return f"no stall over {threshold:g} s"
+    last = loop["last_stall"]
+    text = (f"{loop['stalls']} stall(s) over {threshold:g} s, longest "
+            f"{loop['longest_stall_s']:.3f} s; last {when(last['at'])}, {last['seconds']:.3f} s")
+    return text + (f" in {last['where']}" if last["where"] else "")
+
+
 def render_status(reply: dict[str, Any]) -> str:
     storage = reply["storage"]
     commit = reply["commit"]
@@ -84,6 +96,9 @@ def render_status(reply: dict[str, Any]) -> str:
             ("paused queues", ", ".join(engine["paused_queues"]) or "none"),
             ("schedules", engine["schedules"]),
         ]
+    loop = reply.get("loop")
+    if loop is not None:
+        pairs.append(("event loop", _loop(loop)))
     for name in ("socket", "http"):
         if reply.get(name):
             listener = reply[name]

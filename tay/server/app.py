@@ -334,6 +334,12 @@ async def serve(config: ServeConfig, ready: "asyncio.Event | None" = None,
     driver.metrics = admin.metrics
     admin.metrics.attach_commit(store.committer)
     admin.metrics.watch_collections()
+    from .loop_watch import LoopWatch
+
+    loop_watch = LoopWatch(loop, admin.metrics.loop_lag, config.loop_stall_ms / 1000.0,
+                           collections=admin.metrics.full_collections)
+    admin.metrics.loop_watch = loop_watch
+    admin.facts["loop"] = loop_watch.facts
     from .compaction.compactor import OnlineCompactor
 
     admin.compactor = compactor = OnlineCompactor(driver, store, config, admin.metrics)
@@ -357,6 +363,7 @@ async def serve(config: ServeConfig, ready: "asyncio.Event | None" = None,
         lifecycle.start()
         compactor.start()
         finished_rounds.start()
+        loop_watch.start()
         driver.tick()  # dispatch recovered work and arm the wake-up timer
         log.info("tay serving: data dir %s, durability %s, socket %s", config.data_dir,
                  describe_durability(config), config.socket.path if config.socket else "off")
@@ -369,6 +376,7 @@ async def serve(config: ServeConfig, ready: "asyncio.Event | None" = None,
         for signum in (signal.SIGTERM, signal.SIGINT):
             loop.remove_signal_handler(signum)
         lifecycle.close()
+        loop_watch.stop()
         finished_rounds.stop()
         await compactor.close()
         for close in reversed(closers):

@@ -118,6 +118,9 @@ def declare(parser: Any) -> None:
         "(TAY_FRAME_TIMEOUT_MS)")
     add("--drain-timeout", help="seconds SIGTERM waits for running executions before stopping; "
                                 "0 stops at once; default 30 (TAY_DRAIN_TIMEOUT)")
+    add("--loop-stall-ms", help="an event-loop beat this late is a stall: counted in "
+        "tay_event_loop_stalls_total and logged with where the loop was, 0..3600000, 0 off; "
+        "default 500 (TAY_LOOP_STALL_MS)")
     add("--metrics-port", help="serve /metrics, /healthz, /readyz on this loopback port too; "
                                "default off (TAY_METRICS_PORT)")
     add("--log-level", type=str.upper, choices=("DEBUG", "INFO", "WARNING", "ERROR", "CRITICAL"),
@@ -295,6 +298,8 @@ def build_config(args: argparse.Namespace, env: Mapping[str, str]) -> "ServeConf
                for flag, name, variable, default in _NUMBERS}
     drain = parse_int("--drain-timeout", setting(args, "drain_timeout", env, "TAY_DRAIN_TIMEOUT",
                                                  "30"), 0, 86_400)
+    loop_stall_ms = parse_int("--loop-stall-ms", setting(args, "loop_stall_ms", env,
+                                                         "TAY_LOOP_STALL_MS", "500"), 0, 3_600_000)
     metrics_text = setting(args, "metrics_port", env, "TAY_METRICS_PORT", None)
     metrics_port = None if metrics_text in (None, "") else parse_int("--metrics-port",
                                                                      metrics_text, 0, 65_535)
@@ -326,7 +331,7 @@ def build_config(args: argparse.Namespace, env: Mapping[str, str]) -> "ServeConf
         group_commit_gather_us=gather, journal_writer=writer,
         journal_writer_rt_priority=rt_priority,
         engine=engine, limits=limits, terminal_retention=retention, compaction=compaction,
-        drain_timeout_s=float(drain), metrics_port=metrics_port,
+        drain_timeout_s=float(drain), metrics_port=metrics_port, loop_stall_ms=loop_stall_ms,
     )
 
 

@@ -60,6 +60,8 @@ class ServerMetrics:
         self.compaction = Histogram(COMPACTION_BUCKETS)  # published: capture to reclaim
         self.compaction_pause = Histogram(LATENCY_BUCKETS)  # published: writes paused
         self.full_collections = Histogram(LATENCY_BUCKETS)  # the cycle collector's pauses
+        self.loop_lag = Histogram(LATENCY_BUCKETS)  # each loop beat's lateness (LoopWatch)
+        self.loop_watch: Any = None  # the LoopWatch: its stall counts, read at scrape time
         self._collection_started = 0.0
 
     def _on_collection(self, phase: str, info: dict[str, int]) -> None:
@@ -254,6 +256,14 @@ def collector(engine: Any, driver: Any, store: Any, metrics: ServerMetrics,
                         "compaction's switch", metrics.compaction_pause)
         yield histogram("tay_gc_full_collection_seconds", "the cycle collector's full "
                         "collections (the event loop waits for each)", metrics.full_collections)
+        yield histogram("tay_event_loop_lag_seconds", "how late the event loop ran a beat "
+                        "due every 0.1 s", metrics.loop_lag)
+        watch = metrics.loop_watch
+        if watch is not None:
+            yield CounterMetricFamily("tay_event_loop_stalls", "beats later than "
+                                      "--loop-stall-ms (0: not counted)", value=watch.stalls)
+            yield GaugeMetricFamily("tay_event_loop_longest_stall_seconds", "the longest stall "
+                                    "since start", value=watch.longest_s)
 
     return collect
 

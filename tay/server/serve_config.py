@@ -11,6 +11,7 @@ from tay.storage.compaction.trigger import CompactionPolicy
 from tay.storage.journal.commit import GATHER_US
 from tay.storage.v2.manifest import Retention
 
+from .loop_watch import STALL_MS
 from .uds.socket_path import SocketPlan
 
 
@@ -21,7 +22,7 @@ class ServeConfig(Frozen):
                  "validated_filesystem", "group_commit_max_events", "group_commit_interval_ms",
                  "group_commit_linger", "group_commit_gather_us", "journal_writer",
                  "journal_writer_rt_priority", "engine", "limits", "drain_timeout_s",
-                 "metrics_port", "terminal_retention", "compaction")
+                 "metrics_port", "terminal_retention", "compaction", "loop_stall_ms")
     data_dir: str
     socket: SocketPlan | None
     socket_mode: int
@@ -42,6 +43,7 @@ class ServeConfig(Frozen):
     # automatic compaction (a v1 store is adopted to Store v2 when compaction is on)
     terminal_retention: Retention
     compaction: CompactionPolicy
+    loop_stall_ms: int  # an event-loop beat this late is a stall, logged with where (0: off)
 
     def __init__(self, data_dir: str, socket: SocketPlan | None, socket_mode: int = 0o600,
                  init_if_missing: bool = False, durability: str = "sync",
@@ -52,7 +54,8 @@ class ServeConfig(Frozen):
                  engine: EngineConfig | None = None, limits: ProtocolLimits | None = None,
                  drain_timeout_s: float = 30.0, metrics_port: int | None = None,
                  terminal_retention: Retention | None = None,
-                 compaction: CompactionPolicy | None = None) -> None:
+                 compaction: CompactionPolicy | None = None,
+                 loop_stall_ms: int = STALL_MS) -> None:
         set_field(self, "data_dir", data_dir)
         set_field(self, "socket", socket)
         set_field(self, "socket_mode", socket_mode)
@@ -73,3 +76,4 @@ class ServeConfig(Frozen):
         set_field(self, "terminal_retention", Retention("hours", 24) if terminal_retention is None
                   else terminal_retention)
         set_field(self, "compaction", CompactionPolicy() if compaction is None else compaction)
+        set_field(self, "loop_stall_ms", loop_stall_ms)

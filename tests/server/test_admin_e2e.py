@@ -223,6 +223,9 @@ def test_status_reads_on_both_transports(engine):
                 commit["gather_us"]) == (1, 0, False, 1000)  # the defaults
         assert status["engine"]["jobs"]["total"] == sum(status["engine"]["jobs"]["by_state"].values())
         assert status["socket"]["path"] == engine.socket_path
+        loop = status["loop"]  # the event loop's watch (--loop-stall-ms 500, the default)
+        assert (loop["beat_s"], loop["stall_threshold_s"]) == (0.1, 0.5)
+        assert loop["stalls"] >= 0 and (loop["last_stall"] is None) == (loop["stalls"] == 0)
         assert all(s["id"].startswith("admin-every-")
                    for s in admin.call("schedules", {})["schedules"])
         assert status["storage"]["format"] == "v2"  # adopted at start

@@ -127,6 +127,16 @@ def test_metrics_health_and_logs_on_a_socket_only_engine(dirs):
         assert after[("tay_commit_batch_events_count", ())] > before.get(
             ("tay_commit_batch_events_count", ()), 0)
         assert after[("tay_fsync_seconds_count", ())] >= 1
+        # the loop's beat (every 0.1 s) goes on; a stall counter and its longest
+        deadline = time.monotonic() + 10
+        while after[("tay_event_loop_lag_seconds_count", ())] <= before[
+                ("tay_event_loop_lag_seconds_count", ())] and time.monotonic() < deadline:
+            time.sleep(0.05)
+            after = samples(get(f"{base}/metrics")[1].decode())
+        assert after[("tay_event_loop_lag_seconds_count", ())] > before[
+            ("tay_event_loop_lag_seconds_count", ())]
+        assert after[("tay_event_loop_stalls_total", ())] >= 0
+        assert after[("tay_event_loop_longest_stall_seconds", ())] >= 0
         # per-event (the default): every batch is one submission, none gathers
         assert after[("tay_commit_gathered_batches_total", ())] == 0
         assert after[("tay_commit_batches_total", ())] >= 5

@@ -136,6 +136,20 @@ def test_group_commit_gather_us_from_flag_or_environment() -> None:
     assert refused.value.option == "--group-commit-gather-us"
 
 
+def test_loop_stall_ms_from_flag_or_environment() -> None:
+    assert config_of().loop_stall_ms == 500
+    assert config_of("--loop-stall-ms", "0").loop_stall_ms == 0
+    assert config_of(env={"TAY_LOOP_STALL_MS": "250"}).loop_stall_ms == 250
+    assert config_of("--loop-stall-ms", "80", env={"TAY_LOOP_STALL_MS": "250"}).loop_stall_ms == 80
+    for bad in ("-1", "3600001", "soon"):
+        with pytest.raises(ConfigurationError) as refused:
+            config_of("--loop-stall-ms", bad)
+        assert refused.value.option == "--loop-stall-ms"
+    with pytest.raises(ConfigurationError) as refused:
+        config_of(env={"TAY_LOOP_STALL_MS": "1.5"})
+    assert "TAY_LOOP_STALL_MS" in str(refused.value) or refused.value.option == "--loop-stall-ms"
+
+
 def test_store_v2_options_default_and_from_flags_or_environment() -> None:
     from tay.storage.v2 import Retention
 
