@@ -33,7 +33,7 @@ if str(ROOT) not in sys.path:
 from benchmarks.engine_path import ARGS, NOW, TASK  # noqa: E402
 from tay.bench.paths import bench_scratch  # noqa: E402
 
-SLICE_JOBS = 1024  # tay.server.finished_rounds.SLICE_JOBS
+SLICE_JOBS = 32  # tay.server.finished_rounds.CHUNK_JOBS
 DISPATCHED = 50_000  # at most this many are dispatched (one worker, its capacity)
 
 

@@ -2,14 +2,14 @@
 
 Every ``interval_s`` a round
 * packs the persistent jobs that had finished when the previous round ended
-  (``EngineState.pack_finished``, tay.engine.retained.packed), at most ``slice_jobs`` per loop
-  callback, so a round of a busy second never holds the loop for long. A job is thus packed
+  (``EngineState.pack_finished``, tay.engine.retained.packed), in loop callbacks of at most
+  ``slice_s`` each, so a round of a busy second never holds the loop for long. A job is thus packed
   between one and two intervals after it finished: a client reading its result right away
   finds it unpacked;
 * parks the jobs that had begun to wait (for a dispatch or their due time) when the
   previous round ended and still wait (``EngineState.park_waiting``,
   tay.engine.retained.jobs.ParkedJobEntry): a backlog is then one object a job to the
-  cycle collector instead of three, in slices as packing is;
+  cycle collector instead of three, in time slices as packing is;
 * drops the volatile jobs that expired under the store's terminal retention
   (``EngineState.expire_volatile``): they are in no store, so no compaction expires them.
 """
@@ -17,10 +17,16 @@ Every ``interval_s`` a round
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Callable
+from time import perf_counter
 from typing import Any
 
 INTERVAL_S = 1.0
-SLICE_JOBS = 1024  # about 2-3 ms of packing per callback
+# A slice is bounded by the clock, not by a count of jobs: while an online compaction's
+# thread takes its share of the GIL, a job costs the loop ~10x its usual time (1,024 jobs
+# held the loop for up to 2 s, 2026-12-06), and every request waits for the slice.
+SLICE_S = 0.002
+CHUNK_JOBS = 32  # jobs between looks at the clock (~0.05-0.5 ms of packing)
 
 
 class FinishedRounds:
@@ -28,12 +34,13 @@ class FinishedRounds:
     terminal retention, which a compaction may change)."""
 
     def __init__(self, driver: Any, store: Any, interval_s: float | None = None,
-                 slice_jobs: int | None = None) -> None:
+                 slice_s: float = SLICE_S, chunk_jobs: int = CHUNK_JOBS) -> None:
         self.driver = driver
         self.store = store
         self.engine = store.engine
         self.interval_s = INTERVAL_S if interval_s is None else interval_s
-        self.slice_jobs = SLICE_JOBS if slice_jobs is None else slice_jobs
+        self.slice_s = slice_s
+        self.chunk_jobs = chunk_jobs
         self._handle: asyncio.Handle | None = None
 
     def start(self) -> None:
@@ -47,16 +54,24 @@ class FinishedRounds:
             self._handle = None
 
     def _round(self) -> None:
-        loop = self.driver.loop
-        if self.engine.pack_finished(self.slice_jobs):
-            self._handle = loop.call_soon(self._round)
+        if self._slice(self.engine.pack_finished):
+            self._handle = self.driver.loop.call_soon(self._round)
             return
         self._park()
 
     def _park(self) -> None:
         loop = self.driver.loop
-        if self.engine.park_waiting(self.slice_jobs):
+        if self._slice(self.engine.park_waiting):
             self._handle = loop.call_soon(self._park)
             return
         self.engine.expire_volatile(self.store.retention, self.driver.wall_ms())
         self._handle = loop.call_later(self.interval_s, self._round)
+
+    def _slice(self, step: Callable[[int], bool]) -> bool:
+        """``step`` a chunk at a time for up to ``slice_s``; True when its round has more."""
+        deadline = perf_counter() + self.slice_s
+        chunk = self.chunk_jobs
+        while step(chunk):
+            if perf_counter() >= deadline:
+                return True
+        return False
