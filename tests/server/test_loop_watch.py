@@ -78,7 +78,7 @@ def test_a_held_loop_is_one_stall_logged_with_where_it_was(kind, caplog):
     assert len(stall_lines) == 1
     # sampled at 1, 2 and 4 times the threshold, each in the holding function, called by
     # the step's lambda from the coroutine; the loop's own frames are left out
-    samples = stall_lines[0].splitlines()[1:]
+    samples = [line for line in stall_lines[0].splitlines()[1:] if "beside it" not in line]
     assert len(samples) >= 3
     for sample in samples:
         assert sample.split(" in: ")[1].split(" <- ") == [
@@ -113,8 +113,9 @@ def test_a_loop_that_waits_shows_little_cpu_and_the_busy_thread_beside_it(caplog
     assert stall["where"].endswith(" <lambda>")  # time.sleep is C: its caller is the frame
     line = next(r.getMessage() for r in caplog.records if "stalled" in r.getMessage())
     assert f"of which the loop thread ran {stall['loop_cpu_s']:.3f} s" in line
-    beside = [text for text in line.splitlines() if "beside it" in text]
-    assert beside and all("busy-helper: " in text for text in beside)
+    # threads of other tests may be there too (a reader blocked in a C call is not idle)
+    beside = [text for text in line.splitlines() if "beside it, busy-helper: " in text]
+    assert beside
     assert all("hold_the_loop" in text and "spin_beside" in text for text in beside)
     assert "tay-loop-watch" not in line  # the sampler leaves itself out
 
