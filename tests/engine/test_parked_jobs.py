@@ -22,6 +22,7 @@ from tay.engine import commands as c
 from tay.engine.effects import Execute
 from tay.engine.retained.jobs import STATE_SLOT, JobEntry, ParkedJobEntry
 from tay.engine.retained.packed import parkable
+from tests.engine.conftest import refusal, reply
 from tests.engine.test_fused_commits import (
     CONNS, QUEUES, TwinMachine, effects, epoch_driver, records, snapshot,
 )
@@ -263,9 +264,25 @@ def test_a_parked_job_dispatches_with_its_args_and_becomes_a_plain_entry():
     assert driver.status(ids[0])["state"] == "completed"
 
 
-def test_a_read_unparks_only_the_job_it_reads():
+def test_reads_leave_a_parked_job_parked_and_a_change_unparks_only_its_job():
+    """A status, a result not ready, an admin job and a jobs page answer as for an unparked
+    twin and leave every job parked; a cancel takes its job out of its tuple and no other."""
     driver, ids = parked_jobs(5, 3)
+    twin = epoch_driver(5, "none", True)
+    assert waiting_jobs(twin, 3) == ids
     engine = driver.engine
-    assert driver.status(ids[1])["state"] == "available"
+
+    def answers(d):
+        def admin(op, body):
+            return reply(d.run(c.Admin("p", d.rid(), op, body))).fields
+        return (d.status(ids[1]),
+                refusal(d.run(c.Result("p", d.rid(), ids[1]))),
+                admin("job", {"job_id": ids[1]}),
+                admin("jobs", {"state": "available"}))
+
+    assert answers(driver) == answers(twin)
+    assert parked(engine) == 3
+    driver.run(c.Cancel("p", driver.rid(), ids[1]))
     assert type(engine.jobs[bytes.fromhex(ids[1])]) is JobEntry
     assert parked(engine) == 2
+    assert driver.status(ids[1])["state"] == "cancelled"

@@ -22,7 +22,7 @@ from typing import Any, Callable
 from tay.engine.commands import Admin
 from tay.engine.effects import Outcome
 from tay.engine.validation.ids import parse_job_id
-from tay.engine.retained.jobs import WAITING, JobEntry, peek, timeline
+from tay.engine.retained.jobs import WAITING, JobEntry, peek, read_state, timeline
 from tay._native._pure_base import QUEUE, WORKER
 from tay.engine.schedules.commands import ScheduleCommands, request_fields
 from tay.engine.schedules.table import schedule_timing  # the engine's lazy boundary
@@ -75,7 +75,7 @@ def _stamp_cursor(body: dict[str, Any]) -> int | None:
 
 def job_summary(entry: JobEntry) -> dict[str, Any]:
     """One row of a jobs page: identity, state and times, never the args."""
-    job = entry.state
+    job = read_state(entry)
     waiting = job.state in WAITING
     return {
         "id": job.id.hex(), "task": entry.task, "queue": entry.queue, "state": job.state,
@@ -162,7 +162,7 @@ class AdminCommands(ScheduleCommands):
     def _admin_job(self, body: Any, now_ms: int, out: Outcome) -> dict[str, Any]:
         body = request_fields(body, frozenset({"job_id"}), "job")
         entry = self._lookup(body.get("job_id"))
-        job = entry.state
+        job = read_state(entry)
         definition = job.definition
         reservation = self.executors.reservations.get(entry.reservation_id or "")
         executor = (self.executors.executors.get(reservation.conn)
@@ -235,7 +235,7 @@ class AdminCommands(ScheduleCommands):
         obj["next_occurrences"] = _next_occurrences(state.definition, obj["next_at"])
         last_job = self._entry(_occurrence_id(obj["id"], state.last_at))
         obj["last_job"] = None if last_job is None else {
-            "id": last_job.state.id.hex(), "state": last_job.state.state}
+            "id": peek(last_job).id.hex(), "state": peek(last_job).state}
         return obj
 
     def _admin_activity(self, body: Any, now_ms: int, out: Outcome) -> dict[str, Any]:

@@ -12,7 +12,7 @@ from tay.engine.admission import job_charge
 from tay.engine.commands import Cancel, DecodedEnqueue, Enqueue, PlainEnqueue, Result, Status
 from tay.engine.effects import CancelExecution, Outcome, Reply
 from tay.engine.validation.ids import parse_job_id, random_token
-from tay.engine.retained.jobs import JobEntry, canonical_order, public_job
+from tay.engine.retained.jobs import JobEntry, canonical_order, peek, public_job, read_state
 from tay.engine.validation.options import parse_enqueue, parse_plain_enqueue
 from tay.engine.state import EngineState
 from tay.failures import RequestRefused
@@ -84,11 +84,11 @@ class ProducerCommands(EngineState):
     def _status(self, cmd: Status, now_ms: int, mono_ms: int, out: Outcome) -> None:
         entry = self._lookup(cmd.job_id)
         self._reply(out, cmd.conn, cmd.request_id, "status", job=public_job(entry),
-                    status=entry.state.state)
+                    status=peek(entry).state)
 
     def _result(self, cmd: Result, now_ms: int, mono_ms: int, out: Outcome) -> None:
         entry = self._lookup(cmd.job_id)
-        job = entry.state
+        job = read_state(entry)
         if job.state == "completed":
             if not job.result_present:
                 raise RequestRefused("the completed job has no retained result",

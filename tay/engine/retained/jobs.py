@@ -239,6 +239,16 @@ class CompletedRow(_FusedRow):
         return ((self[2], self[3], self[4], "completed"),)
 
 
+def read_state(entry: JobEntry) -> JobState:
+    """The entry's JobState for a read that changes nothing (a status, a result, an admin
+    page): a parked job's is built from its tuple and not kept, so the job stays parked
+    (reading ``state`` would make it a plain entry of three tracked objects again, and a
+    client polling a waiting job's status would undo its parking every time)."""
+    if type(entry) is ParkedJobEntry:
+        return layout.job_state(STATE_SLOT.__get__(entry))
+    return entry.state
+
+
 def peek(entry: JobEntry
          ) -> "JobState | JobRow | LiveRow | FailedRow | StartedRow | CompletedRow | ParkedRow":
     """The entry's JobState, or its row when not built yet, for bookkeeping
@@ -286,7 +296,7 @@ def public_job(entry: JobEntry, args: dict[str, Any] | None = None) -> dict[str,
     enqueue's, written as the dict would be), so the stored bytes need not be decoded again;
     None decodes them.
     """
-    job = entry.state
+    job = read_state(entry)
     definition = job.definition
     state = job.state
     diagnostic = job.diagnostic
