@@ -654,7 +654,7 @@ def park_all(engine) -> None:
 def test_parked_jobs_carry_through_an_online_compaction_and_a_restart(data_dir, monkeypatch):
     """Waiting jobs a running server parked are captured as their tuples and stay parked;
     jobs enqueued during the compaction and parked before its switch have their ready
-    order moved down in their tuple; one read meanwhile is unparked; and a restart
+    order moved down in their tuple; one taken out meanwhile (its state built, as a dispatch does; a status read leaves it parked) stays out; and a restart
     recovers exactly the jobs the engine holds, in the same ready order."""
     from tay.engine.retained.jobs import ParkedJobEntry, peek
 
@@ -677,6 +677,8 @@ def test_parked_jobs_carry_through_an_online_compaction_and_a_restart(data_dir, 
             ids += [await h.enqueue(n) for n in range(6, 9)]
             read = await h.call(lambda rid: commands.Status("p", rid, ids[2]))
             assert read.fields["job"]["state"] == "available", read
+            assert type(engine.jobs[bytes.fromhex(ids[2])]) is ParkedJobEntry  # a read
+            engine.jobs[bytes.fromhex(ids[2])].state  # built and kept, as a dispatch does
             park_all(engine)
             gate.open.set()
             report = await task
