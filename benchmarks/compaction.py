@@ -43,6 +43,7 @@ if str(ROOT) not in sys.path:
 
 from benchmarks.replay import build_store  # noqa: E402  (the reference history)
 from tay.bench.paths import bench_scratch  # noqa: E402
+from tay.bench.server import stall_lines  # noqa: E402
 
 SCRATCH = bench_scratch()  # strict sync accepts it wherever the checkout is
 
@@ -265,19 +266,6 @@ def online(jobs: int, seconds: float, producers: int, concurrency: int, writer: 
                 server.kill()
         shutil.rmtree(base, ignore_errors=True)
         shutil.rmtree(sockets, ignore_errors=True)
-
-
-def stall_lines(log_text: str) -> list[str]:
-    """The server's stall warnings (tay.server.loop_watch) with their sampled stacks."""
-    lines, inside = [], False
-    for line in log_text.splitlines(keepends=True):
-        if "event loop stalled" in line:
-            inside = True
-        elif not line.startswith("  "):
-            inside = False
-        if inside:
-            lines.append(line)
-    return lines
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -24,7 +24,9 @@ The kernel ends every process it starts when it ends, however it ends
 It prints and returns: the status probes answered, failed and their latency (all, and those
 that overlapped a compaction); the producer's acknowledgement latency (p50, p99, p999,
 max), refusals and jobs/s; the compactions, their durations and their longest write pause; the
-server's CPU per job and peak RSS. A probe that is not answered within ``--probe-timeout``
+server's CPU per job and peak RSS; the server's event-loop stalls (tay.server.loop_watch: over
+500 ms, or ``TAY_LOOP_STALL_MS`` in the environment) and their log lines, which say where the
+loop was. A probe that is not answered within ``--probe-timeout``
 counts as failed and the run goes on. The question: does a busy, compacting daemon keep
 its operator's view and its acknowledgements within a second, with no stall?
 """
@@ -56,7 +58,7 @@ from benchmarks.soak_daemon import (  # noqa: E402
 from tay.admin.client import AdminRefused, AdminUnreachable, SocketAdmin  # noqa: E402
 from tay.bench.metrics import percentile  # noqa: E402
 from tay.bench.paths import bench_scratch  # noqa: E402
-from tay.bench.server import peak_rss_bytes  # noqa: E402
+from tay.bench.server import peak_rss_bytes, stall_lines  # noqa: E402
 
 PRODUCER = r'''
 import asyncio, json, sys, time
@@ -299,6 +301,10 @@ def show(summary: dict[str, Any]) -> None:
     server = summary["server"]
     print(f"server: {server['cpu_us_per_job']:,.1f} µs CPU per job, peak RSS "
           f"{server['peak_rss_bytes'] / 2**20:.1f} MiB")
+    loop = summary["loop"]
+    print(f"event loop: {loop['stalls']} stall(s) over {loop['stall_threshold_s']:g} s "
+          f"(TAY_LOOP_STALL_MS), longest {loop['longest_stall_s']:.3f} s")
+    print("".join(loop["stall_lines"]), end="")
 
 
 def fill_backlog(socket_path: str, jobs: int) -> None:
@@ -384,9 +390,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         cpu_s = (cpu_after.user + cpu_after.system) - (cpu_before.user + cpu_before.system)
         summary = summarize(prober.probes, compactor.runs, produced, cpu_s,
                             peak_rss_bytes(server.pid), options)
+        summary["loop"] = SocketAdmin(serve.socket, timeout_s=60).call("status", {})["loop"]
         worker.stdin.close()
         worker.wait(timeout=30)
         serve.stop()
+        summary["loop"]["stall_lines"] = stall_lines(serve.log_path.read_text())
         show(summary)
         if options.json is not None:
             options.json.write_text(json.dumps(summary, indent=1))

@@ -192,3 +192,16 @@ def socket_accepts(path: str) -> bool:
         return False
     finally:
         probe.close()
+
+
+def stall_lines(log_text: str) -> list[str]:
+    """The server's stall warnings (tay.server.loop_watch) with their sampled stacks."""
+    lines, inside = [], False
+    for line in log_text.splitlines(keepends=True):
+        if "event loop stalled" in line:
+            inside = True
+        elif not line.startswith("  "):
+            inside = False
+        if inside:
+            lines.append(line)
+    return lines

@@ -16,9 +16,10 @@ from tests.scratch import scratch_dir
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 
 
-def test_a_starved_compacting_server_answers_every_probe(capsys) -> None:
+def test_a_starved_compacting_server_answers_every_probe(capsys, monkeypatch) -> None:
     from benchmarks import overload
 
+    monkeypatch.setenv("TAY_LOOP_STALL_MS", "1")  # the server inherits it
     scratch = scratch_dir("overload-")  # accepted by strict sync wherever the checkout is
     summary = overload.main(["--seconds", "4", "--hogs", "1", "--compact-every", "1",
                              "--probe-every", "0.1", "--dir", str(scratch)])
@@ -34,8 +35,16 @@ def test_a_starved_compacting_server_answers_every_probe(capsys) -> None:
     assert enqueue["acked"] >= 100 and enqueue["p50_ms"] <= enqueue["max_ms"]
     assert enqueue["refused"] == {}
     assert summary["server"]["cpu_us_per_job"] > 0 and summary["server"]["peak_rss_bytes"] > 0
+    loop = summary["loop"]  # the server's own watch, read before it stopped
+    assert loop["stall_threshold_s"] == 0.001 and loop["stalls"] >= 0
+    # the first stall is always logged, with its samples (the log is read after the stop:
+    # it may hold later ones too)
+    assert loop["stall_lines"] or loop["stalls"] == 0
+    assert all("event loop stalled" in line or line.startswith("  ")
+               for line in loop["stall_lines"])
     out = capsys.readouterr().out
     assert f"status: {status['answered']} of {status['probes']} answered" in out
+    assert f"event loop: {loop['stalls']} stall(s) over 0.001 s" in out
     assert os.listdir(scratch) == []  # the store was removed afterwards
     os.rmdir(scratch)
 
