@@ -298,8 +298,11 @@ def build_config(args: argparse.Namespace, env: Mapping[str, str]) -> "ServeConf
                for flag, name, variable, default in _NUMBERS}
     drain = parse_int("--drain-timeout", setting(args, "drain_timeout", env, "TAY_DRAIN_TIMEOUT",
                                                  "30"), 0, 86_400)
+    from .loop_watch import STALL_MS
+
     loop_stall_ms = parse_int("--loop-stall-ms", setting(args, "loop_stall_ms", env,
-                                                         "TAY_LOOP_STALL_MS", "500"), 0, 3_600_000)
+                                                         "TAY_LOOP_STALL_MS", str(STALL_MS)),
+                              0, 3_600_000)
     metrics_text = setting(args, "metrics_port", env, "TAY_METRICS_PORT", None)
     metrics_port = None if metrics_text in (None, "") else parse_int("--metrics-port",
                                                                      metrics_text, 0, 65_535)

@@ -16,6 +16,7 @@ import random
 import types
 from collections import deque
 from functools import partial
+from typing import Any
 
 from hypothesis import settings, strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, precondition, rule
@@ -110,9 +111,16 @@ class TwinMachine(RuleBasedStateMachine):
 
     job_ids: list[str]
     sequence: int
+    subject: Any  # the driver of the engine under test (the other one is its reference)
 
     def both(self, command=None, tick=False):
         raise NotImplementedError
+
+    def _reservation(self, index):
+        """One of the subject's live reservations, picked by ``index`` (None: none)."""
+        live = sorted(self.subject.engine.executors.reservations.values(),
+                      key=lambda r: r.reservation_id)
+        return live[index % len(live)] if live else None
 
     @rule(task=st.sampled_from(TASKS), queue=st.sampled_from(QUEUES), retries=st.integers(0, 2),
           delay_ms=st.sampled_from([None, 0, 300]), volatile=st.booleans(),
@@ -139,12 +147,59 @@ class TwinMachine(RuleBasedStateMachine):
         self.both(c.Disconnect(conn))
 
 
+class RoundTwinMachine(TwinMachine):
+    """Twin engines whose subject runs one of a server's rounds (``round_step``: packing or
+    parking, ``slice_jobs`` at a time) after every command and at random points; after
+    each, both must have made the same records and effects and hold what ``image`` reads
+    alike."""
+
+    slice_jobs: int
+    plain: Any
+
+    @staticmethod
+    def round_step(engine, limit: int) -> bool:
+        raise NotImplementedError
+
+    @staticmethod
+    def image(engine) -> tuple:
+        raise NotImplementedError
+
+    def twins(self, seed, history, slice_jobs):
+        """The subject's driver and the plain one, from one seed and history."""
+        self.slice_jobs = slice_jobs
+        self.subject = epoch_driver(seed, history, True)
+        self.plain = epoch_driver(seed, history, True)
+        self.job_ids = []
+        self.sequence = 0
+        return self.subject
+
+    def both(self, command=None, tick=False):
+        subject, plain = [driver.tick() if tick else driver.run(command)
+                          for driver in (self.subject, self.plain)]
+        self.round_step(self.subject.engine, self.slice_jobs)
+        assert records(subject) == records(plain)
+        assert effects(subject) == effects(plain)
+        for driver in (self.subject, self.plain):
+            if driver.engine.history is not None:
+                driver.engine.history.place()
+        assert self.image(self.subject.engine) == self.image(self.plain.engine)
+        return subject
+
+    @rule(limit=st.sampled_from([1, 3, 1000]), rounds=st.integers(1, 3))
+    def whole_rounds(self, limit, rounds):
+        engine = self.subject.engine
+        for _ in range(rounds):
+            while self.round_step(engine, limit):
+                pass
+        assert self.image(engine) == self.image(self.plain.engine)
+
+
 
 class FusedMachine(TwinMachine):
     @initialize(seed=st.integers(0, 2**32), history=st.sampled_from(["none", "uncapped",
                                                                       "capped"]))
     def start(self, seed, history):
-        self.fused = epoch_driver(seed, history, True)
+        self.fused = self.subject = epoch_driver(seed, history, True)
         self.general = epoch_driver(seed, history, False)
         self.job_ids: list[str] = []
         self.sequence = 0
@@ -164,11 +219,6 @@ class FusedMachine(TwinMachine):
             del image[1]["fused"]  # the one intended difference
         assert images[0] == images[1]
         return fused
-
-    def _reservation(self, index):
-        live = sorted(self.fused.engine.executors.reservations.values(),
-                      key=lambda r: r.reservation_id)
-        return live[index % len(live)] if live else None
 
     @rule(index=st.integers(0, 50), report=st.sampled_from(["started", "nil", "nil", "value",
                                                             "failed", "twice", "stranger"]))

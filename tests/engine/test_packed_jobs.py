@@ -21,7 +21,7 @@ from tay.engine.retained.jobs import JobEntry
 from tay.engine.retained.packed import PACKED
 from tests.engine.conftest import reply
 from tests.engine.test_fused_commits import (
-    QUEUES, TASKS, TwinMachine, effects, epoch_driver, records, snapshot,
+    QUEUES, TASKS, RoundTwinMachine, epoch_driver, snapshot,
 )
 
 _PACKING = ("jobs", "finished", "_finished_ids", "finishing", "_pack_round")
@@ -41,47 +41,24 @@ def engine_image(engine) -> tuple:
     return image, every_job(engine)
 
 
-class PackingMachine(TwinMachine):
+class PackingMachine(RoundTwinMachine):
+    round_step = staticmethod(lambda engine, limit: engine.pack_finished(limit))
+    image = staticmethod(engine_image)
+
     @initialize(seed=st.integers(0, 2**32), history=st.sampled_from(["none", "uncapped"]),
                 slice_jobs=st.sampled_from([1, 2, 1000]))
     def start(self, seed, history, slice_jobs):
-        self.slice_jobs = slice_jobs  # packed after every step, this many at a time
-        self.packing = epoch_driver(seed, history, True)
-        self.plain = epoch_driver(seed, history, True)
+        # packed after every step, slice_jobs at a time
+        self.packing = self.twins(seed, history, slice_jobs)
         self.packing.engine.start_packing()
-        self.job_ids: list[str] = []
-        self.sequence = 0
         self.connect("w1", 3, {"a", "b"})  # jobs run (and finish) from the first step
-
-    def both(self, command=None, tick=False):
-        outs = [driver.tick() if tick else driver.run(command)
-                for driver in (self.packing, self.plain)]
-        packing, plain = outs
-        self.packing.engine.pack_finished(self.slice_jobs)
-        assert records(packing) == records(plain)
-        assert effects(packing) == effects(plain)
-        for driver in (self.packing, self.plain):
-            if driver.engine.history is not None:
-                driver.engine.history.place()
-        assert engine_image(self.packing.engine) == engine_image(self.plain.engine)
-        return packing
-
-    @rule(limit=st.sampled_from([1, 3, 1000]), rounds=st.integers(1, 3))
-    def pack(self, limit, rounds):
-        engine = self.packing.engine
-        for _ in range(rounds):
-            while engine.pack_finished(limit):
-                pass
-        assert engine_image(engine) == engine_image(self.plain.engine)
 
     @rule(index=st.integers(0, 50), report=st.sampled_from(["nil", "nil", "value", "failed",
                                                             "twice"]))
     def report(self, index, report):
-        live = sorted(self.packing.engine.executors.reservations.values(),
-                      key=lambda r: r.reservation_id)
-        if not live:
+        reservation = self._reservation(index)
+        if reservation is None:
             return
-        reservation = live[index % len(live)]
         ids = (reservation.reservation_id, reservation.execution_id)
         if report == "failed":
             self.both(c.Failed(reservation.conn, "f", *ids, {"type": "E", "message": "no"}))

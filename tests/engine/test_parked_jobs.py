@@ -24,7 +24,7 @@ from tay.engine.retained.jobs import STATE_SLOT, JobEntry, ParkedJobEntry
 from tay.engine.retained.packed import parkable
 from tests.engine.conftest import refusal, reply
 from tests.engine.test_fused_commits import (
-    CONNS, QUEUES, TwinMachine, effects, epoch_driver, records, snapshot,
+    CONNS, QUEUES, RoundTwinMachine, epoch_driver, snapshot,
 )
 
 _PARKING = ("jobs", "parking", "_park_round")
@@ -49,42 +49,16 @@ def park_all(engine, limit=1000) -> None:
             pass
 
 
-class ParkingMachine(TwinMachine):
+class ParkingMachine(RoundTwinMachine):
+    round_step = staticmethod(lambda engine, limit: engine.park_waiting(limit))
+    image = staticmethod(engine_image)
+
     @initialize(seed=st.integers(0, 2**32), history=st.sampled_from(["none", "uncapped"]),
                 slice_jobs=st.sampled_from([1, 2, 1000]))
     def start(self, seed, history, slice_jobs):
-        self.slice_jobs = slice_jobs  # parked after every step, this many at a time
-        self.parking = epoch_driver(seed, history, True)
-        self.plain = epoch_driver(seed, history, True)
+        # parked after every step, slice_jobs at a time
+        self.parking = self.twins(seed, history, slice_jobs)
         self.parking.engine.start_parking()
-        self.job_ids: list[str] = []
-        self.sequence = 0
-
-    def both(self, command=None, tick=False):
-        outs = [driver.tick() if tick else driver.run(command)
-                for driver in (self.parking, self.plain)]
-        parking, plain = outs
-        self.parking.engine.park_waiting(self.slice_jobs)
-        assert records(parking) == records(plain)
-        assert effects(parking) == effects(plain)
-        for driver in (self.parking, self.plain):
-            if driver.engine.history is not None:
-                driver.engine.history.place()
-        assert engine_image(self.parking.engine) == engine_image(self.plain.engine)
-        return parking
-
-    @rule(limit=st.sampled_from([1, 3, 1000]), rounds=st.integers(1, 3))
-    def park(self, limit, rounds):
-        engine = self.parking.engine
-        for _ in range(rounds):
-            while engine.park_waiting(limit):
-                pass
-        assert engine_image(engine) == engine_image(self.plain.engine)
-
-    def _reservation(self, index):
-        live = sorted(self.parking.engine.executors.reservations.values(),
-                      key=lambda r: r.reservation_id)
-        return live[index % len(live)] if live else None
 
     @rule(index=st.integers(0, 50), report=st.sampled_from(["started", "nil", "value",
                                                             "failed", "failed"]))

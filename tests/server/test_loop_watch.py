@@ -36,7 +36,7 @@ RUN_LINE = line_of("# RUN_LINE")
 
 
 def watch_while(make_loop, steps, stall_s=0.1, beat_s=0.02, log_every_s=0.0):
-    """Run ``steps`` (callables taking the loop, run one after another with the loop
+    """Run ``steps`` (callables taking the watch, run one after another with the loop
     turning between them) under a started watch; the stopped watch and its histogram."""
     loop = make_loop()
     lag = Histogram(LATENCY_BUCKETS)
@@ -47,7 +47,7 @@ def watch_while(make_loop, steps, stall_s=0.1, beat_s=0.02, log_every_s=0.0):
         watch.start()
         for step in steps:
             await asyncio.sleep(0.12)  # beats on time between the steps
-            step()  # RUN_LINE
+            step(watch)  # RUN_LINE
         await asyncio.sleep(0.12)
         watch.stop()
 
@@ -61,7 +61,7 @@ def watch_while(make_loop, steps, stall_s=0.1, beat_s=0.02, log_every_s=0.0):
 @pytest.mark.parametrize("kind", sorted(LOOPS))
 def test_a_held_loop_is_one_stall_logged_with_where_it_was(kind, caplog):
     caplog.set_level(logging.WARNING, logger="tay.server")
-    watch, lag = watch_while(LOOPS[kind], [lambda: hold_the_loop(0.7)])  # STEP_LINE
+    watch, lag = watch_while(LOOPS[kind], [lambda _: hold_the_loop(0.7)])  # STEP_LINE
     assert watch.stalls == 1
     assert 0.55 <= watch.longest_s < 2.0
     assert watch.last_stall["seconds"] == pytest.approx(watch.longest_s, abs=1e-6)
@@ -103,7 +103,7 @@ def test_a_loop_that_waits_shows_little_cpu_and_the_busy_thread_beside_it(caplog
     helper = threading.Thread(target=spin_beside, name="busy-helper", daemon=True)
     helper.start()
     try:
-        watch, _ = watch_while(uvloop.new_event_loop, [lambda: time.sleep(0.6)])
+        watch, _ = watch_while(uvloop.new_event_loop, [lambda _: time.sleep(0.6)])
     finally:
         stop.set()
         helper.join()
@@ -122,7 +122,7 @@ def test_a_loop_that_waits_shows_little_cpu_and_the_busy_thread_beside_it(caplog
 
 def test_an_idle_loop_has_no_stall_and_no_sample(caplog):
     caplog.set_level(logging.WARNING, logger="tay.server")
-    watch, lag = watch_while(uvloop.new_event_loop, [lambda: hold_the_loop(0.03)] * 3)
+    watch, lag = watch_while(uvloop.new_event_loop, [lambda _: hold_the_loop(0.03)] * 3)
     assert watch.stalls == 0 and watch.longest_s == 0.0 and watch.last_stall is None
     assert watch._samples == []
     assert lag.count >= 10
@@ -131,24 +131,14 @@ def test_an_idle_loop_has_no_stall_and_no_sample(caplog):
 
 def test_stalls_between_log_lines_are_counted_in_the_next_one(caplog):
     caplog.set_level(logging.WARNING, logger="tay.server")
-    loop = uvloop.new_event_loop()
-    watch = LoopWatch(loop, Histogram(LATENCY_BUCKETS), 0.05, beat_s=0.02, log_every_s=3600)
 
-    async def run() -> None:
-        watch.start()
-        for _ in range(3):
-            await asyncio.sleep(0.06)
-            hold_the_loop(0.12)
-        await asyncio.sleep(0.06)
-        watch._logged_mono = float("-inf")  # the hour went by
+    def an_hour_later(watch) -> None:
+        watch._logged_mono = float("-inf")  # the next stall may be logged again
         hold_the_loop(0.12)
-        await asyncio.sleep(0.06)
-        watch.stop()
 
-    try:
-        loop.run_until_complete(run())
-    finally:
-        loop.close()
+    watch, _ = watch_while(uvloop.new_event_loop,
+                           [lambda _: hold_the_loop(0.12)] * 3 + [an_hour_later],
+                           stall_s=0.05, log_every_s=3600)
     assert watch.stalls == 4
     lines = [r.getMessage() for r in caplog.records if "stalled" in r.getMessage()]
     assert len(lines) == 2
@@ -157,7 +147,7 @@ def test_stalls_between_log_lines_are_counted_in_the_next_one(caplog):
 
 
 def test_threshold_zero_counts_lag_only_and_starts_no_thread():
-    watch, lag = watch_while(uvloop.new_event_loop, [lambda: hold_the_loop(0.3)], stall_s=0)
+    watch, lag = watch_while(uvloop.new_event_loop, [lambda _: hold_the_loop(0.3)], stall_s=0)
     assert watch.stalls == 0 and watch.last_stall is None
     assert lag.counts[LATENCY_BUCKETS.index(0.5)] == 1  # the lag is still observed
     assert watch._sampler is None

@@ -654,8 +654,9 @@ def park_all(engine) -> None:
 def test_parked_jobs_carry_through_an_online_compaction_and_a_restart(data_dir, monkeypatch):
     """Waiting jobs a running server parked are captured as their tuples and stay parked;
     jobs enqueued during the compaction and parked before its switch have their ready
-    order moved down in their tuple; one taken out meanwhile (its state built, as a dispatch does; a status read leaves it parked) stays out; and a restart
-    recovers exactly the jobs the engine holds, in the same ready order."""
+    order moved down in their tuple; one taken out meanwhile (its state built, as a
+    dispatch does; a status read leaves it parked) stays out; and a restart recovers
+    exactly the jobs the engine holds, in the same ready order."""
     from tay.engine.retained.jobs import ParkedJobEntry, peek
 
     gate = Gate(monkeypatch)
