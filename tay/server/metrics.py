@@ -245,9 +245,10 @@ def collector(engine: Any, driver: Any, store: Any, metrics: ServerMetrics,
         yield histogram("tay_commit_batch_events", "events per durable batch",
                         metrics.batch_events)
         compactions = CounterMetricFamily("tay_compactions", "online compactions by outcome "
-                                          "(published, failed, verification_failed)",
-                                          labels=("outcome",))
-        for outcome in ("published", "failed", "verification_failed"):
+                                          "(published, failed, verification_failed, "
+                                          "verification_incomplete)", labels=("outcome",))
+        for outcome in ("published", "failed", "verification_failed",
+                        "verification_incomplete"):
             compactions.add_metric((outcome,), metrics.compactions.get(outcome, 0))
         yield compactions
         yield histogram("tay_compaction_seconds", "published online compaction, capture to "

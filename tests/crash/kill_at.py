@@ -16,18 +16,22 @@ import signal
 import sys
 from pathlib import Path
 
-from tests.crash.powercut import PowerCutIO
+from tests.crash.powercut import SharedCountIO
 
 
-class KillIO(PowerCutIO):
-    """Counts like PowerCutIO; at operation ``kill_at`` the process is killed for real."""
+class KillIO(SharedCountIO):
+    """Counts like PowerCutIO; at operation ``kill_at`` the process is killed for real. An
+    online compaction's operations are counted in the process the server forks for it too,
+    and a kill there takes the server first (the process dies with it)."""
 
     def __init__(self, kill_at: int) -> None:
         super().__init__()
         self.kill_at = kill_at
+        self.server_pid = os.getpid()
 
     def _step(self, kind: str, path: str) -> None:
-        if len(self.operations) + 1 == self.kill_at:
+        if self.next_index() == self.kill_at:
+            os.kill(self.server_pid, signal.SIGKILL)
             os.kill(os.getpid(), signal.SIGKILL)
         super()._step(kind, path)
 

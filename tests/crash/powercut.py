@@ -31,11 +31,15 @@ and the rest are real calls through ``native`` (the C or the pure-Python twin).
 
 from __future__ import annotations
 
+import mmap
 import os
 import shutil
+import struct
+import tempfile
+import weakref
 from dataclasses import dataclass, field
 from types import ModuleType
-from typing import Callable
+from typing import Any, Callable
 
 from tay.storage.fsio import DIR_MODE, FILE_MODE, RealIO
 
@@ -89,12 +93,19 @@ class PowerCutIO(RealIO):
         self._changes: list[_Change] = []
 
     # -- the counter -------------------------------------------------------------------
+    def next_index(self) -> int:
+        """The number the next operation gets."""
+        return len(self.operations) + 1
+
     def _step(self, kind: str, path: str) -> None:
-        index = len(self.operations) + 1
+        index = self.next_index()
         if self.dead or (self.crash_at is not None and index >= self.crash_at):
             self.dead = True
             raise Crash(index, f"{kind} {path}")
-        self.operations.append(Operation(index, kind, os.path.abspath(path)))
+        self._note(Operation(index, kind, os.path.abspath(path)))
+
+    def _note(self, operation: Operation) -> None:
+        self.operations.append(operation)
 
     def _inode(self, fd: int) -> _Inode:
         info = os.fstat(fd)
@@ -252,6 +263,39 @@ def _restore(path: str, data: bytes) -> None:
         os.write(fd, data)
     finally:
         os.close(fd)
+
+
+class SharedCountIO(PowerCutIO):
+    """A ``PowerCutIO`` that a forked child counts with: an online compaction's storage
+    work runs in a process the server forks, and its operations and the server's are one
+    sequence. The count is in shared memory and the operations are appended to a file,
+    so ``operations`` and ``next_index`` are the same in both processes. (The power-cut
+    undo state stays per process: use it to count and kill, not to cut power.)"""
+
+    def __init__(self, *args: Any, **options: Any) -> None:
+        super().__init__(*args, **options)
+        self._count = mmap.mmap(-1, 8)  # anonymous and shared: the child writes it too
+        fd, self._log = tempfile.mkstemp(prefix="powercut-operations-")
+        os.close(fd)
+        weakref.finalize(self, os.unlink, self._log)
+
+    def next_index(self) -> int:
+        return struct.unpack_from("<Q", self._count)[0] + 1
+
+    def _note(self, operation: Operation) -> None:
+        with open(self._log, "a") as out:
+            out.write(f"{operation.kind}\t{operation.path}\n")
+        struct.pack_into("<Q", self._count, 0, operation.index)
+
+    @property
+    def operations(self) -> list[Operation]:  # type: ignore[override]
+        with open(self._log) as lines:
+            return [Operation(index, *line.rstrip("\n").split("\t", 1))
+                    for index, line in enumerate(lines, 1)]
+
+    @operations.setter
+    def operations(self, value: list[Operation]) -> None:
+        assert not value  # PowerCutIO.__init__'s empty list: the file starts empty
 
 
 @dataclass

@@ -7,7 +7,7 @@ The online compactor's I/O seam (which the journals it opens on each new epoch s
 ``ARM_FILE`` exists (the test creates it: the automatic trigger may compact at any time
 before), the first operation of kind ``KIND`` (open_create, write, fsync, fsync_dir, mkdir,
 rename, rename_replace, unlink, rmdir, ...) on a path whose name starts with ``NAME`` kills
-the process before the operation, as ``kill -9`` would (``tests/crash/kill_at.py``). The load
+the server before the operation, as ``kill -9`` would (``tests/crash/kill_at.py``). The load
 the clients put on the server goes on meanwhile, so the kill lands at a fixed step of the
 compaction and at whatever point the journal writer has reached: the timing-free
 counterpart of ``test_kill9_online_compaction``'s seeded delay.
@@ -24,15 +24,20 @@ from tests.crash.powercut import PowerCutIO
 
 
 class StepKillIO(PowerCutIO):
+    """Most steps run in the compaction process the server forks: the kill takes the server
+    (the process dies with it), then the process itself, before the step."""
+
     def __init__(self, kind: str, name: str) -> None:
         super().__init__()
         self.kill_kind = kind
         self.kill_name = name
         self.armed = False
+        self.server_pid = os.getpid()
 
     def _step(self, kind: str, path: str) -> None:
         if self.armed and kind == self.kill_kind and \
                 os.path.basename(path).startswith(self.kill_name):
+            os.kill(self.server_pid, signal.SIGKILL)
             os.kill(os.getpid(), signal.SIGKILL)
         super()._step(kind, path)
 

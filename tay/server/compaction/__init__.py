@@ -1,3 +1,3 @@
 """Online compaction while the server runs: when, the capture on the loop, the
-preparation on a worker thread and the fenced switch (``compactor``), and its flags
+preparation in a process of its own and the fenced switch (``compactor``), and its flags
 (``config``). The storage side is ``tay.storage.compaction``; docs/compaction.md."""

@@ -16,11 +16,13 @@ the two steps that must hold the event loop:
   writer resumes on the new tail. Only durable records are copied, and replies wait for
   the writer as always, so durable-before-visible holds throughout.
 
-The candidate is written and verified on a worker thread in between, while the engine
-serves. A failure before CURRENT switches leaves the old epoch authoritative and the server
-serving; it is logged, counted, and retried after a backoff (doubling up to 10 minutes). A
-switch whose outcome is uncertain, or a journal that cannot follow the new epoch, stops
-writing for good (the supervisor restarts the server, which opens whatever CURRENT names).
+The candidate is written and verified in between by a process forked at the capture
+(``tay.storage.compaction.forked``: it holds an interpreter lock of its own), while the
+engine serves. A failure before CURRENT switches leaves the old epoch authoritative and
+the server serving; it is logged, counted, and retried after a backoff (doubling up to 10
+minutes). A switch whose outcome is uncertain, or a journal that cannot follow the new
+epoch, stops writing for good (the supervisor restarts the server, which opens whatever
+CURRENT names).
 """
 
 from __future__ import annotations
@@ -41,13 +43,15 @@ from tay.storage.v2.manifest import Retention, durable_form
 
 if TYPE_CHECKING:  # the compaction machinery itself loads with the first compaction
     from tay.storage.compaction import online
+    from tay.storage.compaction.forked import CompactionProcess, PreparedFacts
 
 log = logging.getLogger("tay.server.compaction")
 
 BACKOFF_FIRST_S = 30.0
 BACKOFF_MAX_S = 600.0
-# catch-up rounds before the switch (on a worker thread) until at most this many records
-# are left for the paused switch to append; a bounded number of rounds under heavy load
+# catch-up rounds before the switch (in the compaction process) until at most this many
+# records are left for the paused switch to append; a bounded number of rounds under heavy
+# load
 SWITCH_RECORDS = 256
 CATCH_UP_ROUNDS = 16
 
@@ -82,6 +86,7 @@ class OnlineCompactor:
         self.failures = 0  # consecutive failed attempts (the backoff doubles with them)
         self.retry_at = 0.0  # monotonic: no automatic attempt before this
         self._running: asyncio.Task[dict[str, Any]] | None = None
+        self._process: CompactionProcess | None = None  # the running one's child
         self._timer: asyncio.TimerHandle | None = None
         self._closed = False
         self._refusals_seen = 0  # the state budget's refusal count at the last look
@@ -108,6 +113,7 @@ class OnlineCompactor:
             "last_compaction": self.last,
             "compaction": {
                 "enabled": self.policy.enabled, "running": self._running is not None,
+                "process_pid": self._process.pid if self._process is not None else None,
                 "history_bytes": self.history_bytes() if self.store.store_version == 2 else None,
                 "base_bytes": self.store.base_bytes,
                 "trigger_history_bytes": self.policy.history_bytes,
@@ -226,8 +232,8 @@ class OnlineCompactor:
             return None  # logged and counted by _run; the next start replays the tail
 
     async def close(self) -> None:
-        """Stop the trigger and wait for a running compaction (its worker thread writes
-        only a candidate, which the next compaction removes if it never publishes)."""
+        """Stop the trigger and wait for a running compaction (its process writes only a
+        candidate, which the next compaction removes if it never publishes)."""
         self._closed = True
         if self._timer is not None:
             self._timer.cancel()
@@ -241,40 +247,53 @@ class OnlineCompactor:
 
     # ---- one compaction -------------------------------------------------------------------
     async def _run(self, trigger: str, retention: Retention | None) -> dict[str, Any]:
-        from tay.storage.compaction import online  # loaded with the first compaction
+        # loaded with the first compaction
+        from tay.storage.compaction import online
+        from tay.storage.compaction.forked import CompactionProcess, ProcessFailure
 
         started = time.monotonic()
         loop = asyncio.get_running_loop()
         bytes_before = self.history_bytes()
-        capture = None
+        process = None
         prepared = None
         try:
+            capturing = time.perf_counter()
             capture = self._capture(retention)
-            prepared = await loop.run_in_executor(None, lambda: online.prepare(capture,
-                                                                                  io=self.io))
+            # the storage work runs in a child forked here, a copy of the engine as captured
+            process = self._process = CompactionProcess.start(capture, self.io)
+            capture_ms = (time.perf_counter() - capturing) * 1000  # the loop held throughout
+            prepared = await loop.run_in_executor(None, process.wait_prepared)
             expected = capture.source.frontier + 1  # the next sequence the tail takes
             for _ in range(CATCH_UP_ROUNDS):
                 chunk = self.driver.tap
                 if chunk is None or len(chunk) <= SWITCH_RECORDS:
                     break
-                self.driver.tap = []  # the loop fills a new one; the worker owns this one
+                self.driver.tap = []  # the loop fills a new one; this one goes to the process
                 expected = _continues(chunk, expected)
-                await loop.run_in_executor(None, online.copy_ahead, prepared, chunk)
+                await loop.run_in_executor(None, process.copy_ahead, chunk)
             if self.driver.stopped is not None or self._closed:
                 raise CompactionFailed("stopped", "the server stopped writing meanwhile")
-            report = self._switch(prepared, expected)
+            report = self._switch(process, prepared, expected)
         except BaseException as error:
             self.driver.tap = None
-            self._failed(error, started, prepared)
-            if isinstance(error, (CompactionFailed, StorageFailure, OSError)):
+            self._failed(error, started, process, prepared)
+            if isinstance(error, (CompactionFailed, StorageFailure, OSError, ProcessFailure)):
                 raise error if isinstance(error, CompactionFailed) else CompactionFailed(
                     getattr(error, "reason", type(error).__name__), str(error)) from None
             raise
-        chunk, rest, live, live_count, entities, states_of = report.pop("_verify")
+        live, live_count, entities, states_of = report.pop("_verify")
         try:
-            await loop.run_in_executor(None, lambda: online.verify_catch_up(
-                prepared, chunk, rest, live, live_count, entities, states_of))
-        except StorageFailure as failure:
+            await loop.run_in_executor(None, lambda: process.verify(
+                online.live_fields(live, states_of), live_count, entities))
+        except ProcessFailure as failure:
+            await loop.run_in_executor(None, process.kill)
+            self._process = None
+            if not failure.storage:  # the check did not run to its end: no verdict
+                log.error("the published epoch %s could not be verified against the "
+                          "engine (%s); it stays authoritative", prepared.epoch_id.hex(),
+                          failure)
+                self._count("verification_incomplete")
+                raise CompactionFailed(failure.reason, str(failure)) from None
             log.critical("the published epoch %s does not replay to the engine's state (%s); "
                          "writing stops, restart to serve what the store holds",
                          prepared.epoch_id.hex(), failure)
@@ -287,10 +306,13 @@ class OnlineCompactor:
             self.driver.abandon_writer(failure_stop)
             self._count("verification_failed")
             raise CompactionFailed("verification_mismatch", str(failure)) from None
+        await loop.run_in_executor(None, process.close)
+        self._process = None
         report["reclaimed"], report["reclaim_error"] = await loop.run_in_executor(
             None, self._reclaim, capture.source, report["_current"])
         del report["_current"]
         report["duration_ms"] = round((time.monotonic() - started) * 1000)
+        report["capture_ms"] = round(capture_ms, 3)
         report["bytes_before"] = bytes_before
         report["bytes_after"] = self.history_bytes()
         report["trigger"] = trigger
@@ -337,7 +359,8 @@ class OnlineCompactor:
                               state_of=captured.state_of, id_of=captured.id_of,
                               states_of=captured.states_of, plan_of=captured.plan_of)
 
-    def _switch(self, prepared: online.Prepared, expected: int) -> dict[str, Any]:
+    def _switch(self, process: CompactionProcess, prepared: PreparedFacts,
+                expected: int) -> dict[str, Any]:
         """On the loop, admission paused: catch-up, publish, CURRENT, the new tail."""
         from tay.storage.compaction import online, publish
         driver, store, engine = self.driver, self.store, self.store.engine
@@ -358,7 +381,7 @@ class OnlineCompactor:
                                        "expires changed since the capture (e.g. "
                                        f"{stale[0].hex()})")
             rest = online.reframe(records, prepared.order_shift)
-            tail, current = online.publish_switch(prepared, rest, self.io)
+            tail, current = process.publish_switch(records, rest)
         except BaseException:
             driver.resume_writer(journal)  # the old epoch is still authoritative
             raise
@@ -403,8 +426,7 @@ class OnlineCompactor:
             "switch_records": len(rest),
             "pause_ms": round(pause_ms, 3), "timings_ms": prepared.timings_ms,
             "_current": current,
-            "_verify": (records, rest, live, live_count, dict(engine.epoch.entities),
-                        captured.states_of),
+            "_verify": (live, live_count, dict(engine.epoch.entities), captured.states_of),
         }
 
     def _reattach_history(self, journal: Journal) -> None:
@@ -424,15 +446,17 @@ class OnlineCompactor:
         return True, None
 
     # ---- failures -------------------------------------------------------------------------
-    def _failed(self, error: BaseException, started: float, prepared: Any) -> None:
-        if prepared is not None and prepared.appender is not None:
-            prepared.appender.close()
-        if prepared is not None and os.path.isdir(prepared.candidate.path):
+    def _failed(self, error: BaseException, started: float,
+                process: CompactionProcess | None, prepared: PreparedFacts | None) -> None:
+        if process is not None:
+            process.kill()  # nothing writes the candidate any more
+            self._process = None
+        if prepared is not None and os.path.isdir(prepared.candidate_path):
             from tay.storage.compaction import publish
 
             try:
                 publish.reclaim_candidate(self.io, prepared.capture.source.root,
-                                          prepared.candidate.nonce)
+                                          prepared.candidate_nonce)
             except (OSError, StorageFailure):
                 pass  # leaked: the next compaction removes it
         self.failures += 1

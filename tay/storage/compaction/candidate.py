@@ -196,7 +196,7 @@ class TailAppender:
     """The candidate tail, open for the catch-up: ``append`` ``(type, schema, payload)``
     records with the sequences that follow the base (rolling at the rotation target like
     the journal), ``sync`` them, and ``finish`` (fsync, close) to get the ``Tail`` the
-    journal opens. Rounds may run on a worker thread before the switch; the switch appends
+    journal opens. Rounds may run in the compaction process before the switch; the switch appends
     the rest."""
 
     def __init__(self, writer: CandidateWriter, candidate: Candidate) -> None:

@@ -8,7 +8,8 @@ synchronous storage side:
    entity checkpoints, the availability allocator) is taken at that journal position
    (``OnlineSource`` + ``Capture``). The jobs are immutable values (a live job's
    ``JobState``, a held job's row or packed tuple), so the snapshot is a list of references.
-2. **Prepare**, on a worker thread (``prepare``): retention filter, source inventory, space
+2. **Prepare**, in the compaction process (``prepare``; ``tay.storage.compaction.forked``
+   runs this module's steps 2 and 3 there): retention filter, source inventory, space
    admission, candidate base + MANIFEST + empty tail, and an independent replay of the
    candidate compared with the plan job by job as it comes (steps 1-6; ``PlannedTable``:
    no retained job is held twice as objects). The engine keeps writing to the source's
@@ -16,9 +17,9 @@ synchronous storage side:
 3. **Switch**, on the loop with admission paused (the server): the records written since
    the capture are re-framed with the tail's sequences (``reframe``) and appended to the
    candidate tail, the epoch is published and CURRENT switched (steps 6-9); the journal
-   then appends to the new tail. Afterwards, on a worker thread, ``verify_catch_up``
-   replays the catch-up onto the replayed base and compares it with the live jobs it
-   touched (step 10), and the predecessor is reclaimed (step 11).
+   then appends to the new tail. Afterwards ``verify_catch_up`` replays the catch-up onto
+   the replayed base and compares it with the live jobs it touched (step 10, their fields
+   built by the server: ``live_fields``), and the predecessor is reclaimed (step 11).
 
 Availability orders: online orders are kept (§3.6), so the base's allocator resumes at
 ``B`` = highest kept order + 1, while the live allocator stood at ``L >= B`` at the capture
@@ -33,7 +34,7 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Sequence
+from typing import Any, Callable, Iterator, Mapping, Sequence
 
 from tay.failures import RecoveryRefused
 from tay.storage.compaction import publish
@@ -43,7 +44,7 @@ from tay.storage.compaction.plan import Checkpoint, base_records, expires
 from tay.storage.compaction.space import admit_space, base_estimate, estimate_job_bytes
 from tay.storage.compaction.trigger import source_bytes  # noqa: F401 (re-exported)
 from tay.storage.compaction.verify import (
-    PlannedTable, built, job_fields, mismatch, one_at_a_time,
+    BUILD_CHUNK, PlannedTable, built, job_fields, mismatch, one_at_a_time,
 )
 from tay.storage.events.transitions import JobState
 from tay.storage.formats.segment import segment_file_name
@@ -90,7 +91,7 @@ class Capture:
     jobs: list[Any]  # immutable values (the engine's ``captured_jobs``: CapturedJobs.jobs)
     checkpoints: list[Checkpoint]
     next_order: int  # the live allocator ``L``
-    state_of: Callable[[Any], JobState]  # builds one of ``jobs`` (on the worker thread)
+    state_of: Callable[[Any], JobState]  # builds one of ``jobs`` (in the compaction process)
     id_of: Callable[[Any], bytes]  # one of ``jobs``' id, without building it
     started: float = field(default_factory=time.monotonic)
     # builds several of ``jobs`` at once, in order (None: ``state_of`` of each)
@@ -127,7 +128,7 @@ class Prepared:
 def prepare(capture: Capture, *, io: RealIO | None = None,
             options: RecoveryOptions | None = None,
             max_candidate_bytes: int | None = None) -> Prepared:
-    """Steps 1-6 on a worker thread: nothing here touches the engine or the journal."""
+    """Steps 1-6 in the compaction process: nothing here touches the engine or the journal."""
     io = io or RealIO()
     options = options or RecoveryOptions()
     source = capture.source
@@ -188,7 +189,7 @@ def prepare(capture: Capture, *, io: RealIO | None = None,
 
 
 def copy_ahead(prepared: Prepared, chunk: Sequence[JournalRecord]) -> None:
-    """A catch-up round before the switch, on a worker thread: records submitted since the
+    """A catch-up round before the switch, in the compaction process: records submitted since the
     capture (the driver hands each chunk over and starts a new one) go into the tail, are
     fsynced and replayed onto the verified base, so the switch only appends what arrived
     during the last round. Records not yet durable in the source may be copied: nothing is
@@ -277,30 +278,41 @@ def epoch_segments(root: str, epoch_id: bytes) -> str:
 
 
 def verify_catch_up(prepared: Prepared, chunk: Sequence[JournalRecord],
-                    rest: Sequence[tuple[int, int, bytes]], live: dict[bytes, Any],
-                    live_count: int, live_entities: dict[tuple, int],
-                    states_of: Callable[[Sequence[Any]], list[JobState]]) -> None:
+                    rest: Sequence[tuple[int, int, bytes]],
+                    live: Mapping[bytes, tuple | None], live_count: int,
+                    live_entities: dict[tuple, int]) -> None:
     """Step 10 for the online path: the whole catch-up (the earlier rounds were replayed as
     they were copied; ``rest`` is what the switch appended), replayed onto the verified
     base, must give the jobs the engine holds (every job it touched, and the count) and the
-    entity revisions; ``live`` maps each touched id to the value ``states_of`` builds its
-    live state at the switch from, here (None: not retained)."""
+    entity revisions; ``live`` maps each touched id to the durable fields (``job_fields``)
+    of the engine's job at the switch (None: not retained), as ``live_fields`` gives them."""
     catch_up(prepared, chunk, rest)
     table = prepared.table
-    retained = [job_id for job_id, value in live.items() if value is not None]
-    values = [live[job_id] for job_id in retained]
-    states = dict.fromkeys(live)  # None: not retained
-    states.update(zip(retained, built(values, states_of)))
-    for job_id, state in states.items():
+    for job_id, fields in live.items():
         found = table.job(job_id)
-        if (found is None) != (state is None) or (
-                state is not None and job_fields(found) != job_fields(state)):
+        if (found is None) != (fields is None) or (
+                found is not None and job_fields(found) != fields):
             raise mismatch("job", job_id=job_id.hex(), step="catch_up")
     if table.count() != live_count:
         raise mismatch("job_count", expected=live_count, found=table.count(),
                        step="catch_up")
     if prepared.reducer.entities != live_entities:
         raise mismatch("entities", step="catch_up")
+
+
+def live_fields(live: Mapping[bytes, Any], states_of: Callable[[Sequence[Any]],
+                                                                list[JobState]],
+                chunk: int = BUILD_CHUNK) -> Iterator[list[tuple[bytes, tuple | None]]]:
+    """What ``verify_catch_up`` compares, built from the engine's values at the switch
+    (``live``: each touched id's captured value, None if not retained): ``(job id, its
+    job_fields or None)``, ``chunk`` jobs at a time."""
+    items = list(live.items())
+    for start in range(0, len(items), chunk):
+        part = items[start:start + chunk]
+        retained = [value for _, value in part if value is not None]
+        states = iter(states_of(retained)) if retained else iter(())
+        yield [(job_id, None if value is None else job_fields(next(states)))
+               for job_id, value in part]
 
 
 def touched_jobs(records: Sequence[JournalRecord]) -> set[bytes]:

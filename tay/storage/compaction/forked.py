@@ -1,0 +1,351 @@
+"""An online compaction's storage work in a process of its own (docs/compaction.md).
+
+The server forks at the capture: the child starts as an exact copy of the engine's state
+at the frozen source, so the capture crosses without being copied or encoded, and it
+prepares, extends and verifies the candidate (``online.prepare``, ``copy_ahead``,
+``publish_switch``, ``verify_catch_up``) under its own interpreter lock. On a worker
+thread of the serving process, that work took the lock from the event loop every few
+milliseconds: the loop served about a quarter of its enqueues while it ran.
+
+The parent talks to the child over a socket pair, one request and one answer at a time
+(``CompactionProcess``; its calls block, so the server makes them on a worker thread,
+except the switch's, which holds the loop anyway). A message is a 4-byte big-endian length
+and a pickle; the two ends are one program, forked, so nothing foreign is ever unpickled.
+Large requests go in chunks, so that no pickling holds the parent's lock for long.
+
+The child never touches what the parent serves with (sockets, the journal, its writer
+thread, which the fork does not copy): it writes only the candidate epoch directory, by
+path. It dies with the parent (``PR_SET_PDEATHSIG``), ignores the signals the operator
+sends the server (the server's own stop ends it), and freezes the inherited objects out of
+its collector (a full collection would walk the whole copied heap). A failure in the child
+travels back as ``ProcessFailure`` with the reason and text of the original; a child that
+exits or is killed is a ``ProcessFailure`` with reason ``process_exited``.
+"""
+
+from __future__ import annotations
+
+import copyreg
+import gc
+import os
+import pickle
+import signal
+import socket
+import struct
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from io import BytesIO
+from types import MappingProxyType
+from typing import Any
+
+from tay.failures import StorageFailure
+from tay.storage.compaction import online
+from tay.storage.fsio import RealIO
+
+_LENGTH = struct.Struct(">I")
+_PR_SET_NAME = 15
+_PR_SET_PDEATHSIG = 1
+PROCESS_NAME = b"tay-compaction"
+CHUNK = 2048  # records or jobs per message
+
+
+class ProcessFailure(Exception):
+    """What failed in the compaction process: ``reason`` (a storage failure's reason, an
+    exception's class name, or ``process_exited``), ``detail`` its text, and ``storage``
+    whether it was a ``StorageFailure`` (a verification mismatch is one)."""
+
+    def __init__(self, reason: str, detail: str, storage: bool = False) -> None:
+        super().__init__(detail)
+        self.reason = reason
+        self.detail = detail
+        self.storage = storage
+
+
+class PreparedFacts:
+    """The parent's view of the child's ``online.Prepared``: what the switch and the
+    report read, and the catch-up's progress."""
+
+    def __init__(self, capture: online.Capture, facts: dict[str, Any]) -> None:
+        self.capture = capture
+        self.epoch_id: bytes = facts["epoch_id"]
+        self.expired: dict[bytes, int] = facts["expired"]
+        self.retained_jobs: int = facts["retained_jobs"]
+        self.base_bytes: int = facts["base_bytes"]
+        self.base_next_order: int = facts["base_next_order"]
+        self.timings_ms: dict[str, int] = facts["timings_ms"]
+        self.candidate_path: str = facts["candidate_path"]
+        self.candidate_nonce: bytes = facts["candidate_nonce"]
+        self.catch_up_records = 0
+        self.touched: set[bytes] = set()
+
+    @property
+    def order_shift(self) -> int:
+        return self.capture.next_order - self.base_next_order
+
+
+# a job state's mappings may be read-only views of a decoded event: sent as dicts
+_DISPATCH = {**copyreg.dispatch_table, MappingProxyType: lambda view: (dict, (dict(view),))}
+
+
+def _dumps(value: Any) -> bytes:
+    buffer = BytesIO()
+    pickler = pickle.Pickler(buffer, protocol=pickle.HIGHEST_PROTOCOL)
+    pickler.dispatch_table = _DISPATCH
+    pickler.dump(value)
+    return buffer.getvalue()
+
+
+def _send(sock: socket.socket, value: Any) -> None:
+    body = _dumps(value)
+    sock.sendall(_LENGTH.pack(len(body)) + body)
+
+
+def _recv_exactly(sock: socket.socket, size: int) -> bytes | None:
+    parts, left = [], size
+    while left:
+        part = sock.recv(min(left, 1 << 20))
+        if not part:
+            return None
+        parts.append(part)
+        left -= len(part)
+    return b"".join(parts)
+
+
+def _recv(sock: socket.socket) -> tuple[bool, Any]:
+    """(True, the next message), or (False, None) at the end of the stream."""
+    head = _recv_exactly(sock, _LENGTH.size)
+    if head is None:
+        return False, None
+    body = _recv_exactly(sock, _LENGTH.unpack(head)[0])
+    if body is None:
+        return False, None
+    return True, pickle.loads(body)
+
+
+def _bytes_records(records: Sequence[tuple]) -> list[tuple]:
+    """Records with their payloads as bytes (a journal record may hold a memoryview)."""
+    return [(*head, payload if type(payload) is bytes else bytes(payload))
+            for *head, payload in records]
+
+
+def _chunks(items: Sequence[Any]) -> Iterable[Sequence[Any]]:
+    for start in range(0, len(items), CHUNK):
+        yield items[start:start + CHUNK]
+
+
+class CompactionProcess:
+    """The parent's end: ``start`` forks, and each method is one exchange with the child,
+    blocking until it answers (``ProcessFailure`` when it failed or died)."""
+
+    def __init__(self, pid: int, sock: socket.socket, capture: online.Capture,
+                 fork_ms: float) -> None:
+        self.pid = pid
+        self._sock = sock
+        self.capture = capture
+        self.fork_ms = fork_ms
+        self.prepared: PreparedFacts | None = None
+        self._status: int | None = None
+
+    @classmethod
+    def start(cls, capture: online.Capture, io: RealIO | None = None) -> "CompactionProcess":
+        """Fork a child that prepares the candidate of ``capture`` at once. Call from the
+        thread that owns the process's state (the event loop): the child copies it as it is
+        at this instant."""
+        parent_end, child_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        parent_pid = os.getpid()
+        started = time.perf_counter()
+        pid = os.fork()
+        if pid == 0:  # the child: never returns
+            status = 70
+            try:
+                parent_end.close()
+                status = _child(child_end, capture, io or RealIO(), parent_pid)
+            finally:
+                os._exit(status)
+        fork_ms = (time.perf_counter() - started) * 1000
+        child_end.close()
+        return cls(pid, parent_end, capture, fork_ms)
+
+    # ---- the exchanges ------------------------------------------------------------------
+    def wait_prepared(self) -> PreparedFacts:
+        """The child's ``prepare``: the candidate is written and verified."""
+        facts = self._answer()
+        facts["timings_ms"]["forked"] = round(self.fork_ms, 3)
+        self.prepared = PreparedFacts(self.capture, facts)
+        return self.prepared
+
+    def copy_ahead(self, chunk: Sequence[tuple]) -> None:
+        """A catch-up round (``online.copy_ahead``), sent in parts."""
+        assert self.prepared is not None
+        for part in _chunks(chunk):
+            self._ask("extend", _bytes_records(part))
+        touched, appended = self._ask("copy_ahead")
+        self.prepared.touched |= touched
+        self.prepared.catch_up_records = appended
+
+    def publish_switch(self, records: Sequence[tuple],
+                       rest: Sequence[tuple[int, int, bytes]]) -> tuple[Any, bytes]:
+        """``online.publish_switch`` with the last catch-up (``records`` as copied, ``rest``
+        re-framed); the child keeps both for the verification."""
+        for part in _chunks(records):
+            self._ask("extend", _bytes_records(part))
+        for part in _chunks(rest):
+            self._ask("extend_rest", _bytes_records(part))
+        return self._ask("publish_switch")
+
+    def verify(self, live: Iterable[list[tuple[bytes, tuple | None]]], live_count: int,
+               live_entities: Mapping[tuple, int]) -> None:
+        """``online.verify_catch_up`` against the engine's jobs (each touched job's durable
+        fields, or None: not retained), sent a chunk at a time as ``live`` yields them."""
+        for part in live:
+            self._ask("live", part)
+        self._ask("verify", live_count, dict(live_entities))
+
+    def close(self) -> None:
+        """Let the child exit and reap it (after a failure: kill it first, so that nothing
+        writes the candidate the caller is about to remove)."""
+        if self._status is not None:
+            return
+        try:
+            _send(self._sock, ("exit",))
+        except OSError:
+            pass
+        self._sock.close()
+        try:
+            _, status = os.waitpid(self.pid, 0)
+        except ChildProcessError:
+            status = 0
+        self._status = status
+
+    def kill(self) -> None:
+        if self._status is not None:
+            return
+        try:
+            os.kill(self.pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        self._sock.close()
+        try:
+            _, self._status = os.waitpid(self.pid, 0)
+        except ChildProcessError:
+            self._status = 0
+
+    # ---- plumbing -----------------------------------------------------------------------
+    def _ask(self, op: str, *args: Any) -> Any:
+        try:
+            _send(self._sock, (op, *args))
+        except OSError:
+            pass  # the child is gone: its status says why, below
+        return self._answer()
+
+    def _answer(self) -> Any:
+        try:
+            ok, message = _recv(self._sock)
+        except OSError:
+            ok, message = False, None
+        if not ok:
+            self.kill()
+            raise ProcessFailure("process_exited", "the compaction process "
+                                 f"{self.pid} ended without answering ({_describe(self._status)})")
+        if message[0] == "ok":
+            return message[1]
+        _, reason, detail, storage = message
+        raise ProcessFailure(reason, detail, storage)
+
+
+def _describe(status: int | None) -> str:
+    if status is None:
+        return "status unknown"
+    if os.WIFSIGNALED(status):
+        return f"killed by {signal.Signals(os.WTERMSIG(status)).name}"
+    return f"exit status {os.WEXITSTATUS(status)}"
+
+
+# ---- the child ----------------------------------------------------------------------------
+
+def _child(sock: socket.socket, capture: online.Capture, io: RealIO, parent_pid: int) -> int:
+    """The child's life: set up, prepare, then serve the parent's requests. Returns the exit
+    status."""
+    gc.freeze()  # the copied heap: never walked, never finalized here
+    _detach(parent_pid)
+    try:
+        prepared = online.prepare(capture, io=io)
+    except BaseException as error:  # noqa: BLE001 -- every failure is the parent's to report
+        _send_failure(sock, error)
+        return 1
+    _send(sock, ("ok", {
+        "epoch_id": prepared.epoch_id, "expired": prepared.expired,
+        "retained_jobs": prepared.retained_jobs, "base_bytes": prepared.base_bytes,
+        "base_next_order": prepared.base_next_order, "timings_ms": prepared.timings_ms,
+        "candidate_path": prepared.candidate.path, "candidate_nonce": prepared.candidate.nonce,
+    }))
+    session = _ChildSession(prepared, io)
+    while True:
+        ok, message = _recv(sock)
+        if not ok or message[0] == "exit":
+            return 0
+        try:
+            answer = session.handle(message[0], message[1:])
+        except BaseException as error:  # noqa: BLE001
+            _send_failure(sock, error)
+            return 1
+        _send(sock, ("ok", answer))
+
+
+class _ChildSession:
+    """The child's requests after ``prepare``: the records arrive in parts (``extend``,
+    ``extend_rest``, ``live``), then the step that uses them."""
+
+    def __init__(self, prepared: online.Prepared, io: RealIO) -> None:
+        self.prepared = prepared
+        self.io = io
+        self.records: list[tuple] = []
+        self.rest: list[tuple] = []
+        self.live: dict[bytes, tuple | None] = {}
+
+    def handle(self, op: str, args: tuple) -> Any:
+        prepared = self.prepared
+        if op == "extend":
+            self.records.extend(args[0])
+        elif op == "extend_rest":
+            self.rest.extend(args[0])
+        elif op == "live":
+            self.live.update(args[0])
+        elif op == "copy_ahead":
+            chunk, self.records = self.records, []
+            before = set(prepared.touched)
+            online.copy_ahead(prepared, chunk)
+            return prepared.touched - before, prepared.catch_up_records
+        elif op == "publish_switch":
+            return online.publish_switch(prepared, self.rest, self.io)
+        elif op == "verify":
+            live_count, live_entities = args
+            online.verify_catch_up(prepared, self.records, self.rest, self.live, live_count,
+                                   live_entities)
+        else:
+            raise ValueError(f"unknown request {op!r}")
+        return None
+
+
+def _detach(parent_pid: int) -> None:
+    """Die with the parent, leave its signals to it, and name the process for ``ps``."""
+    import ctypes
+
+    signal.set_wakeup_fd(-1)  # the parent's loop listens on it: not ours to write
+    for signum in (signal.SIGINT, signal.SIGTERM, signal.SIGHUP, signal.SIGQUIT,
+                   signal.SIGUSR1, signal.SIGUSR2):
+        signal.signal(signum, signal.SIG_IGN)
+    libc = ctypes.CDLL(None, use_errno=True)
+    libc.prctl(_PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    libc.prctl(_PR_SET_NAME, ctypes.c_char_p(PROCESS_NAME), 0, 0, 0)
+    if os.getppid() != parent_pid:  # the parent died before the death signal was armed
+        os._exit(1)
+
+
+def _send_failure(sock: socket.socket, error: BaseException) -> None:
+    storage = isinstance(error, StorageFailure)
+    reason = getattr(error, "reason", None) if storage else None
+    try:
+        _send(sock, ("failed", reason or type(error).__name__, str(error) or repr(error),
+                     storage))
+    except OSError:
+        pass  # the parent is gone

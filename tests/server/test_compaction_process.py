@@ -1,0 +1,264 @@
+"""The process an online compaction's storage work runs in (``tay.storage.compaction.forked``):
+what the server sees when it fails or dies, what an operator sees while it runs, and that it
+does not outlive the server."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+
+from tay.server.compaction.compactor import CompactionFailed
+from tay.storage.compaction import forked, online
+from tay.storage.v2 import layout as v2_layout
+from tests.crash.cluster import REPO
+from tay.server.compaction import compactor as compactor_module
+from tests.server.test_online_compaction import (Gate, Harness, every_state, recovered_states,
+                                                 scratch_store)
+
+data_dir = pytest.fixture(scratch_store, name="data_dir")
+
+
+def candidates(data_dir: str) -> list[str]:
+    return [name for name in os.listdir(os.path.join(data_dir, v2_layout.EPOCHS_DIR))
+            if name.startswith(".tay-candidate-")]
+
+
+def gone(pid: int) -> bool:
+    """No such process, or a zombie nobody reaped yet (it runs nothing)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] in ("Z", "X")
+    except FileNotFoundError:
+        return True
+
+
+def test_a_killed_compaction_process_leaves_the_store_serving_and_the_next_one_publishes(
+        data_dir, monkeypatch):
+    """The process is killed once its candidate is written: the compaction fails with
+    ``process_exited``, the old epoch keeps serving, and the next compaction removes the
+    leaked candidate and publishes."""
+    real = online._replay
+    killed = []
+
+    def killed_after_writing(*args):
+        if os.environ.get("TAY_TEST_KILL_COMPACTION") == "1":
+            os.kill(os.getpid(), signal.SIGKILL)  # in the compaction process
+        return real(*args)
+
+    monkeypatch.setattr(online, "_replay", killed_after_writing)
+
+    async def scenario():
+        h = Harness(data_dir, "auto")
+        try:
+            ids = [await h.enqueue(n) for n in range(5)]
+            epoch = h.store.journal.epoch_id
+            os.environ["TAY_TEST_KILL_COMPACTION"] = "1"
+            try:
+                with pytest.raises(CompactionFailed) as failed:
+                    await h.compactor.request("admin")
+            finally:
+                del os.environ["TAY_TEST_KILL_COMPACTION"]
+            assert failed.value.reason == "process_exited"
+            assert "killed by SIGKILL" in str(failed.value)
+            killed.append(candidates(data_dir))
+            assert h.store.journal.epoch_id == epoch and h.driver.stopped is None
+            assert h.compactor._process is None
+            ids.append(await h.enqueue(9))  # still serving
+            h.compactor.retry_at = 0.0
+            report = await h.compactor.request("admin")
+            assert h.metrics.compactions == {"failed": 1, "published": 1}
+            return ids, report, every_state(h.store.engine)
+        finally:
+            h.close()
+
+    ids, report, live = asyncio.run(scenario())
+    # the killed process's candidate was left (its parent removes what it knows of; it
+    # died before saying where), and the next compaction removed it
+    assert len(killed[0]) == 1 and candidates(data_dir) == []
+    assert report["retained_jobs"] == 6 and len(live) == 6
+    assert recovered_states(data_dir) == live
+
+
+def test_a_process_that_dies_in_the_last_check_leaves_the_published_epoch_serving(
+        data_dir, monkeypatch):
+    """Killed during step 10 (the catch-up replayed and compared): the epoch is published
+    and CURRENT names it, so it stays authoritative; the compaction has no verdict, which is
+    logged and counted, and the server serves on."""
+    def killed(*args):
+        os.kill(os.getpid(), signal.SIGKILL)  # in the compaction process
+
+    monkeypatch.setattr(online, "verify_catch_up", killed)
+
+    async def scenario():
+        h = Harness(data_dir, "auto")
+        try:
+            ids = [await h.enqueue(n) for n in range(3)]
+            epoch = h.store.journal.epoch_id
+            with pytest.raises(CompactionFailed) as failed:
+                await h.compactor.request("admin")
+            assert failed.value.reason == "process_exited"
+            assert h.metrics.compactions == {"verification_incomplete": 1}
+            assert h.store.journal.epoch_id != epoch and h.driver.stopped is None
+            assert h.compactor._process is None
+            ids.append(await h.enqueue(9))  # into the new epoch's tail
+            return ids, every_state(h.store.engine)
+        finally:
+            h.close()
+
+    ids, live = asyncio.run(scenario())
+    assert len(live) == 4 and recovered_states(data_dir) == live
+
+
+def test_records_and_jobs_cross_to_the_process_in_chunks(data_dir, monkeypatch):
+    """Three records or jobs a message: the catch-up rounds, the switch's last records and
+    the jobs the check compares all span several messages, and the epoch replays to the
+    engine's jobs."""
+    monkeypatch.setattr(forked, "CHUNK", 3)
+    monkeypatch.setattr(compactor_module, "SWITCH_RECORDS", 0)
+    gate = Gate(monkeypatch)
+
+    async def scenario():
+        h = Harness(data_dir, "auto")
+        try:
+            ids = [await h.enqueue(n) for n in range(4)]
+            task = h.compactor.request("admin")
+            await gate.wait_entered()
+            during = [await h.enqueue(10 + n) for n in range(7)]
+            for job_id in during[:3]:
+                await h.cancel(job_id)
+            gate.release()
+            report = await task
+            return ids + during, report, every_state(h.store.engine)
+        finally:
+            h.close()
+
+    ids, report, live = asyncio.run(scenario())
+    assert report["catch_up_records"] >= 10 and report["switch_records"] == 0
+    assert len(live) == 11 and recovered_states(data_dir) == live
+
+
+def test_a_read_only_mapping_crosses_as_a_dict():
+    from types import MappingProxyType
+
+    import pickle
+
+    sent = forked._dumps(("ok", {"diagnostic": MappingProxyType({"code": 3})}))
+    assert pickle.loads(sent) == ("ok", {"diagnostic": {"code": 3}})
+
+
+def test_a_failure_in_the_process_travels_with_its_reason(data_dir, monkeypatch):
+    def broken(*args, **options):
+        raise ValueError("injected in the compaction process")
+
+    monkeypatch.setattr(online, "base_records", broken)
+
+    async def scenario():
+        h = Harness(data_dir, "auto")
+        try:
+            await h.enqueue(1)
+            with pytest.raises(CompactionFailed) as failed:
+                await h.compactor.request("admin")
+            assert h.driver.stopped is None and h.compactor._process is None
+            return failed.value, h.compactor.last_failure, candidates(data_dir)
+        finally:
+            h.close()
+
+    failure, last_failure, left = asyncio.run(scenario())
+    assert failure.reason == "ValueError"
+    assert "injected in the compaction process" in last_failure["error"]
+    assert len(left) == 1  # written before the failure: the next compaction removes it
+
+
+def test_an_operator_sees_the_running_compaction_process(data_dir, monkeypatch):
+    """``status.storage.compaction.process_pid`` names the process while it runs, and the
+    process is named ``tay-compaction`` (``ps``, ``top``); it is reaped afterwards."""
+    release_r, release_w = os.pipe()
+    entered_r, entered_w = os.pipe()
+    real = online.prepare
+
+    def held(capture, **options):
+        os.write(entered_w, b"in")
+        assert select.select([release_r], [], [], 20)[0]
+        return real(capture, **options)
+
+    monkeypatch.setattr(online, "prepare", held)
+
+    async def scenario():
+        h = Harness(data_dir, "auto")
+        try:
+            await h.enqueue(1)
+            task = h.compactor.request("admin")
+            while not select.select([entered_r], [], [], 0)[0]:
+                await asyncio.sleep(0.005)
+            pid = h.compactor.facts()["compaction"]["process_pid"]
+            with open(f"/proc/{pid}/comm") as comm:
+                name = comm.read().strip()
+            parent = os.getpid()
+            with open(f"/proc/{pid}/stat") as stat:
+                ppid = int(stat.read().rsplit(")", 1)[1].split()[1])
+            os.write(release_w, b"go")
+            report = await task
+            return pid, name, ppid, parent, report, h.compactor.facts()["compaction"]
+        finally:
+            h.close()
+
+    try:
+        pid, name, ppid, parent, report, facts = asyncio.run(scenario())
+    finally:
+        for fd in (release_r, release_w, entered_r, entered_w):
+            os.close(fd)
+    assert name == forked.PROCESS_NAME.decode() and ppid == parent
+    assert facts["process_pid"] is None and report["timings_ms"]["forked"] >= 0
+    assert not os.path.exists(f"/proc/{pid}")  # reaped
+
+
+SERVER = """
+import asyncio, os, sys, time
+from tay.storage.compaction import online
+from tests.server.test_online_compaction import Harness
+
+def held(capture, **options):
+    time.sleep(60)
+
+online.prepare = held
+
+async def main():
+    h = Harness(sys.argv[1], "auto")
+    await h.enqueue(1)
+    h.compactor.request("admin")
+    while h.compactor._process is None:
+        await asyncio.sleep(0.005)
+    print(h.compactor._process.pid, flush=True)
+    await asyncio.sleep(60)
+
+asyncio.run(main())
+"""
+
+
+def test_the_compaction_process_dies_with_a_killed_server(data_dir):
+    """kill -9 of the server while its compaction process works: the process does not
+    live on (it would hold the store's files and a slot of the machine)."""
+    server = subprocess.Popen([sys.executable, "-c", SERVER, data_dir], cwd=REPO,
+                              stdout=subprocess.PIPE)
+    try:
+        line = server.stdout.readline()
+        assert line, "the server script ended without starting a compaction"
+        pid = int(line)
+        assert not gone(pid)
+        server.kill()
+        server.wait(10)
+        deadline = time.monotonic() + 10
+        while not gone(pid) and time.monotonic() < deadline:
+            time.sleep(0.01)
+        assert gone(pid)
+    finally:
+        server.kill()
+        server.wait(10)
+        server.stdout.close()
