@@ -94,7 +94,7 @@ def test_a_process_that_dies_in_the_last_check_leaves_the_published_epoch_servin
     def killed(*args):
         os.kill(os.getpid(), signal.SIGKILL)  # in the compaction process
 
-    monkeypatch.setattr(online, "verify_catch_up", killed)
+    monkeypatch.setattr(online, "verify_totals", killed)
 
     async def scenario():
         h = Harness(data_dir, "auto")
@@ -142,6 +142,43 @@ def test_records_and_jobs_cross_to_the_process_in_chunks(data_dir, monkeypatch):
     ids, report, live = asyncio.run(scenario())
     assert report["catch_up_records"] >= 10 and report["switch_records"] == 0
     assert len(live) == 11 and recovered_states(data_dir) == live
+
+
+def test_a_touched_job_the_engine_holds_otherwise_stops_writing(data_dir, monkeypatch):
+    """Step 10 compares each job the catch-up touched as the engine holds it with the
+    replay, in the process, chunk by chunk: one field that differs (here: as the engine's
+    side reports it) is a mismatch, and writing stops."""
+    monkeypatch.setattr(forked, "CHUNK", 2)
+    gate = Gate(monkeypatch)
+    real = online.live_fields
+
+    def altered(live, states_of, chunk=2):
+        for part in real(live, states_of, chunk):
+            yield [(job_id, fields if fields is None or n else
+                    fields[:2] + ("bogus",) + fields[3:])
+                   for n, (job_id, fields) in enumerate(part)]
+
+    monkeypatch.setattr(online, "live_fields", altered)
+
+    async def scenario():
+        h = Harness(data_dir, "auto")
+        try:
+            await h.enqueue(1)
+            task = h.compactor.request("admin")
+            await gate.wait_entered()
+            for n in range(3):
+                await h.enqueue(10 + n)
+            gate.release()
+            with pytest.raises(CompactionFailed) as failed:
+                await task
+            return failed.value, h.driver.stopped, dict(h.metrics.compactions)
+        finally:
+            h.close()
+
+    failure, stopped, counted = asyncio.run(scenario())
+    assert failure.reason == "verification_mismatch"
+    assert stopped.reason == "compaction_mismatch"
+    assert counted == {"verification_failed": 1}
 
 
 def test_a_read_only_mapping_crosses_as_a_dict():

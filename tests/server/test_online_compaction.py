@@ -369,7 +369,7 @@ def test_a_published_epoch_that_does_not_match_the_engine_stops_writing(data_dir
     def differs(*args):
         raise mismatch("job", job_id="00" * 16, step="catch_up")
 
-    monkeypatch.setattr(online, "verify_catch_up", differs)
+    monkeypatch.setattr(online, "verify_totals", differs)
 
     async def scenario():
         h = Harness(data_dir, writer)

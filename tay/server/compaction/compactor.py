@@ -257,6 +257,9 @@ class OnlineCompactor:
         process = None
         prepared = None
         try:
+            # the held runs copy their base bytes off the loop first (a pread and a CRC check
+            # each, outside the interpreter lock); the capture loads any run left
+            await loop.run_in_executor(None, self.store.engine.finished.load)
             capturing = time.perf_counter()
             capture = self._capture(retention)
             # the storage work runs in a child forked here, a copy of the engine as captured

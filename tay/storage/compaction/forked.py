@@ -3,7 +3,7 @@
 The server forks at the capture: the child starts as an exact copy of the engine's state
 at the frozen source, so the capture crosses without being copied or encoded, and it
 prepares, extends and verifies the candidate (``online.prepare``, ``copy_ahead``,
-``publish_switch``, ``verify_catch_up``) under its own interpreter lock. On a worker
+``publish_switch``, ``verify_live_jobs``) under its own interpreter lock. On a worker
 thread of the serving process, that work took the lock from the event loop every few
 milliseconds: the loop served about a quarter of its enqueues while it ran.
 
@@ -194,8 +194,9 @@ class CompactionProcess:
 
     def verify(self, live: Iterable[list[tuple[bytes, tuple | None]]], live_count: int,
                live_entities: Mapping[tuple, int]) -> None:
-        """``online.verify_catch_up`` against the engine's jobs (each touched job's durable
-        fields, or None: not retained), sent a chunk at a time as ``live`` yields them."""
+        """Step 10 against the engine's jobs (each touched job's durable fields, or None:
+        not retained), sent a chunk at a time as ``live`` yields them and compared as each
+        arrives (``online.verify_live_jobs``, ``verify_totals``)."""
         for part in live:
             self._ask("live", part)
         self._ask("verify", live_count, dict(live_entities))
@@ -293,14 +294,15 @@ def _child(sock: socket.socket, capture: online.Capture, io: RealIO, parent_pid:
 
 class _ChildSession:
     """The child's requests after ``prepare``: the records arrive in parts (``extend``,
-    ``extend_rest``, ``live``), then the step that uses them."""
+    ``extend_rest``), then the step that uses them; the engine's jobs for step 10 arrive
+    in parts (``live``) compared as they come, then the totals (``verify``)."""
 
     def __init__(self, prepared: online.Prepared, io: RealIO) -> None:
         self.prepared = prepared
         self.io = io
         self.records: list[tuple] = []
         self.rest: list[tuple] = []
-        self.live: dict[bytes, tuple | None] = {}
+        self.caught_up = False  # the switch's last records replayed (for step 10)
 
     def handle(self, op: str, args: tuple) -> Any:
         prepared = self.prepared
@@ -309,7 +311,8 @@ class _ChildSession:
         elif op == "extend_rest":
             self.rest.extend(args[0])
         elif op == "live":
-            self.live.update(args[0])
+            self.catch_up()
+            online.verify_live_jobs(prepared, args[0])
         elif op == "copy_ahead":
             chunk, self.records = self.records, []
             before = set(prepared.touched)
@@ -318,12 +321,18 @@ class _ChildSession:
         elif op == "publish_switch":
             return online.publish_switch(prepared, self.rest, self.io)
         elif op == "verify":
-            live_count, live_entities = args
-            online.verify_catch_up(prepared, self.records, self.rest, self.live, live_count,
-                                   live_entities)
+            self.catch_up()
+            online.verify_totals(prepared, *args)
         else:
             raise ValueError(f"unknown request {op!r}")
         return None
+
+    def catch_up(self) -> None:
+        """Replay the switch's last records onto the verified base, once."""
+        if not self.caught_up:
+            online.catch_up(self.prepared, self.records, self.rest)
+            self.records = self.rest = []
+            self.caught_up = True
 
 
 def _detach(parent_pid: int) -> None:

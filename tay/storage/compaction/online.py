@@ -17,9 +17,10 @@ synchronous storage side:
 3. **Switch**, on the loop with admission paused (the server): the records written since
    the capture are re-framed with the tail's sequences (``reframe``) and appended to the
    candidate tail, the epoch is published and CURRENT switched (steps 6-9); the journal
-   then appends to the new tail. Afterwards ``verify_catch_up`` replays the catch-up onto
-   the replayed base and compares it with the live jobs it touched (step 10, their fields
-   built by the server: ``live_fields``), and the predecessor is reclaimed (step 11).
+   then appends to the new tail. Afterwards the catch-up, replayed onto the verified base,
+   is compared with the live jobs it touched (step 10: ``verify_live_jobs``, their fields
+   built by the server: ``live_fields``; ``verify_totals``), and the predecessor is
+   reclaimed (step 11).
 
 Availability orders: online orders are kept (§3.6), so the base's allocator resumes at
 ``B`` = highest kept order + 1, while the live allocator stood at ``L >= B`` at the capture
@@ -34,7 +35,7 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable, Iterator, Mapping, Sequence
+from typing import Any, Callable, Iterable, Iterator, Mapping, Sequence
 
 from tay.failures import RecoveryRefused
 from tay.storage.compaction import publish
@@ -277,22 +278,25 @@ def epoch_segments(root: str, epoch_id: bytes) -> str:
                         v2_layout.SEGMENTS_DIR)
 
 
-def verify_catch_up(prepared: Prepared, chunk: Sequence[JournalRecord],
-                    rest: Sequence[tuple[int, int, bytes]],
-                    live: Mapping[bytes, tuple | None], live_count: int,
-                    live_entities: dict[tuple, int]) -> None:
-    """Step 10 for the online path: the whole catch-up (the earlier rounds were replayed as
-    they were copied; ``rest`` is what the switch appended), replayed onto the verified
-    base, must give the jobs the engine holds (every job it touched, and the count) and the
-    entity revisions; ``live`` maps each touched id to the durable fields (``job_fields``)
-    of the engine's job at the switch (None: not retained), as ``live_fields`` gives them."""
-    catch_up(prepared, chunk, rest)
+def verify_live_jobs(prepared: Prepared,
+                     live: Iterable[tuple[bytes, tuple | None]]) -> None:
+    """Step 10 for the online path, once the whole catch-up is replayed onto the verified
+    base (the earlier rounds as they were copied, the switch's last records by
+    ``catch_up``): the replay must give the jobs the engine holds. ``live``: each touched
+    job's id and durable fields (``job_fields``) as the engine held it at the switch (None:
+    not retained), as ``live_fields`` gives them; a chunk at a time, kept nowhere."""
     table = prepared.table
-    for job_id, fields in live.items():
+    for job_id, fields in live:
         found = table.job(job_id)
         if (found is None) != (fields is None) or (
                 found is not None and job_fields(found) != fields):
             raise mismatch("job", job_id=job_id.hex(), step="catch_up")
+
+
+def verify_totals(prepared: Prepared, live_count: int,
+                  live_entities: dict[tuple, int]) -> None:
+    """The rest of step 10: the replay's job count and entity revisions are the engine's."""
+    table = prepared.table
     if table.count() != live_count:
         raise mismatch("job_count", expected=live_count, found=table.count(),
                        step="catch_up")
@@ -303,7 +307,7 @@ def verify_catch_up(prepared: Prepared, chunk: Sequence[JournalRecord],
 def live_fields(live: Mapping[bytes, Any], states_of: Callable[[Sequence[Any]],
                                                                 list[JobState]],
                 chunk: int = BUILD_CHUNK) -> Iterator[list[tuple[bytes, tuple | None]]]:
-    """What ``verify_catch_up`` compares, built from the engine's values at the switch
+    """What ``verify_live_jobs`` compares, built from the engine's values at the switch
     (``live``: each touched id's captured value, None if not retained): ``(job id, its
     job_fields or None)``, ``chunk`` jobs at a time."""
     items = list(live.items())

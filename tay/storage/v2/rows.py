@@ -438,13 +438,16 @@ class HeldJobs(_JobColumns):
         return (self._queues if slot == bj.QUEUE else self._workers)[k]
 
     def load(self) -> None:
-        """Copy the run's frames (checked) so nothing reads the segment any more."""
+        """Copy the run's frames (checked) so nothing reads the segment any more. A worker
+        thread may load while the loop reads rows: ``origin`` is set before ``data``, which
+        readers test first, and ``source`` is dropped last."""
         if self.data is not None:
             return
         low, high = self._span()
         start = low - HEADER_SIZE
-        self.data = self.source.read(start, high + FIXED_SIZE - HEADER_SIZE)  # type: ignore[union-attr]
+        data = self.source.read(start, high + FIXED_SIZE - HEADER_SIZE)  # type: ignore[union-attr]
         self.origin = start
+        self.data = data
         self.source = None
 
     def _span(self) -> tuple[int, int]:
