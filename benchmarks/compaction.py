@@ -133,14 +133,16 @@ class Latencies:
                 f"{at - seconds - start:+.2f} s after the window began")
 
 
-def summarize(name: str, values: list[float], seconds: float, cpu_s: float) -> str:
+def summarize(name: str, values: list[float], seconds: float, cpu_s: float | None) -> str:
     if not values:
         return f"{name}: no acknowledgements"
     ordered = sorted(values)
     p99 = ordered[min(len(ordered) - 1, int(len(ordered) * 0.99))]
+    cpu = "" if cpu_s is None else \
+        f"  server CPU {cpu_s / max(1, len(values)) * 1e6:6.0f} us/enqueue"
     return (f"{name:24s} {len(values):7d} acks  {len(values) / seconds:8.0f} enqueues/s  "
             f"ack p50 {statistics.median(ordered) * 1000:7.2f} ms  p99 {p99 * 1000:7.2f} ms  "
-            f"max {ordered[-1] * 1000:7.2f} ms  server CPU {cpu_s / max(1, len(values)) * 1e6:6.0f} us/enqueue")
+            f"max {ordered[-1] * 1000:7.2f} ms{cpu}")
 
 
 async def load(socket_path: str, producers: int, concurrency: int, latencies: Latencies,
@@ -243,7 +245,8 @@ def online(jobs: int, seconds: float, producers: int, concurrency: int, writer: 
         comp_s = marks["compacted"] - marks["compact"]
         print(f"online compaction: {report['duration_ms']} ms to publish and reclaim "
               f"(timings {report['timings_ms']}), the capture held the loop "
-              f"{report['capture_ms']:.1f} ms, writes paused {report['pause_ms']:.1f} ms, "
+              f"{report['capture_ms']:.1f} ms (fork {report['fork_ms']:.1f} ms), writes paused "
+              f"{report['pause_ms']:.1f} ms, the check's fork {report['check_fork_ms']:.1f} ms, "
               f"{report['catch_up_records']} catch-up records, {report['retained_jobs']} jobs "
               f"kept, history {report['bytes_before'] / 1e6:.1f} MB -> "
               f"{report['bytes_after'] / 1e6:.1f} MB")
@@ -253,6 +256,16 @@ def online(jobs: int, seconds: float, producers: int, concurrency: int, writer: 
         print(summarize("during compaction", latencies.window(marks["compact"],
                                                               marks["compacted"]), comp_s,
                         marks["cpu_compacted"] - marks["cpu_compact"]))
+        # the phases, from the report's steps (ms since the compaction started, which is
+        # about when the request was sent)
+        steps = report["timings_ms"]
+        edges = [("  to the candidate", marks["compact"]),
+                 ("  catch-up and switch", marks["compact"] + steps["candidate_verified"] / 1000),
+                 ("  check and reclaim", marks["compact"] + steps["switched"] / 1000),
+                 ("", marks["compacted"])]
+        for (name, start), (_, end) in zip(edges, edges[1:]):
+            if end > start:
+                print(summarize(name, latencies.window(start, end), end - start, None))
         print("during compaction: " + latencies.slowest(marks["compact"], marks["compacted"]))
         loop = admin.call("status", {})["loop"]
         print(f"event loop: {loop['stalls']} stall(s) over {loop['stall_threshold_s']} s, "

@@ -190,6 +190,45 @@ def test_a_read_only_mapping_crosses_as_a_dict():
     assert pickle.loads(sent) == ("ok", {"diagnostic": {"code": 3}})
 
 
+def test_a_killed_checking_process_leaves_the_published_epoch_serving(data_dir, monkeypatch):
+    """Step 10's engine side is built in a second fork taken at the switch; killed while it
+    builds it, the check has no verdict: the published epoch serves on, the compaction
+    process is reaped, and the failure is counted."""
+    def killed(live, states_of, chunk=None):
+        os.kill(os.getpid(), signal.SIGKILL)  # in the checking process
+        yield []
+
+    monkeypatch.setattr(online, "live_fields", killed)
+
+    async def scenario():
+        h = Harness(data_dir, "auto")
+        try:
+            await h.enqueue(1)
+            epoch = h.store.journal.epoch_id
+            process = []
+            real_start = forked.CompactionProcess.start
+
+            def start(*args, **options):
+                process.append(real_start(*args, **options))
+                return process[-1]
+
+            monkeypatch.setattr(forked.CompactionProcess, "start", start)
+            with pytest.raises(CompactionFailed) as failed:
+                await h.compactor.request("admin")
+            assert h.metrics.compactions == {"verification_incomplete": 1}
+            assert h.store.journal.epoch_id != epoch and h.driver.stopped is None
+            await h.enqueue(2)
+            return failed.value, process[0].pid, every_state(h.store.engine)
+        finally:
+            h.close()
+
+    failure, pid, live = asyncio.run(scenario())
+    assert failure.reason == "process_exited" and "checking process" in str(failure)
+    assert "killed by SIGKILL" in str(failure)
+    assert not os.path.exists(f"/proc/{pid}")  # the compaction process was reaped too
+    assert len(live) == 2 and recovered_states(data_dir) == live
+
+
 def test_a_failure_in_the_process_travels_with_its_reason(data_dir, monkeypatch):
     def broken(*args, **options):
         raise ValueError("injected in the compaction process")
@@ -252,7 +291,11 @@ def test_an_operator_sees_the_running_compaction_process(data_dir, monkeypatch):
         for fd in (release_r, release_w, entered_r, entered_w):
             os.close(fd)
     assert name == forked.PROCESS_NAME.decode() and ppid == parent
-    assert facts["process_pid"] is None and report["timings_ms"]["forked"] >= 0
+    assert facts["process_pid"] is None and report["fork_ms"] > 0
+    steps = report["timings_ms"]
+    assert list(steps) == ["captured", "planned", "candidate_written", "candidate_verified",
+                           "switched", "verified"]
+    assert list(steps.values()) == sorted(steps.values())
     assert not os.path.exists(f"/proc/{pid}")  # reaped
 
 

@@ -248,7 +248,6 @@ class OnlineCompactor:
     # ---- one compaction -------------------------------------------------------------------
     async def _run(self, trigger: str, retention: Retention | None) -> dict[str, Any]:
         # loaded with the first compaction
-        from tay.storage.compaction import online
         from tay.storage.compaction.forked import CompactionProcess, ProcessFailure
 
         started = time.monotonic()
@@ -265,7 +264,11 @@ class OnlineCompactor:
             # the storage work runs in a child forked here, a copy of the engine as captured
             process = self._process = CompactionProcess.start(capture, self.io)
             capture_ms = (time.perf_counter() - capturing) * 1000  # the loop held throughout
+            forked_ms = _ms_since(started)
             prepared = await loop.run_in_executor(None, process.wait_prepared)
+            # every step's ms since the start (the process counts from the fork)
+            prepared.timings_ms = {"captured": forked_ms, **{
+                step: at + forked_ms for step, at in prepared.timings_ms.items()}}
             expected = capture.source.frontier + 1  # the next sequence the tail takes
             for _ in range(CATCH_UP_ROUNDS):
                 chunk = self.driver.tap
@@ -277,6 +280,7 @@ class OnlineCompactor:
             if self.driver.stopped is not None or self._closed:
                 raise CompactionFailed("stopped", "the server stopped writing meanwhile")
             report = self._switch(process, prepared, expected)
+            prepared.timings_ms["switched"] = _ms_since(started)
         except BaseException as error:
             self.driver.tap = None
             self._failed(error, started, process, prepared)
@@ -284,10 +288,11 @@ class OnlineCompactor:
                 raise error if isinstance(error, CompactionFailed) else CompactionFailed(
                     getattr(error, "reason", type(error).__name__), str(error)) from None
             raise
-        live, live_count, entities, states_of = report.pop("_verify")
+        # forked here, before the engine moves on from the switch (no await since)
+        check = process.check(report.pop("_verify"))
+        report["check_fork_ms"] = round(check.fork_ms, 3)
         try:
-            await loop.run_in_executor(None, lambda: process.verify(
-                online.live_fields(live, states_of), live_count, entities))
+            await loop.run_in_executor(None, check.wait)
         except ProcessFailure as failure:
             await loop.run_in_executor(None, process.kill)
             self._process = None
@@ -309,6 +314,7 @@ class OnlineCompactor:
             self.driver.abandon_writer(failure_stop)
             self._count("verification_failed")
             raise CompactionFailed("verification_mismatch", str(failure)) from None
+        prepared.timings_ms["verified"] = _ms_since(started)
         await loop.run_in_executor(None, process.close)
         self._process = None
         report["reclaimed"], report["reclaim_error"] = await loop.run_in_executor(
@@ -316,6 +322,7 @@ class OnlineCompactor:
         del report["_current"]
         report["duration_ms"] = round((time.monotonic() - started) * 1000)
         report["capture_ms"] = round(capture_ms, 3)
+        report["fork_ms"] = round(process.fork_ms, 3)
         report["bytes_before"] = bytes_before
         report["bytes_after"] = self.history_bytes()
         report["trigger"] = trigger
@@ -414,11 +421,18 @@ class OnlineCompactor:
         driver.resume_writer(new_journal)
         self._reattach_history(new_journal)
         pause_ms = (time.perf_counter() - paused) * 1000
-        touched_ids = list(touched)  # taken as values the verification builds on its thread
-        captured = engine.captured_jobs_of(touched_ids)
-        live = dict(zip(touched_ids, captured.jobs))
-        live_count = sum(1 for entry in engine.jobs.values() if not entry.volatile) \
-            + len(engine.finished)  # jobs held in columns are persistent
+        touched_ids = list(touched)
+
+        def engine_side() -> tuple[Any, int, dict[tuple, int]]:
+            """Step 10's engine side, built in the checking process (forked right after
+            this switch, so the engine stands as the switch left it)."""
+            captured = engine.captured_jobs_of(touched_ids)
+            live = dict(zip(touched_ids, captured.jobs))
+            live_count = sum(1 for entry in engine.jobs.values() if not entry.volatile) \
+                + len(engine.finished)  # jobs held in columns are persistent
+            return (online.live_fields(live, captured.states_of), live_count,
+                    engine.epoch.entities)
+
         return {
             "epoch_id": prepared.epoch_id.hex(), "source_epoch_id": source.epoch_id.hex(),
             "captured_at": prepared.capture.captured_at, "finished_at": self.clock(),
@@ -429,7 +443,7 @@ class OnlineCompactor:
             "switch_records": len(rest),
             "pause_ms": round(pause_ms, 3), "timings_ms": prepared.timings_ms,
             "_current": current,
-            "_verify": (live, live_count, dict(engine.epoch.entities), captured.states_of),
+            "_verify": engine_side,
         }
 
     def _reattach_history(self, journal: Journal) -> None:
@@ -478,6 +492,10 @@ class OnlineCompactor:
                pause_s: float | None = None) -> None:
         if self.metrics is not None:
             self.metrics.observe_compaction(outcome, seconds, pause_s)
+
+
+def _ms_since(started: float) -> int:
+    return round((time.monotonic() - started) * 1000)
 
 
 def _continues(records: list, expected: int) -> int:

@@ -32,7 +32,7 @@ import signal
 import socket
 import struct
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from io import BytesIO
 from types import MappingProxyType
 from typing import Any
@@ -144,6 +144,7 @@ class CompactionProcess:
         self.fork_ms = fork_ms
         self.prepared: PreparedFacts | None = None
         self._status: int | None = None
+        self._owner = os.getpid()  # the server: only it reaps the process
 
     @classmethod
     def start(cls, capture: online.Capture, io: RealIO | None = None) -> "CompactionProcess":
@@ -168,9 +169,7 @@ class CompactionProcess:
     # ---- the exchanges ------------------------------------------------------------------
     def wait_prepared(self) -> PreparedFacts:
         """The child's ``prepare``: the candidate is written and verified."""
-        facts = self._answer()
-        facts["timings_ms"]["forked"] = round(self.fork_ms, 3)
-        self.prepared = PreparedFacts(self.capture, facts)
+        self.prepared = PreparedFacts(self.capture, self._answer())
         return self.prepared
 
     def copy_ahead(self, chunk: Sequence[tuple]) -> None:
@@ -192,14 +191,47 @@ class CompactionProcess:
             self._ask("extend_rest", _bytes_records(part))
         return self._ask("publish_switch")
 
-    def verify(self, live: Iterable[list[tuple[bytes, tuple | None]]], live_count: int,
-               live_entities: Mapping[tuple, int]) -> None:
-        """Step 10 against the engine's jobs (each touched job's durable fields, or None:
-        not retained), sent a chunk at a time as ``live`` yields them and compared as each
-        arrives (``online.verify_live_jobs``, ``verify_totals``)."""
-        for part in live:
-            self._ask("live", part)
-        self._ask("verify", live_count, dict(live_entities))
+    def check(self, snapshot: Callable[[], tuple[Iterable[list[tuple[bytes, tuple | None]]],
+                                                int, Mapping[tuple, int]]]) -> "Check":
+        """Step 10, from a second fork taken now: call it where the engine stands at the
+        switch. That child takes the engine's side of the comparison (``snapshot()``: each
+        touched job's id and durable fields, or None if not retained, in chunks; the job
+        count; the entity revisions) and sends it to the compaction process, which compares
+        each chunk as it arrives (``online.verify_live_jobs``, ``verify_totals``). So the
+        server's loop neither builds nor sends the engine's side: it pays one fork. The
+        server must not use this process until ``Check.wait`` returned."""
+        read_end, write_end = os.pipe()
+        server = os.getpid()
+        started = time.perf_counter()
+        pid = os.fork()
+        if pid == 0:  # the checking child: never returns
+            status = 70
+            try:
+                os.close(read_end)
+                status = self._check_child(write_end, snapshot, server)
+            finally:
+                os._exit(status)
+        os.close(write_end)
+        return Check(self, pid, read_end, (time.perf_counter() - started) * 1000)
+
+    def _check_child(self, out: int, snapshot: Callable[[], tuple[Any, int, Mapping]],
+                     server: int) -> int:
+        gc.freeze()
+        _detach(server)
+        try:
+            live, live_count, live_entities = snapshot()
+            for part in live:
+                self._ask("live", part)
+            self._ask("verify", live_count, dict(live_entities))
+        except ProcessFailure as failure:
+            result: tuple = ("failed", failure.reason, failure.detail, failure.storage)
+        except BaseException as error:  # noqa: BLE001 -- the server's to report
+            result = _failure(error)
+        else:
+            result = ("ok", None)
+        with os.fdopen(out, "wb") as pipe:
+            pipe.write(_dumps(result))
+        return 0
 
     def close(self) -> None:
         """Let the child exit and reap it (after a failure: kill it first, so that nothing
@@ -244,12 +276,47 @@ class CompactionProcess:
         except OSError:
             ok, message = False, None
         if not ok:
-            self.kill()
+            if os.getpid() == self._owner:  # the checking child leaves that to the server
+                self.kill()
             raise ProcessFailure("process_exited", "the compaction process "
                                  f"{self.pid} ended without answering ({_describe(self._status)})")
         if message[0] == "ok":
             return message[1]
         _, reason, detail, storage = message
+        raise ProcessFailure(reason, detail, storage)
+
+
+class Check:
+    """A running step-10 check (``CompactionProcess.check``)."""
+
+    def __init__(self, process: CompactionProcess, pid: int, result_fd: int,
+                 fork_ms: float) -> None:
+        self.process = process
+        self.pid = pid
+        self._result_fd = result_fd
+        self.fork_ms = fork_ms
+
+    def wait(self) -> None:
+        """Block until the check ended; ``ProcessFailure`` if it failed or a process died
+        (the compaction process is then killed and reaped)."""
+        with os.fdopen(self._result_fd, "rb") as pipe:
+            raw = pipe.read()
+        try:
+            _, status = os.waitpid(self.pid, 0)
+        except ChildProcessError:
+            status = None
+        if not raw:
+            self.process.kill()
+            raise ProcessFailure("process_exited", f"the checking process {self.pid} ended "
+                                 f"without answering ({_describe(status)})")
+        result = pickle.loads(raw)
+        if result[0] == "ok":
+            return
+        _, reason, detail, storage = result
+        if reason == "process_exited":  # the compaction process died: say how
+            self.process.kill()
+            detail = (f"the compaction process {self.process.pid} ended without answering "
+                      f"({_describe(self.process._status)})")
         raise ProcessFailure(reason, detail, storage)
 
 
@@ -350,11 +417,14 @@ def _detach(parent_pid: int) -> None:
         os._exit(1)
 
 
-def _send_failure(sock: socket.socket, error: BaseException) -> None:
+def _failure(error: BaseException) -> tuple[str, str, str, bool]:
     storage = isinstance(error, StorageFailure)
     reason = getattr(error, "reason", None) if storage else None
+    return "failed", reason or type(error).__name__, str(error) or repr(error), storage
+
+
+def _send_failure(sock: socket.socket, error: BaseException) -> None:
     try:
-        _send(sock, ("failed", reason or type(error).__name__, str(error) or repr(error),
-                     storage))
+        _send(sock, _failure(error))
     except OSError:
         pass  # the parent is gone
