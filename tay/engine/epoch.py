@@ -19,7 +19,7 @@ from __future__ import annotations
 
 from operator import itemgetter
 import struct
-from typing import TYPE_CHECKING, Any, Sequence
+from typing import TYPE_CHECKING, Any, Iterable, Sequence
 
 from tay._frozen import LazyModule
 from tay.engine.handlers.admin import AdminCommands
@@ -704,13 +704,21 @@ class EpochEngine(AdminCommands):
         return stale
 
     def adopt_compaction(self, expired: list[bytes], order_from: int, order_shift: int,
-                         next_sequence: int) -> int:
+                         next_sequence: int, touched: Iterable[bytes] | None = None) -> int:
         """The engine follows a published online compaction: expired jobs are dropped,
         orders given out since the capture (``>= order_from``) move down by
         ``order_shift`` like the allocator (see ``tay.storage.compaction.online``), and
-        sequences continue the new epoch's tail. Returns how many jobs expired."""
+        sequences continue the new epoch's tail. Returns how many jobs expired.
+
+        ``touched``: the ids of the jobs the records since the capture changed. An order
+        given out since then came with such a record, so only those jobs are looked at
+        (with 100,000 jobs waiting, the pass over all of them held the switch ~60 ms);
+        None: every job."""
         if order_shift:
-            for entry in self.jobs.values():
+            jobs = self.jobs
+            entries = jobs.values() if touched is None else \
+                [entry for entry in map(jobs.get, touched) if entry is not None]
+            for entry in entries:
                 state = peek(entry)  # a terminal row has no order: it stays a row
                 if state.ready_order is not None and state.ready_order >= order_from \
                         and not entry.volatile:

@@ -414,7 +414,8 @@ class OnlineCompactor:
                                                 path=source.root, error=str(error)))
             raise
         expired = engine.adopt_compaction(list(prepared.expired), prepared.capture.next_order,
-                                          prepared.order_shift, new_journal.next_sequence)
+                                          prepared.order_shift, new_journal.next_sequence,
+                                          touched)
         store.journal = new_journal
         store.retention = prepared.capture.retention
         store.base_bytes = prepared.base_bytes
