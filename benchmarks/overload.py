@@ -426,4 +426,3 @@ if __name__ == "__main__":
     # a SIGTERM unwinds like an interrupt: the server, clients and hogs are stopped
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(128 + signal.SIGTERM))
     main()
-

@@ -677,7 +677,7 @@ class EpochEngine(AdminCommands):
 
     def online_capture(self) -> tuple[CapturedJobs, int]:
         """What an online compaction freezes on the loop: every persistent job as a value
-        its worker thread builds (``captured_jobs``: immutable values, so the list is a
+        the compaction process builds (``captured_jobs``: immutable values, so the list is a
         snapshot) and the availability allocator."""
         assert self.epoch is not None, "online compaction needs a Store-v2 epoch"
         return self.captured_jobs(), self.epoch.next_order
@@ -842,13 +842,13 @@ _INDEX_MASK = (1 << _RUN_SHIFT) - 1
 
 class CapturedJobs:
     """What an online compaction captures of the engine's jobs on the loop (``jobs``:
-    immutable values) and how its worker thread reads them (``id_of``, ``plan_of``,
+    immutable values) and how the compaction process reads them (``id_of``, ``plan_of``,
     ``state_of``, ``states_of``). A job in the engine's table is what its state slot holds
     (its JobState, the row it is built from, or a parked job's tuple: none is built or
     unparked), a packed job its tuple, and a job held in a run of columns (a restart's base
     or tail, tay.engine.retained.finished) one int: its run's place in ``runs`` and its
-    index there. Its row (its snapshot and attachments, read from the run) is made on
-    the worker thread, a chunk at a time, so the capture makes no object for a held job
+    index there. Its row (its snapshot and attachments, read from the run) is made in
+    the compaction process, a chunk at a time, so the capture makes no object for a held job
     and reads nothing with the loop stopped (making the rows there took ~12 µs a job: over
     a second for 100,000). A run's bytes and columns do not change while it is captured,
     whatever the engine takes out of it meanwhile."""

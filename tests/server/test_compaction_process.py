@@ -14,7 +14,6 @@ import time
 
 import pytest
 
-from tay.server.compaction.compactor import CompactionFailed
 from tay.storage.compaction import forked, online
 from tay.storage.v2 import layout as v2_layout
 from tests.crash.cluster import REPO
@@ -61,12 +60,11 @@ def test_a_killed_compaction_process_leaves_the_store_serving_and_the_next_one_p
             epoch = h.store.journal.epoch_id
             os.environ["TAY_TEST_KILL_COMPACTION"] = "1"
             try:
-                with pytest.raises(CompactionFailed) as failed:
-                    await h.compactor.request("admin")
+                failed = await h.failed_compaction()
             finally:
                 del os.environ["TAY_TEST_KILL_COMPACTION"]
-            assert failed.value.reason == "process_exited"
-            assert "killed by SIGKILL" in str(failed.value)
+            assert failed.reason == "process_exited"
+            assert "killed by SIGKILL" in str(failed)
             killed.append(candidates(data_dir))
             assert h.store.journal.epoch_id == epoch and h.driver.stopped is None
             assert h.compactor._process is None
@@ -101,9 +99,8 @@ def test_a_process_that_dies_in_the_last_check_leaves_the_published_epoch_servin
         try:
             ids = [await h.enqueue(n) for n in range(3)]
             epoch = h.store.journal.epoch_id
-            with pytest.raises(CompactionFailed) as failed:
-                await h.compactor.request("admin")
-            assert failed.value.reason == "process_exited"
+            failed = await h.failed_compaction()
+            assert failed.reason == "process_exited"
             assert h.metrics.compactions == {"verification_incomplete": 1}
             assert h.store.journal.epoch_id != epoch and h.driver.stopped is None
             assert h.compactor._process is None
@@ -169,9 +166,8 @@ def test_a_touched_job_the_engine_holds_otherwise_stops_writing(data_dir, monkey
             for n in range(3):
                 await h.enqueue(10 + n)
             gate.release()
-            with pytest.raises(CompactionFailed) as failed:
-                await task
-            return failed.value, h.driver.stopped, dict(h.metrics.compactions)
+            failed = await h.failed_compaction(task)
+            return failed, h.driver.stopped, dict(h.metrics.compactions)
         finally:
             h.close()
 
@@ -213,12 +209,11 @@ def test_a_killed_checking_process_leaves_the_published_epoch_serving(data_dir, 
                 return process[-1]
 
             monkeypatch.setattr(forked.CompactionProcess, "start", start)
-            with pytest.raises(CompactionFailed) as failed:
-                await h.compactor.request("admin")
+            failed = await h.failed_compaction()
             assert h.metrics.compactions == {"verification_incomplete": 1}
             assert h.store.journal.epoch_id != epoch and h.driver.stopped is None
             await h.enqueue(2)
-            return failed.value, process[0].pid, every_state(h.store.engine)
+            return failed, process[0].pid, every_state(h.store.engine)
         finally:
             h.close()
 
@@ -239,10 +234,9 @@ def test_a_failure_in_the_process_travels_with_its_reason(data_dir, monkeypatch)
         h = Harness(data_dir, "auto")
         try:
             await h.enqueue(1)
-            with pytest.raises(CompactionFailed) as failed:
-                await h.compactor.request("admin")
+            failed = await h.failed_compaction()
             assert h.driver.stopped is None and h.compactor._process is None
-            return failed.value, h.compactor.last_failure, candidates(data_dir)
+            return failed, h.compactor.last_failure, candidates(data_dir)
         finally:
             h.close()
 

@@ -93,6 +93,12 @@ class Harness:
         reply = await self.call(lambda rid: commands.Cancel("p", rid, job_id))
         assert reply.type != "error", reply
 
+    async def failed_compaction(self, task: asyncio.Future | None = None) -> CompactionFailed:
+        """What a compaction that must fail raised (``task``, else an admin compaction)."""
+        with pytest.raises(CompactionFailed) as failed:
+            await (task if task is not None else self.compactor.request("admin"))
+        return failed.value
+
     async def admin(self, op: str, **body):
         return await self.call(lambda rid: commands.Admin("p", rid, op, body))
 
@@ -228,9 +234,8 @@ def test_an_expired_job_retried_during_the_compaction_keeps_the_old_epoch(data_d
             await gate.wait_entered()
             await h.admin("retry_job", job_id=job)  # the plan expires it; now it is back
             gate.release()
-            with pytest.raises(CompactionFailed) as failed:
-                await task
-            assert failed.value.reason == "expired_job_changed"
+            failed = await h.failed_compaction(task)
+            assert failed.reason == "expired_job_changed"
             assert h.store.journal.epoch_id == epoch and h.driver.stopped is None
             assert h.compactor.failures == 1 and h.compactor.retry_at > 0
             assert h.metrics.compactions == {"failed": 1}
@@ -266,9 +271,8 @@ def test_a_refused_candidate_leaves_the_store_serving_and_the_next_attempt_publi
         try:
             jobs = [await h.enqueue(n) for n in range(3)]
             epoch = h.store.journal.epoch_id
-            with pytest.raises(CompactionFailed) as failed:
-                await h.compactor.request("admin")
-            assert failed.value.reason == "insufficient_space"
+            failed = await h.failed_compaction()
+            assert failed.reason == "insufficient_space"
             assert h.store.journal.epoch_id == epoch
             assert h.compactor.last_failure["retry_in_s"] == compactor_module.BACKOFF_FIRST_S
             jobs.append(await h.enqueue(9))
@@ -295,8 +299,7 @@ def test_an_uncertain_current_switch_stops_writing_for_good(data_dir, monkeypatc
         monkeypatch.setattr(publish, "switch_current", broken)  # after the adoption
         try:
             job = await h.enqueue(1)
-            with pytest.raises(CompactionFailed):
-                await h.compactor.request("admin")
+            await h.failed_compaction()
             assert h.driver.stopped is not None
             assert h.driver.stopped.reason == "compaction_switch_uncertain"
             refused = await h.call(lambda rid: commands.Enqueue("p", rid, "t.v1", {}, {}))
@@ -375,9 +378,8 @@ def test_a_published_epoch_that_does_not_match_the_engine_stops_writing(data_dir
         h = Harness(data_dir, writer)
         try:
             job = await h.enqueue(1)
-            with pytest.raises(CompactionFailed) as failed:
-                await h.compactor.request("admin")
-            assert failed.value.reason == "verification_mismatch"
+            failed = await h.failed_compaction()
+            assert failed.reason == "verification_mismatch"
             assert h.driver.stopped.reason == "compaction_mismatch"
             assert h.metrics.compactions == {"verification_failed": 1}
             refused = await h.call(lambda rid: commands.Enqueue("p", rid, "t.v1", {}, {}))
@@ -854,9 +856,8 @@ def test_a_candidate_that_does_not_replay_to_the_plan_is_not_published(data_dir,
             ids = [await h.enqueue(n) for n in range(4)]
             await h.cancel(ids[0])
             epoch = h.store.journal.epoch_id
-            with pytest.raises(CompactionFailed) as failed:
-                await h.compactor.request("admin")
-            assert failed.value.reason == "verification_mismatch"
+            failed = await h.failed_compaction()
+            assert failed.reason == "verification_mismatch"
             assert h.store.journal.epoch_id == epoch and h.driver.stopped is None
             ids.append(await h.enqueue(9))  # still serving
             return every_state(h.store.engine)

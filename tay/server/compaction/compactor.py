@@ -390,8 +390,7 @@ class OnlineCompactor:
                 raise CompactionFailed("expired_job_changed", f"{len(stale)} job(s) the plan "
                                        "expires changed since the capture (e.g. "
                                        f"{stale[0].hex()})")
-            rest = online.reframe(records, prepared.order_shift)
-            tail, current = process.publish_switch(records, rest)
+            tail, current = process.publish_switch(records)  # re-framed there
         except BaseException:
             driver.resume_writer(journal)  # the old epoch is still authoritative
             raise
@@ -440,8 +439,8 @@ class OnlineCompactor:
             "terminal_retention": prepared.capture.retention.to_value(),
             "retained_jobs": prepared.retained_jobs, "expired_jobs": expired,
             "base_bytes": prepared.base_bytes,
-            "catch_up_records": prepared.catch_up_records + len(rest),
-            "switch_records": len(rest),
+            "catch_up_records": prepared.catch_up_records + len(records),
+            "switch_records": len(records),
             "pause_ms": round(pause_ms, 3), "timings_ms": prepared.timings_ms,
             "_current": current,
             "_verify": engine_side,

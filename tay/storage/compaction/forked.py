@@ -152,17 +152,8 @@ class CompactionProcess:
         thread that owns the process's state (the event loop): the child copies it as it is
         at this instant."""
         parent_end, child_end = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
-        parent_pid = os.getpid()
-        started = time.perf_counter()
-        pid = os.fork()
-        if pid == 0:  # the child: never returns
-            status = 70
-            try:
-                parent_end.close()
-                status = _child(child_end, capture, io or RealIO(), parent_pid)
-            finally:
-                os._exit(status)
-        fork_ms = (time.perf_counter() - started) * 1000
+        pid, fork_ms = _fork(lambda: _child(child_end, capture, io or RealIO()),
+                             parent_end.close)
         child_end.close()
         return cls(pid, parent_end, capture, fork_ms)
 
@@ -181,14 +172,11 @@ class CompactionProcess:
         self.prepared.touched |= touched
         self.prepared.catch_up_records = appended
 
-    def publish_switch(self, records: Sequence[tuple],
-                       rest: Sequence[tuple[int, int, bytes]]) -> tuple[Any, bytes]:
-        """``online.publish_switch`` with the last catch-up (``records`` as copied, ``rest``
-        re-framed); the child keeps both for the verification."""
+    def publish_switch(self, records: Sequence[tuple]) -> tuple[Any, bytes]:
+        """``online.publish_switch`` with the last catch-up (``records`` as copied: the child
+        re-frames them, and keeps both forms for the verification)."""
         for part in _chunks(records):
             self._ask("extend", _bytes_records(part))
-        for part in _chunks(rest):
-            self._ask("extend_rest", _bytes_records(part))
         return self._ask("publish_switch")
 
     def check(self, snapshot: Callable[[], tuple[Iterable[list[tuple[bytes, tuple | None]]],
@@ -201,23 +189,12 @@ class CompactionProcess:
         server's loop neither builds nor sends the engine's side: it pays one fork. The
         server must not use this process until ``Check.wait`` returned."""
         read_end, write_end = os.pipe()
-        server = os.getpid()
-        started = time.perf_counter()
-        pid = os.fork()
-        if pid == 0:  # the checking child: never returns
-            status = 70
-            try:
-                os.close(read_end)
-                status = self._check_child(write_end, snapshot, server)
-            finally:
-                os._exit(status)
+        pid, fork_ms = _fork(lambda: self._check_child(write_end, snapshot),
+                             lambda: os.close(read_end))
         os.close(write_end)
-        return Check(self, pid, read_end, (time.perf_counter() - started) * 1000)
+        return Check(self, pid, read_end, fork_ms)
 
-    def _check_child(self, out: int, snapshot: Callable[[], tuple[Any, int, Mapping]],
-                     server: int) -> int:
-        gc.freeze()
-        _detach(server)
+    def _check_child(self, out: int, snapshot: Callable[[], tuple[Any, int, Mapping]]) -> int:
         try:
             live, live_count, live_entities = snapshot()
             for part in live:
@@ -328,13 +305,31 @@ def _describe(status: int | None) -> str:
     return f"exit status {os.WEXITSTATUS(status)}"
 
 
-# ---- the child ----------------------------------------------------------------------------
+# ---- the children -------------------------------------------------------------------------
 
-def _child(sock: socket.socket, capture: online.Capture, io: RealIO, parent_pid: int) -> int:
-    """The child's life: set up, prepare, then serve the parent's requests. Returns the exit
-    status."""
-    gc.freeze()  # the copied heap: never walked, never finalized here
-    _detach(parent_pid)
+def _fork(main: Callable[[], int], drop_parent_end: Callable[[], None]) -> tuple[int, float]:
+    """Fork a child of the server that drops the parent's end of their channel, detaches
+    (``_detach``) and exits with what ``main`` returns (70 if it raised); returns the
+    child's pid and how long the fork took (ms). Call it on the thread that owns the state
+    the child needs (the loop): the child copies it as it is at this instant."""
+    server = os.getpid()
+    started = time.perf_counter()
+    pid = os.fork()
+    if pid == 0:  # the child: never returns
+        status = 70
+        try:
+            drop_parent_end()
+            gc.freeze()  # the copied heap: never walked, never finalized here
+            _detach(server)
+            status = main()
+        finally:
+            os._exit(status)
+    return pid, (time.perf_counter() - started) * 1000
+
+
+def _child(sock: socket.socket, capture: online.Capture, io: RealIO) -> int:
+    """The compaction process's life: prepare, then serve the server's requests. Returns
+    the exit status."""
     try:
         prepared = online.prepare(capture, io=io)
     except BaseException as error:  # noqa: BLE001 -- every failure is the parent's to report
@@ -360,32 +355,29 @@ def _child(sock: socket.socket, capture: online.Capture, io: RealIO, parent_pid:
 
 
 class _ChildSession:
-    """The child's requests after ``prepare``: the records arrive in parts (``extend``,
-    ``extend_rest``), then the step that uses them; the engine's jobs for step 10 arrive
+    """The child's requests after ``prepare``: the records arrive in parts (``extend``),
+    then the step that uses them; the engine's jobs for step 10 arrive
     in parts (``live``) compared as they come, then the totals (``verify``)."""
 
     def __init__(self, prepared: online.Prepared, io: RealIO) -> None:
         self.prepared = prepared
         self.io = io
         self.records: list[tuple] = []
-        self.rest: list[tuple] = []
+        self.rest: list[tuple] = []  # ``records`` re-framed, at the switch
         self.caught_up = False  # the switch's last records replayed (for step 10)
 
     def handle(self, op: str, args: tuple) -> Any:
         prepared = self.prepared
         if op == "extend":
             self.records.extend(args[0])
-        elif op == "extend_rest":
-            self.rest.extend(args[0])
         elif op == "live":
             self.catch_up()
             online.verify_live_jobs(prepared, args[0])
         elif op == "copy_ahead":
             chunk, self.records = self.records, []
-            before = set(prepared.touched)
-            online.copy_ahead(prepared, chunk)
-            return prepared.touched - before, prepared.catch_up_records
+            return online.copy_ahead(prepared, chunk), prepared.catch_up_records
         elif op == "publish_switch":
+            self.rest = online.reframe(self.records, prepared.order_shift)
             return online.publish_switch(prepared, self.rest, self.io)
         elif op == "verify":
             self.catch_up()

@@ -9,7 +9,7 @@ synchronous storage side:
    (``OnlineSource`` + ``Capture``). The jobs are immutable values (a live job's
    ``JobState``, a held job's row or packed tuple), so the snapshot is a list of references.
 2. **Prepare**, in the compaction process (``prepare``; ``tay.storage.compaction.forked``
-   runs this module's steps 2 and 3 there): retention filter, source inventory, space
+   runs this module's storage steps there): retention filter, source inventory, space
    admission, candidate base + MANIFEST + empty tail, and an independent replay of the
    candidate compared with the plan job by job as it comes (steps 1-6; ``PlannedTable``:
    no retained job is held twice as objects). The engine keeps writing to the source's
@@ -19,8 +19,8 @@ synchronous storage side:
    candidate tail, the epoch is published and CURRENT switched (steps 6-9); the journal
    then appends to the new tail. Afterwards the catch-up, replayed onto the verified base,
    is compared with the live jobs it touched (step 10: ``verify_live_jobs``, their fields
-   built by the server: ``live_fields``; ``verify_totals``), and the predecessor is
-   reclaimed (step 11).
+   built from a copy of the engine as the switch left it: ``live_fields``;
+   ``verify_totals``), and the predecessor is reclaimed (step 11).
 
 Availability orders: online orders are kept (§3.6), so the base's allocator resumes at
 ``B`` = highest kept order + 1, while the live allocator stood at ``L >= B`` at the capture
@@ -189,28 +189,30 @@ def prepare(capture: Capture, *, io: RealIO | None = None,
                     timings, writer.tail_appender(candidate))
 
 
-def copy_ahead(prepared: Prepared, chunk: Sequence[JournalRecord]) -> None:
-    """A catch-up round before the switch, in the compaction process: records submitted since the
-    capture (the driver hands each chunk over and starts a new one) go into the tail, are
-    fsynced and replayed onto the verified base, so the switch only appends what arrived
-    during the last round. Records not yet durable in the source may be copied: nothing is
-    published before the switch has drained the writer (a writer that stops instead ends
-    this compaction)."""
+def copy_ahead(prepared: Prepared, chunk: Sequence[JournalRecord]) -> set[bytes]:
+    """A catch-up round before the switch, in the compaction process: records submitted
+    since the capture (the driver hands each chunk over and starts a new one) go into the
+    tail, are fsynced and replayed onto the verified base, so the switch only appends what
+    arrived during the last round. Records not yet durable in the source may be copied:
+    nothing is published before the switch has drained the writer (a writer that stops
+    instead ends this compaction). Returns the ids of the jobs the chunk touches."""
     records = reframe(chunk, prepared.order_shift)
     prepared.appender.append(records)
     prepared.appender.sync()
-    catch_up(prepared, chunk, records)
+    return catch_up(prepared, chunk, records)
 
 
 def catch_up(prepared: Prepared, chunk: Sequence[JournalRecord],
-             records: Sequence[tuple[int, int, bytes]]) -> None:
+             records: Sequence[tuple[int, int, bytes]]) -> set[bytes]:
     """Replay re-framed catch-up records onto the verified base (the reducer refuses what
-    the new epoch would refuse) and note the jobs they touch."""
+    the new epoch would refuse) and note the jobs they touch (returned too)."""
     dispatch = _Dispatch(prepared.reducer, prepared.table.limits)
     for rtype, schema, payload in records:
         dispatch.tail((rtype, schema), memoryview(payload))
-    prepared.touched |= touched_jobs(chunk)
+    touched = touched_jobs(chunk)
+    prepared.touched |= touched
     prepared.catch_up_records += len(records)
+    return touched
 
 
 def _replay(io: RealIO, path: str, store_id: bytes, options: RecoveryOptions,
