@@ -63,6 +63,18 @@ def _loop(loop: dict[str, Any]) -> str:
     return text + (f" in {last['where']}" if last["where"] else "")
 
 
+def _cpu(figures: dict[str, Any]) -> str:
+    return f"{figures['cpu_user_s']:.1f} s user + {figures['cpu_system_s']:.1f} s system"
+
+
+def _process(process: dict[str, Any]) -> str:
+    limit = process["max_fds"]
+    return (f"pid {process['pid']}, {size(process['rss_bytes'])} resident (peak "
+            f"{size(process['peak_rss_bytes'])}), {_cpu(process)} CPU, "
+            f"{process['threads']} threads, {process['open_fds']} of "
+            f"{limit if limit is not None else 'unlimited'} file descriptors")
+
+
 def render_status(reply: dict[str, Any]) -> str:
     storage = reply["storage"]
     commit = reply["commit"]
@@ -96,6 +108,16 @@ def render_status(reply: dict[str, Any]) -> str:
             ("paused queues", ", ".join(engine["paused_queues"]) or "none"),
             ("schedules", engine["schedules"]),
         ]
+    process = reply.get("process")
+    if process is not None:
+        pairs.append(("process", _process(process)))
+    compaction = storage.get("compaction") or {}
+    if compaction.get("process"):
+        running = compaction["process"]
+        pairs.append(("compacting", f"process {running['pid']}: "
+                                    f"{size(running['unique_bytes'])} of its own "
+                                    f"({size(running['rss_bytes'])} resident), "
+                                    f"{_cpu(running)} CPU"))
     loop = reply.get("loop")
     if loop is not None:
         pairs.append(("event loop", _loop(loop)))

@@ -4,7 +4,7 @@
 effect. Engine ops go through the driver on the service's own engine handle, so a read is
 released only after every earlier write is durable and an action only once its own events
 are. ``status`` adds what only the server knows (version, uptime, durability, commit and
-fsync figures, disk and store bytes, listeners) to the engine's overview, and still answers
+fsync figures, disk and store bytes, the process's memory and CPU, listeners) to the engine's overview, and still answers
 after the journal writer stopped (that is when an operator needs it most).
 """
 
@@ -23,6 +23,7 @@ from tay.engine.effects import Refuse, Reply
 from tay.failures import RequestRefused
 
 from .driver import EngineDriver
+from . import process_figures
 from .engine_port import EnginePort
 from .metrics import ServerMetrics, collector, readiness, render
 
@@ -54,8 +55,12 @@ class AdminService:
         if self._collect is None:
             self._collect = collector(self.store.engine, self.driver, self.store, self.metrics,
                                       lambda: storage_facts(self.config.data_dir),
-                                      self._started_mono)
+                                      self._started_mono, self._compaction_process)
         return render(self._collect)
+
+    def _compaction_process(self) -> dict[str, Any] | None:
+        process = getattr(self.compactor, "running_process", None)
+        return process_figures.compaction(process.pid) if process is not None else None
 
     def readiness(self) -> tuple[bool, dict[str, Any]]:
         ready, problems = readiness(self.driver, storage_facts(self.config.data_dir)["free_bytes"])
@@ -136,6 +141,7 @@ class AdminService:
                        "rt_priority": config.journal_writer_rt_priority},
             "commit": self.store.commit_facts(),
             "storage": storage_facts(config.data_dir),
+            "process": process_figures.server(),
         }
         if self.compactor is not None:
             facts["storage"].update(self.compactor.facts())

@@ -59,6 +59,7 @@ class ServerMetrics:
         self.compactions: dict[str, int] = {}  # online compactions by outcome
         self.compaction = Histogram(COMPACTION_BUCKETS)  # published: capture to reclaim
         self.compaction_pause = Histogram(LATENCY_BUCKETS)  # published: writes paused
+        self.compaction_cpu_s = 0.0  # the reaped compaction (and check) processes' CPU
         self.full_collections = Histogram(LATENCY_BUCKETS)  # the cycle collector's pauses
         self.loop_lag = Histogram(LATENCY_BUCKETS)  # each loop beat's lateness (LoopWatch)
         self.loop_watch: Any = None  # the LoopWatch: its stall counts, read at scrape time
@@ -96,6 +97,10 @@ class ServerMetrics:
                 self.compaction.observe(seconds)
             if pause_s is not None:
                 self.compaction_pause.observe(pause_s)
+
+    def observe_compaction_cpu(self, seconds: float) -> None:
+        """Loop thread, once a compaction's processes are reaped (whatever its outcome)."""
+        self.compaction_cpu_s += seconds
 
     def observe_commit(self, events: int, write_s: float, sync_s: float) -> None:
         """Writer thread, once per durable batch."""
@@ -147,8 +152,10 @@ def render(collect: Callable[[], Iterator[Any]]) -> bytes:
 
 
 def collector(engine: Any, driver: Any, store: Any, metrics: ServerMetrics,
-              facts: Callable[[], dict[str, Any]], started: float) -> Callable[[], Iterator[Any]]:
-    """A function yielding every metric family from the live objects (loop thread)."""
+              facts: Callable[[], dict[str, Any]], started: float,
+              compactor: Callable[[], Any]) -> Callable[[], Iterator[Any]]:
+    """A function yielding every metric family from the live objects (loop thread);
+    ``compactor()`` gives the running online compaction's process figures, or None."""
     from prometheus_client.core import (
         CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, InfoMetricFamily,
     )
@@ -222,6 +229,7 @@ def collector(engine: Any, driver: Any, store: Any, metrics: ServerMetrics,
                                     value=engine.history.history_bytes)
             yield GaugeMetricFamily("tay_history_segments", "journal segment files",
                                     value=engine.history.segments)
+        yield from _process_families(compactor())
         storage = facts()
         if storage["free_bytes"] is not None:
             yield GaugeMetricFamily("tay_disk_free_bytes", "free bytes of the store's filesystem",
@@ -251,6 +259,9 @@ def collector(engine: Any, driver: Any, store: Any, metrics: ServerMetrics,
                         "verification_incomplete"):
             compactions.add_metric((outcome,), metrics.compactions.get(outcome, 0))
         yield compactions
+        yield CounterMetricFamily("tay_compaction_cpu_seconds", "CPU (user+system) of the "
+                                  "online compactions' processes, counted as each is reaped",
+                                  value=metrics.compaction_cpu_s)
         yield histogram("tay_compaction_seconds", "published online compaction, capture to "
                         "reclaim", metrics.compaction)
         yield histogram("tay_compaction_pause_seconds", "writes paused by an online "
@@ -267,6 +278,42 @@ def collector(engine: Any, driver: Any, store: Any, metrics: ServerMetrics,
                                     "since start", value=watch.longest_s)
 
     return collect
+
+
+def _process_families(running: dict[str, Any] | None) -> Iterator[Any]:
+    """The server process under the names Prometheus client libraries use (``process_``),
+    the rest under ``tay_``; the compaction process's while one runs (``running``)."""
+    from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily
+
+    from .process_figures import server
+
+    me = server()
+    yield CounterMetricFamily("process_cpu_seconds", "user and system CPU of the server "
+                              "process", value=me["cpu_user_s"] + me["cpu_system_s"])
+    yield GaugeMetricFamily("process_resident_memory_bytes", "resident memory of the server",
+                            value=me["rss_bytes"])
+    yield GaugeMetricFamily("process_virtual_memory_bytes", "virtual memory of the server",
+                            value=me["vms_bytes"])
+    yield GaugeMetricFamily("process_open_fds", "open file descriptors", value=me["open_fds"])
+    if me["max_fds"] is not None:
+        yield GaugeMetricFamily("process_max_fds", "the open file descriptor limit",
+                                value=me["max_fds"])
+    yield GaugeMetricFamily("tay_process_peak_resident_memory_bytes", "the most memory the "
+                            "server held resident since start", value=me["peak_rss_bytes"])
+    yield GaugeMetricFamily("tay_process_threads", "threads of the server process",
+                            value=me["threads"])
+    yield GaugeMetricFamily("tay_compaction_process_running", "1 while an online "
+                            "compaction's process runs", value=1 if running else 0)
+    if running:
+        yield GaugeMetricFamily("tay_compaction_process_resident_memory_bytes", "resident "
+                                "memory of the running compaction process (counts pages it "
+                                "shares with the server)", value=running["rss_bytes"])
+        yield GaugeMetricFamily("tay_compaction_process_unique_memory_bytes", "memory only "
+                                "the running compaction process holds (what it costs)",
+                                value=running["unique_bytes"])
+        yield GaugeMetricFamily("tay_compaction_process_cpu_seconds", "CPU the running "
+                                "compaction process used so far",
+                                value=running["cpu_user_s"] + running["cpu_system_s"])
 
 
 def readiness(driver: Any, free_bytes: int | None) -> tuple[bool, list[str]]:

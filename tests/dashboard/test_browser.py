@@ -124,9 +124,21 @@ def test_compact_now_publishes_a_new_epoch_and_shows_what_it_did(watched, ui_eng
     expect(watched.get_by_role("status")).to_contain_text("Compaction finished.")
     after = ui_engine.admin.call("status", {})["storage"]["epoch"]
     assert after is not None and after != before  # an online compaction published an epoch
-    facts = watched.locator("section", has=watched.get_by_role("heading", name="Compaction"))
+    facts = watched.locator("section", has=watched.get_by_role("heading", name="Compaction",
+                                                                exact=True))
     expect(facts.locator("dd.mono")).to_have_text(str(after))
     expect(facts).to_contain_text("kept")
+    # what the server process and the compaction's process use
+    status = ui_engine.admin.call("status", {})
+    server = watched.locator("section", has=watched.get_by_role("heading",
+                                                                 name="Server process"))
+    expect(server.locator("dd.mono")).to_have_text(str(status["process"]["pid"]))
+    expect(server).to_contain_text("resident")
+    used = status["storage"]["last_compaction"]["process"]
+    process = watched.locator("section", has=watched.get_by_role("heading",
+                                                                  name="Compaction process"))
+    expect(process).to_contain_text(f"Not running. The last one (PID {used['pid']}) used:")
+    expect(process).to_contain_text("and its check")
     assert ui_engine.job(job_id)["state"] == "completed"  # retained through the switch
 
 

@@ -65,6 +65,7 @@ def test_a_killed_compaction_process_leaves_the_store_serving_and_the_next_one_p
                 del os.environ["TAY_TEST_KILL_COMPACTION"]
             assert failed.reason == "process_exited"
             assert "killed by SIGKILL" in str(failed)
+            assert h.metrics.compaction_cpu_s > 0  # a failed one's process is counted too
             killed.append(candidates(data_dir))
             assert h.store.journal.epoch_id == epoch and h.driver.stopped is None
             assert h.compactor._process is None
@@ -247,8 +248,10 @@ def test_a_failure_in_the_process_travels_with_its_reason(data_dir, monkeypatch)
 
 
 def test_an_operator_sees_the_running_compaction_process(data_dir, monkeypatch):
-    """``status.storage.compaction.process_pid`` names the process while it runs, and the
-    process is named ``tay-compaction`` (``ps``, ``top``); it is reaped afterwards."""
+    """``status.storage.compaction.process_pid`` names the process while it runs, and
+    ``process`` says what it holds and used so far; the process is named ``tay-compaction``
+    (``ps``, ``top``); it is reaped afterwards, and the report says what it used (its CPU is
+    counted for ``/metrics``)."""
     release_r, release_w = os.pipe()
     entered_r, entered_w = os.pipe()
     real = online.prepare
@@ -267,7 +270,8 @@ def test_an_operator_sees_the_running_compaction_process(data_dir, monkeypatch):
             task = h.compactor.request("admin")
             while not select.select([entered_r], [], [], 0)[0]:
                 await asyncio.sleep(0.005)
-            pid = h.compactor.facts()["compaction"]["process_pid"]
+            running = h.compactor.facts()["compaction"]
+            pid = running["process_pid"]
             with open(f"/proc/{pid}/comm") as comm:
                 name = comm.read().strip()
             parent = os.getpid()
@@ -275,17 +279,27 @@ def test_an_operator_sees_the_running_compaction_process(data_dir, monkeypatch):
                 ppid = int(stat.read().rsplit(")", 1)[1].split()[1])
             os.write(release_w, b"go")
             report = await task
-            return pid, name, ppid, parent, report, h.compactor.facts()["compaction"]
+            return (pid, name, ppid, parent, report, running["process"],
+                    h.compactor.facts()["compaction"], h.metrics.compaction_cpu_s)
         finally:
             h.close()
 
     try:
-        pid, name, ppid, parent, report, facts = asyncio.run(scenario())
+        pid, name, ppid, parent, report, figures, facts, cpu_counted = asyncio.run(scenario())
     finally:
         for fd in (release_r, release_w, entered_r, entered_w):
             os.close(fd)
     assert name == forked.PROCESS_NAME.decode() and ppid == parent
-    assert facts["process_pid"] is None and report["fork_ms"] > 0
+    assert facts["process_pid"] is None and facts["process"] is None
+    assert report["fork_ms"] > 0
+    # while it ran: most of its resident pages were still the server's (copy on write)
+    assert figures["pid"] == pid and 0 < figures["unique_bytes"] < figures["rss_bytes"]
+    assert figures["cpu_user_s"] >= 0 and figures["cpu_system_s"] >= 0
+    used = report["process"]
+    assert used["pid"] == pid and used["peak_rss_bytes"] >= figures["rss_bytes"]
+    assert used["check"] is not None and used["check"]["peak_rss_bytes"] > 0
+    total = sum(u["cpu_user_s"] + u["cpu_system_s"] for u in (used, used["check"]))
+    assert total > 0 and abs(cpu_counted - total) < 0.005
     steps = report["timings_ms"]
     assert list(steps) == ["captured", "planned", "candidate_written", "candidate_verified",
                            "switched", "verified"]

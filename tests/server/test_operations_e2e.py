@@ -142,6 +142,7 @@ def test_metrics_health_and_logs_on_a_socket_only_engine(dirs):
         assert after[("tay_commit_batches_total", ())] >= 5
         assert after[("tay_disk_free_bytes", ())] > 0 and after[("tay_state_bytes", ())] > 0
         assert get(f"{base}/jobs")[0] == 404  # the metrics port serves nothing else
+        check_process_figures(server, socket_path, base, after)
         deadline = time.monotonic() + 15
         while "no connected executor" not in server.log() and time.monotonic() < deadline:
             time.sleep(0.1)
@@ -155,6 +156,39 @@ def test_metrics_health_and_logs_on_a_socket_only_engine(dirs):
     unserved = [line for line in lines if line["level"] == "WARNING"
                 and line.get("task") == "nobody.v1"]
     assert unserved and unserved[0]["queue"] == "orphans"
+
+
+def check_process_figures(server: Server, socket_path: str, base: str, scraped: dict) -> None:
+    """``status.process`` and the ``process_*`` metrics describe the server process; an
+    online compaction's process is reported and its CPU counted once it is reaped."""
+    from tay.admin.render import render_status
+
+    admin = SocketAdmin(socket_path)
+    status = admin.call("status", {})
+    process = status["process"]
+    assert process["pid"] == server.process.pid
+    assert process["peak_rss_bytes"] >= process["rss_bytes"] > 10 * 2**20
+    assert process["vms_bytes"] > process["rss_bytes"]
+    assert process["threads"] >= 2  # the loop and the journal writer at least
+    assert 3 < process["open_fds"] < (process["max_fds"] or 1 << 30)
+    assert process["cpu_user_s"] > 0
+    assert f"pid {server.process.pid}, " in render_status(status)
+    assert status["storage"]["compaction"]["process"] is None
+    assert scraped[("process_resident_memory_bytes", ())] > 10 * 2**20
+    assert scraped[("process_cpu_seconds_total", ())] > 0
+    assert scraped[("process_open_fds", ())] > 3
+    assert scraped[("tay_process_threads", ())] >= 2
+    assert scraped[("tay_process_peak_resident_memory_bytes", ())] >= scraped[
+        ("process_resident_memory_bytes", ())] * 0.5
+    assert scraped[("tay_compaction_process_running", ())] == 0
+    assert scraped[("tay_compaction_cpu_seconds_total", ())] == 0
+    report = admin.call("compact", {})
+    used = report["process"]
+    assert used["pid"] not in (None, server.process.pid) and used["peak_rss_bytes"] > 0
+    total = sum(u["cpu_user_s"] + u["cpu_system_s"] for u in (used, used["check"]))
+    counted = samples(get(f"{base}/metrics")[1].decode())[
+        ("tay_compaction_cpu_seconds_total", ())]
+    assert total > 0 and abs(counted - total) < 0.005
 
 
 def test_a_history_cap_holds_starts_back_with_a_warning_and_a_metric(dirs):

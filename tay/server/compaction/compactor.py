@@ -35,6 +35,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from tay.failures import RequestRefused, StorageFailure, WriterStopped
+from tay.server import process_figures
 from tay.storage.fsio import RealIO
 from tay.storage.journal.history_budget import HistoryBudget
 from tay.storage.compaction.trigger import RetentionTrigger, StateTrigger, source_bytes
@@ -99,6 +100,11 @@ class OnlineCompactor:
     def available(self) -> bool:
         return self.store.store_version == 2 and self.driver.stopped is None
 
+    @property
+    def running_process(self) -> CompactionProcess | None:
+        """The running compaction's process (None between compactions)."""
+        return self._process
+
     def history_bytes(self) -> int:
         return source_bytes(self.store.journal.segments_dir)
 
@@ -114,6 +120,8 @@ class OnlineCompactor:
             "compaction": {
                 "enabled": self.policy.enabled, "running": self._running is not None,
                 "process_pid": self._process.pid if self._process is not None else None,
+                "process": (process_figures.compaction(self._process.pid)
+                            if self._process is not None else None),
                 "history_bytes": self.history_bytes() if self.store.store_version == 2 else None,
                 "base_bytes": self.store.base_bytes,
                 "trigger_history_bytes": self.policy.history_bytes,
@@ -296,6 +304,7 @@ class OnlineCompactor:
         except ProcessFailure as failure:
             await loop.run_in_executor(None, process.kill)
             self._process = None
+            self._reaped(process)
             if not failure.storage:  # the check did not run to its end: no verdict
                 log.error("the published epoch %s could not be verified against the "
                           "engine (%s); it stays authoritative", prepared.epoch_id.hex(),
@@ -317,6 +326,7 @@ class OnlineCompactor:
         prepared.timings_ms["verified"] = _ms_since(started)
         await loop.run_in_executor(None, process.close)
         self._process = None
+        report["process"] = self._reaped(process)
         report["reclaimed"], report["reclaim_error"] = await loop.run_in_executor(
             None, self._reclaim, capture.source, report["_current"])
         del report["_current"]
@@ -468,6 +478,7 @@ class OnlineCompactor:
         if process is not None:
             process.kill()  # nothing writes the candidate any more
             self._process = None
+            self._reaped(process)
         if prepared is not None and os.path.isdir(prepared.candidate_path):
             from tay.storage.compaction import publish
 
@@ -487,6 +498,16 @@ class OnlineCompactor:
                       "served; next automatic attempt in %.0f s: %s", backoff, error)
         else:
             log.error("online compaction failed and the journal writer stopped: %s", error)
+
+    def _reaped(self, process: CompactionProcess) -> dict[str, Any]:
+        """Once the compaction's processes are reaped: count their CPU, and say what they
+        used (the check's: null if it was never forked)."""
+        used = [usage for usage in (process.usage, process.check_usage) if usage is not None]
+        if self.metrics is not None:
+            self.metrics.observe_compaction_cpu(sum(u.ru_utime + u.ru_stime for u in used))
+        check = process.check_usage
+        return {"pid": process.pid, **process_figures.reaped(process.usage),
+                "check": process_figures.reaped(check) if check is not None else None}
 
     def _count(self, outcome: str, seconds: float | None = None,
                pause_s: float | None = None) -> None:

@@ -143,7 +143,10 @@ class CompactionProcess:
         self.capture = capture
         self.fork_ms = fork_ms
         self.prepared: PreparedFacts | None = None
-        self._status: int | None = None
+        self._status: int | None = None  # once reaped (None: unknown)
+        self._reaped = False
+        self.usage: Any = None  # once reaped: its resource usage (os.wait4)
+        self.check_usage: Any = None  # the check's (CompactionProcess.check), once reaped
         self._owner = os.getpid()  # the server: only it reaps the process
 
     @classmethod
@@ -213,31 +216,26 @@ class CompactionProcess:
     def close(self) -> None:
         """Let the child exit and reap it (after a failure: kill it first, so that nothing
         writes the candidate the caller is about to remove)."""
-        if self._status is not None:
+        if self._reaped:
             return
         try:
             _send(self._sock, ("exit",))
         except OSError:
             pass
         self._sock.close()
-        try:
-            _, status = os.waitpid(self.pid, 0)
-        except ChildProcessError:
-            status = 0
-        self._status = status
+        self._status, self.usage = _reap(self.pid)
+        self._reaped = True
 
     def kill(self) -> None:
-        if self._status is not None:
+        if self._reaped:
             return
         try:
             os.kill(self.pid, signal.SIGKILL)
         except ProcessLookupError:
             pass
         self._sock.close()
-        try:
-            _, self._status = os.waitpid(self.pid, 0)
-        except ChildProcessError:
-            self._status = 0
+        self._status, self.usage = _reap(self.pid)
+        self._reaped = True
 
     # ---- plumbing -----------------------------------------------------------------------
     def _ask(self, op: str, *args: Any) -> Any:
@@ -278,10 +276,7 @@ class Check:
         (the compaction process is then killed and reaped)."""
         with os.fdopen(self._result_fd, "rb") as pipe:
             raw = pipe.read()
-        try:
-            _, status = os.waitpid(self.pid, 0)
-        except ChildProcessError:
-            status = None
+        status, self.process.check_usage = _reap(self.pid)
         if not raw:
             self.process.kill()
             raise ProcessFailure("process_exited", f"the checking process {self.pid} ended "
@@ -295,6 +290,16 @@ class Check:
             detail = (f"the compaction process {self.process.pid} ended without answering "
                       f"({_describe(self.process._status)})")
         raise ProcessFailure(reason, detail, storage)
+
+
+def _reap(pid: int) -> tuple[int | None, Any]:
+    """Wait for the child ``pid`` to end: its exit status and resource usage (None, None
+    if something else reaped it)."""
+    try:
+        _, status, usage = os.wait4(pid, 0)
+    except ChildProcessError:
+        return None, None
+    return status, usage
 
 
 def _describe(status: int | None) -> str:
