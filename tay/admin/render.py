@@ -167,10 +167,22 @@ def render_job(reply: dict[str, Any]) -> str:
 
 def render_queues(reply: dict[str, Any]) -> str:
     rows = [(q["name"], "paused" if q["paused"] else "running", q["credits"], q["executing"],
-             q["waiting"], q["by_state"]["retryable"], q["by_state"]["completed"],
+             q["waiting"], latency(q), q["by_state"]["retryable"], q["by_state"]["completed"],
              q["by_state"]["discarded"], q["by_state"]["cancelled"]) for q in reply["queues"]]
-    return table(("QUEUE", "STATUS", "CREDITS", "EXECUTING", "WAITING", "RETRYABLE",
+    return table(("QUEUE", "STATUS", "CREDITS", "EXECUTING", "WAITING", "LATENCY", "RETRYABLE",
                   "COMPLETED", "DISCARDED", "CANCELLED"), rows)
+
+
+def latency(queue: dict[str, Any]) -> str:
+    """How long the queue's oldest ready job has waited ("-": none is ready)."""
+    if queue.get("oldest_ready_at") is None:
+        return "-"
+    seconds = queue["latency_ms"] / 1000
+    if seconds < 60:
+        return f"{seconds:.1f} s"
+    if seconds < 3600:
+        return f"{seconds / 60:.1f} min"
+    return f"{seconds / 3600:.1f} h"
 
 
 def duration(ms: int) -> str:

@@ -59,6 +59,13 @@ class ReadyIndex:
                 self.rotation.pop(queue, None)
         return out
 
+    def oldest_ready_at(self, queue: str) -> int | None:
+        """When the job of ``queue`` that has waited longest for a dispatch became ready
+        (Unix ms; None: none is ready). Its age is the queue's latency, what an operator
+        alerts on: it grows while nothing dispatches (no executor, a paused queue, too few
+        credits)."""
+        return min((head[0] for _, head in self.heads(queue)), default=None)
+
     def pop(self, queue: str, task: str) -> ReadyEntry:
         return heapq.heappop(self._queues[queue][task])
 

@@ -174,6 +174,11 @@ class EngineState:
             index = self._job_index = JobIndex.build(self._stamp_of, rows)
         return index
 
+    def oldest_ready_at(self, queue: str) -> int | None:
+        """When the longest-waiting ready job of ``queue`` became ready (None: none is);
+        ``tay.engine.ready.ReadyIndex.oldest_ready_at``."""
+        return self._ready.oldest_ready_at(queue)
+
     def job_count(self) -> int:
         """Jobs retained, persistent and volatile."""
         return len(self.jobs) + len(self.finished)

@@ -189,6 +189,14 @@ def collector(engine: Any, driver: Any, store: Any, metrics: ServerMetrics,
                 if count:
                     depth.add_metric((queue, state), count)
         yield depth
+        latency = GaugeMetricFamily("tay_queue_latency_seconds", "how long the oldest ready "
+                                    "job of each queue has waited for a dispatch (0: none "
+                                    "waits)", labels=("queue",))
+        now_ms = time.time_ns() // 1_000_000
+        for queue in sorted(engine.queue_counts):
+            oldest = engine.oldest_ready_at(queue)
+            latency.add_metric((queue,), 0 if oldest is None else max(0, now_ms - oldest) / 1000)
+        yield latency
         states = GaugeMetricFamily("tay_jobs_by_state", "retained jobs per state",
                                    labels=("state",))
         for state in STATES:

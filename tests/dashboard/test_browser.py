@@ -77,11 +77,14 @@ def test_pausing_a_queue_stops_dispatch_until_it_is_resumed(watched, ui_engine):
     expect(row(watched, queue).locator("td").nth(2)).to_have_text("2")  # waiting, live
     time.sleep(0.3)
     assert [ui_engine.job(job_id)["state"] for job_id in held] == ["available"] * 2
+    latency = row(watched, queue).locator("td").nth(3)  # the oldest has waited since enqueued
+    expect(latency).to_have_text(re.compile(r"^\d+ ms$|^\d+\.\d s$"))
     row(watched, queue).get_by_role("button", name="Resume").click()
     expect(watched.get_by_role("status")).to_contain_text("Queue resumed")
     for job_id in held:
         ui_engine.wait_state(job_id, "completed")
     expect(row(watched, queue).get_by_label(f"3 completed in {queue}")).to_be_visible()
+    expect(latency).to_have_text("–")  # none is ready
 
 
 def test_purge_asks_for_confirmation_then_cancels_waiting_jobs(watched, ui_engine):

@@ -160,6 +160,46 @@ def test_workers_unserved_tasks_queues_and_activity():
     assert driver.engine.activity.jobs[("completed", "default", "t")] == 1
 
 
+def test_a_queue_latency_is_how_long_its_oldest_ready_job_waited():
+    """From when the job became ready (a delayed one: its due time, not its enqueue), over
+    every task of the queue, through a pause; 0 and no ``oldest_ready_at`` when none is
+    ready."""
+    driver = Driver()
+
+    def queues() -> dict:
+        driver.tick()
+        return {q["name"]: q for q in admin(driver, "queues")["queues"]}
+
+    assert queues()["default"]["latency_ms"] == 0
+    assert queues()["default"]["oldest_ready_at"] is None
+    first_at = driver.now
+    driver.job_id(queue="q")  # task t: nobody runs it yet
+    driver.advance(1_500)
+    second_at = driver.now
+    driver.job_id(queue="q", task="u")
+    driver.job_id(queue="later", delay_ms=10_000)
+    driver.advance(500)
+    seen = queues()
+    assert (seen["q"]["oldest_ready_at"], seen["q"]["latency_ms"]) == (first_at, 2_000)
+    assert (seen["later"]["oldest_ready_at"], seen["later"]["latency_ms"]) == (None, 0)
+    driver.advance(12_500)  # the delayed job has been due for 3 s
+    seen = queues()
+    assert seen["later"]["latency_ms"] == 3_000
+    assert seen["later"]["oldest_ready_at"] == second_at + 10_000
+    assert seen["q"]["latency_ms"] == 14_500
+    admin(driver, "pause_queue", queue="q")
+    driver.advance(1_000)
+    assert queues()["q"]["latency_ms"] == 15_500  # a paused queue's jobs wait on
+    admin(driver, "resume_queue", queue="q")
+    driver.worker(tasks=("t",))  # the oldest starts: the next one is now the oldest
+    seen = queues()
+    assert (seen["q"]["oldest_ready_at"], seen["q"]["latency_ms"]) == (second_at, 14_000)
+    assert admin(driver, "pause_queue", queue="q")["queue"]["latency_ms"] == 14_000
+    assert queues()["later"]["oldest_ready_at"] is None  # the worker took it too
+    fresh = replayed(driver)  # a restart does not reset it
+    assert fresh.oldest_ready_at("q") == second_at
+
+
 @pytest.mark.parametrize("op, body", [("nope", {}), ("jobs", {"state": "x"}),
                                       ("jobs", {"limit": 101}), ("pause_queue", {"queue": ""}),
                                       ("queues", {"x": 1})])

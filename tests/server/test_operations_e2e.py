@@ -123,6 +123,9 @@ def test_metrics_health_and_logs_on_a_socket_only_engine(dirs):
         assert after[("tay_jobs_total", (("outcome", "discarded"), ("queue", "default"),
                                          ("task", "ops.boom")))] == 1
         assert after[("tay_queue_jobs", (("queue", "orphans"), ("state", "available")))] == 1
+        # nobody runs its task: its queue's latency grows; the default queue has none ready
+        assert after[("tay_queue_latency_seconds", (("queue", "orphans"),))] > 0
+        assert after[("tay_queue_latency_seconds", (("queue", "default"),))] == 0
         assert after[("tay_enqueue_ack_seconds_count", ())] >= 5
         assert after[("tay_commit_batch_events_count", ())] > before.get(
             ("tay_commit_batch_events_count", ()), 0)

@@ -187,14 +187,17 @@ class AdminCommands(ScheduleCommands):
         request_fields(body, frozenset(), "queues")
         names = set(self.config.queues) | self.paused | {
             queue for queue, row in self.queue_counts.items() if any(row)}
-        return {"queues": [self._queue_view(name) for name in sorted(names)]}
+        return {"queues": [self._queue_view(name, now_ms) for name in sorted(names)]}
 
-    def _queue_view(self, name: str) -> dict[str, Any]:
+    def _queue_view(self, name: str, now_ms: int) -> dict[str, Any]:
         row = self.queue_counts.get(name) or [0] * len(STATES)
         counts = dict(zip(STATES, row))
+        oldest = self.oldest_ready_at(name)
         return {"name": name, "paused": name in self.paused,
                 "credits": self.config.queue_credits(name), "executing": self._executing[name],
-                "waiting": sum(counts[s] for s in WAITING), "by_state": counts}
+                "waiting": sum(counts[s] for s in WAITING), "by_state": counts,
+                "oldest_ready_at": oldest,
+                "latency_ms": 0 if oldest is None else max(0, now_ms - oldest)}
 
     def _admin_workers(self, body: Any, now_ms: int, out: Outcome) -> dict[str, Any]:
         request_fields(body, frozenset(), "workers")
@@ -273,13 +276,13 @@ class AdminCommands(ScheduleCommands):
         queue = _key(request_fields(body, frozenset({"queue"}), "pause_queue"), "queue")
         if queue not in self.paused:
             self._commit_queue(queue_paused(queue, now_ms), out)
-        return {"queue": self._queue_view(queue)}
+        return {"queue": self._queue_view(queue, now_ms)}
 
     def _admin_resume_queue(self, body: Any, now_ms: int, out: Outcome) -> dict[str, Any]:
         queue = _key(request_fields(body, frozenset({"queue"}), "resume_queue"), "queue")
         if queue in self.paused:
             self._commit_queue(queue_resumed(queue, now_ms), out)
-        return {"queue": self._queue_view(queue)}
+        return {"queue": self._queue_view(queue, now_ms)}
 
     def _admin_purge_queue(self, body: Any, now_ms: int, out: Outcome) -> dict[str, Any]:
         body = request_fields(body, frozenset({"queue", "limit"}), "purge_queue")
@@ -297,7 +300,7 @@ class AdminCommands(ScheduleCommands):
         for job_id in found:
             self._cancel_job(jobs[job_id], now_ms, out)
         purged = len(found)
-        view = self._queue_view(queue)
+        view = self._queue_view(queue, now_ms)
         return {"queue": view, "purged": purged, "remaining": view["waiting"]}
 
     def _admin_cancel_schedule(self, body: Any, now_ms: int, out: Outcome) -> dict[str, Any]:

@@ -1,0 +1,47 @@
+"""How `tay status` shows the processes and `tay queues` the queues' latency."""
+
+from __future__ import annotations
+
+from tay.admin.render import latency, render_queues, render_status
+
+PROCESS = {"pid": 4242, "rss_bytes": 55 * 2**20, "peak_rss_bytes": 60 * 2**20,
+           "vms_bytes": 900 * 2**20, "cpu_user_s": 12.25, "cpu_system_s": 3.5,
+           "threads": 4, "open_fds": 17, "max_fds": 1024}
+
+
+def status(**storage_extra) -> dict:
+    return {"tay_version": "0.1.0", "started_at": 1_700_000_000_000, "uptime_s": 60.0,
+            "durability": "sync", "data_dir": "/var/lib/tay",
+            "writer": {"running": True, "error": None},
+            "storage": {"store_bytes": 2048, "files": 3, "free_bytes": 2**30, **storage_extra},
+            "commit": {"events": 9, "batches": 3, "fsyncs": 3}, "engine": None,
+            "process": PROCESS}
+
+
+def test_the_status_names_the_server_process_and_a_running_compaction():
+    text = render_status(status())
+    assert ("pid 4242, 55.0 MiB resident (peak 60.0 MiB), 12.2 s user + 3.5 s system CPU, "
+            "4 threads, 17 of 1024 file descriptors") in text
+    assert "compacting" not in text
+    running = {"pid": 4343, "rss_bytes": 80 * 2**20, "unique_bytes": 20 * 2**20,
+               "cpu_user_s": 1.0, "cpu_system_s": 0.25}
+    text = render_status(status(compaction={"process": running}))
+    assert ("process 4343: 20.0 MiB of its own (80.0 MiB resident), 1.0 s user + 0.2 s "
+            "system CPU") in text
+    older = status()
+    del older["process"]  # a server from before these figures still renders
+    assert "pid" not in render_status(older)
+
+
+def test_a_queue_latency_reads_in_the_unit_that_fits():
+    assert latency({"oldest_ready_at": None, "latency_ms": 0}) == "-"
+    assert latency({"oldest_ready_at": 1, "latency_ms": 250}) == "0.2 s"
+    assert latency({"oldest_ready_at": 1, "latency_ms": 90_000}) == "1.5 min"
+    assert latency({"oldest_ready_at": 1, "latency_ms": 2 * 3_600_000}) == "2.0 h"
+    assert latency({}) == "-"  # an older server's row
+    counts = {"retryable": 0, "completed": 5, "discarded": 0, "cancelled": 0}
+    table = render_queues({"queues": [
+        {"name": "mail", "paused": False, "credits": 10, "executing": 0, "waiting": 2,
+         "by_state": counts, "oldest_ready_at": 1, "latency_ms": 4_000}]})
+    header, line = table.splitlines()[:2]
+    assert header.split()[5] == "LATENCY" and line.split()[5:7] == ["4.0", "s"]
