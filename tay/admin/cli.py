@@ -1,4 +1,4 @@
-"""``tay status|jobs|job|retry|cancel|queues|pause|resume|purge|schedules|schedule|compact``:
+"""``tay status|jobs|job|retry|retry-all|cancel|queues|pause|resume|purge|schedules|schedule|compact``:
 see and steer a running engine through the operations API (docs/admin.md).
 
 Each command talks to the engine over the Unix socket (discovered like the SDK, or
@@ -23,6 +23,8 @@ from .render import (render_job, render_jobs, render_queues, render_schedule, re
 STATES = ("scheduled", "available", "executing", "retryable", "completed", "cancelled",
           "discarded")
 PURGE_BATCH = 10_000
+RETRY_BATCH = 1_000  # jobs per retry_jobs request: each batch's events are one commit
+RETRIABLE = ("discarded", "cancelled", "retryable")
 COMPACTION_POLL_S = 0.5  # how often `tay compact` reads status once its request timed out
 
 
@@ -70,6 +72,13 @@ def register(groups: Any) -> None:
             _job).add_argument("job_id", metavar="ID")
     command("retry", "retry a retryable, discarded or cancelled job", _retry).add_argument(
         "job_id", metavar="ID")
+    retry_all = command("retry-all", "retry every discarded, cancelled or retryable job "
+                        "(of a queue, of a task), in batches", _retry_all)
+    retry_all.add_argument("state", choices=RETRIABLE)
+    retry_all.add_argument("--queue", help="only jobs of this queue")
+    retry_all.add_argument("--task", help="only jobs of this task")
+    retry_all.add_argument("--limit", type=_positive, help="retry at most this many "
+                           "(default: all), most recently changed first")
     command("cancel", "cancel a waiting or running job", _cancel).add_argument("job_id", metavar="ID")
     command("queues", "queues: depth by state, credits, executing, paused", _queues)
     command("pause", "pause a queue (durable; running jobs finish)", _pause).add_argument("queue")
@@ -166,6 +175,26 @@ def _job(client: Any, args: argparse.Namespace) -> int:
 def _retry(client: Any, args: argparse.Namespace) -> int:
     reply = client.call("retry_job", {"job_id": args.job_id})
     return _show(args, reply, lambda r: f"retried {r['job']['id']}: now {r['job']['state']}\n")
+
+
+def _retry_all(client: Any, args: argparse.Namespace) -> int:
+    """Retry in batches, following the cursor: the jobs that were in the state when it
+    began, each once (one that fails back into the state meanwhile is not retried again)."""
+    wanted = args.limit
+    body = {"state": args.state, **{name: getattr(args, name) for name in ("queue", "task")
+                                     if getattr(args, name) is not None}}
+    retried, cursor = 0, None
+    while wanted is None or retried < wanted:
+        batch = RETRY_BATCH if wanted is None else min(RETRY_BATCH, wanted - retried)
+        reply = client.call("retry_jobs", {**body, "limit": batch,
+                                           **({"cursor": cursor} if cursor else {})})
+        retried += reply["retried"]
+        cursor = reply["next_cursor"]
+        if cursor is None:
+            break
+    where = "".join(f" {name} {body[name]}" for name in ("queue", "task") if name in body)
+    return _show(args, {**body, "retried": retried},
+                 lambda r: f"{r['retried']} {args.state} job(s){where} retried\n")
 
 
 def _cancel(client: Any, args: argparse.Namespace) -> int:

@@ -31,6 +31,29 @@ async def cancel_job(view: View, job_id: str) -> HttpResponse:
     return redirect(f"{_job_url(job_id)}?done=cancelled")
 
 
+RETRY_ALL_MAX = 10_000  # jobs one confirmation retries (as a purge cancels)
+
+
+async def retry_jobs(view: View) -> HttpResponse:
+    """Retries the jobs of a state (queue, task) in batches, following the op's cursor,
+    up to ``RETRY_ALL_MAX`` per confirmation: each job once, even one that fails back."""
+    from .pages import jobs_url, retry_filters
+
+    filters = retry_filters(view)
+    view.back = jobs_url(filters)
+    retried, cursor = 0, None
+    while retried < RETRY_ALL_MAX:
+        reply = await view.admin("retry_jobs", **filters, cursor=cursor,
+                                 limit=min(1_000, RETRY_ALL_MAX - retried))
+        retried += reply["retried"]
+        cursor = reply["next_cursor"]
+        if cursor is None:
+            break
+    done = {"done": "retried_all", "n": retried, **({"more": 1} if cursor else {})}
+    return redirect(f"{jobs_url(filters)}{'&' if '?' in jobs_url(filters) else '?'}"
+                    f"{urlencode(done)}")
+
+
 async def pause_queue(view: View, queue: str) -> HttpResponse:
     view.back = "/ui/queues"
     await view.admin("pause_queue", queue=queue)

@@ -53,6 +53,8 @@ ROUTES: tuple[tuple[str, tuple[str, ...], Callable[..., Any]], ...] = (
     ("GET", ("jobs", "*"), pages.job),
     ("POST", ("jobs", "*", "retry"), actions.retry_job),
     ("POST", ("jobs", "*", "cancel"), actions.cancel_job),
+    ("GET", ("retry",), pages.retry_confirm),
+    ("POST", ("retry",), actions.retry_jobs),
     ("GET", ("queues",), pages.queues),
     ("GET", ("queues", "*", "purge"), pages.purge_confirm),
     ("POST", ("queues", "*", "purge"), actions.purge_queue),

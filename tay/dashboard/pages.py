@@ -46,6 +46,11 @@ def notice(view: View) -> str | None:
     if done == "purged":
         purged, left = view.query.get("n", "?"), view.query.get("left", "?")
         return f"Purged {purged} waiting job(s); {left} still waiting."
+    if done == "retried_all":
+        text = f"Retried {view.query.get('n', '?')} job(s)."
+        if view.query.get("more"):
+            text += " More remain: retry all again for the next batch."
+        return text
     return NOTICES.get(done or "")
 
 
@@ -130,6 +135,8 @@ async def jobs(view: View) -> Page:
                  page_number=len(trail) + 1 if cursor is not None else 1,
                  by_state=(status["engine"] or {}).get("jobs", {}).get("by_state", {}),
                  state_url=lambda state: jobs_url({**filters, "state": state}),
+                 retry_url=("/ui/retry?" + urlencode({k: v for k, v in filters.items() if v})
+                            if filters["state"] in RETRIABLE and rows and not error else None),
                  search="", live=cursor is None, http_status=400 if error else 200)
 
 
@@ -141,7 +148,7 @@ async def find(view: View) -> Any:
     return _page(view, "jobs.html", "jobs", status, 400, rows=[],
                  filters={"state": None, "queue": None, "task": None}, states=STATES,
                  error="A job ID is 32 hexadecimal characters (0-9, a-f).",
-                 older=None, newer=None, first=None, page_number=1,
+                 older=None, newer=None, first=None, page_number=1, retry_url=None,
                  by_state=(status["engine"] or {}).get("jobs", {}).get("by_state", {}),
                  state_url=lambda state: jobs_url({"state": state}), search=wanted,
                  live=False)
@@ -175,6 +182,37 @@ async def purge_confirm(view: View, queue: str) -> Page:
     return _page(view, "purge.html", "queues", status, queue=queue,
                  waiting=0 if found is None else found["waiting"],
                  by_state=None if found is None else found["by_state"])
+
+
+RETRIABLE = ("discarded", "cancelled", "retryable")
+
+
+def retry_filters(view: View) -> dict[str, str | None]:
+    """The jobs a retry-all takes: ``state`` (one of ``RETRIABLE``), ``queue``, ``task``."""
+    filters = {key: view.query.get(key) or None for key in ("state", "queue", "task")}
+    if filters["state"] not in RETRIABLE:
+        from tay.failures import RequestRefused
+
+        raise RequestRefused("retry all takes state=discarded, cancelled or retryable",
+                             code="invalid_request", field="state")
+    return filters
+
+
+async def retry_confirm(view: View) -> Page:
+    filters = retry_filters(view)
+    view.back = jobs_url(filters)
+    status, queues = await _gather(view, ("queues", {}))
+    state = filters["state"]
+    count = None  # known from the counts unless a task narrows it
+    if filters["task"] is None:
+        if filters["queue"] is None:
+            count = ((status["engine"] or {}).get("jobs") or {}).get("by_state", {}).get(state)
+        else:
+            found = next((q for q in queues["queues"] if q["name"] == filters["queue"]), None)
+            count = 0 if found is None else found["by_state"][state]
+    return _page(view, "retry.html", "jobs", status, filters=filters, count=count,
+                 action_url="/ui/retry?" + urlencode({k: v for k, v in filters.items() if v}),
+                 back_url=jobs_url(filters))
 
 
 # ---- schedules, workers, storage ----------------------------------------------------------

@@ -17,6 +17,7 @@ from tay.failures import RequestRefused
 ROUTES: dict[str, tuple[str, str]] = {
     "status": ("GET", "/admin/status"),
     "jobs": ("GET", "/admin/jobs"),
+    "retry_jobs": ("POST", "/admin/jobs/retry"),  # before "job": a literal segment wins
     "job": ("GET", "/admin/jobs/{id}"),
     "retry_job": ("POST", "/admin/jobs/{id}/retry"),
     "cancel_job": ("POST", "/admin/jobs/{id}/cancel"),
@@ -38,6 +39,7 @@ QUERY_FIELDS: dict[str, frozenset[str]] = {
     "schedules": frozenset({"limit", "cursor"}),
     "activity": frozenset({"limit"}),
     "purge_queue": frozenset({"limit"}),
+    "retry_jobs": frozenset({"state", "queue", "task", "limit", "cursor"}),
 }
 PATH_FIELDS = {"{id}": "job_id", "{name}": "queue", "{schedule}": "schedule_id"}
 

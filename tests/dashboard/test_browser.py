@@ -66,6 +66,31 @@ def test_a_failed_job_shows_its_traceback_and_a_retry_completes_it(watched, ui_e
     expect(watched.locator(".timeline li")).to_have_count(2)
 
 
+def test_retry_all_retries_every_discarded_job_of_a_queue_after_a_confirmation(watched,
+                                                                                 ui_engine):
+    gate = os.path.join(ui_engine.scratch, f"gate-{uuid.uuid4().hex}")
+    queue = "ui-bulk"
+    failed = [ui_engine.enqueue("ui.flaky", {"gate": gate, "note": f"B-{n}"}, queue=queue)
+              for n in range(3)]
+    other = ui_engine.enqueue("ui.flaky", {"gate": gate, "note": "C-1"}, queue="ui-bulk-other")
+    for job_id in failed + [other]:
+        ui_engine.wait_state(job_id, "discarded")
+    watched.goto(f"/ui/jobs?state=discarded&queue={queue}")
+    watched.get_by_role("link", name=f"Retry all discarded of {queue}…").click()
+    expect(watched.get_by_role("heading", level=1)).to_contain_text(
+        f"Retry every discarded job of {queue}?")
+    expect(watched.locator(".confirm")).to_contain_text("3 jobs are discarded now")
+    open(gate, "w").close()  # the cause is fixed: the retries succeed
+    watched.get_by_role("button", name="Retry 3 discarded jobs").click()
+    expect(watched.get_by_role("status")).to_contain_text("Retried 3 job(s).")
+    expect(watched).to_have_url(re.compile(r"/ui/jobs\?state=discarded&queue=ui-bulk&done="))
+    for job_id in failed:
+        ui_engine.wait_state(job_id, "completed")
+    assert ui_engine.job(other)["state"] == "discarded"  # another queue's are left alone
+    expect(watched.get_by_text("No jobs match these filters")).to_be_visible()
+    expect(watched.get_by_role("link", name=re.compile("^Retry all"))).to_have_count(0)
+
+
 def test_pausing_a_queue_stops_dispatch_until_it_is_resumed(watched, ui_engine):
     queue = "ui-steer"
     ui_engine.wait_state(ui_engine.enqueue("ui.ok", {"n": 1}, queue=queue), "completed")

@@ -85,6 +85,22 @@ def test_untrusted_args_traceback_and_names_render_inert(ui_engine):
     assert "q%22%3E%3Csvg%20onload%3Dalert%281%29%3E" in pages[2].text  # in URLs, encoded
 
 
+def test_retry_all_takes_a_retriable_state_only(ui_engine):
+    for query in ("", "?state=completed", "?state=executing&queue=q"):
+        page = ui_engine.get(f"/ui/retry{query}")
+        assert page.status == 400, query
+        assert "retry all takes state=discarded, cancelled or retryable" in page.text
+    token = ui_engine.get("/ui/queues").csrf()
+    refused = ui_engine.post("/ui/retry?state=completed", {"csrf": token})
+    assert refused.status == 400
+    confirm = ui_engine.get("/ui/retry?state=cancelled&queue=never-used")
+    assert confirm.status == 200 and "0 jobs are cancelled now" in confirm.text
+    done = ui_engine.post("/ui/retry?state=cancelled&queue=never-used", {"csrf": token})
+    assert done.status == 303
+    assert done.headers["location"] == ("/ui/jobs?state=cancelled&queue=never-used&"
+                                        "done=retried_all&n=0")
+
+
 def test_actions_need_a_token_from_this_process(ui_engine):
     queue = "csrf-guarded"
     token = ui_engine.get("/ui/queues").csrf()

@@ -120,6 +120,73 @@ def test_retry_discarded_requeue_cancelled_and_refusals():
     assert refused(driver, "job", job_id="zz") == "invalid_job_id"
 
 
+def test_retry_jobs_retries_one_state_in_batches_and_its_cursors_end():
+    """Each job of the state (and queue) is retried once, even one that fails back into
+    the state between batches; packed jobs come out to be retried; other queues and states
+    are untouched; a replay holds the same states."""
+    driver = Driver()
+    driver.engine.start_packing()
+    driver.worker(capacity=100)
+
+    def discarded(queue: str) -> str:
+        (execute,) = executes(driver.enqueue(queue=queue))
+        driver.fail(execute)
+        return execute.job_id
+
+    in_a = [discarded("a") for _ in range(5)]
+    in_b = [discarded("b") for _ in range(2)]
+    driver.engine.pack_finished(1000)
+    driver.engine.pack_finished(1000)
+    packed = driver.engine.finished.packed
+    assert all(bytes.fromhex(job_id) in packed for job_id in in_a + in_b)
+    retried, cursor, batches = [], None, 0
+    while True:
+        body = {"state": "discarded", "queue": "a", "limit": 2}
+        out = driver.run(c.Admin("p", driver.rid(), "retry_jobs",
+                                 {**body, **({"cursor": cursor} if cursor else {})}))
+        fields = reply(out).fields
+        started = executes(out)  # a new cycle each, dispatched at once
+        assert len(started) == fields["retried"] <= 2
+        retried += [execute.job_id for execute in started]
+        for execute in started:
+            driver.fail(execute)  # discarded again: changed since, not visited again
+        batches += 1
+        if (cursor := fields["next_cursor"]) is None:
+            break
+    assert sorted(retried) == sorted(in_a) and batches == 3
+    assert {driver.status(job_id)["state"] for job_id in in_a + in_b} == {"discarded"}
+    assert admin(driver, "job", job_id=in_a[0])["job"]["attempts"][-1]["outcome"] == "discarded"
+    again = admin(driver, "retry_jobs", state="discarded", task="nobody")
+    assert (again["retried"], again["next_cursor"]) == (0, None)
+    admin(driver, "pause_queue", queue="c")
+    cancelled = [driver.job_id(queue="c") for _ in range(3)]
+    for job_id in cancelled:
+        admin(driver, "cancel_job", job_id=job_id)
+    done = admin(driver, "retry_jobs", state="cancelled")
+    assert (done["retried"], done["next_cursor"]) == (3, None)
+    assert {driver.status(job_id)["state"] for job_id in cancelled} == {"available"}
+    driver.worker(conn="w9", tasks=("v",))
+    (execute,) = executes(driver.enqueue(task="v", queue="d"))
+    driver.run(c.Disconnect("w9"))  # interrupted: retryable after a backoff
+    assert driver.status(execute.job_id)["state"] == "retryable"
+    assert admin(driver, "retry_jobs", state="retryable")["retried"] == 1
+    job = driver.status(execute.job_id)
+    assert job["state"] == "available" and job["attempt"] == 1  # now, the same attempt
+    fresh = replayed(driver)
+    for job_id in in_a + in_b + cancelled + [execute.job_id]:
+        assert fresh.job(bytes.fromhex(job_id)).state == driver.status(job_id)["state"]
+
+
+@pytest.mark.parametrize("body", [{}, {"state": "completed"}, {"state": "executing"},
+                                  {"state": "discarded", "limit": 10_001},
+                                  {"state": "discarded", "limit": 0},
+                                  {"state": "discarded", "cursor": "x"},
+                                  {"state": "discarded", "queue": ""},
+                                  {"state": "discarded", "job_id": "0" * 32}])
+def test_retry_jobs_refuses_a_bad_request(body):
+    assert refused(Driver(), "retry_jobs", **body) == "invalid_request"
+
+
 def test_volatile_failure_details_are_kept_in_memory_only():
     driver = Driver()
     driver.worker()

@@ -161,6 +161,42 @@ def test_pause_cancel_requeue_resume_and_purge(engine, transport):
 
 
 @pytest.mark.parametrize("transport", ["socket", "http"])
+def test_retry_jobs_follows_its_cursor_and_tay_retry_all_does_it_for_you(engine, transport):
+    admin = clients(engine)[transport]
+    queue = f"bulk-{transport}"
+
+    async def body(tay):
+        admin.call("pause_queue", {"queue": queue})
+        handles = [await tay.enqueue("ops.ok", {"n": n}, queue=queue) for n in range(5)]
+        assert admin.call("purge_queue", {"queue": queue})["purged"] == 5
+        retried, cursor, batches = 0, None, 0
+        while True:
+            reply = admin.call("retry_jobs", {"state": "cancelled", "queue": queue, "limit": 2,
+                                              **({"cursor": cursor} if cursor else {})})
+            assert reply["state"] == "cancelled" and reply["queue"] == queue
+            retried, batches = retried + reply["retried"], batches + 1
+            if (cursor := reply["next_cursor"]) is None:
+                break
+        assert (retried, batches) == (5, 3)
+        assert {await h.status() for h in handles} == {"available"}
+        assert admin.call("purge_queue", {"queue": queue})["purged"] == 5
+        done = cli(engine, "retry-all", "cancelled", "--queue", queue, "--json")
+        assert done.returncode == 0, done.stderr
+        assert json.loads(done.stdout)["retried"] == 5
+        text = cli(engine, "retry-all", "cancelled", "--queue", queue)
+        assert text.stdout == f"0 cancelled job(s) queue {queue} retried\n"
+        with pytest.raises(AdminRefused) as refused:
+            admin.call("retry_jobs", {"state": "completed"})
+        assert refused.value.code == "invalid_request"
+        admin.call("resume_queue", {"queue": queue})
+        await until(lambda: {q["name"]: q for q in admin.call("queues", {})["queues"]}[
+            queue]["by_state"]["completed"] == 5)
+        assert [await h.result() for h in handles] == [{"n": n} for n in range(5)]
+
+    run_with_worker(engine, body)
+
+
+@pytest.mark.parametrize("transport", ["socket", "http"])
 def test_job_pages_follow_cursors_with_filters(engine, transport):
     admin = clients(engine)[transport]
     queue = f"pages-{transport}"

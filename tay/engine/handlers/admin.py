@@ -35,6 +35,8 @@ from tay.storage.events.transitions import STATES
 PAGE_DEFAULT, PAGE_MAX = 50, 100
 SCAN_LIMIT = 10_000  # index entries one jobs page may examine (docs/admin.md)
 PURGE_DEFAULT, PURGE_MAX = 1_000, 10_000
+RETRY_DEFAULT, RETRY_MAX = 1_000, 10_000  # retry_jobs: jobs retried per request
+RETRIABLE = ("retryable", "discarded", "cancelled")
 NEXT_OCCURRENCES = 5
 FAILURE_WINDOW_MS = 3_600_000
 FAILURES_MAX = 100
@@ -89,6 +91,21 @@ def job_summary(entry: JobEntry) -> dict[str, Any]:
     }
 
 
+def _retry_event(entry: JobEntry, now_ms: int) -> ev.Event:
+    """What retrying the job writes: a retryable one runs now at the same attempt, a
+    discarded one starts a new cycle, a cancelled one is requeued; others are refused."""
+    job = entry.state
+    if job.state == "retryable":
+        return ev.job_retried(job.id, now_ms, job.revision, ev.MODE_EXPEDITE)
+    if job.state == "discarded":
+        return ev.job_retried(job.id, now_ms, job.revision, ev.MODE_NEW_CYCLE)
+    if job.state == "cancelled":
+        return job_requeued(job.id, now_ms, job.revision)
+    raise RequestRefused(f"a {job.state} job cannot be retried (only retryable, "
+                         "discarded or cancelled ones)", code="retry_rejected",
+                         job_id=job.id.hex(), state=job.state)
+
+
 class AdminCommands(ScheduleCommands):
     def _admin(self, cmd: Admin, now_ms: int, mono_ms: int, out: Outcome) -> None:
         handler = _OPS.get(cmd.op)
@@ -133,7 +150,20 @@ class AdminCommands(ScheduleCommands):
                                  code="invalid_request", field="state")
         queue, task = _optional_key(body, "queue"), _optional_key(body, "task")
         limit = _limit(body, PAGE_DEFAULT, PAGE_MAX)
-        before = _stamp_cursor(body)
+        found, cursor = self._matching(state, queue, task, _stamp_cursor(body), limit,
+                                       SCAN_LIMIT)
+        jobs = self.jobs
+        # a job held in columns is summarised from a detached entry: listing takes none out
+        return {"jobs": [job_summary(jobs.get(job_id) or self._finished_entry(job_id))
+                         for job_id in found],
+                "next_cursor": None if cursor is None else str(cursor)}
+
+    def _matching(self, state: str | None, queue: str | None, task: str | None,
+                  before: int | None, limit: int, scan_limit: int
+                  ) -> tuple[list[bytes], int | None]:
+        """Up to ``limit`` ids of the jobs in ``state`` of ``queue`` running ``task`` (None:
+        any), most recently changed first from the cursor ``before``, walking the smallest
+        index of the filters for at most ``scan_limit`` entries; and the next cursor."""
         keys = [key for key in (("state", state), ("queue", queue), ("task", task))
                 if key[1] is not None]
         index = self.job_index
@@ -153,11 +183,7 @@ class AdminCommands(ScheduleCommands):
                     and (queue is None or entry.queue == queue)
                     and (task is None or entry.task == task))
 
-        found, cursor = index.page(key, before, limit, accept, SCAN_LIMIT)
-        # a job held in columns is summarised from a detached entry: listing takes none out
-        return {"jobs": [job_summary(jobs.get(job_id) or self._finished_entry(job_id))
-                         for job_id in found],
-                "next_cursor": None if cursor is None else str(cursor)}
+        return index.page(key, before, limit, accept, scan_limit)
 
     def _admin_job(self, body: Any, now_ms: int, out: Outcome) -> dict[str, Any]:
         body = request_fields(body, frozenset({"job_id"}), "job")
@@ -252,19 +278,34 @@ class AdminCommands(ScheduleCommands):
     def _admin_retry_job(self, body: Any, now_ms: int, out: Outcome) -> dict[str, Any]:
         body = request_fields(body, frozenset({"job_id"}), "retry_job")
         entry = self._lookup(body.get("job_id"))
-        job = entry.state
-        if job.state == "retryable":
-            event = ev.job_retried(job.id, now_ms, job.revision, ev.MODE_EXPEDITE)
-        elif job.state == "discarded":
-            event = ev.job_retried(job.id, now_ms, job.revision, ev.MODE_NEW_CYCLE)
-        elif job.state == "cancelled":
-            event = job_requeued(job.id, now_ms, job.revision)
-        else:
-            raise RequestRefused(f"a {job.state} job cannot be retried (only retryable, "
-                                 "discarded or cancelled ones)", code="retry_rejected",
-                                 job_id=job.id.hex(), state=job.state)
-        self._commit(entry, event, entry.volatile, out)
+        self._commit(entry, _retry_event(entry, now_ms), entry.volatile, out)
         return {"job": job_summary(entry)}
+
+    def _admin_retry_jobs(self, body: Any, now_ms: int, out: Outcome) -> dict[str, Any]:
+        """``retry_job`` for up to ``limit`` jobs in one state (and queue, task), most
+        recently changed first from ``cursor``. ``next_cursor`` (None: no more) continues
+        with the jobs that were older than these: a job retried now, or one that failed
+        back into the state meanwhile, has changed since and is not visited again, so
+        following the cursors ends."""
+        body = request_fields(body, frozenset({"state", "queue", "task", "limit", "cursor"}),
+                              "retry_jobs")
+        state = body.get("state")
+        if state not in RETRIABLE:
+            raise RequestRefused("state must be one of " + ", ".join(RETRIABLE),
+                                 code="invalid_request", field="state")
+        queue, task = _optional_key(body, "queue"), _optional_key(body, "task")
+        limit = _limit(body, RETRY_DEFAULT, RETRY_MAX)
+        found, cursor = self._matching(state, queue, task, _stamp_cursor(body), limit,
+                                       self.job_count() + 1)
+        entries = [self._entry(job_id) for job_id in found]  # held ones come out of columns
+        events = [_retry_event(entry, now_ms) for entry in entries]
+        # all the retries pass the history caps together, or the request is refused whole
+        self._history_check([event for entry, event in zip(entries, events)
+                             if not entry.volatile])
+        for entry, event in zip(entries, events):
+            self._commit(entry, event, entry.volatile, out)
+        return {"state": state, "queue": queue, "task": task, "retried": len(found),
+                "next_cursor": None if cursor is None else str(cursor)}
 
     def _admin_cancel_job(self, body: Any, now_ms: int, out: Outcome) -> dict[str, Any]:
         body = request_fields(body, frozenset({"job_id"}), "cancel_job")
@@ -359,6 +400,7 @@ _OPS: dict[str, Callable[..., dict[str, Any]]] = {
     "schedule": AdminCommands._admin_schedule,
     "activity": AdminCommands._admin_activity,
     "retry_job": AdminCommands._admin_retry_job,
+    "retry_jobs": AdminCommands._admin_retry_jobs,
     "cancel_job": AdminCommands._admin_cancel_job,
     "pause_queue": AdminCommands._admin_pause_queue,
     "resume_queue": AdminCommands._admin_resume_queue,
@@ -366,4 +408,5 @@ _OPS: dict[str, Callable[..., dict[str, Any]]] = {
     "cancel_schedule": AdminCommands._admin_cancel_schedule,
 }
 ADMIN_OPS = frozenset(_OPS)
-_DISPATCHING = frozenset({"retry_job", "cancel_job", "resume_queue", "purge_queue"})
+_DISPATCHING = frozenset({"retry_job", "retry_jobs", "cancel_job", "resume_queue",
+                          "purge_queue"})
