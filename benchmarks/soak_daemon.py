@@ -27,9 +27,12 @@ The engine reads the wall clock at least once a real second, so an hourly schedu
 delivered on time and a five-minute one in bursts of twelve.
 
 Once a simulated day it prints (and ``--json`` keeps) one row: simulated day, jobs
-acknowledged and completed, retained jobs, the data directory's bytes, the server's RSS,
-its CPU per job so far, compactions so far (from the server's log) and schedule
-occurrences run. At the end: the server's clean stop, then cold restarts (spawn to an
+acknowledged and completed, retained jobs, the data directory's bytes, the server's RSS
+and its peak since start (``status.process``), its CPU per job so far (with its online
+compactions' processes, reaped children), compactions so far (from the server's log), the
+last compaction process's peak RSS (which counts the pages it shared with the server) and
+all of them's CPU (``status.storage``), and schedule occurrences run. At the end: the
+server's clean stop, then cold restarts (spawn to an
 accepted connection; with the real clock, days before the store's last events, since
 libfaketime slows a start that replays a store by 0.1-0.15 s) of the store as the load
 left it, and the schedule's occurrences
@@ -326,7 +329,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
           f"day), retention {options.retention}, schedule {options.schedule!r}, store "
           f"{serve.data_dir}")
     print(f"{'day':>5} {'acked':>9} {'completed':>9} {'retained':>9} {'data_MB':>8} {'rss_MB':>7} "
-          f"{'cpu_us/job':>10} {'compact':>7} {'hourly':>6}")
+          f"{'peak_MB':>7} {'cpu_us/job':>10} {'compact':>7} {'c_peak_MB':>9} {'c_cpu_s':>7} "
+          f"{'hourly':>6}")
     try:
         serve.start()
         server = psutil.Process(serve.process.pid)
@@ -346,18 +350,28 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                     raise RuntimeError(f"a client exited on day {day}")
             status = admin(serve.socket, "status")
             jobs = status["engine"]["jobs"]
-            cpu = server.cpu_times()
+            cpu = server.cpu_times()  # with the reaped compaction processes'
+            used = cpu.user + cpu.system + cpu.children_user + cpu.children_system
+            storage = status["storage"]
+            last = (storage["last_compaction"] or {}).get("process") or {}
             row = {"day": day, "acked": acked.last,
                    "completed": jobs["by_state"]["completed"], "retained": jobs["total"],
                    "data_bytes": dir_bytes(serve.data_dir),
-                   "rss_bytes": server.memory_info().rss,
-                   "cpu_us_per_job": (cpu.user + cpu.system) * 1e6 / max(1, acked.last),
-                   "compactions": serve.compactions(), "occurrences": hourly.count}
+                   "rss_bytes": status["process"]["rss_bytes"],
+                   "peak_rss_bytes": status["process"]["peak_rss_bytes"],
+                   "cpu_us_per_job": used * 1e6 / max(1, acked.last),
+                   "compactions": serve.compactions(),
+                   "compaction_peak_rss_bytes": last.get("peak_rss_bytes"),
+                   "compaction_cpu_s": storage["compaction"]["processes_cpu_s"],
+                   "occurrences": hourly.count}
             rows.append(row)
+            compaction_peak = row["compaction_peak_rss_bytes"]
             print(f"{day:5d} {row['acked']:9,d} {row['completed']:9,d} {row['retained']:9,d} "
                   f"{row['data_bytes'] / 1e6:8.1f} {row['rss_bytes'] / 1e6:7.1f} "
-                  f"{row['cpu_us_per_job']:10.1f} {row['compactions']:7d} "
-                  f"{row['occurrences']:6d}", flush=True)
+                  f"{row['peak_rss_bytes'] / 1e6:7.1f} {row['cpu_us_per_job']:10.1f} "
+                  f"{row['compactions']:7d} "
+                  f"{'-' if compaction_peak is None else f'{compaction_peak / 1e6:.1f}':>9} "
+                  f"{row['compaction_cpu_s']:7.1f} {row['occurrences']:6d}", flush=True)
         producer.kill()
         producer.wait()
         simulated_h = (time.monotonic() - started) * options.speed / 3600

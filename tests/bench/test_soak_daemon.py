@@ -32,6 +32,9 @@ def test_three_simulated_days_expire_compact_deliver_hourly_and_restart(capsys) 
     last = rows[-1]
     assert last["acked"] >= 200 and last["compactions"] >= 1
     assert last["retained"] < last["acked"] // 2  # the compactions expired finished jobs
+    # what they cost, from status: their processes' CPU and the last one's peak
+    assert last["compaction_cpu_s"] > 0 and last["compaction_peak_rss_bytes"] > 0
+    assert last["peak_rss_bytes"] >= last["rss_bytes"] > 0
     # an occurrence each simulated hour (the first one read a few simulated minutes late at
     # most), each run once (catch_up=all, overlap=allow), and the engine delivered them
     # whatever its timer's monotonic mapping said (it reads the wall clock once a second)

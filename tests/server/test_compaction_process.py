@@ -291,6 +291,7 @@ def test_an_operator_sees_the_running_compaction_process(data_dir, monkeypatch):
             os.close(fd)
     assert name == forked.PROCESS_NAME.decode() and ppid == parent
     assert facts["process_pid"] is None and facts["process"] is None
+    assert facts["processes_cpu_s"] == round(cpu_counted, 3)
     assert report["fork_ms"] > 0
     # while it ran: most of its resident pages were still the server's (copy on write)
     assert figures["pid"] == pid and 0 < figures["unique_bytes"] < figures["rss_bytes"]

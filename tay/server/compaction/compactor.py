@@ -122,6 +122,8 @@ class OnlineCompactor:
                 "process_pid": self._process.pid if self._process is not None else None,
                 "process": (process_figures.compaction(self._process.pid)
                             if self._process is not None else None),
+                "processes_cpu_s": (round(self.metrics.compaction_cpu_s, 3)
+                                    if self.metrics is not None else None),
                 "history_bytes": self.history_bytes() if self.store.store_version == 2 else None,
                 "base_bytes": self.store.base_bytes,
                 "trigger_history_bytes": self.policy.history_bytes,
