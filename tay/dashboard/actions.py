@@ -50,8 +50,7 @@ async def retry_jobs(view: View) -> HttpResponse:
         if cursor is None:
             break
     done = {"done": "retried_all", "n": retried, **({"more": 1} if cursor else {})}
-    return redirect(f"{jobs_url(filters)}{'&' if '?' in jobs_url(filters) else '?'}"
-                    f"{urlencode(done)}")
+    return redirect(f"{jobs_url(filters)}&{urlencode(done)}")  # the state is always there
 
 
 async def pause_queue(view: View, queue: str) -> HttpResponse:

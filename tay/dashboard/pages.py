@@ -9,6 +9,8 @@ from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlencode
 
+from tay.engine.handlers.admin import RETRIABLE  # what retry_jobs takes
+
 from .charts import throughput
 from .view import AdminFailed, redirect
 
@@ -182,9 +184,6 @@ async def purge_confirm(view: View, queue: str) -> Page:
     return _page(view, "purge.html", "queues", status, queue=queue,
                  waiting=0 if found is None else found["waiting"],
                  by_state=None if found is None else found["by_state"])
-
-
-RETRIABLE = ("discarded", "cancelled", "retryable")
 
 
 def retry_filters(view: View) -> dict[str, str | None]:
