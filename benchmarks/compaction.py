@@ -43,7 +43,7 @@ if str(ROOT) not in sys.path:
 
 from benchmarks.replay import build_store  # noqa: E402  (the reference history)
 from tay.bench.paths import bench_scratch  # noqa: E402
-from tay.bench.server import stall_lines  # noqa: E402
+from tay.bench.server import engine_cpu, stall_lines  # noqa: E402
 
 SCRATCH = bench_scratch()  # strict sync accepts it wherever the checkout is
 
@@ -179,9 +179,7 @@ async def load(socket_path: str, producers: int, concurrency: int, latencies: La
 def cpu_seconds(pid: int) -> float:
     import psutil
 
-    # the compaction process's, once the server reaped it, with the server's own
-    times = psutil.Process(pid).cpu_times()
-    return times.user + times.system + times.children_user + times.children_system
+    return sum(engine_cpu(psutil.Process(pid).cpu_times()))
 
 
 def online(jobs: int, seconds: float, producers: int, concurrency: int, writer: str) -> None:

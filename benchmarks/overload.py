@@ -58,7 +58,7 @@ from benchmarks.soak_daemon import (  # noqa: E402
 from tay.admin.client import AdminRefused, AdminUnreachable, SocketAdmin  # noqa: E402
 from tay.bench.metrics import percentile  # noqa: E402
 from tay.bench.paths import bench_scratch  # noqa: E402
-from tay.bench.server import peak_rss_bytes, stall_lines  # noqa: E402
+from tay.bench.server import engine_cpu, peak_rss_bytes, stall_lines  # noqa: E402
 
 PRODUCER = r'''
 import asyncio, json, sys, time
@@ -387,7 +387,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         cpu_after = server.cpu_times()
         if serve.process.poll() is not None:
             raise RuntimeError(f"tay serve {serve.ended()}")
-        cpu_s = server_cpu_s(cpu_after) - server_cpu_s(cpu_before)
+        cpu_s = sum(engine_cpu(cpu_after)) - sum(engine_cpu(cpu_before))
         summary = summarize(prober.probes, compactor.runs, produced, cpu_s,
                             peak_rss_bytes(server.pid), options)
         summary["loop"] = SocketAdmin(serve.socket, timeout_s=60).call("status", {})["loop"]
@@ -415,11 +415,6 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         if not options.keep:
             shutil.rmtree(root, ignore_errors=True)
     return summary
-
-
-def server_cpu_s(times: Any) -> float:
-    """The server's CPU, with its compaction processes' (counted once reaped)."""
-    return times.user + times.system + times.children_user + times.children_system
 
 
 if __name__ == "__main__":

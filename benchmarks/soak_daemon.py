@@ -74,7 +74,7 @@ import psutil  # noqa: E402
 from benchmarks.soak import dir_bytes  # noqa: E402
 from tay.bench import faketime  # noqa: E402
 from tay.bench.paths import bench_scratch  # noqa: E402
-from tay.bench.server import socket_accepts  # noqa: E402
+from tay.bench.server import engine_cpu, socket_accepts  # noqa: E402
 
 DAY_S = 86_400
 
@@ -350,8 +350,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                     raise RuntimeError(f"a client exited on day {day}")
             status = admin(serve.socket, "status")
             jobs = status["engine"]["jobs"]
-            cpu = server.cpu_times()  # with the reaped compaction processes'
-            used = cpu.user + cpu.system + cpu.children_user + cpu.children_system
+            used = sum(engine_cpu(server.cpu_times()))
             storage = status["storage"]
             last = (storage["last_compaction"] or {}).get("process") or {}
             row = {"day": day, "acked": acked.last,

@@ -29,7 +29,7 @@ from .metrics import latency_summary_ms, rate
 from .profile import Profile
 from .progress import ProgressBar
 from .report import write_json
-from .server import ServerProcess, ServerSettings
+from .server import ServerProcess, ServerSettings, engine_cpu
 from .syscalls import SyscallCounter
 from .threads import by_role, per_job as threads_per_job, snapshot
 
@@ -257,11 +257,8 @@ def _drive(profile: Profile, workers: list[Any], producers: list[Any], server_pi
             "last_ack_ns": max(p.result["last_ack_ns"] for p in producers),
             "executed_at_inserts_done": executed_at_inserts_done,
             "round_trips": list(round_trips), "harness_elapsed_s": harness_elapsed,
-            # the server's and its reaped children's (an online compaction's processes)
-            "load_cpu_user_s": (cpu_after.user + cpu_after.children_user
-                                - cpu_before.user - cpu_before.children_user),
-            "load_cpu_system_s": (cpu_after.system + cpu_after.children_system
-                                  - cpu_before.system - cpu_before.children_system),
+            "load_cpu_user_s": engine_cpu(cpu_after)[0] - engine_cpu(cpu_before)[0],
+            "load_cpu_system_s": engine_cpu(cpu_after)[1] - engine_cpu(cpu_before)[1],
             "load_syscalls": syscalls,
             "load_threads": by_role(server_pid, threads_before, threads_after),
             "worker_cpu_s": worker_s, "producer_cpu_s": producer_s}

@@ -11,6 +11,7 @@ import subprocess
 import sys
 import time
 from dataclasses import dataclass, field
+from typing import Any
 
 import psutil
 
@@ -139,9 +140,7 @@ class ServerProcess:
         assert self.process is not None
         peak = peak_rss_bytes(self.process.pid)
         try:
-            times = psutil.Process(self.process.pid).cpu_times()
-            # with its reaped children's: an online compaction runs in a process of its own
-            user, system = times.user + times.children_user, times.system + times.children_system
+            user, system = engine_cpu(psutil.Process(self.process.pid).cpu_times())
         except psutil.Error:
             user = system = float("nan")
         stopping = time.perf_counter()
@@ -154,6 +153,12 @@ class ServerProcess:
         return ServerReading(self.ready_s, peak, user, system, code,
                              read_commit_stats(self.settings.log_path, self._log_start),
                              stop_s=time.perf_counter() - stopping)
+
+
+def engine_cpu(times: Any) -> tuple[float, float]:
+    """User and system CPU of the server from psutil's ``cpu_times``, with its reaped
+    children's: an online compaction runs in processes of its own."""
+    return times.user + times.children_user, times.system + times.children_system
 
 
 def peak_rss_bytes(pid: int) -> int:

@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlencode
 
 from tay.engine.handlers.admin import RETRIABLE  # what retry_jobs takes
+from tay.failures import RequestRefused
 
 from .charts import throughput
 from .view import AdminFailed, redirect
@@ -190,8 +191,6 @@ def retry_filters(view: View) -> dict[str, str | None]:
     """The jobs a retry-all takes: ``state`` (one of ``RETRIABLE``), ``queue``, ``task``."""
     filters = {key: view.query.get(key) or None for key in ("state", "queue", "task")}
     if filters["state"] not in RETRIABLE:
-        from tay.failures import RequestRefused
-
         raise RequestRefused("retry all takes state=discarded, cancelled or retryable",
                              code="invalid_request", field="state")
     return filters

@@ -203,10 +203,8 @@ class CompactionProcess:
             for part in live:
                 self._ask("live", part)
             self._ask("verify", live_count, dict(live_entities))
-        except ProcessFailure as failure:
-            result: tuple = ("failed", failure.reason, failure.detail, failure.storage)
         except BaseException as error:  # noqa: BLE001 -- the server's to report
-            result = _failure(error)
+            result: tuple = _failure(error)
         else:
             result = ("ok", None)
         with os.fdopen(out, "wb") as pipe:
@@ -214,8 +212,8 @@ class CompactionProcess:
         return 0
 
     def close(self) -> None:
-        """Let the child exit and reap it (after a failure: kill it first, so that nothing
-        writes the candidate the caller is about to remove)."""
+        """Let the child exit and reap it (after a failure, ``kill`` it instead, so that
+        nothing writes the candidate the caller is about to remove)."""
         if self._reaped:
             return
         try:
@@ -257,8 +255,7 @@ class CompactionProcess:
                                  f"{self.pid} ended without answering ({_describe(self._status)})")
         if message[0] == "ok":
             return message[1]
-        _, reason, detail, storage = message
-        raise ProcessFailure(reason, detail, storage)
+        raise ProcessFailure(*message[1:])
 
 
 class Check:
@@ -284,12 +281,13 @@ class Check:
         result = pickle.loads(raw)
         if result[0] == "ok":
             return
-        _, reason, detail, storage = result
-        if reason == "process_exited":  # the compaction process died: say how
+        failure = ProcessFailure(*result[1:])
+        if failure.reason == "process_exited":  # the compaction process died: say how
             self.process.kill()
-            detail = (f"the compaction process {self.process.pid} ended without answering "
-                      f"({_describe(self.process._status)})")
-        raise ProcessFailure(reason, detail, storage)
+            failure = ProcessFailure(failure.reason, f"the compaction process "
+                                     f"{self.process.pid} ended without answering "
+                                     f"({_describe(self.process._status)})", failure.storage)
+        raise failure
 
 
 def _reap(pid: int) -> tuple[int | None, Any]:
@@ -415,6 +413,10 @@ def _detach(parent_pid: int) -> None:
 
 
 def _failure(error: BaseException) -> tuple[str, str, str, bool]:
+    """An error as it crosses a process boundary: ``("failed", reason, detail, storage)``,
+    the arguments of the ``ProcessFailure`` the other end raises."""
+    if isinstance(error, ProcessFailure):
+        return "failed", error.reason, error.detail, error.storage
     storage = isinstance(error, StorageFailure)
     reason = getattr(error, "reason", None) if storage else None
     return "failed", reason or type(error).__name__, str(error) or repr(error), storage
