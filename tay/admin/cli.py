@@ -1,4 +1,4 @@
-"""``tay status|jobs|job|retry|retry-all|cancel|queues|pause|resume|purge|schedules|schedule|compact``:
+"""``tay status|jobs|job|retry|retry-all|cancel|queues|pause|resume|scale|purge|schedules|schedule|compact``:
 see and steer a running engine through the operations API (docs/admin.md).
 
 Each command talks to the engine over the Unix socket (discovered like the SDK, or
@@ -17,8 +17,8 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from .render import (render_job, render_jobs, render_queues, render_schedule, render_schedules,
-                     render_status, when)
+from .render import (credits, render_job, render_jobs, render_queues, render_schedule,
+                     render_schedules, render_status, when)
 
 STATES = ("scheduled", "available", "executing", "retryable", "completed", "cancelled",
           "discarded")
@@ -53,6 +53,18 @@ def _positive(text: str) -> int:
     return value
 
 
+def _concurrency(text: str) -> int | None:
+    """``scale``'s credits: an integer in 1..65,536, or ``configured`` (None)."""
+    from tay.storage.events.operations import QUEUE_CREDITS_MAX  # the (24,2) bound
+
+    if text == "configured":
+        return None
+    value = _positive(text)
+    if value > QUEUE_CREDITS_MAX:
+        raise argparse.ArgumentTypeError(f"must be at most {QUEUE_CREDITS_MAX:,}, got {value}")
+    return value
+
+
 def register(groups: Any) -> None:
     """Add the operations commands as top-level ``tay`` commands."""
     def command(name: str, help_text: str, run: Callable[..., int]) -> argparse.ArgumentParser:
@@ -83,6 +95,11 @@ def register(groups: Any) -> None:
     command("queues", "queues: depth by state, credits, executing, paused", _queues)
     command("pause", "pause a queue (durable; running jobs finish)", _pause).add_argument("queue")
     command("resume", "resume a paused queue", _resume).add_argument("queue")
+    scale = command("scale", "set a queue's credits (executions at once) at runtime; "
+                    "durable, over the configured ones", _scale)
+    scale.add_argument("queue")
+    scale.add_argument("concurrency", metavar="N|configured", type=_concurrency,
+                       help="1..65,536, or 'configured' to go back to the configured credits")
     purge = command("purge", "cancel every waiting job of a queue", _purge)
     purge.add_argument("queue")
     purge.add_argument("--limit", type=_positive, help="cancel at most this many (default: all)")
@@ -216,6 +233,12 @@ def _resume(client: Any, args: argparse.Namespace) -> int:
     reply = client.call("resume_queue", {"queue": args.queue})
     return _show(args, reply, lambda r: f"queue {r['queue']['name']} resumed "
                                         f"({r['queue']['waiting']} waiting)\n")
+
+
+def _scale(client: Any, args: argparse.Namespace) -> int:
+    reply = client.call("scale_queue", {"queue": args.queue, "concurrency": args.concurrency})
+    return _show(args, reply, lambda r: f"queue {r['queue']['name']}: {credits(r['queue'])} "
+                                        f"({r['queue']['executing']} executing)\n")
 
 
 def _purge(client: Any, args: argparse.Namespace) -> int:

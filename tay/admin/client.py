@@ -17,7 +17,7 @@ import struct
 from typing import Any
 from urllib.parse import quote, urlencode, urlsplit
 
-from tay.protocol.admin_api import PATH_FIELDS, ROUTES
+from tay.protocol.admin_api import NULLABLE, PATH_FIELDS, ROUTES
 from tay.socket_discovery import SocketPathError, discover_socket
 
 MAX_FRAME_BYTES = 16 * 1024 * 1024
@@ -135,7 +135,9 @@ class HttpAdmin:
         for placeholder, field in PATH_FIELDS.items():
             if placeholder in path:
                 path = path.replace(placeholder, quote(str(body.pop(field, "")), safe=""))
-        query = {k: v for k, v in body.items() if v is not None}
+        # a null is left out of the query, unless it is a value (NULLABLE spells it)
+        query = {k: NULLABLE[k] if v is None else v for k, v in body.items()
+                 if v is not None or k in NULLABLE}
         if query:
             path += "?" + urlencode(query)
         try:

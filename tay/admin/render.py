@@ -106,6 +106,8 @@ def render_status(reply: dict[str, Any]) -> str:
             ("executors", f"{engine['executors']} connected, capacity {engine['capacity']}, "
                           f"{engine['executing']} executing"),
             ("paused queues", ", ".join(engine["paused_queues"]) or "none"),
+            ("scaled queues", ", ".join(f"{name} {n}" for name, n in
+                                        engine.get("scaled_queues", {}).items()) or "none"),
             ("schedules", engine["schedules"]),
         ]
     process = reply.get("process")
@@ -166,11 +168,18 @@ def render_job(reply: dict[str, Any]) -> str:
 
 
 def render_queues(reply: dict[str, Any]) -> str:
-    rows = [(q["name"], "paused" if q["paused"] else "running", q["credits"], q["executing"],
+    rows = [(q["name"], "paused" if q["paused"] else "running", credits(q), q["executing"],
              q["waiting"], latency(q), q["by_state"]["retryable"], q["by_state"]["completed"],
              q["by_state"]["discarded"], q["by_state"]["cancelled"]) for q in reply["queues"]]
     return table(("QUEUE", "STATUS", "CREDITS", "EXECUTING", "WAITING", "LATENCY", "RETRYABLE",
                   "COMPLETED", "DISCARDED", "CANCELLED"), rows)
+
+
+def credits(queue: dict[str, Any]) -> str:
+    """A queue's credits, and the configured ones when ``scale`` set others."""
+    if queue.get("scaled"):
+        return f"{queue['credits']} (scaled; configured {queue['configured_credits']})"
+    return str(queue["credits"])
 
 
 def latency(queue: dict[str, Any]) -> str:

@@ -4,8 +4,8 @@
   compaction (the first one adopts a v1 store). ``R`` is the retention this compaction
   applies and makes durable; without it the store's durable retention (24h for a v1 store,
   as ``tay serve``). The store is replayed by the engine itself, so every kind of durable
-  state (jobs, results, failures, schedules, paused queues) is carried: this handler is
-  part of the command layer and imports the engine.
+  state (jobs, results, failures, schedules, paused and scaled queues) is carried: this
+  handler is part of the command layer and imports the engine.
 * ``backup --data-dir D --to DIR [--json]`` and ``restore --from DIR --data-dir NEW``:
   cold copies with a SHA-256 catalog (``tay.storage.recovery.backup``).
 

@@ -7,7 +7,9 @@ from __future__ import annotations
 from typing import TYPE_CHECKING
 from urllib.parse import quote, urlencode
 
-from .view import redirect
+from tay.failures import RequestRefused
+
+from .view import AdminFailed, redirect
 
 if TYPE_CHECKING:
     from tay.protocol.http_api import HttpResponse
@@ -63,6 +65,22 @@ async def resume_queue(view: View, queue: str) -> HttpResponse:
     view.back = "/ui/queues"
     await view.admin("resume_queue", queue=queue)
     return redirect("/ui/queues?done=resumed")
+
+
+async def scale_queue(view: View, queue: str) -> HttpResponse:
+    """The form's ``concurrency``: an integer, or ``configured`` (the op's null)."""
+    view.back = f"/ui/queues/{quote(queue, safe='')}/scale"
+    text = view.form.get("concurrency", "").strip()
+    if text == "configured":
+        concurrency = None
+    elif text.isdigit() and len(text) <= 6:
+        concurrency = int(text)
+    else:
+        # refused like the engine's own refusals: a page that links back to the form
+        raise AdminFailed(RequestRefused("concurrency must be a whole number of credits",
+                                         code="invalid_request", field="concurrency"))
+    reply = await view.admin("scale_queue", queue=queue, concurrency=concurrency)
+    return redirect(f"/ui/queues?{urlencode({'done': 'scaled', 'n': reply['queue']['credits']})}")
 
 
 async def purge_queue(view: View, queue: str) -> HttpResponse:

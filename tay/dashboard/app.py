@@ -60,6 +60,8 @@ ROUTES: tuple[tuple[str, tuple[str, ...], Callable[..., Any]], ...] = (
     ("POST", ("queues", "*", "purge"), actions.purge_queue),
     ("POST", ("queues", "*", "pause"), actions.pause_queue),
     ("POST", ("queues", "*", "resume"), actions.resume_queue),
+    ("GET", ("queues", "*", "scale"), pages.scale_form),
+    ("POST", ("queues", "*", "scale"), actions.scale_queue),
     ("GET", ("schedules",), pages.schedules),
     ("GET", ("schedules", "*"), pages.schedule),
     ("POST", ("schedules", "*", "cancel"), actions.cancel_schedule),
@@ -112,7 +114,7 @@ class Dashboard:
             return self._static(parts[1], query_text)
         handler, params = _match(request.method, parts)
         view = View(self.admin_call, request, path, _query(query_text),
-                    int(self.clock() * 1000), back=path)
+                    int(self.clock() * 1000))
         if request.method == "POST":
             view.form = _form(request)
             self.csrf.check(request, view.form.get("csrf"))
@@ -136,8 +138,7 @@ class Dashboard:
         return HttpResponse(page.status, body, _PAGE_HEADERS + ((b"server-timing", timing),))
 
     def _refused_page(self, view: View, failure: TayFailure) -> Page:
-        back = view.back if view.back != view.path else PREFIX + "/"
-        return Page("refused.html", {"failure": failure, "back": back},
+        return Page("refused.html", {"failure": failure, "back": view.back},
                     failure.http_status)
 
     def _error_page(self, failure: TayFailure, started: float) -> HttpResponse:

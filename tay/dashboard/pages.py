@@ -11,6 +11,7 @@ from urllib.parse import quote, urlencode
 
 from tay.engine.handlers.admin import RETRIABLE  # what retry_jobs takes
 from tay.failures import RequestRefused
+from tay.storage.events.operations import QUEUE_CREDITS_MAX  # what scale_queue takes
 
 from .charts import throughput
 from .view import AdminFailed, redirect
@@ -49,6 +50,8 @@ def notice(view: View) -> str | None:
     if done == "purged":
         purged, left = view.query.get("n", "?"), view.query.get("left", "?")
         return f"Purged {purged} waiting job(s); {left} still waiting."
+    if done == "scaled":
+        return f"Queue scaled: it runs up to {view.query.get('n', '?')} job(s) at once."
     if done == "retried_all":
         text = f"Retried {view.query.get('n', '?')} job(s)."
         if view.query.get("more"):
@@ -185,6 +188,14 @@ async def purge_confirm(view: View, queue: str) -> Page:
     return _page(view, "purge.html", "queues", status, queue=queue,
                  waiting=0 if found is None else found["waiting"],
                  by_state=None if found is None else found["by_state"])
+
+
+async def scale_form(view: View, queue: str) -> Page:
+    status, reply = await _gather(view, ("queues", {}))
+    found = next((q for q in reply["queues"] if q["name"] == queue), None)
+    view.back = "/ui/queues"
+    return _page(view, "scale.html", "queues", status, queue=queue, found=found,
+                 credits_max=QUEUE_CREDITS_MAX)
 
 
 def retry_filters(view: View) -> dict[str, str | None]:

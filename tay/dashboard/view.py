@@ -9,6 +9,7 @@ from typing import Any
 
 from tay.engine.effects import Refuse, Reply
 from tay.failures import TayFailure
+from tay.protocol.admin_api import NULLABLE
 from tay.protocol.http_api import HttpRequest, HttpResponse
 
 PREFIX = "/ui"
@@ -42,11 +43,13 @@ class View:
     query: dict[str, str]
     now_ms: int
     form: dict[str, str] = field(default_factory=dict)
-    back: str = PREFIX + "/"  # where a refusal page links back to
+    back: str = PREFIX + "/"  # where a refusal page links back to (a handler sets it)
 
     async def admin(self, op: str, **body: Any) -> dict[str, Any]:
-        """One admin op (None fields left out); a refusal raises ``AdminFailed``."""
-        effect = await self.admin_call(op, {k: v for k, v in body.items() if v is not None})
+        """One admin op (None fields left out, unless a null is their value:
+        ``NULLABLE``); a refusal raises ``AdminFailed``."""
+        effect = await self.admin_call(op, {k: v for k, v in body.items()
+                                            if v is not None or k in NULLABLE})
         if isinstance(effect, Refuse):
             raise AdminFailed(effect.failure)
         return effect.fields

@@ -39,7 +39,9 @@ from tay.failures import RecoveryRefused
 from tay.storage import events as ev
 from tay.storage.events import schedules as se
 from tay.storage.events.registry import Event, EventFilling, event_with_raw
-from tay.storage.events.operations import QUEUE_PAIRS, queue_paused, queue_resumed
+from tay.storage.events.operations import (
+    QUEUE_PAIRS, queue_paused, queue_resumed, queue_scaled,
+)
 from tay.storage.events.definition import (
     ATTEMPT_MAX, MAX_ATTEMPTS, QUEUE_KEY, SCHEDULED_AT, TIME_MAX, U64_MAX, WORKER_KEY,
     LazyDefinition,
@@ -673,6 +675,15 @@ class EpochEngine(AdminCommands):
             revision = reducer.entity_revision(("queue", queue)) if reducer is not None else 1
             builder = queue_paused if queue in self.paused else queue_resumed
             out.append(compaction_plan.Checkpoint(builder(queue, captured_at), max(revision, 1)))
+        # a queue ever scaled: its runtime credits, or nil (back to the configured ones)
+        scaled = set(self.scaled)
+        if reducer is not None:
+            scaled |= {key for kind, key in reducer.entities if kind == "queue_scale"}
+        for queue in sorted(scaled):
+            revision = (reducer.entity_revision(("queue_scale", queue))
+                        if reducer is not None else 1)
+            out.append(compaction_plan.Checkpoint(
+                queue_scaled(queue, self.scaled.get(queue), captured_at), max(revision, 1)))
         return out
 
     def online_capture(self) -> tuple[CapturedJobs, int]:

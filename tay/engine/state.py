@@ -128,6 +128,10 @@ class EngineState:
         # operations (docs/admin.md): paused queues (durable), the admin job index, job
         # counts per (queue, state), and what happened since start (volatile)
         self.paused: set[str] = set()
+        # a queue's credits set at runtime (``scale_queue``, durable (24,2)) and what
+        # dispatch reads: the configured credits with those on top
+        self.scaled: dict[str, int] = {}
+        self.credit_limits: dict[str, int] = dict(self.config.queues)
         self.dispatching = True  # False while the server drains for shutdown (volatile)
         self._stamp = 0
         self._job_index: JobIndex | None = JobIndex(self._stamp_of)  # None: built on use
@@ -800,8 +804,7 @@ class EngineState:
         if not self.dispatching:
             return
         ready, executing, paused = self._ready, self._executing, self.paused
-        config = self.config
-        credits, default_credits = config.queues.get, config.default_queue_concurrency
+        credits, default_credits = self.credit_limits.get, self.config.default_queue_concurrency
         jobs, select = self.jobs, self.executors.select
         # Each pass offers every candidate queue one start, in rotation order. A queue that
         # cannot start now (credits used, paused, nothing it can hand to an executor) cannot

@@ -24,6 +24,7 @@ ROUTES: dict[str, tuple[str, str]] = {
     "queues": ("GET", "/admin/queues"),
     "pause_queue": ("POST", "/admin/queues/{name}/pause"),
     "resume_queue": ("POST", "/admin/queues/{name}/resume"),
+    "scale_queue": ("POST", "/admin/queues/{name}/scale"),
     "purge_queue": ("POST", "/admin/queues/{name}/purge"),
     "workers": ("GET", "/admin/workers"),
     "schedules": ("GET", "/admin/schedules"),
@@ -39,9 +40,13 @@ QUERY_FIELDS: dict[str, frozenset[str]] = {
     "schedules": frozenset({"limit", "cursor"}),
     "activity": frozenset({"limit"}),
     "purge_queue": frozenset({"limit"}),
+    "scale_queue": frozenset({"concurrency"}),
     "retry_jobs": frozenset({"state", "queue", "task", "limit", "cursor"}),
 }
 PATH_FIELDS = {"{id}": "job_id", "{name}": "queue", "{schedule}": "schedule_id"}
+# fields whose null is a value (elsewhere a null is the field left out), and how a query
+# parameter spells that null (HTTP has none)
+NULLABLE = {"concurrency": "configured"}
 
 
 class AdminRequest(Frozen):
@@ -105,6 +110,14 @@ def _query(op: str, query: str) -> dict[str, Any]:
                 raise RequestRefused("limit must be a positive integer", code="invalid_request",
                                      field="limit")
             params[key] = int(text)
+        elif key == "concurrency":  # an integer, or ``configured`` (the body's null)
+            if text == NULLABLE[key]:
+                params[key] = None
+            elif text.isdigit() and len(text) <= 6:
+                params[key] = int(text)
+            else:
+                raise RequestRefused("concurrency must be an integer, or 'configured'",
+                                     code="invalid_request", field="concurrency")
         elif text != "":
             params[key] = text
     return params

@@ -210,7 +210,15 @@ def collector(engine: Any, driver: Any, store: Any, metrics: ServerMetrics,
         paused = GaugeMetricFamily("tay_queue_paused", "1 for a paused queue", labels=("queue",))
         for queue in sorted(engine.paused):
             paused.add_metric((queue,), 1)
+        # credits of every queue that has jobs, is configured or was scaled (what dispatch
+        # reads: scale_queue's over the configured ones)
+        credits = GaugeMetricFamily("tay_queue_credits", "executions a queue may run at once",
+                                    labels=("queue",))
+        default_credits = engine.config.default_queue_concurrency
+        for queue in sorted(set(engine.queue_counts) | set(engine.credit_limits)):
+            credits.add_metric((queue,), engine.credit_limits.get(queue, default_credits))
         yield paused
+        yield credits
         executors = list(engine.executors.executors.values())
         workers = GaugeMetricFamily("tay_executors", "connected executors by transport",
                                     labels=("transport",))

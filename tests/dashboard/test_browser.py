@@ -1,6 +1,6 @@
 """The dashboard in a real browser (Debian's Chromium through Playwright) against a real
 ``tay serve`` and a real SDK worker process: live refresh, failures and retries, queue
-control, purge with confirmation, schedule cancellation, compact now, CSRF from another origin, and the
+control, scaling a queue, purge with confirmation, schedule cancellation, compact now, CSRF from another origin, and the
 whole thing with JavaScript turned off."""
 
 from __future__ import annotations
@@ -110,6 +110,31 @@ def test_pausing_a_queue_stops_dispatch_until_it_is_resumed(watched, ui_engine):
         ui_engine.wait_state(job_id, "completed")
     expect(row(watched, queue).get_by_label(f"3 completed in {queue}")).to_be_visible()
     expect(latency).to_have_text("–")  # none is ready
+
+
+def test_scaling_a_queue_sets_its_credits_and_goes_back_to_the_configured_ones(watched,
+                                                                                ui_engine):
+    queue = "ui-scale"
+    ui_engine.wait_state(ui_engine.enqueue("ui.ok", {"n": 1}, queue=queue), "completed")
+    watched.goto("/ui/queues")
+    row(watched, queue).get_by_role("link", name="Scale…", exact=True).click()
+    expect(watched.get_by_role("heading", level=1)).to_contain_text("Scale queue")
+    expect(watched.locator(".settings")).to_contain_text("(its configured credits)")
+    watched.get_by_label("Credits").fill("3")
+    watched.get_by_role("button", name="Set credits").click()
+    expect(watched.get_by_role("status")).to_contain_text("it runs up to 3 job(s) at once")
+    credits = row(watched, queue).locator("td").nth(1)
+    expect(credits).to_have_text(re.compile(r"^0 / 3\s+scaled$"))
+    assert ui_engine.admin.call("status", {})["engine"]["scaled_queues"][queue] == 3
+    row(watched, queue).get_by_role("link", name="Scale…", exact=True).click()
+    expect(watched.locator(".settings")).to_contain_text("its configured credits are 10")
+    watched.get_by_label("Credits").fill("0")  # the browser's own check keeps it unsent
+    watched.get_by_role("button", name="Set credits").click()
+    expect(watched.get_by_role("heading", level=1)).to_contain_text("Scale queue")
+    watched.get_by_role("button", name="Back to the configured credits").click()
+    expect(watched.get_by_role("status")).to_contain_text("it runs up to 10 job(s) at once")
+    expect(credits).to_have_text("0 / 10")
+    assert queue not in ui_engine.admin.call("status", {})["engine"]["scaled_queues"]
 
 
 def test_purge_asks_for_confirmation_then_cancels_waiting_jobs(watched, ui_engine):

@@ -153,6 +153,14 @@ def test_refusals_render_the_engine_reason(ui_engine):
     form = ui_engine.request("POST", f"/ui/jobs/{job_id}/retry", b"{}",
                              {"Content-Type": "application/json"})
     assert form.status == 415
+    scale = "/ui/queues/refusals/scale"
+    for concurrency, reason in (("many", "a whole number of credits"), ("", "a whole number"),
+                                ("0", "concurrency must be an integer in 1..65536"),
+                                ("65537", "concurrency must be an integer in 1..65536")):
+        bad = ui_engine.post(scale, {"csrf": token, "concurrency": concurrency})
+        assert bad.status == 400 and reason in bad.text, concurrency
+        assert 'href="/ui/queues/refusals/scale"' in bad.text  # back to the form
+    assert "refusals" not in ui_engine.admin.call("status", {})["engine"]["scaled_queues"]
 
 
 def test_jobs_pages_follow_cursors_newer_and_older(ui_engine):

@@ -93,6 +93,57 @@ def test_pause_stops_dispatch_survives_replay_and_resume_dispatches():
     assert replayed(driver).paused == set()
 
 
+def test_scale_sets_credits_durably_over_the_configured_ones_and_configured_restores():
+    driver = Driver(EngineConfig(queues={"q": 1}))
+    driver.worker(capacity=10)
+    started = [executes(driver.enqueue(queue="q")) for _ in range(4)]
+    assert [len(e) for e in started] == [1, 0, 0, 0]  # one credit
+    out = driver.run(c.Admin("p", driver.rid(), "scale_queue", {"queue": "q",
+                                                                 "concurrency": 3}))
+    view = reply(out).fields["queue"]
+    assert (view["credits"], view["configured_credits"], view["scaled"]) == (3, 1, True)
+    assert len(executes(out)) == 2  # the scale dispatched the two it now has room for
+    assert admin(driver, "scale_queue", queue="q", concurrency=3)["queue"]["credits"] == 3
+    assert [e.name for _, e in driver.journal].count("queue_scaled") == 1  # idempotent
+    fresh = replayed(driver)
+    assert (fresh.scaled, fresh.credit_limits["q"]) == ({"q": 3}, 3)
+    # lowered below what runs: the running finish, nothing new starts until fewer run
+    view = admin(driver, "scale_queue", queue="q", concurrency=1)["queue"]
+    assert (view["credits"], view["executing"]) == (1, 3)
+    first = started[0][0]
+    assert not executes(driver.succeed(first, {}))  # 2 still run against 1 credit
+    # a queue never configured can be scaled too, and 'configured' returns it to the default
+    assert admin(driver, "scale_queue", queue="other", concurrency=2)["queue"]["credits"] == 2
+    assert "other" in {q["name"] for q in admin(driver, "queues")["queues"]}
+    assert admin(driver, "overview")["scaled_queues"] == {"other": 2, "q": 1}
+    back = admin(driver, "scale_queue", queue="q", concurrency=None)["queue"]
+    assert (back["credits"], back["scaled"]) == (1, False)
+    assert admin(driver, "scale_queue", queue="other", concurrency=None)["queue"]["credits"] == 10
+    fresh = replayed(driver)
+    assert fresh.scaled == {} and fresh.credit_limits == dict(fresh.config.queues)
+    for body, field in (({"queue": "q"}, "concurrency"), ({"queue": "q", "concurrency": 0},
+                        "concurrency"), ({"queue": "q", "concurrency": 65_537}, "concurrency"),
+                        ({"queue": "q", "concurrency": "2"}, "concurrency"),
+                        ({"queue": "q", "concurrency": True}, "concurrency"),
+                        ({"queue": "", "concurrency": 2}, "queue"),
+                        ({"queue": "q", "concurrency": 2, "x": 1}, "x")):
+        failure = refusal(driver.run(c.Admin("p", driver.rid(), "scale_queue", body)))
+        assert (failure["code"], failure.get("field")) == ("invalid_request", field), body
+
+
+def test_replay_applies_the_configured_credits_of_the_replaying_engine():
+    """A scale holds over whatever credits the next start configures; its reset returns to
+    them, not to the ones configured when it was written."""
+    driver = Driver(EngineConfig(queues={"q": 2}))
+    admin(driver, "scale_queue", queue="q", concurrency=7)
+    admin(driver, "scale_queue", queue="q", concurrency=None)
+    admin(driver, "scale_queue", queue="r", concurrency=4)
+    fresh = Engine(EngineConfig(queues={"q": 5, "r": 6}), random.Random(1))
+    for sequence, event in driver.journal:
+        fresh.consume_event(sequence, event)
+    assert fresh.credit_limits == {"q": 5, "r": 4}
+
+
 def test_retry_discarded_requeue_cancelled_and_refusals():
     driver = Driver()
     driver.worker()

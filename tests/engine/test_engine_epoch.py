@@ -129,6 +129,9 @@ def test_operations_schedules_and_failures_round_trip_in_an_epoch():
     reply(driver.run(c.Admin("p", driver.rid(), "cancel_job", {"job_id": waiting})))
     reply(driver.run(c.Admin("p", driver.rid(), "retry_job", {"job_id": waiting})))  # (23,2)
     reply(driver.run(c.Admin("p", driver.rid(), "resume_queue", {"queue": "default"})))
+    for queue, concurrency in (("default", 3), ("gone", 2), ("gone", None)):
+        reply(driver.run(c.Admin("p", driver.rid(), "scale_queue",
+                                 {"queue": queue, "concurrency": concurrency})))
     reply(driver.run(c.Schedule("p", driver.rid(), {
         "declaration_id": "every-second", "task": "s", "every": {"seconds": 1}})))
     driver.advance(1_500)
@@ -138,7 +141,7 @@ def test_operations_schedules_and_failures_round_trip_in_an_epoch():
     assert pairs == {(8, 1), (30, 2)}
     carried = {(e.type, e.schema, e.name) for _, e in driver.journal if e.pair == (30, 2)}
     assert {name for *_, name in carried} >= {"failure_recorded", "job_requeued",
-                                              "queue_paused", "queue_resumed",
+                                              "queue_paused", "queue_resumed", "queue_scaled",
                                               "schedule_state", "schedule_delivered"}
     fresh = replay_tail(driver.journal)
     assert durable(fresh.engine) == durable(engine)
@@ -148,6 +151,10 @@ def test_operations_schedules_and_failures_round_trip_in_an_epoch():
     assert based.engine.schedules.states() == engine.schedules.states()
     assert based.engine.epoch.entities == engine.epoch.entities
     assert based.engine.job(bytes.fromhex(execute.job_id)).failure["type"] == "KeyError"
+    for recovered in (fresh.engine, based.engine):  # "gone" checkpointed at its reset
+        assert recovered.scaled == {"default": 3}
+        assert recovered.credit_limits == {**engine.config.queues, "default": 3}
+    assert based.engine.epoch.entities[("queue_scale", "gone")] == 2
 
 
 def test_expire_releases_id_definition_result_and_budget():

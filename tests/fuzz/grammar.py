@@ -133,7 +133,8 @@ BODIES: dict[str, st.SearchStrategy[dict[str, Any]]] = {
     "heartbeat": st.just({}), "ping": some_of({"ping_id": identifiers}),
     "pong": some_of({"ping_id": identifiers}), "register_schedules": st.just({}),
     **{f"admin_{op}": some_of({"job_id": identifiers, "queue": keys, "schedule_id": identifiers,
-                               "limit": scalars, "state": scalars, "cursor": identifiers})
+                               "limit": scalars, "state": scalars, "cursor": identifiers,
+                               "concurrency": scalars})
        for op in ROUTES if op != "compact"},
 }
 

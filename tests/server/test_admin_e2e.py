@@ -12,6 +12,7 @@ import json
 import os
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -276,6 +277,48 @@ def test_status_reads_on_both_transports(engine):
         assert refused.value.code == "invalid_request"
 
 
+@pytest.mark.parametrize("transport", ["socket", "http"])
+def test_scale_holds_running_jobs_to_the_credits_and_configured_restores(engine, transport):
+    admin = clients(engine)[transport]
+    queue, task = f"scale-{transport}", f"ops.gated-{transport}"
+    gate = threading.Event()
+
+    def row() -> dict:
+        return next(q for q in admin.call("queues", {})["queues"] if q["name"] == queue)
+
+    async def scenario():
+        tay = Tay(socket_path=engine.socket_path, capacity=8)
+
+        @tay.task(name=task)
+        def gated() -> dict:
+            gate.wait(30)
+            return {}
+
+        async with tay:
+            view = admin.call("scale_queue", {"queue": queue, "concurrency": 1})["queue"]
+            assert (view["credits"], view["configured_credits"], view["scaled"]) == (1, 10, True)
+            handles = [await tay.enqueue(task, {}, queue=queue) for _ in range(4)]
+            await until(lambda: row()["executing"] == 1)
+            await asyncio.sleep(0.3)  # one credit: the other three wait
+            assert (row()["executing"], row()["waiting"]) == (1, 3)
+            admin.call("scale_queue", {"queue": queue, "concurrency": 3})
+            await until(lambda: row()["executing"] == 3)
+            back = admin.call("scale_queue", {"queue": queue, "concurrency": None})["queue"]
+            assert (back["credits"], back["scaled"]) == (10, False)
+            await until(lambda: row()["executing"] == 4)
+            gate.set()
+            for handle in handles:
+                assert await handle.result(timeout=20) == {}
+            for concurrency in (0, 65_537):
+                with pytest.raises(AdminRefused) as refused:
+                    admin.call("scale_queue", {"queue": queue, "concurrency": concurrency})
+                assert refused.value.code == "invalid_request"
+    try:
+        asyncio.run(asyncio.wait_for(scenario(), 60))
+    finally:
+        gate.set()
+
+
 def test_cli_commands_exit_codes_and_json(engine):
     status = cli(engine, "status", "--json")
     assert status.returncode == 0, status.stderr
@@ -284,6 +327,14 @@ def test_cli_commands_exit_codes_and_json(engine):
     queues = cli(engine, "queues")
     assert queues.returncode == 0 and "cli-q" in queues.stdout and "paused" in queues.stdout
     assert cli(engine, "resume", "cli-q", "--json").returncode == 0
+    scaled = cli(engine, "scale", "cli-q", "4")
+    assert scaled.returncode == 0 and "4 (scaled; configured 10)" in scaled.stdout
+    assert "4 (scaled; configured 10)" in cli(engine, "queues").stdout
+    assert "cli-q 4" in cli(engine, "status").stdout
+    back = cli(engine, "scale", "cli-q", "configured", "--json")
+    assert back.returncode == 0 and json.loads(back.stdout)["queue"]["credits"] == 10
+    for bad in ("0", "65537", "many"):
+        assert cli(engine, "scale", "cli-q", bad).returncode == 2
     missing = cli(engine, "job", "0" * 31 + "2")
     assert missing.returncode == 1 and "not_found" in missing.stderr
     assert cli(engine, "jobs", "--state", "nope").returncode == 2
@@ -341,6 +392,7 @@ def test_cli_lists_shows_and_cancels_a_schedule(engine):
 def test_paused_queue_and_failure_details_survive_a_restart(engine):
     admin = clients(engine)["socket"]
     admin.call("pause_queue", {"queue": "durable-q"})
+    admin.call("scale_queue", {"queue": "durable-q", "concurrency": 2})
 
     async def body(tay):
         handle = await tay.enqueue("ops.boom", {}, queue="durable-fail")
@@ -353,6 +405,8 @@ def test_paused_queue_and_failure_details_survive_a_restart(engine):
     engine.start()
     admin = clients(engine)["socket"]
     assert "durable-q" in admin.call("status", {})["engine"]["paused_queues"]
+    assert admin.call("status", {})["engine"]["scaled_queues"]["durable-q"] == 2
+    admin.call("scale_queue", {"queue": "durable-q", "concurrency": None})
     job = admin.call("job", {"job_id": failed})["job"]
     assert job["failure"]["type"] == "ValueError" and job["attempts"][-1]["outcome"] == "discarded"
     admin.call("resume_queue", {"queue": "durable-q"})

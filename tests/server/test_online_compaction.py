@@ -120,12 +120,17 @@ class Harness:
         self.store.close()
 
 
+def queue_control(engine) -> tuple[set[str], dict[str, int]]:
+    """The paused queues and the credits set at runtime."""
+    return set(engine.paused), dict(engine.scaled)
+
+
 def reopen(data_dir: str):
     store = open_store(config(data_dir))
     try:
         engine = store.engine
         return ({job_id: entry.state for job_id, entry in engine.jobs.items()},
-                set(engine.paused), store.journal.epoch_id, dict(engine.epoch.entities))
+                queue_control(engine), store.journal.epoch_id, dict(engine.epoch.entities))
     finally:
         store.close()
 
@@ -177,6 +182,7 @@ def test_writes_during_an_online_compaction_reach_the_new_epoch(data_dir, writer
             await h.cancel(ids[0])
             await h.cancel(ids[5])  # the highest order leaves: the allocator is ahead
             await h.admin("pause_queue", queue="held")
+            await h.admin("scale_queue", queue="held", concurrency=3)
             before_epoch = h.store.journal.epoch_id
             task = h.compactor.request("admin", ONE_HOUR)
             await gate.wait_entered()
@@ -185,12 +191,14 @@ def test_writes_during_an_online_compaction_reach_the_new_epoch(data_dir, writer
             await h.cancel(during[0])
             await h.admin("pause_queue", queue="later")
             await h.admin("resume_queue", queue="held")
+            await h.admin("scale_queue", queue="held", concurrency=None)
+            await h.admin("scale_queue", queue="later", concurrency=5)
             await h.admin("retry_job", job_id=during[0])  # a cancelled job requeued
             gate.release()
             report = await task
             after = [await h.enqueue(20 + n) for n in range(2)]  # into the new tail
             live = h.jobs()
-            paused = set(h.store.engine.paused)
+            paused = queue_control(h.store.engine)
             entities = dict(h.store.engine.epoch.entities)
             return report, before_epoch, ids, during, after, live, paused, entities
         finally:
@@ -210,7 +218,7 @@ def test_writes_during_an_online_compaction_reach_the_new_epoch(data_dir, writer
     assert kept_orders == [2, 3, 4, 5]
     new_orders = [live[bytes.fromhex(job_id)].ready_order for job_id in during + after]
     assert new_orders == [9, 7, 8, 10, 11]  # during[0]: cancelled, then requeued
-    assert paused == {"later"}
+    assert paused == ({"later"}, {"later": 5})
     # a restart opens the new epoch and recovers exactly what the engine held
     recovered, recovered_paused, epoch_id, recovered_entities = reopen(data_dir)
     assert epoch_id.hex() == report["epoch_id"]

@@ -108,6 +108,9 @@ def test_metrics_health_and_logs_on_a_socket_only_engine(dirs):
                 await asyncio.sleep(0.02)
             return failed.id
 
+        admin = SocketAdmin(socket_path)
+        admin.call("scale_queue", {"queue": "orphans", "concurrency": 2})
+        admin.close()
         failed_id = run_worker(socket_path, body_)
         deadline = time.monotonic() + 10
         while True:
@@ -126,6 +129,9 @@ def test_metrics_health_and_logs_on_a_socket_only_engine(dirs):
         # nobody runs its task: its queue's latency grows; the default queue has none ready
         assert after[("tay_queue_latency_seconds", (("queue", "orphans"),))] > 0
         assert after[("tay_queue_latency_seconds", (("queue", "default"),))] == 0
+        # credits: the configured (default 10) and those set at runtime
+        assert after[("tay_queue_credits", (("queue", "default"),))] == 10
+        assert after[("tay_queue_credits", (("queue", "orphans"),))] == 2
         assert after[("tay_enqueue_ack_seconds_count", ())] >= 5
         assert after[("tay_commit_batch_events_count", ())] > before.get(
             ("tay_commit_batch_events_count", ()), 0)

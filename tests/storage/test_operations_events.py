@@ -1,4 +1,4 @@
-"""Our literal fixtures for the operations pairs (20..23, schema 2): decode, re-encode byte
+"""Our literal fixtures for the operations pairs (20..24, schema 2): decode, re-encode byte
 exact, replay through the one transition function, and the refusals."""
 
 from __future__ import annotations
@@ -30,14 +30,15 @@ def events(name: str) -> list[tuple[int, ev.Event]]:
 
 def test_sha256sums_match_every_line() -> None:
     lines = (FOLDER / "SHA256SUMS").read_text().splitlines()
-    assert len(lines) == 4
+    assert len(lines) == 6
     for line in lines:
         digest, name = line.split("  ")
         data = bytes.fromhex("".join((FOLDER / name).read_text().split()))
         assert hashlib.sha256(data).hexdigest() == digest, name
 
 
-@pytest.mark.parametrize("name", ["queue_control.hex", "failure_recorded.hex", "job_requeued.hex"])
+@pytest.mark.parametrize("name", ["queue_control.hex", "failure_recorded.hex", "job_requeued.hex",
+                                  "queue_scaled.hex"])
 def test_fixtures_reencode_byte_exact(name: str) -> None:
     for f in frames(name):
         event = ev.decode_event(f.type, f.schema, f.payload)
@@ -53,6 +54,26 @@ def test_queue_control_fixture_pauses_then_resumes() -> None:
     assert engine.paused == {"q"}
     engine.consume_event(2, resumed)
     assert engine.paused == set() and engine.next_sequence == 3
+
+
+def test_queue_scaled_fixture_sets_then_returns_to_the_configured_credits() -> None:
+    (_, scaled), (_, reset) = events("queue_scaled.hex")
+    assert scaled.name == "queue_scaled" and (scaled["queue"], scaled["concurrency"]) == ("q", 3)
+    assert reset.at == 101 and reset["concurrency"] is None
+    engine = Engine(EngineConfig(queues={"q": 5}))
+    engine.consume_event(1, scaled)
+    assert engine.scaled == {"q": 3} and engine.credit_limits["q"] == 3
+    engine.consume_event(2, reset)
+    assert engine.scaled == {} and engine.credit_limits["q"] == 5 and engine.next_sequence == 3
+    assert ev.encode_event(op.queue_scaled("q", 3, 100)) == frames("queue_scaled.hex")[0].payload
+
+
+def test_queue_scaled_zero_fixture_is_refused() -> None:
+    (only,) = frames("queue_scaled_zero_refused.hex")
+    with pytest.raises(PayloadRefused) as refused:
+        ev.decode_event(only.type, only.schema, only.payload)
+    assert (refused.value.kind, refused.value.field) == ("invalid_payload",
+                                                         "queue_scaled.concurrency")
 
 
 def test_failure_fixture_replays_to_a_discarded_job_with_its_error() -> None:

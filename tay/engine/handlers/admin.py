@@ -10,6 +10,9 @@ one mutation path, so their replies leave only once those events are durable:
 * ``cancel_job``: (5,1), like a producer cancel;
 * ``pause_queue`` / ``resume_queue``: (20,2) / (21,2); a paused queue dispatches nothing
   (running executions finish) and stays paused across restarts;
+* ``scale_queue``: (24,2); the queue's credits from now on, across restarts, over the
+  configured ones (running executions above a lowered limit finish), or nil: the
+  configured credits again;
 * ``purge_queue``: cancels waiting (scheduled, available, retryable) jobs of a queue with
   (5,1) events, at most ``limit`` per request; the reply says how many remain;
 * ``cancel_schedule``: (13,2) ``cancelled``, like a producer ``cancel_schedule``.
@@ -21,7 +24,6 @@ from typing import Any, Callable
 
 from tay.engine.commands import Admin
 from tay.engine.effects import Outcome
-from tay.engine.validation.ids import parse_job_id
 from tay.engine.retained.jobs import WAITING, JobEntry, peek, read_state, timeline
 from tay._native._pure_base import QUEUE, WORKER
 from tay.engine.schedules.commands import ScheduleCommands, request_fields
@@ -29,7 +31,9 @@ from tay.engine.schedules.table import schedule_timing  # the engine's lazy boun
 from tay.failures import RequestRefused
 from tay.storage import events as ev
 from tay.storage.events.definition import KEY_MAX_BYTES
-from tay.storage.events.operations import job_requeued, queue_paused, queue_resumed
+from tay.storage.events.operations import (
+    QUEUE_CREDITS_MAX, job_requeued, queue_paused, queue_resumed, queue_scaled,
+)
 from tay.storage.events.transitions import STATES
 
 PAGE_DEFAULT, PAGE_MAX = 50, 100
@@ -134,6 +138,7 @@ class AdminCommands(ScheduleCommands):
                           "bytes_per_permit": self.permits.bytes_per_permit},
             "executing": sum(self._executing.values()),
             "paused_queues": sorted(self.paused),
+            "scaled_queues": dict(sorted(self.scaled.items())),
             "connections": len(self.executors.executors),
             "executors": sum(1 for e in executors if e.mode != "client"),
             "capacity": sum(e.capacity for e in executors),
@@ -211,7 +216,7 @@ class AdminCommands(ScheduleCommands):
 
     def _admin_queues(self, body: Any, now_ms: int, out: Outcome) -> dict[str, Any]:
         request_fields(body, frozenset(), "queues")
-        names = set(self.config.queues) | self.paused | {
+        names = set(self.config.queues) | self.paused | set(self.scaled) | {
             queue for queue, row in self.queue_counts.items() if any(row)}
         return {"queues": [self._queue_view(name, now_ms) for name in sorted(names)]}
 
@@ -220,7 +225,9 @@ class AdminCommands(ScheduleCommands):
         counts = dict(zip(STATES, row))
         oldest = self.oldest_ready_at(name)
         return {"name": name, "paused": name in self.paused,
-                "credits": self.config.queue_credits(name), "executing": self._executing[name],
+                "credits": self.credit_limits.get(name, self.config.default_queue_concurrency),
+                "configured_credits": self.config.queue_credits(name),
+                "scaled": name in self.scaled, "executing": self._executing[name],
                 "waiting": sum(counts[s] for s in WAITING), "by_state": counts,
                 "oldest_ready_at": oldest,
                 "latency_ms": 0 if oldest is None else max(0, now_ms - oldest)}
@@ -325,6 +332,23 @@ class AdminCommands(ScheduleCommands):
             self._commit_queue(queue_resumed(queue, now_ms), out)
         return {"queue": self._queue_view(queue, now_ms)}
 
+    def _admin_scale_queue(self, body: Any, now_ms: int, out: Outcome) -> dict[str, Any]:
+        body = request_fields(body, frozenset({"queue", "concurrency"}), "scale_queue")
+        queue = _key(body, "queue")
+        if "concurrency" not in body:
+            raise RequestRefused("concurrency is required (an integer, or null for the "
+                                 "configured credits)", code="invalid_request",
+                                 field="concurrency")
+        concurrency = body["concurrency"]
+        if concurrency is not None and (type(concurrency) is not int
+                                        or not 1 <= concurrency <= QUEUE_CREDITS_MAX):
+            raise RequestRefused(f"concurrency must be an integer in 1..{QUEUE_CREDITS_MAX}, "
+                                 "or null for the configured credits", code="invalid_request",
+                                 field="concurrency")
+        if self.scaled.get(queue) != concurrency:  # else nothing changes: no event
+            self._commit_queue(queue_scaled(queue, concurrency, now_ms), out)
+        return {"queue": self._queue_view(queue, now_ms)}
+
     def _admin_purge_queue(self, body: Any, now_ms: int, out: Outcome) -> dict[str, Any]:
         body = request_fields(body, frozenset({"queue", "limit"}), "purge_queue")
         queue = _key(body, "queue")
@@ -366,10 +390,22 @@ class AdminCommands(ScheduleCommands):
         out.events.append((sequence, event))
 
     def _apply_queue_control(self, event: ev.Event) -> None:
+        queue = event["queue"]
         if event.pair == ev.QUEUE_PAUSED:
-            self.paused.add(event["queue"])
-        else:
-            self.paused.discard(event["queue"])
+            self.paused.add(queue)
+        elif event.pair == ev.QUEUE_RESUMED:
+            self.paused.discard(queue)
+        else:  # QUEUE_SCALED
+            concurrency = event["concurrency"]
+            if concurrency is None:
+                self.scaled.pop(queue, None)
+                configured = self.config.queues.get(queue)
+                if configured is None:
+                    self.credit_limits.pop(queue, None)
+                else:
+                    self.credit_limits[queue] = configured
+            else:
+                self.scaled[queue] = self.credit_limits[queue] = concurrency
 
 
 def _next_occurrences(definition: Any, next_at: int | None) -> list[int]:
@@ -404,9 +440,10 @@ _OPS: dict[str, Callable[..., dict[str, Any]]] = {
     "cancel_job": AdminCommands._admin_cancel_job,
     "pause_queue": AdminCommands._admin_pause_queue,
     "resume_queue": AdminCommands._admin_resume_queue,
+    "scale_queue": AdminCommands._admin_scale_queue,
     "purge_queue": AdminCommands._admin_purge_queue,
     "cancel_schedule": AdminCommands._admin_cancel_schedule,
 }
 ADMIN_OPS = frozenset(_OPS)
 _DISPATCHING = frozenset({"retry_job", "retry_jobs", "cancel_job", "resume_queue",
-                          "purge_queue"})
+                          "scale_queue", "purge_queue"})

@@ -1,5 +1,6 @@
-"""Event pairs of the operations API (schema 2, types 20..23): queue pause and resume, a
-worker failure's details, and the manual retry of a cancelled job.
+"""Event pairs of the operations API (schema 2, types 20..24): queue pause and resume, a
+worker failure's details, the manual retry of a cancelled job, and a queue's concurrency
+set at runtime.
 
 Layouts (docs/storage-events.md, literal fixtures in fixtures/tay/events/operations/):
 
@@ -7,6 +8,10 @@ Layouts (docs/storage-events.md, literal fixtures in fixtures/tay/events/operati
 * (21,2) ``queue_resumed``      at, queue
 * (22,2) ``failure_recorded``   at, error, expected_revision, job_id
 * (23,2) ``job_requeued``       at, expected_revision, job_id
+* (24,2) ``queue_scaled``       at, concurrency, queue
+
+``concurrency`` is the queue's credits from then on (an integer in 1..65,536), or nil: back
+to the configured credits.
 
 ``error`` is a map with one to three of ``type`` (text of at most 128 UTF-8 bytes),
 ``message`` and ``traceback`` (text), nothing else. Its size is bounded by the engine's
@@ -18,19 +23,22 @@ from __future__ import annotations
 from typing import Any
 
 from tay.storage.events.definition import (
-    check_exact_keys, check_job_id, check_key, check_seq, check_time, invalid,
+    check_exact_keys, check_job_id, check_key, check_seq, check_time, check_unsigned, invalid,
 )
 from tay.storage.events.registry import (
-    FAILURE_RECORDED, JOB_REQUEUED, QUEUE_PAUSED, QUEUE_RESUMED, Event, carry_in_epochs,
+    FAILURE_RECORDED, JOB_REQUEUED, QUEUE_PAUSED, QUEUE_RESUMED, QUEUE_SCALED, Event,
+    carry_in_epochs,
     job_entity, make_event, register_pairs,
 )
 
-QUEUE_PAIRS = frozenset({QUEUE_PAUSED, QUEUE_RESUMED})
+QUEUE_PAIRS = frozenset({QUEUE_PAUSED, QUEUE_RESUMED, QUEUE_SCALED})
 ERROR_KEYS = ("type", "message", "traceback")
 ERROR_TYPE_MAX_BYTES = 128
 _QUEUE_KEYS = frozenset({"at", "queue"})
 _FAILURE_KEYS = frozenset({"at", "error", "expected_revision", "job_id"})
 _REQUEUE_KEYS = frozenset({"at", "expected_revision", "job_id"})
+_SCALE_KEYS = frozenset({"at", "concurrency", "queue"})
+QUEUE_CREDITS_MAX = 65_536  # a queue's credits set at runtime (TAY_DEFAULT_QUEUE_CONCURRENCY's)
 
 
 def _validate_queue(name: str):
@@ -72,15 +80,29 @@ def _validate_requeued(payload: Any) -> None:
     check_job_id(payload["job_id"], f"{name}.job_id")
 
 
+def _validate_scaled(payload: Any) -> None:
+    name = "queue_scaled"
+    check_exact_keys(payload, _SCALE_KEYS, name)
+    check_time(payload["at"], f"{name}.at")
+    check_key(payload["queue"], f"{name}.queue")
+    if payload["concurrency"] is not None:
+        check_unsigned(payload["concurrency"], f"{name}.concurrency", 1, QUEUE_CREDITS_MAX)
+
+
 register_pairs((
     (QUEUE_PAUSED, "queue_paused", _validate_queue("queue_paused")),
     (QUEUE_RESUMED, "queue_resumed", _validate_queue("queue_resumed")),
     (FAILURE_RECORDED, "failure_recorded", _validate_failure),
     (JOB_REQUEUED, "job_requeued", _validate_requeued),
+    (QUEUE_SCALED, "queue_scaled", _validate_scaled),
 ))
 
 def queue_entity(payload: Any) -> tuple:
     return ("queue", payload["queue"])
+
+
+def queue_scale_entity(payload: Any) -> tuple:
+    return ("queue_scale", payload["queue"])
 
 
 # Through Store-v2 compaction (docs/storage-format.md "Epoch events"): a failure rides a
@@ -88,10 +110,13 @@ def queue_entity(payload: Any) -> tuple:
 # lifecycle step of its job, so a base holds the job's (7,1) snapshot and a tail a (30,2).
 # A queue's pause state is an entity of its own: its payloads carry no expected revision,
 # so the (30,2) revision alone chains them, and a base checkpoints every queue ever paused.
+# A queue's runtime concurrency is a second entity of that queue (a base checkpoints it for
+# every queue ever scaled), so that each checkpoint is one event.
 carry_in_epochs(FAILURE_RECORDED, job_entity, attachment=True)
 carry_in_epochs(JOB_REQUEUED, job_entity)
 carry_in_epochs(QUEUE_PAUSED, queue_entity)
 carry_in_epochs(QUEUE_RESUMED, queue_entity)
+carry_in_epochs(QUEUE_SCALED, queue_scale_entity)
 
 
 # ---- builders -------------------------------------------------------------------------
@@ -102,6 +127,10 @@ def queue_paused(queue: str, at: int) -> Event:
 
 def queue_resumed(queue: str, at: int) -> Event:
     return make_event(QUEUE_RESUMED, {"at": at, "queue": queue})
+
+
+def queue_scaled(queue: str, concurrency: int | None, at: int) -> Event:
+    return make_event(QUEUE_SCALED, {"at": at, "concurrency": concurrency, "queue": queue})
 
 
 def failure_recorded(job_id: bytes, at: int, expected_revision: int,
