@@ -1,7 +1,8 @@
-"""The overview's throughput chart as plain SVG geometry (no JavaScript, no library).
+"""The overview's charts as plain SVG geometry (no JavaScript, no library).
 
 ``throughput(per_minute)`` turns the activity op's 60 rows into polyline points for the
-enqueued, completed and failed series on one shared scale, plus axis labels.
+enqueued, completed and failed series on one shared scale, plus axis labels;
+``latency(queue_latency)`` does the same for each queue's latency per minute (ms).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ class Chart:
     peak: int
     grid: list[tuple[float, int]]  # (y, value)
     lines: dict[str, str]  # series -> "x,y x,y ..."
-    totals: dict[str, int]
+    totals: dict[str, int]  # series -> its sum (throughput) or its peak (latency)
     ticks: list[tuple[float, str]]  # (x, label)
 
 
@@ -38,9 +39,22 @@ def _nice_peak(value: int) -> int:
 
 def throughput(per_minute: list[dict[str, Any]]) -> Chart:
     rows = per_minute or [{name: 0 for name in SERIES}]
-    peak = _nice_peak(max(max(row[name] for name in SERIES) for row in rows))
+    values = {name: [row[name] for row in rows] for name in SERIES}
+    return _chart(values, {name: sum(counts) for name, counts in values.items()})
+
+
+def latency(queue_latency: list[dict[str, Any]]) -> Chart:
+    """One line per queue (the activity op's ``queue_latency``), in ms on one scale."""
+    values = {row["queue"]: row["per_minute"] for row in queue_latency}
+    return _chart(values, {row["queue"]: row["peak_ms"] for row in queue_latency})
+
+
+def _chart(values: dict[str, list[int]], totals: dict[str, int]) -> Chart:
+    """Series of one length each (one value a minute, oldest first) on a shared scale."""
+    length = max((len(series) for series in values.values()), default=1)
+    peak = _nice_peak(max((max(series, default=0) for series in values.values()), default=0))
     left, top, right, bottom = LEFT, TOP, WIDTH - RIGHT, HEIGHT - BOTTOM
-    span = max(len(rows) - 1, 1)
+    span = max(length - 1, 1)
 
     def x(index: int) -> float:
         return round(left + (right - left) * index / span, 1)
@@ -48,10 +62,9 @@ def throughput(per_minute: list[dict[str, Any]]) -> Chart:
     def y(count: int) -> float:
         return round(bottom - (bottom - top) * count / peak, 1)
 
-    lines = {name: " ".join(f"{x(i)},{y(row[name])}" for i, row in enumerate(rows))
-             for name in SERIES}
+    lines = {name: " ".join(f"{x(i)},{y(value)}" for i, value in enumerate(series))
+             for name, series in values.items()}
     grid = [(y(peak * k // 4), peak * k // 4) for k in range(5)]  # exact: peak % 4 == 0
-    last = len(rows) - 1
+    last = length - 1
     ticks = [(x(0), f"-{last} min"), (x(last // 2), f"-{last - last // 2} min"), (x(last), "now")]
-    return Chart(WIDTH, HEIGHT, (left, top, right, bottom), peak, grid, lines,
-                 {name: sum(row[name] for row in rows) for name in SERIES}, ticks)
+    return Chart(WIDTH, HEIGHT, (left, top, right, bottom), peak, grid, lines, totals, ticks)

@@ -13,7 +13,7 @@ from tay.engine.handlers.admin import RETRIABLE  # what retry_jobs takes
 from tay.failures import RequestRefused
 from tay.storage.events.operations import QUEUE_CREDITS_MAX  # what scale_queue takes
 
-from .charts import throughput
+from .charts import latency, throughput
 from .view import AdminFailed, redirect
 
 if TYPE_CHECKING:
@@ -85,7 +85,8 @@ async def overview(view: View) -> Page:
     busiest = sorted(queues["queues"], key=lambda q: (-q["waiting"] - q["executing"], q["name"]))
     engine = status["engine"]
     return _page(view, "overview.html", "overview", status, engine=engine, hour=hour,
-                 chart=throughput(rows), minutes=[row for row in rows if any(
+                 chart=throughput(rows), latency_chart=latency(activity["queue_latency"]),
+                 minutes=[row for row in rows if any(
                      row[name] for name in ("enqueued", "completed", "failed"))],
                  failures=activity["failures"], queues=busiest[:10],
                  queue_count=len(busiest), workers=workers["workers"],

@@ -1,5 +1,5 @@
 """What happened since this engine started: counters for metrics, a per-minute throughput
-ring for the last hour, and the most recent failures.
+ring for the last hour, the most recent failures, and each queue's latency per minute.
 
 All of it is volatile (a restart starts from zero) and fed only by live transitions, never
 by replay, so a recovered store does not look like a burst of work. The cost per job event
@@ -9,12 +9,14 @@ is a few integer increments; nothing here is logged or formatted on the hot path
 from __future__ import annotations
 
 from collections import Counter, deque
+from collections.abc import Iterable
 from typing import Any
 
 MINUTE_MS = 60_000
 RING_MINUTES = 60
 RECENT_FAILURES = 1_000
 MESSAGE_PREVIEW_CHARS = 200
+LATENCY_QUEUES_MAX = 256  # queues whose latency the hour keeps (more: not recorded)
 
 # job outcome labels, one per job event that ends or starts a phase (docs/admin.md)
 OUTCOMES = ("enqueued", "completed", "failed", "timed_out", "interrupted", "discarded",
@@ -156,3 +158,57 @@ class Activity:
                 break
             found.append(item)
         return found
+
+
+class QueueLatency:
+    """How long each queue's oldest ready job had waited, at most, in each minute of the
+    last hour: the queue latency's history, for a chart (docs/admin.md, ``activity``).
+
+    Sampled, not fed by job events: a queue whose jobs wait because nothing dispatches
+    them (no worker, paused, too few credits) has no events, and that is when its
+    latency matters. The server samples every few seconds and each ``activity`` read
+    samples once more, so the current minute is up to date. Only queues with a job
+    ready and waiting are recorded; a minute without a sample reads 0.
+    """
+
+    def __init__(self) -> None:
+        self._queues: dict[str, dict[int, int]] = {}  # queue -> minute -> largest ms
+        self._trimmed = 0  # the minute the ring was last trimmed in
+
+    def sample(self, now_ms: int, latencies: Iterable[tuple[str, int]]) -> None:
+        """``latencies``: (queue, ms its oldest ready job has waited) at ``now_ms``."""
+        minute = now_ms // MINUTE_MS
+        if minute != self._trimmed:
+            self._trim(minute - RING_MINUTES + 1)
+            self._trimmed = minute
+        queues = self._queues
+        for queue, latency in latencies:
+            ring = queues.get(queue)
+            if ring is None:
+                if len(queues) >= LATENCY_QUEUES_MAX:
+                    continue
+                ring = queues[queue] = {}
+            if latency > ring.get(minute, 0):
+                ring[minute] = latency
+
+    def _trim(self, floor: int) -> None:
+        for queue in list(self._queues):
+            ring = self._queues[queue]
+            for minute in [m for m in ring if m < floor]:
+                del ring[minute]
+            if not ring:
+                del self._queues[queue]
+
+    def per_minute(self, now_ms: int, limit: int) -> list[dict[str, Any]]:
+        """Up to ``limit`` queues, the highest peak in the hour first: ``{queue, peak_ms,
+        per_minute}`` with one value per minute, oldest first (as ``Activity.per_minute``)."""
+        current = now_ms // MINUTE_MS
+        minutes = range(current - RING_MINUTES + 1, current + 1)
+        series = []
+        for queue, ring in self._queues.items():
+            values = [ring.get(minute, 0) for minute in minutes]
+            peak = max(values)
+            if peak:
+                series.append({"queue": queue, "peak_ms": peak, "per_minute": values})
+        series.sort(key=lambda row: (-row["peak_ms"], row["queue"]))
+        return series[:limit]

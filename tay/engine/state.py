@@ -18,7 +18,7 @@ from array import array
 from collections import Counter, deque
 from typing import Any, Iterable, Iterator, Mapping, Sequence
 
-from tay.engine.activity import Activity
+from tay.engine.activity import Activity, QueueLatency
 from tay.engine.admission import ClientPermits, StateBudget, job_charge, jobs_charge
 from tay.engine.config import EngineConfig
 from tay.engine.effects import Execute, Outcome
@@ -139,6 +139,7 @@ class EngineState:
         # jobs per state: the queue rows' sums, read when asked (kept nowhere else)
         self.counts: Mapping[str, int] = StateCounts(self.queue_counts)
         self.activity = Activity()
+        self.latency = QueueLatency()  # volatile, like activity: sample_latency feeds it
         # Store v2 (tay.engine.epoch): the epoch's reducer once the store is v2, else None
         self.epoch: Any = None
         self._pending_nodes: int | None = None  # a live insert's measured nodes
@@ -182,6 +183,14 @@ class EngineState:
         """When the longest-waiting ready job of ``queue`` became ready (None: none is);
         ``tay.engine.ready.ReadyIndex.oldest_ready_at``."""
         return self._ready.oldest_ready_at(queue)
+
+    def sample_latency(self, now_ms: int) -> None:
+        """Record each queue's latency now in ``latency`` (the server calls it every few
+        seconds; an ``activity`` read too). Reads the heads of the ready heaps only."""
+        ready = self._ready
+        self.latency.sample(now_ms, [
+            (queue, now_ms - oldest) for queue in ready.queues()
+            if (oldest := ready.oldest_ready_at(queue)) is not None and now_ms > oldest])
 
     def job_count(self) -> int:
         """Jobs retained, persistent and volatile."""

@@ -32,6 +32,7 @@ log = logging.getLogger("tay.server")
 # The ops of the wire API: the engine's (minus its internal overview), plus server ones.
 SERVER_OPS = frozenset({"status", "compact"})
 OPS = (ADMIN_OPS - {"overview"}) | SERVER_OPS
+LATENCY_SAMPLE_S = 5.0  # how often the queues' latency is recorded (the latency chart)
 
 
 class AdminService:
@@ -49,6 +50,24 @@ class AdminService:
         self.compactor: Any = None  # tay.server.compaction.compactor.OnlineCompactor, set by serve
         self.metrics = ServerMetrics()
         self._collect: Callable[[], Any] | None = None  # prometheus_client on the first scrape
+        self._sampling: Any = None  # the timer handle of the next latency sample
+
+    # -- the queues' latency history (tay.engine.activity.QueueLatency) ------------------------
+    def start_sampling(self) -> None:
+        """Record each queue's latency every LATENCY_SAMPLE_S, on the loop, until
+        ``stop_sampling``. A read of the engine's ready heaps, no command: it runs even
+        while the driver waits for a commit, and stops when the writer stopped."""
+        self._sampling = self.driver.loop.call_later(LATENCY_SAMPLE_S, self._sample)
+
+    def _sample(self) -> None:
+        if self.driver.stopped is None:
+            self.driver.engine.sample_latency(self.driver.wall_ms())
+        self._sampling = self.driver.loop.call_later(LATENCY_SAMPLE_S, self._sample)
+
+    def stop_sampling(self) -> None:
+        if self._sampling is not None:
+            self._sampling.cancel()
+            self._sampling = None
 
     # -- /metrics, /healthz, /readyz (plain endpoints, not admin ops) ------------------------
     def metrics_text(self) -> bytes:

@@ -364,6 +364,7 @@ async def serve(config: ServeConfig, ready: "asyncio.Event | None" = None,
         compactor.start()
         finished_rounds.start()
         loop_watch.start()
+        admin.start_sampling()
         driver.tick()  # dispatch recovered work and arm the wake-up timer
         log.info("tay serving: data dir %s, durability %s, socket %s", config.data_dir,
                  describe_durability(config), config.socket.path if config.socket else "off")
@@ -377,6 +378,7 @@ async def serve(config: ServeConfig, ready: "asyncio.Event | None" = None,
             loop.remove_signal_handler(signum)
         lifecycle.close()
         loop_watch.stop()
+        admin.stop_sampling()
         finished_rounds.stop()
         await compactor.close()
         for close in reversed(closers):

@@ -112,6 +112,24 @@ def test_pausing_a_queue_stops_dispatch_until_it_is_resumed(watched, ui_engine):
     expect(latency).to_have_text("–")  # none is ready
 
 
+def test_the_overview_charts_how_long_a_held_queue_has_waited(watched, ui_engine):
+    queue = "ui-latency"
+    ui_engine.admin.call("pause_queue", {"queue": queue})
+    job_id = ui_engine.enqueue("ui.ok", {"n": 1}, queue=queue)
+    time.sleep(1.5)
+    watched.goto("/ui/")
+    panel = watched.locator("section", has=watched.get_by_role(
+        "heading", name="Queue latency, last hour", exact=True))
+    entry = panel.locator(".legend li", has_text=queue)
+    expect(entry).to_contain_text(re.compile(r"peak \d+\.\d s"))
+    line = panel.locator(f"svg polyline.q{entry.evaluate('e => [...e.parentNode.children].indexOf(e)')}")
+    points = line.get_attribute("points").split()
+    assert len(points) == 60 and float(points[-1].split(",")[1]) < float(points[0].split(",")[1])
+    expect(panel.locator("svg desc")).to_contain_text(f"{queue} peaked at")
+    ui_engine.admin.call("resume_queue", {"queue": queue})
+    ui_engine.wait_state(job_id, "completed")
+
+
 def test_scaling_a_queue_sets_its_credits_and_goes_back_to_the_configured_ones(watched,
                                                                                 ui_engine):
     queue = "ui-scale"

@@ -85,6 +85,20 @@ def test_chart_scale_and_series():
         == [4, 4, 8, 20, 2000]
 
 
+def test_latency_chart_draws_one_line_per_queue_on_one_scale():
+    series = [{"queue": "mail", "peak_ms": 90_000, "per_minute": [0] * 58 + [30_000, 90_000]},
+              {"queue": "pdf", "peak_ms": 2_000, "per_minute": [2_000] + [0] * 59}]
+    chart = charts.latency(series)
+    assert chart.peak == 200_000 and chart.totals == {"mail": 90_000, "pdf": 2_000}
+    assert list(chart.lines) == ["mail", "pdf"]  # the order the op ranked them in
+    mail = chart.lines["mail"].split()
+    # 220 high, 10 above and 22 below the plot: 188 px for 200 s
+    assert len(mail) == 60 and mail[-1] == "1150.0,113.4"  # 198 - 188 * 90 / 200
+    assert chart.lines["pdf"].split()[0] == "44.0,196.1"  # 198 - 188 * 2 / 200
+    empty = charts.latency([])
+    assert empty.lines == {} and empty.peak == 4
+
+
 def test_routes_match_methods_and_segments():
     handler, params = app._match("GET", ["jobs", "abc"])
     assert params == ["abc"]

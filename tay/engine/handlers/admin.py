@@ -44,6 +44,7 @@ RETRIABLE = ("retryable", "discarded", "cancelled")
 NEXT_OCCURRENCES = 5
 FAILURE_WINDOW_MS = 3_600_000
 FAILURES_MAX = 100
+LATENCY_SERIES_MAX = 8  # queues whose latency history the activity op gives
 
 
 def _limit(body: dict[str, Any], default: int, high: int) -> int:
@@ -277,8 +278,10 @@ class AdminCommands(ScheduleCommands):
     def _admin_activity(self, body: Any, now_ms: int, out: Outcome) -> dict[str, Any]:
         body = request_fields(body, frozenset({"limit"}), "activity")
         limit = _limit(body, FAILURES_MAX, FAILURES_MAX)
+        self.sample_latency(now_ms)
         return {"per_minute": self.activity.per_minute(now_ms),
-                "failures": self.activity.recent_failures(now_ms - FAILURE_WINDOW_MS, limit)}
+                "failures": self.activity.recent_failures(now_ms - FAILURE_WINDOW_MS, limit),
+                "queue_latency": self.latency.per_minute(now_ms, LATENCY_SERIES_MAX)}
 
     # ---- actions ------------------------------------------------------------------------
 
