@@ -115,7 +115,9 @@ def register(groups: Any) -> None:
     for name, help_text, run in (
             ("show", "one schedule in full: rule, args, next occurrences, last job", _schedule),
             ("cancel", "cancel a schedule: no further occurrences (admitted jobs still run)",
-             _cancel_schedule)):
+             _cancel_schedule),
+            ("run", "enqueue one job of the schedule's task, args and options now "
+             "(outside its cadence)", _run_schedule)):
         action = actions.add_parser(name, help=help_text, description=help_text)
         _connection_options(action)
         action.add_argument("schedule_id", metavar="ID")
@@ -275,6 +277,12 @@ def _cancel_schedule(client: Any, args: argparse.Namespace) -> int:
     reply = client.call("cancel_schedule", {"schedule_id": args.schedule_id})
     return _show(args, reply, lambda r: f"schedule {r['schedule']['id']} cancelled at "
                                         f"{when(r['schedule']['cancelled_at'])}\n")
+
+
+def _run_schedule(client: Any, args: argparse.Namespace) -> int:
+    reply = client.call("run_schedule", {"schedule_id": args.schedule_id})
+    return _show(args, reply, lambda r: f"schedule {r['schedule']['id']}: enqueued job "
+                                        f"{r['job']['id']} ({r['job']['state']})\n")
 
 
 def _compact(client: Any, args: argparse.Namespace) -> int:

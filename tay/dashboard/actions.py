@@ -91,6 +91,13 @@ async def purge_queue(view: View, queue: str) -> HttpResponse:
     return redirect(f"/ui/queues?{query}")
 
 
+async def run_schedule(view: View, schedule_id: str) -> HttpResponse:
+    """One job of the schedule's definition now; the new job's page shows it."""
+    view.back = f"/ui/schedules/{quote(schedule_id, safe='')}"
+    reply = await view.admin("run_schedule", schedule_id=schedule_id)
+    return redirect(f"{_job_url(reply['job']['id'])}?done=schedule_run")
+
+
 async def cancel_schedule(view: View, schedule_id: str) -> HttpResponse:
     url = f"/ui/schedules/{quote(schedule_id, safe='')}"
     view.back = url

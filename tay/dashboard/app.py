@@ -65,6 +65,7 @@ ROUTES: tuple[tuple[str, tuple[str, ...], Callable[..., Any]], ...] = (
     ("GET", ("schedules",), pages.schedules),
     ("GET", ("schedules", "*"), pages.schedule),
     ("POST", ("schedules", "*", "cancel"), actions.cancel_schedule),
+    ("POST", ("schedules", "*", "run"), actions.run_schedule),
     ("GET", ("workers",), pages.workers),
     ("GET", ("storage",), pages.storage),
     ("POST", ("storage", "compact"), actions.compact),

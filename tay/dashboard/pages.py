@@ -41,6 +41,7 @@ NOTICES = {
     "paused": "Queue paused: nothing new is dispatched from it; running jobs finish.",
     "resumed": "Queue resumed: dispatch continues.",
     "schedule_cancelled": "Schedule cancelled: no further occurrences are admitted.",
+    "schedule_run": "Enqueued now from its schedule, outside the schedule's cadence.",
     "compacted": "Compaction finished.",
 }
 

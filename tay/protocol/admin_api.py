@@ -30,6 +30,7 @@ ROUTES: dict[str, tuple[str, str]] = {
     "schedules": ("GET", "/admin/schedules"),
     "schedule": ("GET", "/admin/schedules/{schedule}"),
     "cancel_schedule": ("POST", "/admin/schedules/{schedule}/cancel"),
+    "run_schedule": ("POST", "/admin/schedules/{schedule}/run"),
     "activity": ("GET", "/admin/activity"),
     "compact": ("POST", "/admin/compact"),
 }

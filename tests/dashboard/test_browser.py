@@ -170,10 +170,17 @@ def test_purge_asks_for_confirmation_then_cancels_waiting_jobs(watched, ui_engin
     ui_engine.admin.call("resume_queue", {"queue": queue})
 
 
-def test_cancelling_a_schedule(watched, ui_engine):
+def test_running_a_schedule_now_then_cancelling_it(watched, ui_engine):
     async def declare(tay):
         await tay.every("ui.ok", minutes=1, kwargs={"n": 5}, declaration_id="ui-every-minute")
     ui_engine.produce(declare)
+    watched.goto("/ui/schedules/ui-every-minute")
+    watched.get_by_role("button", name="Run now").click()
+    expect(watched).to_have_url(re.compile(r"/ui/jobs/[0-9a-f]{32}\?done=schedule_run$"))
+    expect(watched.get_by_role("status")).to_contain_text("Enqueued now from its schedule")
+    expect(watched.locator("h1 .badge")).to_have_text("completed")  # by live refresh
+    job_id = watched.url.split("/ui/jobs/")[1].split("?")[0]
+    assert ui_engine.job(job_id)["task"] == "ui.ok"
     watched.goto("/ui/schedules")
     line = row(watched, "ui-every-minute")
     expect(line).to_contain_text("every 1 min")

@@ -352,6 +352,36 @@ def test_one_schedule_and_its_cancellation_through_the_admin_ops():
     assert refused(driver, "cancel_schedule", schedule_id="nightly", x=1) == "invalid_request"
 
 
+def test_run_schedule_enqueues_one_job_of_its_definition_now_outside_its_cadence():
+    driver = Driver()
+    driver.worker(tasks=("t",), capacity=1)
+    driver.run(c.Schedule("p", driver.rid(), {
+        "declaration_id": "digest", "task": "t", "args": {"to": "ops"}, "every": {"hours": 1},
+        "options": {"queue": "mail", "retries": 1, "timeout_ms": 45_000}}))
+    before = admin(driver, "schedule", schedule_id="digest")["schedule"]
+    out = driver.run(c.Admin("p", driver.rid(), "run_schedule", {"schedule_id": "digest"}))
+    fields = reply(out).fields
+    (started,) = executes(out)  # dispatched at once, like any enqueue
+    job = admin(driver, "job", job_id=started.job_id)["job"]
+    assert fields["job"]["id"] == started.job_id and job["args"] == {"to": "ops"}
+    assert (job["queue"], job["max_attempts"], job["task"]) == ("mail", 2, "t")
+    assert started.timeout_ms == 45_000  # the deadline counted on the monotonic clock
+    assert driver.engine._timeouts.peek_due() == driver.mono + 45_000
+    # not an occurrence: the cadence, the last job and the membership are untouched
+    assert fields["schedule"] == {**before, "last_job": None} == admin(
+        driver, "schedule", schedule_id="digest")["schedule"]
+    assert [e.name for _, e in out.events] == ["job_inserted", "job_started"]
+    second = reply(driver.run(c.Admin("p", driver.rid(), "run_schedule",
+                                      {"schedule_id": "digest"}))).fields["job"]
+    assert second["id"] != started.job_id and second["state"] == "available"  # capacity 1
+    fresh = replayed(driver)
+    assert {fresh.job(bytes.fromhex(j)).state for j in (started.job_id, second["id"])} == {
+        "executing", "available"}
+    assert refused(driver, "run_schedule", schedule_id="nope") == "schedule_not_found"
+    assert refused(driver, "run_schedule", schedule_id=3) == "invalid_schedule_id"
+    assert refused(driver, "run_schedule", schedule_id="digest", at=1) == "invalid_request"
+
+
 def index_pages(engine: Engine) -> dict:
     """Every list's full page (ids, newest change first) and its live size."""
     index = engine.job_index

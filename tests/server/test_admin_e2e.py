@@ -370,6 +370,18 @@ def test_cli_lists_shows_and_cancels_a_schedule(engine):
     assert shown.returncode == 0, shown.stderr
     assert "every 5 min" in shown.stdout and delivered["id"] in shown.stdout
     assert "next occurrences:" in shown.stdout and "{'n': 5}" in shown.stdout
+    # run now: one more job of the definition, outside the cadence
+    ran = cli(engine, "schedule", "run", schedule_id)
+    assert ran.returncode == 0 and ran.stdout.startswith(f"schedule {schedule_id}: enqueued "
+                                                         "job "), ran.stderr
+    ran_id = ran.stdout.split()[4]
+    assert ran_id != delivered["id"]
+    job = admin.call("job", {"job_id": ran_id})["job"]
+    assert (job["task"], job["args"]) == ("ops.ok", {"n": 5})
+    after = admin.call("schedule", {"schedule_id": schedule_id})["schedule"]
+    assert after["last_job"]["id"] == delivered["id"]  # not an occurrence
+    missing = cli(engine, "schedule", "run", "no-such-schedule")
+    assert missing.returncode == 1 and "schedule_not_found" in missing.stderr
 
     cancelled = cli(engine, "schedule", "cancel", schedule_id)
     assert cancelled.returncode == 0 and cancelled.stdout.startswith(

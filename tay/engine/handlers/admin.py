@@ -15,14 +15,18 @@ one mutation path, so their replies leave only once those events are durable:
   configured credits again;
 * ``purge_queue``: cancels waiting (scheduled, available, retryable) jobs of a queue with
   (5,1) events, at most ``limit`` per request; the reply says how many remain;
-* ``cancel_schedule``: (13,2) ``cancelled``, like a producer ``cancel_schedule``.
+* ``cancel_schedule``: (13,2) ``cancelled``, like a producer ``cancel_schedule``;
+* ``run_schedule``: one job of the schedule's definition now, as a producer's enqueue of
+  its task, args and options would make it ((1,1) or the fused insert): not an occurrence
+  (a new random id; the schedule's next due time, its last job and its overlap rule stay
+  as they are).
 """
 
 from __future__ import annotations
 
 from typing import Any, Callable
 
-from tay.engine.commands import Admin
+from tay.engine.commands import Admin, Enqueue
 from tay.engine.effects import Outcome
 from tay.engine.retained.jobs import WAITING, JobEntry, peek, read_state, timeline
 from tay._native._pure_base import QUEUE, WORKER
@@ -371,6 +375,19 @@ class AdminCommands(ScheduleCommands):
         view = self._queue_view(queue, now_ms)
         return {"queue": view, "purged": purged, "remaining": view["waiting"]}
 
+    def _admin_run_schedule(self, body: Any, now_ms: int, out: Outcome) -> dict[str, Any]:
+        body = request_fields(body, frozenset({"schedule_id"}), "run_schedule")
+        state = self.schedules.require(body.get("schedule_id"))
+        definition = state.definition
+        # an enqueue of the definition, with no reply of its own (no conn, no request id);
+        # it dispatches like any enqueue (the monotonic clock as handle() was given it)
+        entry = self._enqueue(Enqueue(None, None, definition["task"], dict(definition["args"]),
+                                      dict(definition["options"])),
+                              now_ms, now_ms - self._clock_offset, out)
+        return {"schedule": self._schedule_view(self.schedules.status(
+                    state.schedule_id, self.schedule_job_state)),
+                "job": job_summary(entry)}
+
     def _admin_cancel_schedule(self, body: Any, now_ms: int, out: Outcome) -> dict[str, Any]:
         body = request_fields(body, frozenset({"schedule_id"}), "cancel_schedule")
         schedule_id = body.get("schedule_id")
@@ -446,6 +463,7 @@ _OPS: dict[str, Callable[..., dict[str, Any]]] = {
     "scale_queue": AdminCommands._admin_scale_queue,
     "purge_queue": AdminCommands._admin_purge_queue,
     "cancel_schedule": AdminCommands._admin_cancel_schedule,
+    "run_schedule": AdminCommands._admin_run_schedule,
 }
 ADMIN_OPS = frozenset(_OPS)
 _DISPATCHING = frozenset({"retry_job", "retry_jobs", "cancel_job", "resume_queue",

@@ -39,7 +39,9 @@ class ProducerCommands(EngineState):
             raise RequestRefused(f"job {job_id.hex()} not found", code="not_found", job_id=job_id.hex())
         return entry
 
-    def _enqueue(self, cmd: Enqueue, now_ms: int, mono_ms: int, out: Outcome) -> None:
+    def _enqueue(self, cmd: Enqueue, now_ms: int, mono_ms: int, out: Outcome) -> JobEntry:
+        """Insert the job (or find the same one), reply ``enqueued``, dispatch; the entry
+        for an operations caller (``run_schedule``)."""
         conn, request_id, task, args, options = cmd
         kind = type(cmd)
         job_id, definition, size, nodes, durability, args_json = request = \
@@ -80,6 +82,7 @@ class ProducerCommands(EngineState):
             out.effects.append(_new_tuple(Reply, (conn, request_id, "enqueued", {
                 "job_id": job_id.hex(), "job": public_job(entry, reply_args)})))
         self._dispatch(now_ms, mono_ms, out)
+        return entry
 
     def _status(self, cmd: Status, now_ms: int, mono_ms: int, out: Outcome) -> None:
         entry = self._lookup(cmd.job_id)
