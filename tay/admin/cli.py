@@ -1,4 +1,4 @@
-"""``tay status|jobs|job|retry|retry-all|cancel|queues|pause|resume|scale|purge|schedules|schedule|compact``:
+"""``tay status|jobs|job|retry|retry-all|cancel|queues|workers|pause|resume|scale|purge|schedules|schedule|compact``:
 see and steer a running engine through the operations API (docs/admin.md).
 
 Each command talks to the engine over the Unix socket (discovered like the SDK, or
@@ -18,7 +18,7 @@ from collections.abc import Callable, Mapping
 from typing import Any
 
 from .render import (credits, render_job, render_jobs, render_queues, render_schedule,
-                     render_schedules, render_status, when)
+                     render_schedules, render_status, render_workers, when)
 
 STATES = ("scheduled", "available", "executing", "retryable", "completed", "cancelled",
           "discarded")
@@ -93,6 +93,7 @@ def register(groups: Any) -> None:
                            "(default: all), most recently changed first")
     command("cancel", "cancel a waiting or running job", _cancel).add_argument("job_id", metavar="ID")
     command("queues", "queues: depth by state, credits, executing, paused", _queues)
+    command("workers", "connected workers, what each runs now, tasks nobody serves", _workers)
     command("pause", "pause a queue (durable; running jobs finish)", _pause).add_argument("queue")
     command("resume", "resume a paused queue", _resume).add_argument("queue")
     scale = command("scale", "set a queue's credits (executions at once) at runtime; "
@@ -223,6 +224,11 @@ def _cancel(client: Any, args: argparse.Namespace) -> int:
 
 def _queues(client: Any, args: argparse.Namespace) -> int:
     return _show(args, client.call("queues", {}), render_queues)
+
+
+def _workers(client: Any, args: argparse.Namespace) -> int:
+    return _show(args, client.call("workers", {}),
+                 lambda r: render_workers(r, time.time_ns() // 1_000_000))
 
 
 def _pause(client: Any, args: argparse.Namespace) -> int:

@@ -186,12 +186,44 @@ def latency(queue: dict[str, Any]) -> str:
     """How long the queue's oldest ready job has waited ("-": none is ready)."""
     if queue.get("oldest_ready_at") is None:
         return "-"
-    seconds = queue["latency_ms"] / 1000
+    return elapsed(queue["latency_ms"])
+
+
+def elapsed(ms: int) -> str:
+    """A measured span, rounded: 4.2 s, 3.5 min, 2.0 h."""
+    seconds = max(ms, 0) / 1000
     if seconds < 60:
         return f"{seconds:.1f} s"
     if seconds < 3600:
         return f"{seconds / 60:.1f} min"
     return f"{seconds / 3600:.1f} h"
+
+
+def render_workers(reply: dict[str, Any], now_ms: int) -> str:
+    """Executors, then what each runs (its oldest executions), then unserved tasks."""
+    executors = [w for w in reply["workers"] if w["mode"] != "client"]
+    text = table(("RUNTIME ID", "MODE", "TRANSPORT", "QUEUE", "IN FLIGHT", "TASKS"), [
+        (w["runtime_id"], w["mode"], w["transport"], w["queue"] or "any",
+         f"{w['in_flight']}/{w['capacity']}", _tasks(w["tasks"])) for w in executors])
+    running = [(r, w) for w in executors for r in w.get("running", [])]
+    if running:
+        running.sort(key=lambda pair: pair[0]["started_at"] or 0)
+        text += "\nrunning (the oldest executions of each executor):\n" + table(
+            ("JOB", "TASK", "QUEUE", "WORKER", "ATTEMPT", "RUNNING FOR", "TIMES OUT IN"),
+            [(r["job_id"], r["task"], r["queue"], w["runtime_id"], r["attempt"],
+              elapsed(now_ms - (r["started_at"] or now_ms)), elapsed(r["timeout_at"] - now_ms))
+             for r, w in running])
+    clients = sum(1 for w in reply["workers"] if w["mode"] == "client")
+    text += f"\n{clients} producer connection(s) on the socket\n"
+    for item in reply.get("unserved", []):
+        text += (f"no executor for task {item['task']} on queue {item['queue']}: ready since "
+                 f"{when(item['oldest_ready_at'])}\n")
+    return text
+
+
+def _tasks(tasks: list[str]) -> str:
+    shown = ", ".join(tasks[:5])
+    return shown + (f" and {len(tasks) - 5} more" if len(tasks) > 5 else "")
 
 
 def duration(ms: int) -> str:

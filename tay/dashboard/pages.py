@@ -25,6 +25,7 @@ TERMINAL = frozenset({"completed", "cancelled", "discarded"})
 CAN_RETRY = frozenset({"retryable", "discarded", "cancelled"})
 CAN_CANCEL = frozenset({"scheduled", "available", "retryable", "executing"})
 PAGE_SIZE = 50
+RUNNING_MAX = 50  # executions the workers page lists
 TRAIL_MAX = 30  # "newer" links remembered while paging (older ones fall back to the first page)
 _CURSOR = re.compile(r"^[0-9]{1,20}$")
 _JOB_ID = re.compile(r"^[0-9a-fA-F]{1,128}$")
@@ -246,8 +247,12 @@ async def workers(view: View) -> Page:
     status, reply = await _gather(view, ("workers", {}))
     executors = [w for w in reply["workers"] if w["mode"] != "client"]
     clients = [w for w in reply["workers"] if w["mode"] == "client"]
+    # what runs now, the longest-running first (each executor lists its oldest ones)
+    running = sorted(({**r, "worker": w["runtime_id"]} for w in executors for r in w["running"]),
+                     key=lambda r: (r["started_at"] or 0, r["job_id"]))
     return _page(view, "workers.html", "workers", status, executors=executors,
-                 clients=clients, unserved=reply["unserved"])
+                 clients=clients, unserved=reply["unserved"], running=running[:RUNNING_MAX],
+                 running_total=sum(w["in_flight"] for w in executors))
 
 
 async def storage(view: View) -> Page:

@@ -130,6 +130,20 @@ def test_the_overview_charts_how_long_a_held_queue_has_waited(watched, ui_engine
     ui_engine.wait_state(job_id, "completed")
 
 
+def test_the_workers_page_shows_what_runs_now(watched, ui_engine):
+    job_id = ui_engine.enqueue("ui.slow", {"seconds": 4}, queue="ui-busy")
+    ui_engine.wait_state(job_id, "executing")
+    watched.goto("/ui/workers")
+    running = watched.locator("section", has=watched.get_by_role("heading",
+                                                                 name=re.compile("^Running now")))
+    line = running.locator("tbody tr", has=watched.locator(f'a[href="/ui/jobs/{job_id}"]'))
+    expect(line).to_contain_text("ui.slow")
+    expect(line).to_contain_text("ui-busy")
+    expect(line.locator("td").nth(6)).to_have_text(re.compile(r"^\d+ ms$|^\d\.\d s$"))
+    ui_engine.wait_state(job_id, "completed")
+    expect(line).to_have_count(0)  # by live refresh
+
+
 def test_scaling_a_queue_sets_its_credits_and_goes_back_to_the_configured_ones(watched,
                                                                                 ui_engine):
     queue = "ui-scale"

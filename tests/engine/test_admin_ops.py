@@ -352,6 +352,26 @@ def test_one_schedule_and_its_cancellation_through_the_admin_ops():
     assert refused(driver, "cancel_schedule", schedule_id="nightly", x=1) == "invalid_request"
 
 
+def test_workers_list_what_each_executor_runs_oldest_first(monkeypatch):
+    monkeypatch.setattr(admin_ops, "RUNNING_SHOWN", 2)
+    driver = Driver()
+    driver.worker(conn="w1", tasks=("t",), capacity=3, runtime_id="busy-1")
+    started = []
+    for n in range(3):
+        (execute,) = executes(driver.enqueue(args={"n": n}, timeout_ms=60_000 + n))
+        started.append((execute, driver.now))
+        driver.advance(1_000)
+    (worker,) = [w for w in admin(driver, "workers")["workers"] if w["runtime_id"] == "busy-1"]
+    assert worker["in_flight"] == 3 and len(worker["running"]) == 2  # the bound
+    assert worker["running"] == [
+        {"job_id": execute.job_id, "task": "t", "queue": "default", "attempt": 1,
+         "started_at": at, "timeout_at": at + 60_000 + n}
+        for n, (execute, at) in enumerate(started[:2])]
+    driver.succeed(started[0][0], {})
+    (worker,) = [w for w in admin(driver, "workers")["workers"] if w["runtime_id"] == "busy-1"]
+    assert [r["job_id"] for r in worker["running"]] == [e.job_id for e, _ in started[1:]]
+
+
 def test_run_schedule_enqueues_one_job_of_its_definition_now_outside_its_cadence():
     driver = Driver()
     driver.worker(tasks=("t",), capacity=1)

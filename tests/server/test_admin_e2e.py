@@ -319,6 +319,37 @@ def test_scale_holds_running_jobs_to_the_credits_and_configured_restores(engine,
         gate.set()
 
 
+def test_cli_workers_lists_what_each_worker_runs(engine):
+    gate = threading.Event()
+
+    async def scenario():
+        tay = Tay(socket_path=engine.socket_path, capacity=2, client_id="cli-workers-rt")
+
+        @tay.task(name="ops.held")
+        def held() -> str:
+            gate.wait(30)
+            return "done"
+
+        async with tay:
+            handle = await tay.enqueue("ops.held", {}, queue="cli-busy")
+            await until(lambda: SocketAdmin(engine.socket_path).call(
+                "job", {"job_id": handle.id})["job"]["state"] == "executing")
+            shown = await asyncio.to_thread(cli, engine, "workers")
+            gate.set()
+            await handle.result(timeout=20)
+            return handle.id, shown
+    try:
+        job_id, shown = asyncio.run(asyncio.wait_for(scenario(), 60))
+    finally:
+        gate.set()
+    assert shown.returncode == 0, shown.stderr
+    lines = shown.stdout.splitlines()
+    assert lines[0].split()[:3] == ["RUNTIME", "ID", "MODE"]
+    assert any(line.startswith("cli-workers-rt ") and "ops.held" in line for line in lines)
+    [row] = [line for line in lines if line.startswith(job_id)]
+    assert row.split()[1:5] == ["ops.held", "cli-busy", "cli-workers-rt", "1"]
+
+
 def test_cli_commands_exit_codes_and_json(engine):
     status = cli(engine, "status", "--json")
     assert status.returncode == 0, status.stderr

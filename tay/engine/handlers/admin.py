@@ -24,6 +24,7 @@ one mutation path, so their replies leave only once those events are durable:
 
 from __future__ import annotations
 
+from itertools import islice
 from typing import Any, Callable
 
 from tay.engine.commands import Admin, Enqueue
@@ -49,6 +50,7 @@ NEXT_OCCURRENCES = 5
 FAILURE_WINDOW_MS = 3_600_000
 FAILURES_MAX = 100
 LATENCY_SERIES_MAX = 8  # queues whose latency history the activity op gives
+RUNNING_SHOWN = 10  # executions the workers op lists per executor (its oldest)
 
 
 def _limit(body: dict[str, Any], default: int, high: int) -> int:
@@ -244,9 +246,20 @@ class AdminCommands(ScheduleCommands):
             "transport": "http" if e.queue is not None else "socket",
             "queue": e.queue, "capacity": e.capacity, "in_flight": len(e.reservations),
             "tasks": sorted(e.tasks),
+            "running": [self._running_view(r) for r in islice(e.reservations.values(),
+                                                              RUNNING_SHOWN)],
         } for e in self.executors.executors.values()]
         workers.sort(key=lambda w: (w["transport"], w["runtime_id"]))
         return {"workers": workers, "unserved": self.unserved_tasks()}
+
+    def _running_view(self, reservation: Any) -> dict[str, Any]:
+        """One execution an executor holds (reservations keep their start order)."""
+        entry = self.jobs[reservation.job_id]  # executing: a live entry, never in columns
+        job = read_state(entry)
+        return {"job_id": job.id.hex(), "task": entry.task, "queue": reservation.queue,
+                "attempt": job.attempt, "started_at": job.attempted_at,
+                # the deadline is kept on the monotonic clock: as wall time for the reader
+                "timeout_at": reservation.deadline_mono + self._clock_offset}
 
     def unserved_tasks(self) -> list[dict[str, Any]]:
         """Ready jobs whose task no connected executor has registered (per queue)."""
