@@ -1,4 +1,4 @@
-"""``tay status|jobs|job|retry|retry-all|cancel|queues|workers|pause|resume|scale|purge|schedules|schedule|compact``:
+"""``tay status|enqueue|jobs|job|retry|retry-all|cancel|queues|workers|pause|resume|scale|purge|schedules|schedule|compact``:
 see and steer a running engine through the operations API (docs/admin.md).
 
 Each command talks to the engine over the Unix socket (discovered like the SDK, or
@@ -74,6 +74,15 @@ def register(groups: Any) -> None:
         return parser
 
     command("status", "engine status: version, durability, jobs, storage, workers", _status)
+    enqueue = groups.add_parser("enqueue", help="submit one job (and with --wait, wait for "
+                                "its result)", description="submit one job, as an "
+                                "application's enqueue would, and with --wait wait for its "
+                                "result")
+    _connection_options(enqueue)
+    from . import enqueue as enqueue_command
+
+    enqueue_command.add_arguments(enqueue)
+    enqueue.set_defaults(handler=enqueue_command.run)
     jobs = command("jobs", "list jobs, most recently changed first", _jobs)
     jobs.add_argument("--state", choices=STATES, help="only jobs in this state")
     jobs.add_argument("--queue", help="only jobs of this queue")

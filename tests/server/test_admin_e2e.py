@@ -350,6 +350,39 @@ def test_cli_workers_lists_what_each_worker_runs(engine):
     assert row.split()[1:5] == ["ops.held", "cli-busy", "cli-workers-rt", "1"]
 
 
+def test_cli_enqueue_submits_a_job_and_waits_for_its_result(engine):
+    address = clients(engine)["socket"].call("status", {})["http"]["address"]
+
+    async def body(tay):
+        def run(*args):
+            return asyncio.to_thread(cli, engine, "enqueue", *args)
+        done = await run("ops.ok", "--args", '{"n": 3}', "--queue", "cli-enq", "--wait", "20")
+        assert done.returncode == 0 and json.loads(done.stdout) == {"n": 3}, done.stderr
+        failed = await run("ops.boom", "--wait", "20")
+        assert failed.returncode == 1 and "failed: ValueError: bad input 42" in failed.stderr
+        late = await run("nobody.v1", "--queue", "cli-enq-none", "--wait", "0.3")
+        assert late.returncode == 1 and "is still available after 0.3 s" in late.stderr
+        plain = await run("ops.ok", "--json", "--retries", "2", "--timeout", "5",
+                          "--submission-id", "cli-once", "--url", address)
+        assert plain.returncode == 0, plain.stderr
+        submitted = json.loads(plain.stdout)
+        again = json.loads((await run("ops.ok", "--json", "--retries", "2", "--timeout", "5",
+                                      "--submission-id", "cli-once")).stdout)
+        assert again["job_id"] == submitted["job_id"]  # the same key and definition
+        return submitted["job_id"]
+
+    job_id = run_with_worker(engine, body)
+    job = clients(engine)["socket"].call("job", {"job_id": job_id})["job"]
+    assert (job["max_attempts"], job["timeout_ms"]) == (3, 5_000)
+    for bad in (["ops.ok", "--args", "[1]"], ["ops.ok", "--args", "nope"],
+                ["ops.ok", "--delay", "-1"], ["ops.ok", "--retries", "x"]):
+        assert cli(engine, "enqueue", *bad).returncode == 2, bad
+    refused = cli(engine, "enqueue", "ops.ok", "--retries", "70000")
+    assert refused.returncode == 1 and "retries" in refused.stderr
+    unreachable = cli(engine, "enqueue", "ops.ok", "--socket", "/tmp/tay-no-such-dir/x.sock")
+    assert unreachable.returncode == 1 and "no engine reachable" in unreachable.stderr
+
+
 def test_cli_commands_exit_codes_and_json(engine):
     status = cli(engine, "status", "--json")
     assert status.returncode == 0, status.stderr
