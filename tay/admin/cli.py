@@ -1,5 +1,6 @@
-"""``tay status|enqueue|jobs|job|retry|retry-all|cancel|queues|workers|pause|resume|scale|purge|schedules|schedule|compact``:
-see and steer a running engine through the operations API (docs/admin.md).
+"""``tay status|enqueue|jobs|job|retry|retry-all|cancel|queues|workers|pause|resume|scale|
+purge|schedules|schedule|compact``: see and steer a running engine through the operations
+API (docs/admin.md); ``enqueue`` goes through the SDK (tay.admin.enqueue).
 
 Each command talks to the engine over the Unix socket (discovered like the SDK, or
 ``--socket``) or over HTTP(S) (``--url`` plus the TLS files for mTLS). ``--json`` prints the

@@ -66,10 +66,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace, environ: dict[str, str] | None = None) -> int:
+    import asyncio  # only this command runs a loop of its own
+
     from tay.errors import (ConnectionLost, RemoteTaskError, ResultTimeout, ServerError,
                             ValidationError)
-
-    import asyncio  # only this command runs a loop of its own
 
     env = os.environ if environ is None else environ
     try:

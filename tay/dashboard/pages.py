@@ -194,9 +194,9 @@ async def purge_confirm(view: View, queue: str) -> Page:
 
 
 async def scale_form(view: View, queue: str) -> Page:
+    view.back = "/ui/queues"
     status, reply = await _gather(view, ("queues", {}))
     found = next((q for q in reply["queues"] if q["name"] == queue), None)
-    view.back = "/ui/queues"
     return _page(view, "scale.html", "queues", status, queue=queue, found=found,
                  credits_max=QUEUE_CREDITS_MAX)
 
