@@ -1,7 +1,8 @@
 """The dashboard in a real browser (Debian's Chromium through Playwright) against a real
 ``tay serve`` and a real SDK worker process: live refresh, failures and retries, queue
-control, scaling a queue, purge with confirmation, schedule cancellation, compact now, CSRF from another origin, and the
-whole thing with JavaScript turned off."""
+control (pause, scale, purge with confirmation), the queue-latency chart, what workers run,
+running and cancelling a schedule, compact now, CSRF from another origin, and the whole
+thing with JavaScript turned off."""
 
 from __future__ import annotations
 
@@ -122,7 +123,8 @@ def test_the_overview_charts_how_long_a_held_queue_has_waited(watched, ui_engine
         "heading", name="Queue latency, last hour", exact=True))
     entry = panel.locator(".legend li", has_text=queue)
     expect(entry).to_contain_text(re.compile(r"peak \d+\.\d s"))
-    line = panel.locator(f"svg polyline.q{entry.evaluate('e => [...e.parentNode.children].indexOf(e)')}")
+    place = entry.evaluate("e => [...e.parentNode.children].indexOf(e)")  # its colour
+    line = panel.locator(f"svg polyline.q{place}")
     points = line.get_attribute("points").split()
     assert len(points) == 60 and float(points[-1].split(",")[1]) < float(points[0].split(",")[1])
     expect(panel.locator("svg desc")).to_contain_text(f"{queue} peaked at")
