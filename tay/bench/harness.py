@@ -217,7 +217,7 @@ def _drive(profile: Profile, workers: list[Any], producers: list[Any], server_pi
     counter = SyscallCounter(None, "not counted (--syscalls off)") if syscalls == "off" \
         else SyscallCounter.attach(server_pid, by_kind=syscalls == "by-kind")
     worker_cpu = ClientCpu(workers)  # producers report their own (they exit when done)
-    cpu_before = server.cpu_times()
+    before_user, before_system = engine_cpu(server.cpu_times())
     threads_before = snapshot(server_pid)
     started = time.monotonic()
     for producer in producers:
@@ -241,7 +241,7 @@ def _drive(profile: Profile, workers: list[Any], producers: list[Any], server_pi
     harness_elapsed = time.monotonic() - started
     if executed_at_inserts_done is None:  # the last results came in after the last poll
         executed_at_inserts_done = done
-    cpu_after = server.cpu_times()
+    after_user, after_system = engine_cpu(server.cpu_times())
     threads_after = snapshot(server_pid)
     worker_s = worker_cpu.used_s()
     syscalls = counter.stop()
@@ -257,8 +257,8 @@ def _drive(profile: Profile, workers: list[Any], producers: list[Any], server_pi
             "last_ack_ns": max(p.result["last_ack_ns"] for p in producers),
             "executed_at_inserts_done": executed_at_inserts_done,
             "round_trips": list(round_trips), "harness_elapsed_s": harness_elapsed,
-            "load_cpu_user_s": engine_cpu(cpu_after)[0] - engine_cpu(cpu_before)[0],
-            "load_cpu_system_s": engine_cpu(cpu_after)[1] - engine_cpu(cpu_before)[1],
+            "load_cpu_user_s": after_user - before_user,
+            "load_cpu_system_s": after_system - before_system,
             "load_syscalls": syscalls,
             "load_threads": by_role(server_pid, threads_before, threads_after),
             "worker_cpu_s": worker_s, "producer_cpu_s": producer_s}

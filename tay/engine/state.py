@@ -184,13 +184,23 @@ class EngineState:
         ``tay.engine.ready.ReadyIndex.oldest_ready_at``."""
         return self._ready.oldest_ready_at(queue)
 
+    def queue_latency_ms(self, queue: str, now_ms: int) -> int:
+        """How long the longest-waiting ready job of ``queue`` has waited at ``now_ms``
+        (0: none is ready): the queue's latency in rows, metrics and the latency history."""
+        oldest = self._ready.oldest_ready_at(queue)
+        return 0 if oldest is None else max(0, now_ms - oldest)
+
+    def queue_credits(self, queue: str) -> int:
+        """Executions ``queue`` may run at once: its scaled credits, else the configured
+        ones, else the default (what ``_dispatch`` reads, inline)."""
+        return self.credit_limits.get(queue, self.config.default_queue_concurrency)
+
     def sample_latency(self, now_ms: int) -> None:
         """Record each queue's latency now in ``latency`` (the server calls it every few
         seconds; an ``activity`` read too). Reads the heads of the ready heaps only."""
-        ready = self._ready
         self.latency.sample(now_ms, [
-            (queue, now_ms - oldest) for queue in ready.queues()
-            if (oldest := ready.oldest_ready_at(queue)) is not None and now_ms > oldest])
+            (queue, latency) for queue in self._ready.queues()
+            if (latency := self.queue_latency_ms(queue, now_ms))])
 
     def job_count(self) -> int:
         """Jobs retained, persistent and volatile."""

@@ -4,8 +4,9 @@
 effect. Engine ops go through the driver on the service's own engine handle, so a read is
 released only after every earlier write is durable and an action only once its own events
 are. ``status`` adds what only the server knows (version, uptime, durability, commit and
-fsync figures, disk and store bytes, the process's memory and CPU, listeners) to the engine's overview, and still answers
-after the journal writer stopped (that is when an operator needs it most).
+fsync figures, disk and store bytes, the process's memory and CPU, listeners) to the
+engine's overview, and still answers after the journal writer stopped (that is when an
+operator needs it most).
 """
 
 from __future__ import annotations
@@ -78,8 +79,7 @@ class AdminService:
         return render(self._collect)
 
     def _compaction_process(self) -> dict[str, Any] | None:
-        process = getattr(self.compactor, "running_process", None)
-        return process_figures.compaction(process.pid) if process is not None else None
+        return self.compactor.process_figures() if self.compactor is not None else None
 
     def readiness(self) -> tuple[bool, dict[str, Any]]:
         ready, problems = readiness(self.driver, storage_facts(self.config.data_dir)["free_bytes"])

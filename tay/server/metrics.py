@@ -192,10 +192,9 @@ def collector(engine: Any, driver: Any, store: Any, metrics: ServerMetrics,
         latency = GaugeMetricFamily("tay_queue_latency_seconds", "how long the oldest ready "
                                     "job of each queue has waited for a dispatch (0: none "
                                     "waits)", labels=("queue",))
-        now_ms = time.time_ns() // 1_000_000
+        now_ms = driver.wall_ms()  # the engine's clock
         for queue in sorted(engine.queue_counts):
-            oldest = engine.oldest_ready_at(queue)
-            latency.add_metric((queue,), 0 if oldest is None else max(0, now_ms - oldest) / 1000)
+            latency.add_metric((queue,), engine.queue_latency_ms(queue, now_ms) / 1000)
         yield latency
         states = GaugeMetricFamily("tay_jobs_by_state", "retained jobs per state",
                                    labels=("state",))
@@ -214,9 +213,8 @@ def collector(engine: Any, driver: Any, store: Any, metrics: ServerMetrics,
         # reads: scale_queue's over the configured ones)
         credits = GaugeMetricFamily("tay_queue_credits", "executions a queue may run at once",
                                     labels=("queue",))
-        default_credits = engine.config.default_queue_concurrency
         for queue in sorted(set(engine.queue_counts) | set(engine.credit_limits)):
-            credits.add_metric((queue,), engine.credit_limits.get(queue, default_credits))
+            credits.add_metric((queue,), engine.queue_credits(queue))
         yield paused
         yield credits
         executors = list(engine.executors.executors.values())

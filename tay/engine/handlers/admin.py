@@ -232,12 +232,12 @@ class AdminCommands(ScheduleCommands):
         counts = dict(zip(STATES, row))
         oldest = self.oldest_ready_at(name)
         return {"name": name, "paused": name in self.paused,
-                "credits": self.credit_limits.get(name, self.config.default_queue_concurrency),
+                "credits": self.queue_credits(name),
                 "configured_credits": self.config.queue_credits(name),
                 "scaled": name in self.scaled, "executing": self._executing[name],
                 "waiting": sum(counts[s] for s in WAITING), "by_state": counts,
                 "oldest_ready_at": oldest,
-                "latency_ms": 0 if oldest is None else max(0, now_ms - oldest)}
+                "latency_ms": self.queue_latency_ms(name, now_ms)}
 
     def _admin_workers(self, body: Any, now_ms: int, out: Outcome) -> dict[str, Any]:
         request_fields(body, frozenset(), "workers")
@@ -428,17 +428,12 @@ class AdminCommands(ScheduleCommands):
             self.paused.add(queue)
         elif event.pair == ev.QUEUE_RESUMED:
             self.paused.discard(queue)
-        else:  # QUEUE_SCALED
-            concurrency = event["concurrency"]
-            if concurrency is None:
+        else:  # QUEUE_SCALED: null returns the queue to its configured credits
+            if event["concurrency"] is None:
                 self.scaled.pop(queue, None)
-                configured = self.config.queues.get(queue)
-                if configured is None:
-                    self.credit_limits.pop(queue, None)
-                else:
-                    self.credit_limits[queue] = configured
             else:
-                self.scaled[queue] = self.credit_limits[queue] = concurrency
+                self.scaled[queue] = event["concurrency"]
+            self.credit_limits = {**self.config.queues, **self.scaled}
 
 
 def _next_occurrences(definition: Any, next_at: int | None) -> list[int]:

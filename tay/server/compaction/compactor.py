@@ -100,10 +100,11 @@ class OnlineCompactor:
     def available(self) -> bool:
         return self.store.store_version == 2 and self.driver.stopped is None
 
-    @property
-    def running_process(self) -> CompactionProcess | None:
-        """The running compaction's process (None between compactions)."""
-        return self._process
+    def process_figures(self) -> dict[str, Any] | None:
+        """What the running compaction's process holds and used so far
+        (``tay.server.process_figures.compaction``); None between compactions."""
+        process = self._process
+        return process_figures.compaction(process.pid) if process is not None else None
 
     def history_bytes(self) -> int:
         return source_bytes(self.store.journal.segments_dir)
@@ -120,8 +121,7 @@ class OnlineCompactor:
             "compaction": {
                 "enabled": self.policy.enabled, "running": self._running is not None,
                 "process_pid": self._process.pid if self._process is not None else None,
-                "process": (process_figures.compaction(self._process.pid)
-                            if self._process is not None else None),
+                "process": self.process_figures(),
                 "processes_cpu_s": (round(self.metrics.compaction_cpu_s, 3)
                                     if self.metrics is not None else None),
                 "history_bytes": self.history_bytes() if self.store.store_version == 2 else None,
