@@ -119,8 +119,9 @@ def register(groups: Any) -> None:
     schedules.add_argument("--limit", type=_positive, default=50,
                            help="schedules per page, 1..100 (default 50)")
     schedules.add_argument("--cursor", help="continue after a previous page (its next_cursor)")
-    schedule = groups.add_parser("schedule", help="show or cancel one schedule",
-                                 description="show or cancel one schedule")
+    schedule = groups.add_parser("schedule", help="show, pause, resume, run or cancel one "
+                                 "schedule", description="show, pause, resume, run or cancel "
+                                 "one schedule")
     actions = schedule.add_subparsers(dest="action", metavar="ACTION")
     actions.required = True
     for name, help_text, run in (
@@ -128,7 +129,11 @@ def register(groups: Any) -> None:
             ("cancel", "cancel a schedule: no further occurrences (admitted jobs still run)",
              _cancel_schedule),
             ("run", "enqueue one job of the schedule's task, args and options now "
-             "(outside its cadence)", _run_schedule)):
+             "(outside its cadence)", _run_schedule),
+            ("pause", "deliver no occurrence until resumed (durable; admitted jobs still run)",
+             _pause_schedule),
+            ("resume", "deliver occurrences again from the next due time (the ones missed "
+             "while paused are skipped)", _resume_schedule)):
         action = actions.add_parser(name, help=help_text, description=help_text)
         _connection_options(action)
         action.add_argument("schedule_id", metavar="ID")
@@ -299,6 +304,17 @@ def _run_schedule(client: Any, args: argparse.Namespace) -> int:
     reply = client.call("run_schedule", {"schedule_id": args.schedule_id})
     return _show(args, reply, lambda r: f"schedule {r['schedule']['id']}: enqueued job "
                                         f"{r['job']['id']} ({r['job']['state']})\n")
+
+
+def _pause_schedule(client: Any, args: argparse.Namespace) -> int:
+    reply = client.call("pause_schedule", {"schedule_id": args.schedule_id})
+    return _show(args, reply, lambda r: f"schedule {r['schedule']['id']} paused\n")
+
+
+def _resume_schedule(client: Any, args: argparse.Namespace) -> int:
+    reply = client.call("resume_schedule", {"schedule_id": args.schedule_id})
+    return _show(args, reply, lambda r: f"schedule {r['schedule']['id']} resumed; next "
+                                        f"{when(r['schedule']['next_at'])}\n")
 
 
 def _compact(client: Any, args: argparse.Namespace) -> int:

@@ -108,7 +108,10 @@ def render_status(reply: dict[str, Any]) -> str:
             ("paused queues", ", ".join(engine["paused_queues"]) or "none"),
             ("scaled queues", ", ".join(f"{name} {n}" for name, n in
                                         engine.get("scaled_queues", {}).items()) or "none"),
-            ("schedules", engine["schedules"]),
+            ("schedules", f"{engine['schedules']}"
+             + (f" ({len(paused)} paused: {', '.join(paused[:5])}"
+                f"{', ...' if len(paused) > 5 else ''})"
+                if (paused := engine.get("paused_schedules")) else "")),
         ]
     process = reply.get("process")
     if process is not None:
@@ -249,13 +252,20 @@ def _last(schedule: dict[str, Any]) -> str:
 
 
 def render_schedules(reply: dict[str, Any]) -> str:
-    rows = [(s["id"], s["task"], schedule_rule(s), s["overlap"],
-             f"cancelled {when(s['cancelled_at'])}" if s["cancelled_at"] else when(s["next_at"]),
-             _last(s)) for s in reply["schedules"]]
+    rows = [(s["id"], s["task"], schedule_rule(s), s["overlap"], _next(s), _last(s))
+            for s in reply["schedules"]]
     text = table(("ID", "TASK", "RULE", "OVERLAP", "NEXT", "LAST"), rows)
     if reply.get("next_cursor"):
         text += f"more: --cursor {reply['next_cursor']}\n"
     return text
+
+
+def _next(schedule: dict[str, Any]) -> str:
+    if schedule["cancelled_at"]:
+        return f"cancelled {when(schedule['cancelled_at'])}"
+    if schedule.get("paused"):
+        return "paused"
+    return when(schedule["next_at"])
 
 
 def render_schedule(reply: dict[str, Any]) -> str:
@@ -269,6 +279,7 @@ def render_schedule(reply: dict[str, Any]) -> str:
         ("last", _last(schedule)), ("last job", job["id"] if job else None),
         ("active job", schedule["active_job_id"]),
         ("cancelled", when(schedule["cancelled_at"]) if schedule["cancelled_at"] else None),
+        ("paused", "yes: no occurrence until resumed" if schedule.get("paused") else "no"),
     ]
     text = block(pairs)
     upcoming = schedule.get("next_occurrences") or []

@@ -105,6 +105,20 @@ async def cancel_schedule(view: View, schedule_id: str) -> HttpResponse:
     return redirect(f"{url}?done=schedule_cancelled")
 
 
+async def pause_schedule(view: View, schedule_id: str) -> HttpResponse:
+    url = f"/ui/schedules/{quote(schedule_id, safe='')}"
+    view.back = url
+    await view.admin("pause_schedule", schedule_id=schedule_id)
+    return redirect(f"{url}?done=schedule_paused")
+
+
+async def resume_schedule(view: View, schedule_id: str) -> HttpResponse:
+    url = f"/ui/schedules/{quote(schedule_id, safe='')}"
+    view.back = url
+    await view.admin("resume_schedule", schedule_id=schedule_id)
+    return redirect(f"{url}?done=schedule_resumed")
+
+
 async def compact(view: View) -> HttpResponse:
     view.back = "/ui/storage"
     await view.admin("compact")

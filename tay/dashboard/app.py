@@ -66,6 +66,8 @@ ROUTES: tuple[tuple[str, tuple[str, ...], Callable[..., Any]], ...] = (
     ("GET", ("schedules", "*"), pages.schedule),
     ("POST", ("schedules", "*", "cancel"), actions.cancel_schedule),
     ("POST", ("schedules", "*", "run"), actions.run_schedule),
+    ("POST", ("schedules", "*", "pause"), actions.pause_schedule),
+    ("POST", ("schedules", "*", "resume"), actions.resume_schedule),
     ("GET", ("workers",), pages.workers),
     ("GET", ("storage",), pages.storage),
     ("POST", ("storage", "compact"), actions.compact),

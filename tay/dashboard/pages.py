@@ -43,6 +43,9 @@ NOTICES = {
     "resumed": "Queue resumed: dispatch continues.",
     "schedule_cancelled": "Schedule cancelled: no further occurrences are admitted.",
     "schedule_run": "Enqueued now from its schedule, outside the schedule's cadence.",
+    "schedule_paused": "Schedule paused: no occurrence is admitted until it is resumed.",
+    "schedule_resumed": "Schedule resumed: occurrences are admitted again from its next due "
+                        "time; the ones missed while paused were skipped.",
     "compacted": "Compaction finished.",
 }
 

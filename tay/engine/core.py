@@ -24,7 +24,7 @@ from tay.engine.handlers.workers import WorkerCommands
 from tay.failures import RecoveryRefused, RequestRefused
 from tay.storage import events as ev
 from tay.storage.journal.history_budget import HistoryBudget
-from tay.storage.events.operations import QUEUE_PAIRS
+from tay.storage.events.operations import CONTROL_PAIRS
 from tay.storage.events.schedules import SCHEDULE_PAIRS
 from tay.storage.events.transitions import JOB_PAIRS
 from tay.storage.events.transitions import JobState, apply
@@ -154,14 +154,14 @@ class Engine(EpochEngine):
     def consume_event(self, sequence: int, event: ev.Event) -> JobState | ScheduleState | None:
         """Recovery consumer for decoded events (recovery's batch path): apply like a live one.
 
-        Job, schedule and queue-control events share the one sequence counter.
+        Job, schedule and control (queue, schedule pause) events share the one sequence counter.
         """
         if sequence < self.next_sequence:
             raise _not_increasing(sequence, self.next_sequence)
         pair = (event.type, event.schema)
         if pair not in JOB_PAIRS:
-            if pair in QUEUE_PAIRS:
-                self._apply_queue_control(event)
+            if pair in CONTROL_PAIRS:
+                self._apply_control(event)
                 self.next_sequence = sequence + 1
                 return None
             if pair not in SCHEDULE_PAIRS:

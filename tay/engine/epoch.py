@@ -40,7 +40,8 @@ from tay.storage import events as ev
 from tay.storage.events import schedules as se
 from tay.storage.events.registry import Event, EventFilling, event_with_raw
 from tay.storage.events.operations import (
-    QUEUE_PAIRS, queue_paused, queue_resumed, queue_scaled,
+    CONTROL_PAIRS, queue_paused, queue_resumed, queue_scaled, schedule_paused,
+    schedule_resumed,
 )
 from tay.storage.events.definition import (
     ATTEMPT_MAX, MAX_ATTEMPTS, QUEUE_KEY, SCHEDULED_AT, TIME_MAX, U64_MAX, WORKER_KEY,
@@ -255,8 +256,8 @@ class EpochEngine(AdminCommands):
     def epoch_entity(self, revision: int, event: ev.Event) -> None:
         if event.pair in se.SCHEDULE_PAIRS:
             self._apply_schedule(revision, event)
-        elif event.pair in QUEUE_PAIRS:
-            self._apply_queue_control(event)
+        elif event.pair in CONTROL_PAIRS:
+            self._apply_control(event)
         else:
             raise RecoveryRefused("unsupported_semantics", "not_an_engine_entity",
                                   event_type=event.type, schema=event.schema)
@@ -668,6 +669,17 @@ class EpochEngine(AdminCommands):
                 definition=state.definition, revision=state.revision, expected_revision=0,
                 next_at=state.next_at, last_at=state.last_at, cancelled_at=state.cancelled_at,
                 active=state.active, membership_complete=state.membership_complete), revision))
+        # a schedule ever paused: paused or resumed (its pause entity's chain goes on)
+        paused = self.schedules.paused
+        pausable = set(paused)
+        if reducer is not None:
+            pausable |= {key for kind, key in reducer.entities if kind == "schedule_pause"}
+        for schedule_id in sorted(pausable):
+            revision = (reducer.entity_revision(("schedule_pause", schedule_id))
+                        if reducer is not None else 1)
+            builder = schedule_paused if schedule_id in paused else schedule_resumed
+            out.append(compaction_plan.Checkpoint(builder(schedule_id, captured_at),
+                                                  max(revision, 1)))
         queues = set(self.paused)
         if reducer is not None:
             queues |= {key for kind, key in reducer.entities if kind == "queue"}

@@ -31,6 +31,8 @@ ROUTES: dict[str, tuple[str, str]] = {
     "schedule": ("GET", "/admin/schedules/{schedule}"),
     "cancel_schedule": ("POST", "/admin/schedules/{schedule}/cancel"),
     "run_schedule": ("POST", "/admin/schedules/{schedule}/run"),
+    "pause_schedule": ("POST", "/admin/schedules/{schedule}/pause"),
+    "resume_schedule": ("POST", "/admin/schedules/{schedule}/resume"),
     "activity": ("GET", "/admin/activity"),
     "compact": ("POST", "/admin/compact"),
 }

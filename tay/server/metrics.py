@@ -217,6 +217,15 @@ def collector(engine: Any, driver: Any, store: Any, metrics: ServerMetrics,
             credits.add_metric((queue,), engine.queue_credits(queue))
         yield paused
         yield credits
+        schedules = GaugeMetricFamily("tay_schedules", "schedules by state (active, paused, "
+                                      "cancelled)", labels=("state",))
+        table = engine.schedules
+        cancelled = sum(1 for state in table.states().values() if state.cancelled)
+        paused_live = sum(1 for key in table.paused if not table.get(key).cancelled)
+        schedules.add_metric(("active",), len(table) - cancelled - paused_live)
+        schedules.add_metric(("paused",), paused_live)
+        schedules.add_metric(("cancelled",), cancelled)
+        yield schedules
         executors = list(engine.executors.executors.values())
         workers = GaugeMetricFamily("tay_executors", "connected executors by transport",
                                     labels=("transport",))

@@ -1,7 +1,7 @@
 """The dashboard in a real browser (Debian's Chromium through Playwright) against a real
 ``tay serve`` and a real SDK worker process: live refresh, failures and retries, queue
 control (pause, scale, purge with confirmation), the queue-latency chart, what workers run,
-running and cancelling a schedule, compact now, CSRF from another origin, and the whole
+running, pausing, resuming and cancelling a schedule, compact now, CSRF from another origin, and the whole
 thing with JavaScript turned off."""
 
 from __future__ import annotations
@@ -186,7 +186,7 @@ def test_purge_asks_for_confirmation_then_cancels_waiting_jobs(watched, ui_engin
     ui_engine.admin.call("resume_queue", {"queue": queue})
 
 
-def test_running_a_schedule_now_then_cancelling_it(watched, ui_engine):
+def test_running_a_schedule_now_pausing_resuming_then_cancelling_it(watched, ui_engine):
     async def declare(tay):
         await tay.every("ui.ok", minutes=1, kwargs={"n": 5}, declaration_id="ui-every-minute")
     ui_engine.produce(declare)
@@ -201,6 +201,20 @@ def test_running_a_schedule_now_then_cancelling_it(watched, ui_engine):
     line = row(watched, "ui-every-minute")
     expect(line).to_contain_text("every 1 min")
     expect(line.locator("ul.times li")).to_have_count(3)
+    line.get_by_role("button", name="Pause", exact=True).click()
+    expect(watched).to_have_url(re.compile(r"/ui/schedules/ui-every-minute\?done=schedule_paused"))
+    expect(watched.get_by_role("status")).to_contain_text("Schedule paused")
+    expect(watched.locator("h1 .badge")).to_have_text("paused")
+    assert ui_engine.admin.call("schedule", {"schedule_id": "ui-every-minute"})[
+        "schedule"]["paused"] is True
+    watched.goto("/ui/schedules")
+    expect(row(watched, "ui-every-minute").locator(".badge.paused")).to_have_text("paused")
+    watched.goto("/ui/schedules/ui-every-minute")
+    watched.get_by_role("button", name="Resume", exact=True).click()
+    expect(watched.get_by_role("status")).to_contain_text("Schedule resumed")
+    expect(watched.locator("h1 .badge")).to_have_text("active")
+    watched.goto("/ui/schedules")
+    line = row(watched, "ui-every-minute")
     line.get_by_role("button", name="Cancel").click()
     expect(watched).to_have_url(re.compile(r"/ui/schedules/ui-every-minute\?done="))
     expect(watched.get_by_role("status")).to_contain_text("Schedule cancelled")

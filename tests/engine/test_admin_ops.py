@@ -446,3 +446,54 @@ def test_the_attempt_timeline_keeps_the_latest_attempts_in_order():
                                                  {"job_id": execute.job_id})))
     timeline = admin(driver, "job", job_id=execute.job_id)["job"]["attempts"]
     assert len(timeline) == MAX_TIMELINE and timeline[-1]["finished_at"] is None
+
+
+def test_a_paused_schedule_delivers_nothing_and_a_resume_skips_what_it_missed():
+    driver = Driver()
+    driver.worker(tasks=("t",), capacity=10)
+    driver.run(c.Schedule("p", driver.rid(), {"declaration_id": "tick", "task": "t",
+                                              "every": {"minutes": 1}}))
+    assert len(executes(driver.tick())) == 1  # the first occurrence, due at once
+    out = driver.run(c.Admin("p", driver.rid(), "pause_schedule", {"schedule_id": "tick"}))
+    assert [event.name for _, event in out.events] == ["schedule_paused"]
+    paused = reply(out).fields["schedule"]
+    assert paused["paused"] is True
+    again = driver.run(c.Admin("p", driver.rid(), "pause_schedule", {"schedule_id": "tick"}))
+    assert again.events == []  # idempotent
+    missed_from = paused["next_at"]
+    driver.advance(10 * 60_000)
+    assert executes(driver.tick()) == [] and driver.engine.next_wakeup() is None
+    # a re-declaration (a deploy) keeps the pause; so does a restart
+    driver.run(c.Schedule("p", driver.rid(), {"declaration_id": "tick", "task": "t",
+                                              "every": {"minutes": 2}}))
+    driver.advance(60_000)
+    assert executes(driver.tick()) == []
+    assert replayed(driver).schedules.paused == {"tick"}
+    out = driver.run(c.Admin("p", driver.rid(), "resume_schedule", {"schedule_id": "tick"}))
+    assert [event.name for _, event in out.events] == ["schedule_state", "schedule_resumed"]
+    assert out.events[0][1]["action"] == "advanced"
+    resumed = reply(out).fields["schedule"]
+    assert resumed["paused"] is False and resumed["next_at"] > driver.now > missed_from
+    assert executes(driver.tick()) == []  # no backlog of the missed due times
+    driver.advance(resumed["next_at"] - driver.now)
+    assert len(executes(driver.tick())) == 1  # the cadence goes on
+    fresh = replayed(driver)
+    assert fresh.schedules.paused == set()
+    assert fresh.schedules.get("tick").next_at == driver.engine.schedules.get("tick").next_at
+    assert driver.run(c.Admin("p", driver.rid(), "resume_schedule",
+                              {"schedule_id": "tick"})).events == []
+    driver.run(c.Admin("p", driver.rid(), "cancel_schedule", {"schedule_id": "tick"}))
+    assert refused(driver, "pause_schedule", schedule_id="tick") == "schedule_conflict"
+    assert refused(driver, "pause_schedule", schedule_id="nope") == "schedule_not_found"
+    assert refused(driver, "resume_schedule", schedule_id=1) == "invalid_schedule_id"
+    assert refused(driver, "resume_schedule", schedule_id="tick", x=1) == "invalid_request"
+
+
+def test_a_resume_before_the_next_due_time_writes_no_skip():
+    driver = Driver()
+    reply(driver.run(c.Schedule("p", driver.rid(), {"declaration_id": "hourly", "task": "t",
+                                                    "every": {"hours": 1}, "delay": 300})))
+    admin(driver, "pause_schedule", schedule_id="hourly")
+    driver.advance(299_999)
+    out = driver.run(c.Admin("p", driver.rid(), "resume_schedule", {"schedule_id": "hourly"}))
+    assert [event.name for _, event in out.events] == ["schedule_resumed"]

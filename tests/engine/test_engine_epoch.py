@@ -134,6 +134,12 @@ def test_operations_schedules_and_failures_round_trip_in_an_epoch():
                                  {"queue": queue, "concurrency": concurrency})))
     reply(driver.run(c.Schedule("p", driver.rid(), {
         "declaration_id": "every-second", "task": "s", "every": {"seconds": 1}})))
+    for name, op in (("held", "pause_schedule"), ("was-held", "pause_schedule"),
+                     ("was-held", "resume_schedule")):
+        if op == "pause_schedule":
+            reply(driver.run(c.Schedule("p", driver.rid(), {
+                "declaration_id": name, "task": "s", "every": {"seconds": 1}})))
+        reply(driver.run(c.Admin("p", driver.rid(), op, {"schedule_id": name})))
     driver.advance(1_500)
     driver.tick()
     engine = driver.engine
@@ -142,7 +148,8 @@ def test_operations_schedules_and_failures_round_trip_in_an_epoch():
     carried = {(e.type, e.schema, e.name) for _, e in driver.journal if e.pair == (30, 2)}
     assert {name for *_, name in carried} >= {"failure_recorded", "job_requeued",
                                               "queue_paused", "queue_resumed", "queue_scaled",
-                                              "schedule_state", "schedule_delivered"}
+                                              "schedule_state", "schedule_delivered",
+                                              "schedule_paused", "schedule_resumed"}
     fresh = replay_tail(driver.journal)
     assert durable(fresh.engine) == durable(engine)
     assert fresh.engine.schedules.states() == engine.schedules.states()
@@ -155,6 +162,9 @@ def test_operations_schedules_and_failures_round_trip_in_an_epoch():
         assert recovered.scaled == {"default": 3}
         assert recovered.credit_limits == {**engine.config.queues, "default": 3}
     assert based.engine.epoch.entities[("queue_scale", "gone")] == 2
+    for recovered in (fresh.engine, based.engine):  # "was-held" checkpointed at its resume
+        assert recovered.schedules.paused == {"held"}
+    assert based.engine.epoch.entities[("schedule_pause", "was-held")] == 2
 
 
 def test_expire_releases_id_definition_result_and_budget():

@@ -446,11 +446,24 @@ def test_cli_lists_shows_and_cancels_a_schedule(engine):
     assert after["last_job"]["id"] == delivered["id"]  # not an occurrence
     missing = cli(engine, "schedule", "run", "no-such-schedule")
     assert missing.returncode == 1 and "schedule_not_found" in missing.stderr
+    # paused: shown as such everywhere; a resume over HTTP names the next due time
+    paused = cli(engine, "schedule", "pause", schedule_id)
+    assert paused.returncode == 0 and paused.stdout == f"schedule {schedule_id} paused\n"
+    assert "yes: no occurrence until resumed" in cli(engine, "schedule", "show",
+                                                     schedule_id).stdout
+    [row] = [line for line in cli(engine, "schedules").stdout.splitlines()
+             if line.startswith(schedule_id + " ")]
+    assert " paused " in row
+    assert schedule_id in cli(engine, "status").stdout.split("paused:")[1]
+    address = admin.call("status", {})["http"]["address"]
+    resumed = cli(engine, "schedule", "resume", schedule_id, "--url", address)
+    assert resumed.returncode == 0 and resumed.stdout.startswith(
+        f"schedule {schedule_id} resumed; next "), resumed.stderr
+    assert admin.call("schedule", {"schedule_id": schedule_id})["schedule"]["paused"] is False
 
     cancelled = cli(engine, "schedule", "cancel", schedule_id)
     assert cancelled.returncode == 0 and cancelled.stdout.startswith(
         f"schedule {schedule_id} cancelled at "), cancelled.stderr
-    address = admin.call("status", {})["http"]["address"]
     over_http = json.loads(cli(engine, "schedule", "show", schedule_id, "--json",
                                "--url", address).stdout)["schedule"]
     assert over_http["cancelled_at"] is not None and over_http["next_occurrences"] == []

@@ -120,9 +120,9 @@ class Harness:
         self.store.close()
 
 
-def queue_control(engine) -> tuple[set[str], dict[str, int]]:
-    """The paused queues and the credits set at runtime."""
-    return set(engine.paused), dict(engine.scaled)
+def queue_control(engine) -> tuple[set[str], dict[str, int], set[str]]:
+    """The paused queues, the credits set at runtime and the paused schedules."""
+    return set(engine.paused), dict(engine.scaled), set(engine.schedules.paused)
 
 
 def reopen(data_dir: str):
@@ -183,6 +183,11 @@ def test_writes_during_an_online_compaction_reach_the_new_epoch(data_dir, writer
             await h.cancel(ids[5])  # the highest order leaves: the allocator is ahead
             await h.admin("pause_queue", queue="held")
             await h.admin("scale_queue", queue="held", concurrency=3)
+            for name in ("nightly", "hourly"):  # not due in the test
+                await h.call(lambda rid, name=name: commands.Schedule("p", rid, {
+                    "declaration_id": name, "task": "t", "every": {"hours": 1},
+                    "delay": 3_600}))
+            await h.admin("pause_schedule", schedule_id="nightly")
             before_epoch = h.store.journal.epoch_id
             task = h.compactor.request("admin", ONE_HOUR)
             await gate.wait_entered()
@@ -193,6 +198,8 @@ def test_writes_during_an_online_compaction_reach_the_new_epoch(data_dir, writer
             await h.admin("resume_queue", queue="held")
             await h.admin("scale_queue", queue="held", concurrency=None)
             await h.admin("scale_queue", queue="later", concurrency=5)
+            await h.admin("resume_schedule", schedule_id="nightly")
+            await h.admin("pause_schedule", schedule_id="hourly")
             await h.admin("retry_job", job_id=during[0])  # a cancelled job requeued
             gate.release()
             report = await task
@@ -218,7 +225,7 @@ def test_writes_during_an_online_compaction_reach_the_new_epoch(data_dir, writer
     assert kept_orders == [2, 3, 4, 5]
     new_orders = [live[bytes.fromhex(job_id)].ready_order for job_id in during + after]
     assert new_orders == [9, 7, 8, 10, 11]  # during[0]: cancelled, then requeued
-    assert paused == ({"later"}, {"later": 5})
+    assert paused == ({"later"}, {"later": 5}, {"hourly"})
     # a restart opens the new epoch and recovers exactly what the engine held
     recovered, recovered_paused, epoch_id, recovered_entities = reopen(data_dir)
     assert epoch_id.hex() == report["epoch_id"]

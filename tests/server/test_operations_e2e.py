@@ -100,6 +100,8 @@ def test_metrics_health_and_logs_on_a_socket_only_engine(dirs):
         assert before[("tay_writer_running", ())] == 1
 
         async def body_(tay):
+            for name in ("m-active", "m-paused", "m-cancelled"):  # none due in the test
+                await tay.every("ops.ok", hours=1, delay=3_600, declaration_id=name)
             for _ in range(3):
                 await tay.enqueue("ops.ok", {})
             failed = await tay.enqueue("ops.boom", {})
@@ -110,8 +112,11 @@ def test_metrics_health_and_logs_on_a_socket_only_engine(dirs):
 
         admin = SocketAdmin(socket_path)
         admin.call("scale_queue", {"queue": "orphans", "concurrency": 2})
-        admin.close()
         failed_id = run_worker(socket_path, body_)
+        admin.call("pause_schedule", {"schedule_id": "m-paused"})
+        admin.call("pause_schedule", {"schedule_id": "m-cancelled"})
+        admin.call("cancel_schedule", {"schedule_id": "m-cancelled"})
+        admin.close()
         deadline = time.monotonic() + 10
         while True:
             after = samples(get(f"{base}/metrics")[1].decode())
@@ -132,6 +137,8 @@ def test_metrics_health_and_logs_on_a_socket_only_engine(dirs):
         # credits: the configured (default 10) and those set at runtime
         assert after[("tay_queue_credits", (("queue", "default"),))] == 10
         assert after[("tay_queue_credits", (("queue", "orphans"),))] == 2
+        assert [after[("tay_schedules", (("state", state),))]
+                for state in ("active", "paused", "cancelled")] == [1, 1, 1]
         assert after[("tay_enqueue_ack_seconds_count", ())] >= 5
         assert after[("tay_commit_batch_events_count", ())] > before.get(
             ("tay_commit_batch_events_count", ()), 0)

@@ -1,4 +1,4 @@
-"""Our literal fixtures for the operations pairs (20..24, schema 2): decode, re-encode byte
+"""Our literal fixtures for the operations pairs (20..26, schema 2): decode, re-encode byte
 exact, replay through the one transition function, and the refusals."""
 
 from __future__ import annotations
@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from tay.engine import Engine, EngineConfig
+from tay.failures import RecoveryRefused
 from tay.storage import events as ev
 from tay.storage.events import operations as op
 from tay.storage.events.definition import PayloadRefused
@@ -30,7 +31,7 @@ def events(name: str) -> list[tuple[int, ev.Event]]:
 
 def test_sha256sums_match_every_line() -> None:
     lines = (FOLDER / "SHA256SUMS").read_text().splitlines()
-    assert len(lines) == 6
+    assert len(lines) == 8
     for line in lines:
         digest, name = line.split("  ")
         data = bytes.fromhex("".join((FOLDER / name).read_text().split()))
@@ -38,7 +39,7 @@ def test_sha256sums_match_every_line() -> None:
 
 
 @pytest.mark.parametrize("name", ["queue_control.hex", "failure_recorded.hex", "job_requeued.hex",
-                                  "queue_scaled.hex"])
+                                  "queue_scaled.hex", "schedule_control.hex"])
 def test_fixtures_reencode_byte_exact(name: str) -> None:
     for f in frames(name):
         event = ev.decode_event(f.type, f.schema, f.payload)
@@ -74,6 +75,38 @@ def test_queue_scaled_zero_fixture_is_refused() -> None:
         ev.decode_event(only.type, only.schema, only.payload)
     assert (refused.value.kind, refused.value.field) == ("invalid_payload",
                                                          "queue_scaled.concurrency")
+
+
+def test_schedule_control_fixture_pauses_then_resumes_a_schedule() -> None:
+    (_, registered), (_, paused), (_, resumed) = events("schedule_control.hex")
+    t0 = 1_767_225_600_000
+    assert registered.name == "schedule_state" and registered["action"] == "registered"
+    assert paused.name == "schedule_paused" and paused["schedule_id"] == "nightly"
+    assert (paused.at, resumed.name, resumed.at) == (t0 + 60_000, "schedule_resumed",
+                                                    t0 + 120_000)
+    engine = Engine(EngineConfig())
+    engine.consume_event(1, registered)
+    engine.consume_event(2, paused)
+    assert engine.schedules.paused == {"nightly"} and engine.next_wakeup() is None
+    engine.consume_event(3, resumed)
+    assert engine.schedules.paused == set() and engine.next_sequence == 4
+    assert ev.encode_event(op.schedule_paused("nightly", t0 + 60_000)) == \
+        frames("schedule_control.hex")[1].payload
+
+
+def test_a_pause_of_an_unknown_schedule_is_refused_on_replay() -> None:
+    (_, _), (_, paused), _ = events("schedule_control.hex")
+    with pytest.raises(RecoveryRefused) as refused:
+        Engine(EngineConfig()).consume_event(2, paused)
+    assert refused.value.reason == "unknown_schedule"
+
+
+def test_schedule_paused_empty_id_fixture_is_refused() -> None:
+    (only,) = frames("schedule_paused_empty_id_refused.hex")
+    with pytest.raises(PayloadRefused) as refused:
+        ev.decode_event(only.type, only.schema, only.payload)
+    assert (refused.value.kind, refused.value.field) == ("invalid_payload",
+                                                         "schedule_paused.schedule_id")
 
 
 def test_failure_fixture_replays_to_a_discarded_job_with_its_error() -> None:

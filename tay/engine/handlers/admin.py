@@ -16,6 +16,10 @@ one mutation path, so their replies leave only once those events are durable:
 * ``purge_queue``: cancels waiting (scheduled, available, retryable) jobs of a queue with
   (5,1) events, at most ``limit`` per request; the reply says how many remain;
 * ``cancel_schedule``: (13,2) ``cancelled``, like a producer ``cancel_schedule``;
+* ``pause_schedule`` / ``resume_schedule``: (25,2) / (26,2); a paused schedule delivers
+  no occurrence (its admitted jobs run) and stays paused across restarts and
+  re-declarations; a resume first skips the due times missed while paused with a (13,2)
+  ``advanced``, as an overlap skip does, so it never delivers a backlog;
 * ``run_schedule``: one job of the schedule's definition now, as a producer's enqueue of
   its task, args and options would make it ((1,1) or the fused insert): not an occurrence
   (a new random id; the schedule's next due time, its last job and its overlap rule stay
@@ -37,7 +41,8 @@ from tay.failures import RequestRefused
 from tay.storage import events as ev
 from tay.storage.events.definition import KEY_MAX_BYTES
 from tay.storage.events.operations import (
-    QUEUE_CREDITS_MAX, job_requeued, queue_paused, queue_resumed, queue_scaled,
+    QUEUE_CREDITS_MAX, SCHEDULE_CONTROL_PAIRS, job_requeued, queue_paused, queue_resumed,
+    queue_scaled, schedule_paused, schedule_resumed,
 )
 from tay.storage.events.transitions import STATES
 
@@ -146,6 +151,7 @@ class AdminCommands(ScheduleCommands):
             "executing": sum(self._executing.values()),
             "paused_queues": sorted(self.paused),
             "scaled_queues": dict(sorted(self.scaled.items())),
+            "paused_schedules": sorted(self.schedules.paused),
             "connections": len(self.executors.executors),
             "executors": sum(1 for e in executors if e.mode != "client"),
             "capacity": sum(e.capacity for e in executors),
@@ -286,6 +292,7 @@ class AdminCommands(ScheduleCommands):
     def _schedule_view(self, obj: dict[str, Any]) -> dict[str, Any]:
         """A public schedule object plus its next due times and the job of its last one."""
         state = self.schedules.get(obj["id"])
+        obj["paused"] = state.schedule_id in self.schedules.paused
         obj["next_occurrences"] = _next_occurrences(state.definition, obj["next_at"])
         last_job = self._entry(_occurrence_id(obj["id"], state.last_at))
         obj["last_job"] = None if last_job is None else {
@@ -343,13 +350,13 @@ class AdminCommands(ScheduleCommands):
     def _admin_pause_queue(self, body: Any, now_ms: int, out: Outcome) -> dict[str, Any]:
         queue = _key(request_fields(body, frozenset({"queue"}), "pause_queue"), "queue")
         if queue not in self.paused:
-            self._commit_queue(queue_paused(queue, now_ms), out)
+            self._commit_control(queue_paused(queue, now_ms), out)
         return {"queue": self._queue_view(queue, now_ms)}
 
     def _admin_resume_queue(self, body: Any, now_ms: int, out: Outcome) -> dict[str, Any]:
         queue = _key(request_fields(body, frozenset({"queue"}), "resume_queue"), "queue")
         if queue in self.paused:
-            self._commit_queue(queue_resumed(queue, now_ms), out)
+            self._commit_control(queue_resumed(queue, now_ms), out)
         return {"queue": self._queue_view(queue, now_ms)}
 
     def _admin_scale_queue(self, body: Any, now_ms: int, out: Outcome) -> dict[str, Any]:
@@ -366,7 +373,7 @@ class AdminCommands(ScheduleCommands):
                                  "or null for the configured credits", code="invalid_request",
                                  field="concurrency")
         if self.scaled.get(queue) != concurrency:  # else nothing changes: no event
-            self._commit_queue(queue_scaled(queue, concurrency, now_ms), out)
+            self._commit_control(queue_scaled(queue, concurrency, now_ms), out)
         return {"queue": self._queue_view(queue, now_ms)}
 
     def _admin_purge_queue(self, body: Any, now_ms: int, out: Outcome) -> dict[str, Any]:
@@ -401,6 +408,32 @@ class AdminCommands(ScheduleCommands):
                     state.schedule_id, self.schedule_job_state)),
                 "job": job_summary(entry)}
 
+    def _admin_pause_schedule(self, body: Any, now_ms: int, out: Outcome) -> dict[str, Any]:
+        body = request_fields(body, frozenset({"schedule_id"}), "pause_schedule")
+        state = self.schedules.require(body.get("schedule_id"))
+        if state.schedule_id not in self.schedules.paused:
+            if state.cancelled:
+                raise RequestRefused("a cancelled schedule cannot be paused",
+                                     code="schedule_conflict", schedule_id=state.schedule_id)
+            self._commit_control(schedule_paused(state.schedule_id, now_ms), out)
+        return {"schedule": self._schedule_view(
+            self.schedules.status(state.schedule_id, self.schedule_job_state))}
+
+    def _admin_resume_schedule(self, body: Any, now_ms: int, out: Outcome) -> dict[str, Any]:
+        body = request_fields(body, frozenset({"schedule_id"}), "resume_schedule")
+        schedule_id = self.schedules.require(body.get("schedule_id")).schedule_id
+        if schedule_id in self.schedules.paused:
+            skip = self.schedules.skip_missed(schedule_id, now_ms, self.schedule_job_state)
+            resumed = schedule_resumed(schedule_id, now_ms)
+            # both pass the history caps together; the skip goes first, so that a resume
+            # applied is never followed by the backlog it was to skip
+            self._history_check([resumed] if skip is None else [skip, resumed])
+            if skip is not None:
+                self._commit_schedule(skip, out)
+            self._commit_control(resumed, out)
+        return {"schedule": self._schedule_view(
+            self.schedules.status(schedule_id, self.schedule_job_state))}
+
     def _admin_cancel_schedule(self, body: Any, now_ms: int, out: Outcome) -> dict[str, Any]:
         body = request_fields(body, frozenset({"schedule_id"}), "cancel_schedule")
         schedule_id = body.get("schedule_id")
@@ -410,19 +443,22 @@ class AdminCommands(ScheduleCommands):
         return {"schedule": self._schedule_view(
             self.schedules.status(schedule_id, self.schedule_job_state))}
 
-    # ---- queue control (live and replay) --------------------------------------------------
+    # ---- queue and schedule control (live and replay) -------------------------------------
 
-    def _commit_queue(self, event: ev.Event, out: Outcome) -> None:
-        if self.epoch is not None:  # Store v2: a (30,2) record on the queue's chain
+    def _commit_control(self, event: ev.Event, out: Outcome) -> None:
+        if self.epoch is not None:  # Store v2: a (30,2) record on the entity's chain
             self._commit_entity(event, out)
             return
         sequence = self.next_sequence
         event = self._charge_history(event)  # an admission: may refuse, changing nothing
-        self._apply_queue_control(event)
+        self._apply_control(event)
         self.next_sequence += 1
         out.events.append((sequence, event))
 
-    def _apply_queue_control(self, event: ev.Event) -> None:
+    def _apply_control(self, event: ev.Event) -> None:
+        if event.pair in SCHEDULE_CONTROL_PAIRS:
+            self.schedules.set_paused(event["schedule_id"], event.pair == ev.SCHEDULE_PAUSED)
+            return
         queue = event["queue"]
         if event.pair == ev.QUEUE_PAUSED:
             self.paused.add(queue)
@@ -471,6 +507,8 @@ _OPS: dict[str, Callable[..., dict[str, Any]]] = {
     "scale_queue": AdminCommands._admin_scale_queue,
     "purge_queue": AdminCommands._admin_purge_queue,
     "cancel_schedule": AdminCommands._admin_cancel_schedule,
+    "pause_schedule": AdminCommands._admin_pause_schedule,
+    "resume_schedule": AdminCommands._admin_resume_schedule,
     "run_schedule": AdminCommands._admin_run_schedule,
 }
 ADMIN_OPS = frozenset(_OPS)

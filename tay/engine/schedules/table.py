@@ -136,6 +136,9 @@ class ScheduleTable:
         self._timings: dict[str, schedule_timing.Timing] = {}
         self._ids: list[str] = []  # sorted, for exclusive-cursor pages
         self._retry_at: dict[str, int] = {}  # volatile: admission retry / queue polling
+        # paused by an operator (durable (25,2)/(26,2), outside each schedule's own chain):
+        # no occurrence falls due while paused
+        self.paused: set[str] = set()
         # (wake, id) with lazy deletion: an entry is live while it equals _wake(id), so
         # next_wakeup and due_work cost O(log n) per change instead of a scan of all schedules.
         self._wake_heap: list[tuple[int, str]] = []
@@ -176,10 +179,21 @@ class ScheduleTable:
         self._push_wake(schedule_id)
         return state
 
+    def set_paused(self, schedule_id: str, paused: bool) -> None:
+        """Apply a pause or a resume (live or replay) of a known schedule."""
+        if schedule_id not in self._states:
+            raise RecoveryRefused("consumer_rejected", "unknown_schedule",
+                                  schedule_id=schedule_id)
+        if paused:
+            self.paused.add(schedule_id)
+        else:
+            self.paused.discard(schedule_id)
+            self._push_wake(schedule_id)
+
     def _wake(self, schedule_id: str) -> int | None:
         """When ``schedule_id`` may next have due work (None: never)."""
         state = self._states[schedule_id]
-        if state.cancelled or state.next_at is None:
+        if state.cancelled or state.next_at is None or schedule_id in self.paused:
             return None
         return max(state.next_at, self._retry_at.get(schedule_id, 0))
 
@@ -256,6 +270,17 @@ class ScheduleTable:
         if state.cancelled:
             return None
         return self._state_event(state, "cancelled", now_ms, cancelled_at=now_ms)
+
+    def skip_missed(self, schedule_id: str, now_ms: int, lookup: JobLookup) -> Event | None:
+        """The (13,2) ``advanced`` that moves a schedule past the due times it missed while
+        paused, as an overlap skip does (None: nothing was missed)."""
+        state = self.require(schedule_id)
+        if state.cancelled or state.next_at is None or state.next_at > now_ms:
+            return None
+        timing = self._timings[schedule_id]
+        return self._state_event(state, "advanced", now_ms,
+                                 next_at=timing.first_after(state.next_at, now_ms),
+                                 active=_still_busy(state.active, lookup))
 
     def checkpoint(self, schedule_id: str, now_ms: int, lookup: JobLookup) -> Event:
         """A (13,2) checkpoint of the current state (compaction), membership pruned."""

@@ -1,6 +1,6 @@
-"""Event pairs of the operations API (schema 2, types 20..24): queue pause and resume, a
-worker failure's details, the manual retry of a cancelled job, and a queue's concurrency
-set at runtime.
+"""Event pairs of the operations API (schema 2, types 20..26): queue pause and resume, a
+worker failure's details, the manual retry of a cancelled job, a queue's concurrency set at
+runtime, and schedule pause and resume.
 
 Layouts (docs/storage-events.md, literal fixtures in fixtures/tay/events/operations/):
 
@@ -9,9 +9,15 @@ Layouts (docs/storage-events.md, literal fixtures in fixtures/tay/events/operati
 * (22,2) ``failure_recorded``   at, error, expected_revision, job_id
 * (23,2) ``job_requeued``       at, expected_revision, job_id
 * (24,2) ``queue_scaled``       at, concurrency, queue
+* (25,2) ``schedule_paused``    at, schedule_id
+* (26,2) ``schedule_resumed``   at, schedule_id
 
 ``concurrency`` is the queue's credits from then on (an integer in 1..65,536), or nil: back
 to the configured credits.
+
+``schedule_id`` is a schedule id (1..128 UTF-8 bytes without U+0000). A paused schedule
+delivers no occurrence until it is resumed; its definition and chain of (13,2)/(11,2)
+events do not change.
 
 ``error`` is a map with one to three of ``type`` (text of at most 128 UTF-8 bytes),
 ``message`` and ``traceback`` (text), nothing else. Its size is bounded by the engine's
@@ -25,19 +31,24 @@ from typing import Any
 from tay.storage.events.definition import (
     check_exact_keys, check_job_id, check_key, check_seq, check_time, check_unsigned, invalid,
 )
+from tay.storage.events.schedules import check_schedule_id
 from tay.storage.events.registry import (
-    FAILURE_RECORDED, JOB_REQUEUED, QUEUE_PAUSED, QUEUE_RESUMED, QUEUE_SCALED, Event,
-    carry_in_epochs,
+    FAILURE_RECORDED, JOB_REQUEUED, QUEUE_PAUSED, QUEUE_RESUMED, QUEUE_SCALED,
+    SCHEDULE_PAUSED, SCHEDULE_RESUMED, Event, carry_in_epochs,
     job_entity, make_event, register_pairs,
 )
 
 QUEUE_PAIRS = frozenset({QUEUE_PAUSED, QUEUE_RESUMED, QUEUE_SCALED})
+SCHEDULE_CONTROL_PAIRS = frozenset({SCHEDULE_PAUSED, SCHEDULE_RESUMED})
+# what an operator sets on a queue or a schedule: engine state outside any job's chain
+CONTROL_PAIRS = QUEUE_PAIRS | SCHEDULE_CONTROL_PAIRS
 ERROR_KEYS = ("type", "message", "traceback")
 ERROR_TYPE_MAX_BYTES = 128
 _QUEUE_KEYS = frozenset({"at", "queue"})
 _FAILURE_KEYS = frozenset({"at", "error", "expected_revision", "job_id"})
 _REQUEUE_KEYS = frozenset({"at", "expected_revision", "job_id"})
 _SCALE_KEYS = frozenset({"at", "concurrency", "queue"})
+_SCHEDULE_KEYS = frozenset({"at", "schedule_id"})
 QUEUE_CREDITS_MAX = 65_536  # a queue's credits set at runtime (TAY_DEFAULT_QUEUE_CONCURRENCY's)
 
 
@@ -46,6 +57,14 @@ def _validate_queue(name: str):
         check_exact_keys(payload, _QUEUE_KEYS, name)
         check_time(payload["at"], f"{name}.at")
         check_key(payload["queue"], f"{name}.queue")
+    return validate
+
+
+def _validate_schedule_control(name: str):
+    def validate(payload: Any) -> None:
+        check_exact_keys(payload, _SCHEDULE_KEYS, name)
+        check_time(payload["at"], f"{name}.at")
+        check_schedule_id(payload["schedule_id"], f"{name}.schedule_id")
     return validate
 
 
@@ -95,6 +114,8 @@ register_pairs((
     (FAILURE_RECORDED, "failure_recorded", _validate_failure),
     (JOB_REQUEUED, "job_requeued", _validate_requeued),
     (QUEUE_SCALED, "queue_scaled", _validate_scaled),
+    (SCHEDULE_PAUSED, "schedule_paused", _validate_schedule_control("schedule_paused")),
+    (SCHEDULE_RESUMED, "schedule_resumed", _validate_schedule_control("schedule_resumed")),
 ))
 
 def queue_entity(payload: Any) -> tuple:
@@ -105,18 +126,27 @@ def queue_scale_entity(payload: Any) -> tuple:
     return ("queue_scale", payload["queue"])
 
 
+def schedule_pause_entity(payload: Any) -> tuple:
+    return ("schedule_pause", payload["schedule_id"])
+
+
 # Through Store-v2 compaction (docs/storage-format.md "Epoch events"): a failure rides a
 # base as a (31,2) attachment of its job and a tail as a (30,2) event; a requeue is a
 # lifecycle step of its job, so a base holds the job's (7,1) snapshot and a tail a (30,2).
 # A queue's pause state is an entity of its own: its payloads carry no expected revision,
 # so the (30,2) revision alone chains them, and a base checkpoints every queue ever paused.
 # A queue's runtime concurrency is a second entity of that queue (a base checkpoints it for
-# every queue ever scaled), so that each checkpoint is one event.
+# every queue ever scaled), so that each checkpoint is one event. A schedule's pause state
+# is likewise an entity beside the schedule's own chain, whose (13,2)/(11,2) events carry
+# expected revisions that a pause must not move; a base checkpoints every schedule ever
+# paused, after the schedules themselves (checkpoints are written in pair order).
 carry_in_epochs(FAILURE_RECORDED, job_entity, attachment=True)
 carry_in_epochs(JOB_REQUEUED, job_entity)
 carry_in_epochs(QUEUE_PAUSED, queue_entity)
 carry_in_epochs(QUEUE_RESUMED, queue_entity)
 carry_in_epochs(QUEUE_SCALED, queue_scale_entity)
+carry_in_epochs(SCHEDULE_PAUSED, schedule_pause_entity)
+carry_in_epochs(SCHEDULE_RESUMED, schedule_pause_entity)
 
 
 # ---- builders -------------------------------------------------------------------------
@@ -131,6 +161,14 @@ def queue_resumed(queue: str, at: int) -> Event:
 
 def queue_scaled(queue: str, concurrency: int | None, at: int) -> Event:
     return make_event(QUEUE_SCALED, {"at": at, "concurrency": concurrency, "queue": queue})
+
+
+def schedule_paused(schedule_id: str, at: int) -> Event:
+    return make_event(SCHEDULE_PAUSED, {"at": at, "schedule_id": schedule_id})
+
+
+def schedule_resumed(schedule_id: str, at: int) -> Event:
+    return make_event(SCHEDULE_RESUMED, {"at": at, "schedule_id": schedule_id})
 
 
 def failure_recorded(job_id: bytes, at: int, expected_revision: int,
