@@ -1,5 +1,5 @@
-"""``tay status|enqueue|jobs|job|retry|retry-all|cancel|queues|workers|pause|resume|scale|
-purge|schedules|schedule|compact``: see and steer a running engine through the operations
+"""``tay status|enqueue|jobs|job|retry|retry-all|cancel|cancel-all|queues|workers|pause|
+resume|scale|purge|schedules|schedule|compact``: see and steer a running engine through the operations
 API (docs/admin.md); ``enqueue`` goes through the SDK (tay.admin.enqueue).
 
 Each command talks to the engine over the Unix socket (discovered like the SDK, or
@@ -18,14 +18,16 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
+from tay.engine.bulk_states import CANCELLABLE, RETRIABLE
+
 from .render import (credits, render_job, render_jobs, render_queues, render_schedule,
                      render_schedules, render_status, render_workers, when)
 
 STATES = ("scheduled", "available", "executing", "retryable", "completed", "cancelled",
           "discarded")
 PURGE_BATCH = 10_000
-RETRY_BATCH = 1_000  # jobs per retry_jobs request: each batch's events are one commit
-RETRIABLE = ("discarded", "cancelled", "retryable")
+BULK_BATCH = 1_000  # jobs per retry_jobs / cancel_jobs request: each batch is one commit
+WAITING = ("scheduled", "available", "retryable")  # cancel-all waiting: each in turn
 COMPACTION_POLL_S = 0.5  # how often `tay compact` reads status once its request timed out
 
 
@@ -102,6 +104,14 @@ def register(groups: Any) -> None:
     retry_all.add_argument("--limit", type=_positive, help="retry at most this many "
                            "(default: all), most recently changed first")
     command("cancel", "cancel a waiting or running job", _cancel).add_argument("job_id", metavar="ID")
+    cancel_all = command("cancel-all", "cancel every job in a state (of a queue, of a task), "
+                         "in batches; running ones are told to stop", _cancel_all)
+    cancel_all.add_argument("state", choices=("waiting", *CANCELLABLE),
+                            help="waiting: scheduled, available and retryable")
+    cancel_all.add_argument("--queue", help="only jobs of this queue")
+    cancel_all.add_argument("--task", help="only jobs of this task")
+    cancel_all.add_argument("--limit", type=_positive, help="cancel at most this many "
+                            "(default: all), most recently changed first")
     command("queues", "queues: depth by state, credits, executing, paused", _queues)
     command("workers", "connected workers, what each runs now, tasks nobody serves", _workers)
     command("pause", "pause a queue (durable; running jobs finish)", _pause).add_argument("queue")
@@ -220,7 +230,7 @@ def _retry_all(client: Any, args: argparse.Namespace) -> int:
                                      if getattr(args, name) is not None}}
     retried, cursor = 0, None
     while wanted is None or retried < wanted:
-        batch = RETRY_BATCH if wanted is None else min(RETRY_BATCH, wanted - retried)
+        batch = BULK_BATCH if wanted is None else min(BULK_BATCH, wanted - retried)
         reply = client.call("retry_jobs", {**body, "limit": batch,
                                            **({"cursor": cursor} if cursor else {})})
         retried += reply["retried"]
@@ -230,6 +240,28 @@ def _retry_all(client: Any, args: argparse.Namespace) -> int:
     where = "".join(f" {name} {body[name]}" for name in ("queue", "task") if name in body)
     return _show(args, {**body, "retried": retried},
                  lambda r: f"{r['retried']} {args.state} job(s){where} retried\n")
+
+
+def _cancel_all(client: Any, args: argparse.Namespace) -> int:
+    """Cancel in batches, following each state's cursor (``waiting``: scheduled, available
+    and retryable in turn); running ones are told to stop."""
+    wanted = args.limit
+    filters = {name: getattr(args, name) for name in ("queue", "task")
+               if getattr(args, name) is not None}
+    cancelled = 0
+    for state in WAITING if args.state == "waiting" else (args.state,):
+        cursor = None
+        while wanted is None or cancelled < wanted:
+            batch = BULK_BATCH if wanted is None else min(BULK_BATCH, wanted - cancelled)
+            reply = client.call("cancel_jobs", {"state": state, **filters, "limit": batch,
+                                                **({"cursor": cursor} if cursor else {})})
+            cancelled += reply["cancelled"]
+            cursor = reply["next_cursor"]
+            if cursor is None:
+                break
+    where = "".join(f" {name} {value}" for name, value in filters.items())
+    return _show(args, {"state": args.state, **filters, "cancelled": cancelled},
+                 lambda r: f"{r['cancelled']} {args.state} job(s){where} cancelled\n")
 
 
 def _cancel(client: Any, args: argparse.Namespace) -> int:

@@ -33,25 +33,33 @@ async def cancel_job(view: View, job_id: str) -> HttpResponse:
     return redirect(f"{_job_url(job_id)}?done=cancelled")
 
 
-RETRY_ALL_MAX = 10_000  # jobs one confirmation retries (as a purge cancels)
+BULK_MAX = 10_000  # jobs one confirmation retries or cancels (as a purge cancels)
 
 
 async def retry_jobs(view: View) -> HttpResponse:
-    """Retries the jobs of a state (queue, task) in batches, following the op's cursor,
-    up to ``RETRY_ALL_MAX`` per confirmation: each job once, even one that fails back."""
-    from .pages import jobs_url, retry_filters
+    return await _bulk(view, "retry", "retried")
 
-    filters = retry_filters(view)
+
+async def cancel_jobs(view: View) -> HttpResponse:
+    return await _bulk(view, "cancel", "cancelled")
+
+
+async def _bulk(view: View, kind: str, done_field: str) -> HttpResponse:
+    """Retries or cancels the jobs of a state (queue, task) in batches, following the op's
+    cursor, up to ``BULK_MAX`` per confirmation: each job once, even one that fails back."""
+    from .pages import BULK, bulk_filters, jobs_url
+
+    filters = bulk_filters(view, kind)
     view.back = jobs_url(filters)
-    retried, cursor = 0, None
-    while retried < RETRY_ALL_MAX:
-        reply = await view.admin("retry_jobs", **filters, cursor=cursor,
-                                 limit=min(1_000, RETRY_ALL_MAX - retried))
-        retried += reply["retried"]
+    count, cursor = 0, None
+    while count < BULK_MAX:
+        reply = await view.admin(BULK[kind][0], **filters, cursor=cursor,
+                                 limit=min(1_000, BULK_MAX - count))
+        count += reply[done_field]
         cursor = reply["next_cursor"]
         if cursor is None:
             break
-    done = {"done": "retried_all", "n": retried, **({"more": 1} if cursor else {})}
+    done = {"done": f"{done_field}_all", "n": count, **({"more": 1} if cursor else {})}
     return redirect(f"{jobs_url(filters)}&{urlencode(done)}")  # the state is always there
 
 

@@ -55,6 +55,8 @@ ROUTES: tuple[tuple[str, tuple[str, ...], Callable[..., Any]], ...] = (
     ("POST", ("jobs", "*", "cancel"), actions.cancel_job),
     ("GET", ("retry",), pages.retry_confirm),
     ("POST", ("retry",), actions.retry_jobs),
+    ("GET", ("cancel",), pages.cancel_confirm),
+    ("POST", ("cancel",), actions.cancel_jobs),
     ("GET", ("queues",), pages.queues),
     ("GET", ("queues", "*", "purge"), pages.purge_confirm),
     ("POST", ("queues", "*", "purge"), actions.purge_queue),

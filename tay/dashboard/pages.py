@@ -9,7 +9,7 @@ from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlencode
 
-from tay.engine.handlers.admin import RETRIABLE  # what retry_jobs takes
+from tay.engine.bulk_states import CANCELLABLE, RETRIABLE
 from tay.failures import RequestRefused
 from tay.storage.events.operations import QUEUE_CREDITS_MAX  # what scale_queue takes
 
@@ -57,10 +57,11 @@ def notice(view: View) -> str | None:
         return f"Purged {purged} waiting job(s); {left} still waiting."
     if done == "scaled":
         return f"Queue scaled: it runs up to {view.query.get('n', '?')} job(s) at once."
-    if done == "retried_all":
-        text = f"Retried {view.query.get('n', '?')} job(s)."
+    if done in ("retried_all", "cancelled_all"):
+        verb, kind = ("Retried", "retry") if done == "retried_all" else ("Cancelled", "cancel")
+        text = f"{verb} {view.query.get('n', '?')} job(s)."
         if view.query.get("more"):
-            text += " More remain: retry all again for the next batch."
+            text += f" More remain: {kind} all again for the next batch."
         return text
     return NOTICES.get(done or "")
 
@@ -147,8 +148,10 @@ async def jobs(view: View) -> Page:
                  page_number=len(trail) + 1 if cursor is not None else 1,
                  by_state=(status["engine"] or {}).get("jobs", {}).get("by_state", {}),
                  state_url=lambda state: jobs_url({**filters, "state": state}),
-                 retry_url=("/ui/retry?" + urlencode({k: v for k, v in filters.items() if v})
+                 retry_url=(bulk_url("retry", filters)
                             if filters["state"] in RETRIABLE and rows and not error else None),
+                 cancel_url=(bulk_url("cancel", filters)
+                             if filters["state"] in CANCELLABLE and rows and not error else None),
                  search="", live=cursor is None, http_status=400 if error else 200)
 
 
@@ -161,6 +164,7 @@ async def find(view: View) -> Any:
                  filters={"state": None, "queue": None, "task": None}, states=STATES,
                  error="A job ID is 32 hexadecimal characters (0-9, a-f).",
                  older=None, newer=None, first=None, page_number=1, retry_url=None,
+                 cancel_url=None,
                  by_state=(status["engine"] or {}).get("jobs", {}).get("by_state", {}),
                  state_url=lambda state: jobs_url({"state": state}), search=wanted,
                  live=False)
@@ -204,17 +208,35 @@ async def scale_form(view: View, queue: str) -> Page:
                  credits_max=QUEUE_CREDITS_MAX)
 
 
-def retry_filters(view: View) -> dict[str, str | None]:
-    """The jobs a retry-all takes: ``state`` (one of ``RETRIABLE``), ``queue``, ``task``."""
+# kind -> (the admin op, the states it takes): "retry all" and "cancel all" on a jobs page
+BULK = {"retry": ("retry_jobs", RETRIABLE), "cancel": ("cancel_jobs", CANCELLABLE)}
+
+
+def bulk_url(kind: str, filters: dict[str, str | None]) -> str:
+    return f"/ui/{kind}?" + urlencode({k: v for k, v in filters.items() if v})
+
+
+def bulk_filters(view: View, kind: str) -> dict[str, str | None]:
+    """The jobs a retry-all or cancel-all takes: ``state`` (one the op takes), ``queue``,
+    ``task``."""
     filters = {key: view.query.get(key) or None for key in ("state", "queue", "task")}
-    if filters["state"] not in RETRIABLE:
-        raise RequestRefused("retry all takes state=discarded, cancelled or retryable",
-                             code="invalid_request", field="state")
+    states = BULK[kind][1]
+    if filters["state"] not in states:
+        raise RequestRefused(f"{kind} all takes state={', '.join(states[:-1])} or "
+                             f"{states[-1]}", code="invalid_request", field="state")
     return filters
 
 
 async def retry_confirm(view: View) -> Page:
-    filters = retry_filters(view)
+    return await _bulk_confirm(view, "retry")
+
+
+async def cancel_confirm(view: View) -> Page:
+    return await _bulk_confirm(view, "cancel")
+
+
+async def _bulk_confirm(view: View, kind: str) -> Page:
+    filters = bulk_filters(view, kind)
     view.back = jobs_url(filters)
     status, queues = await _gather(view, ("queues", {}))
     state = filters["state"]
@@ -225,9 +247,8 @@ async def retry_confirm(view: View) -> Page:
         else:
             found = next((q for q in queues["queues"] if q["name"] == filters["queue"]), None)
             count = 0 if found is None else found["by_state"][state]
-    return _page(view, "retry.html", "jobs", status, filters=filters, count=count,
-                 action_url="/ui/retry?" + urlencode({k: v for k, v in filters.items() if v}),
-                 back_url=jobs_url(filters))
+    return _page(view, "bulk.html", "jobs", status, kind=kind, filters=filters, count=count,
+                 action_url=bulk_url(kind, filters), back_url=jobs_url(filters))
 
 
 # ---- schedules, workers, storage ----------------------------------------------------------

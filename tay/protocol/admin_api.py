@@ -18,6 +18,7 @@ ROUTES: dict[str, tuple[str, str]] = {
     "status": ("GET", "/admin/status"),
     "jobs": ("GET", "/admin/jobs"),
     "retry_jobs": ("POST", "/admin/jobs/retry"),  # before "job": a literal segment wins
+    "cancel_jobs": ("POST", "/admin/jobs/cancel"),
     "job": ("GET", "/admin/jobs/{id}"),
     "retry_job": ("POST", "/admin/jobs/{id}/retry"),
     "cancel_job": ("POST", "/admin/jobs/{id}/cancel"),
@@ -45,6 +46,7 @@ QUERY_FIELDS: dict[str, frozenset[str]] = {
     "purge_queue": frozenset({"limit"}),
     "scale_queue": frozenset({"concurrency"}),
     "retry_jobs": frozenset({"state", "queue", "task", "limit", "cursor"}),
+    "cancel_jobs": frozenset({"state", "queue", "task", "limit", "cursor"}),
 }
 PATH_FIELDS = {"{id}": "job_id", "{name}": "queue", "{schedule}": "schedule_id"}
 # fields whose null is a value (elsewhere a null is the field left out), and how a query

@@ -1,8 +1,8 @@
 """The dashboard in a real browser (Debian's Chromium through Playwright) against a real
-``tay serve`` and a real SDK worker process: live refresh, failures and retries, queue
-control (pause, scale, purge with confirmation), the queue-latency chart, what workers run,
-running, pausing, resuming and cancelling a schedule, compact now, CSRF from another origin, and the whole
-thing with JavaScript turned off."""
+``tay serve`` and a real SDK worker process: live refresh, failures and retries, retry all
+and cancel all, queue control (pause, scale, purge with confirmation), the queue-latency
+chart, what workers run, running, pausing, resuming and cancelling a schedule, compact
+now, CSRF from another origin, and the whole thing with JavaScript turned off."""
 
 from __future__ import annotations
 
@@ -90,6 +90,25 @@ def test_retry_all_retries_every_discarded_job_of_a_queue_after_a_confirmation(w
     assert ui_engine.job(other)["state"] == "discarded"  # another queue's are left alone
     expect(watched.get_by_text("No jobs match these filters")).to_be_visible()
     expect(watched.get_by_role("link", name=re.compile("^Retry all"))).to_have_count(0)
+
+
+def test_cancel_all_cancels_the_available_jobs_of_a_task_after_a_confirmation(watched,
+                                                                             ui_engine):
+    queue = "ui-cancel-all"
+    ui_engine.admin.call("pause_queue", {"queue": queue})
+    doomed = [ui_engine.enqueue("ui.ok", {"n": n}, queue=queue) for n in range(3)]
+    kept = ui_engine.enqueue("ui.ok", {"n": 9}, queue="ui-cancel-all-other")
+    watched.goto(f"/ui/jobs?state=available&queue={queue}")
+    watched.get_by_role("link", name=f"Cancel all available of {queue}…").click()
+    expect(watched.get_by_role("heading", level=1)).to_contain_text(
+        f"Cancel every available job of {queue}?")
+    expect(watched.locator(".confirm")).to_contain_text("3 jobs are available now")
+    watched.get_by_role("button", name="Cancel 3 available jobs").click()
+    expect(watched.get_by_role("status")).to_contain_text("Cancelled 3 job(s).")
+    assert {ui_engine.job(job_id)["state"] for job_id in doomed} == {"cancelled"}
+    ui_engine.wait_state(kept, "completed")  # another queue's are left alone
+    expect(watched.get_by_role("link", name=re.compile("^Cancel all"))).to_have_count(0)
+    ui_engine.admin.call("resume_queue", {"queue": queue})
 
 
 def test_pausing_a_queue_stops_dispatch_until_it_is_resumed(watched, ui_engine):

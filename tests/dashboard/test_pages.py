@@ -89,7 +89,7 @@ def test_retry_all_takes_a_retriable_state_only(ui_engine):
     for query in ("", "?state=completed", "?state=executing&queue=q"):
         page = ui_engine.get(f"/ui/retry{query}")
         assert page.status == 400, query
-        assert "retry all takes state=discarded, cancelled or retryable" in page.text
+        assert "retry all takes state=retryable, discarded or cancelled" in page.text
     token = ui_engine.get("/ui/queues").csrf()
     refused = ui_engine.post("/ui/retry?state=completed", {"csrf": token})
     assert refused.status == 400
@@ -99,6 +99,25 @@ def test_retry_all_takes_a_retriable_state_only(ui_engine):
     assert done.status == 303
     assert done.headers["location"] == ("/ui/jobs?state=cancelled&queue=never-used&"
                                         "done=retried_all&n=0")
+
+
+def test_cancel_all_takes_a_cancellable_state_only(ui_engine):
+    for query in ("", "?state=completed", "?state=cancelled&queue=q"):
+        page = ui_engine.get(f"/ui/cancel{query}")
+        assert page.status == 400, query
+        assert ("cancel all takes state=scheduled, available, retryable or executing"
+                in page.text)
+    token = ui_engine.get("/ui/queues").csrf()
+    assert ui_engine.post("/ui/cancel?state=discarded", {"csrf": token}).status == 400
+    confirm = ui_engine.get("/ui/cancel?state=executing&queue=never-used")
+    assert confirm.status == 200 and "0 jobs are executing now" in confirm.text
+    assert "its worker is told to stop it" in confirm.text
+    done = ui_engine.post("/ui/cancel?state=executing&queue=never-used", {"csrf": token})
+    assert done.status == 303
+    assert done.headers["location"] == ("/ui/jobs?state=executing&queue=never-used&"
+                                        "done=cancelled_all&n=0")
+    shown = ui_engine.get(done.headers["location"])
+    assert "Cancelled 0 job(s)." in shown.text
 
 
 def test_actions_need_a_token_from_this_process(ui_engine):

@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from tay.engine import Engine, EngineConfig, Execute
+from tay.engine import CancelExecution, Engine, EngineConfig, Execute
 from tay.engine import commands as c
 from tay.engine.handlers import admin as admin_ops
 from tay.engine.retained.job_index import COMPACT_FLOOR
@@ -497,3 +497,45 @@ def test_a_resume_before_the_next_due_time_writes_no_skip():
     driver.advance(299_999)
     out = driver.run(c.Admin("p", driver.rid(), "resume_schedule", {"schedule_id": "hourly"}))
     assert [event.name for _, event in out.events] == ["schedule_resumed"]
+
+
+def test_cancel_jobs_cancels_one_state_of_a_task_in_batches_and_stops_running_ones():
+    driver = Driver()
+    driver.worker(conn="w1", tasks=("send",), capacity=2)
+    running = [execute.job_id for n in range(2)
+               for execute in executes(driver.enqueue(task="send", args={"n": n}))]
+    waiting = [driver.job_id(task="send", args={"n": 10 + n}) for n in range(5)]  # no credit
+    other_task = driver.job_id(task="report")
+    delayed = driver.job_id(task="send", delay_ms=60_000)
+    seen, cursor, batches = [], None, 0
+    while True:
+        out = driver.run(c.Admin("p", driver.rid(), "cancel_jobs", {
+            "state": "available", "task": "send", "limit": 2,
+            **({"cursor": cursor} if cursor else {})}))
+        fields = reply(out).fields
+        assert fields["cancelled"] <= 2 and not executes(out)
+        seen += [job_id for _, event in out.events for job_id in [event["job_id"].hex()]]
+        batches += 1
+        if (cursor := fields["next_cursor"]) is None:
+            break
+    assert sorted(seen) == sorted(waiting) and batches == 3
+    assert {driver.status(job_id)["state"] for job_id in waiting} == {"cancelled"}
+    assert driver.status(other_task)["state"] == "available"
+    assert driver.status(delayed)["state"] == "scheduled"
+    out = driver.run(c.Admin("p", driver.rid(), "cancel_jobs", {"state": "executing"}))
+    assert reply(out).fields["cancelled"] == 2
+    stopped = [e for e in out.effects if isinstance(e, CancelExecution)]
+    assert sorted(e.conn for e in stopped) == ["w1", "w1"]
+    assert {driver.status(job_id)["state"] for job_id in running} == {"cancelled"}
+    assert admin(driver, "cancel_jobs", state="scheduled")["cancelled"] == 1
+    fresh = replayed(driver)
+    for job_id in running + waiting + [other_task, delayed]:
+        assert fresh.job(bytes.fromhex(job_id)).state == driver.status(job_id)["state"]
+
+
+@pytest.mark.parametrize("body", [{}, {"state": "completed"}, {"state": "cancelled"},
+                                  {"state": "available", "limit": 10_001},
+                                  {"state": "available", "task": ""},
+                                  {"state": "available", "job_id": "0" * 32}])
+def test_cancel_jobs_refuses_a_bad_request(body):
+    assert refused(Driver(), "cancel_jobs", **body) == "invalid_request"

@@ -30,3 +30,23 @@ def test_scale_is_a_post() -> None:
     with pytest.raises(RequestRefused) as refused:
         route_admin("GET", ["queues", "mail", "scale"], "concurrency=2")
     assert refused.value.code == "method_not_allowed"
+
+
+def test_bulk_routes_win_over_a_job_id_and_take_their_filters() -> None:
+    request = route_admin("POST", ["jobs", "cancel"], "state=available&task=mail.send&limit=5")
+    assert (request.op, request.body) == ("cancel_jobs", {"state": "available",
+                                                          "task": "mail.send", "limit": 5})
+    assert route_admin("POST", ["jobs", "retry"], "state=discarded").op == "retry_jobs"
+    assert route_admin("GET", ["jobs", "0" * 32], "").op == "job"
+    with pytest.raises(RequestRefused) as refused:
+        route_admin("POST", ["jobs", "cancel"], "job_id=1")
+    assert refused.value.code == "invalid_request"
+
+
+@pytest.mark.parametrize("op", ["pause", "resume"])
+def test_schedule_pause_and_resume_are_posts_on_the_schedule(op: str) -> None:
+    request = route_admin("POST", ["schedules", "nightly", op], "")
+    assert (request.op, request.body) == (f"{op}_schedule", {"schedule_id": "nightly"})
+    with pytest.raises(RequestRefused) as refused:
+        route_admin("GET", ["schedules", "nightly", op], "")
+    assert refused.value.code == "method_not_allowed"

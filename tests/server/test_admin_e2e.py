@@ -198,6 +198,33 @@ def test_retry_jobs_follows_its_cursor_and_tay_retry_all_does_it_for_you(engine,
 
 
 @pytest.mark.parametrize("transport", ["socket", "http"])
+def test_tay_cancel_all_cancels_the_waiting_jobs_of_a_task(engine, transport):
+    admin = clients(engine)[transport]
+    queue = f"cancel-all-{transport}"
+    address = admin.call("status", {})["http"]["address"] if transport == "http" else None
+
+    async def body(tay):
+        admin.call("pause_queue", {"queue": queue})
+        doomed = [await tay.enqueue("ops.ok", {"n": n}, queue=queue) for n in range(4)]
+        later = await tay.enqueue("ops.ok", {"n": 9}, queue=queue, delay=3_600)
+        kept = await tay.enqueue("ops.boom", {}, queue=queue)
+        where = ["--url", address] if address else []
+        done = await asyncio.to_thread(cli, engine, "cancel-all", "waiting", "--task",
+                                       "ops.ok", "--queue", queue, *where)
+        assert done.returncode == 0, done.stderr
+        assert done.stdout == f"5 waiting job(s) queue {queue} task ops.ok cancelled\n"
+        assert {await h.status() for h in doomed + [later]} == {"cancelled"}
+        assert await kept.status() == "available"
+        again = json.loads((await asyncio.to_thread(
+            cli, engine, "cancel-all", "available", "--queue", queue, "--json")).stdout)
+        assert again["cancelled"] == 1 and await kept.status() == "cancelled"
+        admin.call("resume_queue", {"queue": queue})
+
+    run_with_worker(engine, body)
+    assert cli(engine, "cancel-all", "completed").returncode == 2  # not a cancellable state
+
+
+@pytest.mark.parametrize("transport", ["socket", "http"])
 def test_job_pages_follow_cursors_with_filters(engine, transport):
     admin = clients(engine)[transport]
     queue = f"pages-{transport}"

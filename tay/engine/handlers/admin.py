@@ -8,6 +8,8 @@ one mutation path, so their replies leave only once those events are durable:
 * ``retry_job``: retryable -> (6,1) mode 0 (run now, same attempt); discarded -> (6,1)
   mode 1 (new cycle); cancelled -> (23,2) ``job_requeued`` (new cycle);
 * ``cancel_job``: (5,1), like a producer cancel;
+* ``cancel_jobs``: ``cancel_job`` for up to ``limit`` jobs in one cancellable state (and
+  queue, task), most recently changed first, following a cursor like ``retry_jobs``;
 * ``pause_queue`` / ``resume_queue``: (20,2) / (21,2); a paused queue dispatches nothing
   (running executions finish) and stays paused across restarts;
 * ``scale_queue``: (24,2); the queue's credits from now on, across restarts, over the
@@ -31,6 +33,7 @@ from __future__ import annotations
 from itertools import islice
 from typing import Any, Callable
 
+from tay.engine.bulk_states import CANCELLABLE, RETRIABLE
 from tay.engine.commands import Admin, Enqueue
 from tay.engine.effects import Outcome
 from tay.engine.retained.jobs import WAITING, JobEntry, peek, read_state, timeline
@@ -50,7 +53,6 @@ PAGE_DEFAULT, PAGE_MAX = 50, 100
 SCAN_LIMIT = 10_000  # index entries one jobs page may examine (docs/admin.md)
 PURGE_DEFAULT, PURGE_MAX = 1_000, 10_000
 RETRY_DEFAULT, RETRY_MAX = 1_000, 10_000  # retry_jobs: jobs retried per request
-RETRIABLE = ("retryable", "discarded", "cancelled")
 NEXT_OCCURRENCES = 5
 FAILURE_WINDOW_MS = 3_600_000
 FAILURES_MAX = 100
@@ -341,6 +343,32 @@ class AdminCommands(ScheduleCommands):
         return {"state": state, "queue": queue, "task": task, "retried": len(found),
                 "next_cursor": None if cursor is None else str(cursor)}
 
+    def _admin_cancel_jobs(self, body: Any, now_ms: int, out: Outcome) -> dict[str, Any]:
+        """``cancel_job`` for up to ``limit`` jobs in one cancellable state (and queue,
+        task), most recently changed first from ``cursor``; ``next_cursor`` continues with
+        the older ones, as ``retry_jobs``' does. Running ones are told to stop."""
+        body = request_fields(body, frozenset({"state", "queue", "task", "limit", "cursor"}),
+                              "cancel_jobs")
+        state = body.get("state")
+        if state not in CANCELLABLE:
+            raise RequestRefused("state must be one of " + ", ".join(CANCELLABLE),
+                                 code="invalid_request", field="state")
+        queue, task = _optional_key(body, "queue"), _optional_key(body, "task")
+        limit = _limit(body, RETRY_DEFAULT, RETRY_MAX)
+        found, cursor = self._matching(state, queue, task, _stamp_cursor(body), limit,
+                                       self.job_count() + 1)
+        entries = [self._entry(job_id) for job_id in found]
+        # the waiting ones' cancels pass the history caps together, or the request is
+        # refused whole (a running one's cancel is only accounted: it ends an execution)
+        self._history_check([ev.job_cancelled(entry.state.id, now_ms, entry.state.revision,
+                                              None)
+                             for entry in entries
+                             if not entry.volatile and state != "executing"])
+        for entry in entries:
+            self._cancel_job(entry, now_ms, out)
+        return {"state": state, "queue": queue, "task": task, "cancelled": len(found),
+                "next_cursor": None if cursor is None else str(cursor)}
+
     def _admin_cancel_job(self, body: Any, now_ms: int, out: Outcome) -> dict[str, Any]:
         body = request_fields(body, frozenset({"job_id"}), "cancel_job")
         entry = self._lookup(body.get("job_id"))
@@ -502,6 +530,7 @@ _OPS: dict[str, Callable[..., dict[str, Any]]] = {
     "retry_job": AdminCommands._admin_retry_job,
     "retry_jobs": AdminCommands._admin_retry_jobs,
     "cancel_job": AdminCommands._admin_cancel_job,
+    "cancel_jobs": AdminCommands._admin_cancel_jobs,
     "pause_queue": AdminCommands._admin_pause_queue,
     "resume_queue": AdminCommands._admin_resume_queue,
     "scale_queue": AdminCommands._admin_scale_queue,
@@ -512,5 +541,6 @@ _OPS: dict[str, Callable[..., dict[str, Any]]] = {
     "run_schedule": AdminCommands._admin_run_schedule,
 }
 ADMIN_OPS = frozenset(_OPS)
-_DISPATCHING = frozenset({"retry_job", "retry_jobs", "cancel_job", "resume_queue",
+_DISPATCHING = frozenset({"retry_job", "retry_jobs", "cancel_job", "cancel_jobs",
+                          "resume_queue",
                           "scale_queue", "purge_queue"})

@@ -1,0 +1,5 @@
+"""The job states the operations API's bulk actions take (docs/admin.md): one spelling for
+the engine, the CLI and the dashboard, in a module the CLI imports without the engine."""
+
+RETRIABLE = ("retryable", "discarded", "cancelled")  # retry_jobs
+CANCELLABLE = ("scheduled", "available", "retryable", "executing")  # cancel_jobs
