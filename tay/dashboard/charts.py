@@ -1,8 +1,9 @@
-"""The overview's charts as plain SVG geometry (no JavaScript, no library).
+"""The dashboard's charts as plain SVG geometry (no JavaScript, no library).
 
 ``throughput(per_minute)`` turns the activity op's 60 rows into polyline points for the
 enqueued, completed and failed series on one shared scale, plus axis labels;
-``latency(queue_latency)`` does the same for each queue's latency per minute (ms).
+``latency(queue_latency)`` does the same for each queue's latency per minute (ms), and
+``queue_throughput(queue_throughput)`` for the jobs each queue completed per minute.
 """
 
 from __future__ import annotations
@@ -47,6 +48,13 @@ def latency(queue_latency: list[dict[str, Any]]) -> Chart:
     """One line per queue (the activity op's ``queue_latency``), in ms on one scale."""
     values = {row["queue"]: row["per_minute"] for row in queue_latency}
     return _chart(values, {row["queue"]: row["peak_ms"] for row in queue_latency})
+
+
+def queue_throughput(series: list[dict[str, Any]]) -> Chart:
+    """One line per queue (the activity op's ``queue_throughput``): jobs completed a minute,
+    on one scale; the totals are each queue's completed jobs in the hour."""
+    values = {row["queue"]: row["completed_per_minute"] for row in series}
+    return _chart(values, {row["queue"]: row["completed"] for row in series})
 
 
 def _chart(values: dict[str, list[int]], totals: dict[str, int]) -> Chart:

@@ -13,7 +13,7 @@ from tay.engine.bulk_states import CANCELLABLE, RETRIABLE
 from tay.failures import RequestRefused
 from tay.storage.events.operations import QUEUE_CREDITS_MAX  # what scale_queue takes
 
-from .charts import latency, throughput
+from .charts import latency, queue_throughput, throughput
 from .view import AdminFailed, redirect
 
 if TYPE_CHECKING:
@@ -187,9 +187,12 @@ async def job(view: View, job_id: str) -> Page:
 # ---- queues -----------------------------------------------------------------------------
 
 async def queues(view: View) -> Page:
-    status, reply, workers = await _gather(view, ("queues", {}), ("workers", {}))
+    status, reply, workers, activity = await _gather(
+        view, ("queues", {}), ("workers", {}), ("activity", {"limit": 1}))
+    series = activity["queue_throughput"]
     return _page(view, "queues.html", "queues", status, queues=reply["queues"], states=STATES,
-                 unserved=workers["unserved"])
+                 unserved=workers["unserved"], throughput_chart=queue_throughput(series),
+                 failed={row["queue"]: row["failed"] for row in series})
 
 
 async def purge_confirm(view: View, queue: str) -> Page:

@@ -1,5 +1,6 @@
 """What happened since this engine started: counters for metrics, a per-minute throughput
-ring for the last hour, the most recent failures, and each queue's latency per minute.
+ring for the last hour, the most recent failures, and each queue's latency and throughput
+per minute.
 
 All of it is volatile (a restart starts from zero) and fed only by live transitions, never
 by replay, so a recovered store does not look like a burst of work. The cost per job event
@@ -16,7 +17,7 @@ MINUTE_MS = 60_000
 RING_MINUTES = 60
 RECENT_FAILURES = 1_000
 MESSAGE_PREVIEW_CHARS = 200
-LATENCY_QUEUES_MAX = 256  # queues whose latency the hour keeps (more: not recorded)
+LATENCY_QUEUES_MAX = 256  # queues whose latency and throughput the hour keeps (more: not)
 
 # job outcome labels, one per job event that ends or starts a phase (docs/admin.md)
 OUTCOMES = ("enqueued", "completed", "failed", "timed_out", "interrupted", "discarded",
@@ -150,6 +151,20 @@ class Activity:
                          "completed": completed, "failed": failed})
         return rows
 
+    def queue_totals(self) -> list[tuple[str, int, int]]:
+        """(queue, completed, failed) counted since start (failed as the ring counts it:
+        failed, timed out and discarded), what ``QueueThroughput`` samples."""
+        failed_places = [_PLACES[outcome] for outcome in FAILED_OUTCOMES]
+        totals = []
+        for queue, tasks in self._rows.items():
+            completed = failed = 0
+            for row in tasks.values():
+                completed += row[1]
+                for place in failed_places:
+                    failed += row[place]
+            totals.append((queue, completed, failed))
+        return totals
+
     def recent_failures(self, since_ms: int, limit: int) -> list[dict[str, Any]]:
         """Failures at or after ``since_ms``, newest first, at most ``limit``."""
         found = []
@@ -211,4 +226,72 @@ class QueueLatency:
             if peak:
                 series.append({"queue": queue, "peak_ms": peak, "per_minute": values})
         series.sort(key=lambda row: (-row["peak_ms"], row["queue"]))
+        return series[:limit]
+
+
+class QueueThroughput:
+    """How many jobs of each queue completed and failed in each minute of the last hour:
+    the per-queue split of ``Activity.per_minute``, for a chart (docs/admin.md,
+    ``activity``).
+
+    Sampled from ``Activity``'s counts since start, not fed by job events, so the job
+    path pays nothing for it: each sample adds what a queue counted since the previous one
+    to the sample's minute (the server samples every few seconds, so a count can land in
+    the minute after the one it happened in). At most ``LATENCY_QUEUES_MAX`` queues are
+    followed, the first ones seen.
+    """
+
+    def __init__(self) -> None:
+        self._last: dict[str, tuple[int, int]] = {}  # queue -> (completed, failed) so far
+        self._queues: dict[str, dict[int, list[int]]] = {}  # queue -> minute -> [c, f]
+        self._trimmed = 0
+
+    def sample(self, now_ms: int, totals: Iterable[tuple[str, int, int]]) -> None:
+        """``totals``: (queue, completed, failed) counted since start, at ``now_ms``."""
+        minute = now_ms // MINUTE_MS
+        if minute != self._trimmed:
+            self._trim(minute - RING_MINUTES + 1)
+            self._trimmed = minute
+        last, queues = self._last, self._queues
+        for queue, completed, failed in totals:
+            before = last.get(queue)
+            if before is None:
+                if len(last) >= LATENCY_QUEUES_MAX:
+                    continue
+                before = (0, 0)
+            if (completed, failed) == before:
+                continue
+            last[queue] = (completed, failed)
+            ring = queues.get(queue)
+            if ring is None:
+                ring = queues[queue] = {}
+            bucket = ring.get(minute)
+            if bucket is None:
+                bucket = ring[minute] = [0, 0]
+            bucket[0] += completed - before[0]
+            bucket[1] += failed - before[1]
+
+    def _trim(self, floor: int) -> None:
+        for queue in list(self._queues):
+            ring = self._queues[queue]
+            for minute in [m for m in ring if m < floor]:
+                del ring[minute]
+            if not ring:
+                del self._queues[queue]
+
+    def per_minute(self, now_ms: int, limit: int) -> list[dict[str, Any]]:
+        """Up to ``limit`` queues, the most jobs finished in the hour first: ``{queue,
+        completed, failed, completed_per_minute, failed_per_minute}``, one value per
+        minute, oldest first (as ``Activity.per_minute``)."""
+        current = now_ms // MINUTE_MS
+        minutes = range(current - RING_MINUTES + 1, current + 1)
+        series = []
+        for queue, ring in self._queues.items():
+            completed = [ring[m][0] if m in ring else 0 for m in minutes]
+            failed = [ring[m][1] if m in ring else 0 for m in minutes]
+            done, lost = sum(completed), sum(failed)
+            if done or lost:
+                series.append({"queue": queue, "completed": done, "failed": lost,
+                               "completed_per_minute": completed, "failed_per_minute": failed})
+        series.sort(key=lambda row: (-row["completed"] - row["failed"], row["queue"]))
         return series[:limit]

@@ -18,7 +18,7 @@ from array import array
 from collections import Counter, deque
 from typing import Any, Iterable, Iterator, Mapping, Sequence
 
-from tay.engine.activity import Activity, QueueLatency
+from tay.engine.activity import Activity, QueueLatency, QueueThroughput
 from tay.engine.admission import ClientPermits, StateBudget, job_charge, jobs_charge
 from tay.engine.config import EngineConfig
 from tay.engine.effects import Execute, Outcome
@@ -139,7 +139,8 @@ class EngineState:
         # jobs per state: the queue rows' sums, read when asked (kept nowhere else)
         self.counts: Mapping[str, int] = StateCounts(self.queue_counts)
         self.activity = Activity()
-        self.latency = QueueLatency()  # volatile, like activity: sample_latency feeds it
+        self.latency = QueueLatency()  # volatile, like activity: sample_queues feeds it
+        self.throughput = QueueThroughput()  # and this, from activity's counts
         # Store v2 (tay.engine.epoch): the epoch's reducer once the store is v2, else None
         self.epoch: Any = None
         self._pending_nodes: int | None = None  # a live insert's measured nodes
@@ -195,12 +196,15 @@ class EngineState:
         ones, else the default (what ``_dispatch`` reads, inline)."""
         return self.credit_limits.get(queue, self.config.default_queue_concurrency)
 
-    def sample_latency(self, now_ms: int) -> None:
-        """Record each queue's latency now in ``latency`` (the server calls it every few
-        seconds; an ``activity`` read too). Reads the heads of the ready heaps only."""
+    def sample_queues(self, now_ms: int) -> None:
+        """Record each queue's latency now in ``latency`` and what it finished since the
+        last sample in ``throughput`` (the server calls it every few seconds; an
+        ``activity`` read too). Reads the heads of the ready heaps and the activity counts,
+        never the jobs."""
         self.latency.sample(now_ms, [
             (queue, latency) for queue in self._ready.queues()
             if (latency := self.queue_latency_ms(queue, now_ms))])
+        self.throughput.sample(now_ms, self.activity.queue_totals())
 
     def job_count(self) -> int:
         """Jobs retained, persistent and volatile."""

@@ -51,18 +51,19 @@ class AdminService:
         self.compactor: Any = None  # tay.server.compaction.compactor.OnlineCompactor, set by serve
         self.metrics = ServerMetrics()
         self._collect: Callable[[], Any] | None = None  # prometheus_client on the first scrape
-        self._sampling: Any = None  # the timer handle of the next latency sample
+        self._sampling: Any = None  # the timer handle of the next queue sample
 
-    # -- the queues' latency history (tay.engine.activity.QueueLatency) ------------------------
+    # -- the queues' latency and throughput history (tay.engine.activity) -----------------------
     def start_sampling(self) -> None:
-        """Record each queue's latency every LATENCY_SAMPLE_S, on the loop, until
-        ``stop_sampling``. A read of the engine's ready heaps, no command: it runs even
-        while the driver waits for a commit, and stops when the writer stopped."""
+        """Record each queue's latency and what it finished every LATENCY_SAMPLE_S, on the
+        loop, until ``stop_sampling``. A read of the engine's ready heaps and activity
+        counts, no command: it runs even while the driver waits for a commit, and stops
+        when the writer stopped."""
         self._sampling = self.driver.loop.call_later(LATENCY_SAMPLE_S, self._sample)
 
     def _sample(self) -> None:
         if self.driver.stopped is None:
-            self.driver.engine.sample_latency(self.driver.wall_ms())
+            self.driver.engine.sample_queues(self.driver.wall_ms())
         self._sampling = self.driver.loop.call_later(LATENCY_SAMPLE_S, self._sample)
 
     def stop_sampling(self) -> None:

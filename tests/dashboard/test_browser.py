@@ -1,8 +1,9 @@
 """The dashboard in a real browser (Debian's Chromium through Playwright) against a real
 ``tay serve`` and a real SDK worker process: live refresh, failures and retries, retry all
 and cancel all, queue control (pause, scale, purge with confirmation), the queue-latency
-chart, what workers run, running, pausing, resuming and cancelling a schedule, compact
-now, CSRF from another origin, and the whole thing with JavaScript turned off."""
+and per-queue throughput charts, what workers run, running, pausing, resuming and
+cancelling a schedule, compact now, CSRF from another origin, and the whole thing with
+JavaScript turned off."""
 
 from __future__ import annotations
 
@@ -149,6 +150,23 @@ def test_the_overview_charts_how_long_a_held_queue_has_waited(watched, ui_engine
     expect(panel.locator("svg desc")).to_contain_text(f"{queue} peaked at")
     ui_engine.admin.call("resume_queue", {"queue": queue})
     ui_engine.wait_state(job_id, "completed")
+
+
+def test_the_queues_page_charts_what_each_queue_completed(watched, ui_engine):
+    queue = "ui-throughput"  # more than any other test's queue: among the 8 charted
+    for job_id in [ui_engine.enqueue("ui.ok", {"n": n}, queue=queue) for n in range(30)]:
+        ui_engine.wait_state(job_id, "completed")
+    watched.goto("/ui/queues")
+    panel = watched.locator("section", has=watched.get_by_role(
+        "heading", name="Completed per queue, last hour", exact=True))
+    entry = panel.locator(".legend li", has_text=queue)
+    expect(entry).to_contain_text("30 completed")
+    place = entry.evaluate("e => [...e.parentNode.children].indexOf(e)")  # its colour
+    heights = [float(point.split(",")[1]) for point in
+               panel.locator(f"svg polyline.q{place}").get_attribute("points").split()]
+    # the jobs count in the minute of the sample that saw them: this one or the one before
+    assert len(heights) == 60 and min(heights[-2:]) < heights[0]
+    expect(panel.locator("svg desc")).to_contain_text(f"{queue}: 30 completed, 0 failed")
 
 
 def test_the_workers_page_shows_what_runs_now(watched, ui_engine):

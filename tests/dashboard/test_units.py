@@ -99,6 +99,18 @@ def test_latency_chart_draws_one_line_per_queue_on_one_scale():
     assert empty.lines == {} and empty.peak == 4
 
 
+def test_queue_throughput_chart_draws_each_queue_completed_a_minute():
+    series = [{"queue": "mail", "completed": 45, "failed": 2,
+               "completed_per_minute": [0] * 58 + [15, 30], "failed_per_minute": [0] * 60},
+              {"queue": "pdf", "completed": 3, "failed": 0,
+               "completed_per_minute": [3] + [0] * 59, "failed_per_minute": [0] * 60}]
+    chart = charts.queue_throughput(series)
+    assert chart.peak == 40 and chart.totals == {"mail": 45, "pdf": 3}
+    assert list(chart.lines) == ["mail", "pdf"]
+    assert chart.lines["mail"].split()[-1] == "1150.0,57.0"  # 198 - 188 * 30 / 40
+    assert charts.queue_throughput([]).lines == {}
+
+
 def test_routes_match_methods_and_segments():
     handler, params = app._match("GET", ["jobs", "abc"])
     assert params == ["abc"]

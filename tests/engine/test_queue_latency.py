@@ -74,5 +74,5 @@ def test_the_activity_op_samples_the_waiting_queues():
     driver.advance(MINUTE_MS)
     rows = {row["queue"]: row["per_minute"] for row in queue_latency()}
     assert rows["held"][-2:] == [90_000, 150_000] and rows["busy"][-2:] == [90_000, 0]
-    driver.engine.sample_latency(driver.now + 5_000)  # the server's sample, between reads
+    driver.engine.sample_queues(driver.now + 5_000)  # the server's sample, between reads
     assert driver.engine.latency.per_minute(driver.now + 5_000, 8)[0]["peak_ms"] == 155_000

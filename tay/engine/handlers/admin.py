@@ -56,7 +56,7 @@ RETRY_DEFAULT, RETRY_MAX = 1_000, 10_000  # retry_jobs: jobs retried per request
 NEXT_OCCURRENCES = 5
 FAILURE_WINDOW_MS = 3_600_000
 FAILURES_MAX = 100
-LATENCY_SERIES_MAX = 8  # queues whose latency history the activity op gives
+LATENCY_SERIES_MAX = 8  # queues whose latency and throughput history the activity op gives
 RUNNING_SHOWN = 10  # executions the workers op lists per executor (its oldest)
 
 
@@ -304,10 +304,11 @@ class AdminCommands(ScheduleCommands):
     def _admin_activity(self, body: Any, now_ms: int, out: Outcome) -> dict[str, Any]:
         body = request_fields(body, frozenset({"limit"}), "activity")
         limit = _limit(body, FAILURES_MAX, FAILURES_MAX)
-        self.sample_latency(now_ms)
+        self.sample_queues(now_ms)
         return {"per_minute": self.activity.per_minute(now_ms),
                 "failures": self.activity.recent_failures(now_ms - FAILURE_WINDOW_MS, limit),
-                "queue_latency": self.latency.per_minute(now_ms, LATENCY_SERIES_MAX)}
+                "queue_latency": self.latency.per_minute(now_ms, LATENCY_SERIES_MAX),
+                "queue_throughput": self.throughput.per_minute(now_ms, LATENCY_SERIES_MAX)}
 
     # ---- actions ------------------------------------------------------------------------
 
