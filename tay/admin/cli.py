@@ -1,6 +1,6 @@
-"""``tay status|enqueue|jobs|job|retry|retry-all|cancel|cancel-all|queues|workers|pause|
-resume|scale|purge|schedules|schedule|compact``: see and steer a running engine through the operations
-API (docs/admin.md); ``enqueue`` goes through the SDK (tay.admin.enqueue).
+"""``tay status|enqueue|jobs|job|retry|retry-all|cancel|cancel-all|queues|workers|tasks|
+pause|resume|scale|purge|schedules|schedule|compact``: see and steer a running engine through
+the operations API (docs/admin.md); ``enqueue`` goes through the SDK (tay.admin.enqueue).
 
 Each command talks to the engine over the Unix socket (discovered like the SDK, or
 ``--socket``) or over HTTP(S) (``--url`` plus the TLS files for mTLS). ``--json`` prints the
@@ -21,7 +21,7 @@ from typing import Any
 from tay.engine.bulk_states import CANCELLABLE, RETRIABLE
 
 from .render import (credits, render_job, render_jobs, render_queues, render_schedule,
-                     render_schedules, render_status, render_workers, when)
+                     render_schedules, render_status, render_tasks, render_workers, when)
 
 STATES = ("scheduled", "available", "executing", "retryable", "completed", "cancelled",
           "discarded")
@@ -114,6 +114,10 @@ def register(groups: Any) -> None:
                             "(default: all), most recently changed first")
     command("queues", "queues: depth by state, credits, executing, paused", _queues)
     command("workers", "connected workers, what each runs now, tasks nobody serves", _workers)
+    tasks = command("tasks", "each task of each queue since start: outcomes and run times "
+                    "(mean, p50, p95, p99), executors that serve it", _tasks)
+    tasks.add_argument("--limit", type=_positive, default=100,
+                       help="(queue, task) pairs, the busiest first, 1..1000 (default 100)")
     command("pause", "pause a queue (durable; running jobs finish)", _pause).add_argument("queue")
     command("resume", "resume a paused queue", _resume).add_argument("queue")
     scale = command("scale", "set a queue's credits (executions at once) at runtime; "
@@ -271,6 +275,13 @@ def _cancel(client: Any, args: argparse.Namespace) -> int:
 
 def _queues(client: Any, args: argparse.Namespace) -> int:
     return _show(args, client.call("queues", {}), render_queues)
+
+
+def _tasks(client: Any, args: argparse.Namespace) -> int:
+    if args.limit > 1_000:
+        print("tay tasks: --limit must be 1..1000", file=sys.stderr)
+        return 2
+    return _show(args, client.call("tasks", {"limit": args.limit}), render_tasks)
 
 
 def _workers(client: Any, args: argparse.Namespace) -> int:

@@ -224,6 +224,30 @@ def render_workers(reply: dict[str, Any], now_ms: int) -> str:
     return text
 
 
+def render_tasks(reply: dict[str, Any]) -> str:
+    """Per (queue, task) since start: outcomes and run times (quantiles are bucket bounds:
+    "<= 250 ms")."""
+    def bound(ms: int | None, runs: int) -> str:
+        if not runs:
+            return "-"
+        return "longer" if ms is None else f"<= {_short_ms(ms)}"
+
+    text = table(("QUEUE", "TASK", "ENQUEUED", "COMPLETED", "FAILED", "RETRIED", "CANCELLED",
+                  "MEAN RUN", "P50", "P95", "P99", "EXECUTORS"), [
+        (t["queue"], t["task"], t["enqueued"], t["completed"],
+         t["failed"] + t["timed_out"] + t["discarded"], t["retried"], t["cancelled"],
+         "-" if t["run_ms_mean"] is None else _short_ms(t["run_ms_mean"]),
+         *(bound(t[f"run_ms_p{q}"], t["runs"]) for q in (50, 95, 99)), t["executors"])
+        for t in reply["tasks"]])
+    if reply.get("more"):
+        text += "more (queue, task) pairs: --limit up to 1000\n"
+    return text + "since the engine started; failed counts failures, time-outs and discards\n"
+
+
+def _short_ms(ms: int) -> str:
+    return f"{ms} ms" if ms < 1_000 else elapsed(ms)
+
+
 def _tasks(tasks: list[str]) -> str:
     shown = ", ".join(tasks[:5])
     return shown + (f" and {len(tasks) - 5} more" if len(tasks) > 5 else "")

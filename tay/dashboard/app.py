@@ -71,6 +71,7 @@ ROUTES: tuple[tuple[str, tuple[str, ...], Callable[..., Any]], ...] = (
     ("POST", ("schedules", "*", "pause"), actions.pause_schedule),
     ("POST", ("schedules", "*", "resume"), actions.resume_schedule),
     ("GET", ("workers",), pages.workers),
+    ("GET", ("tasks",), pages.tasks),
     ("GET", ("storage",), pages.storage),
     ("POST", ("storage", "compact"), actions.compact),
 )

@@ -26,6 +26,7 @@ CAN_RETRY = frozenset({"retryable", "discarded", "cancelled"})
 CAN_CANCEL = frozenset({"scheduled", "available", "retryable", "executing"})
 PAGE_SIZE = 50
 RUNNING_MAX = 50  # executions the workers page lists
+TASKS_SHOWN = 200  # (queue, task) rows the tasks page lists, the busiest first
 TRAIL_MAX = 30  # "newer" links remembered while paging (older ones fall back to the first page)
 _CURSOR = re.compile(r"^[0-9]{1,20}$")
 _JOB_ID = re.compile(r"^[0-9a-fA-F]{1,128}$")
@@ -280,6 +281,14 @@ async def workers(view: View) -> Page:
     return _page(view, "workers.html", "workers", status, executors=executors,
                  clients=clients, unserved=reply["unserved"], running=running[:RUNNING_MAX],
                  running_total=sum(w["in_flight"] for w in executors))
+
+
+async def tasks(view: View) -> Page:
+    status, reply = await _gather(view, ("tasks", {"limit": TASKS_SHOWN}))
+    rows = [{**row, "failed_all": row["failed"] + row["timed_out"] + row["discarded"]}
+            for row in reply["tasks"]]
+    return _page(view, "tasks.html", "tasks", status, tasks=rows, more=reply["more"],
+                 bounds=reply["run_bounds_ms"], longest=reply["run_bounds_ms"][-1])
 
 
 async def storage(view: View) -> Page:

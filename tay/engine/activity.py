@@ -9,6 +9,7 @@ is a few integer increments; nothing here is logged or formatted on the hot path
 
 from __future__ import annotations
 
+from bisect import bisect_left
 from collections import Counter, deque
 from collections.abc import Iterable
 from typing import Any
@@ -27,6 +28,13 @@ FAILED_OUTCOMES = frozenset({"failed", "timed_out", "discarded"})
 _COLUMNS = {"enqueued": 0, "completed": 1, **{outcome: 2 for outcome in FAILED_OUTCOMES}}
 # outcome -> its place in a (queue, task)'s row of counts
 _PLACES = {outcome: place for place, outcome in enumerate(OUTCOMES)}
+# run time of each finished execution (start to finish as the engine recorded them), in ms:
+# a histogram per (queue, task) after the outcome counts in its row, then the sum
+RUN_BOUNDS_MS = (5, 10, 25, 50, 100, 250, 500, 1_000, 2_500, 5_000, 10_000, 30_000, 60_000,
+                 300_000, 1_800_000)
+_RUN_BASE = len(OUTCOMES)  # row[_RUN_BASE + k]: runs of at most RUN_BOUNDS_MS[k] (and more)
+_RUN_SUM = _RUN_BASE + len(RUN_BOUNDS_MS) + 1
+_ROW_LENGTH = _RUN_SUM + 1
 
 
 class Activity:
@@ -70,16 +78,36 @@ class Activity:
         except KeyError:
             self._row(queue, task)[0] += 1
 
-    def completed(self, queue: str, task: str, at: int) -> None:
-        """``count("completed", ...)`` without the routing (the success's hot path)."""
+    def completed(self, queue: str, task: str, at: int, run_ms: int) -> None:
+        """``count("completed", ...)`` and ``ran(...)`` without the routing (the success's
+        hot path)."""
         if self._bucket_start <= at < self._bucket_end:
             self._bucket[1] += 1
         else:
             self._minute(at)[1] += 1
         try:
-            self._rows[queue][task][1] += 1
+            row = self._rows[queue][task]
         except KeyError:
-            self._row(queue, task)[1] += 1
+            row = self._row(queue, task)
+        row[1] += 1
+        if run_ms > 0:
+            row[_RUN_BASE + bisect_left(RUN_BOUNDS_MS, run_ms)] += 1
+            row[_RUN_SUM] += run_ms
+        else:
+            row[_RUN_BASE] += 1
+
+    def ran(self, queue: str, task: str, run_ms: int) -> None:
+        """One execution's run time (a failure's, a time-out's: the finishes ``count``
+        sees; a success's goes through ``completed``)."""
+        try:
+            row = self._rows[queue][task]
+        except KeyError:
+            row = self._row(queue, task)
+        if run_ms > 0:
+            row[_RUN_BASE + bisect_left(RUN_BOUNDS_MS, run_ms)] += 1
+            row[_RUN_SUM] += run_ms
+        else:
+            row[_RUN_BASE] += 1
 
     def count(self, outcome: str, queue: str, task: str, at: int) -> None:
         place = _PLACES.get(outcome)
@@ -105,7 +133,7 @@ class Activity:
             tasks = self._rows[queue] = {}
         row = tasks.get(task)
         if row is None:
-            row = tasks[task] = [0] * len(OUTCOMES)
+            row = tasks[task] = [0] * _ROW_LENGTH
         return row
 
     def _minute(self, at: int) -> list[int]:
@@ -150,6 +178,13 @@ class Activity:
             rows.append({"minute": minute * MINUTE_MS, "enqueued": enqueued,
                          "completed": completed, "failed": failed})
         return rows
+
+    def runs(self) -> list[tuple[str, str, list[int], list[int], int]]:
+        """(queue, task, counts by outcome (OUTCOMES' order), run-time histogram (one count
+        per RUN_BOUNDS_MS bound, then the longer ones), run-time sum in ms) per (queue,
+        task) counted since start."""
+        return [(queue, task, row[:_RUN_BASE], row[_RUN_BASE:_RUN_SUM], row[_RUN_SUM])
+                for queue, tasks in self._rows.items() for task, row in tasks.items()]
 
     def queue_totals(self) -> list[tuple[str, int, int]]:
         """(queue, completed, failed) counted since start (failed as the ring counts it:

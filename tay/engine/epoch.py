@@ -589,7 +589,7 @@ class EpochEngine(AdminCommands):
         second.__class__ = Event
         out.events += ((sequence, first), (sequence + 1, second))
         self.next_sequence = sequence + 2
-        self.activity.completed(entry.queue, entry.task, at)
+        self.activity.completed(entry.queue, entry.task, at, at - attempted_at)
         return True
 
     def _commit_entity(self, event: ev.Event, out: Outcome) -> None:

@@ -452,8 +452,13 @@ class EngineState:
             entry = self._install(entry, state, volatile, nodes, at)
         counted = _COUNTED.get(event.type, _NOT_COUNTED)
         if counted is not _NOT_COUNTED:
-            self.activity.count(counted or finish_outcome(state), entry.queue, entry.task,
-                                event.payload["at"])
+            at = event.payload["at"]
+            outcome = counted or finish_outcome(state)
+            self.activity.count(outcome, entry.queue, entry.task, at)
+            # the run time of an execution that finished (an interrupted one's would count
+            # the engine's downtime, a cancelled one never finished)
+            if event.type == _FINISHED and outcome != "interrupted":
+                self.activity.ran(entry.queue, entry.task, at - state.attempted_at)
         return entry
 
     def _charge_history(self, event: ev.Event) -> ev.Event:
@@ -939,6 +944,7 @@ def _finish_attempt(entry: JobEntry, state: JobState, at: int) -> None:
 
 # record type -> how a live event of it counts (types are unique across the registry)
 _NOT_COUNTED = object()
+_FINISHED = ev.JOB_FINISHED[0]
 _COUNTED = {ev.JOB_INSERTED[0]: "enqueued", ev.JOB_FINISHED[0]: None,
             ev.JOB_CANCELLED[0]: None, ev.JOB_RETRIED[0]: "retried",
             ev.JOB_REQUEUED[0]: "retried"}

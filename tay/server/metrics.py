@@ -12,6 +12,7 @@ from __future__ import annotations
 import time
 from bisect import bisect_left
 from collections.abc import Callable, Iterator
+from itertools import accumulate
 from typing import Any
 
 # seconds; fsync and ack latencies of a local disk span ~50 us .. seconds
@@ -160,6 +161,7 @@ def collector(engine: Any, driver: Any, store: Any, metrics: ServerMetrics,
         CounterMetricFamily, GaugeMetricFamily, HistogramMetricFamily, InfoMetricFamily,
     )
     from tay._version import __version__
+    from tay.engine.activity import RUN_BOUNDS_MS
     from tay.storage.events.transitions import STATES
 
     def histogram(name: str, doc: str, source: Histogram) -> HistogramMetricFamily:
@@ -177,6 +179,16 @@ def collector(engine: Any, driver: Any, store: Any, metrics: ServerMetrics,
         for (outcome, queue, task), count in sorted(engine.activity.jobs.items()):
             jobs.add_metric((outcome, queue, task), count)
         yield jobs
+        runs = HistogramMetricFamily("tay_job_run_seconds", "run time of each finished "
+                                     "execution (start to finish, as the engine recorded "
+                                     "them) since start, by queue and task",
+                                     labels=("queue", "task"))
+        bounds = [f"{bound / 1000:g}" for bound in RUN_BOUNDS_MS] + ["+Inf"]
+        for queue, task, _, counts, total_ms in sorted(engine.activity.runs()):
+            if any(counts):
+                runs.add_metric((queue, task), list(zip(bounds, accumulate(counts))),
+                                total_ms / 1000)
+        yield runs
         capped = CounterMetricFamily("tay_job_starts_refused", "dispatch attempts a history "
                                      "cap refused (the job stays available)", labels=("cap",))
         for cap, count in sorted(engine.activity.start_refusals.items()):

@@ -1,9 +1,9 @@
 """The dashboard in a real browser (Debian's Chromium through Playwright) against a real
 ``tay serve`` and a real SDK worker process: live refresh, failures and retries, retry all
 and cancel all, queue control (pause, scale, purge with confirmation), the queue-latency
-and per-queue throughput charts, what workers run, running, pausing, resuming and
-cancelling a schedule, compact now, CSRF from another origin, and the whole thing with
-JavaScript turned off."""
+and per-queue throughput charts, what workers run, what each task did, running, pausing,
+resuming and cancelling a schedule, compact now, CSRF from another origin, and the whole
+thing with JavaScript turned off."""
 
 from __future__ import annotations
 
@@ -167,6 +167,25 @@ def test_the_queues_page_charts_what_each_queue_completed(watched, ui_engine):
     # the jobs count in the minute of the sample that saw them: this one or the one before
     assert len(heights) == 60 and min(heights[-2:]) < heights[0]
     expect(panel.locator("svg desc")).to_contain_text(f"{queue}: 30 completed, 0 failed")
+
+
+def test_the_tasks_page_shows_each_task_s_outcomes_and_run_times(watched, ui_engine):
+    queue = "ui-tasks"
+    for job_id in [ui_engine.enqueue("ui.slow", {"seconds": 0.3}, queue=queue)
+                   for _ in range(2)]:
+        ui_engine.wait_state(job_id, "completed")
+    watched.goto("/ui/")
+    watched.get_by_role("navigation", name="Sections").get_by_role(
+        "link", name="Tasks", exact=True).click()
+    expect(watched).to_have_url(re.compile(r"/ui/tasks$"))
+    line = watched.locator("tbody tr", has=watched.locator(
+        f'a[href="/ui/jobs?queue={queue}"]'))
+    cells = line.locator("td")
+    expect(cells.nth(2)).to_have_text("2")  # completed
+    expect(cells.nth(6)).to_have_text(re.compile(r"^3\d\d ms$"))  # the mean run
+    expect(cells.nth(7)).to_have_text("≤ 500 ms")  # p50: a 0.3 s run's bucket
+    expect(line.get_by_role("link", name="ui.slow")).to_have_attribute(
+        "href", f"/ui/jobs?task=ui.slow&queue={queue}")
 
 
 def test_the_workers_page_shows_what_runs_now(watched, ui_engine):

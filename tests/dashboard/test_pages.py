@@ -36,7 +36,7 @@ def test_pages_read_without_javascript(ui_engine):
     assert overview.status == 200 and "Throughput per minute" in overview.text
     assert "<svg" in overview.text and "nojs" in overview.text
     assert "<dt>Event loop</dt><dd>no stall over 500 ms</dd>" in overview.text
-    for path in ("/ui/queues", "/ui/schedules", "/ui/workers", "/ui/storage"):
+    for path in ("/ui/queues", "/ui/schedules", "/ui/workers", "/ui/tasks", "/ui/storage"):
         page = ui_engine.get(path)
         assert page.status == 200, (path, page.text[:500])
     assert "ui.flaky" in ui_engine.get("/ui/workers").text  # the worker's registered tasks

@@ -18,7 +18,7 @@ import pytest
 
 from tay.engine import Execute
 from tay.engine import commands as c
-from tay.engine.activity import MINUTE_MS, OUTCOMES, RING_MINUTES, Activity
+from tay.engine.activity import RUN_BOUNDS_MS, MINUTE_MS, OUTCOMES, RING_MINUTES, Activity
 from tests.engine.conftest import T0, reply
 from tests.engine.test_engine_epoch import replay_tail
 from tests.engine.test_fused_commits import epoch_driver
@@ -64,7 +64,7 @@ def call(activity: Activity, outcome: str, queue: str, task: str, at: int) -> No
     if outcome == "enqueued" and at % 2:
         activity.enqueued(queue, task, at)  # the fused paths' entries, and the general one
     elif outcome == "completed" and at % 2:
-        activity.completed(queue, task, at)
+        activity.completed(queue, task, at, at % 1_000)
     else:
         activity.count(outcome, queue, task, at)
 
@@ -103,8 +103,9 @@ def test_counts_equal_a_plain_count_across_minutes_and_the_ring_trim(seed):
 def test_the_bucket_of_a_minute_left_and_come_back_to_is_the_ring_s():
     activity, reference = Activity(), Reference()
     for at in (T0, T0 + MINUTE_MS, T0 + 1, T0 + MINUTE_MS + 1, T0 + 2):
+        activity.enqueued("q", "t", at)
+        activity.completed("q", "t", at, 5)
         for method in ("enqueued", "completed"):
-            getattr(activity, method)("q", "t", at)
             reference.count(method, "q", "t", at)
     same(activity, reference, T0 + MINUTE_MS)
     # 61 newer minutes push the first two out of the ring; counting the first again makes a
@@ -112,9 +113,9 @@ def test_the_bucket_of_a_minute_left_and_come_back_to_is_the_ring_s():
     for minute in range(2, 2 + RING_MINUTES + 1):
         activity.enqueued("q", "t", T0 + minute * MINUTE_MS)
         reference.count("enqueued", "q", "t", T0 + minute * MINUTE_MS)
-    activity.completed("q", "t", T0)
+    activity.completed("q", "t", T0, 5)
     reference.count("completed", "q", "t", T0)
-    activity.completed("q", "t", T0 + 5)
+    activity.completed("q", "t", T0 + 5, 5)
     reference.count("completed", "q", "t", T0 + 5)
     same(activity, reference, T0 + (RING_MINUTES + 2) * MINUTE_MS)
     same(activity, reference, T0 + RING_MINUTES * MINUTE_MS)
@@ -128,7 +129,10 @@ def test_a_minute_s_first_and_last_millisecond():
         for at in (start - 1, start, start + MINUTE_MS - 1, start + MINUTE_MS, start - 1,
                    start + 2 * MINUTE_MS, start + 2 * MINUTE_MS - 1):
             for outcome in outcomes[first:] + outcomes[:first]:
-                getattr(activity, outcome, partial(activity.count, outcome))("q", "t", at)
+                if outcome == "completed":
+                    activity.completed("q", "t", at, 1)
+                else:
+                    getattr(activity, outcome, partial(activity.count, outcome))("q", "t", at)
                 reference.count(outcome, "q", "t", at)
         same(activity, reference, start + 2 * MINUTE_MS)
 
@@ -229,3 +233,27 @@ def test_an_engine_s_counts_equal_the_test_s_own_across_minutes(seed):
     assert fresh.activity.jobs == {}
     assert all(row["enqueued"] == row["completed"] == row["failed"] == 0
                for row in fresh.activity.per_minute(driver.now))
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_run_times_fall_in_the_bucket_of_the_first_bound_they_do_not_exceed(seed):
+    rng = random.Random(seed)
+    activity = Activity()
+    expected: dict[tuple[str, str], list[int]] = {}
+    sums: Counter = Counter()
+    for _ in range(2_000):
+        queue, task = rng.choice(("a", "b")), rng.choice(("x", "y"))
+        run_ms = rng.choice((-3, 0, 1, 5, 6, 250, 251, 1_800_000, 1_800_001,
+                             rng.randrange(4_000_000)))
+        if rng.random() < 0.5:
+            activity.completed(queue, task, T0, run_ms)
+        else:
+            activity.ran(queue, task, run_ms)
+        buckets = expected.setdefault((queue, task), [0] * (len(RUN_BOUNDS_MS) + 1))
+        place = next((k for k, bound in enumerate(RUN_BOUNDS_MS) if max(run_ms, 0) <= bound),
+                     len(RUN_BOUNDS_MS))
+        buckets[place] += 1
+        sums[(queue, task)] += max(run_ms, 0)
+    found = {(queue, task): (histogram, total)
+             for queue, task, _, histogram, total in activity.runs()}
+    assert found == {key: (expected[key], sums[key]) for key in expected}

@@ -539,3 +539,35 @@ def test_cancel_jobs_cancels_one_state_of_a_task_in_batches_and_stops_running_on
                                   {"state": "available", "job_id": "0" * 32}])
 def test_cancel_jobs_refuses_a_bad_request(body):
     assert refused(Driver(), "cancel_jobs", **body) == "invalid_request"
+
+
+@pytest.mark.parametrize("fused", [False, True])
+def test_tasks_gives_each_task_s_outcomes_and_run_times(fused):
+    """Through the general path (a v1 store) and the fused success of an epoch alike."""
+    from tests.engine.test_fused_commits import epoch_driver
+
+    driver = epoch_driver(1, "none", True) if fused else Driver()
+    queue = "q1" if fused else "default"
+    driver.worker(tasks=("t", "u"), capacity=10)
+    for run_ms in (3, 40, 40, 200):
+        (execute,) = executes(driver.enqueue(queue=queue))
+        driver.advance(run_ms)
+        driver.succeed(execute)
+    (execute,) = executes(driver.enqueue(task="u", queue=queue, retries=0))
+    driver.advance(7_000)
+    driver.fail(execute)
+    driver.enqueue(task="nobody", queue=queue)
+    fields = admin(driver, "tasks")
+    assert [row["task"] for row in fields["tasks"]] == ["t", "u", "nobody"]  # busiest first
+    rows = {row["task"]: row for row in fields["tasks"]}
+    t = rows["t"]
+    assert (t["enqueued"], t["completed"], t["runs"], t["run_ms_total"], t["run_ms_mean"]) \
+        == (4, 4, 4, 283, 70)
+    assert (t["run_ms_p50"], t["run_ms_p95"], t["run_ms_p99"]) == (50, 250, 250)
+    assert t["run_histogram"][:6] == [1, 0, 0, 2, 0, 1]  # <= 5, 10, 25, 50, 100, 250 ms
+    assert (rows["u"]["discarded"], rows["u"]["run_ms_p50"]) == (1, 10_000)
+    assert (rows["nobody"]["runs"], rows["nobody"]["run_ms_p50"]) == (0, None)
+    assert (t["executors"], rows["nobody"]["executors"]) == (1, 0)
+    assert fields["run_bounds_ms"][:3] == [5, 10, 25] and fields["more"] is False
+    assert admin(driver, "tasks", limit=1)["more"] is True
+    assert refused(driver, "tasks", limit=1_001) == "invalid_request"

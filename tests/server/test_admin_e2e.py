@@ -410,6 +410,26 @@ def test_cli_enqueue_submits_a_job_and_waits_for_its_result(engine):
     assert unreachable.returncode == 1 and "no engine reachable" in unreachable.stderr
 
 
+def test_cli_tasks_shows_what_each_task_did_and_how_long_it_ran(engine):
+    queue = "cli-tasks"
+
+    async def body(tay):
+        for n in range(3):
+            await (await tay.enqueue("ops.ok", {"n": n}, queue=queue)).result(timeout=20)
+
+    run_with_worker(engine, body)
+    shown = cli(engine, "tasks", "--limit", "1000")
+    assert shown.returncode == 0, shown.stderr
+    header, *rows = shown.stdout.splitlines()
+    assert header.split()[:4] == ["QUEUE", "TASK", "ENQUEUED", "COMPLETED"]
+    [row] = [line.split() for line in rows if line.startswith(queue + " ")]
+    assert row[1:4] == ["ops.ok", "3", "3"] and row[9] == "<=" and row[-1] == "0"
+    as_json = json.loads(cli(engine, "tasks", "--json", "--limit", "1000").stdout)
+    [found] = [t for t in as_json["tasks"] if t["queue"] == queue]
+    assert found["runs"] == 3 and sum(found["run_histogram"]) == 3
+    assert cli(engine, "tasks", "--limit", "1001").returncode == 2
+
+
 def test_cli_commands_exit_codes_and_json(engine):
     status = cli(engine, "status", "--json")
     assert status.returncode == 0, status.stderr

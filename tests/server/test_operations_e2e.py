@@ -137,6 +137,13 @@ def test_metrics_health_and_logs_on_a_socket_only_engine(dirs):
         # credits: the configured (default 10) and those set at runtime
         assert after[("tay_queue_credits", (("queue", "default"),))] == 10
         assert after[("tay_queue_credits", (("queue", "orphans"),))] == 2
+        # each execution's run time, by queue and task: the three successes and the failure
+        ok = (("queue", "default"), ("task", "ops.ok"))
+        assert after[("tay_job_run_seconds_count", ok)] == 3
+        assert after[("tay_job_run_seconds_bucket", (("le", "+Inf"),) + ok)] == 3
+        assert 0 <= after[("tay_job_run_seconds_sum", ok)] < 10
+        assert after[("tay_job_run_seconds_count", (("queue", "default"),
+                                                    ("task", "ops.boom")))] == 1
         assert [after[("tay_schedules", (("state", state),))]
                 for state in ("active", "paused", "cancelled")] == [1, 1, 1]
         assert after[("tay_enqueue_ack_seconds_count", ())] >= 5

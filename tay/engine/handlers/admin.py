@@ -35,6 +35,7 @@ from typing import Any, Callable
 
 from tay.engine.bulk_states import CANCELLABLE, RETRIABLE
 from tay.engine.commands import Admin, Enqueue
+from tay.engine.activity import OUTCOMES, RUN_BOUNDS_MS
 from tay.engine.effects import Outcome
 from tay.engine.retained.jobs import WAITING, JobEntry, peek, read_state, timeline
 from tay._native._pure_base import QUEUE, WORKER
@@ -58,6 +59,7 @@ FAILURE_WINDOW_MS = 3_600_000
 FAILURES_MAX = 100
 LATENCY_SERIES_MAX = 8  # queues whose latency and throughput history the activity op gives
 RUNNING_SHOWN = 10  # executions the workers op lists per executor (its oldest)
+TASKS_DEFAULT, TASKS_MAX = 100, 1_000  # (queue, task) rows of one tasks read
 
 
 def _limit(body: dict[str, Any], default: int, high: int) -> int:
@@ -268,6 +270,28 @@ class AdminCommands(ScheduleCommands):
                 "attempt": job.attempt, "started_at": job.attempted_at,
                 # the deadline is kept on the monotonic clock: as wall time for the reader
                 "timeout_at": reservation.deadline_mono + self._clock_offset}
+
+    def _admin_tasks(self, body: Any, now_ms: int, out: Outcome) -> dict[str, Any]:
+        """What each (queue, task) did since start: counts by outcome and its executions'
+        run times (histogram, mean, quantiles), the busiest first; and how many connected
+        executors registered the task."""
+        body = request_fields(body, frozenset({"limit"}), "tasks")
+        limit = _limit(body, TASKS_DEFAULT, TASKS_MAX)
+        by_task = self.executors.by_task
+        rows = []
+        for queue, task, counts, histogram, total_ms in self.activity.runs():
+            runs = sum(histogram)
+            rows.append({
+                "queue": queue, "task": task, **dict(zip(OUTCOMES, counts)),
+                "runs": runs, "run_ms_total": total_ms,
+                "run_ms_mean": total_ms // runs if runs else None,
+                **{f"run_ms_p{q}": _at_most(histogram, runs, q) for q in (50, 95, 99)},
+                "run_histogram": histogram,
+                "executors": len(by_task.get(task, ())),
+            })
+        rows.sort(key=lambda row: (-row["runs"] - row["enqueued"], row["queue"], row["task"]))
+        return {"tasks": rows[:limit], "more": len(rows) > limit,
+                "run_bounds_ms": list(RUN_BOUNDS_MS)}
 
     def unserved_tasks(self) -> list[dict[str, Any]]:
         """Ready jobs whose task no connected executor has registered (per queue)."""
@@ -501,6 +525,19 @@ class AdminCommands(ScheduleCommands):
             self.credit_limits = {**self.config.queues, **self.scaled}
 
 
+def _at_most(histogram: list[int], runs: int, percent: int) -> int | None:
+    """The run time that ``percent`` % of the runs took at most, as the upper bound of the
+    histogram bucket it falls in (None: no runs, or past the largest bound)."""
+    if not runs:
+        return None
+    wanted, seen = -(-runs * percent // 100), 0  # the rank, rounded up
+    for bound, count in zip(RUN_BOUNDS_MS, histogram):
+        seen += count
+        if seen >= wanted:
+            return bound
+    return None
+
+
 def _next_occurrences(definition: Any, next_at: int | None) -> list[int]:
     """The next few due times of a schedule, starting at its stored next one."""
     if next_at is None:
@@ -525,6 +562,7 @@ _OPS: dict[str, Callable[..., dict[str, Any]]] = {
     "job": AdminCommands._admin_job,
     "queues": AdminCommands._admin_queues,
     "workers": AdminCommands._admin_workers,
+    "tasks": AdminCommands._admin_tasks,
     "schedules": AdminCommands._admin_schedules,
     "schedule": AdminCommands._admin_schedule,
     "activity": AdminCommands._admin_activity,
