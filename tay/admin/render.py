@@ -205,9 +205,12 @@ def elapsed(ms: int) -> str:
 def render_workers(reply: dict[str, Any], now_ms: int) -> str:
     """Executors, then what each runs (its oldest executions), then unserved tasks."""
     executors = [w for w in reply["workers"] if w["mode"] != "client"]
-    text = table(("RUNTIME ID", "MODE", "TRANSPORT", "QUEUE", "IN FLIGHT", "TASKS"), [
-        (w["runtime_id"], w["mode"], w["transport"], w["queue"] or "any",
-         f"{w['in_flight']}/{w['capacity']}", _tasks(w["tasks"])) for w in executors])
+    if not executors:
+        text = "no executor is connected: jobs wait until a worker connects\n"
+    else:
+        text = table(("RUNTIME ID", "MODE", "TRANSPORT", "QUEUE", "IN FLIGHT", "TASKS"), [
+            (w["runtime_id"], w["mode"], w["transport"], w["queue"] or "any",
+             f"{w['in_flight']}/{w['capacity']}", _tasks(w["tasks"])) for w in executors])
     running = [(r, w) for w in executors for r in w.get("running", [])]
     if running:
         running.sort(key=lambda pair: pair[0]["started_at"] or 0)
@@ -217,7 +220,8 @@ def render_workers(reply: dict[str, Any], now_ms: int) -> str:
               elapsed(now_ms - (r["started_at"] or now_ms)), elapsed(r["timeout_at"] - now_ms))
              for r, w in running])
     clients = sum(1 for w in reply["workers"] if w["mode"] == "client")
-    text += f"\n{clients} producer connection(s) on the socket\n"
+    text += f"\n{clients} producer connection(s) on the socket (this command's own among them " \
+            "when it asked over the socket)\n"
     for item in reply.get("unserved", []):
         text += (f"no executor for task {item['task']} on queue {item['queue']}: ready since "
                  f"{when(item['oldest_ready_at'])}\n")

@@ -1,8 +1,9 @@
-"""How `tay status` shows the processes and `tay queues` the queues' latency."""
+"""How `tay status` shows the processes, `tay queues` the queues' latency, `tay workers` an
+engine without executors and `tay tasks` the run times."""
 
 from __future__ import annotations
 
-from tay.admin.render import latency, render_queues, render_status
+from tay.admin.render import latency, render_queues, render_status, render_tasks, render_workers
 
 PROCESS = {"pid": 4242, "rss_bytes": 55 * 2**20, "peak_rss_bytes": 60 * 2**20,
            "vms_bytes": 900 * 2**20, "cpu_user_s": 12.25, "cpu_system_s": 3.5,
@@ -45,3 +46,24 @@ def test_a_queue_latency_reads_in_the_unit_that_fits():
          "by_state": counts, "oldest_ready_at": 1, "latency_ms": 4_000}]})
     header, line = table.splitlines()[:2]
     assert header.split()[5] == "LATENCY" and line.split()[5:7] == ["4.0", "s"]
+
+
+def test_workers_without_an_executor_say_so_instead_of_an_empty_table():
+    text = render_workers({"workers": [{"mode": "client"}], "unserved": []}, 0)
+    assert text.startswith("no executor is connected: jobs wait until a worker connects\n")
+    assert "1 producer connection(s) on the socket (this command's own" in text
+    assert "RUNTIME ID" not in text
+
+
+def test_tasks_read_their_run_time_quantiles_as_bucket_bounds():
+    row = {"queue": "mail", "task": "send", "enqueued": 9, "completed": 7, "failed": 1,
+           "timed_out": 1, "discarded": 1, "retried": 2, "cancelled": 0, "runs": 9,
+           "run_ms_mean": 1_500, "run_ms_p50": 250, "run_ms_p95": 5_000, "run_ms_p99": None,
+           "executors": 2}
+    idle = {**row, "task": "idle", "runs": 0, "run_ms_mean": None, "run_ms_p50": None,
+            "run_ms_p95": None, "run_ms_p99": None, "executors": 0}
+    lines = render_tasks({"tasks": [row, idle], "more": True}).splitlines()
+    assert lines[1].split() == ["mail", "send", "9", "7", "3", "2", "0", "1.5", "s", "<=",
+                                "250", "ms", "<=", "5.0", "s", "longer", "2"]
+    assert lines[2].split()[-5:] == ["-", "-", "-", "-", "0"]
+    assert lines[3] == "more (queue, task) pairs: --limit up to 1000"
