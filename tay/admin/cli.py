@@ -229,20 +229,11 @@ def _retry(client: Any, args: argparse.Namespace) -> int:
 def _retry_all(client: Any, args: argparse.Namespace) -> int:
     """Retry in batches, following the cursor: the jobs that were in the state when it
     began, each once (one that fails back into the state meanwhile is not retried again)."""
-    wanted = args.limit
-    body = {"state": args.state, **{name: getattr(args, name) for name in ("queue", "task")
-                                     if getattr(args, name) is not None}}
-    retried, cursor = 0, None
-    while wanted is None or retried < wanted:
-        batch = BULK_BATCH if wanted is None else min(BULK_BATCH, wanted - retried)
-        reply = client.call("retry_jobs", {**body, "limit": batch,
-                                           **({"cursor": cursor} if cursor else {})})
-        retried += reply["retried"]
-        cursor = reply["next_cursor"]
-        if cursor is None:
-            break
-    where = "".join(f" {name} {body[name]}" for name in ("queue", "task") if name in body)
-    return _show(args, {**body, "retried": retried},
+    filters = _job_filters(args)
+    retried = _in_batches(client, "retry_jobs", {"state": args.state, **filters}, "retried",
+                          args.limit)
+    where = "".join(f" {name} {value}" for name, value in filters.items())
+    return _show(args, {"state": args.state, **filters, "retried": retried},
                  lambda r: f"{r['retried']} {args.state} job(s){where} retried\n")
 
 
@@ -250,22 +241,35 @@ def _cancel_all(client: Any, args: argparse.Namespace) -> int:
     """Cancel in batches, following each state's cursor (``waiting``: scheduled, available
     and retryable in turn); running ones are told to stop."""
     wanted = args.limit
-    filters = {name: getattr(args, name) for name in ("queue", "task")
-               if getattr(args, name) is not None}
+    filters = _job_filters(args)
     cancelled = 0
     for state in WAITING if args.state == "waiting" else (args.state,):
-        cursor = None
-        while wanted is None or cancelled < wanted:
-            batch = BULK_BATCH if wanted is None else min(BULK_BATCH, wanted - cancelled)
-            reply = client.call("cancel_jobs", {"state": state, **filters, "limit": batch,
-                                                **({"cursor": cursor} if cursor else {})})
-            cancelled += reply["cancelled"]
-            cursor = reply["next_cursor"]
-            if cursor is None:
-                break
+        cancelled += _in_batches(client, "cancel_jobs", {"state": state, **filters},
+                                 "cancelled", None if wanted is None else wanted - cancelled)
     where = "".join(f" {name} {value}" for name, value in filters.items())
     return _show(args, {"state": args.state, **filters, "cancelled": cancelled},
                  lambda r: f"{r['cancelled']} {args.state} job(s){where} cancelled\n")
+
+
+def _job_filters(args: argparse.Namespace) -> dict[str, str]:
+    return {name: getattr(args, name) for name in ("queue", "task")
+            if getattr(args, name) is not None}
+
+
+def _in_batches(client: Any, op: str, body: dict[str, Any], counted: str,
+                wanted: int | None) -> int:
+    """``op`` (retry_jobs, cancel_jobs) on ``body`` in batches, following its cursor to the
+    end or until ``wanted`` jobs were done (None: all); how many were."""
+    done, cursor = 0, None
+    while wanted is None or done < wanted:
+        batch = BULK_BATCH if wanted is None else min(BULK_BATCH, wanted - done)
+        reply = client.call(op, {**body, "limit": batch,
+                                 **({"cursor": cursor} if cursor else {})})
+        done += reply[counted]
+        cursor = reply["next_cursor"]
+        if cursor is None:
+            break
+    return done
 
 
 def _cancel(client: Any, args: argparse.Namespace) -> int:

@@ -107,24 +107,23 @@ async def run_schedule(view: View, schedule_id: str) -> HttpResponse:
 
 
 async def cancel_schedule(view: View, schedule_id: str) -> HttpResponse:
-    url = f"/ui/schedules/{quote(schedule_id, safe='')}"
-    view.back = url
-    await view.admin("cancel_schedule", schedule_id=schedule_id)
-    return redirect(f"{url}?done=schedule_cancelled")
+    return await _schedule_action(view, schedule_id, "cancel_schedule", "schedule_cancelled")
 
 
 async def pause_schedule(view: View, schedule_id: str) -> HttpResponse:
-    url = f"/ui/schedules/{quote(schedule_id, safe='')}"
-    view.back = url
-    await view.admin("pause_schedule", schedule_id=schedule_id)
-    return redirect(f"{url}?done=schedule_paused")
+    return await _schedule_action(view, schedule_id, "pause_schedule", "schedule_paused")
 
 
 async def resume_schedule(view: View, schedule_id: str) -> HttpResponse:
+    return await _schedule_action(view, schedule_id, "resume_schedule", "schedule_resumed")
+
+
+async def _schedule_action(view: View, schedule_id: str, op: str, done: str) -> HttpResponse:
+    """``op`` on the schedule, then its page with the ``done`` notice."""
     url = f"/ui/schedules/{quote(schedule_id, safe='')}"
     view.back = url
-    await view.admin("resume_schedule", schedule_id=schedule_id)
-    return redirect(f"{url}?done=schedule_resumed")
+    await view.admin(op, schedule_id=schedule_id)
+    return redirect(f"{url}?done={done}")
 
 
 async def compact(view: View) -> HttpResponse:

@@ -669,33 +669,24 @@ class EpochEngine(AdminCommands):
                 definition=state.definition, revision=state.revision, expected_revision=0,
                 next_at=state.next_at, last_at=state.last_at, cancelled_at=state.cancelled_at,
                 active=state.active, membership_complete=state.membership_complete), revision))
-        # a schedule ever paused: paused or resumed (its pause entity's chain goes on)
-        paused = self.schedules.paused
-        pausable = set(paused)
-        if reducer is not None:
-            pausable |= {key for kind, key in reducer.entities if kind == "schedule_pause"}
-        for schedule_id in sorted(pausable):
-            revision = (reducer.entity_revision(("schedule_pause", schedule_id))
-                        if reducer is not None else 1)
-            builder = schedule_paused if schedule_id in paused else schedule_resumed
-            out.append(compaction_plan.Checkpoint(builder(schedule_id, captured_at),
-                                                  max(revision, 1)))
-        queues = set(self.paused)
-        if reducer is not None:
-            queues |= {key for kind, key in reducer.entities if kind == "queue"}
-        for queue in sorted(queues):
-            revision = reducer.entity_revision(("queue", queue)) if reducer is not None else 1
-            builder = queue_paused if queue in self.paused else queue_resumed
-            out.append(compaction_plan.Checkpoint(builder(queue, captured_at), max(revision, 1)))
-        # a queue ever scaled: its runtime credits, or nil (back to the configured ones)
-        scaled = set(self.scaled)
-        if reducer is not None:
-            scaled |= {key for kind, key in reducer.entities if kind == "queue_scale"}
-        for queue in sorted(scaled):
-            revision = (reducer.entity_revision(("queue_scale", queue))
-                        if reducer is not None else 1)
-            out.append(compaction_plan.Checkpoint(
-                queue_scaled(queue, self.scaled.get(queue), captured_at), max(revision, 1)))
+        # what an operator set: every schedule and queue ever paused (paused or resumed now)
+        # and every queue ever scaled (its runtime credits, or nil: the configured ones),
+        # each at the revision its chain has reached
+        schedules_paused, paused, scaled = self.schedules.paused, self.paused, self.scaled
+        for kind, now_set, checkpoint in (
+                ("schedule_pause", schedules_paused, lambda key: (
+                    schedule_paused if key in schedules_paused else schedule_resumed)(
+                        key, captured_at)),
+                ("queue", paused, lambda key: (
+                    queue_paused if key in paused else queue_resumed)(key, captured_at)),
+                ("queue_scale", scaled, lambda key: queue_scaled(key, scaled.get(key),
+                                                                 captured_at))):
+            keys = set(now_set)
+            if reducer is not None:
+                keys |= {key for entity_kind, key in reducer.entities if entity_kind == kind}
+            for key in sorted(keys):
+                revision = reducer.entity_revision((kind, key)) if reducer is not None else 1
+                out.append(compaction_plan.Checkpoint(checkpoint(key), max(revision, 1)))
         return out
 
     def online_capture(self) -> tuple[CapturedJobs, int]:

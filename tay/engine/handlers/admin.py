@@ -53,7 +53,7 @@ from tay.storage.events.transitions import STATES
 PAGE_DEFAULT, PAGE_MAX = 50, 100
 SCAN_LIMIT = 10_000  # index entries one jobs page may examine (docs/admin.md)
 PURGE_DEFAULT, PURGE_MAX = 1_000, 10_000
-RETRY_DEFAULT, RETRY_MAX = 1_000, 10_000  # retry_jobs: jobs retried per request
+BULK_DEFAULT, BULK_MAX = 1_000, 10_000  # retry_jobs, cancel_jobs: jobs per request
 NEXT_OCCURRENCES = 5
 FAILURE_WINDOW_MS = 3_600_000
 FAILURES_MAX = 100
@@ -348,51 +348,52 @@ class AdminCommands(ScheduleCommands):
         with the jobs that were older than these: a job retried now, or one that failed
         back into the state meanwhile, has changed since and is not visited again, so
         following the cursors ends."""
-        body = request_fields(body, frozenset({"state", "queue", "task", "limit", "cursor"}),
-                              "retry_jobs")
-        state = body.get("state")
-        if state not in RETRIABLE:
-            raise RequestRefused("state must be one of " + ", ".join(RETRIABLE),
-                                 code="invalid_request", field="state")
-        queue, task = _optional_key(body, "queue"), _optional_key(body, "task")
-        limit = _limit(body, RETRY_DEFAULT, RETRY_MAX)
-        found, cursor = self._matching(state, queue, task, _stamp_cursor(body), limit,
-                                       self.job_count() + 1)
-        entries = [self._entry(job_id) for job_id in found]  # held ones come out of columns
+        reply, entries = self._bulk_page(body, "retry_jobs", RETRIABLE)
         events = [_retry_event(entry, now_ms) for entry in entries]
         # all the retries pass the history caps together, or the request is refused whole
         self._history_check([event for entry, event in zip(entries, events)
                              if not entry.volatile])
         for entry, event in zip(entries, events):
             self._commit(entry, event, entry.volatile, out)
-        return {"state": state, "queue": queue, "task": task, "retried": len(found),
-                "next_cursor": None if cursor is None else str(cursor)}
+        return {**reply, "retried": len(entries)}
 
     def _admin_cancel_jobs(self, body: Any, now_ms: int, out: Outcome) -> dict[str, Any]:
         """``cancel_job`` for up to ``limit`` jobs in one cancellable state (and queue,
         task), most recently changed first from ``cursor``; ``next_cursor`` continues with
         the older ones, as ``retry_jobs``' does. Running ones are told to stop."""
+        reply, entries = self._bulk_page(body, "cancel_jobs", CANCELLABLE)
+        self._cancel_jobs(entries, now_ms, out)
+        return {**reply, "cancelled": len(entries)}
+
+    def _bulk_page(self, body: Any, op: str, states: tuple[str, ...]
+                   ) -> tuple[dict[str, Any], list[JobEntry]]:
+        """What ``retry_jobs`` and ``cancel_jobs`` act on: the request's state (one of
+        ``states``), queue and task, and the entries of up to ``limit`` jobs that match,
+        most recently changed first from ``cursor``; the reply's fields so far."""
         body = request_fields(body, frozenset({"state", "queue", "task", "limit", "cursor"}),
-                              "cancel_jobs")
+                              op)
         state = body.get("state")
-        if state not in CANCELLABLE:
-            raise RequestRefused("state must be one of " + ", ".join(CANCELLABLE),
+        if state not in states:
+            raise RequestRefused("state must be one of " + ", ".join(states),
                                  code="invalid_request", field="state")
         queue, task = _optional_key(body, "queue"), _optional_key(body, "task")
-        limit = _limit(body, RETRY_DEFAULT, RETRY_MAX)
+        limit = _limit(body, BULK_DEFAULT, BULK_MAX)
         found, cursor = self._matching(state, queue, task, _stamp_cursor(body), limit,
                                        self.job_count() + 1)
-        entries = [self._entry(job_id) for job_id in found]
-        # the waiting ones' cancels pass the history caps together, or the request is
-        # refused whole (a running one's cancel is only accounted: it ends an execution)
+        entries = [self._entry(job_id) for job_id in found]  # held ones come out of columns
+        return ({"state": state, "queue": queue, "task": task,
+                 "next_cursor": None if cursor is None else str(cursor)}, entries)
+
+    def _cancel_jobs(self, entries: list[JobEntry], now_ms: int, out: Outcome) -> None:
+        """Cancel ``entries``: the waiting ones' cancels pass the history caps together
+        first, or the request is refused whole (a running one's is only accounted: it ends
+        an execution)."""
         self._history_check([ev.job_cancelled(entry.state.id, now_ms, entry.state.revision,
                                               None)
                              for entry in entries
-                             if not entry.volatile and state != "executing"])
+                             if not entry.volatile and entry.state.state != "executing"])
         for entry in entries:
             self._cancel_job(entry, now_ms, out)
-        return {"state": state, "queue": queue, "task": task, "cancelled": len(found),
-                "next_cursor": None if cursor is None else str(cursor)}
 
     def _admin_cancel_job(self, body: Any, now_ms: int, out: Outcome) -> dict[str, Any]:
         body = request_fields(body, frozenset({"job_id"}), "cancel_job")
@@ -439,11 +440,7 @@ class AdminCommands(ScheduleCommands):
                                        lambda job_id: job_id not in finished
                                        and peek(jobs[job_id]).state in WAITING,
                                        self.job_count() + 1)
-        # all the cancels pass the history caps together, or the purge is refused whole
-        self._history_check([ev.job_cancelled(job_id, now_ms, jobs[job_id].state.revision, None)
-                             for job_id in found if not jobs[job_id].volatile])
-        for job_id in found:
-            self._cancel_job(jobs[job_id], now_ms, out)
+        self._cancel_jobs([jobs[job_id] for job_id in found], now_ms, out)
         purged = len(found)
         view = self._queue_view(queue, now_ms)
         return {"queue": view, "purged": purged, "remaining": view["waiting"]}

@@ -44,27 +44,20 @@ SCHEDULE_CONTROL_PAIRS = frozenset({SCHEDULE_PAUSED, SCHEDULE_RESUMED})
 CONTROL_PAIRS = QUEUE_PAIRS | SCHEDULE_CONTROL_PAIRS
 ERROR_KEYS = ("type", "message", "traceback")
 ERROR_TYPE_MAX_BYTES = 128
-_QUEUE_KEYS = frozenset({"at", "queue"})
 _FAILURE_KEYS = frozenset({"at", "error", "expected_revision", "job_id"})
 _REQUEUE_KEYS = frozenset({"at", "expected_revision", "job_id"})
 _SCALE_KEYS = frozenset({"at", "concurrency", "queue"})
-_SCHEDULE_KEYS = frozenset({"at", "schedule_id"})
 QUEUE_CREDITS_MAX = 65_536  # a queue's credits set at runtime (TAY_DEFAULT_QUEUE_CONCURRENCY's)
 
 
-def _validate_queue(name: str):
-    def validate(payload: Any) -> None:
-        check_exact_keys(payload, _QUEUE_KEYS, name)
-        check_time(payload["at"], f"{name}.at")
-        check_key(payload["queue"], f"{name}.queue")
-    return validate
+def _validate_control(name: str, subject: str, check_subject: Any):
+    """A pause or resume: ``{at, <subject>}``, the subject checked by ``check_subject``."""
+    keys = frozenset({"at", subject})
 
-
-def _validate_schedule_control(name: str):
     def validate(payload: Any) -> None:
-        check_exact_keys(payload, _SCHEDULE_KEYS, name)
+        check_exact_keys(payload, keys, name)
         check_time(payload["at"], f"{name}.at")
-        check_schedule_id(payload["schedule_id"], f"{name}.schedule_id")
+        check_subject(payload[subject], f"{name}.{subject}")
     return validate
 
 
@@ -109,13 +102,15 @@ def _validate_scaled(payload: Any) -> None:
 
 
 register_pairs((
-    (QUEUE_PAUSED, "queue_paused", _validate_queue("queue_paused")),
-    (QUEUE_RESUMED, "queue_resumed", _validate_queue("queue_resumed")),
+    (QUEUE_PAUSED, "queue_paused", _validate_control("queue_paused", "queue", check_key)),
+    (QUEUE_RESUMED, "queue_resumed", _validate_control("queue_resumed", "queue", check_key)),
     (FAILURE_RECORDED, "failure_recorded", _validate_failure),
     (JOB_REQUEUED, "job_requeued", _validate_requeued),
     (QUEUE_SCALED, "queue_scaled", _validate_scaled),
-    (SCHEDULE_PAUSED, "schedule_paused", _validate_schedule_control("schedule_paused")),
-    (SCHEDULE_RESUMED, "schedule_resumed", _validate_schedule_control("schedule_resumed")),
+    (SCHEDULE_PAUSED, "schedule_paused",
+     _validate_control("schedule_paused", "schedule_id", check_schedule_id)),
+    (SCHEDULE_RESUMED, "schedule_resumed",
+     _validate_control("schedule_resumed", "schedule_id", check_schedule_id)),
 ))
 
 def queue_entity(payload: Any) -> tuple:
