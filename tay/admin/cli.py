@@ -94,10 +94,12 @@ def register(groups: Any) -> None:
     jobs.add_argument("--cursor", help="continue after a previous page (its next_cursor)")
     command("job", "one job in full: definition, args, attempts, failure, result",
             _job).add_argument("job_id", metavar="ID")
-    command("retry", "retry a retryable, discarded or cancelled job", _retry).add_argument(
+    command("retry", "retry a retryable, discarded or cancelled job, or run a scheduled "
+            "one now", _retry).add_argument(
         "job_id", metavar="ID")
-    retry_all = command("retry-all", "retry every discarded, cancelled or retryable job "
-                        "(of a queue, of a task), in batches", _retry_all)
+    retry_all = command("retry-all", "retry every discarded, cancelled or retryable job, or "
+                        "run every scheduled one now (of a queue, of a task), in batches",
+                        _retry_all)
     retry_all.add_argument("state", choices=RETRIABLE)
     retry_all.add_argument("--queue", help="only jobs of this queue")
     retry_all.add_argument("--task", help="only jobs of this task")
@@ -234,7 +236,8 @@ def _retry_all(client: Any, args: argparse.Namespace) -> int:
                           args.limit)
     where = "".join(f" {name} {value}" for name, value in filters.items())
     return _show(args, {"state": args.state, **filters, "retried": retried},
-                 lambda r: f"{r['retried']} {args.state} job(s){where} retried\n")
+                 lambda r: f"{r['retried']} {args.state} job(s){where} "
+                 f"{'run now' if args.state == 'scheduled' else 'retried'}\n")
 
 
 def _cancel_all(client: Any, args: argparse.Namespace) -> int:

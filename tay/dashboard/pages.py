@@ -22,8 +22,8 @@ if TYPE_CHECKING:
 STATES = ("scheduled", "available", "executing", "retryable", "completed", "cancelled",
           "discarded")
 TERMINAL = frozenset({"completed", "cancelled", "discarded"})
-CAN_RETRY = frozenset({"retryable", "discarded", "cancelled"})
-CAN_CANCEL = frozenset({"scheduled", "available", "retryable", "executing"})
+CAN_RETRY = frozenset(RETRIABLE)  # scheduled: run now
+CAN_CANCEL = frozenset(CANCELLABLE)
 PAGE_SIZE = 50
 RUNNING_MAX = 50  # executions the workers page lists
 TASKS_SHOWN = 200  # (queue, task) rows the tasks page lists, the busiest first

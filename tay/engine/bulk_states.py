@@ -1,5 +1,5 @@
 """The job states the operations API's bulk actions take (docs/admin.md): one spelling for
 the engine, the CLI and the dashboard, in a module the CLI imports without the engine."""
 
-RETRIABLE = ("retryable", "discarded", "cancelled")  # retry_jobs
+RETRIABLE = ("retryable", "discarded", "cancelled", "scheduled")  # retry_jobs (scheduled: run now)
 CANCELLABLE = ("scheduled", "available", "retryable", "executing")  # cancel_jobs

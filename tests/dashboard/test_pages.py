@@ -89,7 +89,7 @@ def test_retry_all_takes_a_retriable_state_only(ui_engine):
     for query in ("", "?state=completed", "?state=executing&queue=q"):
         page = ui_engine.get(f"/ui/retry{query}")
         assert page.status == 400, query
-        assert "retry all takes state=retryable, discarded or cancelled" in page.text
+        assert "retry all takes state=retryable, discarded, cancelled or scheduled" in page.text
     token = ui_engine.get("/ui/queues").csrf()
     refused = ui_engine.post("/ui/retry?state=completed", {"csrf": token})
     assert refused.status == 400
@@ -99,6 +99,23 @@ def test_retry_all_takes_a_retriable_state_only(ui_engine):
     assert done.status == 303
     assert done.headers["location"] == ("/ui/jobs?state=cancelled&queue=never-used&"
                                         "done=retried_all&n=0")
+
+
+def test_run_now_starts_a_scheduled_job_before_its_time(ui_engine):
+    """A scheduled job's page offers Run now, not Retry; the action runs it now and its
+    run-all confirmation says what happens."""
+    job_id = ui_engine.enqueue("ui.ok", {"n": 2}, queue="run-now", delay=3600)
+    page = ui_engine.get(f"/ui/jobs/{job_id}")
+    assert "Run now</button>" in page.text and "Retry</button>" not in page.text
+    confirm = ui_engine.get("/ui/retry?state=scheduled&queue=run-now")
+    assert confirm.status == 200
+    assert "Run every scheduled job of <code>run-now</code> now?" in confirm.text
+    assert "instead of at their scheduled time" in confirm.text
+    assert "Run 1 scheduled jobs now</button>" in confirm.text
+    done = ui_engine.post(f"/ui/jobs/{job_id}/retry", {"csrf": page.csrf()})
+    assert done.status == 303
+    ui_engine.wait_state(job_id, "completed")
+    assert ui_engine.job(job_id)["attempts"][0]["outcome"] == "completed"
 
 
 def test_cancel_all_takes_a_cancellable_state_only(ui_engine):

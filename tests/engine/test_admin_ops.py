@@ -11,6 +11,7 @@ from tay.engine import commands as c
 from tay.engine.handlers import admin as admin_ops
 from tay.engine.retained.job_index import COMPACT_FLOOR
 from tay.engine.state import MAX_TIMELINE
+from tay.storage import events as ev
 
 from .conftest import Driver, refusal, reply
 
@@ -169,6 +170,33 @@ def test_retry_discarded_requeue_cancelled_and_refusals():
     assert fresh.job(bytes.fromhex(execute.job_id)).failure["type"] == "KeyError"
     assert refused(driver, "job", job_id="0" * 31 + "9") == "not_found"
     assert refused(driver, "job", job_id="zz") == "invalid_job_id"
+
+
+def test_retry_runs_a_scheduled_job_now_and_its_old_due_time_delivers_nothing():
+    """A scheduled job retried runs now at its first attempt, through a replay too; the
+    timer of its scheduled time finds it changed; retry_jobs runs a page of them."""
+    driver = Driver()
+    waiting = [driver.job_id(delay=3600) for _ in range(3)]
+    ready = driver.job_id()
+    assert refused(driver, "retry_job", job_id=ready) == "retry_rejected"  # available
+    admin(driver, "cancel_job", job_id=ready)
+    driver.worker(capacity=1)
+    out = driver.run(c.Admin("p", driver.rid(), "retry_job", {"job_id": waiting[0]}))
+    assert reply(out).fields["job"]["state"] == "available"  # as the action left it
+    (first,) = executes(out)
+    assert first.job_id == waiting[0] and driver.status(waiting[0])["attempt"] == 1
+    assert executes(driver.succeed(first)) == []  # the others wait for their time
+    assert driver.status(waiting[0])["state"] == "completed"
+    done = admin(driver, "retry_jobs", state="scheduled", limit=10)
+    assert (done["retried"], done["next_cursor"]) == (2, None)
+    assert sorted(driver.status(job_id)["state"] for job_id in waiting[1:]) == \
+        ["available", "executing"]
+    driver.advance(3_600_000)
+    out = driver.tick()
+    assert [e for _, e in out.events if e.pair == ev.JOB_AVAILABLE] == []
+    fresh = replayed(driver)
+    for job_id in waiting:
+        assert fresh.job(bytes.fromhex(job_id)).state == driver.status(job_id)["state"]
 
 
 def test_retry_jobs_retries_one_state_in_batches_and_its_cursors_end():

@@ -112,7 +112,7 @@ def test_mutation_payload_is_the_upstream_layout():
 
 def test_operations_schedules_and_failures_round_trip_in_an_epoch():
     """Every pair that is not a lifecycle mutation rides in (30,2): failure details, a
-    requeue, queue pause/resume, schedule registration and delivery; a base keeps the
+    requeue, an expedite, queue pause/resume, schedule registration and delivery; a base keeps the
     failure details and the result as attachments and the queue and schedule as
     checkpoints at their revisions, so the tail can continue after it."""
     from tay.engine import Execute, commands as c
@@ -128,6 +128,8 @@ def test_operations_schedules_and_failures_round_trip_in_an_epoch():
     waiting = driver.job_id(task="t")
     reply(driver.run(c.Admin("p", driver.rid(), "cancel_job", {"job_id": waiting})))
     reply(driver.run(c.Admin("p", driver.rid(), "retry_job", {"job_id": waiting})))  # (23,2)
+    later = driver.job_id(task="t", delay=3600)
+    reply(driver.run(c.Admin("p", driver.rid(), "retry_job", {"job_id": later})))  # (27,2)
     reply(driver.run(c.Admin("p", driver.rid(), "resume_queue", {"queue": "default"})))
     for queue, concurrency in (("default", 3), ("gone", 2), ("gone", None)):
         reply(driver.run(c.Admin("p", driver.rid(), "scale_queue",
@@ -147,6 +149,7 @@ def test_operations_schedules_and_failures_round_trip_in_an_epoch():
     assert pairs == {(8, 1), (30, 2)}
     carried = {(e.type, e.schema, e.name) for _, e in driver.journal if e.pair == (30, 2)}
     assert {name for *_, name in carried} >= {"failure_recorded", "job_requeued",
+                                              "job_expedited",
                                               "queue_paused", "queue_resumed", "queue_scaled",
                                               "schedule_state", "schedule_delivered",
                                               "schedule_paused", "schedule_resumed"}

@@ -31,7 +31,7 @@ def events(name: str) -> list[tuple[int, ev.Event]]:
 
 def test_sha256sums_match_every_line() -> None:
     lines = (FOLDER / "SHA256SUMS").read_text().splitlines()
-    assert len(lines) == 8
+    assert len(lines) == 9
     for line in lines:
         digest, name = line.split("  ")
         data = bytes.fromhex("".join((FOLDER / name).read_text().split()))
@@ -39,7 +39,8 @@ def test_sha256sums_match_every_line() -> None:
 
 
 @pytest.mark.parametrize("name", ["queue_control.hex", "failure_recorded.hex", "job_requeued.hex",
-                                  "queue_scaled.hex", "schedule_control.hex"])
+                                  "queue_scaled.hex", "schedule_control.hex",
+                                  "job_expedited.hex"])
 def test_fixtures_reencode_byte_exact(name: str) -> None:
     for f in frames(name):
         event = ev.decode_event(f.type, f.schema, f.payload)
@@ -124,6 +125,21 @@ def test_requeue_fixture_replays_to_a_new_cycle() -> None:
         job = table.apply(sequence, event)
     assert (job.state, job.attempt, job.next_attempt, job.cycle, job.eligible_at, job.revision) \
         == ("available", 0, 1, 3, 102, 3)
+
+
+def test_expedite_fixture_replays_to_available_now() -> None:
+    table = JobTable()
+    (_, inserted), (_, expedited) = events("job_expedited.hex")
+    assert table.apply(1, inserted).state == "scheduled"
+    assert expedited.name == "job_expedited" and expedited.at == 200
+    job = table.apply(2, expedited)
+    assert (job.state, job.eligible_at, job.ready_order, job.attempt, job.next_attempt,
+            job.cycle, job.revision) == ("available", 200, 2, 0, 1, 1, 2)
+    with pytest.raises(TransitionRejected) as refused:  # only a scheduled job
+        table.apply(3, op.job_expedited(job.id, 201, 2))
+    assert refused.value.guard == "expedite_from_wrong_state"
+    assert ev.encode_event(op.job_expedited(job.id, 200, 1)) == frames(
+        "job_expedited.hex")[-1].payload
 
 
 def test_unknown_error_key_fixture_is_refused() -> None:

@@ -6,7 +6,8 @@ table, ``activity``) and never scan all jobs. Actions write durable events throu
 one mutation path, so their replies leave only once those events are durable:
 
 * ``retry_job``: retryable -> (6,1) mode 0 (run now, same attempt); discarded -> (6,1)
-  mode 1 (new cycle); cancelled -> (23,2) ``job_requeued`` (new cycle);
+  mode 1 (new cycle); cancelled -> (23,2) ``job_requeued`` (new cycle); scheduled -> (27,2)
+  ``job_expedited`` (runs now, before its scheduled time);
 * ``cancel_job``: (5,1), like a producer cancel;
 * ``cancel_jobs``: ``cancel_job`` for up to ``limit`` jobs in one cancellable state (and
   queue, task), most recently changed first, following a cursor like ``retry_jobs``;
@@ -45,8 +46,8 @@ from tay.failures import RequestRefused
 from tay.storage import events as ev
 from tay.storage.events.definition import KEY_MAX_BYTES
 from tay.storage.events.operations import (
-    QUEUE_CREDITS_MAX, SCHEDULE_CONTROL_PAIRS, job_requeued, queue_paused, queue_resumed,
-    queue_scaled, schedule_paused, schedule_resumed,
+    QUEUE_CREDITS_MAX, SCHEDULE_CONTROL_PAIRS, job_expedited, job_requeued, queue_paused,
+    queue_resumed, queue_scaled, schedule_paused, schedule_resumed,
 )
 from tay.storage.events.transitions import STATES
 
@@ -113,7 +114,8 @@ def job_summary(entry: JobEntry) -> dict[str, Any]:
 
 def _retry_event(entry: JobEntry, now_ms: int) -> ev.Event:
     """What retrying the job writes: a retryable one runs now at the same attempt, a
-    discarded one starts a new cycle, a cancelled one is requeued; others are refused."""
+    discarded one starts a new cycle, a cancelled one is requeued, a scheduled one runs now;
+    others are refused."""
     job = entry.state
     if job.state == "retryable":
         return ev.job_retried(job.id, now_ms, job.revision, ev.MODE_EXPEDITE)
@@ -121,8 +123,10 @@ def _retry_event(entry: JobEntry, now_ms: int) -> ev.Event:
         return ev.job_retried(job.id, now_ms, job.revision, ev.MODE_NEW_CYCLE)
     if job.state == "cancelled":
         return job_requeued(job.id, now_ms, job.revision)
+    if job.state == "scheduled":
+        return job_expedited(job.id, now_ms, job.revision)
     raise RequestRefused(f"a {job.state} job cannot be retried (only retryable, "
-                         "discarded or cancelled ones)", code="retry_rejected",
+                         "discarded, cancelled or scheduled ones)", code="retry_rejected",
                          job_id=job.id.hex(), state=job.state)
 
 

@@ -1,6 +1,6 @@
-"""Event pairs of the operations API (schema 2, types 20..26): queue pause and resume, a
+"""Event pairs of the operations API (schema 2, types 20..27): queue pause and resume, a
 worker failure's details, the manual retry of a cancelled job, a queue's concurrency set at
-runtime, and schedule pause and resume.
+runtime, schedule pause and resume, and a scheduled job run now.
 
 Layouts (docs/storage-events.md, literal fixtures in fixtures/tay/events/operations/):
 
@@ -11,6 +11,7 @@ Layouts (docs/storage-events.md, literal fixtures in fixtures/tay/events/operati
 * (24,2) ``queue_scaled``       at, concurrency, queue
 * (25,2) ``schedule_paused``    at, schedule_id
 * (26,2) ``schedule_resumed``   at, schedule_id
+* (27,2) ``job_expedited``      at, expected_revision, job_id
 
 ``concurrency`` is the queue's credits from then on (an integer in 1..65,536), or nil: back
 to the configured credits.
@@ -33,7 +34,7 @@ from tay.storage.events.definition import (
 )
 from tay.storage.events.schedules import check_schedule_id
 from tay.storage.events.registry import (
-    FAILURE_RECORDED, JOB_REQUEUED, QUEUE_PAUSED, QUEUE_RESUMED, QUEUE_SCALED,
+    FAILURE_RECORDED, JOB_EXPEDITED, JOB_REQUEUED, QUEUE_PAUSED, QUEUE_RESUMED, QUEUE_SCALED,
     SCHEDULE_PAUSED, SCHEDULE_RESUMED, Event, carry_in_epochs,
     job_entity, make_event, register_pairs,
 )
@@ -45,7 +46,7 @@ CONTROL_PAIRS = QUEUE_PAIRS | SCHEDULE_CONTROL_PAIRS
 ERROR_KEYS = ("type", "message", "traceback")
 ERROR_TYPE_MAX_BYTES = 128
 _FAILURE_KEYS = frozenset({"at", "error", "expected_revision", "job_id"})
-_REQUEUE_KEYS = frozenset({"at", "expected_revision", "job_id"})
+_JOB_STEP_KEYS = frozenset({"at", "expected_revision", "job_id"})
 _SCALE_KEYS = frozenset({"at", "concurrency", "queue"})
 QUEUE_CREDITS_MAX = 65_536  # a queue's credits set at runtime (TAY_DEFAULT_QUEUE_CONCURRENCY's)
 
@@ -84,12 +85,14 @@ def _validate_failure(payload: Any) -> None:
     check_error(payload["error"], f"{name}.error")
 
 
-def _validate_requeued(payload: Any) -> None:
-    name = "job_requeued"
-    check_exact_keys(payload, _REQUEUE_KEYS, name)
-    check_time(payload["at"], f"{name}.at")
-    check_seq(payload["expected_revision"], f"{name}.expected_revision")
-    check_job_id(payload["job_id"], f"{name}.job_id")
+def _validate_job_step(name: str):
+    """A job step with no field of its own: ``{at, expected_revision, job_id}``."""
+    def validate(payload: Any) -> None:
+        check_exact_keys(payload, _JOB_STEP_KEYS, name)
+        check_time(payload["at"], f"{name}.at")
+        check_seq(payload["expected_revision"], f"{name}.expected_revision")
+        check_job_id(payload["job_id"], f"{name}.job_id")
+    return validate
 
 
 def _validate_scaled(payload: Any) -> None:
@@ -105,12 +108,13 @@ register_pairs((
     (QUEUE_PAUSED, "queue_paused", _validate_control("queue_paused", "queue", check_key)),
     (QUEUE_RESUMED, "queue_resumed", _validate_control("queue_resumed", "queue", check_key)),
     (FAILURE_RECORDED, "failure_recorded", _validate_failure),
-    (JOB_REQUEUED, "job_requeued", _validate_requeued),
+    (JOB_REQUEUED, "job_requeued", _validate_job_step("job_requeued")),
     (QUEUE_SCALED, "queue_scaled", _validate_scaled),
     (SCHEDULE_PAUSED, "schedule_paused",
      _validate_control("schedule_paused", "schedule_id", check_schedule_id)),
     (SCHEDULE_RESUMED, "schedule_resumed",
      _validate_control("schedule_resumed", "schedule_id", check_schedule_id)),
+    (JOB_EXPEDITED, "job_expedited", _validate_job_step("job_expedited")),
 ))
 
 def queue_entity(payload: Any) -> tuple:
@@ -126,8 +130,9 @@ def schedule_pause_entity(payload: Any) -> tuple:
 
 
 # Through Store-v2 compaction (docs/storage-format.md "Epoch events"): a failure rides a
-# base as a (31,2) attachment of its job and a tail as a (30,2) event; a requeue is a
-# lifecycle step of its job, so a base holds the job's (7,1) snapshot and a tail a (30,2).
+# base as a (31,2) attachment of its job and a tail as a (30,2) event; a requeue and an
+# expedite are lifecycle steps of their job, so a base holds the job's (7,1) snapshot and a
+# tail a (30,2).
 # A queue's pause state is an entity of its own: its payloads carry no expected revision,
 # so the (30,2) revision alone chains them, and a base checkpoints every queue ever paused.
 # A queue's runtime concurrency is a second entity of that queue (a base checkpoints it for
@@ -137,6 +142,7 @@ def schedule_pause_entity(payload: Any) -> tuple:
 # paused, after the schedules themselves (checkpoints are written in pair order).
 carry_in_epochs(FAILURE_RECORDED, job_entity, attachment=True)
 carry_in_epochs(JOB_REQUEUED, job_entity)
+carry_in_epochs(JOB_EXPEDITED, job_entity)
 carry_in_epochs(QUEUE_PAUSED, queue_entity)
 carry_in_epochs(QUEUE_RESUMED, queue_entity)
 carry_in_epochs(QUEUE_SCALED, queue_scale_entity)
@@ -176,3 +182,8 @@ def failure_recorded(job_id: bytes, at: int, expected_revision: int,
 def job_requeued(job_id: bytes, at: int, expected_revision: int) -> Event:
     return make_event(JOB_REQUEUED, {"at": at, "expected_revision": expected_revision,
                                      "job_id": job_id})
+
+
+def job_expedited(job_id: bytes, at: int, expected_revision: int) -> Event:
+    return make_event(JOB_EXPEDITED, {"at": at, "expected_revision": expected_revision,
+                                      "job_id": job_id})

@@ -355,10 +355,19 @@ def _requeued(job: JobState, sequence: int, event: Mapping[str, Any]) -> JobStat
                    eligible_at=event["at"], ready_order=sequence, execution=None)
 
 
+def _expedited(job: JobState, sequence: int, event: Mapping[str, Any]) -> JobState:
+    """A job waiting for its scheduled time runs now: available at ``at``, its attempt and
+    cycle unchanged (an operator's "run now"; a retryable one has (6,1) mode 0)."""
+    if job.state != "scheduled":
+        _reject(event, sequence, "expedite_from_wrong_state", job.state)
+    return _evolve(job, state="available", revision=sequence, eligible_at=event["at"],
+                   ready_order=sequence)
+
+
 JOB_PAIRS = _JOB_PAIRS = frozenset({ev.JOB_INSERTED, ev.JOB_AVAILABLE, ev.JOB_STARTED,
                                     ev.JOB_FINISHED, ev.JOB_CANCELLED, ev.JOB_RETRIED,
                                     ev.RESULT_RECORDED, ev.FAILURE_RECORDED,
-                                    ev.JOB_REQUEUED})
+                                    ev.JOB_REQUEUED, ev.JOB_EXPEDITED})
 
 _HANDLERS = {
     ev.JOB_INSERTED: _inserted,
@@ -370,6 +379,7 @@ _HANDLERS = {
     ev.RESULT_RECORDED: _result_recorded,
     ev.FAILURE_RECORDED: _failure_recorded,
     ev.JOB_REQUEUED: _requeued,
+    ev.JOB_EXPEDITED: _expedited,
 }
 # record types are unique across job pairs: one lookup by type, then the schema is checked
 _HANDLERS_BY_TYPE = {pair[0]: handler for pair, handler in _HANDLERS.items()}
