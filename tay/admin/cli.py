@@ -1,6 +1,7 @@
 """``tay status|enqueue|jobs|job|retry|retry-all|cancel|cancel-all|queues|workers|tasks|
-pause|resume|scale|purge|schedules|schedule|compact``: see and steer a running engine through
-the operations API (docs/admin.md); ``enqueue`` goes through the SDK (tay.admin.enqueue).
+quiet|unquiet|pause|resume|scale|purge|schedules|schedule|compact``: see and steer a running
+engine through the operations API (docs/admin.md); ``enqueue`` goes through the SDK
+(tay.admin.enqueue).
 
 Each command talks to the engine over the Unix socket (discovered like the SDK, or
 ``--socket``) or over HTTP(S) (``--url`` plus the TLS files for mTLS). ``--json`` prints the
@@ -116,10 +117,18 @@ def register(groups: Any) -> None:
                             "(default: all), most recently changed first")
     command("queues", "queues: depth by state, credits, executing, paused", _queues)
     command("workers", "connected workers, what each runs now, tasks nobody serves", _workers)
-    tasks = command("tasks", "each task of each queue since start: outcomes and run times "
-                    "(mean, p50, p95, p99), executors that serve it", _tasks)
+    tasks = command("tasks", "each task of each queue since start (or in the last hour): "
+                    "outcomes and run times (mean, p50, p95, p99), executors that serve it",
+                    _tasks)
     tasks.add_argument("--limit", type=_positive, default=100,
                        help="(queue, task) pairs, the busiest first, 1..1000 (default 100)")
+    tasks.add_argument("--last-hour", action="store_true",
+                       help="what each task did in the last hour, not since start")
+    command("quiet", "offer a worker no new job (every connection of its runtime id; what "
+            "it runs finishes), e.g. before stopping it", _quiet).add_argument(
+        "runtime_id", metavar="RUNTIME_ID")
+    command("unquiet", "offer a quiet worker jobs again", _unquiet).add_argument(
+        "runtime_id", metavar="RUNTIME_ID")
     command("pause", "pause a queue (durable; running jobs finish)", _pause).add_argument("queue")
     command("resume", "resume a paused queue", _resume).add_argument("queue")
     scale = command("scale", "set a queue's credits (executions at once) at runtime; "
@@ -288,12 +297,26 @@ def _tasks(client: Any, args: argparse.Namespace) -> int:
     if args.limit > 1_000:
         print("tay tasks: --limit must be 1..1000", file=sys.stderr)
         return 2
-    return _show(args, client.call("tasks", {"limit": args.limit}), render_tasks)
+    window = "hour" if args.last_hour else "start"
+    return _show(args, client.call("tasks", {"limit": args.limit, "window": window}),
+                 render_tasks)
 
 
 def _workers(client: Any, args: argparse.Namespace) -> int:
     return _show(args, client.call("workers", {}),
                  lambda r: render_workers(r, time.time_ns() // 1_000_000))
+
+
+def _quiet(client: Any, args: argparse.Namespace) -> int:
+    reply = client.call("quiet_worker", {"runtime_id": args.runtime_id})
+    return _show(args, reply, lambda r: f"worker {r['runtime_id']} is quiet: "
+                 f"{sum(w['in_flight'] for w in r['workers'])} execution(s) still running, "
+                 "nothing new offered\n")
+
+
+def _unquiet(client: Any, args: argparse.Namespace) -> int:
+    reply = client.call("unquiet_worker", {"runtime_id": args.runtime_id})
+    return _show(args, reply, lambda r: f"worker {r['runtime_id']} is offered jobs again\n")
 
 
 def _pause(client: Any, args: argparse.Namespace) -> int:

@@ -208,9 +208,11 @@ def render_workers(reply: dict[str, Any], now_ms: int) -> str:
     if not executors:
         text = "no executor is connected: jobs wait until a worker connects\n"
     else:
-        text = table(("RUNTIME ID", "MODE", "TRANSPORT", "QUEUE", "IN FLIGHT", "TASKS"), [
+        text = table(("RUNTIME ID", "MODE", "TRANSPORT", "QUEUE", "IN FLIGHT", "STATE",
+                      "TASKS"), [
             (w["runtime_id"], w["mode"], w["transport"], w["queue"] or "any",
-             f"{w['in_flight']}/{w['capacity']}", _tasks(w["tasks"])) for w in executors])
+             f"{w['in_flight']}/{w['capacity']}", "quiet" if w.get("quiet") else "active",
+             _tasks(w["tasks"])) for w in executors])
     running = [(r, w) for w in executors for r in w.get("running", [])]
     if running:
         running.sort(key=lambda pair: pair[0]["started_at"] or 0)
@@ -245,7 +247,8 @@ def render_tasks(reply: dict[str, Any]) -> str:
         for t in reply["tasks"]])
     if reply.get("more"):
         text += "more (queue, task) pairs: --limit up to 1000\n"
-    return text + "since the engine started; failed counts failures, time-outs and discards\n"
+    since = "in the last hour" if reply.get("window") == "hour" else "since the engine started"
+    return text + f"{since}; failed counts failures, time-outs and discards\n"
 
 
 def _short_ms(ms: int) -> str:

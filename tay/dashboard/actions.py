@@ -63,6 +63,18 @@ async def _bulk(view: View, kind: str, done_field: str) -> HttpResponse:
     return redirect(f"{jobs_url(filters)}&{urlencode(done)}")  # the state is always there
 
 
+async def quiet_worker(view: View, runtime_id: str) -> HttpResponse:
+    view.back = "/ui/workers"
+    await view.admin("quiet_worker", runtime_id=runtime_id)
+    return redirect("/ui/workers?done=quiet")
+
+
+async def unquiet_worker(view: View, runtime_id: str) -> HttpResponse:
+    view.back = "/ui/workers"
+    await view.admin("unquiet_worker", runtime_id=runtime_id)
+    return redirect("/ui/workers?done=unquiet")
+
+
 async def pause_queue(view: View, queue: str) -> HttpResponse:
     view.back = "/ui/queues"
     await view.admin("pause_queue", queue=queue)

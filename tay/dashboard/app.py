@@ -60,6 +60,8 @@ ROUTES: tuple[tuple[str, tuple[str, ...], Callable[..., Any]], ...] = (
     ("GET", ("queues",), pages.queues),
     ("GET", ("queues", "*", "purge"), pages.purge_confirm),
     ("POST", ("queues", "*", "purge"), actions.purge_queue),
+    ("POST", ("workers", "*", "quiet"), actions.quiet_worker),
+    ("POST", ("workers", "*", "unquiet"), actions.unquiet_worker),
     ("POST", ("queues", "*", "pause"), actions.pause_queue),
     ("POST", ("queues", "*", "resume"), actions.resume_queue),
     ("GET", ("queues", "*", "scale"), pages.scale_form),

@@ -40,6 +40,8 @@ DIAGNOSTICS = {1: "the task reported an error", 2: "the task raised an exception
 NOTICES = {
     "retried": "Retry requested: the job waits to run again.",
     "cancelled": "The job is cancelled.",
+    "quiet": "Worker quiet: it is offered no new job; what it runs finishes.",
+    "unquiet": "Worker offered jobs again.",
     "paused": "Queue paused: nothing new is dispatched from it; running jobs finish.",
     "resumed": "Queue resumed: dispatch continues.",
     "schedule_cancelled": "Schedule cancelled: no further occurrences are admitted.",
@@ -284,11 +286,13 @@ async def workers(view: View) -> Page:
 
 
 async def tasks(view: View) -> Page:
-    status, reply = await _gather(view, ("tasks", {"limit": TASKS_SHOWN}))
+    window = "hour" if view.query.get("window") == "hour" else "start"
+    status, reply = await _gather(view, ("tasks", {"limit": TASKS_SHOWN, "window": window}))
     rows = [{**row, "failed_all": row["failed"] + row["timed_out"] + row["discarded"]}
             for row in reply["tasks"]]
     return _page(view, "tasks.html", "tasks", status, tasks=rows, more=reply["more"],
-                 bounds=reply["run_bounds_ms"], longest=reply["run_bounds_ms"][-1])
+                 window=window, bounds=reply["run_bounds_ms"],
+                 longest=reply["run_bounds_ms"][-1])
 
 
 async def storage(view: View) -> Page:

@@ -1,6 +1,6 @@
 """What happened since this engine started: counters for metrics, a per-minute throughput
-ring for the last hour, the most recent failures, and each queue's latency and throughput
-per minute.
+ring for the last hour, the most recent failures, each queue's latency and throughput per
+minute, and what each task did in the last hour.
 
 All of it is volatile (a restart starts from zero) and fed only by live transitions, never
 by replay, so a recovered store does not look like a burst of work. The cost per job event
@@ -19,6 +19,7 @@ RING_MINUTES = 60
 RECENT_FAILURES = 1_000
 MESSAGE_PREVIEW_CHARS = 200
 LATENCY_QUEUES_MAX = 256  # queues whose latency and throughput the hour keeps (more: not)
+TASKS_FOLLOWED_MAX = 256  # (queue, task) pairs whose last hour TaskHour keeps (more: not)
 
 # job outcome labels, one per job event that ends or starts a phase (docs/admin.md)
 OUTCOMES = ("enqueued", "completed", "failed", "timed_out", "interrupted", "discarded",
@@ -173,6 +174,12 @@ class Activity:
                          "completed": completed, "failed": failed})
         return rows
 
+    def rows(self) -> list[tuple[str, str, list[int]]]:
+        """(queue, task, its row: the counts by outcome, the run-time histogram and sum)
+        per (queue, task) counted since start; the rows themselves, not copies."""
+        return [(queue, task, row) for queue, tasks in self._rows.items()
+                for task, row in tasks.items()]
+
     def runs(self) -> list[tuple[str, str, list[int], list[int], int]]:
         """(queue, task, counts by outcome (OUTCOMES' order), run-time histogram (one count
         per RUN_BOUNDS_MS bound, then the longer ones), run-time sum in ms) per (queue,
@@ -211,11 +218,11 @@ def _add_run(row: list[int], run_ms: int) -> None:
 
 
 class _MinuteRings:
-    """Per-queue rings of the last RING_MINUTES minutes (minute -> value), at most
-    ``LATENCY_QUEUES_MAX`` queues, trimmed once per minute that a sample starts."""
+    """Per-queue (or per-key) rings of the last RING_MINUTES minutes (minute -> value),
+    trimmed once per minute that a sample starts."""
 
     def __init__(self) -> None:
-        self._queues: dict[str, dict[int, Any]] = {}  # queue -> minute -> value
+        self._rings: dict[Any, dict[int, Any]] = {}  # queue (or key) -> minute -> value
         self._trimmed = 0  # the minute the rings were last trimmed in
 
     def _minute(self, now_ms: int) -> int:
@@ -223,12 +230,12 @@ class _MinuteRings:
         minute = now_ms // MINUTE_MS
         if minute != self._trimmed:
             floor = minute - RING_MINUTES + 1
-            for queue in list(self._queues):
-                ring = self._queues[queue]
+            for key in list(self._rings):
+                ring = self._rings[key]
                 for old in [m for m in ring if m < floor]:
                     del ring[old]
                 if not ring:
-                    del self._queues[queue]
+                    del self._rings[key]
             self._trimmed = minute
         return minute
 
@@ -253,7 +260,7 @@ class QueueLatency(_MinuteRings):
     def sample(self, now_ms: int, latencies: Iterable[tuple[str, int]]) -> None:
         """``latencies``: (queue, ms its oldest ready job has waited) at ``now_ms``."""
         minute = self._minute(now_ms)
-        queues = self._queues  # queue -> minute -> the largest latency sampled, ms
+        queues = self._rings  # queue -> minute -> the largest latency sampled, ms
         for queue, latency in latencies:
             ring = queues.get(queue)
             if ring is None:
@@ -268,7 +275,7 @@ class QueueLatency(_MinuteRings):
         per_minute}`` with one value per minute, oldest first (as ``Activity.per_minute``)."""
         minutes = self._hour(now_ms)
         series = []
-        for queue, ring in self._queues.items():
+        for queue, ring in self._rings.items():
             values = [ring.get(minute, 0) for minute in minutes]
             peak = max(values)
             if peak:
@@ -296,7 +303,7 @@ class QueueThroughput(_MinuteRings):
     def sample(self, now_ms: int, totals: Iterable[tuple[str, int, int]]) -> None:
         """``totals``: (queue, completed, failed) counted since start, at ``now_ms``."""
         minute = self._minute(now_ms)
-        last, queues = self._last, self._queues
+        last, queues = self._last, self._rings
         for queue, completed, failed in totals:
             before = last.get(queue)
             if before is None:
@@ -321,7 +328,7 @@ class QueueThroughput(_MinuteRings):
         minute, oldest first (as ``Activity.per_minute``)."""
         minutes = self._hour(now_ms)
         series = []
-        for queue, ring in self._queues.items():
+        for queue, ring in self._rings.items():
             completed = [ring[m][0] if m in ring else 0 for m in minutes]
             failed = [ring[m][1] if m in ring else 0 for m in minutes]
             done, lost = sum(completed), sum(failed)
@@ -330,3 +337,60 @@ class QueueThroughput(_MinuteRings):
                                "completed_per_minute": completed, "failed_per_minute": failed})
         series.sort(key=lambda row: (-row["completed"] - row["failed"], row["queue"]))
         return series[:limit]
+
+
+class TaskHour(_MinuteRings):
+    """What each (queue, task) did in each minute of the last hour: ``Activity.runs``'s
+    counts by outcome and run-time histogram, windowed (docs/admin.md, ``tasks`` with
+    ``window: hour``), so a task that got slow or started failing a few minutes ago shows
+    it, where the counts since start hide it.
+
+    Sampled from ``Activity``'s rows like ``QueueThroughput``: each sample adds what a row
+    counted since the previous one to the sample's minute, so the job path pays nothing.
+    A minute holds rows only for the pairs that changed in it. At most
+    ``TASKS_FOLLOWED_MAX`` pairs are followed, the first ones seen.
+    """
+
+    def __init__(self) -> None:
+        super().__init__()  # its rings: (queue, task) -> minute -> row of what changed
+        self._last: dict[tuple[str, str], list[int]] = {}  # (queue, task) -> row so far
+
+    def sample(self, now_ms: int, rows: Iterable[tuple[str, str, list[int]]]) -> None:
+        """``rows``: ``Activity.rows()`` at ``now_ms``."""
+        minute = self._minute(now_ms)
+        last, rings = self._last, self._rings
+        for queue, task, row in rows:
+            key = (queue, task)
+            before = last.get(key)
+            if before is None:
+                if len(last) >= TASKS_FOLLOWED_MAX:
+                    continue
+                before = [0] * _ROW_LENGTH
+            elif row == before:
+                continue
+            last[key] = row[:]
+            ring = rings.get(key)
+            if ring is None:
+                ring = rings[key] = {}
+            bucket = ring.get(minute)
+            if bucket is None:
+                ring[minute] = [now - then for now, then in zip(row, before)]
+            else:
+                for place, (now, then) in enumerate(zip(row, before)):
+                    bucket[place] += now - then
+
+    def runs(self, now_ms: int) -> list[tuple[str, str, list[int], list[int], int]]:
+        """``Activity.runs()``'s shape for the hour that ends in ``now_ms``'s minute: the
+        pairs that counted anything in it."""
+        floor = now_ms // MINUTE_MS - RING_MINUTES + 1
+        out = []
+        for (queue, task), ring in self._rings.items():
+            total = [0] * _ROW_LENGTH
+            for minute, bucket in ring.items():
+                if minute >= floor:
+                    for place, n in enumerate(bucket):
+                        total[place] += n
+            if any(total):
+                out.append((queue, task, total[:_RUN_BASE], total[_RUN_BASE:_RUN_SUM],
+                            total[_RUN_SUM]))
+        return out

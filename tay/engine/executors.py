@@ -13,6 +13,12 @@ a tuple and the connection cost about 250 and kept a closed connection alive). T
 of ``str`` is keyed per process, so a client cannot aim at a digest; a made-up pair
 matches one by chance with odds under 2**-44 at the default 65,536 entries, and the
 answer then is ``accepted``, which changes nothing.
+
+A worker can be told to go *quiet* (Sidekiq's "Quiet"): every connection of its runtime id
+keeps running what it holds but is offered nothing new, until it is told otherwise. A quiet
+connection is simply left out of ``by_task``, so selection never sees it. The runtime ids
+told so are remembered for the engine's run (not durably), so a worker that reconnects
+stays quiet; the oldest are forgotten beyond ``QUIET_REMEMBERED``.
 """
 
 from __future__ import annotations
@@ -26,6 +32,7 @@ from tay._frozen import Record
 Conn = Hashable
 
 _DIGEST_MASK = (1 << 60) - 1  # two 30-bit digits: the smallest int object above one digit
+QUIET_REMEMBERED = 1_024  # quiet runtime ids kept (a deploy quiets a few and they exit)
 
 
 def settled_digest(serial: int, reservation_id: str, execution_id: str) -> int:
@@ -53,7 +60,7 @@ class Reservation(Record):
 
 class Executor(Record):
     __slots__ = ("conn", "mode", "runtime_id", "capacity", "queue", "tasks", "reservations",
-                 "serial")
+                 "serial", "quiet")
     conn: Conn
     mode: str
     runtime_id: str
@@ -62,6 +69,7 @@ class Executor(Record):
     tasks: set[str]
     reservations: dict[str, Reservation]
     serial: int  # set by ExecutorRegistry.connect: unique in an engine run, never reused
+    quiet: bool  # offered nothing new (ExecutorRegistry.set_quiet)
 
     def __init__(self, conn: Conn, mode: str, runtime_id: str, capacity: int, queue: str | None,
                  tasks: set[str] | None = None,
@@ -74,6 +82,7 @@ class Executor(Record):
         self.tasks = set() if tasks is None else tasks  # a new set and dict for each
         self.reservations = {} if reservations is None else reservations
         self.serial = serial
+        self.quiet = False
 
     def has_room(self) -> bool:
         return len(self.reservations) < self.capacity
@@ -89,9 +98,11 @@ class ExecutorRegistry:
         self._settled_order: deque[int] = deque()
         self._settled_memory = settled_memory
         self._serials = count(1)
+        self.quiet: dict[str, None] = {}  # runtime ids told to go quiet, oldest first
 
     def connect(self, executor: Executor) -> None:
         executor.serial = next(self._serials)
+        executor.quiet = executor.runtime_id in self.quiet
         self.executors[executor.conn] = executor
 
     def disconnect(self, conn: Conn) -> Executor | None:
@@ -103,16 +114,46 @@ class ExecutorRegistry:
     def register(self, executor: Executor, tasks: tuple[str, ...]) -> None:
         for task in tasks:
             executor.tasks.add(task)
-            self.by_task.setdefault(task, set()).add(executor.conn)
+            if not executor.quiet:
+                self.by_task.setdefault(task, set()).add(executor.conn)
 
     def unregister(self, executor: Executor, tasks) -> None:
         for task in list(tasks):
             executor.tasks.discard(task)
-            conns = self.by_task.get(task)
-            if conns is not None:
-                conns.discard(executor.conn)
-                if not conns:
-                    del self.by_task[task]
+            self._unlist(executor.conn, task)
+
+    def _unlist(self, conn: Conn, task: str) -> None:
+        conns = self.by_task.get(task)
+        if conns is not None:
+            conns.discard(conn)
+            if not conns:
+                del self.by_task[task]
+
+    def of_runtime(self, runtime_id: str) -> list[Executor]:
+        """The connections of one runtime id (a worker process may hold several)."""
+        return [e for e in self.executors.values() if e.runtime_id == runtime_id]
+
+    def set_quiet(self, runtime_id: str, quiet: bool) -> list[Executor]:
+        """Offer the connections of ``runtime_id`` nothing new (``quiet``), or offer them
+        work again; what they run goes on. Remembered for connections it opens later.
+        Returns its connections now."""
+        remembered = self.quiet
+        remembered.pop(runtime_id, None)
+        if quiet:
+            remembered[runtime_id] = None
+            if len(remembered) > QUIET_REMEMBERED:
+                del remembered[next(iter(remembered))]
+        executors = self.of_runtime(runtime_id)
+        for executor in executors:
+            if executor.quiet == quiet:
+                continue
+            executor.quiet = quiet
+            for task in executor.tasks:
+                if quiet:
+                    self._unlist(executor.conn, task)
+                else:
+                    self.by_task.setdefault(task, set()).add(executor.conn)
+        return executors
 
     def select(self, task: str, queue: str) -> Executor | None:
         """The eligible executor with the fewest reservations (ties by runtime_id)."""

@@ -18,7 +18,7 @@ from array import array
 from collections import Counter, deque
 from typing import Any, Iterable, Iterator, Mapping, Sequence
 
-from tay.engine.activity import Activity, QueueLatency, QueueThroughput
+from tay.engine.activity import Activity, QueueLatency, QueueThroughput, TaskHour
 from tay.engine.admission import ClientPermits, StateBudget, job_charge, jobs_charge
 from tay.engine.config import EngineConfig
 from tay.engine.effects import Execute, Outcome
@@ -141,6 +141,7 @@ class EngineState:
         self.activity = Activity()
         self.latency = QueueLatency()  # volatile, like activity: sample_queues feeds it
         self.throughput = QueueThroughput()  # and this, from activity's counts
+        self.task_hour = TaskHour()  # and this, from activity's rows
         # Store v2 (tay.engine.epoch): the epoch's reducer once the store is v2, else None
         self.epoch: Any = None
         self._pending_nodes: int | None = None  # a live insert's measured nodes
@@ -197,14 +198,15 @@ class EngineState:
         return self.credit_limits.get(queue, self.config.default_queue_concurrency)
 
     def sample_queues(self, now_ms: int) -> None:
-        """Record each queue's latency now in ``latency`` and what it finished since the
-        last sample in ``throughput`` (the server calls it every few seconds; an
-        ``activity`` read too). Reads the heads of the ready heaps and the activity counts,
-        never the jobs."""
+        """Record each queue's latency now in ``latency``, what it finished since the last
+        sample in ``throughput`` and what each task did in ``task_hour`` (the server calls
+        it every few seconds; an ``activity`` or ``tasks`` read too). Reads the heads of
+        the ready heaps and the activity counts, never the jobs."""
         self.latency.sample(now_ms, [
             (queue, latency) for queue in self._ready.queues()
             if (latency := self.queue_latency_ms(queue, now_ms))])
         self.throughput.sample(now_ms, self.activity.queue_totals())
+        self.task_hour.sample(now_ms, self.activity.rows())
 
     def job_count(self) -> int:
         """Jobs retained, persistent and volatile."""

@@ -28,6 +28,8 @@ ROUTES: dict[str, tuple[str, str]] = {
     "scale_queue": ("POST", "/admin/queues/{name}/scale"),
     "purge_queue": ("POST", "/admin/queues/{name}/purge"),
     "workers": ("GET", "/admin/workers"),
+    "quiet_worker": ("POST", "/admin/workers/{runtime}/quiet"),
+    "unquiet_worker": ("POST", "/admin/workers/{runtime}/unquiet"),
     "tasks": ("GET", "/admin/tasks"),
     "schedules": ("GET", "/admin/schedules"),
     "schedule": ("GET", "/admin/schedules/{schedule}"),
@@ -44,13 +46,14 @@ QUERY_FIELDS: dict[str, frozenset[str]] = {
     "jobs": frozenset({"state", "queue", "task", "limit", "cursor"}),
     "schedules": frozenset({"limit", "cursor"}),
     "activity": frozenset({"limit"}),
-    "tasks": frozenset({"limit"}),
+    "tasks": frozenset({"limit", "window"}),
     "purge_queue": frozenset({"limit"}),
     "scale_queue": frozenset({"concurrency"}),
     "retry_jobs": frozenset({"state", "queue", "task", "limit", "cursor"}),
     "cancel_jobs": frozenset({"state", "queue", "task", "limit", "cursor"}),
 }
-PATH_FIELDS = {"{id}": "job_id", "{name}": "queue", "{schedule}": "schedule_id"}
+PATH_FIELDS = {"{id}": "job_id", "{name}": "queue", "{schedule}": "schedule_id",
+               "{runtime}": "runtime_id"}
 # fields whose null is a value (elsewhere a null is the field left out), and how a query
 # parameter spells that null (HTTP has none)
 NULLABLE = {"concurrency": "configured"}

@@ -243,13 +243,18 @@ def collector(engine: Any, driver: Any, store: Any, metrics: ServerMetrics,
                                     labels=("transport",))
         capacity = GaugeMetricFamily("tay_executor_capacity", "declared capacity by transport",
                                      labels=("transport",))
+        quiet = GaugeMetricFamily("tay_executors_quiet", "connected executors told to go "
+                                  "quiet (offered no new job), by transport",
+                                  labels=("transport",))
         for transport in ("socket", "http"):
             chosen = [e for e in executors if e.mode != "client"
                       and (e.queue is not None) == (transport == "http")]
             workers.add_metric((transport,), len(chosen))
             capacity.add_metric((transport,), sum(e.capacity for e in chosen))
+            quiet.add_metric((transport,), sum(1 for e in chosen if e.quiet))
         yield workers
         yield capacity
+        yield quiet
         yield GaugeMetricFamily("tay_admission_permits_in_use", "client permits in use",
                                 value=engine.permits.in_use)
         yield GaugeMetricFamily("tay_state_bytes", "charged retained-state bytes",

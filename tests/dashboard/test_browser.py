@@ -1,9 +1,9 @@
 """The dashboard in a real browser (Debian's Chromium through Playwright) against a real
 ``tay serve`` and a real SDK worker process: live refresh, failures and retries, retry all
 and cancel all, queue control (pause, scale, purge with confirmation), the queue-latency
-and per-queue throughput charts, what workers run, what each task did, running, pausing,
-resuming and cancelling a schedule, compact now, CSRF from another origin, and the whole
-thing with JavaScript turned off."""
+and per-queue throughput charts, what workers run, a quiet worker, what each task did,
+running, pausing, resuming and cancelling a schedule, compact now, CSRF from another
+origin, and the whole thing with JavaScript turned off."""
 
 from __future__ import annotations
 
@@ -186,6 +186,13 @@ def test_the_tasks_page_shows_each_task_s_outcomes_and_run_times(watched, ui_eng
     expect(cells.nth(7)).to_have_text("≤ 500 ms")  # p50: a 0.3 s run's bucket
     expect(line.get_by_role("link", name="ui.slow")).to_have_attribute(
         "href", f"/ui/jobs?task=ui.slow&queue={queue}")
+    watched.get_by_role("navigation", name="Counted over").get_by_role(
+        "link", name="Last hour").click()
+    expect(watched).to_have_url(re.compile(r"/ui/tasks\?window=hour$"))
+    expect(watched.get_by_role("link", name="Last hour")).to_have_attribute(
+        "aria-current", "true")
+    expect(cells.nth(2)).to_have_text("2")  # both ran within the hour
+    expect(watched.locator(".muted").last).to_contain_text("In the last hour")
 
 
 def test_the_workers_page_shows_what_runs_now(watched, ui_engine):
@@ -200,6 +207,26 @@ def test_the_workers_page_shows_what_runs_now(watched, ui_engine):
     expect(line.locator("td").nth(6)).to_have_text(re.compile(r"^\d+ ms$|^\d\.\d s$"))
     ui_engine.wait_state(job_id, "completed")
     expect(line).to_have_count(0)  # by live refresh
+
+
+def test_a_quiet_worker_takes_nothing_new_until_it_is_unquieted(watched, ui_engine):
+    (runtime,) = [w["runtime_id"] for w in ui_engine.admin.call("workers", {})["workers"]
+                  if "ui.ok" in w["tasks"]]
+    watched.goto("/ui/workers")
+    line = row(watched, runtime)
+    try:
+        line.get_by_role("button", name="Quiet", exact=True).click()
+        expect(watched.get_by_role("status")).to_contain_text("Worker quiet")
+        expect(line.locator(".badge")).to_have_text("quiet")
+        job_id = ui_engine.enqueue("ui.ok", {"n": 7}, queue="ui-quiet")
+        expect(watched.locator(".banner.warn")).to_contain_text("ui.ok")  # nobody serves it
+        assert ui_engine.job(job_id)["state"] == "available"
+        line.get_by_role("button", name="Unquiet", exact=True).click()
+        expect(watched.get_by_role("status")).to_contain_text("Worker offered jobs again")
+        expect(line.locator(".badge")).to_have_text("active")
+        ui_engine.wait_state(job_id, "completed")
+    finally:  # the other tests share this worker
+        ui_engine.admin.call("unquiet_worker", {"runtime_id": runtime})
 
 
 def test_scaling_a_queue_sets_its_credits_and_goes_back_to_the_configured_ones(watched,

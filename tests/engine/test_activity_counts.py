@@ -18,7 +18,9 @@ import pytest
 
 from tay.engine import Execute
 from tay.engine import commands as c
-from tay.engine.activity import RUN_BOUNDS_MS, MINUTE_MS, OUTCOMES, RING_MINUTES, Activity
+from tay.engine.activity import (
+    RUN_BOUNDS_MS, MINUTE_MS, OUTCOMES, RING_MINUTES, Activity, TaskHour,
+)
 from tests.engine.conftest import T0, reply
 from tests.engine.test_engine_epoch import replay_tail
 from tests.engine.test_fused_commits import epoch_driver
@@ -257,3 +259,43 @@ def test_run_times_fall_in_the_bucket_of_the_first_bound_they_do_not_exceed(seed
     found = {(queue, task): (histogram, total)
              for queue, task, _, histogram, total in activity.runs()}
     assert found == {key: (expected[key], sums[key]) for key in expected}
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_a_task_s_last_hour_is_what_samples_in_it_saw_counted(seed):
+    """``TaskHour`` against the obvious model: each sample's difference from the previous
+    one, per (queue, task), lands in the sample's minute; the hour sums the minutes of the
+    last RING_MINUTES; samples skip minutes, and the clock crosses several hours."""
+    rng = random.Random(seed)
+    activity, hour = Activity(), TaskHour()
+    seen: dict[tuple[str, str], Counter[str]] = {}
+    deltas: list[tuple[int, tuple[str, str], Counter[str]]] = []  # (minute, key, counts)
+    at = T0
+    for _ in range(600):
+        at += rng.choice((50, 1_000, 20_000, 7 * MINUTE_MS))
+        queue, task = rng.choice(("a", "b")), rng.choice(("x", "y", "z"))
+        if rng.random() < 0.5:
+            activity.completed(queue, task, at, rng.randrange(0, 5_000))
+        else:
+            activity.count(rng.choice(OUTCOMES), queue, task, at)
+        if rng.random() < 0.3:
+            hour.sample(at, activity.rows())
+            for q, t, counts, histogram, total in activity.runs():
+                now = Counter({**{o: n for o, n in zip(OUTCOMES, counts)},
+                               **{f"h{k}": n for k, n in enumerate(histogram)}, "sum": total})
+                before = seen.get((q, t), Counter())
+                deltas.append((at // MINUTE_MS, (q, t), now - before))
+                seen[(q, t)] = now
+            # read now, and later with no sample in between (the minutes age out)
+            for read_at in (at, at + rng.randrange(0, 90) * MINUTE_MS):
+                floor = read_at // MINUTE_MS - RING_MINUTES + 1
+                expected: dict[tuple[str, str], Counter[str]] = {}
+                for minute, key, counts in deltas:
+                    if minute >= floor:
+                        expected.setdefault(key, Counter()).update(counts)
+                got = {(q, t): Counter({**{o: n for o, n in zip(OUTCOMES, counts)},
+                                        **{f"h{k}": n for k, n in enumerate(histogram)},
+                                        "sum": total})
+                       for q, t, counts, histogram, total in hour.runs(read_at)}
+                assert {k: +v for k, v in got.items()} == \
+                    {k: +v for k, v in expected.items() if +v}

@@ -599,3 +599,77 @@ def test_tasks_gives_each_task_s_outcomes_and_run_times(fused):
     assert fields["run_bounds_ms"][:3] == [5, 10, 25] and fields["more"] is False
     assert admin(driver, "tasks", limit=1)["more"] is True
     assert refused(driver, "tasks", limit=1_001) == "invalid_request"
+
+
+def test_tasks_of_the_last_hour_leave_out_what_ran_before_it():
+    """window=hour: what each task counted in the hour that ends now (sampled every few
+    seconds by the server; here by each read), against everything since start."""
+    driver = Driver()
+    driver.worker(tasks=("t", "u"), capacity=10)
+    for _ in range(4):
+        (execute,) = executes(driver.enqueue())
+        driver.advance(3)
+        driver.succeed(execute)
+    hour = admin(driver, "tasks", window="hour")
+    assert hour["window"] == "hour" and [r["completed"] for r in hour["tasks"]] == [4]
+    driver.advance(30 * 60_000)
+    (execute,) = executes(driver.enqueue(task="u", retries=0))
+    driver.advance(400)
+    driver.fail(execute)
+    admin(driver, "tasks", window="hour")  # a sample at minute 30
+    driver.advance(31 * 60_000)  # the first four are more than an hour old now
+    (execute,) = executes(driver.enqueue())
+    driver.advance(400)
+    driver.succeed(execute)
+    rows = {r["task"]: r for r in admin(driver, "tasks", window="hour")["tasks"]}
+    t, u = rows["t"], rows["u"]
+    assert (t["enqueued"], t["completed"], t["runs"], t["run_ms_total"]) == (1, 1, 1, 400)
+    assert (t["run_ms_p50"], t["run_histogram"][6]) == (500, 1)  # <= 500 ms
+    assert (u["discarded"], u["runs"], u["run_ms_p99"]) == (1, 1, 500)
+    since_start = {r["task"]: r for r in admin(driver, "tasks")["tasks"]}
+    assert since_start["t"]["completed"] == 5 and admin(driver, "tasks")["window"] == "start"
+    driver.advance(61 * 60_000)
+    assert admin(driver, "tasks", window="hour")["tasks"] == []  # a quiet hour
+    assert refused(driver, "tasks", window="day") == "invalid_request"
+
+
+def test_a_quiet_worker_finishes_what_it_runs_and_is_offered_nothing_new():
+    """Quiet: the worker's running execution finishes, new jobs go to the other worker or
+    wait; a reconnect of the same runtime stays quiet; unquiet offers it work at once."""
+    driver = Driver()
+    driver.worker(conn="w1", runtime_id="old", capacity=2)
+    (running,) = executes(driver.enqueue())
+    assert running.conn == "w1"
+    quiet = admin(driver, "quiet_worker", runtime_id="old")
+    assert quiet["quiet"] is True and [w["quiet"] for w in quiet["workers"]] == [True]
+    waiting = driver.job_id()
+    assert driver.status(waiting)["state"] == "available"  # w1 has room, but is quiet
+    assert admin(driver, "workers")["unserved"][0]["task"] == "t"
+    assert executes(driver.succeed(running)) == []  # its report settles; nothing new
+    driver.worker(conn="w2", runtime_id="new", capacity=1)
+    assert driver.status(waiting)["state"] == "executing"
+    driver.run(c.Disconnect("w1"))
+    driver.worker(conn="w3", runtime_id="old", capacity=2)  # the same process, back
+    assert [w["quiet"] for w in admin(driver, "workers")["workers"]
+            if w["runtime_id"] == "old"] == [True]
+    assert admin(driver, "overview")["quiet_workers"] == 1
+    other = driver.job_id()
+    assert driver.status(other)["state"] == "available"
+    out = driver.run(c.Admin("p", driver.rid(), "unquiet_worker", {"runtime_id": "old"}))
+    assert [(e.conn, e.job_id) for e in executes(out)] == [("w3", other)]
+    assert admin(driver, "overview")["quiet_workers"] == 0
+
+
+def test_quiet_refuses_a_runtime_with_no_worker_and_a_bad_id():
+    driver = Driver()
+    driver.run(c.Connect("p1", "client", "producer", 0, None, driver.rid()))
+    assert refused(driver, "quiet_worker", runtime_id="producer") == "not_found"
+    assert refused(driver, "quiet_worker", runtime_id="nobody") == "not_found"
+    assert refused(driver, "unquiet_worker", runtime_id="nobody") == "not_found"
+    assert refused(driver, "quiet_worker", runtime_id="") == "invalid_request"
+    assert refused(driver, "quiet_worker") == "invalid_request"
+    driver.worker(conn="w1", runtime_id="gone")
+    admin(driver, "quiet_worker", runtime_id="gone")
+    driver.run(c.Disconnect("w1"))
+    assert admin(driver, "unquiet_worker", runtime_id="gone")["workers"] == []  # forgotten
+    assert refused(driver, "unquiet_worker", runtime_id="gone") == "not_found"

@@ -14,6 +14,7 @@ import subprocess
 import sys
 import threading
 import time
+import urllib.request
 
 import pytest
 
@@ -56,6 +57,12 @@ def cli(server: Server, *args: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "PYTHONPATH": str(REPO), "TAY_SOCKET_PATH": server.socket_path}
     return subprocess.run([sys.executable, "-m", "tay.cli", *args], capture_output=True,
                           text=True, env=env, cwd=str(REPO), timeout=30)
+
+
+def metrics_text(server: Server) -> str:
+    address = SocketAdmin(server.socket_path).call("status", {})["http"]["address"]
+    with urllib.request.urlopen(f"{address}/metrics", timeout=10) as response:
+        return response.read().decode()
 
 
 def run_with_worker(server: Server, body):
@@ -377,6 +384,43 @@ def test_cli_workers_lists_what_each_worker_runs(engine):
     assert row.split()[1:5] == ["ops.held", "cli-busy", "cli-workers-rt", "1"]
 
 
+@pytest.mark.parametrize("transport", ["socket", "http"])
+def test_a_quiet_worker_takes_no_new_job_until_tay_unquiet(engine, transport):
+    runtime = f"quiet-rt-{transport}"
+    admin = clients(engine)[transport]
+
+    async def scenario():
+        tay = Tay(socket_path=engine.socket_path, capacity=2, client_id=runtime)
+
+        @tay.task(name=f"ops.quiet-{transport}")
+        def echo(n: int = 0) -> int:
+            return n
+
+        async with tay:
+            first = await tay.enqueue(f"ops.quiet-{transport}", {"n": 1})
+            assert await first.result(timeout=20) == 1
+            quiet = await asyncio.to_thread(admin.call, "quiet_worker", {"runtime_id": runtime})
+            assert quiet["quiet"] is True and [w["quiet"] for w in quiet["workers"]] == [True]
+            second = await tay.enqueue(f"ops.quiet-{transport}", {"n": 2})
+            shown = await asyncio.to_thread(cli, engine, "workers")
+            metrics = await asyncio.to_thread(metrics_text, engine)
+            state = await asyncio.to_thread(admin.call, "job", {"job_id": second.id})
+            unquiet = await asyncio.to_thread(cli, engine, "unquiet", runtime)
+            return (shown, metrics, state["job"]["state"], unquiet,
+                    await second.result(timeout=20))
+
+    shown, metrics, state, unquiet, result = asyncio.run(asyncio.wait_for(scenario(), 60))
+    assert state == "available"  # its only worker is quiet
+    assert 'tay_executors_quiet{transport="socket"} 1.0' in metrics
+    assert any(line.startswith(runtime + " ") and " quiet " in line
+               for line in shown.stdout.splitlines()), shown.stdout
+    assert f"no executor for task ops.quiet-{transport}" in shown.stdout
+    assert unquiet.returncode == 0 and "offered jobs again" in unquiet.stdout
+    assert result == 2
+    gone = cli(engine, "quiet", "nobody-here")
+    assert gone.returncode != 0 and "not_found" in gone.stderr + gone.stdout
+
+
 def test_cli_enqueue_submits_a_job_and_waits_for_its_result(engine):
     address = clients(engine)["socket"].call("status", {})["http"]["address"]
 
@@ -427,6 +471,11 @@ def test_cli_tasks_shows_what_each_task_did_and_how_long_it_ran(engine):
     as_json = json.loads(cli(engine, "tasks", "--json", "--limit", "1000").stdout)
     [found] = [t for t in as_json["tasks"] if t["queue"] == queue]
     assert found["runs"] == 3 and sum(found["run_histogram"]) == 3
+    hour = cli(engine, "tasks", "--last-hour", "--limit", "1000")
+    assert hour.returncode == 0 and hour.stdout.rstrip().endswith(
+        "in the last hour; failed counts failures, time-outs and discards"), hour.stdout
+    [row] = [line.split() for line in hour.stdout.splitlines() if line.startswith(queue + " ")]
+    assert row[1:4] == ["ops.ok", "3", "3"]  # all three within the hour
     assert cli(engine, "tasks", "--limit", "1001").returncode == 2
 
 

@@ -23,6 +23,9 @@ one mutation path, so their replies leave only once those events are durable:
   no occurrence (its admitted jobs run) and stays paused across restarts and
   re-declarations; a resume first skips the due times missed while paused with a (13,2)
   ``advanced``, as an overlap skip does, so it never delivers a backlog;
+* ``quiet_worker`` / ``unquiet_worker``: the connections of a worker's runtime id are offered
+  no new execution (what they run goes on), or offered work again; not durable: kept for
+  the engine's run, so a worker that reconnects stays quiet (Sidekiq's "Quiet");
 * ``run_schedule``: one job of the schedule's definition now, as a producer's enqueue of
   its task, args and options would make it ((1,1) or the fused insert): not an occurrence
   (a new random id; the schedule's next due time, its last job and its overlap rule stay
@@ -38,10 +41,12 @@ from tay.engine.bulk_states import CANCELLABLE, RETRIABLE
 from tay.engine.commands import Admin, Enqueue
 from tay.engine.activity import OUTCOMES, RUN_BOUNDS_MS
 from tay.engine.effects import Outcome
+from tay.engine.executors import Executor
 from tay.engine.retained.jobs import WAITING, JobEntry, peek, read_state, timeline
 from tay._native._pure_base import QUEUE, WORKER
 from tay.engine.schedules.commands import ScheduleCommands, request_fields
 from tay.engine.schedules.table import schedule_timing  # the engine's lazy boundary
+from tay.engine.validation.ids import is_identifier
 from tay.failures import RequestRefused
 from tay.storage import events as ev
 from tay.storage.events.definition import KEY_MAX_BYTES
@@ -158,6 +163,7 @@ class AdminCommands(ScheduleCommands):
                           "bytes_per_permit": self.permits.bytes_per_permit},
             "executing": sum(self._executing.values()),
             "paused_queues": sorted(self.paused),
+            "quiet_workers": sum(1 for e in executors if e.quiet),
             "scaled_queues": dict(sorted(self.scaled.items())),
             "paused_schedules": sorted(self.schedules.paused),
             "connections": len(self.executors.executors),
@@ -255,16 +261,21 @@ class AdminCommands(ScheduleCommands):
 
     def _admin_workers(self, body: Any, now_ms: int, out: Outcome) -> dict[str, Any]:
         request_fields(body, frozenset(), "workers")
-        workers = [{
-            "runtime_id": e.runtime_id, "mode": e.mode,
-            "transport": "http" if e.queue is not None else "socket",
-            "queue": e.queue, "capacity": e.capacity, "in_flight": len(e.reservations),
-            "tasks": sorted(e.tasks),
-            "running": [self._running_view(r) for r in islice(e.reservations.values(),
-                                                              RUNNING_SHOWN)],
-        } for e in self.executors.executors.values()]
+        workers = [self._worker_view(e) for e in self.executors.executors.values()]
         workers.sort(key=lambda w: (w["transport"], w["runtime_id"]))
         return {"workers": workers, "unserved": self.unserved_tasks()}
+
+    def _worker_view(self, executor: Executor) -> dict[str, Any]:
+        """One connection: who, how much it may run, what it runs now, whether it is quiet."""
+        return {
+            "runtime_id": executor.runtime_id, "mode": executor.mode,
+            "transport": "http" if executor.queue is not None else "socket",
+            "queue": executor.queue, "capacity": executor.capacity,
+            "in_flight": len(executor.reservations), "quiet": executor.quiet,
+            "tasks": sorted(executor.tasks),
+            "running": [self._running_view(r) for r in islice(executor.reservations.values(),
+                                                              RUNNING_SHOWN)],
+        }
 
     def _running_view(self, reservation: Any) -> dict[str, Any]:
         """One execution an executor holds (reservations keep their start order)."""
@@ -276,14 +287,24 @@ class AdminCommands(ScheduleCommands):
                 "timeout_at": reservation.deadline_mono + self._clock_offset}
 
     def _admin_tasks(self, body: Any, now_ms: int, out: Outcome) -> dict[str, Any]:
-        """What each (queue, task) did since start: counts by outcome and its executions'
-        run times (histogram, mean, quantiles), the busiest first; and how many connected
-        executors registered the task."""
-        body = request_fields(body, frozenset({"limit"}), "tasks")
+        """What each (queue, task) did since start (``window: start``, the default) or in
+        the last hour (``hour``): counts by outcome and its executions' run times
+        (histogram, mean, quantiles), the busiest first; and how many connected executors
+        registered the task."""
+        body = request_fields(body, frozenset({"limit", "window"}), "tasks")
         limit = _limit(body, TASKS_DEFAULT, TASKS_MAX)
+        window = body.get("window", "start")
+        if window == "start":
+            counted = self.activity.runs()
+        elif window == "hour":
+            self.sample_queues(now_ms)  # the current minute up to date
+            counted = self.task_hour.runs(now_ms)
+        else:
+            raise RequestRefused("window must be start or hour", code="invalid_request",
+                                 field="window")
         by_task = self.executors.by_task
         rows = []
-        for queue, task, counts, histogram, total_ms in self.activity.runs():
+        for queue, task, counts, histogram, total_ms in counted:
             runs = sum(histogram)
             rows.append({
                 "queue": queue, "task": task, **dict(zip(OUTCOMES, counts)),
@@ -294,7 +315,7 @@ class AdminCommands(ScheduleCommands):
                 "executors": len(by_task.get(task, ())),
             })
         rows.sort(key=lambda row: (-row["runs"] - row["enqueued"], row["queue"], row["task"]))
-        return {"tasks": rows[:limit], "more": len(rows) > limit,
+        return {"window": window, "tasks": rows[:limit], "more": len(rows) > limit,
                 "run_bounds_ms": list(RUN_BOUNDS_MS)}
 
     def unserved_tasks(self) -> list[dict[str, Any]]:
@@ -404,6 +425,28 @@ class AdminCommands(ScheduleCommands):
         entry = self._lookup(body.get("job_id"))
         self._cancel_unless_cancelled(entry, now_ms, out)
         return {"job": job_summary(entry)}
+
+    def _admin_quiet_worker(self, body: Any, now_ms: int, out: Outcome) -> dict[str, Any]:
+        return self._set_quiet(body, "quiet_worker", True)
+
+    def _admin_unquiet_worker(self, body: Any, now_ms: int, out: Outcome) -> dict[str, Any]:
+        return self._set_quiet(body, "unquiet_worker", False)
+
+    def _set_quiet(self, body: Any, op: str, quiet: bool) -> dict[str, Any]:
+        """A worker's connections (none but a producer's: ``not_found``, unless an unquiet
+        forgets a quiet runtime that is away) are offered nothing new, or work again."""
+        runtime_id = request_fields(body, frozenset({"runtime_id"}), op).get("runtime_id")
+        if not is_identifier(runtime_id):
+            raise RequestRefused("runtime_id must be 1..128 bytes without NUL",
+                                 code="invalid_request", field="runtime_id")
+        executors = self.executors
+        workers = [e for e in executors.of_runtime(runtime_id) if e.mode != "client"]
+        if not workers and (quiet or runtime_id not in executors.quiet):
+            raise RequestRefused(f"no worker with runtime_id {runtime_id!r} is connected",
+                                 code="not_found", runtime_id=runtime_id)
+        executors.set_quiet(runtime_id, quiet)
+        return {"runtime_id": runtime_id, "quiet": quiet,
+                "workers": [self._worker_view(e) for e in workers]}
 
     def _admin_pause_queue(self, body: Any, now_ms: int, out: Outcome) -> dict[str, Any]:
         queue = _key(request_fields(body, frozenset({"queue"}), "pause_queue"), "queue")
@@ -571,6 +614,8 @@ _OPS: dict[str, Callable[..., dict[str, Any]]] = {
     "retry_jobs": AdminCommands._admin_retry_jobs,
     "cancel_job": AdminCommands._admin_cancel_job,
     "cancel_jobs": AdminCommands._admin_cancel_jobs,
+    "quiet_worker": AdminCommands._admin_quiet_worker,
+    "unquiet_worker": AdminCommands._admin_unquiet_worker,
     "pause_queue": AdminCommands._admin_pause_queue,
     "resume_queue": AdminCommands._admin_resume_queue,
     "scale_queue": AdminCommands._admin_scale_queue,
@@ -582,5 +627,5 @@ _OPS: dict[str, Callable[..., dict[str, Any]]] = {
 }
 ADMIN_OPS = frozenset(_OPS)
 _DISPATCHING = frozenset({"retry_job", "retry_jobs", "cancel_job", "cancel_jobs",
-                          "resume_queue",
+                          "resume_queue", "unquiet_worker",
                           "scale_queue", "purge_queue"})
