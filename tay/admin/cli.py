@@ -1,6 +1,6 @@
 """``tay status|enqueue|jobs|job|retry|retry-all|cancel|cancel-all|queues|workers|tasks|
-quiet|unquiet|pause|resume|scale|purge|schedules|schedule|compact``: see and steer a running
-engine through the operations API (docs/admin.md); ``enqueue`` goes through the SDK
+quiet|unquiet|pause|resume|scale|purge|schedules|schedule|actions|compact``: see and steer a
+running engine through the operations API (docs/admin.md); ``enqueue`` goes through the SDK
 (tay.admin.enqueue).
 
 Each command talks to the engine over the Unix socket (discovered like the SDK, or
@@ -21,8 +21,9 @@ from typing import Any
 
 from tay.engine.bulk_states import CANCELLABLE, RETRIABLE
 
-from .render import (credits, render_job, render_jobs, render_queues, render_schedule,
-                     render_schedules, render_status, render_tasks, render_workers, when)
+from .render import (credits, render_actions, render_job, render_jobs, render_queues,
+                     render_schedule, render_schedules, render_status, render_tasks,
+                     render_workers, when)
 
 STATES = ("scheduled", "available", "executing", "retryable", "completed", "cancelled",
           "discarded")
@@ -163,6 +164,10 @@ def register(groups: Any) -> None:
         _connection_options(action)
         action.add_argument("schedule_id", metavar="ID")
         action.set_defaults(handler=lambda args, run=run: _run(args, run))
+    actions = command("actions", "the last operator actions (retry, cancel, pause, ...): "
+                      "when, from where, what they did; newest first", _actions)
+    actions.add_argument("--limit", type=_positive, default=50,
+                         help="actions, 1..1000 (default 50)")
     compact = command("compact", "compact the store now (online Store-v2 compaction; "
                       "writes pause only for the switch)", _compact)
     compact.add_argument("--terminal-retention", metavar="infinity|<N>m|<N>h|<N>d",
@@ -300,6 +305,13 @@ def _tasks(client: Any, args: argparse.Namespace) -> int:
     window = "hour" if args.last_hour else "start"
     return _show(args, client.call("tasks", {"limit": args.limit, "window": window}),
                  render_tasks)
+
+
+def _actions(client: Any, args: argparse.Namespace) -> int:
+    if args.limit > 1_000:
+        print("tay actions: --limit must be 1..1000", file=sys.stderr)
+        return 2
+    return _show(args, client.call("actions", {"limit": args.limit}), render_actions)
 
 
 def _workers(client: Any, args: argparse.Namespace) -> int:

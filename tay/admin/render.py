@@ -230,6 +230,16 @@ def render_workers(reply: dict[str, Any], now_ms: int) -> str:
     return text
 
 
+def render_actions(reply: dict[str, Any]) -> str:
+    """The operator's trail, newest first."""
+    if not reply["actions"]:
+        return "no operator action since the engine started\n"
+    return table(("AT", "ACTION", "FROM", "OUTCOME", "REQUEST"), [
+        (when(a["at"]), a["op"], a["origin"],
+         a["outcome"] + (f" ({a['summary']})" if a["summary"] else ""), a["request"])
+        for a in reply["actions"]])
+
+
 def render_tasks(reply: dict[str, Any]) -> str:
     """Per (queue, task) since start: outcomes and run times (quantiles are bucket bounds:
     "<= 250 ms")."""

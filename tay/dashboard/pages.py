@@ -87,8 +87,9 @@ async def overview(view: View) -> Page:
     status = await view.admin("status")
     if status["engine"] is None:  # the writer stopped: status is all that still answers
         return _page(view, "overview.html", "overview", status, engine=None)
-    activity, queues, workers = await asyncio.gather(
-        view.admin("activity", limit=10), view.admin("queues"), view.admin("workers"))
+    activity, queues, workers, actions = await asyncio.gather(
+        view.admin("activity", limit=10), view.admin("queues"), view.admin("workers"),
+        view.admin("actions", limit=10))
     rows = activity["per_minute"]
     hour = {name: sum(row[name] for row in rows) for name in ("enqueued", "completed", "failed")}
     busiest = sorted(queues["queues"], key=lambda q: (-q["waiting"] - q["executing"], q["name"]))
@@ -97,7 +98,8 @@ async def overview(view: View) -> Page:
                  chart=throughput(rows), latency_chart=latency(activity["queue_latency"]),
                  minutes=[row for row in rows if any(
                      row[name] for name in ("enqueued", "completed", "failed"))],
-                 failures=activity["failures"], queues=busiest[:10],
+                 failures=activity["failures"], actions=actions["actions"],
+                 queues=busiest[:10],
                  queue_count=len(busiest), workers=workers["workers"],
                  unserved=workers["unserved"],
                  waiting=sum(engine["jobs"]["by_state"][s]

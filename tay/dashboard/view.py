@@ -13,7 +13,7 @@ from tay.protocol.admin_api import NULLABLE
 from tay.protocol.http_api import HttpRequest, HttpResponse
 
 PREFIX = "/ui"
-AdminCall = Callable[[str, dict[str, Any]], Awaitable[Reply | Refuse]]
+AdminCall = Callable[[str, dict[str, Any], str], Awaitable[Reply | Refuse]]
 
 
 class AdminFailed(Exception):
@@ -49,7 +49,8 @@ class View:
         """One admin op (None fields left out, unless a null is their value:
         ``NULLABLE``); a refusal raises ``AdminFailed``."""
         effect = await self.admin_call(op, {k: v for k, v in body.items()
-                                            if v is not None or k in NULLABLE})
+                                            if v is not None or k in NULLABLE},
+                                       f"dashboard {self.request.peer}")
         if isinstance(effect, Refuse):
             raise AdminFailed(effect.failure)
         return effect.fields

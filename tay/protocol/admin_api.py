@@ -38,14 +38,18 @@ ROUTES: dict[str, tuple[str, str]] = {
     "pause_schedule": ("POST", "/admin/schedules/{schedule}/pause"),
     "resume_schedule": ("POST", "/admin/schedules/{schedule}/resume"),
     "activity": ("GET", "/admin/activity"),
+    "actions": ("GET", "/admin/actions"),
     "compact": ("POST", "/admin/compact"),
 }
 OPS = frozenset(ROUTES)
+# the ops that change something (POST): each one is logged and kept in ``actions``
+ACTIONS = frozenset(op for op, (method, _) in ROUTES.items() if method == "POST")
 SOCKET_TYPES = {f"admin_{op}": op for op in ROUTES}
 QUERY_FIELDS: dict[str, frozenset[str]] = {
     "jobs": frozenset({"state", "queue", "task", "limit", "cursor"}),
     "schedules": frozenset({"limit", "cursor"}),
     "activity": frozenset({"limit"}),
+    "actions": frozenset({"limit"}),
     "tasks": frozenset({"limit", "window"}),
     "purge_queue": frozenset({"limit"}),
     "scale_queue": frozenset({"concurrency"}),

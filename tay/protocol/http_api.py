@@ -49,6 +49,7 @@ class HttpRequest:
     headers: tuple[tuple[bytes, bytes], ...] = ()
     body: bytes = b""
     version: str = "1.1"  # "1.0", "1.1" or "2"
+    peer: str = ""  # who sent it (tay.server.peers.tcp_peer): for the operator's log
 
     def header_values(self, name: bytes) -> list[bytes]:
         return [value for key, value in self.headers if key == name]

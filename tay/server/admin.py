@@ -14,14 +14,18 @@ from __future__ import annotations
 import logging
 import os
 import time
+from collections import deque
 from collections.abc import Callable
 from typing import Any
+
+import orjson
 
 from tay._version import __version__
 from tay.engine.handlers.admin import ADMIN_OPS
 from tay.engine.commands import Admin
 from tay.engine.effects import Refuse, Reply
 from tay.failures import RequestRefused
+from tay.protocol.admin_api import ACTIONS
 
 from .driver import EngineDriver
 from . import process_figures
@@ -31,9 +35,12 @@ from .metrics import ServerMetrics, collector, readiness, render
 log = logging.getLogger("tay.server")
 
 # The ops of the wire API: the engine's (minus its internal overview), plus server ones.
-SERVER_OPS = frozenset({"status", "compact"})
+SERVER_OPS = frozenset({"status", "compact", "actions"})
 OPS = (ADMIN_OPS - {"overview"}) | SERVER_OPS
 LATENCY_SAMPLE_S = 5.0  # how often the queues' latency is recorded (the latency chart)
+ACTIONS_KEPT = 1_000  # operator actions ``actions`` remembers (all of them are logged)
+ACTIONS_DEFAULT = 50
+REQUEST_SHOWN_CHARS = 300  # of an action's request, in the log and in ``actions``
 
 
 class AdminService:
@@ -52,6 +59,7 @@ class AdminService:
         self.metrics = ServerMetrics()
         self._collect: Callable[[], Any] | None = None  # prometheus_client on the first scrape
         self._sampling: Any = None  # the timer handle of the next queue sample
+        self.actions: deque[dict[str, Any]] = deque(maxlen=ACTIONS_KEPT)  # oldest first
 
     # -- the queues' latency and throughput history (tay.engine.activity) -----------------------
     def start_sampling(self) -> None:
@@ -86,13 +94,51 @@ class AdminService:
         ready, problems = readiness(self.driver, storage_facts(self.config.data_dir)["free_bytes"])
         return ready, {"status": "ready" if ready else "not_ready", "problems": problems}
 
-    async def call(self, op: str, body: Any) -> Reply | Refuse:
-        """One admin request; never raises (a refusal or a bug is the returned effect)."""
+    async def call(self, op: str, body: Any, origin: str = "") -> Reply | Refuse:
+        """One admin request; never raises (a refusal or a bug is the returned effect).
+        An action (an op that changes something) is logged with ``origin`` (who asked:
+        ``socket pid P uid U``, ``http HOST:PORT CN=NAME``, ``dashboard ...``) and what
+        it did, and kept for ``actions``."""
         try:
-            return await self._call(op, body)
+            effect = await self._call(op, body)
         except Exception as error:  # a bug must not leave the caller without an answer
             log.error("admin %s failed", op, exc_info=error)
-            return _refuse(RequestRefused("internal error", code="internal"))
+            effect = _refuse(RequestRefused("internal error", code="internal"))
+        if op in ACTIONS:
+            self._record(op, body, origin or "unknown", effect)
+        return effect
+
+    def _record(self, op: str, body: Any, origin: str, effect: Reply | Refuse) -> None:
+        """The operator's trail: one INFO line per action, and the last ACTIONS_KEPT."""
+        try:
+            request = orjson.dumps(body).decode()
+        except TypeError:
+            request = repr(body)
+        request = request[:REQUEST_SHOWN_CHARS]
+        if isinstance(effect, Refuse):
+            outcome, summary = "refused", f"{effect.failure.code}: {effect.failure.message}"
+        else:  # the reply's counts (retried, cancelled, purged...) say what it did
+            outcome = "done"
+            summary = ", ".join(f"{key} {value}" for key, value in sorted(effect.fields.items())
+                                if type(value) is int)
+        self.actions.append({"at": time.time_ns() // 1_000_000, "op": op, "origin": origin,
+                             "request": request, "outcome": outcome, "summary": summary})
+        log.info("admin %s from %s: %s -> %s%s", op, origin, request, outcome,
+                 f" ({summary})" if summary else "")
+
+    def _actions(self, body: Any) -> Reply | Refuse:
+        """The last operator actions, newest first (``limit`` 1..1,000, default 50)."""
+        if body is None:
+            body = {}
+        if not isinstance(body, dict) or set(body) - {"limit"}:
+            return _refuse(RequestRefused("actions takes only limit", code="invalid_request"))
+        limit = body.get("limit", ACTIONS_DEFAULT)
+        if type(limit) is not int or not 1 <= limit <= ACTIONS_KEPT:
+            return _refuse(RequestRefused(f"limit must be 1..{ACTIONS_KEPT}",
+                                          code="invalid_request", field="limit"))
+        newest = list(self.actions)[::-1][:limit]
+        return Reply(None, None, "admin_actions", {"actions": newest,
+                                                    "kept": len(self.actions)})
 
     async def _call(self, op: str, body: Any) -> Reply | Refuse:
         if op not in OPS:
@@ -102,6 +148,8 @@ class AdminService:
             return await self._status(body)
         if op == "compact":
             return await self._compact(body)
+        if op == "actions":
+            return self._actions(body)
         return await self.port.request(lambda rid: Admin(self.port, rid, op, body))
 
     async def _status(self, body: Any) -> Reply | Refuse:

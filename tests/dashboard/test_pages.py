@@ -158,6 +158,9 @@ def test_actions_need_a_token_from_this_process(ui_engine):
     assert queue in ui_engine.admin.call("status", {})["engine"]["paused_queues"]
     notice = ui_engine.get(done.headers["location"])
     assert "Queue paused" in notice.text and "no-store" == notice.headers["cache-control"]
+    trail = ui_engine.get("/ui/").text.split("Recent operator actions", 1)[1]
+    assert "<code>pause_queue</code>" in trail and "dashboard 127.0.0.1:" in trail
+    assert str(escape(f'{{"queue":"{queue}"}}')) in trail  # the request, as text
     resumed = ui_engine.post(f"/ui/queues/{queue}/resume", {"csrf": token})
     assert resumed.status == 303
     assert queue not in ui_engine.admin.call("status", {})["engine"]["paused_queues"]

@@ -120,6 +120,13 @@ def test_admin_routes_follow_the_same_mtls_rules(pki):
             writer.write(b"GET /admin/status HTTP/1.1\r\nhost: x\r\n\r\n")
             (response,) = await read_responses(reader, 1)
             assert response.status == 200 and response.json()["type"] == "admin_status"
+            writer.write(b"POST /admin/queues/q/pause HTTP/1.1\r\nhost: x\r\n"
+                         b"content-length: 0\r\n\r\n")
+            (response,) = await read_responses(reader, 1)
+            assert response.status == 200
+            # the operator's trail names the client certificate
+            local_port = writer.get_extra_info("sockname")[1]
+            assert server.admin.actions[-1]["origin"] == f"http 127.0.0.1:{local_port} CN=client"
             writer.close()
             with pytest.raises((ssl.SSLError, ConnectionError, asyncio.IncompleteReadError)):
                 reader, writer = await asyncio.open_connection("127.0.0.1", port,

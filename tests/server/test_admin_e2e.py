@@ -421,6 +421,34 @@ def test_a_quiet_worker_takes_no_new_job_until_tay_unquiet(engine, transport):
     assert gone.returncode != 0 and "not_found" in gone.stderr + gone.stdout
 
 
+def test_operator_actions_are_logged_and_listed_with_where_they_came_from(engine):
+    """Each action (not a read) leaves an INFO line and an ``actions`` entry naming its
+    origin: the socket peer's pid and uid, the HTTP peer's address; refusals too."""
+    by = clients(engine)
+    by["socket"].call("pause_queue", {"queue": "audited"})
+    by["http"].call("resume_queue", {"queue": "audited"})
+    try:
+        by["http"].call("retry_job", {"job_id": "0" * 31 + "5"})
+    except AdminRefused as refused:
+        assert refused.code == "not_found"
+    by["socket"].call("jobs", {"queue": "audited"})  # a read: not an action
+    newest = by["socket"].call("actions", {"limit": 3})["actions"]
+    assert [a["op"] for a in newest] == ["retry_job", "resume_queue", "pause_queue"]
+    retry, resume, pause = newest
+    assert pause["origin"] == f"socket pid {os.getpid()} uid {os.getuid()}"
+    assert pause["request"] == '{"queue":"audited"}' and pause["outcome"] == "done"
+    assert resume["origin"].startswith("http 127.0.0.1:")
+    assert retry["outcome"] == "refused" and retry["summary"].startswith("not_found: ")
+    log = wait_for(lambda: "admin retry_job from http" in engine.log() and engine.log())
+    assert f'admin pause_queue from socket pid {os.getpid()} uid {os.getuid()}: ' \
+        '{"queue":"audited"} -> done' in log
+    shown = cli(engine, "actions", "--limit", "3")
+    assert shown.returncode == 0 and shown.stdout.split("\n")[1].split()[2] == "retry_job"
+    assert cli(engine, "actions", "--limit", "1001").returncode == 2
+    with pytest.raises(AdminRefused):
+        by["socket"].call("actions", {"limit": 0})
+
+
 def test_cli_enqueue_submits_a_job_and_waits_for_its_result(engine):
     address = clients(engine)["socket"].call("status", {})["http"]["address"]
 

@@ -33,6 +33,8 @@ from h2.errors import ErrorCodes
 from tay.failures import RequestRefused
 from tay.protocol.http_api import HttpRequest, HttpResponse, error_response
 
+from ..peers import tcp_peer
+
 log = logging.getLogger("tay.server.http")
 
 _SETTINGS = h2.settings.SettingCodes
@@ -71,6 +73,7 @@ class Http2Connection(asyncio.Protocol):
         self.limits = server.limits
         self.loop = server.driver.loop
         self.transport: Any = None
+        self.peer = ""  # tcp_peer(transport), for the operator's log
         self.closing = False
         self.h2 = h2.connection.H2Connection(h2.config.H2Configuration(
             client_side=False, header_encoding=None, validate_inbound_headers=True,
@@ -92,6 +95,7 @@ class Http2Connection(asyncio.Protocol):
     # -- asyncio callbacks -----------------------------------------------------------
     def connection_made(self, transport: Any) -> None:
         self.transport = transport
+        self.peer = tcp_peer(transport)
         self.server.connections.add(self)
         self.h2.initiate_connection()
         self._send()
@@ -200,7 +204,7 @@ class Http2Connection(asyncio.Protocol):
             headers.append((b"host", authority))
         method = pseudo.get(b":method", b"").decode("ascii", "replace")
         request = HttpRequest(method, pseudo.get(b":path", b"").decode("latin-1"),
-                              tuple(headers), bytes(stream.body), "2")
+                              tuple(headers), bytes(stream.body), "2", self.peer)
         try:
             future = self.server.handle(request)
         except Exception as error:  # a router bug must not take the connection down silently

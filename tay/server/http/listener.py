@@ -32,6 +32,7 @@ from tay.protocol.limits import ProtocolLimits
 
 from ..driver import EngineDriver
 from ..engine_port import EnginePort
+from ..peers import tcp_peer
 from .config import HttpConfig, HttpLimits, tls_context
 from .sessions import SessionRegistry
 
@@ -127,7 +128,7 @@ class HttpServer:
         if isinstance(route, ProducerCall):
             return loop.create_task(self._producer(route))
         if isinstance(route, AdminRequest):
-            return loop.create_task(self._admin(route))
+            return loop.create_task(self._admin(route, request.peer))
         if isinstance(route, OpsEndpoint):
             done = loop.create_future()
             done.set_result(self._ops(route.name))
@@ -162,11 +163,11 @@ class HttpServer:
         ready, body = self.admin.readiness()
         return HttpResponse(200 if ready else 503, orjson.dumps(body))
 
-    async def _admin(self, request: AdminRequest) -> HttpResponse:
+    async def _admin(self, request: AdminRequest, peer: str) -> HttpResponse:
         if self.admin is None:
             return error_response(RequestRefused("the operations API is not running",
                                                  code="unavailable"))
-        reply = await self.admin.call(request.op, request.body)
+        reply = await self.admin.call(request.op, request.body, f"http {peer}")
         return effect_response(reply, self.limits.max_body_bytes)
 
     async def close(self, settle_timeout_s: float = 5.0) -> None:
@@ -193,6 +194,7 @@ class HttpConnection(asyncio.Protocol):
         self.server = server
         self.limits = server.limits
         self.transport: Any = None
+        self.peer = ""  # tcp_peer(transport), for the operator's log
         self.parser = httptools.HttpRequestParser(self)
         # (response future, keep-alive, HEAD: headers only)
         self.pipeline: deque[tuple[asyncio.Future[HttpResponse], bool, bool]] = deque()
@@ -210,6 +212,7 @@ class HttpConnection(asyncio.Protocol):
     # -- asyncio callbacks -----------------------------------------------------------
     def connection_made(self, transport: Any) -> None:
         self.transport = transport
+        self.peer = tcp_peer(transport)
         self.server.connections.add(self)
         self._arm(self.limits.keepalive_timeout_s)
         tls = transport.get_extra_info("ssl_object")
@@ -339,7 +342,7 @@ class HttpConnection(asyncio.Protocol):
         keep_alive = self.parser.should_keep_alive()
         request = HttpRequest(self.parser.get_method().decode("ascii", "replace"),
                               self.url.decode("latin-1"), tuple(self.headers), bytes(self.body),
-                              self.parser.get_http_version())
+                              self.parser.get_http_version(), self.peer)
         self._reset_message()
         try:
             future = self.server.handle(request)

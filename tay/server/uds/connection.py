@@ -36,6 +36,7 @@ from tay.protocol.replies import (error_frame, execute_frame_into, message_frame
                                   message_frame_into)
 from tay.protocol.session import ProtocolSession
 
+from ..peers import unix_peer
 from .deadlines import RequestDeadlines
 
 log = logging.getLogger("tay.server")
@@ -294,7 +295,8 @@ class Connection(asyncio.Protocol):
             failure = RequestRefused("the operations API is not running", code="unavailable")
             self.listener.driver.answer([Refuse(self, request.request_id, failure)])
             return
-        task = self._loop.create_task(admin.call(request.op, request.body))
+        task = self._loop.create_task(admin.call(request.op, request.body,
+                                                 f"socket {unix_peer(self.transport)}"))
 
         def answered(done: "asyncio.Task[Reply | Refuse]") -> None:
             if done.cancelled() or self.transport is None or self.transport.is_closing():
