@@ -1,7 +1,7 @@
 """``tay status|enqueue|jobs|job|retry|retry-all|cancel|cancel-all|queues|workers|tasks|
-quiet|unquiet|pause|resume|scale|purge|schedules|schedule|actions|compact``: see and steer a
-running engine through the operations API (docs/admin.md); ``enqueue`` goes through the SDK
-(tay.admin.enqueue).
+quiet|unquiet|pause|resume|scale|limit|purge|schedules|schedule|actions|compact``: see and
+steer a running engine through the operations API (docs/admin.md); ``enqueue`` goes through
+the SDK (tay.admin.enqueue).
 
 Each command talks to the engine over the Unix socket (discovered like the SDK, or
 ``--socket``) or over HTTP(S) (``--url`` plus the TLS files for mTLS). ``--json`` prints the
@@ -21,7 +21,7 @@ from typing import Any
 
 from tay.engine.bulk_states import CANCELLABLE, RETRIABLE
 
-from .render import (credits, render_actions, render_job, render_jobs, render_queues,
+from .render import (credits, rate, render_actions, render_job, render_jobs, render_queues,
                      render_schedule, render_schedules, render_status, render_tasks,
                      render_workers, when)
 
@@ -68,6 +68,29 @@ def _concurrency(text: str) -> int | None:
     if value > QUEUE_CREDITS_MAX:
         raise argparse.ArgumentTypeError(f"must be at most {QUEUE_CREDITS_MAX:,}, got {value}")
     return value
+
+
+_PERIOD_UNITS = {"ms": 1, "s": 1_000, "m": 60_000, "h": 3_600_000}
+
+
+def _rate(text: str) -> tuple[int | None, int | None]:
+    """``limit``'s rate: ``STARTS/PERIOD`` (``10/1s``, ``600/1m``, ``5/500ms``), or ``none``."""
+    from tay.storage.events.operations import RATE_PERIOD_MAX_MS, RATE_STARTS_MAX  # (28,2)
+
+    if text == "none":
+        return None, None
+    starts_text, _, period_text = text.partition("/")
+    unit = next((u for u in ("ms", "s", "m", "h") if period_text.endswith(u)), None)
+    count = period_text[:-len(unit)] if unit else ""
+    if not (starts_text.isdigit() and count.isdigit()):
+        raise argparse.ArgumentTypeError(f"expected STARTS/PERIOD such as 10/1s, 600/1m or "
+                                         f"5/500ms, or none; got {text!r}")
+    starts, period_ms = int(starts_text), int(count) * _PERIOD_UNITS[unit]
+    if not 1 <= starts <= RATE_STARTS_MAX:
+        raise argparse.ArgumentTypeError(f"starts must be 1..{RATE_STARTS_MAX:,}, got {starts}")
+    if not 1 <= period_ms <= RATE_PERIOD_MAX_MS:
+        raise argparse.ArgumentTypeError(f"the period must be 1 ms..24h, got {period_text}")
+    return starts, period_ms
 
 
 def register(groups: Any) -> None:
@@ -137,6 +160,12 @@ def register(groups: Any) -> None:
     scale.add_argument("queue")
     scale.add_argument("concurrency", metavar="N|configured", type=_concurrency,
                        help="1..65,536, or 'configured' to go back to the configured credits")
+    limit = command("limit", "rate-limit a queue: at most STARTS job starts in any PERIOD "
+                    "(durable; none lifts it)", _limit)
+    limit.add_argument("queue")
+    limit.add_argument("rate", metavar="STARTS/PERIOD|none", type=_rate,
+                       help="e.g. 10/1s, 600/1m, 5/500ms (up to 10,000 per period of up to "
+                       "24h), or none")
     purge = command("purge", "cancel every waiting job of a queue", _purge)
     purge.add_argument("queue")
     purge.add_argument("--limit", type=_positive, help="cancel at most this many (default: all)")
@@ -347,6 +376,14 @@ def _scale(client: Any, args: argparse.Namespace) -> int:
     reply = client.call("scale_queue", {"queue": args.queue, "concurrency": args.concurrency})
     return _show(args, reply, lambda r: f"queue {r['queue']['name']}: {credits(r['queue'])} "
                                         f"({r['queue']['executing']} executing)\n")
+
+
+def _limit(client: Any, args: argparse.Namespace) -> int:
+    starts, period_ms = args.rate
+    reply = client.call("limit_queue", {"queue": args.queue, "starts": starts,
+                                        "period_ms": period_ms})
+    return _show(args, reply, lambda r: f"queue {r['queue']['name']}: rate limit "
+                                        f"{rate(r['queue'])}\n")
 
 
 def _purge(client: Any, args: argparse.Namespace) -> int:

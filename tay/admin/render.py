@@ -108,6 +108,9 @@ def render_status(reply: dict[str, Any]) -> str:
             ("paused queues", ", ".join(engine["paused_queues"]) or "none"),
             ("scaled queues", ", ".join(f"{name} {n}" for name, n in
                                         engine.get("scaled_queues", {}).items()) or "none"),
+            ("rate-limited queues", ", ".join(
+                f"{name} {limit['starts']}/{period(limit['period_ms'])}"
+                for name, limit in engine.get("rate_limited_queues", {}).items()) or "none"),
             ("schedules", f"{engine['schedules']}"
              + (f" ({len(paused)} paused: {', '.join(paused[:5])}"
                 f"{', ...' if len(paused) > 5 else ''})"
@@ -171,11 +174,29 @@ def render_job(reply: dict[str, Any]) -> str:
 
 
 def render_queues(reply: dict[str, Any]) -> str:
-    rows = [(q["name"], "paused" if q["paused"] else "running", credits(q), q["executing"],
-             q["waiting"], latency(q), q["by_state"]["retryable"], q["by_state"]["completed"],
-             q["by_state"]["discarded"], q["by_state"]["cancelled"]) for q in reply["queues"]]
-    return table(("QUEUE", "STATUS", "CREDITS", "EXECUTING", "WAITING", "LATENCY", "RETRYABLE",
-                  "COMPLETED", "DISCARDED", "CANCELLED"), rows)
+    rows = [(q["name"], "paused" if q["paused"] else "running", credits(q), rate(q),
+             q["executing"], q["waiting"], latency(q), q["by_state"]["retryable"],
+             q["by_state"]["completed"], q["by_state"]["discarded"], q["by_state"]["cancelled"])
+            for q in reply["queues"]]
+    return table(("QUEUE", "STATUS", "CREDITS", "RATE LIMIT", "EXECUTING", "WAITING", "LATENCY",
+                  "RETRYABLE", "COMPLETED", "DISCARDED", "CANCELLED"), rows)
+
+
+def rate(queue: dict[str, Any]) -> str:
+    """A queue's rate limit ("-": none), and whether it holds the queue back now."""
+    limit = queue.get("rate_limit")
+    if limit is None:
+        return "-"
+    text = f"{limit['starts']}/{period(limit['period_ms'])}"
+    return text + " (holding)" if queue.get("rate_limited_until") is not None else text
+
+
+def period(ms: int) -> str:
+    """A rate limit's period as ``tay limit`` takes it: 500ms, 1s, 90s, 5m, 2h."""
+    for unit, size in (("h", 3_600_000), ("m", 60_000), ("s", 1_000)):
+        if ms % size == 0:
+            return f"{ms // size}{unit}"
+    return f"{ms}ms"
 
 
 def credits(queue: dict[str, Any]) -> str:

@@ -103,6 +103,29 @@ async def scale_queue(view: View, queue: str) -> HttpResponse:
     return redirect(f"/ui/queues?{urlencode({'done': 'scaled', 'n': reply['queue']['credits']})}")
 
 
+async def limit_queue(view: View, queue: str) -> HttpResponse:
+    """The form's ``starts`` and ``period`` in ``unit``, or ``starts=none`` (no limit)."""
+    from .format import duration
+    from .pages import PERIOD_UNITS
+
+    view.back = f"/ui/queues/{quote(queue, safe='')}/limit"
+    starts_text = view.form.get("starts", "").strip()
+    if starts_text == "none":
+        await view.admin("limit_queue", queue=queue, starts=None, period_ms=None)
+        return redirect("/ui/queues?done=unlimited")
+    period_text = view.form.get("period", "").strip()
+    size = {unit: ms for unit, _, ms in PERIOD_UNITS}.get(view.form.get("unit", "s"))
+    if not (starts_text.isdigit() and period_text.isdigit() and size is not None
+            and len(starts_text) <= 9 and len(period_text) <= 9):
+        raise AdminFailed(RequestRefused("starts and the period must be whole numbers",
+                                         code="invalid_request", field="starts"))
+    reply = await view.admin("limit_queue", queue=queue, starts=int(starts_text),
+                             period_ms=int(period_text) * size)
+    limit = reply["queue"]["rate_limit"]
+    return redirect("/ui/queues?" + urlencode({"done": "limited", "n": limit["starts"],
+                                               "period": duration(limit["period_ms"])}))
+
+
 async def purge_queue(view: View, queue: str) -> HttpResponse:
     """Cancels up to 10,000 waiting jobs per confirmation (the op's largest batch)."""
     view.back = "/ui/queues"

@@ -66,6 +66,8 @@ ROUTES: tuple[tuple[str, tuple[str, ...], Callable[..., Any]], ...] = (
     ("POST", ("queues", "*", "resume"), actions.resume_queue),
     ("GET", ("queues", "*", "scale"), pages.scale_form),
     ("POST", ("queues", "*", "scale"), actions.scale_queue),
+    ("GET", ("queues", "*", "limit"), pages.limit_form),
+    ("POST", ("queues", "*", "limit"), actions.limit_queue),
     ("GET", ("schedules",), pages.schedules),
     ("GET", ("schedules", "*"), pages.schedule),
     ("POST", ("schedules", "*", "cancel"), actions.cancel_schedule),

@@ -11,7 +11,9 @@ from urllib.parse import quote, urlencode
 
 from tay.engine.bulk_states import CANCELLABLE, RETRIABLE
 from tay.failures import RequestRefused
-from tay.storage.events.operations import QUEUE_CREDITS_MAX  # what scale_queue takes
+from tay.storage.events.operations import (  # what scale_queue and limit_queue take
+    QUEUE_CREDITS_MAX, RATE_STARTS_MAX,
+)
 
 from .charts import latency, queue_throughput, throughput
 from .view import AdminFailed, redirect
@@ -58,6 +60,11 @@ def notice(view: View) -> str | None:
     if done == "purged":
         purged, left = view.query.get("n", "?"), view.query.get("left", "?")
         return f"Purged {purged} waiting job(s); {left} still waiting."
+    if done == "limited":
+        return f"Queue rate-limited: at most {view.query.get('n', '?')} job start(s) in any " \
+               f"{view.query.get('period', '?')}."
+    if done == "unlimited":
+        return "Rate limit lifted: the queue starts jobs as fast as its credits allow."
     if done == "scaled":
         return f"Queue scaled: it runs up to {view.query.get('n', '?')} job(s) at once."
     if done in ("retried_all", "cancelled_all"):
@@ -214,6 +221,22 @@ async def scale_form(view: View, queue: str) -> Page:
     found = next((q for q in reply["queues"] if q["name"] == queue), None)
     return _page(view, "scale.html", "queues", status, queue=queue, found=found,
                  credits_max=QUEUE_CREDITS_MAX)
+
+
+# a rate limit's period as the form takes it: (unit, label, milliseconds), largest first
+PERIOD_UNITS = (("h", "hours", 3_600_000), ("min", "minutes", 60_000), ("s", "seconds", 1_000),
+                ("ms", "milliseconds", 1))
+
+
+async def limit_form(view: View, queue: str) -> Page:
+    view.back = "/ui/queues"
+    status, reply = await _gather(view, ("queues", {}))
+    found = next((q for q in reply["queues"] if q["name"] == queue), None)
+    period_ms = found["rate_limit"]["period_ms"] if found and found["rate_limit"] else 1_000
+    unit, _, size = next(u for u in PERIOD_UNITS if period_ms % u[2] == 0)
+    return _page(view, "limit.html", "queues", status, queue=queue, found=found,
+                 starts_max=RATE_STARTS_MAX, period_value=period_ms // size, period_unit=unit,
+                 units=[(u, label) for u, label, _ in PERIOD_UNITS])
 
 
 # kind -> (the admin op, the states it takes): "retry all" and "cancel all" on a jobs page

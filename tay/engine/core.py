@@ -137,6 +137,9 @@ class Engine(EpochEngine):
         if schedule_wall is not None and (wake is None
                                           or schedule_wall - self._clock_offset < wake):
             wake = schedule_wall - self._clock_offset
+        rate_wake = self.rates.wake  # a queue its rate limit holds back (monotonic)
+        if rate_wake is not None and (wake is None or rate_wake < wake):
+            wake = rate_wake
         return wake
 
     # ---- recovery -----------------------------------------------------------------

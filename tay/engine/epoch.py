@@ -40,7 +40,8 @@ from tay.storage import events as ev
 from tay.storage.events import schedules as se
 from tay.storage.events.registry import Event, EventFilling, event_with_raw
 from tay.storage.events.operations import (
-    CONTROL_PAIRS, queue_paused, queue_resumed, queue_scaled, schedule_paused,
+    CONTROL_PAIRS, queue_paused, queue_rate_limited, queue_resumed, queue_scaled,
+    schedule_paused,
     schedule_resumed,
 )
 from tay.storage.events.definition import (
@@ -669,10 +670,12 @@ class EpochEngine(AdminCommands):
                 definition=state.definition, revision=state.revision, expected_revision=0,
                 next_at=state.next_at, last_at=state.last_at, cancelled_at=state.cancelled_at,
                 active=state.active, membership_complete=state.membership_complete), revision))
-        # what an operator set: every schedule and queue ever paused (paused or resumed now)
-        # and every queue ever scaled (its runtime credits, or nil: the configured ones),
+        # what an operator set: every schedule and queue ever paused (paused or resumed now),
+        # every queue ever scaled (its runtime credits, or nil: the configured ones) and
+        # every queue ever rate-limited (its limit, or nil),
         # each at the revision its chain has reached
         schedules_paused, paused, scaled = self.schedules.paused, self.paused, self.scaled
+        limits = self.rates.limits
         for kind, now_set, checkpoint in (
                 ("schedule_pause", schedules_paused, lambda key: (
                     schedule_paused if key in schedules_paused else schedule_resumed)(
@@ -680,7 +683,9 @@ class EpochEngine(AdminCommands):
                 ("queue", paused, lambda key: (
                     queue_paused if key in paused else queue_resumed)(key, captured_at)),
                 ("queue_scale", scaled, lambda key: queue_scaled(key, scaled.get(key),
-                                                                 captured_at))):
+                                                                 captured_at)),
+                ("queue_rate", limits, lambda key: queue_rate_limited(
+                    key, *limits.get(key, (None, None)), captured_at))):
             keys = set(now_set)
             if reducer is not None:
                 keys |= {key for entity_kind, key in reducer.entities if entity_kind == kind}

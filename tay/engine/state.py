@@ -19,6 +19,7 @@ from collections import Counter, deque
 from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 from tay.engine.activity import Activity, QueueLatency, QueueThroughput, TaskHour
+from tay.engine.rates import RateLimits
 from tay.engine.admission import ClientPermits, StateBudget, job_charge, jobs_charge
 from tay.engine.config import EngineConfig
 from tay.engine.effects import Execute, Outcome
@@ -132,6 +133,7 @@ class EngineState:
         # dispatch reads: the configured credits with those on top
         self.scaled: dict[str, int] = {}
         self.credit_limits: dict[str, int] = dict(self.config.queues)
+        self.rates = RateLimits()  # a queue's rate limit (``limit_queue``, durable (28,2))
         self.dispatching = True  # False while the server drains for shutdown (volatile)
         self._stamp = 0
         self._job_index: JobIndex | None = JobIndex(self._stamp_of)  # None: built on use
@@ -831,6 +833,9 @@ class EngineState:
 
     def _dispatch(self, now_ms: int, mono_ms: int, out: Outcome) -> None:
         """Start as many ready jobs as credits and executors allow, round-robin over queues."""
+        rates = self.rates if self.rates.limits else None  # most engines limit no queue
+        if rates is not None:
+            rates.wake = None  # this dispatch says which limited queue waits, until when
         if not self.dispatching:
             return
         ready, executing, paused = self._ready, self._executing, self.paused
@@ -849,6 +854,8 @@ class EngineState:
                 if executing.get(queue, 0) >= credits(queue, default_credits) \
                         or queue in paused:
                     continue
+                if rates is not None and queue in rates and not rates.allows(queue, mono_ms):
+                    continue  # its rate limit: ``rates.wake`` says when to look again
                 # one start from the queue (was ``_dispatch_one``, inline: one call less
                 # per start): the earliest head an executor can take, started
                 best = ready.take(queue, select)
@@ -863,6 +870,8 @@ class EngineState:
                     ready.push(queue, task, head)
                     self.activity.start_refusals[refusal.details.get("reason", refusal.code)] += 1
                     return
+                if rates is not None and queue in rates:
+                    rates.started(queue, mono_ms)
                 if queue in rotation:  # ``ready.served(queue)``, inline
                     rotation.move_to_end(queue)
                 if executing[queue] < credits(queue, default_credits):

@@ -26,6 +26,7 @@ ROUTES: dict[str, tuple[str, str]] = {
     "pause_queue": ("POST", "/admin/queues/{name}/pause"),
     "resume_queue": ("POST", "/admin/queues/{name}/resume"),
     "scale_queue": ("POST", "/admin/queues/{name}/scale"),
+    "limit_queue": ("POST", "/admin/queues/{name}/limit"),
     "purge_queue": ("POST", "/admin/queues/{name}/purge"),
     "workers": ("GET", "/admin/workers"),
     "quiet_worker": ("POST", "/admin/workers/{runtime}/quiet"),
@@ -53,6 +54,7 @@ QUERY_FIELDS: dict[str, frozenset[str]] = {
     "tasks": frozenset({"limit", "window"}),
     "purge_queue": frozenset({"limit"}),
     "scale_queue": frozenset({"concurrency"}),
+    "limit_queue": frozenset({"starts", "period_ms"}),
     "retry_jobs": frozenset({"state", "queue", "task", "limit", "cursor"}),
     "cancel_jobs": frozenset({"state", "queue", "task", "limit", "cursor"}),
 }
@@ -60,7 +62,9 @@ PATH_FIELDS = {"{id}": "job_id", "{name}": "queue", "{schedule}": "schedule_id",
                "{runtime}": "runtime_id"}
 # fields whose null is a value (elsewhere a null is the field left out), and how a query
 # parameter spells that null (HTTP has none)
-NULLABLE = {"concurrency": "configured"}
+NULLABLE = {"concurrency": "configured", "starts": "none", "period_ms": "none"}
+# the integers among them: at most this many digits (the engine checks the bounds)
+_DIGITS = {"concurrency": 6, "starts": 6, "period_ms": 9}
 
 
 class AdminRequest(Frozen):
@@ -124,14 +128,14 @@ def _query(op: str, query: str) -> dict[str, Any]:
                 raise RequestRefused("limit must be a positive integer", code="invalid_request",
                                      field="limit")
             params[key] = int(text)
-        elif key == "concurrency":  # an integer, or ``configured`` (the body's null)
+        elif key in NULLABLE:  # an integer, or its spelling of the body's null
             if text == NULLABLE[key]:
                 params[key] = None
-            elif text.isdigit() and len(text) <= 6:
+            elif text.isdigit() and len(text) <= _DIGITS[key]:
                 params[key] = int(text)
             else:
-                raise RequestRefused("concurrency must be an integer, or 'configured'",
-                                     code="invalid_request", field="concurrency")
+                raise RequestRefused(f"{key} must be an integer, or {NULLABLE[key]!r}",
+                                     code="invalid_request", field=key)
         elif text != "":
             params[key] = text
     return params

@@ -229,6 +229,13 @@ def collector(engine: Any, driver: Any, store: Any, metrics: ServerMetrics,
             credits.add_metric((queue,), engine.queue_credits(queue))
         yield paused
         yield credits
+        # a rate-limited queue's limit, as starts per second (limit_queue)
+        rates = GaugeMetricFamily("tay_queue_rate_limit_per_second", "job starts a "
+                                  "rate-limited queue may make per second, on average",
+                                  labels=("queue",))
+        for queue, (starts, period_ms) in sorted(engine.rates.limits.items()):
+            rates.add_metric((queue,), starts * 1000 / period_ms)
+        yield rates
         schedules = GaugeMetricFamily("tay_schedules", "schedules by state (active, paused, "
                                       "cancelled)", labels=("state",))
         table = engine.schedules

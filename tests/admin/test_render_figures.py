@@ -3,7 +3,8 @@ engine without executors and `tay tasks` the run times."""
 
 from __future__ import annotations
 
-from tay.admin.render import latency, render_queues, render_status, render_tasks, render_workers
+from tay.admin.render import (latency, period, rate, render_queues, render_status, render_tasks,
+                              render_workers)
 
 PROCESS = {"pid": 4242, "rss_bytes": 55 * 2**20, "peak_rss_bytes": 60 * 2**20,
            "vms_bytes": 900 * 2**20, "cpu_user_s": 12.25, "cpu_system_s": 3.5,
@@ -45,7 +46,16 @@ def test_a_queue_latency_reads_in_the_unit_that_fits():
         {"name": "mail", "paused": False, "credits": 10, "executing": 0, "waiting": 2,
          "by_state": counts, "oldest_ready_at": 1, "latency_ms": 4_000}]})
     header, line = table.splitlines()[:2]
-    assert header.split()[5] == "LATENCY" and line.split()[5:7] == ["4.0", "s"]
+    assert header.split()[7] == "LATENCY" and line.split()[6:8] == ["4.0", "s"]
+
+
+def test_a_rate_limit_reads_as_tay_limit_takes_it():
+    assert rate({}) == rate({"rate_limit": None}) == "-"
+    limited = {"rate_limit": {"starts": 10, "period_ms": 1_000}, "rate_limited_until": None}
+    assert rate(limited) == "10/1s"
+    assert rate({**limited, "rate_limited_until": 5}) == "10/1s (holding)"
+    assert [period(ms) for ms in (1_500, 90_000, 120_000, 7_200_000, 1)] == \
+        ["1500ms", "90s", "2m", "2h", "1ms"]
 
 
 def test_workers_without_an_executor_say_so_instead_of_an_empty_table():

@@ -215,3 +215,27 @@ def test_jobs_pages_follow_cursors_newer_and_older(ui_engine):
     assert rows(ui_engine.get(newer).text) == rows(first.text)
     ui_engine.admin.call("purge_queue", {"queue": queue})
     ui_engine.admin.call("resume_queue", {"queue": queue})
+
+
+def test_limit_sets_and_lifts_a_queue_s_rate_limit(ui_engine):
+    queue = "ui-limited"
+    form = ui_engine.get(f"/ui/queues/{queue}/limit")
+    assert form.status == 200 and "It has no rate limit" in form.text
+    token = form.csrf()
+    done = ui_engine.post(f"/ui/queues/{queue}/limit",
+                          {"csrf": token, "starts": "3", "period": "2", "unit": "min"})
+    assert done.status == 303 and "done=limited" in done.headers["location"]
+    assert ui_engine.admin.call("status", {})["engine"]["rate_limited_queues"][queue] == {
+        "starts": 3, "period_ms": 120_000}
+    notice = ui_engine.get(done.headers["location"]).text
+    assert "at most 3 job start(s) in any 2 min" in notice
+    assert "≤ 3 per 2 min" in notice
+    again = ui_engine.get(f"/ui/queues/{queue}/limit").text
+    assert 'value="2"' in again and '<option value="min" selected>' in again
+    bad = ui_engine.post(f"/ui/queues/{queue}/limit",
+                         {"csrf": token, "starts": "0", "period": "1", "unit": "s"})
+    assert bad.status == 400 and "starts must be an integer in 1..10,000" in bad.text
+    assert f'href="/ui/queues/{queue}/limit"' in bad.text  # back to the form
+    lifted = ui_engine.post(f"/ui/queues/{queue}/limit", {"csrf": token, "starts": "none"})
+    assert lifted.headers["location"] == "/ui/queues?done=unlimited"
+    assert queue not in ui_engine.admin.call("status", {})["engine"]["rate_limited_queues"]

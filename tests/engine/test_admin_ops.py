@@ -673,3 +673,42 @@ def test_quiet_refuses_a_runtime_with_no_worker_and_a_bad_id():
     driver.run(c.Disconnect("w1"))
     assert admin(driver, "unquiet_worker", runtime_id="gone")["workers"] == []  # forgotten
     assert refused(driver, "unquiet_worker", runtime_id="gone") == "not_found"
+
+
+def test_a_rate_limited_queue_starts_at_most_its_starts_in_any_period():
+    """2 starts per second: free credits and executors do not start a third before the
+    oldest start leaves the period; the engine asks to be woken then; the limit survives a
+    replay; lifting it starts what waits at once."""
+    driver = Driver()
+    driver.worker(capacity=10)
+    limited = admin(driver, "limit_queue", queue="default", starts=2, period_ms=1_000)
+    assert limited["queue"]["rate_limit"] == {"starts": 2, "period_ms": 1_000}
+    ids = [driver.job_id() for _ in range(5)]
+    assert [driver.status(i)["state"] for i in ids] == ["executing"] * 2 + ["available"] * 3
+    view = admin(driver, "queues")["queues"][0]
+    assert view["rate_limited_until"] == driver.now + 1_000
+    assert driver.engine.next_wakeup() == driver.mono + 1_000
+    driver.advance(999)
+    assert executes(driver.tick()) == []
+    driver.advance(1)
+    assert len(executes(driver.tick())) == 2  # both first starts left the period
+    assert admin(driver, "overview")["rate_limited_queues"] == {
+        "default": {"starts": 2, "period_ms": 1_000}}
+    fresh = replayed(driver)
+    assert fresh.rates.limits == {"default": (2, 1_000)}
+    out = driver.run(c.Admin("p", driver.rid(), "limit_queue",
+                             {"queue": "default", "starts": None, "period_ms": None}))
+    assert len(executes(out)) == 1 and driver.engine.next_wakeup() != driver.mono + 1_000
+    assert replayed(driver).rates.limits == {}
+    assert reply(out).fields["queue"]["rate_limit"] is None
+
+
+@pytest.mark.parametrize("body", [{"queue": "q"}, {"queue": "q", "starts": 1},
+                                  {"queue": "q", "starts": 1, "period_ms": None},
+                                  {"queue": "q", "starts": 0, "period_ms": 1},
+                                  {"queue": "q", "starts": 10_001, "period_ms": 1},
+                                  {"queue": "q", "starts": 1, "period_ms": 86_400_001},
+                                  {"queue": "q", "starts": "1", "period_ms": 1},
+                                  {"queue": "", "starts": 1, "period_ms": 1}])
+def test_limit_queue_refuses_a_bad_request(body):
+    assert refused(Driver(), "limit_queue", **body) == "invalid_request"

@@ -112,9 +112,10 @@ def test_mutation_payload_is_the_upstream_layout():
 
 def test_operations_schedules_and_failures_round_trip_in_an_epoch():
     """Every pair that is not a lifecycle mutation rides in (30,2): failure details, a
-    requeue, an expedite, queue pause/resume, schedule registration and delivery; a base keeps the
-    failure details and the result as attachments and the queue and schedule as
-    checkpoints at their revisions, so the tail can continue after it."""
+    requeue, an expedite, queue pause/resume, scale and rate limit, schedule registration
+    and delivery; a base keeps the failure details and the result as attachments and the
+    queue and schedule as checkpoints at their revisions, so the tail can continue after
+    it."""
     from tay.engine import Execute, commands as c
     from tests.engine.conftest import reply
 
@@ -134,6 +135,9 @@ def test_operations_schedules_and_failures_round_trip_in_an_epoch():
     for queue, concurrency in (("default", 3), ("gone", 2), ("gone", None)):
         reply(driver.run(c.Admin("p", driver.rid(), "scale_queue",
                                  {"queue": queue, "concurrency": concurrency})))
+    for queue, starts in (("default", 5), ("lifted", 2), ("lifted", None)):
+        reply(driver.run(c.Admin("p", driver.rid(), "limit_queue", {
+            "queue": queue, "starts": starts, "period_ms": starts and 60_000})))
     reply(driver.run(c.Schedule("p", driver.rid(), {
         "declaration_id": "every-second", "task": "s", "every": {"seconds": 1}})))
     for name, op in (("held", "pause_schedule"), ("was-held", "pause_schedule"),
@@ -151,6 +155,7 @@ def test_operations_schedules_and_failures_round_trip_in_an_epoch():
     assert {name for *_, name in carried} >= {"failure_recorded", "job_requeued",
                                               "job_expedited",
                                               "queue_paused", "queue_resumed", "queue_scaled",
+                                              "queue_rate_limited",
                                               "schedule_state", "schedule_delivered",
                                               "schedule_paused", "schedule_resumed"}
     fresh = replay_tail(driver.journal)
@@ -165,6 +170,9 @@ def test_operations_schedules_and_failures_round_trip_in_an_epoch():
         assert recovered.scaled == {"default": 3}
         assert recovered.credit_limits == {**engine.config.queues, "default": 3}
     assert based.engine.epoch.entities[("queue_scale", "gone")] == 2
+    for recovered in (fresh.engine, based.engine):  # "lifted" checkpointed as no limit
+        assert recovered.rates.limits == {"default": (5, 60_000)}
+    assert based.engine.epoch.entities[("queue_rate", "lifted")] == 2
     for recovered in (fresh.engine, based.engine):  # "was-held" checkpointed at its resume
         assert recovered.schedules.paused == {"held"}
     assert based.engine.epoch.entities[("schedule_pause", "was-held")] == 2

@@ -50,3 +50,20 @@ def test_schedule_pause_and_resume_are_posts_on_the_schedule(op: str) -> None:
     with pytest.raises(RequestRefused) as refused:
         route_admin("GET", ["schedules", "nightly", op], "")
     assert refused.value.code == "method_not_allowed"
+
+
+def test_limit_takes_starts_and_period_or_none_for_null() -> None:
+    request = route_admin("POST", ["queues", "api", "limit"], "starts=10&period_ms=1000")
+    assert (request.op, request.body) == ("limit_queue", {"queue": "api", "starts": 10,
+                                                          "period_ms": 1000})
+    request = route_admin("POST", ["queues", "api", "limit"], "starts=none&period_ms=none")
+    assert request.body == {"queue": "api", "starts": None, "period_ms": None}
+
+
+@pytest.mark.parametrize("query", ["starts=-1&period_ms=1", "starts=1&period_ms=1s",
+                                   "starts=1234567&period_ms=1", "starts=null",
+                                   "concurrency=2", "starts=1&starts=2"])
+def test_limit_refuses_a_bad_query(query: str) -> None:
+    with pytest.raises(RequestRefused) as refused:
+        route_admin("POST", ["queues", "api", "limit"], query)
+    assert refused.value.code == "invalid_request"

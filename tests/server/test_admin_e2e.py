@@ -449,6 +449,35 @@ def test_operator_actions_are_logged_and_listed_with_where_they_came_from(engine
         by["socket"].call("actions", {"limit": 0})
 
 
+def test_a_rate_limited_queue_spaces_its_starts_through_a_real_worker(engine):
+    """tay limit 2/1s: six quick jobs with four free worker slots start two per second
+    (the engine's own start times say so), and tay queues shows the limit."""
+    queue = "cli-limited"
+    limited = cli(engine, "limit", queue, "2/1s")
+    assert limited.returncode == 0 and "rate limit 2/1s" in limited.stdout, limited.stderr
+
+    async def body(tay):
+        handles = [await tay.enqueue("ops.ok", {"n": n}, queue=queue) for n in range(6)]
+        for handle in handles:
+            await handle.result(timeout=20)
+        return [handle.id for handle in handles]
+
+    ids = run_with_worker(engine, body)
+    admin = SocketAdmin(engine.socket_path)
+    started = sorted(admin.call("job", {"job_id": job_id})["job"]["attempted_at"]
+                     for job_id in ids)
+    # at most two in any second: each start is a second or more after the one two before
+    # (the engine counts on its monotonic clock; 5 ms for the wall clock's drift)
+    assert all(later - earlier >= 995 for earlier, later in zip(started, started[2:])), started
+    shown = cli(engine, "queues")
+    [row] = [line for line in shown.stdout.splitlines() if line.startswith(queue + " ")]
+    assert "2/1s" in row
+    assert f'tay_queue_rate_limit_per_second{{queue="{queue}"}} 2.0' in metrics_text(engine)
+    assert cli(engine, "limit", queue, "none").returncode == 0
+    assert cli(engine, "limit", queue, "2/fortnight").returncode == 2
+    assert queue not in admin.call("status", {})["engine"]["rate_limited_queues"]
+
+
 def test_cli_enqueue_submits_a_job_and_waits_for_its_result(engine):
     address = clients(engine)["socket"].call("status", {})["http"]["address"]
 
@@ -602,10 +631,11 @@ def test_cli_lists_shows_and_cancels_a_schedule(engine):
     assert cli(engine, "schedule", schedule_id).returncode == 2  # show or cancel is required
 
 
-def test_paused_queue_and_failure_details_survive_a_restart(engine):
+def test_paused_queue_its_limits_and_failure_details_survive_a_restart(engine):
     admin = clients(engine)["socket"]
     admin.call("pause_queue", {"queue": "durable-q"})
     admin.call("scale_queue", {"queue": "durable-q", "concurrency": 2})
+    admin.call("limit_queue", {"queue": "durable-q", "starts": 7, "period_ms": 60_000})
 
     async def body(tay):
         handle = await tay.enqueue("ops.boom", {}, queue="durable-fail")
@@ -619,7 +649,10 @@ def test_paused_queue_and_failure_details_survive_a_restart(engine):
     admin = clients(engine)["socket"]
     assert "durable-q" in admin.call("status", {})["engine"]["paused_queues"]
     assert admin.call("status", {})["engine"]["scaled_queues"]["durable-q"] == 2
+    assert admin.call("status", {})["engine"]["rate_limited_queues"]["durable-q"] == {
+        "starts": 7, "period_ms": 60_000}
     admin.call("scale_queue", {"queue": "durable-q", "concurrency": None})
+    admin.call("limit_queue", {"queue": "durable-q", "starts": None, "period_ms": None})
     job = admin.call("job", {"job_id": failed})["job"]
     assert job["failure"]["type"] == "ValueError" and job["attempts"][-1]["outcome"] == "discarded"
     admin.call("resume_queue", {"queue": "durable-q"})

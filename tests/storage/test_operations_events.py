@@ -31,7 +31,7 @@ def events(name: str) -> list[tuple[int, ev.Event]]:
 
 def test_sha256sums_match_every_line() -> None:
     lines = (FOLDER / "SHA256SUMS").read_text().splitlines()
-    assert len(lines) == 9
+    assert len(lines) == 11
     for line in lines:
         digest, name = line.split("  ")
         data = bytes.fromhex("".join((FOLDER / name).read_text().split()))
@@ -40,7 +40,7 @@ def test_sha256sums_match_every_line() -> None:
 
 @pytest.mark.parametrize("name", ["queue_control.hex", "failure_recorded.hex", "job_requeued.hex",
                                   "queue_scaled.hex", "schedule_control.hex",
-                                  "job_expedited.hex"])
+                                  "job_expedited.hex", "queue_rate_limited.hex"])
 def test_fixtures_reencode_byte_exact(name: str) -> None:
     for f in frames(name):
         event = ev.decode_event(f.type, f.schema, f.payload)
@@ -140,6 +140,23 @@ def test_expedite_fixture_replays_to_available_now() -> None:
     assert refused.value.guard == "expedite_from_wrong_state"
     assert ev.encode_event(op.job_expedited(job.id, 200, 1)) == frames(
         "job_expedited.hex")[-1].payload
+
+
+def test_rate_limit_fixture_limits_then_lifts() -> None:
+    (_, limited), (_, lifted) = events("queue_rate_limited.hex")
+    assert limited.name == "queue_rate_limited" and limited["queue"] == "q"
+    assert (limited["starts"], limited["period_ms"], lifted["starts"], lifted["period_ms"]) \
+        == (10, 1_000, None, None)
+    engine = Engine(EngineConfig())
+    engine.consume_event(1, limited)
+    assert engine.rates.limits == {"q": (10, 1_000)}
+    engine.consume_event(2, lifted)
+    assert engine.rates.limits == {} and engine.next_sequence == 3
+    (half,) = frames("queue_rate_limited_half_refused.hex")
+    with pytest.raises(PayloadRefused) as refused:
+        ev.decode_event(half.type, half.schema, half.payload)
+    assert (refused.value.kind, refused.value.field) == ("invalid_payload",
+                                                         "queue_rate_limited.starts")
 
 
 def test_unknown_error_key_fixture_is_refused() -> None:

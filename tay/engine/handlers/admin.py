@@ -16,6 +16,8 @@ one mutation path, so their replies leave only once those events are durable:
 * ``scale_queue``: (24,2); the queue's credits from now on, across restarts, over the
   configured ones (running executions above a lowered limit finish), or nil: the
   configured credits again;
+* ``limit_queue``: (28,2); at most ``starts`` job starts of the queue in any ``period_ms``
+  from now on, across restarts (both null: no limit);
 * ``purge_queue``: cancels waiting (scheduled, available, retryable) jobs of a queue with
   (5,1) events, at most ``limit`` per request; the reply says how many remain;
 * ``cancel_schedule``: (13,2) ``cancelled``, like a producer ``cancel_schedule``;
@@ -51,8 +53,9 @@ from tay.failures import RequestRefused
 from tay.storage import events as ev
 from tay.storage.events.definition import KEY_MAX_BYTES
 from tay.storage.events.operations import (
-    QUEUE_CREDITS_MAX, SCHEDULE_CONTROL_PAIRS, job_expedited, job_requeued, queue_paused,
-    queue_resumed, queue_scaled, schedule_paused, schedule_resumed,
+    QUEUE_CREDITS_MAX, RATE_PERIOD_MAX_MS, RATE_STARTS_MAX, SCHEDULE_CONTROL_PAIRS,
+    job_expedited, job_requeued, queue_paused, queue_rate_limited, queue_resumed,
+    queue_scaled, schedule_paused, schedule_resumed,
 )
 from tay.storage.events.transitions import STATES
 
@@ -165,6 +168,9 @@ class AdminCommands(ScheduleCommands):
             "paused_queues": sorted(self.paused),
             "quiet_workers": sum(1 for e in executors if e.quiet),
             "scaled_queues": dict(sorted(self.scaled.items())),
+            "rate_limited_queues": {queue: {"starts": starts, "period_ms": period_ms}
+                                    for queue, (starts, period_ms)
+                                    in sorted(self.rates.limits.items())},
             "paused_schedules": sorted(self.schedules.paused),
             "connections": len(self.executors.executors),
             "executors": sum(1 for e in executors if e.mode != "client"),
@@ -243,7 +249,8 @@ class AdminCommands(ScheduleCommands):
 
     def _admin_queues(self, body: Any, now_ms: int, out: Outcome) -> dict[str, Any]:
         request_fields(body, frozenset(), "queues")
-        names = set(self.config.queues) | self.paused | set(self.scaled) | {
+        names = set(self.config.queues) | self.paused | set(self.scaled) | set(
+            self.rates.limits) | {
             queue for queue, row in self.queue_counts.items() if any(row)}
         return {"queues": [self._queue_view(name, now_ms) for name in sorted(names)]}
 
@@ -251,10 +258,17 @@ class AdminCommands(ScheduleCommands):
         row = self.queue_counts.get(name) or [0] * len(STATES)
         counts = dict(zip(STATES, row))
         oldest = self.oldest_ready_at(name)
+        limit = self.rates.limits.get(name)
+        held = None if limit is None else self.rates.held_until(name,
+                                                                now_ms - self._clock_offset)
         return {"name": name, "paused": name in self.paused,
                 "credits": self.queue_credits(name),
                 "configured_credits": self.config.queue_credits(name),
                 "scaled": name in self.scaled, "executing": self._executing[name],
+                "rate_limit": None if limit is None else {"starts": limit[0],
+                                                          "period_ms": limit[1]},
+                # when its rate limit lets it start again, if the limit holds it back now
+                "rate_limited_until": None if held is None else held + self._clock_offset,
                 "waiting": sum(counts[s] for s in WAITING), "by_state": counts,
                 "oldest_ready_at": oldest,
                 "latency_ms": self.queue_latency_ms(name, now_ms)}
@@ -460,6 +474,29 @@ class AdminCommands(ScheduleCommands):
             self._commit_control(queue_resumed(queue, now_ms), out)
         return {"queue": self._queue_view(queue, now_ms)}
 
+    def _admin_limit_queue(self, body: Any, now_ms: int, out: Outcome) -> dict[str, Any]:
+        """At most ``starts`` job starts in any ``period_ms`` from now on (both null: no
+        limit); durable, like a pause."""
+        body = request_fields(body, frozenset({"queue", "starts", "period_ms"}), "limit_queue")
+        queue = _key(body, "queue")
+        if "starts" not in body or "period_ms" not in body:
+            raise RequestRefused("starts and period_ms are required (integers, or both null "
+                                 "for no limit)", code="invalid_request",
+                                 field="starts" if "starts" not in body else "period_ms")
+        starts, period_ms = body["starts"], body["period_ms"]
+        if (starts is None) != (period_ms is None):
+            raise RequestRefused("starts and period_ms are both integers, or both null for no "
+                                 "limit", code="invalid_request", field="starts")
+        for field, value, high in (("starts", starts, RATE_STARTS_MAX),
+                                   ("period_ms", period_ms, RATE_PERIOD_MAX_MS)):
+            if value is not None and (type(value) is not int or not 1 <= value <= high):
+                raise RequestRefused(f"{field} must be an integer in 1..{high:,}",
+                                     code="invalid_request", field=field)
+        now = self.rates.limits.get(queue)
+        if now != (None if starts is None else (starts, period_ms)):  # else no event
+            self._commit_control(queue_rate_limited(queue, starts, period_ms, now_ms), out)
+        return {"queue": self._queue_view(queue, now_ms)}
+
     def _admin_scale_queue(self, body: Any, now_ms: int, out: Outcome) -> dict[str, Any]:
         body = request_fields(body, frozenset({"queue", "concurrency"}), "scale_queue")
         queue = _key(body, "queue")
@@ -561,6 +598,8 @@ class AdminCommands(ScheduleCommands):
             self.paused.add(queue)
         elif event.pair == ev.QUEUE_RESUMED:
             self.paused.discard(queue)
+        elif event.pair == ev.QUEUE_RATE_LIMITED:  # both null: no limit
+            self.rates.set(queue, event["starts"], event["period_ms"])
         else:  # QUEUE_SCALED: null returns the queue to its configured credits
             if event["concurrency"] is None:
                 self.scaled.pop(queue, None)
@@ -619,6 +658,7 @@ _OPS: dict[str, Callable[..., dict[str, Any]]] = {
     "pause_queue": AdminCommands._admin_pause_queue,
     "resume_queue": AdminCommands._admin_resume_queue,
     "scale_queue": AdminCommands._admin_scale_queue,
+    "limit_queue": AdminCommands._admin_limit_queue,
     "purge_queue": AdminCommands._admin_purge_queue,
     "cancel_schedule": AdminCommands._admin_cancel_schedule,
     "pause_schedule": AdminCommands._admin_pause_schedule,
@@ -628,4 +668,4 @@ _OPS: dict[str, Callable[..., dict[str, Any]]] = {
 ADMIN_OPS = frozenset(_OPS)
 _DISPATCHING = frozenset({"retry_job", "retry_jobs", "cancel_job", "cancel_jobs",
                           "resume_queue", "unquiet_worker",
-                          "scale_queue", "purge_queue"})
+                          "scale_queue", "limit_queue", "purge_queue"})

@@ -1,6 +1,6 @@
-"""Event pairs of the operations API (schema 2, types 20..27): queue pause and resume, a
+"""Event pairs of the operations API (schema 2, types 20..28): queue pause and resume, a
 worker failure's details, the manual retry of a cancelled job, a queue's concurrency set at
-runtime, schedule pause and resume, and a scheduled job run now.
+runtime, schedule pause and resume, a scheduled job run now, and a queue's rate limit.
 
 Layouts (docs/storage-events.md, literal fixtures in fixtures/tay/events/operations/):
 
@@ -12,9 +12,13 @@ Layouts (docs/storage-events.md, literal fixtures in fixtures/tay/events/operati
 * (25,2) ``schedule_paused``    at, schedule_id
 * (26,2) ``schedule_resumed``   at, schedule_id
 * (27,2) ``job_expedited``      at, expected_revision, job_id
+* (28,2) ``queue_rate_limited`` at, period_ms, queue, starts
 
 ``concurrency`` is the queue's credits from then on (an integer in 1..65,536), or nil: back
 to the configured credits.
+
+``starts`` and ``period_ms`` are a queue's rate limit from then on: at most ``starts`` job
+starts (1..10,000) in any ``period_ms`` (1..86,400,000 ms); both nil: no limit.
 
 ``schedule_id`` is a schedule id (1..128 UTF-8 bytes without U+0000). A paused schedule
 delivers no occurrence until it is resumed; its definition and chain of (13,2)/(11,2)
@@ -34,12 +38,13 @@ from tay.storage.events.definition import (
 )
 from tay.storage.events.schedules import check_schedule_id
 from tay.storage.events.registry import (
-    FAILURE_RECORDED, JOB_EXPEDITED, JOB_REQUEUED, QUEUE_PAUSED, QUEUE_RESUMED, QUEUE_SCALED,
+    FAILURE_RECORDED, JOB_EXPEDITED, JOB_REQUEUED, QUEUE_PAUSED, QUEUE_RATE_LIMITED,
+    QUEUE_RESUMED, QUEUE_SCALED,
     SCHEDULE_PAUSED, SCHEDULE_RESUMED, Event, carry_in_epochs,
     job_entity, make_event, register_pairs,
 )
 
-QUEUE_PAIRS = frozenset({QUEUE_PAUSED, QUEUE_RESUMED, QUEUE_SCALED})
+QUEUE_PAIRS = frozenset({QUEUE_PAUSED, QUEUE_RESUMED, QUEUE_SCALED, QUEUE_RATE_LIMITED})
 SCHEDULE_CONTROL_PAIRS = frozenset({SCHEDULE_PAUSED, SCHEDULE_RESUMED})
 # what an operator sets on a queue or a schedule: engine state outside any job's chain
 CONTROL_PAIRS = QUEUE_PAIRS | SCHEDULE_CONTROL_PAIRS
@@ -49,6 +54,10 @@ _FAILURE_KEYS = frozenset({"at", "error", "expected_revision", "job_id"})
 _JOB_STEP_KEYS = frozenset({"at", "expected_revision", "job_id"})
 _SCALE_KEYS = frozenset({"at", "concurrency", "queue"})
 QUEUE_CREDITS_MAX = 65_536  # a queue's credits set at runtime (TAY_DEFAULT_QUEUE_CONCURRENCY's)
+_RATE_KEYS = frozenset({"at", "period_ms", "queue", "starts"})
+# a rate limit's bounds: the engine remembers each start of the period (a sliding log)
+RATE_STARTS_MAX = 10_000
+RATE_PERIOD_MAX_MS = 86_400_000
 
 
 def _validate_control(name: str, subject: str, check_subject: Any):
@@ -104,6 +113,20 @@ def _validate_scaled(payload: Any) -> None:
         check_unsigned(payload["concurrency"], f"{name}.concurrency", 1, QUEUE_CREDITS_MAX)
 
 
+def _validate_rate_limited(payload: Any) -> None:
+    name = "queue_rate_limited"
+    check_exact_keys(payload, _RATE_KEYS, name)
+    check_time(payload["at"], f"{name}.at")
+    check_key(payload["queue"], f"{name}.queue")
+    starts, period_ms = payload["starts"], payload["period_ms"]
+    if (starts is None) != (period_ms is None):
+        raise invalid("starts and period_ms are both nil (no limit) or both set",
+                      f"{name}.starts")
+    if starts is not None:
+        check_unsigned(starts, f"{name}.starts", 1, RATE_STARTS_MAX)
+        check_unsigned(period_ms, f"{name}.period_ms", 1, RATE_PERIOD_MAX_MS)
+
+
 register_pairs((
     (QUEUE_PAUSED, "queue_paused", _validate_control("queue_paused", "queue", check_key)),
     (QUEUE_RESUMED, "queue_resumed", _validate_control("queue_resumed", "queue", check_key)),
@@ -115,6 +138,7 @@ register_pairs((
     (SCHEDULE_RESUMED, "schedule_resumed",
      _validate_control("schedule_resumed", "schedule_id", check_schedule_id)),
     (JOB_EXPEDITED, "job_expedited", _validate_job_step("job_expedited")),
+    (QUEUE_RATE_LIMITED, "queue_rate_limited", _validate_rate_limited),
 ))
 
 def queue_entity(payload: Any) -> tuple:
@@ -123,6 +147,10 @@ def queue_entity(payload: Any) -> tuple:
 
 def queue_scale_entity(payload: Any) -> tuple:
     return ("queue_scale", payload["queue"])
+
+
+def queue_rate_entity(payload: Any) -> tuple:
+    return ("queue_rate", payload["queue"])
 
 
 def schedule_pause_entity(payload: Any) -> tuple:
@@ -136,16 +164,19 @@ def schedule_pause_entity(payload: Any) -> tuple:
 # A queue's pause state is an entity of its own: its payloads carry no expected revision,
 # so the (30,2) revision alone chains them, and a base checkpoints every queue ever paused.
 # A queue's runtime concurrency is a second entity of that queue (a base checkpoints it for
-# every queue ever scaled), so that each checkpoint is one event. A schedule's pause state
-# is likewise an entity beside the schedule's own chain, whose (13,2)/(11,2) events carry
-# expected revisions that a pause must not move; a base checkpoints every schedule ever
-# paused, after the schedules themselves (checkpoints are written in pair order).
+# every queue ever scaled), so that each checkpoint is one event; its rate limit is a
+# third (``("queue_rate", name)``), checkpointed for every queue ever limited. A schedule's
+# pause state is likewise an entity beside the schedule's own chain, whose (13,2)/(11,2)
+# events carry expected revisions that a pause must not move; a base checkpoints every
+# schedule ever paused, after the schedules themselves (checkpoints are written in pair
+# order).
 carry_in_epochs(FAILURE_RECORDED, job_entity, attachment=True)
 carry_in_epochs(JOB_REQUEUED, job_entity)
 carry_in_epochs(JOB_EXPEDITED, job_entity)
 carry_in_epochs(QUEUE_PAUSED, queue_entity)
 carry_in_epochs(QUEUE_RESUMED, queue_entity)
 carry_in_epochs(QUEUE_SCALED, queue_scale_entity)
+carry_in_epochs(QUEUE_RATE_LIMITED, queue_rate_entity)
 carry_in_epochs(SCHEDULE_PAUSED, schedule_pause_entity)
 carry_in_epochs(SCHEDULE_RESUMED, schedule_pause_entity)
 
@@ -162,6 +193,12 @@ def queue_resumed(queue: str, at: int) -> Event:
 
 def queue_scaled(queue: str, concurrency: int | None, at: int) -> Event:
     return make_event(QUEUE_SCALED, {"at": at, "concurrency": concurrency, "queue": queue})
+
+
+def queue_rate_limited(queue: str, starts: int | None, period_ms: int | None,
+                       at: int) -> Event:
+    return make_event(QUEUE_RATE_LIMITED, {"at": at, "period_ms": period_ms, "queue": queue,
+                                           "starts": starts})
 
 
 def schedule_paused(schedule_id: str, at: int) -> Event:

@@ -1,0 +1,79 @@
+"""Queue rate limits (``limit_queue``, durable as (28,2) ``queue_rate_limited``): at most
+``starts`` job starts of a queue in any ``period_ms``, however many credits and executors
+are free (Oban's and Sidekiq Enterprise's rate limits, for a queue that calls an API with a
+quota).
+
+The limit is durable; what it counts is not. Each limited queue keeps a sliding log of its
+starts' monotonic times, at most ``starts`` long (RATE_STARTS_MAX bounds it), so a restart
+begins with an empty log and may start up to ``starts`` jobs at once, and a period made
+longer counts only the starts the log still holds (those of the shorter one). A queue that
+the log holds back sets ``wake``: the engine's next tick, when enough of its starts have
+left the period.
+"""
+
+from __future__ import annotations
+
+from collections import deque
+
+
+class RateLimits:
+    def __init__(self) -> None:
+        self.limits: dict[str, tuple[int, int]] = {}  # queue -> (starts, period_ms)
+        self._logs: dict[str, deque[int]] = {}  # queue -> its starts in the period, oldest first
+        # the earliest monotonic time a held queue may start again, as the last dispatch
+        # found it (None: none was held back); reset by each dispatch
+        self.wake: int | None = None
+
+    def __bool__(self) -> bool:
+        return bool(self.limits)
+
+    def __contains__(self, queue: object) -> bool:
+        return queue in self.limits
+
+    def set(self, queue: str, starts: int | None, period_ms: int | None) -> None:
+        """The queue's limit from now on; None: none. Its log stays (a lowered limit holds
+        the queue until enough of its recent starts leave the new period)."""
+        if starts is None or period_ms is None:
+            self.limits.pop(queue, None)
+            self._logs.pop(queue, None)
+            if not self.limits:
+                self.wake = None  # no dispatch looks at it any more
+        else:
+            self.limits[queue] = (starts, period_ms)
+
+    def allows(self, queue: str, mono_ms: int) -> bool:
+        """Whether a limited queue may start a job at ``mono_ms``; when not, ``wake`` is
+        brought forward to when it may."""
+        log = self._logs.get(queue)
+        if not log:
+            return True
+        starts, period_ms = self.limits[queue]
+        floor = mono_ms - period_ms
+        while log and log[0] <= floor:
+            log.popleft()
+        if len(log) < starts:
+            return True
+        # free once all but starts - 1 of these left the period (a lowered limit's log is
+        # longer than its new starts)
+        free_at = log[len(log) - starts] + period_ms
+        if self.wake is None or free_at < self.wake:
+            self.wake = free_at
+        return False
+
+    def started(self, queue: str, mono_ms: int) -> None:
+        """A limited queue started a job at ``mono_ms``."""
+        log = self._logs.get(queue)
+        if log is None:
+            log = self._logs[queue] = deque()
+        log.append(mono_ms)
+
+    def held_until(self, queue: str, mono_ms: int) -> int | None:
+        """When a limited queue may start again if it is held back at ``mono_ms`` (its log
+        full), else None. A read: ``wake`` does not move."""
+        limit = self.limits.get(queue)
+        log = self._logs.get(queue)
+        if limit is None or not log:
+            return None
+        starts, period_ms = limit
+        recent = [at for at in log if at > mono_ms - period_ms]
+        return recent[len(recent) - starts] + period_ms if len(recent) >= starts else None
