@@ -103,8 +103,9 @@ def render_status(reply: dict[str, Any]) -> str:
                         + (f", limit {size(history['limit'])}" if history.get("limit") else "")),
             ("admission", f"{engine['admission']['permits_in_use']} of "
                           f"{engine['admission']['permits']} permits in use"),
-            ("executors", f"{engine['executors']} connected, capacity {engine['capacity']}, "
-                          f"{engine['executing']} executing"),
+            ("executors", f"{engine['executors']} connected"
+                          + (f" ({quiet} quiet)" if (quiet := engine.get("quiet_workers")) else "")
+                          + f", capacity {engine['capacity']}, {engine['executing']} executing"),
             ("paused queues", ", ".join(engine["paused_queues"]) or "none"),
             ("scaled queues", ", ".join(f"{name} {n}" for name, n in
                                         engine.get("scaled_queues", {}).items()) or "none"),

@@ -403,13 +403,16 @@ def test_a_quiet_worker_takes_no_new_job_until_tay_unquiet(engine, transport):
             assert quiet["quiet"] is True and [w["quiet"] for w in quiet["workers"]] == [True]
             second = await tay.enqueue(f"ops.quiet-{transport}", {"n": 2})
             shown = await asyncio.to_thread(cli, engine, "workers")
+            status = await asyncio.to_thread(cli, engine, "status")
             metrics = await asyncio.to_thread(metrics_text, engine)
             state = await asyncio.to_thread(admin.call, "job", {"job_id": second.id})
             unquiet = await asyncio.to_thread(cli, engine, "unquiet", runtime)
-            return (shown, metrics, state["job"]["state"], unquiet,
+            return (shown, status, metrics, state["job"]["state"], unquiet,
                     await second.result(timeout=20))
 
-    shown, metrics, state, unquiet, result = asyncio.run(asyncio.wait_for(scenario(), 60))
+    shown, status, metrics, state, unquiet, result = asyncio.run(
+        asyncio.wait_for(scenario(), 60))
+    assert " connected (1 quiet), capacity " in status.stdout, status.stdout
     assert state == "available"  # its only worker is quiet
     assert 'tay_executors_quiet{transport="socket"} 1.0' in metrics
     assert any(line.startswith(runtime + " ") and " quiet " in line
