@@ -21,9 +21,9 @@ from typing import Any
 
 from tay.engine.bulk_states import CANCELLABLE, RETRIABLE
 
-from .render import (credits, rate, render_actions, render_job, render_jobs, render_queues,
-                     render_schedule, render_schedules, render_status, render_tasks,
-                     render_workers, when)
+from .render import (credits, period_ms, rate, render_actions, render_job, render_jobs,
+                     render_queues, render_schedule, render_schedules, render_status,
+                     render_tasks, render_workers, when)
 
 STATES = ("scheduled", "available", "executing", "retryable", "completed", "cancelled",
           "discarded")
@@ -70,9 +70,6 @@ def _concurrency(text: str) -> int | None:
     return value
 
 
-_PERIOD_UNITS = {"ms": 1, "s": 1_000, "m": 60_000, "h": 3_600_000}
-
-
 def _rate(text: str) -> tuple[int | None, int | None]:
     """``limit``'s rate: ``STARTS/PERIOD`` (``10/1s``, ``600/1m``, ``5/500ms``), or ``none``."""
     from tay.storage.events.operations import RATE_PERIOD_MAX_MS, RATE_STARTS_MAX  # (28,2)
@@ -80,17 +77,16 @@ def _rate(text: str) -> tuple[int | None, int | None]:
     if text == "none":
         return None, None
     starts_text, _, period_text = text.partition("/")
-    unit = next((u for u in ("ms", "s", "m", "h") if period_text.endswith(u)), None)
-    count = period_text[:-len(unit)] if unit else ""
-    if not (starts_text.isdigit() and count.isdigit()):
+    period = period_ms(period_text)
+    if not starts_text.isdigit() or period is None:
         raise argparse.ArgumentTypeError(f"expected STARTS/PERIOD such as 10/1s, 600/1m or "
                                          f"5/500ms, or none; got {text!r}")
-    starts, period_ms = int(starts_text), int(count) * _PERIOD_UNITS[unit]
+    starts = int(starts_text)
     if not 1 <= starts <= RATE_STARTS_MAX:
         raise argparse.ArgumentTypeError(f"starts must be 1..{RATE_STARTS_MAX:,}, got {starts}")
-    if not 1 <= period_ms <= RATE_PERIOD_MAX_MS:
+    if not 1 <= period <= RATE_PERIOD_MAX_MS:
         raise argparse.ArgumentTypeError(f"the period must be 1 ms..24h, got {period_text}")
-    return starts, period_ms
+    return starts, period
 
 
 def register(groups: Any) -> None:
@@ -379,9 +375,9 @@ def _scale(client: Any, args: argparse.Namespace) -> int:
 
 
 def _limit(client: Any, args: argparse.Namespace) -> int:
-    starts, period_ms = args.rate
+    starts, period = args.rate
     reply = client.call("limit_queue", {"queue": args.queue, "starts": starts,
-                                        "period_ms": period_ms})
+                                        "period_ms": period})
     return _show(args, reply, lambda r: f"queue {r['queue']['name']}: rate limit "
                                         f"{rate(r['queue'])}\n")
 

@@ -192,12 +192,21 @@ def rate(queue: dict[str, Any]) -> str:
     return text + " (holding)" if queue.get("rate_limited_until") is not None else text
 
 
+# how ``tay limit`` spells a rate limit's period, both ways: a count and a unit
+PERIOD_UNITS = (("h", 3_600_000), ("m", 60_000), ("s", 1_000), ("ms", 1))
+
+
 def period(ms: int) -> str:
     """A rate limit's period as ``tay limit`` takes it: 500ms, 1s, 90s, 5m, 2h."""
-    for unit, size in (("h", 3_600_000), ("m", 60_000), ("s", 1_000)):
-        if ms % size == 0:
-            return f"{ms // size}{unit}"
-    return f"{ms}ms"
+    unit, size = next(u for u in PERIOD_UNITS if ms % u[1] == 0)
+    return f"{ms // size}{unit}"
+
+
+def period_ms(text: str) -> int | None:
+    """``period``'s text back in ms (None: not a count and a unit)."""
+    unit = next((u for u in ("ms", "s", "m", "h") if text.endswith(u)), None)  # ms before m
+    count = text[:-len(unit)] if unit else ""
+    return int(count) * dict(PERIOD_UNITS)[unit] if count.isdigit() else None
 
 
 def credits(queue: dict[str, Any]) -> str:

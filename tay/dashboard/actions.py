@@ -4,7 +4,7 @@ back to the page that shows the result, so a reload never repeats the action. A 
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlencode
 
 from tay.failures import RequestRefused
@@ -63,28 +63,28 @@ async def _bulk(view: View, kind: str, done_field: str) -> HttpResponse:
     return redirect(f"{jobs_url(filters)}&{urlencode(done)}")  # the state is always there
 
 
+async def _act(view: View, page: str, op: str, done: str, **body: Any) -> HttpResponse:
+    """``op`` with ``body``, then ``page`` with the ``done`` notice (a refusal links back
+    to ``page``)."""
+    view.back = page
+    await view.admin(op, **body)
+    return redirect(f"{page}?done={done}")
+
+
 async def quiet_worker(view: View, runtime_id: str) -> HttpResponse:
-    view.back = "/ui/workers"
-    await view.admin("quiet_worker", runtime_id=runtime_id)
-    return redirect("/ui/workers?done=quiet")
+    return await _act(view, "/ui/workers", "quiet_worker", "quiet", runtime_id=runtime_id)
 
 
 async def unquiet_worker(view: View, runtime_id: str) -> HttpResponse:
-    view.back = "/ui/workers"
-    await view.admin("unquiet_worker", runtime_id=runtime_id)
-    return redirect("/ui/workers?done=unquiet")
+    return await _act(view, "/ui/workers", "unquiet_worker", "unquiet", runtime_id=runtime_id)
 
 
 async def pause_queue(view: View, queue: str) -> HttpResponse:
-    view.back = "/ui/queues"
-    await view.admin("pause_queue", queue=queue)
-    return redirect("/ui/queues?done=paused")
+    return await _act(view, "/ui/queues", "pause_queue", "paused", queue=queue)
 
 
 async def resume_queue(view: View, queue: str) -> HttpResponse:
-    view.back = "/ui/queues"
-    await view.admin("resume_queue", queue=queue)
-    return redirect("/ui/queues?done=resumed")
+    return await _act(view, "/ui/queues", "resume_queue", "resumed", queue=queue)
 
 
 async def scale_queue(view: View, queue: str) -> HttpResponse:
@@ -155,13 +155,9 @@ async def resume_schedule(view: View, schedule_id: str) -> HttpResponse:
 
 async def _schedule_action(view: View, schedule_id: str, op: str, done: str) -> HttpResponse:
     """``op`` on the schedule, then its page with the ``done`` notice."""
-    url = f"/ui/schedules/{quote(schedule_id, safe='')}"
-    view.back = url
-    await view.admin(op, schedule_id=schedule_id)
-    return redirect(f"{url}?done={done}")
+    return await _act(view, f"/ui/schedules/{quote(schedule_id, safe='')}", op, done,
+                      schedule_id=schedule_id)
 
 
 async def compact(view: View) -> HttpResponse:
-    view.back = "/ui/storage"
-    await view.admin("compact")
-    return redirect("/ui/storage?done=compacted")
+    return await _act(view, "/ui/storage", "compact", "compacted")

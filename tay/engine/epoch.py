@@ -41,8 +41,7 @@ from tay.storage.events import schedules as se
 from tay.storage.events.registry import Event, EventFilling, event_with_raw
 from tay.storage.events.operations import (
     CONTROL_PAIRS, queue_paused, queue_rate_limited, queue_resumed, queue_scaled,
-    schedule_paused,
-    schedule_resumed,
+    schedule_paused, schedule_resumed,
 )
 from tay.storage.events.definition import (
     ATTEMPT_MAX, MAX_ATTEMPTS, QUEUE_KEY, SCHEDULED_AT, TIME_MAX, U64_MAX, WORKER_KEY,
@@ -672,8 +671,8 @@ class EpochEngine(AdminCommands):
                 active=state.active, membership_complete=state.membership_complete), revision))
         # what an operator set: every schedule and queue ever paused (paused or resumed now),
         # every queue ever scaled (its runtime credits, or nil: the configured ones) and
-        # every queue ever rate-limited (its limit, or nil),
-        # each at the revision its chain has reached
+        # every queue ever rate-limited (its limit, or nil), each at the revision its chain
+        # has reached
         schedules_paused, paused, scaled = self.schedules.paused, self.paused, self.scaled
         limits = self.rates.limits
         for kind, now_set, checkpoint in (

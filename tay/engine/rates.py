@@ -14,6 +14,7 @@ left the period.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Sequence
 
 
 class RateLimits:
@@ -51,11 +52,9 @@ class RateLimits:
         floor = mono_ms - period_ms
         while log and log[0] <= floor:
             log.popleft()
-        if len(log) < starts:
+        free_at = _free_at(log, starts, period_ms)
+        if free_at is None:
             return True
-        # free once all but starts - 1 of these left the period (a lowered limit's log is
-        # longer than its new starts)
-        free_at = log[len(log) - starts] + period_ms
         if self.wake is None or free_at < self.wake:
             self.wake = free_at
         return False
@@ -75,5 +74,13 @@ class RateLimits:
         if limit is None or not log:
             return None
         starts, period_ms = limit
-        recent = [at for at in log if at > mono_ms - period_ms]
-        return recent[len(recent) - starts] + period_ms if len(recent) >= starts else None
+        return _free_at([at for at in log if at > mono_ms - period_ms], starts, period_ms)
+
+
+def _free_at(recent: Sequence[int], starts: int, period_ms: int) -> int | None:
+    """When a queue whose ``recent`` starts (oldest first, all in the period) may start
+    again; None: now. Free once all but ``starts - 1`` of them left the period (a lowered
+    limit's log is longer than its new ``starts``)."""
+    if len(recent) < starts:
+        return None
+    return recent[len(recent) - starts] + period_ms

@@ -447,8 +447,9 @@ class AdminCommands(ScheduleCommands):
         return self._set_quiet(body, "unquiet_worker", False)
 
     def _set_quiet(self, body: Any, op: str, quiet: bool) -> dict[str, Any]:
-        """A worker's connections (none but a producer's: ``not_found``, unless an unquiet
-        forgets a quiet runtime that is away) are offered nothing new, or work again."""
+        """The worker's connections are offered nothing new (``quiet``), or work again. A
+        runtime id with no worker connected (a producer's does not count) is ``not_found``,
+        except that an unquiet forgets a quiet one that is away."""
         runtime_id = request_fields(body, frozenset({"runtime_id"}), op).get("runtime_id")
         if not is_identifier(runtime_id):
             raise RequestRefused("runtime_id must be 1..128 bytes without NUL",
@@ -492,8 +493,8 @@ class AdminCommands(ScheduleCommands):
             if value is not None and (type(value) is not int or not 1 <= value <= high):
                 raise RequestRefused(f"{field} must be an integer in 1..{high:,}",
                                      code="invalid_request", field=field)
-        now = self.rates.limits.get(queue)
-        if now != (None if starts is None else (starts, period_ms)):  # else no event
+        current = self.rates.limits.get(queue)
+        if current != (None if starts is None else (starts, period_ms)):  # else no event
             self._commit_control(queue_rate_limited(queue, starts, period_ms, now_ms), out)
         return {"queue": self._queue_view(queue, now_ms)}
 
