@@ -281,7 +281,7 @@ def render_tasks(reply: dict[str, Any]) -> str:
 
     text = table(("QUEUE", "TASK", "ENQUEUED", "COMPLETED", "FAILED", "RETRIED", "CANCELLED",
                   "MEAN RUN", "P50", "P95", "P99", "EXECUTORS"), [
-        (t["queue"], t["task"], t["enqueued"], t["completed"],
+        (t["queue"] or "(others)", t["task"] or "(others)", t["enqueued"], t["completed"],
          t["failed"] + t["timed_out"] + t["discarded"], t["retried"], t["cancelled"],
          "-" if t["run_ms_mean"] is None else _short_ms(t["run_ms_mean"]),
          *(bound(t[f"run_ms_p{q}"], t["runs"]) for q in (50, 95, 99)), t["executors"])
@@ -289,6 +289,9 @@ def render_tasks(reply: dict[str, Any]) -> str:
     if reply.get("more"):
         text += "more (queue, task) pairs: --limit up to 1000\n"
     since = "in the last hour" if reply.get("window") == "hour" else "since the engine started"
+    if any(not t["queue"] for t in reply["tasks"]):
+        text += (f"(others): the pairs first counted after the first "
+                 f"{reply['pairs_max']:,}, together\n")
     return text + f"{since}; failed counts failures, time-outs and discards\n"
 
 

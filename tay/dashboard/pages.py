@@ -317,7 +317,7 @@ async def tasks(view: View) -> Page:
             for row in reply["tasks"]]
     return _page(view, "tasks.html", "tasks", status, tasks=rows, more=reply["more"],
                  window=window, bounds=reply["run_bounds_ms"],
-                 longest=reply["run_bounds_ms"][-1])
+                 longest=reply["run_bounds_ms"][-1], pairs_max=reply["pairs_max"])
 
 
 async def storage(view: View) -> Page:

@@ -20,6 +20,11 @@ RECENT_FAILURES = 1_000
 MESSAGE_PREVIEW_CHARS = 200
 LATENCY_QUEUES_MAX = 256  # queues whose latency and throughput the hour keeps (more: not)
 TASKS_FOLLOWED_MAX = 256  # (queue, task) pairs whose last hour TaskHour keeps (more: not)
+# (queue, task) pairs counted one by one since start; the counts of pairs first seen after
+# these many go to one row under OTHERS (an empty queue and task, never a real name: keys
+# are 1..255 bytes), so queue or task names made up per job cannot grow the engine for life
+PAIRS_MAX = 4_096
+OTHERS = ""
 
 # job outcome labels, one per job event that ends or starts a phase (docs/admin.md)
 OUTCOMES = ("enqueued", "completed", "failed", "timed_out", "interrupted", "discarded",
@@ -49,6 +54,7 @@ class Activity:
         # queue -> task -> one count per outcome (OUTCOMES' order); ``jobs`` reads them as
         # (outcome, queue, task) -> n. Two subscripts, no key tuple.
         self._rows: dict[str, dict[str, list[int]]] = {}
+        self.pairs = 0  # rows in _rows, the OTHERS row included
         self._others: dict[tuple[str, str, str], int] = {}  # an outcome not in OUTCOMES
         self.failures: deque[dict[str, Any]] = deque(maxlen=RECENT_FAILURES)
         self.unlogged: list[dict[str, Any]] = []  # failures the server has not logged yet
@@ -108,6 +114,8 @@ class Activity:
         place = _PLACES.get(outcome)
         if place is None:
             key = (outcome, queue, task)
+            if key not in self._others and len(self._others) >= PAIRS_MAX:
+                key = (outcome, OTHERS, OTHERS)
             self._others[key] = self._others.get(key, 0) + 1
         else:
             try:
@@ -124,11 +132,19 @@ class Activity:
 
     def _row(self, queue: str, task: str) -> list[int]:
         tasks = self._rows.get(queue)
+        row = tasks.get(task) if tasks is not None else None
+        if row is not None:
+            return row
+        if self.pairs >= PAIRS_MAX:
+            queue = task = OTHERS
+            tasks = self._rows.get(OTHERS)
+            row = tasks.get(OTHERS) if tasks is not None else None
+            if row is not None:
+                return row
         if tasks is None:
             tasks = self._rows[queue] = {}
-        row = tasks.get(task)
-        if row is None:
-            row = tasks[task] = [0] * _ROW_LENGTH
+        row = tasks[task] = [0] * _ROW_LENGTH
+        self.pairs += 1
         return row
 
     def _minute(self, at: int) -> list[int]:
@@ -193,6 +209,8 @@ class Activity:
         failed_places = [_PLACES[outcome] for outcome in FAILED_OUTCOMES]
         totals = []
         for queue, tasks in self._rows.items():
+            if queue == OTHERS:  # not a queue: the hour's rings are per real queue
+                continue
             completed = failed = 0
             for row in tasks.values():
                 completed += row[1]

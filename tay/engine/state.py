@@ -209,6 +209,10 @@ class EngineState:
             if (latency := self.queue_latency_ms(queue, now_ms))])
         self.throughput.sample(now_ms, self.activity.queue_totals())
         self.task_hour.sample(now_ms, self.activity.rows())
+        # a queue's counts row with no job left in it: dropped, so names used once do not
+        # stay for life (no entry refers to it: every retained job counts in its row)
+        for queue in [queue for queue, row in self.queue_counts.items() if not any(row)]:
+            del self.queue_counts[queue]
 
     def job_count(self) -> int:
         """Jobs retained, persistent and volatile."""
@@ -820,10 +824,19 @@ class EngineState:
 
     def _release(self, reservation: Reservation) -> None:
         self.executors.release(reservation)
-        self._executing[reservation.queue] -= 1
+        self.executions_ended(reservation.queue)
         entry = self.jobs.get(reservation.job_id)
         if entry is not None and entry.reservation_id == reservation.reservation_id:
             entry.reservation_id = None
+
+    def executions_ended(self, queue: str) -> None:
+        """One execution of ``queue`` less; a queue running none leaves ``_executing``, so
+        queue names used once do not stay in it (nor in its metric) for the engine's life."""
+        left = self._executing[queue] - 1
+        if left:
+            self._executing[queue] = left
+        else:
+            del self._executing[queue]
 
     # ---- dispatch ----------------------------------------------------------------------
 

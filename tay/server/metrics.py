@@ -215,8 +215,9 @@ def collector(engine: Any, driver: Any, store: Any, metrics: ServerMetrics,
         yield states
         executing = GaugeMetricFamily("tay_queue_executing", "executions running per queue",
                                       labels=("queue",))
-        for queue, count in sorted(engine._executing.items()):
-            executing.add_metric((queue,), count)
+        running = engine._executing  # a queue running nothing has no entry: 0
+        for queue in sorted(set(engine.queue_counts) | set(running)):
+            executing.add_metric((queue,), running.get(queue, 0))
         yield executing
         paused = GaugeMetricFamily("tay_queue_paused", "1 for a paused queue", labels=("queue",))
         for queue in sorted(engine.paused):

@@ -77,3 +77,13 @@ def test_tasks_read_their_run_time_quantiles_as_bucket_bounds():
                                 "250", "ms", "<=", "5.0", "s", "longer", "2"]
     assert lines[2].split()[-5:] == ["-", "-", "-", "-", "0"]
     assert lines[3] == "more (queue, task) pairs: --limit up to 1000"
+
+
+def test_the_row_of_the_pairs_past_the_cap_is_named_others():
+    row = {"queue": "", "task": "", "enqueued": 4, "completed": 4, "failed": 0,
+           "timed_out": 0, "discarded": 0, "retried": 0, "cancelled": 0, "runs": 0,
+           "run_ms_mean": None, "run_ms_p50": None, "run_ms_p95": None, "run_ms_p99": None,
+           "executors": 0}
+    lines = render_tasks({"tasks": [row], "more": False, "pairs_max": 4096}).splitlines()
+    assert lines[1].split()[:3] == ["(others)", "(others)", "4"]
+    assert lines[2] == "(others): the pairs first counted after the first 4,096, together"

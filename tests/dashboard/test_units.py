@@ -135,3 +135,37 @@ def test_dashboard_option():
     with pytest.raises(ConfigurationError) as bad:
         http_config_from(parser.parse_args(["--http-port", "0"]), {"TAY_DASHBOARD": "yes"})
     assert bad.value.option == "--dashboard" and "'yes'" in bad.value.message
+
+
+def test_the_tasks_page_names_the_row_of_the_pairs_past_the_cap(monkeypatch):
+    """Rendered from a real engine's ``tasks`` reply: the shared row of the pairs counted
+    after the cap is "Other pairs", with no link to a queue or task named ""."""
+    import asyncio
+
+    from tay.engine import Execute, Reply, activity
+    from tay.engine import commands as c
+    from tests.engine.conftest import Driver
+
+    monkeypatch.setattr(activity, "PAIRS_MAX", 2)
+    driver = Driver()
+    driver.worker(conn="w1", tasks=("t",), capacity=4)
+    for n in range(4):
+        out = driver.enqueue(task="t", queue=f"tenant-{n}")
+        (execute,) = [e for e in out.effects if isinstance(e, Execute)]
+        driver.succeed(execute)
+
+    async def admin_call(op, body, origin):
+        if op == "status":  # the server's facts (tay.server.admin), not this page's subject:
+            return Reply(None, None, "admin_status", None)  # the header is left out
+        (effect,) = driver.run(c.Admin("dashboard", driver.rid(), op, body)).effects
+        return effect
+
+    dashboard = app.Dashboard(admin_call)
+    page = asyncio.run(dashboard.handle(HttpRequest("GET", "/ui/tasks",
+                                                    ((b"host", b"127.0.0.1:8080"),))))
+    text = page.body.decode()
+    assert page.status == 200
+    assert 'href="/ui/jobs?queue=tenant-0"' in text and 'href="/ui/jobs?queue=tenant-1"' in text
+    assert "tenant-2" not in text and "tenant-3" not in text
+    assert ">Other pairs</abbr>" in text and "first counted after 4,096 pairs" in text
+    assert 'href="/ui/jobs?queue="' not in text

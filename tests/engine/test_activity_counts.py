@@ -18,9 +18,11 @@ import pytest
 
 from tay.engine import Execute
 from tay.engine import commands as c
+from tay.engine import activity as activity_module
 from tay.engine.activity import (
-    RUN_BOUNDS_MS, MINUTE_MS, OUTCOMES, RING_MINUTES, Activity, TaskHour,
+    OTHERS, RUN_BOUNDS_MS, MINUTE_MS, OUTCOMES, RING_MINUTES, Activity, TaskHour,
 )
+from tay.storage.events.transitions import STATES
 from tests.engine.conftest import T0, reply
 from tests.engine.test_engine_epoch import replay_tail
 from tests.engine.test_fused_commits import epoch_driver
@@ -299,3 +301,59 @@ def test_a_task_s_last_hour_is_what_samples_in_it_saw_counted(seed):
                        for q, t, counts, histogram, total in hour.runs(read_at)}
                 assert {k: +v for k, v in got.items()} == \
                     {k: +v for k, v in expected.items() if +v}
+
+
+def test_pairs_after_the_cap_share_one_row_and_nothing_is_lost(monkeypatch):
+    """Past ``PAIRS_MAX`` (queue, task) pairs, a new pair counts in the OTHERS row (queue
+    and task empty), so made-up names cannot grow the counts for life; pairs already
+    counted go on one by one, and every count is still somewhere."""
+    monkeypatch.setattr(activity_module, "PAIRS_MAX", 3)
+    activity, reference = Activity(), Reference()
+    names = [(f"q{n % 5}", f"t{n}") for n in range(12)]
+    for round_ in range(3):
+        for queue, task in names:
+            for outcome in ("enqueued", "completed", "failed", "cancelled"):
+                activity.count(outcome, queue, task, T0)
+                reference.count(outcome, queue, task, T0)
+            activity.ran(queue, task, 7)
+    counted = activity.jobs
+    first = set(names[:3])
+    for (outcome, queue, task), n in reference.jobs.items():
+        if (queue, task) in first:
+            assert counted[(outcome, queue, task)] == n
+    for outcome in ("enqueued", "completed", "failed", "cancelled"):
+        assert counted[(outcome, OTHERS, OTHERS)] == 3 * (len(names) - 3)
+    assert sum(counted.values()) == sum(reference.jobs.values())
+    assert {(queue, task) for _, queue, task in counted} == first | {(OTHERS, OTHERS)}
+    assert activity.pairs == 4
+    assert OTHERS not in {queue for queue, _, _ in activity.queue_totals()}
+    runs = {(queue, task): sum(histogram) for queue, task, _, histogram, _ in activity.runs()}
+    assert runs[(OTHERS, OTHERS)] == 3 * (len(names) - 3)
+    # an outcome outside the labels is capped the same way
+    for n in range(5):
+        activity.count("odd", "q", f"x{n}", T0)
+    assert activity.jobs[("odd", OTHERS, OTHERS)] == 2
+
+
+def test_a_queue_used_once_leaves_the_engine_s_per_queue_counts(driver):
+    """Executions per queue drop a queue that runs nothing, and a sample drops the counts
+    row of a queue left with no job; the queues listing and a new job of the same queue
+    are as before."""
+    from tay.storage.v2.manifest import Retention
+
+    engine = driver.engine
+    driver.worker(conn="w1", tasks=("t",), capacity=4)
+    for n in range(20):
+        out = driver.enqueue(task="t", queue=f"tenant-{n}", durability="volatile")
+        (execute,) = [e for e in out.effects if isinstance(e, Execute)]
+        assert engine._executing[f"tenant-{n}"] == 1
+        driver.succeed(execute)
+    assert not engine._executing
+    driver.advance(2 * 3_600_000)
+    assert engine.expire_volatile(Retention("hours", 1), driver.now) == 20
+    engine.sample_queues(driver.now)
+    assert not engine.queue_counts
+    listed = reply(driver.run(c.Admin("p", "a", "queues", {}))).fields["queues"]
+    assert [queue["name"] for queue in listed] == ["default"]  # configured: always listed
+    driver.enqueue(task="t", queue="tenant-3", durability="volatile")
+    assert engine.queue_counts["tenant-3"][STATES.index("executing")] == 1

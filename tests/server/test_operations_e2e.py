@@ -137,6 +137,9 @@ def test_metrics_health_and_logs_on_a_socket_only_engine(dirs):
         # credits: the configured (default 10) and those set at runtime
         assert after[("tay_queue_credits", (("queue", "default"),))] == 10
         assert after[("tay_queue_credits", (("queue", "orphans"),))] == 2
+        # running nothing: 0 for each queue that holds jobs (none is left running)
+        assert after[("tay_queue_executing", (("queue", "default"),))] == 0
+        assert after[("tay_queue_executing", (("queue", "orphans"),))] == 0
         # each execution's run time, by queue and task: the three successes and the failure
         ok = (("queue", "default"), ("task", "ops.ok"))
         assert after[("tay_job_run_seconds_count", ok)] == 3

@@ -41,7 +41,7 @@ from typing import Any, Callable
 
 from tay.engine.bulk_states import CANCELLABLE, RETRIABLE
 from tay.engine.commands import Admin, Enqueue
-from tay.engine.activity import OUTCOMES, RUN_BOUNDS_MS
+from tay.engine.activity import OUTCOMES, PAIRS_MAX, RUN_BOUNDS_MS
 from tay.engine.effects import Outcome
 from tay.engine.executors import Executor
 from tay.engine.retained.jobs import WAITING, JobEntry, peek, read_state, timeline
@@ -330,7 +330,9 @@ class AdminCommands(ScheduleCommands):
             })
         rows.sort(key=lambda row: (-row["runs"] - row["enqueued"], row["queue"], row["task"]))
         return {"window": window, "tasks": rows[:limit], "more": len(rows) > limit,
-                "run_bounds_ms": list(RUN_BOUNDS_MS)}
+                "run_bounds_ms": list(RUN_BOUNDS_MS),
+                # pairs counted one by one; later ones share the row of queue and task ""
+                "pairs_max": PAIRS_MAX}
 
     def unserved_tasks(self) -> list[dict[str, Any]]:
         """Ready jobs whose task no connected executor has registered (per queue)."""

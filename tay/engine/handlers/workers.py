@@ -141,7 +141,13 @@ class WorkerCommands(ProducerCommands):
             entry = self.jobs[reservation.job_id]
             # ``_release(reservation)``, inline: its entry is the one just looked up
             self.executors.release(reservation)
-            self._executing[reservation.queue] -= 1
+            # ``executions_ended(queue)``, inline (the success's hot path)
+            executing, queue = self._executing, reservation.queue
+            left = executing[queue] - 1
+            if left:
+                executing[queue] = left
+            else:
+                del executing[queue]
             if entry.reservation_id == reservation.reservation_id:
                 entry.reservation_id = None
             if result is not None or entry.volatile or self.epoch is None or not self.fused \
