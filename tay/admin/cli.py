@@ -58,6 +58,22 @@ def _positive(text: str) -> int:
     return value
 
 
+def _args_object(text: str) -> dict[str, Any]:
+    """``--args``: the top-level args a job must hold, as a JSON object."""
+    try:
+        value = json.loads(text)
+    except ValueError:
+        value = None
+    if type(value) is not dict or not value:
+        raise argparse.ArgumentTypeError(f"{text[:80]!r} is not a JSON object with at least "
+                                         "one key, like '{\"account\": 42}'")
+    return value
+
+
+ARGS_HELP = ("only jobs whose args hold these top-level keys with equal values, a JSON "
+             "object like '{\"account\": 42}'")
+
+
 def _concurrency(text: str) -> int | None:
     """``scale``'s credits: an integer in 1..65,536, or ``configured`` (None)."""
     from tay.storage.events.operations import QUEUE_CREDITS_MAX  # the (24,2) bound
@@ -111,6 +127,7 @@ def register(groups: Any) -> None:
     jobs.add_argument("--state", choices=STATES, help="only jobs in this state")
     jobs.add_argument("--queue", help="only jobs of this queue")
     jobs.add_argument("--task", help="only jobs of this task")
+    jobs.add_argument("--args", type=_args_object, help=ARGS_HELP)
     jobs.add_argument("--limit", type=_positive, default=50, help="jobs per page, 1..100 (default 50)")
     jobs.add_argument("--cursor", help="continue after a previous page (its next_cursor)")
     command("job", "one job in full: definition, args, attempts, failure, result",
@@ -124,6 +141,7 @@ def register(groups: Any) -> None:
     retry_all.add_argument("state", choices=RETRIABLE)
     retry_all.add_argument("--queue", help="only jobs of this queue")
     retry_all.add_argument("--task", help="only jobs of this task")
+    retry_all.add_argument("--args", type=_args_object, help=ARGS_HELP)
     retry_all.add_argument("--limit", type=_positive, help="retry at most this many "
                            "(default: all), most recently changed first")
     command("cancel", "cancel a waiting or running job", _cancel).add_argument("job_id", metavar="ID")
@@ -133,6 +151,7 @@ def register(groups: Any) -> None:
                             help="waiting: scheduled, available and retryable")
     cancel_all.add_argument("--queue", help="only jobs of this queue")
     cancel_all.add_argument("--task", help="only jobs of this task")
+    cancel_all.add_argument("--args", type=_args_object, help=ARGS_HELP)
     cancel_all.add_argument("--limit", type=_positive, help="cancel at most this many "
                             "(default: all), most recently changed first")
     command("queues", "queues: depth by state, credits, executing, paused", _queues)
@@ -252,8 +271,8 @@ def _jobs(client: Any, args: argparse.Namespace) -> int:
     if args.limit > 100:
         print("tay jobs: --limit must be 1..100", file=sys.stderr)
         return 2
-    body = {"state": args.state, "queue": args.queue, "task": args.task, "limit": args.limit,
-            "cursor": args.cursor}
+    body = {"state": args.state, "queue": args.queue, "task": args.task, "args": args.args,
+            "limit": args.limit, "cursor": args.cursor}
     return _show(args, client.call("jobs", {k: v for k, v in body.items() if v is not None}),
                  render_jobs)
 
@@ -273,7 +292,7 @@ def _retry_all(client: Any, args: argparse.Namespace) -> int:
     filters = _job_filters(args)
     retried = _in_batches(client, "retry_jobs", {"state": args.state, **filters}, "retried",
                           args.limit)
-    where = "".join(f" {name} {value}" for name, value in filters.items())
+    where = _where(filters)
     return _show(args, {"state": args.state, **filters, "retried": retried},
                  lambda r: f"{r['retried']} {args.state} job(s){where} "
                  f"{'run now' if args.state == 'scheduled' else 'retried'}\n")
@@ -288,14 +307,20 @@ def _cancel_all(client: Any, args: argparse.Namespace) -> int:
     for state in WAITING if args.state == "waiting" else (args.state,):
         cancelled += _in_batches(client, "cancel_jobs", {"state": state, **filters},
                                  "cancelled", None if wanted is None else wanted - cancelled)
-    where = "".join(f" {name} {value}" for name, value in filters.items())
+    where = _where(filters)
     return _show(args, {"state": args.state, **filters, "cancelled": cancelled},
                  lambda r: f"{r['cancelled']} {args.state} job(s){where} cancelled\n")
 
 
-def _job_filters(args: argparse.Namespace) -> dict[str, str]:
-    return {name: getattr(args, name) for name in ("queue", "task")
+def _job_filters(args: argparse.Namespace) -> dict[str, Any]:
+    return {name: getattr(args, name) for name in ("queue", "task", "args")
             if getattr(args, name) is not None}
+
+
+def _where(filters: Mapping[str, Any]) -> str:
+    """The filters as the summary line says them: `` queue mail args {"account": 42}``."""
+    return "".join(f" {name} {json.dumps(value) if name == 'args' else value}"
+                   for name, value in filters.items())
 
 
 def _in_batches(client: Any, op: str, body: dict[str, Any], counted: str,

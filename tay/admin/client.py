@@ -138,6 +138,8 @@ class HttpAdmin:
         # a null is left out of the query, unless it is a value (NULLABLE spells it)
         query = {k: NULLABLE[k] if v is None else v for k, v in body.items()
                  if v is not None or k in NULLABLE}
+        if isinstance(query.get("args"), dict):  # an object travels as its JSON text
+            query["args"] = json.dumps(query["args"], separators=(",", ":"))
         if query:
             path += "?" + urlencode(query)
         try:

@@ -47,13 +47,13 @@ async def cancel_jobs(view: View) -> HttpResponse:
 async def _bulk(view: View, kind: str, done_field: str) -> HttpResponse:
     """Retries or cancels the jobs of a state (queue, task) in batches, following the op's
     cursor, up to ``BULK_MAX`` per confirmation: each job once, even one that fails back."""
-    from .pages import BULK, bulk_filters, jobs_url
+    from .pages import BULK, admin_filters, bulk_filters, jobs_url
 
     filters = bulk_filters(view, kind)
     view.back = jobs_url(filters)
     count, cursor = 0, None
     while count < BULK_MAX:
-        reply = await view.admin(BULK[kind][0], **filters, cursor=cursor,
+        reply = await view.admin(BULK[kind][0], **admin_filters(filters), cursor=cursor,
                                  limit=min(1_000, BULK_MAX - count))
         count += reply[done_field]
         cursor = reply["next_cursor"]

@@ -4,6 +4,7 @@ names a template. Ops of one page run concurrently; none scans all jobs (docs/ad
 from __future__ import annotations
 
 import asyncio
+import json
 import re
 from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
@@ -27,6 +28,7 @@ TERMINAL = frozenset({"completed", "cancelled", "discarded"})
 CAN_RETRY = frozenset(RETRIABLE)  # scheduled: run now
 CAN_CANCEL = frozenset(CANCELLABLE)
 PAGE_SIZE = 50
+JOB_FILTERS = ("state", "queue", "task", "args")  # the jobs page's, as URL parameters
 RUNNING_MAX = 50  # executions the workers page lists
 TASKS_SHOWN = 200  # (queue, task) rows the tasks page lists, the busiest first
 TRAIL_MAX = 30  # "newer" links remembered while paging (older ones fall back to the first page)
@@ -130,15 +132,32 @@ def jobs_url(filters: dict[str, str | None], cursor: str | None = None,
     return "/ui/jobs" + ("?" + urlencode(params) if params else "")
 
 
+def admin_filters(filters: dict[str, str | None]) -> dict[str, Any]:
+    """The page's filters as the ops take them: ``args`` (JSON text in the URL) as an
+    object; text that is not one is refused like a bad filter of the op."""
+    text = filters.get("args")
+    if text is None:
+        return filters
+    try:
+        args = json.loads(text)
+    except ValueError:
+        args = None
+    if type(args) is not dict:
+        raise AdminFailed(RequestRefused('args must be a JSON object, like {"account": 42}',
+                                         code="invalid_request", field="args"))
+    return {**filters, "args": args}
+
+
 async def jobs(view: View) -> Page:
     query = view.query
-    filters = {key: query.get(key) or None for key in ("state", "queue", "task")}
+    filters = {key: query.get(key) or None for key in JOB_FILTERS}
     cursor = query.get("cursor") or None
     trail = _trail(query.get("trail"))
     error = None
     status_call = asyncio.ensure_future(view.admin("status"))
     try:
-        page = await view.admin("jobs", limit=PAGE_SIZE, cursor=cursor, **filters)
+        page = await view.admin("jobs", limit=PAGE_SIZE, cursor=cursor,
+                                **admin_filters(filters))
     except AdminFailed as failed:
         if failed.failure.code != "invalid_request":
             status_call.cancel()
@@ -173,7 +192,7 @@ async def find(view: View) -> Any:
         return redirect(f"/ui/jobs/{wanted.lower()}")
     status = await view.admin("status")
     return _page(view, "jobs.html", "jobs", status, 400, rows=[],
-                 filters={"state": None, "queue": None, "task": None}, states=STATES,
+                 filters=dict.fromkeys(JOB_FILTERS), states=STATES,
                  error="A job ID is 32 hexadecimal characters (0-9, a-f).",
                  older=None, newer=None, first=None, page_number=1, retry_url=None,
                  cancel_url=None,
@@ -249,8 +268,8 @@ def bulk_url(kind: str, filters: dict[str, str | None]) -> str:
 
 def bulk_filters(view: View, kind: str) -> dict[str, str | None]:
     """The jobs a retry-all or cancel-all takes: ``state`` (one the op takes), ``queue``,
-    ``task``."""
-    filters = {key: view.query.get(key) or None for key in ("state", "queue", "task")}
+    ``task``, ``args``."""
+    filters = {key: view.query.get(key) or None for key in JOB_FILTERS}
     states = BULK[kind][1]
     if filters["state"] not in states:
         raise RequestRefused(f"{kind} all takes state={', '.join(states[:-1])} or "
@@ -271,8 +290,8 @@ async def _bulk_confirm(view: View, kind: str) -> Page:
     view.back = jobs_url(filters)
     status, queues = await _gather(view, ("queues", {}))
     state = filters["state"]
-    count = None  # known from the counts unless a task narrows it
-    if filters["task"] is None:
+    count = None  # known from the counts unless a task or args narrow it
+    if filters["task"] is None and filters["args"] is None:
         if filters["queue"] is None:
             count = ((status["engine"] or {}).get("jobs") or {}).get("by_state", {}).get(state)
         else:

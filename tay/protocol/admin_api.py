@@ -10,6 +10,8 @@ from __future__ import annotations
 
 from typing import Any
 
+import orjson
+
 from tay._frozen import Frozen, set_field
 from tay.failures import RequestRefused
 
@@ -47,7 +49,7 @@ OPS = frozenset(ROUTES)
 ACTIONS = frozenset(op for op, (method, _) in ROUTES.items() if method == "POST")
 SOCKET_TYPES = {f"admin_{op}": op for op in ROUTES}
 QUERY_FIELDS: dict[str, frozenset[str]] = {
-    "jobs": frozenset({"state", "queue", "task", "limit", "cursor"}),
+    "jobs": frozenset({"state", "queue", "task", "args", "limit", "cursor"}),
     "schedules": frozenset({"limit", "cursor"}),
     "activity": frozenset({"limit"}),
     "actions": frozenset({"limit"}),
@@ -55,8 +57,8 @@ QUERY_FIELDS: dict[str, frozenset[str]] = {
     "purge_queue": frozenset({"limit"}),
     "scale_queue": frozenset({"concurrency"}),
     "limit_queue": frozenset({"starts", "period_ms"}),
-    "retry_jobs": frozenset({"state", "queue", "task", "limit", "cursor"}),
-    "cancel_jobs": frozenset({"state", "queue", "task", "limit", "cursor"}),
+    "retry_jobs": frozenset({"state", "queue", "task", "args", "limit", "cursor"}),
+    "cancel_jobs": frozenset({"state", "queue", "task", "args", "limit", "cursor"}),
 }
 PATH_FIELDS = {"{id}": "job_id", "{name}": "queue", "{schedule}": "schedule_id",
                "{runtime}": "runtime_id"}
@@ -136,6 +138,12 @@ def _query(op: str, query: str) -> dict[str, Any]:
             else:
                 raise RequestRefused(f"{key} must be an integer, or {NULLABLE[key]!r}",
                                      code="invalid_request", field=key)
+        elif key == "args":  # a JSON object in the query's text (the socket's is an object)
+            try:
+                params[key] = orjson.loads(text)
+            except orjson.JSONDecodeError:
+                raise RequestRefused("args must be a JSON object", code="invalid_request",
+                                     field="args") from None
         elif text != "":
             params[key] = text
     return params

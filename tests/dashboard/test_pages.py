@@ -118,6 +118,33 @@ def test_run_now_starts_a_scheduled_job_before_its_time(ui_engine):
     assert ui_engine.job(job_id)["attempts"][0]["outcome"] == "completed"
 
 
+def test_jobs_filtered_by_args_and_cancelled_together(ui_engine):
+    """The Args hold filter lists the jobs whose args hold the object; Cancel all takes the
+    same filter through its confirmation; text that is not a JSON object is a 400 banner."""
+    from urllib.parse import quote
+
+    queue = "by-args"  # nobody runs nobody.args: its jobs stay available
+    of_42 = [ui_engine.enqueue("nobody.args", {"account": 42, "n": n}, queue=queue)
+             for n in range(2)]
+    of_7 = ui_engine.enqueue("nobody.args", {"account": 7}, queue=queue)
+    wanted = quote('{"account": 42}')
+    listing = ui_engine.get(f"/ui/jobs?queue={queue}&state=available&args={wanted}")
+    assert listing.status == 200 and sorted(rows(listing.text)) == sorted(of_42)
+    assert 'value="{&#34;account&#34;: 42}"' in listing.text  # the filter is kept, inert
+    assert "Cancel all available of by-args with args {&#34;account&#34;: 42}…" in listing.text
+    query = f"state=available&queue={queue}&args={wanted}"
+    confirm = ui_engine.get(f"/ui/cancel?{query}")
+    assert confirm.status == 200
+    assert "with args holding <code>{&#34;account&#34;: 42}</code>" in confirm.text
+    done = ui_engine.post(f"/ui/cancel?{query}", {"csrf": confirm.csrf()})
+    assert done.status == 303 and "done=cancelled_all&n=2" in done.headers["location"]
+    assert {ui_engine.job(job_id)["state"] for job_id in of_42} == {"cancelled"}
+    assert ui_engine.job(of_7)["state"] == "available"
+    bad = ui_engine.get(f"/ui/jobs?args={quote('[42]')}")
+    assert bad.status == 400 and "args must be a JSON object" in bad.text
+    ui_engine.admin.call("cancel_job", {"job_id": of_7})  # nothing left waiting
+
+
 def test_cancel_all_takes_a_cancellable_state_only(ui_engine):
     for query in ("", "?state=completed", "?state=cancelled&queue=q"):
         page = ui_engine.get(f"/ui/cancel{query}")

@@ -232,6 +232,44 @@ def test_tay_cancel_all_cancels_the_waiting_jobs_of_a_task(engine, transport):
 
 
 @pytest.mark.parametrize("transport", ["socket", "http"])
+def test_jobs_picked_by_their_args_are_listed_and_cancelled(engine, transport):
+    """``--args`` (an object in the socket's body, JSON text in the HTTP query) picks the
+    jobs whose args hold it, for ``tay jobs`` and ``tay cancel-all``."""
+    admin = clients(engine)[transport]
+    queue = f"by-args-{transport}"
+    address = admin.call("status", {})["http"]["address"] if transport == "http" else None
+    where = ["--url", address] if address else []
+
+    async def body(tay):
+        admin.call("pause_queue", {"queue": queue})
+        of_42 = [(await tay.enqueue("ops.ok", {"account": 42, "n": n}, queue=queue)).id
+                 for n in range(3)]
+        of_7 = [(await tay.enqueue("ops.ok", {"account": 7, "n": n}, queue=queue)).id
+                for n in range(2)]
+        return of_42, of_7
+
+    of_42, of_7 = run_with_worker(engine, body)
+    listed = admin.call("jobs", {"queue": queue, "args": {"account": 42.0}})
+    assert {row["id"] for row in listed["jobs"]} == set(of_42)
+    shown = cli(engine, "jobs", "--queue", queue, "--args", '{"account": 7}', "--json", *where)
+    assert shown.returncode == 0, shown.stderr
+    assert {row["id"] for row in json.loads(shown.stdout)["jobs"]} == set(of_7)
+    done = cli(engine, "cancel-all", "available", "--queue", queue, "--args",
+               '{"account": 42, "n": 1}', *where)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout == (f"1 available job(s) queue {queue} args "
+                           '{"account": 42, "n": 1} cancelled\n')
+    states = {row["id"]: row["state"] for row in admin.call("jobs", {"queue": queue})["jobs"]}
+    assert states.pop(of_42[1]) == "cancelled" and set(states.values()) == {"available"}
+    bad = cli(engine, "jobs", "--args", "[1]", *where)
+    assert bad.returncode == 2 and "is not a JSON object" in bad.stderr
+    with pytest.raises(AdminRefused) as refused:
+        admin.call("jobs", {"args": {}})
+    assert refused.value.code == "invalid_request"
+    admin.call("purge_queue", {"queue": queue})
+
+
+@pytest.mark.parametrize("transport", ["socket", "http"])
 def test_job_pages_follow_cursors_with_filters(engine, transport):
     admin = clients(engine)[transport]
     queue = f"pages-{transport}"
@@ -643,9 +681,12 @@ def test_paused_queue_its_limits_and_failure_details_survive_a_restart(engine):
     async def body(tay):
         handle = await tay.enqueue("ops.boom", {}, queue="durable-fail")
         await until(lambda: admin.call("job", {"job_id": handle.id})["job"]["state"] == "discarded")
-        return handle.id
+        tenants = [await tay.enqueue("ops.ok", {"tenant": name}, queue="durable-args")
+                   for name in ("a", "b")]
+        assert [await h.result() for h in tenants] == [{"n": 0}, {"n": 0}]
+        return handle.id, tenants[0].id
 
-    failed = run_with_worker(engine, body)
+    failed, tenant_a = run_with_worker(engine, body)
     admin.close()
     engine.stop()
     engine.start()
@@ -658,4 +699,7 @@ def test_paused_queue_its_limits_and_failure_details_survive_a_restart(engine):
     admin.call("limit_queue", {"queue": "durable-q", "starts": None, "period_ms": None})
     job = admin.call("job", {"job_id": failed})["job"]
     assert job["failure"]["type"] == "ValueError" and job["attempts"][-1]["outcome"] == "discarded"
+    # finished jobs recovered into columns are read for their args too
+    found = admin.call("jobs", {"state": "completed", "args": {"tenant": "a"}})["jobs"]
+    assert [row["id"] for row in found] == [tenant_a]
     admin.call("resume_queue", {"queue": "durable-q"})

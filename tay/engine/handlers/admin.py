@@ -42,6 +42,7 @@ from typing import Any, Callable
 from tay.engine.bulk_states import CANCELLABLE, RETRIABLE
 from tay.engine.commands import Admin, Enqueue
 from tay.engine.activity import OUTCOMES, PAIRS_MAX, RUN_BOUNDS_MS
+from tay.engine.args_filter import ARGS_SCAN_LIMIT, args_match, parse_args_filter
 from tay.engine.effects import Outcome
 from tay.engine.executors import Executor
 from tay.engine.retained.jobs import WAITING, JobEntry, peek, read_state, timeline
@@ -61,6 +62,7 @@ from tay.storage.events.transitions import STATES
 
 PAGE_DEFAULT, PAGE_MAX = 50, 100
 SCAN_LIMIT = 10_000  # index entries one jobs page may examine (docs/admin.md)
+_LISTING_FIELDS = frozenset({"state", "queue", "task", "args", "limit", "cursor"})
 PURGE_DEFAULT, PURGE_MAX = 1_000, 10_000
 BULK_DEFAULT, BULK_MAX = 1_000, 10_000  # retry_jobs, cancel_jobs: jobs per request
 NEXT_OCCURRENCES = 5
@@ -180,16 +182,15 @@ class AdminCommands(ScheduleCommands):
         }
 
     def _admin_jobs(self, body: Any, now_ms: int, out: Outcome) -> dict[str, Any]:
-        body = request_fields(body, frozenset({"state", "queue", "task", "limit", "cursor"}),
-                              "jobs")
+        body = request_fields(body, _LISTING_FIELDS, "jobs")
         state = body.get("state")
         if state is not None and state not in STATES:
             raise RequestRefused(f"state must be one of {', '.join(STATES)}",
                                  code="invalid_request", field="state")
         queue, task = _optional_key(body, "queue"), _optional_key(body, "task")
         limit = _limit(body, PAGE_DEFAULT, PAGE_MAX)
-        found, cursor = self._matching(state, queue, task, _stamp_cursor(body), limit,
-                                       SCAN_LIMIT)
+        found, cursor = self._matching(state, queue, task, parse_args_filter(body),
+                                       _stamp_cursor(body), limit, SCAN_LIMIT)
         jobs = self.jobs
         # a job held in columns is summarised from a detached entry: listing takes none out
         return {"jobs": [job_summary(jobs.get(job_id) or self._finished_entry(job_id))
@@ -197,11 +198,13 @@ class AdminCommands(ScheduleCommands):
                 "next_cursor": None if cursor is None else str(cursor)}
 
     def _matching(self, state: str | None, queue: str | None, task: str | None,
-                  before: int | None, limit: int, scan_limit: int
-                  ) -> tuple[list[bytes], int | None]:
-        """Up to ``limit`` ids of the jobs in ``state`` of ``queue`` running ``task`` (None:
-        any), most recently changed first from the cursor ``before``, walking the smallest
-        index of the filters for at most ``scan_limit`` entries; and the next cursor."""
+                  args: dict[str, Any] | None, before: int | None, limit: int,
+                  scan_limit: int) -> tuple[list[bytes], int | None]:
+        """Up to ``limit`` ids of the jobs in ``state`` of ``queue`` running ``task`` whose
+        args hold ``args`` (None: any), most recently changed first from the cursor
+        ``before``, walking the smallest index of the filters for at most ``scan_limit``
+        entries (``ARGS_SCAN_LIMIT`` with an args filter: each costs a decode); and the next
+        cursor."""
         keys = [key for key in (("state", state), ("queue", queue), ("task", task))
                 if key[1] is not None]
         index = self.job_index
@@ -221,7 +224,16 @@ class AdminCommands(ScheduleCommands):
                     and (queue is None or entry.queue == queue)
                     and (task is None or entry.task == task))
 
-        return index.page(key, before, limit, accept, scan_limit)
+        if args is None:
+            return index.page(key, before, limit, accept, scan_limit)
+
+        def accept_args(job_id: bytes) -> bool:  # the cheap filters first
+            if not accept(job_id):
+                return False
+            entry = jobs.get(job_id) or self._finished_entry(job_id)  # none taken out
+            return args_match(read_state(entry).definition["args"], args)
+
+        return index.page(key, before, limit, accept_args, min(scan_limit, ARGS_SCAN_LIMIT))
 
     def _admin_job(self, body: Any, now_ms: int, out: Outcome) -> dict[str, Any]:
         body = request_fields(body, frozenset({"job_id"}), "job")
@@ -411,18 +423,18 @@ class AdminCommands(ScheduleCommands):
         """What ``retry_jobs`` and ``cancel_jobs`` act on: the request's state (one of
         ``states``), queue and task, and the entries of up to ``limit`` jobs that match,
         most recently changed first from ``cursor``; the reply's fields so far."""
-        body = request_fields(body, frozenset({"state", "queue", "task", "limit", "cursor"}),
-                              op)
+        body = request_fields(body, _LISTING_FIELDS, op)
         state = body.get("state")
         if state not in states:
             raise RequestRefused("state must be one of " + ", ".join(states),
                                  code="invalid_request", field="state")
         queue, task = _optional_key(body, "queue"), _optional_key(body, "task")
+        args = parse_args_filter(body)
         limit = _limit(body, BULK_DEFAULT, BULK_MAX)
-        found, cursor = self._matching(state, queue, task, _stamp_cursor(body), limit,
+        found, cursor = self._matching(state, queue, task, args, _stamp_cursor(body), limit,
                                        self.job_count() + 1)
         entries = [self._entry(job_id) for job_id in found]  # held ones come out of columns
-        return ({"state": state, "queue": queue, "task": task,
+        return ({"state": state, "queue": queue, "task": task, "args": args,
                  "next_cursor": None if cursor is None else str(cursor)}, entries)
 
     def _cancel_jobs(self, entries: list[JobEntry], now_ms: int, out: Outcome) -> None:
