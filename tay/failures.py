@@ -45,6 +45,7 @@ WIRE_CODES: dict[str, int | None] = {
     "task_cancelled": 409,
     # operations (docs/admin.md)
     "retry_rejected": 409,
+    "delete_rejected": 409,
     "compaction_unavailable": 503,
     "compaction_failed": 503,
     # schedules

@@ -1,5 +1,6 @@
-"""``tay status|enqueue|jobs|job|retry|retry-all|cancel|cancel-all|queues|workers|tasks|
-quiet|unquiet|pause|resume|scale|limit|purge|schedules|schedule|actions|compact``: see and
+"""``tay status|enqueue|jobs|job|retry|retry-all|cancel|cancel-all|delete|delete-all|queues|
+workers|tasks|quiet|unquiet|pause|resume|scale|limit|purge|schedules|schedule|actions|
+compact``: see and
 steer a running engine through the operations API (docs/admin.md); ``enqueue`` goes through
 the SDK (tay.admin.enqueue).
 
@@ -19,7 +20,7 @@ import time
 from collections.abc import Callable, Mapping
 from typing import Any
 
-from tay.engine.bulk_states import CANCELLABLE, RETRIABLE
+from tay.engine.bulk_states import CANCELLABLE, DELETABLE, RETRIABLE
 
 from .render import (credits, period_ms, rate, render_actions, render_job, render_jobs,
                      render_queues, render_schedule, render_schedules, render_status,
@@ -153,6 +154,17 @@ def register(groups: Any) -> None:
     cancel_all.add_argument("--task", help="only jobs of this task")
     cancel_all.add_argument("--args", type=_args_object, help=ARGS_HELP)
     cancel_all.add_argument("--limit", type=_positive, help="cancel at most this many "
+                            "(default: all), most recently changed first")
+    command("delete", "delete a completed, discarded or cancelled job (its id is free "
+            "again; the next compaction leaves its records out)", _delete).add_argument(
+        "job_id", metavar="ID")
+    delete_all = command("delete-all", "delete every job in a finished state (of a queue, "
+                         "of a task), in batches", _delete_all)
+    delete_all.add_argument("state", choices=DELETABLE)
+    delete_all.add_argument("--queue", help="only jobs of this queue")
+    delete_all.add_argument("--task", help="only jobs of this task")
+    delete_all.add_argument("--args", type=_args_object, help=ARGS_HELP)
+    delete_all.add_argument("--limit", type=_positive, help="delete at most this many "
                             "(default: all), most recently changed first")
     command("queues", "queues: depth by state, credits, executing, paused", _queues)
     command("workers", "connected workers, what each runs now, tasks nobody serves", _workers)
@@ -310,6 +322,19 @@ def _cancel_all(client: Any, args: argparse.Namespace) -> int:
     where = _where(filters)
     return _show(args, {"state": args.state, **filters, "cancelled": cancelled},
                  lambda r: f"{r['cancelled']} {args.state} job(s){where} cancelled\n")
+
+
+def _delete(client: Any, args: argparse.Namespace) -> int:
+    reply = client.call("delete_job", {"job_id": args.job_id})
+    return _show(args, reply, lambda r: f"deleted {r['job']['id']} ({r['job']['state']})\n")
+
+
+def _delete_all(client: Any, args: argparse.Namespace) -> int:
+    filters = _job_filters(args)
+    deleted = _in_batches(client, "delete_jobs", {"state": args.state, **filters}, "deleted",
+                          args.limit)
+    return _show(args, {"state": args.state, **filters, "deleted": deleted},
+                 lambda r: f"{r['deleted']} {args.state} job(s){_where(filters)} deleted\n")
 
 
 def _job_filters(args: argparse.Namespace) -> dict[str, Any]:

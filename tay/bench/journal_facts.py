@@ -9,6 +9,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tay.storage.events import decode_event
+from tay.storage.events.transitions import deletes
 from tay.storage.recovery.recover import TableConsumer, recover
 
 
@@ -32,7 +33,10 @@ class _CountingConsumer:
         return self.table.table.get(job_id)
 
     def epoch_install(self, state: Any, event: Any) -> None:
-        self.table.table.put(state)
+        if event is not None and deletes(event):
+            self.table.table.remove(state.id)
+        else:
+            self.table.table.put(state)
         if event is not None:
             self._count(event)
 

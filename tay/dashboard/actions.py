@@ -33,7 +33,13 @@ async def cancel_job(view: View, job_id: str) -> HttpResponse:
     return redirect(f"{_job_url(job_id)}?done=cancelled")
 
 
-BULK_MAX = 10_000  # jobs one confirmation retries or cancels (as a purge cancels)
+async def delete_job(view: View, job_id: str) -> HttpResponse:
+    view.back = _job_url(job_id)
+    await view.admin("delete_job", job_id=job_id)
+    return redirect(f"/ui/jobs?{urlencode({'done': 'deleted', 'id': job_id})}")
+
+
+BULK_MAX = 10_000  # jobs one confirmation retries, cancels or deletes (as a purge cancels)
 
 
 async def retry_jobs(view: View) -> HttpResponse:
@@ -44,9 +50,14 @@ async def cancel_jobs(view: View) -> HttpResponse:
     return await _bulk(view, "cancel", "cancelled")
 
 
+async def delete_jobs(view: View) -> HttpResponse:
+    return await _bulk(view, "delete", "deleted")
+
+
 async def _bulk(view: View, kind: str, done_field: str) -> HttpResponse:
-    """Retries or cancels the jobs of a state (queue, task) in batches, following the op's
-    cursor, up to ``BULK_MAX`` per confirmation: each job once, even one that fails back."""
+    """Retries, cancels or deletes the jobs of a state (queue, task, args) in batches,
+    following the op's cursor, up to ``BULK_MAX`` per confirmation: each job once, even one
+    that fails back."""
     from .pages import BULK, admin_filters, bulk_filters, jobs_url
 
     filters = bulk_filters(view, kind)

@@ -10,7 +10,7 @@ from types import SimpleNamespace
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote, urlencode
 
-from tay.engine.bulk_states import CANCELLABLE, RETRIABLE
+from tay.engine.bulk_states import CANCELLABLE, DELETABLE, RETRIABLE
 from tay.failures import RequestRefused
 from tay.storage.events.operations import (  # what scale_queue and limit_queue take
     QUEUE_CREDITS_MAX, RATE_STARTS_MAX,
@@ -69,8 +69,11 @@ def notice(view: View) -> str | None:
         return "Rate limit lifted: the queue starts jobs as fast as its credits allow."
     if done == "scaled":
         return f"Queue scaled: it runs up to {view.query.get('n', '?')} job(s) at once."
-    if done in ("retried_all", "cancelled_all"):
-        verb, kind = ("Retried", "retry") if done == "retried_all" else ("Cancelled", "cancel")
+    if done == "deleted":
+        return f"Deleted job {view.query.get('id', '?')}: its id is free again."
+    if done in ("retried_all", "cancelled_all", "deleted_all"):
+        verb, kind = {"retried_all": ("Retried", "retry"), "cancelled_all": ("Cancelled", "cancel"),
+                      "deleted_all": ("Deleted", "delete")}[done]
         text = f"{verb} {view.query.get('n', '?')} job(s)."
         if view.query.get("more"):
             text += f" More remain: {kind} all again for the next batch."
@@ -183,6 +186,8 @@ async def jobs(view: View) -> Page:
                             if filters["state"] in RETRIABLE and rows and not error else None),
                  cancel_url=(bulk_url("cancel", filters)
                              if filters["state"] in CANCELLABLE and rows and not error else None),
+                 delete_url=(bulk_url("delete", filters)
+                             if filters["state"] in DELETABLE and rows and not error else None),
                  search="", live=cursor is None, http_status=400 if error else 200)
 
 
@@ -195,7 +200,7 @@ async def find(view: View) -> Any:
                  filters=dict.fromkeys(JOB_FILTERS), states=STATES,
                  error="A job ID is 32 hexadecimal characters (0-9, a-f).",
                  older=None, newer=None, first=None, page_number=1, retry_url=None,
-                 cancel_url=None,
+                 cancel_url=None, delete_url=None,
                  by_state=(status["engine"] or {}).get("jobs", {}).get("by_state", {}),
                  state_url=lambda state: jobs_url({"state": state}), search=wanted,
                  live=False)
@@ -212,6 +217,7 @@ async def job(view: View, job_id: str) -> Page:
     return _page(view, "job.html", "jobs", status, job=found, attempts=attempts,
                  diagnostic_label=DIAGNOSTICS.get(code, "unknown outcome"),
                  can_retry=found["state"] in CAN_RETRY, can_cancel=found["state"] in CAN_CANCEL,
+                 can_delete=found["state"] in DELETABLE,
                  live=found["state"] not in TERMINAL, quote=quote)
 
 
@@ -259,7 +265,8 @@ async def limit_form(view: View, queue: str) -> Page:
 
 
 # kind -> (the admin op, the states it takes): "retry all" and "cancel all" on a jobs page
-BULK = {"retry": ("retry_jobs", RETRIABLE), "cancel": ("cancel_jobs", CANCELLABLE)}
+BULK = {"retry": ("retry_jobs", RETRIABLE), "cancel": ("cancel_jobs", CANCELLABLE),
+        "delete": ("delete_jobs", DELETABLE)}
 
 
 def bulk_url(kind: str, filters: dict[str, str | None]) -> str:
@@ -283,6 +290,18 @@ async def retry_confirm(view: View) -> Page:
 
 async def cancel_confirm(view: View) -> Page:
     return await _bulk_confirm(view, "cancel")
+
+
+async def delete_confirm(view: View) -> Page:
+    return await _bulk_confirm(view, "delete")
+
+
+async def delete_job_confirm(view: View, job_id: str) -> Page:
+    """A finished job's deletion, confirmed first (it cannot be undone)."""
+    view.back = f"/ui/jobs/{quote(job_id, safe='')}"
+    status, reply = await _gather(view, ("job", {"job_id": job_id}))
+    return _page(view, "delete.html", "jobs", status, job=reply["job"],
+                 deletable=reply["job"]["state"] in DELETABLE)
 
 
 async def _bulk_confirm(view: View, kind: str) -> Page:

@@ -3,3 +3,4 @@ the engine, the CLI and the dashboard, in a module the CLI imports without the e
 
 RETRIABLE = ("retryable", "discarded", "cancelled", "scheduled")  # retry_jobs (scheduled: run now)
 CANCELLABLE = ("scheduled", "available", "retryable", "executing")  # cancel_jobs
+DELETABLE = ("completed", "discarded", "cancelled")  # delete_jobs: the finished states

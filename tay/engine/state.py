@@ -36,6 +36,7 @@ from tay.engine.validation.values import measure
 from tay.failures import RequestRefused
 from tay.storage import events as ev
 from tay.storage.events.definition import TIMEOUT_MS, LazyDefinition, args_json
+from tay.storage.events.operations import job_deleted
 from tay.storage.journal.history_budget import HistoryBudget, frame_size
 from tay.storage.v2.rows import BaseJobs, BaseLiveRow, JobRow
 from tay.storage.v2.tail import ExecutingRow, FailedRow, LiveRow, RetriedRow, TailJobs
@@ -278,6 +279,35 @@ class EngineState:
             self._drop(job_id, entry)
             dropped += 1
         return dropped
+
+    def delete_job(self, entry: JobEntry, now_ms: int, out: Outcome) -> None:
+        """Delete a finished job by hand: a persistent one through a (29,2) ``job_deleted``
+        (applied as replay applies it: the transition's guards, then the job dropped), a
+        volatile one at once. A job that is not finished is refused by the caller."""
+        job = entry.state
+        if entry.volatile:
+            self._drop(job.id, entry)
+            return
+        event = job_deleted(job.id, now_ms, job.revision)
+        if self.epoch is not None:  # the reducer's install drops it (epoch_install)
+            self._commit_in_epoch(entry, event, out, None)
+            return
+        sequence = self.next_sequence
+        apply(job, sequence, event)  # the guards a replay of it passes
+        event = self._charge_history(event)
+        self.next_sequence = sequence + 1
+        out.events.append((sequence, event))
+        self._drop(job.id, entry)
+
+    def remove_job(self, job_id: bytes) -> None:
+        """Drop one finished job wherever it is held (an entry, columns, packed)."""
+        entry = self.jobs.get(job_id)
+        if entry is not None:
+            self._drop(job_id, entry)
+        elif job_id in self.finished.packed:
+            self._drop_packed([job_id])
+        else:
+            self._drop_held(job_id)
 
     def _drop(self, job_id: bytes, entry: JobEntry) -> None:
         """A finished job leaves the engine: its id, definition, result and state-budget

@@ -21,9 +21,11 @@ ROUTES: dict[str, tuple[str, str]] = {
     "jobs": ("GET", "/admin/jobs"),
     "retry_jobs": ("POST", "/admin/jobs/retry"),  # before "job": a literal segment wins
     "cancel_jobs": ("POST", "/admin/jobs/cancel"),
+    "delete_jobs": ("POST", "/admin/jobs/delete"),
     "job": ("GET", "/admin/jobs/{id}"),
     "retry_job": ("POST", "/admin/jobs/{id}/retry"),
     "cancel_job": ("POST", "/admin/jobs/{id}/cancel"),
+    "delete_job": ("POST", "/admin/jobs/{id}/delete"),
     "queues": ("GET", "/admin/queues"),
     "pause_queue": ("POST", "/admin/queues/{name}/pause"),
     "resume_queue": ("POST", "/admin/queues/{name}/resume"),
@@ -59,6 +61,7 @@ QUERY_FIELDS: dict[str, frozenset[str]] = {
     "limit_queue": frozenset({"starts", "period_ms"}),
     "retry_jobs": frozenset({"state", "queue", "task", "args", "limit", "cursor"}),
     "cancel_jobs": frozenset({"state", "queue", "task", "args", "limit", "cursor"}),
+    "delete_jobs": frozenset({"state", "queue", "task", "args", "limit", "cursor"}),
 }
 PATH_FIELDS = {"{id}": "job_id", "{name}": "queue", "{schedule}": "schedule_id",
                "{runtime}": "runtime_id"}

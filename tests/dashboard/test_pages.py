@@ -145,6 +145,40 @@ def test_jobs_filtered_by_args_and_cancelled_together(ui_engine):
     ui_engine.admin.call("cancel_job", {"job_id": of_7})  # nothing left waiting
 
 
+def test_a_finished_job_is_deleted_after_a_confirmation(ui_engine):
+    """Delete… on a completed job's page leads to a confirmation; its POST deletes the job
+    and lands on the jobs page with a notice; Delete all completed of a queue does the rest
+    of it; a waiting job's confirmation page says it must be cancelled first."""
+    queue = "deleting"
+    ids = [ui_engine.enqueue("ui.ok", {"n": n}, queue=queue) for n in range(3)]
+    for job_id in ids:
+        ui_engine.wait_state(job_id, "completed")
+    page = ui_engine.get(f"/ui/jobs/{ids[0]}")
+    assert f'href="/ui/jobs/{ids[0]}/delete">Delete…</a>' in page.text
+    confirm = ui_engine.get(f"/ui/jobs/{ids[0]}/delete")
+    assert confirm.status == 200 and "This removes the job from the engine" in confirm.text
+    done = ui_engine.post(f"/ui/jobs/{ids[0]}/delete", {"csrf": confirm.csrf()})
+    assert done.status == 303
+    assert done.headers["location"] == f"/ui/jobs?done=deleted&id={ids[0]}"
+    landed = ui_engine.get(done.headers["location"])
+    assert f"Deleted job {ids[0]}: its id is free again." in landed.text
+    assert ui_engine.get(f"/ui/jobs/{ids[0]}").status == 404
+    listing = ui_engine.get(f"/ui/jobs?state=completed&queue={queue}")
+    assert "Delete all completed of deleting…" in listing.text
+    bulk = ui_engine.get(f"/ui/delete?state=completed&queue={queue}")
+    assert "Delete every completed job of <code>deleting</code>?" in bulk.text
+    assert "2 jobs are completed now." in bulk.text
+    gone = ui_engine.post(f"/ui/delete?state=completed&queue={queue}", {"csrf": bulk.csrf()})
+    assert gone.headers["location"] == (f"/ui/jobs?state=completed&queue={queue}&"
+                                        "done=deleted_all&n=2")
+    assert rows(ui_engine.get(f"/ui/jobs?queue={queue}").text) == []
+    waiting = ui_engine.enqueue("nobody.delete", {}, queue=queue)
+    held = ui_engine.get(f"/ui/jobs/{waiting}/delete")
+    assert "Only a finished job can be deleted" in held.text and "Delete the job" not in held.text
+    assert ui_engine.post(f"/ui/jobs/{waiting}/delete", {"csrf": bulk.csrf()}).status == 409
+    ui_engine.admin.call("cancel_job", {"job_id": waiting})
+
+
 def test_cancel_all_takes_a_cancellable_state_only(ui_engine):
     for query in ("", "?state=completed", "?state=cancelled&queue=q"):
         page = ui_engine.get(f"/ui/cancel{query}")

@@ -712,3 +712,72 @@ def test_a_rate_limited_queue_starts_at_most_its_starts_in_any_period():
                                   {"queue": "", "starts": 1, "period_ms": 1}])
 def test_limit_queue_refuses_a_bad_request(body):
     assert refused(Driver(), "limit_queue", **body) == "invalid_request"
+
+
+def test_delete_job_removes_a_finished_job_and_frees_its_id():
+    """Completed, discarded and cancelled jobs are deleted (packed ones too), with their
+    charge and counts; a job that is not finished is refused and stays; a volatile one
+    leaves no record; a replay holds the same jobs; the id is free for a new job."""
+    driver = Driver()
+    driver.engine.start_packing()
+    driver.worker(capacity=10)
+    empty = driver.engine.budget.used
+    (done,) = executes(driver.enqueue(args={"n": 1}))
+    driver.succeed(done)
+    (failed,) = executes(driver.enqueue(retries=0))
+    driver.fail(failed)
+    driver.engine.pack_finished(1000)
+    driver.engine.pack_finished(1000)
+    assert bytes.fromhex(done.job_id) in driver.engine.finished.packed
+    admin(driver, "pause_queue", queue="default")
+    waiting = driver.job_id()
+    assert refused(driver, "delete_job", job_id=waiting) == "delete_rejected"
+    assert refused(driver, "delete_job", job_id="0" * 31 + "9") == "not_found"
+    cancelled = admin(driver, "cancel_job", job_id=waiting)["job"]["id"]
+    for job_id, state in ((done.job_id, "completed"), (failed.job_id, "discarded"),
+                          (cancelled, "cancelled")):
+        out = driver.run(c.Admin("p", driver.rid(), "delete_job", {"job_id": job_id}))
+        fields = reply(out).fields
+        assert fields["deleted"] is True and fields["job"]["state"] == state
+        assert [event.name for _, event in out.events] == ["job_deleted"]
+        assert refusal(driver.run(c.Status("p", driver.rid(), job_id)))["code"] == "not_found"
+    assert driver.engine.job_count() == 0 and driver.engine.budget.used == empty
+    assert admin(driver, "jobs")["jobs"] == []
+    assert dict(driver.engine.counts) == {state: 0 for state in driver.engine.counts}
+    fresh = replayed(driver)
+    assert fresh.job_count() == 0
+    again = driver.job_id(args={"n": 2}, id=done.job_id)  # a new job under the old id
+    assert again == done.job_id and driver.status(again)["state"] == "available"
+    assert replayed(driver).job(bytes.fromhex(again)).state == "available"
+    admin(driver, "resume_queue", queue="default")
+    (volatile,) = executes(driver.enqueue(durability="volatile"))
+    driver.succeed(volatile)
+    out = driver.run(c.Admin("p", driver.rid(), "delete_job", {"job_id": volatile.job_id}))
+    assert reply(out).fields["deleted"] is True and out.events == []
+
+
+def test_delete_jobs_deletes_one_finished_state_in_batches():
+    driver = Driver()
+    driver.worker(capacity=20)
+    mail = [e.job_id for n in range(5) for e in executes(driver.enqueue(queue="mail"))]
+    other = [e.job_id for n in range(2) for e in executes(driver.enqueue(queue="other"))]
+    for job_id in mail + other:
+        (reservation,) = [r for r in driver.engine.executors.reservations.values()
+                          if r.job_id.hex() == job_id]
+        driver.run(c.Succeeded(reservation.conn, driver.rid(), reservation.reservation_id,
+                               reservation.execution_id, None))
+    deleted, cursor, batches = 0, None, 0
+    while True:
+        fields = admin(driver, "delete_jobs", state="completed", queue="mail", limit=2,
+                       **({"cursor": cursor} if cursor else {}))
+        deleted += fields["deleted"]
+        batches += 1
+        if (cursor := fields["next_cursor"]) is None:
+            break
+    # at least 3 batches of 2; a batch may end early at the entries the deleted jobs left
+    # in the index, its cursor going on from there
+    assert deleted == 5 and batches >= 3
+    assert {driver.status(job_id)["state"] for job_id in other} == {"completed"}
+    assert replayed(driver).job_count() == 2
+    for body in ({}, {"state": "available"}, {"state": "completed", "limit": 0}):
+        assert refused(driver, "delete_jobs", **body) == "invalid_request"

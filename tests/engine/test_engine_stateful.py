@@ -36,6 +36,7 @@ class EngineMachine(RuleBasedStateMachine):
         self.terminal: dict[str, str] = {}
         self.results: dict[str, object] = {}
         self.job_ids: list[str] = []
+        self.deleted: set[str] = set()  # ids of jobs deleted (and not enqueued again)
 
     @rule(task=st.sampled_from(TASKS), queue=st.sampled_from(QUEUES), retries=st.integers(0, 2),
           delay_ms=st.sampled_from([None, 0, 300, 2000]), volatile=st.booleans(),
@@ -96,11 +97,39 @@ class EngineMachine(RuleBasedStateMachine):
         job_id = self.job_ids[index % len(self.job_ids)]
         out = self.driver.run(c.Cancel("p", "x", job_id))
         expected = self.terminal.get(job_id)
-        if expected in ("completed", "discarded"):
+        if job_id in self.deleted:
+            assert answer(out).failure.code == "not_found"
+        elif expected in ("completed", "discarded"):
             assert answer(out).failure.code == "cancel_rejected"
         else:
             assert answer(out).fields["status"] == "cancelled"
             self.terminal[job_id] = "cancelled"
+
+    @precondition(lambda self: self.job_ids)
+    @rule(index=st.integers(0, 200), again=st.booleans())
+    def delete(self, index, again):
+        """A finished job is deleted (its id is free: ``again`` enqueues a new job under
+        it); any other is refused and stays."""
+        job_id = self.job_ids[index % len(self.job_ids)]
+        entry = self.driver.engine.jobs.get(bytes.fromhex(job_id))
+        out = self.driver.run(c.Admin("p", "d", "delete_job", {"job_id": job_id}))
+        if entry is None:
+            assert answer(out).failure.code == "not_found"
+            return
+        if entry.state.state not in TERMINAL:
+            assert answer(out).failure.code == "delete_rejected" and not out.events
+            return
+        assert answer(out).fields["deleted"] is True
+        assert [event.name for _, event in out.events] == (
+            [] if entry.volatile else ["job_deleted"])
+        assert bytes.fromhex(job_id) not in self.driver.engine.jobs
+        self.terminal.pop(job_id, None)
+        self.results.pop(job_id, None)
+        self.deleted.add(job_id)
+        if again:
+            reply = answer(self.driver.enqueue(task="a", args={"again": 1}, id=job_id))
+            assert reply.fields["job_id"] == job_id
+            self.deleted.discard(job_id)
 
     @rule(ms=st.integers(0, 3000))
     def advance(self, ms):

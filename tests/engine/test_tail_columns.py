@@ -64,6 +64,7 @@ ACTIONS = st.lists(st.one_of(
               st.sampled_from(["nil", "nil", "nil", "value", "failed"])),
     st.tuples(st.just("advance"), st.sampled_from([1, 400, 2500])),
     st.tuples(st.just("cancel"), st.integers(0, 9)),
+    st.tuples(st.just("delete"), st.integers(0, 9)),
 ), max_size=60)
 
 # mostly the walk's common lifecycle (inserts available at once, nil successes) with worker
@@ -88,7 +89,8 @@ LATER_CHOICES = [
     ("enqueue", "a", 300, {}, 0, 500),
     ("finish", 0, "nil"), ("finish", 0, "nil"), ("finish", 0, "nil"), ("finish", 1, "nil"),
     ("finish", 0, "failed"), ("finish", 1, "failed"), ("finish", 0, "value"),
-    ("advance", 400), ("advance", 2500), ("cancel", 0), ("cancel", 5)]
+    ("advance", 400), ("advance", 2500), ("cancel", 0), ("cancel", 5), ("delete", 0),
+    ("delete", 3)]
 
 
 def _later_actions(seed: int, length: int) -> list:
@@ -138,6 +140,9 @@ def tail_driver(seed: int, actions: list):
                                        None if action[2] == "nil" else {"ok": 1}))
         elif action[0] == "cancel" and job_ids:
             driver.run(c.Cancel("p", "x", job_ids[action[1] % len(job_ids)]))
+        elif action[0] == "delete" and job_ids:  # a finished one (others are refused)
+            driver.run(c.Admin("p", "x", "delete_job",
+                               {"job_id": job_ids[action[1] % len(job_ids)]}))
         elif action[0] == "advance":
             driver.advance(action[1])
             driver.tick()

@@ -270,6 +270,47 @@ def test_jobs_picked_by_their_args_are_listed_and_cancelled(engine, transport):
 
 
 @pytest.mark.parametrize("transport", ["socket", "http"])
+def test_tay_delete_and_delete_all_remove_finished_jobs(engine, transport):
+    """Finished jobs are deleted one by one or by state (and args); a waiting one is
+    refused; a deleted job reads as not found, and its id can be enqueued again."""
+    admin = clients(engine)[transport]
+    queue = f"delete-{transport}"
+    address = admin.call("status", {})["http"]["address"] if transport == "http" else None
+    where = ["--url", address] if address else []
+
+    async def body(tay):
+        done = [await tay.enqueue("ops.ok", {"n": n}, queue=queue) for n in range(4)]
+        assert [await h.result() for h in done] == [{"n": n} for n in range(4)]
+        admin.call("pause_queue", {"queue": queue})
+        waiting = await tay.enqueue("ops.ok", {"n": 9}, queue=queue)
+        return [h.id for h in done], waiting.id
+
+    done, waiting = run_with_worker(engine, body)
+    one = cli(engine, "delete", done[0], *where)
+    assert one.returncode == 0, one.stderr
+    assert one.stdout == f"deleted {done[0]} (completed)\n"
+    gone = cli(engine, "job", done[0], *where)
+    assert gone.returncode == 1 and "not_found" in gone.stderr
+    refused = cli(engine, "delete", waiting, *where)
+    assert refused.returncode == 1 and "delete_rejected" in refused.stderr
+    by_args = cli(engine, "delete-all", "completed", "--queue", queue, "--args", '{"n": 1}',
+                  *where)
+    assert by_args.stdout == f"1 completed job(s) queue {queue} args {{\"n\": 1}} deleted\n"
+    rest = cli(engine, "delete-all", "completed", "--queue", queue, "--json", *where)
+    assert json.loads(rest.stdout)["deleted"] == 2
+    listed = admin.call("jobs", {"queue": queue})["jobs"]
+    assert [row["id"] for row in listed] == [waiting]
+
+    async def again(tay):
+        return (await tay.enqueue("ops.ok", {"n": 7}, queue=queue, id=done[0])).id
+
+    assert run_with_worker(engine, again) == done[0]
+    assert admin.call("job", {"job_id": done[0]})["job"]["args"] == {"n": 7}
+    admin.call("purge_queue", {"queue": queue})
+    admin.call("resume_queue", {"queue": queue})
+
+
+@pytest.mark.parametrize("transport", ["socket", "http"])
 def test_job_pages_follow_cursors_with_filters(engine, transport):
     admin = clients(engine)[transport]
     queue = f"pages-{transport}"

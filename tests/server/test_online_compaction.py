@@ -235,6 +235,52 @@ def test_writes_during_an_online_compaction_reach_the_new_epoch(data_dir, writer
     assert epochs == [v2_layout.epoch_dir_name(epoch_id)]  # the source was reclaimed
 
 
+def test_deleted_jobs_leave_the_store_and_their_ids_are_free(data_dir, monkeypatch):
+    """A job deleted before a compaction is not in its base, so no file of the store holds
+    its args after it; one deleted during it (the base holds it, the catch-up deletes it)
+    and one deleted and enqueued again under the same id reach the new epoch as the engine
+    holds them, and a restart recovers exactly that."""
+    gate = Gate(monkeypatch)
+
+    async def scenario():
+        h = Harness(data_dir, "auto")
+        try:
+            async def enqueue(args, **options):
+                reply = await h.call(lambda rid: commands.Enqueue("p", rid, "t.v1", args,
+                                                                  options))
+                return reply.fields["job_id"]
+
+            gone = await enqueue({"card": "secret-4242"})
+            await h.cancel(gone)
+            deleted = await h.admin("delete_job", job_id=gone)
+            assert deleted.fields["deleted"] is True
+            later, reused = await enqueue({"n": 1}), await enqueue({"n": 2})
+            for job_id in (later, reused):
+                await h.cancel(job_id)
+            task = h.compactor.request("admin")
+            await gate.wait_entered()
+            for job_id in (later, reused):  # the catch-up: the base holds both
+                assert (await h.admin("delete_job", job_id=job_id)).fields["deleted"]
+            assert await enqueue({"n": 3}, id=reused) == reused
+            gate.release()
+            report = await task
+            return gone, later, reused, report, h.jobs()
+        finally:
+            h.close()
+
+    gone, later, reused, report, live = asyncio.run(scenario())
+    assert report["retained_jobs"] == 2 and report["reclaimed"] is True
+    assert bytes.fromhex(gone) not in live and bytes.fromhex(later) not in live
+    again = live[bytes.fromhex(reused)]
+    assert again.state == "available" and again.definition["args"] == {"n": 3}
+    recovered, _, epoch_id, _ = reopen(data_dir)
+    assert epoch_id.hex() == report["epoch_id"] and recovered == live
+    for folder, _, names in os.walk(data_dir):
+        for name in names:
+            with open(os.path.join(folder, name), "rb") as file:
+                assert b"secret-4242" not in file.read(), name
+
+
 def test_an_expired_job_retried_during_the_compaction_keeps_the_old_epoch(data_dir,
                                                                          monkeypatch):
     gate = Gate(monkeypatch)

@@ -31,7 +31,7 @@ def events(name: str) -> list[tuple[int, ev.Event]]:
 
 def test_sha256sums_match_every_line() -> None:
     lines = (FOLDER / "SHA256SUMS").read_text().splitlines()
-    assert len(lines) == 11
+    assert len(lines) == 12
     for line in lines:
         digest, name = line.split("  ")
         data = bytes.fromhex("".join((FOLDER / name).read_text().split()))
@@ -40,7 +40,8 @@ def test_sha256sums_match_every_line() -> None:
 
 @pytest.mark.parametrize("name", ["queue_control.hex", "failure_recorded.hex", "job_requeued.hex",
                                   "queue_scaled.hex", "schedule_control.hex",
-                                  "job_expedited.hex", "queue_rate_limited.hex"])
+                                  "job_expedited.hex", "queue_rate_limited.hex",
+                                  "job_deleted.hex"])
 def test_fixtures_reencode_byte_exact(name: str) -> None:
     for f in frames(name):
         event = ev.decode_event(f.type, f.schema, f.payload)
@@ -140,6 +141,36 @@ def test_expedite_fixture_replays_to_available_now() -> None:
     assert refused.value.guard == "expedite_from_wrong_state"
     assert ev.encode_event(op.job_expedited(job.id, 200, 1)) == frames(
         "job_expedited.hex")[-1].payload
+
+
+def test_delete_fixture_replays_to_no_job_and_frees_the_id() -> None:
+    """The table and an engine alike: gone after (29,2), its id free for a new insert; a
+    deletion of a job that is not finished, at a stale revision, or of no job is refused."""
+    replayed = events("job_deleted.hex")
+    (_, inserted), (_, cancelled), (_, deleted) = replayed
+    assert deleted.name == "job_deleted" and deleted.at == 200
+    job_id = bytes(15) + b"\x07"
+    table = JobTable()
+    table.apply(1, inserted)
+    assert table.apply(2, cancelled).state == "cancelled"
+    table.apply(3, deleted)
+    assert table.get(job_id) is None and set(table.counts().values()) == {0}
+    assert table.apply(4, inserted).state == "available"  # the id is a new job's
+    engine = Engine(EngineConfig())
+    for sequence, event in replayed:
+        engine.consume_event(sequence, event)
+    assert engine.job(job_id) is None and engine.job_count() == 0
+    assert engine.budget.used == 0
+    assert ev.encode_event(op.job_deleted(job_id, 200, 2)) == frames(
+        "job_deleted.hex")[-1].payload
+    refusals = JobTable()
+    refusals.apply(1, inserted)
+    for sequence, event, guard in ((2, op.job_deleted(job_id, 120, 1), "delete_from_wrong_state"),
+                                   (3, op.job_deleted(job_id, 120, 2), "revision_mismatch"),
+                                   (4, op.job_deleted(bytes(15) + b"\x09", 120, 1), "job_absent")):
+        with pytest.raises(TransitionRejected) as refused:
+            refusals.apply(sequence, event)
+        assert refused.value.guard == guard
 
 
 def test_rate_limit_fixture_limits_then_lifts() -> None:

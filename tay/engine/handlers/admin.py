@@ -11,6 +11,9 @@ one mutation path, so their replies leave only once those events are durable:
 * ``cancel_job``: (5,1), like a producer cancel;
 * ``cancel_jobs``: ``cancel_job`` for up to ``limit`` jobs in one cancellable state (and
   queue, task), most recently changed first, following a cursor like ``retry_jobs``;
+* ``delete_job`` / ``delete_jobs``: a finished (completed, discarded, cancelled) job leaves
+  the engine with a (29,2) ``job_deleted`` (a volatile one at once), its id free again;
+  the next compaction leaves its records out of the store;
 * ``pause_queue`` / ``resume_queue``: (20,2) / (21,2); a paused queue dispatches nothing
   (running executions finish) and stays paused across restarts;
 * ``scale_queue``: (24,2); the queue's credits from now on, across restarts, over the
@@ -39,7 +42,7 @@ from __future__ import annotations
 from itertools import islice
 from typing import Any, Callable
 
-from tay.engine.bulk_states import CANCELLABLE, RETRIABLE
+from tay.engine.bulk_states import CANCELLABLE, DELETABLE, RETRIABLE
 from tay.engine.commands import Admin, Enqueue
 from tay.engine.activity import OUTCOMES, PAIRS_MAX, RUN_BOUNDS_MS
 from tay.engine.args_filter import ARGS_SCAN_LIMIT, args_match, parse_args_filter
@@ -55,7 +58,7 @@ from tay.storage import events as ev
 from tay.storage.events.definition import KEY_MAX_BYTES
 from tay.storage.events.operations import (
     QUEUE_CREDITS_MAX, RATE_PERIOD_MAX_MS, RATE_STARTS_MAX, SCHEDULE_CONTROL_PAIRS,
-    job_expedited, job_requeued, queue_paused, queue_rate_limited, queue_resumed,
+    job_deleted, job_expedited, job_requeued, queue_paused, queue_rate_limited, queue_resumed,
     queue_scaled, schedule_paused, schedule_resumed,
 )
 from tay.storage.events.transitions import STATES
@@ -120,6 +123,14 @@ def job_summary(entry: JobEntry) -> dict[str, Any]:
         "error_type": job.failure.get("type") if job.failure is not None else None,
         "schedule_id": entry.schedule_id,
     }
+
+
+def _deletable(entry: JobEntry) -> None:
+    state = peek(entry).state
+    if state not in DELETABLE:
+        raise RequestRefused(f"a {state} job cannot be deleted (only completed, discarded or "
+                             "cancelled ones: cancel it first)", code="delete_rejected",
+                             job_id=peek(entry).id.hex(), state=state)
 
 
 def _retry_event(entry: JobEntry, now_ms: int) -> ev.Event:
@@ -454,6 +465,25 @@ class AdminCommands(ScheduleCommands):
         self._cancel_unless_cancelled(entry, now_ms, out)
         return {"job": job_summary(entry)}
 
+    def _admin_delete_job(self, body: Any, now_ms: int, out: Outcome) -> dict[str, Any]:
+        body = request_fields(body, frozenset({"job_id"}), "delete_job")
+        entry = self._lookup(body.get("job_id"))
+        summary = job_summary(entry)  # what the job was, for the reply and the trail
+        _deletable(entry)
+        self.delete_job(entry, now_ms, out)
+        return {"job": summary, "deleted": True}
+
+    def _admin_delete_jobs(self, body: Any, now_ms: int, out: Outcome) -> dict[str, Any]:
+        """``delete_job`` for up to ``limit`` jobs in one finished state (and queue, task,
+        args), most recently changed first from ``cursor``, the cursor followed as
+        ``retry_jobs``'. The deletions pass the history caps together or none is made."""
+        reply, entries = self._bulk_page(body, "delete_jobs", DELETABLE)
+        self._history_check([job_deleted(entry.state.id, now_ms, entry.state.revision)
+                             for entry in entries if not entry.volatile])
+        for entry in entries:
+            self.delete_job(entry, now_ms, out)
+        return {**reply, "deleted": len(entries)}
+
     def _admin_quiet_worker(self, body: Any, now_ms: int, out: Outcome) -> dict[str, Any]:
         return self._set_quiet(body, "quiet_worker", True)
 
@@ -668,6 +698,8 @@ _OPS: dict[str, Callable[..., dict[str, Any]]] = {
     "retry_jobs": AdminCommands._admin_retry_jobs,
     "cancel_job": AdminCommands._admin_cancel_job,
     "cancel_jobs": AdminCommands._admin_cancel_jobs,
+    "delete_job": AdminCommands._admin_delete_job,
+    "delete_jobs": AdminCommands._admin_delete_jobs,
     "quiet_worker": AdminCommands._admin_quiet_worker,
     "unquiet_worker": AdminCommands._admin_unquiet_worker,
     "pause_queue": AdminCommands._admin_pause_queue,

@@ -15,7 +15,7 @@ from typing import Any, Callable, Iterable, Mapping, Sequence
 
 from tay.failures import RecoveryRefused
 from tay.storage import events as ev
-from tay.storage.events.transitions import JobState
+from tay.storage.events.transitions import JobState, deletes
 from tay.storage.formats.value import DecodeLimits
 from tay.storage.fsio import RealIO
 from tay.storage.recovery.limits import RecoveryOptions
@@ -34,7 +34,10 @@ class EpochTable:
         return self.jobs.get(job_id)
 
     def epoch_install(self, job: JobState, event: ev.Event | None = None) -> None:
-        self.jobs[job.id] = job
+        if event is not None and deletes(event):
+            del self.jobs[job.id]
+        else:
+            self.jobs[job.id] = job
 
     def epoch_entity(self, revision: int, event: ev.Event) -> None:
         carry = ev.epoch_carry(event.pair)
@@ -83,8 +86,9 @@ class PlannedTable:
         self._ids = [id_of(job) for job in planned]
         self._compared = 0  # base jobs installed and found equal so far
         self._in_base = True
-        self._changed: dict[bytes, JobState] = {}  # the catch-up's jobs, by id
-        self._added = 0  # of them, those the base does not hold
+        # the catch-up's jobs, by id (None: deleted by it)
+        self._changed: dict[bytes, JobState | None] = {}
+        self._added = 0  # jobs the catch-up left retained less those the base holds
 
     def _base_index(self, job_id: bytes) -> int | None:
         ids = self._ids
@@ -93,9 +97,8 @@ class PlannedTable:
 
     def job(self, job_id: bytes) -> JobState | None:
         """The job's state as the replay has it (after ``end_base``)."""
-        found = self._changed.get(job_id)
-        if found is not None:
-            return found
+        if job_id in self._changed:
+            return self._changed[job_id]
         k = self._base_index(job_id)
         return None if k is None else self._state_of(self._planned[k])
 
@@ -136,9 +139,12 @@ class PlannedTable:
             if k + 1 == len(self._ids):
                 self._chunk = []  # the last one compared: none is held on
             return
-        if job.id not in self._changed and self._base_index(job.id) is None:
-            self._added += 1
-        self._changed[job.id] = job
+        changed = self._changed
+        held = changed[job.id] is not None if job.id in changed \
+            else self._base_index(job.id) is not None
+        kept = event is None or not deletes(event)
+        self._added += kept - held
+        changed[job.id] = job if kept else None
 
     def epoch_entity(self, revision: int, event: ev.Event) -> None:
         carry = ev.epoch_carry(event.pair)

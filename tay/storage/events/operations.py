@@ -1,6 +1,7 @@
-"""Event pairs of the operations API (schema 2, types 20..28): queue pause and resume, a
+"""Event pairs of the operations API (schema 2, types 20..29): queue pause and resume, a
 worker failure's details, the manual retry of a cancelled job, a queue's concurrency set at
-runtime, schedule pause and resume, a scheduled job run now, and a queue's rate limit.
+runtime, schedule pause and resume, a scheduled job run now, a queue's rate limit, and a
+finished job deleted by hand.
 
 Layouts (docs/storage-events.md, literal fixtures in fixtures/tay/events/operations/):
 
@@ -13,6 +14,7 @@ Layouts (docs/storage-events.md, literal fixtures in fixtures/tay/events/operati
 * (26,2) ``schedule_resumed``   at, schedule_id
 * (27,2) ``job_expedited``      at, expected_revision, job_id
 * (28,2) ``queue_rate_limited`` at, period_ms, queue, starts
+* (29,2) ``job_deleted``        at, expected_revision, job_id
 
 ``concurrency`` is the queue's credits from then on (an integer in 1..65,536), or nil: back
 to the configured credits.
@@ -38,7 +40,7 @@ from tay.storage.events.definition import (
 )
 from tay.storage.events.schedules import check_schedule_id
 from tay.storage.events.registry import (
-    FAILURE_RECORDED, JOB_EXPEDITED, JOB_REQUEUED, QUEUE_PAUSED, QUEUE_RATE_LIMITED,
+    FAILURE_RECORDED, JOB_DELETED, JOB_EXPEDITED, JOB_REQUEUED, QUEUE_PAUSED, QUEUE_RATE_LIMITED,
     QUEUE_RESUMED, QUEUE_SCALED,
     SCHEDULE_PAUSED, SCHEDULE_RESUMED, Event, carry_in_epochs,
     job_entity, make_event, register_pairs,
@@ -139,6 +141,7 @@ register_pairs((
      _validate_control("schedule_resumed", "schedule_id", check_schedule_id)),
     (JOB_EXPEDITED, "job_expedited", _validate_job_step("job_expedited")),
     (QUEUE_RATE_LIMITED, "queue_rate_limited", _validate_rate_limited),
+    (JOB_DELETED, "job_deleted", _validate_job_step("job_deleted")),
 ))
 
 def queue_entity(payload: Any) -> tuple:
@@ -160,7 +163,8 @@ def schedule_pause_entity(payload: Any) -> tuple:
 # Through Store-v2 compaction (docs/storage-format.md "Epoch events"): a failure rides a
 # base as a (31,2) attachment of its job and a tail as a (30,2) event; a requeue and an
 # expedite are lifecycle steps of their job, so a base holds the job's (7,1) snapshot and a
-# tail a (30,2).
+# tail a (30,2). A deletion is its job's last step: a tail holds it as a (30,2), and a base
+# made after it holds nothing of the job.
 # A queue's pause state is an entity of its own: its payloads carry no expected revision,
 # so the (30,2) revision alone chains them, and a base checkpoints every queue ever paused.
 # A queue's runtime concurrency is a second entity of that queue (a base checkpoints it for
@@ -173,6 +177,7 @@ def schedule_pause_entity(payload: Any) -> tuple:
 carry_in_epochs(FAILURE_RECORDED, job_entity, attachment=True)
 carry_in_epochs(JOB_REQUEUED, job_entity)
 carry_in_epochs(JOB_EXPEDITED, job_entity)
+carry_in_epochs(JOB_DELETED, job_entity)
 carry_in_epochs(QUEUE_PAUSED, queue_entity)
 carry_in_epochs(QUEUE_RESUMED, queue_entity)
 carry_in_epochs(QUEUE_SCALED, queue_scale_entity)
@@ -224,3 +229,8 @@ def job_requeued(job_id: bytes, at: int, expected_revision: int) -> Event:
 def job_expedited(job_id: bytes, at: int, expected_revision: int) -> Event:
     return make_event(JOB_EXPEDITED, {"at": at, "expected_revision": expected_revision,
                                       "job_id": job_id})
+
+
+def job_deleted(job_id: bytes, at: int, expected_revision: int) -> Event:
+    return make_event(JOB_DELETED, {"at": at, "expected_revision": expected_revision,
+                                    "job_id": job_id})

@@ -38,6 +38,7 @@ SCHEDULE_PAUSED: Pair = (25, 2)
 SCHEDULE_RESUMED: Pair = (26, 2)
 JOB_EXPEDITED: Pair = (27, 2)
 QUEUE_RATE_LIMITED: Pair = (28, 2)
+JOB_DELETED: Pair = (29, 2)
 UNDOCUMENTED_PAIRS: frozenset[Pair] = frozenset({(12, 2)})
 LIFECYCLE_PAIRS: frozenset[Pair] = frozenset(
     {JOB_INSERTED, JOB_AVAILABLE, JOB_STARTED, JOB_FINISHED, JOB_CANCELLED, JOB_RETRIED}
@@ -49,7 +50,7 @@ JOB_PAIRS: frozenset[Pair] = frozenset(
 # every pair that names one job and goes through the transition function (JOB_PAIRS are
 # the ones the native fast path decodes)
 ALL_JOB_PAIRS: frozenset[Pair] = JOB_PAIRS | {FAILURE_RECORDED, JOB_REQUEUED,
-                                                    JOB_EXPEDITED}
+                                                    JOB_EXPEDITED, JOB_DELETED}
 
 class Event:
     """One decoded or built event. ``payload`` is read-only; ``raw`` caches its bytes.

@@ -364,10 +364,25 @@ def _expedited(job: JobState, sequence: int, event: Mapping[str, Any]) -> JobSta
                    ready_order=sequence)
 
 
+def _deleted(job: JobState, sequence: int, event: Mapping[str, Any]) -> JobState:
+    """A finished job deleted by hand: the state returned (its revision the deletion's) is
+    its last; whoever applies it drops the job instead of keeping it (``deletes``), so the
+    id is free for a new job, as after its retention expired."""
+    if job.state not in TERMINAL_STATES:
+        _reject(event, sequence, "delete_from_wrong_state", job.state)
+    return _evolve(job, revision=sequence)
+
+
+def deletes(event: ev.Event) -> bool:
+    """Whether ``event`` (applied) removes its job: a (29,2) ``job_deleted``."""
+    return event.type == _DELETED_TYPE and event.schema == 2
+
+
 JOB_PAIRS = _JOB_PAIRS = frozenset({ev.JOB_INSERTED, ev.JOB_AVAILABLE, ev.JOB_STARTED,
                                     ev.JOB_FINISHED, ev.JOB_CANCELLED, ev.JOB_RETRIED,
                                     ev.RESULT_RECORDED, ev.FAILURE_RECORDED,
-                                    ev.JOB_REQUEUED, ev.JOB_EXPEDITED})
+                                    ev.JOB_REQUEUED, ev.JOB_EXPEDITED, ev.JOB_DELETED})
+_DELETED_TYPE = ev.JOB_DELETED[0]
 
 _HANDLERS = {
     ev.JOB_INSERTED: _inserted,
@@ -380,6 +395,7 @@ _HANDLERS = {
     ev.FAILURE_RECORDED: _failure_recorded,
     ev.JOB_REQUEUED: _requeued,
     ev.JOB_EXPEDITED: _expedited,
+    ev.JOB_DELETED: _deleted,
 }
 # record types are unique across job pairs: one lookup by type, then the schema is checked
 _HANDLERS_BY_TYPE = {pair[0]: handler for pair, handler in _HANDLERS.items()}
@@ -466,7 +482,10 @@ class JobTable:
         job_id = event.payload.get("job_id")
         previous = self._jobs.get(job_id) if job_id is not None else None
         job = apply(previous, sequence, event)
-        self.put(job)
+        if deletes(event):
+            self.remove(job.id)
+        else:
+            self.put(job)
         if sequence > self.last_sequence:
             self.last_sequence = sequence
         return job
