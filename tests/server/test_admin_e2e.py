@@ -725,9 +725,10 @@ def test_paused_queue_its_limits_and_failure_details_survive_a_restart(engine):
         tenants = [await tay.enqueue("ops.ok", {"tenant": name}, queue="durable-args")
                    for name in ("a", "b")]
         assert [await h.result() for h in tenants] == [{"n": 0}, {"n": 0}]
-        return handle.id, tenants[0].id
+        admin.call("delete_job", {"job_id": tenants[1].id})
+        return handle.id, tenants[0].id, tenants[1].id
 
-    failed, tenant_a = run_with_worker(engine, body)
+    failed, tenant_a, tenant_b = run_with_worker(engine, body)
     admin.close()
     engine.stop()
     engine.start()
@@ -743,4 +744,7 @@ def test_paused_queue_its_limits_and_failure_details_survive_a_restart(engine):
     # finished jobs recovered into columns are read for their args too
     found = admin.call("jobs", {"state": "completed", "args": {"tenant": "a"}})["jobs"]
     assert [row["id"] for row in found] == [tenant_a]
+    with pytest.raises(AdminRefused) as deleted:  # deleted before the restart: still gone
+        admin.call("job", {"job_id": tenant_b})
+    assert deleted.value.code == "not_found"
     admin.call("resume_queue", {"queue": "durable-q"})
