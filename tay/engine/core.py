@@ -192,7 +192,8 @@ class Engine(EpochEngine):
         self.history = budget
 
     def finish_recovery(self, now_ms: int, mono_ms: int) -> Outcome:
-        """Check the state budget, then settle jobs left executing as interrupted (diag 7)."""
+        """Check the state budget, settle jobs left executing as interrupted (diag 7), and
+        seed the rate-limited queues' logs with their recent starts."""
         self.budget.check_recovered()
         self._clock_offset = now_ms - mono_ms
         out = Outcome()
@@ -201,6 +202,7 @@ class Engine(EpochEngine):
                            key=lambda e: e.stamp)
         for entry in executing:
             self._finish(entry, ev.INTERRUPTED, ev.DIAG_INTERRUPTED, now_ms, out)
+        self.seed_rate_logs(now_ms)
         return out
 
     # ---- read helpers for the server and the schedules component ------------------------

@@ -4,11 +4,13 @@ are free (Oban's and Sidekiq Enterprise's rate limits, for a queue that calls an
 quota).
 
 The limit is durable; what it counts is not. Each limited queue keeps a sliding log of its
-starts' monotonic times, at most ``starts`` long (RATE_STARTS_MAX bounds it), so a restart
-begins with an empty log and may start up to ``starts`` jobs at once, and a period made
-longer counts only the starts the log still holds (those of the shorter one). A queue that
-the log holds back sets ``wake``: the engine's next tick, when enough of its starts have
-left the period.
+starts' monotonic times, at most ``starts`` long (RATE_STARTS_MAX bounds it), and a period
+made longer counts only the starts the log still holds (those of the shorter one). After a
+restart the log is seeded (``seed``) from the start times its retained jobs recorded in
+the period (``EngineState.seed_rate_logs``): the newest jobs of the queue, at most a bounded
+number of them, so a start of a job no longer retained, or beyond that bound, is not seen
+and the first period may start that many more. A queue that the log holds back sets
+``wake``: the engine's next tick, when enough of its starts have left the period.
 """
 
 from __future__ import annotations
@@ -65,6 +67,12 @@ class RateLimits:
         if log is None:
             log = self._logs[queue] = deque()
         log.append(mono_ms)
+
+    def seed(self, queue: str, times: Sequence[int]) -> None:
+        """A limited queue's log from ``times`` (monotonic, any order), the newest
+        ``starts`` of them: its recent starts as recovery found them."""
+        starts = self.limits[queue][0]
+        self._logs[queue] = deque(sorted(times)[-starts:])
 
     def held_until(self, queue: str, mono_ms: int) -> int | None:
         """When a limited queue may start again if it is held back at ``mono_ms`` (its log

@@ -28,7 +28,9 @@ from tay.engine.executors import Executor, ExecutorRegistry, Reservation
 from tay.engine.retained.finished import FinishedJobs, charges
 from tay.engine.validation.ids import BufferedSystemRandom, RandomSource, random_token
 from tay.engine.retained.job_index import JobIndex
-from tay.engine.retained.jobs import JobEntry, LazyJobEntry, index_keys_for, peek
+from tay.engine.retained.jobs import (
+    JobEntry, LazyJobEntry, index_keys_for, peek, read_state, timeline,
+)
 from tay.engine.retained import packed as packing
 from tay.engine.validation.options import DEFINITION_FIXED_NODES
 from tay.engine.ready import DueHeap, ReadyIndex
@@ -46,6 +48,7 @@ from tay.storage.events.transitions import (
 )
 
 WAITING_FOR_TIME = ("scheduled", "retryable")
+RATE_SEED_SCAN = 10_000  # jobs of a rate-limited queue a restart reads for recent starts
 _new_tuple = tuple.__new__  # a named tuple built without its Python-level __new__
 STATE_INDEX = {state: index for index, state in enumerate(STATES)}
 _EXECUTING = STATE_INDEX["executing"]
@@ -298,6 +301,36 @@ class EngineState:
         self.next_sequence = sequence + 1
         out.events.append((sequence, event))
         self._drop(job.id, entry)
+
+    def seed_rate_logs(self, now_ms: int) -> None:
+        """After recovery: each rate-limited queue's log holds the starts its retained jobs
+        recorded in the period (each job's attempt timeline, else its last start), read
+        from the newest jobs of the queue, at most ``RATE_SEED_SCAN`` of them (four per
+        allowed start, at least 1,000), so a restart does not give the queue a fresh
+        allowance (tay.engine.rates)."""
+        if not self.rates.limits:
+            return
+        index, jobs = self.job_index, self.jobs
+        for queue, (starts, period_ms) in self.rates.limits.items():
+            since = now_ms - period_ms
+            found: list[int] = []
+
+            def collect(job_id: bytes) -> bool:
+                entry = jobs.get(job_id) or self._finished_entry(job_id)
+                attempts = timeline(entry)
+                if attempts:
+                    found.extend(started for _, started, _, _ in attempts
+                                 if started is not None and started > since)
+                else:
+                    at = read_state(entry).attempted_at
+                    if at is not None and at > since:
+                        found.append(at)
+                return False  # every entry is only read
+
+            index.page(("queue", queue), None, 1, collect,
+                       min(RATE_SEED_SCAN, max(1_000, 4 * starts)))
+            if found:
+                self.rates.seed(queue, [at - self._clock_offset for at in found])
 
     def remove_job(self, job_id: bytes) -> None:
         """Drop one finished job wherever it is held (an entry, columns, packed)."""

@@ -61,3 +61,57 @@ def test_lifting_the_last_limit_forgets_the_wake():
     assert not rates.allows("q", 6) and rates.wake == 1_005
     rates.set("q", None, None)
     assert not rates and rates.wake is None and "q" not in rates
+
+
+@pytest.mark.parametrize("store", ["v1", "v2"])
+def test_a_restart_counts_the_starts_its_jobs_recorded_in_the_period(store):
+    """Two of 2/60 s started (one retried after a failure: three starts), then a replay
+    into a fresh engine: ten seconds on, the queue is still held, until a minute after the
+    second-newest start; with no limit the same replay starts at once."""
+    from tay.engine import Execute, Engine, EngineConfig
+    from tay.engine import commands as c
+    from tests.engine.conftest import M0, T0, Driver, reply
+    from tests.engine.test_engine_epoch import replay_tail
+    from tests.engine.test_fused_commits import epoch_driver
+
+    driver = Driver() if store == "v1" else epoch_driver(1, "none", True)
+    reply(driver.run(c.Admin("p", "l", "limit_queue",
+                             {"queue": "q", "starts": 3, "period_ms": 60_000})))
+    driver.worker(tasks=("t",), capacity=5)
+    (first,) = [e for e in driver.enqueue(task="t", queue="q", retries=1).effects
+                if isinstance(e, Execute)]
+    driver.fail(first)  # retryable: its retry starts again after a backoff
+    driver.advance(5_000)
+    (retry,) = [e for e in driver.tick().effects if isinstance(e, Execute)]
+    driver.succeed(retry)
+    driver.advance(1_000)
+    (second,) = [e for e in driver.enqueue(task="t", queue="q").effects
+                 if isinstance(e, Execute)]
+    driver.succeed(second)
+    starts = [T0, T0 + 5_000, T0 + 6_000]
+
+    def restarted(at: int):
+        if store == "v1":
+            fresh = Driver()
+            for sequence, event in driver.journal:
+                fresh.engine.consume_event(sequence, event)
+        else:
+            fresh = replay_tail(driver.journal)
+        fresh.now, fresh.mono = at, M0 + 10**7  # a new process: another monotonic origin
+        fresh.engine.finish_recovery(fresh.now, fresh.mono)
+        fresh.worker(tasks=("t",), capacity=5)
+        return fresh
+
+    fresh = restarted(T0 + 16_000)
+    # explicit ids: the fresh driver's random ids would repeat the first run's
+    waiting = fresh.enqueue(task="t", queue="q", id="ab" * 16)
+    reply(waiting)
+    assert not [e for e in waiting.effects if isinstance(e, Execute)]
+    held = reply(fresh.run(c.Admin("p", "q", "queues", {}))).fields["queues"]
+    (limited,) = [q for q in held if q["name"] == "q"]
+    assert limited["rate_limited_until"] == starts[0] + 60_000
+    fresh.advance(starts[0] + 60_000 - fresh.now)
+    assert [e for e in fresh.tick().effects if isinstance(e, Execute)]
+    later = restarted(T0 + 61_000)  # the first start left the period: one start is free
+    assert [e for e in later.enqueue(task="t", queue="q", id="cd" * 16).effects
+            if isinstance(e, Execute)]
