@@ -37,6 +37,9 @@ def test_bulk_routes_win_over_a_job_id_and_take_their_filters() -> None:
     assert (request.op, request.body) == ("cancel_jobs", {"state": "available",
                                                           "task": "mail.send", "limit": 5})
     assert route_admin("POST", ["jobs", "retry"], "state=discarded").op == "retry_jobs"
+    assert route_admin("POST", ["jobs", "delete"], "state=completed").op == "delete_jobs"
+    request = route_admin("POST", ["jobs", "0" * 32, "delete"], "")
+    assert (request.op, request.body) == ("delete_job", {"job_id": "0" * 32})
     assert route_admin("GET", ["jobs", "0" * 32], "").op == "job"
     with pytest.raises(RequestRefused) as refused:
         route_admin("POST", ["jobs", "cancel"], "job_id=1")
@@ -67,3 +70,13 @@ def test_limit_refuses_a_bad_query(query: str) -> None:
     with pytest.raises(RequestRefused) as refused:
         route_admin("POST", ["queues", "api", "limit"], query)
     assert refused.value.code == "invalid_request"
+
+
+def test_args_is_a_json_object_in_the_query() -> None:
+    request = route_admin("GET", ["jobs"], "args=%7B%22account%22%3A42%7D&state=available")
+    assert request.body == {"args": {"account": 42}, "state": "available"}
+    request = route_admin("POST", ["jobs", "delete"], "state=completed&args=%5B1%5D")
+    assert request.body["args"] == [1]  # JSON, not an object: the engine refuses it
+    with pytest.raises(RequestRefused) as refused:
+        route_admin("GET", ["jobs"], "args=%7Bnot+json")
+    assert (refused.value.code, refused.value.details["field"]) == ("invalid_request", "args")
