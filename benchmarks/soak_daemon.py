@@ -4,7 +4,7 @@ clock real.
 
 Usage:
     .venv/bin/python -m benchmarks.soak_daemon [--days 30] [--speed 3600] [--rate 150]
-        [--retention 24h] [--schedule "0 * * * *"] [--json FILE]
+        [--retention 24h] [--schedule "0 * * * *"] [--queues N] [--json FILE]
 
 What runs, each its own process as in production: ``tay serve`` in strict sync mode on
 the bench scratch (``tay.bench.paths``) with serve's defaults (compaction on, its
@@ -17,7 +17,10 @@ every poll and sleep timeout by the same factor: the event loop then spins.) One
 enqueues ``--rate`` reference-shape jobs per real second (args ``{"account_key",
 "payload": "x" * 1024, "version"}``), one at a time, each acknowledged before the next;
 and one cron schedule (``--schedule``, ``catch_up=all``, ``overlap=allow``: every
-occurrence is a job) whose occurrences the worker runs.
+occurrence is a job) whose occurrences the worker runs. ``--queues N`` spreads the jobs
+over N queues named ``tenant-<k>`` (0: a new queue name for every job, as an application
+that makes up a queue per customer or per request would), to show that names used once do
+not stay in the engine's memory.
 
 Delayed jobs, schedules and terminal retention run on the wall clock, so at ``--speed``
 3600 a real second is an hour of the daemon's life: ``--rate`` 150 is 150 jobs an hour,
@@ -108,6 +111,7 @@ from tay import Tay
 
 async def main():
     rate = float(sys.argv[2])
+    queues = int(sys.argv[4])  # 0: a new queue name for every job
     tay = Tay(socket_path=sys.argv[1], mode="client")
     await tay.start()
     hourly = await tay.schedule("soak.hourly.v1", cron=sys.argv[3], catch_up="all",
@@ -123,8 +127,9 @@ async def main():
         pause = due - time.monotonic()
         if pause > 0:
             await asyncio.sleep(pause)
+        queue = "default" if queues == 1 else f"tenant-{sent % queues if queues else sent}"
         await tay.enqueue("soak.job.v1", {"account_key": f"account-{sent % 1000}",
-                                         "payload": payload, "version": 1})
+                                         "payload": payload, "version": 1}, queue=queue)
         sent += 1
         if sent % 10 == 0:
             print("sent", sent, flush=True)
@@ -292,6 +297,8 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--history-bytes", type=int, default=None,
                         help="serve's --compact-history-bytes (default: serve's, 64 MiB)")
     parser.add_argument("--restarts", type=int, default=3)
+    parser.add_argument("--queues", type=int, default=1,
+                        help="queues the jobs are spread over (0: a new one for every job)")
     add_store_options(parser)
     return parser
 
@@ -310,6 +317,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     options = parser.parse_args(argv)
     if options.days <= 0 or options.speed < 1 or options.rate <= 0 or options.restarts < 1:
         parser.error("--days, --speed, --rate and --restarts must be positive")
+    if options.queues < 0:
+        parser.error("--queues must be 0 (a new queue for every job) or more")
 
     root = (options.dir or bench_scratch()) / f"soak-daemon-{uuid.uuid4().hex[:8]}"
     root.mkdir(parents=True)
@@ -336,7 +345,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         server = psutil.Process(serve.process.pid)
         worker, _ = spawn(WORKER, serve.socket)
         producer, (first_due,) = spawn(PRODUCER, serve.socket, str(options.rate),
-                                       options.schedule)
+                                       options.schedule, str(options.queues))
         acked = LineCounter(producer, "sent")
         hourly = LineCounter(worker, "occurrence")
         started = time.monotonic()
