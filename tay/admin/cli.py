@@ -73,6 +73,7 @@ def _args_object(text: str) -> dict[str, Any]:
 
 ARGS_HELP = ("only jobs whose args hold these top-level keys with equal values, a JSON "
              "object like '{\"account\": 42}'")
+ERROR_HELP = "only jobs whose last failure's type or message contains this text (any case)"
 
 
 def _concurrency(text: str) -> int | None:
@@ -129,6 +130,7 @@ def register(groups: Any) -> None:
     jobs.add_argument("--queue", help="only jobs of this queue")
     jobs.add_argument("--task", help="only jobs of this task")
     jobs.add_argument("--args", type=_args_object, help=ARGS_HELP)
+    jobs.add_argument("--error", help=ERROR_HELP)
     jobs.add_argument("--limit", type=_positive, default=50, help="jobs per page, 1..100 (default 50)")
     jobs.add_argument("--cursor", help="continue after a previous page (its next_cursor)")
     command("job", "one job in full: definition, args, attempts, failure, result",
@@ -143,6 +145,7 @@ def register(groups: Any) -> None:
     retry_all.add_argument("--queue", help="only jobs of this queue")
     retry_all.add_argument("--task", help="only jobs of this task")
     retry_all.add_argument("--args", type=_args_object, help=ARGS_HELP)
+    retry_all.add_argument("--error", help=ERROR_HELP)
     retry_all.add_argument("--limit", type=_positive, help="retry at most this many "
                            "(default: all), most recently changed first")
     command("cancel", "cancel a waiting or running job", _cancel).add_argument("job_id", metavar="ID")
@@ -153,6 +156,7 @@ def register(groups: Any) -> None:
     cancel_all.add_argument("--queue", help="only jobs of this queue")
     cancel_all.add_argument("--task", help="only jobs of this task")
     cancel_all.add_argument("--args", type=_args_object, help=ARGS_HELP)
+    cancel_all.add_argument("--error", help=ERROR_HELP)
     cancel_all.add_argument("--limit", type=_positive, help="cancel at most this many "
                             "(default: all), most recently changed first")
     command("delete", "delete a completed, discarded or cancelled job (its id is free "
@@ -164,6 +168,7 @@ def register(groups: Any) -> None:
     delete_all.add_argument("--queue", help="only jobs of this queue")
     delete_all.add_argument("--task", help="only jobs of this task")
     delete_all.add_argument("--args", type=_args_object, help=ARGS_HELP)
+    delete_all.add_argument("--error", help=ERROR_HELP)
     delete_all.add_argument("--limit", type=_positive, help="delete at most this many "
                             "(default: all), most recently changed first")
     command("queues", "queues: depth by state, credits, executing, paused", _queues)
@@ -284,7 +289,7 @@ def _jobs(client: Any, args: argparse.Namespace) -> int:
         print("tay jobs: --limit must be 1..100", file=sys.stderr)
         return 2
     body = {"state": args.state, "queue": args.queue, "task": args.task, "args": args.args,
-            "limit": args.limit, "cursor": args.cursor}
+            "error": args.error, "limit": args.limit, "cursor": args.cursor}
     return _show(args, client.call("jobs", {k: v for k, v in body.items() if v is not None}),
                  render_jobs)
 
@@ -338,13 +343,14 @@ def _delete_all(client: Any, args: argparse.Namespace) -> int:
 
 
 def _job_filters(args: argparse.Namespace) -> dict[str, Any]:
-    return {name: getattr(args, name) for name in ("queue", "task", "args")
+    return {name: getattr(args, name) for name in ("queue", "task", "args", "error")
             if getattr(args, name) is not None}
 
 
 def _where(filters: Mapping[str, Any]) -> str:
-    """The filters as the summary line says them: `` queue mail args {"account": 42}``."""
-    return "".join(f" {name} {json.dumps(value) if name == 'args' else value}"
+    """The filters as the summary line says them: `` queue mail args {"account": 42}``
+    (args and error as JSON: an error's text may hold spaces)."""
+    return "".join(f" {name} {json.dumps(value) if name in ('args', 'error') else value}"
                    for name, value in filters.items())
 
 

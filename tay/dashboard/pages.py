@@ -28,7 +28,7 @@ TERMINAL = frozenset({"completed", "cancelled", "discarded"})
 CAN_RETRY = frozenset(RETRIABLE)  # scheduled: run now
 CAN_CANCEL = frozenset(CANCELLABLE)
 PAGE_SIZE = 50
-JOB_FILTERS = ("state", "queue", "task", "args")  # the jobs page's, as URL parameters
+JOB_FILTERS = ("state", "queue", "task", "args", "error")  # the jobs page's, as URL parameters
 RUNNING_MAX = 50  # executions the workers page lists
 TASKS_SHOWN = 200  # (queue, task) rows the tasks page lists, the busiest first
 TRAIL_MAX = 30  # "newer" links remembered while paging (older ones fall back to the first page)
@@ -309,8 +309,8 @@ async def _bulk_confirm(view: View, kind: str) -> Page:
     view.back = jobs_url(filters)
     status, queues = await _gather(view, ("queues", {}))
     state = filters["state"]
-    count = None  # known from the counts unless a task or args narrow it
-    if filters["task"] is None and filters["args"] is None:
+    count = None  # known from the counts unless a task, args or an error narrow it
+    if filters["task"] is None and filters["args"] is None and filters["error"] is None:
         if filters["queue"] is None:
             count = ((status["engine"] or {}).get("jobs") or {}).get("by_state", {}).get(state)
         else:

@@ -51,7 +51,7 @@ OPS = frozenset(ROUTES)
 ACTIONS = frozenset(op for op, (method, _) in ROUTES.items() if method == "POST")
 SOCKET_TYPES = {f"admin_{op}": op for op in ROUTES}
 QUERY_FIELDS: dict[str, frozenset[str]] = {
-    "jobs": frozenset({"state", "queue", "task", "args", "limit", "cursor"}),
+    "jobs": frozenset({"state", "queue", "task", "args", "error", "limit", "cursor"}),
     "schedules": frozenset({"limit", "cursor"}),
     "activity": frozenset({"limit"}),
     "actions": frozenset({"limit"}),
@@ -59,9 +59,9 @@ QUERY_FIELDS: dict[str, frozenset[str]] = {
     "purge_queue": frozenset({"limit"}),
     "scale_queue": frozenset({"concurrency"}),
     "limit_queue": frozenset({"starts", "period_ms"}),
-    "retry_jobs": frozenset({"state", "queue", "task", "args", "limit", "cursor"}),
-    "cancel_jobs": frozenset({"state", "queue", "task", "args", "limit", "cursor"}),
-    "delete_jobs": frozenset({"state", "queue", "task", "args", "limit", "cursor"}),
+    "retry_jobs": frozenset({"state", "queue", "task", "args", "error", "limit", "cursor"}),
+    "cancel_jobs": frozenset({"state", "queue", "task", "args", "error", "limit", "cursor"}),
+    "delete_jobs": frozenset({"state", "queue", "task", "args", "error", "limit", "cursor"}),
 }
 PATH_FIELDS = {"{id}": "job_id", "{name}": "queue", "{schedule}": "schedule_id",
                "{runtime}": "runtime_id"}

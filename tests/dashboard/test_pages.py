@@ -145,6 +145,29 @@ def test_jobs_filtered_by_args_and_cancelled_together(ui_engine):
     ui_engine.admin.call("cancel_job", {"job_id": of_7})  # nothing left waiting
 
 
+def test_jobs_filtered_by_their_last_failure(ui_engine):
+    """Error has finds the jobs whose last failure's type or message holds the text, in
+    any case; the Retry all link and its confirmation carry the filter."""
+    from urllib.parse import quote
+
+    queue = "by-error"
+    failed = ui_engine.enqueue("ui.flaky", {"gate": "/nonexistent", "note": "A-17"},
+                               queue=queue)
+    ui_engine.wait_state(failed, "discarded")
+    ok = ui_engine.enqueue("ui.ok", {"n": 1}, queue=queue)
+    ui_engine.wait_state(ok, "completed")
+    listing = ui_engine.get(f"/ui/jobs?queue={queue}&error={quote('card DECLINED')}")
+    assert listing.status == 200 and rows(listing.text) == [failed]
+    assert rows(ui_engine.get(f"/ui/jobs?queue={queue}&error=paymentdeclined").text) == [failed]
+    assert rows(ui_engine.get(f"/ui/jobs?queue={queue}&error=KeyError").text) == []
+    shown = ui_engine.get(f"/ui/jobs?state=discarded&queue={queue}&error=declined")
+    assert "Retry all discarded of by-error failed with “declined”…" in shown.text
+    confirm = ui_engine.get(f"/ui/retry?state=discarded&queue={queue}&error=declined")
+    assert "whose last failure has “declined”" in confirm.text
+    too_long = ui_engine.get(f"/ui/jobs?error={'x' * 201}")
+    assert too_long.status == 400 and "error must be a text of 1..200" in too_long.text
+
+
 def test_a_finished_job_is_deleted_after_a_confirmation(ui_engine):
     """Delete… on a completed job's page leads to a confirmation; its POST deletes the job
     and lands on the jobs page with a notice; Delete all completed of a queue does the rest

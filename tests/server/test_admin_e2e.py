@@ -110,6 +110,13 @@ def test_failure_details_timeline_retry_and_activity(engine, transport):
         assert "bad input 42" in raised.value.remote_traceback and "ValueError" in str(raised.value)
         rows = admin.call("jobs", {"state": "discarded", "queue": f"fail-{transport}"})["jobs"]
         assert [row["id"] for row in rows] == [handle.id], rows
+        found = await asyncio.to_thread(
+            cli, engine, "jobs", "--queue", f"fail-{transport}", "--error", "BAD INPUT", "--json",
+            *(["--url", admin.call("status", {})["http"]["address"]]
+              if transport == "http" else []))
+        assert [row["id"] for row in json.loads(found.stdout)["jobs"]] == [handle.id], found
+        assert admin.call("jobs", {"queue": f"fail-{transport}", "error": "KeyError"})[
+            "jobs"] == []
         activity = admin.call("activity", {})
         assert any(f["job_id"] == handle.id and f["error_type"] == "ValueError"
                    for f in activity["failures"])

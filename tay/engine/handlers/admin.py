@@ -45,7 +45,9 @@ from typing import Any, Callable
 from tay.engine.bulk_states import CANCELLABLE, DELETABLE, RETRIABLE
 from tay.engine.commands import Admin, Enqueue
 from tay.engine.activity import OUTCOMES, PAIRS_MAX, RUN_BOUNDS_MS
-from tay.engine.args_filter import ARGS_SCAN_LIMIT, args_match, parse_args_filter
+from tay.engine.content_filters import (
+    ARGS_SCAN_LIMIT, args_match, error_match, parse_args_filter, parse_error_filter,
+)
 from tay.engine.effects import Outcome
 from tay.engine.executors import Executor
 from tay.engine.retained.jobs import WAITING, JobEntry, peek, read_state, timeline
@@ -65,7 +67,7 @@ from tay.storage.events.transitions import STATES
 
 PAGE_DEFAULT, PAGE_MAX = 50, 100
 SCAN_LIMIT = 10_000  # index entries one jobs page may examine (docs/admin.md)
-_LISTING_FIELDS = frozenset({"state", "queue", "task", "args", "limit", "cursor"})
+_LISTING_FIELDS = frozenset({"state", "queue", "task", "args", "error", "limit", "cursor"})
 PURGE_DEFAULT, PURGE_MAX = 1_000, 10_000
 BULK_DEFAULT, BULK_MAX = 1_000, 10_000  # retry_jobs, cancel_jobs: jobs per request
 NEXT_OCCURRENCES = 5
@@ -201,7 +203,8 @@ class AdminCommands(ScheduleCommands):
         queue, task = _optional_key(body, "queue"), _optional_key(body, "task")
         limit = _limit(body, PAGE_DEFAULT, PAGE_MAX)
         found, cursor = self._matching(state, queue, task, parse_args_filter(body),
-                                       _stamp_cursor(body), limit, SCAN_LIMIT)
+                                       parse_error_filter(body), _stamp_cursor(body), limit,
+                                       SCAN_LIMIT)
         jobs = self.jobs
         # a job held in columns is summarised from a detached entry: listing takes none out
         return {"jobs": [job_summary(jobs.get(job_id) or self._finished_entry(job_id))
@@ -209,13 +212,13 @@ class AdminCommands(ScheduleCommands):
                 "next_cursor": None if cursor is None else str(cursor)}
 
     def _matching(self, state: str | None, queue: str | None, task: str | None,
-                  args: dict[str, Any] | None, before: int | None, limit: int,
-                  scan_limit: int) -> tuple[list[bytes], int | None]:
+                  args: dict[str, Any] | None, error: str | None, before: int | None,
+                  limit: int, scan_limit: int) -> tuple[list[bytes], int | None]:
         """Up to ``limit`` ids of the jobs in ``state`` of ``queue`` running ``task`` whose
-        args hold ``args`` (None: any), most recently changed first from the cursor
-        ``before``, walking the smallest index of the filters for at most ``scan_limit``
-        entries (``ARGS_SCAN_LIMIT`` with an args filter: each costs a decode); and the next
-        cursor."""
+        args hold ``args`` and whose last failure holds ``error`` (case-folded; None: any),
+        most recently changed first from the cursor ``before``, walking the smallest index
+        of the filters for at most ``scan_limit`` entries (``ARGS_SCAN_LIMIT`` with an args
+        or error filter: each costs a decode); and the next cursor."""
         keys = [key for key in (("state", state), ("queue", queue), ("task", task))
                 if key[1] is not None]
         index = self.job_index
@@ -235,16 +238,17 @@ class AdminCommands(ScheduleCommands):
                     and (queue is None or entry.queue == queue)
                     and (task is None or entry.task == task))
 
-        if args is None:
+        if args is None and error is None:
             return index.page(key, before, limit, accept, scan_limit)
 
-        def accept_args(job_id: bytes) -> bool:  # the cheap filters first
+        def accept_content(job_id: bytes) -> bool:  # the cheap filters first
             if not accept(job_id):
                 return False
-            entry = jobs.get(job_id) or self._finished_entry(job_id)  # none taken out
-            return args_match(read_state(entry).definition["args"], args)
+            job = read_state(jobs.get(job_id) or self._finished_entry(job_id))  # none taken out
+            return ((args is None or args_match(job.definition["args"], args))
+                    and (error is None or error_match(job.failure, error)))
 
-        return index.page(key, before, limit, accept_args, min(scan_limit, ARGS_SCAN_LIMIT))
+        return index.page(key, before, limit, accept_content, min(scan_limit, ARGS_SCAN_LIMIT))
 
     def _admin_job(self, body: Any, now_ms: int, out: Outcome) -> dict[str, Any]:
         body = request_fields(body, frozenset({"job_id"}), "job")
@@ -440,12 +444,13 @@ class AdminCommands(ScheduleCommands):
             raise RequestRefused("state must be one of " + ", ".join(states),
                                  code="invalid_request", field="state")
         queue, task = _optional_key(body, "queue"), _optional_key(body, "task")
-        args = parse_args_filter(body)
+        args, error = parse_args_filter(body), parse_error_filter(body)
         limit = _limit(body, BULK_DEFAULT, BULK_MAX)
-        found, cursor = self._matching(state, queue, task, args, _stamp_cursor(body), limit,
-                                       self.job_count() + 1)
+        found, cursor = self._matching(state, queue, task, args, error, _stamp_cursor(body),
+                                       limit, self.job_count() + 1)
         entries = [self._entry(job_id) for job_id in found]  # held ones come out of columns
         return ({"state": state, "queue": queue, "task": task, "args": args,
+                 "error": body.get("error"),
                  "next_cursor": None if cursor is None else str(cursor)}, entries)
 
     def _cancel_jobs(self, entries: list[JobEntry], now_ms: int, out: Outcome) -> None:

@@ -9,8 +9,8 @@ from hypothesis import given, strategies as st
 
 from tay.engine import Execute
 from tay.engine import commands as c
-from tay.engine import args_filter
-from tay.engine.args_filter import args_match, same_json
+from tay.engine import content_filters
+from tay.engine.content_filters import args_match, error_match, same_json
 
 from .conftest import Driver, refusal, reply
 
@@ -97,7 +97,7 @@ def test_jobs_retry_jobs_and_cancel_jobs_pick_jobs_by_their_args():
 def test_an_args_page_examines_a_bounded_number_of_jobs_and_goes_on_by_cursor(monkeypatch):
     """With the scan bound at 3, a walk over 10 jobs that match none returns empty pages
     with cursors until the end; the matching one is found on its page, each job once."""
-    monkeypatch.setattr(args_filter, "ARGS_SCAN_LIMIT", 3)
+    monkeypatch.setattr(content_filters, "ARGS_SCAN_LIMIT", 3)
     from tay.engine.handlers import admin as admin_ops
     monkeypatch.setattr(admin_ops, "ARGS_SCAN_LIMIT", 3)
     driver = Driver()
@@ -131,3 +131,37 @@ def test_an_args_page_examines_a_bounded_number_of_jobs_and_goes_on_by_cursor(mo
 def test_a_bad_args_filter_is_refused(op, extra, args):
     out = Driver().run(c.Admin("p", "r", op, {**extra, "args": args}))
     assert refusal(out)["code"] == "invalid_request"
+
+
+@pytest.mark.parametrize("failure, wanted, found", [
+    ({"type": "TimeoutError", "message": "no reply"}, "timeout", True),
+    ({"type": "ValueError", "message": "bad Account 42"}, "account 42", True),
+    ({"type": "ValueError", "message": "bad input"}, "KeyError", False),
+    ({"message": "STRASSE"}, "straße", True),  # case-folded, not just lowered
+    (None, "error", False), ({}, "x", False),
+])
+def test_an_error_filter_looks_in_the_type_and_the_message(failure, wanted, found):
+    assert error_match(failure, wanted.casefold()) is found
+
+
+def test_jobs_and_bulk_ops_pick_jobs_by_their_last_failure():
+    driver = Driver()
+    driver.worker(capacity=10)
+    for message in ("upstream timed out", "card declined", "Timed Out again"):
+        (execute,) = executes(driver.enqueue(retries=0, args={"m": message}))
+        driver.fail(execute, {"type": "RuntimeError", "message": message})
+    (ok,) = executes(driver.enqueue())
+    driver.succeed(ok)
+    listed = admin(driver, "jobs", error="TIMED OUT")
+    assert sorted(driver.status(row["id"])["state"] for row in listed["jobs"]) == [
+        "discarded", "discarded"]
+    assert {admin(driver, "job", job_id=row["id"])["job"]["args"]["m"]
+            for row in listed["jobs"]} == {"upstream timed out", "Timed Out again"}
+    assert len(admin(driver, "jobs", error="runtimeerror")["jobs"]) == 3
+    assert admin(driver, "jobs", error="declined", args={"m": "card declined"})["jobs"]
+    done = admin(driver, "delete_jobs", state="discarded", error="declined")
+    assert (done["deleted"], done["error"]) == (1, "declined")
+    assert len(admin(driver, "jobs", state="discarded")["jobs"]) == 2
+    for bad in ("", "x" * 201, 42):
+        assert refusal(driver.run(c.Admin("p", "r", "jobs", {"error": bad})))["code"] == \
+            "invalid_request"

@@ -1,12 +1,16 @@
-"""Jobs picked by their arguments (``jobs``, ``retry_jobs`` and ``cancel_jobs`` take an
-``args`` filter, docs/admin.md): the jobs whose args object holds every given top-level key
-with an equal value, so an operator can list, retry or cancel "the jobs of account 42"
-(Sidekiq's and Oban Web's search by args).
+"""Jobs picked by what they hold (``jobs``, ``retry_jobs``, ``cancel_jobs`` and
+``delete_jobs`` take these filters, docs/admin.md):
 
-Values are equal as JSON values: a number equals the same number whether written as an
-integer or a float, but ``true`` is not ``1``, and objects and arrays are equal member by
-member. Reading a job's args costs a decode, so a page with this filter examines at most
-``ARGS_SCAN_LIMIT`` jobs, then ends with a cursor.
+* ``args``: the jobs whose args object holds every given top-level key with an equal value,
+  so an operator can list, retry, cancel or delete "the jobs of account 42" (Sidekiq's and
+  Oban Web's search by args). Values are equal as JSON values: a number equals the same
+  number whether written as an integer or a float, but ``true`` is not ``1``, and objects
+  and arrays are equal member by member.
+* ``error``: the jobs whose last worker failure's type or message contains the text, in
+  any letter case (Sidekiq's search of its retry and dead sets).
+
+Reading a job's args or failure costs a decode, so a page with either filter examines at
+most ``ARGS_SCAN_LIMIT`` jobs, then ends with a cursor.
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ from typing import Any
 
 from tay.failures import RequestRefused
 
-ARGS_SCAN_LIMIT = 2_000  # jobs one page with an args filter may examine
+ARGS_SCAN_LIMIT = 2_000  # jobs one page with an args or error filter may examine
 ARGS_FILTER_KEYS_MAX = 16
 ARGS_FILTER_DEPTH_MAX = 8
 
@@ -34,6 +38,31 @@ def parse_args_filter(body: Mapping[str, Any]) -> dict[str, Any] | None:
         raise RequestRefused(f"args nests deeper than {ARGS_FILTER_DEPTH_MAX} levels",
                              code="invalid_request", field="args")
     return wanted
+
+
+ERROR_FILTER_CHARS_MAX = 200
+
+
+def parse_error_filter(body: Mapping[str, Any]) -> str | None:
+    """The request's ``error`` filter, case-folded (None: none): 1..200 characters."""
+    wanted = body.get("error")
+    if wanted is None:
+        return None
+    if type(wanted) is not str or not 1 <= len(wanted) <= ERROR_FILTER_CHARS_MAX:
+        raise RequestRefused(f"error must be a text of 1..{ERROR_FILTER_CHARS_MAX} characters "
+                             "(found in a failure's type or message)", code="invalid_request",
+                             field="error")
+    return wanted.casefold()
+
+
+def error_match(failure: Mapping[str, Any] | None, wanted: str) -> bool:
+    """Whether a job's last failure (None: none) has ``wanted`` (case-folded) in its type
+    or message."""
+    if not failure:
+        return False
+    return any(wanted in text.casefold() for text in (failure.get("type"),
+                                                       failure.get("message"))
+               if type(text) is str)
 
 
 def args_match(args: Any, wanted: dict[str, Any]) -> bool:
