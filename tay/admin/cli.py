@@ -71,9 +71,19 @@ def _args_object(text: str) -> dict[str, Any]:
     return value
 
 
-ARGS_HELP = ("only jobs whose args hold these top-level keys with equal values, a JSON "
-             "object like '{\"account\": 42}'")
-ERROR_HELP = "only jobs whose last failure's type or message contains this text (any case)"
+def _job_filter_options(parser: argparse.ArgumentParser, verb: str | None = None) -> None:
+    """``--queue``, ``--task``, ``--args`` and ``--error`` (the filters of ``jobs`` and the
+    bulk ops), and for a bulk command (``verb``) its ``--limit``."""
+    parser.add_argument("--queue", help="only jobs of this queue")
+    parser.add_argument("--task", help="only jobs of this task")
+    parser.add_argument("--args", type=_args_object, help=(
+        "only jobs whose args hold these top-level keys with equal values, a JSON object "
+        "like '{\"account\": 42}'"))
+    parser.add_argument("--error", help="only jobs whose last failure's type or message "
+                        "contains this text (any case)")
+    if verb is not None:
+        parser.add_argument("--limit", type=_positive, help=f"{verb} at most this many "
+                            "(default: all), most recently changed first")
 
 
 def _concurrency(text: str) -> int | None:
@@ -127,10 +137,7 @@ def register(groups: Any) -> None:
     enqueue.set_defaults(handler=enqueue_command.run)
     jobs = command("jobs", "list jobs, most recently changed first", _jobs)
     jobs.add_argument("--state", choices=STATES, help="only jobs in this state")
-    jobs.add_argument("--queue", help="only jobs of this queue")
-    jobs.add_argument("--task", help="only jobs of this task")
-    jobs.add_argument("--args", type=_args_object, help=ARGS_HELP)
-    jobs.add_argument("--error", help=ERROR_HELP)
+    _job_filter_options(jobs)
     jobs.add_argument("--limit", type=_positive, default=50, help="jobs per page, 1..100 (default 50)")
     jobs.add_argument("--cursor", help="continue after a previous page (its next_cursor)")
     command("job", "one job in full: definition, args, attempts, failure, result",
@@ -142,35 +149,20 @@ def register(groups: Any) -> None:
                         "run every scheduled one now (of a queue, of a task), in batches",
                         _retry_all)
     retry_all.add_argument("state", choices=RETRIABLE)
-    retry_all.add_argument("--queue", help="only jobs of this queue")
-    retry_all.add_argument("--task", help="only jobs of this task")
-    retry_all.add_argument("--args", type=_args_object, help=ARGS_HELP)
-    retry_all.add_argument("--error", help=ERROR_HELP)
-    retry_all.add_argument("--limit", type=_positive, help="retry at most this many "
-                           "(default: all), most recently changed first")
+    _job_filter_options(retry_all, "retry")
     command("cancel", "cancel a waiting or running job", _cancel).add_argument("job_id", metavar="ID")
     cancel_all = command("cancel-all", "cancel every job in a state (of a queue, of a task), "
                          "in batches; running ones are told to stop", _cancel_all)
     cancel_all.add_argument("state", choices=("waiting", *CANCELLABLE),
                             help="waiting: scheduled, available and retryable")
-    cancel_all.add_argument("--queue", help="only jobs of this queue")
-    cancel_all.add_argument("--task", help="only jobs of this task")
-    cancel_all.add_argument("--args", type=_args_object, help=ARGS_HELP)
-    cancel_all.add_argument("--error", help=ERROR_HELP)
-    cancel_all.add_argument("--limit", type=_positive, help="cancel at most this many "
-                            "(default: all), most recently changed first")
+    _job_filter_options(cancel_all, "cancel")
     command("delete", "delete a completed, discarded or cancelled job (its id is free "
             "again; the next compaction leaves its records out)", _delete).add_argument(
         "job_id", metavar="ID")
     delete_all = command("delete-all", "delete every job in a finished state (of a queue, "
                          "of a task), in batches", _delete_all)
     delete_all.add_argument("state", choices=DELETABLE)
-    delete_all.add_argument("--queue", help="only jobs of this queue")
-    delete_all.add_argument("--task", help="only jobs of this task")
-    delete_all.add_argument("--args", type=_args_object, help=ARGS_HELP)
-    delete_all.add_argument("--error", help=ERROR_HELP)
-    delete_all.add_argument("--limit", type=_positive, help="delete at most this many "
-                            "(default: all), most recently changed first")
+    _job_filter_options(delete_all, "delete")
     command("queues", "queues: depth by state, credits, executing, paused", _queues)
     command("workers", "connected workers, what each runs now, tasks nobody serves", _workers)
     tasks = command("tasks", "each task of each queue since start (or in the last hour): "

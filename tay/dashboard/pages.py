@@ -41,6 +41,9 @@ DIAGNOSTICS = {1: "the task reported an error", 2: "the task raised an exception
                6: "the task returned a value that cannot be stored",
                7: "the run was interrupted (worker disconnected or engine restarted)"}
 
+# the notice of a bulk action: what it did (verb) and what to do again for more (kind)
+BULK_DONE = {"retried_all": ("Retried", "retry"), "cancelled_all": ("Cancelled", "cancel"),
+             "deleted_all": ("Deleted", "delete")}
 NOTICES = {
     "retried": "Retry requested: the job waits to run again.",
     "cancelled": "The job is cancelled.",
@@ -71,9 +74,8 @@ def notice(view: View) -> str | None:
         return f"Queue scaled: it runs up to {view.query.get('n', '?')} job(s) at once."
     if done == "deleted":
         return f"Deleted job {view.query.get('id', '?')}: its id is free again."
-    if done in ("retried_all", "cancelled_all", "deleted_all"):
-        verb, kind = {"retried_all": ("Retried", "retry"), "cancelled_all": ("Cancelled", "cancel"),
-                      "deleted_all": ("Deleted", "delete")}[done]
+    if done in BULK_DONE:
+        verb, kind = BULK_DONE[done]
         text = f"{verb} {view.query.get('n', '?')} job(s)."
         if view.query.get("more"):
             text += f" More remain: {kind} all again for the next batch."
@@ -176,18 +178,19 @@ async def jobs(view: View) -> Page:
     # attribute access on a namespace is the fast path of Jinja's lookup (a dict key is tried
     # only after getattr fails); this page renders 50 rows of ten fields
     rows = [SimpleNamespace(**row) for row in page["jobs"]]
+
+    def bulk_link(kind: str) -> str | None:  # retry all, cancel all, delete all: the state's
+        return bulk_url(kind, filters) if filters["state"] in BULK[kind][1] and rows \
+            and not error else None
+
     return _page(view, "jobs.html", "jobs", status, rows=rows, filters=filters,
                  states=STATES, error=error, older=older, newer=newer,
                  first=jobs_url(filters) if cursor is not None else None,
                  page_number=len(trail) + 1 if cursor is not None else 1,
                  by_state=(status["engine"] or {}).get("jobs", {}).get("by_state", {}),
                  state_url=lambda state: jobs_url({**filters, "state": state}),
-                 retry_url=(bulk_url("retry", filters)
-                            if filters["state"] in RETRIABLE and rows and not error else None),
-                 cancel_url=(bulk_url("cancel", filters)
-                             if filters["state"] in CANCELLABLE and rows and not error else None),
-                 delete_url=(bulk_url("delete", filters)
-                             if filters["state"] in DELETABLE and rows and not error else None),
+                 retry_url=bulk_link("retry"), cancel_url=bulk_link("cancel"),
+                 delete_url=bulk_link("delete"),
                  search="", live=cursor is None, http_status=400 if error else 200)
 
 

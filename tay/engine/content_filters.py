@@ -10,7 +10,7 @@
   any letter case (Sidekiq's search of its retry and dead sets).
 
 Reading a job's args or failure costs a decode, so a page with either filter examines at
-most ``ARGS_SCAN_LIMIT`` jobs, then ends with a cursor.
+most ``CONTENT_SCAN_LIMIT`` jobs, then ends with a cursor.
 """
 
 from __future__ import annotations
@@ -20,7 +20,7 @@ from typing import Any
 
 from tay.failures import RequestRefused
 
-ARGS_SCAN_LIMIT = 2_000  # jobs one page with an args or error filter may examine
+CONTENT_SCAN_LIMIT = 2_000  # jobs one page with an args or error filter may examine
 ARGS_FILTER_KEYS_MAX = 16
 ARGS_FILTER_DEPTH_MAX = 8
 

@@ -97,9 +97,9 @@ def test_jobs_retry_jobs_and_cancel_jobs_pick_jobs_by_their_args():
 def test_an_args_page_examines_a_bounded_number_of_jobs_and_goes_on_by_cursor(monkeypatch):
     """With the scan bound at 3, a walk over 10 jobs that match none returns empty pages
     with cursors until the end; the matching one is found on its page, each job once."""
-    monkeypatch.setattr(content_filters, "ARGS_SCAN_LIMIT", 3)
+    monkeypatch.setattr(content_filters, "CONTENT_SCAN_LIMIT", 3)
     from tay.engine.handlers import admin as admin_ops
-    monkeypatch.setattr(admin_ops, "ARGS_SCAN_LIMIT", 3)
+    monkeypatch.setattr(admin_ops, "CONTENT_SCAN_LIMIT", 3)
     driver = Driver()
     admin(driver, "pause_queue", queue="default")
     ids = [driver.job_id(args={"n": n}) for n in range(10)]

@@ -46,7 +46,7 @@ from tay.engine.bulk_states import CANCELLABLE, DELETABLE, RETRIABLE
 from tay.engine.commands import Admin, Enqueue
 from tay.engine.activity import OUTCOMES, PAIRS_MAX, RUN_BOUNDS_MS
 from tay.engine.content_filters import (
-    ARGS_SCAN_LIMIT, args_match, error_match, parse_args_filter, parse_error_filter,
+    CONTENT_SCAN_LIMIT, args_match, error_match, parse_args_filter, parse_error_filter,
 )
 from tay.engine.effects import Outcome
 from tay.engine.executors import Executor
@@ -69,7 +69,7 @@ PAGE_DEFAULT, PAGE_MAX = 50, 100
 SCAN_LIMIT = 10_000  # index entries one jobs page may examine (docs/admin.md)
 _LISTING_FIELDS = frozenset({"state", "queue", "task", "args", "error", "limit", "cursor"})
 PURGE_DEFAULT, PURGE_MAX = 1_000, 10_000
-BULK_DEFAULT, BULK_MAX = 1_000, 10_000  # retry_jobs, cancel_jobs: jobs per request
+BULK_DEFAULT, BULK_MAX = 1_000, 10_000  # retry_jobs, cancel_jobs, delete_jobs: per request
 NEXT_OCCURRENCES = 5
 FAILURE_WINDOW_MS = 3_600_000
 FAILURES_MAX = 100
@@ -128,6 +128,7 @@ def job_summary(entry: JobEntry) -> dict[str, Any]:
 
 
 def _deletable(entry: JobEntry) -> None:
+    """Refuse the deletion of a job that is not finished (``delete_rejected``)."""
     state = peek(entry).state
     if state not in DELETABLE:
         raise RequestRefused(f"a {state} job cannot be deleted (only completed, discarded or "
@@ -217,7 +218,7 @@ class AdminCommands(ScheduleCommands):
         """Up to ``limit`` ids of the jobs in ``state`` of ``queue`` running ``task`` whose
         args hold ``args`` and whose last failure holds ``error`` (case-folded; None: any),
         most recently changed first from the cursor ``before``, walking the smallest index
-        of the filters for at most ``scan_limit`` entries (``ARGS_SCAN_LIMIT`` with an args
+        of the filters for at most ``scan_limit`` entries (``CONTENT_SCAN_LIMIT`` with an args
         or error filter: each costs a decode); and the next cursor."""
         keys = [key for key in (("state", state), ("queue", queue), ("task", task))
                 if key[1] is not None]
@@ -248,7 +249,7 @@ class AdminCommands(ScheduleCommands):
             return ((args is None or args_match(job.definition["args"], args))
                     and (error is None or error_match(job.failure, error)))
 
-        return index.page(key, before, limit, accept_content, min(scan_limit, ARGS_SCAN_LIMIT))
+        return index.page(key, before, limit, accept_content, min(scan_limit, CONTENT_SCAN_LIMIT))
 
     def _admin_job(self, body: Any, now_ms: int, out: Outcome) -> dict[str, Any]:
         body = request_fields(body, frozenset({"job_id"}), "job")
@@ -435,9 +436,10 @@ class AdminCommands(ScheduleCommands):
 
     def _bulk_page(self, body: Any, op: str, states: tuple[str, ...]
                    ) -> tuple[dict[str, Any], list[JobEntry]]:
-        """What ``retry_jobs`` and ``cancel_jobs`` act on: the request's state (one of
-        ``states``), queue and task, and the entries of up to ``limit`` jobs that match,
-        most recently changed first from ``cursor``; the reply's fields so far."""
+        """What ``retry_jobs``, ``cancel_jobs`` and ``delete_jobs`` act on: the request's
+        state (one of ``states``), queue, task, args and error, and the entries of up to
+        ``limit`` jobs that match, most recently changed first from ``cursor``; the reply's
+        fields so far."""
         body = request_fields(body, _LISTING_FIELDS, op)
         state = body.get("state")
         if state not in states:
