@@ -23,24 +23,19 @@ from tay.failures import RequestRefused
 CONTENT_SCAN_LIMIT = 2_000  # jobs one page with an args or error filter may examine
 ARGS_FILTER_KEYS_MAX = 16
 ARGS_FILTER_DEPTH_MAX = 8
+ERROR_FILTER_CHARS_MAX = 200
 
 
 def parse_args_filter(body: Mapping[str, Any]) -> dict[str, Any] | None:
     """The request's ``args`` filter (None: none): an object of 1..16 keys."""
     wanted = body.get("args")
-    if wanted is None:
-        return None
-    if type(wanted) is not dict or not 1 <= len(wanted) <= ARGS_FILTER_KEYS_MAX:
-        raise RequestRefused(f"args must be an object of 1..{ARGS_FILTER_KEYS_MAX} keys (the "
-                             "top-level args a job must hold)", code="invalid_request",
-                             field="args")
-    if _depth(wanted) > ARGS_FILTER_DEPTH_MAX:
-        raise RequestRefused(f"args nests deeper than {ARGS_FILTER_DEPTH_MAX} levels",
-                             code="invalid_request", field="args")
+    if wanted is not None:
+        if type(wanted) is not dict or not 1 <= len(wanted) <= ARGS_FILTER_KEYS_MAX:
+            raise _refused("args", f"args must be an object of 1..{ARGS_FILTER_KEYS_MAX} keys "
+                           "(the top-level args a job must hold)")
+        if _depth(wanted) > ARGS_FILTER_DEPTH_MAX:
+            raise _refused("args", f"args nests deeper than {ARGS_FILTER_DEPTH_MAX} levels")
     return wanted
-
-
-ERROR_FILTER_CHARS_MAX = 200
 
 
 def parse_error_filter(body: Mapping[str, Any]) -> str | None:
@@ -49,10 +44,13 @@ def parse_error_filter(body: Mapping[str, Any]) -> str | None:
     if wanted is None:
         return None
     if type(wanted) is not str or not 1 <= len(wanted) <= ERROR_FILTER_CHARS_MAX:
-        raise RequestRefused(f"error must be a text of 1..{ERROR_FILTER_CHARS_MAX} characters "
-                             "(found in a failure's type or message)", code="invalid_request",
-                             field="error")
+        raise _refused("error", f"error must be a text of 1..{ERROR_FILTER_CHARS_MAX} "
+                       "characters (found in a failure's type or message)")
     return wanted.casefold()
+
+
+def _refused(field: str, message: str) -> RequestRefused:
+    return RequestRefused(message, code="invalid_request", field=field)
 
 
 def error_match(failure: Mapping[str, Any] | None, wanted: str) -> bool:

@@ -27,7 +27,7 @@ from tay.storage.journal.history_budget import HistoryBudget
 from tay.storage.events.operations import CONTROL_PAIRS
 from tay.storage.events.schedules import SCHEDULE_PAIRS
 from tay.storage.events.transitions import JOB_PAIRS
-from tay.storage.events.transitions import JobState, apply, deletes
+from tay.storage.events.transitions import JobState, apply
 from tay.storage.formats.value import DecodeLimits
 from tay.storage.v2.rows import BaseReadFailed
 
@@ -177,10 +177,8 @@ class Engine(EpochEngine):
         entry = self.jobs.get(event.payload["job_id"])
         state = apply(entry.state if entry is not None else None, sequence, event)
         self.next_sequence = sequence + 1
-        if deletes(event):
-            self.remove_job(state.id)
-            return None
-        return self._install(entry, state, False, None, event.payload["at"]).state
+        entry = self._install_or_drop(entry, state, event, False, None, event.payload["at"])
+        return None if entry is None else entry.state
 
     def attach_history(self, budget: HistoryBudget) -> None:
         """Enforce the history caps from now on (the server, right after recovery).

@@ -47,7 +47,7 @@ from tay.storage.events.definition import (
     ATTEMPT_MAX, MAX_ATTEMPTS, QUEUE_KEY, SCHEDULED_AT, TIME_MAX, U64_MAX, WORKER_KEY,
     LazyDefinition,
 )
-from tay.storage.events.transitions import STATES, JobState, deletes
+from tay.storage.events.transitions import STATES, JobState
 from tay.storage.formats.record import FIXED_SIZE as _RECORD_OVERHEAD
 from tay.storage.journal.history_budget import frame_size
 
@@ -212,11 +212,11 @@ class EpochEngine(AdminCommands):
         return entry.state if entry is not None and not entry.volatile else None
 
     def epoch_install(self, state: JobState, event: ev.Event | None) -> None:
-        if event is not None and deletes(event):
-            self.remove_job(state.id)  # found by epoch_job: an entry by now
-            return
-        at = event.payload["at"] if event is not None else 0
-        self._install(self.jobs.get(state.id), state, False, self._pending_nodes, at)
+        if event is None:
+            self._install(self.jobs.get(state.id), state, False, self._pending_nodes, 0)
+        else:
+            self._install_or_drop(self.jobs.get(state.id), state, event, False,
+                                  self._pending_nodes, event.payload["at"])
 
     def epoch_install_row(self, row: JobRow) -> None:
         """A terminal base job kept as its row until first read (tay.storage.v2.rows)."""

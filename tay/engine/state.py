@@ -44,7 +44,7 @@ from tay.storage.v2.rows import BaseJobs, BaseLiveRow, JobRow
 from tay.storage.v2.tail import ExecutingRow, FailedRow, LiveRow, RetriedRow, TailJobs
 from tay._native import _pure_base as bj
 from tay.storage.events.transitions import (
-    STATES, TERMINAL_STATES, JobState, apply, expected_finish, retry_due_range,
+    STATES, TERMINAL_STATES, JobState, apply, deletes, expected_finish, retry_due_range,
 )
 
 WAITING_FOR_TIME = ("scheduled", "retryable")
@@ -284,23 +284,11 @@ class EngineState:
         return dropped
 
     def delete_job(self, entry: JobEntry, now_ms: int, out: Outcome) -> None:
-        """Delete a finished job by hand: a persistent one through a (29,2) ``job_deleted``
-        (applied as replay applies it: the transition's guards, then the job dropped), a
-        volatile one at once. A job that is not finished is refused by the caller."""
+        """Delete a finished job by hand: a (29,2) ``job_deleted`` through the one commit
+        path (durable unless the job is volatile), whose install drops the job
+        (``_install_or_drop``). A job that is not finished is refused by the caller."""
         job = entry.state
-        if entry.volatile:
-            self._drop(job.id, entry)
-            return
-        event = job_deleted(job.id, now_ms, job.revision)
-        if self.epoch is not None:  # the reducer's install drops it (epoch_install)
-            self._commit_in_epoch(entry, event, out, None)
-            return
-        sequence = self.next_sequence
-        apply(job, sequence, event)  # the guards a replay of it passes
-        event = self._charge_history(event)
-        self.next_sequence = sequence + 1
-        out.events.append((sequence, event))
-        self._drop(job.id, entry)
+        self._commit(entry, job_deleted(job.id, now_ms, job.revision), entry.volatile, out)
 
     def seed_rate_logs(self, now_ms: int) -> None:
         """After recovery: each rate-limited queue's log holds the starts its retained jobs
@@ -500,7 +488,7 @@ class EngineState:
     # ---- the one mutation path -----------------------------------------------------
 
     def _commit(self, entry: JobEntry | None, event: ev.Event, volatile: bool, out: Outcome,
-                nodes: int | None = None) -> JobEntry:
+                nodes: int | None = None) -> JobEntry | None:
         """Apply a live event: take its sequence, apply, re-index, and queue it if durable.
 
         A persistent insert or start may be refused by the history caps (``RequestRefused``
@@ -520,7 +508,7 @@ class EngineState:
                 event = self._charge_history(event)
                 self.next_sequence += 1
                 out.events.append((sequence, event))
-            entry = self._install(entry, state, volatile, nodes, at)
+            entry = self._install_or_drop(entry, state, event, volatile, nodes, at)
         counted = _COUNTED.get(event.type, _NOT_COUNTED)
         if counted is not _NOT_COUNTED:
             at = event.payload["at"]
@@ -563,6 +551,15 @@ class EngineState:
         if self.history is not None and events:
             sizes = [frame_size(len(ev.encode_event(event))) for event in events]
             self.history.check(sizes, self.durable_executing)
+
+    def _install_or_drop(self, entry: JobEntry | None, state: JobState, event: ev.Event,
+                         volatile: bool, nodes: int | None, at: int) -> JobEntry | None:
+        """``_install`` of an applied event's state, or, for a (29,2) deletion (its state is
+        the job's last), the job dropped: None. Live commits and both replays come here."""
+        if event.type == _DELETED_TYPE and deletes(event):
+            self.remove_job(state.id)
+            return None
+        return self._install(entry, state, volatile, nodes, at)
 
     def _install(self, entry: JobEntry | None, state: JobState, volatile: bool,
                  nodes: int | None = None, at: int = 0) -> JobEntry:
@@ -1032,6 +1029,7 @@ def _finish_attempt(entry: JobEntry, state: JobState, at: int) -> None:
 # record type -> how a live event of it counts (types are unique across the registry)
 _NOT_COUNTED = object()
 _FINISHED = ev.JOB_FINISHED[0]
+_DELETED_TYPE = ev.JOB_DELETED[0]  # a type compare before ``deletes`` (the commit path)
 _COUNTED = {ev.JOB_INSERTED[0]: "enqueued", ev.JOB_FINISHED[0]: None,
             ev.JOB_CANCELLED[0]: None, ev.JOB_RETRIED[0]: "retried",
             ev.JOB_REQUEUED[0]: "retried"}
