@@ -287,7 +287,7 @@ def test_tay_delete_and_delete_all_remove_finished_jobs(engine, transport):
 
     async def body(tay):
         done = [await tay.enqueue("ops.ok", {"n": n}, queue=queue) for n in range(4)]
-        assert [await h.result() for h in done] == [{"n": n} for n in range(4)]
+        assert [await h.result(timeout=30) for h in done] == [{"n": n} for n in range(4)]
         admin.call("pause_queue", {"queue": queue})
         waiting = await tay.enqueue("ops.ok", {"n": 9}, queue=queue)
         return [h.id for h in done], waiting.id
@@ -731,7 +731,7 @@ def test_paused_queue_its_limits_and_failure_details_survive_a_restart(engine):
         await until(lambda: admin.call("job", {"job_id": handle.id})["job"]["state"] == "discarded")
         tenants = [await tay.enqueue("ops.ok", {"tenant": name}, queue="durable-args")
                    for name in ("a", "b")]
-        assert [await h.result() for h in tenants] == [{"n": 0}, {"n": 0}]
+        assert [await h.result(timeout=30) for h in tenants] == [{"n": 0}, {"n": 0}]
         admin.call("delete_job", {"job_id": tenants[1].id})
         return handle.id, tenants[0].id, tenants[1].id
 
