@@ -1,6 +1,7 @@
 """What happened since this engine started: counters for metrics, a per-minute throughput
-ring for the last hour, the most recent failures, each queue's latency and throughput per
-minute, and what each task did in the last hour.
+ring for the last hour (each minute that leaves it added to its UTC day's counts, which
+``tay.engine.day_history`` records), the most recent failures, each queue's latency and
+throughput per minute, and what each task did in the last hour.
 
 All of it is volatile (a restart starts from zero) and fed only by live transitions, never
 by replay, so a recovered store does not look like a burst of work. The cost per job event
@@ -15,6 +16,7 @@ from collections.abc import Iterable
 from typing import Any
 
 MINUTE_MS = 60_000
+DAY_MINUTES = 1_440
 RING_MINUTES = 60
 RECENT_FAILURES = 1_000
 MESSAGE_PREVIEW_CHARS = 200
@@ -51,6 +53,11 @@ class Activity:
         # the same minute adds to it without the division and the ring lookup
         self._bucket: list[int] = [0, 0, 0]
         self._bucket_start = self._bucket_end = 0
+        # the cached bucket left the ring when it was made (a minute older than the whole
+        # ring): its counts go to its day when the cache moves on (_minute)
+        self._bucket_dropped = False
+        # UTC day -> [enqueued, completed, failed] of the minutes that left the ring
+        self._days: dict[int, list[int]] = {}
         # queue -> task -> one count per outcome (OUTCOMES' order); ``jobs`` reads them as
         # (outcome, queue, task) -> n. Two subscripts, no key tuple.
         self._rows: dict[str, dict[str, list[int]]] = {}
@@ -152,16 +159,58 @@ class Activity:
         for the counts after it. A bucket the trim drops at once (a minute older than the
         whole ring) is cached too: the ring would drop each new one for that minute again,
         so counting into the dropped one shows the same."""
+        if self._bucket_dropped:
+            self._to_day(self._bucket_start // MINUTE_MS, self._bucket)
+            self._bucket_dropped = False
         minute = at // MINUTE_MS
         bucket = self._minutes.get(minute)
         if bucket is None:
             bucket = self._minutes[minute] = [0, 0, 0]
             if len(self._minutes) > RING_MINUTES + 1:
-                del self._minutes[min(self._minutes)]
+                oldest = min(self._minutes)
+                left = self._minutes.pop(oldest)
+                if oldest == minute:  # counted into until the cache moves on
+                    self._bucket_dropped = True
+                else:
+                    self._to_day(oldest, left)
         self._bucket = bucket
         self._bucket_start = start = minute * MINUTE_MS
         self._bucket_end = start + MINUTE_MS
         return bucket
+
+    def _to_day(self, minute: int, counts: list[int]) -> None:
+        day = self._days.get(minute // DAY_MINUTES)
+        if day is None:
+            self._days[minute // DAY_MINUTES] = list(counts)
+        else:
+            for column, n in enumerate(counts):
+                day[column] += n
+
+    def day(self, day: int) -> list[int] | None:
+        """``days()[day]`` (None: nothing counted that day) without the other days."""
+        counts = self._days.get(day)
+        counts = [0, 0, 0] if counts is None else list(counts)
+        minutes = [(m, c) for m, c in self._minutes.items() if m // DAY_MINUTES == day]
+        if self._bucket_dropped and self._bucket_start // MINUTE_MS // DAY_MINUTES == day:
+            minutes.append((0, self._bucket))
+        if day not in self._days and not minutes:
+            return None
+        for _, minute in minutes:
+            for column, n in enumerate(minute):
+                counts[column] += n
+        return counts
+
+    def days(self) -> dict[int, list[int]]:
+        """UTC day -> [enqueued, completed, failed] counted since start (a new dict)."""
+        days = {day: list(counts) for day, counts in self._days.items()}
+        minutes = list(self._minutes.items())
+        if self._bucket_dropped:
+            minutes.append((self._bucket_start // MINUTE_MS, self._bucket))
+        for minute, counts in minutes:
+            day = days.setdefault(minute // DAY_MINUTES, [0, 0, 0])
+            for column, n in enumerate(counts):
+                day[column] += n
+        return days
 
     def failure(self, at: int, job_id: bytes, queue: str, task: str, attempt: int,
                 outcome: str, error: dict[str, str] | None) -> None:

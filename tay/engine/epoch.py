@@ -694,6 +694,11 @@ class EpochEngine(AdminCommands):
             for key in sorted(keys):
                 revision = reducer.entity_revision((kind, key)) if reducer is not None else 1
                 out.append(compaction_plan.Checkpoint(checkpoint(key), max(revision, 1)))
+        # each recorded day's totals (what its last (32,2) said, not what was counted since:
+        # the tail after the capture records that)
+        for day, event in self.day_history.checkpoints(captured_at).items():
+            revision = reducer.entity_revision(("day", day)) if reducer is not None else 1
+            out.append(compaction_plan.Checkpoint(event, max(revision, 1)))
         return out
 
     def online_capture(self) -> tuple[CapturedJobs, int]:

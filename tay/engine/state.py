@@ -19,6 +19,7 @@ from collections import Counter, deque
 from typing import Any, Iterable, Iterator, Mapping, Sequence
 
 from tay.engine.activity import Activity, QueueLatency, QueueThroughput, TaskHour
+from tay.engine.day_history import DayHistory
 from tay.engine.rates import RateLimits
 from tay.engine.admission import ClientPermits, StateBudget, job_charge, jobs_charge
 from tay.engine.config import EngineConfig
@@ -145,6 +146,7 @@ class EngineState:
         # jobs per state: the queue rows' sums, read when asked (kept nowhere else)
         self.counts: Mapping[str, int] = StateCounts(self.queue_counts)
         self.activity = Activity()
+        self.day_history = DayHistory()  # durable: (32,2) records the server has written
         self.latency = QueueLatency()  # volatile, like activity: sample_queues feeds it
         self.throughput = QueueThroughput()  # and this, from activity's counts
         self.task_hour = TaskHour()  # and this, from activity's rows

@@ -90,8 +90,11 @@ class EpochMachine(EngineMachine):
         charges = [sum(e.charge for e in d.jobs.values() if not e.volatile)
                    for d in (fresh.engine, engine)]
         assert charges[0] == charges[1]
+        assert fresh.engine.day_history.recorded == engine.day_history.recorded
         based = load_base(engine)
         assert durable(based.engine) == durable(engine)
+        assert based.engine.day_history.recorded == engine.day_history.recorded
+        assert based.engine.epoch.entities == engine.epoch.entities
 
 
 EpochMachine.TestCase.settings = settings(max_examples=40, stateful_step_count=40, deadline=None)

@@ -136,6 +136,20 @@ class EngineMachine(RuleBasedStateMachine):
         self.driver.advance(ms)
         self.driver.tick()
 
+    @rule(later_ms=st.integers(1, 120_000))
+    def next_day(self, later_ms):
+        """Into the next UTC day (the day history starts a new row)."""
+        self.driver.advance(86_400_000 - self.driver.now % 86_400_000 + later_ms)
+        self.driver.tick()
+
+    @rule()
+    def record_days(self):
+        """The server's minute: a (32,2) for each day counted since its last one."""
+        out = self.driver.run(c.Admin("p", "h", "record_days", {}))
+        written = [event for _, event in out.events]
+        assert answer(out).fields["recorded"] == len(written)
+        assert self.driver.run(c.Admin("p", "h", "record_days", {})).events == []
+
     @invariant()
     def bookkeeping_is_consistent(self):
         if not hasattr(self, "driver"):
@@ -168,6 +182,9 @@ class EngineMachine(RuleBasedStateMachine):
                 for state, count in zip(STATES, row) if count} == by_queue
         assert dict(engine.counts) == {state: sum(n for (_, s), n in by_queue.items() if s == state)
                                        for state in STATES}
+        # an engine that lived from the start: each day's totals are what it counted
+        assert engine.day_history.totals(engine.activity.days()) == {
+            day: tuple(counts) for day, counts in engine.activity.days().items()}
 
     def teardown(self):
         if not hasattr(self, "driver"):
@@ -179,6 +196,7 @@ class EngineMachine(RuleBasedStateMachine):
         replayed = {k: e.state for k, e in fresh.engine.jobs.items()}
         assert replayed == durable
         assert fresh.engine.next_sequence == self.driver.engine.next_sequence
+        assert fresh.engine.day_history.recorded == self.driver.engine.day_history.recorded
 
 
 EngineMachine.TestCase.settings = settings(max_examples=60, stateful_step_count=40, deadline=None)

@@ -1,4 +1,4 @@
-"""Our literal fixtures for the operations pairs (20..26, schema 2): decode, re-encode byte
+"""Our literal fixtures for the operations pairs (20..29 and 32, schema 2): decode, re-encode byte
 exact, replay through the one transition function, and the refusals."""
 
 from __future__ import annotations
@@ -31,7 +31,7 @@ def events(name: str) -> list[tuple[int, ev.Event]]:
 
 def test_sha256sums_match_every_line() -> None:
     lines = (FOLDER / "SHA256SUMS").read_text().splitlines()
-    assert len(lines) == 12
+    assert len(lines) == 14
     for line in lines:
         digest, name = line.split("  ")
         data = bytes.fromhex("".join((FOLDER / name).read_text().split()))
@@ -41,7 +41,7 @@ def test_sha256sums_match_every_line() -> None:
 @pytest.mark.parametrize("name", ["queue_control.hex", "failure_recorded.hex", "job_requeued.hex",
                                   "queue_scaled.hex", "schedule_control.hex",
                                   "job_expedited.hex", "queue_rate_limited.hex",
-                                  "job_deleted.hex"])
+                                  "job_deleted.hex", "day_totals.hex"])
 def test_fixtures_reencode_byte_exact(name: str) -> None:
     for f in frames(name):
         event = ev.decode_event(f.type, f.schema, f.payload)
@@ -188,6 +188,23 @@ def test_rate_limit_fixture_limits_then_lifts() -> None:
         ev.decode_event(half.type, half.schema, half.payload)
     assert (refused.value.kind, refused.value.field) == ("invalid_payload",
                                                          "queue_rate_limited.starts")
+
+
+def test_day_totals_fixture_keeps_each_days_last_totals() -> None:
+    (_, first), (_, last) = events("day_totals.hex")
+    assert first.name == "day_totals" and first.at == 86_400_500
+    assert [(e["day"], e["enqueued"], e["completed"], e["failed"]) for e in (first, last)] \
+        == [(1, 9, 7, 2), (1, 9, 8, 3)]
+    engine = Engine(EngineConfig())
+    engine.consume_event(1, first)
+    engine.consume_event(2, last)
+    assert engine.day_history.recorded == {1: (9, 8, 3)} and engine.next_sequence == 3
+    assert engine.day_history.totals({}) == {1: (9, 8, 3)}
+    (negative,) = frames("day_totals_negative_refused.hex")
+    with pytest.raises(PayloadRefused) as refused:
+        ev.decode_event(negative.type, negative.schema, negative.payload)
+    assert (refused.value.kind, refused.value.field) == ("invalid_payload",
+                                                         "day_totals.completed")
 
 
 def test_unknown_error_key_fixture_is_refused() -> None:

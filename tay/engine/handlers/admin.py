@@ -48,6 +48,7 @@ from tay.engine.activity import OUTCOMES, PAIRS_MAX, RUN_BOUNDS_MS
 from tay.engine.content_filters import (
     CONTENT_SCAN_LIMIT, args_match, error_match, parse_args_filter, parse_error_filter,
 )
+from tay.engine.day_history import last_days
 from tay.engine.effects import Outcome
 from tay.engine.executors import Executor
 from tay.engine.retained.jobs import WAITING, JobEntry, peek, read_state, timeline
@@ -59,7 +60,7 @@ from tay.failures import RequestRefused
 from tay.storage import events as ev
 from tay.storage.events.definition import KEY_MAX_BYTES
 from tay.storage.events.operations import (
-    QUEUE_CREDITS_MAX, RATE_PERIOD_MAX_MS, RATE_STARTS_MAX, SCHEDULE_CONTROL_PAIRS,
+    DAY_MS, QUEUE_CREDITS_MAX, RATE_PERIOD_MAX_MS, RATE_STARTS_MAX, SCHEDULE_CONTROL_PAIRS,
     job_deleted, job_expedited, job_requeued, queue_paused, queue_rate_limited, queue_resumed,
     queue_scaled, schedule_paused, schedule_resumed,
 )
@@ -73,6 +74,8 @@ BULK_DEFAULT, BULK_MAX = 1_000, 10_000  # retry_jobs, cancel_jobs, delete_jobs: 
 NEXT_OCCURRENCES = 5
 FAILURE_WINDOW_MS = 3_600_000
 FAILURES_MAX = 100
+HISTORY_DAYS_DEFAULT = 30  # days the history op gives unless asked
+HISTORY_DAYS_MAX = 3_660  # and at most (ten years)
 LATENCY_SERIES_MAX = 8  # queues whose latency and throughput history the activity op gives
 RUNNING_SHOWN = 10  # executions the workers op lists per executor (its oldest)
 TASKS_DEFAULT, TASKS_MAX = 100, 1_000  # (queue, task) rows of one tasks read
@@ -403,6 +406,32 @@ class AdminCommands(ScheduleCommands):
                 "queue_latency": self.latency.per_minute(now_ms, LATENCY_SERIES_MAX),
                 "queue_throughput": self.throughput.per_minute(now_ms, LATENCY_SERIES_MAX)}
 
+    def _admin_history(self, body: Any, now_ms: int, out: Outcome) -> dict[str, Any]:
+        """What each of the last ``days`` UTC days saw (default 30), oldest first, today
+        last: durable across restarts (``tay.engine.day_history``)."""
+        body = request_fields(body, frozenset({"days"}), "history")
+        days = body.get("days", HISTORY_DAYS_DEFAULT)
+        if days is None:
+            days = HISTORY_DAYS_DEFAULT
+        if type(days) is not int or not 1 <= days <= HISTORY_DAYS_MAX:
+            raise RequestRefused(f"days must be an integer in 1..{HISTORY_DAYS_MAX:,}",
+                                 code="invalid_request", field="days")
+        totals = self.day_history.totals(self.activity.days())
+        return {"days": last_days(totals, now_ms // DAY_MS, days),
+                "recorded_days": len(self.day_history.recorded)}
+
+    def _admin_record_days(self, body: Any, now_ms: int, out: Outcome) -> dict[str, Any]:
+        """The server's: a (32,2) for each day counted since its last record. The history
+        caps may refuse one (capacity); the rest wait for the next call."""
+        recorded = 0
+        for event in self.day_history.unrecorded(self.activity.days(), now_ms):
+            try:
+                self._commit_control(event, out)
+            except RequestRefused:
+                break
+            recorded += 1
+        return {"recorded": recorded}
+
     # ---- actions ------------------------------------------------------------------------
 
     def _admin_retry_job(self, body: Any, now_ms: int, out: Outcome) -> dict[str, Any]:
@@ -642,6 +671,9 @@ class AdminCommands(ScheduleCommands):
         out.events.append((sequence, event))
 
     def _apply_control(self, event: ev.Event) -> None:
+        if event.pair == ev.DAY_TOTALS:  # what this life counted of the day is in it now
+            self.day_history.apply(event, self.activity.day(event["day"]))
+            return
         if event.pair in SCHEDULE_CONTROL_PAIRS:
             self.schedules.set_paused(event["schedule_id"], event.pair == ev.SCHEDULE_PAUSED)
             return
@@ -701,6 +733,8 @@ _OPS: dict[str, Callable[..., dict[str, Any]]] = {
     "schedules": AdminCommands._admin_schedules,
     "schedule": AdminCommands._admin_schedule,
     "activity": AdminCommands._admin_activity,
+    "history": AdminCommands._admin_history,
+    "record_days": AdminCommands._admin_record_days,
     "retry_job": AdminCommands._admin_retry_job,
     "retry_jobs": AdminCommands._admin_retry_jobs,
     "cancel_job": AdminCommands._admin_cancel_job,

@@ -1,7 +1,7 @@
-"""Event pairs of the operations API (schema 2, types 20..29): queue pause and resume, a
-worker failure's details, the manual retry of a cancelled job, a queue's concurrency set at
-runtime, schedule pause and resume, a scheduled job run now, a queue's rate limit, and a
-finished job deleted by hand.
+"""Event pairs of the operations API (schema 2, types 20..29 and 32): queue pause and
+resume, a worker failure's details, the manual retry of a cancelled job, a queue's
+concurrency set at runtime, schedule pause and resume, a scheduled job run now, a queue's
+rate limit, a finished job deleted by hand, and what a UTC day saw (the per-day history).
 
 Layouts (docs/storage-events.md, literal fixtures in fixtures/tay/events/operations/):
 
@@ -15,6 +15,7 @@ Layouts (docs/storage-events.md, literal fixtures in fixtures/tay/events/operati
 * (27,2) ``job_expedited``      at, expected_revision, job_id
 * (28,2) ``queue_rate_limited`` at, period_ms, queue, starts
 * (29,2) ``job_deleted``        at, expected_revision, job_id
+* (32,2) ``day_totals``         at, completed, day, enqueued, failed
 
 ``concurrency`` is the queue's credits from then on (an integer in 1..65,536), or nil: back
 to the configured credits.
@@ -29,6 +30,10 @@ events do not change.
 ``error`` is a map with one to three of ``type`` (text of at most 128 UTF-8 bytes),
 ``message`` and ``traceback`` (text), nothing else. Its size is bounded by the engine's
 error limit when written; a reader accepts any size within the Value budgets.
+
+``day`` is a UTC day (days since 1970-01-01); ``enqueued``, ``completed`` and ``failed`` are
+that day's totals so far (jobs inserted; executions that succeeded; executions that failed,
+timed out or were discarded), each written whole: the last one of a day is its history.
 """
 
 from __future__ import annotations
@@ -40,7 +45,7 @@ from tay.storage.events.definition import (
 )
 from tay.storage.events.schedules import check_schedule_id
 from tay.storage.events.registry import (
-    FAILURE_RECORDED, JOB_DELETED, JOB_EXPEDITED, JOB_REQUEUED, QUEUE_PAUSED, QUEUE_RATE_LIMITED,
+    DAY_TOTALS, FAILURE_RECORDED, JOB_DELETED, JOB_EXPEDITED, JOB_REQUEUED, QUEUE_PAUSED, QUEUE_RATE_LIMITED,
     QUEUE_RESUMED, QUEUE_SCALED,
     SCHEDULE_PAUSED, SCHEDULE_RESUMED, Event, carry_in_epochs,
     job_entity, make_event, register_pairs,
@@ -48,8 +53,12 @@ from tay.storage.events.registry import (
 
 QUEUE_PAIRS = frozenset({QUEUE_PAUSED, QUEUE_RESUMED, QUEUE_SCALED, QUEUE_RATE_LIMITED})
 SCHEDULE_CONTROL_PAIRS = frozenset({SCHEDULE_PAUSED, SCHEDULE_RESUMED})
-# what an operator sets on a queue or a schedule: engine state outside any job's chain
-CONTROL_PAIRS = QUEUE_PAIRS | SCHEDULE_CONTROL_PAIRS
+# engine state outside any job's chain: what an operator sets on a queue or a schedule,
+# and the per-day totals the engine records
+CONTROL_PAIRS = QUEUE_PAIRS | SCHEDULE_CONTROL_PAIRS | {DAY_TOTALS}
+DAY_MS = 86_400_000
+DAY_MAX = (2**63 - 1) // DAY_MS  # the day of the largest Time
+_DAY_KEYS = frozenset({"at", "completed", "day", "enqueued", "failed"})
 ERROR_KEYS = ("type", "message", "traceback")
 ERROR_TYPE_MAX_BYTES = 128
 _FAILURE_KEYS = frozenset({"at", "error", "expected_revision", "job_id"})
@@ -129,6 +138,15 @@ def _validate_rate_limited(payload: Any) -> None:
         check_unsigned(period_ms, f"{name}.period_ms", 1, RATE_PERIOD_MAX_MS)
 
 
+def _validate_day_totals(payload: Any) -> None:
+    name = "day_totals"
+    check_exact_keys(payload, _DAY_KEYS, name)
+    check_time(payload["at"], f"{name}.at")
+    check_unsigned(payload["day"], f"{name}.day", 0, DAY_MAX)
+    for count in ("enqueued", "completed", "failed"):
+        check_unsigned(payload[count], f"{name}.{count}")
+
+
 register_pairs((
     (QUEUE_PAUSED, "queue_paused", _validate_control("queue_paused", "queue", check_key)),
     (QUEUE_RESUMED, "queue_resumed", _validate_control("queue_resumed", "queue", check_key)),
@@ -142,6 +160,7 @@ register_pairs((
     (JOB_EXPEDITED, "job_expedited", _validate_job_step("job_expedited")),
     (QUEUE_RATE_LIMITED, "queue_rate_limited", _validate_rate_limited),
     (JOB_DELETED, "job_deleted", _validate_job_step("job_deleted")),
+    (DAY_TOTALS, "day_totals", _validate_day_totals),
 ))
 
 def queue_entity(payload: Any) -> tuple:
@@ -154,6 +173,10 @@ def queue_scale_entity(payload: Any) -> tuple:
 
 def queue_rate_entity(payload: Any) -> tuple:
     return ("queue_rate", payload["queue"])
+
+
+def day_entity(payload: Any) -> tuple:
+    return ("day", payload["day"])
 
 
 def schedule_pause_entity(payload: Any) -> tuple:
@@ -173,7 +196,8 @@ def schedule_pause_entity(payload: Any) -> tuple:
 # pause state is likewise an entity beside the schedule's own chain, whose (13,2)/(11,2)
 # events carry expected revisions that a pause must not move; a base checkpoints every
 # schedule ever paused, after the schedules themselves (checkpoints are written in pair
-# order).
+# order). Each UTC day's totals are an entity (``("day", day)``) whose last (32,2) a base
+# checkpoints, for the days the engine keeps.
 carry_in_epochs(FAILURE_RECORDED, job_entity, attachment=True)
 carry_in_epochs(JOB_REQUEUED, job_entity)
 carry_in_epochs(JOB_EXPEDITED, job_entity)
@@ -184,6 +208,7 @@ carry_in_epochs(QUEUE_SCALED, queue_scale_entity)
 carry_in_epochs(QUEUE_RATE_LIMITED, queue_rate_entity)
 carry_in_epochs(SCHEDULE_PAUSED, schedule_pause_entity)
 carry_in_epochs(SCHEDULE_RESUMED, schedule_pause_entity)
+carry_in_epochs(DAY_TOTALS, day_entity)
 
 
 # ---- builders -------------------------------------------------------------------------
@@ -234,3 +259,8 @@ def job_expedited(job_id: bytes, at: int, expected_revision: int) -> Event:
 def job_deleted(job_id: bytes, at: int, expected_revision: int) -> Event:
     return make_event(JOB_DELETED, {"at": at, "expected_revision": expected_revision,
                                     "job_id": job_id})
+
+
+def day_totals(day: int, enqueued: int, completed: int, failed: int, at: int) -> Event:
+    return make_event(DAY_TOTALS, {"at": at, "completed": completed, "day": day,
+                                   "enqueued": enqueued, "failed": failed})

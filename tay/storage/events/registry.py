@@ -39,6 +39,8 @@ SCHEDULE_RESUMED: Pair = (26, 2)
 JOB_EXPEDITED: Pair = (27, 2)
 QUEUE_RATE_LIMITED: Pair = (28, 2)
 JOB_DELETED: Pair = (29, 2)
+# the engine's own record of what each UTC day saw (docs/storage-events.md)
+DAY_TOTALS: Pair = (32, 2)
 UNDOCUMENTED_PAIRS: frozenset[Pair] = frozenset({(12, 2)})
 LIFECYCLE_PAIRS: frozenset[Pair] = frozenset(
     {JOB_INSERTED, JOB_AVAILABLE, JOB_STARTED, JOB_FINISHED, JOB_CANCELLED, JOB_RETRIED}
