@@ -39,7 +39,8 @@ server's clean stop, then cold restarts (spawn to an
 accepted connection; with the real clock, days before the store's last events, since
 libfaketime slows a start that replays a store by 0.1-0.15 s) of the store as the load
 left it, and the schedule's occurrences
-against the hours that passed. The question it answers: do disk, memory, restart time
+against the hours that passed, and the day history (``tay history``) against the jobs
+run, before the stop and after a start. The question it answers: do disk, memory, restart time
 and CPU stay flat while the days pass?
 
 The processes it starts end with it, however it ends (``die_with_parent``): the kernel
@@ -389,7 +390,16 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         time.sleep(1)  # the last acknowledged jobs and occurrences finish
         worker.stdin.close()
         worker.wait(timeout=30)
+        # the day history (tay history): every job and occurrence counted once, in its day,
+        # and the same days after a clean stop and a start
+        span = int(simulated_h // 24) + 3
+        history = admin(serve.socket, "history", "--days", str(span))["days"]
         stop_s = serve.stop()
+        serve.start()
+        history_after = admin(serve.socket, "history", "--days", str(span))["days"]
+        serve.stop()
+        counted = {key: sum(day[key] for day in history)
+                   for key in ("enqueued", "completed", "failed")}
         restarts = []
         for _ in range(options.restarts):
             restarts.append(serve.start(faked=False))
@@ -401,11 +411,18 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                    "occurrences_run": hourly.count, "occurrences_due": expected,
                    "clean_stop_s": round(stop_s, 3),
                    "cold_restart_s": [round(s, 3) for s in restarts],
-                   "restart_rss_bytes": restart_rss, "data_bytes": dir_bytes(serve.data_dir)}
+                   "restart_rss_bytes": restart_rss, "data_bytes": dir_bytes(serve.data_dir),
+                   "history_days": sum(1 for day in history if day["enqueued"]),
+                   "history_totals": counted, "jobs_run": acked.last + hourly.count,
+                   "history_same_after_restart": history == history_after}
         print(f"stopped in {stop_s:.3f} s; cold restarts {', '.join(f'{s:.3f}' for s in restarts)} "
               f"s (RSS {restart_rss / 1e6:.1f} MB); schedule occurrences run {hourly.count} of "
               f"{expected} due over {simulated_h:,.1f} simulated hours; data "
               f"{summary['data_bytes'] / 1e6:.1f} MB")
+        print(f"day history: {summary['history_days']} days counted; enqueued "
+              f"{counted['enqueued']:,}, completed {counted['completed']:,}, failed "
+              f"{counted['failed']:,} for {summary['jobs_run']:,} jobs run; the same after a "
+              f"restart: {summary['history_same_after_restart']}")
         if options.json is not None:
             options.json.write_text(json.dumps({"rows": rows, "summary": summary}, indent=1))
         result = {"rows": rows, "summary": summary}

@@ -1,6 +1,6 @@
 """``tay status|enqueue|jobs|job|retry|retry-all|cancel|cancel-all|delete|delete-all|queues|
-workers|tasks|quiet|unquiet|pause|resume|scale|limit|purge|schedules|schedule|actions|
-compact``: see and
+workers|tasks|history|quiet|unquiet|pause|resume|scale|limit|purge|schedules|schedule|
+actions|compact``: see and
 steer a running engine through the operations API (docs/admin.md); ``enqueue`` goes through
 the SDK (tay.admin.enqueue).
 
@@ -23,8 +23,8 @@ from typing import Any
 from tay.engine.bulk_states import CANCELLABLE, DELETABLE, RETRIABLE
 
 from .render import (credits, period_ms, rate, render_actions, render_job, render_jobs,
-                     render_queues, render_schedule, render_schedules, render_status,
-                     render_tasks, render_workers, when)
+                     render_history, render_queues, render_schedule, render_schedules,
+                     render_status, render_tasks, render_workers, when)
 
 STATES = ("scheduled", "available", "executing", "retryable", "completed", "cancelled",
           "discarded")
@@ -172,6 +172,10 @@ def register(groups: Any) -> None:
                        help="(queue, task) pairs, the busiest first, 1..1000 (default 100)")
     tasks.add_argument("--last-hour", action="store_true",
                        help="what each task did in the last hour, not since start")
+    history = command("history", "what each UTC day saw, today last: jobs enqueued, "
+                      "executions completed and failed (kept across restarts)", _history)
+    history.add_argument("--days", type=_positive, default=30,
+                         help="days to show, 1..3660 (default 30)")
     command("quiet", "offer a worker no new job (every connection of its runtime id; what "
             "it runs finishes), e.g. before stopping it", _quiet).add_argument(
         "runtime_id", metavar="RUNTIME_ID")
@@ -378,6 +382,13 @@ def _tasks(client: Any, args: argparse.Namespace) -> int:
     window = "hour" if args.last_hour else "start"
     return _show(args, client.call("tasks", {"limit": args.limit, "window": window}),
                  render_tasks)
+
+
+def _history(client: Any, args: argparse.Namespace) -> int:
+    if args.days > 3_660:
+        print("tay history: --days must be 1..3660", file=sys.stderr)
+        return 2
+    return _show(args, client.call("history", {"days": args.days}), render_history)
 
 
 def _actions(client: Any, args: argparse.Namespace) -> int:

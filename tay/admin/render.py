@@ -295,6 +295,19 @@ def render_tasks(reply: dict[str, Any]) -> str:
     return text + f"{since}; failed counts failures, time-outs and discards\n"
 
 
+def render_history(reply: dict[str, Any]) -> str:
+    """One row per UTC day, oldest first, and the totals of the days shown."""
+    days = reply["days"]
+    rows = [(dt.datetime.fromtimestamp(d["day"] / 1000, dt.timezone.utc).strftime("%Y-%m-%d"),
+             d["enqueued"],
+             d["completed"], d["failed"]) for d in days]
+    rows.append(("total", *(sum(d[key] for d in days)
+                            for key in ("enqueued", "completed", "failed"))))
+    return table(("DAY (UTC)", "ENQUEUED", "COMPLETED", "FAILED"), rows) + (
+        "completed and failed count executions; failed counts failures, time-outs and "
+        "discards; recorded every minute and at a clean stop\n")
+
+
 def _short_ms(ms: int) -> str:
     return f"{ms} ms" if ms < 1_000 else elapsed(ms)
 

@@ -72,6 +72,7 @@ ROUTES: tuple[tuple[str, tuple[str, ...], Callable[..., Any]], ...] = (
     ("POST", ("queues", "*", "scale"), actions.scale_queue),
     ("GET", ("queues", "*", "limit"), pages.limit_form),
     ("POST", ("queues", "*", "limit"), actions.limit_queue),
+    ("GET", ("history",), pages.history),
     ("GET", ("schedules",), pages.schedules),
     ("GET", ("schedules", "*"), pages.schedule),
     ("POST", ("schedules", "*", "cancel"), actions.cancel_schedule),

@@ -3,12 +3,14 @@
 ``throughput(per_minute)`` turns the activity op's 60 rows into polyline points for the
 enqueued, completed and failed series on one shared scale, plus axis labels;
 ``latency(queue_latency)`` does the same for each queue's latency per minute (ms), and
-``queue_throughput(queue_throughput)`` for the jobs each queue completed per minute.
+``queue_throughput(queue_throughput)`` for the jobs each queue completed per minute, and
+``history(days)`` for the history op's rows, one a UTC day.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import datetime as dt
+from dataclasses import dataclass, replace
 from typing import Any
 
 WIDTH, HEIGHT = 1160, 220
@@ -55,6 +57,20 @@ def queue_throughput(series: list[dict[str, Any]]) -> Chart:
     on one scale; the totals are each queue's completed jobs in the hour."""
     values = {row["queue"]: row["completed_per_minute"] for row in series}
     return _chart(values, {row["queue"]: row["completed"] for row in series})
+
+
+def history(days: list[dict[str, Any]]) -> Chart:
+    """The enqueued, completed and failed series a day (the history op's rows, oldest
+    first), the oldest, middle and last day (today) as ticks."""
+    rows = days or [{"day": 0, **{name: 0 for name in SERIES}}]
+    values = {name: [row[name] for row in rows] for name in SERIES}
+    chart = _chart(values, {name: sum(counts) for name, counts in values.items()})
+    labels = [_date(rows[0]["day"]), _date(rows[len(rows) // 2]["day"]), "today"]
+    return replace(chart, ticks=[(x, label) for (x, _), label in zip(chart.ticks, labels)])
+
+
+def _date(ms: int) -> str:
+    return dt.datetime.fromtimestamp(ms / 1000, dt.timezone.utc).strftime("%b %d")
 
 
 def _chart(values: dict[str, list[int]], totals: dict[str, int]) -> Chart:

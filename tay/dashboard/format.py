@@ -25,6 +25,11 @@ def utc(ms: int | None) -> str:
     return moment.strftime("%Y-%m-%d %H:%M:%S")
 
 
+def day(ms: int) -> str:
+    """A UTC day's date (``ms``: its start)."""
+    return dt.datetime.fromtimestamp(ms / 1000, dt.timezone.utc).strftime("%Y-%m-%d")
+
+
 def iso(ms: int | None) -> str:
     """The ``datetime`` attribute of a ``<time>`` element."""
     if ms is None:
@@ -149,6 +154,6 @@ def at(ms: int | None, now_ms: int) -> Markup:
 
 
 HELPERS = {"badge": badge, "when": when, "at": at, "relative": relative}
-FILTERS = {"utc": utc, "iso": iso, "duration": duration, "size": size, "number": number,
+FILTERS = {"utc": utc, "day": day, "iso": iso, "duration": duration, "size": size, "number": number,
            "percent": percent, "pretty_json": pretty_json, "short_id": short_id,
            "retention": retention}

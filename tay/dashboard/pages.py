@@ -16,7 +16,7 @@ from tay.storage.events.operations import (  # what scale_queue and limit_queue 
     QUEUE_CREDITS_MAX, RATE_STARTS_MAX,
 )
 
-from .charts import latency, queue_throughput, throughput
+from .charts import history as history_chart, latency, queue_throughput, throughput
 from .view import AdminFailed, redirect
 
 if TYPE_CHECKING:
@@ -101,14 +101,15 @@ async def overview(view: View) -> Page:
     status = await view.admin("status")
     if status["engine"] is None:  # the writer stopped: status is all that still answers
         return _page(view, "overview.html", "overview", status, engine=None)
-    activity, queues, workers, actions = await asyncio.gather(
+    activity, queues, workers, actions, history = await asyncio.gather(
         view.admin("activity", limit=10), view.admin("queues"), view.admin("workers"),
-        view.admin("actions", limit=10))
+        view.admin("actions", limit=10), view.admin("history", days=1))
     rows = activity["per_minute"]
     hour = {name: sum(row[name] for row in rows) for name in ("enqueued", "completed", "failed")}
     busiest = sorted(queues["queues"], key=lambda q: (-q["waiting"] - q["executing"], q["name"]))
     engine = status["engine"]
     return _page(view, "overview.html", "overview", status, engine=engine, hour=hour,
+                 today=history["days"][-1],
                  chart=throughput(rows), latency_chart=latency(activity["queue_latency"]),
                  minutes=[row for row in rows if any(
                      row[name] for name in ("enqueued", "completed", "failed"))],
@@ -359,6 +360,21 @@ async def tasks(view: View) -> Page:
     return _page(view, "tasks.html", "tasks", status, tasks=rows, more=reply["more"],
                  window=window, bounds=reply["run_bounds_ms"],
                  longest=reply["run_bounds_ms"][-1], pairs_max=reply["pairs_max"])
+
+
+HISTORY_SPANS = (7, 30, 90, 180)  # the history page's choices of days (Sidekiq's)
+
+
+async def history(view: View) -> Page:
+    """What each UTC day saw, over 7, 30 (default), 90 or 180 days."""
+    days = int(view.query["days"]) if view.query.get("days") in {str(n) for n in HISTORY_SPANS} \
+        else 30
+    status, reply = await _gather(view, ("history", {"days": days}))
+    rows = reply["days"]
+    return _page(view, "history.html", "history", status, days=days, spans=HISTORY_SPANS,
+                 chart=history_chart(rows), rows=rows,
+                 totals={name: sum(row[name] for row in rows)
+                         for name in ("enqueued", "completed", "failed")})
 
 
 async def storage(view: View) -> Page:

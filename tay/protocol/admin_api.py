@@ -43,6 +43,7 @@ ROUTES: dict[str, tuple[str, str]] = {
     "pause_schedule": ("POST", "/admin/schedules/{schedule}/pause"),
     "resume_schedule": ("POST", "/admin/schedules/{schedule}/resume"),
     "activity": ("GET", "/admin/activity"),
+    "history": ("GET", "/admin/history"),
     "actions": ("GET", "/admin/actions"),
     "compact": ("POST", "/admin/compact"),
 }
@@ -54,6 +55,7 @@ QUERY_FIELDS: dict[str, frozenset[str]] = {
     "jobs": frozenset({"state", "queue", "task", "args", "error", "limit", "cursor"}),
     "schedules": frozenset({"limit", "cursor"}),
     "activity": frozenset({"limit"}),
+    "history": frozenset({"days"}),
     "actions": frozenset({"limit"}),
     "tasks": frozenset({"limit", "window"}),
     "purge_queue": frozenset({"limit"}),
@@ -128,10 +130,10 @@ def _query(op: str, query: str) -> dict[str, Any]:
         if key in params:
             raise RequestRefused(f"query parameter {key!r} given twice", code="invalid_request",
                                  field=key)
-        if key == "limit":
+        if key in ("limit", "days"):
             if not text.isdigit() or len(text) > 6:
-                raise RequestRefused("limit must be a positive integer", code="invalid_request",
-                                     field="limit")
+                raise RequestRefused(f"{key} must be a positive integer",
+                                     code="invalid_request", field=key)
             params[key] = int(text)
         elif key in NULLABLE:  # an integer, or its spelling of the body's null
             if text == NULLABLE[key]:

@@ -23,6 +23,7 @@ import orjson
 from tay._version import __version__
 from tay.engine.handlers.admin import ADMIN_OPS
 from tay.engine.commands import Admin
+from tay.engine.day_history import RECORD_EVERY_MS
 from tay.engine.effects import Refuse, Reply
 from tay.failures import RequestRefused
 from tay.protocol.admin_api import ACTIONS
@@ -34,9 +35,9 @@ from .metrics import ServerMetrics, collector, readiness, render
 
 log = logging.getLogger("tay.server")
 
-# The ops of the wire API: the engine's (minus its internal overview), plus server ones.
+# The ops of the wire API: the engine's (minus its internal ones), plus server ones.
 SERVER_OPS = frozenset({"status", "compact", "actions"})
-OPS = (ADMIN_OPS - {"overview"}) | SERVER_OPS
+OPS = (ADMIN_OPS - {"overview", "record_days"}) | SERVER_OPS
 LATENCY_SAMPLE_S = 5.0  # how often the queues' latency is recorded (the latency chart)
 ACTIONS_KEPT = 1_000  # operator actions ``actions`` remembers (all of them are logged)
 ACTIONS_DEFAULT = 50
@@ -59,6 +60,8 @@ class AdminService:
         self.metrics = ServerMetrics()
         self._collect: Callable[[], Any] | None = None  # prometheus_client on the first scrape
         self._sampling: Any = None  # the timer handle of the next queue sample
+        self._recording: Any = None  # the timer handle of the next day-history record
+        self._record_task: Any = None  # a record in flight
         self.actions: deque[dict[str, Any]] = deque(maxlen=ACTIONS_KEPT)  # oldest first
 
     # -- the queues' latency and throughput history (tay.engine.activity) -----------------------
@@ -78,6 +81,31 @@ class AdminService:
         if self._sampling is not None:
             self._sampling.cancel()
             self._sampling = None
+        if self._recording is not None:
+            self._recording.cancel()
+            self._recording = None
+
+    # -- the per-day history (tay.engine.day_history) --------------------------------------
+    def start_recording(self) -> None:
+        """Record the days counted since their last record every RECORD_EVERY_MS (one
+        (32,2) each), until ``stop_sampling``; ``record_days`` at a clean stop."""
+        self._recording = self.driver.loop.call_later(RECORD_EVERY_MS / 1000, self._record)
+
+    def _record(self) -> None:
+        if self._record_task is None or self._record_task.done():
+            self._record_task = self.driver.loop.create_task(self.record_days())
+        self._recording = self.driver.loop.call_later(RECORD_EVERY_MS / 1000, self._record)
+
+    async def record_days(self) -> int:
+        """The days counted since their last record, durable once this returns (how many
+        were written; 0 when the writer stopped or the history caps refused them)."""
+        if self.driver.stopped is not None:
+            return 0
+        reply = await self.port.request(lambda rid: Admin(self.port, rid, "record_days", {}))
+        if isinstance(reply, Refuse):
+            log.warning("recording the day history failed: %s", reply.failure.message)
+            return 0
+        return reply.fields["recorded"]
 
     # -- /metrics, /healthz, /readyz (plain endpoints, not admin ops) ------------------------
     def metrics_text(self) -> bytes:

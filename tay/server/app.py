@@ -365,6 +365,7 @@ async def serve(config: ServeConfig, ready: "asyncio.Event | None" = None,
         finished_rounds.start()
         loop_watch.start()
         admin.start_sampling()
+        admin.start_recording()
         driver.tick()  # dispatch recovered work and arm the wake-up timer
         log.info("tay serving: data dir %s, durability %s, socket %s", config.data_dir,
                  describe_durability(config), config.socket.path if config.socket else "off")
@@ -372,6 +373,7 @@ async def serve(config: ServeConfig, ready: "asyncio.Event | None" = None,
             ready.set()
         await lifecycle.stop.wait()
         if driver.stopped is None:
+            await admin.record_days()  # the day history, before a base would checkpoint it
             await compactor.at_stop()  # --compact-on-stop
     finally:
         for signum in (signal.SIGTERM, signal.SIGINT):

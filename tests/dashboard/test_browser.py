@@ -2,6 +2,7 @@
 ``tay serve`` and a real SDK worker process: live refresh, failures and retries, retry all
 and cancel all, queue control (pause, scale, purge with confirmation), the queue-latency
 and per-queue throughput charts, what workers run, a quiet worker, what each task did,
+the day history,
 running, pausing, resuming and cancelling a schedule, compact now, CSRF from another
 origin, and the whole thing with JavaScript turned off."""
 
@@ -193,6 +194,30 @@ def test_the_tasks_page_shows_each_task_s_outcomes_and_run_times(watched, ui_eng
         "aria-current", "true")
     expect(cells.nth(2)).to_have_text("2")  # both ran within the hour
     expect(watched.locator(".muted").last).to_contain_text("In the last hour")
+
+
+def test_the_history_page_charts_and_lists_each_day(watched, ui_engine):
+    for job_id in [ui_engine.enqueue("ui.ok", {"n": n}, queue="ui-history") for n in range(2)]:
+        ui_engine.wait_state(job_id, "completed")
+    today = ui_engine.admin.call("history", {"days": 1})["days"][-1]
+    assert today["completed"] >= 2 and today["enqueued"] >= 2
+    watched.goto("/ui/")
+    watched.get_by_role("navigation", name="Sections").get_by_role(
+        "link", name="History", exact=True).click()
+    expect(watched).to_have_url(re.compile(r"/ui/history$"))
+    expect(watched.get_by_role("link", name="30 days")).to_have_attribute("aria-current", "true")
+    expect(watched.get_by_role("img", name="Jobs a day over the last 30 days")).to_be_visible()
+    days = watched.locator("table.history tbody tr")
+    expect(days).to_have_count(30)
+    first = days.first  # today, newest first
+    expect(first.locator("th")).to_contain_text("today")
+    expect(first.locator("td").nth(0)).to_have_text(f"{today['enqueued']:,}")
+    expect(first.locator("td").nth(1)).to_have_text(f"{today['completed']:,}")
+    watched.get_by_role("navigation", name="Days shown").get_by_role(
+        "link", name="7 days").click()
+    expect(watched).to_have_url(re.compile(r"/ui/history\?days=7$"))
+    expect(days).to_have_count(7)
+    expect(watched.get_by_role("link", name="7 days")).to_have_attribute("aria-current", "true")
 
 
 def test_the_workers_page_shows_what_runs_now(watched, ui_engine):

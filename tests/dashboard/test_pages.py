@@ -34,9 +34,11 @@ def test_pages_read_without_javascript(ui_engine):
     assert "&#34;square&#34;: 36" in detail.text or '"square": 36' in html.unescape(detail.text)
     overview = ui_engine.get("/ui/")
     assert overview.status == 200 and "Throughput per minute" in overview.text
+    assert "<dt>Completed today</dt>" in overview.text
     assert "<svg" in overview.text and "nojs" in overview.text
     assert "<dt>Event loop</dt><dd>no stall over 500 ms</dd>" in overview.text
-    for path in ("/ui/queues", "/ui/schedules", "/ui/workers", "/ui/tasks", "/ui/storage"):
+    for path in ("/ui/queues", "/ui/schedules", "/ui/workers", "/ui/tasks", "/ui/storage",
+                 "/ui/history", "/ui/history?days=180", "/ui/history?days=x"):
         page = ui_engine.get(path)
         assert page.status == 200, (path, page.text[:500])
     assert "ui.flaky" in ui_engine.get("/ui/workers").text  # the worker's registered tasks
@@ -323,3 +325,15 @@ def test_limit_sets_and_lifts_a_queue_s_rate_limit(ui_engine):
     lifted = ui_engine.post(f"/ui/queues/{queue}/limit", {"csrf": token, "starts": "none"})
     assert lifted.headers["location"] == "/ui/queues?done=unlimited"
     assert queue not in ui_engine.admin.call("status", {})["engine"]["rate_limited_queues"]
+
+
+def test_the_history_page_shows_the_days_asked_for(ui_engine):
+    job_id = ui_engine.enqueue("ui.ok", {"n": 1}, queue="history-page")
+    ui_engine.wait_state(job_id, "completed")
+    for query, shown in (("", 30), ("?days=7", 7), ("?days=180", 180), ("?days=8", 30),
+                         ("?days=%3Cb%3E", 30)):
+        page = ui_engine.get(f"/ui/history{query}")
+        assert page.status == 200
+        assert len(re.findall(r"<tr><th scope=\"row\"><time", page.text)) == shown, query
+        assert "today" in page.text and "<svg" in page.text
+        assert f'aria-current="true">{shown} days' in page.text

@@ -80,3 +80,16 @@ def test_args_is_a_json_object_in_the_query() -> None:
     with pytest.raises(RequestRefused) as refused:
         route_admin("GET", ["jobs"], "args=%7Bnot+json")
     assert (refused.value.code, refused.value.details["field"]) == ("invalid_request", "args")
+
+
+def test_history_takes_days_as_an_integer_and_nothing_else() -> None:
+    request = route_admin("GET", ["history"], "days=90")
+    assert (request.op, request.body) == ("history", {"days": 90})
+    assert route_admin("GET", ["history"], "").body == {}
+    for query in ("days=-1", "days=7d", "days=1234567", "limit=3", "days=1&days=2"):
+        with pytest.raises(RequestRefused) as refused:
+            route_admin("GET", ["history"], query)
+        assert refused.value.code == "invalid_request"
+    with pytest.raises(RequestRefused) as refused:
+        route_admin("POST", ["history"], "")
+    assert refused.value.code == "method_not_allowed"

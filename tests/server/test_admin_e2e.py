@@ -10,6 +10,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import signal
 import subprocess
 import sys
 import threading
@@ -755,3 +756,61 @@ def test_paused_queue_its_limits_and_failure_details_survive_a_restart(engine):
         admin.call("job", {"job_id": tenant_b})
     assert deleted.value.code == "not_found"
     admin.call("resume_queue", {"queue": "durable-q"})
+
+
+def test_the_day_history_counts_jobs_and_survives_a_clean_stop_but_not_a_kill(engine):
+    """Today's row counts what ran; a clean stop records it (the restart shows the same
+    days); a kill -9 loses what was counted since the last record, never a job."""
+    admin = clients(engine)["socket"]
+    to_midnight = 86_400 - time.time() % 86_400
+    if to_midnight < 60:  # one UTC day for the whole test
+        time.sleep(to_midnight + 1)
+
+    def today() -> tuple[int, int, int]:
+        row = admin.call("history", {"days": 1})["days"][-1]
+        assert row["day"] == time.time_ns() // 1_000_000 // 86_400_000 * 86_400_000
+        return row["enqueued"], row["completed"], row["failed"]
+
+    before = today()
+
+    async def body(tay):
+        for n in range(3):
+            await (await tay.enqueue("ops.ok", {"n": n}, queue="history-q")).result(timeout=20)
+        failing = await tay.enqueue("ops.boom", {}, queue="history-q")
+        await until(lambda: admin.call("job", {"job_id": failing.id})["job"]["state"]
+                    == "discarded")
+
+    run_with_worker(engine, body)
+    counted = today()
+    assert [now - then for now, then in zip(counted, before)] == [4, 3, 1]
+    week = admin.call("history", {"days": 7})["days"]
+    assert len(week) == 7 and week == sorted(week, key=lambda row: row["day"])
+    assert clients(engine)["http"].call("history", {"days": 7})["days"] == week
+    shown = cli(engine, "history", "--days", "2")
+    assert shown.returncode == 0, shown.stderr
+    header, yesterday, day, total, note = shown.stdout.splitlines()
+    assert header.split() == ["DAY", "(UTC)", "ENQUEUED", "COMPLETED", "FAILED"]
+    assert day.split()[1:] == [str(n) for n in counted] and total.startswith("total")
+    assert cli(engine, "history", "--days", "3661").returncode == 2
+    admin.close()
+
+    engine.stop()  # clean: records the days
+    engine.start()
+    admin = clients(engine)["socket"]
+    assert today() == counted
+
+    async def more(tay):
+        await (await tay.enqueue("ops.ok", {"n": 9}, queue="history-q")).result(timeout=20)
+        return admin.call("jobs", {"queue": "history-q", "state": "completed"})["jobs"]
+
+    finished = run_with_worker(engine, more)
+    assert today() == (counted[0] + 1, counted[1] + 1, counted[2])
+    admin.close()
+    engine.stop(signal.SIGKILL)  # well within the first minute: nothing recorded since start
+    os.unlink(engine.socket_path)  # the killed server's (start waits for the new one's)
+    engine.start()
+    admin = clients(engine)["socket"]
+    assert today() == counted  # the counts since the last record are lost...
+    again = admin.call("jobs", {"queue": "history-q", "state": "completed"})["jobs"]
+    assert {row["id"] for row in again} == {row["id"] for row in finished}  # ...never a job
+    admin.close()
