@@ -299,8 +299,7 @@ def render_history(reply: dict[str, Any]) -> str:
     """One row per UTC day, oldest first, and the totals of the days shown."""
     days = reply["days"]
     rows = [(dt.datetime.fromtimestamp(d["day"] / 1000, dt.timezone.utc).strftime("%Y-%m-%d"),
-             d["enqueued"],
-             d["completed"], d["failed"]) for d in days]
+             d["enqueued"], d["completed"], d["failed"]) for d in days]
     rows.append(("total", *(sum(d[key] for d in days)
                             for key in ("enqueued", "completed", "failed"))))
     return table(("DAY (UTC)", "ENQUEUED", "COMPLETED", "FAILED"), rows) + (

@@ -65,7 +65,8 @@ def history(days: list[dict[str, Any]]) -> Chart:
     rows = days or [{"day": 0, **{name: 0 for name in SERIES}}]
     values = {name: [row[name] for row in rows] for name in SERIES}
     chart = _chart(values, {name: sum(counts) for name, counts in values.items()})
-    labels = [_date(rows[0]["day"]), _date(rows[len(rows) // 2]["day"]), "today"]
+    # where _chart puts its ticks: the first, middle ((n - 1) // 2) and last row
+    labels = [_date(rows[0]["day"]), _date(rows[(len(rows) - 1) // 2]["day"]), "today"]
     return replace(chart, ticks=[(x, label) for (x, _), label in zip(chart.ticks, labels)])
 
 

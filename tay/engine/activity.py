@@ -186,20 +186,6 @@ class Activity:
             for column, n in enumerate(counts):
                 day[column] += n
 
-    def day(self, day: int) -> list[int] | None:
-        """``days()[day]`` (None: nothing counted that day) without the other days."""
-        counts = self._days.get(day)
-        counts = [0, 0, 0] if counts is None else list(counts)
-        minutes = [(m, c) for m, c in self._minutes.items() if m // DAY_MINUTES == day]
-        if self._bucket_dropped and self._bucket_start // MINUTE_MS // DAY_MINUTES == day:
-            minutes.append((0, self._bucket))
-        if day not in self._days and not minutes:
-            return None
-        for _, minute in minutes:
-            for column, n in enumerate(minute):
-                counts[column] += n
-        return counts
-
     def days(self) -> dict[int, list[int]]:
         """UTC day -> [enqueued, completed, failed] counted since start (a new dict)."""
         days = {day: list(counts) for day, counts in self._days.items()}

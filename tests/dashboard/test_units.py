@@ -111,6 +111,20 @@ def test_queue_throughput_chart_draws_each_queue_completed_a_minute():
     assert charts.queue_throughput([]).lines == {}
 
 
+def test_history_chart_labels_its_ticks_with_the_days_under_them():
+    day_ms = 86_400_000
+    start = 20_424 * day_ms  # 2025-12-02
+    rows = [{"day": start + k * day_ms, "enqueued": k, "completed": k, "failed": 0}
+            for k in range(30)]
+    chart = charts.history(rows)
+    assert [label for _, label in chart.ticks] == ["Dec 02", "Dec 16", "today"]
+    (x0, _), (x_middle, _), (x_last, _) = chart.ticks
+    middle = chart.lines["enqueued"].split()[14]  # the row the middle tick stands under
+    assert middle.split(",")[0] == str(x_middle) and (x0, x_last) == (44.0, 1150.0)
+    assert chart.totals == {"enqueued": 435, "completed": 435, "failed": 0}
+    assert charts.history([]).ticks[-1][1] == "today"
+
+
 def test_routes_match_methods_and_segments():
     handler, params = app._match("GET", ["jobs", "abc"])
     assert params == ["abc"]

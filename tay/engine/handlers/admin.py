@@ -672,7 +672,7 @@ class AdminCommands(ScheduleCommands):
 
     def _apply_control(self, event: ev.Event) -> None:
         if event.pair == ev.DAY_TOTALS:  # what this life counted of the day is in it now
-            self.day_history.apply(event, self.activity.day(event["day"]))
+            self.day_history.apply(event, self.activity.days().get(event["day"]))
             return
         if event.pair in SCHEDULE_CONTROL_PAIRS:
             self.schedules.set_paused(event["schedule_id"], event.pair == ev.SCHEDULE_PAUSED)
