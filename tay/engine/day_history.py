@@ -5,7 +5,7 @@ history shows them.
 The live counts are the activity's (``Activity.days``: volatile, since start). The server
 records each day whose counts moved as a (32,2) ``day_totals`` event every
 ``RECORD_EVERY_MS`` and at a clean stop, carrying the day's whole totals, so a replay
-takes the last one of each day and a base checkpoints it (one entity per day, a few dozen
+takes the last one of each day and a base checkpoints it (one entity per day, 141
 bytes). A day's totals are then what it recorded plus what this life counted since its
 last record. A kill -9 loses what was counted since the last record (at most a minute of
 counts); the jobs themselves are in the journal as ever.
