@@ -84,6 +84,8 @@ class AdminService:
         if self._recording is not None:
             self._recording.cancel()
             self._recording = None
+        if self._record_task is not None and not self._record_task.done():
+            self._record_task.cancel()  # a periodic one: a clean stop recorded the days before
 
     # -- the per-day history (tay.engine.day_history) --------------------------------------
     def start_recording(self) -> None:
