@@ -9,7 +9,6 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from tay.storage.events import decode_event
-from tay.storage.events.transitions import deletes
 from tay.storage.recovery.recover import TableConsumer, recover
 
 
@@ -33,10 +32,7 @@ class _CountingConsumer:
         return self.table.table.get(job_id)
 
     def epoch_install(self, state: Any, event: Any) -> None:
-        if event is not None and deletes(event):
-            self.table.table.remove(state.id)
-        else:
-            self.table.table.put(state)
+        self.table.table.install(state, event)
         if event is not None:
             self._count(event)
 

@@ -372,9 +372,7 @@ async def history(view: View) -> Page:
     status, reply = await _gather(view, ("history", {"days": days}))
     rows = reply["days"]
     return _page(view, "history.html", "history", status, days=days, spans=HISTORY_SPANS,
-                 chart=history_chart(rows), rows=rows,
-                 totals={name: sum(row[name] for row in rows)
-                         for name in ("enqueued", "completed", "failed")})
+                 chart=history_chart(rows), rows=rows)
 
 
 async def storage(view: View) -> Page:

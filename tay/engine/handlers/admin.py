@@ -81,13 +81,15 @@ RUNNING_SHOWN = 10  # executions the workers op lists per executor (its oldest)
 TASKS_DEFAULT, TASKS_MAX = 100, 1_000  # (queue, task) rows of one tasks read
 
 
-def _limit(body: dict[str, Any], default: int, high: int) -> int:
-    limit = body.get("limit", default)
+def _limit(body: dict[str, Any], default: int, high: int, field: str = "limit") -> int:
+    """The request's ``field`` (``limit`` unless named), an integer in 1..``high``;
+    ``default`` when left out or null."""
+    limit = body.get(field, default)
     if limit is None:
         return default
     if type(limit) is not int or not 1 <= limit <= high:
-        raise RequestRefused(f"limit must be an integer in 1..{high}", code="invalid_request",
-                             field="limit")
+        raise RequestRefused(f"{field} must be an integer in 1..{high}", code="invalid_request",
+                             field=field)
     return limit
 
 
@@ -410,12 +412,7 @@ class AdminCommands(ScheduleCommands):
         """What each of the last ``days`` UTC days saw (default 30), oldest first, today
         last: durable across restarts (``tay.engine.day_history``)."""
         body = request_fields(body, frozenset({"days"}), "history")
-        days = body.get("days", HISTORY_DAYS_DEFAULT)
-        if days is None:
-            days = HISTORY_DAYS_DEFAULT
-        if type(days) is not int or not 1 <= days <= HISTORY_DAYS_MAX:
-            raise RequestRefused(f"days must be an integer in 1..{HISTORY_DAYS_MAX:,}",
-                                 code="invalid_request", field="days")
+        days = _limit(body, HISTORY_DAYS_DEFAULT, HISTORY_DAYS_MAX, "days")
         totals = self.day_history.totals(self.activity.days())
         return {"days": last_days(totals, now_ms // DAY_MS, days),
                 "recorded_days": len(self.day_history.recorded)}
@@ -514,10 +511,11 @@ class AdminCommands(ScheduleCommands):
         args), most recently changed first from ``cursor``, the cursor followed as
         ``retry_jobs``'. The deletions pass the history caps together or none is made."""
         reply, entries = self._bulk_page(body, "delete_jobs", DELETABLE)
-        self._history_check([job_deleted(entry.state.id, now_ms, entry.state.revision)
-                             for entry in entries if not entry.volatile])
-        for entry in entries:
-            self.delete_job(entry, now_ms, out)
+        events = [job_deleted(entry.state.id, now_ms, entry.state.revision) for entry in entries]
+        self._history_check([event for entry, event in zip(entries, events)
+                             if not entry.volatile])
+        for entry, event in zip(entries, events):
+            self._commit(entry, event, entry.volatile, out)  # the job dropped as it installs
         return {**reply, "deleted": len(entries)}
 
     def _admin_quiet_worker(self, body: Any, now_ms: int, out: Outcome) -> dict[str, Any]:

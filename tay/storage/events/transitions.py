@@ -482,13 +482,18 @@ class JobTable:
         job_id = event.payload.get("job_id")
         previous = self._jobs.get(job_id) if job_id is not None else None
         job = apply(previous, sequence, event)
-        if deletes(event):
-            self.remove(job.id)
-        else:
-            self.put(job)
+        self.install(job, event)
         if sequence > self.last_sequence:
             self.last_sequence = sequence
         return job
+
+    def install(self, job: JobState, event: ev.Event | None) -> None:
+        """A job's state as ``event`` left it (None: a base snapshot), or the job dropped
+        when the event deletes it (``deletes``)."""
+        if event is not None and deletes(event):
+            self.remove(job.id)
+        else:
+            self.put(job)
 
     def put(self, job: JobState) -> None:
         """Store ``job`` (replacing its previous state), keeping the counts right."""

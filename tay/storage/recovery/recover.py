@@ -47,7 +47,7 @@ from tay.storage.recovery.physical import (
 from tay.storage.recovery.limits import (
     Clock, RecoveryOptions, RecoveryTimer, monotonic_ms,
 )
-from tay.storage.events.transitions import JobState, JobTable, deletes
+from tay.storage.events.transitions import JobState, JobTable
 from tay.storage.formats.value import DecodeLimits, locate
 
 class FrozenView(HeldSegments, Record):
@@ -249,10 +249,7 @@ class TableConsumer(Record):
         return self.table.get(job_id)
 
     def epoch_install(self, job: JobState, event: event_codec.Event | None) -> None:
-        if event is not None and deletes(event):
-            self.table.remove(job.id)
-        else:
-            self.table.put(job)
+        self.table.install(job, event)
 
     def epoch_entity(self, revision: int, event: event_codec.Event) -> None:
         self.other_events[event.name] += 1
