@@ -4,7 +4,7 @@ cost the replay, beside a tail of plain successes.
 Usage:
     .venv/bin/python -m benchmarks.tail_restart [--jobs 10000] [--every 10] [--runs 5]
         [--shapes success,failed,discarded,retried,delayed,delayed-failed,timed-out,waiting,
-                  backlog,valued,cancelled]
+                  backlog,valued,cancelled,day-totals]
         [--base]
 
 Each shape is a tail of ``--jobs`` jobs behind an empty base, written by a Store-v2
@@ -27,7 +27,9 @@ except every ``--every``-th job:
 * ``backlog``: inserted for a task no worker runs, still available at the end (with
   ``--every 1``, a tail or base that is all backlog);
 * ``valued``: its success carries a value (``{"ok": 1}``) instead of nil;
-* ``cancelled``: inserted for a task no worker runs, then cancelled by its producer.
+* ``cancelled``: inserted for a task no worker runs, then cancelled by its producer;
+* ``day-totals``: a success followed by a day's totals (32,2), as the server records the
+  day every minute (one record more per odd job, no job's).
 
 With ``--base`` the store is compacted offline first, so its jobs are snapshots in the
 base (a finished job in columns with its result and failure's details, a waiting one,
@@ -57,7 +59,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 SHAPES = ("success", "failed", "discarded", "retried", "delayed", "delayed-failed", "timed-out",
-          "waiting", "backlog", "valued", "cancelled")
+          "waiting", "backlog", "valued", "cancelled", "day-totals")
 
 
 def shape_actions(shape: str, jobs: int, every: int) -> list:
@@ -81,8 +83,10 @@ def shape_actions(shape: str, jobs: int, every: int) -> list:
         else:
             actions.append(("enqueue", "a", None, {},
                             0 if shape == "discarded" and odd else 1))
-            actions.append(("finish", 0, "nil" if not odd
+            actions.append(("finish", 0, "nil" if not odd or shape == "day-totals"
                             else "value" if shape == "valued" else "failed"))
+            if shape == "day-totals" and odd:
+                actions.append(("days",))
         if shape in ("retried", "delayed", "delayed-failed") \
                 and (n % 100 == 99 or n == jobs - 1) and odd_jobs:
             # the retries (or delayed jobs) of these jobs come due and run, one by one
@@ -105,8 +109,14 @@ def measure(frames: list, runs: int, base: bool = False) -> dict:
     from tests.storage.test_base_columns import write_store
 
     root = scratch_path("tail-restart")
+    options = {}
+    if base and any(rtype == 30 and payload[:2] == b"\x20\x02" for rtype, _, payload in frames):
+        # a day's totals: only an engine carries them into a base (a job table refuses)
+        from tay.engine.config import EngineConfig
+        from tay.engine.core import Engine
+        options["consumer"] = Engine(EngineConfig())
     try:
-        write_store(root, frames, compact=base)
+        write_store(root, frames, compact=base, **options)
         figures: dict = {}
         for way, replay in (("columnar", contextlib.nullcontext),
                             ("record by record",

@@ -26,7 +26,9 @@
  * after a cancel...) sends the job the
  * general way: the walk goes on and all that job's records are pending (each such
  * mutation one state change, and a ready push when it carries an order, which the
- * allocator takes here). It stops before the first
+ * allocator takes here). A (30,2) carrying a day's totals (32,2), the record the server
+ * writes every minute, is no job's: it is taken as pending (the exact replay checks and
+ * applies it) and the walk goes on. It stops before the first
  * record that is anything else and never refuses: the caller replays from there the exact
  * way.
  *
@@ -308,6 +310,12 @@ long tay_tail_jobs(const uint8_t *buf, size_t size, size_t count, const uint64_t
                 readies += (uint64_t)ordered;
             }
             stamps++;
+        } else if (types[i] == 30 && schemas[i] == 2 && length >= 10 && p[0] == 32
+                   && p[1] == 2) {
+            /* a day's totals (32,2), which the server writes every minute: no job's, never
+             * a state change nor a ready push; taken as pending, so that the exact replay
+             * (which checks the day's chain) applies it in its place and the walk goes on */
+            job = 0;
         } else if (types[i] == 30 && schemas[i] == 2) {
             /* a job's result (10,2) or a worker failure's details (22,2): never a state
              * change nor a ready push; a payload the event scan does not vouch for stops
@@ -400,21 +408,24 @@ long tay_tail_jobs(const uint8_t *buf, size_t size, size_t count, const uint64_t
      * of done jobs (a delayed insert's) before each */
     uint64_t before = 0, ready = 0, timers = 0;
     for (size_t r = 0; r < i; r++) {
-        const uint64_t *w = work + (size_t)(owner[r] - 1) * W_WIDTH;
-        int retried = w[W_STEP] == DONE && w[W_RETRIED];  /* held as a completed row */
-        if (!in_columns(w)) {
+        /* owner 0: a record of no job (a day's totals), always pending */
+        const uint64_t *w = owner[r] ? work + (size_t)(owner[r] - 1) * W_WIDTH : NULL;
+        if (!w || !in_columns(w)) {
             uint64_t *out = pending + waiting++ * 4;
             out[0] = r;
             out[1] = before;
             out[2] = ready;
             out[3] = timers;
         }
-        if (w[W_INSERT_INDEX] == r && skips_insert_timer(w)) timers++;
-        /* a retried job's failure pushed its (then stale) timer at its finish, and again
-         * at its details when they came after it (the older order) */
-        if (retried && (r == w[W_FAIL_FINISH]
-                        || (r == w[W_DETAILS] && w[W_DETAILS] > w[W_FAIL_FINISH])))
-            timers++;
+        if (w) {
+            int retried = w[W_STEP] == DONE && w[W_RETRIED];  /* held as a completed row */
+            if (w[W_INSERT_INDEX] == r && skips_insert_timer(w)) timers++;
+            /* a retried job's failure pushed its (then stale) timer at its finish, and
+             * again at its details when they came after it (the older order) */
+            if (retried && (r == w[W_FAIL_FINISH]
+                            || (r == w[W_DETAILS] && w[W_DETAILS] > w[W_FAIL_FINISH])))
+                timers++;
+        }
         if (types[r] == 8) before++;
         ready += pushes[r];
     }

@@ -28,7 +28,9 @@ payload must pass the mutation or event fast path. A record of a job it knows ou
 lifecycle (a timeout, a second failure, a delayed job's retry, anything
 after a cancel...) sends the job the general way: the walk goes on, and every record of that job
 is pending (each such mutation one state change, and a ready push when it carries an
-order, which the allocator takes there). It stops before the
+order, which the allocator takes there). A (30,2) carrying a day's totals (32,2), the
+record the server writes every minute, is no job's: it is pending (the exact replay
+checks and applies it) and the walk goes on. It stops before the
 first record that is anything else (another pair or kind, a slow payload, an insert it
 refuses, an id it does not know, an order not the allocator's, a record outside ``buf``);
 it never refuses.
@@ -302,6 +304,11 @@ def tail_jobs(buf: Any, offsets: Sequence[int], lengths: Sequence[int], types: S
                 job.step = _GENERAL
                 pushes = int(ordered)
                 readies += pushes
+        elif pair == (30, 2) and length >= 10 and buf[offset] == 32 and buf[offset + 1] == 2:
+            # a day's totals (32,2), which the server writes every minute: no job's, never
+            # a state change nor a ready push; taken as pending, so that the exact replay
+            # (which checks the day's chain) applies it in its place and the walk goes on
+            job = None
         elif pair == (30, 2):
             if length < 10 or buf[offset + 1] != 2:
                 break
@@ -369,15 +376,17 @@ def tail_jobs(buf: Any, offsets: Sequence[int], lengths: Sequence[int], types: S
     pending: list[int] = []
     before = ready = timers = 0
     for index, job, adds, pushes in taken:
-        retried = job.step == _DONE and job.retried  # held as a completed row
-        if not _in_columns(job):
+        # job None: a record of no job (a day's totals), always pending
+        if job is None or not _in_columns(job):
             pending += [index, before, ready, timers]
-        if index == job.insert and _skips_insert_timer(job):
-            timers += 1
-        if retried and (index == job.fail_finish
-                        or index == job.details and job.details > job.fail_finish):
-            timers += 1  # its failure's (then stale) timer push: at the finish, and at
-            # the details when they came after it (the older order)
+        if job is not None:
+            retried = job.step == _DONE and job.retried  # held as a completed row
+            if index == job.insert and _skips_insert_timer(job):
+                timers += 1
+            if retried and (index == job.fail_finish
+                            or index == job.details and job.details > job.fail_finish):
+                timers += 1  # its failure's (then stale) timer push: at the finish, and
+                # at the details when they came after it (the older order)
         ready += pushes
         before += adds
     live: list[int] = []

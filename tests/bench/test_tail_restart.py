@@ -16,12 +16,13 @@ def test_each_shape_recovers_all_its_jobs_and_reports_both_ways(capsys) -> None:
         [cell.strip() for cell in line.strip("|").split("|")] for line in lines[3:])}
     assert list(rows) == list(tail_restart.SHAPES)
     # records: four per job, eight per retried job, five per delayed one (succeeded or
-    # failed), three per timed-out one, one per waiting or backlog one, two per cancelled one
+    # failed), three per timed-out one, one per waiting or backlog one, two per cancelled one,
+    # five per job followed by a day's totals
     assert [rows[shape][0] for shape in rows] == ["160", "160", "160", "200", "170", "170",
-                                                  "150", "130", "130", "160", "140"]
+                                                  "150", "130", "130", "160", "140", "170"]
     # held unbuilt: every job (a retried success as a completed row, a delayed failure as
-    # its discarded row, a cancelled one in columns)
-    assert [rows[shape][1] for shape in rows] == ["40"] * 11
+    # its discarded row, a cancelled one in columns; the days' totals do not stop the walk)
+    assert [rows[shape][1] for shape in rows] == ["40"] * 12
     for shape, (_, _, columnar, exact, added) in rows.items():
         assert float(columnar) > 0 and float(exact) > 0
         assert (added == "-") == (shape == "success")
@@ -36,7 +37,7 @@ def test_from_the_base_each_shape_holds_its_finished_jobs_in_columns(capsys) -> 
     # held in columns: the finished jobs (a discarded job's or a retried success's with its
     # failure's details, a cancelled one); as rows the live ones (scheduled, available, and
     # retryable with their failure's details)
-    assert [rows[shape][1] for shape in rows] == ["40"] * 11
+    assert [rows[shape][1] for shape in rows] == ["40"] * 12
 
 
 @pytest.mark.parametrize("shape", tail_restart.SHAPES)
@@ -51,6 +52,9 @@ def test_every_odd_job_of_a_shape_ends_as_the_shape_says(shape) -> None:
     assert len(details) == (4 if shape in ("failed", "discarded", "retried", "delayed-failed")
                             else 0)
     assert kinds.count(2) == (4 if shape in ("retried", "delayed", "delayed-failed") else 0)
+    # a day's totals after each odd job (the day's counts moved since the last)
+    assert sum(t == 30 and p[:2] == b"\x20\x02" for t, _, p in frames) == \
+        (4 if shape == "day-totals" else 0)
 
 
 def test_a_base_that_is_all_backlog_holds_every_job_as_its_row(capsys) -> None:

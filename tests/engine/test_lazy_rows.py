@@ -83,6 +83,8 @@ def bookkeeping(engine) -> dict:
         "stamp": engine._stamp,
         "next_sequence": engine.next_sequence,
         "order": engine.epoch.next_order,
+        "entities": dict(engine.epoch.entities),  # a queue's pause, a day's totals...
+        "days": dict(engine.day_history.recorded),
         "entries": {job_id: (entry.volatile, entry.charge, entry.margin, entry.ready_key,
                              entry.queue, entry.task, entry.stamp, entry.attempts,
                              entry.index_keys, entry.queue_row, peek(entry).state,

@@ -65,6 +65,7 @@ ACTIONS = st.lists(st.one_of(
     st.tuples(st.just("advance"), st.sampled_from([1, 400, 2500])),
     st.tuples(st.just("cancel"), st.integers(0, 9)),
     st.tuples(st.just("delete"), st.integers(0, 9)),
+    st.just(("days",)),  # the server's minute: a (32,2) for each day counted since the last
 ), max_size=60)
 
 # mostly the walk's common lifecycle (inserts available at once, nil successes) with worker
@@ -74,6 +75,7 @@ WALK_ACTIONS = st.lists(st.one_of(
               st.just({}), st.sampled_from([1, 1, 0])),
     st.tuples(st.just("finish"), st.integers(0, 9),
               st.sampled_from(["nil", "nil", "nil", "failed", "value"])),
+    st.just(("days",)),
 ), max_size=60)
 
 # delayed jobs and retries among the common lifecycle: most delayed jobs come due (an
@@ -90,7 +92,7 @@ LATER_CHOICES = [
     ("finish", 0, "nil"), ("finish", 0, "nil"), ("finish", 0, "nil"), ("finish", 1, "nil"),
     ("finish", 0, "failed"), ("finish", 1, "failed"), ("finish", 0, "value"),
     ("advance", 400), ("advance", 2500), ("cancel", 0), ("cancel", 5), ("delete", 0),
-    ("delete", 3)]
+    ("delete", 3), ("days",)]
 
 
 def _later_actions(seed: int, length: int) -> list:
@@ -146,6 +148,8 @@ def tail_driver(seed: int, actions: list):
         elif action[0] == "advance":
             driver.advance(action[1])
             driver.tick()
+        elif action[0] == "days":  # what the server does every minute
+            driver.run(c.Admin("p", "x", "record_days", {}))
     return driver
 
 
@@ -370,6 +374,39 @@ def test_the_common_lifecycle_is_taken_whole() -> None:
             (8, 0, 4 * 8, held)
         assert live[_pure_tail.RESULT_BYTES] == len(encode_value(None if result == "nil"
                                                                  else {"ok": 1}))
+
+
+def test_a_days_totals_do_not_stop_the_walk() -> None:
+    """The (32,2) the server writes every minute is no job's: the walk takes it as pending
+    (in its place, between the jobs it holds) and goes on, so a daemon's minutes cost its
+    restart no run of exact replay; the recovery counts the same days either way."""
+    job = [("enqueue", "a", None, {}), ("start", 0), ("finish", 0, "nil")]
+    frames = tail_frames(1, job * 2 + [("days",)] + job * 2 + [("days",)] + job)
+    buf, offsets, lengths, types, schemas = columns(frames)
+    days = [i for i in range(len(frames))
+            if types[i] == 30 and buf[offsets[i] + FRAME_HEADER] == 32]
+    assert len(days) == 2 and len(frames) == 5 * 4 + 2
+    taken, next_order, rows, links, pending, totals, live = walk_both(
+        (buf, offsets, lengths, types, schemas), 0, len(frames), 1)
+    assert (taken, next_order, len(rows) // BASE_JOB, totals, len(live)) \
+        == (len(frames), 6, 5, (15, 5, 0), 0)
+    # each pending with the state changes and ready pushes of the records before it
+    assert list(pending) == [days[0], 6, 2, 0, days[1], 12, 4, 0]
+    installed: list = []
+    install = EpochEngine.epoch_install_tail
+    EpochEngine.epoch_install_tail = lambda self, jobs, inserted: (
+        installed.append(len(jobs.links) // _pure_tail.TAIL_LINK), install(self, jobs, inserted))[1]
+    try:
+        engine = recovers_the_same_from(frames, 256)
+    finally:
+        EpochEngine.epoch_install_tail = install
+    assert installed == [5]  # one walk held every job in columns
+    # the day as its last record counted it (four jobs: the fifth came after it)
+    assert engine.day_history.recorded == {T0 // 86_400_000: (4, 4, 0)}
+    # a day's totals whose chain is broken is refused where it stands, as record by record
+    broken = list(frames)
+    broken[days[1]], broken[days[0]] = frames[days[0]], frames[days[1]]
+    assert recovers_the_same_from(broken, 256) is None
 
 
 def test_a_tail_in_the_older_order_recovers_the_same_jobs() -> None:

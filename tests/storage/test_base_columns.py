@@ -640,7 +640,9 @@ def test_jobs_expired_before_the_job_index_is_built_are_not_in_it() -> None:
 def write_store(root, frames: list, compact: bool = False, **options) -> None:
     """A store at ``root`` whose tail is ``frames`` (an engine's records:
     ``tests.engine.test_tail_columns.tail_frames``); with ``compact`` compacted offline into
-    its base, every job kept (``options``: more of ``compact_offline``'s)."""
+    its base, every job kept (``options``: more of ``compact_offline``'s; by default a
+    plain job table is the consumer, which carries no other state: a tail holding a day's
+    totals needs an engine)."""
     from tests.engine.test_tail_columns import empty_store
     from tests.storage.test_store_v2_rules import rewrite_tail
     from tay.storage.compaction.offline import compact_offline
@@ -650,8 +652,9 @@ def write_store(root, frames: list, compact: bool = False, **options) -> None:
     empty_store(root)
     rewrite_tail(root, frames)
     if compact:
-        compact_offline(str(root), consumer=TableConsumer(), durability="write",
-                        retention=Retention("infinity"), now_ms=lambda: 1_000, **options)
+        options.setdefault("consumer", TableConsumer())
+        compact_offline(str(root), durability="write", retention=Retention("infinity"),
+                        now_ms=lambda: 1_000, **options)
 
 
 @contextlib.contextmanager
