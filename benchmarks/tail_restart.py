@@ -4,7 +4,7 @@ cost the replay, beside a tail of plain successes.
 Usage:
     .venv/bin/python -m benchmarks.tail_restart [--jobs 10000] [--every 10] [--runs 5]
         [--shapes success,failed,discarded,retried,delayed,delayed-failed,timed-out,waiting,
-                  backlog,valued,cancelled,day-totals]
+                  backlog,valued,cancelled,minutely]
         [--base]
 
 Each shape is a tail of ``--jobs`` jobs behind an empty base, written by a Store-v2
@@ -28,8 +28,11 @@ except every ``--every``-th job:
   ``--every 1``, a tail or base that is all backlog);
 * ``valued``: its success carries a value (``{"ok": 1}``) instead of nil;
 * ``cancelled``: inserted for a task no worker runs, then cancelled by its producer;
-* ``day-totals``: a success followed by a day's totals (32,2), as the server records the
-  day every minute (one record more per odd job, no job's).
+* ``minutely``: a success, then a minute passes as a daemon's does: an every-minute
+  schedule (declared first) delivers a job, which runs to its nil success, and the day's
+  totals are recorded (a (32,2), as the server does every minute); each odd job adds an
+  occurrence's job (four records, built: its delivery names it) and two records of no
+  job (the delivery (11,2) and the day's totals).
 
 With ``--base`` the store is compacted offline first, so its jobs are snapshots in the
 base (a finished job in columns with its result and failure's details, a waiting one,
@@ -59,13 +62,13 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 SHAPES = ("success", "failed", "discarded", "retried", "delayed", "delayed-failed", "timed-out",
-          "waiting", "backlog", "valued", "cancelled", "day-totals")
+          "waiting", "backlog", "valued", "cancelled", "minutely")
 
 
 def shape_actions(shape: str, jobs: int, every: int) -> list:
     """``tail_driver`` actions of one shape (a worker of capacity 3 takes each job as it is
     enqueued; ``("finish", 0, ...)`` reports on the one it runs)."""
-    actions: list = []
+    actions: list = [("schedule",)] if shape == "minutely" else []
     odd_jobs = 0
     for n in range(jobs):
         odd = shape != "success" and n % every == every - 1
@@ -83,10 +86,10 @@ def shape_actions(shape: str, jobs: int, every: int) -> list:
         else:
             actions.append(("enqueue", "a", None, {},
                             0 if shape == "discarded" and odd else 1))
-            actions.append(("finish", 0, "nil" if not odd or shape == "day-totals"
+            actions.append(("finish", 0, "nil" if not odd or shape == "minutely"
                             else "value" if shape == "valued" else "failed"))
-            if shape == "day-totals" and odd:
-                actions.append(("days",))
+            if shape == "minutely" and odd:  # the occurrence, delivered by the tick
+                actions += [("advance", 60_000), ("finish", 0, "nil"), ("days",)]
         if shape in ("retried", "delayed", "delayed-failed") \
                 and (n % 100 == 99 or n == jobs - 1) and odd_jobs:
             # the retries (or delayed jobs) of these jobs come due and run, one by one
@@ -179,7 +182,8 @@ def main(argv: list[str] | None = None) -> int:
     for shape in shapes:
         frames = tail_frames(0, shape_actions(shape, args.jobs, args.every))
         figures = measure(frames, args.runs, args.base)
-        assert figures["jobs"] == args.jobs, figures
+        occurrences = args.jobs // args.every if shape == "minutely" else 0
+        assert figures["jobs"] == args.jobs + occurrences, figures
         if shape == "success":
             base = figures["columnar"]
         odd = args.jobs // args.every

@@ -26,9 +26,9 @@
  * after a cancel...) sends the job the
  * general way: the walk goes on and all that job's records are pending (each such
  * mutation one state change, and a ready push when it carries an order, which the
- * allocator takes here). A (30,2) carrying a day's totals (32,2), the record the server
- * writes every minute, is no job's: it is taken as pending (the exact replay checks and
- * applies it) and the walk goes on. It stops before the first
+ * allocator takes here). A (30,2) of a schedule, a queue or a day (of_no_job: a schedule's
+ * occurrence, a day's totals every minute) changes no job's state: it is taken as pending
+ * (the exact replay checks and applies it) and the walk goes on. It stops before the first
  * record that is anything else and never refuses: the caller replays from there the exact
  * way.
  *
@@ -151,6 +151,20 @@ static int skips_insert_timer(const uint64_t *w) {
 static void hold_failure(tay_live_table *table, const uint64_t *w, size_t number) {
     if (w[W_FAILED_STATE] == TAY_STATE_RETRYABLE && !w[W_DELAYED] && !w[W_TIMED_OUT])
         tay_live_retryable(table, number, 4, 2, w[W_DUE]);
+}
+
+/* The (30,2) inner pairs (schema 2) on a chain of their own that change no job's state:
+ * a schedule's delivery (11) and state (13), which the server writes at each occurrence;
+ * a queue's pause (20), resume (21), scale (24) and rate limit (28); a schedule's pause
+ * (25) and resume (26); a day's totals (32), which the server writes every minute. The
+ * registry's epoch-carried pairs whose entity is not a job (tested equal) */
+static int of_no_job(uint8_t type) {
+    switch (type) {
+    case 11: case 13: case 20: case 21: case 24: case 25: case 26: case 28: case 32:
+        return 1;
+    default:
+        return 0;
+    }
 }
 
 long tay_tail_jobs(const uint8_t *buf, size_t size, size_t count, const uint64_t *offsets,
@@ -310,11 +324,27 @@ long tay_tail_jobs(const uint8_t *buf, size_t size, size_t count, const uint64_t
                 readies += (uint64_t)ordered;
             }
             stamps++;
-        } else if (types[i] == 30 && schemas[i] == 2 && length >= 10 && p[0] == 32
-                   && p[1] == 2) {
-            /* a day's totals (32,2), which the server writes every minute: no job's, never
-             * a state change nor a ready push; taken as pending, so that the exact replay
-             * (which checks the day's chain) applies it in its place and the walk goes on */
+        } else if (types[i] == 30 && schemas[i] == 2 && length >= 10 && p[1] == 2
+                   && of_no_job(p[0])) {
+            /* an event of a schedule, a queue or a day: never a job's state change nor a
+             * ready push; taken as pending, so that the exact replay (which checks its
+             * entity's chain) applies it in its place and the walk goes on. A schedule's
+             * delivery names its job to the engine, which finds the job's entry there:
+             * every job it knows of those the payload names (any 16-byte binary) goes the
+             * general way, so that its entry stands where replay has it */
+            if (p[0] == 11) {
+                size_t nodes, error_offset;
+                if (length - 10 >= tape_capacity) break;
+                int scanned = tay_value_scan(p + 10, length - 10, max_depth, max_nodes,
+                                             max_binary, tape_capacity, tags, values,
+                                             tape_offsets, reals, &nodes, &error_offset);
+                if (scanned < 0) break;
+                for (size_t k = 0; k < nodes; k++) {
+                    if (tags[k] != 0x07 || values[k] != 16) continue;
+                    found = tay_live_find(table, p + 10 + tape_offsets[k]);
+                    if (found >= 0) work[(size_t)found * W_WIDTH + W_STEP] = GENERAL;
+                }
+            }
             job = 0;
         } else if (types[i] == 30 && schemas[i] == 2) {
             /* a job's result (10,2) or a worker failure's details (22,2): never a state
@@ -408,7 +438,7 @@ long tay_tail_jobs(const uint8_t *buf, size_t size, size_t count, const uint64_t
      * of done jobs (a delayed insert's) before each */
     uint64_t before = 0, ready = 0, timers = 0;
     for (size_t r = 0; r < i; r++) {
-        /* owner 0: a record of no job (a day's totals), always pending */
+        /* owner 0: a record of no job (of_no_job), always pending */
         const uint64_t *w = owner[r] ? work + (size_t)(owner[r] - 1) * W_WIDTH : NULL;
         if (!w || !in_columns(w)) {
             uint64_t *out = pending + waiting++ * 4;

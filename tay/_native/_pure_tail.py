@@ -28,9 +28,10 @@ payload must pass the mutation or event fast path. A record of a job it knows ou
 lifecycle (a timeout, a second failure, a delayed job's retry, anything
 after a cancel...) sends the job the general way: the walk goes on, and every record of that job
 is pending (each such mutation one state change, and a ready push when it carries an
-order, which the allocator takes there). A (30,2) carrying a day's totals (32,2), the
-record the server writes every minute, is no job's: it is pending (the exact replay
-checks and applies it) and the walk goes on. It stops before the
+order, which the allocator takes there). A (30,2) of a schedule, a queue or a day
+(``OF_NO_JOB``: a schedule's occurrence, a day's totals every minute) changes no job's
+state: it is pending (the exact replay checks and applies it) and the walk goes on. It
+stops before the
 first record that is anything else (another pair or kind, a slow payload, an insert it
 refuses, an id it does not know, an order not the allocator's, a record outside ``buf``);
 it never refuses.
@@ -81,8 +82,17 @@ from typing import Any, Sequence
 from tay._native import _pure_events as er
 from tay._native import _pure_mutations as mr
 from tay._native._pure_base import BASE_JOB, FRAME_HEADER, COMPLETED, failure_bytes
+from tay._native._pure_events import TAPE_CAPACITY
+from tay._native._pure_value import value_decode
+from tay._native.errors import ValueCodecError
 
 CANCELLED = 5  # a done job's STATE when a cancel made it done (transitions.STATES)
+# the (30,2) inner types (schema 2) on a chain of their own that change no job's state: a
+# schedule's delivery (11) and state (13), which the server writes at each occurrence; a
+# queue's pause (20), resume (21), scale (24) and rate limit (28); a schedule's pause (25)
+# and resume (26); a day's totals (32), which the server writes every minute. The
+# registry's epoch-carried pairs whose entity is not a job (tested equal)
+OF_NO_JOB = frozenset({11, 13, 20, 21, 24, 25, 26, 28, 32})
 
 TAIL_LINK = 8
 (STAMP, STARTED, STARTED_LENGTH, STARTED_AT, FINISHED, FINISHED_LENGTH, AVAILABILITY,
@@ -174,6 +184,17 @@ def _hold_failure(table: Any, job: _Job, number: int) -> None:
     goes the general way)."""
     if job.failed_state == RETRYABLE and not job.delayed and not job.timed_out:
         table.retryable(number, 4, 2, job.due)
+
+
+def _binaries(value: Any) -> list[bytes]:
+    """Every binary node of a decoded Value, in pre-order (as the C scan's tape lists them)."""
+    if isinstance(value, bytes):
+        return [value]
+    if isinstance(value, list):
+        return [b for item in value for b in _binaries(item)]
+    if isinstance(value, dict):
+        return [b for item in value.values() for b in _binaries(item)]
+    return []
 
 
 def _mutation(buf: Any, offset: int, length: int, limits: tuple) -> list[int] | None:
@@ -304,10 +325,26 @@ def tail_jobs(buf: Any, offsets: Sequence[int], lengths: Sequence[int], types: S
                 job.step = _GENERAL
                 pushes = int(ordered)
                 readies += pushes
-        elif pair == (30, 2) and length >= 10 and buf[offset] == 32 and buf[offset + 1] == 2:
-            # a day's totals (32,2), which the server writes every minute: no job's, never
-            # a state change nor a ready push; taken as pending, so that the exact replay
-            # (which checks the day's chain) applies it in its place and the walk goes on
+        elif pair == (30, 2) and length >= 10 and buf[offset + 1] == 2 \
+                and buf[offset] in OF_NO_JOB:
+            # an event of a schedule, a queue or a day: never a job's state change nor a
+            # ready push; taken as pending, so that the exact replay (which checks its
+            # entity's chain) applies it in its place and the walk goes on. A schedule's
+            # delivery names its job to the engine, which finds the job's entry there:
+            # every job it knows of those the payload names (any 16-byte binary) goes the
+            # general way, so that its entry stands where replay has it
+            if buf[offset] == 11:
+                if length - 10 >= TAPE_CAPACITY:
+                    break
+                try:
+                    named = _binaries(value_decode(bytes(buf[offset + 10:offset + length]),
+                                                   *limits))
+                except ValueCodecError:
+                    break
+                for job_id in named:
+                    found = table.find(job_id) if len(job_id) == 16 else None
+                    if found is not None:
+                        numbered[found].step = _GENERAL
             job = None
         elif pair == (30, 2):
             if length < 10 or buf[offset + 1] != 2:
@@ -376,7 +413,7 @@ def tail_jobs(buf: Any, offsets: Sequence[int], lengths: Sequence[int], types: S
     pending: list[int] = []
     before = ready = timers = 0
     for index, job, adds, pushes in taken:
-        # job None: a record of no job (a day's totals), always pending
+        # job None: a record of no job (OF_NO_JOB), always pending
         if job is None or not _in_columns(job):
             pending += [index, before, ready, timers]
         if job is not None:

@@ -17,11 +17,13 @@ def test_each_shape_recovers_all_its_jobs_and_reports_both_ways(capsys) -> None:
     assert list(rows) == list(tail_restart.SHAPES)
     # records: four per job, eight per retried job, five per delayed one (succeeded or
     # failed), three per timed-out one, one per waiting or backlog one, two per cancelled one,
-    # five per job followed by a day's totals
+    # and for a minute's (minutely) an occurrence's four, its delivery and the day's totals
+    # (the schedule's declaration first)
     assert [rows[shape][0] for shape in rows] == ["160", "160", "160", "200", "170", "170",
-                                                  "150", "130", "130", "160", "140", "170"]
+                                                  "150", "130", "130", "160", "140", "221"]
     # held unbuilt: every job (a retried success as a completed row, a delayed failure as
-    # its discarded row, a cancelled one in columns; the days' totals do not stop the walk)
+    # its discarded row, a cancelled one in columns; a minute's records do not stop the
+    # walk, and the occurrences' jobs, which their deliveries name, are built)
     assert [rows[shape][1] for shape in rows] == ["40"] * 12
     for shape, (_, _, columnar, exact, added) in rows.items():
         assert float(columnar) > 0 and float(exact) > 0
@@ -36,8 +38,8 @@ def test_from_the_base_each_shape_holds_its_finished_jobs_in_columns(capsys) -> 
         [cell.strip() for cell in line.strip("|").split("|")] for line in lines[3:])}
     # held in columns: the finished jobs (a discarded job's or a retried success's with its
     # failure's details, a cancelled one); as rows the live ones (scheduled, available, and
-    # retryable with their failure's details)
-    assert [rows[shape][1] for shape in rows] == ["40"] * 12
+    # retryable with their failure's details); a base holds the occurrences' jobs alike
+    assert [rows[shape][1] for shape in rows] == ["40"] * 11 + ["50"]
 
 
 @pytest.mark.parametrize("shape", tail_restart.SHAPES)
@@ -48,13 +50,14 @@ def test_every_odd_job_of_a_shape_ends_as_the_shape_says(shape) -> None:
     # every job finished once (but those still waiting), a retried one twice; four failed
     # first attempts; a retry or a delayed job made available by a tick
     assert kinds.count(4) == 20 + {"retried": 4, "waiting": -4, "backlog": -4,
-                                   "cancelled": -4}.get(shape, 0)
+                                   "cancelled": -4, "minutely": 4}.get(shape, 0)
     assert len(details) == (4 if shape in ("failed", "discarded", "retried", "delayed-failed")
                             else 0)
     assert kinds.count(2) == (4 if shape in ("retried", "delayed", "delayed-failed") else 0)
-    # a day's totals after each odd job (the day's counts moved since the last)
-    assert sum(t == 30 and p[:2] == b"\x20\x02" for t, _, p in frames) == \
-        (4 if shape == "day-totals" else 0)
+    # a minute after each odd job: a delivery and the day's totals (its counts moved)
+    for inner in (b"\x0b\x02", b"\x20\x02"):
+        assert sum(t == 30 and p[:2] == inner for t, _, p in frames) == \
+            (4 if shape == "minutely" else 0)
 
 
 def test_a_base_that_is_all_backlog_holds_every_job_as_its_row(capsys) -> None:

@@ -66,6 +66,9 @@ ACTIONS = st.lists(st.one_of(
     st.tuples(st.just("cancel"), st.integers(0, 9)),
     st.tuples(st.just("delete"), st.integers(0, 9)),
     st.just(("days",)),  # the server's minute: a (32,2) for each day counted since the last
+    st.just(("schedule",)),  # an every-minute schedule of task a (an advance delivers it)
+    st.tuples(st.just("queue"), st.sampled_from(["pause_queue", "resume_queue",
+                                                 "scale_queue", "limit_queue"])),
 ), max_size=60)
 
 # mostly the walk's common lifecycle (inserts available at once, nil successes) with worker
@@ -76,6 +79,7 @@ WALK_ACTIONS = st.lists(st.one_of(
     st.tuples(st.just("finish"), st.integers(0, 9),
               st.sampled_from(["nil", "nil", "nil", "failed", "value"])),
     st.just(("days",)),
+    st.just(("schedule",)),
 ), max_size=60)
 
 # delayed jobs and retries among the common lifecycle: most delayed jobs come due (an
@@ -92,7 +96,8 @@ LATER_CHOICES = [
     ("finish", 0, "nil"), ("finish", 0, "nil"), ("finish", 0, "nil"), ("finish", 1, "nil"),
     ("finish", 0, "failed"), ("finish", 1, "failed"), ("finish", 0, "value"),
     ("advance", 400), ("advance", 2500), ("cancel", 0), ("cancel", 5), ("delete", 0),
-    ("delete", 3), ("days",)]
+    ("delete", 3), ("days",), ("schedule",), ("queue", "pause_queue"),
+    ("queue", "resume_queue")]
 
 
 def _later_actions(seed: int, length: int) -> list:
@@ -150,7 +155,17 @@ def tail_driver(seed: int, actions: list):
             driver.tick()
         elif action[0] == "days":  # what the server does every minute
             driver.run(c.Admin("p", "x", "record_days", {}))
+        elif action[0] == "schedule":  # declared once (then idempotent); ticks deliver it
+            driver.run(c.Schedule("p", "s", {"declaration_id": "minutely", "task": "a",
+                                             "every": {"minutes": 1}}))
+        elif action[0] == "queue":  # an operator's control of the jobs' queue
+            driver.run(c.Admin("p", "x", action[1], QUEUE_CONTROLS[action[1]]))
     return driver
+
+
+QUEUE_CONTROLS = {"pause_queue": {"queue": "default"}, "resume_queue": {"queue": "default"},
+                  "scale_queue": {"queue": "default", "concurrency": 2},
+                  "limit_queue": {"queue": "default", "starts": 5, "period_ms": 1000}}
 
 
 def finish_first(frames: list, which: int = -1) -> list:
@@ -407,6 +422,52 @@ def test_a_days_totals_do_not_stop_the_walk() -> None:
     broken = list(frames)
     broken[days[1]], broken[days[0]] = frames[days[0]], frames[days[1]]
     assert recovers_the_same_from(broken, 256) is None
+
+
+def test_the_walk_passes_exactly_the_events_of_no_job() -> None:
+    """The inner pairs the walk takes as records of no job are the epoch-carried pairs
+    whose entity is not a job: a new one must be weighed here (does its replay read or
+    change a job?), not passed or stopped at by accident."""
+    from tay.storage.events.registry import _EPOCH, job_entity
+
+    assert {(t, 2) for t in _pure_tail.OF_NO_JOB} == {
+        pair for pair, carry in _EPOCH.items() if carry.entity is not job_entity}
+
+
+def test_a_schedules_occurrences_and_an_operators_queue_controls_do_not_stop_the_walk() -> None:
+    """A schedule's delivery (11,2) and state (13,2), written at each occurrence, and the
+    queue controls are taken as pending records of no job; the jobs around them are held
+    as the walk holds any, and the store recovers the same (the delivered jobs name their
+    schedule)."""
+    job = [("enqueue", "a", None, {}), ("start", 0), ("finish", 0, "nil")]
+    actions = [("schedule",)] + job * 2 + [("advance", 60_000), ("finish", 0, "nil")] \
+        + [("queue", name) for name in QUEUE_CONTROLS] + [("queue", "resume_queue")] \
+        + job * 2 + [("advance", 60_000), ("finish", 0, "nil")] + job
+    frames = tail_frames(1, actions)
+    buf, offsets, lengths, types, schemas = columns(frames)
+    inner = [buf[offsets[i] + FRAME_HEADER] for i in range(len(frames)) if types[i] == 30]
+    assert {11, 13, 20, 21, 24, 28} <= set(inner)
+    taken, _, rows, _, pending, _, _ = walk_both((buf, offsets, lengths, types, schemas), 0,
+                                                 len(frames), 1)
+    no_job = [i for i in range(len(frames)) if types[i] == 30
+              and buf[offsets[i] + FRAME_HEADER] in _pure_tail.OF_NO_JOB]
+    assert taken == len(frames) and set(no_job) <= set(pending[::4])
+    # the five jobs done in columns; the two occurrences' jobs, which their deliveries
+    # name, the general way (their records pending: the engine finds each job's entry at
+    # its delivery, as record by record)
+    assert len(rows) // BASE_JOB == 5
+    delivered_ids = {bytes(buf[offsets[i] + FRAME_HEADER:offsets[i] + FRAME_HEADER + 16])
+                     for i in range(len(frames)) if types[i] == 8
+                     and buf[offsets[i] + FRAME_HEADER + 16] == 1
+                     and types[i + 1] == 30 and buf[offsets[i + 1] + FRAME_HEADER] == 11}
+    assert len(delivered_ids) == 2
+    assert sum(types[i] == 8 and bytes(buf[offsets[i] + FRAME_HEADER:
+                                          offsets[i] + FRAME_HEADER + 16]) in delivered_ids
+               for i in pending[::4]) == 2 * 3
+    engine = recovers_the_same_from(frames, 256)
+    delivered = [job_id for job_id, entry in all_entries(engine).items()
+                 if getattr(engine._entry(job_id), "schedule_id", None) == "minutely"]
+    assert len(delivered) == 2
 
 
 def test_a_tail_in_the_older_order_recovers_the_same_jobs() -> None:
