@@ -225,6 +225,24 @@ int tay_live_retryable(tay_live_table *t, size_t number, uint64_t revision,
     return 0;
 }
 
+long tay_live_hold(tay_live_table *t, const uint8_t *id) {
+    size_t s = probe(t, id);
+    if (t->slots[s]) return -1;
+    int grown = grow(t);
+    if (grown < 0) return -2;
+    if (grown) s = probe(t, id);
+    size_t r = t->count++;
+    uint64_t *w = t->rows + r * TAY_LIVE_ROW;
+    memcpy(t->ids + r * 16, id, 16);
+    t->slots[s] = (uint32_t)(r + 1);
+    memset(w, 0, TAY_LIVE_ROW * sizeof(uint64_t));
+    /* no state the applies accept, no revision a record expects: every slot nil */
+    w[TAY_LR_STATE] = TAY_LIVE_HELD;
+    w[TAY_LR_REVISION] = UINT64_MAX;
+    w[TAY_LR_NIL] = NIL(TAY_LR_NIL) - 1;
+    return (long)r;
+}
+
 int tay_live_take_order(tay_live_table *t, uint64_t order) {
     if (order != t->next_order) return -1;
     t->next_order++;

@@ -26,7 +26,10 @@
  * after a cancel...) sends the job the
  * general way: the walk goes on and all that job's records are pending (each such
  * mutation one state change, and a ready push when it carries an order, which the
- * allocator takes here). A (30,2) of a schedule, a queue or a day (of_no_job: a schedule's
+ * allocator takes here). So goes a job inserted before `start` (one in flight at a
+ * compaction's capture, or one whose insert an exact batch took), held by its id
+ * (hold_unknown); an insert of that id stops the walk. A (30,2) of a schedule, a queue or a
+ * day (of_no_job: a schedule's
  * occurrence, a day's totals every minute) changes no job's state: it is taken as pending
  * (the exact replay checks and applies it) and the walk goes on. It stops before the first
  * record that is anything else and never refuses: the caller replays from there the exact
@@ -62,6 +65,7 @@
 #include "value_walk.h"
 
 #include <stdlib.h>
+#include <string.h>
 
 #define FRAME_HEADER 24
 
@@ -153,6 +157,22 @@ static void hold_failure(tay_live_table *table, const uint64_t *w, size_t number
         tay_live_retryable(table, number, 4, 2, w[W_DUE]);
 }
 
+/* A job inserted before the walk's range (in flight at a compaction's capture, or one whose
+ * insert an exact batch took), held in the table by its id (tay_live_hold: every apply
+ * refuses it, a later insert of that id included, which stops the walk) as a job sent the
+ * general way: all its records pending. Its number, or -2 out of memory. */
+static long hold_unknown(tay_live_table *table, uint64_t *work, const uint8_t *id,
+                         size_t *numbered) {
+    long number = tay_live_hold(table, id);
+    if (number < 0) return -2;  /* (never -1: the caller found no row for the id) */
+    uint64_t *w = work + (size_t)number * W_WIDTH;
+    memset(w, 0, W_WIDTH * sizeof(uint64_t));
+    w[W_STEP] = GENERAL;
+    w[W_INSERT_INDEX] = UINT64_MAX;  /* no record of the walk's is its insert */
+    (*numbered)++;
+    return number;
+}
+
 /* The (30,2) inner pairs (schema 2) on a chain of their own that change no job's state:
  * a schedule's delivery (11) and state (13), which the server writes at each occurrence;
  * a queue's pause (20), resume (21), scale (24) and rate limit (28); a schedule's pause
@@ -206,7 +226,13 @@ long tay_tail_jobs(const uint8_t *buf, size_t size, size_t count, const uint64_t
              * at an insert it refuses, and any other record of a job it knows sends that
              * job the general way (below) */
             found = kind == 1 ? -1 : tay_live_find(table, p);
-            if (kind != 1 && found < 0) break;
+            /* a job inserted before `start` (in flight at a compaction's capture, or one an
+             * exact batch took): held by its id, the general way (below) */
+            if (kind != 1 && found < 0 && (found = hold_unknown(table, work, p, &n)) == -2) {
+                tay_live_free(table), free(owner), free(finish_order), free(work);
+                free(pushes);
+                return -1;
+            }
             w = found >= 0 ? work + (size_t)found * W_WIDTH : NULL;
             long number = -1;
             int failed_state = kind == 4 && !w[W_RETRIED]
@@ -330,8 +356,9 @@ long tay_tail_jobs(const uint8_t *buf, size_t size, size_t count, const uint64_t
              * ready push; taken as pending, so that the exact replay (which checks its
              * entity's chain) applies it in its place and the walk goes on. A schedule's
              * delivery names its job to the engine, which finds the job's entry there:
-             * every job it knows of those the payload names (any 16-byte binary) goes the
-             * general way, so that its entry stands where replay has it */
+             * every job the payload names (any 16-byte binary) goes the general way, so
+             * that its entry stands where replay has it (one the walk does not know yet is
+             * held by its id: its insert after the delivery stops the walk) */
             if (p[0] == 11) {
                 size_t nodes, error_offset;
                 if (length - 10 >= tape_capacity) break;
@@ -341,8 +368,16 @@ long tay_tail_jobs(const uint8_t *buf, size_t size, size_t count, const uint64_t
                 if (scanned < 0) break;
                 for (size_t k = 0; k < nodes; k++) {
                     if (tags[k] != 0x07 || values[k] != 16) continue;
-                    found = tay_live_find(table, p + 10 + tape_offsets[k]);
-                    if (found >= 0) work[(size_t)found * W_WIDTH + W_STEP] = GENERAL;
+                    const uint8_t *id = p + 10 + tape_offsets[k];
+                    found = tay_live_find(table, id);
+                    if (found >= 0) {
+                        work[(size_t)found * W_WIDTH + W_STEP] = GENERAL;
+                    } else if (hold_unknown(table, work, id, &n) == -2) {
+                        /* held: an insert of it after the delivery stops the walk */
+                        tay_live_free(table), free(owner), free(finish_order), free(work);
+                        free(pushes);
+                        return -1;
+                    }
                 }
             }
             job = 0;
@@ -359,8 +394,14 @@ long tay_tail_jobs(const uint8_t *buf, size_t size, size_t count, const uint64_t
                             max_nodes, max_binary, tape_capacity, tags, values, tape_offsets,
                             reals, row);
             if (row[TAY_EF_STATUS] != TAY_EVENT_FAST) break;
-            found = tay_live_find(table, buf + event_offset + row[TAY_EF_JOB_ID]);
-            if (found < 0) break;
+            const uint8_t *id = buf + event_offset + row[TAY_EF_JOB_ID];
+            found = tay_live_find(table, id);
+            /* a job inserted before `start`: held, the general way (below), as above */
+            if (found < 0 && (found = hold_unknown(table, work, id, &n)) == -2) {
+                tay_live_free(table), free(owner), free(finish_order), free(work);
+                free(pushes);
+                return -1;
+            }
             job = (uint32_t)found + 1;
             w = work + (size_t)found * W_WIDTH;
             if (type == 22) {

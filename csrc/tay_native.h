@@ -372,6 +372,11 @@ int tay_live_take_order(tay_live_table *t, uint64_t order);
  * execution nor order; -1 outside the rows */
 int tay_live_retryable(tay_live_table *t, size_t number, uint64_t revision,
                        uint64_t next_attempt, uint64_t eligible_at);
+/* a row for a job known only by its id (the walk of tail_jobs.c meets a record of a job
+ * inserted before its range): state TAY_LIVE_HELD, which every later apply refuses, an
+ * insert of that id included; its row number, -1 when the id has a row, -2 out of memory */
+#define TAY_LIVE_HELD 7
+long tay_live_hold(tay_live_table *t, const uint8_t *id);
 
 /* ---- Unix-socket framing (frames.c) ---- */
 #define TAY_FRAME_OK 0

@@ -9,7 +9,8 @@ ints each; row k's job id at ``buf[offsets[k]:offsets[k] + 16]``) in order, as
 included, and returns ``(applied, numbers)``: how many it applied and each one's row number.
 It stops before the first row it cannot apply (a slow row, a failure finish, a retry, or a
 mutation the reducer refuses), which changes nothing: the caller takes that job the general
-way. ``find(id)`` is a row number or None, ``get(number)`` the ``(id, row)``.
+way. ``find(id)`` is a row number or None, ``get(number)`` the ``(id, row)``; ``hold(id)``
+gives a job known only by its id a row that every apply refuses.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ LIVE_ROW = 14
 (STATE, REVISION, ATTEMPT, NEXT_ATTEMPT, CYCLE, EXECUTION, ELIGIBLE_AT, READY_ORDER,
  INSERTED_AT, ATTEMPTED_AT, COMPLETED_AT, TERMINAL_AT, MAX_ATTEMPTS, NIL) = range(LIVE_ROW)
 SCHEDULED, AVAILABLE, EXECUTING, RETRYABLE, COMPLETED, CANCELLED, DISCARDED = range(7)
+HELD = 7  # a row ``hold`` made: known only by its id, refused by every apply
 _INSERT_NIL = (1 << EXECUTION) | (1 << ATTEMPTED_AT) | (1 << COMPLETED_AT) | (1 << TERMINAL_AT)
 _CANCELLABLE = (SCHEDULED, AVAILABLE, EXECUTING, RETRYABLE)
 
@@ -79,6 +81,25 @@ class LiveTable:
         w[EXECUTION] = w[READY_ORDER] = 0
         w[NIL] = (w[NIL] & ~(_bit(NEXT_ATTEMPT) | _bit(ELIGIBLE_AT))) \
             | _bit(EXECUTION) | _bit(READY_ORDER)
+
+    def hold(self, job_id: bytes) -> int | None:
+        """A row for a job known only by its id (the tail walk meets a record of a job
+        inserted before its range): state ``HELD``, which every later apply refuses, an
+        insert of that id included; its number, or None when the id has a row
+        (``tay_live_hold``)."""
+        job_id = bytes(job_id)
+        if len(job_id) != 16:
+            raise ValueError("a job id is 16 bytes")
+        if job_id in self._numbers:
+            return None
+        number = len(self._rows)
+        self._numbers[job_id] = number
+        self._ids.append(job_id)
+        row = [0] * LIVE_ROW
+        # no state the applies accept, no revision a record expects: every slot nil
+        row[STATE], row[REVISION], row[NIL] = HELD, 2**64 - 1, _bit(NIL) - 1
+        self._rows.append(row)
+        return number
 
     def apply_one(self, job_id: bytes, m: Sequence[int]) -> int | None:
         """One mutation row: its job's row number, or None (nothing changed)."""

@@ -28,12 +28,15 @@ payload must pass the mutation or event fast path. A record of a job it knows ou
 lifecycle (a timeout, a second failure, a delayed job's retry, anything
 after a cancel...) sends the job the general way: the walk goes on, and every record of that job
 is pending (each such mutation one state change, and a ready push when it carries an
-order, which the allocator takes there). A (30,2) of a schedule, a queue or a day
+order, which the allocator takes there). So goes a job inserted before ``start`` (one in
+flight at a compaction's capture, or one whose insert an exact batch took), held by its id
+(``LiveTable.hold``); an insert of that id stops the walk. A (30,2) of a schedule, a queue
+or a day
 (``OF_NO_JOB``: a schedule's occurrence, a day's totals every minute) changes no job's
 state: it is pending (the exact replay checks and applies it) and the walk goes on. It
 stops before the
 first record that is anything else (another pair or kind, a slow payload, an insert it
-refuses, an id it does not know, an order not the allocator's, a record outside ``buf``);
+refuses, an order not the allocator's, a record outside ``buf``);
 it never refuses.
 
 Returns ``(next, next_order, jobs, links, pending, totals)``: ``next`` the first record it
@@ -197,6 +200,19 @@ def _binaries(value: Any) -> list[bytes]:
     return []
 
 
+def _hold_unknown(table: Any, numbered: list, job_id: bytes) -> int:
+    """A job inserted before the walk's range (in flight at a compaction's capture, or one
+    whose insert an exact batch took), held in the table by its id (``LiveTable.hold``:
+    every apply refuses it, a later insert of that id included, which stops the walk) as a
+    job sent the general way: all its records pending. Its number."""
+    number = table.hold(job_id)
+    job = _Job()
+    job.step, job.insert = _GENERAL, -1  # no record of the walk's is its insert
+    job.delayed = job.shift = job.retried = job.timed_out = 0
+    numbered.append(job)
+    return number
+
+
 def _mutation(buf: Any, offset: int, length: int, limits: tuple) -> list[int] | None:
     row = mr.mutations_scan(buf, [(offset, length)], *limits)
     return row if row[er.STATUS] == er.EVENT_FAST else None
@@ -242,7 +258,9 @@ def tail_jobs(buf: Any, offsets: Sequence[int], lengths: Sequence[int], types: S
             job_id = bytes(buf[offset:offset + 16])
             found = None if kind == 1 else table.find(job_id)
             if kind != 1 and found is None:
-                break
+                # a job inserted before ``start`` (in flight at a compaction's capture, or
+                # one an exact batch took): held by its id, the general way (below)
+                found = _hold_unknown(table, numbered, job_id)
             job = None if found is None else numbered[found]
             number = None
             failed_state = _failure_finish(row, job, ordered) \
@@ -331,8 +349,9 @@ def tail_jobs(buf: Any, offsets: Sequence[int], lengths: Sequence[int], types: S
             # ready push; taken as pending, so that the exact replay (which checks its
             # entity's chain) applies it in its place and the walk goes on. A schedule's
             # delivery names its job to the engine, which finds the job's entry there:
-            # every job it knows of those the payload names (any 16-byte binary) goes the
-            # general way, so that its entry stands where replay has it
+            # every job the payload names (any 16-byte binary) goes the general way, so
+            # that its entry stands where replay has it (one the walk does not know yet
+            # is held by its id: its insert after the delivery stops the walk)
             if buf[offset] == 11:
                 if length - 10 >= TAPE_CAPACITY:
                     break
@@ -342,9 +361,13 @@ def tail_jobs(buf: Any, offsets: Sequence[int], lengths: Sequence[int], types: S
                 except ValueCodecError:
                     break
                 for job_id in named:
-                    found = table.find(job_id) if len(job_id) == 16 else None
+                    if len(job_id) != 16:
+                        continue
+                    found = table.find(job_id)
                     if found is not None:
                         numbered[found].step = _GENERAL
+                    else:  # held: an insert of it after the delivery stops the walk
+                        _hold_unknown(table, numbered, job_id)
             job = None
         elif pair == (30, 2):
             if length < 10 or buf[offset + 1] != 2:
@@ -358,8 +381,8 @@ def tail_jobs(buf: Any, offsets: Sequence[int], lengths: Sequence[int], types: S
                 break
             start_id = offset + 10 + row[er.JOB_ID]
             found = table.find(bytes(buf[start_id:start_id + 16]))
-            if found is None:
-                break
+            if found is None:  # a job inserted before ``start``: held, as above
+                found = _hold_unknown(table, numbered, bytes(buf[start_id:start_id + 16]))
             job = numbered[found]
             expected = row[er.EXPECTED]
             consecutive = int.from_bytes(buf[offset + 2:offset + 10], "big") == expected + 1

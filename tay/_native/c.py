@@ -786,6 +786,14 @@ class LiveTable:
                                                 eligible_at) < 0:
             raise IndexError(f"no live row {number}")
 
+    def hold(self, job_id: bytes) -> int | None:
+        if len(job_id) != 16:
+            raise ValueError("a job id is 16 bytes")
+        number = lib.tay_live_hold(self._table, job_id)
+        if number == -2:
+            raise MemoryError("tay_live_hold: out of memory")
+        return None if number < 0 else number
+
     def apply(self, buf: Any, offsets: Sequence[int], rows: Sequence[int]
               ) -> tuple[int, list[int]]:
         data = ffi.from_buffer("uint8_t[]", buf)

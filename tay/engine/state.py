@@ -482,7 +482,11 @@ class EngineState:
         if entry is None:
             return False
         job = peek(entry)  # a held failed row stays a row (its revision and state read)
-        return job.revision == revision and job.state in WAITING_FOR_TIME
+        # not before the job is due: a deleted job's stale entry has the key of a new job
+        # under its id (a Store-v2 insert is revision 1 again), and its earlier time would
+        # make that job available before it is due (which its event refuses)
+        return job.revision == revision and job.state in WAITING_FOR_TIME \
+            and item[0] >= job.eligible_at
 
     def _timeout_live(self, item: tuple) -> bool:
         return item[2] in self.executors.reservations

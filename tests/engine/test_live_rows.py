@@ -160,6 +160,42 @@ def test_bad_input_is_refused_clearly() -> None:
         assert table.apply(bytes(20), [], []) == (0, [])
 
 
+@settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(0, 2**32), ACTIONS, st.integers(0, 10**6))
+def test_a_held_id_refuses_every_apply_in_both_twins(seed, actions, pick) -> None:
+    """An id held before its job's records (the tail walk's job inserted before its range):
+    every mutation of that job is refused, its insert included, alike in C and the twin;
+    the other jobs' apply as before, and the held row reads the same in both."""
+    buf, offsets, rows = mutation_stream(tail_frames(seed, actions))
+    if not offsets:
+        return
+    width = mr.MUTATION_ROW
+    held = bytes(buf[offsets[pick % len(offsets)]:offsets[pick % len(offsets)] + 16])
+    tables = (_native.LiveTable(1), lv.LiveTable(1))
+    assert [table.hold(held) for table in tables] == [0, 0]
+    assert [table.hold(held) for table in tables] == [None, None]  # held already
+    for k, offset in enumerate(offsets):
+        job_id = bytes(buf[offset:offset + 16])
+        row = rows[k * width:(k + 1) * width]
+        applied = [table.apply(buf, [offset], row) for table in tables]
+        assert applied[0] == applied[1]
+        if job_id == held:
+            assert applied[0] == (0, [])
+        elif applied[0] == (0, []):
+            # the rest as a table without the held id: refusing stops its job for good
+            # here, so the rest of the stream is not compared
+            break
+    assert tables[0].get(0) == tables[1].get(0)
+    assert tables[0].get(0)[1][lv.STATE] == lv.HELD == lib_held()
+    assert tables[0].next_order == tables[1].next_order
+
+
+def lib_held() -> int:
+    from tay._native.c import lib
+
+    return lib.TAY_LIVE_HELD
+
+
 def test_the_twins_share_the_row_layout() -> None:
     from tay._native import checks
     from tay._native.c import lib

@@ -13,6 +13,7 @@ the columnar tail replay as without it, or is refused the same way (class, reaso
 from __future__ import annotations
 
 import contextlib
+from array import array
 import random
 import shutil
 
@@ -468,6 +469,51 @@ def test_a_schedules_occurrences_and_an_operators_queue_controls_do_not_stop_the
     delivered = [job_id for job_id, entry in all_entries(engine).items()
                  if getattr(engine._entry(job_id), "schedule_id", None) == "minutely"]
     assert len(delivered) == 2
+
+
+def test_jobs_inserted_before_the_walk_go_the_general_way_and_the_walk_goes_on() -> None:
+    """A walk that starts after a job's insert (a tail's first records after a compaction,
+    or those after an exact batch) holds that job by its id, sends it the general way and
+    goes on; an insert under a held id (one the engine may still hold) stops it."""
+    job = [("enqueue", "a", None, {}), ("start", 0), ("finish", 0, "nil")]
+    frames = tail_frames(1, job * 3)
+    buf, offsets, lengths, types, schemas = columns(frames)
+    for start in (1, 2, 3):  # after the first job's insert, start, result
+        taken, _, rows, _, pending, _, live = walk_both(
+            (buf, offsets, lengths, types, schemas), start, len(frames), 2)
+        assert taken == len(frames) and len(rows) // BASE_JOB == 2 and live == array("Q")
+        assert list(pending[::4]) == list(range(start, 4))
+    # the first job's insert again after its other records: the walk stops before it
+    again = frames[1:4] + frames[:1] + frames[4:]
+    buf, offsets, lengths, types, schemas = columns(again)
+    assert walk_both((buf, offsets, lengths, types, schemas), 0, len(again), 1)[0] == 3
+
+
+def test_a_deleted_jobs_stale_timer_never_fires_for_a_new_job_under_its_id() -> None:
+    """A delayed job cancelled and deleted leaves its timer entry in the heap; a new job
+    under its id is revision 1 again (Store v2), so that entry had its key: at the old due
+    time the engine made the new job available before it was due (the availability event
+    refused it and the tick raised). The entry is stale before the job's due time; a
+    recovery, columnar or record by record, holds the same timers."""
+    driver = epoch_driver(0, "none", True)
+    for command in (c.Connect("w1", "worker", "rt-w1", 3, None, "h"),
+                    c.RegisterTasks("w1", ("a",), "rt")):
+        driver.run(command)
+    job_id = "ab" * 16
+    enqueue = lambda delay: driver.run(c.Enqueue("p", "e", "a", {}, {"delay_ms": delay,  # noqa: E731
+                                                                   "id": job_id}))
+    enqueue(60_000)
+    driver.run(c.Cancel("p", "x", job_id))
+    driver.run(c.Admin("p", "x", "delete_job", {"job_id": job_id}))
+    enqueue(120_000)
+    driver.advance(61_000)
+    assert driver.tick().effects == []
+    assert driver.engine.jobs[bytes.fromhex(job_id)].state.state == "scheduled"
+    recovered_engine = recovers_the_same_from(journal_frames(driver), 1)
+    assert live_timers(recovered_engine)[0] == [
+        (T0 + 120_000, 2, (bytes.fromhex(job_id), 1))]
+    driver.advance(60_000)
+    assert [type(effect).__name__ for effect in driver.tick().effects] == ["Execute"]
 
 
 def test_a_tail_in_the_older_order_recovers_the_same_jobs() -> None:
