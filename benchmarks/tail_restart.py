@@ -104,6 +104,7 @@ def measure(frames: list, runs: int, base: bool = False) -> dict:
     """Recover a store whose tail is ``frames`` (``base``: compacted into its base first):
     least CPU with the columnar walk and record by record, and how many jobs the engine
     holds unbuilt."""
+    from tay._native._pure_tail import OF_NO_JOB
     from tay.engine.retained.jobs import LazyJobEntry
     from tests.engine.test_lazy_rows import recovered
     from tests.engine.test_tail_columns import record_by_record
@@ -113,8 +114,9 @@ def measure(frames: list, runs: int, base: bool = False) -> dict:
 
     root = scratch_path("tail-restart")
     options = {}
-    if base and any(rtype == 30 and payload[:2] == b"\x20\x02" for rtype, _, payload in frames):
-        # a day's totals: only an engine carries them into a base (a job table refuses)
+    if base and any(rtype == 30 and payload[0] in OF_NO_JOB for rtype, _, payload in frames):
+        # a schedule's or a day's events: only an engine carries them into a base (a job
+        # table refuses them)
         from tay.engine.config import EngineConfig
         from tay.engine.core import Engine
         options["consumer"] = Engine(EngineConfig())

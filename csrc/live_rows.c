@@ -119,6 +119,19 @@ static int grow(tay_live_table *t) {
     return 0;
 }
 
+/* A new zeroed row for `id`, which `s` (probe's empty slot for it) will point to: its
+ * number, or -2 out of memory. */
+static long add_row(tay_live_table *t, const uint8_t *id, size_t s) {
+    int grown = grow(t);
+    if (grown < 0) return -2;
+    if (grown) s = probe(t, id);
+    size_t r = t->count++;
+    memcpy(t->ids + r * 16, id, 16);
+    t->slots[s] = (uint32_t)(r + 1);
+    memset(t->rows + r * TAY_LIVE_ROW, 0, TAY_LIVE_ROW * sizeof(uint64_t));
+    return (long)r;
+}
+
 /* One mutation row applied to the table: its job's row number, -1 not applicable (nothing
  * changed), -2 out of memory. `id` is the mutation payload's first 16 bytes. */
 static long apply_one(tay_live_table *t, const uint8_t *id, const uint64_t *m) {
@@ -132,14 +145,9 @@ static long apply_one(tay_live_table *t, const uint8_t *id, const uint64_t *m) {
         if (t->slots[s]) return -1;
         int available = m[TAY_EF_A] <= at;
         if (available != ordered) return -1;  /* the scan holds this; the row relies on it */
-        int grown = grow(t);
-        if (grown < 0) return -2;
-        if (grown) s = probe(t, id);
-        size_t r = t->count++;
-        uint64_t *w = t->rows + r * TAY_LIVE_ROW;
-        memcpy(t->ids + r * 16, id, 16);
-        t->slots[s] = (uint32_t)(r + 1);
-        memset(w, 0, TAY_LIVE_ROW * sizeof(uint64_t));
+        long r = add_row(t, id, s);
+        if (r < 0) return -2;
+        uint64_t *w = t->rows + (size_t)r * TAY_LIVE_ROW;
         w[TAY_LR_STATE] = available ? AVAILABLE : SCHEDULED;
         w[TAY_LR_REVISION] = revision;
         w[TAY_LR_NEXT_ATTEMPT] = 1;
@@ -152,7 +160,7 @@ static long apply_one(tay_live_table *t, const uint8_t *id, const uint64_t *m) {
                         | NIL(TAY_LR_COMPLETED_AT) | NIL(TAY_LR_TERMINAL_AT)
                         | (available ? 0 : NIL(TAY_LR_READY_ORDER));
         if (ordered) t->next_order++;
-        return (long)r;
+        return r;
     }
     if (!t->slots[s]) return -1;
     size_t r = t->slots[s] - 1;
@@ -228,19 +236,14 @@ int tay_live_retryable(tay_live_table *t, size_t number, uint64_t revision,
 long tay_live_hold(tay_live_table *t, const uint8_t *id) {
     size_t s = probe(t, id);
     if (t->slots[s]) return -1;
-    int grown = grow(t);
-    if (grown < 0) return -2;
-    if (grown) s = probe(t, id);
-    size_t r = t->count++;
-    uint64_t *w = t->rows + r * TAY_LIVE_ROW;
-    memcpy(t->ids + r * 16, id, 16);
-    t->slots[s] = (uint32_t)(r + 1);
-    memset(w, 0, TAY_LIVE_ROW * sizeof(uint64_t));
+    long r = add_row(t, id, s);
+    if (r < 0) return -2;
+    uint64_t *w = t->rows + (size_t)r * TAY_LIVE_ROW;
     /* no state the applies accept, no revision a record expects: every slot nil */
     w[TAY_LR_STATE] = TAY_LIVE_HELD;
     w[TAY_LR_REVISION] = UINT64_MAX;
     w[TAY_LR_NIL] = NIL(TAY_LR_NIL) - 1;
-    return (long)r;
+    return r;
 }
 
 int tay_live_take_order(tay_live_table *t, uint64_t order) {

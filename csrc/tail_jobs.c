@@ -29,9 +29,9 @@
  * allocator takes here). So goes a job inserted before `start` (one in flight at a
  * compaction's capture, or one whose insert an exact batch took), held by its id
  * (hold_unknown); an insert of that id stops the walk. A (30,2) of a schedule, a queue or a
- * day (of_no_job: a schedule's
- * occurrence, a day's totals every minute) changes no job's state: it is taken as pending
- * (the exact replay checks and applies it) and the walk goes on. It stops before the first
+ * day (of_no_job: a schedule's occurrence, a day's totals every minute) changes no job's
+ * state: it is taken as pending (the exact replay checks and applies it) and the walk goes
+ * on. It stops before the first
  * record that is anything else and never refuses: the caller replays from there the exact
  * way.
  *
@@ -157,6 +157,17 @@ static void hold_failure(tay_live_table *table, const uint64_t *w, size_t number
         tay_live_retryable(table, number, 4, 2, w[W_DUE]);
 }
 
+/* Frees the walk's table and scratch; -1, what tay_tail_jobs returns out of memory. */
+static long walk_free(tay_live_table *table, uint32_t *owner, uint32_t *finish_order,
+                      uint64_t *work, uint8_t *pushes) {
+    tay_live_free(table);
+    free(owner);
+    free(finish_order);
+    free(work);
+    free(pushes);
+    return -1;
+}
+
 /* A job inserted before the walk's range (in flight at a compaction's capture, or one whose
  * insert an exact batch took), held in the table by its id (tay_live_hold: every apply
  * refuses it, a later insert of that id included, which stops the walk) as a job sent the
@@ -202,10 +213,8 @@ long tay_tail_jobs(const uint8_t *buf, size_t size, size_t count, const uint64_t
     uint8_t *pushes = malloc(count ? count : 1);  /* per record: 1 when it pushes ready */
     uint64_t row[TAY_MUTATION_ROW], stamps = 0, readies = 0;
     if (tay_live_new(count, *next_order, &table) < 0 || !owner || !finish_order || !work
-        || !pushes) {
-        tay_live_free(table), free(owner), free(finish_order), free(work), free(pushes);
-        return -1;
-    }
+        || !pushes)
+        return walk_free(table, owner, finish_order, work, pushes);
     for (i = 0; i < count; i++) {
         uint64_t offset = offsets[i] + FRAME_HEADER;
         uint32_t length = lengths[i];
@@ -228,11 +237,8 @@ long tay_tail_jobs(const uint8_t *buf, size_t size, size_t count, const uint64_t
             found = kind == 1 ? -1 : tay_live_find(table, p);
             /* a job inserted before `start` (in flight at a compaction's capture, or one an
              * exact batch took): held by its id, the general way (below) */
-            if (kind != 1 && found < 0 && (found = hold_unknown(table, work, p, &n)) == -2) {
-                tay_live_free(table), free(owner), free(finish_order), free(work);
-                free(pushes);
-                return -1;
-            }
+            if (kind != 1 && found < 0 && (found = hold_unknown(table, work, p, &n)) == -2)
+                return walk_free(table, owner, finish_order, work, pushes);  /* out of memory */
             w = found >= 0 ? work + (size_t)found * W_WIDTH : NULL;
             long number = -1;
             int failed_state = kind == 4 && !w[W_RETRIED]
@@ -277,11 +283,7 @@ long tay_tail_jobs(const uint8_t *buf, size_t size, size_t count, const uint64_t
                  * revision 2 (a done job's row is never read again) */
                 if (resulted) row[TAY_EF_EXPECTED] -= 1;
                 number = tay_live_apply_one(table, p, row);
-                if (number == -2) {
-                    tay_live_free(table), free(owner), free(finish_order), free(work);
-                    free(pushes);
-                    return -1;
-                }
+                if (number == -2) return walk_free(table, owner, finish_order, work, pushes);
                 if (number < 0 && kind == 1) break;
                 if (number >= 0) {
                     job = (uint32_t)number + 1;
@@ -373,10 +375,8 @@ long tay_tail_jobs(const uint8_t *buf, size_t size, size_t count, const uint64_t
                     if (found >= 0) {
                         work[(size_t)found * W_WIDTH + W_STEP] = GENERAL;
                     } else if (hold_unknown(table, work, id, &n) == -2) {
-                        /* held: an insert of it after the delivery stops the walk */
-                        tay_live_free(table), free(owner), free(finish_order), free(work);
-                        free(pushes);
-                        return -1;
+                        /* (held: an insert of it after the delivery stops the walk) */
+                        return walk_free(table, owner, finish_order, work, pushes);
                     }
                 }
             }
@@ -397,11 +397,8 @@ long tay_tail_jobs(const uint8_t *buf, size_t size, size_t count, const uint64_t
             const uint8_t *id = buf + event_offset + row[TAY_EF_JOB_ID];
             found = tay_live_find(table, id);
             /* a job inserted before `start`: held, the general way (below), as above */
-            if (found < 0 && (found = hold_unknown(table, work, id, &n)) == -2) {
-                tay_live_free(table), free(owner), free(finish_order), free(work);
-                free(pushes);
-                return -1;
-            }
+            if (found < 0 && (found = hold_unknown(table, work, id, &n)) == -2)
+                return walk_free(table, owner, finish_order, work, pushes);  /* out of memory */
             job = (uint32_t)found + 1;
             w = work + (size_t)found * W_WIDTH;
             if (type == 22) {
@@ -545,7 +542,7 @@ long tay_tail_jobs(const uint8_t *buf, size_t size, size_t count, const uint64_t
         out[TAY_TV_ARGS_NODES] = w[W_ARGS_NODES];
     }
     *next_order = tay_live_next_order(table);
-    tay_live_free(table), free(owner), free(finish_order), free(work), free(pushes);
+    walk_free(table, owner, finish_order, work, pushes);
     *live_count = held;
     *job_count = done;
     *pending_count = waiting;

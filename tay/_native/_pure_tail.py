@@ -31,12 +31,10 @@ is pending (each such mutation one state change, and a ready push when it carrie
 order, which the allocator takes there). So goes a job inserted before ``start`` (one in
 flight at a compaction's capture, or one whose insert an exact batch took), held by its id
 (``LiveTable.hold``); an insert of that id stops the walk. A (30,2) of a schedule, a queue
-or a day
-(``OF_NO_JOB``: a schedule's occurrence, a day's totals every minute) changes no job's
-state: it is pending (the exact replay checks and applies it) and the walk goes on. It
-stops before the
-first record that is anything else (another pair or kind, a slow payload, an insert it
-refuses, an order not the allocator's, a record outside ``buf``);
+or a day (``OF_NO_JOB``: a schedule's occurrence, a day's totals every minute) changes no
+job's state: it is pending (the exact replay checks and applies it) and the walk goes on.
+It stops before the first record that is anything else (another pair or kind, a slow
+payload, an insert it refuses, an order not the allocator's, a record outside ``buf``);
 it never refuses.
 
 Returns ``(next, next_order, jobs, links, pending, totals)``: ``next`` the first record it

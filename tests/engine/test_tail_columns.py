@@ -500,12 +500,10 @@ def test_a_deleted_jobs_stale_timer_never_fires_for_a_new_job_under_its_id() -> 
                     c.RegisterTasks("w1", ("a",), "rt")):
         driver.run(command)
     job_id = "ab" * 16
-    enqueue = lambda delay: driver.run(c.Enqueue("p", "e", "a", {}, {"delay_ms": delay,  # noqa: E731
-                                                                   "id": job_id}))
-    enqueue(60_000)
+    driver.run(c.Enqueue("p", "e", "a", {}, {"delay_ms": 60_000, "id": job_id}))
     driver.run(c.Cancel("p", "x", job_id))
     driver.run(c.Admin("p", "x", "delete_job", {"job_id": job_id}))
-    enqueue(120_000)
+    driver.run(c.Enqueue("p", "e", "a", {}, {"delay_ms": 120_000, "id": job_id}))
     driver.advance(61_000)
     assert driver.tick().effects == []
     assert driver.engine.jobs[bytes.fromhex(job_id)].state.state == "scheduled"
