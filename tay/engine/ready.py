@@ -113,6 +113,9 @@ class DueHeap:
         self._is_live = is_live
         self._counter = 0
         self._swept = 0  # live entries found by the last sweep
+        # tag -> the tiebreak when it was retired: entries whose key starts with the tag
+        # and that were pushed by then are stale (``retire``); a sweep drops them all
+        self.retired: dict[object, int] = {}
 
     def push(self, due: int, key: object) -> None:
         self._counter += 1
@@ -126,12 +129,21 @@ class DueHeap:
         recovery holds jobs whose timer entries replay would push, already stale)."""
         self._counter += pushes
 
+    def retire(self, tag: object) -> None:
+        """Every entry pushed so far whose key's first item is ``tag`` is stale from now on
+        (a deleted job's: a new job under its id may come to have the same key). Which
+        ``is_live`` reads through ``retired``; the sweep that drops them empties it."""
+        self.retired[tag] = self._counter
+        if len(self.retired) > 2 * self._swept + COMPACT_FLOOR:
+            self._sweep()
+
     def _sweep(self) -> None:
         is_live = self._is_live
         heap = [item for item in self._heap if is_live(item)]
         heapq.heapify(heap)
         self._heap = heap
         self._swept = len(heap)
+        self.retired.clear()  # no entry it names is left
 
     def __len__(self) -> int:
         return len(self._heap)

@@ -323,7 +323,9 @@ class EngineState:
                 self.rates.seed(queue, [at - self._clock_offset for at in found])
 
     def remove_job(self, job_id: bytes) -> None:
-        """Drop one finished job wherever it is held (an entry, columns, packed)."""
+        """Drop one finished job wherever it is held (an entry, columns, packed); the timer
+        entries it left are stale for good, whatever job comes under its id."""
+        self._timers.retire(job_id)
         entry = self.jobs.get(job_id)
         if entry is not None:
             self._drop(job_id, entry)
@@ -482,11 +484,12 @@ class EngineState:
         if entry is None:
             return False
         job = peek(entry)  # a held failed row stays a row (its revision and state read)
-        # not before the job is due: a deleted job's stale entry has the key of a new job
-        # under its id (a Store-v2 insert is revision 1 again), and its earlier time would
-        # make that job available before it is due (which its event refuses)
-        return job.revision == revision and job.state in WAITING_FOR_TIME \
-            and item[0] >= job.eligible_at
+        if job.revision != revision or job.state not in WAITING_FOR_TIME:
+            return False
+        # a deleted job's entry has the key of a new job under its id (a Store-v2 insert is
+        # revision 1 again): pushed before the deletion retired the id, it is stale
+        retired = self._timers.retired
+        return not retired or item[1] > retired.get(job_id, 0)
 
     def _timeout_live(self, item: tuple) -> bool:
         return item[2] in self.executors.reservations

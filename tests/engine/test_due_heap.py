@@ -46,3 +46,22 @@ def test_stale_entries_far_from_the_head_do_not_pile_up() -> None:
         live.discard(key)
     assert len(heap) <= 2 + COMPACT_FLOOR + 1
     assert [key for _, _, key in heap.pop_due(10**9)] == [-1]
+
+
+def test_a_retired_tag_makes_its_earlier_entries_stale_until_a_sweep_drops_them() -> None:
+    """``retire`` marks every entry pushed so far under a key's first item stale (the
+    engine's deleted job, whose id a new job may take with the same key); later pushes
+    under it are live, and the sweep that drops the stale ones forgets the retirement."""
+    heap = DueHeap(lambda item: not heap.retired
+                   or item[1] > heap.retired.get(item[2][0], 0))
+    heap.push(10, (b"x", 1))
+    heap.push(20, (b"y", 1))
+    heap.retire(b"x")
+    heap.push(30, (b"x", 1))  # the new job under the retired id
+    assert [item[2] for item in heap.pop_due(100)] == [(b"y", 1), (b"x", 1)]
+    heap.push(5, (b"x", 2))
+    heap.retire(b"x")
+    assert heap.retired == {b"x": 4}
+    for n in range(2 * COMPACT_FLOOR + 1):  # past the floor: a sweep
+        heap.retire(("t", n))
+    assert heap.retired == {} and len(heap) == 0

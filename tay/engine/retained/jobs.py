@@ -147,10 +147,6 @@ class ParkedRow(tuple):
         return self[layout.REVISION]
 
     @property
-    def eligible_at(self) -> int | None:
-        return self[layout.ELIGIBLE_AT]
-
-    @property
     def ready_order(self) -> int | None:
         return self[layout.READY_ORDER]
 
@@ -257,8 +253,7 @@ def peek(entry: JobEntry
          ) -> "JobState | JobRow | LiveRow | FailedRow | StartedRow | CompletedRow | ParkedRow":
     """The entry's JobState, or its row when not built yet, for bookkeeping
     that reads only what they all hold alike (``id``, ``state``, ``revision``,
-    ``terminal``, ``terminal_at``, ``ready_order``; ``eligible_at`` of a waiting one):
-    walking every job builds none."""
+    ``terminal``, ``terminal_at``, ``ready_order``): walking every job builds none."""
     row = STATE_SLOT.__get__(entry)
     if type(row) is tuple:  # a parked job's packed tuple (ParkedJobEntry)
         return _new_tuple(ParkedRow, row)

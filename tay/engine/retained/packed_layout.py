@@ -20,14 +20,13 @@ _new_tuple = tuple.__new__
 # list is tracked whatever it holds, and keeps the tuple that holds it tracked: the
 # diagnostic, result and failure details are kept as their JSON text where that reads back
 # equal (``ENCODED`` says which).
-ID, DEFINITION, STATE, REVISION, ELIGIBLE_AT, READY_ORDER, TERMINAL_AT = 0, 1, 3, 4, 9, 10, 14
+ID, DEFINITION, STATE, REVISION, READY_ORDER, TERMINAL_AT = 0, 1, 3, 4, 10, 14
 _ATTACHMENTS = (15, 17, 18)  # diagnostic, result, failure
 QUEUE, TASK, CHARGE, MARGIN, SCHEDULE_ID, ARGS_NODES, SCALARS, ENCODED, ATTEMPTS = \
     range(19, 28)
 _STATE_FIELDS = len(JobState._fields)
 assert _STATE_FIELDS == 19 and JobState._fields[TERMINAL_AT] == "terminal_at" \
-    and JobState._fields[READY_ORDER] == "ready_order" \
-    and JobState._fields[ELIGIBLE_AT] == "eligible_at"
+    and JobState._fields[READY_ORDER] == "ready_order"
 
 
 def job_state(packed: tuple) -> JobState:
