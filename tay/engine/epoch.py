@@ -811,7 +811,7 @@ class EpochEngine(AdminCommands):
     def expire(self, job_ids: list[bytes]) -> int:
         """Drop jobs a published compaction no longer retains: their id, definition, result
         and state-budget charge are released. Returns how many were dropped."""
-        dropped = 0
+        gone: list[bytes] = []  # their timer entries are stale, whatever job takes the id
         packed = self.finished.packed
         packed_ids = []
         for job_id in job_ids:
@@ -819,12 +819,14 @@ class EpochEngine(AdminCommands):
             if entry is None:  # held in columns or packed: dropped in place
                 if job_id in packed:
                     packed_ids.append(job_id)
-                else:
-                    dropped += self._drop_held(job_id)
+                    gone.append(job_id)
+                elif self._drop_held(job_id):
+                    gone.append(job_id)
             elif not entry.volatile and peek(entry).terminal:
                 self._drop(job_id, entry)
-                dropped += 1
-        return dropped + self._drop_packed(packed_ids)
+                gone.append(job_id)
+        self._timers.retire(gone)
+        return len(gone) - len(packed_ids) + self._drop_packed(packed_ids)
 
 
 def captured_state(job: Any) -> JobState:

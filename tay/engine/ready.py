@@ -129,12 +129,15 @@ class DueHeap:
         recovery holds jobs whose timer entries replay would push, already stale)."""
         self._counter += pushes
 
-    def retire(self, tag: object) -> None:
-        """Every entry pushed so far whose key's first item is ``tag`` is stale from now on
-        (a deleted job's: a new job under its id may come to have the same key). Which
-        ``is_live`` reads through ``retired``; the sweep that drops them empties it."""
-        self.retired[tag] = self._counter
-        if len(self.retired) > 2 * self._swept + COMPACT_FLOOR:
+    def retire(self, tags: Iterable[object]) -> None:
+        """Every entry pushed so far whose key's first item is one of ``tags`` is stale
+        from now on (a deleted or expired job's: a new job under its id may come to have
+        the same key). Which ``is_live`` reads through ``retired``; the sweep that drops
+        them empties it (one sweep at most per call: an expiry retires thousands)."""
+        retired, counter = self.retired, self._counter
+        for tag in tags:
+            retired[tag] = counter
+        if len(retired) > 2 * self._swept + COMPACT_FLOOR:
             self._sweep()
 
     def _sweep(self) -> None:

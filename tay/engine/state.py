@@ -282,6 +282,7 @@ class EngineState:
                 break
             finished.popleft()
             self._drop(job_id, entry)
+            self._timers.retire((job_id,))  # as a deletion: the id is free for a new job
             dropped += 1
         return dropped
 
@@ -325,7 +326,7 @@ class EngineState:
     def remove_job(self, job_id: bytes) -> None:
         """Drop one finished job wherever it is held (an entry, columns, packed); the timer
         entries it left are stale for good, whatever job comes under its id."""
-        self._timers.retire(job_id)
+        self._timers.retire((job_id,))
         entry = self.jobs.get(job_id)
         if entry is not None:
             self._drop(job_id, entry)
@@ -486,8 +487,8 @@ class EngineState:
         job = peek(entry)  # a held failed row stays a row (its revision and state read)
         if job.revision != revision or job.state not in WAITING_FOR_TIME:
             return False
-        # a deleted job's entry has the key of a new job under its id (a Store-v2 insert is
-        # revision 1 again): pushed before the deletion retired the id, it is stale
+        # a deleted or expired job's entry has the key of a new job under its id (a Store-v2
+        # insert is revision 1 again): pushed before the id was retired, it is stale
         retired = self._timers.retired
         return not retired or item[1] > retired.get(job_id, 0)
 

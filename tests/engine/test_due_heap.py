@@ -56,12 +56,13 @@ def test_a_retired_tag_makes_its_earlier_entries_stale_until_a_sweep_drops_them(
                    or item[1] > heap.retired.get(item[2][0], 0))
     heap.push(10, (b"x", 1))
     heap.push(20, (b"y", 1))
-    heap.retire(b"x")
+    heap.retire([b"x"])
     heap.push(30, (b"x", 1))  # the new job under the retired id
     assert [item[2] for item in heap.pop_due(100)] == [(b"y", 1), (b"x", 1)]
     heap.push(5, (b"x", 2))
-    heap.retire(b"x")
+    heap.retire([b"x"])
     assert heap.retired == {b"x": 4}
-    for n in range(2 * COMPACT_FLOOR + 1):  # past the floor: a sweep
-        heap.retire(("t", n))
+    heap.retire([("t", n) for n in range(COMPACT_FLOOR - 1)])  # up to the floor: kept
+    assert len(heap.retired) == COMPACT_FLOOR
+    heap.retire([("t", n) for n in range(COMPACT_FLOOR, 2 * COMPACT_FLOOR)])  # one sweep
     assert heap.retired == {} and len(heap) == 0

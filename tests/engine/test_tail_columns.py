@@ -514,6 +514,37 @@ def test_a_deleted_jobs_stale_timer_never_fires_for_a_new_job_under_its_id() -> 
     assert [type(effect).__name__ for effect in driver.tick().effects] == ["Execute"]
 
 
+@pytest.mark.parametrize("leaves", ["expired", "expired_volatile"])
+def test_an_expired_jobs_stale_timer_never_fires_for_a_new_job_under_its_id(leaves) -> None:
+    """As a deletion, an expiry (a published compaction's, or a volatile job's under the
+    terminal retention) frees the id of a cancelled delayed job whose timer entry is still
+    in the heap: a new job under the id, due later, is not made available at the old due
+    time (the availability event refused it and the tick raised)."""
+    from tay.storage.v2.manifest import Retention
+
+    driver = epoch_driver(0, "none", True)
+    for command in (c.Connect("w1", "worker", "rt-w1", 3, None, "h"),
+                    c.RegisterTasks("w1", ("a",), "rt")):
+        driver.run(command)
+    job_id = "cd" * 16
+    durability = {"durability": "volatile"} if leaves == "expired_volatile" else {}
+    driver.run(c.Enqueue("p", "e", "a", {},
+                         {"delay_ms": 3 * 3_600_000, "id": job_id, **durability}))
+    driver.run(c.Cancel("p", "x", job_id))
+    driver.advance(3_600_001)
+    if leaves == "expired":
+        assert driver.engine.expire([bytes.fromhex(job_id)]) == 1
+    else:
+        assert driver.engine.expire_volatile(Retention("hours", 1), driver.now) == 1
+    driver.run(c.Enqueue("p", "e", "a", {},
+                         {"delay_ms": 4 * 3_600_000, "id": job_id, **durability}))
+    driver.advance(2 * 3_600_000)  # past the cancelled job's due time
+    assert driver.tick().effects == []
+    assert driver.engine.jobs[bytes.fromhex(job_id)].state.state == "scheduled"
+    driver.advance(2 * 3_600_000)
+    assert [type(effect).__name__ for effect in driver.tick().effects] == ["Execute"]
+
+
 def test_a_tail_in_the_older_order_recovers_the_same_jobs() -> None:
     """Successes and worker failures written finish first (stores before 2026-12-04) or
     result / details first (the engine now) recover to the same JobState for every job,
