@@ -30,6 +30,7 @@ from tay.storage.compaction import online, publish
 from tay.storage.compaction.trigger import CompactionPolicy
 from tay.storage.v2 import layout as v2_layout
 from tay.storage.v2.manifest import Retention
+from tests.engine.test_lazy_rows import all_entries
 from tests.scratch import scratch_root
 
 HOUR_MS = 3_600_000
@@ -110,7 +111,7 @@ class Harness:
         return self.compactor.last
 
     def jobs(self) -> dict[bytes, object]:
-        return {job_id: entry.state for job_id, entry in self.store.engine.jobs.items()}
+        return every_job(self.store.engine)
 
     def close(self) -> None:
         self.compactor._closed = True
@@ -125,12 +126,17 @@ def queue_control(engine) -> tuple[set[str], dict[str, int], set[str]]:
     return set(engine.paused), dict(engine.scaled), set(engine.schedules.paused)
 
 
+def every_job(engine) -> dict[bytes, object]:
+    """Each job's state by id, the finished jobs a recovery holds in columns included."""
+    return {job_id: entry.state for job_id, entry in all_entries(engine).items()}
+
+
 def reopen(data_dir: str):
     store = open_store(config(data_dir))
     try:
         engine = store.engine
-        return ({job_id: entry.state for job_id, entry in engine.jobs.items()},
-                queue_control(engine), store.journal.epoch_id, dict(engine.epoch.entities))
+        return (every_job(engine), queue_control(engine), store.journal.epoch_id,
+                dict(engine.epoch.entities))
     finally:
         store.close()
 
@@ -311,6 +317,55 @@ def test_an_expired_job_retried_during_the_compaction_keeps_the_old_epoch(data_d
     assert epoch_id == epoch and recovered == live and bytes.fromhex(late) in recovered
     names = os.listdir(os.path.join(data_dir, v2_layout.EPOCHS_DIR))
     assert [n for n in names if n.startswith(".tay-candidate")] == []
+
+
+@pytest.mark.parametrize("ahead", [False, True])
+def test_an_expired_job_deleted_during_the_compaction_does_not_fail_it(data_dir, ahead,
+                                                                      monkeypatch):
+    """The plan expires three cancelled jobs; meanwhile an operator deletes them (a bulk
+    delete of old jobs) and enqueues a new job under two of their ids, cancelled too (the
+    revision the plan expires), one of them deleted again. The catch-up drops the first
+    deletion of each (their jobs are not in the new base: the state they give is the
+    base's own) and keeps the new job's, so the compaction publishes, the new job under
+    the reused id is not expired with the old one, and a restart recovers exactly what the
+    engine holds. ``ahead``: the catch-up is copied in rounds before the switch."""
+    gate = Gate(monkeypatch)
+    if ahead:
+        monkeypatch.setattr(compactor_module, "SWITCH_RECORDS", 0)
+
+    async def scenario():
+        h = Harness(data_dir, "auto", clock_offset_ms=2 * HOUR_MS)
+        try:
+            gone, reused, twice, kept = [await h.enqueue(n) for n in range(4)]
+            for job_id in (gone, reused, twice):
+                await h.cancel(job_id)
+            task = h.compactor.request("admin", ONE_HOUR)
+            await gate.wait_entered()
+            for job_id in (gone, reused, twice):
+                assert (await h.admin("delete_job", job_id=job_id)).fields["deleted"]
+            for job_id in (reused, twice):
+                reply = await h.call(lambda rid, job_id=job_id: commands.Enqueue(
+                    "p", rid, "t.v1", {"n": 4}, {"id": job_id}))
+                assert reply.fields["job_id"] == job_id
+                await h.cancel(job_id)
+            assert (await h.admin("delete_job", job_id=twice)).fields["deleted"]
+            gate.release()
+            report = await task
+            live = h.jobs()
+            assert bytes.fromhex(twice) not in live
+            return gone, reused, kept, report, live, h.metrics.compactions
+        finally:
+            h.close()
+
+    gone, reused, kept, report, live, outcomes = asyncio.run(scenario())
+    assert outcomes == {"published": 1}
+    assert report["expired_jobs"] == 0 and report["retained_jobs"] == 1
+    assert (report["switch_records"] == 0) == ahead
+    assert bytes.fromhex(gone) not in live and live[bytes.fromhex(kept)].state == "available"
+    again = live[bytes.fromhex(reused)]
+    assert again.state == "cancelled" and again.definition["args"] == {"n": 4}
+    recovered, _, epoch_id, _ = reopen(data_dir)
+    assert epoch_id.hex() == report["epoch_id"] and recovered == live
 
 
 def test_a_refused_candidate_leaves_the_store_serving_and_the_next_attempt_publishes(

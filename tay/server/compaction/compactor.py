@@ -286,7 +286,7 @@ class OnlineCompactor:
                     break
                 self.driver.tap = []  # the loop fills a new one; this one goes to the process
                 expected = _continues(chunk, expected)
-                await loop.run_in_executor(None, process.copy_ahead, chunk)
+                await loop.run_in_executor(None, _copy_ahead, process, prepared, chunk)
             if self.driver.stopped is not None or self._closed:
                 raise CompactionFailed("stopped", "the server stopped writing meanwhile")
             report = self._switch(process, prepared, expected)
@@ -394,6 +394,7 @@ class OnlineCompactor:
             if _continues(records, expected) != journal.next_sequence:
                 raise CompactionFailed("catch_up_gap", "the journal moved past the copied "
                                        f"records ({journal.next_sequence})")
+            records, _ = online.without_deleted_expiries(records, prepared.expired)
             # every job changed since the capture is in a record of the catch-up, so only
             # those are looked at, not every job the plan expires
             touched = prepared.touched | online.touched_jobs(records)
@@ -519,6 +520,14 @@ class OnlineCompactor:
 
 def _ms_since(started: float) -> int:
     return round((time.monotonic() - started) * 1000)
+
+
+def _copy_ahead(process: CompactionProcess, prepared: PreparedFacts, chunk: list) -> None:
+    """A catch-up round, off the loop: the chunk without the deletions of jobs the plan
+    expires (``online.without_deleted_expiries``), then to the process."""
+    from tay.storage.compaction import online
+
+    process.copy_ahead(online.without_deleted_expiries(chunk, prepared.expired)[0])
 
 
 def _continues(records: list, expected: int) -> int:

@@ -252,6 +252,35 @@ def reframe(records: Sequence[JournalRecord], shift: int) -> list[tuple[int, int
     return out
 
 
+def without_deleted_expiries(records: Sequence[JournalRecord], expired: dict[bytes, int]
+                             ) -> tuple[Sequence[JournalRecord], int]:
+    """The catch-up without the deletions of jobs the plan expires (an operator's bulk
+    delete of old jobs during the compaction). The new base does not hold those jobs, so
+    the record would name an unknown job there; the state it gives, the job gone, is the
+    base's own. Without this, such a deletion failed the compaction.
+
+    A deletion is dropped only at the revision the plan expires (a job changed since the
+    capture still fails the compaction, ``stale_expiries``), and its id leaves ``expired``
+    at once: a new job under the id that the catch-up inserts, and maybe deletes, is the
+    catch-up's own, and the switch does not expire it. Call it on every catch-up record,
+    in order. Returns (the records to copy, how many were dropped)."""
+    from tay.storage.events.registry import JOB_DELETED
+    from tay.storage.v2.epoch_records import EPOCH_EVENT_PAIR, decode_epoch_event
+
+    inner = bytes(JOB_DELETED)
+    dropped: set[int] = set()
+    for at, (_, rtype, schema, payload) in enumerate(records):
+        if (rtype, schema) == EPOCH_EVENT_PAIR and payload[:2] == inner:
+            event = decode_epoch_event(payload).event
+            job_id = event["job_id"]
+            if expired.get(job_id, -1) == event["expected_revision"]:
+                del expired[job_id]
+                dropped.add(at)
+    if not dropped:
+        return records, 0
+    return [record for at, record in enumerate(records) if at not in dropped], len(dropped)
+
+
 def publish_switch(prepared: Prepared, rest: Sequence[tuple[int, int, bytes]],
                    io: RealIO | None = None) -> tuple[Any, bytes]:
     """Steps 6 (catch-up), 7 and the CURRENT re-check of 8, with admission paused: the rest
