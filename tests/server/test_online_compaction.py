@@ -358,7 +358,7 @@ def test_an_expired_job_deleted_during_the_compaction_does_not_fail_it(data_dir,
             h.close()
 
     gone, reused, kept, report, live, outcomes = asyncio.run(scenario())
-    assert outcomes == {"published": 1}
+    assert outcomes == {"published": 1} and report["reclaimed"] is True  # step 10 agreed
     assert report["expired_jobs"] == 0 and report["retained_jobs"] == 1
     assert (report["switch_records"] == 0) == ahead
     assert bytes.fromhex(gone) not in live and live[bytes.fromhex(kept)].state == "available"
