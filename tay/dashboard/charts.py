@@ -40,6 +40,24 @@ def _nice_peak(value: int) -> int:
         step *= 10
 
 
+# grid steps (ms) of a duration scale: each multiple up to 4 is a whole number of ms,
+# seconds, minutes, hours or days (``tay.dashboard.format.axis_duration``)
+_DURATION_STEPS = (1, 2, 5, 10, 20, 50, 100, 200, 250, 500,
+                   1_000, 2_000, 5_000, 10_000, 15_000, 30_000,
+                   60_000, 120_000, 300_000, 600_000, 900_000, 1_800_000,
+                   3_600_000, 7_200_000, 21_600_000, 43_200_000,
+                   86_400_000, 172_800_000, 432_000_000, 864_000_000)
+
+
+def _nice_duration_peak(value: int) -> int:
+    """Four grid steps of a duration (``_DURATION_STEPS``) that reach ``value`` ms (at
+    least 0..4 ms); past the longest step, ``_nice_peak``'s."""
+    for step in _DURATION_STEPS:
+        if 4 * step >= value:
+            return 4 * step
+    return _nice_peak(value)
+
+
 def throughput(per_minute: list[dict[str, Any]]) -> Chart:
     rows = per_minute or [{name: 0 for name in SERIES}]
     values = {name: [row[name] for row in rows] for name in SERIES}
@@ -47,9 +65,14 @@ def throughput(per_minute: list[dict[str, Any]]) -> Chart:
 
 
 def latency(queue_latency: list[dict[str, Any]]) -> Chart:
-    """One line per queue (the activity op's ``queue_latency``), in ms on one scale."""
+    """One line per queue (the activity op's ``queue_latency``), in ms on one scale whose
+    grid steps are whole durations (15 s, 2 min, 6 h...), so that each grid label is short
+    (``format.axis_duration``): 50 s steps labelled 1 min 40 s and 3 min 20 s overflowed
+    the axis margin."""
     values = {row["queue"]: row["per_minute"] for row in queue_latency}
-    return _chart(values, {row["queue"]: row["peak_ms"] for row in queue_latency})
+    top = max((max(series, default=0) for series in values.values()), default=0)
+    return _chart(values, {row["queue"]: row["peak_ms"] for row in queue_latency},
+                  _nice_duration_peak(top))
 
 
 def queue_throughput(series: list[dict[str, Any]]) -> Chart:
@@ -74,10 +97,14 @@ def _date(ms: int) -> str:
     return dt.datetime.fromtimestamp(ms / 1000, dt.timezone.utc).strftime("%b %d")
 
 
-def _chart(values: dict[str, list[int]], totals: dict[str, int]) -> Chart:
-    """Series of one length each (one value a minute, oldest first) on a shared scale."""
+def _chart(values: dict[str, list[int]], totals: dict[str, int],
+           peak: int | None = None) -> Chart:
+    """Series of one length each (one value a minute, oldest first) on a shared scale (up
+    to ``peak``, a multiple of 4; by default ``_nice_peak`` of the highest value)."""
     length = max((len(series) for series in values.values()), default=1)
-    peak = _nice_peak(max((max(series, default=0) for series in values.values()), default=0))
+    if peak is None:
+        peak = _nice_peak(max((max(series, default=0) for series in values.values()),
+                              default=0))
     left, top, right, bottom = LEFT, TOP, WIDTH - RIGHT, HEIGHT - BOTTOM
     span = max(length - 1, 1)
 

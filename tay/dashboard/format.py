@@ -61,6 +61,18 @@ def duration(ms: int | float | None) -> str:
     return f"{days} d {hours} h" if hours else f"{days} d"
 
 
+def axis_duration(ms: int) -> str:
+    """A chart's grid label on a duration scale, in its largest whole unit: 750 ms, 1.5 s,
+    45 s, 90 s, 10 min, 1 h, 2 d (the scale's steps make every label short:
+    ``charts.latency``)."""
+    for unit, name in ((86_400_000, "d"), (3_600_000, "h"), (60_000, "min"), (1_000, "s")):
+        if ms >= unit and ms % unit == 0:
+            return f"{ms // unit} {name}"
+    if ms > 1_000 and ms % 100 == 0:
+        return f"{ms / 1000:.1f} s"  # 1.5 s (a 500 ms step)
+    return f"{ms} ms"
+
+
 def relative(ms: int | None, now_ms: int) -> str:
     if ms is None:
         return ""
@@ -154,6 +166,7 @@ def at(ms: int | None, now_ms: int) -> Markup:
 
 
 HELPERS = {"badge": badge, "when": when, "at": at, "relative": relative}
-FILTERS = {"utc": utc, "day": day, "iso": iso, "duration": duration, "size": size, "number": number,
+FILTERS = {"utc": utc, "day": day, "iso": iso, "duration": duration,
+           "axis_duration": axis_duration, "size": size, "number": number,
            "percent": percent, "pretty_json": pretty_json, "short_id": short_id,
            "retention": retention}

@@ -89,14 +89,32 @@ def test_latency_chart_draws_one_line_per_queue_on_one_scale():
     series = [{"queue": "mail", "peak_ms": 90_000, "per_minute": [0] * 58 + [30_000, 90_000]},
               {"queue": "pdf", "peak_ms": 2_000, "per_minute": [2_000] + [0] * 59}]
     chart = charts.latency(series)
-    assert chart.peak == 200_000 and chart.totals == {"mail": 90_000, "pdf": 2_000}
+    # a duration scale: four steps of 30 s, not the 50 s steps of a count
+    assert chart.peak == 120_000 and chart.totals == {"mail": 90_000, "pdf": 2_000}
     assert list(chart.lines) == ["mail", "pdf"]  # the order the op ranked them in
     mail = chart.lines["mail"].split()
-    # 220 high, 10 above and 22 below the plot: 188 px for 200 s
-    assert len(mail) == 60 and mail[-1] == "1150.0,113.4"  # 198 - 188 * 90 / 200
-    assert chart.lines["pdf"].split()[0] == "44.0,196.1"  # 198 - 188 * 2 / 200
+    # 220 high, 10 above and 22 below the plot: 188 px for 120 s
+    assert len(mail) == 60 and mail[-1] == "1150.0,57.0"  # 198 - 188 * 90 / 120
+    assert chart.lines["pdf"].split()[0] == "44.0,194.9"  # 198 - 188 * 2 / 120
     empty = charts.latency([])
     assert empty.lines == {} and empty.peak == 4
+
+
+@pytest.mark.parametrize("top_ms", [1, 900, 2_000, 59_000, 61_000, 172_000, 3_000_000,
+                                    20 * 3_600_000, 5 * 86_400_000])
+def test_a_latency_charts_grid_labels_are_short_whole_durations(top_ms):
+    """Each grid label fits the axis margin (a 172 s peak on 50 s steps labelled
+    "3 min 20 s", cut to "in 20 s" at the chart's left edge) and names its value."""
+    chart = charts.latency([{"queue": "q", "peak_ms": top_ms, "per_minute": [top_ms]}])
+    assert chart.peak >= top_ms and chart.peak % 4 == 0
+    labels = [fmt.axis_duration(value) for _, value in chart.grid[1:]]
+    assert all(len(label) <= 6 for label in labels), labels
+    for (_, value), label in zip(chart.grid[1:], labels):
+        number, unit = label.split()
+        scale = {"ms": 1, "s": 1_000, "min": 60_000, "h": 3_600_000, "d": 86_400_000}[unit]
+        assert float(number) * scale == value
+        # steps of whole durations: no "150 s" (a 50 s step), no "40 min" (a 10 min one)
+        assert float(number) < {"ms": 1_000, "s": 100, "min": 91, "h": 48, "d": 100}[unit]
 
 
 def test_queue_throughput_chart_draws_each_queue_completed_a_minute():
