@@ -73,6 +73,18 @@ def axis_duration(ms: int) -> str:
     return f"{ms} ms"
 
 
+def axis_count(count: int) -> str:
+    """A chart's grid label on a count scale, at most five characters, so that it fits the
+    axis margin: 9999, 15k, 250k, 1.5M, 20M (a busy day's 1000000 did not)."""
+    if count < 10_000:
+        return str(count)
+    for unit, name in ((1_000_000_000, "G"), (1_000_000, "M"), (1_000, "k")):
+        if count >= unit:
+            whole, rest = divmod(count, unit)
+            return f"{whole}{name}" if not rest else f"{count / unit:.1f}{name}"
+    return str(count)  # (not reached)
+
+
 def relative(ms: int | None, now_ms: int) -> str:
     if ms is None:
         return ""
@@ -167,6 +179,7 @@ def at(ms: int | None, now_ms: int) -> Markup:
 
 HELPERS = {"badge": badge, "when": when, "at": at, "relative": relative}
 FILTERS = {"utc": utc, "day": day, "iso": iso, "duration": duration,
-           "axis_duration": axis_duration, "size": size, "number": number,
+           "axis_duration": axis_duration, "axis_count": axis_count, "size": size,
+           "number": number,
            "percent": percent, "pretty_json": pretty_json, "short_id": short_id,
            "retention": retention}

@@ -201,3 +201,16 @@ def test_the_tasks_page_names_the_row_of_the_pairs_past_the_cap(monkeypatch):
     assert "tenant-2" not in text and "tenant-3" not in text
     assert ">Other pairs</abbr>" in text and "first counted after 4,096 pairs" in text
     assert 'href="/ui/jobs?queue="' not in text
+
+
+@pytest.mark.parametrize("top", [0, 7, 9_999, 10_001, 60_000, 801_000, 2_400_000,
+                                 1_300_000_000])
+def test_a_count_charts_grid_labels_fit_the_axis_margin(top):
+    """A busy day's history (a million jobs) labelled its grid 1000000: seven digits, cut
+    at the chart's left edge. Labels are at most five characters and name their value."""
+    chart = charts.history([{"day": 0, "enqueued": top, "completed": 0, "failed": 0}])
+    for _, value in chart.grid:
+        label = fmt.axis_count(value)
+        assert len(label) <= 5, label
+        scale = {"k": 1_000, "M": 1_000_000, "G": 1_000_000_000}.get(label[-1], 1)
+        assert float(label.rstrip("kMG")) * scale == value
