@@ -378,9 +378,10 @@ def tail_jobs(buf: Any, offsets: Sequence[int], lengths: Sequence[int], types: S
             if row is None:
                 break
             start_id = offset + 10 + row[er.JOB_ID]
-            found = table.find(bytes(buf[start_id:start_id + 16]))
+            job_id = bytes(buf[start_id:start_id + 16])
+            found = table.find(job_id)
             if found is None:  # a job inserted before ``start``: held, as above
-                found = _hold_unknown(table, numbered, bytes(buf[start_id:start_id + 16]))
+                found = _hold_unknown(table, numbered, job_id)
             job = numbered[found]
             expected = row[er.EXPECTED]
             consecutive = int.from_bytes(buf[offset + 2:offset + 10], "big") == expected + 1

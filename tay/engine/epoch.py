@@ -811,22 +811,27 @@ class EpochEngine(AdminCommands):
     def expire(self, job_ids: list[bytes]) -> int:
         """Drop jobs a published compaction no longer retains: their id, definition, result
         and state-budget charge are released. Returns how many were dropped."""
-        gone: list[bytes] = []  # their timer entries are stale, whatever job takes the id
+        dropped = 0
+        # the ids dropped, in the order named: they retire from the timer heap, so that a
+        # new job under one does not meet the old job's entries
+        gone: list[bytes] = []
         packed = self.finished.packed
         packed_ids = []
         for job_id in job_ids:
             entry = self.jobs.get(job_id)
             if entry is None:  # held in columns or packed: dropped in place
                 if job_id in packed:
-                    packed_ids.append(job_id)
+                    packed_ids.append(job_id)  # dropped together below
                     gone.append(job_id)
                 elif self._drop_held(job_id):
                     gone.append(job_id)
+                    dropped += 1
             elif not entry.volatile and peek(entry).terminal:
                 self._drop(job_id, entry)
                 gone.append(job_id)
+                dropped += 1
         self._timers.retire(gone)
-        return len(gone) - len(packed_ids) + self._drop_packed(packed_ids)
+        return dropped + self._drop_packed(packed_ids)
 
 
 def captured_state(job: Any) -> JobState:

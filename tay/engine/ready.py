@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import heapq
 from collections import OrderedDict
-from typing import Any, Callable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 ReadyEntry = tuple[int, int, bytes]  # (eligible_at, ready order, job id)
 

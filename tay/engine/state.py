@@ -281,8 +281,7 @@ class EngineState:
             if not retention.expires(job.terminal_at, now_ms):
                 break
             finished.popleft()
-            self._drop(job_id, entry)
-            self._timers.retire((job_id,))  # as a deletion: the id is free for a new job
+            self.remove_job(job_id)  # as a deletion: the id is free, its timers stale
             dropped += 1
         return dropped
 

@@ -394,7 +394,7 @@ class OnlineCompactor:
             if _continues(records, expected) != journal.next_sequence:
                 raise CompactionFailed("catch_up_gap", "the journal moved past the copied "
                                        f"records ({journal.next_sequence})")
-            records, _ = online.without_deleted_expiries(records, prepared.expired)
+            records = online.without_deleted_expiries(records, prepared.expired)
             # every job changed since the capture is in a record of the catch-up, so only
             # those are looked at, not every job the plan expires
             touched = prepared.touched | online.touched_jobs(records)
@@ -527,7 +527,7 @@ def _copy_ahead(process: CompactionProcess, prepared: PreparedFacts, chunk: list
     expires (``online.without_deleted_expiries``), then to the process."""
     from tay.storage.compaction import online
 
-    process.copy_ahead(online.without_deleted_expiries(chunk, prepared.expired)[0])
+    process.copy_ahead(online.without_deleted_expiries(chunk, prepared.expired))
 
 
 def _continues(records: list, expected: int) -> int:

@@ -253,7 +253,7 @@ def reframe(records: Sequence[JournalRecord], shift: int) -> list[tuple[int, int
 
 
 def without_deleted_expiries(records: Sequence[JournalRecord], expired: dict[bytes, int]
-                             ) -> tuple[Sequence[JournalRecord], int]:
+                             ) -> Sequence[JournalRecord]:
     """The catch-up without the deletions of jobs the plan expires (an operator's bulk
     delete of old jobs during the compaction). The new base does not hold those jobs, so
     the record would name an unknown job there; the state it gives, the job gone, is the
@@ -263,7 +263,7 @@ def without_deleted_expiries(records: Sequence[JournalRecord], expired: dict[byt
     capture still fails the compaction, ``stale_expiries``), and its id leaves ``expired``
     at once: a new job under the id that the catch-up inserts, and maybe deletes, is the
     catch-up's own, and the switch does not expire it. Call it on every catch-up record,
-    in order. Returns (the records to copy, how many were dropped)."""
+    in order; returns the records to copy."""
     from tay.storage.events.registry import JOB_DELETED
     from tay.storage.v2.epoch_records import EPOCH_EVENT_PAIR, decode_epoch_event
 
@@ -277,8 +277,8 @@ def without_deleted_expiries(records: Sequence[JournalRecord], expired: dict[byt
                 del expired[job_id]
                 dropped.add(at)
     if not dropped:
-        return records, 0
-    return [record for at, record in enumerate(records) if at not in dropped], len(dropped)
+        return records
+    return [record for at, record in enumerate(records) if at not in dropped]
 
 
 def publish_switch(prepared: Prepared, rest: Sequence[tuple[int, int, bytes]],
