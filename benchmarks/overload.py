@@ -53,7 +53,7 @@ if str(ROOT) not in sys.path:
 import psutil  # noqa: E402
 
 from benchmarks.soak_daemon import (  # noqa: E402
-    WORKER, Serve, add_store_options, die_with_parent, spawn,
+    WORKER, Serve, add_store_options, die_with_parent, spawn, spawn_client,
 )
 from tay.admin.client import AdminRefused, AdminUnreachable, SocketAdmin  # noqa: E402
 from tay.bench.metrics import percentile  # noqa: E402
@@ -365,9 +365,9 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         server = psutil.Process(serve.process.pid)
         if options.backlog:
             fill_backlog(serve.socket, options.backlog)
-        worker, _ = spawn(WORKER, serve.socket)
+        worker, _ = spawn_client(serve, WORKER, serve.socket)
         clients.append(worker)
-        producer, _ = spawn(PRODUCER, serve.socket)
+        producer, _ = spawn_client(serve, PRODUCER, serve.socket)
         clients.append(producer)
         cpu_before = server.cpu_times()
         hogs = [spin_hog() for _ in range(options.hogs)]

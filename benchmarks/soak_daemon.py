@@ -178,7 +178,8 @@ class Serve:
                 preexec_fn=die_with_parent(signal.SIGTERM))  # a clean stop, if orphaned
         while not (os.path.exists(self.socket) and socket_accepts(self.socket)):
             if self.process.poll() is not None:
-                raise RuntimeError("tay serve exited:\n" + self.log_path.read_text())
+                raise RuntimeError(f"tay serve {self.ended()} before it served:\n"
+                                   + self.log_tail())
             time.sleep(0.002)
         return time.perf_counter() - started
 
@@ -269,6 +270,21 @@ def spawn(script: str, *args: str) -> tuple[subprocess.Popen[str], list[str]]:
     return child, line[1:]
 
 
+def spawn_client(serve: Serve, script: str,
+                 *args: str) -> tuple[subprocess.Popen[str], list[str]]:
+    """``spawn`` for a client of ``serve``: a client that could not start because the server
+    died meanwhile says how the server ended, not only that the client failed."""
+    try:
+        return spawn(script, *args)
+    except RuntimeError as error:
+        assert serve.process is not None
+        try:
+            serve.process.wait(timeout=2)  # a killed server may not be reaped yet
+        except subprocess.TimeoutExpired:
+            raise error from None  # the server runs: the client failed on its own
+        raise RuntimeError(f"tay serve {serve.ended()} as the clients started") from error
+
+
 class LineCounter:
     """Counts a child's output lines that start with ``word``, read on a thread."""
 
@@ -344,9 +360,10 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     try:
         serve.start()
         server = psutil.Process(serve.process.pid)
-        worker, _ = spawn(WORKER, serve.socket)
-        producer, (first_due,) = spawn(PRODUCER, serve.socket, str(options.rate),
-                                       options.schedule, str(options.queues))
+        worker, _ = spawn_client(serve, WORKER, serve.socket)
+        producer, (first_due,) = spawn_client(serve, PRODUCER, serve.socket,
+                                              str(options.rate), options.schedule,
+                                              str(options.queues))
         acked = LineCounter(producer, "sent")
         hourly = LineCounter(worker, "occurrence")
         started = time.monotonic()
