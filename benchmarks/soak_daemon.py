@@ -139,6 +139,21 @@ asyncio.run(main())
 '''
 
 
+def occurrences_between(cron: str, first_ms: int, last_ms: int | None) -> int:
+    """How many times ``cron`` (UTC) falls due from ``first_ms`` through ``last_ms``, both
+    included (0 when nothing was delivered: ``last_ms`` None)."""
+    from tay.engine.schedules.cron import next_after, parse_cron
+
+    if last_ms is None:
+        return 0
+    spec = parse_cron(cron)
+    count, due = 0, first_ms
+    while due is not None and due <= last_ms:
+        count += 1
+        due = next_after(spec, 0, due)
+    return count
+
+
 def admin(socket_path: str, *args: str) -> dict[str, Any]:
     done = subprocess.run([sys.executable, "-m", "tay.cli", *args, "--socket", socket_path,
                            "--json"], cwd=ROOT, capture_output=True, text=True, timeout=60)
@@ -356,7 +371,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
           f"{serve.data_dir}")
     print(f"{'day':>5} {'acked':>9} {'completed':>9} {'retained':>9} {'data_MB':>8} {'rss_MB':>7} "
           f"{'peak_MB':>7} {'cpu_us/job':>10} {'compact':>7} {'c_peak_MB':>9} {'c_cpu_s':>7} "
-          f"{'hourly':>6}")
+          f"{'occurs':>6}")
     try:
         serve.start()
         server = psutil.Process(serve.process.pid)
@@ -365,7 +380,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                                               str(options.rate), options.schedule,
                                               str(options.queues))
         acked = LineCounter(producer, "sent")
-        hourly = LineCounter(worker, "occurrence")
+        occurrences = LineCounter(worker, "occurrence")
         started = time.monotonic()
         day_s = DAY_S / options.speed
         for day in range(1, int(options.days) + 1):
@@ -389,7 +404,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                    "compactions": serve.compactions(),
                    "compaction_peak_rss_bytes": last.get("peak_rss_bytes"),
                    "compaction_cpu_s": storage["compaction"]["processes_cpu_s"],
-                   "occurrences": hourly.count}
+                   "occurrences": occurrences.count}
             rows.append(row)
             compaction_peak = row["compaction_peak_rss_bytes"]
             print(f"{day:5d} {row['acked']:9,d} {row['completed']:9,d} {row['retained']:9,d} "
@@ -403,7 +418,7 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         simulated_h = (time.monotonic() - started) * options.speed / 3600
         # no occurrence after this one: each one up to it must have run once
         last_due = admin(serve.socket, "schedule", "cancel", "soak-hourly")["schedule"]["last_at"]
-        expected = (last_due - int(first_due)) // 3_600_000 + 1 if last_due is not None else 0
+        expected = occurrences_between(options.schedule, int(first_due), last_due)
         time.sleep(1)  # the last acknowledged jobs and occurrences finish
         worker.stdin.close()
         worker.wait(timeout=30)
@@ -425,16 +440,16 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         summary = {"days": options.days, "speed": options.speed, "rate": options.rate,
                    "retention": options.retention, "schedule": options.schedule,
                    "simulated_hours": round(simulated_h, 1),
-                   "occurrences_run": hourly.count, "occurrences_due": expected,
+                   "occurrences_run": occurrences.count, "occurrences_due": expected,
                    "clean_stop_s": round(stop_s, 3),
                    "cold_restart_s": [round(s, 3) for s in restarts],
                    "restart_rss_bytes": restart_rss, "data_bytes": dir_bytes(serve.data_dir),
                    "history_days": sum(1 for day in history if day["enqueued"]),
-                   "history_totals": counted, "jobs_run": acked.last + hourly.count,
+                   "history_totals": counted, "jobs_run": acked.last + occurrences.count,
                    "history_same_after_restart": history == history_after}
         print(f"stopped in {stop_s:.3f} s; cold restarts {', '.join(f'{s:.3f}' for s in restarts)} "
-              f"s (RSS {restart_rss / 1e6:.1f} MB); schedule occurrences run {hourly.count} of "
-              f"{expected} due over {simulated_h:,.1f} simulated hours; data "
+              f"s (RSS {restart_rss / 1e6:.1f} MB); schedule occurrences run "
+              f"{occurrences.count} of {expected} due over {simulated_h:,.1f} simulated hours; data "
               f"{summary['data_bytes'] / 1e6:.1f} MB")
         print(f"day history: {summary['history_days']} days counted; enqueued "
               f"{counted['enqueued']:,}, completed {counted['completed']:,}, failed "

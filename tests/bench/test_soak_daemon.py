@@ -91,3 +91,13 @@ def test_a_run_whose_server_dies_keeps_the_store_and_says_how_it_ended(
     assert served == 1 if serving_s else served <= 1  # at once: it may not have served yet
     assert (kept / "data").is_dir() or not served
     shutil.rmtree(scratch)
+
+
+def test_the_occurrences_due_follow_the_schedule_not_the_hour() -> None:
+    from benchmarks.soak_daemon import occurrences_between
+
+    hour, start = 3_600_000, 1_767_225_600_000  # 2026-01-01T00:00Z, on the hour
+    assert occurrences_between("0 * * * *", start, start + 5 * hour) == 6  # both ends count
+    assert occurrences_between("* * * * *", start, start + hour) == 61
+    assert occurrences_between("*/15 * * * *", start, start + hour - 1) == 4
+    assert occurrences_between("0 * * * *", start, None) == 0  # nothing was delivered
