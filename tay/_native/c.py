@@ -373,9 +373,19 @@ class _TapeReader:
         if tag == 0x07:
             start = self.offsets[index]
             return self.data[start : start + self.values[index]]
-        if tag == 0x08:
-            read = self.read
-            return [read() for _ in range(self.values[index])]
+        if tag == 0x08:  # a binary item (a list of job ids) read in place: no call
+            read, tags, offsets, values, data = self.read, self.tags, self.offsets, \
+                self.values, self.data
+            items = []
+            for _ in range(values[index]):
+                at = self.next
+                if tags[at] == 0x07:
+                    self.next = at + 1
+                    start = offsets[at]
+                    items.append(data[start:start + values[at]])
+                else:
+                    items.append(read())
+            return items
         if tag == 0x03:
             return self.values[index] - (1 << 64)
         return self.reals[index]

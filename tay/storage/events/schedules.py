@@ -128,12 +128,16 @@ def validate_schedule_definition(obj: Any, field: str = "definition") -> dict:
     return obj
 
 
+_ZERO_ID = bytes(16)
+
+
 def _check_active(obj: Any, field: str) -> list[bytes]:
     """The occurrence membership: a list of distinct job IDs, in admission order."""
     if type(obj) is not list:
         raise invalid("expected a list of job IDs", field)
-    for index, job_id in enumerate(obj):
-        check_job_id(job_id, f"{field}[{index}]")
+    for index, job_id in enumerate(obj):  # named only when refused (a replay reads many)
+        if type(job_id) is not bytes or len(job_id) != 16 or job_id == _ZERO_ID:
+            check_job_id(job_id, f"{field}[{index}]")
     if len(set(obj)) != len(obj):
         raise invalid("job IDs must be distinct", field)
     return obj
