@@ -357,29 +357,9 @@ long tay_tail_jobs(const uint8_t *buf, size_t size, size_t count, const uint64_t
             /* an event of a schedule, a queue or a day: never a job's state change nor a
              * ready push; taken as pending, so that the exact replay (which checks its
              * entity's chain) applies it in its place and the walk goes on. A schedule's
-             * delivery names its job to the engine, which finds the job's entry there:
-             * every job the payload names (any 16-byte binary) goes the general way, so
-             * that its entry stands where replay has it (one the walk does not know yet is
-             * held by its id: its insert after the delivery stops the walk) */
-            if (p[0] == 11) {
-                size_t nodes, error_offset;
-                if (length - 10 >= tape_capacity) break;
-                int scanned = tay_value_scan(p + 10, length - 10, max_depth, max_nodes,
-                                             max_binary, tape_capacity, tags, values,
-                                             tape_offsets, reals, &nodes, &error_offset);
-                if (scanned < 0) break;
-                for (size_t k = 0; k < nodes; k++) {
-                    if (tags[k] != 0x07 || values[k] != 16) continue;
-                    const uint8_t *id = p + 10 + tape_offsets[k];
-                    found = tay_live_find(table, id);
-                    if (found >= 0) {
-                        work[(size_t)found * W_WIDTH + W_STEP] = GENERAL;
-                    } else if (hold_unknown(table, work, id, &n) == -2) {
-                        /* (held: an insert of it after the delivery stops the walk) */
-                        return walk_free(table, owner, finish_order, work, pushes);
-                    }
-                }
-            }
+             * delivery names its job, whose link to the schedule the engine keeps beside
+             * the job wherever it is held (a job done here, in its columns), so the job
+             * stays in the walk */
             job = 0;
         } else if (types[i] == 30 && schemas[i] == 2) {
             /* a job's result (10,2) or a worker failure's details (22,2): never a state

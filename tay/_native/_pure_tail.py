@@ -83,9 +83,6 @@ from typing import Any, Sequence
 from tay._native import _pure_events as er
 from tay._native import _pure_mutations as mr
 from tay._native._pure_base import BASE_JOB, FRAME_HEADER, COMPLETED, failure_bytes
-from tay._native._pure_events import TAPE_CAPACITY
-from tay._native._pure_value import value_decode
-from tay._native.errors import ValueCodecError
 
 CANCELLED = 5  # a done job's STATE when a cancel made it done (transitions.STATES)
 # the (30,2) inner types (schema 2) on a chain of their own that change no job's state: a
@@ -185,17 +182,6 @@ def _hold_failure(table: Any, job: _Job, number: int) -> None:
     goes the general way)."""
     if job.failed_state == RETRYABLE and not job.delayed and not job.timed_out:
         table.retryable(number, 4, 2, job.due)
-
-
-def _binaries(value: Any) -> list[bytes]:
-    """Every binary node of a decoded Value, in pre-order (as the C scan's tape lists them)."""
-    if isinstance(value, bytes):
-        return [value]
-    if isinstance(value, list):
-        return [b for item in value for b in _binaries(item)]
-    if isinstance(value, dict):
-        return [b for item in value.values() for b in _binaries(item)]
-    return []
 
 
 def _hold_unknown(table: Any, numbered: list, job_id: bytes) -> int:
@@ -346,26 +332,9 @@ def tail_jobs(buf: Any, offsets: Sequence[int], lengths: Sequence[int], types: S
             # an event of a schedule, a queue or a day: never a job's state change nor a
             # ready push; taken as pending, so that the exact replay (which checks its
             # entity's chain) applies it in its place and the walk goes on. A schedule's
-            # delivery names its job to the engine, which finds the job's entry there:
-            # every job the payload names (any 16-byte binary) goes the general way, so
-            # that its entry stands where replay has it (one the walk does not know yet
-            # is held by its id: its insert after the delivery stops the walk)
-            if buf[offset] == 11:
-                if length - 10 >= TAPE_CAPACITY:
-                    break
-                try:
-                    named = _binaries(value_decode(bytes(buf[offset + 10:offset + length]),
-                                                   *limits))
-                except ValueCodecError:
-                    break
-                for job_id in named:
-                    if len(job_id) != 16:
-                        continue
-                    found = table.find(job_id)
-                    if found is not None:
-                        numbered[found].step = _GENERAL
-                    else:  # held: an insert of it after the delivery stops the walk
-                        _hold_unknown(table, numbered, job_id)
+            # delivery names its job, whose link to the schedule the engine keeps beside
+            # the job wherever it is held (a job done here, in its columns), so the job
+            # stays in the walk
             job = None
         elif pair == (30, 2):
             if length < 10 or buf[offset + 1] != 2:

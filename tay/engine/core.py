@@ -201,6 +201,10 @@ class Engine(EpochEngine):
         for entry in executing:
             self._finish(entry, ev.INTERRUPTED, ev.DIAG_INTERRUPTED, now_ms, out)
         self.seed_rate_logs(now_ms)
+        # a link kept for a job that never came (a delivery of an id no record inserts)
+        links = self.schedule_links
+        for job_id in [job_id for job_id in links if job_id not in self._finished_ids]:
+            del links[job_id]
         return out
 
     # ---- read helpers for the server and the schedules component ------------------------

@@ -120,6 +120,10 @@ class EngineState:
         # finished base jobs not touched since the restart, in their columns
         self.finished = FinishedJobs()
         self._finished_ids = self.finished.stamps
+        # job id -> the schedule that admitted it, for a job a delivery named while it had
+        # no entry: held in columns (or, in a tail's replay, installed later as a row); the
+        # entry made of it takes the link (``link_schedule``)
+        self.schedule_links: dict[bytes, str] = {}
         self.executors = ExecutorRegistry(self.config.settled_memory)
         self.budget = StateBudget(self.config.max_state_bytes)
         self.permits = ClientPermits(self.config)
@@ -231,6 +235,22 @@ class EngineState:
             entry = self._thaw(job_id)
         return entry
 
+    def link_schedule(self, job_id: bytes, schedule_id: str) -> None:
+        """Name the schedule whose delivery admitted the job (the admin job view shows it):
+        on its entry, or, for a job without one (held in columns, or one a tail's replay
+        installs after the delivery), in ``schedule_links`` until an entry is made of it
+        or it leaves. A job is not taken out of its columns for this."""
+        entry = self.jobs.get(job_id)
+        if entry is not None:
+            entry.schedule_id = schedule_id
+            self.schedule_links.pop(job_id, None)
+            return
+        packed = self.finished.packed.get(job_id)
+        if packed is not None:
+            self.finished.packed[job_id] = packing.linked(packed, schedule_id)
+            return
+        self.schedule_links[job_id] = schedule_id
+
     def _finished_entry(self, job_id: bytes) -> JobEntry | None:
         """A job held in columns as the entry the row install makes of it (the same
         charge, margin, stamp and queue counts row), or a packed job as the entry it was,
@@ -248,6 +268,8 @@ class EngineState:
         entry.stamp = stamp
         entry.attempts = row.attempts  # a tail job's timeline (a base job's is empty)
         entry.queue_row = self.queue_counts[entry.queue]
+        if self.schedule_links:
+            entry.schedule_id = self.schedule_links.get(job_id)
         return entry
 
     def _thaw(self, job_id: bytes) -> JobEntry | None:
@@ -255,6 +277,7 @@ class EngineState:
         entry = self._finished_entry(job_id)
         if entry is not None:
             self.finished.remove(job_id)
+            self.schedule_links.pop(job_id, None)  # the entry holds it now
             dict.__setitem__(self.jobs, job_id, entry)
             if self.finishing is not None:  # packed again later if it stays finished
                 self.finishing.append(job_id)
@@ -354,6 +377,7 @@ class EngineState:
         texts = finished.texts
         queue = held.text(k, bj.QUEUE, texts)
         finished.remove(job_id)
+        self.schedule_links.pop(job_id, None)
         self._released(index, held.state(k), self.queue_counts[queue],
                        index_keys_for(queue, held.text(k, bj.WORKER, texts)),
                        *charges(held, k))
@@ -585,6 +609,8 @@ class EngineState:
             entry = JobEntry(state, volatile, charge)
             self.jobs[state.id] = entry
             self.budget.charge(charge, admitted=True)
+            if self.schedule_links:  # delivered before its insert (only a replay can say)
+                entry.schedule_id = self.schedule_links.pop(state.id, None)
             previous = None
             old = None
         else:
@@ -761,6 +787,8 @@ class EngineState:
         job_id = row.id
         self.jobs[job_id] = entry
         self.budget.charge(charge, admitted=True)
+        if self.schedule_links:
+            entry.schedule_id = self.schedule_links.pop(job_id, None)
         extra = row.failure_bytes  # a live base job's failure details (_charge_attachments)
         if extra:
             entry.charge += extra
@@ -789,6 +817,8 @@ class EngineState:
         entry = JobEntry(job, False, charge)
         self.jobs[job.id] = entry
         self.budget.charge(charge, admitted=True)
+        if self.schedule_links:
+            entry.schedule_id = self.schedule_links.pop(job.id, None)
         queue = entry.queue
         queue_row = entry.queue_row = self.queue_counts.get(queue) \
             or self.queue_counts.setdefault(queue, [0] * len(STATES))
@@ -809,6 +839,8 @@ class EngineState:
         entry = LazyJobEntry(row, charge)
         self.jobs[row.id] = entry
         self.budget.charge(charge, admitted=True)
+        if self.schedule_links:  # installed in its last record's place: after its delivery
+            entry.schedule_id = self.schedule_links.pop(row.id, None)
         extra = row.failure_bytes
         entry.charge += extra
         entry.margin = extra

@@ -89,7 +89,8 @@ def bookkeeping(engine) -> dict:
                              entry.queue, entry.task, entry.stamp, entry.attempts,
                              entry.index_keys, entry.queue_row, peek(entry).state,
                              peek(entry).revision, peek(entry).terminal,
-                             peek(entry).terminal_at, peek(entry).ready_order)
+                             peek(entry).terminal_at, peek(entry).ready_order,
+                             entry.schedule_id)
                     for job_id, entry in all_entries(engine).items()},
     }
 

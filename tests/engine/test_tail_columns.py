@@ -453,22 +453,57 @@ def test_a_schedules_occurrences_and_an_operators_queue_controls_do_not_stop_the
     no_job = [i for i in range(len(frames)) if types[i] == 30
               and buf[offsets[i] + FRAME_HEADER] in _pure_tail.OF_NO_JOB]
     assert taken == len(frames) and set(no_job) <= set(pending[::4])
-    # the five jobs done in columns; the two occurrences' jobs, which their deliveries
-    # name, the general way (their records pending: the engine finds each job's entry at
-    # its delivery, as record by record)
-    assert len(rows) // BASE_JOB == 5
+    # all seven jobs done in columns, the two occurrences' jobs too: their deliveries only
+    # name them (the engine keeps the link beside the columns), and none of their records
+    # is pending
+    assert len(rows) // BASE_JOB == 7
     delivered_ids = {bytes(buf[offsets[i] + FRAME_HEADER:offsets[i] + FRAME_HEADER + 16])
                      for i in range(len(frames)) if types[i] == 8
                      and buf[offsets[i] + FRAME_HEADER + 16] == 1
                      and types[i + 1] == 30 and buf[offsets[i + 1] + FRAME_HEADER] == 11}
     assert len(delivered_ids) == 2
-    assert sum(types[i] == 8 and bytes(buf[offsets[i] + FRAME_HEADER:
-                                          offsets[i] + FRAME_HEADER + 16]) in delivered_ids
-               for i in pending[::4]) == 2 * 3
-    engine = recovers_the_same_from(frames, 256)
-    delivered = [job_id for job_id, entry in all_entries(engine).items()
-                 if getattr(engine._entry(job_id), "schedule_id", None) == "minutely"]
-    assert len(delivered) == 2
+    assert not any(types[i] == 8 for i in pending[::4])
+    recovers_the_same_from(frames, 256)  # the delivered jobs name their schedule alike
+    with tail_store(frames, 256) as root:
+        engine = recovered(root)
+    held = set(engine.finished.stamps)
+    assert delivered_ids <= held and set(engine.schedule_links) == delivered_ids
+    named = {job_id for job_id, entry in all_entries(engine).items()
+             if entry.schedule_id == "minutely"}
+    assert named == delivered_ids  # read in place: none taken out
+    assert set(engine.finished.stamps) == held
+    assert {job_id for job_id in delivered_ids  # taken out, the entry names it
+            if engine._entry(job_id).schedule_id == "minutely"} == delivered_ids
+    assert not engine.schedule_links
+
+
+def test_a_delivered_jobs_link_to_its_schedule_leaves_with_the_job() -> None:
+    """The link a delivery left beside a job held in columns goes with the job: taken out
+    (its entry holds it), deleted, expired. A parked job's tuple holds its own link, and a
+    link of an id that nothing holds is dropped when recovery is over: no link outlives
+    its job in a long-running server."""
+    occurrence = [("advance", 60_000), ("finish", 0, "nil")]
+    frames = tail_frames(2, [("schedule",)] + occurrence * 3)
+    with tail_store(frames, 256) as root:
+        engine = recovered(root)
+    links = dict(engine.schedule_links)
+    assert len(links) == 3 and set(links.values()) == {"minutely"}
+    assert set(links) <= set(engine.finished.stamps)  # done in columns, not taken out
+    taken, deleted, expired = sorted(links)
+    assert engine._entry(taken).schedule_id == "minutely"
+    engine.remove_job(deleted)  # what a deletion's install does
+    assert engine.expire([expired]) == 1
+    assert not engine.schedule_links
+    engine.start_packing()
+    engine.pack_finished(100)  # the first round only counts the jobs it will take
+    engine.pack_finished(100)
+    assert taken in engine.finished.packed
+    engine.link_schedule(taken, "another")  # parked: its tuple names it
+    assert engine._finished_entry(taken).schedule_id == "another"
+    assert not engine.schedule_links
+    engine.link_schedule(b"\x01" * 16, "minutely")  # an id no record inserts
+    engine.finish_recovery(10_000, 10_000)
+    assert not engine.schedule_links
 
 
 def test_jobs_inserted_before_the_walk_go_the_general_way_and_the_walk_goes_on() -> None:

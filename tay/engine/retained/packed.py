@@ -66,6 +66,11 @@ def reordered(packed: tuple, ready_order: int) -> tuple:
     return packed[:READY_ORDER] + (ready_order,) + packed[READY_ORDER + 1:]
 
 
+def linked(packed: tuple, schedule_id: str) -> tuple:
+    """A parked job's tuple naming the schedule whose delivery admitted it."""
+    return packed[:SCHEDULE_ID] + (schedule_id,) + packed[SCHEDULE_ID + 1:]
+
+
 def pack(entry: JobEntry) -> tuple:
     """The entry of a ``packable`` job as one tuple (its stamp stays in ``FinishedJobs``)."""
     row = peek(entry)

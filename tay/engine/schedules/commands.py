@@ -89,9 +89,7 @@ class ScheduleCommands(WorkerCommands):
         """Apply one schedule event (live or replay) and bring its budget charge in line."""
         state = self.schedules.apply(sequence, event)
         if event.pair == se_pairs.SCHEDULE_DELIVERED:  # the admin job view names its schedule
-            admitted = self._entry(event["job_id"])
-            if admitted is not None:
-                admitted.schedule_id = state.schedule_id
+            self.link_schedule(event["job_id"], state.schedule_id)
         previous = self._schedule_charges.get(state.schedule_id)
         if previous is not None and previous[0] == state.definition_bytes:
             nodes = previous[1]  # measuring is most of a replayed event's cost: reuse it
