@@ -327,10 +327,14 @@ def value_decode(
     check_limits(max_depth, max_nodes, max_binary)
     data = buf if isinstance(buf, bytes) else bytes(buf)
     capacity = max(1, min(len(data), max_nodes))
-    new = _new_uncleared  # the scan writes every node it reports; only those are read
-    tags, values = new("uint8_t[]", capacity), new("uint64_t[]", capacity)
-    offsets, reals = new("uint32_t[]", capacity), new("double[]", capacity)
-    node_count, error_offset = ffi.new("size_t *"), ffi.new("size_t *")
+    if capacity <= _EVENT_TAPE:  # this thread's tape (a replay decodes thousands of events)
+        tags, values, offsets, reals = _event_tape()
+        node_count, error_offset = _decode_counts()
+    else:
+        new = _new_uncleared  # the scan writes every node it reports; only those are read
+        tags, values = new("uint8_t[]", capacity), new("uint64_t[]", capacity)
+        offsets, reals = new("uint32_t[]", capacity), new("double[]", capacity)
+        node_count, error_offset = ffi.new("size_t *"), ffi.new("size_t *")
     rc = lib.tay_value_scan(ffi.from_buffer("uint8_t[]", data), len(data), max_depth,
                             max_nodes, max_binary, capacity, tags, values, offsets, reals,
                             node_count, error_offset)
@@ -603,6 +607,15 @@ def _event_tape() -> tuple:
                                      _new_uncleared("uint32_t[]", _EVENT_TAPE),
                                      _new_uncleared("double[]", _EVENT_TAPE))
         return tape
+
+
+def _decode_counts() -> tuple:
+    """This thread's node count and error offset cells for ``value_decode``."""
+    try:
+        return _tape_scratch.counts
+    except AttributeError:
+        counts = _tape_scratch.counts = (ffi.new("size_t *"), ffi.new("size_t *"))
+        return counts
 
 
 def _path_error(rc: int, *paths: str) -> OSError:
