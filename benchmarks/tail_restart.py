@@ -31,8 +31,8 @@ except every ``--every``-th job:
 * ``minutely``: a success, then a minute passes as a daemon's does: an every-minute
   schedule (declared first) delivers a job, which runs to its nil success, and the day's
   totals are recorded (a (32,2), as the server does every minute); each odd job adds an
-  occurrence's job (four records, built: its delivery names it) and two records of no
-  job (the delivery (11,2) and the day's totals).
+  occurrence's job (four records, held in columns as any success) and two records of no
+  job (the delivery (11,2) and the day's totals, replayed exactly).
 
 With ``--base`` the store is compacted offline first, so its jobs are snapshots in the
 base (a finished job in columns with its result and failure's details, a waiting one,
