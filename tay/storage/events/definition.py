@@ -82,10 +82,19 @@ def check_optional(obj: Any, field: str, check) -> Any:
     return None if obj is None else check(obj, field)
 
 
+_ZERO_ID = bytes(16)
+
+
+def is_job_id(obj: Any) -> bool:
+    """What ``check_job_id`` accepts, without naming a field (a caller that checks many
+    names only the one refused)."""
+    return type(obj) is bytes and len(obj) == 16 and obj != _ZERO_ID
+
+
 def check_job_id(obj: Any, field: str = "job_id") -> bytes:
     if type(obj) is not bytes or len(obj) != 16:
         raise invalid("expected 16 bytes (tag 07)", field)
-    if obj == bytes(16):
+    if obj == _ZERO_ID:
         raise invalid("the all-zero ID is invalid", field)
     return obj
 

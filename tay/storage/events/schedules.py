@@ -36,6 +36,7 @@ from tay.storage.events.definition import (
     check_time,
     check_unsigned,
     invalid,
+    is_job_id,
     is_unsigned,
 )
 from tay.storage.events.registry import carry_in_epochs, register_pairs
@@ -128,16 +129,13 @@ def validate_schedule_definition(obj: Any, field: str = "definition") -> dict:
     return obj
 
 
-_ZERO_ID = bytes(16)
-
-
 def _check_active(obj: Any, field: str) -> list[bytes]:
     """The occurrence membership: a list of distinct job IDs, in admission order."""
     if type(obj) is not list:
         raise invalid("expected a list of job IDs", field)
     for index, job_id in enumerate(obj):  # named only when refused (a replay reads many)
-        if type(job_id) is not bytes or len(job_id) != 16 or job_id == _ZERO_ID:
-            check_job_id(job_id, f"{field}[{index}]")
+        if not is_job_id(job_id):
+            check_job_id(job_id, f"{field}[{index}]")  # raises, naming the item
     if len(set(obj)) != len(obj):
         raise invalid("job IDs must be distinct", field)
     return obj
