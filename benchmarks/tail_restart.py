@@ -4,7 +4,7 @@ cost the replay, beside a tail of plain successes.
 Usage:
     .venv/bin/python -m benchmarks.tail_restart [--jobs 10000] [--every 10] [--runs 5]
         [--shapes success,failed,discarded,retried,delayed,delayed-failed,timed-out,waiting,
-                  backlog,valued,cancelled,minutely]
+                  backlog,valued,cancelled,minutely,operated]
         [--base]
 
 Each shape is a tail of ``--jobs`` jobs behind an empty base, written by a Store-v2
@@ -33,6 +33,10 @@ except every ``--every``-th job:
   totals are recorded (a (32,2), as the server does every minute); each odd job adds an
   occurrence's job (four records, held in columns as any success) and two records of no
   job (the delivery (11,2) and the day's totals, replayed exactly).
+* ``operated``: an operator's steering: inserted with a minute's delay, run now by an
+  operator's retry (an expedite, (27,2)), run to success, then deleted by hand (a (29,2));
+  the job is replayed exactly, the jobs around it held as any success (fewer jobs are
+  left: the deleted ones are gone).
 
 With ``--base`` the store is compacted offline first, so its jobs are snapshots in the
 base (a finished job in columns with its result and failure's details, a waiting one,
@@ -62,7 +66,7 @@ if str(ROOT) not in sys.path:
     sys.path.insert(0, str(ROOT))
 
 SHAPES = ("success", "failed", "discarded", "retried", "delayed", "delayed-failed", "timed-out",
-          "waiting", "backlog", "valued", "cancelled", "minutely")
+          "waiting", "backlog", "valued", "cancelled", "minutely", "operated")
 
 
 def shape_actions(shape: str, jobs: int, every: int) -> list:
@@ -79,6 +83,9 @@ def shape_actions(shape: str, jobs: int, every: int) -> list:
             actions.append(("enqueue", "a", 300, {}, 0))
         elif shape == "timed-out" and odd:  # running at once, timed out by the next tick
             actions += [("enqueue", "a", None, {}, 0, 500), ("advance", 1000)]
+        elif shape == "operated" and odd:  # run now by hand, then deleted by hand
+            actions += [("enqueue", "a", 60_000, {}), ("retry", n), ("finish", 0, "nil"),
+                        ("delete", n)]
         elif shape in ("backlog", "cancelled") and odd:  # a task no worker runs
             actions.append(("enqueue", "z", None, {}))
             if shape == "cancelled":
@@ -185,7 +192,8 @@ def main(argv: list[str] | None = None) -> int:
         frames = tail_frames(0, shape_actions(shape, args.jobs, args.every))
         figures = measure(frames, args.runs, args.base)
         occurrences = args.jobs // args.every if shape == "minutely" else 0
-        assert figures["jobs"] == args.jobs + occurrences, figures
+        deleted = args.jobs // args.every if shape == "operated" else 0
+        assert figures["jobs"] == args.jobs + occurrences - deleted, figures
         if shape == "success":
             base = figures["columnar"]
         odd = args.jobs // args.every

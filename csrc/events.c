@@ -1,4 +1,5 @@
-/* Batch fast path for Event-v1 payloads (pairs (1..6,1), (10,2) and (22,2); storage-events.md).
+/* Batch fast path for Event-v1 payloads (pairs (1..6,1), (10,2), (22,2) and the operator's job
+ * steps (23,2), (27,2), (29,2); storage-events.md).
  *
  * tay_events_scan() looks at many payloads in one call. For each it first runs the full
  * canonical Value check (tay_value_scan, with the caller's depth/node/binary budgets), then
@@ -42,9 +43,12 @@ static int check_error(const uint8_t *d, size_t v, uint64_t *row) {
 
 /* The payload-local rules of every supported pair; 1 = well-formed, row filled. */
 static int check_event(const uint8_t *d, int type, int schema, uint64_t *row) {
-    static const uint8_t key_counts[8] = {5, 4, 5, 9, 4, 5, 4, 4};
+    static const uint8_t key_counts[9] = {5, 4, 5, 9, 4, 5, 4, 4, 3};
     cursor_ctx c = {d, 0, 0};
+    /* slot 8: a job step with no field of its own (at, expected_revision, job_id): an
+     * operator's requeue (23,2), expedite (27,2) or deletion (29,2) */
     int slot = schema == 2 && type == 10 ? 6 : schema == 2 && type == 22 ? 7
+        : schema == 2 && (type == 23 || type == 27 || type == 29) ? 8
         : (schema == 1 && type >= 1 && type <= 6 ? type - 1 : -1);
     if (slot < 0) return 0;
     size_t pos = open_map(d, 0, key_counts[slot]), v;

@@ -31,7 +31,9 @@
  * (hold_unknown); an insert of that id stops the walk. A (30,2) of a schedule, a queue or a
  * day (of_no_job: a schedule's occurrence, a day's totals every minute) changes no job's
  * state: it is taken as pending (the exact replay checks and applies it) and the walk goes
- * on. It stops before the first
+ * on. An operator's requeue (23,2), expedite (27,2) or deletion (29,2) of a job sends that
+ * job the general way (a requeue or an expedite is one state change and a ready push, its
+ * order the allocator's next). It stops before the first
  * record that is anything else and never refuses: the caller replays from there the exact
  * way.
  *
@@ -198,6 +200,16 @@ static int of_no_job(uint8_t type) {
     }
 }
 
+/* The (30,2) inner pairs (schema 2) of an operator's step of one job: a requeue of a
+ * cancelled job (23), an expedite of a scheduled one (27), a finished job's deletion (29) */
+static int job_step(uint8_t type) {
+    return type == 23 || type == 27 || type == 29;
+}
+
+/* pushes[i]: bit 0 a ready push; STEP_CHANGE, a (30,2) step that changes its job's state
+ * (an (8,1) always does) */
+#define STEP_CHANGE 2
+
 long tay_tail_jobs(const uint8_t *buf, size_t size, size_t count, const uint64_t *offsets,
                    const uint32_t *lengths, const uint8_t *types, const uint8_t *schemas,
                    uint64_t *next_order, uint32_t max_depth, uint64_t max_nodes,
@@ -210,7 +222,7 @@ long tay_tail_jobs(const uint8_t *buf, size_t size, size_t count, const uint64_t
     uint32_t *owner = malloc((count ? count : 1) * sizeof(uint32_t)); /* job + 1 per record */
     uint32_t *finish_order = malloc((count ? count : 1) * sizeof(uint32_t));
     uint64_t *work = malloc((count ? count : 1) * W_WIDTH * sizeof(uint64_t));
-    uint8_t *pushes = malloc(count ? count : 1);  /* per record: 1 when it pushes ready */
+    uint8_t *pushes = malloc(count ? count : 1);  /* per record: bit 0 a ready push */
     uint64_t row[TAY_MUTATION_ROW], stamps = 0, readies = 0;
     if (tay_live_new(count, *next_order, &table) < 0 || !owner || !finish_order || !work
         || !pushes)
@@ -363,12 +375,14 @@ long tay_tail_jobs(const uint8_t *buf, size_t size, size_t count, const uint64_t
             job = 0;
         } else if (types[i] == 30 && schemas[i] == 2) {
             /* a job's result (10,2) or a worker failure's details (22,2): never a state
-             * change nor a ready push; a payload the event scan does not vouch for stops
-             * the walk (the exact decoder decides) */
+             * change nor a ready push; or an operator's step of a job (job_step): its job
+             * goes the general way. A payload the event scan does not vouch for stops the
+             * walk (the exact decoder decides) */
             uint64_t event_offset = offset + 10, revision;
             uint32_t event_length = length - 10;
             uint8_t type = p[0], schema = 2;
-            if (length < 10 || p[1] != 2 || (type != 10 && type != 22)) break;
+            if (length < 10 || p[1] != 2 || (type != 10 && type != 22 && !job_step(type)))
+                break;
             revision = rd64(p + 2);
             tay_events_scan(buf, 1, &event_offset, &event_length, &type, &schema, max_depth,
                             max_nodes, max_binary, tape_capacity, tags, values, tape_offsets,
@@ -381,7 +395,21 @@ long tay_tail_jobs(const uint8_t *buf, size_t size, size_t count, const uint64_t
                 return walk_free(table, owner, finish_order, work, pushes);  /* out of memory */
             job = (uint32_t)found + 1;
             w = work + (size_t)found * W_WIDTH;
-            if (type == 22) {
+            if (job_step(type)) {
+                /* outside every lifecycle the walk holds: the job goes the general way. A
+                 * requeue or an expedite leaves it available (the reducer accepts only
+                 * that): one state change and a ready push, and its order is the
+                 * allocator's next (the (30,2) carries none). A deletion changes neither
+                 * (the engine drops the job), and a later insert of its id stops the walk
+                 * (the table still holds the id) */
+                w[W_STEP] = GENERAL;
+                if (type != 29) {
+                    tay_live_take_order(table, tay_live_next_order(table));
+                    pushes[i] = 1 | STEP_CHANGE;
+                    readies++;
+                    stamps++;
+                }
+            } else if (type == 22) {
                 /* held with its finish when it comes right before it (the engine's order)
                  * or right after it (stores before 2026-12-04), each at its revision (a
                  * delayed job's one later); in any other place its job goes the general
@@ -474,8 +502,8 @@ long tay_tail_jobs(const uint8_t *buf, size_t size, size_t count, const uint64_t
                             || (r == w[W_DETAILS] && w[W_DETAILS] > w[W_FAIL_FINISH])))
                 timers++;
         }
-        if (types[r] == 8) before++;
-        ready += pushes[r];
+        if (types[r] == 8 || (pushes[r] & STEP_CHANGE)) before++;
+        ready += pushes[r] & 1;
     }
     /* the jobs left at their insert (available, or scheduled when delayed), their start or
      * retryable or discarded after a failure, in insert order (job numbers are given at the

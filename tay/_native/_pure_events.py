@@ -21,7 +21,9 @@ EVENT_FAST, EVENT_SLOW, EVENT_ROW = 0, 1, 24
  TIMEOUT_MS, END, ARGS_NODES) = range(24)
 TAPE_CAPACITY = 65536  # longer payloads always take the slow path (as in C)
 TIME_MAX, U64_MAX, ATTEMPT_MAX, TIMEOUT_MAX_MS = 2**63 - 1, 2**64 - 1, 65535, 86_400_000
-_KEY_COUNTS = (5, 4, 5, 9, 4, 5, 4, 4)
+_KEY_COUNTS = (5, 4, 5, 9, 4, 5, 4, 4, 3)
+# slot 8: a job step with no field of its own (an operator's requeue, expedite or deletion)
+JOB_STEP_TYPES = (23, 27, 29)
 ERROR_TYPE_MAX_BYTES = 128
 # a failure's error keys in canonical order, each with the slot of its text's offset (the
 # length follows it); tay.storage.events.fast builds the error from the same table
@@ -201,6 +203,7 @@ def _error(w: _Walker, start: int) -> None:
 def _event(w: _Walker, rtype: int, schema: int) -> int:
     row = w.row
     slot = 6 if (rtype, schema) == (10, 2) else 7 if (rtype, schema) == (22, 2) \
+        else 8 if schema == 2 and rtype in JOB_STEP_TYPES \
         else rtype - 1 if schema == 1 and 1 <= rtype <= 6 else -1
     if slot < 0:
         raise _Slow

@@ -33,6 +33,9 @@ flight at a compaction's capture, or one whose insert an exact batch took), held
 (``LiveTable.hold``); an insert of that id stops the walk. A (30,2) of a schedule, a queue
 or a day (``OF_NO_JOB``: a schedule's occurrence, a day's totals every minute) changes no
 job's state: it is pending (the exact replay checks and applies it) and the walk goes on.
+An operator's requeue (23,2), expedite (27,2) or deletion (29,2) of a job (``JOB_STEPS``)
+sends that job the general way (a requeue or an expedite is one state change and a ready
+push, its order the allocator's next).
 It stops before the first record that is anything else (another pair or kind, a slow
 payload, an insert it refuses, an order not the allocator's, a record outside ``buf``);
 it never refuses.
@@ -91,6 +94,9 @@ CANCELLED = 5  # a done job's STATE when a cancel made it done (transitions.STAT
 # and resume (26); a day's totals (32), which the server writes every minute. The
 # registry's epoch-carried pairs whose entity is not a job (tested equal)
 OF_NO_JOB = frozenset({11, 13, 20, 21, 24, 25, 26, 28, 32})
+# the (30,2) inner types of an operator's step of one job: a requeue of a cancelled job
+# (23), an expedite of a scheduled one (27), a finished job's deletion (29)
+JOB_STEPS = frozenset({23, 27, 29})
 
 TAIL_LINK = 8
 (STAMP, STARTED, STARTED_LENGTH, STARTED_AT, FINISHED, FINISHED_LENGTH, AVAILABILITY,
@@ -219,7 +225,8 @@ def tail_jobs(buf: Any, offsets: Sequence[int], lengths: Sequence[int], types: S
     table = LiveTable(next_order)  # the jobs' durable rows; job numbers are its row numbers
     numbered: list[_Job] = []
     finishes: list[_Job] = []
-    taken: list[tuple[int, _Job, int]] = []  # (index, job, stamps the record adds)
+    # (index, job, stamps the record adds, ready pushes it makes)
+    taken: list[tuple[int, _Job | None, int, int]] = []
     stamps = readies = 0
     i = start
     while i < stop:
@@ -229,6 +236,7 @@ def tail_jobs(buf: Any, offsets: Sequence[int], lengths: Sequence[int], types: S
             break
         pair = (types[i], schemas[i])
         pushes = 0
+        adds = 0 if pair == (30, 2) else 1  # an (8,1) changes its job's state
         if pair == (8, 1):
             row = _mutation(buf, offset, length, limits)
             if row is None:
@@ -340,10 +348,12 @@ def tail_jobs(buf: Any, offsets: Sequence[int], lengths: Sequence[int], types: S
             if length < 10 or buf[offset + 1] != 2:
                 break
             # a job's result (10,2) or a worker failure's details (22,2): never a state
-            # change nor a ready push; a payload the event scan does not vouch for stops
-            # the walk (the exact decoder decides)
+            # change nor a ready push; or an operator's step of a job (JOB_STEPS): its job
+            # goes the general way. A payload the event scan does not vouch for stops the
+            # walk (the exact decoder decides)
             inner = buf[offset]
-            row = _event(buf, offset, length, inner, limits) if inner in (10, 22) else None
+            row = _event(buf, offset, length, inner, limits) \
+                if inner in (10, 22) or inner in JOB_STEPS else None
             if row is None:
                 break
             start_id = offset + 10 + row[er.JOB_ID]
@@ -354,7 +364,18 @@ def tail_jobs(buf: Any, offsets: Sequence[int], lengths: Sequence[int], types: S
             job = numbered[found]
             expected = row[er.EXPECTED]
             consecutive = int.from_bytes(buf[offset + 2:offset + 10], "big") == expected + 1
-            if inner == 22:
+            if inner in JOB_STEPS:
+                # outside every lifecycle the walk holds: the general way. A requeue or an
+                # expedite leaves the job available (the reducer accepts only that): one
+                # state change and a ready push, its order the allocator's next (the
+                # (30,2) carries none). A deletion changes neither (the engine drops the
+                # job); a later insert of its id stops the walk (the table holds the id)
+                job.step = _GENERAL
+                if inner != 29:
+                    table.next_order += 1
+                    adds = pushes = 1
+                    readies += 1
+            elif inner == 22:
                 # held with its finish when right before it (the engine's order) or right
                 # after it (stores before 2026-12-04), each at its revision (a delayed job's
                 # one later); elsewhere the job goes the general way
@@ -375,7 +396,6 @@ def tail_jobs(buf: Any, offsets: Sequence[int], lengths: Sequence[int], types: S
                 job.result, job.result_bytes = i, row[er.B]
         else:
             break
-        adds = 0 if pair == (30, 2) else 1
         taken.append((i, job, adds, pushes))
         stamps += adds
         i += 1

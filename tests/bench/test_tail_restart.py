@@ -18,13 +18,15 @@ def test_each_shape_recovers_all_its_jobs_and_reports_both_ways(capsys) -> None:
     # records: four per job, eight per retried job, five per delayed one (succeeded or
     # failed), three per timed-out one, one per waiting or backlog one, two per cancelled one,
     # and for a minute's (minutely) an occurrence's four, its delivery and the day's totals
-    # (the schedule's declaration first)
+    # (the schedule's declaration first); six per operated one (its expedite and deletion)
     assert [rows[shape][0] for shape in rows] == ["160", "160", "160", "200", "170", "170",
-                                                  "150", "130", "130", "160", "140", "221"]
+                                                  "150", "130", "130", "160", "140", "221",
+                                                  "180"]
     # held unbuilt: every job (a retried success as a completed row, a delayed failure as
     # its discarded row, a cancelled one in columns; a minute's records do not stop the
-    # walk, and the occurrences' jobs, which their deliveries name, are held in columns too)
-    assert [rows[shape][1] for shape in rows] == ["40"] * 11 + ["50"]
+    # walk, and the occurrences' jobs, which their deliveries name, are held in columns too;
+    # an operator's steps do not stop it either, and the jobs they deleted are gone)
+    assert [rows[shape][1] for shape in rows] == ["40"] * 11 + ["50", "30"]
     for shape, (_, _, columnar, exact, added) in rows.items():
         assert float(columnar) > 0 and float(exact) > 0
         assert (added == "-") == (shape == "success")
@@ -39,7 +41,7 @@ def test_from_the_base_each_shape_holds_its_finished_jobs_in_columns(capsys) -> 
     # held in columns: the finished jobs (a discarded job's or a retried success's with its
     # failure's details, a cancelled one); as rows the live ones (scheduled, available, and
     # retryable with their failure's details); a base holds the occurrences' jobs alike
-    assert [rows[shape][1] for shape in rows] == ["40"] * 11 + ["50"]
+    assert [rows[shape][1] for shape in rows] == ["40"] * 11 + ["50", "30"]
 
 
 @pytest.mark.parametrize("shape", tail_restart.SHAPES)
@@ -58,6 +60,10 @@ def test_every_odd_job_of_a_shape_ends_as_the_shape_says(shape) -> None:
     for inner in (b"\x0b\x02", b"\x20\x02"):
         assert sum(t == 30 and p[:2] == inner for t, _, p in frames) == \
             (4 if shape == "minutely" else 0)
+    # run now by an operator (an expedite), then deleted by hand
+    for inner in (b"\x1b\x02", b"\x1d\x02"):
+        assert sum(t == 30 and p[:2] == inner for t, _, p in frames) == \
+            (4 if shape == "operated" else 0)
 
 
 def test_a_base_that_is_all_backlog_holds_every_job_as_its_row(capsys) -> None:

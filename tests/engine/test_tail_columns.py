@@ -66,6 +66,9 @@ ACTIONS = st.lists(st.one_of(
     st.tuples(st.just("advance"), st.sampled_from([1, 400, 2500])),
     st.tuples(st.just("cancel"), st.integers(0, 9)),
     st.tuples(st.just("delete"), st.integers(0, 9)),
+    # an operator's retry: a cancelled job requeued, a scheduled one expedited, a failed one
+    # retried (refused in other states)
+    st.tuples(st.just("retry"), st.integers(0, 9)),
     st.just(("days",)),  # the server's minute: a (32,2) for each day counted since the last
     st.just(("schedule",)),  # an every-minute schedule of task a (an advance delivers it)
     st.tuples(st.just("queue"), st.sampled_from(["pause_queue", "resume_queue",
@@ -97,7 +100,8 @@ LATER_CHOICES = [
     ("finish", 0, "nil"), ("finish", 0, "nil"), ("finish", 0, "nil"), ("finish", 1, "nil"),
     ("finish", 0, "failed"), ("finish", 1, "failed"), ("finish", 0, "value"),
     ("advance", 400), ("advance", 2500), ("cancel", 0), ("cancel", 5), ("delete", 0),
-    ("delete", 3), ("days",), ("schedule",), ("queue", "pause_queue"),
+    ("delete", 3), ("retry", 0), ("retry", 4), ("days",), ("schedule",),
+    ("queue", "pause_queue"),
     ("queue", "resume_queue")]
 
 
@@ -150,6 +154,9 @@ def tail_driver(seed: int, actions: list):
             driver.run(c.Cancel("p", "x", job_ids[action[1] % len(job_ids)]))
         elif action[0] == "delete" and job_ids:  # a finished one (others are refused)
             driver.run(c.Admin("p", "x", "delete_job",
+                               {"job_id": job_ids[action[1] % len(job_ids)]}))
+        elif action[0] == "retry" and job_ids:  # requeue, expedite or retry (or refused)
+            driver.run(c.Admin("p", "x", "retry_job",
                                {"job_id": job_ids[action[1] % len(job_ids)]}))
         elif action[0] == "advance":
             driver.advance(action[1])
@@ -433,6 +440,50 @@ def test_the_walk_passes_exactly_the_events_of_no_job() -> None:
 
     assert {(t, 2) for t in _pure_tail.OF_NO_JOB} == {
         pair for pair, carry in _EPOCH.items() if carry.entity is not job_entity}
+
+
+def test_the_walk_takes_every_job_scoped_event_a_tail_carries() -> None:
+    """The job-scoped pairs a (30,2) carries: a result and a failure's details, which the
+    lifecycles hold, and an operator's requeue, expedite and deletion, which send their job
+    the general way. None stops the walk."""
+    from tay.storage.events.registry import _EPOCH, job_entity
+
+    assert {(t, 2) for t in {10, 22} | _pure_tail.JOB_STEPS} == {
+        pair for pair, carry in _EPOCH.items() if carry.entity is job_entity}
+
+
+def test_an_operators_steps_of_jobs_do_not_stop_the_walk() -> None:
+    """An operator's requeue of a cancelled job (23,2), expedite of a delayed one (27,2) and
+    deletion of finished ones (29,2) send only the jobs they name the general way: the walk
+    takes the whole tail, holds the other jobs in columns, and the store recovers the same,
+    the requeue's and the expedite's orders the allocator's."""
+    job = [("enqueue", "a", None, {}), ("finish", 0, "nil")]
+    actions = job * 2 + [("enqueue", "z", None, {}), ("cancel", 2), ("retry", 2),
+                         ("enqueue", "a", 60_000, {}), ("retry", 3), ("finish", 0, "nil")] \
+        + job + [("delete", 0), ("delete", 4)] + job * 3
+    frames = tail_frames(3, actions)
+    buf, offsets, lengths, types, schemas = columns(frames)
+    steps = [i for i in range(len(frames)) if types[i] == 30
+             and buf[offsets[i] + FRAME_HEADER] in _pure_tail.JOB_STEPS]
+    assert sorted(buf[offsets[i] + FRAME_HEADER] for i in steps) == [23, 27, 29, 29]
+    taken, _, rows, _, pending, totals, _ = walk_both(
+        (buf, offsets, lengths, types, schemas), 0, len(frames), 1)
+    assert taken == len(frames) and set(steps) <= set(pending[::4])
+    # jobs 1, 5, 6 and 7 done in columns; the requeued, expedited and deleted ones pending
+    assert len(rows) // BASE_JOB == 4
+    # every (8,1) and the requeue and the expedite change a job's state
+    assert totals[0] == sum(1 for t in types if t == 8) + 2
+    for batch in (1, 3, 256):
+        recovers_the_same_from(frames, batch)
+    with tail_store(frames, 256) as root:
+        engine = recovered(root)
+    ids = [bytes(buf[offsets[i] + FRAME_HEADER:offsets[i] + FRAME_HEADER + 16])
+           for i in range(len(frames))
+           if types[i] == 8 and buf[offsets[i] + FRAME_HEADER + 16] == 1]  # inserts
+    assert engine._entry(ids[2]).state.state == "available"  # requeued
+    assert engine._entry(ids[3]).state.state == "completed"  # expedited, then run
+    assert ids[0] not in engine.jobs and ids[4] not in engine.jobs  # deleted
+    assert not engine.finished.where(ids[0]) and not engine.finished.where(ids[4])
 
 
 def test_a_schedules_occurrences_and_an_operators_queue_controls_do_not_stop_the_walk() -> None:

@@ -17,7 +17,9 @@ from tay.failures import RecoveryRefused
 from tay.storage import events as ev
 from tay.storage.formats import record, value
 from tay.storage.events.definition import build_definition
-from tay.storage.events.operations import failure_recorded
+from tay.storage.events.operations import (
+    failure_recorded, job_deleted, job_expedited, job_requeued,
+)
 from tests.build_guard import c_twin
 
 c_native = c_twin()
@@ -69,6 +71,10 @@ def sample_events() -> list[ev.Event]:
         failure_recorded(JOB, 92, 7, {"type": "T" * 128}),
         failure_recorded(JOB, 93, 2, {"message": ""}),
         failure_recorded(JOB, 94, 2, {"message": "m", "type": "E"}),
+        # an operator's job steps: a requeue, an expedite, a deletion
+        job_requeued(JOB, 95, 8),
+        job_expedited(JOB, 96, 1),
+        job_deleted(JOB, 2**63 - 1, 2**64 - 2),
     ]
 
 
@@ -128,7 +134,8 @@ def test_c_and_pure_batch_rows_agree_on_mutated_batches(items) -> None:
 
 
 @settings(max_examples=100, deadline=None)
-@given(st.binary(max_size=64), st.sampled_from([(1, 1), (2, 1), (4, 1), (10, 2), (22, 2), (7, 1)]))
+@given(st.binary(max_size=64), st.sampled_from([(1, 1), (2, 1), (4, 1), (10, 2), (22, 2), (7, 1),
+                                            (23, 2), (27, 2), (29, 2)]))
 def test_c_and_pure_agree_on_arbitrary_bytes(payload, pair) -> None:
     records = [(0, len(payload), *pair)]
     assert c_native.events_scan(payload, records) == pure.events_scan(payload, records)

@@ -653,9 +653,10 @@ def _tail_run(mapping: Any, buffer: memoryview, records: RecordTable, position: 
     record-by-record way, cheaper per record than the pending replay below, takes the
     records up to the index."""
     reducer = dispatch.reducer
+    first_order = reducer.next_order
     taken, next_order, columns, links, pending, totals, live = _native.tail_jobs(
         mapping, records.offsets, records.lengths, records.types, records.schemas, position,
-        len(records), reducer.next_order, limits.depth, limits.nodes, limits.binary)
+        len(records), first_order, limits.depth, limits.nodes, limits.binary)
     install_live = reducer.install_live
     if taken == position:
         return position, True  # nothing taken: the exact way from here
@@ -752,8 +753,10 @@ def _tail_run(mapping: Any, buffer: memoryview, records: RecordTable, position: 
                     payload = buffer[offset + 24:offset + 24 + length]
                     record = decode_mutation(payload, limits) if pair == MUTATION_PAIR \
                         else decode_epoch_event(payload, limits)
-                if pair == MUTATION_PAIR and record.availability_order is not None:
-                    reducer.next_order = record.availability_order  # checked by the walk
+                # the allocator where the walk had it: each ready push before the record
+                # took its next order (an (8,1)'s own, checked by the walk; a requeue's or
+                # an expedite's, which carries none, from the allocator)
+                reducer.next_order = first_order + chunk[4 * k + 2]
                 dispatch.decoded(pair, record, False)
             except StorageFailure as failure:
                 raise _at_record(failure, offset, _where(segment_view, sequence)) from None
