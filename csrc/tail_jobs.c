@@ -207,8 +207,10 @@ static int job_step(uint8_t type) {
 }
 
 /* pushes[i]: bit 0 a ready push; STEP_CHANGE, a (30,2) step that changes its job's state
- * (an (8,1) always does) */
+ * (an (8,1) always does); STEP_PENDING, a record pending though its job is in columns (the
+ * deletion of a job done in the walk) */
 #define STEP_CHANGE 2
+#define STEP_PENDING 4
 
 long tay_tail_jobs(const uint8_t *buf, size_t size, size_t count, const uint64_t *offsets,
                    const uint32_t *lengths, const uint8_t *types, const uint8_t *schemas,
@@ -401,8 +403,15 @@ long tay_tail_jobs(const uint8_t *buf, size_t size, size_t count, const uint64_t
                  * that): one state change and a ready push, and its order is the
                  * allocator's next (the (30,2) carries none). A deletion changes neither
                  * (the engine drops the job), and a later insert of its id stops the walk
-                 * (the table still holds the id) */
-                w[W_STEP] = GENERAL;
+                 * (the table still holds the id). A job done here stays done: */
+                if (type == 29 && in_columns(w)) {
+                    /* the deletion of a job done here: the job stays in the columns, and
+                     * the deletion, pending, drops it from there in its place (the
+                     * consumer reads its state and revision in place) */
+                    pushes[i] = STEP_PENDING;
+                } else {
+                    w[W_STEP] = GENERAL;
+                }
                 if (type != 29) {
                     tay_live_take_order(table, tay_live_next_order(table));
                     pushes[i] = 1 | STEP_CHANGE;
@@ -486,7 +495,7 @@ long tay_tail_jobs(const uint8_t *buf, size_t size, size_t count, const uint64_t
     for (size_t r = 0; r < i; r++) {
         /* owner 0: a record of no job (of_no_job), always pending */
         const uint64_t *w = owner[r] ? work + (size_t)(owner[r] - 1) * W_WIDTH : NULL;
-        if (!w || !in_columns(w)) {
+        if (!w || !in_columns(w) || (pushes[r] & STEP_PENDING)) {
             uint64_t *out = pending + waiting++ * 4;
             out[0] = r;
             out[1] = before;

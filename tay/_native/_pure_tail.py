@@ -225,8 +225,8 @@ def tail_jobs(buf: Any, offsets: Sequence[int], lengths: Sequence[int], types: S
     table = LiveTable(next_order)  # the jobs' durable rows; job numbers are its row numbers
     numbered: list[_Job] = []
     finishes: list[_Job] = []
-    # (index, job, stamps the record adds, ready pushes it makes)
-    taken: list[tuple[int, _Job | None, int, int]] = []
+    # (index, job, stamps the record adds, ready pushes it makes, pending whatever its job)
+    taken: list[tuple[int, _Job | None, int, int, bool]] = []
     stamps = readies = 0
     i = start
     while i < stop:
@@ -237,6 +237,7 @@ def tail_jobs(buf: Any, offsets: Sequence[int], lengths: Sequence[int], types: S
         pair = (types[i], schemas[i])
         pushes = 0
         adds = 0 if pair == (30, 2) else 1  # an (8,1) changes its job's state
+        always = False  # pending though its job is in columns (a deletion of a done job)
         if pair == (8, 1):
             row = _mutation(buf, offset, length, limits)
             if row is None:
@@ -370,7 +371,13 @@ def tail_jobs(buf: Any, offsets: Sequence[int], lengths: Sequence[int], types: S
                 # state change and a ready push, its order the allocator's next (the
                 # (30,2) carries none). A deletion changes neither (the engine drops the
                 # job); a later insert of its id stops the walk (the table holds the id)
-                job.step = _GENERAL
+                if inner == 29 and _in_columns(job):
+                    # the deletion of a job done here: the job stays in the columns, and
+                    # the deletion, pending, drops it from there in its place (the
+                    # consumer reads its state and revision in place)
+                    always = True
+                else:
+                    job.step = _GENERAL
                 if inner != 29:
                     table.next_order += 1
                     adds = pushes = 1
@@ -396,7 +403,7 @@ def tail_jobs(buf: Any, offsets: Sequence[int], lengths: Sequence[int], types: S
                 job.result, job.result_bytes = i, row[er.B]
         else:
             break
-        taken.append((i, job, adds, pushes))
+        taken.append((i, job, adds, pushes, always))
         stamps += adds
         i += 1
     rows: list[int] = []
@@ -423,9 +430,9 @@ def tail_jobs(buf: Any, offsets: Sequence[int], lengths: Sequence[int], types: S
                   lengths[available] if available else 0]
     pending: list[int] = []
     before = ready = timers = 0
-    for index, job, adds, pushes in taken:
+    for index, job, adds, pushes, always in taken:
         # job None: a record of no job (OF_NO_JOB), always pending
-        if job is None or not _in_columns(job):
+        if job is None or not _in_columns(job) or always:
             pending += [index, before, ready, timers]
         if job is not None:
             retried = job.step == _DONE and job.retried  # held as a completed row

@@ -47,7 +47,7 @@ from tay.storage.events.definition import (
     ATTEMPT_MAX, MAX_ATTEMPTS, QUEUE_KEY, SCHEDULED_AT, TIME_MAX, U64_MAX, WORKER_KEY,
     LazyDefinition,
 )
-from tay.storage.events.transitions import STATES, JobState
+from tay.storage.events.transitions import STATES, TERMINAL_STATES, JobState
 from tay.storage.formats.record import FIXED_SIZE as _RECORD_OVERHEAD
 from tay.storage.journal.history_budget import frame_size
 
@@ -279,7 +279,24 @@ class EpochEngine(AdminCommands):
         self.next_sequence = next_sequence
 
     def new_epoch_reducer(self) -> EpochReducer:
-        return EpochReducer(self.epoch_job, self.epoch_install, self.epoch_entity)
+        return EpochReducer(self.epoch_job, self.epoch_install, self.epoch_entity,
+                            drop_held=self.epoch_drop_held)
+
+    def epoch_drop_held(self, job_id: bytes, expected_revision: int) -> bool:
+        """A deletion of a job held finished without an entry (in columns or packed),
+        read in place: dropped when the deletion's transition accepts it (a terminal state
+        at ``expected_revision``), without building the job; False otherwise (the
+        deletion then takes the job out, and apply accepts or refuses it)."""
+        if job_id in self.jobs:
+            return False
+        found = self.finished.where(job_id)
+        if found is None:
+            return False
+        held, k = found
+        if held.revision(k) != expected_revision or held.state(k) not in TERMINAL_STATES:
+            return False
+        self.remove_job(job_id)
+        return True
 
     # ---- the live path -----------------------------------------------------------------
 
@@ -329,6 +346,25 @@ class EpochEngine(AdminCommands):
         out.events.append((sequence, record))
         self.next_sequence = sequence + 1
         return state
+
+    def commit_held_deletion(self, event: ev.Event, out: Outcome) -> None:
+        """A (29,2) deletion of a job held finished without an entry (in columns or
+        packed), committed as ``_commit`` commits it but not built first: its record as
+        ``_commit_in_epoch`` writes it, and the reducer's drop of a held job
+        (``epoch_drop_held``) where ``_install_or_drop`` would drop the built one."""
+        job_id = event.payload["job_id"]
+        if self.epoch is None:  # (no Store-v2 epoch: the general way)
+            self._commit(self._entry(job_id), event, False, out)
+            return
+        revision = event.payload["expected_revision"] + 1
+        raw = encode_epoch_event(event, revision)
+        self._charge_frame(event, len(raw))
+        # (were it not held as read, the reducer would take the general way: lookup, apply)
+        self.epoch.event(_new_tuple(EpochEvent, (
+            event, revision, ev.epoch_carry((event.type, event.schema)))))
+        sequence = self.next_sequence
+        out.events.append((sequence, event_with_raw(30, 2, event.name, event.payload, raw)))
+        self.next_sequence = sequence + 1
 
     # ---- the fused per-job commits ------------------------------------------------------
     #

@@ -235,6 +235,12 @@ class EngineState:
             entry = self._thaw(job_id)
         return entry
 
+    def held_revision(self, job_id: bytes) -> int:
+        """The revision of a job held finished without an entry (in columns or packed),
+        read in place."""
+        held, k = self.finished.where(job_id)
+        return held.revision(k)
+
     def link_schedule(self, job_id: bytes, schedule_id: str) -> None:
         """Name the schedule whose delivery admitted the job (the admin job view shows it):
         on its entry, or, for a job without one (held in columns, or one a tail's replay

@@ -781,3 +781,44 @@ def test_delete_jobs_deletes_one_finished_state_in_batches():
     assert replayed(driver).job_count() == 2
     for body in ({}, {"state": "available"}, {"state": "completed", "limit": 0}):
         assert refused(driver, "delete_jobs", **body) == "invalid_request"
+
+
+
+def test_a_bulk_deletion_of_packed_jobs_builds_none_and_writes_what_the_general_way_writes(
+        monkeypatch):
+    """``delete_jobs`` deletes a Store-v2 job held finished without an entry (here packed by
+    a running server; tests/storage/test_base_columns.py: in columns after a recovery) as
+    it is held: none is built, and the records, replies and engine state are the ones the
+    general way (each job taken out, then deleted) gives."""
+    from tay.engine.epoch import EpochEngine
+    from tests.engine.test_lazy_rows import bookkeeping
+    from tests.engine.test_tail_columns import journal_frames, tail_driver
+
+    def run(general: bool):
+        driver = tail_driver(5, [("enqueue", "a", None, {}), ("finish", 0, "nil"),
+                                 ("enqueue", "a", None, {}, 0), ("finish", 0, "failed")] * 3)
+        engine = driver.engine
+        engine.start_packing()
+        engine.pack_finished(1000)  # the round's jobs: those retained now
+        while engine.pack_finished(1000):
+            pass
+        assert len(engine.finished.packed) == 6 and not engine.jobs
+        built: list = []
+        thaw = EpochEngine._thaw
+        monkeypatch.setattr(EpochEngine, "_thaw",
+                            lambda self, job_id: built.append(job_id) or thaw(self, job_id))
+        if general:
+            monkeypatch.setattr(EpochEngine, "commit_held_deletion", lambda self, event, out:
+                                self._commit(self._entry(event.payload["job_id"]), event,
+                                             False, out))
+        replies = [driver.run(c.Admin("p", f"d{n}", "delete_jobs",
+                                      {"state": state, "limit": 2})).effects
+                   for n, state in enumerate(("completed", "discarded", "completed"))]
+        monkeypatch.undo()
+        return journal_frames(driver), bookkeeping(engine), replies, built, engine.job_count()
+
+    frames, kept, replies, built, left = run(general=False)
+    assert built == [] and left == 1  # one discarded job left: pages of two
+    assert [payload[:2] for _, _, payload in frames[-5:]] == [b"\x1d\x02"] * 5
+    general = run(general=True)
+    assert general[3] and general[:3] == (frames, kept, replies)

@@ -25,20 +25,32 @@ from tay import _native
 from tay._native import _pure_base, _pure_events, pure
 from tay.failures import RecoveryRefused
 from tay.storage.events import result_recorded
-from tay.storage.events.operations import failure_recorded
+from tay.storage.events.operations import failure_recorded, job_deleted
 from tay.storage.formats.record_table import RecordTable
 from tay.storage.formats.value import DecodeLimits
 from tay.storage.recovery import store_v2
 from tay.storage.recovery.physical import SegmentView
-from tay.storage.v2.epoch_records import encode_job_attachment
+from tay.storage.v2.epoch_records import (
+    decode_epoch_event, encode_epoch_event, encode_job_attachment,
+)
 from tay.storage.v2.reducer import EpochReducer
 from tay.storage.v2.rows import BaseLiveRow, JobRow
 from tests.build_guard import c_twin
-from tay.engine.epoch import captured_state, captured_states
+from tay.engine import commands as c
+from tay.engine.config import EngineConfig
+from tay.engine.core import Engine
+from tay.engine.epoch import EpochEngine, captured_state, captured_states
 from tay.engine.retained.jobs import peek
 from tests.engine.test_lazy_rows import answers, bookkeeping, by_id, job_answers, recovered
-from tests.engine.test_tail_columns import plans_equal_builds
+from tests.engine.test_tail_columns import (
+    DELAYED_ACTIONS, WALK_ACTIONS, journal_frames, plans_equal_builds, same_engines,
+    tail_driver,
+)
+from tests.engine.test_tail_columns import outcome as recovered_or_refused
+from tests.engine.test_tail_columns import record_by_record as tail_record_by_record
+from tests.engine.conftest import T0
 from tests.storage.conftest import scratch_path
+from tests.storage.test_store_v2_rules import rewrite_tail
 from tests.storage.test_transitions import histories
 from tests.storage.test_v2_fast_path import LIMITS, jobs, payloads, write_and_compact
 
@@ -813,3 +825,88 @@ def test_a_capture_reads_no_held_job_and_builds_them_as_they_were() -> None:
         states = capture.states_of(capture.jobs)
         assert by_id(states) == expected
         plans_equal_builds(capture, states)
+
+
+# ---- an operator deletes jobs the base holds in columns ----------------------------------
+
+@contextlib.contextmanager
+def built_then_dropped():
+    """Recover as before deletions were dropped in place: every deleted job is built
+    (taken out of its columns) and dropped as its install drops it."""
+    drop = EpochEngine.epoch_drop_held
+    EpochEngine.epoch_drop_held = lambda self, job_id, expected_revision: False
+    try:
+        yield
+    finally:
+        EpochEngine.epoch_drop_held = drop
+
+
+@settings(max_examples=30, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.integers(0, 2**32), st.one_of(WALK_ACTIONS, DELAYED_ACTIONS),
+       st.lists(st.integers(0, 60), min_size=1, max_size=8), st.integers(0, 2))
+def test_deletions_of_base_jobs_recover_the_same_dropped_in_place(seed, actions, deletes,
+                                                                   damage) -> None:
+    """A tail of an operator's deletions of jobs a base holds in columns: each dropped where
+    it is held (its state and revision read in place, not built) recovers the same as when
+    each is built and dropped, record by record or through the columns, or is refused the
+    same way (``damage`` 1: the first deletion names a revision its job is not at; 2: a
+    deletion of a job the base does not hold finished, sent the exact way)."""
+    driver = tail_driver(seed, actions)
+    first = len(driver.journal)
+    frames = journal_frames(driver)
+    ids = [payload[:16] for rtype, _, payload in frames if rtype == 8 and payload[16] == 1]
+    for k in deletes if ids else ():
+        driver.run(c.Admin("p", "x", "delete_job", {"job_id": ids[k % len(ids)].hex()}))
+    frames = journal_frames(driver)
+    base, tail = frames[:first], frames[first:]
+    if tail and damage == 1:
+        inner = decode_epoch_event(tail[0][2])
+        event = inner.event
+        tail[0] = (30, 2, encode_epoch_event(
+            job_deleted(event["job_id"], event["at"], event["expected_revision"] + 1),
+            inner.revision + 1))
+    elif ids and damage == 2:  # a job's first insert: not finished at the base's capture
+        tail.append((30, 2, encode_epoch_event(job_deleted(ids[0], T0, 1), 2)))
+    root = scratch_path("base-deletions")
+    try:
+        write_store(root, base, compact=True, consumer=Engine(EngineConfig()))
+        rewrite_tail(root, tail)
+        with record_by_record(), tail_record_by_record(), built_then_dropped():
+            plain = recovered_or_refused(root)
+        with built_then_dropped():
+            built = recovered_or_refused(root)
+        same_engines(recovered_or_refused(root), plain)
+        same_engines(built, plain)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def test_deletions_of_jobs_held_in_columns_build_none_of_them(monkeypatch) -> None:
+    """Five finished jobs in a base's columns, three deleted in the tail: recovery drops the
+    three where they are held, building none (the other two stay in the columns), and a
+    live bulk deletion of the other two builds none either."""
+    actions = [("enqueue", "a", None, {}), ("finish", 0, "nil")] * 5
+    driver = tail_driver(7, actions)
+    first = len(driver.journal)
+    ids = [payload[:16] for rtype, _, payload in journal_frames(driver)
+           if rtype == 8 and payload[16] == 1]
+    for job_id in ids[:3]:
+        driver.run(c.Admin("p", "x", "delete_job", {"job_id": job_id.hex()}))
+    frames = journal_frames(driver)
+    root = scratch_path("base-deletions")
+    try:
+        write_store(root, frames[:first], compact=True, consumer=Engine(EngineConfig()))
+        rewrite_tail(root, frames[first:])
+        built: list = []
+        thaw = EpochEngine._thaw
+        monkeypatch.setattr(EpochEngine, "_thaw",
+                            lambda self, job_id: built.append(job_id) or thaw(self, job_id))
+        engine = recovered_or_refused(root)
+        assert built == [] and set(engine.finished.stamps) == set(ids[3:])
+        assert not set(ids[:3]) & set(engine.jobs)
+        reply = engine.handle(c.Admin("p", "d", "delete_jobs", {"state": "completed"}),
+                              10**13, 10**9)
+        assert [event.name for _, event in reply.events] == ["job_deleted"] * 2
+        assert built == [] and len(engine.finished) == 0 and engine.job_count() == 0
+    finally:
+        shutil.rmtree(root, ignore_errors=True)

@@ -431,7 +431,8 @@ def replay_v2(view: EpochView, consumer: Any, limits: DecodeLimits,
                                getattr(consumer, "epoch_install_tail", None),
                                getattr(consumer, "epoch_counters", None),
                                getattr(consumer, "epoch_install_live", None),
-                               getattr(consumer, "epoch_install_base_live", None))
+                               getattr(consumer, "epoch_install_base_live", None),
+                               getattr(consumer, "epoch_drop_held", None))
         dispatch = _Dispatch(reducer, limits)
     elif not callable(consumer):
         raise RecoveryRefused("unsupported_physical", "consumer_cannot_read_store_v2",

@@ -31,6 +31,8 @@ from tay.storage.v2.jobs import job_of
 from tay.storage.v2.records import Mutation, Snapshot
 from tay.storage.v2.rows import BaseJobs, BaseLiveRow, JobRow, ResultRow
 
+_DELETED_TYPE = ev.JOB_DELETED[0]  # (29,2): no other job-scoped pair has the type
+
 Lookup = Callable[[bytes], "JobState | None"]
 Install = Callable[[JobState, "ev.Event | None"], None]  # the event that led to it
 ApplyEntity = Callable[[int, ev.Event], None]
@@ -51,7 +53,8 @@ class EpochReducer:
                  install_tail: Callable | None = None,
                  counters: Callable[[int, int, int], None] | None = None,
                  install_live: Callable | None = None,
-                 install_base_live: Callable | None = None) -> None:
+                 install_base_live: Callable | None = None,
+                 drop_held: Callable[[bytes, int], bool] | None = None) -> None:
         self.lookup = lookup
         self.install = install
         self.apply_entity = apply_entity
@@ -71,6 +74,11 @@ class EpochReducer:
         # its live jobs as rows (BaseLiveRow), rows[m] coming after befores[m] of the jobs;
         # None: the columnar replay takes no live base job
         self.install_base_live = install_base_live
+        # drop_held(job_id, expected_revision): a deletion (29,2) of a job the consumer
+        # holds finished without building it (in columns, packed), dropped there when its
+        # state and revision are the ones the deletion's transition accepts: True; False
+        # leaves the deletion to lookup, apply and install (which refuse what they refuse)
+        self.drop_held = drop_held
         self.next_order = 1
         self.entities: dict[tuple, int] = {}  # entity -> its logical revision
         self.in_base = True
@@ -248,6 +256,9 @@ class EpochReducer:
             raise rejected("revision_not_consecutive", pair=list(event.pair),
                            revision=revision, expected_revision=expected)
         if carry.entity is job_entity:  # job-scoped (carry.job_scoped)
+            if event.type == _DELETED_TYPE and self.drop_held is not None \
+                    and self.drop_held(payload["job_id"], expected):
+                return None  # dropped where it was held, as its install would drop it
             previous = self.lookup(payload["job_id"])
             state = apply(previous, revision, event)
             order = None
