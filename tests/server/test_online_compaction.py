@@ -20,6 +20,7 @@ import pytest
 
 from tay.engine import commands
 from tay.engine.config import EngineConfig
+from tay.engine.epoch import EpochEngine
 from tay.failures import RecoveryRefused
 from tay.server.compaction import compactor as compactor_module
 from tay.server.app import ServeConfig, open_store
@@ -606,7 +607,6 @@ def test_a_compaction_after_a_restart_writes_the_same_records_with_or_without_ro
     """A restart keeps a base's terminal jobs as rows (tay.storage.v2.rows); the next
     online compaction builds them on capture and writes exactly what it writes after an
     eager restart (same records, byte for byte)."""
-    from tay.engine.epoch import EpochEngine
     from tay.engine.effects import Execute
     from tay.storage.recovery.recover import recover
 
@@ -776,6 +776,43 @@ def test_packed_jobs_expire_and_carry_through_an_online_compaction(data_dir, mon
     assert report["expired_jobs"] == 4 and report["retained_jobs"] == 2
     assert set(live) == {bytes.fromhex(ids[4]), bytes.fromhex(ids[5])}
     assert packed == {bytes.fromhex(ids[4])} and live[bytes.fromhex(ids[4])].state == "cancelled"
+    assert recovered_states(data_dir) == live
+
+
+def test_packed_jobs_deleted_in_bulk_during_an_online_compaction(data_dir, monkeypatch):
+    """An operator's bulk deletion (``delete_jobs``) of jobs a running server packed, during
+    an online compaction: each is deleted where it is held, none taken out first; the
+    deletions of the jobs the plan expires leave the catch-up as any deletion's do, the
+    deletion of one packed after the capture reaches the new epoch, and a restart
+    recovers exactly what the engine holds."""
+    gate = Gate(monkeypatch)
+    built: list = []
+    thaw = EpochEngine._thaw
+    monkeypatch.setattr(EpochEngine, "_thaw",
+                        lambda self, job_id: built.append(job_id) or thaw(self, job_id))
+
+    async def scenario():
+        h = Harness(data_dir, "c", clock_offset_ms=2 * HOUR_MS)
+        engine = h.store.engine
+        try:
+            ids = await packed_cancels(h, 6, 4)
+            task = h.compactor.request("admin", ONE_HOUR)
+            await gate.wait_entered()
+            await h.cancel(ids[4])  # finished after the capture, packed before the deletion
+            pack_all(engine)
+            assert set(engine.finished.packed) == {bytes.fromhex(i) for i in ids[:5]}
+            deleted = await h.admin("delete_jobs", state="cancelled")
+            assert deleted.fields["deleted"] == 5 and built == []
+            gate.release()
+            report = await task
+            return report, ids, every_state(engine), h.metrics.compactions
+        finally:
+            h.close()
+
+    report, ids, live, outcomes = asyncio.run(scenario())
+    assert outcomes == {"published": 1} and report["reclaimed"] is True  # step 10 agreed
+    assert report["expired_jobs"] == 0 and report["retained_jobs"] == 2
+    assert set(live) == {bytes.fromhex(ids[5])}
     assert recovered_states(data_dir) == live
 
 

@@ -90,7 +90,7 @@ def replay_spans(buffer: Any, spans: list[tuple[int, int, int, int]], ends: list
     map). Returns each job's state."""
     jobs: dict[bytes, JobState] = {}
     reducer = EpochReducer(jobs.get, lambda job, event: jobs.__setitem__(job.id, job),
-                           _no_entity)  # no deletion: a (29,2) stops the columnar walk
+                           _no_entity)  # no deletion: a held job's is replayed by the engine
     reducer.in_base = False
     decoded = decode_batch(buffer, spans, limits)
     states: list[JobState] = []
