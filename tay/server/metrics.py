@@ -301,9 +301,9 @@ def collector(engine: Any, driver: Any, store: Any, metrics: ServerMetrics,
         yield histogram("tay_commit_batch_events", "events per durable batch",
                         metrics.batch_events)
         compactions = CounterMetricFamily("tay_compactions", "online compactions by outcome "
-                                          "(published, failed, verification_failed, "
+                                          "(published, failed, superseded, verification_failed, "
                                           "verification_incomplete)", labels=("outcome",))
-        for outcome in ("published", "failed", "verification_failed",
+        for outcome in ("published", "failed", "superseded", "verification_failed",
                         "verification_incomplete"):
             compactions.add_metric((outcome,), metrics.compactions.get(outcome, 0))
         yield compactions

@@ -288,8 +288,11 @@ def test_deleted_jobs_leave_the_store_and_their_ids_are_free(data_dir, monkeypat
                 assert b"secret-4242" not in file.read(), name
 
 
-def test_an_expired_job_retried_during_the_compaction_keeps_the_old_epoch(data_dir,
-                                                                         monkeypatch):
+def test_an_expired_job_retried_during_the_compaction_supersedes_it(data_dir, monkeypatch):
+    """An operator retries a job the plan expires while the compaction runs: the switch
+    does not publish (the old epoch stays authoritative, still serving), the attempt counts
+    as superseded, not failed (nothing to alert on), and the next one, seconds later,
+    keeps the job and publishes."""
     gate = Gate(monkeypatch)
 
     async def scenario():
@@ -305,17 +308,28 @@ def test_an_expired_job_retried_during_the_compaction_keeps_the_old_epoch(data_d
             failed = await h.failed_compaction(task)
             assert failed.reason == "expired_job_changed"
             assert h.store.journal.epoch_id == epoch and h.driver.stopped is None
-            assert h.compactor.failures == 1 and h.compactor.retry_at > 0
-            assert h.metrics.compactions == {"failed": 1}
+            # superseded, not failed: no failure counted, the next attempt in seconds
+            assert h.compactor.failures == 0 and h.compactor.superseded == 1
+            assert 0 < h.compactor.retry_at - time.monotonic() \
+                <= compactor_module.SUPERSEDED_FIRST_S
+            assert h.compactor.last_failure["outcome"] == "superseded"
+            assert h.compactor.facts()["compaction"]["consecutive_superseded"] == 1
+            assert h.metrics.compactions == {"superseded": 1}
             late = await h.enqueue(2)  # still serving, into the old epoch
-            return job, late, h.jobs(), epoch
+            assert h.store.journal.epoch_id == epoch
+            again = await h.compactor.request("admin", ONE_HOUR)  # the job is not expired now
+            return (job, late, h.jobs(), again, h.compactor.superseded,
+                    dict(h.metrics.compactions))
         finally:
             h.close()
 
-    job, late, live, epoch = asyncio.run(scenario())
+    job, late, live, again, superseded, outcomes = asyncio.run(scenario())
     assert live[bytes.fromhex(job)].state == "available"
+    assert again["retained_jobs"] == 2 and again["expired_jobs"] == 0 and superseded == 0
+    assert outcomes == {"superseded": 1, "published": 1}
     recovered, _, epoch_id, _ = reopen(data_dir)
-    assert epoch_id == epoch and recovered == live and bytes.fromhex(late) in recovered
+    assert epoch_id.hex() == again["epoch_id"] and recovered == live
+    assert bytes.fromhex(late) in recovered
     names = os.listdir(os.path.join(data_dir, v2_layout.EPOCHS_DIR))
     assert [n for n in names if n.startswith(".tay-candidate")] == []
 

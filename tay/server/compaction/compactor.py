@@ -20,7 +20,8 @@ The candidate is written and verified in between by a process forked at the capt
 (``tay.storage.compaction.forked``: it holds an interpreter lock of its own), while the
 engine serves. A failure before CURRENT switches leaves the old epoch authoritative and
 the server serving; it is logged, counted, and retried after a backoff (doubling up to 10
-minutes). A switch whose outcome is uncertain, or a journal that cannot follow the new
+minutes). One that an operator's change made meanwhile supersedes (a job the plan
+expires retried by hand) is no failure: counted as superseded and tried again in seconds. A switch whose outcome is uncertain, or a journal that cannot follow the new
 epoch, stops writing for good (the supervisor restarts the server, which opens whatever
 CURRENT names).
 """
@@ -50,6 +51,11 @@ log = logging.getLogger("tay.server.compaction")
 
 BACKOFF_FIRST_S = 30.0
 BACKOFF_MAX_S = 600.0
+# an attempt an operator's change superseded (a job the plan expires retried by hand while
+# it ran): nothing is wrong, so it is not a failure; tried again soon (the retried job is
+# not expired then), the delay doubling while attempts keep being superseded
+SUPERSEDED = frozenset({"expired_job_changed"})
+SUPERSEDED_FIRST_S = 5.0
 # catch-up rounds before the switch (in the compaction process) until at most this many
 # records are left for the paused switch to append; a bounded number of rounds under heavy
 # load
@@ -85,6 +91,7 @@ class OnlineCompactor:
         self.last: dict[str, Any] | None = None  # the last finished compaction's facts
         self.last_failure: dict[str, Any] | None = None
         self.failures = 0  # consecutive failed attempts (the backoff doubles with them)
+        self.superseded = 0  # consecutive attempts superseded by an operator's change
         self.retry_at = 0.0  # monotonic: no automatic attempt before this
         self._running: asyncio.Task[dict[str, Any]] | None = None
         self._process: CompactionProcess | None = None  # the running one's child
@@ -131,6 +138,7 @@ class OnlineCompactor:
                 "trigger_state_ratio": self.policy.state_ratio,
                 "state_bytes": self.store.engine.budget.used,
                 "consecutive_failures": self.failures,
+                "consecutive_superseded": self.superseded,
                 "last_failure": self.last_failure,
             },
         }
@@ -339,7 +347,7 @@ class OnlineCompactor:
         report["bytes_after"] = self.history_bytes()
         report["trigger"] = trigger
         self.last = report
-        self.failures = 0
+        self.failures = self.superseded = 0
         self.retry_at = 0.0
         self._count("published", time.monotonic() - started, report["pause_ms"] / 1000)
         log.info("compacted the store online: epoch %s, %d jobs kept, %d expired, %d bytes "
@@ -490,11 +498,21 @@ class OnlineCompactor:
                                           prepared.candidate_nonce)
             except (OSError, StorageFailure):
                 pass  # leaked: the next compaction removes it
+        if isinstance(error, CompactionFailed) and error.reason in SUPERSEDED:
+            self.superseded += 1
+            delay = min(BACKOFF_MAX_S, SUPERSEDED_FIRST_S * 2 ** (self.superseded - 1))
+            self.retry_at = time.monotonic() + delay
+            self.last_failure = {"at": self.clock(), "error": str(error)[:500],
+                                 "retry_in_s": delay, "outcome": "superseded"}
+            self._count("superseded", time.monotonic() - started)
+            log.warning("online compaction superseded by a change made meanwhile, the store "
+                        "is unchanged; next attempt in %.0f s: %s", delay, error)
+            return
         self.failures += 1
         backoff = min(BACKOFF_MAX_S, BACKOFF_FIRST_S * 2 ** (self.failures - 1))
         self.retry_at = time.monotonic() + backoff
         self.last_failure = {"at": self.clock(), "error": str(error)[:500],
-                             "retry_in_s": backoff}
+                             "retry_in_s": backoff, "outcome": "failed"}
         self._count("failed", time.monotonic() - started)
         if self.driver.stopped is None:
             log.error("online compaction failed, the store is unchanged and keeps being "
