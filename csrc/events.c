@@ -1,5 +1,5 @@
-/* Batch fast path for Event-v1 payloads (pairs (1..6,1), (10,2), (22,2) and the operator's job
- * steps (23,2), (27,2), (29,2); storage-events.md).
+/* Batch fast path for Event-v1 payloads (pairs (1..6,1), (10,2), (22,2), the operator's job
+ * steps (23,2), (27,2), (29,2), and a day's totals (32,2); storage-events.md).
  *
  * tay_events_scan() looks at many payloads in one call. For each it first runs the full
  * canonical Value check (tay_value_scan, with the caller's depth/node/binary budgets), then
@@ -18,6 +18,8 @@
  * offset and length go to row[slot], row[slot + 1] (message A, traceback C, type E); an
  * absent key sets the nil bit of its offset slot. */
 #define ERROR_TYPE_MAX_BYTES 128u
+/* the last UTC day whose first millisecond is a Time: (2^63 - 1) / 86,400,000 */
+#define DAY_MAX 106751991167ull
 static int check_error(const uint8_t *d, size_t v, uint64_t *row) {
     static const char *const names[3] = {"message", "traceback", "type"};
     static const int slots[3] = {TAY_EF_A, TAY_EF_C, TAY_EF_E};
@@ -43,12 +45,14 @@ static int check_error(const uint8_t *d, size_t v, uint64_t *row) {
 
 /* The payload-local rules of every supported pair; 1 = well-formed, row filled. */
 static int check_event(const uint8_t *d, int type, int schema, uint64_t *row) {
-    static const uint8_t key_counts[9] = {5, 4, 5, 9, 4, 5, 4, 4, 3};
+    static const uint8_t key_counts[10] = {5, 4, 5, 9, 4, 5, 4, 4, 3, 5};
     cursor_ctx c = {d, 0, 0};
     /* slot 8: a job step with no field of its own (at, expected_revision, job_id): an
-     * operator's requeue (23,2), expedite (27,2) or deletion (29,2) */
+     * operator's requeue (23,2), expedite (27,2) or deletion (29,2); slot 9: a day's totals
+     * (32,2), which names no job */
     int slot = schema == 2 && type == 10 ? 6 : schema == 2 && type == 22 ? 7
         : schema == 2 && (type == 23 || type == 27 || type == 29) ? 8
+        : schema == 2 && type == 32 ? 9
         : (schema == 1 && type >= 1 && type <= 6 ? type - 1 : -1);
     if (slot < 0) return 0;
     size_t pos = open_map(d, 0, key_counts[slot]), v;
@@ -123,6 +127,21 @@ static int check_event(const uint8_t *d, int type, int schema, uint64_t *row) {
         if (!check_error(d, v, row)) return 0;
         NEXT();
         break;
+    case 9: /* day_totals: completed A, day B (a UTC day whose start is a Time), enqueued C,
+             * failed D; no expected_revision nor job_id */
+        FIELD("completed");
+        if (!uint_in(d, v, 0, UINT64_MAX, &row[TAY_EF_A])) return 0;
+        NEXT();
+        FIELD("day");
+        if (!uint_in(d, v, 0, DAY_MAX, &row[TAY_EF_B])) return 0;
+        NEXT();
+        FIELD("enqueued");
+        if (!uint_in(d, v, 0, UINT64_MAX, &row[TAY_EF_C])) return 0;
+        NEXT();
+        FIELD("failed");
+        if (!uint_in(d, v, 0, UINT64_MAX, &row[TAY_EF_D])) return 0;
+        NEXT();
+        return pos == row[TAY_EF_END];
     }
     FIELD("expected_revision");
     if (!uint_in(d, v, slot == 0 ? 0 : 1, slot == 0 ? 0 : UINT64_MAX, &row[TAY_EF_EXPECTED]))

@@ -21,9 +21,11 @@ EVENT_FAST, EVENT_SLOW, EVENT_ROW = 0, 1, 24
  TIMEOUT_MS, END, ARGS_NODES) = range(24)
 TAPE_CAPACITY = 65536  # longer payloads always take the slow path (as in C)
 TIME_MAX, U64_MAX, ATTEMPT_MAX, TIMEOUT_MAX_MS = 2**63 - 1, 2**64 - 1, 65535, 86_400_000
-_KEY_COUNTS = (5, 4, 5, 9, 4, 5, 4, 4, 3)
-# slot 8: a job step with no field of its own (an operator's requeue, expedite or deletion)
+_KEY_COUNTS = (5, 4, 5, 9, 4, 5, 4, 4, 3, 5)
+# slot 8: a job step with no field of its own (an operator's requeue, expedite or deletion);
+# slot 9: a day's totals (32,2), which names no job
 JOB_STEP_TYPES = (23, 27, 29)
+DAY_MAX = (2**63 - 1) // 86_400_000  # the last UTC day whose first millisecond is a Time
 ERROR_TYPE_MAX_BYTES = 128
 # a failure's error keys in canonical order, each with the slot of its text's offset (the
 # length follows it); tay.storage.events.fast builds the error from the same table
@@ -204,6 +206,7 @@ def _event(w: _Walker, rtype: int, schema: int) -> int:
     row = w.row
     slot = 6 if (rtype, schema) == (10, 2) else 7 if (rtype, schema) == (22, 2) \
         else 8 if schema == 2 and rtype in JOB_STEP_TYPES \
+        else 9 if (rtype, schema) == (32, 2) \
         else rtype - 1 if schema == 1 and 1 <= rtype <= 6 else -1
     if slot < 0:
         raise _Slow
@@ -213,6 +216,12 @@ def _event(w: _Walker, rtype: int, schema: int) -> int:
     pos = w.skip(at_value)
     if slot == 3:
         return _finished(w, pos, at)
+    if slot == 9:  # day_totals: completed A, day B, enqueued C, failed D; no job
+        (completed, day, enqueued, failed), pos = w.fields(
+            pos, ("completed", "day", "enqueued", "failed"))
+        row[A], row[B] = w.uint(completed, 0, U64_MAX), w.uint(day, 0, DAY_MAX)
+        row[C], row[D] = w.uint(enqueued, 0, U64_MAX), w.uint(failed, 0, U64_MAX)
+        return pos
     if slot == 0:
         pos = _definition(w, w.key(pos, "definition"))
         value = w.key(pos, "eligible_at")

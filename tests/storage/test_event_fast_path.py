@@ -18,7 +18,7 @@ from tay.storage import events as ev
 from tay.storage.formats import record, value
 from tay.storage.events.definition import build_definition
 from tay.storage.events.operations import (
-    failure_recorded, job_deleted, job_expedited, job_requeued,
+    day_totals, failure_recorded, job_deleted, job_expedited, job_requeued,
 )
 from tests.build_guard import c_twin
 
@@ -75,6 +75,10 @@ def sample_events() -> list[ev.Event]:
         job_requeued(JOB, 95, 8),
         job_expedited(JOB, 96, 1),
         job_deleted(JOB, 2**63 - 1, 2**64 - 2),
+        # a day's totals, the last day whose start is a Time, and the first
+        day_totals(20_000, 12, 10, 2, 20_000 * 86_400_000 + 5),
+        day_totals((2**63 - 1) // 86_400_000, 2**64 - 1, 0, 2**64 - 1, 2**63 - 1),
+        day_totals(0, 0, 0, 0, 0),
     ]
 
 
@@ -135,7 +139,7 @@ def test_c_and_pure_batch_rows_agree_on_mutated_batches(items) -> None:
 
 @settings(max_examples=100, deadline=None)
 @given(st.binary(max_size=64), st.sampled_from([(1, 1), (2, 1), (4, 1), (10, 2), (22, 2), (7, 1),
-                                            (23, 2), (27, 2), (29, 2)]))
+                                            (23, 2), (27, 2), (29, 2), (32, 2)]))
 def test_c_and_pure_agree_on_arbitrary_bytes(payload, pair) -> None:
     records = [(0, len(payload), *pair)]
     assert c_native.events_scan(payload, records) == pure.events_scan(payload, records)
@@ -216,3 +220,15 @@ def test_a_failure_type_at_the_byte_limit_decodes_as_the_exact_decoder(type_text
         rows = twin.events_scan(data, records)
         assert (rows[0] == _pure_events.EVENT_FAST) == (len(type_text.encode()) <= 128)
     assert outcome(22, 2, data, False) == outcome(22, 2, data, True)
+
+
+def test_a_day_past_the_last_time_takes_the_exact_path_and_is_refused() -> None:
+    """A day whose first millisecond is past the largest Time is not one the fast path
+    vouches for: the exact decoder refuses it, on both paths alike."""
+    last = (2**63 - 1) // 86_400_000
+    payload = value.encode({"at": 0, "completed": 0, "day": last + 1, "enqueued": 0,
+                            "failed": 0})
+    rows = c_native.events_scan(payload, [(0, len(payload), 32, 2)])
+    assert rows[0] == _pure_events.EVENT_SLOW
+    refused = outcome(32, 2, payload, False)
+    assert refused == outcome(32, 2, payload, True) and refused[3] == "day_totals.day"

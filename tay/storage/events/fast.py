@@ -15,17 +15,18 @@ from tay._native import _pure_events as slots
 from tay.storage.formats import value
 from tay.storage.events.definition import CHECKED_LIMITS, LazyDefinition
 from tay.storage.events.registry import (
-    FAILURE_RECORDED, JOB_DELETED, JOB_EXPEDITED, JOB_PAIRS, JOB_REQUEUED, Event,
+    DAY_TOTALS, FAILURE_RECORDED, JOB_DELETED, JOB_EXPEDITED, JOB_PAIRS, JOB_REQUEUED, Event,
     decode_event_exact, event_with_raw,
 )
 from tay.storage.events.v1 import diagnostic
 
 _DEFAULT_LIMITS = value.DecodeLimits()
-# the pairs the native scan decodes: the job lifecycle, its result, a failure's details and
-# an operator's job steps (requeue, expedite, deletion)
+# the pairs the native scan decodes: the job lifecycle, its result, a failure's details,
+# an operator's job steps (requeue, expedite, deletion) and a day's totals (the server
+# writes one a minute)
 JOB_STEP_NAMES = {JOB_REQUEUED: "job_requeued", JOB_EXPEDITED: "job_expedited",
                   JOB_DELETED: "job_deleted"}
-FAST_PAIRS = frozenset(JOB_PAIRS | {FAILURE_RECORDED} | set(JOB_STEP_NAMES))
+FAST_PAIRS = frozenset(JOB_PAIRS | {FAILURE_RECORDED, DAY_TOTALS} | set(JOB_STEP_NAMES))
 
 
 def decode_event(
@@ -198,8 +199,18 @@ def _fast_job_step(event_type: int, schema: int, data: bytes, row: list[int], ba
                  MappingProxyType(_common_fields(data, row, base)), data if raw else None)
 
 
+def _fast_day_totals(event_type: int, schema: int, data: bytes, row: list[int], base: int,
+                     raw: bool = True) -> Event:
+    """A day's totals: its five fields, in the exact decoder's (canonical) order."""
+    payload = {"at": row[base + slots.AT], "completed": row[base + slots.A],
+               "day": row[base + slots.B], "enqueued": row[base + slots.C],
+               "failed": row[base + slots.D]}
+    return _make(event_type, schema, "day_totals", MappingProxyType(payload),
+                 data if raw else None)
+
+
 _FAST_BUILDERS: dict[int, Callable[[int, int, bytes, list[int], int], Event]] = {
     1: _fast_inserted, 2: _fast_available, 3: _fast_started, 4: _fast_finished,
     5: _fast_cancelled, 6: _fast_retried, 10: _fast_result, 22: _fast_failure,
-    **{pair[0]: _fast_job_step for pair in JOB_STEP_NAMES},
+    **{pair[0]: _fast_job_step for pair in JOB_STEP_NAMES}, DAY_TOTALS[0]: _fast_day_totals,
 }
