@@ -26,7 +26,7 @@ from tay.engine.handlers.admin import AdminCommands
 from tay.engine.effects import Outcome
 from tay.engine.retained.finished import charges
 from tay.engine.retained.packed import ID as PACKED_ID, PACKED, reordered
-from tay.engine.retained.packed import job_state as packed_job_state
+from tay.engine.retained.built import captured_state, captured_states
 from tay.engine.retained.jobs import (
     INDEX_KEYS, STATE_SLOT, CompletedRow, JobEntry, LazyJobEntry, ParkedJobEntry, StartedRow,
     index_keys_for, peek,
@@ -60,10 +60,10 @@ from tay.storage.v2.epoch_records import EPOCH_EVENT_PAIR, EpochEvent, encode_ep
 from tay.storage.v2.manifest import Retention
 from tay.storage.v2.records import MUTATION_BODY_KEYS, MUTATION_PAIR, Mutation
 from tay.storage.v2.reducer import EpochReducer
-from tay.storage.v2.rows import BaseJobs, BaseLiveRow, HeldJobs, JobRow, row_states
+from tay.storage.v2.rows import BaseJobs, BaseLiveRow, HeldJobs, JobRow
 from tay._native import _pure_base as bj
 from tay.storage.v2.tail import (
-    ExecutingRow, FailedRow, LiveRow, TailJobs, TailRow, tail_job_states,
+    ExecutingRow, FailedRow, LiveRow, TailJobs,
 )
 
 # What only a compaction reads (``checkpoints``, ``captured_plan``) loads with the first
@@ -868,41 +868,6 @@ class EpochEngine(AdminCommands):
                 dropped += 1
         self._timers.retire(gone)
         return dropped + self._drop_packed(packed_ids)
-
-
-def captured_state(job: Any) -> JobState:
-    """The JobState of one of ``captured_jobs``."""
-    kind = type(job)
-    if kind is JobState:
-        return job
-    if kind is tuple:
-        return packed_job_state(job)
-    return job.job_state()
-
-
-def captured_states(jobs: Sequence[Any]) -> list[JobState]:
-    """``captured_state`` of each of ``jobs``, in order. The jobs held as rows (most of a
-    store's jobs after a restart) are built together, by kind: the finished tail jobs in
-    one decode, the base's in one scan."""
-    states: list[Any] = []
-    groups: dict[Any, tuple[list[int], list[Any]]] = {}  # builder -> (where, rows)
-    for job in jobs:
-        build = _BUILT_TOGETHER.get(type(job))
-        if build is None:
-            states.append(captured_state(job))
-        else:
-            where, rows = groups.setdefault(build, ([], []))
-            where.append(len(states))
-            rows.append(job)
-            states.append(None)
-    for build, (where, rows) in groups.items():
-        for k, state in zip(where, build(rows)):
-            states[k] = state
-    return states
-
-
-# the captured rows built many at once: each kind's builder
-_BUILT_TOGETHER = {TailRow: tail_job_states, JobRow: row_states, BaseLiveRow: row_states}
 
 
 _RUN_SHIFT = 32  # a held job captured as an int: its run's place, then its index in it

@@ -40,7 +40,7 @@ from tay.engine import commands as c
 from tay.engine.config import EngineConfig
 from tay.engine.core import Engine
 from tay.engine.epoch import EpochEngine, captured_state, captured_states
-from tay.engine.retained.jobs import peek
+from tay.engine.retained.jobs import LazyJobEntry, peek
 from tests.engine.test_lazy_rows import answers, bookkeeping, by_id, job_answers, recovered
 from tests.engine.test_tail_columns import (
     DELAYED_ACTIONS, WALK_ACTIONS, journal_frames, plans_equal_builds, same_engines,
@@ -910,3 +910,39 @@ def test_deletions_of_jobs_held_in_columns_build_none_of_them(monkeypatch) -> No
         assert built == [] and len(engine.finished) == 0 and engine.job_count() == 0
     finally:
         shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.mark.parametrize("compact", [False, True])
+def test_a_bulk_retry_builds_a_pages_rows_together_as_one_at_a_time(monkeypatch, compact):
+    """``retry_jobs`` over discarded jobs a recovery holds as rows (a tail's failed rows, or
+    a base's columns) builds each page's rows together: the records, replies and engine
+    state are what building them one at a time gives."""
+    from tay.engine.handlers import admin as admin_module
+
+    actions = [("enqueue", "a", None, {}, 0), ("finish", 0, "failed"),
+               ("enqueue", "a", None, {}), ("finish", 0, "nil")] * 6
+    frames = journal_frames(tail_driver(3, actions))
+
+    def run(together: bool):
+        root = scratch_path("bulk-retry")
+        try:
+            write_store(root, frames, compact=compact, consumer=Engine(EngineConfig()))
+            engine = recovered_or_refused(root)
+            # the six discarded jobs are held unbuilt: failed rows, or in the base's columns
+            assert len(engine.finished) + sum(
+                type(entry) is LazyJobEntry for entry in engine.jobs.values()) >= 6
+            if not together:
+                monkeypatch.setattr(admin_module, "captured_states",
+                                    lambda rows: [row.job_state() for row in rows])
+            outs = [engine.handle(c.Admin("p", f"r{n}", "retry_jobs",
+                                          {"state": "discarded", "limit": 4}), 10**13, 10**9)
+                    for n in range(2)]
+            monkeypatch.undo()
+            return ([[bytes(event.raw) for _, event in out.events] for out in outs],
+                    [out.effects for out in outs], bookkeeping(engine))
+        finally:
+            shutil.rmtree(root, ignore_errors=True)
+
+    together = run(True)
+    assert [len(records) for records in together[0]] == [4, 2]
+    assert together == run(False)

@@ -51,7 +51,10 @@ from tay.engine.content_filters import (
 from tay.engine.day_history import last_days
 from tay.engine.effects import Outcome
 from tay.engine.executors import Executor
-from tay.engine.retained.jobs import WAITING, JobEntry, peek, read_state, timeline
+from tay.engine.retained.built import captured_states
+from tay.engine.retained.jobs import (
+    STATE_SLOT, WAITING, JobEntry, LazyJobEntry, peek, read_state, timeline,
+)
 from tay._native._pure_base import QUEUE, WORKER
 from tay.engine.schedules.commands import ScheduleCommands, request_fields
 from tay.engine.schedules.table import schedule_timing  # the engine's lazy boundary
@@ -462,9 +465,17 @@ class AdminCommands(ScheduleCommands):
 
     def _bulk_page(self, body: Any, op: str, states: tuple[str, ...]
                    ) -> tuple[dict[str, Any], list[JobEntry]]:
-        """``_bulk_ids`` with the jobs' entries (held ones come out of their columns)."""
+        """``_bulk_ids`` with the jobs' entries (held ones come out of their columns), the
+        ones still rows built together (``captured_states``): the action reads each
+        state, and one row at a time costs a decode and a reducer each."""
         reply, found = self._bulk_ids(body, op, states)
-        return reply, [self._entry(job_id) for job_id in found]
+        entries = [self._entry(job_id) for job_id in found]
+        rows = [entry for entry in entries if type(entry) is LazyJobEntry]
+        if len(rows) > 1:
+            built = captured_states([STATE_SLOT.__get__(entry) for entry in rows])
+            for entry, job in zip(rows, built):
+                entry.state = job  # as reading it would: a plain entry from now on
+        return reply, entries
 
     def _bulk_ids(self, body: Any, op: str, states: tuple[str, ...]
                   ) -> tuple[dict[str, Any], list[bytes]]:

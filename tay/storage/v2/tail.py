@@ -161,6 +161,21 @@ def tail_job_states(rows: list[TailRow]) -> list[JobState]:
     return replay_runs([row.ordered_records() for row in rows], limits)
 
 
+def held_row_states(rows: list[Any]) -> list[JobState]:
+    """``job_state`` of many rows held as their records (``LiveRow``, ``ScheduledRow``,
+    ``FailedRow``, ``RetriedRow``; distinct jobs) at once, in their order, through
+    ``replay_runs``: one decode and one reducer for all, where one row at a time costs a
+    decode and a reducer each (an operator's bulk retry of a page of failed jobs builds
+    each)."""
+    if not rows:
+        return []
+    limits = rows[0].limits
+    if any(row.limits is not limits for row in rows):  # not one recovery's: one by one
+        return [row.job_state() for row in rows]
+    return replay_runs([[(row.snapshot, MUTATION_PAIR)] if isinstance(row, LiveRow)
+                        else list(row.records) for row in rows], limits)
+
+
 def _attempts(row: Any, started_at: int, started: bool) -> tuple | None:
     """The attempt timeline replay keeps for a done tail job: its one attempt to its
     success, or none (None) for a job cancelled while it waited."""
