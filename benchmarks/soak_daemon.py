@@ -4,7 +4,8 @@ clock real.
 
 Usage:
     .venv/bin/python -m benchmarks.soak_daemon [--days 30] [--speed 3600] [--rate 150]
-        [--retention 24h] [--schedule "0 * * * *"] [--queues N] [--json FILE]
+        [--retention 24h] [--schedule "0 * * * *"] [--queues N] [--operator-every S]
+        [--json FILE]
 
 What runs, each its own process as in production: ``tay serve`` in strict sync mode on
 the bench scratch (``tay.bench.paths``) with serve's defaults (compaction on, its
@@ -20,7 +21,10 @@ and one cron schedule (``--schedule``, ``catch_up=all``, ``overlap=allow``: ever
 occurrence is a job) whose occurrences the worker runs. ``--queues N`` spreads the jobs
 over N queues named ``tenant-<k>`` (0: a new queue name for every job, as an application
 that makes up a queue per customer or per request would), to show that names used once do
-not stay in the engine's memory.
+not stay in the engine's memory. ``--operator-every S`` adds an operator who clears the
+completed jobs by hand every S real seconds (``tay delete-all completed``: pages of
+deletions of jobs the server packed, held in columns since a restart, or just finished),
+so the store's tails hold an operator's deletions as well as the load's records.
 
 Delayed jobs, schedules and terminal retention run on the wall clock, so at ``--speed``
 3600 a real second is an hour of the daemon's life: ``--rate`` 150 is 150 jobs an hour,
@@ -154,6 +158,17 @@ def occurrences_between(cron: str, first_ms: int, last_ms: int | None) -> int:
     return count
 
 
+def same_days(before: list[dict[str, Any]], after: list[dict[str, Any]]) -> bool:
+    """Whether two ``tay history`` answers agree on every day: the last N days end at the
+    engine's today, which the fast clock may move on between them, so a day in one window
+    only must have counted nothing."""
+    one, other = ({day["day"]: day for day in days} for days in (before, after))
+    counted = ("enqueued", "completed", "failed")
+    return all(one.get(day) == other.get(day) if day in one and day in other
+               else not any((one.get(day) or other.get(day))[key] for key in counted)
+               for day in one.keys() | other.keys())
+
+
 def admin(socket_path: str, *args: str) -> dict[str, Any]:
     done = subprocess.run([sys.executable, "-m", "tay.cli", *args, "--socket", socket_path,
                            "--json"], cwd=ROOT, capture_output=True, text=True, timeout=60)
@@ -232,6 +247,41 @@ class Serve:
         return self.log_path.read_text().count("compacted the store online")
 
 
+class Operator:
+    """An operator who clears the completed jobs (``tay delete-all completed``) every
+    ``every`` real seconds, on a thread; ``deleted`` so far, and the first error, which
+    ``close`` raises."""
+
+    def __init__(self, socket_path: str, every: float) -> None:
+        self.socket_path = socket_path
+        self.every = every
+        self.deleted = 0
+        self.rounds = 0
+        self.error: BaseException | None = None
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+        self._thread.start()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.every):
+            try:
+                self.deleted += admin(self.socket_path, "delete-all", "completed")["deleted"]
+                self.rounds += 1
+            except BaseException as error:  # kept for close(), which raises it
+                self.error = error
+                return
+
+    def stop(self) -> None:
+        """No round after the one in flight (which fails once the server is gone)."""
+        self._stop.set()
+
+    def close(self) -> None:
+        self.stop()
+        self._thread.join()
+        if self.error is not None:
+            raise RuntimeError(f"the operator's deletions failed: {self.error}")
+
+
 class FastClock:
     """The server's wall clock (``OffsetClock``), moved forward on a thread: it gains
     ``speed - 1`` seconds each real second (across restarts too)."""
@@ -248,8 +298,12 @@ class FastClock:
         while not self._stop.wait(0.25):
             self.clock.set(int((time.monotonic() - self.origin) * (self.speed - 1)))
 
-    def close(self) -> None:
+    def stop(self) -> None:
+        """No round after the one in flight (which fails once the server is gone)."""
         self._stop.set()
+
+    def close(self) -> None:
+        self.stop()
         self._thread.join()
 
 
@@ -331,6 +385,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--restarts", type=int, default=3)
     parser.add_argument("--queues", type=int, default=1,
                         help="queues the jobs are spread over (0: a new one for every job)")
+    parser.add_argument("--operator-every", type=float, default=0.0,
+                        help="real seconds between an operator's deletions of the completed "
+                             "jobs (tay delete-all completed); 0: no operator")
     add_store_options(parser)
     return parser
 
@@ -351,6 +408,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         parser.error("--days, --speed, --rate and --restarts must be positive")
     if options.queues < 0:
         parser.error("--queues must be 0 (a new queue for every job) or more")
+    if options.operator_every < 0:
+        parser.error("--operator-every must be 0 (no operator) or more seconds")
 
     root = (options.dir or bench_scratch()) / f"soak-daemon-{uuid.uuid4().hex[:8]}"
     root.mkdir(parents=True)
@@ -367,11 +426,13 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
     rows: list[dict[str, Any]] = []
     print(f"daemon soak: {options.days:g} days at {options.speed}x wall clock, "
           f"{options.rate:g} jobs/s real ({options.rate * 3600 / options.speed * 24:,.0f} a "
-          f"day), retention {options.retention}, schedule {options.schedule!r}, store "
-          f"{serve.data_dir}")
+          f"day), retention {options.retention}, schedule {options.schedule!r}"
+          + (f", the completed jobs deleted every {options.operator_every:g} s real"
+             if options.operator_every else "") + f", store {serve.data_dir}")
     print(f"{'day':>5} {'acked':>9} {'completed':>9} {'retained':>9} {'data_MB':>8} {'rss_MB':>7} "
           f"{'peak_MB':>7} {'cpu_us/job':>10} {'compact':>7} {'c_peak_MB':>9} {'c_cpu_s':>7} "
-          f"{'occurs':>6}")
+          f"{'occurs':>6} {'deleted':>8}")
+    operator = None
     try:
         serve.start()
         server = psutil.Process(serve.process.pid)
@@ -381,6 +442,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                                               str(options.queues))
         acked = LineCounter(producer, "sent")
         occurrences = LineCounter(worker, "occurrence")
+        if options.operator_every:
+            operator = Operator(serve.socket, options.operator_every)
         started = time.monotonic()
         day_s = DAY_S / options.speed
         for day in range(1, int(options.days) + 1):
@@ -404,7 +467,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                    "compactions": serve.compactions(),
                    "compaction_peak_rss_bytes": last.get("peak_rss_bytes"),
                    "compaction_cpu_s": storage["compaction"]["processes_cpu_s"],
-                   "occurrences": occurrences.count}
+                   "occurrences": occurrences.count,
+                   "deleted": operator.deleted if operator is not None else 0}
             rows.append(row)
             compaction_peak = row["compaction_peak_rss_bytes"]
             print(f"{day:5d} {row['acked']:9,d} {row['completed']:9,d} {row['retained']:9,d} "
@@ -412,7 +476,12 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                   f"{row['peak_rss_bytes'] / 1e6:7.1f} {row['cpu_us_per_job']:10.1f} "
                   f"{row['compactions']:7d} "
                   f"{'-' if compaction_peak is None else f'{compaction_peak / 1e6:.1f}':>9} "
-                  f"{row['compaction_cpu_s']:7.1f} {row['occurrences']:6d}", flush=True)
+                  f"{row['compaction_cpu_s']:7.1f} {row['occurrences']:6d} "
+                  f"{row['deleted']:8,d}", flush=True)
+            if operator is not None and operator.error is not None:
+                operator.close()  # raises it
+        if operator is not None:
+            operator.close()
         producer.kill()
         producer.wait()
         simulated_h = (time.monotonic() - started) * options.speed / 3600
@@ -446,7 +515,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
                    "restart_rss_bytes": restart_rss, "data_bytes": dir_bytes(serve.data_dir),
                    "history_days": sum(1 for day in history if day["enqueued"]),
                    "history_totals": counted, "jobs_run": acked.last + occurrences.count,
-                   "history_same_after_restart": history == history_after}
+                   "history_same_after_restart": same_days(history, history_after),
+                   "deleted_by_hand": operator.deleted if operator is not None else 0}
         print(f"stopped in {stop_s:.3f} s; cold restarts {', '.join(f'{s:.3f}' for s in restarts)} "
               f"s (RSS {restart_rss / 1e6:.1f} MB); schedule occurrences run "
               f"{occurrences.count} of {expected} due over {simulated_h:,.1f} simulated hours; data "
@@ -455,6 +525,11 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
               f"{counted['enqueued']:,}, completed {counted['completed']:,}, failed "
               f"{counted['failed']:,} for {summary['jobs_run']:,} jobs run; the same after a "
               f"restart: {summary['history_same_after_restart']}")
+        if not summary["history_same_after_restart"]:
+            print(f"  before the stop: {history}\n  after a start: {history_after}")
+        if operator is not None:
+            print(f"an operator deleted {operator.deleted:,} completed jobs by hand in "
+                  f"{operator.rounds} rounds")
         if options.json is not None:
             options.json.write_text(json.dumps({"rows": rows, "summary": summary}, indent=1))
         result = {"rows": rows, "summary": summary}
@@ -464,6 +539,8 @@ def main(argv: list[str] | None = None) -> dict[str, Any]:
         options.keep = True
         raise
     finally:
+        if operator is not None:
+            operator.stop()
         if serve.process is not None and serve.process.poll() is None:
             serve.process.kill()
         clock.close()

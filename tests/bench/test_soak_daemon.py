@@ -1,7 +1,7 @@
 """benchmarks/soak_daemon.py on a short run: three simulated days of a real ``tay serve``
 whose wall clock runs 43,200 times faster (libfaketime). Jobs expire by the compactions
-serve triggers itself, the hourly schedule runs once an hour of the clock, and the store
-restarts cold."""
+serve triggers itself, an operator deletes the completed ones by hand, the hourly
+schedule runs once an hour of the clock, and the store restarts cold."""
 
 from __future__ import annotations
 
@@ -26,7 +26,8 @@ def test_three_simulated_days_expire_compact_deliver_hourly_and_restart(capsys) 
     deep = scratch / ("d" * 60)  # the socket must not follow the store (100 bytes at most)
     result = soak_daemon.main([
         "--days", "3", "--speed", "43200", "--rate", "40", "--retention", "1h",
-        "--history-bytes", "65536", "--restarts", "1", "--dir", str(deep)])
+        "--history-bytes", "65536", "--restarts", "1", "--operator-every", "1",
+        "--dir", str(deep)])
     rows, summary = result["rows"], result["summary"]
     assert [row["day"] for row in rows] == [1, 2, 3]
     last = rows[-1]
@@ -42,6 +43,11 @@ def test_three_simulated_days_expire_compact_deliver_hourly_and_restart(capsys) 
     assert due >= summary["simulated_hours"] - 14
     assert due - 1 <= summary["occurrences_run"] <= due
     assert len(summary["cold_restart_s"]) == 1
+    # an operator cleared the completed jobs by hand once a real second, and the day
+    # history still counts every job run, the same after a restart
+    assert summary["deleted_by_hand"] > 0 and rows[-1]["deleted"] <= summary["deleted_by_hand"]
+    assert summary["history_totals"]["completed"] >= summary["deleted_by_hand"]
+    assert summary["history_same_after_restart"]
     assert "cold restarts" in capsys.readouterr().out
     assert os.listdir(deep) == []  # the store was removed afterwards
     os.rmdir(deep)
@@ -101,3 +107,26 @@ def test_the_occurrences_due_follow_the_schedule_not_the_hour() -> None:
     assert occurrences_between("* * * * *", start, start + hour) == 61
     assert occurrences_between("*/15 * * * *", start, start + hour - 1) == 4
     assert occurrences_between("0 * * * *", start, None) == 0  # nothing was delivered
+
+
+def test_two_histories_agree_on_the_days_both_hold_and_on_quiet_ones() -> None:
+    from benchmarks.soak_daemon import same_days
+
+    def day(n: int, enqueued: int = 0) -> dict:
+        return {"day": n * 86_400_000, "enqueued": enqueued, "completed": enqueued,
+                "failed": 0}
+
+    before = [day(1), day(2, 40), day(3, 7)]
+    assert same_days(before, before)
+    assert same_days(before, [day(2, 40), day(3, 7), day(4)])  # the clock moved on a day
+    assert not same_days(before, [day(2, 40), day(3, 6), day(4)])  # a day counts less
+    assert not same_days(before, [day(3, 7), day(4), day(5)])  # a counted day left the window
+    assert not same_days(before, [day(2, 40), day(3, 7), day(4, 1)])
+
+
+def test_a_negative_operator_interval_is_refused(capsys) -> None:
+    from benchmarks import soak_daemon
+
+    with pytest.raises(SystemExit):
+        soak_daemon.main(["--operator-every", "-1"])
+    assert "--operator-every must be 0" in capsys.readouterr().err

@@ -471,6 +471,41 @@ def test_the_trigger_compacts_once_the_history_passes_its_size_and_ratio(data_di
     assert recovered == live and len(live) == 12
 
 
+def test_a_tail_of_jobs_deleted_by_hand_compacts_on_its_own(data_dir, monkeypatch):
+    """An operator deletes every finished job: no terminal job is left for the retention
+    trigger, and the history trigger waits for its size. The dead-tail trigger compacts
+    once the tail outgrows the retained state by its ratio, so a restart replays a small
+    base instead of the tail."""
+    from tay.storage.compaction import trigger
+
+    monkeypatch.setattr(trigger, "DEAD_TAIL_MIN_BYTES", 8192)
+
+    async def scenario():
+        h = Harness(data_dir, "auto", check_interval_s=0.02)
+        try:
+            h.compactor.start()
+            kept = await h.enqueue(0)
+            ids = [await h.enqueue(n) for n in range(1, 100)]
+            for job_id in ids:
+                await h.cancel(job_id)
+            await asyncio.sleep(0.1)
+            assert h.compactor.last is None  # 100 jobs retained: their charge outweighs it
+            deleted = await h.admin("delete_jobs", state="cancelled")
+            assert deleted.fields["deleted"] == 99
+            report = await h.automatic_compaction()
+            assert report is not None and report["trigger"] == "dead_tail"
+            assert report["retained_jobs"] == 1
+            await settle(h)
+            assert h.compactor.last is report  # the new tail is small: not due again
+            return kept, h.jobs()
+        finally:
+            h.close()
+
+    kept, live = asyncio.run(scenario())
+    recovered, _, _, _ = reopen(data_dir)
+    assert recovered == live and set(live) == {bytes.fromhex(kept)}
+
+
 def test_a_state_budget_that_refuses_work_asks_for_a_compaction(data_dir):
     async def scenario():
         h = Harness(data_dir, "auto", clock_offset_ms=2 * HOUR_MS,

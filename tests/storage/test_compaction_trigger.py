@@ -1,11 +1,12 @@
-"""The compaction policy's rules: the history size/ratio trigger, the state trigger and
-the retention trigger."""
+"""The compaction policy's rules: the history size/ratio trigger, the state trigger, the
+retention trigger and the dead-tail trigger."""
 
 from __future__ import annotations
 
 import pytest
 
-from tay.storage.compaction.trigger import (CompactionPolicy, RetentionTrigger, StateTrigger,
+from tay.storage.compaction.trigger import (DEAD_TAIL_MIN_BYTES, DEAD_TAIL_RATIO,
+                                            CompactionPolicy, RetentionTrigger, StateTrigger,
                                             retention_slack_ms)
 
 LIMIT = 256 * 2**20
@@ -157,3 +158,17 @@ def test_the_retention_trigger_looks_again_under_another_retention() -> None:
     assert oldest.asked == 1
     assert trigger.due(2 * HOUR + 1, HOUR, oldest)  # 1 h + its 1 h slack passed
     assert oldest.asked == 2
+
+
+def test_the_dead_tail_trigger_needs_a_big_tail_of_little_retained_state() -> None:
+    policy = CompactionPolicy()
+    big = DEAD_TAIL_MIN_BYTES
+    # the tail (history less the base) must reach the minimum ...
+    assert not policy.dead_tail_due(big - 1, 0, 0)
+    assert not policy.dead_tail_due(big + 1000, 1001, 0)
+    assert policy.dead_tail_due(big, 0, 0)
+    # ... and DEAD_TAIL_RATIO times the retained state's charge
+    assert policy.dead_tail_due(big, 0, big // DEAD_TAIL_RATIO)
+    assert not policy.dead_tail_due(big, 0, big // DEAD_TAIL_RATIO + 1)
+    assert policy.dead_tail_due(4 * big + 5, 5, big // 2)
+    assert not CompactionPolicy(enabled=False).dead_tail_due(big, 0, 0)

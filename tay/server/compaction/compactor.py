@@ -157,8 +157,12 @@ class OnlineCompactor:
         try:
             now = time.monotonic()
             if self._running is None and self.available and now >= self.retry_at:
-                if self.policy.due(self.history_bytes(), self.store.base_bytes):
+                history = self.history_bytes()
+                if self.policy.due(history, self.store.base_bytes):
                     self.request("automatic")
+                elif self.policy.dead_tail_due(history, self.store.base_bytes,
+                                               self.store.engine.budget.used):
+                    self.request("dead_tail")
                 elif self._budget_pressed(now):
                     self.request("state_budget")
                 elif self._state_pressed():

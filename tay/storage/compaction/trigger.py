@@ -27,6 +27,13 @@ half the retention, at least an hour. So a finished job is gone by 1.5 times its
 retention (at least retention plus an hour), and each compaction it triggers rewrites at
 most that window: a job is rewritten about three times in its life. At most one such
 compaction per slack, whatever it expired.
+
+The dead-tail trigger bounds a restart's replay when the tail is mostly records of jobs no
+longer retained: an operator who deletes the finished jobs by hand leaves no terminal job
+for the retention trigger, and the history trigger waits for 64 MiB. A compaction is due
+once the epoch's tail reaches ``DEAD_TAIL_MIN_BYTES`` and ``DEAD_TAIL_RATIO`` times the
+retained state's charge: it rewrites little (the retained state) and leaves a restart a
+small base instead of the tail.
 """
 
 from __future__ import annotations
@@ -56,6 +63,11 @@ STATE_RESCAN_MS = 30_000
 # a tail much smaller than the base is not worth rewriting the whole base for)
 STOP_MIN_TAIL_BYTES = 4096
 STOP_TAIL_SHARE = 1 / 16
+# the dead-tail trigger: an epoch's tail of at least this many bytes, and at least this
+# many times the retained state's charge, is mostly the records of jobs gone by hand
+# (an operator's deletions keep the retention trigger from ever firing) or of no job
+DEAD_TAIL_MIN_BYTES = 8 * 1024 * 1024
+DEAD_TAIL_RATIO = 8
 # the retention trigger: how long the oldest terminal job may stay past its retention
 RETENTION_SLACK_SHARE = 1 / 2  # of the retention
 RETENTION_SLACK_MIN_MS = 3_600_000
@@ -101,6 +113,15 @@ class CompactionPolicy(Frozen):
         """Whether the history has grown enough to compact."""
         return (self.enabled and history_bytes >= self.history_bytes
                 and history_bytes >= self.ratio * last_base_bytes)
+
+    def dead_tail_due(self, history_bytes: int, last_base_bytes: int,
+                      retained_bytes: int) -> bool:
+        """Whether the epoch's tail is mostly records of nothing retained: at least
+        ``DEAD_TAIL_MIN_BYTES`` and ``DEAD_TAIL_RATIO`` times ``retained_bytes`` (the state
+        budget's charge of the retained jobs, which a compaction rewrites)."""
+        tail = history_bytes - last_base_bytes
+        return (self.enabled and tail >= DEAD_TAIL_MIN_BYTES
+                and tail >= DEAD_TAIL_RATIO * retained_bytes)
 
     def stop_due(self, history_bytes: int, last_base_bytes: int) -> bool:
         """Whether a clean stop compacts (``on_stop``), so that the next start replays a
