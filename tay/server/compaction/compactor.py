@@ -502,23 +502,22 @@ class OnlineCompactor:
                                           prepared.candidate_nonce)
             except (OSError, StorageFailure):
                 pass  # leaked: the next compaction removes it
-        if isinstance(error, CompactionFailed) and error.reason in SUPERSEDED:
+        superseded = isinstance(error, CompactionFailed) and error.reason in SUPERSEDED
+        if superseded:
             self.superseded += 1
-            delay = min(BACKOFF_MAX_S, SUPERSEDED_FIRST_S * 2 ** (self.superseded - 1))
-            self.retry_at = time.monotonic() + delay
-            self.last_failure = {"at": self.clock(), "error": str(error)[:500],
-                                 "retry_in_s": delay, "outcome": "superseded"}
-            self._count("superseded", time.monotonic() - started)
-            log.warning("online compaction superseded by a change made meanwhile, the store "
-                        "is unchanged; next attempt in %.0f s: %s", delay, error)
-            return
-        self.failures += 1
-        backoff = min(BACKOFF_MAX_S, BACKOFF_FIRST_S * 2 ** (self.failures - 1))
+            backoff = min(BACKOFF_MAX_S, SUPERSEDED_FIRST_S * 2 ** (self.superseded - 1))
+        else:
+            self.failures += 1
+            backoff = min(BACKOFF_MAX_S, BACKOFF_FIRST_S * 2 ** (self.failures - 1))
+        outcome = "superseded" if superseded else "failed"
         self.retry_at = time.monotonic() + backoff
         self.last_failure = {"at": self.clock(), "error": str(error)[:500],
-                             "retry_in_s": backoff, "outcome": "failed"}
-        self._count("failed", time.monotonic() - started)
-        if self.driver.stopped is None:
+                             "retry_in_s": backoff, "outcome": outcome}
+        self._count(outcome, time.monotonic() - started)
+        if superseded:
+            log.warning("online compaction superseded by a change made meanwhile, the store "
+                        "is unchanged; next attempt in %.0f s: %s", backoff, error)
+        elif self.driver.stopped is None:
             log.error("online compaction failed, the store is unchanged and keeps being "
                       "served; next automatic attempt in %.0f s: %s", backoff, error)
         else:
