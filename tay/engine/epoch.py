@@ -301,8 +301,11 @@ class EpochEngine(AdminCommands):
     # ---- the live path -----------------------------------------------------------------
 
     def _commit_in_epoch(self, entry: JobEntry | None, event: ev.Event, out: Outcome,
-                         nodes: int | None) -> JobState:
-        revision = 1 if entry is None else entry.state.revision + 1
+                         nodes: int | None, revision: int | None = None) -> JobState | None:
+        """``revision``: the record's, when ``entry`` cannot say it (a held job's deletion);
+        None for a job's deletion that the reducer dropped where it was held."""
+        if revision is None:
+            revision = 1 if entry is None else entry.state.revision + 1
         reducer = self.epoch
         payload = event.payload
         kind = event.type
@@ -349,22 +352,15 @@ class EpochEngine(AdminCommands):
 
     def commit_held_deletion(self, event: ev.Event, out: Outcome) -> None:
         """A (29,2) deletion of a job held finished without an entry (in columns or
-        packed), committed as ``_commit`` commits it but not built first: its record as
-        ``_commit_in_epoch`` writes it, and the reducer's drop of a held job
-        (``epoch_drop_held``) where ``_install_or_drop`` would drop the built one."""
-        job_id = event.payload["job_id"]
+        packed), committed as ``_commit`` commits it but not built first: through
+        ``_commit_in_epoch`` with the record's revision from the event, where the reducer
+        drops the held job (``epoch_drop_held``) as ``_install_or_drop`` drops a built one."""
         if self.epoch is None:  # (no Store-v2 epoch: the general way)
-            self._commit(self._entry(job_id), event, False, out)
+            self._commit(self._entry(event.payload["job_id"]), event, False, out)
             return
-        revision = event.payload["expected_revision"] + 1
-        raw = encode_epoch_event(event, revision)
-        self._charge_frame(event, len(raw))
         # (were it not held as read, the reducer would take the general way: lookup, apply)
-        self.epoch.event(_new_tuple(EpochEvent, (
-            event, revision, ev.epoch_carry((event.type, event.schema)))))
-        sequence = self.next_sequence
-        out.events.append((sequence, event_with_raw(30, 2, event.name, event.payload, raw)))
-        self.next_sequence = sequence + 1
+        self._commit_in_epoch(None, event, out, None,
+                              revision=event.payload["expected_revision"] + 1)
 
     # ---- the fused per-job commits ------------------------------------------------------
     #
